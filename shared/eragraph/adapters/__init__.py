@@ -1,0 +1,1 @@
+"""Adapters implementing the ports: memory (fakes), local (embedded defaults), aws."""

@@ -1,0 +1,92 @@
+"""Validated settings. Values come from defaults, then ERAGRAPH_* environment variables, then
+explicit overrides (CLI flags). The graph-shaping ones are recorded in a store when it is
+created, and a reopened store keeps its own (see services.engine.open_settings)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+# Settings that shape the graph: fixed per store once it exists.
+GRAPH_SETTINGS = ("s_min", "s_max", "n_planes", "seed", "max_layers", "chunk_tokens",
+                  "chunk_overlap", "summary_tokens")
+
+
+@dataclass(frozen=True)
+class Settings:
+    # EraRAG partitioning and layering
+    s_min: int = 8
+    s_max: int = 12
+    n_planes: int = 20
+    seed: int = 20250601
+    max_layers: int = 5
+    # chunking: all-MiniLM-L6-v2 reads at most 256 word pieces (incl. [CLS]/[SEP]); 200-piece
+    # chunks with a 32-piece overlap stay well inside it, so nothing is silently truncated.
+    chunk_tokens: int = 200
+    chunk_overlap: int = 32
+    summary_tokens: int = 120
+    # query
+    top_k: int = 5
+    token_budget: int = 2000
+    bias_p: float = 0.6
+    # providers, by name (bootstrap picks them)
+    embedder: str = "minilm"          # minilm | bedrock | hash (tests only)
+    summarizer: str = "extractive"    # extractive | bedrock | openai
+    generator: str = "none"           # none | bedrock | openai
+    embed_batch: int = 64
+    embed_cache: bool = True
+    bedrock_embed_model: str = "amazon.titan-embed-text-v2:0"
+    bedrock_embed_dim: int = 1024
+    bedrock_text_model: str = "anthropic.claude-3-haiku-20240307-v1:0"
+    openai_base_url: str = ""
+    openai_model: str = ""
+    max_document_bytes: int = 20 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.s_min <= self.s_max:
+            raise ValueError(f"need 1 <= s_min <= s_max (got {self.s_min}, {self.s_max})")
+        if self.s_min < 2:
+            raise ValueError("s_min must be at least 2, or layers would not shrink")
+        if not 1 <= self.n_planes <= 62:
+            raise ValueError("n_planes must be within 1..62")
+        if self.max_layers < 0:
+            raise ValueError("max_layers must be >= 0")
+        if not 0 <= self.chunk_overlap < self.chunk_tokens:
+            raise ValueError("need 0 <= chunk_overlap < chunk_tokens")
+        if self.summary_tokens < 8:
+            raise ValueError("summary_tokens must be >= 8")
+        if not 0.0 <= self.bias_p <= 1.0:
+            raise ValueError("bias_p must be within [0, 1]")
+        if self.top_k < 1:
+            raise ValueError("top_k must be >= 1")
+
+    def graph_settings(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in GRAPH_SETTINGS}
+
+    def with_overrides(self, **overrides: Any) -> Settings:
+        clean = {k: v for k, v in overrides.items() if v is not None}
+        return replace(self, **clean)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _coerce(kind: type, raw: str) -> Any:
+    if kind is bool:
+        return raw.strip().lower() in ("1", "true", "yes", "on")
+    return kind(raw)
+
+
+def settings_from_env(environ: dict[str, str] | None = None, **overrides: Any) -> Settings:
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for f in fields(Settings):
+        raw = env.get("ERAGRAPH_" + f.name.upper())
+        if raw is not None and raw != "":
+            kind = type(getattr(Settings(), f.name))
+            try:
+                values[f.name] = _coerce(kind, raw)
+            except ValueError as exc:
+                raise ValueError(f"ERAGRAPH_{f.name.upper()}={raw!r}: {exc}") from None
+    return Settings(**values).with_overrides(**overrides)

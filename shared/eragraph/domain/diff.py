@@ -1,0 +1,43 @@
+"""Diff of a layer's old segments against its new partition (EraRAG Alg. 3, lines 3-11)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .ids import segment_id, summary_id
+from .model import Segment
+
+
+@dataclass(frozen=True)
+class SegmentDiff:
+    kept: tuple[Segment, ...]
+    added: tuple[Segment, ...]
+    removed: tuple[Segment, ...]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.added or self.removed)
+
+
+def segments_for(layer: int, groups: Sequence[tuple[str, ...]]) -> list[Segment]:
+    return [
+        Segment(
+            segment_id=segment_id(layer, members),
+            layer=layer,
+            members=tuple(sorted(members)),
+            summary_id=summary_id(layer + 1, members),
+        )
+        for members in groups
+    ]
+
+
+def diff_segments(old: Sequence[Segment], new: Sequence[Segment]) -> SegmentDiff:
+    """Segments with identical member sets are kept (same id, same summary); the rest are
+    removed or added. A segment that gained or lost one member is one removed + one added."""
+    old_by_id = {s.segment_id: s for s in old}
+    new_by_id = {s.segment_id: s for s in new}
+    kept = tuple(s for sid, s in old_by_id.items() if sid in new_by_id)
+    added = tuple(s for sid, s in sorted(new_by_id.items()) if sid not in old_by_id)
+    removed = tuple(s for sid, s in sorted(old_by_id.items()) if sid not in new_by_id)
+    return SegmentDiff(kept=kept, added=added, removed=removed)

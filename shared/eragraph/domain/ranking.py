@@ -1,0 +1,71 @@
+"""Collapsed and biased search over the layered graph (EraRAG Alg. 2 and §III-D)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MODES_SUMMARY_GRAPH = ("collapsed", "detailed", "summarized", "dense")
+
+
+@dataclass(frozen=True)
+class Candidate:
+    node_id: str
+    layer: int
+    score: float
+    tokens: int
+
+
+def fill_budget(candidates: Sequence[Candidate], k: int, budget: int | None) -> list[Candidate]:
+    """Take candidates best first until k are taken; with a token budget, skip any candidate
+    that no longer fits (a later, shorter one may still fit). Ties break by node id."""
+    ordered = sorted(candidates, key=lambda c: (-c.score, c.node_id))
+    out: list[Candidate] = []
+    used = 0
+    seen: set[str] = set()
+    for cand in ordered:
+        if len(out) >= k:
+            break
+        if cand.node_id in seen:
+            continue
+        if budget is not None and used + cand.tokens > budget:
+            continue
+        out.append(cand)
+        seen.add(cand.node_id)
+        used += cand.tokens
+    return out
+
+
+def biased_split(k: int, p: float) -> tuple[int, int]:
+    """(primary, secondary) counts for detailed/summarized search: round(p*k) and the rest."""
+    if not 0.0 <= p <= 1.0:
+        raise ValueError("p must be within [0, 1]")
+    primary = int(round(p * k))
+    return primary, k - primary
+
+
+def biased_merge(
+    primary: Sequence[Candidate],
+    secondary: Sequence[Candidate],
+    k: int,
+    p: float,
+    budget: int | None,
+) -> list[Candidate]:
+    """Top-pk from the primary layers, then top-(k - pk) from the secondary ones; if one side
+    has too few, the other fills the remaining places, so k results come back when k exist.
+    The budget applies to the whole result, primary first."""
+    n_primary, _ = biased_split(k, p)
+    first = fill_budget(primary, n_primary, budget)
+    used = sum(c.tokens for c in first)
+    rest_budget = None if budget is None else budget - used
+    second = fill_budget(secondary, k - len(first), rest_budget)
+    out = first + second
+    if len(out) < k:
+        taken = {c.node_id for c in out}
+        more = fill_budget(
+            [c for c in primary if c.node_id not in taken],
+            k - len(out),
+            None if budget is None else budget - sum(c.tokens for c in out),
+        )
+        out += more
+    return sorted(out, key=lambda c: (-c.score, c.node_id))

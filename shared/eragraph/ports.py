@@ -1,0 +1,150 @@
+"""Ports: the narrow, batch-first interfaces that services depend on.
+
+Adapters (memory, local, aws) and providers (models) implement these; services import only
+ports and domain. Every GraphStore/VectorIndex/BlobStore/MessageQueue adapter runs the same
+contract tests (tests/contract).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from .domain.model import Document, LshConfig, Node, NodeRef, Segment, SegmentsAffected
+
+
+@dataclass(frozen=True)
+class Hit:
+    node_id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    text: str
+    tokens_in: int
+    tokens_out: int
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    cited_ids: tuple[str, ...]
+    tokens_in: int
+    tokens_out: int
+    model: str
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    def put(self, key: str, data: bytes) -> None: ...
+    def get(self, key: str) -> bytes: ...  # KeyError when absent
+    def delete(self, key: str) -> None: ...  # no error when absent
+    def list(self, prefix: str = "") -> list[str]: ...
+
+
+@runtime_checkable
+class GraphStore(Protocol):
+    # --- store-wide configuration ---
+    def get_lsh(self) -> LshConfig | None: ...
+    def put_lsh(self, config: LshConfig) -> LshConfig:
+        """Store ``config`` unless one is stored already; return the stored one."""
+        ...
+    def get_meta(self, key: str) -> Any | None: ...
+    def put_meta(self, key: str, value: Any) -> None: ...
+    def delete_meta(self, key: str) -> None: ...
+    def meta_keys(self, prefix: str) -> list[str]: ...
+    def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float) -> None: ...
+    def ledger(self) -> dict[str, dict[str, float]]: ...
+
+    # --- documents ---
+    def get_document(self, doc_id: str) -> Document | None: ...
+    def find_documents(self, source: str) -> list[Document]: ...
+    def put_document(self, doc: Document) -> None: ...
+    def delete_document(self, doc_id: str) -> None: ...
+    def list_documents(self) -> list[Document]: ...
+
+    # --- nodes ---
+    def put_nodes(self, nodes: Sequence[Node]) -> None: ...
+    def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]: ...
+    def delete_nodes(self, node_ids: Iterable[str]) -> None: ...
+    def layer_refs(self, layer: int) -> list[NodeRef]: ...
+    def layer_sizes(self) -> dict[int, int]: ...
+
+    # --- segments (one record per segment; a per-layer version guards concurrent writers) ---
+    def get_segments(self, layer: int) -> list[Segment]: ...
+    def segments_version(self, layer: int) -> int: ...
+    def replace_segments(
+        self,
+        layer: int,
+        remove: Sequence[str],
+        add: Sequence[Segment],
+        expected_version: int,
+    ) -> int:
+        """Atomically remove and add segments of ``layer`` if its version is still
+        ``expected_version``; return the new version, else raise ConflictError."""
+        ...
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    def upsert(self, ids: Sequence[str], vectors: np.ndarray, metas: Sequence[Mapping[str, Any]]) -> None:
+        """metas carry at least ``layer`` (int) and ``doc_id`` (str)."""
+        ...
+    def delete(self, ids: Iterable[str]) -> None: ...
+    def search(
+        self,
+        vector: np.ndarray,
+        k: int,
+        layers: Sequence[int] | None = None,
+        doc_ids: Sequence[str] | None = None,
+    ) -> list[Hit]:
+        """Top-k by inner product (vectors are normalized), best first, optionally filtered."""
+        ...
+    def ids(self) -> set[str]: ...
+    def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+    def count(self) -> int: ...
+    def flush(self) -> None: ...
+
+
+@runtime_checkable
+class MessageQueue(Protocol):
+    def send(self, messages: Sequence[SegmentsAffected]) -> None: ...
+    def receive(self, max_messages: int = 10) -> list[tuple[str, SegmentsAffected]]:
+        """Up to max_messages (receipt, message) pairs, oldest first."""
+        ...
+    def ack(self, receipts: Sequence[str]) -> None: ...
+    def pending(self) -> int: ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    identity: str
+    dim: int
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Normalized float32 vectors, one row per text."""
+        ...
+
+
+@runtime_checkable
+class Tokenizer(Protocol):
+    """Counts tokens the way the embedder reads them, and gives token character spans."""
+    def count(self, text: str) -> int: ...
+    def offsets(self, text: str) -> list[tuple[int, int]]: ...
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    identity: str
+    def summarize(self, texts: Sequence[str], max_tokens: int) -> SummaryResult: ...
+
+
+@runtime_checkable
+class Generator(Protocol):
+    identity: str
+    def answer(self, question: str, evidence: Sequence[tuple[str, str]]) -> Answer:
+        """evidence: (result id, text) pairs; the answer cites result ids."""
+        ...

@@ -1,0 +1,1 @@
+"""Models behind ports: embedders, tokenizers, summarizers, generators, NER."""

@@ -1,0 +1,49 @@
+"""The bundle of ports a service works with, and the store's recorded settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ..config import GRAPH_SETTINGS, Settings
+from ..domain.lsh import check_embedder, draw_hyperplanes
+from ..domain.model import EragraphError, LshConfig
+from ..ports import BlobStore, Embedder, Generator, GraphStore, MessageQueue, Summarizer, Tokenizer, VectorIndex
+
+
+@dataclass
+class Engine:
+    settings: Settings
+    graph: GraphStore
+    vectors: VectorIndex
+    queue: MessageQueue
+    embedder: Embedder
+    tokenizer: Tokenizer
+    summarizer: Summarizer
+    blobs: BlobStore | None = None
+    generator: Generator | None = None
+    extras: dict = field(default_factory=dict)
+
+    def lsh(self) -> LshConfig:
+        """The store's hyperplanes: drawn on first use from the recorded seed, then reused;
+        a store built with another embedder is refused."""
+        config = self.graph.get_lsh()
+        if config is None:
+            config = self.graph.put_lsh(
+                draw_hyperplanes(self.embedder.identity, self.embedder.dim,
+                                 self.settings.n_planes, self.settings.seed)
+            )
+        check_embedder(config, self.embedder.identity, self.embedder.dim)
+        return config
+
+
+def open_settings(graph: GraphStore, requested: Settings) -> Settings:
+    """Record the graph-shaping settings in a new store; a store that has them keeps its own
+    (changing S_min/S_max or the hyperplanes of a built graph needs `eragraph rebuild`)."""
+    stored = graph.get_meta("settings")
+    if stored is None:
+        graph.put_meta("settings", requested.graph_settings())
+        return requested
+    unknown = set(stored) - set(GRAPH_SETTINGS)
+    if unknown:
+        raise EragraphError(f"store has unknown settings {sorted(unknown)}")
+    return replace(requested, **stored)

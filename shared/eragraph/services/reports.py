@@ -1,0 +1,59 @@
+"""Counters that services return and the CLI prints."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class CostDelta:
+    summarize_calls: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    summarize_seconds: float = 0.0
+
+    def add(self, other: CostDelta) -> None:
+        self.summarize_calls += other.summarize_calls
+        self.tokens_in += other.tokens_in
+        self.tokens_out += other.tokens_out
+        self.summarize_seconds += other.summarize_seconds
+
+
+@dataclass
+class ChangeReport:
+    """What an ingest, delete or drain changed."""
+
+    documents_added: int = 0
+    documents_unchanged: int = 0
+    documents_replaced: int = 0
+    documents_removed: int = 0
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    segments_resummarized: dict[int, int] = field(default_factory=dict)
+    summaries_removed: dict[int, int] = field(default_factory=dict)
+    cost: CostDelta = field(default_factory=CostDelta)
+    errors: list[dict[str, str]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def merge(self, other: ChangeReport) -> None:
+        for name in ("documents_added", "documents_unchanged", "documents_replaced",
+                     "documents_removed", "chunks_added", "chunks_removed"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        for layer, n in other.segments_resummarized.items():
+            self.segments_resummarized[layer] = self.segments_resummarized.get(layer, 0) + n
+        for layer, n in other.summaries_removed.items():
+            self.summaries_removed[layer] = self.summaries_removed.get(layer, 0) + n
+        self.cost.add(other.cost)
+        self.errors.extend(other.errors)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        cost = out.pop("cost")
+        out["summarize_calls"] = cost["summarize_calls"]
+        out["tokens_in"] = cost["tokens_in"]
+        out["tokens_out"] = cost["tokens_out"]
+        out["summarize_seconds"] = round(cost["summarize_seconds"], 4)
+        out["segments_resummarized"] = {str(k): v for k, v in sorted(self.segments_resummarized.items())}
+        out["summaries_removed"] = {str(k): v for k, v in sorted(self.summaries_removed.items())}
+        out["seconds"] = round(self.seconds, 4)
+        return out
