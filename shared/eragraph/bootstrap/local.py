@@ -1,0 +1,57 @@
+"""The local profile: one store directory holds everything.
+
+    STORE/graph.sqlite       graph store (SQLite, WAL)
+    STORE/vectors/           FAISS index + id map
+    STORE/blobs/             copies of ingested files (the local "bucket")
+    STORE/embeddings.sqlite  embedding cache keyed by (embedder id, content hash)
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Settings
+from ..services.engine import Engine, open_settings
+from .extensions import install_extensions
+from .providers import make_embedder, make_generator, make_summarizer, make_tokenizer
+
+
+def build_local_engine(store: Path, settings: Settings) -> Engine:
+    from ..adapters.local.blob_fs import FsBlobStore
+    from ..adapters.local.graph_sqlite import SqliteGraphStore
+    from ..adapters.local.queue_local import LocalQueue
+    from ..adapters.local.vector_faiss import FaissVectorIndex
+
+    store.mkdir(parents=True, exist_ok=True)
+    graph = SqliteGraphStore(store / "graph.sqlite")
+    settings = open_settings(graph, settings)
+    tokenizer = make_tokenizer(settings)
+    embedder = make_embedder(settings, store / "embeddings.sqlite")
+    engine = Engine(
+        settings=settings,
+        graph=graph,
+        vectors=FaissVectorIndex(store / "vectors", embedder.dim),
+        queue=LocalQueue(),
+        embedder=embedder,
+        tokenizer=tokenizer,
+        summarizer=make_summarizer(settings, tokenizer),
+        blobs=FsBlobStore(store / "blobs"),
+        generator=make_generator(settings),
+    )
+    install_extensions(engine)
+    return engine
+
+
+def build_memory_engine(settings: Settings) -> Engine:
+    from ..adapters.memory import MemoryBlobStore, MemoryGraphStore, MemoryQueue, MemoryVectorIndex
+
+    graph = MemoryGraphStore()
+    settings = open_settings(graph, settings)
+    tokenizer = make_tokenizer(settings)
+    embedder = make_embedder(settings, None)
+    engine = Engine(settings=settings, graph=graph, vectors=MemoryVectorIndex(), queue=MemoryQueue(),
+                    embedder=embedder, tokenizer=tokenizer,
+                    summarizer=make_summarizer(settings, tokenizer), blobs=MemoryBlobStore(),
+                    generator=make_generator(settings))
+    install_extensions(engine)
+    return engine

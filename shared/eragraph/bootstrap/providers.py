@@ -1,0 +1,73 @@
+"""Providers by name, shared by every profile."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Settings
+from ..ports import Embedder, Generator, Summarizer, Tokenizer
+
+
+def make_tokenizer(settings: Settings) -> Tokenizer:
+    if settings.embedder == "hash":
+        from ..providers.hashing import RegexTokenizer
+
+        return RegexTokenizer()
+    # Token counts everywhere are MiniLM word pieces (also for Bedrock: a stated approximation
+    # for chunk sizes; the ledger takes LLM token counts from the model's own usage report).
+    from ..providers.minilm import MiniLMTokenizer
+
+    return MiniLMTokenizer()
+
+
+def make_embedder(settings: Settings, cache_path: Path | None) -> Embedder:
+    if settings.embedder == "hash":
+        from ..providers.hashing import HashingEmbedder
+
+        inner: Embedder = HashingEmbedder(256)
+    elif settings.embedder == "minilm":
+        from ..providers.minilm import MiniLMEmbedder
+
+        inner = MiniLMEmbedder(batch_size=settings.embed_batch)
+    elif settings.embedder == "bedrock":
+        from ..providers.bedrock import BedrockEmbedder
+
+        inner = BedrockEmbedder(model_id=settings.bedrock_embed_model, dim=settings.bedrock_embed_dim)
+    else:
+        raise ValueError(f"unknown embedder {settings.embedder!r} (minilm, bedrock, hash)")
+    if not settings.embed_cache:
+        return inner
+    from ..providers.embed_cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache
+
+    cache = SqliteEmbeddingCache(cache_path) if cache_path is not None else MemoryEmbeddingCache()
+    return CachedEmbedder(inner, cache)
+
+
+def make_summarizer(settings: Settings, tokenizer: Tokenizer) -> Summarizer:
+    if settings.summarizer == "extractive":
+        from ..providers.extractive import ExtractiveSummarizer
+
+        return ExtractiveSummarizer(tokenizer)
+    if settings.summarizer == "bedrock":
+        from ..providers.bedrock import BedrockSummarizer
+
+        return BedrockSummarizer(settings.bedrock_text_model, tokenizer)
+    if settings.summarizer == "openai":
+        from ..providers.openai_compat import OpenAICompatSummarizer
+
+        return OpenAICompatSummarizer(settings.openai_base_url, settings.openai_model, tokenizer=tokenizer)
+    raise ValueError(f"unknown summarizer {settings.summarizer!r} (extractive, bedrock, openai)")
+
+
+def make_generator(settings: Settings) -> Generator | None:
+    if settings.generator == "none":
+        return None
+    if settings.generator == "bedrock":
+        from ..providers.bedrock import BedrockGenerator
+
+        return BedrockGenerator(settings.bedrock_text_model)
+    if settings.generator == "openai":
+        from ..providers.openai_compat import OpenAICompatGenerator
+
+        return OpenAICompatGenerator(settings.openai_base_url, settings.openai_model)
+    raise ValueError(f"unknown generator {settings.generator!r} (none, bedrock, openai)")
