@@ -1,0 +1,88 @@
+"""The graph invariants, checked by tests and by the reindex service.
+
+1. Every live node of a summarized layer is a member of exactly one segment of that layer;
+   segments name only live nodes; a layer that is not summarized has no segments.
+2. Segment sizes are within [S_min, S_max], except the stated remainder: a layer whose node
+   count is not partitionable (domain.partition) may have smaller parts, each <= S_max.
+3. Every segment's summary node exists one layer up, with exactly the segment's members as
+   children; every node above layer 0 is the summary of a segment (no orphans).
+4. The vector index holds exactly the live nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..domain.partition import partitionable, should_summarize
+from .engine import Engine
+
+
+@dataclass
+class InvariantReport:
+    violations: list[str] = field(default_factory=list)
+    checked_nodes: int = 0
+    checked_segments: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "violations": self.violations[:200], "violation_count": len(self.violations),
+                "checked_nodes": self.checked_nodes, "checked_segments": self.checked_segments}
+
+
+def check(engine: Engine, check_vectors: bool = True) -> InvariantReport:
+    s = engine.settings
+    report = InvariantReport()
+    v = report.violations
+    sizes = engine.graph.layer_sizes()
+    top = max(sizes) if sizes else 0
+    live: set[str] = set()
+    for layer in range(0, top + 2):
+        refs = engine.graph.layer_refs(layer)
+        ids = {r.node_id for r in refs}
+        live |= ids
+        report.checked_nodes += len(ids)
+        segments = engine.graph.get_segments(layer)
+        report.checked_segments += len(segments)
+        summarized = should_summarize(len(ids), layer, s.s_max, s.max_layers)
+        if not summarized:
+            if segments:
+                v.append(f"layer {layer}: {len(segments)} segments but the layer is not summarized")
+            continue
+        seen: dict[str, str] = {}
+        remainder_ok = not partitionable(len(ids), s.s_min, s.s_max)
+        above = engine.graph.get_nodes(seg.summary_id for seg in segments)
+        for seg in segments:
+            n = len(seg.members)
+            if n > s.s_max or (n < s.s_min and not remainder_ok):
+                v.append(f"layer {layer}: segment {seg.segment_id} has {n} members, outside [{s.s_min}, {s.s_max}]")
+            for m in seg.members:
+                if m not in ids:
+                    v.append(f"layer {layer}: segment {seg.segment_id} names missing node {m}")
+                if m in seen:
+                    v.append(f"layer {layer}: node {m} in segments {seen[m]} and {seg.segment_id}")
+                seen[m] = seg.segment_id
+            summary = above.get(seg.summary_id)
+            if summary is None:
+                v.append(f"layer {layer}: summary {seg.summary_id} of segment {seg.segment_id} is missing")
+            elif summary.layer != layer + 1 or tuple(sorted(summary.children)) != tuple(sorted(seg.members)):
+                v.append(f"layer {layer}: summary {seg.summary_id} does not summarize exactly its segment")
+        for node_id in sorted(ids - set(seen)):
+            v.append(f"layer {layer}: node {node_id} is in no segment")
+        if layer + 1 in sizes:
+            owned = {seg.summary_id for seg in segments}
+            for r in engine.graph.layer_refs(layer + 1):
+                if r.node_id not in owned:
+                    v.append(f"layer {layer + 1}: node {r.node_id} is the summary of no segment")
+    for layer in sizes:
+        if layer > 0 and not engine.graph.get_segments(layer - 1) and sizes[layer]:
+            v.append(f"layer {layer}: {sizes[layer]} nodes above an unsummarized layer")
+    if check_vectors:
+        indexed = engine.vectors.ids()
+        for node_id in sorted(live - indexed)[:100]:
+            v.append(f"vector index lacks node {node_id}")
+        for node_id in sorted(indexed - live)[:100]:
+            v.append(f"vector index has a vector for no live node: {node_id}")
+    return report
