@@ -1,0 +1,44 @@
+"""diff_segments: identical member sets are kept, everything else is removed + added."""
+
+from __future__ import annotations
+
+from eragraph.domain.diff import diff_segments, segments_for
+from eragraph.domain.ids import segment_id, summary_id
+
+
+def test_segments_for_derives_ids_from_sorted_members():
+    (seg,) = segments_for(2, [("c", "a", "b")])
+    assert seg.layer == 2
+    assert seg.members == ("a", "b", "c")
+    assert seg.segment_id == segment_id(2, ["a", "b", "c"])
+    assert seg.summary_id == summary_id(3, ["a", "b", "c"])
+
+
+def test_diff_kept_added_removed():
+    old = segments_for(0, [("a", "b"), ("c", "d"), ("e", "f")])
+    new = segments_for(0, [("a", "b"), ("c", "d", "x"), ("f", "e")])
+    diff = diff_segments(old, new)
+    assert {s.members for s in diff.kept} == {("a", "b"), ("e", "f")}
+    assert [s.members for s in diff.added] == [("c", "d", "x")]
+    assert [s.members for s in diff.removed] == [("c", "d")]
+    assert diff.changed
+
+
+def test_diff_of_identical_partitions_is_unchanged():
+    segs = segments_for(1, [("a", "b"), ("c",)])
+    diff = diff_segments(segs, list(reversed(segs)))
+    assert not diff.changed
+    assert len(diff.kept) == 2 and diff.added == () and diff.removed == ()
+
+
+def test_diff_from_and_to_empty():
+    segs = segments_for(0, [("a", "b"), ("c", "d")])
+    grow = diff_segments([], segs)
+    assert len(grow.added) == 2 and not grow.removed and not grow.kept
+    shrink = diff_segments(segs, [])
+    assert len(shrink.removed) == 2 and not shrink.added and not shrink.kept
+
+
+def test_same_members_on_another_layer_is_a_different_segment():
+    diff = diff_segments(segments_for(0, [("a", "b")]), segments_for(1, [("a", "b")]))
+    assert len(diff.added) == 1 and len(diff.removed) == 1
