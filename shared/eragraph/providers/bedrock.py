@@ -1,0 +1,229 @@
+"""Amazon Bedrock models behind the ports: Titan Text Embeddings v2 as the Embedder
+(InvokeModel, one text per call: Titan v2 has no batch API, so calls run on a small thread
+pool) and any Converse-capable text model as the Summarizer and the Generator.
+
+Throttling and transient unavailability are retried here with exponential backoff and full
+jitter, a bounded number of times; the botocore client's own retries are switched off so the
+two do not multiply. Anything else, or running out of attempts, raises ModelCallError."""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ..ports import Answer, SummaryResult, Tokenizer
+from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
+                      backoff_delay, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
+                      summary_prompt)
+
+RETRYABLE_CODES = frozenset({"ThrottlingException", "ServiceUnavailableException", "ModelNotReadyException",
+                             "TooManyRequestsException", "InternalServerException"})
+TITAN_V2_DIMS = (256, 512, 1024)
+TITAN_MAX_CHARS = 50_000  # Titan v2 refuses longer inputText
+
+T = TypeVar("T")
+
+
+def make_client(region_name: str | None = None) -> Any:
+    """A bedrock-runtime client with botocore's retries off (this module retries itself)."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(retries={"mode": "standard", "total_max_attempts": 1},
+                    connect_timeout=10, read_timeout=120)
+    return boto3.client("bedrock-runtime", region_name=region_name, config=config)
+
+
+class _BedrockCaller:
+    """Client handling and the retry loop shared by the three Bedrock providers."""
+
+    def __init__(self, client: Any, region_name: str | None, max_attempts: int, base_delay: float,
+                 max_delay: float, sleep: Callable[[float], None]) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        self._client = client
+        self.region_name = region_name
+        self.max_attempts = max_attempts
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.sleep = sleep
+        self.retries = 0
+        self._lock = threading.Lock()
+        self._rng = random.Random()
+
+    @property
+    def client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                self._client = make_client(self.region_name)
+            return self._client
+
+    def call(self, what: str, fn: Callable[[], T]) -> T:
+        from botocore.exceptions import (ClientError, ConnectionClosedError, ConnectTimeoutError,
+                                         EndpointConnectionError, ReadTimeoutError)
+
+        transient = (ConnectionClosedError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError)
+        last = ""
+        for attempt in range(1, self.max_attempts + 1):
+            try:
+                return fn()
+            except ClientError as exc:
+                err = exc.response.get("Error", {})
+                code = err.get("Code", "")
+                if code not in RETRYABLE_CODES:
+                    raise ModelCallError(f"Bedrock {what} failed: {code}: {err.get('Message', exc)}") from exc
+                last = f"{code}: {err.get('Message', '')}".rstrip(": ")
+                error: Exception = exc
+            except transient as exc:
+                last, error = f"{type(exc).__name__}: {exc}", exc
+            if attempt == self.max_attempts:
+                raise ModelCallError(f"Bedrock {what} still failing after {self.max_attempts} attempts "
+                                     f"(last error {last})") from error
+            with self._lock:
+                self.retries += 1
+            self.sleep(backoff_delay(attempt, self.base_delay, self.max_delay, self._rng))
+        raise AssertionError("unreachable")
+
+
+def _converse_text(response: dict[str, Any]) -> str:
+    content = response.get("output", {}).get("message", {}).get("content", [])
+    return "".join(block.get("text", "") for block in content if isinstance(block, dict))
+
+
+def _usage(response: dict[str, Any]) -> tuple[int, int]:
+    usage = response.get("usage") or {}
+    return int(usage.get("inputTokens", 0)), int(usage.get("outputTokens", 0))
+
+
+class BedrockEmbedder:
+    """Titan Text Embeddings v2, normalized, ``dim`` in 256/512/1024."""
+
+    def __init__(self, model_id: str = "amazon.titan-embed-text-v2:0", dim: int = 1024, client: Any = None,
+                 *, region_name: str | None = None, max_workers: int = 4, max_attempts: int = 6,
+                 base_delay: float = 0.5, max_delay: float = 20.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if "titan-embed-text-v2" in model_id and dim not in TITAN_V2_DIMS:
+            raise ValueError(f"Titan v2 embeds to {TITAN_V2_DIMS} dimensions, not {dim}")
+        self.model_id = model_id
+        self.dim = dim
+        self.identity = f"bedrock:{model_id}@{dim}"
+        self.max_workers = max(1, max_workers)
+        self._caller = _BedrockCaller(client, region_name, max_attempts, base_delay, max_delay, sleep)
+        self.calls = 0
+        self.tokens_in = 0
+        self._lock = threading.Lock()
+
+    @property
+    def retries(self) -> int:
+        return self._caller.retries
+
+    def _embed_one(self, text: str) -> np.ndarray:
+        if not text.strip():  # Titan rejects empty input; a fixed unit vector, as the hashing embedder
+            vec = np.zeros(self.dim, dtype=np.float32)
+            vec[0] = 1.0
+            return vec
+        body = json.dumps({"inputText": text[:TITAN_MAX_CHARS], "dimensions": self.dim, "normalize": True})
+        client = self._caller.client
+
+        def invoke() -> dict[str, Any]:
+            resp = client.invoke_model(modelId=self.model_id, body=body,
+                                       contentType="application/json", accept="application/json")
+            return json.loads(resp["body"].read())
+
+        payload = self._caller.call(f"embedding ({self.model_id})", invoke)
+        vec = np.asarray(payload.get("embedding") or [], dtype=np.float32)
+        if vec.shape != (self.dim,):
+            raise ModelCallError(f"Bedrock {self.model_id} returned a {vec.shape} embedding, expected ({self.dim},)")
+        norm = float(np.linalg.norm(vec))
+        if norm > 0:
+            vec /= norm
+        with self._lock:
+            self.calls += 1
+            self.tokens_in += int(payload.get("inputTextTokenCount", 0))
+        return vec
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if not texts:
+            return out
+        if self.max_workers == 1 or len(texts) == 1:
+            rows = [self._embed_one(t) for t in texts]
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.max_workers, len(texts))) as pool:
+                rows = list(pool.map(self._embed_one, texts))
+        for i, row in enumerate(rows):
+            out[i] = row
+        return out
+
+
+class BedrockSummarizer:
+    """Summaries from a Converse model, clipped to ``max_tokens`` of ``tokenizer``."""
+
+    def __init__(self, model_id: str, tokenizer: Tokenizer, client: Any = None, *,
+                 region_name: str | None = None, max_attempts: int = 6, base_delay: float = 0.5,
+                 max_delay: float = 20.0, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.model_id = model_id
+        self.tokenizer = tokenizer
+        self.identity = f"bedrock:{model_id}"
+        self._caller = _BedrockCaller(client, region_name, max_attempts, base_delay, max_delay, sleep)
+
+    @property
+    def retries(self) -> int:
+        return self._caller.retries
+
+    def summarize(self, texts: Sequence[str], max_tokens: int) -> SummaryResult:
+        texts = [t for t in texts if t and t.strip()]
+        if not texts:
+            return SummaryResult(text="", tokens_in=0, tokens_out=0)
+        prompt = summary_prompt(texts, max_tokens)
+        client = self._caller.client
+        response = self._caller.call(f"summary ({self.model_id})", lambda: client.converse(
+            modelId=self.model_id,
+            messages=[{"role": "user", "content": [{"text": prompt}]}],
+            system=[{"text": SUMMARY_SYSTEM}],
+            inferenceConfig={"maxTokens": summary_max_output(max_tokens), "temperature": 0.0},
+        ))
+        text = clip_to_tokens(clean_summary(_converse_text(response)), self.tokenizer, max_tokens)
+        tokens_in, tokens_out = _usage(response)
+        return SummaryResult(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
+
+
+class BedrockGenerator:
+    """Answers from numbered evidence with [id] citations, from a Converse model."""
+
+    def __init__(self, model_id: str, client: Any = None, *, max_tokens: int = 512,
+                 region_name: str | None = None, max_attempts: int = 6, base_delay: float = 0.5,
+                 max_delay: float = 20.0, sleep: Callable[[float], None] = time.sleep) -> None:
+        self.model_id = model_id
+        self.max_tokens = max_tokens
+        self.identity = f"bedrock:{model_id}"
+        self._caller = _BedrockCaller(client, region_name, max_attempts, base_delay, max_delay, sleep)
+
+    @property
+    def retries(self) -> int:
+        return self._caller.retries
+
+    def answer(self, question: str, evidence: Sequence[tuple[str, str]]) -> Answer:
+        evidence = list(evidence)
+        if not evidence:
+            return Answer(text=NO_EVIDENCE_ANSWER, cited_ids=(), tokens_in=0, tokens_out=0, model=self.identity)
+        prompt = answer_prompt(question, evidence)
+        client = self._caller.client
+        response = self._caller.call(f"answer ({self.model_id})", lambda: client.converse(
+            modelId=self.model_id,
+            messages=[{"role": "user", "content": [{"text": prompt}]}],
+            system=[{"text": ANSWER_SYSTEM}],
+            inferenceConfig={"maxTokens": self.max_tokens, "temperature": 0.0},
+        ))
+        text = _converse_text(response).strip()
+        tokens_in, tokens_out = _usage(response)
+        return Answer(text=text, cited_ids=parse_citations(text, [eid for eid, _ in evidence]),
+                      tokens_in=tokens_in, tokens_out=tokens_out, model=self.identity)
