@@ -1,0 +1,234 @@
+"""GraphStore contract: every backend in factories.GRAPH_STORE_FACTORIES behaves like memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from eragraph.domain.lsh import draw_hyperplanes
+from eragraph.domain.model import ConflictError, Document, Node, NodeRef, Segment
+
+NESTED = {"s_min": 3, "ratio": 0.25, "flags": [True, False, None], "name": "café ✓",
+          "deep": {"a": [1, {"b": [2.5, "x"]}], "empty": {}, "none": None}, "big": 2 ** 53}
+
+
+def node(node_id: str, layer: int = 0, code: int = 0, doc_id: str = "d", children: tuple = ()) -> Node:
+    return Node(node_id=node_id, layer=layer, text=f"text of {node_id}", tokens=len(node_id) + 3,
+                code=code, doc_id=doc_id, source=f"mem://{doc_id}", children=children)
+
+
+def seg(segment_id: str, layer: int, members: tuple[str, ...]) -> Segment:
+    return Segment(segment_id=segment_id, layer=layer, members=members, summary_id=f"sum-{segment_id}")
+
+
+# --- store-wide configuration ---------------------------------------------------------------
+
+def test_put_lsh_first_writer_wins(graph_store):
+    assert graph_store.get_lsh() is None
+    first = draw_hyperplanes("hash-128", 16, 12, seed=1)
+    second = draw_hyperplanes("other", 16, 12, seed=2)
+    assert graph_store.put_lsh(first) == first
+    assert graph_store.put_lsh(second) == first
+    assert graph_store.get_lsh() == first
+
+
+def test_meta_round_trips_nested_json(graph_store):
+    assert graph_store.get_meta("settings") is None
+    graph_store.put_meta("settings", NESTED)
+    got = graph_store.get_meta("settings")
+    assert got == NESTED
+    got["deep"]["a"].append("mutated")  # a returned value is a copy
+    assert graph_store.get_meta("settings") == NESTED
+    for value in (3, 1.5, "text", [1, 2], None, True):
+        graph_store.put_meta("scalar", value)
+        assert graph_store.get_meta("scalar") == value
+    graph_store.put_meta("settings", {"replaced": 1})
+    assert graph_store.get_meta("settings") == {"replaced": 1}
+
+
+def test_meta_keys_and_delete(graph_store):
+    for key in ("dirty:2", "dirty:0", "dirtyx", "settings", "dirty:10"):
+        graph_store.put_meta(key, 1.0)
+    assert graph_store.meta_keys("dirty:") == ["dirty:0", "dirty:10", "dirty:2"]
+    assert graph_store.meta_keys("") == ["dirty:0", "dirty:10", "dirty:2", "dirtyx", "settings"]
+    assert graph_store.meta_keys("zzz") == []
+    graph_store.delete_meta("dirty:0")
+    graph_store.delete_meta("never-there")
+    assert graph_store.get_meta("dirty:0") is None
+    assert graph_store.meta_keys("dirty:") == ["dirty:10", "dirty:2"]
+
+
+def test_ledger_accumulates_per_kind(graph_store):
+    assert graph_store.ledger() == {}
+    graph_store.add_ledger("summarize", 1, 100, 20, 0.5)
+    graph_store.add_ledger("summarize", 2, 50, 10, 0.25)
+    graph_store.add_ledger("generate", 1, 7, 3, 1.0)
+    ledger = graph_store.ledger()
+    assert set(ledger) == {"summarize", "generate"}
+    assert ledger["summarize"]["calls"] == 3
+    assert ledger["summarize"]["tokens_in"] == 150
+    assert ledger["summarize"]["tokens_out"] == 30
+    assert ledger["summarize"]["seconds"] == pytest.approx(0.75)
+    assert ledger["generate"] == {"calls": 1, "tokens_in": 7, "tokens_out": 3, "seconds": pytest.approx(1.0)}
+    ledger["generate"]["calls"] = 99
+    assert graph_store.ledger()["generate"]["calls"] == 1
+
+
+# --- documents -------------------------------------------------------------------------------
+
+def test_documents_put_get_replace_delete(graph_store):
+    doc = Document(doc_id="d1", source="s3://bucket/a.txt", content_hash="h1", title="A",
+                   chunk_ids=("c1", "c2"), status="indexed", meta={"bytes": 10, "tags": ["x"], "n": {"k": None}})
+    assert graph_store.get_document("d1") is None
+    graph_store.put_document(doc)
+    assert graph_store.get_document("d1") == doc
+    newer = Document(doc_id="d1", source="s3://bucket/a.txt", content_hash="h2", chunk_ids=("c3",))
+    graph_store.put_document(newer)
+    assert graph_store.get_document("d1") == newer
+    graph_store.delete_document("d1")
+    graph_store.delete_document("d1")
+    assert graph_store.get_document("d1") is None
+    assert graph_store.list_documents() == []
+
+
+def test_documents_by_source_and_listing_sorted(graph_store):
+    docs = [Document(doc_id=i, source=src, content_hash=f"h{i}")
+            for i, src in [("d3", "a.txt"), ("d1", "b.txt"), ("d2", "a.txt"), ("d0", "c.txt")]]
+    for d in docs:
+        graph_store.put_document(d)
+    assert [d.doc_id for d in graph_store.find_documents("a.txt")] == ["d2", "d3"]
+    assert graph_store.find_documents("missing.txt") == []
+    assert [d.doc_id for d in graph_store.list_documents()] == ["d0", "d1", "d2", "d3"]
+    assert graph_store.list_documents()[2] == docs[2]
+
+
+# --- nodes -----------------------------------------------------------------------------------
+
+def test_nodes_put_get_delete(graph_store):
+    nodes = [node("c2", code=5), node("c1", code=2 ** 61 + 7), node("s1", layer=1, children=("c1", "c2"))]
+    graph_store.put_nodes(nodes)
+    got = graph_store.get_nodes(i for i in ["c1", "missing", "s1"])  # any iterable
+    assert got == {"c1": nodes[1], "s1": nodes[2]}
+    assert list(got) == ["c1", "s1"]
+    assert graph_store.get_nodes([]) == {}
+    graph_store.delete_nodes(["c1", "missing"])
+    graph_store.delete_nodes([])
+    assert graph_store.get_nodes(["c1", "c2"]) == {"c2": nodes[0]}
+
+
+def test_layer_refs_and_sizes(graph_store):
+    graph_store.put_nodes([node("b", code=3), node("a", code=1), node("c", code=2),
+                           node("s2", layer=1, code=9), node("s1", layer=1, code=8), node("t", layer=2)])
+    assert graph_store.layer_refs(0) == [NodeRef("a", 1), NodeRef("b", 3), NodeRef("c", 2)]
+    assert graph_store.layer_refs(1) == [NodeRef("s1", 8), NodeRef("s2", 9)]
+    assert graph_store.layer_refs(7) == []
+    assert list(graph_store.layer_sizes().items()) == [(0, 3), (1, 2), (2, 1)]
+    graph_store.put_nodes([node("t", layer=1)])  # re-put moves a node to another layer
+    graph_store.delete_nodes(["a"])
+    assert list(graph_store.layer_sizes().items()) == [(0, 2), (1, 3)]
+
+
+def test_large_node_batches(graph_store):
+    nodes = [node(f"n{i:05d}", layer=i % 3, code=i) for i in range(1500)]
+    graph_store.put_nodes(nodes)
+    got = graph_store.get_nodes(n.node_id for n in nodes)
+    assert len(got) == 1500 and got["n01499"] == nodes[1499]
+    assert graph_store.layer_sizes() == {0: 500, 1: 500, 2: 500}
+    graph_store.delete_nodes([n.node_id for n in nodes[:1000]])
+    assert sum(graph_store.layer_sizes().values()) == 500
+
+
+# --- segments --------------------------------------------------------------------------------
+
+def test_replace_segments_bumps_version(graph_store):
+    assert graph_store.segments_version(0) == 0
+    assert graph_store.get_segments(0) == []
+    a, b, c = seg("sb", 0, ("n1", "n2")), seg("sa", 0, ("n3",)), seg("sc", 0, ("n4", "n5"))
+    assert graph_store.replace_segments(0, [], [a, b], 0) == 1
+    assert graph_store.get_segments(0) == [b, a]  # sorted by segment id
+    assert graph_store.replace_segments(0, ["sb", "not-there"], [c], 1) == 2
+    assert graph_store.get_segments(0) == [b, c]
+    assert graph_store.segments_version(0) == 2
+    assert graph_store.segments_version(1) == 0 and graph_store.get_segments(1) == []
+
+
+def test_stale_version_conflicts_and_writes_nothing(graph_store):
+    a = seg("sa", 1, ("s1", "s2"))
+    graph_store.replace_segments(1, [], [a], 0)
+    with pytest.raises(ConflictError):
+        graph_store.replace_segments(1, ["sa"], [seg("sx", 1, ("s9",))], 0)
+    with pytest.raises(ConflictError):
+        graph_store.replace_segments(1, [], [], 5)
+    assert graph_store.segments_version(1) == 1
+    assert graph_store.get_segments(1) == [a]
+
+
+def test_layers_have_independent_versions(graph_store):
+    graph_store.replace_segments(0, [], [seg("s0", 0, ("a",))], 0)
+    graph_store.replace_segments(0, [], [], 1)
+    assert graph_store.replace_segments(1, [], [seg("s1", 1, ("b",))], 0) == 1
+    assert graph_store.segments_version(0) == 2
+    assert [s.segment_id for s in graph_store.get_segments(0)] == ["s0"]
+    assert [s.segment_id for s in graph_store.get_segments(1)] == ["s1"]
+
+
+# --- several handles on one store (persistent backends) -------------------------------------
+
+@pytest.mark.persistent
+def test_everything_survives_reopen(graph_store_backend):
+    store = graph_store_backend.open()
+    lsh = draw_hyperplanes("hash-128", 8, 6, seed=3)
+    store.put_lsh(lsh)
+    store.put_meta("settings", NESTED)
+    store.add_ledger("summarize", 2, 10, 5, 0.5)
+    doc = Document(doc_id="d1", source="a.txt", content_hash="h", chunk_ids=("c1",), meta={"k": [1]})
+    store.put_document(doc)
+    nodes = [node("c1", code=3), node("s1", layer=1, children=("c1",))]
+    store.put_nodes(nodes)
+    store.replace_segments(0, [], [seg("sg", 0, ("c1",))], 0)
+    store = graph_store_backend.reopen(store)
+    assert store.get_lsh() == lsh
+    assert store.get_meta("settings") == NESTED
+    assert store.ledger()["summarize"]["tokens_in"] == 10
+    assert store.list_documents() == [doc]
+    assert store.get_nodes(["c1", "s1"]) == {"c1": nodes[0], "s1": nodes[1]}
+    assert store.layer_sizes() == {0: 1, 1: 1}
+    assert store.get_segments(0) == [seg("sg", 0, ("c1",))]
+    assert store.segments_version(0) == 1
+
+
+@pytest.mark.persistent
+def test_concurrent_writers_one_wins(graph_store_backend):
+    one, two = graph_store_backend.open(), graph_store_backend.open()
+    v1, v2 = one.segments_version(0), two.segments_version(0)
+    assert one.replace_segments(0, [], [seg("from-one", 0, ("a",))], v1) == 1
+    with pytest.raises(ConflictError):
+        two.replace_segments(0, [], [seg("from-two", 0, ("b",))], v2)
+    assert [s.segment_id for s in two.get_segments(0)] == ["from-one"]
+    assert two.put_lsh(draw_hyperplanes("e2", 4, 3, seed=2)) == one.put_lsh(draw_hyperplanes("e1", 4, 3, seed=1))
+
+
+# --- SQLite specifics ------------------------------------------------------------------------
+
+def test_sqlite_records_schema_version_and_refuses_newer(tmp_path):
+    import sqlite3
+
+    from eragraph.adapters.local.graph_sqlite import SCHEMA_VERSION, SqliteGraphStore
+    from eragraph.domain.model import EragraphError
+
+    path = tmp_path / "g.db"
+    store = SqliteGraphStore(path)
+    assert store.schema_version() == SCHEMA_VERSION
+    assert store.meta_keys("") == []  # the schema row is not user metadata
+    store.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE store_info SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    with pytest.raises(EragraphError):
+        SqliteGraphStore(path)
+
+
+def test_sqlite_uses_wal(tmp_path):
+    from eragraph.adapters.local.graph_sqlite import SqliteGraphStore
+
+    store = SqliteGraphStore(tmp_path / "g.db")
+    assert store._query("PRAGMA journal_mode")[0][0] == "wal"
+    store.close()
