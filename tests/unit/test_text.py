@@ -1,0 +1,108 @@
+"""Chunking with overlap, document decoding and HTML stripping, sentence splitting."""
+
+from __future__ import annotations
+
+import pytest
+
+from eragraph.domain.model import BadInputError
+from eragraph.domain.text import chunk_text, decode_document, html_to_text, regex_offsets, split_sentences
+
+TEXT = " ".join(f"word{i}." if i % 7 == 6 else f"word{i}" for i in range(103))
+
+
+@pytest.mark.parametrize("size,overlap", [(10, 0), (10, 3), (25, 5), (7, 6), (200, 32)])
+def test_chunk_sizes_overlap_and_exact_substrings(size, overlap):
+    chunks = chunk_text(TEXT, regex_offsets, size, overlap)
+    spans = regex_offsets(TEXT)
+    assert chunks and all(c.text for c in chunks)
+    assert [c.index for c in chunks] == list(range(len(chunks)))
+    for c in chunks:
+        assert c.text in TEXT
+        assert c.text == c.text.strip()
+        assert 1 <= c.tokens <= size
+        assert c.tokens == len(regex_offsets(c.text))
+    # every token is covered; consecutive chunks share exactly `overlap` tokens
+    step = size - overlap
+    for i, c in enumerate(chunks):
+        window = spans[i * step : i * step + size]
+        assert c.text == TEXT[window[0][0] : window[-1][1]]
+    last = chunks[-1]
+    assert TEXT.endswith(last.text)
+    if len(chunks) > 1:
+        assert all(c.tokens == size for c in chunks[:-1])
+        a, b = regex_offsets(chunks[0].text), regex_offsets(chunks[1].text)
+        tail = [chunks[0].text[s:e] for s, e in a[-overlap:]] if overlap else []
+        head = [chunks[1].text[s:e] for s, e in b[:overlap]] if overlap else []
+        assert tail == head
+
+
+def test_chunk_count():
+    n_tokens = len(regex_offsets(TEXT))
+    chunks = chunk_text(TEXT, regex_offsets, 20, 5)
+    assert len(chunks) == 1 + -(-(n_tokens - 20) // 15)
+
+
+def test_short_text_is_one_chunk_and_blank_text_none():
+    assert [c.text for c in chunk_text("  Hello, world!  ", regex_offsets, 50, 10)] == ["Hello, world!"]
+    assert chunk_text("   \n\t ", regex_offsets, 50, 10) == []
+    assert chunk_text("", regex_offsets, 50, 10) == []
+
+
+@pytest.mark.parametrize("size,overlap", [(0, 0), (5, 5), (5, -1), (5, 9)])
+def test_chunk_rejects_bad_parameters(size, overlap):
+    with pytest.raises(ValueError):
+        chunk_text(TEXT, regex_offsets, size, overlap)
+
+
+def test_decode_plain_utf8_and_bom():
+    assert decode_document("héllo wörld".encode(), "a.txt") == "héllo wörld"
+    assert decode_document(b"\xef\xbb\xbfhello", "bom.txt") == "hello"
+
+
+@pytest.mark.parametrize("data,name,needle", [
+    (b"", "empty.txt", "empty"),
+    (b"   \n\t  ", "blank.txt", "no text"),
+    (b"abc\x00\x01\x02def", "blob.bin", "binary"),
+    (b"caf\xe9 au lait", "latin1.txt", "UTF-8"),
+    (b"<html><script>x()</script></html>", "empty.html", "no text"),
+])
+def test_decode_errors_name_the_file_and_the_reason(data, name, needle):
+    with pytest.raises(BadInputError) as info:
+        decode_document(data, name)
+    assert name in str(info.value)
+    assert needle.lower() in str(info.value).lower()
+
+
+def test_decode_too_large():
+    with pytest.raises(BadInputError, match="limit"):
+        decode_document(b"x" * 101, "big.txt", max_bytes=100)
+    assert decode_document(b"x" * 100, "ok.txt", max_bytes=100) == "x" * 100
+
+
+def test_invalid_utf8_reports_position():
+    with pytest.raises(BadInputError, match="byte 4"):
+        decode_document(b"abcd\xff", "bad.txt")
+
+
+def test_html_is_stripped_without_script_or_style():
+    page = ("<html><head><title>T</title><style>body{color:red}</style></head><body>"
+            "<h1>Heading</h1><p>First &amp; foremost <b>bold</b> text.</p>"
+            "<script>var secret = 1;</script><div>Second   line</div></body></html>")
+    text = decode_document(page.encode(), "page.HTML")
+    assert text.splitlines() == ["Heading", "First & foremost bold text.", "Second line"]
+    assert "secret" not in text and "color" not in text and "<" not in text
+    # only .htm/.html files are stripped
+    assert "<p>" in decode_document(b"<p>literal markup</p>", "notes.md")
+
+
+def test_html_to_text_blocks_become_lines():
+    assert html_to_text("<ul><li>a</li><li>b</li></ul>x<br>y") == "a\nb\nx\ny"
+
+
+def test_split_sentences():
+    text = "Dr. Who met Mr. X. Then they left! Did they? Yes.\n\nNew para \"Quoted.\" Next one"
+    sents = split_sentences(text)
+    assert sents[-1] == "Next one"
+    assert "Then they left!" in sents and "Did they?" in sents and "Yes." in sents
+    assert all(s == s.strip() and s for s in sents)
+    assert split_sentences("line one\nline two") == ["line one", "line two"]
