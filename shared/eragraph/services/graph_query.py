@@ -1,0 +1,431 @@
+"""Graph retrieval modes over the entity graph (registered in ``engine.extras["modes"]``):
+
+- ``tri_graph``   LinearRAG: query entities matched to graph entities by embedding (eq. 3),
+                  query-sentence relevance (eq. 4), semantic-bridging activation with threshold
+                  pruning (eq. 5), PPR over the passage-entity graph with the hybrid passage
+                  initialization (eq. 6-7); dense fallback without a usable entity (App. G.4).
+- ``concept_ppr`` TERAG: exact, else top-n semantic matches of query entities; restart weights
+                  s(u)/f(u) normalized per group (eq. 3-5); PPR over concepts + passages with
+                  co-occurrence edges; passages ranked by PPR mass.
+- ``local_global`` E2GraphRAG: entity pairs within h hops (eq. 1), index-mapping intersection
+                  (eq. 2), shrinking h while more than k chunks, coverage-then-occurrence ranking;
+                  otherwise the global path (collapsed search over all layers with occurrence
+                  ranking, a summary weighted by its children).
+
+Two executions of the same retrieval: when the entity store can export matrices (local,
+memory) the exact sparse power-iteration PPR runs over a snapshot cached per store generation;
+otherwise (DynamoDB) activation and PPR read neighbourhoods on demand through the store and use
+the local-push PPR with a bounded residual.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..domain import graph_math as gm
+from ..domain.ranking import Candidate, fill_budget
+from .engine import Engine
+
+DEFAULT_OVERFETCH = 4
+
+
+@dataclass(frozen=True)
+class GraphSettings:
+    # LinearRAG (tri_graph)
+    threshold: float = 0.4        # delta: an entity newly activated below it is pruned
+    iterations: int = 3           # max semantic-bridging steps
+    damping: float = 0.5          # PPR damping d (probability of following an edge)
+    lam: float = 0.05             # lambda: weight of sim(q, passage) in the passage init
+    passage_weight: float = 0.05  # W_p
+    # TERAG (concept_ppr)
+    concept_damping: float = 0.85
+    semantic_top: int = 3         # semantic matches per query entity without an exact match
+    # E2GraphRAG (local_global)
+    hops: int = 2                 # h, shrunk while more than k chunks
+    match_threshold: float = 0.8  # a query entity maps to a graph entity this similar (if not exact)
+    # execution
+    exact: bool | None = None     # None: exact PPR when the store can export matrices
+    push_epsilon: float = 1e-6
+    push_dense_top: int = 100     # passages seeded by similarity in the push execution
+
+    @classmethod
+    def from_env(cls, environ=None, **overrides) -> GraphSettings:
+        env = os.environ if environ is None else environ
+        values = {}
+        for f in fields(cls):
+            raw = env.get("ERAGRAPH_GRAPH_" + f.name.upper())
+            if raw:
+                if f.name == "exact":
+                    values[f.name] = raw.strip().lower() in ("1", "true", "yes")
+                else:
+                    values[f.name] = type(getattr(cls(), f.name))(raw)
+        return replace(cls(**values), **{k: v for k, v in overrides.items() if v is not None})
+
+
+def graph_settings(engine: Engine) -> GraphSettings:
+    gs = engine.extras.get("graph_settings")
+    if gs is None:
+        gs = GraphSettings.from_env()
+        engine.extras["graph_settings"] = gs
+    return gs
+
+
+# ---------------------------------------------------------------- snapshot (exact execution)
+
+
+class Snapshot:
+    """Matrices + aligned vectors for one store generation: chunks are all live layer-0 nodes."""
+
+    def __init__(self, engine: Engine) -> None:
+        index = engine.extras["entity_index"]
+        mats = index.store.export()
+        self.generation = mats.generation
+        self.mats = mats
+        chunk_ids = sorted(r.node_id for r in engine.graph.layer_refs(0))
+        self.chunks = chunk_ids
+        ci = {c: i for i, c in enumerate(chunk_ids)}
+        rows = np.array([ci.get(c, -1) for c in mats.chunks], dtype=np.int64)
+        keep = rows >= 0
+        coo = mats.contain.tocoo()
+        mask = keep[coo.row]
+        self.contain = sp.csr_matrix((coo.data[mask], (rows[coo.row[mask]], coo.col[mask])),
+                                     shape=(len(chunk_ids), len(mats.entities)))
+        self.entities = mats.entities
+        self.entity_index = mats.entity_index
+        self.mention = mats.mention
+        self.cooc = mats.cooccurrence
+        self.frequency = mats.frequency
+        self.chunk_vectors = _matrix(engine.vectors, chunk_ids, engine.embedder.dim)
+        from .entity_index import entity_vector_id
+
+        self.entity_vectors = _matrix(index.vectors, [entity_vector_id(e) for e in mats.entities], engine.embedder.dim)
+        self.sentence_vectors = _matrix(index.vectors, mats.sentences, engine.embedder.dim)
+        self.tri_adjacency = gm.bipartite_adjacency(self.contain)
+        self.concept_adjacency = gm.bipartite_adjacency(self.contain, self.cooc)
+
+
+def _matrix(vectors, ids, dim) -> np.ndarray:
+    out = np.zeros((len(ids), dim), dtype=np.float32)
+    got = {}
+    for start in range(0, len(ids), 5000):
+        got.update(vectors.get_vectors(ids[start:start + 5000]))
+    for i, key in enumerate(ids):
+        v = got.get(key)
+        if v is not None:
+            out[i] = v
+    return out
+
+
+def snapshot(engine: Engine) -> Snapshot:
+    index = engine.extras["entity_index"]
+    snap = engine.extras.get("graph_snapshot")
+    if snap is None or snap.generation != index.store.generation():
+        snap = Snapshot(engine)
+        engine.extras["graph_snapshot"] = snap
+    return snap
+
+
+def use_exact(engine: Engine) -> bool:
+    gs = graph_settings(engine)
+    store = engine.extras["entity_index"].store
+    return bool(store.can_export) if gs.exact is None else bool(gs.exact and store.can_export)
+
+
+# ---------------------------------------------------------------- shared steps
+
+
+def dense(engine: Engine, vector: np.ndarray, k: int, budget: int | None) -> list[Candidate]:
+    from .query import search
+
+    return search(engine, "dense", vector, k, budget, engine.settings.bias_p)
+
+
+def _query_entity_vectors(engine: Engine, text: str) -> tuple[list[str], np.ndarray]:
+    index = engine.extras["entity_index"]
+    names = index.extractor.query_entities(text)
+    if not names:
+        return [], np.zeros((0, engine.embedder.dim), dtype=np.float32)
+    return names, engine.embedder.embed(names)
+
+
+def _to_candidates(engine: Engine, scored: list[tuple[str, float]]) -> list[Candidate]:
+    nodes = engine.graph.get_nodes(c for c, _ in scored)
+    return [Candidate(c, nodes[c].layer, float(s), nodes[c].tokens) for c, s in scored if c in nodes]
+
+
+def _finish(engine: Engine, ranked: list[tuple[str, float]], vector: np.ndarray, k: int,
+            budget: int | None) -> list[Candidate]:
+    """Top k of a graph ranking under the budget; dense results fill any places left."""
+    cands = fill_budget(_to_candidates(engine, ranked[: max(k * DEFAULT_OVERFETCH, k)]), k, budget)
+    if len(cands) < k:
+        taken = {c.node_id for c in cands}
+        used = sum(c.tokens for c in cands)
+        rest = [c for c in dense(engine, vector, k * 2, None) if c.node_id not in taken]
+        floor = min((c.score for c in cands), default=0.0)
+        more = fill_budget([Candidate(c.node_id, c.layer, min(floor, 0.0) - 1.0 + c.score * 1e-3, c.tokens)
+                            for c in rest], k - len(cands), None if budget is None else budget - used)
+        cands += more
+    return cands
+
+
+def _match_top(snap: Snapshot, qvecs: np.ndarray, top: int) -> list[list[tuple[int, float]]]:
+    if len(snap.entities) == 0 or len(qvecs) == 0:
+        return [[] for _ in range(len(qvecs))]
+    sims = qvecs @ snap.entity_vectors.T
+    out = []
+    for row in sims:
+        n = min(top, len(row))
+        idx = np.argpartition(-row, n - 1)[:n]
+        idx = idx[np.argsort(-row[idx], kind="stable")]
+        out.append([(int(i), float(row[i])) for i in idx])
+    return out
+
+
+def _match_top_push(engine: Engine, qvecs: np.ndarray, top: int) -> list[list[tuple[str, float]]]:
+    from .entity_index import ENTITY_LAYER
+
+    vectors = engine.extras["entity_index"].vectors
+    return [[(h.node_id[4:], h.score) for h in vectors.search(q, top, layers=[ENTITY_LAYER])] for q in qvecs]
+
+
+# ---------------------------------------------------------------- tri_graph (LinearRAG)
+
+
+def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None) -> list[Candidate]:
+    gs = graph_settings(engine)
+    names, qvecs = _query_entity_vectors(engine, text)
+    if not names:
+        return dense(engine, vector, k, budget)
+    if use_exact(engine):
+        snap = snapshot(engine)
+        seeds = np.zeros(len(snap.entities))
+        for matches in _match_top(snap, qvecs, 1):
+            for i, s in matches:
+                seeds[i] = max(seeds[i], s)
+        if not (seeds > 0).any():
+            return dense(engine, vector, k, budget)
+        sigma = snap.sentence_vectors @ vector
+        act, tier = gm.semantic_bridging(snap.mention, sigma, seeds, gs.threshold, gs.iterations)
+        psim = snap.chunk_vectors @ vector
+        pinit = gm.passage_init(psim, snap.contain, act, tier, gs.lam, gs.passage_weight)
+        personal = np.concatenate([np.maximum(pinit, 0.0), act])
+        scores = gm.ppr(snap.tri_adjacency, personal, gs.damping, tol=1e-7, max_iter=60)
+        n_p = len(snap.chunks)
+        top = np.argsort(-scores[:n_p], kind="stable")[: k * DEFAULT_OVERFETCH]
+        ranked = [(snap.chunks[i], float(scores[i])) for i in top]
+        return _finish(engine, ranked, vector, k, budget)
+    return _tri_graph_push(engine, vector, qvecs, k, budget, gs)
+
+
+def _tri_graph_push(engine, vector, qvecs, k, budget, gs) -> list[Candidate]:
+    index = engine.extras["entity_index"]
+    store = index.store
+    seeds: dict[str, float] = {}
+    for matches in _match_top_push(engine, qvecs, 1):
+        for e, s in matches:
+            seeds[e] = max(seeds.get(e, 0.0), s)
+    if not any(s > 0 for s in seeds.values()):
+        return dense(engine, vector, k, budget)
+
+    def sentence_info(sids):
+        sents = store.get_sentences(sids)
+        vecs = index.vectors.get_vectors(list(sents))
+        return {sid: (float(vecs[sid] @ vector) if sid in vecs else 0.0, s.entities) for sid, s in sents.items()}
+
+    act, tier = gm.semantic_bridging_local(seeds, store.sentences_of, sentence_info, gs.threshold, gs.iterations)
+    hits = engine.vectors.search(vector, gs.push_dense_top, layers=[0])
+    chunk_ids = [h.node_id for h in hits]
+    counts = store.chunk_entities(chunk_ids)
+    restart: dict = {}
+    for h in hits:
+        ent_term = sum(act[e] * np.log1p(n) / tier[e] for e, n in counts.get(h.node_id, {}).items() if e in act)
+        w = (gs.lam * h.score + np.log1p(ent_term)) * gs.passage_weight
+        if w > 0:
+            restart[("c", h.node_id)] = w
+    for e, a in act.items():
+        restart[("e", e)] = restart.get(("e", e), 0.0) + a
+    est = gm.push_ppr(restart, _bipartite_neighbours(store, cooc=False), gs.damping, gs.push_epsilon)
+    ranked = sorted(((n[1], s) for n, s in est.items() if n[0] == "c"), key=lambda x: (-x[1], x[0]))
+    return _finish(engine, ranked, vector, k, budget)
+
+
+def _bipartite_neighbours(store, cooc: bool):
+    def neighbours(node):
+        kind, key = node
+        if kind == "c":
+            return [(("e", e), float(n)) for e, n in store.chunk_entities([key]).get(key, {}).items()]
+        out = [(("c", c), float(n)) for c, n in store.postings([key]).get(key, {}).items()]
+        if cooc:
+            out += [(("e", e), float(w)) for e, w in store.cooccurring([key]).get(key, {}).items()]
+        return out
+
+    return neighbours
+
+
+# ---------------------------------------------------------------- concept_ppr (TERAG)
+
+
+def concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None) -> list[Candidate]:
+    gs = graph_settings(engine)
+    index = engine.extras["entity_index"]
+    names = index.extractor.query_entities(text)
+    if not names:
+        return dense(engine, vector, k, budget)
+    exact = sorted(index.store.existing(names))
+    missing = [n for n in names if n not in set(exact)]
+    semantic: dict[str, float] = {}
+    exact_mode = use_exact(engine)
+    if missing:
+        qvecs = engine.embedder.embed(missing)
+        if exact_mode:
+            snap = snapshot(engine)
+            for matches in _match_top(snap, qvecs, gs.semantic_top):
+                for i, s in matches:
+                    semantic[snap.entities[i]] = max(semantic.get(snap.entities[i], 0.0), s)
+        else:
+            for matches in _match_top_push(engine, qvecs, gs.semantic_top):
+                for e, s in matches:
+                    semantic[e] = max(semantic.get(e, 0.0), s)
+    freq = index.store.frequencies(exact + list(semantic))
+    weights = gm.restart_weights(exact, semantic, freq)
+    if not weights:
+        return dense(engine, vector, k, budget)
+    if exact_mode:
+        snap = snapshot(engine)
+        n_p = len(snap.chunks)
+        personal = np.zeros(n_p + len(snap.entities))
+        for e, w in weights.items():
+            i = snap.entity_index.get(e)
+            if i is not None:
+                personal[n_p + i] += w
+        if personal.sum() <= 0:
+            return dense(engine, vector, k, budget)
+        scores = gm.ppr(snap.concept_adjacency, personal, gs.concept_damping, tol=1e-7, max_iter=60)
+        top = np.argsort(-scores[:n_p], kind="stable")[: k * DEFAULT_OVERFETCH]
+        ranked = [(snap.chunks[i], float(scores[i])) for i in top if scores[i] > 0]
+    else:
+        est = gm.push_ppr({("e", e): w for e, w in weights.items()}, _bipartite_neighbours(index.store, cooc=True),
+                          gs.concept_damping, gs.push_epsilon)
+        ranked = sorted(((n[1], s) for n, s in est.items() if n[0] == "c"), key=lambda x: (-x[1], x[0]))
+    return _finish(engine, ranked, vector, k, budget)
+
+
+# ---------------------------------------------------------------- local_global (E2GraphRAG)
+
+
+def _map_entities(engine: Engine, text: str) -> list[str]:
+    """Query entities mapped to graph vertices: exact names, else the nearest entity name when
+    it is at least ``match_threshold`` similar; unmapped ones are dropped (E2GraphRAG §3.2)."""
+    gs = graph_settings(engine)
+    index = engine.extras["entity_index"]
+    names = index.extractor.query_entities(text)
+    if not names:
+        return []
+    exact = index.store.existing(names)
+    missing = [n for n in names if n not in exact]
+    mapped = [n for n in names if n in exact]
+    if missing:
+        qvecs = engine.embedder.embed(missing)
+        if use_exact(engine):
+            snap = snapshot(engine)
+            matches = [[(snap.entities[i], s) for i, s in m] for m in _match_top(snap, qvecs, 1)]
+        else:
+            matches = _match_top_push(engine, qvecs, 1)
+        for m in matches:
+            for e, s in m:
+                if s >= gs.match_threshold:
+                    mapped.append(e)
+    return list(dict.fromkeys(mapped))
+
+
+def local_global(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None) -> list[Candidate]:
+    gs = graph_settings(engine)
+    store = engine.extras["entity_index"].store
+    entities = _map_entities(engine, text)
+    if not entities:
+        return global_search(engine, vector, k, budget, [])
+    if use_exact(engine):
+        snap = snapshot(engine)
+        cooc = snap.cooc
+
+        def neighbours(e):
+            i = snap.entity_index.get(e)
+            if i is None:
+                return ()
+            return (snap.entities[j] for j in cooc.indices[cooc.indptr[i]:cooc.indptr[i + 1]])
+    else:
+        cache: dict = {}
+
+        def neighbours(e):
+            if e not in cache:
+                cache[e] = list(store.cooccurring([e]).get(e, {}))
+            return cache[e]
+
+    pairs = gm.pairs_within_hops(entities, neighbours, gs.hops)
+    if not pairs:
+        return global_search(engine, vector, k, budget, entities)
+    postings_cache: dict = {}
+
+    def postings(e):
+        if e not in postings_cache:
+            postings_cache[e] = store.postings([e]).get(e, {})
+        return postings_cache[e]
+
+    h = max(d for _, _, d in pairs)
+    chunks = gm.index_mapping([(a, b) for a, b, d in pairs if d <= h], postings)
+    while len(chunks) > k and h > 1:
+        smaller = gm.index_mapping([(a, b) for a, b, d in pairs if d <= h - 1], postings)
+        if not smaller:
+            break
+        chunks, h = smaller, h - 1
+    if not chunks:
+        return global_search(engine, vector, k, budget, entities)
+    ranked_rows = gm.coverage_occurrence_rank(store.chunk_entities(chunks), entities)
+    # scores that keep the coverage-then-occurrence order (dense similarity breaks ties)
+    vecs = engine.vectors.get_vectors([c for c, _, _ in ranked_rows])
+    ranked = sorted(((c, cov * 1000.0 + occ + float(vecs[c] @ vector) * 1e-3 if c in vecs else cov * 1000.0 + occ)
+                     for c, cov, occ in ranked_rows), key=lambda x: (-x[1], x[0]))
+    return _finish(engine, ranked, vector, k, budget)
+
+
+def global_search(engine: Engine, vector: np.ndarray, k: int, budget: int | None,
+                  entities: list[str]) -> list[Candidate]:
+    """Collapsed dense search over every layer; with query entities, the top-2k candidates are
+    re-ranked by entity occurrence (a summary weighs the sum of its children, recursively),
+    similarity breaking ties."""
+    from .query import search
+
+    if not entities:
+        return search(engine, "collapsed", vector, k, budget, engine.settings.bias_p)
+    cands = search(engine, "collapsed", vector, 2 * k, None, engine.settings.bias_p)
+    store = engine.extras["entity_index"].store
+    ents = set(entities)
+    weights: dict[str, float] = {}
+
+    def weight(node_id: str, layer: int, children: tuple[str, ...]) -> float:
+        if node_id in weights:
+            return weights[node_id]
+        if layer == 0:
+            counts = store.chunk_entities([node_id]).get(node_id, {})
+            w = float(sum(n for e, n in counts.items() if e in ents))
+        else:
+            kids = engine.graph.get_nodes(children)
+            w = sum(weight(c.node_id, c.layer, c.children) for c in kids.values())
+        weights[node_id] = w
+        return w
+
+    nodes = engine.graph.get_nodes(c.node_id for c in cands)
+    rescored = [Candidate(c.node_id, c.layer, weight(c.node_id, c.layer, nodes[c.node_id].children) + c.score * 1e-3,
+                          c.tokens) for c in cands if c.node_id in nodes]
+    return fill_budget(rescored, k, budget)
+
+
+MODES = {"tri_graph": tri_graph, "concept_ppr": concept_ppr, "local_global": local_global}
+
+
+def register_modes(engine: Engine) -> None:
+    engine.extras.setdefault("modes", {}).update(MODES)
