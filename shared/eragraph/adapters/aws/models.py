@@ -1,0 +1,112 @@
+"""pynamodb models of the single-table graph store.
+
+One table, generic key attributes, item kinds told apart by their keys:
+
+    PK                  SK              item
+    META                KEY#<key>       store metadata (settings, dirty:<layer> markers), JSON value
+    META                LSH             the hyperplanes (written once, conditionally)
+    LEDGER              KIND#<kind>     cost ledger counters (atomic ADD)
+    DOC#<doc_id>        DOC             a document;       GSI2 BySource: SRC#<source> / <doc_id>
+    NODE#<node_id>      NODE            a graph node;     GSI1 ByLayer:  LAYER#<layer> / <node_id>
+    SEGS#<layer>        SEG#<seg_id>    a segment of a layer
+    SEGS#<layer>        VERSION         the layer's segment version (the optimistic lock)
+
+Why a single table: every access is a key lookup or a one-partition query (a layer's segments
+and their version share the partition SEGS#<layer>, so ``replace_segments`` is one transaction
+on one table); on-demand billing and PITR are configured once. The two sparse GSIs serve the
+two non-key reads: the node refs of a layer (KEYS + ``code`` only, so partitioning never reads
+node texts) and the documents of a source key.
+
+The table name and endpoint are only known at run time, so the model classes are built by
+``build_models`` (pynamodb binds a table through the model's ``Meta``). The key schema here must
+match ``template.yaml``; the tests create their moto tables from the template, not from here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pynamodb.attributes import (
+    ListAttribute,
+    NumberAttribute,
+    UnicodeAttribute,
+)
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, IncludeProjection
+from pynamodb.models import Model
+
+BY_LAYER = "ByLayer"
+BY_SOURCE = "BySource"
+
+
+@dataclass(frozen=True)
+class TableModels:
+    item: type[Model]
+    by_layer: GlobalSecondaryIndex
+    by_source: GlobalSecondaryIndex
+
+
+def build_models(table_name: str, region: str | None = None, host: str | None = None) -> TableModels:
+    """Model classes bound to ``table_name`` (``host``: an endpoint URL, e.g. a local moto)."""
+
+    meta_attrs = {"table_name": table_name, "max_retry_attempts": 8}
+    if region:
+        meta_attrs["region"] = region
+    if host:
+        meta_attrs["host"] = host
+
+    class ByLayer(GlobalSecondaryIndex):
+        class Meta:
+            index_name = BY_LAYER
+            projection = IncludeProjection(["code"])
+
+        GSI1PK = UnicodeAttribute(hash_key=True)
+        GSI1SK = UnicodeAttribute(range_key=True)
+
+    class BySource(GlobalSecondaryIndex):
+        class Meta:
+            index_name = BY_SOURCE
+            projection = AllProjection()
+
+        GSI2PK = UnicodeAttribute(hash_key=True)
+        GSI2SK = UnicodeAttribute(range_key=True)
+
+    class GraphItem(Model):
+        Meta = type("Meta", (), dict(meta_attrs))
+
+        PK = UnicodeAttribute(hash_key=True)
+        SK = UnicodeAttribute(range_key=True)
+        GSI1PK = UnicodeAttribute(null=True)
+        GSI1SK = UnicodeAttribute(null=True)
+        GSI2PK = UnicodeAttribute(null=True)
+        GSI2SK = UnicodeAttribute(null=True)
+        by_layer = ByLayer()
+        by_source = BySource()
+
+        # META / LSH: a JSON value
+        value = UnicodeAttribute(null=True)
+        # LEDGER
+        calls = NumberAttribute(null=True)
+        tokens_in = NumberAttribute(null=True)
+        tokens_out = NumberAttribute(null=True)
+        seconds = NumberAttribute(null=True)
+        # DOC
+        source = UnicodeAttribute(null=True)
+        content_hash = UnicodeAttribute(null=True)
+        title = UnicodeAttribute(null=True)
+        chunk_ids = ListAttribute(of=UnicodeAttribute, null=True)
+        status = UnicodeAttribute(null=True)
+        meta = UnicodeAttribute(null=True)
+        # NODE
+        layer = NumberAttribute(null=True)
+        text = UnicodeAttribute(null=True)
+        tokens = NumberAttribute(null=True)
+        code = NumberAttribute(null=True)
+        doc_id = UnicodeAttribute(null=True)
+        children = ListAttribute(of=UnicodeAttribute, null=True)
+        # SEG
+        members = ListAttribute(of=UnicodeAttribute, null=True)
+        summary_id = UnicodeAttribute(null=True)
+        # VERSION
+        version = NumberAttribute(null=True)
+
+    return TableModels(item=GraphItem, by_layer=GraphItem.by_layer, by_source=GraphItem.by_source)

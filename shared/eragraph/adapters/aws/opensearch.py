@@ -1,0 +1,183 @@
+"""OpenSearch k-NN vector index (opensearch-py).
+
+The index is created on first use from ``infra/opensearch-index.json`` (a copy ships inside the
+package as ``index_mapping.json`` so the Lambda layer carries it), with the vector dimension
+replaced by the embedder's. Vectors are normalized, so the space is ``innerproduct`` (HNSW,
+faiss engine, which supports filtered k-NN). OpenSearch turns an inner product ``ip`` into a
+score ``ip + 1`` when ``ip >= 0`` and ``1 / (1 - ip)`` otherwise; ``search`` maps it back so
+hits carry the same inner product as every other VectorIndex.
+
+Writes go through ``_bulk`` (index / delete actions, NDJSON) with per-item error handling:
+items that failed with a retryable status (429, 5xx) are re-sent with backoff, any other item
+error raises with the ids and reasons. ``ids()`` pages with ``search_after`` on the ``node_id``
+keyword; ``get_vectors`` uses ``_mget``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from importlib import resources
+from typing import Any
+
+import numpy as np
+
+from ...ports import Hit
+
+BULK_ACTIONS = 500
+PAGE = 1000
+RETRYABLE = {429, 500, 502, 503, 504}
+
+
+def index_body(dim: int) -> dict[str, Any]:
+    body = json.loads(resources.files(__package__).joinpath("index_mapping.json").read_text())
+    body = copy.deepcopy(body)
+    body["mappings"]["properties"]["vector"]["dimension"] = int(dim)
+    return body
+
+
+def score_to_inner_product(score: float) -> float:
+    return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
+
+
+def make_client(endpoint: str, region: str, service: str = "es") -> Any:
+    """An IAM-signed (SigV4) client; ``service`` is ``es`` for a domain, ``aoss`` for serverless."""
+    import boto3
+    from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
+
+    host = endpoint.removeprefix("https://").removeprefix("http://").rstrip("/")
+    auth = AWSV4SignerAuth(boto3.Session().get_credentials(), region, service)
+    return OpenSearch(hosts=[{"host": host, "port": 443}], http_auth=auth, use_ssl=True,
+                      verify_certs=True, connection_class=RequestsHttpConnection, timeout=30)
+
+
+class BulkError(RuntimeError):
+    def __init__(self, failures: list[dict[str, Any]]) -> None:
+        super().__init__(f"{len(failures)} bulk item(s) failed: {failures[:5]}")
+        self.failures = failures
+
+
+class OpenSearchVectorIndex:
+    def __init__(self, client: Any, index: str, dim: int, refresh: bool | str = False) -> None:
+        self.client = client
+        self.index = index
+        self.dim = dim
+        self.refresh = refresh  # tests use True; Lambda leaves near-real-time refresh on
+        self._ready = False
+
+    def ensure_index(self) -> None:
+        if self._ready:
+            return
+        if not self.client.indices.exists(index=self.index):
+            try:
+                self.client.indices.create(index=self.index, body=index_body(self.dim))
+            except Exception as exc:  # a concurrent creator won
+                if "resource_already_exists_exception" not in str(exc):
+                    raise
+        self._ready = True
+
+    # ----- writes -----
+    def _bulk(self, lines: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> None:
+        self.ensure_index()
+        for start in range(0, len(lines), BULK_ACTIONS):
+            pending = lines[start:start + BULK_ACTIONS]
+            for attempt in range(6):
+                body = "".join(json.dumps(a) + "\n" + (json.dumps(s) + "\n" if s is not None else "")
+                               for a, s in pending)
+                response = self.client.bulk(body=body, refresh=self.refresh)
+                if not response.get("errors"):
+                    break
+                retry, failures = [], []
+                for pair, item in zip(pending, response["items"]):
+                    op, result = next(iter(item.items()))
+                    status = int(result.get("status", 200))
+                    if op == "delete" and status == 404:
+                        continue  # deleting an absent id is not an error
+                    if status >= 300:
+                        (retry if status in RETRYABLE else failures).append(
+                            pair if status in RETRYABLE else
+                            {"id": result.get("_id"), "status": status, "error": result.get("error")})
+                if failures:
+                    raise BulkError(failures)
+                if not retry:
+                    break
+                pending = retry
+                time.sleep(min(0.2 * 2 ** attempt, 5.0))
+            else:
+                raise BulkError([{"id": a[next(iter(a))]["_id"], "status": "retries exhausted"}
+                                 for a, _ in pending])
+
+    def upsert(self, ids: Sequence[str], vectors: np.ndarray, metas: Sequence[Mapping[str, Any]]) -> None:
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if len(ids) != len(vectors) or len(ids) != len(metas):
+            raise ValueError("ids, vectors and metas must have the same length")
+        if len(ids) and vectors.shape[1] != self.dim:
+            raise ValueError(f"vectors have dimension {vectors.shape[1]}, index has {self.dim}")
+        lines = [({"index": {"_index": self.index, "_id": i}},
+                  {"node_id": i, "layer": int(m["layer"]), "doc_id": str(m.get("doc_id", "")),
+                   "vector": [float(x) for x in v]})
+                 for i, v, m in zip(ids, vectors, metas)]
+        self._bulk(lines)
+
+    def delete(self, ids: Iterable[str]) -> None:
+        lines = [({"delete": {"_index": self.index, "_id": i}}, None) for i in dict.fromkeys(ids)]
+        if lines:
+            self._bulk(lines)
+
+    # ----- reads -----
+    def search(self, vector: np.ndarray, k: int, layers: Sequence[int] | None = None,
+               doc_ids: Sequence[str] | None = None) -> list[Hit]:
+        if k <= 0:
+            return []
+        self.ensure_index()
+        knn: dict[str, Any] = {"vector": [float(x) for x in np.asarray(vector, dtype=np.float32).reshape(-1)],
+                               "k": int(k)}
+        filters = []
+        if layers is not None:
+            filters.append({"terms": {"layer": [int(x) for x in layers]}})
+        if doc_ids is not None:
+            filters.append({"terms": {"doc_id": [str(x) for x in doc_ids]}})
+        if filters:
+            knn["filter"] = {"bool": {"filter": filters}}
+        body = {"size": int(k), "_source": False, "query": {"knn": {"vector": knn}}}
+        response = self.client.search(index=self.index, body=body)
+        hits = [Hit(h["_id"], score_to_inner_product(float(h["_score"])))
+                for h in response["hits"]["hits"]]
+        hits.sort(key=lambda h: (-h.score, h.node_id))
+        return hits[:k]
+
+    def ids(self) -> set[str]:
+        self.ensure_index()
+        out: set[str] = set()
+        after = None
+        while True:
+            body: dict[str, Any] = {"size": PAGE, "_source": ["node_id"], "sort": [{"node_id": "asc"}],
+                                    "query": {"match_all": {}}}
+            if after is not None:
+                body["search_after"] = after
+            hits = self.client.search(index=self.index, body=body)["hits"]["hits"]
+            out.update(h["_id"] for h in hits)
+            if len(hits) < PAGE:
+                return out
+            after = hits[-1]["sort"]
+
+    def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        self.ensure_index()
+        out = {}
+        ids = list(dict.fromkeys(ids))
+        for start in range(0, len(ids), PAGE):
+            docs = self.client.mget(index=self.index, body={"ids": ids[start:start + PAGE]})["docs"]
+            for d in docs:
+                if d.get("found"):
+                    out[d["_id"]] = np.asarray(d["_source"]["vector"], dtype=np.float32)
+        return out
+
+    def count(self) -> int:
+        self.ensure_index()
+        return int(self.client.count(index=self.index)["count"])
+
+    def flush(self) -> None:
+        if self._ready:
+            self.client.indices.refresh(index=self.index)

@@ -1,0 +1,45 @@
+"""S3 blob store: one bucket (optionally a key prefix) behind the BlobStore port."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class S3BlobStore:
+    def __init__(self, bucket: str, client: Any = None, prefix: str = "") -> None:
+        if client is None:
+            import boto3
+
+            client = boto3.client("s3")
+        self.bucket = bucket
+        self.client = client
+        self.prefix = prefix
+
+    def put(self, key: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=bytes(data))
+
+    def get(self, key: str) -> bytes:
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
+        except self.client.exceptions.NoSuchKey:
+            raise KeyError(key) from None
+        return response["Body"].read()
+
+    def size(self, key: str) -> int:
+        """Object size without reading it (the ingest handler refuses huge objects early)."""
+        try:
+            return int(self.client.head_object(Bucket=self.bucket, Key=self.prefix + key)["ContentLength"])
+        except self.client.exceptions.ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                raise KeyError(key) from None
+            raise
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self.prefix + key)
+
+    def list(self, prefix: str = "") -> list[str]:
+        keys = []
+        paginator = self.client.get_paginator("list_objects_v2")
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
+            keys += [o["Key"][len(self.prefix):] for o in page.get("Contents", ())]
+        return sorted(keys)
