@@ -1,0 +1,156 @@
+"""Any OpenAI-compatible chat-completions endpoint (OpenAI, a local vLLM / llama.cpp /
+Ollama server, a gateway) as the Summarizer and the Generator, over the standard library's
+urllib only.
+
+429 and 5xx answers and network timeouts are retried with exponential backoff and full jitter
+(a Retry-After header is honoured, up to the delay cap), a bounded number of times; anything
+else, or running out of attempts, raises ModelCallError."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..ports import Answer, SummaryResult, Tokenizer
+from .hashing import RegexTokenizer
+from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
+                      backoff_delay, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
+                      summary_prompt)
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff
+
+
+class ChatClient:
+    """POSTs chat-completion requests to ``{base_url}/chat/completions`` with retries."""
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, *, timeout: float = 120.0,
+                 max_attempts: int = 6, base_delay: float = 0.5, max_delay: float = 20.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if not base_url:
+            raise ValueError("an OpenAI-compatible base_url is needed (e.g. http://127.0.0.1:8000/v1)")
+        if not model:
+            raise ValueError("an OpenAI-compatible model name is needed")
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.model = model
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY") or None
+        self.timeout = timeout
+        self.max_attempts = max_attempts
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.sleep = sleep
+        self.retries = 0
+        self._lock = threading.Lock()
+        self._rng = random.Random()
+
+    def complete(self, system: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+        body = json.dumps({
+            "model": self.model,
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
+            "max_tokens": max_tokens,
+            "temperature": 0,
+        }).encode("utf-8")
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        last = ""
+        for attempt in range(1, self.max_attempts + 1):
+            wait: float | None = None
+            request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout) as resp:
+                    raw = resp.read()
+                try:
+                    return json.loads(raw)
+                except ValueError as exc:
+                    raise ModelCallError(f"{self.url} answered with invalid JSON: {raw[:200]!r}") from exc
+            except urllib.error.HTTPError as exc:
+                detail = exc.read()[:300].decode("utf-8", "replace")
+                if exc.code != 429 and exc.code < 500:
+                    raise ModelCallError(f"{self.url} answered HTTP {exc.code}: {detail}") from exc
+                last = f"HTTP {exc.code}: {detail}"
+                wait = _retry_after(exc.headers.get("Retry-After") if exc.headers else None)
+                error: Exception = exc
+            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as exc:
+                last, error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}", exc
+            if attempt == self.max_attempts:
+                raise ModelCallError(f"{self.url} still failing after {self.max_attempts} attempts "
+                                     f"(last error {last})") from error
+            with self._lock:
+                self.retries += 1
+            delay = backoff_delay(attempt, self.base_delay, self.max_delay, self._rng)
+            self.sleep(min(self.max_delay, wait) if wait is not None else delay)
+        raise AssertionError("unreachable")
+
+
+def _reply(payload: dict[str, Any], url: str) -> str:
+    choices = payload.get("choices") or []
+    if not choices:
+        raise ModelCallError(f"{url} answered without choices: {json.dumps(payload)[:200]}")
+    message = choices[0].get("message") or {}
+    return message.get("content") or ""
+
+
+def _usage(payload: dict[str, Any], tokenizer: Tokenizer, sent: Sequence[str], reply: str) -> tuple[int, int]:
+    usage = payload.get("usage") or {}
+    tokens_in, tokens_out = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if tokens_in is None:
+        tokens_in = sum(tokenizer.count(t) for t in sent)
+    if tokens_out is None:
+        tokens_out = tokenizer.count(reply)
+    return int(tokens_in), int(tokens_out)
+
+
+class OpenAICompatSummarizer:
+    def __init__(self, base_url: str, model: str, api_key: str | None = None,
+                 tokenizer: Tokenizer | None = None, **client_options: Any) -> None:
+        self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else RegexTokenizer()
+        self.client = ChatClient(base_url, model, api_key, **client_options)
+        self.identity = f"openai:{model}"
+
+    def summarize(self, texts: Sequence[str], max_tokens: int) -> SummaryResult:
+        texts = [t for t in texts if t and t.strip()]
+        if not texts:
+            return SummaryResult(text="", tokens_in=0, tokens_out=0)
+        prompt = summary_prompt(texts, max_tokens)
+        payload = self.client.complete(SUMMARY_SYSTEM, prompt, summary_max_output(max_tokens))
+        reply = _reply(payload, self.client.url)
+        tokens_in, tokens_out = _usage(payload, self.tokenizer, (SUMMARY_SYSTEM, prompt), reply)
+        text = clip_to_tokens(clean_summary(reply), self.tokenizer, max_tokens)
+        return SummaryResult(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
+
+
+class OpenAICompatGenerator:
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, *, max_tokens: int = 512,
+                 tokenizer: Tokenizer | None = None, **client_options: Any) -> None:
+        self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else RegexTokenizer()
+        self.client = ChatClient(base_url, model, api_key, **client_options)
+        self.max_tokens = max_tokens
+        self.identity = f"openai:{model}"
+
+    def answer(self, question: str, evidence: Sequence[tuple[str, str]]) -> Answer:
+        evidence = list(evidence)
+        if not evidence:
+            return Answer(text=NO_EVIDENCE_ANSWER, cited_ids=(), tokens_in=0, tokens_out=0, model=self.identity)
+        prompt = answer_prompt(question, evidence)
+        payload = self.client.complete(ANSWER_SYSTEM, prompt, self.max_tokens)
+        text = _reply(payload, self.client.url).strip()
+        tokens_in, tokens_out = _usage(payload, self.tokenizer, (ANSWER_SYSTEM, prompt), text)
+        return Answer(text=text, cited_ids=parse_citations(text, [eid for eid, _ in evidence]),
+                      tokens_in=tokens_in, tokens_out=tokens_out, model=self.identity)
