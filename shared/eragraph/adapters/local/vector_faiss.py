@@ -205,13 +205,20 @@ class FaissVectorIndex:
             if n_allowed == 0:
                 return []
             fetch = min(n_allowed, k + _TIE_PAD)
-            while True:
-                scores, labels = self._index.search(q, fetch, params=params)
-                pairs = [(float(s), int(i)) for s, i in zip(scores[0], labels[0]) if i >= 0]
-                # keep fetching while the k-th score ties with the last fetched one
-                if fetch >= n_allowed or len(pairs) <= k or pairs[-1][0] < pairs[k - 1][0]:
-                    break
-                fetch = min(n_allowed, fetch * 2)
+            # One query gains little from OpenMP threads, and on a busy machine their spin-waits
+            # cost tens of ms; the thread count is a per-calling-thread OpenMP setting.
+            threads = faiss.omp_get_max_threads()
+            faiss.omp_set_num_threads(1)
+            try:
+                while True:
+                    scores, labels = self._index.search(q, fetch, params=params)
+                    pairs = [(float(s), int(i)) for s, i in zip(scores[0], labels[0]) if i >= 0]
+                    # keep fetching while the k-th score ties with the last fetched one
+                    if fetch >= n_allowed or len(pairs) <= k or pairs[-1][0] < pairs[k - 1][0]:
+                        break
+                    fetch = min(n_allowed, fetch * 2)
+            finally:
+                faiss.omp_set_num_threads(threads)
             hits = [Hit(self._to_str[i], s) for s, i in pairs]
         hits.sort(key=lambda h: (-h.score, h.node_id))
         return hits[:k]
