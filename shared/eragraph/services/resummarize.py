@@ -72,6 +72,7 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
 def reconcile(engine: Engine, layer: int) -> ChangeReport:
     """Bring layer ``layer``'s segments and the summaries above them up to date."""
     report = ChangeReport()
+    made_ids: list[str] = []  # summaries written by every attempt (a retry reuses them)
     for _attempt in range(MAX_CONFLICT_RETRIES):
         version = engine.graph.segments_version(layer)
         old = engine.graph.get_segments(layer)
@@ -85,6 +86,7 @@ def reconcile(engine: Engine, layer: int) -> ChangeReport:
             engine.graph.delete_meta(f"dirty:{layer}")
             return report
         made = summarize_segments(engine, to_make, report)
+        made_ids += [n.node_id for n in made]
         try:
             engine.graph.replace_segments(layer, [s.segment_id for s in diff.removed], list(diff.added), version)
         except ConflictError:
@@ -92,11 +94,11 @@ def reconcile(engine: Engine, layer: int) -> ChangeReport:
         if orphans:
             engine.graph.delete_nodes(orphans)
             engine.vectors.delete(orphans)
-        if made:
-            report.segments_resummarized[layer + 1] = len(made)
+        if made_ids:
+            report.segments_resummarized[layer + 1] = len(made_ids)
         if orphans:
             report.summaries_removed[layer + 1] = len(orphans)
-        announce(engine, SegmentsAffected(layer=layer + 1, added=tuple(n.node_id for n in made),
+        announce(engine, SegmentsAffected(layer=layer + 1, added=tuple(made_ids),
                                           removed=tuple(orphans), reason=f"reconcile:{layer}"))
         engine.graph.delete_meta(f"dirty:{layer}")
         return report

@@ -1,0 +1,221 @@
+"""The resummarize service: coalescing, idempotent redelivery, crash healing, conflicts,
+shrinking, and re-announcing dirty layers (EraRAG Alg. 3 as messages)."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from eragraph.domain.model import ConflictError, SegmentsAffected
+from eragraph.services import invariants
+from eragraph.services.ingest import SourceDoc, ingest
+from eragraph.services.remove import remove
+from eragraph.services.resummarize import drain, reconcile, requeue_dirty
+from conftest import make_engine, synthetic_docs
+
+
+def built(n=40, **overrides):
+    engine = make_engine(**overrides)
+    ingest(engine, synthetic_docs(n))
+    drain(engine)
+    assert invariants.check(engine).ok
+    return engine
+
+
+def snapshot(engine):
+    g = engine.graph
+    nodes = {}
+    for layer in g.layer_sizes():
+        ids = [r.node_id for r in g.layer_refs(layer)]
+        nodes.update(g.get_nodes(ids))
+    segments = {layer: g.get_segments(layer) for layer in range(0, max(g.layer_sizes(), default=0) + 2)}
+    return nodes, segments, engine.vectors.ids()
+
+
+def summary_ids(engine):
+    return {r.node_id for layer in engine.graph.layer_sizes() if layer > 0
+            for r in engine.graph.layer_refs(layer)}
+
+
+def test_build_makes_layers_and_ledger_matches_report():
+    engine = make_engine()
+    ingest(engine, synthetic_docs(40))
+    report = drain(engine)
+    sizes = engine.graph.layer_sizes()
+    assert len(sizes) >= 3  # layer 0 and at least two summary layers for 40 chunks with S 3-5
+    assert report.cost.summarize_calls == sum(report.segments_resummarized.values())
+    assert report.segments_resummarized == {layer: n for layer, n in sizes.items() if layer > 0}
+    assert engine.graph.ledger()["summarize"]["calls"] == report.cost.summarize_calls
+    assert engine.graph.ledger()["summarize"]["tokens_in"] == report.cost.tokens_in
+    assert engine.graph.meta_keys("dirty:") == []
+    assert engine.queue.pending() == 0
+
+
+def test_burst_into_one_segment_is_summarized_once():
+    engine = built()
+    before = summary_ids(engine)
+    base = synthetic_docs(1, seed=5, prefix="burst")[0]
+    # five documents of the same text hash to the same bucket; each ingest sends its own message
+    for i in range(5):
+        ingest(engine, [SourceDoc(source=f"mem://b{i}", doc_id=f"b{i}", text=base.text)])
+    assert engine.queue.pending() == 1  # coalesced into one layer-0 message
+    report = drain(engine)
+    created = summary_ids(engine) - before
+    # every new summary was written exactly once, and nothing else was summarized
+    assert report.cost.summarize_calls == len(created) == sum(report.segments_resummarized.values())
+    chunk_ids = {cid for i in range(5) for cid in engine.graph.get_document(f"b{i}").chunk_ids}
+    holders = [s for s in engine.graph.get_segments(0) if chunk_ids & set(s.members)]
+    assert len(holders) <= 2  # the burst landed together (a full bucket may split once)
+    assert report.segments_resummarized[1] == len(holders) + sum(
+        1 for s in engine.graph.get_segments(0) if s.summary_id in created and s not in holders)
+    assert invariants.check(engine).ok
+
+    # one at a time, the same burst costs more calls than coalesced
+    other = built()
+    calls = 0
+    for i in range(5):
+        ingest(other, [SourceDoc(source=f"mem://b{i}", doc_id=f"b{i}", text=base.text)])
+        calls += drain(other).cost.summarize_calls
+    assert calls > report.cost.summarize_calls
+    assert snapshot(other)[0].keys() == snapshot(engine)[0].keys()  # same end state either way
+
+
+def test_redelivered_messages_change_nothing():
+    engine = built()
+    state = snapshot(engine)
+    ledger = engine.graph.ledger()
+    for layer in range(0, 5):
+        assert reconcile(engine, layer).cost.summarize_calls == 0
+    engine.queue.send([SegmentsAffected(layer=0, added=("whatever",), reason="redelivered"),
+                       SegmentsAffected(layer=1, reason="redelivered")])
+    report = drain(engine)
+    assert report.cost.summarize_calls == 0 and report.segments_resummarized == {}
+    assert snapshot(engine) == state
+    assert engine.graph.ledger() == ledger
+
+
+class FailingReplace:
+    """A graph store whose replace_segments fails once: the consumer dies after writing the
+    new summaries but before swapping the segments."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        self.armed = True
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def replace_segments(self, layer, remove, add, expected_version):
+        if self.armed:
+            self.armed = False
+            raise RuntimeError("consumer crashed")
+        return self._inner.replace_segments(layer, remove, add, expected_version)
+
+
+def test_crash_between_summaries_and_segment_swap_heals_on_redelivery():
+    engine = built()
+    reference = built()
+    doc = synthetic_docs(1, seed=77, prefix="new")
+    ingest(reference, doc)
+    drain(reference)
+
+    reference_ledger = reference.graph.ledger()["summarize"]["calls"]
+    engine_ledger = engine.graph.ledger()["summarize"]["calls"]
+    insert_calls = reference_ledger - engine_ledger  # what the insert costs without a crash
+
+    engine.graph = FailingReplace(engine.graph)
+    ingest(engine, doc)
+    with pytest.raises(RuntimeError):
+        drain(engine)
+    before_crash = engine.graph.ledger()["summarize"]["calls"] - engine_ledger
+    assert before_crash >= 1
+    assert not invariants.check(engine).ok  # half-written: new summaries, old segments
+    assert engine.graph.meta_keys("dirty:") == ["dirty:0"]
+    # the message was lost with the consumer; the dirty mark brings it back
+    engine.queue = make_engine().queue
+    assert requeue_dirty(engine, older_than=0.0) == [0]
+    healed = drain(engine)
+    assert invariants.check(engine).ok
+    # the summaries written before the crash are reused, not paid for twice
+    assert healed.cost.summarize_calls + before_crash == insert_calls
+    assert snapshot(engine)[0].keys() == snapshot(reference)[0].keys()
+    assert snapshot(engine)[1] == snapshot(reference)[1]
+
+
+class BumpOnce:
+    """A graph store where another writer commits to the layer just before our first swap."""
+
+    def __init__(self, inner):
+        self._inner = inner
+        self.bumped = False
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def replace_segments(self, layer, remove, add, expected_version):
+        if not self.bumped:
+            self.bumped = True
+            self._inner.replace_segments(layer, [], [], self._inner.segments_version(layer))
+        return self._inner.replace_segments(layer, remove, add, expected_version)
+
+
+def test_conflict_is_retried_from_the_new_state():
+    engine = make_engine()
+    engine.graph = BumpOnce(engine.graph)
+    ingest(engine, synthetic_docs(40))
+    report = drain(engine)
+    assert engine.graph.bumped
+    assert invariants.check(engine).ok
+    sizes = engine.graph.layer_sizes()
+    # the retry reuses the summaries written before the conflict: no double work, and the
+    # report still counts every segment that was summarized
+    assert report.cost.summarize_calls == sum(n for layer, n in sizes.items() if layer > 0)
+    assert report.segments_resummarized == {layer: n for layer, n in sizes.items() if layer > 0}
+
+
+def test_conflicts_forever_give_up_with_conflict_error():
+    class AlwaysConflict(BumpOnce):
+        def replace_segments(self, layer, remove, add, expected_version):
+            raise ConflictError("busy")
+
+    engine = make_engine()
+    engine.graph = AlwaysConflict(engine.graph)
+    ingest(engine, synthetic_docs(30))
+    with pytest.raises(ConflictError, match="gave up"):
+        drain(engine)
+
+
+def test_deleting_below_s_max_removes_the_layers_above():
+    engine = built(30)
+    assert len(engine.graph.layer_sizes()) >= 3
+    remove(engine, [f"d{i}" for i in range(26)])
+    report = drain(engine)
+    assert engine.graph.layer_sizes() == {0: 4}
+    assert engine.graph.get_segments(0) == [] and engine.graph.get_segments(1) == []
+    assert report.summaries_removed and report.cost.summarize_calls == 0
+    assert invariants.check(engine).ok
+    assert engine.vectors.count() == 4
+
+
+def test_requeue_dirty_respects_age():
+    engine = make_engine()
+    ingest(engine, synthetic_docs(20))
+    stamp = engine.graph.get_meta("dirty:0")
+    engine.queue = make_engine().queue  # message lost
+    assert requeue_dirty(engine, older_than=60.0, now=stamp + 10) == []
+    assert engine.queue.pending() == 0
+    assert requeue_dirty(engine, older_than=60.0, now=stamp + 61) == [0]
+    drain(engine)
+    assert invariants.check(engine).ok and len(engine.graph.layer_sizes()) >= 2
+    assert engine.graph.meta_keys("dirty:") == []
+    assert requeue_dirty(engine) == []
+
+
+def test_message_round_trip():
+    msg = SegmentsAffected(layer=2, added=("a",), removed=("b", "c"), reason="x")
+    assert SegmentsAffected.from_dict(copy.deepcopy(msg.to_dict())) == msg
+    for bad in ({"type": "Other"}, {"type": "SegmentsAffected", "layer": -1},
+                {"type": "SegmentsAffected", "layer": True}, "nope"):
+        with pytest.raises(ValueError):
+            SegmentsAffected.from_dict(bad)
