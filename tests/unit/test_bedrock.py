@@ -75,7 +75,7 @@ def test_embedder_one_call_per_text_with_exact_body(client):
     assert emb.calls == 2 and emb.tokens_in == 9
 
 
-def test_embedder_threaded_keeps_order(client):
+def test_embedder_thread_pool_embeds_every_text(client):
     emb = BedrockEmbedder(dim=256, client=client, max_workers=4)
     texts = [f"text {i}" for i in range(6)]
     vec = np.ones(256)
@@ -211,3 +211,20 @@ def test_generator_without_evidence_makes_no_call(client):
         ans = gen.answer("anything?", [])
         stub.assert_no_pending_responses()
     assert ans.cited_ids == () and ans.tokens_in == 0 and "No evidence" in ans.text
+
+
+def test_model_without_system_prompt_gets_it_folded_into_the_user_turn(client):
+    summ = summarizer(client)
+    texts = ["Otters hold hands while sleeping."]
+    prompt = summary_prompt(texts, 30)
+    with Stubber(client) as stub:
+        stub.add_client_error("converse", "ValidationException",
+                              "This model doesn't support system messages.", 400,
+                              expected_params=converse_params(SUMMARY_SYSTEM, prompt, 62))
+        stub.add_response("converse", converse_reply("Otters hold hands asleep.", 20, 5), {
+            "modelId": TEXT_MODEL,
+            "messages": [{"role": "user", "content": [{"text": SUMMARY_SYSTEM + "\n\n" + prompt}]}],
+            "inferenceConfig": {"maxTokens": 62, "temperature": 0.0}})
+        result = summ.summarize(texts, 30)
+        stub.assert_no_pending_responses()
+    assert result.text == "Otters hold hands asleep." and result.tokens_in == 20

@@ -92,6 +92,34 @@ class _BedrockCaller:
         raise AssertionError("unreachable")
 
 
+def _converse(caller: _BedrockCaller, model_id: str, system: str, prompt: str, max_tokens: int,
+              what: str) -> dict[str, Any]:
+    """One Converse call. Models that take no system prompt get the system text folded into
+    the user turn instead (Bedrock answers them with a ValidationException)."""
+    from botocore.exceptions import ClientError
+
+    client = caller.client
+    config = {"maxTokens": max_tokens, "temperature": 0.0}
+
+    def with_system() -> dict[str, Any]:
+        return client.converse(modelId=model_id, messages=[{"role": "user", "content": [{"text": prompt}]}],
+                               system=[{"text": system}], inferenceConfig=config)
+
+    def folded() -> dict[str, Any]:
+        return client.converse(modelId=model_id,
+                               messages=[{"role": "user", "content": [{"text": f"{system}\n\n{prompt}"}]}],
+                               inferenceConfig=config)
+
+    try:
+        return caller.call(what, with_system)
+    except ModelCallError as exc:
+        cause = exc.__cause__
+        if (isinstance(cause, ClientError) and cause.response.get("Error", {}).get("Code") == "ValidationException"
+                and "system" in str(cause.response.get("Error", {}).get("Message", "")).lower()):
+            return caller.call(what, folded)
+        raise
+
+
 def _converse_text(response: dict[str, Any]) -> str:
     content = response.get("output", {}).get("message", {}).get("content", [])
     return "".join(block.get("text", "") for block in content if isinstance(block, dict))
@@ -184,13 +212,8 @@ class BedrockSummarizer:
         if not texts:
             return SummaryResult(text="", tokens_in=0, tokens_out=0)
         prompt = summary_prompt(texts, max_tokens)
-        client = self._caller.client
-        response = self._caller.call(f"summary ({self.model_id})", lambda: client.converse(
-            modelId=self.model_id,
-            messages=[{"role": "user", "content": [{"text": prompt}]}],
-            system=[{"text": SUMMARY_SYSTEM}],
-            inferenceConfig={"maxTokens": summary_max_output(max_tokens), "temperature": 0.0},
-        ))
+        response = _converse(self._caller, self.model_id, SUMMARY_SYSTEM, prompt,
+                             summary_max_output(max_tokens), f"summary ({self.model_id})")
         text = clip_to_tokens(clean_summary(_converse_text(response)), self.tokenizer, max_tokens)
         tokens_in, tokens_out = _usage(response)
         return SummaryResult(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
@@ -216,13 +239,8 @@ class BedrockGenerator:
         if not evidence:
             return Answer(text=NO_EVIDENCE_ANSWER, cited_ids=(), tokens_in=0, tokens_out=0, model=self.identity)
         prompt = answer_prompt(question, evidence)
-        client = self._caller.client
-        response = self._caller.call(f"answer ({self.model_id})", lambda: client.converse(
-            modelId=self.model_id,
-            messages=[{"role": "user", "content": [{"text": prompt}]}],
-            system=[{"text": ANSWER_SYSTEM}],
-            inferenceConfig={"maxTokens": self.max_tokens, "temperature": 0.0},
-        ))
+        response = _converse(self._caller, self.model_id, ANSWER_SYSTEM, prompt, self.max_tokens,
+                             f"answer ({self.model_id})")
         text = _converse_text(response).strip()
         tokens_in, tokens_out = _usage(response)
         return Answer(text=text, cited_ids=parse_citations(text, [eid for eid, _ in evidence]),
