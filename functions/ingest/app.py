@@ -1,0 +1,55 @@
+"""S3 document events (delivered through the ingest SQS queue, or directly) -> ingest/remove."""
+
+import json
+from urllib.parse import unquote_plus
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+
+from eragraph.bootstrap.aws import LAMBDA_ENGINE
+from eragraph.domain.model import BadInputError
+from eragraph.domain.text import decode_document
+from eragraph.services import ingest, remove
+
+logger, metrics = Logger(), Metrics()
+processor = BatchProcessor(event_type=EventType.SQS)
+
+
+def handle_s3_event(event: dict) -> dict:
+    """One S3 notification (possibly several records); s3:TestEvent is ignored."""
+    counts = {"ingested": 0, "removed": 0, "rejected": 0}
+    if event.get("Event") == "s3:TestEvent":
+        return counts
+    engine = LAMBDA_ENGINE.get()
+    for record in event.get("Records", []):
+        bucket, key = record["s3"]["bucket"]["name"], unquote_plus(record["s3"]["object"]["key"])
+        source = f"s3://{bucket}/{key}"
+        if record["eventName"].startswith("ObjectRemoved"):
+            counts["removed"] += remove.remove(engine, [source]).documents_removed
+            continue
+        try:
+            text = decode_document(engine.blobs.get(key), key, engine.settings.max_document_bytes)
+        except (BadInputError, KeyError) as exc:  # a bad file is reported, never retried forever
+            logger.error("document rejected", extra={"source": source, "error": str(exc)})
+            counts["rejected"] += 1
+            continue
+        report = ingest.ingest(engine, [ingest.SourceDoc(source=source, text=text, title=key.rsplit("/", 1)[-1])])
+        counts["ingested"] += report.documents_added + report.documents_replaced
+    metrics.add_metric("DocumentsIngested", MetricUnit.Count, counts["ingested"])
+    metrics.add_metric("DocumentsRemoved", MetricUnit.Count, counts["removed"])
+    metrics.add_metric("DocumentsRejected", MetricUnit.Count, counts["rejected"])
+    return counts
+
+
+def record_handler(record) -> dict:
+    return handle_s3_event(json.loads(record.body))
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def handler(event, context):
+    if event.get("Records") and event["Records"][0].get("eventSource") == "aws:s3":
+        return handle_s3_event(event)  # direct S3 -> Lambda notification
+    return process_partial_response(event=event, record_handler=record_handler,
+                                    processor=processor, context=context)

@@ -1,0 +1,23 @@
+"""EventBridge schedule (or a direct invoke) -> audit and repair (services.reindex)."""
+
+import os
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from eragraph.bootstrap.aws import LAMBDA_ENGINE
+from eragraph.services import reindex
+
+logger, metrics = Logger(), Metrics()
+
+
+@logger.inject_lambda_context
+@metrics.log_metrics
+def handler(event, context):
+    stuck_after = float((event or {}).get("stuck_after_seconds")
+                    or os.environ.get("ERAGRAPH_STUCK_AFTER_SECONDS", "3600"))
+    report = reindex.run(LAMBDA_ENGINE.get(), stuck_after=stuck_after, drain=False)
+    for name, value in report["metrics"].items():
+        metrics.add_metric(name, MetricUnit.Count, value)
+    logger.info("reindex finished", extra={"report": report})
+    return report

@@ -1,0 +1,119 @@
+"""The AWS profile: S3 + DynamoDB + SQS FIFO + OpenSearch, configured from the environment
+the SAM template sets on every function:
+
+    ERAGRAPH_TABLE                 DynamoDB table (single-table graph store)
+    ERAGRAPH_BUCKET                documents bucket
+    ERAGRAPH_SUMMARIZE_QUEUE_URL   FIFO queue of SegmentsAffected messages
+    ERAGRAPH_OPENSEARCH_ENDPOINT   OpenSearch domain endpoint (SigV4-signed requests)
+    ERAGRAPH_OPENSEARCH_INDEX      index name (default ``eragraph-nodes``)
+    AWS_REGION                     set by Lambda itself
+    ERAGRAPH_AWS_ENDPOINT_URL      optional: one endpoint for S3/SQS/DynamoDB (a local cloud)
+    ERAGRAPH_OPENSEARCH_SERVICE    optional: ``es`` (domain, default) or ``aoss`` (serverless)
+
+plus the ERAGRAPH_* settings (config.settings_from_env). Clients are created when the engine is
+built, and the handlers build it lazily, once per container (``LAMBDA_ENGINE``), never at import.
+
+Tokens: the AWS profile embeds with Bedrock Titan V2, which reads up to 8k tokens, so chunks are
+counted in word/punctuation tokens (RegexTokenizer) and no tokenizer files ride in the layer;
+the MiniLM word-piece tokenizer is used only when the embedder is MiniLM (container image).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from ..config import Settings, settings_from_env
+from ..services.engine import Engine, open_settings
+from .extensions import install_extensions
+from .providers import make_embedder, make_generator, make_summarizer, make_tokenizer
+
+DEFAULT_INDEX = "eragraph-nodes"
+REQUIRED = ("ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QUEUE_URL", "ERAGRAPH_OPENSEARCH_ENDPOINT")
+
+
+class MissingConfigError(RuntimeError):
+    pass
+
+
+def _require(env: Mapping[str, str], *names: str) -> None:
+    missing = [n for n in names if not env.get(n)]
+    if missing:
+        raise MissingConfigError(f"the aws profile needs {', '.join(missing)} in the environment")
+
+
+def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, str] | None = None,
+                     opensearch_client: Any = None, refresh: bool | str = False) -> Engine:
+    """``opensearch_client`` replaces the SigV4 client (tests use a recording fake)."""
+    import boto3
+
+    from ..adapters.aws.dynamodb import DynamoGraphStore
+    from ..adapters.aws.opensearch import OpenSearchVectorIndex, make_client
+    from ..adapters.aws.s3 import S3BlobStore
+    from ..adapters.aws.sqs import SqsQueue
+
+    env = os.environ if environ is None else environ
+    settings = settings or settings_from_env(dict(env))
+    _require(env, "ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QUEUE_URL")
+    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
+    endpoint = env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None
+    session = boto3.session.Session(region_name=region)
+    s3 = session.client("s3", endpoint_url=endpoint)
+    sqs = session.client("sqs", endpoint_url=endpoint)
+
+    graph = DynamoGraphStore(env["ERAGRAPH_TABLE"], region=region, host=endpoint)
+    settings = open_settings(graph, settings)
+    if settings.embedder == "minilm":
+        tokenizer = make_tokenizer(settings)
+    else:
+        from ..providers.hashing import RegexTokenizer
+
+        tokenizer = RegexTokenizer()
+    embedder = make_embedder(settings, None)
+    if opensearch_client is None:
+        _require(env, "ERAGRAPH_OPENSEARCH_ENDPOINT")
+        opensearch_client = make_client(env["ERAGRAPH_OPENSEARCH_ENDPOINT"], region,
+                                        env.get("ERAGRAPH_OPENSEARCH_SERVICE") or "es")
+    vectors = OpenSearchVectorIndex(opensearch_client, env.get("ERAGRAPH_OPENSEARCH_INDEX") or DEFAULT_INDEX,
+                                    embedder.dim, refresh=refresh)
+    engine = Engine(
+        settings=settings,
+        graph=graph,
+        vectors=vectors,
+        queue=SqsQueue(env["ERAGRAPH_SUMMARIZE_QUEUE_URL"], client=sqs),
+        embedder=embedder,
+        tokenizer=tokenizer,
+        summarizer=make_summarizer(settings, tokenizer),
+        blobs=S3BlobStore(env["ERAGRAPH_BUCKET"], client=s3),
+        generator=make_generator(settings),
+    )
+    install_extensions(engine)
+    return engine
+
+
+class LazyEngine:
+    """One engine per Lambda container, built on the first invocation (not at import, so a
+    cold start that fails on configuration reports it per event, and importing a handler in
+    tests touches nothing). ``set`` installs a prebuilt engine (tests, local clouds)."""
+
+    def __init__(self, profile: str = "aws") -> None:
+        self.profile = profile
+        self._engine: Engine | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> Engine:
+        if self._engine is None:
+            with self._lock:
+                if self._engine is None:
+                    from . import build_engine
+
+                    self._engine = build_engine(self.profile)
+        return self._engine
+
+    def set(self, engine: Engine | None) -> None:
+        self._engine = engine
+
+
+LAMBDA_ENGINE = LazyEngine("aws")

@@ -1,0 +1,133 @@
+"""Reindex: audit the store, repair drift, verify the invariants, report (the scheduled Lambda
+and ``eragraph reindex`` run this same function).
+
+1. Documents ⇄ chunks: layer-0 nodes that no document lists (an ingest that died between
+   writing chunks and the document) are removed; documents that list missing chunks are
+   removed with their remaining chunks, so a re-upload ingests them afresh (reported by id).
+2. Dirty layers whose marker is older than ``stuck_after`` seconds (a consumer died mid-way, or
+   its message was lost) are re-announced (services.resummarize.requeue_dirty).
+3. Every layer whose stored segments differ from the partition of its current nodes (segments
+   out of bounds after deletes, segments naming gone nodes, missing or orphan summaries) is
+   reconciled, bottom-up. Layers marked dirty more recently than ``stuck_after`` are being
+   worked on by a consumer and are left to it.
+4. Graph store ⇄ vector index: live nodes without a vector are re-embedded from their text;
+   vectors of no live node are deleted.
+5. The graph invariants (services.invariants) are checked and reported.
+
+With ``drain`` (the local profile, whose queue is in-process) the announced messages are
+delivered before the vector audit; on AWS the summarize consumers pick them up.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..domain.diff import diff_segments
+from ..domain.model import SegmentsAffected
+from . import invariants
+from .engine import Engine
+from .ingest import announce, remove_document_nodes
+from .resummarize import drain as drain_queue
+from .resummarize import reconcile, requeue_dirty, target_segments
+
+
+def _layers(engine: Engine) -> list[int]:
+    sizes = engine.graph.layer_sizes()
+    top = max(sizes) if sizes else 0
+    return list(range(0, top + 1))
+
+
+def audit_documents(engine: Engine, report: dict) -> None:
+    docs = engine.graph.list_documents()
+    listed = {c for d in docs for c in d.chunk_ids}
+    chunks = {r.node_id for r in engine.graph.layer_refs(0)}
+    orphans = sorted(chunks - listed)
+    incomplete = [d for d in docs if any(c not in chunks for c in d.chunk_ids)]
+    removed: list[str] = list(orphans)
+    if orphans:
+        engine.graph.delete_nodes(orphans)
+        engine.vectors.delete(orphans)
+    for doc in incomplete:
+        removed += [c for c in remove_document_nodes(engine, doc) if c in chunks]
+    if removed:
+        announce(engine, SegmentsAffected(layer=0, removed=tuple(removed), reason="reindex:documents"))
+    report["orphan_chunks_removed"] = len(orphans)
+    report["incomplete_documents_removed"] = sorted(d.doc_id for d in incomplete)
+
+
+def repair_layers(engine: Engine, stuck_after: float, now: float, report: dict) -> None:
+    busy = set()
+    for key in engine.graph.meta_keys("dirty:"):
+        stamp = engine.graph.get_meta(key)
+        if stamp is not None and now - float(stamp) < stuck_after:
+            busy.add(int(key.split(":", 1)[1]))
+    repaired, out_of_bounds = [], []
+    s = engine.settings
+    for layer in _layers(engine):
+        if layer in busy:
+            continue
+        old = engine.graph.get_segments(layer)
+        new = target_segments(engine, layer)
+        if any(not s.s_min <= len(seg.members) <= s.s_max for seg in old):
+            out_of_bounds.append(layer)
+        above = {r.node_id for r in engine.graph.layer_refs(layer + 1)}
+        wanted = {seg.summary_id for seg in new}
+        if diff_segments(old, new).changed or above != wanted:
+            changes = reconcile(engine, layer)
+            repaired.append({"layer": layer,
+                             "segments_resummarized": sum(changes.segments_resummarized.values()),
+                             "summaries_removed": sum(changes.summaries_removed.values())})
+    report["layers_in_progress"] = sorted(busy)
+    report["layers_with_out_of_bounds_segments"] = out_of_bounds
+    report["layers_repaired"] = repaired
+
+
+def audit_vectors(engine: Engine, report: dict) -> None:
+    live: set[str] = set()
+    for layer in _layers(engine):
+        live |= {r.node_id for r in engine.graph.layer_refs(layer)}
+    indexed = engine.vectors.ids()
+    missing = sorted(live - indexed)
+    orphans = sorted(indexed - live)
+    for start in range(0, len(missing), 256):
+        nodes = engine.graph.get_nodes(missing[start:start + 256])
+        batch = [nodes[i] for i in missing[start:start + 256] if i in nodes]
+        if batch:
+            vectors = engine.embedder.embed([n.text for n in batch])
+            engine.vectors.upsert([n.node_id for n in batch], vectors,
+                                  [{"layer": n.layer, "doc_id": n.doc_id} for n in batch])
+    if orphans:
+        engine.vectors.delete(orphans)
+    engine.vectors.flush()
+    report["vectors_missing_reembedded"] = len(missing)
+    report["vectors_orphaned_deleted"] = len(orphans)
+
+
+def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: float | None = None) -> dict:
+    """Audit and repair; returns a JSON-able report with a flat ``metrics`` dict."""
+    started = time.perf_counter()
+    now = time.time() if now is None else now
+    engine.lsh()  # refuses a store built with another embedder before touching anything
+    report: dict = {}
+    audit_documents(engine, report)
+    report["layers_requeued"] = requeue_dirty(engine, older_than=stuck_after, now=now)
+    if drain:
+        drain_queue(engine)
+    # locally nothing else is reconciling, so no layer is "in progress"
+    repair_layers(engine, 0.0 if drain else stuck_after, now, report)
+    if drain:
+        drain_queue(engine)
+    audit_vectors(engine, report)
+    check = invariants.check(engine)
+    report["invariants"] = check.to_dict()
+    report["metrics"] = {
+        "OrphanChunksRemoved": report["orphan_chunks_removed"],
+        "IncompleteDocumentsRemoved": len(report["incomplete_documents_removed"]),
+        "LayersRequeued": len(report["layers_requeued"]),
+        "LayersRepaired": len(report["layers_repaired"]),
+        "VectorsReembedded": report["vectors_missing_reembedded"],
+        "VectorsOrphanedDeleted": report["vectors_orphaned_deleted"],
+        "InvariantViolations": len(check.violations),
+    }
+    report["seconds"] = round(time.perf_counter() - started, 4)
+    return report

@@ -1,0 +1,103 @@
+"""The reindex service repairs drift between the graph store and the vector index, requeues
+stuck layers, re-partitions layers left out of date, and reports what it found."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from conftest import make_engine, synthetic_docs
+from eragraph.domain.model import Segment
+from eragraph.services import ingest, invariants, reindex, remove, resummarize
+
+
+def built(n=30):
+    engine = make_engine()
+    ingest.ingest(engine, synthetic_docs(n))
+    resummarize.drain(engine)
+    assert invariants.check(engine).ok
+    return engine
+
+
+def test_clean_store_reports_nothing_to_fix():
+    engine = built()
+    report = reindex.run(engine)
+    assert report["invariants"]["ok"]
+    assert all(v == 0 for v in report["metrics"].values()), report["metrics"]
+
+
+def test_missing_and_orphan_vectors_are_repaired_both_ways():
+    engine = built()
+    refs = engine.graph.layer_refs(0)[:3] + engine.graph.layer_refs(1)[:2]
+    lost = [r.node_id for r in refs]
+    before = engine.vectors.get_vectors(lost)
+    engine.vectors.delete(lost)
+    engine.vectors.upsert(["ghost"], np.ones((1, 128), dtype=np.float32) / np.sqrt(128),
+                          [{"layer": 0, "doc_id": "nope"}])
+    report = reindex.run(engine)
+    assert report["vectors_missing_reembedded"] == 5
+    assert report["vectors_orphaned_deleted"] == 1
+    assert "ghost" not in engine.vectors.ids()
+    after = engine.vectors.get_vectors(lost)
+    for i in lost:
+        assert np.allclose(after[i], before[i], atol=1e-5)
+    assert report["invariants"]["ok"]
+
+
+def test_stuck_dirty_layer_is_requeued_and_reconciled():
+    engine = built()
+    # a consumer died after new chunks landed: nodes are stored, the message is lost
+    ingest.ingest(engine, synthetic_docs(4, seed=9, prefix="late"))
+    engine.queue.receive(10)  # the message vanished with the consumer
+    assert not invariants.check(engine, check_vectors=False).ok
+    stamp = engine.graph.get_meta("dirty:0")
+    report = reindex.run(engine, stuck_after=60.0, now=float(stamp) + 61.0)
+    assert report["layers_requeued"] == [0]
+    assert report["invariants"]["ok"], report["invariants"]
+
+
+def test_young_dirty_layer_is_left_to_its_consumer_on_aws():
+    engine = built()
+    ingest.ingest(engine, synthetic_docs(4, seed=9, prefix="late"))
+    pending = engine.queue.pending()
+    report = reindex.run(engine, stuck_after=3600.0, drain=False, now=time.time())
+    assert report["layers_requeued"] == []
+    assert 0 in report["layers_in_progress"]
+    assert engine.queue.pending() == pending  # the consumer's message is still there
+
+
+def test_out_of_date_segments_are_repartitioned():
+    engine = built()
+    segs = engine.graph.get_segments(0)
+    # simulate a partial write: two segments merged into one over-full segment
+    a, b = segs[0], segs[1]
+    merged = Segment(segment_id="merged", layer=0, members=a.members + b.members, summary_id=a.summary_id)
+    v = engine.graph.segments_version(0)
+    engine.graph.replace_segments(0, [a.segment_id, b.segment_id], [merged], v)
+    report = reindex.run(engine)
+    assert 0 in report["layers_with_out_of_bounds_segments"]
+    assert any(r["layer"] == 0 for r in report["layers_repaired"])
+    assert report["invariants"]["ok"], report["invariants"]
+
+
+def test_orphan_chunks_and_incomplete_documents_are_removed():
+    engine = built()
+    doc = engine.graph.list_documents()[0]
+    engine.graph.delete_document(doc.doc_id)  # ingest died before writing the document
+    other = engine.graph.list_documents()[0]
+    engine.graph.delete_nodes([other.chunk_ids[0]])  # a document lost a chunk
+    report = reindex.run(engine)
+    assert report["orphan_chunks_removed"] == len(doc.chunk_ids)
+    assert report["incomplete_documents_removed"] == [other.doc_id]
+    assert engine.graph.get_document(other.doc_id) is None
+    assert report["invariants"]["ok"], report["invariants"]
+
+
+def test_after_deletes_reindex_finds_store_consistent():
+    engine = built()
+    remove.remove(engine, [d.doc_id for d in engine.graph.list_documents()[:10]])
+    resummarize.drain(engine)
+    report = reindex.run(engine)
+    assert report["layers_repaired"] == []
+    assert report["invariants"]["ok"]
