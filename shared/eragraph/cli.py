@@ -321,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     except (EragraphError, ValueError) as exc:
         print(f"eragraph: error: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # a model provider gave up (providers.prompts.ModelCallError)
+        print(f"eragraph: model call failed: {exc}", file=sys.stderr)
+        return 3
 
 
 if __name__ == "__main__":
