@@ -211,7 +211,8 @@ def test_faiss_filtered_search_is_fast_at_20k(tmp_path):
     vecs = unit(n, 3, dim)
     index.upsert([f"n{i}" for i in range(n)], vecs, [{"layer": i % 4, "doc_id": f"d{i % 500}"} for i in range(n)])
     q = unit(1, 4, dim)[0]
-    index.search(q, 20, layers=[0, 1, 2, 3])  # builds the cached selector
+    index.search(q, 20, layers=[1])  # builds the cached selector
+    index.upsert(["n0"], vecs[:1], [{"layer": 2, "doc_id": "d0"}])  # a write drops it again
     timings = {}
     for label, layers in (("collapsed", None), ("layers", [0, 1, 2, 3]), ("one layer", [1])):
         runs = []
@@ -220,5 +221,5 @@ def test_faiss_filtered_search_is_fast_at_20k(tmp_path):
             hits = index.search(q, 20, layers=layers)
             runs.append(time.perf_counter() - started)
         assert len(hits) == 20
-        timings[label] = sorted(runs)[len(runs) // 2]
-    assert max(timings.values()) < 0.025, timings  # a few ms on a laptop; generous for CI
+        timings[label] = sorted(runs)[3]  # a low percentile: robust to a busy machine's preemptions
+    assert max(timings.values()) < 0.02, timings  # about 1-2 ms on a laptop; generous for CI

@@ -66,6 +66,9 @@ class FaissVectorIndex:
         self._to_str: dict[int, str] = {}
         self._layer: dict[int, int] = {}
         self._doc: dict[int, str] = {}
+        self._by_layer: dict[int, set[int]] = {}  # postings for filtered searches
+        self._by_doc: dict[str, set[int]] = {}
+        self._layer_arrays: dict[int, np.ndarray] = {}  # per-layer id arrays, rebuilt when a layer changes
         self._next_id = 0
         self._dirty = False
         self._selectors: dict[tuple, tuple[int, Any, Any]] = {}
@@ -95,8 +98,7 @@ class FaissVectorIndex:
         for str_id, int_id, layer, doc_id in data["entries"]:
             self._to_int[str_id] = int(int_id)
             self._to_str[int(int_id)] = str_id
-            self._layer[int(int_id)] = int(layer)
-            self._doc[int(int_id)] = doc_id
+            self._set_meta(int(int_id), int(layer), doc_id)
         self._next_id = int(data["next_id"])
         if self._index.ntotal != len(self._to_int):
             raise VectorIndexCorruptError(f"{self.directory}: {self._index.ntotal} vectors but "
@@ -117,6 +119,43 @@ class FaissVectorIndex:
             self._dirty = False
 
     # ------------------------------------------------------------------ writes
+    def _set_meta(self, i: int, layer: int, doc_id: str) -> None:
+        if i in self._layer:
+            if self._layer[i] == layer and self._doc[i] == doc_id:
+                return
+            self._drop_meta(i)
+        self._layer[i] = layer
+        self._doc[i] = doc_id
+        self._by_layer.setdefault(layer, set()).add(i)
+        self._by_doc.setdefault(doc_id, set()).add(i)
+        self._layer_arrays.pop(layer, None)
+
+    def _drop_meta(self, i: int) -> None:
+        layer, doc_id = self._layer.pop(i), self._doc.pop(i)
+        for postings, key in ((self._by_layer, layer), (self._by_doc, doc_id)):
+            members = postings[key]
+            members.discard(i)
+            if not members:
+                del postings[key]
+        self._layer_arrays.pop(layer, None)
+
+    def _layer_array(self, layer: int) -> np.ndarray:
+        arr = self._layer_arrays.get(layer)
+        if arr is None:
+            arr = np.fromiter(self._by_layer.get(layer, ()), dtype=np.int64)
+            self._layer_arrays[layer] = arr
+        return arr
+
+    def _allowed(self, layers: tuple[int, ...] | None, doc_ids: tuple[str, ...] | None) -> np.ndarray:
+        if doc_ids is not None:
+            layer_set = None if layers is None else set(layers)
+            return np.fromiter(
+                (i for d in doc_ids for i in self._by_doc.get(d, ())
+                 if layer_set is None or self._layer[i] in layer_set), dtype=np.int64)
+        assert layers is not None
+        parts = [self._layer_array(layer) for layer in layers]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
     def _changed(self) -> None:
         self._dirty = True
         self._selectors.clear()
@@ -149,8 +188,7 @@ class FaissVectorIndex:
                     self._next_id += 1
                     self._to_int[s] = i
                     self._to_str[i] = s
-                self._layer[i] = int(metas[n].get("layer", -1))
-                self._doc[i] = str(metas[n].get("doc_id", ""))
+                self._set_meta(i, int(metas[n].get("layer", -1)), str(metas[n].get("doc_id", "")))
                 int_ids.append(i)
             self._index.add_with_ids(np.ascontiguousarray(vectors[order]), np.asarray(int_ids, dtype=np.int64))
             self._changed()
@@ -162,7 +200,8 @@ class FaissVectorIndex:
                 return
             self._remove_int(gone)
             for i in gone:
-                del self._to_str[i], self._layer[i], self._doc[i]
+                del self._to_str[i]
+                self._drop_meta(i)
             self._changed()
 
     # ------------------------------------------------------------------ reads
@@ -174,14 +213,11 @@ class FaissVectorIndex:
         cached = self._selectors.get(key)
         if cached is not None:
             return cached
-        layer_set = None if key[0] is None else set(key[0])
-        doc_set = None if key[1] is None else set(key[1])
-        allowed = np.fromiter(
-            (i for i in self._to_str
-             if (layer_set is None or self._layer[i] in layer_set) and (doc_set is None or self._doc[i] in doc_set)),
-            dtype=np.int64)
+        allowed = self._allowed(*key)
         if len(allowed) == 0:
             result: tuple[int, Any, Any] = (0, None, None)
+        elif len(allowed) == self._index.ntotal:  # the filter lets everything through
+            result = (len(allowed), None, None)
         else:
             selector = faiss.IDSelectorBatch(allowed)
             result = (len(allowed), faiss.SearchParameters(sel=selector), selector)
