@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from .factories import REGISTRIES, AdapterFactory
+from . import aws_factories  # noqa: F401,E402  registers the AWS backends (moto, OpenSearch fake)
 
 
 class Backend:

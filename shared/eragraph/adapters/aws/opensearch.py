@@ -29,6 +29,8 @@ from ...ports import Hit
 BULK_ACTIONS = 500
 PAGE = 1000
 RETRYABLE = {429, 500, 502, 503, 504}
+TIE_WINDOW = 50
+MAX_K = 10000
 
 
 def index_body(dim: int) -> dict[str, Any]:
@@ -132,8 +134,10 @@ class OpenSearchVectorIndex:
         if k <= 0:
             return []
         self.ensure_index()
+        # over-fetch so that equal scores at the cut are ordered by id like every other index
+        fetch = min(2 * int(k), int(k) + TIE_WINDOW, MAX_K)
         knn: dict[str, Any] = {"vector": [float(x) for x in np.asarray(vector, dtype=np.float32).reshape(-1)],
-                               "k": int(k)}
+                               "k": fetch}
         filters = []
         if layers is not None:
             filters.append({"terms": {"layer": [int(x) for x in layers]}})
@@ -141,7 +145,7 @@ class OpenSearchVectorIndex:
             filters.append({"terms": {"doc_id": [str(x) for x in doc_ids]}})
         if filters:
             knn["filter"] = {"bool": {"filter": filters}}
-        body = {"size": int(k), "_source": False, "query": {"knn": {"vector": knn}}}
+        body = {"size": fetch, "_source": False, "query": {"knn": {"vector": knn}}}
         response = self.client.search(index=self.index, body=body)
         hits = [Hit(h["_id"], score_to_inner_product(float(h["_score"])))
                 for h in response["hits"]["hits"]]

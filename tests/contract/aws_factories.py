@@ -1,0 +1,147 @@
+"""AWS backends of the port contract tests, under moto (``mock_aws``), plus the template
+helpers the AWS tests share.
+
+The DynamoDB table is created from the ``GraphTable`` definition in ``template.yaml`` (key
+schema, attribute definitions, GSIs), so the template and the code cannot drift apart. The
+OpenSearch index runs against the recording fake client in ``tests/aws/fake_opensearch.py``.
+The SQS queue is not registered here: FIFO SQS neither merges pending messages at send time
+nor orders across message groups, which the queue contract asserts of the in-process queues;
+its own tests are in ``tests/aws/test_sqs_queue.py``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .factories import (
+    BLOB_STORE_FACTORIES,
+    CONTRACT_DIM,
+    GRAPH_STORE_FACTORIES,
+    VECTOR_INDEX_FACTORIES,
+    AdapterFactory,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = ROOT / "template.yaml"
+REGION = "us-east-1"
+
+
+class CfnLoader(yaml.SafeLoader):
+    """YAML loader that keeps CloudFormation short-form tags (!Ref, !Sub, !GetAtt...) as
+    ``{"Fn::X": value}`` / ``{"Ref": value}`` mappings."""
+
+
+def _cfn_tag(loader: CfnLoader, suffix: str, node: yaml.Node) -> dict:
+    if isinstance(node, yaml.ScalarNode):
+        value: Any = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)
+    if suffix == "Ref":
+        return {"Ref": value}
+    if suffix == "GetAtt" and isinstance(value, str):
+        value = value.split(".", 1)
+    return {f"Fn::{suffix}": value}
+
+
+CfnLoader.add_multi_constructor("!", _cfn_tag)
+
+
+def load_template(path: Path = TEMPLATE) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        return yaml.load(fh, Loader=CfnLoader)
+
+
+def table_definition(template: dict | None = None, logical_id: str = "GraphTable") -> dict:
+    props = (template or load_template())["Resources"][logical_id]["Properties"]
+    definition = {k: props[k] for k in ("AttributeDefinitions", "KeySchema") if k in props}
+    if "GlobalSecondaryIndexes" in props:
+        definition["GlobalSecondaryIndexes"] = [
+            {k: v for k, v in gsi.items() if k in ("IndexName", "KeySchema", "Projection")}
+            for gsi in props["GlobalSecondaryIndexes"]]
+    definition["BillingMode"] = props.get("BillingMode", "PAY_PER_REQUEST")
+    return definition
+
+
+def create_graph_table(client: Any, name: str) -> None:
+    """Create the graph table ``name`` exactly as the template declares it (idempotent)."""
+    if name in client.list_tables()["TableNames"]:
+        return
+    client.create_table(TableName=name, **table_definition())
+    client.get_waiter("table_exists").wait(TableName=name)
+
+
+def fake_credentials() -> None:
+    for key, value in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
+                       ("AWS_SESSION_TOKEN", "testing"), ("AWS_DEFAULT_REGION", REGION)):
+        os.environ.setdefault(key, value)
+
+
+def _mock():
+    fake_credentials()
+    from moto import mock_aws
+
+    return mock_aws()
+
+
+def _dynamo_graph(workdir: Path) -> Any:
+    import boto3
+
+    from eragraph.adapters.aws.dynamodb import DynamoGraphStore
+
+    name = f"graph-{workdir.name}"
+    create_graph_table(boto3.client("dynamodb", region_name=REGION), name)
+    return DynamoGraphStore(name, region=REGION)
+
+
+def _s3_blobs(workdir: Path) -> Any:
+    import boto3
+
+    from eragraph.adapters.aws.s3 import S3BlobStore
+
+    client = boto3.client("s3", region_name=REGION)
+    bucket = f"docs-{workdir.name}".lower().replace("_", "-")[:63]
+    if bucket not in [b["Name"] for b in client.list_buckets().get("Buckets", [])]:
+        client.create_bucket(Bucket=bucket)
+    return S3BlobStore(bucket, client=client)
+
+
+def fake_opensearch_module():
+    """tests/aws/fake_opensearch.py, importable from any test folder."""
+    name = "eragraph_tests_fake_opensearch"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "aws" / "fake_opensearch.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+_FAKE_CLUSTERS: dict[str, Any] = {}
+
+
+def _opensearch_vectors(workdir: Path) -> Any:
+    from eragraph.adapters.aws.opensearch import OpenSearchVectorIndex
+
+    cluster = _FAKE_CLUSTERS.setdefault(str(workdir), fake_opensearch_module().FakeOpenSearch())
+    return OpenSearchVectorIndex(cluster, "eragraph-nodes", CONTRACT_DIM, refresh=True)
+
+
+def register() -> None:
+    try:
+        import moto  # noqa: F401
+    except ImportError:  # the aws extra is not installed: the memory/local backends still run
+        return
+    GRAPH_STORE_FACTORIES["dynamodb"] = AdapterFactory(_dynamo_graph, persistent=True, context=_mock)
+    BLOB_STORE_FACTORIES["s3"] = AdapterFactory(_s3_blobs, persistent=True, context=_mock)
+    VECTOR_INDEX_FACTORIES["opensearch"] = AdapterFactory(_opensearch_vectors, persistent=True)
+
+
+register()
