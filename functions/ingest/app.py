@@ -49,7 +49,8 @@ def record_handler(record) -> dict:
 @logger.inject_lambda_context
 @metrics.log_metrics
 def handler(event, context):
-    if event.get("Records") and event["Records"][0].get("eventSource") == "aws:s3":
-        return handle_s3_event(event)  # direct S3 -> Lambda notification
+    records = event.get("Records") or [{}]
+    if "Event" in event or records[0].get("eventSource") == "aws:s3":
+        return handle_s3_event(event)  # a direct S3 -> Lambda notification
     return process_partial_response(event=event, record_handler=record_handler,
                                     processor=processor, context=context)

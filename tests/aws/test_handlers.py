@@ -1,0 +1,135 @@
+"""The Lambda handlers called directly with real event JSON (tests/events) on the AWS adapters."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import BUCKET, event, load_handler
+
+
+TEXT = ("Comet observers at the mountain observatory used the great telescope to follow the comet. "
+        "The telescope is called Starglass and the comet is named Vellichor. ") * 3
+
+
+def drain(engine, summarize, ctx):
+    """Deliver the summarize queue through the summarize handler until it is empty."""
+    import boto3
+
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    url = engine.queue.url
+    for _ in range(50):
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]).get("Messages", [])
+        if not got:
+            return
+        records = [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                    "attributes": m["Attributes"], "messageAttributes": {}, "md5OfBody": m["MD5OfBody"],
+                    "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q.fifo",
+                    "awsRegion": "us-east-1"} for m in got]
+        out = summarize.handler({"Records": records}, ctx)
+        assert out["batchItemFailures"] == []
+        engine.queue.ack([m["ReceiptHandle"] for m in got])
+    raise AssertionError("summarize queue never drained")
+
+
+def put_doc(engine, key="docs/Field Notes (draft).txt", text=TEXT):
+    engine.blobs.put(key, text.encode())
+
+
+def test_s3_put_event_ingests_url_decoded_key(aws_engine, lambda_context):
+    engine, _, _ = aws_engine
+    ingest = load_handler("ingest")
+    put_doc(engine)
+    out = ingest.handler(event("s3_put.json"), lambda_context)
+    assert out == {"ingested": 1, "removed": 0, "rejected": 0}
+    [doc] = engine.graph.find_documents(f"s3://{BUCKET}/docs/Field Notes (draft).txt")
+    assert doc.chunk_ids and engine.vectors.count() == len(doc.chunk_ids)
+
+
+def test_redelivered_s3_event_adds_no_chunks(aws_engine, lambda_context):
+    engine, _, _ = aws_engine
+    ingest = load_handler("ingest")
+    put_doc(engine)
+    ingest.handler(event("s3_put.json"), lambda_context)
+    nodes, vectors = engine.graph.layer_sizes()[0], engine.vectors.count()
+    out = ingest.handler(event("s3_put.json"), lambda_context)
+    assert out["ingested"] == 0
+    assert engine.graph.layer_sizes()[0] == nodes and engine.vectors.count() == vectors
+
+
+def test_s3_delete_event_removes_document(aws_engine, lambda_context):
+    engine, _, _ = aws_engine
+    ingest = load_handler("ingest")
+    put_doc(engine)
+    ingest.handler(event("s3_put.json"), lambda_context)
+    out = ingest.handler(event("s3_delete.json"), lambda_context)
+    assert out["removed"] == 1
+    assert engine.graph.list_documents() == [] and engine.vectors.count() == 0
+
+
+def test_test_event_is_ignored_and_sqs_batch_is_processed(aws_engine, lambda_context):
+    engine, _, _ = aws_engine
+    ingest = load_handler("ingest")
+    assert ingest.handler(event("s3_test_event.json"), lambda_context) == {"ingested": 0, "removed": 0, "rejected": 0}
+    put_doc(engine)
+    out = ingest.handler(event("sqs_ingest_batch.json"), lambda_context)
+    assert out == {"batchItemFailures": []}
+    assert len(engine.graph.list_documents()) == 1
+
+
+def test_bad_file_is_logged_not_retried(aws_engine, lambda_context, caplog):
+    engine, _, _ = aws_engine
+    ingest = load_handler("ingest")
+    put_doc(engine, text="\x00\x01binary")
+    out = ingest.handler(event("sqs_ingest_batch.json"), lambda_context)
+    assert out == {"batchItemFailures": []}  # not a crash loop: the record is done
+    assert engine.graph.list_documents() == []
+    assert any("binary file" in str(getattr(r, "error", "")) for r in caplog.records)
+
+
+def test_summarize_reports_poison_records_as_partial_failures(aws_engine, lambda_context):
+    engine, _, _ = aws_engine
+    summarize = load_handler("summarize")
+    out = summarize.handler(event("sqs_summarize_batch.json"), lambda_context)
+    failed = sorted(f["itemIdentifier"] for f in out["batchItemFailures"])
+    ids = [r["messageId"] for r in event("sqs_summarize_batch.json")["Records"]]
+    assert failed == sorted([ids[1], ids[3]])  # the unparsable body and the wrong message type
+
+
+def _api(query, name, ctx):
+    out = query.handler(event(name), ctx)
+    return out["statusCode"], json.loads(out["body"]) if out.get("body") else None
+
+
+def test_api(aws_engine, lambda_context):
+    engine, _, _ = aws_engine
+    ingest, summarize, query = load_handler("ingest"), load_handler("summarize"), load_handler("query")
+    put_doc(engine)
+    ingest.handler(event("s3_put.json"), lambda_context)
+    drain(engine, summarize, lambda_context)
+    status, body = _api(query, "api_query_valid.json", lambda_context)
+    assert status == 200 and body["results"] and "Starglass" in body["results"][0]["text"]
+    for name in ("api_query_invalid.json", "api_query_bad_mode.json", "api_query_malformed.json"):
+        status, body = _api(query, name, lambda_context)
+        assert 400 <= status < 500, (name, status, body)
+        assert body and (body.get("message") or body.get("detail")), (name, body)
+    status, body = _api(query, "api_query_bad_mode.json", lambda_context)
+    assert status == 400 and "unknown mode" in body["message"]
+    status, body = _api(query, "api_document_missing.json", lambda_context)
+    assert status == 404
+    status, body = _api(query, "api_stats.json", lambda_context)
+    assert status == 200 and body["documents"] == 1 and body["layers"][0]["nodes"] >= 1
+    assert _api(query, "api_health.json", lambda_context) == (200, {"status": "ok"})
+
+
+def test_reindex_on_schedule_event(aws_engine, lambda_context):
+    engine, _, fake = aws_engine
+    ingest, summarize, reindex = load_handler("ingest"), load_handler("summarize"), load_handler("reindex")
+    put_doc(engine)
+    ingest.handler(event("s3_put.json"), lambda_context)
+    drain(engine, summarize, lambda_context)
+    ghost = engine.graph.find_documents(f"s3://{BUCKET}/docs/Field Notes (draft).txt")[0].chunk_ids[0]
+    engine.vectors.delete([ghost])
+    report = reindex.handler(event("schedule.json"), lambda_context)
+    assert report["vectors_missing_reembedded"] == 1
+    assert ghost in engine.vectors.ids()
+    assert report["invariants"]["ok"], report["invariants"]
