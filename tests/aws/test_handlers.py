@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conftest import BUCKET, event, load_handler
+from aws_helpers import BUCKET, event, load_handler
 
 
 TEXT = ("Comet observers at the mountain observatory used the great telescope to follow the comet. "

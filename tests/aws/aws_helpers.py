@@ -1,0 +1,91 @@
+"""Helpers of the AWS tests: an engine on the AWS adapters (moto S3/SQS/DynamoDB with the
+table from template.yaml, the recording OpenSearch fake), the Lambda handlers loaded from
+functions/*/app.py, and a Lambda context."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from contract.aws_factories import REGION, create_graph_table, fake_credentials, fake_opensearch_module
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "tests" / "events"
+BUCKET = "eragraph-test-docs"
+
+TEST_SETTINGS = {"ERAGRAPH_EMBEDDER": "hash", "ERAGRAPH_SUMMARIZER": "extractive", "ERAGRAPH_GENERATOR": "none",
+                 "ERAGRAPH_EMBED_CACHE": "false", "ERAGRAPH_S_MIN": "3", "ERAGRAPH_S_MAX": "5",
+                 "ERAGRAPH_N_PLANES": "12", "ERAGRAPH_CHUNK_TOKENS": "40", "ERAGRAPH_CHUNK_OVERLAP": "8",
+                 "ERAGRAPH_SUMMARY_TOKENS": "30", "POWERTOOLS_METRICS_NAMESPACE": "EragraphTest",
+                 "POWERTOOLS_SERVICE_NAME": "eragraph-test"}
+
+
+def event(name: str) -> dict:
+    return json.loads((EVENTS / name).read_text())
+
+
+def load_handler(name: str):
+    module_name = f"eragraph_fn_{name}_app"
+    if module_name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(module_name, ROOT / "functions" / name / "app.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[module_name]
+
+
+@dataclass
+class LambdaContext:
+    function_name: str = "eragraph-test"
+    memory_limit_in_mb: int = 1024
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:eragraph-test"
+    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+@pytest.fixture
+def lambda_context() -> LambdaContext:
+    return LambdaContext()
+
+
+def aws_environment(queue_url: str, table: str = "eragraph-test-graph", endpoint: str | None = None) -> dict:
+    env = {"AWS_REGION": REGION, "ERAGRAPH_TABLE": table, "ERAGRAPH_BUCKET": BUCKET,
+           "ERAGRAPH_SUMMARIZE_QUEUE_URL": queue_url, "ERAGRAPH_OPENSEARCH_ENDPOINT": "https://search.invalid",
+           "ERAGRAPH_OPENSEARCH_INDEX": "eragraph-nodes", **TEST_SETTINGS}
+    if endpoint:
+        env["ERAGRAPH_AWS_ENDPOINT_URL"] = endpoint
+    return env
+
+
+@pytest.fixture
+def aws_engine(monkeypatch):
+    """The engine the handlers get, on moto + the OpenSearch fake; yields (engine, env, fake)."""
+    fake_credentials()
+    import boto3
+    from moto import mock_aws
+
+    from eragraph.bootstrap.aws import LAMBDA_ENGINE, build_aws_engine
+
+    with mock_aws():
+        boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET)
+        queue_url = boto3.client("sqs", region_name=REGION).create_queue(
+            QueueName="eragraph-test-summarize.fifo",
+            Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"})["QueueUrl"]
+        env = aws_environment(queue_url)
+        create_graph_table(boto3.client("dynamodb", region_name=REGION), env["ERAGRAPH_TABLE"])
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        fake = fake_opensearch_module().FakeOpenSearch()
+        engine = build_aws_engine(environ=env, opensearch_client=fake, refresh=True)
+        LAMBDA_ENGINE.set(engine)
+        try:
+            yield engine, env, fake
+        finally:
+            LAMBDA_ENGINE.set(None)

@@ -1,0 +1,135 @@
+"""template.yaml checks: cfn-lint clean, handlers importable, environment complete, queues,
+DLQs, alarms, authenticated API, least-privilege roles, OpenAPI schema and index mapping in sync."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from aws_helpers import ROOT, load_handler
+
+from contract.aws_factories import load_template
+
+TEMPLATE = load_template()
+RES = TEMPLATE["Resources"]
+
+
+def of_type(kind):
+    return {k: v for k, v in RES.items() if v["Type"] == kind}
+
+
+def test_cfn_lint_clean():
+    if shutil.which("cfn-lint") is None:
+        pytest.skip("cfn-lint not installed")
+    out = subprocess.run(["cfn-lint", str(ROOT / "template.yaml")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_every_handler_is_importable():
+    functions = of_type("AWS::Serverless::Function")
+    assert set(functions) == {"IngestFunction", "SummarizeFunction", "QueryFunction", "ReindexFunction"}
+    for fn in functions.values():
+        folder = Path(fn["Properties"]["CodeUri"]).name
+        module_name, attr = fn["Properties"]["Handler"].split(".")
+        assert (ROOT / fn["Properties"]["CodeUri"] / f"{module_name}.py").exists()
+        assert callable(getattr(load_handler(folder), attr))
+
+
+def _env_reads(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("ERAGRAPH_") \
+                and node.value.isupper() and " " not in node.value:
+            names.add(node.value)
+    return names
+
+
+def test_every_environment_variable_read_is_set_by_the_template():
+    env = set(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"])
+    for name, fn in of_type("AWS::Serverless::Function").items():
+        own = set(fn["Properties"].get("Environment", {}).get("Variables", {}))
+        reads = _env_reads(ROOT / fn["Properties"]["CodeUri"] / "app.py")
+        assert reads <= env | own, (name, reads - env - own)
+    bootstrap = _env_reads(ROOT / "shared/eragraph/bootstrap/aws.py")
+    optional = {"ERAGRAPH_AWS_ENDPOINT_URL", "ERAGRAPH_OPENSEARCH_SERVICE"}  # local clouds / serverless only
+    assert bootstrap - optional <= env, bootstrap - optional - env
+    from eragraph.bootstrap.aws import REQUIRED
+    assert set(REQUIRED) <= env
+
+
+def test_queues_have_dlqs_timeouts_and_alarms():
+    queues = of_type("AWS::SQS::Queue")
+    functions = of_type("AWS::Serverless::Function")
+    dlqs = set()
+    for fn in functions.values():
+        for ev in fn["Properties"].get("Events", {}).values():
+            if ev["Type"] != "SQS":
+                continue
+            assert ev["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+            queue = queues[ev["Properties"]["Queue"]["Fn::GetAtt"][0]]["Properties"]
+            assert queue["VisibilityTimeout"] >= 6 * fn["Properties"]["Timeout"]
+            redrive = queue["RedrivePolicy"]
+            assert 1 <= redrive["maxReceiveCount"] <= 10
+            dlqs.add(redrive["deadLetterTargetArn"]["Fn::GetAtt"][0])
+    assert dlqs == {"IngestDeadLetterQueue", "SummarizeDeadLetterQueue"}
+    assert RES["SummarizeQueue"]["Properties"]["FifoQueue"] is True
+    alarmed = {a["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in of_type("AWS::CloudWatch::Alarm").values()}
+    assert dlqs <= alarmed
+
+
+def test_api_is_authenticated_and_throttled():
+    routes = of_type("AWS::ApiGatewayV2::Route")
+    assert {r["Properties"]["RouteKey"] for r in routes.values()} == {
+        "POST /query", "GET /documents/{id}", "GET /stats", "GET /health"}
+    for r in routes.values():
+        auth = r["Properties"]["AuthorizationType"]
+        assert auth == {"Fn::If": ["UseJwt", "JWT", "AWS_IAM"]}  # never NONE
+    settings = RES["ApiStage"]["Properties"]["DefaultRouteSettings"]
+    assert settings["ThrottlingRateLimit"] and settings["ThrottlingBurstLimit"]
+
+
+def test_roles_are_least_privilege():
+    for name, role in of_type("AWS::IAM::Role").items():
+        for policy in role["Properties"]["Policies"]:
+            for st in policy["PolicyDocument"]["Statement"]:
+                actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+                assert all("*" not in a for a in actions), (name, actions)
+                resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
+                assert "*" not in resources, (name, st)
+    query = json.dumps(RES["QueryRole"]["Properties"]["Policies"])
+    assert "DeleteItem" not in query and "BatchWriteItem" not in query and "ESHttpDelete" not in query
+    assert "sqs:" not in query and "s3:" not in query
+    ingest = json.dumps(RES["IngestRole"]["Properties"]["Policies"])
+    assert "s3:PutObject" not in ingest and "s3:DeleteObject" not in ingest
+
+
+def test_storage_settings():
+    bucket = RES["DocumentsBucket"]["Properties"]
+    assert bucket["VersioningConfiguration"]["Status"] == "Enabled"
+    assert all(bucket["PublicAccessBlockConfiguration"].values())
+    events = {q["Event"] for q in bucket["NotificationConfiguration"]["QueueConfigurations"]}
+    assert events == {"s3:ObjectCreated:*", "s3:ObjectRemoved:*"}
+    table = RES["GraphTable"]["Properties"]
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+
+
+def test_openapi_schema_in_repo_matches_the_resolver():
+    app = load_handler("query").app
+    current = json.loads(app.get_openapi_json_schema(title="Eragraph query API", version="0.1.0"))
+    stored = json.loads((ROOT / "functions/query/openapi.json").read_text())
+    assert stored == current, "regenerate functions/query/openapi.json (see infra/DEPLOY.md)"
+    assert {"/query", "/documents/{doc_id}", "/stats", "/health"} <= set(stored["paths"])
+
+
+def test_packaged_index_mapping_is_the_infra_file():
+    infra = json.loads((ROOT / "infra/opensearch-index.json").read_text())
+    packaged = json.loads((ROOT / "shared/eragraph/adapters/aws/index_mapping.json").read_text())
+    assert infra == packaged
+    vector = infra["mappings"]["properties"]["vector"]
+    assert infra["settings"]["index"]["knn"] is True and vector["type"] == "knn_vector"
+    assert vector["method"]["name"] == "hnsw" and vector["method"]["space_type"] == "innerproduct"
