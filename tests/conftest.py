@@ -1,60 +1,11 @@
-"""Shared fixtures: a memory-adapter engine with model-free providers (fast, deterministic)."""
+"""Shared fixtures."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
+from support import make_engine
 
-from eragraph.adapters.memory import MemoryBlobStore, MemoryGraphStore, MemoryQueue, MemoryVectorIndex
-from eragraph.config import Settings
-from eragraph.providers.extractive import ExtractiveSummarizer
-from eragraph.providers.hashing import HashingEmbedder, RegexTokenizer
 from eragraph.services.engine import Engine
-
-TOPICS = {
-    "astronomy": "planet star orbit telescope galaxy comet nebula moon solar eclipse",
-    "cooking": "recipe oven flour butter sugar bake roast simmer spice garlic",
-    "football": "goal striker league match referee penalty stadium coach season transfer",
-    "finance": "bond stock market interest inflation bank dividend equity yield credit",
-    "botany": "leaf root flower seed pollen stem photosynthesis soil petal forest",
-    "music": "guitar melody chord rhythm album singer concert drum piano tempo",
-}
-
-
-def synthetic_docs(n: int, seed: int = 0, prefix: str = "d") -> list:
-    """n small documents, each mostly about one topic, with a unique named fact."""
-    from eragraph.services.ingest import SourceDoc
-
-    rng = random.Random(seed)
-    names = list(TOPICS)
-    docs = []
-    for i in range(n):
-        topic = names[i % len(names)]
-        words = TOPICS[topic].split()
-        sentences = []
-        for _ in range(3):
-            sentences.append(" ".join(rng.choice(words) for _ in range(9)).capitalize() + ".")
-        sentences.append(f"The {topic} item number {prefix}{i} is called Marker{prefix}{i}.")
-        docs.append(SourceDoc(source=f"mem://{prefix}{i}.txt", doc_id=f"{prefix}{i}", title=f"{topic} {i}",
-                              text=" ".join(sentences)))
-    return docs
-
-
-def make_engine(**overrides) -> Engine:
-    settings = Settings(embedder="hash", s_min=3, s_max=5, n_planes=12, chunk_tokens=40,
-                        chunk_overlap=8, summary_tokens=30).with_overrides(**overrides)
-    tokenizer = RegexTokenizer()
-    return Engine(
-        settings=settings,
-        graph=MemoryGraphStore(),
-        vectors=MemoryVectorIndex(),
-        queue=MemoryQueue(),
-        embedder=HashingEmbedder(128),
-        tokenizer=tokenizer,
-        summarizer=ExtractiveSummarizer(tokenizer),
-        blobs=MemoryBlobStore(),
-    )
 
 
 @pytest.fixture

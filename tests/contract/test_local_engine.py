@@ -13,7 +13,7 @@ from eragraph.services.ingest import SourceDoc, ingest
 from eragraph.services.query import query
 from eragraph.services.remove import remove
 from eragraph.services.resummarize import drain
-from tests.conftest import make_engine, synthetic_docs
+from support import make_engine, synthetic_docs
 
 QUERIES = ["Which astronomy item is called Markerd13?", "bake flour butter sugar oven",
            "stock market inflation dividend", "guitar chord melody concert"]

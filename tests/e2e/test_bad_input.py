@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import make_engine, synthetic_docs
+from support import make_engine, synthetic_docs
 from eragraph.domain.model import BadInputError
 from eragraph.domain.text import decode_document
 from eragraph.services import invariants

@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from conftest import make_engine, synthetic_docs
+from support import make_engine, synthetic_docs
 from eragraph.services import invariants
 from eragraph.services.ingest import SourceDoc, ingest
 from eragraph.services.query import query

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import make_engine, synthetic_docs
+from support import make_engine, synthetic_docs
 from eragraph.domain.model import EmbedderMismatchError
 from eragraph.domain.ranking import Candidate, fill_budget
 from eragraph.ports import Answer

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 
-from conftest import make_engine, synthetic_docs
+from support import make_engine, synthetic_docs
 from eragraph.domain.model import Segment
 from eragraph.services import ingest, invariants, reindex, remove, resummarize
 

@@ -12,7 +12,7 @@ from eragraph.services import invariants
 from eragraph.services.ingest import SourceDoc, ingest
 from eragraph.services.remove import remove
 from eragraph.services.resummarize import drain, reconcile, requeue_dirty
-from conftest import make_engine, synthetic_docs
+from support import make_engine, synthetic_docs
 
 
 def built(n=40, **overrides):
