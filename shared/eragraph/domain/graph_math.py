@@ -111,8 +111,10 @@ def semantic_bridging(mention: sp.spmatrix, sentence_sim: np.ndarray, seeds: np.
                       threshold: float = 0.4, max_iter: int = 3) -> tuple[np.ndarray, np.ndarray]:
     """LinearRAG eq. 5: a_t = MAX(M^T (sigma * (M a_{t-1})), a_{t-1}) over the sentence x entity
     mention matrix M, with dynamic pruning: an entity newly reached in step t stays only if its
-    score exceeds ``threshold``, only the entities that rose in step t propagate in step t+1,
-    and the loop stops when none rose. Returns (activation, tier) where tier[i] is the step at
+    score exceeds ``threshold``; only the entities activated in step t propagate in step t+1
+    (an activated entity keeps its score -- feeding a seed back through its own sentences would
+    only inflate it -- which is the MAX of eq. 5 restricted to new entities), and the loop stops
+    when no new entity passes the threshold. Returns (activation, tier) where tier[i] is the step at
     which entity i was activated (1 for the seeds, 0 when never activated) -- the L_e of eq. 7."""
     m = sp.csr_matrix(mention, dtype=np.float64)
     mt = m.T.tocsr()
@@ -124,14 +126,12 @@ def semantic_bridging(mention: sp.spmatrix, sentence_sim: np.ndarray, seeds: np.
         if not frontier.any():
             break
         spread = mt @ (sigma * (m @ frontier))
-        spread[spread <= threshold] = 0.0
-        rose = spread > a
-        if not rose.any():
+        newly = (spread > threshold) & (tier == 0)
+        if not newly.any():
             break
-        newly = rose & (tier == 0)
         tier[newly] = step
-        a = np.where(rose, spread, a)
-        frontier = np.where(rose, a, 0.0)
+        a = np.where(newly, spread, a)
+        frontier = np.where(newly, a, 0.0)
     return a, tier
 
 
@@ -160,11 +160,12 @@ def semantic_bridging_local(seeds: Mapping[Hashable, float],
                 spread[e] = spread.get(e, 0.0) + sim * mass
         frontier = {}
         for e, v in spread.items():
-            if v > threshold and v > act.get(e, 0.0):
-                if e not in act:
-                    tier[e] = step
+            if v > threshold and e not in act:
+                tier[e] = step
                 act[e] = v
                 frontier[e] = v
+        for e in frontier:
+            act[e] = frontier[e]
     return act, tier
 
 

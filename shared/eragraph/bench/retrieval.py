@@ -1,0 +1,218 @@
+"""`eragraph bench retrieval`: Recall@k and query latency of every retrieval mode on a QA corpus.
+
+    eragraph bench retrieval --corpus ../shared/data/musique/corpus.jsonl \\
+        --questions ../shared/data/musique/questions.jsonl \\
+        --modes dense,collapsed,tri_graph,concept_ppr,local_global,bm25 --k 2,5 --store /tmp/mq [--json]
+
+Corpus lines {id, title, text}: one document per line whose id is the line's id and whose text
+is ``title + "\\n" + text`` (the title names the passage's subject -- often the bridge entity
+of a multi-hop question -- and HippoRAG/LinearRAG index it the same way). An existing store is
+reused (unchanged documents are skipped), then the message queue is drained.
+
+Recall@k (the HippoRAG definition): the fraction of a question's ``supporting_ids`` whose
+document appears among the documents of the first k results, averaged over questions. Only
+leaf chunks credit their document; ``recall@k_with_summaries`` also lets a summary node credit
+every leaf document beneath it (reported separately, it rewards vague summaries). Latency is
+the wall time of ``services.query.query`` (query embedding included) after one warm-up query
+per mode (model load, matrix snapshot), in ms. ``bm25`` is a lexical baseline (rank-bm25 over
+the leaf chunks, built once per run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..services.ingest import SourceDoc
+from .common import add_common_options, bench_settings, finish, load_questions, mean, percentile, read_jsonl
+
+DEFAULT_MODES = "dense,collapsed,tri_graph,concept_ppr,local_global,bm25"
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("retrieval", help="Recall@k and latency of retrieval modes on a QA corpus",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--corpus", required=True, help="corpus JSONL ({id, title, text})")
+    p.add_argument("--questions", required=True, help="questions JSONL ({question, supporting_ids, question_type})")
+    p.add_argument("--modes", default=DEFAULT_MODES, help=f"comma-separated modes (default {DEFAULT_MODES})")
+    p.add_argument("--k", default="2,5", help="comma-separated cut-offs (default 2,5)")
+    p.add_argument("--store", required=True, help="store directory (reused when it exists)")
+    p.add_argument("--limit", type=int, help="use at most N questions")
+    p.add_argument("--corpus-limit", type=int, help="ingest only the first N corpus lines")
+    add_common_options(p)
+    return p
+
+
+def load_docs(path: Path, limit: int | None = None) -> list[SourceDoc]:
+    rows = read_jsonl(path)[:limit] if limit else read_jsonl(path)
+    docs = []
+    for row in rows:
+        title = str(row.get("title") or "").strip()
+        text = str(row.get("text") or "")
+        docs.append(SourceDoc(source=f"{path.name}#{row['id']}", doc_id=str(row["id"]), title=title,
+                              text=f"{title}\n{text}" if title else text))
+    return docs
+
+
+_WORD = re.compile(r"\w+")
+
+
+class Bm25:
+    """BM25 over the leaf chunks of the store."""
+
+    def __init__(self, engine: Any) -> None:
+        from rank_bm25 import BM25Okapi
+
+        refs = sorted(r.node_id for r in engine.graph.layer_refs(0))
+        nodes = engine.graph.get_nodes(refs)
+        self.ids = [i for i in refs if i in nodes]
+        self.doc_ids = [nodes[i].doc_id for i in self.ids]
+        self.index = BM25Okapi([_WORD.findall(nodes[i].text.lower()) or ["_"] for i in self.ids])
+
+    def search(self, text: str, k: int) -> list[str]:
+        import numpy as np
+
+        scores = self.index.get_scores(_WORD.findall(text.lower()))
+        top = np.argsort(-scores, kind="stable")[:k]
+        return [self.doc_ids[i] for i in top]
+
+
+def leaf_docs(engine: Any, result: Any, cache: dict) -> list[str]:
+    """Documents a result covers: its own for a chunk, every leaf's beneath a summary."""
+    if result.layer == 0:
+        return [result.doc_id]
+    if result.id in cache:
+        return cache[result.id]
+    out: list[str] = []
+    frontier = list(result.children)
+    while frontier:
+        nodes = engine.graph.get_nodes(frontier)
+        frontier = []
+        for n in nodes.values():
+            if n.layer == 0:
+                out.append(n.doc_id)
+            else:
+                frontier += list(n.children)
+    cache[result.id] = list(dict.fromkeys(out))
+    return cache[result.id]
+
+
+def recall(docs: list[str], support: set[str], k_docs: int | None = None) -> float:
+    seen = list(dict.fromkeys(d for d in docs if d))
+    if k_docs is not None:
+        seen = seen[:k_docs]
+    return len(support & set(seen)) / len(support)
+
+
+def run(args: Any) -> dict:
+    from ..bootstrap import build_engine
+    from ..services.ingest import ingest
+    from ..services.query import available_modes, query
+    from ..services.resummarize import drain, requeue_dirty
+    from .common import progress
+
+    corpus = Path(args.corpus)
+    ks = sorted({int(x) for x in str(args.k).split(",") if x.strip()})
+    modes = [m.strip() for m in str(args.modes).split(",") if m.strip()]
+    show = not getattr(args, "no_progress", False)
+    settings = bench_settings(args)
+    profile = getattr(args, "profile", "local")
+    engine = build_engine("memory", settings=settings) if profile == "memory" else build_engine("local", args.store, settings)
+    unknown = [m for m in modes if m != "bm25" and m not in available_modes(engine)]
+    if unknown:
+        raise ValueError(f"unknown modes {unknown}; available: {available_modes(engine) + ['bm25']}")
+
+    docs = load_docs(corpus, getattr(args, "corpus_limit", None))
+    started = time.perf_counter()
+    requeue_dirty(engine)
+    added = unchanged = chunks = 0
+    bar = progress(len(docs), "ingest", show)
+    for start in range(0, len(docs), 256):
+        report = ingest(engine, docs[start:start + 256])
+        added += report.documents_added + report.documents_replaced
+        unchanged += report.documents_unchanged
+        chunks += report.chunks_added
+        bar.update(len(docs[start:start + 256]))
+    bar.close()
+    drained = drain(engine)
+    ingest_seconds = time.perf_counter() - started
+
+    questions = load_questions(args.questions, getattr(args, "limit", None), corpus_ids=[d.doc_id for d in docs])
+    kmax = max(ks)
+    bm25 = Bm25(engine) if "bm25" in modes else None
+    summary_cache: dict = {}
+    out_modes: dict[str, dict] = {}
+    for mode in modes:
+        if mode != "bm25" and questions:
+            query(engine, questions[0]["question"], mode=mode, k=kmax)  # warm-up, not timed
+        per_k: dict[str, list[float]] = {}
+        by_type: dict[str, dict[str, list[float]]] = {}
+        latencies: list[float] = []
+        bar = progress(len(questions), mode, show)
+        for q in questions:
+            support = set(q["supporting_ids"])
+            t0 = time.perf_counter()
+            if mode == "bm25":
+                covered = [[d] for d in bm25.search(q["question"], kmax)]
+            else:
+                results = query(engine, q["question"], mode=mode, k=kmax).results
+            latencies.append((time.perf_counter() - t0) * 1000.0)
+            if mode != "bm25":
+                covered = [leaf_docs(engine, r, summary_cache) for r in results]
+                leaves = [[r.doc_id] if r.layer == 0 else [] for r in results]
+            else:
+                leaves = covered
+            qtype = str(q.get("question_type") or q.get("type") or "all")
+            for k in ks:
+                r_leaf = recall([d for docs_ in leaves[:k] for d in docs_], support)
+                r_sum = recall([d for docs_ in covered[:k] for d in docs_], support)
+                for key, val in ((f"recall@{k}", r_leaf), (f"recall@{k}_with_summaries", r_sum)):
+                    per_k.setdefault(key, []).append(val)
+                    by_type.setdefault(qtype, {}).setdefault(key, []).append(val)
+            bar.update(1)
+        bar.close()
+        row: dict[str, Any] = {key: round(mean(vals), 4) for key, vals in per_k.items()}
+        if latencies:
+            row["latency_ms_p50"] = round(percentile(latencies, 50), 2)
+            row["latency_ms_p95"] = round(percentile(latencies, 95), 2)
+        row["by_type"] = {t: {"n": len(next(iter(v.values()))), **{key: round(mean(vals), 4) for key, vals in v.items()}}
+                          for t, v in sorted(by_type.items())}
+        out_modes[mode] = row
+    result = {
+        "modes": out_modes,
+        "corpus": str(args.corpus),
+        "questions": len(questions),
+        "k": ks,
+        "documents": len(docs),
+        "ingest": {"documents_added": added, "documents_unchanged": unchanged, "chunks_added": chunks,
+                   "segments_resummarized": getattr(drained, "segments_resummarized", None),
+                   "seconds": round(ingest_seconds, 1)},
+        "entities": engine.extras["entity_store"].entity_count() if "entity_store" in engine.extras else None,
+        "embedder": engine.embedder.identity,
+    }
+    if not getattr(args, "json", False):
+        print(render(result), file=sys.stderr)
+    return finish(result, args, "retrieval")
+
+
+def render(result: dict) -> str:
+    ks = result["k"]
+    head = ["mode"] + [f"R@{k}" for k in ks] + [f"R@{k}+sum" for k in ks] + ["p50 ms", "p95 ms"]
+    lines = [f"{result['corpus']}: {result['questions']} questions, {result['documents']} documents",
+             "  ".join(f"{h:>12}" for h in head)]
+    for mode, row in result["modes"].items():
+        cells = [mode] + [row.get(f"recall@{k}", 0) for k in ks] + [row.get(f"recall@{k}_with_summaries", 0) for k in ks]
+        cells += [row.get("latency_ms_p50", 0), row.get("latency_ms_p95", 0)]
+        lines.append("  ".join(f"{c:>12}" if isinstance(c, str) else f"{c:>12.3f}" for c in cells))
+    types = sorted({t for row in result["modes"].values() for t in row.get("by_type", {})})
+    if len(types) > 1:
+        lines.append("by question type (R@%d):" % ks[-1])
+        for mode, row in result["modes"].items():
+            parts = [f"{t}={row['by_type'][t].get(f'recall@{ks[-1]}', 0):.3f} (n={row['by_type'][t]['n']})"
+                     for t in types if t in row["by_type"]]
+            lines.append(f"  {mode:>12}: " + ", ".join(parts))
+    return "\n".join(lines)
