@@ -15,6 +15,11 @@ engine whose bootstrap already put an ``entity_store`` / ``entity_vectors`` in e
 profile) keeps them. The NER provider is spaCy unless the engine runs the model-free hashing
 embedder (tests, smoke runs), which gets the capitalized-phrase extractor; ``ERAGRAPH_NER``
 (``spacy`` | ``spacy+nouns`` | ``capitalized``) overrides either choice.
+
+Sentence vectors (LinearRAG's sim(q, s), eq. 4) cost a second embedding pass over the corpus
+(about as much as the chunks themselves); by default a sentence is scored with its chunk's
+vector instead (corpus passages are a few sentences long), and ``ERAGRAPH_SENTENCE_VECTORS=1``
+embeds every entity-bearing sentence on its own (layer -2 of the entity vector index).
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ def entity_vector_id(name: str) -> str:
 
 
 class EntityIndex:
-    def __init__(self, store: EntityStore, vectors, extractor, embedder) -> None:
+    def __init__(self, store: EntityStore, vectors, extractor, embedder, embed_sentences: bool = False) -> None:
+        self.embed_sentences = embed_sentences
         self.store = store
         self.vectors = vectors
         self.extractor = extractor
@@ -54,7 +60,7 @@ class EntityIndex:
             ids.append(entity_vector_id(name))
             texts.append(name)
             metas.append({"layer": ENTITY_LAYER, "doc_id": ""})
-        for node, rec in zip(chunks, records):
+        for node, rec in zip(chunks, records) if self.embed_sentences else ():
             for sid, sent in zip(rec.sentence_ids(), rec.sentences):
                 if sent.entities:
                     ids.append(sid)
@@ -114,7 +120,8 @@ def install(engine: Engine, extractor=None, store: EntityStore | None = None, ve
         default_store, default_vectors = _default_storage(engine)
         store = store or default_store
         vectors = vectors or default_vectors
-    index = EntityIndex(store, vectors, extractor or make_extractor(engine), engine.embedder)
+    embed_sentences = os.environ.get("ERAGRAPH_SENTENCE_VECTORS", "").strip().lower() in ("1", "true", "yes")
+    index = EntityIndex(store, vectors, extractor or make_extractor(engine), engine.embedder, embed_sentences)
     engine.extras["entity_index"] = index
     engine.extras["entity_store"] = store
     engine.extras["entity_vectors"] = vectors

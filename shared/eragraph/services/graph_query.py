@@ -103,7 +103,9 @@ class Snapshot:
         from .entity_index import entity_vector_id
 
         self.entity_vectors = _matrix(index.vectors, [entity_vector_id(e) for e in mats.entities], engine.embedder.dim)
-        self.sentence_vectors = _matrix(index.vectors, mats.sentences, engine.embedder.dim)
+        self.sentence_chunk = np.where(mats.sentence_chunk >= 0, rows[mats.sentence_chunk], -1)
+        self.sentence_vectors = (_matrix(index.vectors, mats.sentences, engine.embedder.dim)
+                                 if index.embed_sentences else None)
         self.tri_adjacency = gm.bipartite_adjacency(self.contain)
         self.concept_adjacency = gm.bipartite_adjacency(self.contain, self.cooc)
 
@@ -208,9 +210,12 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
                 seeds[i] = max(seeds[i], s)
         if not (seeds > 0).any():
             return dense(engine, vector, k, budget)
-        sigma = snap.sentence_vectors @ vector
-        act, tier = gm.semantic_bridging(snap.mention, sigma, seeds, gs.threshold, gs.iterations)
         psim = snap.chunk_vectors @ vector
+        if snap.sentence_vectors is not None:
+            sigma = snap.sentence_vectors @ vector
+        else:  # a sentence scored with its chunk's vector
+            sigma = np.where(snap.sentence_chunk >= 0, psim[np.maximum(snap.sentence_chunk, 0)], 0.0)
+        act, tier = gm.semantic_bridging(snap.mention, sigma, seeds, gs.threshold, gs.iterations)
         pinit = gm.passage_init(psim, snap.contain, act, tier, gs.lam, gs.passage_weight)
         personal = np.concatenate([np.maximum(pinit, 0.0), act])
         scores = gm.ppr(snap.tri_adjacency, personal, gs.damping, tol=1e-7, max_iter=60)
@@ -233,8 +238,12 @@ def _tri_graph_push(engine, vector, qvecs, k, budget, gs) -> list[Candidate]:
 
     def sentence_info(sids):
         sents = store.get_sentences(sids)
-        vecs = index.vectors.get_vectors(list(sents))
-        return {sid: (float(vecs[sid] @ vector) if sid in vecs else 0.0, s.entities) for sid, s in sents.items()}
+        if index.embed_sentences:
+            vecs = index.vectors.get_vectors(list(sents))
+            return {sid: (float(vecs[sid] @ vector) if sid in vecs else 0.0, s.entities) for sid, s in sents.items()}
+        vecs = engine.vectors.get_vectors(list({s.chunk_id for s in sents.values()}))
+        return {sid: (float(vecs[s.chunk_id] @ vector) if s.chunk_id in vecs else 0.0, s.entities)
+                for sid, s in sents.items()}
 
     act, tier = gm.semantic_bridging_local(seeds, store.sentences_of, sentence_info, gs.threshold, gs.iterations)
     hits = engine.vectors.search(vector, gs.push_dense_top, layers=[0])

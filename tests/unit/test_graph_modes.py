@@ -1,0 +1,89 @@
+"""Graph retrieval modes on a tiny hand-made corpus whose 2-hop question needs a bridge entity:
+"Which waterway passes the town where Marie Curie was born?" The answer passage (the Vistula)
+shares no word with the question; it is reached only through Warsaw, named in the passage
+about Marie Curie's birth. Dense retrieval (hashing bag of words) ranks lexical distractors
+above it; the graph modes find it -- in the exact (matrix) and the local-push execution."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import make_engine
+
+from eragraph.providers.spacy_ner import CapitalizedPhraseExtractor
+from eragraph.services.entity_index import install
+from eragraph.services.graph_query import GraphSettings
+from eragraph.services.ingest import SourceDoc, ingest
+from eragraph.services.query import available_modes, query
+from eragraph.services.remove import remove
+from eragraph.services.resummarize import drain
+
+QUESTION = "Which waterway passes the town where Marie Curie was born?"
+CORPUS = {
+    "birth": "Marie Curie was born in Warsaw in 1867.",
+    "river": "The Vistula runs north past Warsaw to the Baltic Sea.",
+    "nobel": "Marie Curie received the Nobel Prize twice.",
+    "d1": "Which waterway passes the town? Every waterway passes some town where people were born.",
+    "d2": "The town where the Seine waterway passes was where many painters were born.",
+    "d3": "A waterway passes the old town where the Danube was born as a small stream.",
+    "d4": "Berlin lies on the Spree. Hamburg lies on the Elbe.",
+}
+K = 3
+
+
+def build(exact: bool | None = None):
+    engine = make_engine()
+    install(engine, extractor=CapitalizedPhraseExtractor())
+    engine.extras["graph_settings"] = GraphSettings(threshold=0.05, exact=exact, hops=2, match_threshold=0.9)
+    ingest(engine, [SourceDoc(source=f"mem://{k}", doc_id=k, text=v) for k, v in CORPUS.items()])
+    drain(engine)
+    return engine
+
+
+def top_docs(engine, mode, text=QUESTION, k=K):
+    return [r.doc_id for r in query(engine, text, mode=mode, k=k).results]
+
+
+def test_modes_are_registered():
+    engine = build()
+    assert {"tri_graph", "concept_ppr", "local_global"} <= set(available_modes(engine))
+
+
+def test_dense_misses_the_bridged_passage():
+    engine = build()
+    docs = top_docs(engine, "dense")
+    assert "river" not in docs
+
+
+@pytest.mark.parametrize("exact", [None, False])
+@pytest.mark.parametrize("mode", ["tri_graph", "concept_ppr"])
+def test_graph_modes_find_the_second_hop(mode, exact):
+    engine = build(exact)
+    docs = top_docs(engine, mode)
+    assert "birth" in docs and "river" in docs, docs
+
+
+def test_local_global_maps_entity_pairs_to_shared_chunks():
+    engine = build()
+    # two related query entities: index mapping returns the chunk holding both, first
+    docs = top_docs(engine, "local_global", "Is the Vistula near Warsaw or near the Baltic Sea?", k=2)
+    assert docs[0] == "river"
+    # one entity: global path, re-ranked by entity occurrence
+    docs = top_docs(engine, "local_global", "Tell me about the waterway passes of Marie Curie", k=2)
+    assert set(docs) & {"birth", "nobel"}
+
+
+def test_no_entity_falls_back_to_dense():
+    engine = build()
+    text = "which waterway passes the town where people were born"
+    for mode in ("tri_graph", "concept_ppr"):
+        assert top_docs(engine, mode, text) == top_docs(engine, "dense", text)
+
+
+def test_deleted_bridge_is_no_longer_found():
+    engine = build()
+    remove(engine, ["birth"])
+    drain(engine)
+    for mode in ("tri_graph", "concept_ppr"):
+        docs = top_docs(engine, mode)
+        assert "birth" not in docs
+    assert "river" not in top_docs(engine, "concept_ppr", k=2)
