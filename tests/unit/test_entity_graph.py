@@ -132,7 +132,7 @@ def _docs():
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 def test_engine_delete_removes_a_documents_entities(backend, tmp_path):
-    from conftest import make_engine
+    from support import make_engine
 
     from eragraph.services.entity_index import entity_vector_id, install
     from eragraph.services.ingest import ingest

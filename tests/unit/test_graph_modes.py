@@ -7,7 +7,7 @@ above it; the graph modes find it -- in the exact (matrix) and the local-push ex
 from __future__ import annotations
 
 import pytest
-from conftest import make_engine
+from support import make_engine
 
 from eragraph.providers.spacy_ner import CapitalizedPhraseExtractor
 from eragraph.services.entity_index import install
