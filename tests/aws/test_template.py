@@ -122,7 +122,7 @@ def test_openapi_schema_in_repo_matches_the_resolver():
     app = load_handler("query").app
     current = json.loads(app.get_openapi_json_schema(title="Eragraph query API", version="0.1.0"))
     stored = json.loads((ROOT / "functions/query/openapi.json").read_text())
-    assert stored == current, "regenerate functions/query/openapi.json (see infra/DEPLOY.md)"
+    assert stored == current, "regenerate functions/query/openapi.json (see README, Deploy to AWS)"
     assert {"/query", "/documents/{doc_id}", "/stats", "/health"} <= set(stored["paths"])
 
 
