@@ -217,19 +217,32 @@ WRITE_METHODS = {
 
 def instrument(engine: Any, clock: StageClock) -> Any:
     """Wrap the engine's ports in timing proxies (in place) and return the engine. Stages:
-    chunk (tokenizer), embed, summarize, store (graph store, vector index, queue), ner (ingest
-    hooks, exclusive of any embedding they do)."""
+    chunk (tokenizer), embed, summarize, store (graph store, vector index, queue, entity store),
+    and for the entity graph when installed: ner (the extractor), embed_entities (entity-name
+    vectors), ingest_hooks_other (the rest of the hook). Each stage is exclusive of the
+    stages it calls."""
     engine.tokenizer = Timed(engine.tokenizer, clock, "chunk", ("offsets", "count"))
     engine.embedder = Timed(engine.embedder, clock, "embed", ("embed",))
     engine.summarizer = Timed(engine.summarizer, clock, "summarize", ("summarize",))
     engine.graph = Timed(engine.graph, clock, "store", WRITE_METHODS["graph"])
     engine.vectors = Timed(engine.vectors, clock, "store", WRITE_METHODS["vectors"])
     engine.queue = Timed(engine.queue, clock, "store", WRITE_METHODS["queue"])
+    index = engine.extras.get("entity_index")
+    if index is not None:
+        # the entity graph keeps its own references to the models and its storage
+        if hasattr(index, "extractor"):
+            index.extractor = Timed(index.extractor, clock, "ner", ("extract",))
+        if hasattr(index, "embedder"):
+            index.embedder = Timed(index.embedder, clock, "embed_entities", ("embed",))
+        for name in ("store", "vectors"):
+            if hasattr(index, name):
+                setattr(index, name, Timed(getattr(index, name), clock, "store",
+                                           [m for m in dir(getattr(index, name)) if not m.startswith("_")]))
     hooks = engine.extras.get("ingest_hooks")
     if hooks:
         def wrap(hook):
             def timed_hook(eng, nodes):
-                return clock.call("ner", hook, eng, nodes, items=len(nodes))
+                return clock.call("ingest_hooks_other", hook, eng, nodes, items=len(nodes))
             return timed_hook
         engine.extras["ingest_hooks"] = [wrap(h) for h in hooks]
     return engine

@@ -1,0 +1,94 @@
+"""`eragraph bench query`: p50/p95/p99 latency per retrieval mode on a built store, warm.
+
+The store is opened once (models loaded), one warm-up query per mode runs untimed, then every
+question is asked in every mode through the query service (query embedding, search, result
+assembly; no answer generation). With ``--corpus`` and an empty ``--store`` the store is
+built first (untimed)."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from ..services.ingest import ingest
+from ..services.query import available_modes, query
+from ..services.resummarize import drain
+from .common import (add_common_options, bench_settings, close_engine, finish, load_corpus, mean, open_engine,
+                     percentile, progress, read_jsonl)
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("query", help="warm query latency per mode (p50/p95/p99)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--store", required=True, help="a built store directory (or where to build one)")
+    p.add_argument("--corpus", help="corpus JSONL to build the store from when it is empty")
+    p.add_argument("--questions", required=True, help="JSONL with a 'question' (or 'query'/'text') field")
+    p.add_argument("--modes", help="comma-separated modes (default: every available mode)")
+    p.add_argument("--k", type=int, default=5, help="results per query")
+    p.add_argument("--limit", type=int, help="use only the first N corpus documents when building")
+    p.add_argument("--question-limit", type=int, default=300, help="at most N questions per mode")
+    p.add_argument("--repeat", type=int, default=1, help="ask every question this many times")
+    add_common_options(p)
+    p.set_defaults(bench=run)
+    return p
+
+
+def question_texts(path: str, limit: int | None) -> list[str]:
+    out = []
+    for row in read_jsonl(path):
+        text = row.get("question") or row.get("query") or row.get("text")
+        if text:
+            out.append(text)
+        if limit is not None and len(out) >= limit:
+            break
+    if not out:
+        raise ValueError(f"{path}: no questions")
+    return out
+
+
+def summarize_latencies(ms: list[float]) -> dict:
+    return {"n": len(ms), "latency_ms_p50": round(percentile(ms, 50), 3),
+            "latency_ms_p95": round(percentile(ms, 95), 3), "latency_ms_p99": round(percentile(ms, 99), 3),
+            "latency_ms_mean": round(mean(ms), 3), "latency_ms_max": round(max(ms), 3)}
+
+
+def run(args: Any) -> dict:
+    settings = bench_settings(args)
+    store = Path(args.store)
+    engine = open_engine(args.profile, store, settings)
+    built = None
+    if args.corpus and not engine.graph.layer_sizes().get(0):
+        docs = load_corpus(args.corpus, limit=args.limit)
+        started = time.perf_counter()
+        with progress(len(docs), "build store", not args.no_progress) as bar:
+            ingest(engine, docs, progress=bar.update)
+        drain(engine)
+        built = round(time.perf_counter() - started, 3)
+    sizes = engine.graph.layer_sizes()
+    if not sizes.get(0):
+        raise ValueError(f"{store}: the store is empty (pass --corpus to build it)")
+    modes = args.modes.split(",") if args.modes else available_modes(engine)
+    texts = question_texts(args.questions, args.question_limit)
+    for mode in modes:  # warm-up: model load, caches, lazy indexes
+        query(engine, texts[0], mode=mode, k=args.k)
+    per_mode = {}
+    with progress(len(modes) * len(texts) * args.repeat, "queries", not args.no_progress) as bar:
+        for mode in modes:
+            ms = []
+            for _ in range(args.repeat):
+                for text in texts:
+                    started = time.perf_counter()
+                    query(engine, text, mode=mode, k=args.k)
+                    ms.append((time.perf_counter() - started) * 1000.0)
+                    bar.update(1)
+            per_mode[mode] = summarize_latencies(ms)
+    close_engine(engine)
+    result = {"store": str(store), "layers": {str(k): v for k, v in sorted(sizes.items())},
+              "nodes": sum(sizes.values()), "embedder": settings.embedder, "profile": args.profile,
+              "k": args.k, "questions": len(texts), "build_seconds": built,
+              "measure": "wall time of query() per question (embedding the question, search, result "
+                         "assembly), warm: one untimed query per mode first, model load excluded",
+              "modes": per_mode}
+    return finish(result, args, "query")
