@@ -9,7 +9,8 @@ from eragraph.config import GRAPH_SETTINGS, Settings, settings_from_env
 
 def test_defaults_follow_erarag_and_minilm_limits():
     s = Settings()
-    assert (s.s_min, s.s_max) == (8, 12)
+    assert (s.s_min, s.s_max) == (6, 12)
+    assert s.s_max >= 2 * s.s_min - 1  # every count >= S_min can be cut within bounds
     assert s.chunk_tokens + 2 <= 256  # MiniLM reads 256 word pieces incl. [CLS]/[SEP]
     assert 0 <= s.chunk_overlap < s.chunk_tokens
 

@@ -17,7 +17,8 @@ id) that fit the bounds — the paper's "split".
 
 Why this rule:
 * Bounds: every segment has between S_min and S_max members, except when the whole layer's
-  count is itself not partitionable (fewer than S_min nodes, or e.g. 13-15 nodes with 8-12):
+  count is itself not partitionable (fewer than S_min nodes, or e.g. 13-15 nodes with 8-12;
+  with S_max >= 2*S_min - 1, as in the default 6-12, only counts below S_min are not):
   then the stated remainder is the top-level even cut, each part at most S_max.
 * Stability: the segments of a subtree depend only on the nodes in it. Adding or removing
   nodes in one bucket changes the counts on one root-to-leaf path, so only the segment that
