@@ -50,6 +50,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--rebuild-every", type=int, default=1,
                    help="rebuild only every Nth step (and the last); totals then cover those steps only")
     p.add_argument("--no-single", action="store_true", help="skip the single-document case")
+    p.add_argument("--no-entities", action="store_true",
+                   help="leave the entity graph out of both paths (EraRAG's graph only; much faster with spaCy)")
     p.add_argument("--keep-rebuilds", action="store_true", help="keep the rebuilt stores on disk")
     add_common_options(p)
     p.set_defaults(bench=run)
@@ -122,21 +124,29 @@ class Builder:
         self.settings = bench_settings(args)
         self.rebuild_settings = bench_settings(args, embed_cache=False)
         self.keep = args.keep_rebuilds
+        self.no_entities = getattr(args, "no_entities", False)
+
+    def _open(self, path: Path | None, settings: Any) -> Any:
+        engine = open_engine(self.profile, path, settings)
+        if self.no_entities:
+            for key in ("ingest_hooks", "remove_hooks"):
+                engine.extras[key] = []
+        return engine
 
     def incremental(self) -> Any:
-        return open_engine(self.profile, self.root / "incremental", self.settings)
+        return self._open(self.root / "incremental", self.settings)
 
     def rebuild(self, name: str) -> Any:
         path = self.root / name
         if self.profile == "local":
             fresh_dir(path)
-        return open_engine(self.profile, path, self.rebuild_settings)
+        return self._open(path, self.rebuild_settings)
 
     def copy_of(self, engine: Any, name: str, docs: list[SourceDoc]) -> Any:
         """A second store in the state of ``engine`` (which holds exactly ``docs``): a copy of
         the store directory, or for the memory profile the same documents replayed (untimed)."""
         if self.profile == "memory":
-            twin = open_engine("memory", None, self.settings)
+            twin = self._open(None, self.settings)
             ingest(twin, docs)
             drain(twin)
             return twin
@@ -146,7 +156,7 @@ class Builder:
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(self.root / "incremental", target)
-        return open_engine(self.profile, target, self.settings)
+        return self._open(target, self.settings)
 
     def discard(self, engine: Any, name: str) -> None:
         close_engine(engine)
@@ -239,6 +249,7 @@ def run(args: Any) -> dict:
         "corpus": args.corpus, "questions_file": args.questions, "documents": len(docs),
         "initial_fraction": args.initial, "embedder": build.settings.embedder,
         "summarizer": build.settings.summarizer, "profile": args.profile,
+        "entity_graph": not build.no_entities,
         "settings": build.settings.graph_settings(),
         "seconds_measure": "wall time of ingest + drain (chunking, embedding, hashing, partitioning, "
                            "summarizing, writing); summarize_seconds is the summarizer alone",
