@@ -103,14 +103,18 @@ def _default_storage(engine: Engine):
         store_dir = Path(path).parent
         return (SqliteEntityStore(store_dir / "entities.sqlite"),
                 FaissVectorIndex(store_dir / "entity_vectors", engine.embedder.dim))
-    from ..adapters.memory import MemoryVectorIndex
+    from ..adapters.memory import MemoryGraphStore, MemoryVectorIndex
     from ..adapters.memory_entity import MemoryEntityStore
 
-    return MemoryEntityStore(), MemoryVectorIndex()
+    if isinstance(engine.graph, MemoryGraphStore):
+        return MemoryEntityStore(), MemoryVectorIndex()
+    return None, None  # a cloud graph store: its profile must supply a durable entity store
 
 
-def install(engine: Engine, extractor=None, store: EntityStore | None = None, vectors=None) -> EntityIndex:
-    """Attach the entity graph and its retrieval modes to ``engine`` (idempotent)."""
+def install(engine: Engine, extractor=None, store: EntityStore | None = None, vectors=None) -> EntityIndex | None:
+    """Attach the entity graph and its retrieval modes to ``engine`` (idempotent). An engine
+    on a cloud graph store whose profile put no ``entity_store``/``entity_vectors`` in its
+    extras gets no entity graph (an in-memory one would vanish with the function instance)."""
     existing = engine.extras.get("entity_index")
     if isinstance(existing, EntityIndex):
         return existing
@@ -120,6 +124,8 @@ def install(engine: Engine, extractor=None, store: EntityStore | None = None, ve
         default_store, default_vectors = _default_storage(engine)
         store = store or default_store
         vectors = vectors or default_vectors
+        if store is None or vectors is None:
+            return None
     embed_sentences = os.environ.get("ERAGRAPH_SENTENCE_VECTORS", "").strip().lower() in ("1", "true", "yes")
     index = EntityIndex(store, vectors, extractor or make_extractor(engine), engine.embedder, embed_sentences)
     engine.extras["entity_index"] = index
