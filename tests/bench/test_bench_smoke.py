@@ -1,0 +1,146 @@
+"""Smoke runs of every benchmark on a tiny corpus with the hashing embedder: they complete and
+their JSON carries the promised fields with sane values. No timing is asserted."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from eragraph.bench import common, growth, report
+from eragraph.bench import ingest as bench_ingest
+from eragraph.bench import query as bench_query
+from support import synthetic_docs
+
+REPO = Path(__file__).resolve().parents[2]
+MULTIHOP = REPO.parent / "shared" / "data" / "multihop_rag"
+
+
+def parse(module, argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="eragraph bench")
+    module.add_parser(parser.add_subparsers(dest="name"))
+    args = parser.parse_args(argv)
+    args.argv = argv[1:]
+    return args
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory) -> tuple[Path, Path]:
+    """36 synthetic documents in 6 increments, one question per document (its marker)."""
+    root = tmp_path_factory.mktemp("tiny")
+    docs = synthetic_docs(36, seed=3)
+    with open(root / "corpus.jsonl", "w", encoding="utf-8") as fh:
+        for i, d in enumerate(docs):
+            fh.write(json.dumps({"id": d.doc_id, "title": d.title, "text": d.text, "increment": 1 + i // 6}) + "\n")
+    with open(root / "questions.jsonl", "w", encoding="utf-8") as fh:
+        for d in docs:
+            fh.write(json.dumps({"id": "q-" + d.doc_id, "question": f"Which item is called Marker{d.doc_id}?",
+                                 "supporting_ids": [d.doc_id]}) + "\n")
+        fh.write(json.dumps({"id": "q-null", "question": "Nothing?", "supporting_ids": []}) + "\n")
+    return root / "corpus.jsonl", root / "questions.jsonl"
+
+
+def test_recall_and_percentile():
+    assert common.recall_at_k(["a", "a", "b", "c"], ["b", "z"], 2) == 0.5
+    assert common.recall_at_k(["a", "b", "c"], ["c"], 2) == 0.0
+    assert common.percentile([1.0, 2.0, 3.0, 4.0], 50) == 2.5
+    assert common.percentile([5.0], 99) == 5.0
+    with pytest.raises(ValueError):
+        common.recall_at_k(["a"], [], 1)
+
+
+def test_split_steps_orders_by_increment_and_sizes_evenly(tiny):
+    corpus, _ = tiny
+    docs = common.order_by_increment(common.load_corpus(corpus))
+    assert [d.meta["increment"] for d in docs] == sorted(d.meta["increment"] for d in docs)
+    base, steps = growth.split_steps(docs, 0.5, 4)
+    assert len(base) == 18 and [len(s) for s in steps] == [5, 5, 4, 4]
+    assert [d.doc_id for d in base + [d for s in steps for d in s]] == [d.doc_id for d in docs]
+
+
+def check_cost(row: dict) -> None:
+    for key in ("summarize_calls", "tokens_in", "tokens_out", "seconds", "summarize_seconds", "chunks"):
+        assert row[key] >= 0, key
+    assert row["tokens_in"] >= row["summarize_calls"]
+
+
+@pytest.mark.parametrize("profile", ["memory", "local"])
+def test_growth_smoke(tiny, tmp_path, profile):
+    corpus, questions = tiny
+    args = parse(growth, ["growth", "--corpus", str(corpus), "--questions", str(questions), "--initial", "0.5",
+                          "--steps", "3", "--store", str(tmp_path / "g"), "--profile", profile,
+                          "--embedder", "hash", "--no-progress", "--out", str(tmp_path / "growth-x.json")])
+    res = growth.run(args)
+    assert json.loads((tmp_path / "growth-x.json").read_text()) == json.loads(json.dumps(res))
+    assert [s["step"] for s in res["steps"]] == [1, 2, 3]
+    assert res["steps"][-1]["documents"] == 36
+    for s in res["steps"]:
+        check_cost(s["incremental"])
+        check_cost(s["rebuild"])
+        # both graphs hold the same documents, so the same chunks
+        assert s["incremental"]["chunks"] == s["rebuild"]["chunks"]
+        for path in ("incremental", "rebuild"):
+            assert 0.0 <= s["recall@5"][path] <= 1.0
+    # a rebuild re-summarizes everything; the incremental path never does more
+    t = res["totals"]
+    assert t["rebuild"]["summarize_calls"] >= t["incremental"]["summarize_calls"] > 0
+    assert 0 < t["ratio_incremental_to_rebuild"]["tokens_in"] <= 1.0
+    single = res["single_document"]
+    assert single["rebuild"]["summarize_calls"] >= single["incremental"]["summarize_calls"]
+    assert single["rebuild"]["chunks"] == single["incremental"]["chunks"]
+    assert res["command"].startswith("eragraph bench growth ")
+    if profile == "local":  # rebuilt stores are removed once measured
+        assert sorted(p.name for p in (tmp_path / "g").iterdir()) == ["incremental"]
+
+
+def test_ingest_smoke(tiny, tmp_path):
+    corpus, _ = tiny
+    args = parse(bench_ingest, ["ingest", "--corpus", str(corpus), "--profile", "memory", "--embedder", "hash",
+                                "--no-progress", "--limit", "24"])
+    res = bench_ingest.run(args)
+    assert res["documents"] == 24 and res["chunks"] >= 24
+    assert res["embedder_alone"]["texts"] == res["chunks"] + res["summaries"]
+    assert res["embed_in_pipeline"]["texts"] == res["embedder_alone"]["texts"]
+    assert {"chunk", "embed", "store", "summarize", "hash_partition_other"} <= set(res["stages_seconds"])
+    assert abs(sum(res["stages_seconds"].values()) - res["seconds"]["total"]) < 0.05
+    assert 0.0 <= res["outside_models_share"] <= 1.0
+
+
+def test_query_smoke(tiny, tmp_path):
+    corpus, questions = tiny
+    args = parse(bench_query, ["query", "--store", str(tmp_path / "q"), "--corpus", str(corpus),
+                               "--questions", str(questions), "--modes", "collapsed,dense", "--question-limit", "10",
+                               "--embedder", "hash", "--no-progress", "--out", str(tmp_path / "query-x.json")])
+    res = bench_query.run(args)
+    assert set(res["modes"]) == {"collapsed", "dense"}
+    for row in res["modes"].values():
+        assert row["n"] == 10
+        assert 0 < row["latency_ms_p50"] <= row["latency_ms_p95"] <= row["latency_ms_p99"] <= row["latency_ms_max"]
+
+
+def test_report_renders_targets_and_plots(tiny, tmp_path):
+    corpus, questions = tiny
+    results = tmp_path / "results"
+    growth.run(parse(growth, ["growth", "--corpus", str(corpus), "--questions", str(questions), "--steps", "2",
+                              "--store", str(tmp_path / "g"), "--profile", "memory", "--embedder", "hash",
+                              "--no-progress", "--out", str(results / "growth-tiny.json")]))
+    out = tmp_path / "BENCHMARKS.md"
+    assert report.main(["--results", str(results), "--out", str(out)]) == 0
+    text = out.read_text()
+    assert "## Targets" in text and "summarize input tokens ≤ 0.20 of rebuild" in text
+    assert ("**met**" in text) or ("**missed**" in text)
+    assert (results / "plots" / "growth-tiny-cost.png").stat().st_size > 0
+    assert (results / "plots" / "growth-tiny-recall.png").stat().st_size > 0
+
+
+@pytest.mark.skipif(not (MULTIHOP / "corpus.jsonl").exists(), reason="../shared/data/multihop_rag not present")
+def test_growth_on_a_multihop_slice(tmp_path):
+    args = parse(growth, ["growth", "--corpus", str(MULTIHOP / "corpus.jsonl"), "--questions",
+                          str(MULTIHOP / "questions.jsonl"), "--limit", "24", "--steps", "2", "--no-single",
+                          "--store", str(tmp_path / "g"), "--profile", "memory", "--embedder", "hash",
+                          "--no-entities", "--no-progress"])
+    res = growth.run(args)
+    assert res["documents"] == 24 and len(res["steps"]) == 2
+    assert res["steps"][-1]["incremental"]["chunks"] == res["steps"][-1]["rebuild"]["chunks"] > 24
