@@ -159,3 +159,15 @@ def test_engine_delete_removes_a_documents_entities(backend, tmp_path):
     # re-ingesting the same document restores exactly the former graph
     ingest(engine, _docs())
     assert set(store.postings(["vistula"])["vistula"]) == chunk_of["d2"]
+
+
+@pytest.mark.model
+def test_spacy_extractor_sentences_and_normalized_entities():
+    from eragraph.providers.spacy_ner import SpacyEntityExtractor
+
+    x = SpacyEntityExtractor()
+    [sentences] = x.extract(["Kim Wilde was born in London on 18 November 1960. She has two brothers."])
+    assert len(sentences) == 2
+    assert "kim wilde" in sentences[0].entities and "london" in sentences[0].entities
+    assert not any(ch.isdigit() for e in sentences[0].entities for ch in e)  # DATE/CARDINAL dropped
+    assert x.query_entities("Where was Kim Wilde born?") == ["kim wilde"]
