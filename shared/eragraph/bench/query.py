@@ -29,6 +29,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--k", type=int, default=5, help="results per query")
     p.add_argument("--limit", type=int, help="use only the first N corpus documents when building")
     p.add_argument("--question-limit", type=int, default=300, help="at most N questions per mode")
+    p.add_argument("--no-entities", action="store_true",
+                   help="build without the entity graph and time only the core modes (collapsed, detailed, summarized, dense)")
     p.add_argument("--repeat", type=int, default=1, help="ask every question this many times")
     add_common_options(p)
     p.set_defaults(bench=run)
@@ -59,6 +61,10 @@ def run(args: Any) -> dict:
     store = Path(args.store)
     engine = open_engine(args.profile, store, settings)
     built = None
+    if args.no_entities:
+        for key in ("ingest_hooks", "remove_hooks"):
+            engine.extras[key] = []
+        engine.extras["modes"] = {}
     if args.corpus and not engine.graph.layer_sizes().get(0):
         docs = load_corpus(args.corpus, limit=args.limit)
         started = time.perf_counter()
