@@ -144,3 +144,13 @@ def test_growth_on_a_multihop_slice(tmp_path):
     res = growth.run(args)
     assert res["documents"] == 24 and len(res["steps"]) == 2
     assert res["steps"][-1]["incremental"]["chunks"] == res["steps"][-1]["rebuild"]["chunks"] > 24
+
+
+def test_growth_refuses_a_directory_it_did_not_make(tiny, tmp_path):
+    corpus, _ = tiny
+    (tmp_path / "keep.txt").write_text("precious")
+    args = parse(growth, ["growth", "--corpus", str(corpus), "--store", str(tmp_path), "--profile", "memory",
+                          "--embedder", "hash", "--no-progress"])
+    with pytest.raises(ValueError, match="holds other files"):
+        growth.run(args)
+    assert (tmp_path / "keep.txt").read_text() == "precious"

@@ -35,6 +35,7 @@ from .common import (add_common_options, bench_settings, close_engine, finish, f
 
 RECALL_MODES = ("collapsed", "dense")
 RECALL_K = 5
+OWN_DIRS = ("incremental", "rebuild-", "single-")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -120,7 +121,13 @@ class Builder:
 
     def __init__(self, args: Any) -> None:
         self.profile = args.profile
-        self.root = fresh_dir(Path(args.store))
+        self.root = Path(args.store)
+        if self.root.exists():
+            foreign = [p.name for p in self.root.iterdir() if not p.name.startswith(OWN_DIRS)]
+            if foreign:
+                raise ValueError(f"{self.root} holds other files ({', '.join(sorted(foreign)[:3])}); "
+                                 "give growth an empty or a previous growth directory")
+        fresh_dir(self.root)
         self.settings = bench_settings(args)
         self.rebuild_settings = bench_settings(args, embed_cache=False)
         self.keep = args.keep_rebuilds

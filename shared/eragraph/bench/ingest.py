@@ -60,7 +60,7 @@ def rate(n: int, seconds: float) -> float | None:
 def run_in(store: Path, args: Any) -> dict:
     docs = load_corpus(args.corpus, limit=args.limit)
     settings = bench_settings(args, embed_cache=False)
-    engine = open_engine(args.profile, fresh_dir(store / "pipeline"), settings)
+    engine = open_engine(args.profile, fresh_dir(store / "pipeline") if args.profile == "local" else None, settings)
     extractor = find_extractor(engine)
     # load and warm the models outside every clock
     engine.embedder.embed(["warm up the embedder"])
