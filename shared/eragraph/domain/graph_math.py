@@ -108,14 +108,21 @@ def push_ppr(seeds: Mapping[Hashable, float], neighbours: Neighbours, damping: f
 
 
 def semantic_bridging(mention: sp.spmatrix, sentence_sim: np.ndarray, seeds: np.ndarray,
-                      threshold: float = 0.4, max_iter: int = 3) -> tuple[np.ndarray, np.ndarray]:
-    """LinearRAG eq. 5: a_t = MAX(M^T (sigma * (M a_{t-1})), a_{t-1}) over the sentence x entity
-    mention matrix M, with dynamic pruning: an entity newly reached in step t stays only if its
-    score exceeds ``threshold``; only the entities activated in step t propagate in step t+1
-    (an activated entity keeps its score -- feeding a seed back through its own sentences would
-    only inflate it -- which is the MAX of eq. 5 restricted to new entities), and the loop stops
-    when no new entity passes the threshold. Returns (activation, tier) where tier[i] is the step at
-    which entity i was activated (1 for the seeds, 0 when never activated) -- the L_e of eq. 7."""
+                      threshold: float = 0.4, max_iter: int = 3,
+                      top_sentences: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """LinearRAG eq. 5 over the sentence x entity mention matrix M, with dynamic pruning.
+
+    ``top_sentences == 0``: the matrix form a_t = MAX(M^T (sigma * (M a_{t-1})), a_{t-1}).
+    ``top_sentences == n > 0``: the form of LinearRAG's released code -- each frontier entity
+    e propagates only through its n sentences most similar to the query, giving every entity
+    of such a sentence s the score a_e * sigma_s, aggregated by max (scores stay within the
+    similarity range, so the threshold keeps its meaning however often an entity is mentioned).
+
+    In both, an entity newly reached in step t stays only if its score exceeds ``threshold``;
+    only the entities activated in step t propagate in step t+1 (an activated entity keeps its
+    score: feeding a seed back through its own sentences would only inflate it), and the loop
+    stops when no new entity passes. Returns (activation, tier) where tier[i] is the step at
+    which entity i was activated (1 for the seeds, 0 when never) -- the L_e of eq. 7."""
     m = sp.csr_matrix(mention, dtype=np.float64)
     mt = m.T.tocsr()
     sigma = np.asarray(sentence_sim, dtype=np.float64).reshape(-1)
@@ -125,7 +132,19 @@ def semantic_bridging(mention: sp.spmatrix, sentence_sim: np.ndarray, seeds: np.
     for step in range(2, max_iter + 2):
         if not frontier.any():
             break
-        spread = mt @ (sigma * (m @ frontier))
+        if top_sentences > 0:
+            spread = np.zeros_like(a)
+            for e in np.flatnonzero(frontier):
+                sents = mt.indices[mt.indptr[e]:mt.indptr[e + 1]]
+                if len(sents) == 0:
+                    continue
+                if len(sents) > top_sentences:
+                    sents = sents[np.argsort(-sigma[sents], kind="stable")[:top_sentences]]
+                for s_ in sents:
+                    ents = m.indices[m.indptr[s_]:m.indptr[s_ + 1]]
+                    spread[ents] = np.maximum(spread[ents], frontier[e] * sigma[s_])
+        else:
+            spread = mt @ (sigma * (m @ frontier))
         newly = (spread > threshold) & (tier == 0)
         if not newly.any():
             break
@@ -138,7 +157,8 @@ def semantic_bridging(mention: sp.spmatrix, sentence_sim: np.ndarray, seeds: np.
 def semantic_bridging_local(seeds: Mapping[Hashable, float],
                             sentences_of: Callable[[list], Mapping[Hashable, Sequence[Hashable]]],
                             sentence_info: Callable[[list], Mapping[Hashable, tuple[float, Sequence[Hashable]]]],
-                            threshold: float = 0.4, max_iter: int = 3) -> tuple[dict, dict]:
+                            threshold: float = 0.4, max_iter: int = 3,
+                            top_sentences: int = 0) -> tuple[dict, dict]:
     """The same activation as ``semantic_bridging`` computed from neighbourhood reads:
     ``sentences_of(entities)`` gives each entity's sentences, ``sentence_info(sentence ids)``
     each sentence's (similarity to the query, entities). Returns (activation, tier) dicts."""
@@ -148,16 +168,24 @@ def semantic_bridging_local(seeds: Mapping[Hashable, float],
     for step in range(2, max_iter + 2):
         if not frontier:
             break
-        sids = sorted({s for ss in sentences_of(list(frontier)).values() for s in ss})
-        info = sentence_info(sids)
+        by_entity = sentences_of(list(frontier))
+        info = sentence_info(sorted({s for ss in by_entity.values() for s in ss}))
         spread: dict = {}
-        for sim, ents in info.values():
-            ents = set(ents)
-            mass = sum(frontier.get(e, 0.0) for e in ents)
-            if mass == 0:
-                continue
-            for e in ents:
-                spread[e] = spread.get(e, 0.0) + sim * mass
+        if top_sentences > 0:
+            for src, sids in by_entity.items():
+                ranked = sorted((s for s in sids if s in info), key=lambda s: (-info[s][0], s))[:top_sentences]
+                for s in ranked:
+                    sim, ents = info[s]
+                    for e in set(ents):
+                        spread[e] = max(spread.get(e, 0.0), frontier[src] * sim)
+        else:
+            for sim, ents in info.values():
+                ents = set(ents)
+                mass = sum(frontier.get(e, 0.0) for e in ents)
+                if mass == 0:
+                    continue
+                for e in ents:
+                    spread[e] = spread.get(e, 0.0) + sim * mass
         frontier = {}
         for e, v in spread.items():
             if v > threshold and e not in act:

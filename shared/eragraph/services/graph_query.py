@@ -38,6 +38,7 @@ class GraphSettings:
     # LinearRAG (tri_graph)
     threshold: float = 0.4        # delta: an entity newly activated below it is pruned
     iterations: int = 3           # max semantic-bridging steps
+    top_sentences: int = 3        # sentences per entity that propagate (0: the matrix form of eq. 5)
     damping: float = 0.5          # PPR damping d (probability of following an edge)
     lam: float = 0.05             # lambda: weight of sim(q, passage) in the passage init
     passage_weight: float = 0.05  # W_p
@@ -215,7 +216,7 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
             sigma = snap.sentence_vectors @ vector
         else:  # a sentence scored with its chunk's vector
             sigma = np.where(snap.sentence_chunk >= 0, psim[np.maximum(snap.sentence_chunk, 0)], 0.0)
-        act, tier = gm.semantic_bridging(snap.mention, sigma, seeds, gs.threshold, gs.iterations)
+        act, tier = gm.semantic_bridging(snap.mention, sigma, seeds, gs.threshold, gs.iterations, gs.top_sentences)
         pinit = gm.passage_init(psim, snap.contain, act, tier, gs.lam, gs.passage_weight)
         personal = np.concatenate([np.maximum(pinit, 0.0), act])
         scores = gm.ppr(snap.tri_adjacency, personal, gs.damping, tol=1e-7, max_iter=60)
@@ -245,7 +246,8 @@ def _tri_graph_push(engine, vector, qvecs, k, budget, gs) -> list[Candidate]:
         return {sid: (float(vecs[s.chunk_id] @ vector) if s.chunk_id in vecs else 0.0, s.entities)
                 for sid, s in sents.items()}
 
-    act, tier = gm.semantic_bridging_local(seeds, store.sentences_of, sentence_info, gs.threshold, gs.iterations)
+    act, tier = gm.semantic_bridging_local(seeds, store.sentences_of, sentence_info, gs.threshold, gs.iterations,
+                                           gs.top_sentences)
     hits = engine.vectors.search(vector, gs.push_dense_top, layers=[0])
     chunk_ids = [h.node_id for h in hits]
     counts = store.chunk_entities(chunk_ids)
