@@ -40,7 +40,7 @@ class GraphSettings:
     iterations: int = 3           # max semantic-bridging steps
     top_sentences: int = 3        # sentences per entity that propagate (0: the matrix form of eq. 5)
     damping: float = 0.5          # PPR damping d (probability of following an edge)
-    lam: float = 0.05             # lambda: weight of sim(q, passage) in the passage init
+    lam: float = 0.5              # lambda: weight of sim(q, passage) in the passage init (paper: 0.05; 0.5 on MuSiQue dev)
     passage_weight: float = 0.05  # W_p
     # TERAG (concept_ppr)
     concept_damping: float = 0.85
