@@ -274,15 +274,18 @@ def targets_section(growth: list, ingest: list, query: list) -> list[str]:
         for key, label in (("embed_efficiency", "embedder"), ("ner_efficiency", "NER")):
             v = d.get(key)
             ok = None if v is None else v >= TARGETS["model_efficiency"]
-            rows.append([f"ingest: {label} in pipeline ≥ 90 % of standalone", run, fmt(v), verdict(ok),
-                         "" if ok or v is None else f"{100 * (TARGETS['model_efficiency'] - v):.1f} pt short"])
+            note = "" if ok or v is None else f"{100 * (TARGETS['model_efficiency'] - v):.1f} pt short"
+            if v is not None and v > 1.05:
+                note = "above 1: load from other processes slowed the standalone pass; noise, not a speed-up"
+            rows.append([f"ingest: {label} in pipeline ≥ 90 % of standalone", run, fmt(v), verdict(ok), note])
     for name, d in query:
         row = d["modes"].get("collapsed")
         v = row["latency_ms_p95"] if row else None
         ok = None if v is None else v <= TARGETS["collapsed_p95_ms"]
         rows.append(["query: collapsed p95 ≤ 30 ms (full MultiHop-RAG store, warm)",
                      f"`{name}` ({fmt(d['nodes'])} nodes, {d.get('embedder')})", fmt(v), verdict(ok),
-                     "" if ok or v is None else f"{v - TARGETS['collapsed_p95_ms']:.1f} ms over"])
+                     (f"{TARGETS['collapsed_p95_ms'] - v:.1f} ms to spare" if ok else f"{v - TARGETS['collapsed_p95_ms']:.1f} ms over")
+                     if v is not None else ""])
     if not rows:
         return ["No results yet."]
     return table(["target", "run", "measured", "verdict", "gap"], rows)
