@@ -154,3 +154,10 @@ def test_growth_refuses_a_directory_it_did_not_make(tiny, tmp_path):
     with pytest.raises(ValueError, match="holds other files"):
         growth.run(args)
     assert (tmp_path / "keep.txt").read_text() == "precious"
+
+
+def test_command_line_names_the_benchmark_once():
+    ns = argparse.Namespace(argv=["bench", "growth", "--corpus", "c.jsonl"])
+    assert common.command_line(ns, "growth") == "eragraph bench growth --corpus c.jsonl"
+    ns = argparse.Namespace(argv=["--corpus", "a b.jsonl"])
+    assert common.command_line(ns, "ingest") == "eragraph bench ingest --corpus 'a b.jsonl'"

@@ -283,10 +283,12 @@ def machine() -> dict:
 
 def command_line(args: Any, name: str) -> str:
     """The command that reproduces this run (paths as given)."""
-    argv = getattr(args, "argv", None)
-    if argv:
-        return "eragraph bench " + name + " " + " ".join(shlex.quote(a) for a in argv)
-    return "eragraph bench " + name + " " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    argv = list(getattr(args, "argv", None) or sys.argv[1:])
+    if argv[:2] == ["bench", name]:  # invoked as `eragraph bench NAME ...`
+        argv = argv[2:]
+    elif argv[:1] == [name]:
+        argv = argv[1:]
+    return "eragraph bench " + name + " " + " ".join(shlex.quote(a) for a in argv)
 
 
 def finish(result: dict, args: Any, name: str) -> dict:

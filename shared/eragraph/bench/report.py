@@ -34,6 +34,14 @@ def load(results: Path, prefix: str) -> list[tuple[str, dict]]:
     return out
 
 
+def command(data: dict) -> str:
+    """The recorded command, with a doubled `bench NAME` (older results) collapsed."""
+    text = str(data.get("command", ""))
+    name = data.get("benchmark", "")
+    doubled = f"eragraph bench {name} bench {name} "
+    return text.replace(doubled, f"eragraph bench {name} ", 1) if name else text
+
+
 def fmt(x: Any, digits: int = 3) -> str:
     if x is None:
         return "–"
@@ -119,7 +127,7 @@ def plot_growth(name: str, data: dict, plots: Path) -> list[str]:
 
 
 def growth_section(name: str, data: dict, images: list[str]) -> list[str]:
-    out = [f"### {name}", "", f"Command: `{data.get('command', '')}`", "",
+    out = [f"### {name}", "", f"Command: `{command(data)}`", "",
            f"{data['documents']} documents; base = first {data['initial']['documents']} "
            f"(ordered by the corpus's `increment`), then {len(data['steps'])} steps. Embedder "
            f"`{data.get('embedder')}`, summarizer `{data.get('summarizer')}`, profile `{data.get('profile')}`, "
@@ -188,7 +196,7 @@ def retrieval_section(runs: list[tuple[str, dict]]) -> list[str]:
     out = []
     for name, data in runs:
         ks = data.get("k") or [2, 5]
-        out += [f"### {name}", "", f"Command: `{data.get('command', '')}`", "",
+        out += [f"### {name}", "", f"Command: `{command(data)}`", "",
                 f"{data.get('questions')} questions, {data.get('documents')} documents, embedder `{data.get('embedder')}`.", ""]
         header = ["mode", *[f"R@{k}" for k in ks], *[f"R@{k} (summaries credit leaves)" for k in ks], "p50 ms", "p95 ms"]
         rows = [[mode, *[row.get(f"recall@{k}") for k in ks], *[row.get(f"recall@{k}_with_summaries") for k in ks],
@@ -200,7 +208,7 @@ def retrieval_section(runs: list[tuple[str, dict]]) -> list[str]:
 def ingest_section(runs: list[tuple[str, dict]]) -> list[str]:
     out = []
     for name, d in runs:
-        out += [f"### {name}", "", f"Command: `{d.get('command', '')}`", "",
+        out += [f"### {name}", "", f"Command: `{command(d)}`", "",
                 f"{d['documents']} documents → {d['chunks']} chunks + {d['summaries']} summaries; embedder "
                 f"`{d['embedder']}`, NER `{d.get('ner')}`; total {fmt(d['seconds']['total'])} s "
                 f"({fmt(d['pipeline']['documents_per_s'])} documents/s, {fmt(d['pipeline']['chunks_per_s'])} chunks/s).", ""]
@@ -219,7 +227,7 @@ def ingest_section(runs: list[tuple[str, dict]]) -> list[str]:
 def query_section(runs: list[tuple[str, dict]]) -> list[str]:
     out = []
     for name, d in runs:
-        out += [f"### {name}", "", f"Command: `{d.get('command', '')}`", "",
+        out += [f"### {name}", "", f"Command: `{command(d)}`", "",
                 f"Store with {fmt(d['nodes'])} nodes (layers {d['layers']}), embedder `{d['embedder']}`, "
                 f"{d['questions']} questions per mode, k={d['k']}. {d.get('measure', '')}.", ""]
         out += table(["mode", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms", "max ms"],
