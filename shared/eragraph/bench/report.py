@@ -187,9 +187,9 @@ def locality_note(data: dict) -> list[str]:
     return [f"Locality: a step re-summarized on average {100 * sum(shares) / len(shares):.0f} % of the "
             f"layer-1 segments; new chunks scattered uniformly at random would touch "
             f"{100 * sum(expected) / len(expected):.0f} %. Chunks land in segments by their LSH code, so a "
-            "step that adds many chunks touches most segments whatever their topic, and the incremental "
-            "path's savings come from the segments it leaves alone; tokens per touched segment are the "
-            "remaining lever."]
+            "step that adds as many chunks as there are segments touches a large share of them whatever "
+            "the step's topic; the incremental path saves only the segments it leaves alone, and the "
+            "remaining lever is the tokens spent per touched segment."]
 
 
 def retrieval_section(runs: list[tuple[str, dict]]) -> list[str]:
