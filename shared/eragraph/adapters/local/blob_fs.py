@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 import re
-import secrets
 from pathlib import Path
+
+from .files import atomic_write
 
 _TMP_SUFFIX = ".partial"
 _TMP_NAME = re.compile(r"^\..+\.[0-9a-f]{32}\.partial$")
@@ -56,16 +57,7 @@ class FsBlobStore:
             raise ValueError(f"blob key {key!r} needs a folder where a blob is stored") from exc
         if path.is_dir():
             raise ValueError(f"blob key {key!r} names a folder of other blobs")
-        tmp = path.parent / f".{path.name}.{secrets.token_hex(16)}{_TMP_SUFFIX}"
-        try:
-            with open(tmp, "wb") as fh:
-                fh.write(bytes(data))
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, path)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
+        atomic_write(path, data, _TMP_SUFFIX)
 
     def get(self, key: str) -> bytes:
         path = self._path(key)

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import secrets
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -28,6 +26,7 @@ import numpy as np
 
 from ...domain.model import EragraphError
 from ...ports import Hit
+from .files import atomic_write
 
 INDEX_FILE = "vectors.faiss"
 IDMAP_FILE = "vectors.json"
@@ -37,19 +36,6 @@ _TIE_PAD = 8  # extra neighbours fetched so ties at the k-th score are ordered b
 
 class VectorIndexCorruptError(EragraphError):
     """The files on disk do not belong together (e.g. a crash between the two renames)."""
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 class FaissVectorIndex:
@@ -113,8 +99,8 @@ class FaissVectorIndex:
             entries = [[s, i, self._layer[i], self._doc[i]] for s, i in sorted(self._to_int.items())]
             idmap = {"format": FORMAT, "dim": self.dim, "next_id": self._next_id,
                      "index_sha256": hashlib.sha256(raw).hexdigest(), "entries": entries}
-            _atomic_write(self.directory / INDEX_FILE, raw)
-            _atomic_write(self.directory / IDMAP_FILE,
+            atomic_write(self.directory / INDEX_FILE, raw)
+            atomic_write(self.directory / IDMAP_FILE,
                           json.dumps(idmap, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
             self._dirty = False
 
