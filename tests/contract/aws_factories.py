@@ -22,6 +22,7 @@ import yaml
 from .factories import (
     BLOB_STORE_FACTORIES,
     CONTRACT_DIM,
+    ENTITY_STORE_FACTORIES,
     GRAPH_STORE_FACTORIES,
     VECTOR_INDEX_FACTORIES,
     AdapterFactory,
@@ -101,6 +102,16 @@ def _dynamo_graph(workdir: Path) -> Any:
     return DynamoGraphStore(name, region=REGION)
 
 
+def _dynamo_entities(workdir: Path) -> Any:
+    import boto3
+
+    from eragraph.adapters.aws.entity_dynamodb import DynamoEntityStore
+
+    name = f"graph-{workdir.name}"
+    create_graph_table(boto3.client("dynamodb", region_name=REGION), name)
+    return DynamoEntityStore(name, region=REGION, workers=2)
+
+
 def _s3_blobs(workdir: Path) -> Any:
     import boto3
 
@@ -142,6 +153,7 @@ def register() -> None:
     GRAPH_STORE_FACTORIES["dynamodb"] = AdapterFactory(_dynamo_graph, persistent=True, context=_mock)
     BLOB_STORE_FACTORIES["s3"] = AdapterFactory(_s3_blobs, persistent=True, context=_mock)
     VECTOR_INDEX_FACTORIES["opensearch"] = AdapterFactory(_opensearch_vectors, persistent=True)
+    ENTITY_STORE_FACTORIES["dynamodb"] = AdapterFactory(_dynamo_entities, persistent=True, context=_mock)
 
 
 register()

@@ -67,6 +67,18 @@ def _local_queue(workdir: Path) -> Any:
     return LocalQueue()
 
 
+def _memory_entities(workdir: Path) -> Any:
+    from eragraph.adapters.memory_entity import MemoryEntityStore
+
+    return MemoryEntityStore()
+
+
+def _sqlite_entities(workdir: Path) -> Any:
+    from eragraph.adapters.local.entity_sqlite import SqliteEntityStore
+
+    return SqliteEntityStore(workdir / "entities.sqlite")
+
+
 GRAPH_STORE_FACTORIES: dict[str, AdapterFactory] = {
     "memory": AdapterFactory(lambda workdir: MemoryGraphStore()),
     "sqlite": AdapterFactory(_sqlite_graph, persistent=True),
@@ -83,6 +95,10 @@ QUEUE_FACTORIES: dict[str, AdapterFactory] = {
     "memory": AdapterFactory(lambda workdir: MemoryQueue()),
     "local": AdapterFactory(_local_queue),
 }
+ENTITY_STORE_FACTORIES: dict[str, AdapterFactory] = {
+    "memory": AdapterFactory(_memory_entities),
+    "sqlite": AdapterFactory(_sqlite_entities, persistent=True),
+}
 
 # fixture name -> registry (read by tests/contract/conftest.py at collection time)
 REGISTRIES: dict[str, dict[str, AdapterFactory]] = {
@@ -90,6 +106,7 @@ REGISTRIES: dict[str, dict[str, AdapterFactory]] = {
     "vector_index": VECTOR_INDEX_FACTORIES,
     "blob_store": BLOB_STORE_FACTORIES,
     "queue": QUEUE_FACTORIES,
+    "entity_store": ENTITY_STORE_FACTORIES,
 }
 
 # pytest imports this folder as package "contract" (tests/ has no __init__.py) while plugins may

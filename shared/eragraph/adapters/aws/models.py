@@ -10,6 +10,13 @@ One table, generic key attributes, item kinds told apart by their keys:
     NODE#<node_id>      NODE            a graph node;     GSI1 ByLayer:  LAYER#<layer> / <node_id>
     SEGS#<layer>        SEG#<seg_id>    a segment of a layer
     SEGS#<layer>        VERSION         the layer's segment version (the optimistic lock)
+    ENT#<entity>        ENT             an entity of the entity graph: ``freq`` (atomic ADD)
+    ENT#<entity>        CHUNK#<chunk>   a posting: ``weight`` = occurrences of the entity in the chunk
+    ENT#<entity>        SENT#<sentence> a mention (the sentence mentions the entity)
+    ENT#<entity>        COOC#<entity2>  co-occurrence: ``weight`` = sentences mentioning both (atomic ADD)
+    CHUNK#<chunk>       ENTITIES        a chunk's sentences and their entities (JSON ``value``)
+    META                ENTITY#GEN      the entity graph's generation (``version``, atomic ADD)
+    META                ENTITY#COUNT    the number of entities (``version``, atomic ADD)
 
 Why a single table: every access is a key lookup or a one-partition query (a layer's segments
 and their version share the partition SEGS#<layer>, so ``replace_segments`` is one transaction
@@ -106,7 +113,10 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         # SEG
         members = ListAttribute(of=UnicodeAttribute, null=True)
         summary_id = UnicodeAttribute(null=True)
-        # VERSION
+        # VERSION; META ENTITY#GEN / ENTITY#COUNT
         version = NumberAttribute(null=True)
+        # ENT: total occurrences over live chunks; postings and co-occurrences: their count
+        freq = NumberAttribute(null=True)
+        weight = NumberAttribute(null=True)
 
     return TableModels(item=GraphItem, by_layer=GraphItem.by_layer, by_source=GraphItem.by_source)
