@@ -68,7 +68,7 @@ def test_push_ppr_ranking_agrees_with_exact(seed):
         return list(zip(row.indices.tolist(), row.data.tolist()))
 
     eps = 1e-7
-    approx = gm.push_ppr(seeds, neighbours, damping=0.85, epsilon=eps)
+    approx = gm.push_ppr(seeds, gm.batched(neighbours), damping=0.85, epsilon=eps)
     vec = np.array([approx.get(i, 0.0) for i in range(60)])
     degree = np.asarray(adj.sum(axis=1)).reshape(-1)
     # the residual bound: every estimate is below the truth by at most eps * (total degree)
@@ -86,9 +86,156 @@ def test_push_ppr_reads_only_a_neighbourhood():
         read.add(u)
         return [(v, 1.0) for v in (u - 1, u + 1) if 0 <= v < n]
 
-    est = gm.push_ppr({0: 1.0}, neighbours, damping=0.5, epsilon=1e-3)
+    est = gm.push_ppr({0: 1.0}, gm.batched(neighbours), damping=0.5, epsilon=1e-3)
     assert max(read) < 30
     assert est[0] > est.get(1, 0) > est.get(2, 0)
+
+
+def _random_graph(seed: int, n: int = 120, hubs: int = 0):
+    """A connected weighted random graph (optionally with hub nodes tied to a third of the
+    graph), its scipy adjacency, degrees and a batched reader that counts its calls."""
+    g = nx.connected_watts_strogatz_graph(n, 4, 0.3, seed=seed)
+    rng = np.random.default_rng(seed)
+    for h in range(hubs):
+        for v in rng.choice(n, n // 3, replace=False):
+            if int(v) != h:
+                g.add_edge(h, int(v))
+    for u, v in g.edges:
+        g[u][v]["weight"] = float(rng.integers(1, 5))
+    adj = sp.csr_matrix(nx.to_scipy_sparse_array(g, nodelist=range(n), weight="weight"))
+    degree = np.asarray(adj.sum(axis=1)).reshape(-1)
+    calls = []
+
+    def many(nodes):
+        calls.append(list(nodes))
+        out = {}
+        for u in nodes:
+            row = adj.getrow(u)
+            out[u] = (list(zip(row.indices.tolist(), row.data.tolist())), float(row.data.sum()))
+        return out
+
+    return g, adj, degree, many, calls
+
+
+def _exact(adj, seeds, damping):
+    personal = np.zeros(adj.shape[0])
+    for s, w in seeds.items():
+        personal[s] = w
+    return gm.ppr(adj, personal, damping=damping, tol=1e-15, max_iter=5000)
+
+
+def _kendall_tau(a, b):
+    n = len(a)
+    s = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            s += np.sign(a[i] - a[j]) * np.sign(b[i] - b[j])
+    return s / (n * (n - 1) / 2)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("damping", [0.5, 0.85])
+def test_push_rounds_error_is_bounded_by_epsilon_times_degree(seed, damping):
+    g, adj, degree, many, calls = _random_graph(seed)
+    rng = np.random.default_rng(100 + seed)
+    seeds = {int(s): float(w) for s, w in zip(rng.choice(adj.shape[0], 4, replace=False), [1.0, 0.7, 0.3, 0.1])}
+    exact = _exact(adj, seeds, damping)
+    # networkx agrees on the reference itself
+    ref = nx.pagerank(g, alpha=damping, personalization={u: seeds.get(u, 0.0) for u in g}, weight="weight",
+                      tol=1e-13, max_iter=5000)
+    assert exact == pytest.approx([ref[i] for i in range(adj.shape[0])], abs=1e-8)
+    for eps in (1e-3, 1e-5):
+        res = gm.push_ppr_rounds(seeds, many, damping=damping, epsilon=eps)
+        assert res.complete and res.parked_mass == 0.0
+        vec = np.array([res.estimate.get(i, 0.0) for i in range(adj.shape[0])])
+        err = exact - vec
+        # ACL on a symmetric graph: 0 <= ppr(v) - p(v) < eps * deg(v); L1 error = residual left
+        assert err.min() >= -1e-12
+        assert np.all(err <= eps * degree + 1e-12)
+        assert err.sum() == pytest.approx(res.residual_mass, abs=1e-9)
+    # at the fine epsilon the top of the ranking is the exact one
+    top = list(np.argsort(-exact, kind="stable")[:10])
+    assert len(set(top) & set(np.argsort(-vec, kind="stable")[:10].tolist())) >= 9
+    assert _kendall_tau(exact[top], vec[top]) >= 0.9
+
+
+def test_push_rounds_batch_the_neighbourhood_reads():
+    _, adj, degree, many, calls = _random_graph(7, n=400)
+    res = gm.push_ppr_rounds({0: 1.0, 17: 0.5}, many, damping=0.85, epsilon=1e-6)
+    read = [u for c in calls for u in c]
+    assert len(read) == len(set(read)) == res.fetched  # every node read once (the cache)
+    assert res.pushes > 20 * len(calls)  # far fewer calls than pushes
+    assert len(calls) == res.fetches <= res.rounds + 1
+    assert res.fetched > 50 * len(calls) / 10
+
+
+def test_push_rounds_do_not_read_nodes_that_can_not_be_pushed():
+    # a star: the centre receives tiny residual from each leaf's push; with a coarse epsilon the
+    # leaves of the far side are never read
+    n = 200
+    calls = []
+
+    def many(nodes):
+        calls.append(list(nodes))
+        out = {}
+        for u in nodes:
+            nb = [(v, 1.0) for v in (u - 1, u + 1) if 0 <= v < n]
+            out[u] = (nb, float(len(nb)))
+        return out
+
+    res = gm.push_ppr_rounds({0: 1.0}, many, damping=0.5, epsilon=1e-3)
+    read = {u for c in calls for u in c}
+    assert max(read) < 15
+    assert res.estimate[0] > res.estimate[1] > res.estimate[2]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_push_hub_cap_parks_mass_within_the_bound(seed):
+    g, adj, degree, many, calls = _random_graph(seed, n=150, hubs=2)
+    seeds = {0: 1.0, 1: 0.5, 60: 0.5}
+    exact = _exact(adj, seeds, 0.85)
+    eps = 1e-6
+    full = gm.push_ppr_rounds(seeds, many, damping=0.85, epsilon=eps)
+    capped = gm.push_ppr_rounds(seeds, many, damping=0.85, epsilon=eps, hub_cap=8)
+    assert full.parked_mass == 0.0 and capped.parked_mass > 0.0
+    vec = np.array([capped.estimate.get(i, 0.0) for i in range(adj.shape[0])])
+    err = exact - vec
+    # parking withholds mass: still a lower bound, each node off by at most eps*deg + parked,
+    # and the L1 error is exactly residual + parked
+    assert err.min() >= -1e-12
+    assert np.all(err <= eps * degree + capped.parked_mass + 1e-12)
+    assert err.sum() == pytest.approx(capped.residual_mass + capped.parked_mass, abs=1e-9)
+    # parked <= damping * sum of pushed residual times the dropped share of each capped hub
+    share = max(1.0 - np.sort(adj.getrow(h).data)[::-1][:8].sum() / degree[h] for h in (0, 1))
+    assert capped.parked_mass <= 0.85 * share * 1.0 / 0.15 + 1e-12
+    # a capped node reads only its 8 heaviest edges: nodes reachable only through a hub's
+    # light edges are never seen
+    assert capped.fetched <= full.fetched
+
+
+def test_push_rounds_isolated_seed_keeps_its_mass():
+    res = gm.push_ppr_rounds({"a": 1.0, "b": 1.0}, lambda ns: {"a": ([("c", 1.0)], 1.0), "c": ([("a", 1.0)], 1.0)}
+                             if "a" in ns else {"c": ([("a", 1.0)], 1.0)}, damping=0.85, epsilon=1e-9)
+    assert res.estimate["b"] == pytest.approx(0.5)
+    assert res.estimate["a"] + res.estimate["c"] == pytest.approx(0.5, abs=1e-6)
+    assert gm.push_ppr_rounds({}, lambda ns: {}).estimate == {}
+
+
+@pytest.mark.parametrize("h", [1, 2, 3, 4])
+def test_pairs_within_hops_batched_equals_bfs(h):
+    g = nx.connected_watts_strogatz_graph(80, 4, 0.1, seed=3)
+    calls = []
+
+    def many(nodes):
+        calls.append(list(nodes))
+        return {u: list(g.neighbors(u)) for u in nodes}
+
+    ents = [0, 5, 11, 40, 41, 79]
+    want = gm.pairs_within_hops(ents, lambda u: list(g.neighbors(u)), h)
+    assert gm.pairs_within_hops_batched(ents, many, h) == want
+    assert len(calls) <= (h + 1) // 2
+    if h == 2:  # only the query entities' own neighbourhoods are read
+        assert {u for c in calls for u in c} == set(ents)
 
 
 def _mention():

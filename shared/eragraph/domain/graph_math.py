@@ -6,14 +6,16 @@ power iteration and Andersen-Chung-Lang local push), LinearRAG's semantic-bridgi
 from __future__ import annotations
 
 import heapq
-from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 import scipy.sparse as sp
 
 Neighbours = Callable[[Hashable], Sequence[tuple[Hashable, float]]]
+# batched neighbourhood read: nodes -> {node: ((neighbour, weight), ...), weighted degree)}
+NeighboursMany = Callable[[Sequence[Hashable]], Mapping[Hashable, tuple[Sequence[tuple[Hashable, float]], float]]]
 
 
 # ---------------------------------------------------------------- PageRank
@@ -52,56 +54,184 @@ def ppr(adjacency: sp.spmatrix, personalization: np.ndarray, damping: float = 0.
     return x
 
 
-def push_ppr(seeds: Mapping[Hashable, float], neighbours: Neighbours, damping: float = 0.85,
-             epsilon: float = 1e-4, max_pushes: int = 200_000) -> dict[Hashable, float]:
-    """Approximate Personalized PageRank by local push (Andersen, Chung, Lang 2006), reading
-    each node's weighted neighbourhood on demand through ``neighbours`` (a store call).
+@dataclass(frozen=True)
+class PushResult:
+    """Outcome of ``push_ppr_rounds``.
 
-    Invariant: ppr = p + PPR(r), so every node's error is bounded by the residual left; a node
-    is pushed while its residual exceeds ``epsilon`` times its weighted degree, hence at the end
-    ``r[u] <= epsilon * deg(u)`` everywhere. A node without neighbours keeps its residual as
-    settled mass (it restarts onto itself). Returns the estimate ``p`` (un-normalized mass of
-    at most 1)."""
-    total = float(sum(seeds.values()))
+    ``estimate``: settled PPR mass per node (a componentwise lower bound of the exact PPR).
+    ``residual_mass``: total residual left unpushed; ``parked_mass``: total mass withheld by the
+    hub cap. With a symmetric weighted graph, every node v satisfies
+    ``0 <= ppr(v) - estimate(v) <= epsilon * deg(v) + parked_mass`` and the L1 error is
+    ``residual_mass + parked_mass``. ``rounds``/``fetches``: batched neighbourhood calls made
+    (one per round that met unread nodes); ``pushes``: node pushes; ``fetched``: nodes read;
+    ``complete``: False when the round or push budget stopped the loop first (the bounds above
+    then hold with the larger residual that was left)."""
+
+    estimate: dict
+    residual_mass: float
+    parked_mass: float
+    rounds: int
+    fetches: int
+    pushes: int
+    fetched: int
+    complete: bool
+
+
+def push_ppr_rounds(seeds: Mapping[Hashable, float], neighbours_many: NeighboursMany, damping: float = 0.85,
+                    epsilon: float = 1e-4, hub_cap: int = 0, max_rounds: int = 1000,
+                    max_pushes: int = 2_000_000) -> PushResult:
+    """Approximate Personalized PageRank by local push (Andersen, Chung, Lang 2006) in rounds,
+    reading neighbourhoods on demand and in batches.
+
+    ``neighbours_many(nodes)`` returns ``{node: (items, total_weight)}`` for the requested nodes,
+    ``items`` a sequence of (neighbour, weight > 0) and ``total_weight`` the node's weighted degree
+    (it may exceed the sum of ``items`` when the caller already truncated the list; a node missing
+    from the answer has no neighbours). Every node is read at most once (a per-call cache).
+
+    Push rule (ACL, degree-aware): node u is pushed while ``r(u) >= epsilon * deg(u)``; a push
+    settles ``alpha * r(u)`` (alpha = 1 - damping) into the estimate and spreads
+    ``damping * r(u) * w(u, v) / deg(u)`` to each neighbour v. The invariant
+    ``ppr = estimate + PPR(r)`` holds after every push, so at termination every node has
+    ``r(u) < epsilon * deg(u)`` and, on a symmetric graph (``deg(u) ppr_u(v) = deg(v) ppr_v(u)``),
+    ``ppr(v) - estimate(v) = sum_u r(u) ppr_u(v) < epsilon * deg(v)`` -- the error of a node is at
+    most epsilon times its own degree, and the total work is at most ``1 / (alpha * epsilon)``
+    edge updates.
+
+    Rounds: the nodes to push are taken together (Jacobi order: each pushes the residual it
+    held when the round began, which keeps the invariant); the unread ones among them -- and
+    the unread nodes whose residual reaches ``epsilon`` times the heaviest edge through which they
+    received mass (a lower bound of their degree, so a node below it can not be pushable) -- are
+    fetched with ONE ``neighbours_many`` call per round.
+
+    Hub cap (``hub_cap = N > 0``): a node with more than N neighbours spreads only along its N
+    heaviest edges, still dividing by its full degree; the share of the other edges is parked
+    (kept out of the residual, never pushed). Parking withholds non-negative mass, so the
+    estimate stays a lower bound of the exact PPR and the parked total ``P`` adds at most ``P``
+    to the error of any node and to the L1 error (``PushResult.parked_mass`` reports it:
+    ``P <= damping * sum over pushes of r(u) * (1 - kept weight of u / deg(u))``).
+
+    A node without neighbours keeps its residual as settled mass (it restarts onto itself)."""
+    total = float(sum(w for w in seeds.values() if w > 0))
     if total <= 0:
-        return {}
+        return PushResult({}, 0.0, 0.0, 0, 0, 0, 0, True)
     alpha = 1.0 - damping
-    residual: dict[Hashable, float] = {u: w / total for u, w in seeds.items() if w > 0}
-    estimate: dict[Hashable, float] = {}
-    cache: dict[Hashable, tuple[list[tuple[Hashable, float]], float]] = {}
+    keys: list = []
+    ids: dict = {}
 
-    def nbrs(u: Hashable) -> tuple[list[tuple[Hashable, float]], float]:
-        if u not in cache:
-            items = [(v, float(w)) for v, w in neighbours(u) if w > 0]
-            cache[u] = (items, sum(w for _, w in items))
-        return cache[u]
+    def ident(u) -> int:
+        i = ids.get(u)
+        if i is None:
+            i = ids[u] = len(keys)
+            keys.append(u)
+        return i
 
-    queue = deque(residual)
-    queued = set(queue)
-    pushes = 0
-    while queue and pushes < max_pushes:
-        u = queue.popleft()
-        queued.discard(u)
-        r = residual.get(u, 0.0)
-        items, degree = nbrs(u)
-        if degree <= 0:
-            estimate[u] = estimate.get(u, 0.0) + r
-            residual[u] = 0.0
-            continue
-        if r <= epsilon * degree:
-            continue
-        pushes += 1
-        estimate[u] = estimate.get(u, 0.0) + alpha * r
-        residual[u] = 0.0
-        spread = (1.0 - alpha) * r / degree
-        for v, w in items:
-            residual[v] = residual.get(v, 0.0) + spread * w
-            if v not in queued:
-                _, dv = nbrs(v)
-                if residual[v] > epsilon * dv or dv <= 0:
-                    queue.append(v)
-                    queued.add(v)
-    return estimate
+    cap = 64
+    residual = np.zeros(cap)
+    estimate = np.zeros(cap)
+    bound = np.zeros(cap)       # lower bound of the degree of an unread node
+    degree = np.full(cap, -1.0)  # -1: not read yet
+    nbr_ids: list = []
+    nbr_w: list = []
+
+    def grow(n: int) -> None:
+        nonlocal cap, residual, estimate, bound, degree
+        if n <= cap:
+            return
+        new = max(n, 2 * cap)
+        residual = np.concatenate([residual, np.zeros(new - cap)])
+        estimate = np.concatenate([estimate, np.zeros(new - cap)])
+        bound = np.concatenate([bound, np.zeros(new - cap)])
+        degree = np.concatenate([degree, np.full(new - cap, -1.0)])
+        cap = new
+
+    for u, w in seeds.items():
+        if w > 0:
+            i = ident(u)
+            grow(len(keys))
+            residual[i] += w / total
+    empty_i = np.zeros(0, dtype=np.int64)
+    empty_w = np.zeros(0)
+
+    def read(idx: np.ndarray) -> None:
+        got = neighbours_many([keys[i] for i in idx])
+        for i in idx.tolist():
+            items, deg = got.get(keys[i], ((), 0.0))
+            pairs = [(v, float(w)) for v, w in items if w > 0]
+            if hub_cap and len(pairs) > hub_cap:
+                pairs = heapq.nsmallest(hub_cap, pairs, key=lambda vw: (-vw[1], str(vw[0])))
+            ws = np.fromiter((w for _, w in pairs), dtype=np.float64, count=len(pairs))
+            deg = max(float(deg), float(ws.sum()))
+            while len(nbr_ids) <= i:
+                nbr_ids.append(empty_i)
+                nbr_w.append(empty_w)
+            nbr_ids[i] = np.fromiter((ident(v) for v, _ in pairs), dtype=np.int64, count=len(pairs))
+            nbr_w[i] = ws
+            grow(len(keys))
+            degree[i] = deg
+
+    rounds = fetches = pushes = 0
+    parked = 0.0
+    complete = False
+    while rounds < max_rounds and pushes < max_pushes:
+        n = len(keys)
+        r, d = residual[:n], degree[:n]
+        unread = d < 0
+        want = np.flatnonzero(unread & (r > 0) & (r >= epsilon * bound[:n]))
+        if len(want):
+            read(want)
+            fetches += 1
+            n = len(keys)
+            r, d = residual[:n], degree[:n]
+        read_ok = d >= 0
+        isolated = np.flatnonzero(read_ok & (d == 0) & (r > 0))
+        if len(isolated):
+            estimate[isolated] += residual[isolated]
+            residual[isolated] = 0.0
+        active = np.flatnonzero(read_ok & (d > 0) & (r >= epsilon * np.where(d > 0, d, 1.0)) & (r > 0))
+        if not len(active):
+            complete = True
+            break
+        rounds += 1
+        pushes += len(active)
+        mass = residual[active].copy()
+        estimate[active] += alpha * mass
+        residual[active] = 0.0
+        coef = damping * mass / degree[active]
+        targets = [nbr_ids[i] for i in active.tolist()]
+        weights = [nbr_w[i] * c for i, c in zip(active.tolist(), coef.tolist())]
+        share = np.array([1.0 - nbr_w[i].sum() / degree[i] for i in active.tolist()])
+        parked += float((damping * mass * np.where(share > 1e-12, share, 0.0)).sum())
+        if targets:
+            t = np.concatenate(targets)
+            w = np.concatenate(weights)
+            if len(t):
+                residual[:n] += np.bincount(t, weights=w, minlength=n)[:n]
+                edge = np.concatenate([nbr_w[i] for i in active.tolist()])
+                np.maximum.at(bound, t, edge)
+    n = len(keys)
+    out = {keys[i]: float(estimate[i]) for i in np.flatnonzero(estimate[:n] > 0).tolist()}
+    return PushResult(out, float(residual[:n].sum()), parked, rounds, fetches, pushes,
+                      int((degree[:n] >= 0).sum()), complete)
+
+
+def push_ppr(seeds: Mapping[Hashable, float], neighbours_many: NeighboursMany, damping: float = 0.85,
+             epsilon: float = 1e-4, hub_cap: int = 0, max_rounds: int = 1000) -> dict[Hashable, float]:
+    """The estimate of ``push_ppr_rounds`` (see there for the contract and the error bound)."""
+    return push_ppr_rounds(seeds, neighbours_many, damping, epsilon, hub_cap, max_rounds).estimate
+
+
+def batched(neighbours: Neighbours) -> NeighboursMany:
+    """Adapt a one-node neighbourhood function to the batched contract (for tests and small
+    in-memory graphs)."""
+
+    def many(nodes):
+        out = {}
+        for u in nodes:
+            items = [(v, float(w)) for v, w in neighbours(u)]
+            out[u] = (items, sum(w for _, w in items if w > 0))
+        return out
+
+    return many
 
 
 # ---------------------------------------------------------------- LinearRAG
@@ -274,6 +404,50 @@ def pairs_within_hops(entities: Sequence[Hashable], neighbours: Callable[[Hashab
         d = hop_distance(a, b, neighbours, h)
         if d is not None:
             out.append((a, b, d))
+    return out
+
+
+def pairs_within_hops_batched(entities: Sequence[Hashable],
+                              neighbours_many: Callable[[list], Mapping[Hashable, Iterable[Hashable]]],
+                              h: int) -> list[tuple[Hashable, Hashable, int]]:
+    """The pairs of ``pairs_within_hops`` (same order, same distances) by meeting in the middle:
+    grow a ball of radius ceil(h/2) around every entity, one batched ``neighbours_many`` call
+    per level, and take d(a, b) = min over shared nodes x of d(a, x) + d(x, b). A shortest path
+    of length d <= h has a node at distance ceil(d/2) from a and floor(d/2) from b, so the
+    distances found are exact; only nodes closer than ceil(h/2) to a query entity are read (for
+    h = 2: the query entities' own neighbourhoods), not the h-1 hop frontier of a BFS."""
+    ents = list(dict.fromkeys(entities))
+    radius = (h + 1) // 2
+    dist: dict[Hashable, dict[Hashable, int]] = {e: {e: 0} for e in ents}
+    frontier: dict[Hashable, list[Hashable]] = {e: [e] for e in ents}
+    cache: dict[Hashable, list[Hashable]] = {}
+    for depth in range(1, radius + 1):
+        need = sorted({u for f in frontier.values() for u in f if u not in cache}, key=str)
+        if need:
+            got = neighbours_many(need)
+            for u in need:
+                cache[u] = list(got.get(u, ()))
+        nxt: dict[Hashable, list[Hashable]] = {}
+        for e, f in frontier.items():
+            seen = dist[e]
+            new = []
+            for u in f:
+                for v in cache[u]:
+                    if v not in seen:
+                        seen[v] = depth
+                        new.append(v)
+            if new:
+                nxt[e] = new
+        frontier = nxt
+        if not frontier:
+            break
+    out = []
+    for a, b in combinations(ents, 2):
+        da, db = dist[a], dist[b]
+        small, large = (da, db) if len(da) <= len(db) else (db, da)
+        best = min((d + large[x] for x, d in small.items() if x in large), default=None)
+        if best is not None and best <= h:
+            out.append((a, b, best))
     return out
 
 

@@ -50,8 +50,10 @@ class GraphSettings:
     match_threshold: float = 0.8  # a query entity maps to a graph entity this similar (if not exact)
     # execution
     exact: bool | None = None     # None: exact PPR when the store can export matrices
-    push_epsilon: float = 1e-6
+    push_epsilon: float = 1e-6    # ACL push: a node is pushed while residual >= epsilon * degree
     push_dense_top: int = 100     # passages seeded by similarity in the push execution
+    push_hub_cap: int = 0         # > 0: a node spreads along only its N heaviest edges (0: all)
+    push_max_rounds: int = 200    # batched rounds of the push (one neighbourhood read each)
 
     @classmethod
     def from_env(cls, environ=None, **overrides) -> GraphSettings:
@@ -259,22 +261,42 @@ def _tri_graph_push(engine, vector, qvecs, k, budget, gs) -> list[Candidate]:
             restart[("c", h.node_id)] = w
     for e, a in act.items():
         restart[("e", e)] = restart.get(("e", e), 0.0) + a
-    est = gm.push_ppr(restart, _bipartite_neighbours(store, cooc=False), gs.damping, gs.push_epsilon)
-    ranked = sorted(((n[1], s) for n, s in est.items() if n[0] == "c"), key=lambda x: (-x[1], x[0]))
+    ranked = _push(restart, store, False, gs.damping, gs)
     return _finish(engine, ranked, vector, k, budget)
 
 
 def _bipartite_neighbours(store, cooc: bool):
-    def neighbours(node):
-        kind, key = node
-        if kind == "c":
-            return [(("e", e), float(n)) for e, n in store.chunk_entities([key]).get(key, {}).items()]
-        out = [(("c", c), float(n)) for c, n in store.postings([key]).get(key, {}).items()]
-        if cooc:
-            out += [(("e", e), float(w)) for e, w in store.cooccurring([key]).get(key, {}).items()]
+    """The batched neighbourhood read of the passage-entity graph (``gm.NeighboursMany``): nodes
+    are ("c", chunk) and ("e", entity); one ``chunk_entities`` call for the chunks and one
+    ``postings`` (+ ``cooccurring``) call for the entities of a round. Weights are the ones of
+    the exact adjacency (occurrence counts, sentence co-occurrence counts)."""
+
+    def neighbours_many(nodes):
+        chunks = [key for kind, key in nodes if kind == "c"]
+        ents = [key for kind, key in nodes if kind == "e"]
+        out = {}
+        if chunks:
+            for c, counts in store.chunk_entities(chunks).items():
+                items = [(("e", e), float(n)) for e, n in counts.items()]
+                out[("c", c)] = (items, float(sum(n for _, n in items)))
+        if ents:
+            post = store.postings(ents)
+            co = store.cooccurring(ents) if cooc else {}
+            for e in ents:
+                items = [(("c", c), float(n)) for c, n in post.get(e, {}).items()]
+                items += [(("e", x), float(w)) for x, w in co.get(e, {}).items()]
+                if items:
+                    out[("e", e)] = (items, float(sum(w for _, w in items)))
         return out
 
-    return neighbours
+    return neighbours_many
+
+
+def _push(restart: dict, store, cooc: bool, damping: float, gs: GraphSettings) -> list[tuple[str, float]]:
+    """Local-push PPR from ``restart`` over the passage-entity graph; passages by mass."""
+    res = gm.push_ppr_rounds(restart, _bipartite_neighbours(store, cooc), damping, gs.push_epsilon,
+                             hub_cap=gs.push_hub_cap, max_rounds=gs.push_max_rounds)
+    return sorted(((n[1], s) for n, s in res.estimate.items() if n[0] == "c"), key=lambda x: (-x[1], x[0]))
 
 
 # ---------------------------------------------------------------- concept_ppr (TERAG)
@@ -319,9 +341,7 @@ def concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: i
         top = np.argsort(-scores[:n_p], kind="stable")[: k * DEFAULT_OVERFETCH]
         ranked = [(snap.chunks[i], float(scores[i])) for i in top if scores[i] > 0]
     else:
-        est = gm.push_ppr({("e", e): w for e, w in weights.items()}, _bipartite_neighbours(index.store, cooc=True),
-                          gs.concept_damping, gs.push_epsilon)
-        ranked = sorted(((n[1], s) for n, s in est.items() if n[0] == "c"), key=lambda x: (-x[1], x[0]))
+        ranked = _push({("e", e): w for e, w in weights.items()}, index.store, True, gs.concept_damping, gs)
     return _finish(engine, ranked, vector, k, budget)
 
 
@@ -368,23 +388,17 @@ def local_global(engine: Engine, text: str, vector: np.ndarray, k: int, budget: 
             if i is None:
                 return ()
             return (snap.entities[j] for j in cooc.indices[cooc.indptr[i]:cooc.indptr[i + 1]])
-    else:
-        cache: dict = {}
 
-        def neighbours(e):
-            if e not in cache:
-                cache[e] = list(store.cooccurring([e]).get(e, {}))
-            return cache[e]
-
-    pairs = gm.pairs_within_hops(entities, neighbours, gs.hops)
+        pairs = gm.pairs_within_hops(entities, neighbours, gs.hops)
+    else:  # one batched co-occurrence read per ball level, meeting in the middle
+        pairs = gm.pairs_within_hops_batched(
+            entities, lambda es: {e: list(n) for e, n in store.cooccurring(es).items()}, gs.hops)
     if not pairs:
         return global_search(engine, vector, k, budget, entities)
-    postings_cache: dict = {}
+    postings_cache = store.postings(sorted({e for a, b, _ in pairs for e in (a, b)}))
 
     def postings(e):
-        if e not in postings_cache:
-            postings_cache[e] = store.postings([e]).get(e, {})
-        return postings_cache[e]
+        return postings_cache.get(e, {})
 
     h = max(d for _, _, d in pairs)
     chunks = gm.index_mapping([(a, b) for a, b, d in pairs if d <= h], postings)
@@ -415,21 +429,30 @@ def global_search(engine: Engine, vector: np.ndarray, k: int, budget: int | None
     cands = search(engine, "collapsed", vector, 2 * k, None, engine.settings.bias_p)
     store = engine.extras["entity_index"].store
     ents = set(entities)
+    nodes = engine.graph.get_nodes(c.node_id for c in cands)
+    # every leaf beneath the candidates, one batched read per layer, then one entity read
+    known = dict(nodes)
+    level = [n for n in nodes.values() if n.layer > 0]
+    while level:
+        kids = sorted({c for n in level for c in n.children if c not in known})
+        got = engine.graph.get_nodes(kids) if kids else {}
+        known.update(got)
+        level = [n for n in got.values() if n.layer > 0]
+    leaves = sorted(nid for nid, n in known.items() if n.layer == 0)
+    counts_of = store.chunk_entities(leaves) if leaves else {}
     weights: dict[str, float] = {}
 
     def weight(node_id: str, layer: int, children: tuple[str, ...]) -> float:
         if node_id in weights:
             return weights[node_id]
         if layer == 0:
-            counts = store.chunk_entities([node_id]).get(node_id, {})
+            counts = counts_of.get(node_id, {})
             w = float(sum(n for e, n in counts.items() if e in ents))
         else:
-            kids = engine.graph.get_nodes(children)
-            w = sum(weight(c.node_id, c.layer, c.children) for c in kids.values())
+            w = sum(weight(c, known[c].layer, known[c].children) for c in children if c in known)
         weights[node_id] = w
         return w
 
-    nodes = engine.graph.get_nodes(c.node_id for c in cands)
     rescored = [Candidate(c.node_id, c.layer, weight(c.node_id, c.layer, nodes[c.node_id].children) + c.score * 1e-3,
                           c.tokens) for c in cands if c.node_id in nodes]
     return fill_budget(rescored, k, budget)
