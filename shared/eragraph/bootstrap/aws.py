@@ -6,12 +6,22 @@ the SAM template sets on every function:
     ERAGRAPH_SUMMARIZE_QUEUE_URL   FIFO queue of SegmentsAffected messages
     ERAGRAPH_OPENSEARCH_ENDPOINT   OpenSearch domain endpoint (SigV4-signed requests)
     ERAGRAPH_OPENSEARCH_INDEX      index name (default ``eragraph-nodes``)
+    ERAGRAPH_OPENSEARCH_ENTITY_INDEX  index of entity-name (and sentence) vectors
+                                   (default ``eragraph-entities``)
     AWS_REGION                     set by Lambda itself
     ERAGRAPH_AWS_ENDPOINT_URL      optional: one endpoint for S3/SQS/DynamoDB (a local cloud)
     ERAGRAPH_OPENSEARCH_SERVICE    optional: ``es`` (domain, default) or ``aoss`` (serverless)
 
 plus the ERAGRAPH_* settings (config.settings_from_env). Clients are created when the engine is
 built, and the handlers build it lazily, once per container (``LAMBDA_ENGINE``), never at import.
+
+The entity graph (services.entity_index) lives in the same DynamoDB table (``ENT#``/``CHUNK#``
+items, adapters.aws.entity_dynamodb) and its vectors in a second OpenSearch index with the node
+index's mapping (created on first use like it). A second index rather than layers -1/-2 of the
+node index: the node index's audits treat every id that is no live node as an orphan
+(``reindex.audit_vectors`` would delete the entity vectors, ``invariants`` would report them),
+and its ``count()`` is the node count the stats report; a second index also keeps the filtered
+k-NN searches of the summary graph off the (many more) entity-name vectors.
 
 Tokens: the AWS profile embeds with Bedrock Titan V2, which reads up to 8k tokens, so chunks are
 counted in word/punctuation tokens (RegexTokenizer) and no tokenizer files ride in the layer;
@@ -31,6 +41,7 @@ from .extensions import install_extensions
 from .providers import make_embedder, make_generator, make_summarizer, make_tokenizer
 
 DEFAULT_INDEX = "eragraph-nodes"
+DEFAULT_ENTITY_INDEX = "eragraph-entities"
 REQUIRED = ("ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QUEUE_URL", "ERAGRAPH_OPENSEARCH_ENDPOINT")
 
 
@@ -50,6 +61,7 @@ def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, 
     import boto3
 
     from ..adapters.aws.dynamodb import DynamoGraphStore
+    from ..adapters.aws.entity_dynamodb import DynamoEntityStore
     from ..adapters.aws.opensearch import OpenSearchVectorIndex, make_client
     from ..adapters.aws.s3 import S3BlobStore
     from ..adapters.aws.sqs import SqsQueue
@@ -89,6 +101,10 @@ def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, 
         blobs=S3BlobStore(env["ERAGRAPH_BUCKET"], client=s3),
         generator=make_generator(settings),
     )
+    engine.extras["entity_store"] = DynamoEntityStore(env["ERAGRAPH_TABLE"], models=graph.models)
+    engine.extras["entity_vectors"] = OpenSearchVectorIndex(
+        opensearch_client, env.get("ERAGRAPH_OPENSEARCH_ENTITY_INDEX") or DEFAULT_ENTITY_INDEX, embedder.dim,
+        refresh=refresh)
     install_extensions(engine)
     return engine
 
