@@ -79,7 +79,8 @@ class PushResult:
 
 def push_ppr_rounds(seeds: Mapping[Hashable, float], neighbours_many: NeighboursMany, damping: float = 0.85,
                     epsilon: float = 1e-4, hub_cap: int = 0, max_rounds: int = 1000,
-                    max_pushes: int = 2_000_000) -> PushResult:
+                    max_pushes: int = 2_000_000,
+                    degree_bounds: Callable[[list], Mapping[Hashable, float]] | None = None) -> PushResult:
     """Approximate Personalized PageRank by local push (Andersen, Chung, Lang 2006) in rounds,
     reading neighbourhoods on demand and in batches.
 
@@ -101,7 +102,10 @@ def push_ppr_rounds(seeds: Mapping[Hashable, float], neighbours_many: Neighbours
     held when the round began, which keeps the invariant); the unread ones among them -- and
     the unread nodes whose residual reaches ``epsilon`` times the heaviest edge through which they
     received mass (a lower bound of their degree, so a node below it can not be pushable) -- are
-    fetched with ONE ``neighbours_many`` call per round.
+    fetched with ONE ``neighbours_many`` call per round. ``degree_bounds(nodes)``, when given, is
+    a cheaper batched read of a lower bound of some nodes' degrees (an entity's frequency): it is
+    asked once per node before the node's neighbourhood would be read, so that a hub whose
+    residual can not reach ``epsilon * deg`` is never read at all.
 
     Hub cap (``hub_cap = N > 0``): a node with more than N neighbours spreads only along its N
     heaviest edges, still dividing by its full degree; the share of the other edges is parked
@@ -129,12 +133,13 @@ def push_ppr_rounds(seeds: Mapping[Hashable, float], neighbours_many: Neighbours
     residual = np.zeros(cap)
     estimate = np.zeros(cap)
     bound = np.zeros(cap)       # lower bound of the degree of an unread node
+    asked = np.zeros(cap, dtype=bool)  # degree_bounds already consulted
     degree = np.full(cap, -1.0)  # -1: not read yet
     nbr_ids: list = []
     nbr_w: list = []
 
     def grow(n: int) -> None:
-        nonlocal cap, residual, estimate, bound, degree
+        nonlocal cap, residual, estimate, bound, degree, asked
         if n <= cap:
             return
         new = max(n, 2 * cap)
@@ -142,6 +147,7 @@ def push_ppr_rounds(seeds: Mapping[Hashable, float], neighbours_many: Neighbours
         estimate = np.concatenate([estimate, np.zeros(new - cap)])
         bound = np.concatenate([bound, np.zeros(new - cap)])
         degree = np.concatenate([degree, np.full(new - cap, -1.0)])
+        asked = np.concatenate([asked, np.zeros(new - cap, dtype=bool)])
         cap = new
 
     for u, w in seeds.items():
@@ -154,20 +160,27 @@ def push_ppr_rounds(seeds: Mapping[Hashable, float], neighbours_many: Neighbours
 
     def read(idx: np.ndarray) -> None:
         got = neighbours_many([keys[i] for i in idx])
+        lookup = ids.get
         for i in idx.tolist():
             items, deg = got.get(keys[i], ((), 0.0))
-            pairs = [(v, float(w)) for v, w in items if w > 0]
-            if hub_cap and len(pairs) > hub_cap:
-                pairs = heapq.nsmallest(hub_cap, pairs, key=lambda vw: (-vw[1], str(vw[0])))
-            ws = np.fromiter((w for _, w in pairs), dtype=np.float64, count=len(pairs))
-            deg = max(float(deg), float(ws.sum()))
-            while len(nbr_ids) <= i:
-                nbr_ids.append(empty_i)
-                nbr_w.append(empty_w)
-            nbr_ids[i] = np.fromiter((ident(v) for v, _ in pairs), dtype=np.int64, count=len(pairs))
+            if hub_cap and len(items) > hub_cap:
+                items = heapq.nsmallest(hub_cap, items, key=lambda vw: (-vw[1], str(vw[0])))
+            targets = []
+            weights = []
+            for v, w in items:
+                if w > 0:
+                    j = lookup(v)
+                    targets.append(ident(v) if j is None else j)
+                    weights.append(w)
+            ws = np.array(weights, dtype=np.float64)
+            if len(nbr_ids) <= i:
+                nbr_ids.extend([empty_i] * (i + 1 - len(nbr_ids)))
+                nbr_w.extend([empty_w] * (i + 1 - len(nbr_w)))
+            nbr_ids[i] = np.array(targets, dtype=np.int64)
             nbr_w[i] = ws
+            degree_i = max(float(deg), float(ws.sum()))
             grow(len(keys))
-            degree[i] = deg
+            degree[i] = degree_i
 
     rounds = fetches = pushes = 0
     parked = 0.0
@@ -177,6 +190,14 @@ def push_ppr_rounds(seeds: Mapping[Hashable, float], neighbours_many: Neighbours
         r, d = residual[:n], degree[:n]
         unread = d < 0
         want = np.flatnonzero(unread & (r > 0) & (r >= epsilon * bound[:n]))
+        if degree_bounds is not None and len(want):
+            ask = want[~asked[want]]
+            if len(ask):
+                got = degree_bounds([keys[i] for i in ask.tolist()])
+                for i in ask.tolist():
+                    bound[i] = max(bound[i], float(got.get(keys[i], 0.0)))
+                asked[ask] = True
+                want = want[r[want] >= epsilon * bound[want]]
         if len(want):
             read(want)
             fetches += 1
@@ -215,9 +236,11 @@ def push_ppr_rounds(seeds: Mapping[Hashable, float], neighbours_many: Neighbours
 
 
 def push_ppr(seeds: Mapping[Hashable, float], neighbours_many: NeighboursMany, damping: float = 0.85,
-             epsilon: float = 1e-4, hub_cap: int = 0, max_rounds: int = 1000) -> dict[Hashable, float]:
+             epsilon: float = 1e-4, hub_cap: int = 0, max_rounds: int = 1000,
+             degree_bounds: Callable[[list], Mapping[Hashable, float]] | None = None) -> dict[Hashable, float]:
     """The estimate of ``push_ppr_rounds`` (see there for the contract and the error bound)."""
-    return push_ppr_rounds(seeds, neighbours_many, damping, epsilon, hub_cap, max_rounds).estimate
+    return push_ppr_rounds(seeds, neighbours_many, damping, epsilon, hub_cap, max_rounds,
+                           degree_bounds=degree_bounds).estimate
 
 
 def batched(neighbours: Neighbours) -> NeighboursMany:

@@ -50,7 +50,7 @@ class GraphSettings:
     match_threshold: float = 0.8  # a query entity maps to a graph entity this similar (if not exact)
     # execution
     exact: bool | None = None     # None: exact PPR when the store can export matrices
-    push_epsilon: float = 1e-6    # ACL push: a node is pushed while residual >= epsilon * degree
+    push_epsilon: float = 3e-5    # ACL push: a node is pushed while residual >= epsilon * degree
     push_dense_top: int = 100     # passages seeded by similarity in the push execution
     push_hub_cap: int = 0         # > 0: a node spreads along only its N heaviest edges (0: all)
     push_max_rounds: int = 200    # batched rounds of the push (one neighbourhood read each)
@@ -292,10 +292,22 @@ def _bipartite_neighbours(store, cooc: bool):
     return neighbours_many
 
 
+def _entity_degree_bounds(store):
+    """A cheap lower bound of an entity node's degree: its frequency (the sum of its postings,
+    its whole degree without co-occurrence edges); passages have none."""
+
+    def bounds(nodes):
+        ents = [key for kind, key in nodes if kind == "e"]
+        return {("e", e): float(f) for e, f in store.frequencies(ents).items()} if ents else {}
+
+    return bounds
+
+
 def _push(restart: dict, store, cooc: bool, damping: float, gs: GraphSettings) -> list[tuple[str, float]]:
     """Local-push PPR from ``restart`` over the passage-entity graph; passages by mass."""
     res = gm.push_ppr_rounds(restart, _bipartite_neighbours(store, cooc), damping, gs.push_epsilon,
-                             hub_cap=gs.push_hub_cap, max_rounds=gs.push_max_rounds)
+                             hub_cap=gs.push_hub_cap, max_rounds=gs.push_max_rounds,
+                             degree_bounds=_entity_degree_bounds(store))
     return sorted(((n[1], s) for n, s in res.estimate.items() if n[0] == "c"), key=lambda x: (-x[1], x[0]))
 
 
