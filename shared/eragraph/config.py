@@ -30,6 +30,9 @@ class Settings:
     chunk_tokens: int = 200
     chunk_overlap: int = 32
     summary_tokens: int = 120
+    # re-summarize a changed segment by revising its previous summary with the children that
+    # joined and left, when the summarizer can and that reads fewer tokens (services.resummarize)
+    delta_summaries: bool = True
     # query
     top_k: int = 5
     token_budget: int = 2000

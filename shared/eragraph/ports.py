@@ -143,6 +143,17 @@ class Summarizer(Protocol):
 
 
 @runtime_checkable
+class RevisingSummarizer(Summarizer, Protocol):
+    """A summarizer that can update an earlier summary of a segment instead of reading all of
+    its children again (services.resummarize uses it when that is cheaper)."""
+    def revise(self, previous: str, added: Sequence[str], removed: Sequence[str], max_tokens: int,
+               previous_share: float = 0.5) -> SummaryResult:
+        """``previous`` summarized the segment before ``added`` children joined and ``removed``
+        ones left; ``previous_share`` is the fraction of the new segment it stands for."""
+        ...
+
+
+@runtime_checkable
 class Generator(Protocol):
     identity: str
     def answer(self, question: str, evidence: Sequence[tuple[str, str]]) -> Answer:

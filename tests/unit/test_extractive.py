@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from eragraph.domain.text import split_sentences
-from eragraph.providers.extractive import PROMPT, ExtractiveSummarizer
+from eragraph.providers.extractive import PROMPT, REVISE_PROMPT, ExtractiveSummarizer
 from eragraph.providers.hashing import RegexTokenizer
 
 TOK = RegexTokenizer()
@@ -69,3 +69,40 @@ def test_deterministic():
     a = ExtractiveSummarizer(TOK).summarize(texts, 30)
     b = ExtractiveSummarizer(TOK).summarize(list(texts), 30)
     assert a == b
+
+
+# ---------------------------------------------------------------- revise
+
+def test_revise_prices_prompt_previous_joined_and_departed():
+    s = ExtractiveSummarizer(TOK)
+    previous, added, removed = ON_TOPIC[0] + " " + ON_TOPIC[1], [ON_TOPIC[2]], [ON_TOPIC[1]]
+    result = s.revise(previous, added, removed, 40)
+    expected = TOK.count(REVISE_PROMPT) + TOK.count(previous) + TOK.count(added[0]) + TOK.count(removed[0])
+    assert result.tokens_in == expected
+    assert result.tokens_out == TOK.count(result.text) <= 40
+
+
+def test_revise_drops_what_only_departed_children_said():
+    s = ExtractiveSummarizer(TOK)
+    previous = " ".join(ON_TOPIC[:2]) + " " + OFF_TOPIC
+    result = s.revise(previous, [ON_TOPIC[2]], [OFF_TOPIC], 200)
+    sentences = split_sentences(result.text)
+    assert OFF_TOPIC not in sentences
+    assert set(sentences) <= set(ON_TOPIC[:3])
+    assert ON_TOPIC[2] in sentences  # the budget fits everything left
+
+
+def test_revise_keeps_a_sentence_a_joined_child_still_says():
+    s = ExtractiveSummarizer(TOK)
+    result = s.revise(ON_TOPIC[0], [ON_TOPIC[0] + " " + ON_TOPIC[3]], [ON_TOPIC[0]], 200)
+    assert split_sentences(result.text).count(ON_TOPIC[0]) == 1
+
+
+def test_revise_previous_share_weighs_the_old_majority():
+    s = ExtractiveSummarizer(TOK, redundancy=0.0)
+    previous = " ".join(ON_TOPIC[:3])
+    budget = TOK.count(ON_TOPIC[0]) + 1  # room for one sentence
+    heavy = s.revise(previous, [OFF_TOPIC], [], budget, previous_share=0.95)
+    light = s.revise(previous, [OFF_TOPIC], [], budget, previous_share=0.01)
+    assert heavy.text in ON_TOPIC
+    assert light.text == OFF_TOPIC

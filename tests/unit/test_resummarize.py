@@ -219,3 +219,76 @@ def test_message_round_trip():
                 {"type": "SegmentsAffected", "layer": True}, "nope"):
         with pytest.raises(ValueError):
             SegmentsAffected.from_dict(bad)
+
+
+# ---------------------------------------------------------------- revised summaries (delta)
+
+def descendant_chunks(engine, node):
+    if node.layer == 0:
+        return [node]
+    kids = engine.graph.get_nodes(node.children)
+    return [c for kid in kids.values() for c in descendant_chunks(engine, kid)]
+
+
+def all_summaries(engine):
+    return [n for layer in engine.graph.layer_sizes() if layer > 0
+            for n in engine.graph.get_nodes([r.node_id for r in engine.graph.layer_refs(layer)]).values()]
+
+
+def test_growth_revises_summaries_and_reads_fewer_tokens():
+    from eragraph.domain.text import split_sentences
+
+    reports = {}
+    for delta in (True, False):
+        engine = built(delta_summaries=delta)
+        ingest(engine, synthetic_docs(12, seed=3, prefix="grow"))
+        reports[delta] = drain(engine)
+        assert invariants.check(engine).ok
+        assert engine.graph.meta_keys("retired:") == []
+        if delta:
+            grown = engine
+    assert sum(reports[True].summaries_revised.values()) > 0
+    assert reports[False].summaries_revised == {}
+    assert reports[True].cost.tokens_in < reports[False].cost.tokens_in
+    # a revised summary still says only what its live descendants say
+    for node in all_summaries(grown):
+        said = {s for c in descendant_chunks(grown, node) for s in split_sentences(c.text)}
+        assert set(split_sentences(node.text)) <= said, node.node_id
+
+
+def test_deleted_document_leaves_no_trace_in_revised_summaries():
+    engine = built(n=30, delta_summaries=True)
+    ingest(engine, synthetic_docs(12, seed=3, prefix="grow"))
+    drain(engine)
+    gone = [f"grow{i}" for i in range(0, 12, 2)]
+    assert remove(engine, gone).documents_removed == len(gone)
+    drain(engine)
+    assert invariants.check(engine).ok
+    text = " ".join(n.text for n in all_summaries(engine))
+    for doc_id in gone:
+        assert f"Marker{doc_id}." not in text
+    assert engine.graph.meta_keys("retired:") == []
+
+
+def test_revision_needs_the_departed_childrens_text():
+    """A chunk that left its segment by being deleted has left no text to revise with: that
+    segment is summarized afresh; had the chunk only moved, the segment is revised."""
+    from eragraph.domain.diff import segments_for
+    from eragraph.services.resummarize import plan_revisions
+
+    engine = built(n=30, delta_summaries=True)
+    old = max(engine.graph.get_segments(0), key=lambda seg: len(seg.members))
+    leaving, staying = old.members[0], old.members[1:]
+    newcomer = next(r.node_id for r in engine.graph.layer_refs(0) if r.node_id not in old.members)
+    [new] = segments_for(0, [tuple(staying) + (newcomer,)])
+    children = engine.graph.get_nodes(new.members)
+    moved = plan_revisions(engine, [new], (old,), children)
+    assert set(moved) == {new.segment_id}
+    plan = moved[new.segment_id]
+    assert plan.previous == engine.graph.get_nodes([old.summary_id])[old.summary_id].text
+    assert plan.added == (children[newcomer].text,)
+    assert plan.removed == (engine.graph.get_nodes([leaving])[leaving].text,)
+    assert plan.previous_share == len(staying) / len(new.members)
+    engine.graph.delete_nodes([leaving])
+    assert plan_revisions(engine, [new], (old,), children) == {}
+    assert plan_revisions(make_engine(delta_summaries=False), [new], (old,), children) == {}

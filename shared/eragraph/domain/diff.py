@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,3 +42,17 @@ def diff_segments(old: Sequence[Segment], new: Sequence[Segment]) -> SegmentDiff
     added = tuple(s for sid, s in sorted(new_by_id.items()) if sid not in old_by_id)
     removed = tuple(s for sid, s in sorted(old_by_id.items()) if sid not in new_by_id)
     return SegmentDiff(kept=kept, added=added, removed=removed)
+
+
+def predecessors(new: Sequence[Segment], removed: Sequence[Segment]) -> dict[str, Segment]:
+    """For each new segment, the removed segment that held most of its members (ties: the
+    smaller segment id); segments made only of new nodes have none."""
+    owner = {m: seg for seg in removed for m in seg.members}
+    by_id = {seg.segment_id: seg for seg in removed}
+    out: dict[str, Segment] = {}
+    for seg in new:
+        shared = Counter(owner[m].segment_id for m in seg.members if m in owner)
+        if shared:
+            best = min(shared, key=lambda sid: (-shared[sid], sid))
+            out[seg.segment_id] = by_id[best]
+    return out

@@ -21,7 +21,7 @@ import numpy as np
 from ..ports import Answer, SummaryResult, Tokenizer
 from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
                       backoff_delay, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
-                      summary_prompt)
+                      revision_prompt, summary_prompt)
 
 RETRYABLE_CODES = frozenset({"ThrottlingException", "ServiceUnavailableException", "ModelNotReadyException",
                              "TooManyRequestsException", "InternalServerException"})
@@ -211,7 +211,13 @@ class BedrockSummarizer:
         texts = [t for t in texts if t and t.strip()]
         if not texts:
             return SummaryResult(text="", tokens_in=0, tokens_out=0)
-        prompt = summary_prompt(texts, max_tokens)
+        return self._summary(summary_prompt(texts, max_tokens), max_tokens)
+
+    def revise(self, previous: str, added: Sequence[str], removed: Sequence[str], max_tokens: int,
+               previous_share: float = 0.5) -> SummaryResult:
+        return self._summary(revision_prompt(previous, added, removed, max_tokens), max_tokens)
+
+    def _summary(self, prompt: str, max_tokens: int) -> SummaryResult:
         response = _converse(self._caller, self.model_id, SUMMARY_SYSTEM, prompt,
                              summary_max_output(max_tokens), f"summary ({self.model_id})")
         text = clip_to_tokens(clean_summary(_converse_text(response)), self.tokenizer, max_tokens)

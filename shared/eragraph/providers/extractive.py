@@ -2,7 +2,9 @@
 (TF-IDF cosine to the segment centroid, with a redundancy penalty) until the summary token
 budget is filled, and keeps them in their original order. Per call it records the tokens an
 LLM prompt would have carried in (instruction + all children) and out (the summary), so cost
-comparisons between incremental growth and rebuilds are priced as an LLM would be."""
+comparisons between incremental growth and rebuilds are priced as an LLM would be.
+``revise`` updates an earlier summary from the children that joined and left its segment,
+priced the same way (see services.resummarize for when it is used)."""
 
 from __future__ import annotations
 
@@ -16,10 +18,17 @@ from ..ports import SummaryResult, Tokenizer
 
 PROMPT = ("Summarize the following passages into one concise paragraph that keeps the key "
           "entities, facts and relations.\n\n")
+REVISE_PROMPT = ("Update the summary below: passages marked NEW joined its group and passages marked "
+                 "GONE left it. Keep what still holds, drop what only the gone passages said, add "
+                 "the key entities, facts and relations of the new ones.\n\n")
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("""a an the and or of to in on at for by with from as is are was were be been
 being it its this that these those he she they his her their them we you i not no but if then
 than so such into over after before about also which who whom whose what when where while""".split())
+
+
+def _norm(sentence: str) -> str:
+    return " ".join(sentence.split()).lower()
 
 
 def _terms(sentence: str) -> list[str]:
@@ -36,8 +45,37 @@ class ExtractiveSummarizer:
     def summarize(self, texts: Sequence[str], max_tokens: int) -> SummaryResult:
         tokens_in = self.tokenizer.count(PROMPT) + sum(self.tokenizer.count(t) for t in texts)
         sentences = [s for t in texts for s in split_sentences(t)]
+        text = self._select(sentences, [1.0] * len(sentences), max_tokens)
+        return SummaryResult(text=text, tokens_in=tokens_in, tokens_out=self.tokenizer.count(text) if text else 0)
+
+    def revise(self, previous: str, added: Sequence[str], removed: Sequence[str], max_tokens: int,
+               previous_share: float = 0.5) -> SummaryResult:
+        """Update ``previous`` for children that joined (``added``) and left (``removed``).
+        Priced as an LLM would see it: the revision instruction, the previous summary and the
+        joined and departed children. A previous sentence that occurs in a departed child and
+        in no joined one is dropped; the rest compete with the joined children's sentences,
+        the previous ones carrying ``previous_share`` of the centroid's weight (the share of
+        the segment they stand for), so the segment's old majority is not drowned out."""
+        tokens_in = (self.tokenizer.count(REVISE_PROMPT) + self.tokenizer.count(previous)
+                     + sum(self.tokenizer.count(t) for t in added)
+                     + sum(self.tokenizer.count(t) for t in removed))
+        gone = {_norm(s) for t in removed for s in split_sentences(t)}
+        fresh = [s for t in added for s in split_sentences(t)]
+        still = {_norm(s) for s in fresh}
+        kept = [s for s in split_sentences(previous) if _norm(s) not in gone or _norm(s) in still]
+        seen = {_norm(s) for s in kept}
+        fresh = [s for s in fresh if _norm(s) not in seen]
+        share = min(1.0, max(0.0, previous_share)) if kept and fresh else (1.0 if kept else 0.0)
+        weights = ([share / len(kept)] * len(kept) if kept else []) + \
+                  ([(1.0 - share) / len(fresh)] * len(fresh) if fresh else [])
+        text = self._select(kept + fresh, weights, max_tokens)
+        return SummaryResult(text=text, tokens_in=tokens_in, tokens_out=self.tokenizer.count(text) if text else 0)
+
+    def _select(self, sentences: list[str], weights: list[float], max_tokens: int) -> str:
+        """The most central sentences (weighted TF-IDF centroid, redundancy penalty) that fit
+        ``max_tokens``, in their original order."""
         if not sentences:
-            return SummaryResult(text="", tokens_in=tokens_in, tokens_out=0)
+            return ""
         bags = [Counter(_terms(s)) for s in sentences]
         df = Counter(term for bag in bags for term in bag)
         n = len(sentences)
@@ -48,8 +86,8 @@ class ExtractiveSummarizer:
             norm = math.sqrt(sum(x * x for x in v.values())) or 1.0
             vecs.append({t: x / norm for t, x in v.items()})
         centroid: Counter = Counter()
-        for v in vecs:
-            centroid.update(v)
+        for v, w in zip(vecs, weights):
+            centroid.update({t: x * w for t, x in v.items()})
         cnorm = math.sqrt(sum(x * x for x in centroid.values())) or 1.0
 
         def cos(a: dict, b: dict) -> float:
@@ -79,7 +117,5 @@ class ExtractiveSummarizer:
         if not chosen:  # every sentence is longer than the budget: cut the most central one
             i = max(range(n), key=lambda j: central[j])
             spans = self.tokenizer.offsets(sentences[i])[:max_tokens]
-            text = sentences[i][: spans[-1][1]] if spans else sentences[i]
-        else:
-            text = " ".join(sentences[i] for i in sorted(chosen))
-        return SummaryResult(text=text, tokens_in=tokens_in, tokens_out=self.tokenizer.count(text))
+            return sentences[i][: spans[-1][1]] if spans else sentences[i]
+        return " ".join(sentences[i] for i in sorted(chosen))

@@ -23,7 +23,7 @@ from ..ports import Answer, SummaryResult, Tokenizer
 from .hashing import RegexTokenizer
 from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
                       backoff_delay, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
-                      summary_prompt)
+                      revision_prompt, summary_prompt)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -128,7 +128,13 @@ class OpenAICompatSummarizer:
         texts = [t for t in texts if t and t.strip()]
         if not texts:
             return SummaryResult(text="", tokens_in=0, tokens_out=0)
-        prompt = summary_prompt(texts, max_tokens)
+        return self._summary(summary_prompt(texts, max_tokens), max_tokens)
+
+    def revise(self, previous: str, added: Sequence[str], removed: Sequence[str], max_tokens: int,
+               previous_share: float = 0.5) -> SummaryResult:
+        return self._summary(revision_prompt(previous, added, removed, max_tokens), max_tokens)
+
+    def _summary(self, prompt: str, max_tokens: int) -> SummaryResult:
         payload = self.client.complete(SUMMARY_SYSTEM, prompt, summary_max_output(max_tokens))
         reply = _reply(payload, self.client.url)
         tokens_in, tokens_out = _usage(payload, self.tokenizer, (SUMMARY_SYSTEM, prompt), reply)

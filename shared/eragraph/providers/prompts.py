@@ -41,6 +41,17 @@ def summary_prompt(texts: Sequence[str], max_tokens: int) -> str:
             "and relations. Reply with the summary only, no preamble.\n\n" + passages)
 
 
+def revision_prompt(previous: str, added: Sequence[str], removed: Sequence[str], max_tokens: int) -> str:
+    new = "\n\n".join(f"[NEW {i}] {t.strip()}" for i, t in enumerate(added, 1))
+    gone = "\n\n".join(f"[GONE {i}] {t.strip()}" for i, t in enumerate(removed, 1))
+    return (f"Below is the summary of a group of passages, then passages that joined the group "
+            f"(NEW) and passages that left it (GONE). Rewrite the summary as one concise paragraph "
+            f"of at most {summary_word_target(max_tokens)} words: keep what still holds, drop what "
+            "only the GONE passages said, add the key entities, facts and relations of the NEW "
+            "ones. Reply with the summary only, no preamble.\n\nSUMMARY: " + previous.strip()
+            + ("\n\n" + new if new else "") + ("\n\n" + gone if gone else ""))
+
+
 def summary_max_output(max_tokens: int) -> int:
     """The model's own output limit: the budget plus headroom (its tokens are not ours); the
     reply is clipped to the budget afterwards."""

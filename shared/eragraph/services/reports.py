@@ -31,6 +31,7 @@ class ChangeReport:
     chunks_removed: int = 0
     segments_resummarized: dict[int, int] = field(default_factory=dict)
     summaries_removed: dict[int, int] = field(default_factory=dict)
+    summaries_revised: dict[int, int] = field(default_factory=dict)  # of segments_resummarized
     cost: CostDelta = field(default_factory=CostDelta)
     errors: list[dict[str, str]] = field(default_factory=list)
     seconds: float = 0.0
@@ -43,6 +44,8 @@ class ChangeReport:
             self.segments_resummarized[layer] = self.segments_resummarized.get(layer, 0) + n
         for layer, n in other.summaries_removed.items():
             self.summaries_removed[layer] = self.summaries_removed.get(layer, 0) + n
+        for layer, n in other.summaries_revised.items():
+            self.summaries_revised[layer] = self.summaries_revised.get(layer, 0) + n
         self.cost.add(other.cost)
         self.errors.extend(other.errors)
 
@@ -55,5 +58,6 @@ class ChangeReport:
         out["summarize_seconds"] = round(cost["summarize_seconds"], 4)
         out["segments_resummarized"] = {str(k): v for k, v in sorted(self.segments_resummarized.items())}
         out["summaries_removed"] = {str(k): v for k, v in sorted(self.summaries_removed.items())}
+        out["summaries_revised"] = {str(k): v for k, v in sorted(self.summaries_revised.items())}
         out["seconds"] = round(self.seconds, 4)
         return out

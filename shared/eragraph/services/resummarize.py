@@ -4,7 +4,11 @@ A SegmentsAffected(layer=l) message means "the node set of layer l changed". The
 recomputes the partition of layer l (domain.partition: stable, so only segments around the
 changed buckets differ), keeps every segment whose members are unchanged (same id, same
 summary, byte for byte), summarizes only the new segments into layer l+1, removes the
-summaries of segments that no longer exist, and announces layer l+1. Because it works from
+summaries of segments that no longer exist, and announces layer l+1. A new segment that
+replaces an old one is revised from the old one's summary plus the children that joined and
+left, when the summarizer can revise and that reads fewer tokens (``delta_summaries``); the
+text of deleted summaries is kept under ``retired:`` meta keys until the layer above has
+reconciled, because there they are the children that left. Because it works from
 the stored state rather than from the message's contents it is idempotent (a re-delivered
 message finds nothing to do) and coalescing (one reconcile covers a burst of changes).
 Summaries whose segment is kept but whose node is missing (a consumer that died half-way)
@@ -14,16 +18,19 @@ are recreated; summary nodes no segment owns are removed.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
-from ..domain.diff import diff_segments, segments_for
+from ..domain.diff import diff_segments, predecessors, segments_for
 from ..domain.lsh import hash_vectors, majority_code
 from ..domain.model import ConflictError, Node, Segment, SegmentsAffected
 from ..domain.partition import partition, should_summarize
+from ..ports import RevisingSummarizer
 from .engine import Engine
 from .ingest import announce
 from .reports import ChangeReport
 
 MAX_CONFLICT_RETRIES = 5
+RETIRED = "retired:"  # meta key prefix: text of a deleted summary, kept for the layer above
 
 
 def target_segments(engine: Engine, layer: int) -> list[Segment]:
@@ -35,17 +42,85 @@ def target_segments(engine: Engine, layer: int) -> list[Segment]:
     return segments_for(layer, partition(refs, s.n_planes, s.s_min, s.s_max))
 
 
-def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport) -> list[Node]:
+@dataclass(frozen=True)
+class Revision:
+    """How to update a predecessor's summary instead of summarizing a segment from scratch."""
+
+    previous: str
+    added: tuple[str, ...]
+    removed: tuple[str, ...]
+    previous_share: float
+
+
+def retired_key(layer: int, node_id: str) -> str:
+    return f"{RETIRED}{layer}:{node_id}"
+
+
+def can_revise(engine: Engine) -> bool:
+    return engine.settings.delta_summaries and isinstance(engine.summarizer, RevisingSummarizer)
+
+
+def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segment, ...],
+                   children: dict[str, Node]) -> dict[str, Revision]:
+    """Segments worth revising: those with a predecessor whose summary and departed children
+    are still readable (departed children that were deleted, not moved, have left no text, so
+    their segment is summarized afresh and what they said goes with them), and whose revision
+    reads fewer tokens than summarizing every member."""
+    if not can_revise(engine) or not segments or not removed:
+        return {}
+    layer = segments[0].layer
+    before = predecessors(segments, removed)
+    if not before:
+        return {}
+    departed = {m for seg in segments if seg.segment_id in before
+                for m in before[seg.segment_id].members if m not in seg.members}
+    known = engine.graph.get_nodes({old.summary_id for old in before.values()} | (departed - set(children)))
+    texts = {m: (n.text, n.tokens) for m, n in known.items()}
+    texts.update({m: (n.text, n.tokens) for m, n in children.items()})
+    for m in departed - set(texts):
+        text = engine.graph.get_meta(retired_key(layer, m))
+        if text is not None:
+            texts[m] = (str(text), engine.tokenizer.count(str(text)))
+    plans: dict[str, Revision] = {}
+    for seg in segments:
+        old = before.get(seg.segment_id)
+        if old is None or old.summary_id not in texts:
+            continue
+        joined = [m for m in seg.members if m not in old.members]
+        left = [m for m in old.members if m not in seg.members]
+        if any(m not in texts for m in joined + left) or any(m not in children for m in seg.members):
+            continue
+        previous, previous_tokens = texts[old.summary_id]
+        revise_cost = previous_tokens + sum(texts[m][1] for m in joined + left)
+        full_cost = sum(children[m].tokens for m in seg.members)
+        if revise_cost < full_cost:
+            plans[seg.segment_id] = Revision(previous, tuple(texts[m][0] for m in joined),
+                                             tuple(texts[m][0] for m in left),
+                                             (len(seg.members) - len(joined)) / len(seg.members))
+    return plans
+
+
+def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport,
+                       removed: tuple[Segment, ...] = ()) -> list[Node]:
+    """Summarize ``segments`` into the layer above; a segment that replaces one of ``removed``
+    is revised from that one's summary when plan_revisions finds it cheaper."""
     if not segments:
         return []
     lsh = engine.lsh()
     layer_above = segments[0].layer + 1
     children = engine.graph.get_nodes({m for seg in segments for m in seg.members})
+    plans = plan_revisions(engine, segments, removed, children)
     texts, summaries, child_codes = [], [], []
     for seg in segments:
         members = [children[m] for m in seg.members if m in children]
+        plan = plans.get(seg.segment_id)
         started = time.perf_counter()
-        result = engine.summarizer.summarize([c.text for c in members], engine.settings.summary_tokens)
+        if plan is not None:
+            result = engine.summarizer.revise(plan.previous, plan.added, plan.removed,
+                                              engine.settings.summary_tokens, plan.previous_share)
+            report.summaries_revised[layer_above] = report.summaries_revised.get(layer_above, 0) + 1
+        else:
+            result = engine.summarizer.summarize([c.text for c in members], engine.settings.summary_tokens)
         seconds = time.perf_counter() - started
         engine.graph.add_ledger("summarize", 1, result.tokens_in, result.tokens_out, seconds)
         report.cost.summarize_calls += 1
@@ -69,10 +144,20 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
     return nodes
 
 
+def retire(engine: Engine, layer: int, node_ids: list[str]) -> None:
+    """Keep the text of summaries about to be deleted until the layer above has revised from
+    them (their segments there lose them as members)."""
+    if not can_revise(engine) or not node_ids:
+        return
+    for node_id, node in engine.graph.get_nodes(node_ids).items():
+        engine.graph.put_meta(retired_key(layer, node_id), node.text)
+
+
 def reconcile(engine: Engine, layer: int) -> ChangeReport:
     """Bring layer ``layer``'s segments and the summaries above them up to date."""
     report = ChangeReport()
     made_ids: list[str] = []  # summaries written by every attempt (a retry reuses them)
+    retired = engine.graph.meta_keys(retired_key(layer, "")) if can_revise(engine) else []
     for _attempt in range(MAX_CONFLICT_RETRIES):
         version = engine.graph.segments_version(layer)
         old = engine.graph.get_segments(layer)
@@ -83,15 +168,17 @@ def reconcile(engine: Engine, layer: int) -> ChangeReport:
         to_make = [seg for seg in new if seg.summary_id not in above]
         orphans = sorted(above - wanted)
         if not to_make and not orphans and not diff.changed:
+            _forget_retired(engine, retired)
             engine.graph.delete_meta(f"dirty:{layer}")
             return report
-        made = summarize_segments(engine, to_make, report)
+        made = summarize_segments(engine, to_make, report, diff.removed)
         made_ids += [n.node_id for n in made]
         try:
             engine.graph.replace_segments(layer, [s.segment_id for s in diff.removed], list(diff.added), version)
         except ConflictError:
             continue  # another consumer changed this layer; recompute from its state
         if orphans:
+            retire(engine, layer + 1, orphans)
             engine.graph.delete_nodes(orphans)
             engine.vectors.delete(orphans)
         if made_ids:
@@ -100,9 +187,15 @@ def reconcile(engine: Engine, layer: int) -> ChangeReport:
             report.summaries_removed[layer + 1] = len(orphans)
         announce(engine, SegmentsAffected(layer=layer + 1, added=tuple(made_ids),
                                           removed=tuple(orphans), reason=f"reconcile:{layer}"))
+        _forget_retired(engine, retired)
         engine.graph.delete_meta(f"dirty:{layer}")
         return report
     raise ConflictError(f"layer {layer}: gave up after {MAX_CONFLICT_RETRIES} concurrent updates")
+
+
+def _forget_retired(engine: Engine, keys: list[str]) -> None:
+    for key in keys:
+        engine.graph.delete_meta(key)
 
 
 def drain(engine: Engine, max_messages: int | None = None) -> ChangeReport:
