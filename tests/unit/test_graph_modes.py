@@ -87,3 +87,26 @@ def test_deleted_bridge_is_no_longer_found():
         docs = top_docs(engine, mode)
         assert "birth" not in docs
     assert "river" not in top_docs(engine, "concept_ppr", k=2)
+
+
+def test_push_settings_from_env():
+    gs = GraphSettings.from_env({"ERAGRAPH_GRAPH_EXACT": "0", "ERAGRAPH_GRAPH_PUSH_EPSILON": "1e-4",
+                                 "ERAGRAPH_GRAPH_PUSH_HUB_CAP": "50"})
+    assert gs.exact is False and gs.push_epsilon == 1e-4 and gs.push_hub_cap == 50
+    assert GraphSettings.from_env({}).exact is None
+
+
+@pytest.mark.parametrize("mode", ["concept_ppr", "local_global"])
+def test_push_execution_ranks_like_the_exact_one(mode):
+    questions = [QUESTION, "Is the Vistula near Warsaw or near the Baltic Sea?",
+                 "Where did Marie Curie receive the Nobel Prize?"]
+    exact, push = build(None), build(False)
+    for q in questions:
+        assert top_docs(push, mode, q) == top_docs(exact, mode, q), q
+
+
+def test_push_hub_cap_still_finds_the_second_hop():
+    engine = build(False)
+    engine.extras["graph_settings"] = GraphSettings(threshold=0.05, exact=False, push_hub_cap=1)
+    docs = top_docs(engine, "concept_ppr")
+    assert "birth" in docs
