@@ -87,6 +87,7 @@ def cost_of(report: Any, seconds: float, engine: Any) -> dict:
         "seconds": round(seconds, 3),
         "summarize_seconds": round(report.cost.summarize_seconds, 3),
         "segments_resummarized": {str(k): v for k, v in sorted(report.segments_resummarized.items())},
+        "summaries_revised": {str(k): v for k, v in sorted(report.summaries_revised.items())},
         "chunks": engine.graph.layer_sizes().get(0, 0),
         "layers": {str(k): v for k, v in sorted(engine.graph.layer_sizes().items())},
     }
@@ -258,6 +259,7 @@ def run(args: Any) -> dict:
         "summarizer": build.settings.summarizer, "profile": args.profile,
         "entity_graph": not build.no_entities,
         "settings": build.settings.graph_settings(),
+        "delta_summaries": build.settings.delta_summaries,
         "seconds_measure": "wall time of ingest + drain (chunking, embedding, hashing, partitioning, "
                            "summarizing, writing); summarize_seconds is the summarizer alone",
         "recall_measure": "Recall@5 over supporting documents: chunk results credit their document, "

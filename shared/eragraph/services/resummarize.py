@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..domain.diff import diff_segments, predecessors, segments_for
+from ..domain.diff import diff_segments, predecessors, segments_for, sentence_delta
 from ..domain.lsh import hash_vectors, majority_code
 from ..domain.model import ConflictError, Node, Segment, SegmentsAffected
 from ..domain.partition import partition, should_summarize
@@ -63,7 +63,8 @@ def can_revise(engine: Engine) -> bool:
 def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segment, ...],
                    children: dict[str, Node]) -> dict[str, Revision]:
     """Segments worth revising: those with a predecessor whose summary and departed children
-    are still readable (departed children that were deleted, not moved, have left no text, so
+    are still readable (the revision reads the sentences the joined children add and the
+    departed ones took away: domain.diff.sentence_delta) (departed children that were deleted, not moved, have left no text, so
     their segment is summarized afresh and what they said goes with them), and whose revision
     reads fewer tokens than summarizing every member."""
     if not can_revise(engine) or not segments or not removed:
@@ -91,11 +92,11 @@ def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segme
         if any(m not in texts for m in joined + left) or any(m not in children for m in seg.members):
             continue
         previous, previous_tokens = texts[old.summary_id]
-        revise_cost = previous_tokens + sum(texts[m][1] for m in joined + left)
+        added, gone = sentence_delta([texts[m][0] for m in joined], [texts[m][0] for m in left])
+        revise_cost = previous_tokens + sum(engine.tokenizer.count(t) for t in added + gone)
         full_cost = sum(children[m].tokens for m in seg.members)
         if revise_cost < full_cost:
-            plans[seg.segment_id] = Revision(previous, tuple(texts[m][0] for m in joined),
-                                             tuple(texts[m][0] for m in left),
+            plans[seg.segment_id] = Revision(previous, tuple(added), tuple(gone),
                                              (len(seg.members) - len(joined)) / len(seg.members))
     return plans
 
