@@ -42,3 +42,15 @@ def test_diff_from_and_to_empty():
 def test_same_members_on_another_layer_is_a_different_segment():
     diff = diff_segments(segments_for(0, [("a", "b")]), segments_for(1, [("a", "b")]))
     assert len(diff.added) == 1 and len(diff.removed) == 1
+
+
+def test_sentence_delta_keeps_only_changed_sentences():
+    from eragraph.domain.diff import sentence_delta
+
+    old = "Alpha rose early. Beta slept late. Gamma cooked."
+    new = "Alpha rose early. Beta slept  late. Delta sang."
+    added, removed = sentence_delta([new, "Epsilon ran."], [old])
+    assert added == ["Delta sang.", "Epsilon ran."]
+    assert removed == ["Gamma cooked."]
+    assert sentence_delta([old], [old]) == ([], [])
+    assert sentence_delta([], [old]) == ([], [old])
