@@ -208,3 +208,17 @@ def test_clip_to_tokens():
     assert clip_to_tokens(text, tok, 9) == "One two three. Four five six seven."
     assert clip_to_tokens("alpha beta gamma delta epsilon", tok, 3) == "alpha beta gamma"
     assert tok.count(clip_to_tokens(text, tok, 2)) == 2
+
+
+def test_revise_sends_previous_summary_new_and_gone_passages(server):
+    from eragraph.ports import RevisingSummarizer
+
+    summ = OpenAICompatSummarizer(server.base_url, "qwen-small", api_key="k", tokenizer=RegexTokenizer())
+    assert isinstance(summ, RevisingSummarizer)
+    server.reply(200, completion("Bees make honey and wax.", {"prompt_tokens": 50, "completion_tokens": 6}))
+    result = summ.revise("Bees pollinate flowers. Bees make honey.", ["Bees make wax."],
+                         ["Bees pollinate flowers."], 40)
+    assert (result.text, result.tokens_in, result.tokens_out) == ("Bees make honey and wax.", 50, 6)
+    prompt = server.requests[0]["body"]["messages"][1]["content"]
+    assert "SUMMARY: Bees pollinate flowers. Bees make honey." in prompt
+    assert "[NEW 1] Bees make wax." in prompt and "[GONE 1] Bees pollinate flowers." in prompt

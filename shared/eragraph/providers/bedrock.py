@@ -21,7 +21,7 @@ import numpy as np
 from ..ports import Answer, SummaryResult, Tokenizer
 from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
                       backoff_delay, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
-                      revision_prompt, summary_prompt)
+                      PromptedSummarizer)
 
 RETRYABLE_CODES = frozenset({"ThrottlingException", "ServiceUnavailableException", "ModelNotReadyException",
                              "TooManyRequestsException", "InternalServerException"})
@@ -192,7 +192,7 @@ class BedrockEmbedder:
         return out
 
 
-class BedrockSummarizer:
+class BedrockSummarizer(PromptedSummarizer):
     """Summaries from a Converse model, clipped to ``max_tokens`` of ``tokenizer``."""
 
     def __init__(self, model_id: str, tokenizer: Tokenizer, client: Any = None, *,
@@ -206,16 +206,6 @@ class BedrockSummarizer:
     @property
     def retries(self) -> int:
         return self._caller.retries
-
-    def summarize(self, texts: Sequence[str], max_tokens: int) -> SummaryResult:
-        texts = [t for t in texts if t and t.strip()]
-        if not texts:
-            return SummaryResult(text="", tokens_in=0, tokens_out=0)
-        return self._summary(summary_prompt(texts, max_tokens), max_tokens)
-
-    def revise(self, previous: str, added: Sequence[str], removed: Sequence[str], max_tokens: int,
-               previous_share: float = 0.5) -> SummaryResult:
-        return self._summary(revision_prompt(previous, added, removed, max_tokens), max_tokens)
 
     def _summary(self, prompt: str, max_tokens: int) -> SummaryResult:
         response = _converse(self._caller, self.model_id, SUMMARY_SYSTEM, prompt,

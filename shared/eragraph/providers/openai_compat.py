@@ -23,7 +23,7 @@ from ..ports import Answer, SummaryResult, Tokenizer
 from .hashing import RegexTokenizer
 from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
                       backoff_delay, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
-                      revision_prompt, summary_prompt)
+                      PromptedSummarizer)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -117,22 +117,12 @@ def _usage(payload: dict[str, Any], tokenizer: Tokenizer, sent: Sequence[str], r
     return int(tokens_in), int(tokens_out)
 
 
-class OpenAICompatSummarizer:
+class OpenAICompatSummarizer(PromptedSummarizer):
     def __init__(self, base_url: str, model: str, api_key: str | None = None,
                  tokenizer: Tokenizer | None = None, **client_options: Any) -> None:
         self.tokenizer: Tokenizer = tokenizer if tokenizer is not None else RegexTokenizer()
         self.client = ChatClient(base_url, model, api_key, **client_options)
         self.identity = f"openai:{model}"
-
-    def summarize(self, texts: Sequence[str], max_tokens: int) -> SummaryResult:
-        texts = [t for t in texts if t and t.strip()]
-        if not texts:
-            return SummaryResult(text="", tokens_in=0, tokens_out=0)
-        return self._summary(summary_prompt(texts, max_tokens), max_tokens)
-
-    def revise(self, previous: str, added: Sequence[str], removed: Sequence[str], max_tokens: int,
-               previous_share: float = 0.5) -> SummaryResult:
-        return self._summary(revision_prompt(previous, added, removed, max_tokens), max_tokens)
 
     def _summary(self, prompt: str, max_tokens: int) -> SummaryResult:
         payload = self.client.complete(SUMMARY_SYSTEM, prompt, summary_max_output(max_tokens))

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 from ..domain.text import split_sentences
-from ..ports import Tokenizer
+from ..ports import SummaryResult, Tokenizer
 
 
 class ModelCallError(RuntimeError):
@@ -50,6 +50,24 @@ def revision_prompt(previous: str, added: Sequence[str], removed: Sequence[str],
             "only the GONE passages said, add the key entities, facts and relations of the NEW "
             "ones. Reply with the summary only, no preamble.\n\nSUMMARY: " + previous.strip()
             + ("\n\n" + new if new else "") + ("\n\n" + gone if gone else ""))
+
+
+class PromptedSummarizer:
+    """``summarize`` and ``revise`` as prompts to one model call, ``_summary(prompt, max_tokens)``,
+    which each LLM provider implements."""
+
+    def summarize(self, texts: Sequence[str], max_tokens: int) -> SummaryResult:
+        texts = [t for t in texts if t and t.strip()]
+        if not texts:
+            return SummaryResult(text="", tokens_in=0, tokens_out=0)
+        return self._summary(summary_prompt(texts, max_tokens), max_tokens)
+
+    def revise(self, previous: str, added: Sequence[str], removed: Sequence[str], max_tokens: int,
+               previous_share: float = 0.5) -> SummaryResult:
+        return self._summary(revision_prompt(previous, added, removed, max_tokens), max_tokens)
+
+    def _summary(self, prompt: str, max_tokens: int) -> SummaryResult:
+        raise NotImplementedError  # abstract: every subclass sends the prompt to its model
 
 
 def summary_max_output(max_tokens: int) -> int:
