@@ -106,3 +106,13 @@ def test_split_sentences():
     assert "Then they left!" in sents and "Did they?" in sents and "Yes." in sents
     assert all(s == s.strip() and s for s in sents)
     assert split_sentences("line one\nline two") == ["line one", "line two"]
+
+
+def test_titled_text_opens_with_the_title_once():
+    from eragraph.domain.text import titled_text
+
+    assert titled_text("Giuseppe Verdi", "Giuseppe Fortunino Francesco Verdi was a composer.") == \
+        "Giuseppe Verdi\n\nGiuseppe Fortunino Francesco Verdi was a composer."
+    assert titled_text("Silene", "Silene is a genus.") == "Silene is a genus."
+    assert titled_text("  ", "Body.") == "Body."
+    assert titled_text("A  spaced\ttitle", "Body.").startswith("A spaced title\n\n")

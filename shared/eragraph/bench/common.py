@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings, settings_from_env
+from ..domain.text import titled_text
 from ..services.ingest import SourceDoc
 
 # ----------------------------------------------------------------------------- data
@@ -29,7 +30,8 @@ def read_jsonl(path: str | Path) -> list[dict]:
 
 def load_corpus(path: str | Path, limit: int | None = None) -> list[SourceDoc]:
     """Corpus rows {"id", "text", "title"?, "increment"?, ...} as SourceDocs whose document id
-    is the row id (so questions' supporting_ids name them directly); the row's ``increment``
+    is the row id (so questions' supporting_ids name them directly) and whose text opens with
+    the row's title (domain.text.titled_text, as for JSONL documents); the row's ``increment``
     (when present) is kept in ``meta``. File order; ``limit`` keeps the first rows."""
     rows = read_jsonl(path)
     if limit is not None:
@@ -40,7 +42,8 @@ def load_corpus(path: str | Path, limit: int | None = None) -> list[SourceDoc]:
         meta = {}
         if row.get("increment") is not None:
             meta["increment"] = int(row["increment"])
-        docs.append(SourceDoc(source=f"{name}/{row['id']}", text=row["text"], title=row.get("title", ""),
+        docs.append(SourceDoc(source=f"{name}/{row['id']}", text=titled_text(row.get("title", ""), row["text"]),
+                              title=row.get("title", ""),
                               doc_id=str(row["id"]), meta=meta))
     return docs
 

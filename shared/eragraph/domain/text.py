@@ -119,6 +119,16 @@ def regex_offsets(text: str) -> list[tuple[int, int]]:
 _SENTENCE = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
+def titled_text(title: str, text: str) -> str:
+    """A record's text with its title as a first paragraph, as HippoRAG and LinearRAG index
+    Wikipedia-style passages: the title often names the subject that the text only calls by a
+    longer name or a pronoun. Unchanged when the title is empty or already opens the text."""
+    title = " ".join((title or "").split())
+    if not title or text.lstrip().startswith(title):
+        return text
+    return f"{title}\n\n{text}"
+
+
 def split_sentences(text: str) -> list[str]:
     """A light sentence splitter for summaries (no model needed)."""
     out = []

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from ..domain.model import BadInputError
-from ..domain.text import MAX_DOCUMENT_BYTES, TEXT_SUFFIXES, decode_document
+from ..domain.text import MAX_DOCUMENT_BYTES, TEXT_SUFFIXES, decode_document, titled_text
 from .ingest import SourceDoc
 
 
@@ -45,7 +45,7 @@ def read_jsonl(path: Path, data: bytes) -> tuple[list[SourceDoc], list[dict[str,
         title = str(row.get("title") or "")
         meta = {k: row[k] for k in ("increment",) if k in row}
         docs.append(SourceDoc(source=f"{path.name}#{doc_id or lineno}", doc_id=doc_id, title=title,
-                              text=row["text"], meta=meta))
+                              text=titled_text(title, row["text"]), meta=meta))
     return docs, errors
 
 
