@@ -317,3 +317,13 @@ def test_index_mapping_and_ranking():
                                        ["a", "b", "c"])
     assert [r[0] for r in rows] == ["c3", "c2", "c9"]
     assert rows[1] == ("c2", 2, 6)
+
+
+def test_min_max_scales_to_unit_interval():
+    import numpy as np
+
+    from eragraph.domain.graph_math import min_max
+
+    assert np.allclose(min_max(np.array([0.2, 0.6, 0.4])), [0.0, 1.0, 0.5])
+    assert np.allclose(min_max(np.array([0.3, 0.3])), [0.0, 0.0])
+    assert min_max(np.array([])).size == 0

@@ -350,6 +350,15 @@ def semantic_bridging_local(seeds: Mapping[Hashable, float],
     return act, tier
 
 
+def min_max(values: np.ndarray) -> np.ndarray:
+    """Scaled to [0, 1] (all zeros when the values are all equal)."""
+    v = np.asarray(values, dtype=np.float64)
+    if v.size == 0:
+        return v
+    span = float(v.max() - v.min())
+    return (v - v.min()) / span if span > 0 else np.zeros_like(v)
+
+
 def passage_init(passage_sim: np.ndarray, contain: sp.spmatrix, activation: np.ndarray,
                  tier: np.ndarray, lam: float = 0.05, passage_weight: float = 0.05) -> np.ndarray:
     """LinearRAG eq. 7: (lambda * sim(q, p) + ln(1 + sum_e a_e * ln(1 + N_pe) / L_e)) * W_p

@@ -42,6 +42,7 @@ class GraphSettings:
     damping: float = 0.5          # PPR damping d (probability of following an edge)
     lam: float = 0.5              # lambda: weight of sim(q, passage) in the passage init (paper: 0.05; 0.5 on MuSiQue dev)
     passage_weight: float = 0.05  # W_p
+    minmax: bool = False          # min-max normalize sim(q, passage) before lambda (as LinearRAG's code does)
     # TERAG (concept_ppr)
     concept_damping: float = 0.85
     semantic_top: int = 3         # semantic matches per query entity without an exact match
@@ -219,7 +220,8 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
         else:  # a sentence scored with its chunk's vector
             sigma = np.where(snap.sentence_chunk >= 0, psim[np.maximum(snap.sentence_chunk, 0)], 0.0)
         act, tier = gm.semantic_bridging(snap.mention, sigma, seeds, gs.threshold, gs.iterations, gs.top_sentences)
-        pinit = gm.passage_init(psim, snap.contain, act, tier, gs.lam, gs.passage_weight)
+        pinit = gm.passage_init(gm.min_max(psim) if gs.minmax else psim, snap.contain, act, tier, gs.lam,
+                                gs.passage_weight)
         personal = np.concatenate([np.maximum(pinit, 0.0), act])
         scores = gm.ppr(snap.tri_adjacency, personal, gs.damping, tol=1e-7, max_iter=60)
         n_p = len(snap.chunks)
@@ -253,10 +255,12 @@ def _tri_graph_push(engine, vector, qvecs, k, budget, gs) -> list[Candidate]:
     hits = engine.vectors.search(vector, gs.push_dense_top, layers=[0])
     chunk_ids = [h.node_id for h in hits]
     counts = store.chunk_entities(chunk_ids)
+    sims = np.array([h.score for h in hits], dtype=np.float64)
+    sims = gm.min_max(sims) if gs.minmax else sims  # over the seeded passages only
     restart: dict = {}
-    for h in hits:
+    for h, sim in zip(hits, sims):
         ent_term = sum(act[e] * np.log1p(n) / tier[e] for e, n in counts.get(h.node_id, {}).items() if e in act)
-        w = (gs.lam * h.score + np.log1p(ent_term)) * gs.passage_weight
+        w = (gs.lam * sim + np.log1p(ent_term)) * gs.passage_weight
         if w > 0:
             restart[("c", h.node_id)] = w
     for e, a in act.items():
