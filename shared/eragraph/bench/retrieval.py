@@ -27,8 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..services.ingest import SourceDoc
-from .common import add_common_options, bench_settings, finish, load_questions, mean, percentile, read_jsonl
+from .common import add_common_options, bench_settings, finish, load_corpus, load_questions, mean, percentile
 
 DEFAULT_MODES = "dense,collapsed,tri_graph,concept_ppr,local_global,bm25"
 
@@ -45,17 +44,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--corpus-limit", type=int, help="ingest only the first N corpus lines")
     add_common_options(p)
     return p
-
-
-def load_docs(path: Path, limit: int | None = None) -> list[SourceDoc]:
-    rows = read_jsonl(path)[:limit] if limit else read_jsonl(path)
-    docs = []
-    for row in rows:
-        title = str(row.get("title") or "").strip()
-        text = str(row.get("text") or "")
-        docs.append(SourceDoc(source=f"{path.name}#{row['id']}", doc_id=str(row["id"]), title=title,
-                              text=f"{title}\n{text}" if title else text))
-    return docs
 
 
 _WORD = re.compile(r"\w+")
@@ -126,7 +114,7 @@ def run(args: Any) -> dict:
     if unknown:
         raise ValueError(f"unknown modes {unknown}; available: {available_modes(engine) + ['bm25']}")
 
-    docs = load_docs(corpus, getattr(args, "corpus_limit", None))
+    docs = load_corpus(corpus, getattr(args, "corpus_limit", None))
     started = time.perf_counter()
     requeue_dirty(engine)
     added = unchanged = chunks = 0
