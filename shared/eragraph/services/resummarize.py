@@ -62,11 +62,13 @@ def can_revise(engine: Engine) -> bool:
 
 def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segment, ...],
                    children: dict[str, Node]) -> dict[str, Revision]:
-    """Segments worth revising: those with a predecessor whose summary and departed children
-    are still readable (the revision reads the sentences the joined children add and the
-    departed ones took away: domain.diff.sentence_delta) (departed children that were deleted, not moved, have left no text, so
-    their segment is summarized afresh and what they said goes with them), and whose revision
-    reads fewer tokens than summarizing every member."""
+    """Segments worth revising instead of summarizing afresh: a segment whose predecessor (the
+    removed segment holding most of its members) still has its summary, whose departed children
+    all left text (moved children are still nodes; replaced summaries are kept under
+    ``retired:`` keys; a deleted chunk leaves none, so its segment is summarized afresh and what
+    it said goes with it), and whose revision -- the previous summary plus the sentences the
+    joined children add and the departed ones took away (domain.diff.sentence_delta) -- reads
+    fewer tokens than summarizing every member."""
     if not can_revise(engine) or not segments or not removed:
         return {}
     layer = segments[0].layer
