@@ -108,11 +108,11 @@ def test_split_sentences():
     assert split_sentences("line one\nline two") == ["line one", "line two"]
 
 
-def test_titled_text_opens_with_the_title_once():
+def test_titled_text_opens_with_the_title():
     from eragraph.domain.text import titled_text
 
     assert titled_text("Giuseppe Verdi", "Giuseppe Fortunino Francesco Verdi was a composer.") == \
         "Giuseppe Verdi\n\nGiuseppe Fortunino Francesco Verdi was a composer."
-    assert titled_text("Silene", "Silene is a genus.") == "Silene is a genus."
+    assert titled_text("Silene", "Silene is a genus.") == "Silene\n\nSilene is a genus."
     assert titled_text("  ", "Body.") == "Body."
     assert titled_text("A  spaced\ttitle", "Body.").startswith("A spaced title\n\n")

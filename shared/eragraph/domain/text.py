@@ -121,12 +121,11 @@ _SENTENCE = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 
 def titled_text(title: str, text: str) -> str:
     """A record's text with its title as a first paragraph, as HippoRAG and LinearRAG index
-    Wikipedia-style passages: the title often names the subject that the text only calls by a
-    longer name or a pronoun. Unchanged when the title is empty or already opens the text."""
+    Wikipedia-style passages ("title" then text): the title names the passage's subject, which
+    the text may call by a longer name or a pronoun, and a subject named in both counts twice.
+    A blank line keeps the title a sentence of its own for the sentence splitter and for spaCy."""
     title = " ".join((title or "").split())
-    if not title or text.lstrip().startswith(title):
-        return text
-    return f"{title}\n\n{text}"
+    return f"{title}\n\n{text}" if title else text
 
 
 def split_sentences(text: str) -> list[str]:
