@@ -4,6 +4,7 @@ shrinking, and re-announcing dirty layers (EraRAG Alg. 3 as messages)."""
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import pytest
 
@@ -249,6 +250,9 @@ def test_growth_revises_summaries_and_reads_fewer_tokens():
             grown = engine
     assert sum(reports[True].summaries_revised.values()) > 0
     assert reports[False].summaries_revised == {}
+    for report in reports.values():  # a carried summary (nothing changed) costs no call
+        made = sum(report.segments_resummarized.values()) - sum(report.summaries_carried.values())
+        assert report.cost.summarize_calls == made
     assert reports[True].cost.tokens_in < reports[False].cost.tokens_in
     # a revised summary still says only what its live descendants say
     for node in all_summaries(grown):
@@ -292,3 +296,25 @@ def test_revision_needs_the_departed_childrens_text():
     engine.graph.delete_nodes([leaving])
     assert plan_revisions(engine, [new], (old,), children) == {}
     assert plan_revisions(make_engine(delta_summaries=False), [new], (old,), children) == {}
+
+
+def test_unchanged_children_carry_the_summary_without_a_call():
+    """A child summary replaced by one that says the same sentences (new id, same text) leaves
+    nothing to revise: the summary above is carried over without calling the summarizer."""
+    from eragraph.domain.diff import segments_for
+    from eragraph.services.reports import ChangeReport
+    from eragraph.services.resummarize import summarize_segments
+
+    engine = built(n=40, delta_summaries=True)
+    old = max(engine.graph.get_segments(1), key=lambda seg: len(seg.members))
+    child = engine.graph.get_nodes([old.members[0]])[old.members[0]]
+    twin = replace(child, node_id="sum-twin")  # same text and code, another id
+    engine.graph.put_nodes([twin])
+    [new] = segments_for(1, [tuple(m for m in old.members[1:]) + (twin.node_id,)])
+    engine.graph.put_meta(f"retired:1:{child.node_id}", child.text)
+    report = ChangeReport()
+    [node] = summarize_segments(engine, [new], report, (old,))
+    previous = engine.graph.get_nodes([old.summary_id])[old.summary_id]
+    assert node.text == previous.text
+    assert report.cost.summarize_calls == 0
+    assert report.summaries_carried == {2: 1} and report.summaries_revised == {2: 1}

@@ -88,6 +88,7 @@ def cost_of(report: Any, seconds: float, engine: Any) -> dict:
         "summarize_seconds": round(report.cost.summarize_seconds, 3),
         "segments_resummarized": {str(k): v for k, v in sorted(report.segments_resummarized.items())},
         "summaries_revised": {str(k): v for k, v in sorted(report.summaries_revised.items())},
+        "summaries_carried": {str(k): v for k, v in sorted(report.summaries_carried.items())},
         "chunks": engine.graph.layer_sizes().get(0, 0),
         "layers": {str(k): v for k, v in sorted(engine.graph.layer_sizes().items())},
     }

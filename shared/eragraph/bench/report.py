@@ -144,11 +144,12 @@ def growth_section(name: str, data: dict, images: list[str]) -> list[str]:
         rows.append([s["step"], s["documents"], inc["chunks"], inc["summarize_calls"], reb.get("summarize_calls"),
                      inc["tokens_in"], reb.get("tokens_in"), inc["seconds"], reb.get("seconds"),
                      ", ".join(f"L{k}:{v}" for k, v in inc["segments_resummarized"].items()),
-                     sum((inc.get("summaries_revised") or {}).values()), s.get("questions"), s["recall@5"]["incremental"], s["recall@5"]["rebuild"],
+                     f"{sum((inc.get('summaries_revised') or {}).values())} "
+                     f"({sum((inc.get('summaries_carried') or {}).values())})", s.get("questions"), s["recall@5"]["incremental"], s["recall@5"]["rebuild"],
                      (s["recall@5_by_mode"]["incremental"] or {}).get("dense"),
                      ((s["recall@5_by_mode"].get("rebuild")) or {}).get("dense")])
     out += table(["step", "docs", "chunks", "calls inc", "calls rebuild", "tokens in inc", "tokens in rebuild",
-                  "s inc", "s rebuild", "re-summarized inc (per layer)", "of them revised", "questions", "R@5 collapsed inc",
+                  "s inc", "s rebuild", "re-summarized inc (per layer)", "of them revised (carried, no call)", "questions", "R@5 collapsed inc",
                   "R@5 collapsed rebuild", "R@5 dense inc", "R@5 dense rebuild"], rows)
     t = data["totals"]
     out += ["", f"Totals over the {t['rebuild_steps']} rebuilt steps" + (f" ({t['note']})" if t.get("note") else "") + ":", ""]
@@ -198,7 +199,8 @@ def retrieval_section(runs: list[tuple[str, dict]]) -> list[str]:
     for name, data in runs:
         ks = data.get("k") or [2, 5]
         out += [f"### {name}", "", f"Command: `{command(data)}`", "",
-                f"{data.get('questions')} questions, {data.get('documents')} documents, embedder `{data.get('embedder')}`.", ""]
+                f"{data.get('questions')} questions, {data.get('documents')} documents, embedder `{data.get('embedder')}`, "
+                f"entity extraction `{data.get('ner', 'default')}` (default: spaCy NER without noun chunks).", ""]
         header = ["mode", *[f"R@{k}" for k in ks], *[f"R@{k} (summaries credit leaves)" for k in ks], "p50 ms", "p95 ms"]
         rows = [[mode, *[row.get(f"recall@{k}") for k in ks], *[row.get(f"recall@{k}_with_summaries") for k in ks],
                  row.get("latency_ms_p50"), row.get("latency_ms_p95")] for mode, row in data["modes"].items()]

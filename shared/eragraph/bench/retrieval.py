@@ -21,6 +21,7 @@ the leaf chunks, built once per run).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -181,6 +182,7 @@ def run(args: Any) -> dict:
                    "seconds": round(ingest_seconds, 1)},
         "entities": engine.extras["entity_store"].entity_count() if "entity_store" in engine.extras else None,
         "embedder": engine.embedder.identity,
+        "ner": os.environ.get("ERAGRAPH_NER") or "default",
     }
     if not getattr(args, "json", False):
         print(render(result), file=sys.stderr)

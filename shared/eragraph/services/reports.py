@@ -32,6 +32,7 @@ class ChangeReport:
     segments_resummarized: dict[int, int] = field(default_factory=dict)
     summaries_removed: dict[int, int] = field(default_factory=dict)
     summaries_revised: dict[int, int] = field(default_factory=dict)  # of segments_resummarized
+    summaries_carried: dict[int, int] = field(default_factory=dict)  # of those, unchanged (no call)
     cost: CostDelta = field(default_factory=CostDelta)
     errors: list[dict[str, str]] = field(default_factory=list)
     seconds: float = 0.0
@@ -46,6 +47,8 @@ class ChangeReport:
             self.summaries_removed[layer] = self.summaries_removed.get(layer, 0) + n
         for layer, n in other.summaries_revised.items():
             self.summaries_revised[layer] = self.summaries_revised.get(layer, 0) + n
+        for layer, n in other.summaries_carried.items():
+            self.summaries_carried[layer] = self.summaries_carried.get(layer, 0) + n
         self.cost.add(other.cost)
         self.errors.extend(other.errors)
 
@@ -59,5 +62,6 @@ class ChangeReport:
         out["segments_resummarized"] = {str(k): v for k, v in sorted(self.segments_resummarized.items())}
         out["summaries_removed"] = {str(k): v for k, v in sorted(self.summaries_removed.items())}
         out["summaries_revised"] = {str(k): v for k, v in sorted(self.summaries_revised.items())}
+        out["summaries_carried"] = {str(k): v for k, v in sorted(self.summaries_carried.items())}
         out["seconds"] = round(self.seconds, 4)
         return out

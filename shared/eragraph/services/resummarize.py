@@ -117,11 +117,19 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
     for seg in segments:
         members = [children[m] for m in seg.members if m in children]
         plan = plans.get(seg.segment_id)
+        if plan is not None:
+            report.summaries_revised[layer_above] = report.summaries_revised.get(layer_above, 0) + 1
+        if plan is not None and not plan.added and not plan.removed:
+            # the children changed ids but say the same sentences: the summary stands, no call
+            report.summaries_carried[layer_above] = report.summaries_carried.get(layer_above, 0) + 1
+            texts.append(plan.previous)
+            summaries.append(seg)
+            child_codes.append([c.code for c in members])
+            continue
         started = time.perf_counter()
         if plan is not None:
             result = engine.summarizer.revise(plan.previous, plan.added, plan.removed,
                                               engine.settings.summary_tokens, plan.previous_share)
-            report.summaries_revised[layer_above] = report.summaries_revised.get(layer_above, 0) + 1
         else:
             result = engine.summarizer.summarize([c.text for c in members], engine.settings.summary_tokens)
         seconds = time.perf_counter() - started
