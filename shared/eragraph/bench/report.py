@@ -135,6 +135,8 @@ def growth_section(name: str, data: dict, images: list[str]) -> list[str]:
            f"{'on' if data.get('delta_summaries') else 'off'}. Settings: "
            + ", ".join(f"{k}={v}" for k, v in (data.get("settings") or {}).items()) + ".",
            "", f"*seconds*: {data.get('seconds_measure', '')}. *Recall*: {data.get('recall_measure', '')}.", ""]
+    if data.get("code_note"):
+        out += [f"*Code*: {data['code_note']}", ""]
     init = data["initial"]
     out += [f"Base build: {fmt(init['summarize_calls'])} summarize calls, {fmt(init['tokens_in'])} tokens in, "
             f"{fmt(init['seconds'])} s; layers {init.get('layers')}.", ""]
