@@ -2,7 +2,7 @@
 
     eragraph bench retrieval --corpus ../shared/data/musique/corpus.jsonl \\
         --questions ../shared/data/musique/questions.jsonl \\
-        --modes dense,collapsed,tri_graph,concept_ppr,local_global,bm25 --k 2,5 --store /tmp/mq [--json]
+        --modes dense,collapsed,tri_graph,concept_ppr,local_global,bm25 --k 2,5 --store stores/musique [--json]
 
 Corpus lines {id, title, text}: one document per line whose id is the line's id and whose text
 is ``title + "\\n" + text`` (the title names the passage's subject -- often the bridge entity
