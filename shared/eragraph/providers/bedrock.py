@@ -9,7 +9,6 @@ two do not multiply. Anything else, or running out of attempts, raises ModelCall
 from __future__ import annotations
 
 import json
-import random
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -20,7 +19,7 @@ import numpy as np
 
 from ..ports import Answer, SummaryResult, Tokenizer
 from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
-                      backoff_delay, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
+                      Backoff, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
                       PromptedSummarizer)
 
 RETRYABLE_CODES = frozenset({"ThrottlingException", "ServiceUnavailableException", "ModelNotReadyException",
@@ -46,17 +45,14 @@ class _BedrockCaller:
 
     def __init__(self, client: Any, region_name: str | None, max_attempts: int, base_delay: float,
                  max_delay: float, sleep: Callable[[float], None]) -> None:
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
         self._client = client
         self.region_name = region_name
-        self.max_attempts = max_attempts
-        self.base_delay = base_delay
-        self.max_delay = max_delay
-        self.sleep = sleep
-        self.retries = 0
+        self.backoff = Backoff(max_attempts, base_delay, max_delay, sleep)
         self._lock = threading.Lock()
-        self._rng = random.Random()
+
+    @property
+    def retries(self) -> int:
+        return self.backoff.retries
 
     @property
     def client(self) -> Any:
@@ -71,7 +67,8 @@ class _BedrockCaller:
 
         transient = (ConnectionClosedError, ConnectTimeoutError, EndpointConnectionError, ReadTimeoutError)
         last = ""
-        for attempt in range(1, self.max_attempts + 1):
+        attempts = self.backoff.max_attempts
+        for attempt in range(1, attempts + 1):
             try:
                 return fn()
             except ClientError as exc:
@@ -83,12 +80,10 @@ class _BedrockCaller:
                 error: Exception = exc
             except transient as exc:
                 last, error = f"{type(exc).__name__}: {exc}", exc
-            if attempt == self.max_attempts:
-                raise ModelCallError(f"Bedrock {what} still failing after {self.max_attempts} attempts "
+            if attempt == attempts:
+                raise ModelCallError(f"Bedrock {what} still failing after {attempts} attempts "
                                      f"(last error {last})") from error
-            with self._lock:
-                self.retries += 1
-            self.sleep(backoff_delay(attempt, self.base_delay, self.max_delay, self._rng))
+            self.backoff.wait(attempt)
         raise AssertionError("unreachable")
 
 

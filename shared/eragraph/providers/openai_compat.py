@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import socket
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -22,7 +20,7 @@ from typing import Any
 from ..ports import Answer, SummaryResult, Tokenizer
 from .hashing import RegexTokenizer
 from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
-                      backoff_delay, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
+                      Backoff, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
                       PromptedSummarizer)
 
 
@@ -45,19 +43,15 @@ class ChatClient:
             raise ValueError("an OpenAI-compatible base_url is needed (e.g. http://127.0.0.1:8000/v1)")
         if not model:
             raise ValueError("an OpenAI-compatible model name is needed")
-        if max_attempts < 1:
-            raise ValueError("max_attempts must be >= 1")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY") or None
         self.timeout = timeout
-        self.max_attempts = max_attempts
-        self.base_delay = base_delay
-        self.max_delay = max_delay
-        self.sleep = sleep
-        self.retries = 0
-        self._lock = threading.Lock()
-        self._rng = random.Random()
+        self.backoff = Backoff(max_attempts, base_delay, max_delay, sleep)
+
+    @property
+    def retries(self) -> int:
+        return self.backoff.retries
 
     def complete(self, system: str, prompt: str, max_tokens: int) -> dict[str, Any]:
         body = json.dumps({
@@ -70,7 +64,8 @@ class ChatClient:
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         last = ""
-        for attempt in range(1, self.max_attempts + 1):
+        attempts = self.backoff.max_attempts
+        for attempt in range(1, attempts + 1):
             wait: float | None = None
             request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
             try:
@@ -89,13 +84,10 @@ class ChatClient:
                 error: Exception = exc
             except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as exc:
                 last, error = f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}", exc
-            if attempt == self.max_attempts:
-                raise ModelCallError(f"{self.url} still failing after {self.max_attempts} attempts "
+            if attempt == attempts:
+                raise ModelCallError(f"{self.url} still failing after {attempts} attempts "
                                      f"(last error {last})") from error
-            with self._lock:
-                self.retries += 1
-            delay = backoff_delay(attempt, self.base_delay, self.max_delay, self._rng)
-            self.sleep(min(self.max_delay, wait) if wait is not None else delay)
+            self.backoff.wait(attempt, wait)
         raise AssertionError("unreachable")
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+import threading
+from collections.abc import Callable, Sequence
 
 from ..domain.text import split_sentences
 from ..ports import SummaryResult, Tokenizer
@@ -21,6 +23,30 @@ def backoff_delay(attempt: int, base: float, cap: float, rng: random.Random | No
     full jitter, never more than ``cap``."""
     ceiling = min(cap, base * (2 ** (attempt - 1)))
     return (rng or random).uniform(0.0, ceiling) if ceiling > 0 else 0.0
+
+
+class Backoff:
+    """The retry budget of one provider: how many attempts, the waits between them (capped full
+    jitter, or the server's own hint, never above the cap) and a thread-safe count of retries."""
+
+    def __init__(self, max_attempts: int, base_delay: float, max_delay: float,
+                 sleep: Callable[[float], None]) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")
+        self.max_attempts = max_attempts
+        self.base_delay = base_delay
+        self.max_delay = max_delay
+        self.sleep = sleep
+        self.retries = 0
+        self._lock = threading.Lock()
+        self._rng = random.Random()
+
+    def wait(self, attempt: int, hint: float | None = None) -> None:
+        """Count a retry and sleep before attempt ``attempt + 1``."""
+        with self._lock:
+            self.retries += 1
+        delay = backoff_delay(attempt, self.base_delay, self.max_delay, self._rng)
+        self.sleep(min(self.max_delay, hint) if hint is not None else delay)
 
 
 # ---------------------------------------------------------------- summaries
@@ -52,7 +78,7 @@ def revision_prompt(previous: str, added: Sequence[str], removed: Sequence[str],
             + ("\n\n" + new if new else "") + ("\n\n" + gone if gone else ""))
 
 
-class PromptedSummarizer:
+class PromptedSummarizer(ABC):
     """``summarize`` and ``revise`` as prompts to one model call, ``_summary(prompt, max_tokens)``,
     which each LLM provider implements."""
 
@@ -66,8 +92,9 @@ class PromptedSummarizer:
                previous_share: float = 0.5) -> SummaryResult:
         return self._summary(revision_prompt(previous, added, removed, max_tokens), max_tokens)
 
+    @abstractmethod
     def _summary(self, prompt: str, max_tokens: int) -> SummaryResult:
-        raise NotImplementedError  # abstract: every subclass sends the prompt to its model
+        """Send ``prompt`` to the provider's model; the reply clipped to ``max_tokens``."""
 
 
 def summary_max_output(max_tokens: int) -> int:
