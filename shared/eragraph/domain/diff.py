@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .ids import segment_id, summary_id
-from .text import split_sentences
+from .text import sentence_key, split_sentences
 from .model import Segment
 
 
@@ -63,13 +63,10 @@ def sentence_delta(joined: Sequence[str], left: Sequence[str]) -> tuple[list[str
     """What the children that joined a segment say that the ones that left did not, and the
     reverse, sentence by sentence: a new version of a child summary that keeps most of its
     sentences then costs a revision only the sentences that changed."""
-    def norm(sentence: str) -> str:
-        return " ".join(sentence.split()).lower()
-
     split_joined = [split_sentences(t) for t in joined]
     split_left = [split_sentences(t) for t in left]
-    said_joined = {norm(s) for ss in split_joined for s in ss}
-    said_left = {norm(s) for ss in split_left for s in ss}
-    added = [" ".join(s for s in ss if norm(s) not in said_left) for ss in split_joined]
-    removed = [" ".join(s for s in ss if norm(s) not in said_joined) for ss in split_left]
+    said_joined = {sentence_key(s) for ss in split_joined for s in ss}
+    said_left = {sentence_key(s) for ss in split_left for s in ss}
+    added = [" ".join(s for s in ss if sentence_key(s) not in said_left) for ss in split_joined]
+    removed = [" ".join(s for s in ss if sentence_key(s) not in said_joined) for ss in split_left]
     return [t for t in added if t], [t for t in removed if t]

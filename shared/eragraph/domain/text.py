@@ -128,6 +128,11 @@ def titled_text(title: str, text: str) -> str:
     return f"{title}\n\n{text}" if title else text
 
 
+def sentence_key(sentence: str) -> str:
+    """A sentence compared across texts: whitespace collapsed, lower case."""
+    return " ".join(sentence.split()).lower()
+
+
 def split_sentences(text: str) -> list[str]:
     """A light sentence splitter for summaries (no model needed)."""
     out = []

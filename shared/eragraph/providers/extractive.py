@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from ..domain.text import split_sentences
+from ..domain.text import sentence_key, split_sentences
 from ..ports import SummaryResult, Tokenizer
 
 PROMPT = ("Summarize the following passages into one concise paragraph that keeps the key "
@@ -25,10 +25,6 @@ _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("""a an the and or of to in on at for by with from as is are was were be been
 being it its this that these those he she they his her their them we you i not no but if then
 than so such into over after before about also which who whom whose what when where while""".split())
-
-
-def _norm(sentence: str) -> str:
-    return " ".join(sentence.split()).lower()
 
 
 def _terms(sentence: str) -> list[str]:
@@ -59,12 +55,12 @@ class ExtractiveSummarizer:
         tokens_in = (self.tokenizer.count(REVISE_PROMPT) + self.tokenizer.count(previous)
                      + sum(self.tokenizer.count(t) for t in added)
                      + sum(self.tokenizer.count(t) for t in removed))
-        gone = {_norm(s) for t in removed for s in split_sentences(t)}
+        gone = {sentence_key(s) for t in removed for s in split_sentences(t)}
         fresh = [s for t in added for s in split_sentences(t)]
-        still = {_norm(s) for s in fresh}
-        kept = [s for s in split_sentences(previous) if _norm(s) not in gone or _norm(s) in still]
-        seen = {_norm(s) for s in kept}
-        fresh = [s for s in fresh if _norm(s) not in seen]
+        still = {sentence_key(s) for s in fresh}
+        kept = [s for s in split_sentences(previous) if sentence_key(s) not in gone or sentence_key(s) in still]
+        seen = {sentence_key(s) for s in kept}
+        fresh = [s for s in fresh if sentence_key(s) not in seen]
         share = min(1.0, max(0.0, previous_share)) if kept and fresh else (1.0 if kept else 0.0)
         weights = ([share / len(kept)] * len(kept) if kept else []) + \
                   ([(1.0 - share) / len(fresh)] * len(fresh) if fresh else [])
