@@ -60,6 +60,29 @@ class NodeRef:
 
 
 @dataclass(frozen=True)
+class RefState:
+    """A node's entry in a layer's code-ordered index, as the scoped reconcile reads it.
+
+    ``seg`` is the stored segment the node belongs to (None: added since that layer was last
+    reconciled); ``live`` is False for a tombstone (removed since; kept until the reconcile
+    that takes it out of its segment). So one read gives both the node set the stored segments
+    partition (``old``) and the current one (``live``)."""
+
+    node_id: str
+    code: int
+    seg: str | None = None
+    live: bool = True
+
+    @property
+    def old(self) -> bool:
+        return self.seg is not None
+
+    @property
+    def changed(self) -> bool:
+        return not (self.live and self.old)  # added, removed, or added and removed
+
+
+@dataclass(frozen=True)
 class Segment:
     """A group of nodes of one layer; it owns exactly one summary node in the layer above."""
 
@@ -88,19 +111,48 @@ class SegmentsAffected:
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     reason: str = ""
+    codes: tuple[int, ...] = ()  # LSH codes of the changed nodes: where to look (empty: everywhere)
+    group: int | None = None  # the code-prefix shard these codes fall in (FIFO message group)
+    op: str = ""  # the operation that sent it: names the message for deduplication
+
+    @property
+    def scoped(self) -> bool:
+        """True when the message says where the layer changed (else the whole layer is
+        reconciled: reindex requeues, messages of older versions)."""
+        return bool(self.codes)
 
     def dedup_key(self) -> str:
-        """Pending messages for the same layer coalesce: one reconcile covers them all."""
-        return f"layer:{self.layer}"
+        """Pending messages for the same layer and shard coalesce: one reconcile covers them."""
+        return f"layer:{self.layer}" if self.group is None else f"layer:{self.layer}:{self.group}"
+
+    def merged(self, other: SegmentsAffected) -> SegmentsAffected:
+        """One message that covers both (same dedup key); a whole-layer one absorbs a scoped one."""
+        scoped = self.scoped and other.scoped
+        return SegmentsAffected(
+            layer=self.layer,
+            added=tuple(dict.fromkeys(self.added + other.added)),
+            removed=tuple(dict.fromkeys(self.removed + other.removed)),
+            reason=self.reason if self.reason == other.reason else f"{self.reason}+{other.reason}",
+            codes=tuple(sorted(set(self.codes) | set(other.codes))) if scoped else (),
+            group=self.group if self.group == other.group else None,
+            op=self.op,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "type": "SegmentsAffected",
             "layer": self.layer,
             "added": list(self.added),
             "removed": list(self.removed),
             "reason": self.reason,
         }
+        if self.codes:
+            out["codes"] = list(self.codes)
+        if self.group is not None:
+            out["group"] = self.group
+        if self.op:
+            out["op"] = self.op
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> SegmentsAffected:
@@ -109,9 +161,19 @@ class SegmentsAffected:
         layer = data.get("layer")
         if not isinstance(layer, int) or isinstance(layer, bool) or layer < 0:
             raise ValueError(f"bad layer in message: {layer!r}")
+        codes = data.get("codes", ())
+        if not isinstance(codes, list | tuple) or any(
+                not isinstance(c, int) or isinstance(c, bool) or c < 0 for c in codes):
+            raise ValueError("bad codes in message")
+        group = data.get("group")
+        if group is not None and (not isinstance(group, int) or isinstance(group, bool) or group < 0):
+            raise ValueError(f"bad group in message: {group!r}")
         return cls(
             layer=layer,
             added=tuple(str(x) for x in data.get("added", ())),
             removed=tuple(str(x) for x in data.get("removed", ())),
             reason=str(data.get("reason", "")),
+            codes=tuple(int(c) for c in codes),
+            group=group,
+            op=str(data.get("op", "")),
         )

@@ -63,29 +63,57 @@ def _even_cut(nodes: list[NodeRef], s_max: int) -> list[list[NodeRef]]:
     return out
 
 
+def largest_unpartitionable(s_min: int, s_max: int) -> int | None:
+    """The largest count that cannot be cut within [S_min, S_max] (0 when every count is), or
+    None when there is no largest one (S_min == S_max: only multiples of S_min can be cut)."""
+    check_bounds(s_min, s_max)
+    if s_min == s_max:
+        return None if s_min > 1 else 0
+    # every count >= S_min * ceil(S_min / (S_max - S_min)) is partitionable
+    limit = s_min * math.ceil(s_min / (s_max - s_min))
+    return max((c for c in range(1, limit + 1) if not partitionable(c, s_min, s_max)), default=0)
+
+
+def decide(left: int, right: int, depth: int, n_bits: int, s_min: int, s_max: int) -> str:
+    """The rule's decision for a group whose bit-``depth`` halves hold ``left`` and ``right``
+    nodes: ``terminal`` (one segment), ``cut`` (an over-full exact-code bucket, cut evenly),
+    ``split`` (recurse into both halves) or ``skip`` (ignore this bit: merge the halves).
+    Counts above ``max(S_max, largest_unpartitionable)`` may be given capped: the decision
+    only compares them with thresholds below that."""
+    if left + right <= s_max:
+        return "terminal"
+    if depth >= n_bits:
+        return "cut"
+    if left and right and partitionable(left, s_min, s_max) and partitionable(right, s_min, s_max):
+        return "split"
+    return "skip"
+
+
 def partition(
-    nodes: Sequence[NodeRef], n_bits: int, s_min: int, s_max: int
+    nodes: Sequence[NodeRef], n_bits: int, s_min: int, s_max: int, start_depth: int = 0
 ) -> list[tuple[str, ...]]:
-    """Partition ``nodes`` into segments; each segment is a sorted tuple of node ids."""
+    """Partition ``nodes`` into segments; each segment is a sorted tuple of node ids.
+    ``start_depth``: the nodes are one group of the rule's recursion at that depth (the bits
+    above it are not looked at), as services.resummarize re-cuts one region of a layer."""
     check_bounds(s_min, s_max)
     if not nodes:
         return []
     out: list[list[NodeRef]] = []
-    stack: list[tuple[list[NodeRef], int]] = [(list(nodes), 0)]
+    stack: list[tuple[list[NodeRef], int]] = [(list(nodes), start_depth)]
     while stack:
         group, depth = stack.pop()
-        if len(group) <= s_max:
-            out.append(group)
-            continue
         if depth >= n_bits:
+            left, right = group, []
+        else:
+            shift = n_bits - 1 - depth
+            left = [n for n in group if not (n.code >> shift) & 1]
+            right = [n for n in group if (n.code >> shift) & 1]
+        decision = decide(len(left), len(right), depth, n_bits, s_min, s_max)
+        if decision == "terminal":
+            out.append(group)
+        elif decision == "cut":
             out.extend(_even_cut(group, s_max))
-            continue
-        shift = n_bits - 1 - depth
-        left = [n for n in group if not (n.code >> shift) & 1]
-        right = [n for n in group if (n.code >> shift) & 1]
-        if left and right and partitionable(len(left), s_min, s_max) and partitionable(
-            len(right), s_min, s_max
-        ):
+        elif decision == "split":
             stack.append((right, depth + 1))
             stack.append((left, depth + 1))
         else:
