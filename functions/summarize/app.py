@@ -1,4 +1,6 @@
-"""SegmentsAffected messages (FIFO, grouped per layer) -> reconcile that layer."""
+"""SegmentsAffected messages (FIFO, grouped per layer and code-prefix shard) -> reconcile the
+part of the layer they name. A run that nears its deadline stops between summaries (all made
+so far are stored) and sends the rest of its work as a new message."""
 
 import json
 
@@ -11,15 +13,24 @@ from eragraph.domain.model import SegmentsAffected
 from eragraph.services import resummarize
 
 logger, metrics = Logger(), Metrics()
-# FIFO: a failed record fails the rest of its message group (layer) in this batch, so a layer's
-# messages are never handled out of order; other layers go on.
+# FIFO: a failed record fails the rest of its message group (layer and shard) in this batch, so a
+# shard's messages are never handled out of order; other shards go on.
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)
 
 
-def record_handler(record) -> None:
+def record_handler(record, lambda_context=None) -> None:
     message = SegmentsAffected.from_dict(json.loads(record.body))  # a poison body raises -> failure item
     engine = LAMBDA_ENGINE.get()
-    report = resummarize.reconcile(engine, message.layer)
+    context = lambda_context  # powertools passes the Lambda context: its remaining time is the deadline
+    deadline = None if context is None else (lambda: context.get_remaining_time_in_millis() / 1000.0)
+    try:
+        report = resummarize.reconcile(engine, message, deadline=deadline)
+    except resummarize.DeadlineReached as stop:
+        engine.vectors.flush()
+        logger.info("stopped before the deadline; the rest is re-queued", extra={"reason": str(stop)})
+        engine.queue.send([resummarize.continuation(message)])
+        metrics.add_metric("ReconcilesContinued", MetricUnit.Count, 1)
+        return
     engine.vectors.flush()
     for layer, n in report.segments_resummarized.items():
         metrics.add_metric(f"SegmentsResummarizedLayer{layer}", MetricUnit.Count, n)

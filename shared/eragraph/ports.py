@@ -13,7 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from .domain.model import Document, LshConfig, Node, NodeRef, Segment, SegmentsAffected
+from .domain.model import Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment, SegmentsAffected
 
 
 @dataclass(frozen=True)
@@ -67,25 +67,36 @@ class GraphStore(Protocol):
     def delete_document(self, doc_id: str) -> None: ...
     def list_documents(self) -> list[Document]: ...
 
-    # --- nodes ---
-    def put_nodes(self, nodes: Sequence[Node]) -> None: ...
+    # --- nodes and the code-ordered ref index ---
+    def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
+        """Write nodes; with ``index`` each also becomes live in its layer's ref index (a ref
+        it had keeps its segment). Summaries are written with ``index=False`` as they are made
+        and enter the index with their segment (apply_region)."""
+        ...
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]: ...
-    def delete_nodes(self, node_ids: Iterable[str]) -> None: ...
-    def layer_refs(self, layer: int) -> list[NodeRef]: ...
-    def layer_sizes(self) -> dict[int, int]: ...
+    def delete_nodes(self, node_ids: Iterable[str]) -> None:
+        """Delete nodes; a ref that is in a segment stays as a tombstone until its layer is
+        reconciled, any other ref goes."""
+        ...
+    def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
+        """Refs of ``layer`` (tombstones included) with lo <= code <= hi, in (code, node id)
+        order, at most ``limit``: one range read, never the whole layer for a narrow range."""
+        ...
+    def layer_refs(self, layer: int) -> list[NodeRef]:
+        """Every live node of a layer (audits and rebuilds; never on an insert or query path)."""
+        ...
+    def layer_sizes(self) -> dict[int, int]:
+        """Live nodes per layer, from maintained counters (no count over the nodes)."""
+        ...
 
-    # --- segments (one record per segment; a per-layer version guards concurrent writers) ---
-    def get_segments(self, layer: int) -> list[Segment]: ...
-    def segments_version(self, layer: int) -> int: ...
-    def replace_segments(
-        self,
-        layer: int,
-        remove: Sequence[str],
-        add: Sequence[Segment],
-        expected_version: int,
-    ) -> int:
-        """Atomically remove and add segments of ``layer`` if its version is still
-        ``expected_version``; return the new version, else raise ConflictError."""
+    # --- segments (membership is the ref's ``seg``: a node is in at most one segment) ---
+    def get_segments(self, layer: int) -> list[Segment]:
+        """Every segment of a layer (audits only)."""
+        ...
+    def get_segments_by_id(self, layer: int, segment_ids: Iterable[str]) -> dict[str, Segment]: ...
+    def apply_region(self, change: RegionChange) -> None:
+        """Apply one region's re-cut atomically if its refs are still as read, else raise
+        ConflictError and write nothing."""
         ...
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from eragraph.domain.lsh import draw_hyperplanes
-from eragraph.domain.model import ConflictError, Document, Node, NodeRef, Segment
+from eragraph.domain.model import ConflictError, Document, Node, NodeRef, RefState, RegionChange, Segment
 
 NESTED = {"s_min": 3, "ratio": 0.25, "flags": [True, False, None], "name": "café ✓",
           "deep": {"a": [1, {"b": [2.5, "x"]}], "empty": {}, "none": None}, "big": 2 ** 53}
@@ -137,38 +137,68 @@ def test_large_node_batches(graph_store):
     assert sum(graph_store.layer_sizes().values()) == 500
 
 
-# --- segments --------------------------------------------------------------------------------
+# --- the ref index and segments ----------------------------------------------------------------
 
-def test_replace_segments_bumps_version(graph_store):
-    assert graph_store.segments_version(0) == 0
+def refs(store, layer=0, lo=0, hi=2 ** 62):
+    return store.prefix_refs(layer, lo, hi)
+
+
+def test_prefix_refs_are_code_ranges_in_order_with_limits(graph_store):
+    graph_store.put_nodes([node("b", code=5), node("a", code=5), node("c", code=2), node("d", code=9),
+                           node("s", layer=1, code=5)])
+    assert [r.node_id for r in refs(graph_store)] == ["c", "a", "b", "d"]
+    assert [r.node_id for r in graph_store.prefix_refs(0, 3, 8)] == ["a", "b"]
+    assert [r.node_id for r in graph_store.prefix_refs(0, 0, 100, limit=2)] == ["c", "a"]
+    assert graph_store.prefix_refs(0, 10, 20) == []
+    assert refs(graph_store, 1) == [RefState("s", 5, None, True)]
+    assert all(r.live and r.seg is None for r in refs(graph_store))
+
+
+def test_summaries_written_outside_the_index_enter_it_with_their_segment(graph_store):
+    graph_store.put_nodes([node("a", code=1), node("b", code=2)])
+    graph_store.put_nodes([node("s1", layer=1, code=7, children=("a", "b"))], index=False)
+    assert graph_store.get_nodes(["s1"])  # stored (progress survives) ...
+    assert refs(graph_store, 1) == [] and graph_store.layer_sizes() == {0: 2}  # ... but not in layer 1
+    sg = Segment("sg", 0, ("a", "b"), "s1")
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(refs(graph_store)),
+                                          assign=(("a", "sg"), ("b", "sg")), add=(sg,),
+                                          above_add=(NodeRef("s1", 7),)))
+    assert refs(graph_store) == [RefState("a", 1, "sg", True), RefState("b", 2, "sg", True)]
+    assert refs(graph_store, 1) == [RefState("s1", 7, None, True)]
+    assert graph_store.get_segments(0) == [sg]
+    assert graph_store.get_segments_by_id(0, ["sg", "nope"]) == {"sg": sg}
+    assert graph_store.layer_sizes() == {0: 2, 1: 1}
+
+
+def test_deletes_leave_tombstones_only_for_members_of_segments(graph_store):
+    graph_store.put_nodes([node("a", code=1), node("b", code=2), node("c", code=3)])
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(refs(graph_store)[:2]),
+                                          assign=(("a", "sg"), ("b", "sg")), add=(seg("sg", 0, ("a", "b")),)))
+    graph_store.delete_nodes(["a", "c"])
+    assert refs(graph_store) == [RefState("a", 1, "sg", False), RefState("b", 2, "sg", True)]
+    assert graph_store.layer_refs(0) == [NodeRef("b", 2)]
+    assert graph_store.layer_sizes() == {0: 1}
+    graph_store.put_nodes([node("a", code=1)])  # back before its layer was reconciled
+    assert refs(graph_store)[0] == RefState("a", 1, "sg", True)  # it keeps its segment
+    graph_store.delete_nodes(["a"])
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(refs(graph_store)), assign=(("b", None),),
+                                          drop=("a",), remove=("sg",)))
+    assert refs(graph_store) == [RefState("b", 2, None, True)] and graph_store.get_segments(0) == []
+
+
+def test_apply_region_conflicts_and_writes_nothing(graph_store):
+    graph_store.put_nodes([node("a", code=1), node("b", code=2), node("s0", layer=1, code=4)])
+    read = tuple(refs(graph_store))
+    graph_store.delete_nodes(["b"])  # another writer, after the read
+    change = RegionChange(layer=0, expected=read, assign=(("a", "sg"), ("b", "sg")),
+                          add=(seg("sg", 0, ("a", "b")),), above_add=(NodeRef("s1", 5),),
+                          above_remove=(NodeRef("s0", 4),))
+    with pytest.raises(ConflictError):
+        graph_store.apply_region(change)
+    assert refs(graph_store) == [RefState("a", 1, None, True)]
     assert graph_store.get_segments(0) == []
-    a, b, c = seg("sb", 0, ("n1", "n2")), seg("sa", 0, ("n3",)), seg("sc", 0, ("n4", "n5"))
-    assert graph_store.replace_segments(0, [], [a, b], 0) == 1
-    assert graph_store.get_segments(0) == [b, a]  # sorted by segment id
-    assert graph_store.replace_segments(0, ["sb", "not-there"], [c], 1) == 2
-    assert graph_store.get_segments(0) == [b, c]
-    assert graph_store.segments_version(0) == 2
-    assert graph_store.segments_version(1) == 0 and graph_store.get_segments(1) == []
-
-
-def test_stale_version_conflicts_and_writes_nothing(graph_store):
-    a = seg("sa", 1, ("s1", "s2"))
-    graph_store.replace_segments(1, [], [a], 0)
-    with pytest.raises(ConflictError):
-        graph_store.replace_segments(1, ["sa"], [seg("sx", 1, ("s9",))], 0)
-    with pytest.raises(ConflictError):
-        graph_store.replace_segments(1, [], [], 5)
-    assert graph_store.segments_version(1) == 1
-    assert graph_store.get_segments(1) == [a]
-
-
-def test_layers_have_independent_versions(graph_store):
-    graph_store.replace_segments(0, [], [seg("s0", 0, ("a",))], 0)
-    graph_store.replace_segments(0, [], [], 1)
-    assert graph_store.replace_segments(1, [], [seg("s1", 1, ("b",))], 0) == 1
-    assert graph_store.segments_version(0) == 2
-    assert [s.segment_id for s in graph_store.get_segments(0)] == ["s0"]
-    assert [s.segment_id for s in graph_store.get_segments(1)] == ["s1"]
+    assert refs(graph_store, 1) == [RefState("s0", 4, None, True)]
+    assert graph_store.layer_sizes() == {0: 1, 1: 1}
 
 
 # --- several handles on one store (persistent backends) -------------------------------------
@@ -184,7 +214,8 @@ def test_everything_survives_reopen(graph_store_backend):
     store.put_document(doc)
     nodes = [node("c1", code=3), node("s1", layer=1, children=("c1",))]
     store.put_nodes(nodes)
-    store.replace_segments(0, [], [seg("sg", 0, ("c1",))], 0)
+    store.apply_region(RegionChange(layer=0, expected=tuple(refs(store)), assign=(("c1", "sg"),),
+                                    add=(seg("sg", 0, ("c1",)),)))
     store = graph_store_backend.reopen(store)
     assert store.get_lsh() == lsh
     assert store.get_meta("settings") == NESTED
@@ -193,16 +224,19 @@ def test_everything_survives_reopen(graph_store_backend):
     assert store.get_nodes(["c1", "s1"]) == {"c1": nodes[0], "s1": nodes[1]}
     assert store.layer_sizes() == {0: 1, 1: 1}
     assert store.get_segments(0) == [seg("sg", 0, ("c1",))]
-    assert store.segments_version(0) == 1
+    assert refs(store) == [RefState("c1", 3, "sg", True)]
 
 
 @pytest.mark.persistent
 def test_concurrent_writers_one_wins(graph_store_backend):
     one, two = graph_store_backend.open(), graph_store_backend.open()
-    v1, v2 = one.segments_version(0), two.segments_version(0)
-    assert one.replace_segments(0, [], [seg("from-one", 0, ("a",))], v1) == 1
+    one.put_nodes([node("a", code=1)])
+    read_one, read_two = tuple(refs(one)), tuple(refs(two))
+    one.apply_region(RegionChange(layer=0, expected=read_one, assign=(("a", "from-one"),),
+                                  add=(seg("from-one", 0, ("a",)),)))
     with pytest.raises(ConflictError):
-        two.replace_segments(0, [], [seg("from-two", 0, ("b",))], v2)
+        two.apply_region(RegionChange(layer=0, expected=read_two, assign=(("a", "from-two"),),
+                                      add=(seg("from-two", 0, ("a",)),)))
     assert [s.segment_id for s in two.get_segments(0)] == ["from-one"]
     assert two.put_lsh(draw_hyperplanes("e2", 4, 3, seed=2)) == one.put_lsh(draw_hyperplanes("e1", 4, 3, seed=1))
 

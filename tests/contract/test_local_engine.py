@@ -35,7 +35,7 @@ def snapshot(engine) -> dict:
         "refs": {layer: g.layer_refs(layer) for layer in sizes},
         "nodes": g.get_nodes(node_ids),
         "segments": {layer: g.get_segments(layer) for layer in range(max(sizes, default=0) + 2)},
-        "versions": {layer: g.segments_version(layer) for layer in range(max(sizes, default=0) + 2)},
+        "index": {layer: g.prefix_refs(layer, 0, 2 ** 62) for layer in range(max(sizes, default=0) + 2)},
         "documents": g.list_documents(),
         "lsh": g.get_lsh(),
         "dirty": g.meta_keys("dirty:"),

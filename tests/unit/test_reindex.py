@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from support import make_engine, synthetic_docs
-from eragraph.domain.model import Segment
+from eragraph.domain.model import RegionChange, Segment
 from eragraph.services import ingest, invariants, reindex, remove, resummarize
 
 
@@ -51,7 +51,7 @@ def test_stuck_dirty_layer_is_requeued_and_reconciled():
     ingest.ingest(engine, synthetic_docs(4, seed=9, prefix="late"))
     engine.queue.receive(10)  # the message vanished with the consumer
     assert not invariants.check(engine, check_vectors=False).ok
-    stamp = engine.graph.get_meta("dirty:0")
+    stamp = max(engine.graph.get_meta(k) for k in engine.graph.meta_keys("dirty:0:"))
     report = reindex.run(engine, stuck_after=60.0, now=float(stamp) + 61.0)
     assert report["layers_requeued"] == [0]
     assert report["invariants"]["ok"], report["invariants"]
@@ -73,8 +73,9 @@ def test_out_of_date_segments_are_repartitioned():
     # simulate a partial write: two segments merged into one over-full segment
     a, b = segs[0], segs[1]
     merged = Segment(segment_id="merged", layer=0, members=a.members + b.members, summary_id=a.summary_id)
-    v = engine.graph.segments_version(0)
-    engine.graph.replace_segments(0, [a.segment_id, b.segment_id], [merged], v)
+    refs = [r for r in engine.graph.prefix_refs(0, 0, 2 ** engine.settings.n_planes - 1) if r.node_id in merged.members]
+    engine.graph.apply_region(RegionChange(layer=0, expected=tuple(refs), assign=tuple((m, "merged") for m in merged.members),
+                                           add=(merged,), remove=(a.segment_id, b.segment_id)))
     report = reindex.run(engine)
     assert 0 in report["layers_with_out_of_bounds_segments"]
     assert any(r["layer"] == 0 for r in report["layers_repaired"])

@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ..domain.model import ConflictError, Document, LshConfig, Node, NodeRef, Segment, SegmentsAffected
+from ..domain.model import (ConflictError, Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment,
+                            SegmentsAffected)
 from ..ports import Hit
 
 
@@ -39,7 +40,8 @@ class MemoryGraphStore:
         self._docs: dict[str, Document] = {}
         self._nodes: dict[str, Node] = {}
         self._segments: dict[int, dict[str, Segment]] = {}
-        self._versions: dict[int, int] = {}
+        self._refs: dict[str, tuple[int, RefState]] = {}  # node id -> (layer, ref)
+        self._sizes: dict[int, int] = {}
 
     def get_lsh(self) -> LshConfig | None:
         return self._lsh
@@ -86,9 +88,34 @@ class MemoryGraphStore:
     def list_documents(self) -> list[Document]:
         return [self._docs[k] for k in sorted(self._docs)]
 
-    def put_nodes(self, nodes: Sequence[Node]) -> None:
+    def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
         for node in nodes:
             self._nodes[node.node_id] = node
+            if index:
+                self._make_live(node.layer, NodeRef(node.node_id, node.code))
+
+    def _make_live(self, layer: int, ref: NodeRef) -> None:
+        held = self._refs.get(ref.node_id)
+        if held is not None and held[0] != layer:  # re-put in another layer: a new node there
+            self._make_gone(ref.node_id)
+            self._refs.pop(ref.node_id, None)
+            held = None
+        seg = held[1].seg if held is not None else None
+        if held is None or not held[1].live:
+            self._sizes[layer] = self._sizes.get(layer, 0) + 1
+        self._refs[ref.node_id] = (layer, RefState(ref.node_id, ref.code, seg, True))
+
+    def _make_gone(self, node_id: str) -> None:
+        held = self._refs.get(node_id)
+        if held is None:
+            return
+        layer, ref = held
+        if ref.live:
+            self._sizes[layer] -= 1
+        if ref.seg is None:
+            del self._refs[node_id]
+        else:
+            self._refs[node_id] = (layer, RefState(node_id, ref.code, ref.seg, False))
 
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
         return {i: self._nodes[i] for i in node_ids if i in self._nodes}
@@ -96,35 +123,46 @@ class MemoryGraphStore:
     def delete_nodes(self, node_ids: Iterable[str]) -> None:
         for i in node_ids:
             self._nodes.pop(i, None)
+            self._make_gone(i)
+
+    def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
+        rows = sorted((r for lay, r in self._refs.values() if lay == layer and lo <= r.code <= hi),
+                      key=lambda r: (r.code, r.node_id))
+        return rows if limit is None else rows[:limit]
 
     def layer_refs(self, layer: int) -> list[NodeRef]:
-        return sorted(
-            (NodeRef(n.node_id, n.code) for n in self._nodes.values() if n.layer == layer),
-            key=lambda r: r.node_id,
-        )
+        return sorted((NodeRef(r.node_id, r.code) for lay, r in self._refs.values() if lay == layer and r.live),
+                      key=lambda r: r.node_id)
 
     def layer_sizes(self) -> dict[int, int]:
-        sizes: dict[int, int] = {}
-        for n in self._nodes.values():
-            sizes[n.layer] = sizes.get(n.layer, 0) + 1
-        return dict(sorted(sizes.items()))
+        return {layer: n for layer, n in sorted(self._sizes.items()) if n}
 
     def get_segments(self, layer: int) -> list[Segment]:
         return sorted(self._segments.get(layer, {}).values(), key=lambda s: s.segment_id)
 
-    def segments_version(self, layer: int) -> int:
-        return self._versions.get(layer, 0)
+    def get_segments_by_id(self, layer: int, segment_ids: Iterable[str]) -> dict[str, Segment]:
+        segs = self._segments.get(layer, {})
+        return {i: segs[i] for i in segment_ids if i in segs}
 
-    def replace_segments(self, layer: int, remove: Sequence[str], add: Sequence[Segment], expected_version: int) -> int:
-        if self._versions.get(layer, 0) != expected_version:
-            raise ConflictError(f"segments of layer {layer} changed concurrently")
-        segs = self._segments.setdefault(layer, {})
-        for sid in remove:
+    def apply_region(self, change: RegionChange) -> None:
+        for ref in change.expected:
+            held = self._refs.get(ref.node_id)
+            if held is None or held[0] != change.layer or held[1] != ref:
+                raise ConflictError(f"layer {change.layer}: node {ref.node_id} changed concurrently")
+        segs = self._segments.setdefault(change.layer, {})
+        for sid in change.remove:
             segs.pop(sid, None)
-        for seg in add:
+        for seg in change.add:
             segs[seg.segment_id] = seg
-        self._versions[layer] = expected_version + 1
-        return expected_version + 1
+        for node_id, sid in change.assign:
+            layer, ref = self._refs[node_id]
+            self._refs[node_id] = (layer, RefState(node_id, ref.code, sid, ref.live))
+        for node_id in change.drop:
+            self._refs.pop(node_id, None)
+        for ref in change.above_add:
+            self._make_live(change.layer + 1, ref)
+        for ref in change.above_remove:
+            self._make_gone(ref.node_id)
 
 
 class MemoryVectorIndex:
@@ -191,13 +229,7 @@ class MemoryQueue:
             self.sent += 1
             key = msg.dedup_key()
             if key in self._pending:
-                old = self._pending[key]
-                self._pending[key] = SegmentsAffected(
-                    layer=msg.layer,
-                    added=tuple(dict.fromkeys(old.added + msg.added)),
-                    removed=tuple(dict.fromkeys(old.removed + msg.removed)),
-                    reason=old.reason if old.reason == msg.reason else f"{old.reason}+{msg.reason}",
-                )
+                self._pending[key] = self._pending[key].merged(msg)
             else:
                 self._pending[key] = msg
 

@@ -93,6 +93,28 @@ class Segment:
 
 
 @dataclass(frozen=True)
+class RegionChange:
+    """One region's re-cut, applied atomically by GraphStore.apply_region.
+
+    ``expected``: the region's refs as the reconcile read them; if any of them no longer is so
+    (another writer got there first), nothing is written and ConflictError is raised."""
+
+    layer: int
+    expected: tuple[RefState, ...]
+    assign: tuple[tuple[str, str | None], ...] = ()  # (live node id, its new segment or None)
+    drop: tuple[str, ...] = ()  # tombstones to take out of the index
+    add: tuple[Segment, ...] = ()
+    remove: tuple[str, ...] = ()  # segment ids
+    above_add: tuple[NodeRef, ...] = ()  # summaries of ``add``: live in layer + 1 from now on
+    above_remove: tuple[NodeRef, ...] = ()  # summaries of ``remove``: tombstones in layer + 1
+
+    @property
+    def empty(self) -> bool:
+        return not (self.assign or self.drop or self.add or self.remove or self.above_add
+                    or self.above_remove)
+
+
+@dataclass(frozen=True)
 class LshConfig:
     """Hyperplanes drawn once and reused for every layer and every later insert."""
 

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 
 from ..domain.ids import chunk_id, content_hash, document_id_for_source
 from ..domain.lsh import hash_vectors
-from ..domain.model import Document, Node, SegmentsAffected
+from ..domain.model import Document, Node
 from ..domain.text import chunk_text
+from .announce import announce
 from .engine import Engine
 from .reports import ChangeReport
 
@@ -32,16 +33,17 @@ class SourceDoc:
 Progress = Callable[[int], None]
 
 
-def remove_document_nodes(engine: Engine, doc: Document) -> list[str]:
+def remove_document_nodes(engine: Engine, doc: Document) -> list[tuple[str, int]]:
     """Delete a document's chunks from the graph store and the vector index; hooks see them
-    first (the entity graph drops their postings). Returns the removed chunk ids."""
+    first (the entity graph drops their postings). Returns the removed (chunk id, code) pairs."""
     ids = list(doc.chunk_ids)
     for hook in engine.extras.get("remove_hooks", ()):
         hook(engine, doc, ids)
+    codes = {i: n.code for i, n in engine.graph.get_nodes(ids).items()}
     engine.graph.delete_nodes(ids)
     engine.vectors.delete(ids)
     engine.graph.delete_document(doc.doc_id)
-    return ids
+    return [(i, codes[i]) for i in ids if i in codes]
 
 
 def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None = None,
@@ -50,8 +52,8 @@ def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None 
     report = ChangeReport()
     lsh = engine.lsh()
     settings = engine.settings
-    added_ids: list[str] = []
-    removed_ids: list[str] = []
+    added_ids: list[tuple[str, int]] = []
+    removed_ids: list[tuple[str, int]] = []
     for start in range(0, len(docs), batch_docs):
         batch = docs[start : start + batch_docs]
         pending: list[tuple[SourceDoc, str, list]] = []
@@ -108,20 +110,11 @@ def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None 
                 hook(engine, nodes)
         for doc in documents:
             engine.graph.put_document(doc)
-        added_ids += [n.node_id for n in nodes]
+        added_ids += [(n.node_id, n.code) for n in nodes]
         report.chunks_added += len(nodes)
         if progress:
             progress(len(batch))
     if added_ids or removed_ids:
-        announce(engine, SegmentsAffected(layer=0, added=tuple(added_ids), removed=tuple(removed_ids),
-                                          reason="ingest"))
+        announce(engine, 0, added=added_ids, removed=removed_ids, reason="ingest")
     engine.vectors.flush()
     return report
-
-
-def announce(engine: Engine, message: SegmentsAffected, now: float | None = None) -> None:
-    """Mark the layer dirty (so a lost message is found again by reindex) and send."""
-    import time
-
-    engine.graph.put_meta(f"dirty:{message.layer}", now if now is not None else time.time())
-    engine.queue.send([message])

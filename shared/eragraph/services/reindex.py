@@ -23,10 +23,10 @@ from __future__ import annotations
 import time
 
 from ..domain.diff import diff_segments
-from ..domain.model import SegmentsAffected
 from . import invariants
+from .announce import announce
 from .engine import Engine
-from .ingest import announce, remove_document_nodes
+from .ingest import remove_document_nodes
 from .resummarize import drain as drain_queue
 from .resummarize import reconcile, requeue_dirty, target_segments
 
@@ -40,17 +40,17 @@ def _layers(engine: Engine) -> list[int]:
 def audit_documents(engine: Engine, report: dict) -> None:
     docs = engine.graph.list_documents()
     listed = {c for d in docs for c in d.chunk_ids}
-    chunks = {r.node_id for r in engine.graph.layer_refs(0)}
-    orphans = sorted(chunks - listed)
+    chunks = {r.node_id: r.code for r in engine.graph.layer_refs(0)}
+    orphans = sorted(set(chunks) - listed)
     incomplete = [d for d in docs if any(c not in chunks for c in d.chunk_ids)]
-    removed: list[str] = list(orphans)
+    removed = [(c, chunks[c]) for c in orphans]
     if orphans:
         engine.graph.delete_nodes(orphans)
         engine.vectors.delete(orphans)
     for doc in incomplete:
-        removed += [c for c in remove_document_nodes(engine, doc) if c in chunks]
+        removed += [(c, code) for c, code in remove_document_nodes(engine, doc) if c in chunks]
     if removed:
-        announce(engine, SegmentsAffected(layer=0, removed=tuple(removed), reason="reindex:documents"))
+        announce(engine, 0, removed=removed, reason="reindex:documents")
     report["orphan_chunks_removed"] = len(orphans)
     report["incomplete_documents_removed"] = sorted(d.doc_id for d in incomplete)
 
@@ -60,7 +60,7 @@ def repair_layers(engine: Engine, stuck_after: float, now: float, report: dict) 
     for key in engine.graph.meta_keys("dirty:"):
         stamp = engine.graph.get_meta(key)
         if stamp is not None and now - float(stamp) < stuck_after:
-            busy.add(int(key.split(":", 1)[1]))
+            busy.add(int(key.split(":")[1]))
     repaired, out_of_bounds = [], []
     s = engine.settings
     for layer in _layers(engine):

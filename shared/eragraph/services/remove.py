@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..domain.model import SegmentsAffected
 from .engine import Engine
-from .ingest import announce, remove_document_nodes
+from .announce import announce
+from .ingest import remove_document_nodes
 from .reports import ChangeReport
 
 
@@ -20,7 +20,7 @@ def resolve(engine: Engine, ref: str) -> list:
 
 def remove(engine: Engine, refs: Sequence[str]) -> ChangeReport:
     report = ChangeReport()
-    removed: list[str] = []
+    removed: list[tuple[str, int]] = []
     for ref in refs:
         docs = resolve(engine, ref)
         if not docs:
@@ -31,6 +31,6 @@ def remove(engine: Engine, refs: Sequence[str]) -> ChangeReport:
             report.documents_removed += 1
             report.chunks_removed += len(doc.chunk_ids)
     if removed:
-        announce(engine, SegmentsAffected(layer=0, removed=tuple(removed), reason="delete"))
+        announce(engine, 0, removed=removed, reason="delete")
     engine.vectors.flush()
     return report

@@ -1,40 +1,65 @@
-"""Reconcile one layer's segments with its current nodes (EraRAG Alg. 3 lines 3-14).
+"""Reconcile the part of a layer that changed (EraRAG Alg. 3 lines 3-14).
 
-A SegmentsAffected(layer=l) message means "the node set of layer l changed". The reconcile
-recomputes the partition of layer l (domain.partition: stable, so only segments around the
-changed buckets differ), keeps every segment whose members are unchanged (same id, same
-summary, byte for byte), summarizes only the new segments into layer l+1, removes the
-summaries of segments that no longer exist, and announces layer l+1. A new segment that
-replaces an old one is revised from the old one's summary plus the children that joined and
-left, when the summarizer can revise and that reads fewer tokens (``delta_summaries``); the
-text of deleted summaries is kept under ``retired:`` meta keys until the layer above has
-reconciled, because there they are the children that left. Because it works from
-the stored state rather than from the message's contents it is idempotent (a re-delivered
-message finds nothing to do) and coalescing (one reconcile covers a burst of changes).
-Summaries whose segment is kept but whose node is missing (a consumer that died half-way)
-are recreated; summary nodes no segment owns are removed.
+A SegmentsAffected(layer=l, codes=...) message means "the nodes of layer l with these LSH
+codes changed". domain.scoped plans the regions of the layer whose segments can differ --
+reading only the changed codes' paths of the code-ordered ref index and the regions
+themselves, never the whole layer -- and each region is re-cut by the partition rule. A
+segment whose members are unchanged keeps its id and summary byte for byte; new segments are
+summarized into layer l+1 (revised from their predecessor's summary when that reads fewer
+tokens, ``delta_summaries``); the region's new segments, its refs' memberships and the
+summaries' refs one layer up are written in one conditional write (GraphStore.apply_region),
+and layer l+1 is announced with the codes of the summaries that came and went.
+
+Progress survives: every summary is stored as it is made (``put_nodes(index=False)``: not yet
+part of layer l+1), so a redelivered message -- after a crash, a conflict or a handler that
+stopped before its deadline (DeadlineReached) -- finds it by its content-derived id and
+never pays for it again. Idempotent: a region with nothing changed writes nothing. A message
+without codes (a reindex requeue) reconciles the whole layer and also repairs missing and
+orphan summaries. The text of deleted summaries is kept under ``retired:`` meta keys until
+the layer above has taken them out of its segments, because there they are the children that
+left.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
-from ..domain.diff import diff_segments, predecessors, segments_for, sentence_delta
+from ..domain.diff import predecessors, segments_for, sentence_delta
 from ..domain.lsh import hash_vectors, majority_code
-from ..domain.model import ConflictError, Node, Segment, SegmentsAffected
+from ..domain.model import ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment, SegmentsAffected
 from ..domain.partition import partition, should_summarize
+from ..domain.scoped import Region, cut_region, plan_regions, whole_layer
 from ..ports import RevisingSummarizer
+from .announce import announce, clear_dirty, mark_dirty
 from .engine import Engine
-from .ingest import announce
 from .reports import ChangeReport
 
 MAX_CONFLICT_RETRIES = 5
 RETIRED = "retired:"  # meta key prefix: text of a deleted summary, kept for the layer above
+DEADLINE_MARGIN = 20.0  # seconds kept in hand: a summarize call is not started with less left
+
+Deadline = Callable[[], float]  # seconds left
+
+
+class DeadlineReached(EragraphError):
+    """A reconcile stopped before its deadline; what it made is stored, redeliver the message."""
+
+
+def reader(engine: Engine, layer: int):
+    """domain.scoped's Reader over the graph store's ref index of ``layer``."""
+    n_bits = engine.settings.n_planes
+
+    def read(prefix: int, depth: int, limit: int | None):
+        span = n_bits - depth
+        return engine.graph.prefix_refs(layer, prefix << span, ((prefix + 1) << span) - 1, limit)
+
+    return read
 
 
 def target_segments(engine: Engine, layer: int) -> list[Segment]:
-    """The segments layer ``layer`` should have now (empty above the stopping rule)."""
+    """The segments layer ``layer`` should have now, from all its nodes (audits only)."""
     s = engine.settings
     refs = engine.graph.layer_refs(layer)
     if not should_summarize(len(refs), layer, s.s_max, s.max_layers):
@@ -104,17 +129,25 @@ def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segme
 
 
 def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport,
-                       removed: tuple[Segment, ...] = ()) -> list[Node]:
-    """Summarize ``segments`` into the layer above; a segment that replaces one of ``removed``
-    is revised from that one's summary when plan_revisions finds it cheaper."""
+                       removed: tuple[Segment, ...] = (), deadline: Deadline | None = None
+                       ) -> tuple[list[Node], list]:
+    """Summaries of ``segments`` (nodes of the layer above, and their vectors). Each one is
+    stored as soon as it is made, outside the layer's index, and one stored by an earlier
+    attempt is reused, so no summary is paid for twice; a segment that replaces one of
+    ``removed`` is revised from that one's summary when plan_revisions finds it cheaper.
+    Raises DeadlineReached when ``deadline`` leaves too little time for another call."""
     if not segments:
-        return []
+        return [], []
     lsh = engine.lsh()
     layer_above = segments[0].layer + 1
-    children = engine.graph.get_nodes({m for seg in segments for m in seg.members})
-    plans = plan_revisions(engine, segments, removed, children)
-    texts, summaries, child_codes = [], [], []
-    for seg in segments:
+    made = engine.graph.get_nodes(seg.summary_id for seg in segments)
+    todo = [seg for seg in segments if seg.summary_id not in made]
+    children = engine.graph.get_nodes({m for seg in todo for m in seg.members})
+    plans = plan_revisions(engine, todo, removed, children)
+    for seg in todo:
+        if deadline is not None and deadline() < DEADLINE_MARGIN:
+            raise DeadlineReached(f"layer {seg.layer}: stopped with {len(segments) - len(made)} "
+                                  f"summaries to make")
         members = [children[m] for m in seg.members if m in children]
         plan = plans.get(seg.segment_id)
         if plan is not None:
@@ -122,91 +155,142 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
         if plan is not None and not plan.added and not plan.removed:
             # the children changed ids but say the same sentences: the summary stands, no call
             report.summaries_carried[layer_above] = report.summaries_carried.get(layer_above, 0) + 1
-            texts.append(plan.previous)
-            summaries.append(seg)
-            child_codes.append([c.code for c in members])
-            continue
-        started = time.perf_counter()
-        if plan is not None:
-            result = engine.summarizer.revise(plan.previous, plan.added, plan.removed,
-                                              engine.settings.summary_tokens, plan.previous_share)
+            text = plan.previous
         else:
-            result = engine.summarizer.summarize([c.text for c in members], engine.settings.summary_tokens)
-        seconds = time.perf_counter() - started
-        engine.graph.add_ledger("summarize", 1, result.tokens_in, result.tokens_out, seconds)
-        report.cost.summarize_calls += 1
-        report.cost.tokens_in += result.tokens_in
-        report.cost.tokens_out += result.tokens_out
-        report.cost.summarize_seconds += seconds
-        texts.append(result.text)
-        summaries.append(seg)
-        child_codes.append([c.code for c in members])
-    vectors = engine.embedder.embed(texts)
-    own_codes = hash_vectors(lsh, vectors)
-    nodes = [
-        Node(node_id=seg.summary_id, layer=layer_above, text=text,
-             tokens=engine.tokenizer.count(text), code=majority_code(kids, own, lsh.n_planes),
-             children=seg.members)
-        for seg, text, own, kids in zip(summaries, texts, own_codes, child_codes)
-    ]
-    engine.graph.put_nodes(nodes)
-    engine.vectors.upsert([n.node_id for n in nodes], vectors,
-                          [{"layer": layer_above, "doc_id": ""} for _ in nodes])
-    return nodes
+            started = time.perf_counter()
+            if plan is not None:
+                result = engine.summarizer.revise(plan.previous, plan.added, plan.removed,
+                                                  engine.settings.summary_tokens, plan.previous_share)
+            else:
+                result = engine.summarizer.summarize([c.text for c in members], engine.settings.summary_tokens)
+            seconds = time.perf_counter() - started
+            engine.graph.add_ledger("summarize", 1, result.tokens_in, result.tokens_out, seconds)
+            report.cost.summarize_calls += 1
+            report.cost.tokens_in += result.tokens_in
+            report.cost.tokens_out += result.tokens_out
+            report.cost.summarize_seconds += seconds
+            text = result.text
+        vector = engine.embedder.embed([text])
+        own = hash_vectors(lsh, vector)[0]
+        node = Node(node_id=seg.summary_id, layer=layer_above, text=text,
+                    tokens=engine.tokenizer.count(text),
+                    code=majority_code([c.code for c in members], own, lsh.n_planes),
+                    children=seg.members)
+        engine.graph.put_nodes([node], index=False)
+        made[node.node_id] = node
+    nodes = [made[seg.summary_id] for seg in segments]
+    vectors = engine.embedder.embed([n.text for n in nodes])
+    return nodes, vectors
 
 
-def retire(engine: Engine, layer: int, node_ids: list[str]) -> None:
+def retire(engine: Engine, layer: int, nodes: list[Node]) -> None:
     """Keep the text of summaries about to be deleted until the layer above has revised from
     them (their segments there lose them as members)."""
-    if not can_revise(engine) or not node_ids:
+    if not can_revise(engine):
         return
-    for node_id, node in engine.graph.get_nodes(node_ids).items():
-        engine.graph.put_meta(retired_key(layer, node_id), node.text)
+    for node in nodes:
+        engine.graph.put_meta(retired_key(layer, node.node_id), node.text)
 
 
-def reconcile(engine: Engine, layer: int) -> ChangeReport:
-    """Bring layer ``layer``'s segments and the summaries above them up to date."""
-    report = ChangeReport()
-    made_ids: list[str] = []  # summaries written by every attempt (a retry reuses them)
-    retired = engine.graph.meta_keys(retired_key(layer, "")) if can_revise(engine) else []
-    for _attempt in range(MAX_CONFLICT_RETRIES):
-        version = engine.graph.segments_version(layer)
-        old = engine.graph.get_segments(layer)
-        new = target_segments(engine, layer)
-        diff = diff_segments(old, new)
-        above = {r.node_id for r in engine.graph.layer_refs(layer + 1)}
+def _region_change(engine: Engine, layer: int, region: Region, report: ChangeReport,
+                   deadline: Deadline | None, repair: bool) -> tuple[RegionChange, list[Node], list, list[Node]]:
+    s = engine.settings
+    summarized = layer + 1 <= s.max_layers
+    new = segments_for(layer, cut_region(region, s.n_planes, s.s_min, s.s_max, summarized))
+    old_ids = region.old_segments()
+    new_ids = {seg.segment_id for seg in new}
+    to_make = [seg for seg in new if seg.segment_id not in old_ids]
+    removed_ids = sorted(old_ids - new_ids)
+    above_remove: list[NodeRef] = []
+    if repair:  # a whole-layer pass also remakes lost summaries and removes orphan ones
+        above = {r.node_id: r for r in engine.graph.layer_refs(layer + 1)}
         wanted = {seg.summary_id for seg in new}
-        to_make = [seg for seg in new if seg.summary_id not in above]
-        orphans = sorted(above - wanted)
-        if not to_make and not orphans and not diff.changed:
-            _forget_retired(engine, retired)
-            engine.graph.delete_meta(f"dirty:{layer}")
-            return report
-        made = summarize_segments(engine, to_make, report, diff.removed)
-        made_ids += [n.node_id for n in made]
+        to_make += [seg for seg in new if seg.segment_id in old_ids and seg.summary_id not in above]
+        above_remove += [ref for node_id, ref in sorted(above.items()) if node_id not in wanted]
+        stored = {seg.segment_id for seg in engine.graph.get_segments(layer)}
+        old_ids |= stored - new_ids  # segment records no node names any more
+    owner = {m: seg.segment_id for seg in new for m in seg.members}
+    assign = tuple((r.node_id, owner.get(r.node_id)) for r in region.refs
+                   if r.live and r.seg != owner.get(r.node_id))
+    drop = tuple(r.node_id for r in region.refs if not r.live)
+    removed = engine.graph.get_segments_by_id(layer, removed_ids)
+    old_summaries = list(engine.graph.get_nodes(seg.summary_id for seg in removed.values()).values())
+    above_remove += [NodeRef(n.node_id, n.code) for n in old_summaries]
+    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline)
+    kept = {n.node_id for n in made}  # a summary id can come back (same members): it stays
+    above_remove = [r for r in above_remove if r.node_id not in kept]
+    old_summaries = [n for n in old_summaries if n.node_id not in kept]
+    change = RegionChange(
+        layer=layer, expected=region.refs, assign=assign, drop=drop,
+        add=tuple(to_make), remove=tuple(removed_ids),
+        above_add=tuple(NodeRef(n.node_id, n.code) for n in made),
+        above_remove=tuple(dict.fromkeys(above_remove)))
+    return change, made, vectors, old_summaries
+
+
+def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None) -> ChangeReport:
+    """Bring the part of a layer that ``target`` names (a message; a bare layer number or a
+    message without codes: the whole layer) and the summaries above it up to date."""
+    message = target if isinstance(target, SegmentsAffected) else SegmentsAffected(layer=int(target))
+    layer = message.layer
+    report = ChangeReport()
+    s = engine.settings
+    read = reader(engine, layer)
+    for _attempt in range(MAX_CONFLICT_RETRIES):
+        started = time.time()
+        if message.scoped:
+            regions = plan_regions(message.codes, read, s.n_planes, s.s_min, s.s_max,
+                                   summarized=layer + 1 <= s.max_layers)
+        else:
+            regions = [whole_layer(read)]
         try:
-            engine.graph.replace_segments(layer, [s.segment_id for s in diff.removed], list(diff.added), version)
+            for region in regions:
+                _apply(engine, layer, region, report, deadline, repair=not message.scoped)
         except ConflictError:
-            continue  # another consumer changed this layer; recompute from its state
-        if orphans:
-            retire(engine, layer + 1, orphans)
-            engine.graph.delete_nodes(orphans)
-            engine.vectors.delete(orphans)
-        if made_ids:
-            report.segments_resummarized[layer + 1] = len(made_ids)
-        if orphans:
-            report.summaries_removed[layer + 1] = len(orphans)
-        announce(engine, SegmentsAffected(layer=layer + 1, added=tuple(made_ids),
-                                          removed=tuple(orphans), reason=f"reconcile:{layer}"))
-        _forget_retired(engine, retired)
-        engine.graph.delete_meta(f"dirty:{layer}")
+            continue  # another writer changed a region: plan again from the stored state
+        clear_dirty(engine, layer, message.group, started)
         return report
     raise ConflictError(f"layer {layer}: gave up after {MAX_CONFLICT_RETRIES} concurrent updates")
 
 
-def _forget_retired(engine: Engine, keys: list[str]) -> None:
-    for key in keys:
-        engine.graph.delete_meta(key)
+def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
+           deadline: Deadline | None, repair: bool) -> None:
+    change, made, vectors, old_summaries = _region_change(engine, layer, region, report, deadline, repair)
+    if change.empty:
+        return
+    changed_above = list(change.above_add) + list(change.above_remove)
+    mark_dirty(engine, layer + 1, [r.code for r in changed_above])  # until announced below
+    engine.graph.apply_region(change)
+    if made:
+        engine.vectors.upsert([n.node_id for n in made], vectors,
+                              [{"layer": layer + 1, "doc_id": ""} for _ in made])
+    gone = [r.node_id for r in change.above_remove]
+    if gone:
+        # keep the text of those still in a segment above (tombstones there) for its revision
+        kept = {r.node_id for ref in change.above_remove
+                for r in engine.graph.prefix_refs(layer + 1, ref.code, ref.code) if not r.live}
+        retire(engine, layer + 1, [n for n in old_summaries if n.node_id in kept])
+        engine.graph.delete_nodes(gone)
+        engine.vectors.delete(gone)
+    for node_id in change.drop:  # the layer above has now revised from them
+        if can_revise(engine):
+            engine.graph.delete_meta(retired_key(layer, node_id))
+    if made:
+        report.segments_resummarized[layer + 1] = report.segments_resummarized.get(layer + 1, 0) + len(made)
+    if gone:
+        report.summaries_removed[layer + 1] = report.summaries_removed.get(layer + 1, 0) + len(gone)
+    if changed_above:
+        announce(engine, layer + 1, added=[(n.node_id, n.code) for n in made],
+                 removed=[(r.node_id, r.code) for r in change.above_remove], reason=f"reconcile:{layer}")
+
+
+def continuation(message: SegmentsAffected) -> SegmentsAffected:
+    """The same work as a new message (a new operation id, so FIFO deduplication keeps it):
+    the summaries already made are found by their ids, so it pays only for the rest."""
+    import uuid
+
+    return replace(message, op=uuid.uuid4().hex, reason=message.reason if message.reason.endswith("+continue")
+                   else f"{message.reason}+continue")
 
 
 def drain(engine: Engine, max_messages: int | None = None) -> ChangeReport:
@@ -216,7 +300,7 @@ def drain(engine: Engine, max_messages: int | None = None) -> ChangeReport:
     while engine.queue.pending():
         batch = engine.queue.receive(10)
         for receipt, message in batch:
-            total.merge(reconcile(engine, message.layer))
+            total.merge(reconcile(engine, message))
             engine.queue.ack([receipt])
             delivered += 1
         if max_messages is not None and delivered >= max_messages:
@@ -226,13 +310,14 @@ def drain(engine: Engine, max_messages: int | None = None) -> ChangeReport:
 
 
 def requeue_dirty(engine: Engine, older_than: float = 0.0, now: float | None = None) -> list[int]:
-    """Re-announce layers marked dirty before ``now - older_than`` (a consumer died)."""
+    """Re-announce, as whole-layer reconciles, layers with a part marked dirty before
+    ``now - older_than`` (a consumer died, or its message was lost)."""
     now = time.time() if now is None else now
-    layers = []
+    layers = set()
     for key in engine.graph.meta_keys("dirty:"):
         stamp = engine.graph.get_meta(key)
         if stamp is not None and now - float(stamp) >= older_than:
-            layer = int(key.split(":", 1)[1])
-            layers.append(layer)
-            announce(engine, SegmentsAffected(layer=layer, reason="requeue"), now=now)
+            layers.add(int(key.split(":")[1]))
+    for layer in sorted(layers):
+        announce(engine, layer, reason="requeue")
     return sorted(layers)

@@ -3,22 +3,18 @@
 Bodies are the messages' JSON (``SegmentsAffected.to_dict``); attributes carry the type and
 layer so a subscription filter or a human in the console can read them without parsing.
 
-FIFO ordering (``.fifo`` queue URLs): MessageGroupId = ``layer-<l>``. Reconciling a layer is a
-full diff from the *stored* state of that layer (services.resummarize), not an application of
-the message's delta, so the only way to lose an update would be two consumers reconciling the
-same layer at once and the slower one writing segments computed from a stale read. FIFO
-delivers at most one in-flight batch per message group, which serializes the consumers of a
-layer; the second guard is the conditional write in ``GraphStore.replace_segments`` (the
-layer's version item), which turns any remaining race (e.g. the reindex job reconciling while
-a consumer does) into a ConflictError and a recomputation. Different layers proceed in
-parallel. A group per (layer, LSH-prefix) would parallelize more but make concurrent writers
-of one layer the normal case; one group per layer keeps them the exception.
+FIFO ordering (``.fifo`` queue URLs): MessageGroupId = ``layer-<l>-<shard>``, the layer and
+the code-prefix shard the message's codes fall in (services.announce), or ``layer-<l>`` for a
+whole-layer reconcile. One shard's messages are delivered in order, one batch in flight at a
+time, so two consumers never re-cut the same shard at once; different shards and layers are
+reconciled in parallel, and a failing shard blocks only itself. Regions that straddle shards
+(large or skewed ones) are guarded by GraphStore.apply_region's conditions: a lost race is a
+ConflictError and a re-plan, never a lost update.
 
-MessageDeduplicationId: a hash of the body. Identical bodies name the identical change (the
-added/removed ids are content-derived), so a retried send, a re-delivered S3 event or two
-reconciles announcing the same result collapse into one delivery within SQS's 5-minute
-window. A body without ids (a reindex "requeue") also carries the minute it was sent, so a
-later requeue is never swallowed by an earlier one.
+MessageDeduplicationId: names the operation, not the body. Every announce stamps its messages
+with a fresh operation id (``op``), and the id hashes (op, layer, group): a sender's retry of
+the same message collapses into one delivery, while a later operation with an identical body
+(a document deleted and ingested again within SQS's five-minute window) is never swallowed.
 """
 
 from __future__ import annotations
@@ -34,11 +30,16 @@ from ...domain.model import SegmentsAffected
 SQS_BATCH = 10
 
 
-def dedup_id(message: SegmentsAffected, now: float | None = None) -> str:
-    body = json.dumps(message.to_dict(), sort_keys=True)
-    if not message.added and not message.removed:
-        body += f"|{int((time.time() if now is None else now) // 60)}"
+def dedup_id(message: SegmentsAffected) -> str:
+    if message.op:
+        body = f"{message.op}|{message.layer}|{message.group}"
+    else:  # a message built by hand: its body
+        body = json.dumps(message.to_dict(), sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()
+
+
+def group_id(message: SegmentsAffected) -> str:
+    return f"layer-{message.layer}" if message.group is None else f"layer-{message.layer}-{message.group}"
 
 
 def message_entry(index: int, message: SegmentsAffected, fifo: bool) -> dict[str, Any]:
@@ -51,7 +52,7 @@ def message_entry(index: int, message: SegmentsAffected, fifo: bool) -> dict[str
         },
     }
     if fifo:
-        entry["MessageGroupId"] = f"layer-{message.layer}"
+        entry["MessageGroupId"] = group_id(message)
         entry["MessageDeduplicationId"] = dedup_id(message)
     return entry
 

@@ -1,10 +1,12 @@
 """GraphStore in one SQLite file (the local mode's store).
 
 WAL journal, foreign keys on, one connection guarded by a lock, every multi-row write in one
-transaction. ``replace_segments`` is a conditional write: ``BEGIN IMMEDIATE`` takes the write
-lock, the layer's version is checked against ``expected_version`` and only then are segments
-deleted/inserted and the version bumped, so two processes reconciling the same layer cannot
-both win. Behaviour (including the order of returned lists) matches ``adapters.memory``.
+transaction. Each indexed node has a row in ``refs`` (its layer, LSH code, segment and whether
+it is live), indexed by (layer, code) so the scoped reconcile reads a code range, never a
+layer; ``layer_counts`` keeps the live nodes per layer. ``apply_region`` is a conditional
+write: ``BEGIN IMMEDIATE`` takes the write lock, the region's refs are compared with what the
+reconcile read and only then is anything written, so two processes re-cutting one region
+cannot both win. Behaviour (including the order of returned lists) matches ``adapters.memory``.
 
 The schema version is kept in the ``store_info`` table (and ``PRAGMA user_version``) rather
 than in the user-visible ``meta`` table, so ``meta_keys("")`` lists exactly what callers put.
@@ -20,9 +22,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ...domain.model import ConflictError, Document, EragraphError, LshConfig, Node, NodeRef, Segment
+from ...domain.model import (ConflictError, Document, EragraphError, LshConfig, Node, NodeRef, RefState,
+                             RegionChange, Segment)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _IN_CHUNK = 500  # ids per "IN (...)" query, well under SQLite's variable limit
 
 _SCHEMA = """
@@ -66,9 +69,17 @@ CREATE TABLE IF NOT EXISTS nodes (
     children TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS nodes_layer ON nodes (layer, node_id);
-CREATE TABLE IF NOT EXISTS segment_versions (
-    layer   INTEGER PRIMARY KEY,
-    version INTEGER NOT NULL
+CREATE TABLE IF NOT EXISTS refs (
+    node_id TEXT PRIMARY KEY,
+    layer   INTEGER NOT NULL,
+    code    INTEGER NOT NULL,
+    seg     TEXT,
+    live    INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS refs_code ON refs (layer, code, node_id);
+CREATE TABLE IF NOT EXISTS layer_counts (
+    layer INTEGER PRIMARY KEY,
+    live  INTEGER NOT NULL
 );
 CREATE TABLE IF NOT EXISTS segments (
     layer      INTEGER NOT NULL,
@@ -88,6 +99,21 @@ def _dumps(value: Any) -> str:
 def _chunks(items: list[str], size: int = _IN_CHUNK) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+def _migrate_to_refs(conn: sqlite3.Connection) -> None:
+    """Version 1 -> 2: the ref index and layer counters from the nodes and segments."""
+    conn.execute("INSERT OR IGNORE INTO refs (node_id, layer, code, seg, live) "
+                 "SELECT node_id, layer, code, NULL, 1 FROM nodes")
+    for layer, segment_id, members in conn.execute(
+            "SELECT layer, segment_id, members FROM segments").fetchall():
+        conn.executemany("UPDATE refs SET seg = ? WHERE node_id = ? AND layer = ?",
+                         [(segment_id, m, layer) for m in json.loads(members)])
+    conn.execute("DELETE FROM layer_counts")
+    conn.execute("INSERT INTO layer_counts (layer, live) SELECT layer, COUNT(*) FROM refs GROUP BY layer")
+    conn.execute("DROP TABLE IF EXISTS segment_versions")
+    conn.execute("UPDATE store_info SET value = '2' WHERE key = 'schema_version'")
+    conn.execute("PRAGMA user_version=2")
 
 
 def _doc_row(doc: Document) -> tuple:
@@ -160,7 +186,8 @@ class SqliteGraphStore:
                 raise EragraphError(
                     f"{self.path} has graph schema version {row[0]}; this eragraph reads up to "
                     f"{SCHEMA_VERSION}: upgrade eragraph")
-            # versions below SCHEMA_VERSION would be migrated here, step by step
+            elif int(row[0]) < 2:
+                _migrate_to_refs(conn)
 
     def schema_version(self) -> int:
         return int(self._query("SELECT value FROM store_info WHERE key = 'schema_version'")[0][0])
@@ -246,14 +273,17 @@ class SqliteGraphStore:
     def list_documents(self) -> list[Document]:
         return [_doc(r) for r in self._query(f"SELECT {_DOC_COLS} FROM documents ORDER BY doc_id")]
 
-    # ------------------------------------------------------------------ nodes
-    def put_nodes(self, nodes: Sequence[Node]) -> None:
+    # ------------------------------------------------------------------ nodes and refs
+    def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
         rows = [(n.node_id, int(n.layer), n.text, int(n.tokens), int(n.code), n.doc_id, n.source,
                  _dumps(list(n.children))) for n in nodes]
         if not rows:
             return
         with self._write() as conn:
             conn.executemany(f"INSERT OR REPLACE INTO nodes ({_NODE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            if index:
+                for n in nodes:
+                    _make_live(conn, int(n.layer), n.node_id, int(n.code))
 
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
         wanted = list(dict.fromkeys(node_ids))
@@ -266,18 +296,30 @@ class SqliteGraphStore:
         return {i: found[i] for i in wanted if i in found}
 
     def delete_nodes(self, node_ids: Iterable[str]) -> None:
-        ids = [(i,) for i in dict.fromkeys(node_ids)]
+        ids = list(dict.fromkeys(node_ids))
         if not ids:
             return
         with self._write() as conn:
-            conn.executemany("DELETE FROM nodes WHERE node_id = ?", ids)
+            conn.executemany("DELETE FROM nodes WHERE node_id = ?", [(i,) for i in ids])
+            for i in ids:
+                _make_gone(conn, i)
+
+    def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
+        sql = ("SELECT node_id, code, seg, live FROM refs WHERE layer = ? AND code BETWEEN ? AND ? "
+               "ORDER BY code, node_id")
+        params: list[Any] = [int(layer), int(lo), int(hi)]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [RefState(node_id, int(code), seg, bool(live)) for node_id, code, seg, live in self._query(sql, params)]
 
     def layer_refs(self, layer: int) -> list[NodeRef]:
-        rows = self._query("SELECT node_id, code FROM nodes WHERE layer = ? ORDER BY node_id", (int(layer),))
+        rows = self._query("SELECT node_id, code FROM refs WHERE layer = ? AND live = 1 ORDER BY node_id",
+                           (int(layer),))
         return [NodeRef(node_id, int(code)) for node_id, code in rows]
 
     def layer_sizes(self) -> dict[int, int]:
-        rows = self._query("SELECT layer, COUNT(*) FROM nodes GROUP BY layer ORDER BY layer")
+        rows = self._query("SELECT layer, live FROM layer_counts WHERE live > 0 ORDER BY layer")
         return {int(layer): int(n) for layer, n in rows}
 
     # ------------------------------------------------------------------ segments
@@ -287,24 +329,71 @@ class SqliteGraphStore:
         return [Segment(segment_id=sid, layer=int(lay), members=tuple(json.loads(members)), summary_id=summary)
                 for sid, lay, members, summary in rows]
 
-    def segments_version(self, layer: int) -> int:
-        rows = self._query("SELECT version FROM segment_versions WHERE layer = ?", (int(layer),))
-        return int(rows[0][0]) if rows else 0
+    def get_segments_by_id(self, layer: int, segment_ids: Iterable[str]) -> dict[str, Segment]:
+        wanted = list(dict.fromkeys(segment_ids))
+        found: dict[str, Segment] = {}
+        with self._lock:
+            for chunk in _chunks(wanted):
+                marks = ",".join("?" * len(chunk))
+                for sid, lay, members, summary in self._conn.execute(
+                        f"SELECT segment_id, layer, members, summary_id FROM segments WHERE layer = ? "
+                        f"AND segment_id IN ({marks})", [int(layer), *chunk]):
+                    found[sid] = Segment(segment_id=sid, layer=int(lay), members=tuple(json.loads(members)),
+                                         summary_id=summary)
+        return {i: found[i] for i in wanted if i in found}
 
-    def replace_segments(self, layer: int, remove: Sequence[str], add: Sequence[Segment], expected_version: int) -> int:
-        layer = int(layer)
+    def apply_region(self, change: RegionChange) -> None:
+        layer = int(change.layer)
         with self._write() as conn:
-            row = conn.execute("SELECT version FROM segment_versions WHERE layer = ?", (layer,)).fetchone()
-            current = int(row[0]) if row else 0
-            if current != expected_version:
-                raise ConflictError(f"segments of layer {layer} changed concurrently")
-            if remove:
+            for ref in change.expected:
+                row = conn.execute("SELECT layer, code, seg, live FROM refs WHERE node_id = ?",
+                                   (ref.node_id,)).fetchone()
+                if row is None or (int(row[0]), int(row[1]), row[2], bool(row[3])) != (
+                        layer, ref.code, ref.seg, ref.live):
+                    raise ConflictError(f"layer {layer}: node {ref.node_id} changed concurrently")
+            if change.remove:
                 conn.executemany("DELETE FROM segments WHERE layer = ? AND segment_id = ?",
-                                 [(layer, sid) for sid in remove])
-            if add:
+                                 [(layer, sid) for sid in change.remove])
+            if change.add:
                 conn.executemany(
                     "INSERT OR REPLACE INTO segments (layer, segment_id, members, summary_id) VALUES (?, ?, ?, ?)",
-                    [(layer, seg.segment_id, _dumps(list(seg.members)), seg.summary_id) for seg in add])
-            conn.execute("INSERT OR REPLACE INTO segment_versions (layer, version) VALUES (?, ?)",
-                         (layer, expected_version + 1))
-        return expected_version + 1
+                    [(layer, seg.segment_id, _dumps(list(seg.members)), seg.summary_id) for seg in change.add])
+            conn.executemany("UPDATE refs SET seg = ? WHERE node_id = ?", [(sid, i) for i, sid in change.assign])
+            conn.executemany("DELETE FROM refs WHERE node_id = ? AND live = 0", [(i,) for i in change.drop])
+            for ref in change.above_add:
+                _make_live(conn, layer + 1, ref.node_id, ref.code)
+            for ref in change.above_remove:
+                _make_gone(conn, ref.node_id)
+
+
+def _count(conn: sqlite3.Connection, layer: int, delta: int) -> None:
+    conn.execute("INSERT INTO layer_counts (layer, live) VALUES (?, ?) "
+                 "ON CONFLICT (layer) DO UPDATE SET live = live + excluded.live", (layer, delta))
+
+
+def _make_live(conn: sqlite3.Connection, layer: int, node_id: str, code: int) -> None:
+    row = conn.execute("SELECT layer, code, seg, live FROM refs WHERE node_id = ?", (node_id,)).fetchone()
+    if row is not None and int(row[0]) != layer:  # re-put in another layer: a new node there
+        _make_gone(conn, node_id)
+        conn.execute("DELETE FROM refs WHERE node_id = ?", (node_id,))
+        row = None
+    if row is None:
+        conn.execute("INSERT INTO refs (node_id, layer, code, seg, live) VALUES (?, ?, ?, NULL, 1)",
+                     (node_id, layer, code))
+        _count(conn, layer, 1)
+        return
+    if not row[3]:
+        _count(conn, layer, 1)
+    conn.execute("UPDATE refs SET code = ?, live = 1 WHERE node_id = ?", (code, node_id))
+
+
+def _make_gone(conn: sqlite3.Connection, node_id: str) -> None:
+    row = conn.execute("SELECT layer, seg, live FROM refs WHERE node_id = ?", (node_id,)).fetchone()
+    if row is None:
+        return
+    if row[2]:
+        _count(conn, int(row[0]), -1)
+    if row[1] is None:
+        conn.execute("DELETE FROM refs WHERE node_id = ?", (node_id,))
+    else:
+        conn.execute("UPDATE refs SET live = 0 WHERE node_id = ?", (node_id,))

@@ -1,0 +1,73 @@
+"""Announce changed nodes to the reconcile of their layer: one SegmentsAffected message per
+code-prefix shard (the FIFO message group), and a dirty marker per shard until it is done.
+
+Shards let unrelated parts of a layer be reconciled in parallel (SQS FIFO delivers one group's
+messages in order, different groups concurrently) and keep one shard's failure from blocking
+the others; regions that straddle shards are guarded by GraphStore.apply_region's conditions.
+A marker ``dirty:<layer>:<shard>`` is written before the message is sent and removed by the
+reconcile that finishes after it, so a message lost with a dying process is found again by
+``resummarize.requeue_dirty`` (reindex)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable, Sequence
+
+from ..domain.model import SegmentsAffected
+from .engine import Engine
+
+GROUP_BITS = 4  # 16 shards per layer
+
+
+def shard_of(code: int, n_bits: int) -> int:
+    return code >> max(n_bits - GROUP_BITS, 0)
+
+
+def dirty_key(layer: int, group: int | None) -> str:
+    return f"dirty:{layer}" if group is None else f"dirty:{layer}:{group}"
+
+
+def mark_dirty(engine: Engine, layer: int, codes: Iterable[int], now: float | None = None) -> None:
+    stamp = time.time() if now is None else now
+    groups = {shard_of(c, engine.settings.n_planes) for c in codes}
+    for group in sorted(groups):
+        engine.graph.put_meta(dirty_key(layer, group), stamp)
+
+
+def clear_dirty(engine: Engine, layer: int, group: int | None, started: float) -> None:
+    """Remove the shard's marker unless it was set again after this reconcile started (a
+    message sent since then is still to come)."""
+    keys = [dirty_key(layer, group)] if group is not None else engine.graph.meta_keys(f"dirty:{layer}:")
+    keys += [dirty_key(layer, None)] if group is None else []
+    for key in keys:
+        stamp = engine.graph.get_meta(key)
+        if stamp is not None and float(stamp) <= started:
+            engine.graph.delete_meta(key)
+
+
+def messages_for(layer: int, n_bits: int, added: Sequence[tuple[str, int]] = (),
+                 removed: Sequence[tuple[str, int]] = (), reason: str = "") -> list[SegmentsAffected]:
+    """One message per shard touched by the (node id, code) changes; none means the whole layer."""
+    op = uuid.uuid4().hex
+    if not added and not removed:
+        return [SegmentsAffected(layer=layer, reason=reason, op=op)]
+    groups: dict[int, tuple[list[str], list[str], set[int]]] = {}
+    for ids_index, changes in ((0, added), (1, removed)):
+        for node_id, code in changes:
+            entry = groups.setdefault(shard_of(code, n_bits), ([], [], set()))
+            entry[ids_index].append(node_id)
+            entry[2].add(int(code))
+    return [SegmentsAffected(layer=layer, added=tuple(a), removed=tuple(r), reason=reason,
+                             codes=tuple(sorted(codes)), group=group, op=op)
+            for group, (a, r, codes) in sorted(groups.items())]
+
+
+def announce(engine: Engine, layer: int, added: Sequence[tuple[str, int]] = (),
+             removed: Sequence[tuple[str, int]] = (), reason: str = "", now: float | None = None) -> None:
+    """Mark the touched shards dirty and send their messages (no changes: the whole layer)."""
+    messages = messages_for(layer, engine.settings.n_planes, added, removed, reason)
+    stamp = time.time() if now is None else now
+    for message in messages:
+        engine.graph.put_meta(dirty_key(layer, message.group), stamp)
+    engine.queue.send(messages)
