@@ -26,10 +26,24 @@ def test_entries_group_by_layer_and_dedup_by_content():
     assert e["MessageDeduplicationId"] != dedup_id(SegmentsAffected(layer=2, added=("y",), reason="ingest"))
     assert e["MessageAttributes"]["layer"] == {"DataType": "Number", "StringValue": "2"}
     assert SegmentsAffected.from_dict(json.loads(e["MessageBody"])) == a
-    # requeues without ids are told apart by the minute they were sent
-    empty = SegmentsAffected(layer=1, reason="requeue")
-    assert dedup_id(empty, now=0) != dedup_id(empty, now=120)
     assert "MessageGroupId" not in message_entry(0, a, fifo=False)
+
+
+def test_groups_name_the_shard_and_dedup_ids_name_the_operation():
+    from eragraph.services.announce import messages_for
+
+    ingest = messages_for(0, 8, added=[("c1", 0b00010000), ("c2", 0b11110000)], reason="ingest")
+    assert [message_entry(0, m, fifo=True)["MessageGroupId"] for m in ingest] == ["layer-0-1", "layer-0-15"]
+    assert [m.codes for m in ingest] == [(0b00010000,), (0b11110000,)]
+    # the same change announced again later (deleted, then ingested again) is another operation
+    again = messages_for(0, 8, added=[("c1", 0b00010000), ("c2", 0b11110000)], reason="ingest")
+    assert [m.to_dict()["added"] for m in again] == [m.to_dict()["added"] for m in ingest]
+    assert {dedup_id(m) for m in again}.isdisjoint(dedup_id(m) for m in ingest)
+    # a sender's retry of one message keeps its id; messages of one operation differ by group
+    assert dedup_id(ingest[0]) == dedup_id(ingest[0]) != dedup_id(ingest[1])
+    whole = messages_for(3, 8, reason="requeue")
+    assert len(whole) == 1 and not whole[0].scoped
+    assert message_entry(0, whole[0], fifo=True)["MessageGroupId"] == "layer-3"
 
 
 def test_send_receive_ack_in_batches_and_duplicates_collapse():

@@ -99,7 +99,7 @@ def _dynamo_graph(workdir: Path) -> Any:
 
     name = f"graph-{workdir.name}"
     create_graph_table(boto3.client("dynamodb", region_name=REGION), name)
-    return DynamoGraphStore(name, region=REGION)
+    return DynamoGraphStore(name, region=REGION, code_bits=62)
 
 
 def _dynamo_entities(workdir: Path) -> Any:

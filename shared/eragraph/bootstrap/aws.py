@@ -77,6 +77,7 @@ def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, 
 
     graph = DynamoGraphStore(env["ERAGRAPH_TABLE"], region=region, host=endpoint)
     settings = open_settings(graph, settings)
+    graph = DynamoGraphStore(env["ERAGRAPH_TABLE"], models=graph.models, code_bits=settings.n_planes)
     if settings.embedder == "minilm":
         tokenizer = make_tokenizer(settings)
     else:

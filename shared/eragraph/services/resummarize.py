@@ -26,6 +26,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ..domain.diff import predecessors, segments_for, sentence_delta
 from ..domain.lsh import hash_vectors, majority_code
 from ..domain.model import ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment, SegmentsAffected
@@ -144,6 +146,7 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
     todo = [seg for seg in segments if seg.summary_id not in made]
     children = engine.graph.get_nodes({m for seg in todo for m in seg.members})
     plans = plan_revisions(engine, todo, removed, children)
+    fresh: dict[str, np.ndarray] = {}
     for seg in todo:
         if deadline is not None and deadline() < DEADLINE_MARGIN:
             raise DeadlineReached(f"layer {seg.layer}: stopped with {len(segments) - len(made)} "
@@ -178,9 +181,12 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
                     children=seg.members)
         engine.graph.put_nodes([node], index=False)
         made[node.node_id] = node
+        fresh[node.node_id] = vector[0]
     nodes = [made[seg.summary_id] for seg in segments]
-    vectors = engine.embedder.embed([n.text for n in nodes])
-    return nodes, vectors
+    reused = [n for n in nodes if n.node_id not in fresh]  # made by an earlier attempt
+    if reused:
+        fresh.update(zip((n.node_id for n in reused), engine.embedder.embed([n.text for n in reused])))
+    return nodes, np.stack([fresh[n.node_id] for n in nodes])
 
 
 def retire(engine: Engine, layer: int, nodes: list[Node]) -> None:

@@ -2,13 +2,20 @@
 
 * Reads of many nodes use BatchGetItem (pynamodb re-requests UnprocessedKeys until done);
   writes use BatchWriteItem (pynamodb re-sends UnprocessedItems up to ``max_retry_attempts``).
-* Queries page through ``LastEvaluatedKey`` (pynamodb's result iterators follow it).
-* ``replace_segments`` is one TransactWriteItems: an update of the layer's VERSION item
-  conditioned on the expected version, the segment deletes and puts. A lost condition is a
-  ``ConflictError``. A change larger than one transaction (100 items) first claims the version
-  with the same conditional update, then applies the segment writes in batches: a consumer that
-  dies in between leaves the layer dirty (the announce marker is only cleared after a
-  successful reconcile), and the next reconcile diffs from the stored segments and repairs it.
+* The ref index: one small item per indexed node under ``REF#<layer>#<shard>`` (the code's top
+  SHARD_BITS bits), sort key ``<code hex>#<node id>``: a code range is a Query on one or a few
+  partitions with a Limit, strongly consistent, and a layer is spread over 2^SHARD_BITS
+  partitions instead of one hot one. The item carries the node's segment (``seg``) and
+  whether it is live (a tombstone keeps its segment until the reconcile takes it out).
+* Segments live under ``SEGS#<layer>#<bucket of the segment id>``; they are read by id.
+* ``apply_region`` is one TransactWriteItems: every ref of the region is conditioned on the
+  state the reconcile read (the writes carry their own conditions, the others a
+  ConditionCheck), with the segment puts/deletes, the summaries' refs one layer up and the
+  layer counters. A lost condition is a ``ConflictError`` and nothing is written. A region
+  larger than one transaction (100 items) is written in several, refs before segment
+  deletions; a consumer that dies between them leaves its shard marked dirty, and the
+  whole-layer reconcile of reindex repairs it.
+* Layer sizes are counters (atomic ADD under ``COUNT``), never a count over the items.
 """
 
 from __future__ import annotations
@@ -19,12 +26,13 @@ from typing import Any
 
 from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
 
-from ...domain.model import ConflictError, Document, LshConfig, Node, NodeRef, Segment
+from ...domain.model import ConflictError, Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
 from .models import TableModels, build_models
 
 TRANSACT_LIMIT = 100
 BATCH_GET = 100
-LAYER_PROBE_GAP = 2  # layer_sizes stops after this many empty layers in a row
+SHARD_BITS = 8  # ref partitions per layer: 2^SHARD_BITS
+SEGMENT_BUCKETS = 64  # segment partitions per layer
 
 
 def _lsh_to_json(c: LshConfig) -> str:
@@ -50,9 +58,39 @@ def _is_condition_failure(exc: Exception) -> bool:
 
 class DynamoGraphStore:
     def __init__(self, table_name: str, region: str | None = None, host: str | None = None,
-                 models: TableModels | None = None) -> None:
+                 models: TableModels | None = None, code_bits: int | None = None) -> None:
+        """``code_bits``: the LSH code width (the store's n_planes); read from the stored
+        hyperplanes when not given."""
         self.models = models or build_models(table_name, region, host)
         self.Item = self.models.item
+        self._code_bits = code_bits
+
+    # ----- keys of the ref index -----
+    @property
+    def code_bits(self) -> int:
+        if self._code_bits is None:
+            lsh = self.get_lsh()
+            if lsh is None:
+                raise RuntimeError("the ref index needs the code width: store the hyperplanes first")
+            self._code_bits = lsh.n_planes
+        return self._code_bits
+
+    def _shift(self) -> int:
+        return max(self.code_bits - SHARD_BITS, 0)
+
+    def _ref_key(self, layer: int, code: int, node_id: str) -> tuple[str, str]:
+        width = (self.code_bits + 3) // 4
+        return f"REF#{layer}#{code >> self._shift()}", f"{code:0{width}x}#{node_id}"
+
+    def _ref_state(self, item) -> RefState:
+        code_hex, node_id = item.SK.split("#", 1)
+        return RefState(node_id, int(code_hex, 16), item.seg or None, bool(item.live))
+
+    def _seg_pk(self, layer: int, segment_id: str) -> str:
+        import hashlib
+
+        bucket = int(hashlib.sha256(segment_id.encode()).hexdigest()[:4], 16) % SEGMENT_BUCKETS
+        return f"SEGS#{layer}#{bucket}"
 
     # ----- store-wide configuration -----
     def _get(self, pk: str, sk: str):
@@ -135,15 +173,54 @@ class DynamoGraphStore:
         items = self.Item.scan(self.Item.SK == "DOC", consistent_read=True)
         return sorted((self._doc(i) for i in items), key=lambda d: d.doc_id)
 
-    # ----- nodes -----
-    def put_nodes(self, nodes: Sequence[Node]) -> None:
+    # ----- nodes and the ref index -----
+    def _node(self, item) -> Node:
+        return Node(node_id=item.PK[len("NODE#"):], layer=int(item.layer), text=item.text or "",
+                    tokens=int(item.tokens), code=int(item.code), doc_id=item.doc_id or "",
+                    source=item.source or "", children=tuple(item.children or ()))
+
+    def _get_refs(self, keys: list[tuple[int, int, str]]) -> dict[str, tuple[int, RefState]]:
+        """(layer, code, node id) -> the stored refs, by node id."""
+        out: dict[str, tuple[int, RefState]] = {}
+        unique = list(dict.fromkeys(self._ref_key(*k) for k in keys))
+        layer_of = {self._ref_key(*k): k[0] for k in keys}
+        for start in range(0, len(unique), BATCH_GET):
+            for item in self.Item.batch_get(unique[start:start + BATCH_GET], consistent_read=True):
+                ref = self._ref_state(item)
+                out[ref.node_id] = (layer_of[(item.PK, item.SK)], ref)
+        return out
+
+    def _count(self, deltas: dict[int, int]) -> None:
+        for layer, delta in deltas.items():
+            if delta:
+                self.Item(PK="COUNT", SK=f"LAYER#{layer}").update(actions=[self.Item.version.add(delta)])
+
+    def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
         unique = {n.node_id: n for n in nodes}  # one batch may not name a key twice
+        held = self._get_refs([(n.layer, n.code, n.node_id) for n in unique.values()]) if index else {}
+        deltas: dict[int, int] = {}
+        # a node written again with another layer or code (a summary re-made): its old ref goes
+        before = self.get_nodes(unique) if index else {}
+        moved = [b for b in before.values() if (b.layer, b.code) != (unique[b.node_id].layer, unique[b.node_id].code)]
+        stale = self._get_refs([(b.layer, b.code, b.node_id) for b in moved])
         with self.Item.batch_write() as batch:
+            for node_id, (layer, ref) in stale.items():
+                batch.delete(self.Item(*self._ref_key(layer, ref.code, node_id)))
+                if ref.live:
+                    deltas[layer] = deltas.get(layer, 0) - 1
+                if (layer, ref.seg) != (unique[node_id].layer, None) and layer == unique[node_id].layer:
+                    held.setdefault(node_id, (layer, RefState(node_id, unique[node_id].code, ref.seg, False)))
             for n in unique.values():
                 batch.save(self.Item(
-                    PK=f"NODE#{n.node_id}", SK="NODE", GSI1PK=f"LAYER#{n.layer}", GSI1SK=n.node_id,
-                    layer=n.layer, text=n.text, tokens=n.tokens, code=n.code,
+                    PK=f"NODE#{n.node_id}", SK="NODE", layer=n.layer, text=n.text, tokens=n.tokens, code=n.code,
                     doc_id=n.doc_id or None, source=n.source or None, children=list(n.children)))
+                if index:
+                    old = held.get(n.node_id)
+                    pk, sk = self._ref_key(n.layer, n.code, n.node_id)
+                    batch.save(self.Item(PK=pk, SK=sk, seg=old[1].seg if old else None, live=1))
+                    if old is None or not old[1].live:
+                        deltas[n.layer] = deltas.get(n.layer, 0) + 1
+        self._count(deltas)
 
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
         ids = list(dict.fromkeys(node_ids))
@@ -151,92 +228,143 @@ class DynamoGraphStore:
         for start in range(0, len(ids), BATCH_GET):
             keys = [(f"NODE#{i}", "NODE") for i in ids[start:start + BATCH_GET]]
             for item in self.Item.batch_get(keys, consistent_read=True):
-                node_id = item.PK[len("NODE#"):]
-                out[node_id] = Node(node_id=node_id, layer=int(item.layer), text=item.text or "",
-                                    tokens=int(item.tokens), code=int(item.code), doc_id=item.doc_id or "",
-                                    source=item.source or "", children=tuple(item.children or ()))
+                node = self._node(item)
+                out[node.node_id] = node
         return {i: out[i] for i in ids if i in out}
 
     def delete_nodes(self, node_ids: Iterable[str]) -> None:
+        ids = list(dict.fromkeys(node_ids))
+        nodes = self.get_nodes(ids)
+        held = self._get_refs([(n.layer, n.code, n.node_id) for n in nodes.values()])
+        deltas: dict[int, int] = {}
         with self.Item.batch_write() as batch:
-            for i in dict.fromkeys(node_ids):
+            for i in ids:
                 batch.delete(self.Item(PK=f"NODE#{i}", SK="NODE"))
+            for node_id, (layer, ref) in held.items():
+                pk, sk = self._ref_key(layer, ref.code, node_id)
+                if ref.seg is None:
+                    batch.delete(self.Item(PK=pk, SK=sk))
+                elif ref.live:
+                    batch.save(self.Item(PK=pk, SK=sk, seg=ref.seg, live=0))
+                if ref.live:
+                    deltas[layer] = deltas.get(layer, 0) - 1
+        self._count(deltas)
+
+    def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
+        shift = self._shift()
+        width = (self.code_bits + 3) // 4
+        out: list[RefState] = []
+        for shard in range(lo >> shift, (hi >> shift) + 1):
+            want = None if limit is None else limit - len(out)
+            if want is not None and want <= 0:
+                break
+            condition = self.Item.SK.between(f"{lo:0{width}x}#", f"{hi:0{width}x}#\uffff")
+            items = self.Item.query(f"REF#{layer}#{shard}", condition, consistent_read=True, limit=want)
+            out += [self._ref_state(i) for i in items]
+        return out
 
     def layer_refs(self, layer: int) -> list[NodeRef]:
-        refs = [NodeRef(i.GSI1SK, int(i.code)) for i in self.models.by_layer.query(f"LAYER#{layer}")]
-        return sorted(refs, key=lambda r: r.node_id)
-
-    def _layer_count(self, layer: int) -> int:
-        return self.models.by_layer.count(f"LAYER#{layer}")
+        refs = self.prefix_refs(layer, 0, (1 << self.code_bits) - 1)
+        return sorted((NodeRef(r.node_id, r.code) for r in refs if r.live), key=lambda r: r.node_id)
 
     def layer_sizes(self) -> dict[int, int]:
-        sizes: dict[int, int] = {}
-        layer, empty_run = 0, 0
-        while empty_run < LAYER_PROBE_GAP:
-            n = self._layer_count(layer)
-            if n:
-                sizes[layer] = n
-                empty_run = 0
-            else:
-                empty_run += 1
-            layer += 1
-        return sizes
+        out = {}
+        for item in self.Item.query("COUNT", self.Item.SK.startswith("LAYER#"), consistent_read=True):
+            n = int(item.version or 0)
+            if n > 0:
+                out[int(item.SK[len("LAYER#"):])] = n
+        return dict(sorted(out.items()))
 
     # ----- segments -----
+    def _segment(self, layer: int, item) -> Segment:
+        return Segment(segment_id=item.SK[len("SEG#"):], layer=layer, members=tuple(item.members or ()),
+                       summary_id=item.summary_id or "")
+
     def get_segments(self, layer: int) -> list[Segment]:
-        items = self.Item.query(f"SEGS#{layer}", self.Item.SK.startswith("SEG#"), consistent_read=True)
-        return sorted((Segment(segment_id=i.SK[len("SEG#"):], layer=layer, members=tuple(i.members or ()),
-                               summary_id=i.summary_id or "") for i in items),
-                      key=lambda s: s.segment_id)
+        out = []
+        for bucket in range(SEGMENT_BUCKETS):
+            items = self.Item.query(f"SEGS#{layer}#{bucket}", self.Item.SK.startswith("SEG#"), consistent_read=True)
+            out += [self._segment(layer, i) for i in items]
+        return sorted(out, key=lambda seg: seg.segment_id)
 
-    def segments_version(self, layer: int) -> int:
-        item = self._get(f"SEGS#{layer}", "VERSION")
-        return 0 if item is None else int(item.version or 0)
+    def get_segments_by_id(self, layer: int, segment_ids: Iterable[str]) -> dict[str, Segment]:
+        ids = list(dict.fromkeys(segment_ids))
+        found: dict[str, Segment] = {}
+        for start in range(0, len(ids), BATCH_GET):
+            keys = [(self._seg_pk(layer, i), f"SEG#{i}") for i in ids[start:start + BATCH_GET]]
+            for item in self.Item.batch_get(keys, consistent_read=True):
+                seg = self._segment(layer, item)
+                found[seg.segment_id] = seg
+        return {i: found[i] for i in ids if i in found}
 
-    def _version_condition(self, expected: int):
-        if expected == 0:
-            return self.Item.version.does_not_exist() | (self.Item.version == 0)
-        return self.Item.version == expected
+    def _ref_condition(self, ref: RefState):
+        seg = self.Item.seg.does_not_exist() if ref.seg is None else self.Item.seg == ref.seg
+        return self.Item.PK.exists() & (self.Item.live == (1 if ref.live else 0)) & seg
 
-    def _seg_item(self, seg: Segment):
-        return self.Item(PK=f"SEGS#{seg.layer}", SK=f"SEG#{seg.segment_id}", members=list(seg.members),
-                         summary_id=seg.summary_id)
+    def apply_region(self, change: RegionChange) -> None:
+        from pynamodb.connection import Connection
+        from pynamodb.transactions import TransactWrite
 
-    def replace_segments(self, layer: int, remove: Sequence[str], add: Sequence[Segment],
-                         expected_version: int) -> int:
-        if any(s.layer != layer for s in add):
-            raise ValueError("every added segment must belong to the layer being replaced")
-        new_version = expected_version + 1
-        version_item = self.Item(PK=f"SEGS#{layer}", SK="VERSION")
-        bump = [self.Item.version.set(new_version)]
-        condition = self._version_condition(expected_version)
-        if len(remove) + len(add) + 1 <= TRANSACT_LIMIT:
-            from pynamodb.connection import Connection
-            from pynamodb.transactions import TransactWrite
-
-            meta = self.Item.Meta
-            connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
+        layer = change.layer
+        above = self._get_refs([(layer + 1, r.code, r.node_id) for r in change.above_add + change.above_remove])
+        ops: list = []  # (kind, args), in the order they may be applied when split
+        written = {i for i, _ in change.assign} | set(change.drop)
+        assign = dict(change.assign)
+        deltas: dict[int, int] = {}
+        for ref in change.expected:
+            pk, sk = self._ref_key(layer, ref.code, ref.node_id)
+            cond = self._ref_condition(ref)
+            if ref.node_id in assign:
+                sid = assign[ref.node_id]
+                action = self.Item.seg.set(sid) if sid is not None else self.Item.seg.remove()
+                ops.append(("update", self.Item(PK=pk, SK=sk), [action], cond))
+            elif ref.node_id in change.drop:
+                ops.append(("delete", self.Item(PK=pk, SK=sk), cond))
+            else:
+                ops.append(("check", pk, sk, cond))
+        if written - {r.node_id for r in change.expected}:
+            raise ValueError("apply_region writes only refs it expects")
+        for seg in change.add:
+            ops.append(("save", self.Item(PK=self._seg_pk(layer, seg.segment_id), SK=f"SEG#{seg.segment_id}",
+                                          members=list(seg.members), summary_id=seg.summary_id), None))
+        for ref in change.above_add:
+            pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id)
+            old = above.get(ref.node_id)
+            if old is None or not old[1].live:
+                deltas[layer + 1] = deltas.get(layer + 1, 0) + 1
+            ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], None))
+        for ref in change.above_remove:
+            old = above.get(ref.node_id)
+            if old is None:
+                continue
+            pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id)
+            if old[1].live:
+                deltas[layer + 1] = deltas.get(layer + 1, 0) - 1
+            if old[1].seg is None:
+                ops.append(("delete", self.Item(PK=pk, SK=sk), None))
+            else:
+                ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)], None))
+        for sid in change.remove:
+            ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None))
+        for lay, delta in deltas.items():
+            if delta:
+                ops.append(("update", self.Item(PK="COUNT", SK=f"LAYER#{lay}"), [self.Item.version.add(delta)], None))
+        meta = self.Item.Meta
+        connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
+        for start in range(0, len(ops), TRANSACT_LIMIT):
             try:
                 with TransactWrite(connection=connection) as tx:
-                    tx.update(version_item, actions=bump, condition=condition)
-                    for sid in remove:
-                        tx.delete(self.Item(PK=f"SEGS#{layer}", SK=f"SEG#{sid}"))
-                    for seg in add:
-                        tx.save(self._seg_item(seg))
+                    for op in ops[start:start + TRANSACT_LIMIT]:
+                        kind = op[0]
+                        if kind == "check":
+                            tx.condition_check(self.Item, op[1], op[2], condition=op[3])
+                        elif kind == "update":
+                            tx.update(op[1], actions=op[2], condition=op[3])
+                        elif kind == "delete":
+                            tx.delete(op[1], condition=op[2])
+                        else:
+                            tx.save(op[1], condition=op[2])
             except TransactWriteError as exc:
                 if _is_condition_failure(exc):
-                    raise ConflictError(f"segments of layer {layer} changed concurrently") from None
+                    raise ConflictError(f"layer {layer}: the region changed concurrently") from None
                 raise
-            return new_version
-        try:
-            version_item.update(actions=bump, condition=condition)
-        except UpdateError as exc:
-            if _is_condition_failure(exc):
-                raise ConflictError(f"segments of layer {layer} changed concurrently") from None
-            raise
-        with self.Item.batch_write() as batch:
-            for sid in remove:
-                batch.delete(self.Item(PK=f"SEGS#{layer}", SK=f"SEG#{sid}"))
-            for seg in add:
-                batch.save(self._seg_item(seg))
-        return new_version

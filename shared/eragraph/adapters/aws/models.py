@@ -7,9 +7,10 @@ One table, generic key attributes, item kinds told apart by their keys:
     META                LSH             the hyperplanes (written once, conditionally)
     LEDGER              KIND#<kind>     cost ledger counters (atomic ADD)
     DOC#<doc_id>        DOC             a document;       GSI2 BySource: SRC#<source> / <doc_id>
-    NODE#<node_id>      NODE            a graph node;     GSI1 ByLayer:  LAYER#<layer> / <node_id>
-    SEGS#<layer>        SEG#<seg_id>    a segment of a layer
-    SEGS#<layer>        VERSION         the layer's segment version (the optimistic lock)
+    NODE#<node_id>      NODE            a graph node (text, code, children...)
+    REF#<layer>#<shard> <code>#<node>   the node in its layer's code-ordered index: ``seg``, ``live``
+    SEGS#<layer>#<b>    SEG#<seg_id>    a segment of a layer (b: a bucket of its id)
+    COUNT               LAYER#<layer>   live nodes of a layer (``version``, atomic ADD)
     ENT#<entity>        ENT             an entity of the entity graph: ``freq`` (atomic ADD)
     ENT#<entity>        CHUNK#<chunk>   a posting: ``weight`` = occurrences of the entity in the chunk
     ENT#<entity>        SENT#<sentence> a mention (the sentence mentions the entity)
@@ -18,11 +19,11 @@ One table, generic key attributes, item kinds told apart by their keys:
     META                ENTITY#GEN      the entity graph's generation (``version``, atomic ADD)
     META                ENTITY#COUNT    the number of entities (``version``, atomic ADD)
 
-Why a single table: every access is a key lookup or a one-partition query (a layer's segments
-and their version share the partition SEGS#<layer>, so ``replace_segments`` is one transaction
-on one table); on-demand billing and PITR are configured once. The two sparse GSIs serve the
-two non-key reads: the node refs of a layer (KEYS + ``code`` only, so partitioning never reads
-node texts) and the documents of a source key.
+Why a single table: every access is a key lookup or a one-partition query with a key range (a
+code range of the ref index is a Query on the shard(s) it spans; ``apply_region`` is one
+transaction on one table); on-demand billing and PITR are configured once. No partition
+holds a whole layer. The sparse GSI BySource serves the one non-key read: the documents of a
+source key. (ByLayer, the per-layer node index of earlier versions, is no longer written.)
 
 The table name and endpoint are only known at run time, so the model classes are built by
 ``build_models`` (pynamodb binds a table through the model's ``Meta``). The key schema here must
@@ -113,6 +114,9 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         # SEG
         members = ListAttribute(of=UnicodeAttribute, null=True)
         summary_id = UnicodeAttribute(null=True)
+        # REF: the node's segment and whether it is live (0: a tombstone)
+        seg = UnicodeAttribute(null=True)
+        live = NumberAttribute(null=True)
         # VERSION; META ENTITY#GEN / ENTITY#COUNT
         version = NumberAttribute(null=True)
         # ENT: total occurrences over live chunks; postings and co-occurrences: their count
