@@ -1,0 +1,99 @@
+"""Progress survives: summaries are stored as they are made, a redelivered message continues
+where the last run stopped and never pays twice; a run stops cleanly before its deadline."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from eragraph.services import invariants
+from eragraph.services.ingest import ingest
+from eragraph.services.resummarize import DeadlineReached, continuation, drain, reconcile
+from support import make_engine, synthetic_docs
+
+
+class Crash(RuntimeError):
+    pass
+
+
+class Ledger:
+    """A summarizer wrapper that records every paid call by its input and can die after k."""
+
+    def __init__(self, inner, fail_after: int | None = None):
+        self.inner = inner
+        self.identity = inner.identity
+        self.fail_after = fail_after
+        self.paid: Counter = Counter()
+
+    def summarize(self, texts, max_tokens):
+        if self.fail_after is not None and sum(self.paid.values()) >= self.fail_after:
+            self.fail_after = None  # the consumer dies once
+            raise Crash("consumer died")
+        self.paid[tuple(texts)] += 1
+        return self.inner.summarize(texts, max_tokens)
+
+
+def clean_calls(n=60) -> int:
+    engine = make_engine(delta_summaries=False)
+    ingest(engine, synthetic_docs(n))
+    return drain(engine).cost.summarize_calls
+
+
+@pytest.mark.parametrize("k", range(0, 30, 3))
+def test_crash_after_k_summaries_then_redelivery_pays_each_summary_once(k):
+    engine = make_engine(delta_summaries=False)
+    ledger = Ledger(engine.summarizer, fail_after=k)
+    engine.summarizer = ledger
+    ingest(engine, synthetic_docs(60))
+    pending = []
+    while engine.queue.pending() or pending:
+        batch = pending or engine.queue.receive(10)
+        pending = []
+        for i, (receipt, message) in enumerate(batch):
+            try:
+                reconcile(engine, message)
+            except Crash:
+                pending = batch[i:]  # not acknowledged: SQS delivers these again
+                break
+            engine.queue.ack([receipt])
+    assert invariants.check(engine).ok
+    assert all(n == 1 for n in ledger.paid.values())  # no segment's summary paid twice
+    assert sum(ledger.paid.values()) == clean_calls()
+
+
+def test_deadline_stops_between_summaries_and_the_continuation_finishes():
+    engine = make_engine(delta_summaries=False)
+    ledger = Ledger(engine.summarizer)
+    engine.summarizer = ledger
+    ingest(engine, synthetic_docs(60))
+    clock = {"left": 0.0}
+
+    def deadline():
+        clock["left"] -= 10.0  # every check costs ten "seconds"
+        return clock["left"]
+
+    runs = continued = 0
+    while engine.queue.pending():
+        receipt, message = engine.queue.receive(1)[0]
+        clock["left"] = 60.0  # a fresh invocation: room for about four summaries
+        runs += 1
+        try:
+            reconcile(engine, message, deadline=deadline)
+        except DeadlineReached:
+            engine.queue.send([continuation(message)])
+            continued += 1
+        engine.queue.ack([receipt])
+    assert continued >= 3 and runs > continued
+    assert invariants.check(engine).ok
+    assert all(n == 1 for n in ledger.paid.values())
+    assert sum(ledger.paid.values()) == clean_calls()
+
+
+def test_continuation_is_a_new_operation():
+    engine = make_engine()
+    ingest(engine, synthetic_docs(10))
+    _r, message = engine.queue.receive(1)[0]
+    again = continuation(message)
+    assert again.codes == message.codes and again.layer == message.layer and again.group == message.group
+    assert again.op != message.op
