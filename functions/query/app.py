@@ -22,7 +22,7 @@ class QueryRequest(BaseModel):
     query: str = Field(min_length=1, max_length=4000, description="The question or search text")
     mode: str = Field("collapsed", description="collapsed | detailed | summarized | dense | a graph mode")
     k: int = Field(5, ge=1, le=100, description="Number of results")
-    budget: Optional[int] = Field(None, ge=1, le=100000, description="Token budget of the evidence")
+    budget: Optional[int] = Field(None, ge=1, le=100000, description="Token budget of the evidence (default: ERAGRAPH_TOKEN_BUDGET)")
     p: Optional[float] = Field(None, ge=0.0, le=1.0, description="Bias proportion (detailed/summarized)")
     answer: bool = Field(False, description="Generate an answer with citations from the evidence")
 

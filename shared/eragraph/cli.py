@@ -259,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text")
     p.add_argument("--mode", default="collapsed")
     p.add_argument("--k", type=int, default=None)
-    p.add_argument("--budget", type=int, default=None, help="token budget for the evidence")
+    p.add_argument("--budget", type=int, default=None, help="token budget for the evidence (default ERAGRAPH_TOKEN_BUDGET)")
     p.add_argument("--p", type=float, default=None, help="proportion for detailed/summarized")
     p.add_argument("--answer", action="store_true", help="generate an answer (needs a generator)")
     common(p)

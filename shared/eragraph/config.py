@@ -67,6 +67,8 @@ class Settings:
             raise ValueError("bias_p must be within [0, 1]")
         if self.top_k < 1:
             raise ValueError("top_k must be >= 1")
+        if self.token_budget < 1:
+            raise ValueError("token_budget must be >= 1")
 
     def graph_settings(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in GRAPH_SETTINGS}

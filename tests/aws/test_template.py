@@ -133,3 +133,24 @@ def test_packaged_index_mapping_is_the_infra_file():
     vector = infra["mappings"]["properties"]["vector"]
     assert infra["settings"]["index"]["knn"] is True and vector["type"] == "knn_vector"
     assert vector["method"]["name"] == "hnsw" and vector["method"]["space_type"] == "innerproduct"
+
+
+# template parameter -> the Settings field its ERAGRAPH_* variable sets
+PARAMETER_SETTINGS = {"SegmentMin": "s_min", "SegmentMax": "s_max", "HyperplaneCount": "n_planes",
+                      "ChunkTokens": "chunk_tokens", "EmbedModelId": "bedrock_embed_model",
+                      "EmbedDimension": "bedrock_embed_dim", "TextModelId": "bedrock_text_model"}
+
+
+def test_template_defaults_are_the_config_defaults():
+    from eragraph.config import Settings
+
+    params, env = TEMPLATE["Parameters"], TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+    defaults = Settings()
+    for param, field in PARAMETER_SETTINGS.items():
+        assert env["ERAGRAPH_" + field.upper()] == {"Ref": param}, (param, field)
+        assert str(params[param]["Default"]) == str(getattr(defaults, field)), (param, field)
+    # the parameters that set a Settings field are exactly the ones listed above, except the
+    # deliberate profile choice: the AWS profile summarizes with Bedrock (config: extractive)
+    set_by_param = {name.removeprefix("ERAGRAPH_").lower() for name, v in env.items()
+                    if isinstance(v, dict) and v.get("Ref") in params}
+    assert set_by_param - set(PARAMETER_SETTINGS.values()) == {"summarizer"}

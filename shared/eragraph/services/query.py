@@ -107,7 +107,8 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     k = engine.settings.top_k if k is None else k
     if not isinstance(k, int) or k < 1 or k > 100:
         raise BadQueryError("k must be an integer within 1..100")
-    if budget is not None and budget < 1:
+    budget = engine.settings.token_budget if budget is None else budget
+    if not isinstance(budget, int) or budget < 1:
         raise BadQueryError("budget must be a positive number of tokens")
     p = engine.settings.bias_p if p is None else p
     if not 0.0 <= p <= 1.0:
