@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from eragraph.bootstrap.aws import LAMBDA_ENGINE
 from eragraph.services import query as query_service
-from eragraph.cli import stats as stats_service
+from eragraph.services import stats as stats_service
 
 logger = Logger()
 app = APIGatewayHttpResolver(enable_validation=True)
@@ -51,7 +51,7 @@ def get_document(doc_id: Annotated[str, Path(min_length=1, max_length=512)]) -> 
 
 @app.get("/stats")
 def get_stats() -> dict:
-    return stats_service(LAMBDA_ENGINE.get())
+    return stats_service.stats(LAMBDA_ENGINE.get())
 
 
 @app.get("/health")

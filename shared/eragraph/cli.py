@@ -127,30 +127,9 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0 if out["documents_removed"] else 1
 
 
-def stats(engine) -> dict:
-    s = engine.settings
-    layers = []
-    sizes = engine.graph.layer_sizes()
-    for layer, count in sizes.items():
-        segs = engine.graph.get_segments(layer)
-        lens = [len(x.members) for x in segs]
-        layers.append({"layer": layer, "nodes": count, "segments": len(segs),
-                       "smallest_segment": min(lens) if lens else None,
-                       "largest_segment": max(lens) if lens else None})
-    lsh = engine.graph.get_lsh()
-    return {
-        "documents": len(engine.graph.list_documents()),
-        "layers": layers,
-        "s_min": s.s_min, "s_max": s.s_max, "n_planes": s.n_planes, "max_layers": s.max_layers,
-        "chunk_tokens": s.chunk_tokens, "chunk_overlap": s.chunk_overlap,
-        "embedder": lsh.embedder_id if lsh else None,
-        "vectors": engine.vectors.count(),
-        "ledger": engine.graph.ledger(),
-        "dirty_layers": [int(k.split(":")[1]) for k in engine.graph.meta_keys("dirty:")],
-    }
-
-
 def cmd_stats(args: argparse.Namespace) -> int:
+    from .services.stats import stats
+
     engine = _engine(args)
     out = stats(engine)
     rows = [f"documents: {out['documents']}   S_min/S_max: {out['s_min']}/{out['s_max']}   "

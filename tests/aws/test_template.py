@@ -154,3 +154,13 @@ def test_template_defaults_are_the_config_defaults():
     set_by_param = {name.removeprefix("ERAGRAPH_").lower() for name, v in env.items()
                     if isinstance(v, dict) and v.get("Ref") in params}
     assert set_by_param - set(PARAMETER_SETTINGS.values()) == {"summarizer"}
+
+
+def test_handlers_call_services_never_the_cli():
+    for fn in of_type("AWS::Serverless::Function").values():
+        path = ROOT / fn["Properties"]["CodeUri"] / "app.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module != "eragraph.cli" and not (node.module or "").startswith("eragraph.cli."), path
+            if isinstance(node, ast.Import):
+                assert all(a.name != "eragraph.cli" for a in node.names), path
