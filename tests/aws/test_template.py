@@ -164,3 +164,17 @@ def test_handlers_call_services_never_the_cli():
                 assert node.module != "eragraph.cli" and not (node.module or "").startswith("eragraph.cli."), path
             if isinstance(node, ast.Import):
                 assert all(a.name != "eragraph.cli" for a in node.names), path
+
+
+def test_opensearch_replicas_follow_the_domain_node_count():
+    param = TEMPLATE["Parameters"]["OpenSearchInstanceCount"]
+    assert RES["SearchDomain"]["Properties"]["ClusterConfig"]["InstanceCount"] == {"Ref": "OpenSearchInstanceCount"}
+    env = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["ERAGRAPH_OPENSEARCH_REPLICAS"]
+    table, _, key = env["Fn::FindInMap"]
+    assert env["Fn::FindInMap"][1] == {"Ref": "OpenSearchInstanceCount"}
+    mapping = TEMPLATE["Mappings"][table]
+    for nodes in param["AllowedValues"]:
+        assert int(mapping[str(nodes)][key]) == int(nodes) - 1  # no replica ever shares a node
+    assert param["Default"] == "1" and mapping["1"][key] == "0"
+    infra = json.loads((ROOT / "infra/opensearch-index.json").read_text())
+    assert infra["settings"]["index"]["number_of_replicas"] == 0  # the default one-node domain
