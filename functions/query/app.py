@@ -3,17 +3,18 @@ pydantic models below; the OpenAPI schema they generate is kept in openapi.json.
 
 from typing import Annotated, Optional
 
-from aws_lambda_powertools import Logger
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.metrics import MetricUnit
 from pydantic import BaseModel, ConfigDict, Field
 
 from eragraph.bootstrap.aws import LAMBDA_ENGINE
 from eragraph.services import query as query_service
 from eragraph.services import stats as stats_service
 
-logger = Logger()
+logger, metrics, tracer = Logger(), Metrics(), Tracer()
 app = APIGatewayHttpResolver(enable_validation=True)
 
 
@@ -37,6 +38,9 @@ def bad_query(exc: query_service.BadQueryError) -> Response:
 def post_query(request: QueryRequest) -> dict:
     response = query_service.query(LAMBDA_ENGINE.get(), request.query, mode=request.mode, k=request.k,
                                    budget=request.budget, p=request.p, answer=request.answer)
+    metrics.add_metric("Queries", MetricUnit.Count, 1)
+    metrics.add_metric("QueryLatency", MetricUnit.Milliseconds, round(response.seconds * 1000.0, 3))
+    metrics.add_metric("QueryResults", MetricUnit.Count, len(response.results))
     return response.to_dict()
 
 
@@ -60,5 +64,7 @@ def health() -> dict:
 
 
 @logger.inject_lambda_context
+@metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event, context):
     return app.resolve(event, context)

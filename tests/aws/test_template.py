@@ -178,3 +178,21 @@ def test_opensearch_replicas_follow_the_domain_node_count():
     assert param["Default"] == "1" and mapping["1"][key] == "0"
     infra = json.loads((ROOT / "infra/opensearch-index.json").read_text())
     assert infra["settings"]["index"]["number_of_replicas"] == 0  # the default one-node domain
+
+
+def _decorators(path: Path, name: str = "handler") -> set[str]:
+    fn = next(n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef) and n.name == name)
+    return {ast.unparse(d) for d in fn.decorator_list}
+
+
+def test_every_handler_is_traced_and_x_ray_is_on():
+    assert TEMPLATE["Globals"]["Function"]["Tracing"] == "Active"
+    for name, fn in of_type("AWS::Serverless::Function").items():
+        path = ROOT / fn["Properties"]["CodeUri"] / "app.py"
+        decorators = _decorators(path)
+        assert "tracer.capture_lambda_handler" in decorators, name
+        assert "metrics.log_metrics" in decorators, name  # the query handler too
+        from aws_lambda_powertools import Tracer
+        assert isinstance(load_handler(Path(fn["Properties"]["CodeUri"]).name).tracer, Tracer)
+    for role in of_type("AWS::IAM::Role").values():
+        assert any("AWSXRayDaemonWriteAccess" in json.dumps(arn) for arn in role["Properties"]["ManagedPolicyArns"])
