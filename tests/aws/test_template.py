@@ -77,7 +77,8 @@ def test_queues_have_dlqs_timeouts_and_alarms():
             dlqs.add(redrive["deadLetterTargetArn"]["Fn::GetAtt"][0])
     assert dlqs == {"IngestDeadLetterQueue", "SummarizeDeadLetterQueue"}
     assert RES["SummarizeQueue"]["Properties"]["FifoQueue"] is True
-    alarmed = {a["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in of_type("AWS::CloudWatch::Alarm").values()}
+    alarmed = {a["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in of_type("AWS::CloudWatch::Alarm").values()
+               if a["Properties"]["Namespace"] == "AWS/SQS"}
     assert dlqs <= alarmed
 
 
@@ -196,3 +197,92 @@ def test_every_handler_is_traced_and_x_ray_is_on():
         assert isinstance(load_handler(Path(fn["Properties"]["CodeUri"]).name).tracer, Tracer)
     for role in of_type("AWS::IAM::Role").values():
         assert any("AWSXRayDaemonWriteAccess" in json.dumps(arn) for arn in role["Properties"]["ManagedPolicyArns"])
+
+
+def _alarms(namespace, metric):
+    return [a["Properties"] for a in of_type("AWS::CloudWatch::Alarm").values()
+            if a["Properties"]["Namespace"] == namespace and a["Properties"]["MetricName"] == metric]
+
+
+def test_every_function_alarms_on_errors_and_throttles():
+    functions = set(of_type("AWS::Serverless::Function"))
+    for metric in ("Errors", "Throttles"):
+        alarms = _alarms("AWS/Lambda", metric)
+        assert {a["Dimensions"][0]["Value"]["Ref"] for a in alarms} == functions, metric
+        for a in alarms:
+            assert a["Dimensions"][0]["Name"] == "FunctionName" and a["Statistic"] == "Sum"
+            assert a["Threshold"] == 0 and a["ComparisonOperator"] == "GreaterThanThreshold"
+            assert a["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+
+
+def test_invariant_violations_alarm_watches_the_metric_reindex_emits():
+    from eragraph.services import reindex
+    from support import make_engine, synthetic_docs
+
+    engine = make_engine()
+    from eragraph.services.ingest import ingest
+    from eragraph.services.resummarize import drain
+    ingest(engine, synthetic_docs(12))
+    drain(engine)
+    emitted = reindex.run(engine, stuck_after=0)["metrics"]
+    assert "InvariantViolations" in emitted  # the reindex handler publishes every one of these
+    [alarm] = _alarms(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"],
+                      "InvariantViolations")
+    service = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": service}]  # powertools' default dimension
+    assert alarm["Threshold"] == 0 and alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+
+
+def test_every_function_logs_to_a_log_group_with_retention():
+    groups = of_type("AWS::Logs::LogGroup")
+    for name, fn in of_type("AWS::Serverless::Function").items():
+        ref = fn["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        group = groups[ref]["Properties"]
+        assert group["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+        # the group Lambda would create by itself, so logs never land in one without retention
+        assert group["LogGroupName"]["Fn::Sub"] == "/aws/lambda/" + fn["Properties"]["FunctionName"]["Fn::Sub"]
+    assert TEMPLATE["Parameters"]["LogRetentionDays"]["Default"] in TEMPLATE["Parameters"]["LogRetentionDays"]["AllowedValues"]
+
+
+def _transformed():
+    """The template after the SAM transform (what CloudFormation deploys)."""
+    import copy
+    import os
+
+    from samtranslator.translator.transform import transform
+
+    class NoManagedPolicies:
+        def load(self):
+            return {}
+
+    template = copy.deepcopy(TEMPLATE)
+    for res in template["Resources"].values():
+        for key in ("CodeUri", "ContentUri"):
+            if key in res.get("Properties", {}):
+                res["Properties"][key] = "s3://bucket/key"
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    return transform(template, {}, NoManagedPolicies())["Resources"]
+
+
+def test_failed_scheduled_reindex_lands_in_a_queue_with_an_alarm():
+    resources = _transformed()
+    invoke = resources["ReindexFunctionEventInvokeConfig"]["Properties"]
+    assert invoke["FunctionName"] == {"Ref": "ReindexFunction"}
+    queue = invoke["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0]
+    assert resources[queue]["Type"] == "AWS::SQS::Queue"
+    [rule] = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Events::Rule"]
+    [target] = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["ReindexFunction", "Arn"]}
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": [queue, "Arn"]} and target["RetryPolicy"]
+    # EventBridge may send to the queue only for this rule; the function's role may send to it
+    [policy] = [p["Properties"] for p in resources.values() if p["Type"] == "AWS::SQS::QueuePolicy"
+                and p["Properties"]["Queues"] == [{"Ref": queue}]]
+    [st] = policy["PolicyDocument"]["Statement"]
+    assert st["Principal"] == {"Service": "events.amazonaws.com"} and st["Action"] == "sqs:SendMessage"
+    rule_arn = st["Condition"]["ArnEquals"]["aws:SourceArn"]["Fn::Sub"]
+    assert rule_arn.endswith(":rule/" + rule["Name"]["Fn::Sub"])
+    role = json.dumps(RES["ReindexRole"]["Properties"]["Policies"])
+    assert json.dumps({"Fn::GetAtt": [queue, "Arn"]}) in role
+    alarmed = {a["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in _alarms("AWS/SQS", "ApproximateNumberOfMessagesVisible")}
+    assert queue in alarmed
