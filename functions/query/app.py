@@ -41,6 +41,8 @@ def post_query(request: QueryRequest) -> dict:
     metrics.add_metric("Queries", MetricUnit.Count, 1)
     metrics.add_metric("QueryLatency", MetricUnit.Milliseconds, round(response.seconds * 1000.0, 3))
     metrics.add_metric("QueryResults", MetricUnit.Count, len(response.results))
+    total = response.usage.get("total", {})
+    metrics.add_metric("QueryTokens", MetricUnit.Count, total.get("tokens_in", 0) + total.get("tokens_out", 0))
     return response.to_dict()
 
 

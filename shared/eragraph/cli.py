@@ -103,6 +103,10 @@ def cmd_query(args: argparse.Namespace) -> int:
         lines.append(f"{i}. [{r.score:.3f}] {label} ({r.id})\n   {snippet}")
     if response.note:
         lines.append(f"({response.note})")
+    usage = response.usage.get("total", {})
+    if usage:
+        lines.append(f"(this query: {usage['tokens_in']} tokens in, {usage['tokens_out']} out, "
+                     f"{_usd(usage['cost_usd'])})")
     _emit(args, response.to_dict(), "\n".join(lines) or "no results")
     return 0
 
@@ -127,6 +131,10 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0 if out["documents_removed"] else 1
 
 
+def _usd(value: float | None) -> str:
+    return "unpriced" if value is None else f"${value:.6f}"
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     from .services.stats import stats
 
@@ -138,9 +146,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
         seg = (f"{row['segments']} segments of {row['smallest_segment']}..{row['largest_segment']}"
                if row["segments"] else "top layer")
         rows.append(f"  layer {row['layer']}: {row['nodes']} nodes, {seg}")
-    for kind, row in out["ledger"].items():
-        rows.append(f"  {kind}: {int(row['calls'])} calls, {int(row['tokens_in'])} tokens in, "
-                    f"{int(row['tokens_out'])} out, {row['seconds']:.1f}s")
+    for row in out["ledger"]["calls"]:
+        rows.append(f"  {row['kind']} ({row['model'] or 'model not recorded'}): {row['calls']} calls, "
+                    f"{row['tokens_in']} tokens in, {row['tokens_out']} out, {row['seconds']:.1f}s, "
+                    f"{_usd(row['cost_usd'])}")
+    total = out["ledger"]["total"]
+    rows.append(f"  total: {total['tokens_in']} tokens in, {total['tokens_out']} out, {_usd(total['cost_usd'])}"
+                + (f" (unpriced: {', '.join(out['ledger']['unpriced'])})" if out["ledger"]["unpriced"] else ""))
     _emit(args, out, "\n".join(rows))
     return 0
 

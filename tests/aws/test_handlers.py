@@ -114,6 +114,8 @@ def test_api(aws_engine, lambda_context, capsys):
     values = {k: v if isinstance(v, list) else [v] for k, v in emf[-1].items() if k.startswith("Quer")}
     assert values["Queries"] == [1.0] and values["QueryResults"] == [len(body["results"])]
     assert values["QueryLatency"][0] >= 0
+    # the query's own model calls: embedding the question (hash embedder: its words)
+    assert body["usage"]["by_kind"]["embed"]["tokens_in"] == values["QueryTokens"][0] > 0
     for name in ("api_query_invalid.json", "api_query_bad_mode.json", "api_query_malformed.json"):
         status, body = _api(query, name, lambda_context)
         assert 400 <= status < 500, (name, status, body)
@@ -124,6 +126,9 @@ def test_api(aws_engine, lambda_context, capsys):
     assert status == 404
     status, body = _api(query, "api_stats.json", lambda_context)
     assert status == 200 and body["documents"] == 1 and body["layers"][0]["nodes"] >= 1
+    kinds = body["ledger"]["by_kind"]
+    assert kinds["embed"]["tokens_in"] > 0 and kinds["summarize"]["calls"] >= 1
+    assert body["ledger"]["total"]["cost_usd"] == 0.0 and body["ledger"]["unpriced"] == []  # local models
     assert _api(query, "api_health.json", lambda_context) == (200, {"status": "ok"})
 
 

@@ -150,7 +150,9 @@ def test_generator_receives_the_packed_evidence_and_is_ledgered():
     (question, evidence), = e.generator.calls
     assert question == Q and [i for i, _ in evidence] == [r.id for r in resp.results]
     assert resp.answer == f"see [{resp.results[0].id}]" and resp.cited_ids == [resp.results[0].id]
-    assert e.graph.ledger()["generate"]["calls"] == 1
+    assert e.graph.ledger()["generate|echo"] == {"calls": 1, "tokens_in": 11, "tokens_out": 3,
+                                                 "seconds": pytest.approx(0.0, abs=1.0)}
+    assert resp.usage["by_kind"]["generate"]["tokens_in"] == 11 and resp.usage["unpriced"] == ["echo"]
     assert query(e, Q).answer is None  # no answer unless asked
 
 

@@ -85,7 +85,7 @@ def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, 
         from ..providers.hashing import RegexTokenizer
 
         tokenizer = RegexTokenizer()
-    embedder = make_embedder(settings, None)
+    embedder = make_embedder(settings, None, graph)
     if opensearch_client is None:
         _require(env, "ERAGRAPH_OPENSEARCH_ENDPOINT")
         opensearch_client = make_client(env["ERAGRAPH_OPENSEARCH_ENDPOINT"], region,

@@ -25,6 +25,7 @@ from ..domain.lsh import hash_vectors, majority_code
 from ..domain.model import ConflictError, Node, Segment, SegmentsAffected
 from ..domain.partition import partition, should_summarize
 from ..ports import RevisingSummarizer
+from . import cost
 from .engine import Engine
 from .ingest import announce
 from .reports import ChangeReport
@@ -133,7 +134,8 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
         else:
             result = engine.summarizer.summarize([c.text for c in members], engine.settings.summary_tokens)
         seconds = time.perf_counter() - started
-        engine.graph.add_ledger("summarize", 1, result.tokens_in, result.tokens_out, seconds)
+        cost.record(engine.graph, "summarize", engine.summarizer.identity, result.tokens_in, result.tokens_out,
+                    seconds)
         report.cost.summarize_calls += 1
         report.cost.tokens_in += result.tokens_in
         report.cost.tokens_out += result.tokens_out

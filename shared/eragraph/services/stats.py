@@ -1,10 +1,12 @@
-"""Store statistics: documents, layers and segments, settings, vectors, the cost ledger.
-One service that the CLI (`eragraph stats`) and the query API (GET /stats) both call."""
+"""Store statistics: documents, layers and segments, settings, vectors, the cost ledger (every
+model call by kind and model, priced: services.cost). One service that the CLI (`eragraph
+stats`) and the query API (GET /stats) both call."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from . import cost
 from .engine import Engine
 
 
@@ -25,6 +27,6 @@ def stats(engine: Engine) -> dict[str, Any]:
         "chunk_tokens": s.chunk_tokens, "chunk_overlap": s.chunk_overlap,
         "embedder": lsh.embedder_id if lsh else None,
         "vectors": engine.vectors.count(),
-        "ledger": engine.graph.ledger(),
+        "ledger": cost.ledger_report(engine.graph, s.price_table()),
         "dirty_layers": [int(k.split(":")[1]) for k in engine.graph.meta_keys("dirty:")],
     }
