@@ -3,7 +3,7 @@
 import json
 from urllib.parse import unquote_plus
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
@@ -12,7 +12,7 @@ from eragraph.domain.model import BadInputError
 from eragraph.domain.text import decode_document
 from eragraph.services import ingest, remove
 
-logger, metrics = Logger(), Metrics()
+logger, metrics, tracer = Logger(), Metrics(), Tracer()
 processor = BatchProcessor(event_type=EventType.SQS)
 
 
@@ -48,6 +48,7 @@ def record_handler(record) -> dict:
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event, context):
     records = event.get("Records") or [{}]
     if "Event" in event or records[0].get("eventSource") == "aws:s3":

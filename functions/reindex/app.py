@@ -2,17 +2,18 @@
 
 import os
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from eragraph.bootstrap.aws import LAMBDA_ENGINE
 from eragraph.services import reindex
 
-logger, metrics = Logger(), Metrics()
+logger, metrics, tracer = Logger(), Metrics(), Tracer()
 
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event, context):
     stuck_after = float((event or {}).get("stuck_after_seconds")
                     or os.environ.get("ERAGRAPH_STUCK_AFTER_SECONDS", "3600"))

@@ -4,7 +4,7 @@ so far are stored) and sends the rest of its work as a new message."""
 
 import json
 
-from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 
@@ -12,7 +12,7 @@ from eragraph.bootstrap.aws import LAMBDA_ENGINE
 from eragraph.domain.model import SegmentsAffected
 from eragraph.services import resummarize
 
-logger, metrics = Logger(), Metrics()
+logger, metrics, tracer = Logger(), Metrics(), Tracer()
 # FIFO: a failed record fails the rest of its message group (layer and shard) in this batch, so a
 # shard's messages are never handled out of order; other shards go on.
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)
@@ -39,6 +39,7 @@ def record_handler(record, lambda_context=None) -> None:
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 def handler(event, context):
     return process_partial_response(event=event, record_handler=record_handler,
                                     processor=processor, context=context)

@@ -103,6 +103,10 @@ def cmd_query(args: argparse.Namespace) -> int:
         lines.append(f"{i}. [{r.score:.3f}] {label} ({r.id})\n   {snippet}")
     if response.note:
         lines.append(f"({response.note})")
+    usage = response.usage.get("total", {})
+    if usage:
+        lines.append(f"(this query: {usage['tokens_in']} tokens in, {usage['tokens_out']} out, "
+                     f"{_usd(usage['cost_usd'])})")
     _emit(args, response.to_dict(), "\n".join(lines) or "no results")
     return 0
 
@@ -127,30 +131,13 @@ def cmd_delete(args: argparse.Namespace) -> int:
     return 0 if out["documents_removed"] else 1
 
 
-def stats(engine) -> dict:
-    s = engine.settings
-    layers = []
-    sizes = engine.graph.layer_sizes()
-    for layer, count in sizes.items():
-        segs = engine.graph.get_segments(layer)
-        lens = [len(x.members) for x in segs]
-        layers.append({"layer": layer, "nodes": count, "segments": len(segs),
-                       "smallest_segment": min(lens) if lens else None,
-                       "largest_segment": max(lens) if lens else None})
-    lsh = engine.graph.get_lsh()
-    return {
-        "documents": len(engine.graph.list_documents()),
-        "layers": layers,
-        "s_min": s.s_min, "s_max": s.s_max, "n_planes": s.n_planes, "max_layers": s.max_layers,
-        "chunk_tokens": s.chunk_tokens, "chunk_overlap": s.chunk_overlap,
-        "embedder": lsh.embedder_id if lsh else None,
-        "vectors": engine.vectors.count(),
-        "ledger": engine.graph.ledger(),
-        "dirty_layers": [int(k.split(":")[1]) for k in engine.graph.meta_keys("dirty:")],
-    }
+def _usd(value: float | None) -> str:
+    return "unpriced" if value is None else f"${value:.6f}"
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    from .services.stats import stats
+
     engine = _engine(args)
     out = stats(engine)
     rows = [f"documents: {out['documents']}   S_min/S_max: {out['s_min']}/{out['s_max']}   "
@@ -159,9 +146,13 @@ def cmd_stats(args: argparse.Namespace) -> int:
         seg = (f"{row['segments']} segments of {row['smallest_segment']}..{row['largest_segment']}"
                if row["segments"] else "top layer")
         rows.append(f"  layer {row['layer']}: {row['nodes']} nodes, {seg}")
-    for kind, row in out["ledger"].items():
-        rows.append(f"  {kind}: {int(row['calls'])} calls, {int(row['tokens_in'])} tokens in, "
-                    f"{int(row['tokens_out'])} out, {row['seconds']:.1f}s")
+    for row in out["ledger"]["calls"]:
+        rows.append(f"  {row['kind']} ({row['model'] or 'model not recorded'}): {row['calls']} calls, "
+                    f"{row['tokens_in']} tokens in, {row['tokens_out']} out, {row['seconds']:.1f}s, "
+                    f"{_usd(row['cost_usd'])}")
+    total = out["ledger"]["total"]
+    rows.append(f"  total: {total['tokens_in']} tokens in, {total['tokens_out']} out, {_usd(total['cost_usd'])}"
+                + (f" (unpriced: {', '.join(out['ledger']['unpriced'])})" if out["ledger"]["unpriced"] else ""))
     _emit(args, out, "\n".join(rows))
     return 0
 
@@ -259,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text")
     p.add_argument("--mode", default="collapsed")
     p.add_argument("--k", type=int, default=None)
-    p.add_argument("--budget", type=int, default=None, help="token budget for the evidence")
+    p.add_argument("--budget", type=int, default=None, help="token budget for the evidence (default ERAGRAPH_TOKEN_BUDGET)")
     p.add_argument("--p", type=float, default=None, help="proportion for detailed/summarized")
     p.add_argument("--answer", action="store_true", help="generate an answer (needs a generator)")
     common(p)

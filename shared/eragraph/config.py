@@ -4,13 +4,61 @@ created, and a reopened store keeps its own (see services.engine.open_settings).
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import asdict, dataclass, fields, replace
+from functools import lru_cache
 from typing import Any
 
 # Settings that shape the graph: fixed per store once it exists.
 GRAPH_SETTINGS = ("s_min", "s_max", "n_planes", "seed", "max_layers", "chunk_tokens",
                   "chunk_overlap", "summary_tokens")
+
+
+# The price table of the cost ledger: USD per million tokens (input, output) by model, keyed
+# like the providers' identities. List prices (us-east-1, on-demand, late 2025; check current
+# pricing); ERAGRAPH_PRICES (a JSON object {"model": [in, out]}) overrides or adds entries. Local
+# models cost nothing per token. A model missing from the table is reported as unpriced.
+DEFAULT_PRICES: dict[str, tuple[float, float]] = {
+    # Amazon Bedrock
+    "bedrock:amazon.titan-embed-text-v2:0": (0.02, 0.0),
+    "bedrock:anthropic.claude-3-haiku-20240307-v1:0": (0.25, 1.25),
+    "bedrock:anthropic.claude-3-5-haiku-20241022-v1:0": (0.80, 4.00),
+    "bedrock:anthropic.claude-3-5-sonnet-20240620-v1:0": (3.00, 15.00),
+    "bedrock:amazon.nova-micro-v1:0": (0.035, 0.14),
+    "bedrock:amazon.nova-lite-v1:0": (0.06, 0.24),
+    "bedrock:meta.llama3-1-8b-instruct-v1:0": (0.22, 0.22),
+    # OpenAI-compatible endpoints (OpenAI's list prices; a self-hosted model: override with 0)
+    "openai:gpt-4o-mini": (0.15, 0.60),
+    "openai:gpt-4o": (2.50, 10.00),
+    "openai:gpt-4.1-mini": (0.40, 1.60),
+    "openai:gpt-4.1-nano": (0.10, 0.40),
+    # local models: no per-token price
+    "sentence-transformers/all-MiniLM-L6-v2": (0.0, 0.0),
+    "extractive-tfidf-v1": (0.0, 0.0),
+    "hashing-bow-v1": (0.0, 0.0),
+}
+
+
+@lru_cache(maxsize=32)
+def parse_prices(raw: str) -> dict[str, tuple[float, float]]:
+    """DEFAULT_PRICES updated with the JSON object ``raw`` ({"model": [usd_in, usd_out] per
+    million tokens}; "" = no overrides)."""
+    table = dict(DEFAULT_PRICES)
+    if not raw.strip():
+        return table
+    try:
+        given = json.loads(raw)
+    except ValueError as exc:
+        raise ValueError(f"prices must be a JSON object of model -> [in, out] USD per million tokens: {exc}") from None
+    if not isinstance(given, dict):
+        raise ValueError("prices must be a JSON object of model -> [in, out] USD per million tokens")
+    for model, pair in given.items():
+        if (not isinstance(pair, (list, tuple)) or len(pair) != 2
+                or not all(isinstance(x, (int, float)) and x >= 0 for x in pair)):
+            raise ValueError(f"price of {model!r} must be [in, out] USD per million tokens, got {pair!r}")
+        table[str(model)] = (float(pair[0]), float(pair[1]))
+    return table
 
 
 @dataclass(frozen=True)
@@ -48,6 +96,8 @@ class Settings:
     bedrock_text_model: str = "anthropic.claude-3-haiku-20240307-v1:0"
     openai_base_url: str = ""
     openai_model: str = ""
+    # cost ledger: JSON overrides of DEFAULT_PRICES (see parse_prices)
+    prices: str = ""
     max_document_bytes: int = 20 * 1024 * 1024
 
     def __post_init__(self) -> None:
@@ -67,6 +117,12 @@ class Settings:
             raise ValueError("bias_p must be within [0, 1]")
         if self.top_k < 1:
             raise ValueError("top_k must be >= 1")
+        if self.token_budget < 1:
+            raise ValueError("token_budget must be >= 1")
+        parse_prices(self.prices)
+
+    def price_table(self) -> dict[str, tuple[float, float]]:
+        return parse_prices(self.prices)
 
     def graph_settings(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in GRAPH_SETTINGS}

@@ -1,3 +1,9 @@
 """Fixtures of the AWS tests (defined in aws_helpers, shared with the test modules)."""
 
+import os
+
 from aws_helpers import aws_engine, lambda_context  # noqa: F401
+
+# powertools Metrics read the namespace when a handler module is imported, which a template
+# test may do before any fixture sets the environment (the template sets it on every function)
+os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "EragraphTest")

@@ -43,6 +43,8 @@ class _Indices:
         if index in self.owner.indexes:
             raise RuntimeError("resource_already_exists_exception")
         _need(body["settings"]["index"]["knn"] is True, "index.knn must be true for k-NN")
+        replicas = body["settings"]["index"].get("number_of_replicas", 1)
+        _need(isinstance(replicas, int) and replicas >= 0, "number_of_replicas must be an integer >= 0")
         props = body["mappings"]["properties"]
         vec_fields = {k: v for k, v in props.items() if v.get("type") == "knn_vector"}
         _need(len(vec_fields) == 1, "exactly one knn_vector field expected")
@@ -53,7 +55,7 @@ class _Indices:
         _need(method.get("engine") in {"faiss", "lucene", "nmslib"}, "unknown k-NN engine")
         _need(method.get("space_type") in SPACES, "unknown space_type")
         self.owner.indexes[index] = {"field": field, "dim": spec["dimension"], "space": method["space_type"],
-                                     "props": props, "docs": {}}
+                                     "props": props, "docs": {}, "replicas": replicas}
         return {"acknowledged": True, "index": index}
 
     def refresh(self, index: str) -> dict:

@@ -100,14 +100,22 @@ def _api(query, name, ctx):
     return out["statusCode"], json.loads(out["body"]) if out.get("body") else None
 
 
-def test_api(aws_engine, lambda_context):
+def test_api(aws_engine, lambda_context, capsys):
     engine, _, _ = aws_engine
     ingest, summarize, query = load_handler("ingest"), load_handler("summarize"), load_handler("query")
     put_doc(engine)
     ingest.handler(event("s3_put.json"), lambda_context)
     drain(engine, summarize, lambda_context)
+    capsys.readouterr()
     status, body = _api(query, "api_query_valid.json", lambda_context)
     assert status == 200 and body["results"] and "Starglass" in body["results"][0]["text"]
+    emf = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"_aws"' in line]
+    assert emf, "the query handler flushes CloudWatch metrics (EMF)"
+    values = {k: v if isinstance(v, list) else [v] for k, v in emf[-1].items() if k.startswith("Quer")}
+    assert values["Queries"] == [1.0] and values["QueryResults"] == [len(body["results"])]
+    assert values["QueryLatency"][0] >= 0
+    # the query's own model calls: embedding the question (hash embedder: its words)
+    assert body["usage"]["by_kind"]["embed"]["tokens_in"] == values["QueryTokens"][0] > 0
     for name in ("api_query_invalid.json", "api_query_bad_mode.json", "api_query_malformed.json"):
         status, body = _api(query, name, lambda_context)
         assert 400 <= status < 500, (name, status, body)
@@ -118,6 +126,9 @@ def test_api(aws_engine, lambda_context):
     assert status == 404
     status, body = _api(query, "api_stats.json", lambda_context)
     assert status == 200 and body["documents"] == 1 and body["layers"][0]["nodes"] >= 1
+    kinds = body["ledger"]["by_kind"]
+    assert kinds["embed"]["tokens_in"] > 0 and kinds["embed"]["calls"] >= 2  # the chunks, the question
+    assert body["ledger"]["total"]["cost_usd"] == 0.0 and body["ledger"]["unpriced"] == []  # local models
     assert _api(query, "api_health.json", lambda_context) == (200, {"status": "ok"})
 
 

@@ -77,7 +77,8 @@ def test_queues_have_dlqs_timeouts_and_alarms():
             dlqs.add(redrive["deadLetterTargetArn"]["Fn::GetAtt"][0])
     assert dlqs == {"IngestDeadLetterQueue", "SummarizeDeadLetterQueue"}
     assert RES["SummarizeQueue"]["Properties"]["FifoQueue"] is True
-    alarmed = {a["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in of_type("AWS::CloudWatch::Alarm").values()}
+    alarmed = {a["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in of_type("AWS::CloudWatch::Alarm").values()
+               if a["Properties"]["Namespace"] == "AWS/SQS"}
     assert dlqs <= alarmed
 
 
@@ -133,3 +134,155 @@ def test_packaged_index_mapping_is_the_infra_file():
     vector = infra["mappings"]["properties"]["vector"]
     assert infra["settings"]["index"]["knn"] is True and vector["type"] == "knn_vector"
     assert vector["method"]["name"] == "hnsw" and vector["method"]["space_type"] == "innerproduct"
+
+
+# template parameter -> the Settings field its ERAGRAPH_* variable sets
+PARAMETER_SETTINGS = {"SegmentMin": "s_min", "SegmentMax": "s_max", "HyperplaneCount": "n_planes",
+                      "ChunkTokens": "chunk_tokens", "EmbedModelId": "bedrock_embed_model",
+                      "EmbedDimension": "bedrock_embed_dim", "TextModelId": "bedrock_text_model"}
+
+
+def test_template_defaults_are_the_config_defaults():
+    from eragraph.config import Settings
+
+    params, env = TEMPLATE["Parameters"], TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+    defaults = Settings()
+    for param, field in PARAMETER_SETTINGS.items():
+        assert env["ERAGRAPH_" + field.upper()] == {"Ref": param}, (param, field)
+        assert str(params[param]["Default"]) == str(getattr(defaults, field)), (param, field)
+    # the parameters that set a Settings field are exactly the ones listed above, except the
+    # deliberate profile choice: the AWS profile summarizes with Bedrock (config: extractive)
+    set_by_param = {name.removeprefix("ERAGRAPH_").lower() for name, v in env.items()
+                    if isinstance(v, dict) and v.get("Ref") in params}
+    assert set_by_param - set(PARAMETER_SETTINGS.values()) == {"summarizer"}
+
+
+def test_handlers_call_services_never_the_cli():
+    for fn in of_type("AWS::Serverless::Function").values():
+        path = ROOT / fn["Properties"]["CodeUri"] / "app.py"
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                assert node.module != "eragraph.cli" and not (node.module or "").startswith("eragraph.cli."), path
+            if isinstance(node, ast.Import):
+                assert all(a.name != "eragraph.cli" for a in node.names), path
+
+
+def test_opensearch_replicas_follow_the_domain_node_count():
+    param = TEMPLATE["Parameters"]["OpenSearchInstanceCount"]
+    assert RES["SearchDomain"]["Properties"]["ClusterConfig"]["InstanceCount"] == {"Ref": "OpenSearchInstanceCount"}
+    env = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["ERAGRAPH_OPENSEARCH_REPLICAS"]
+    table, _, key = env["Fn::FindInMap"]
+    assert env["Fn::FindInMap"][1] == {"Ref": "OpenSearchInstanceCount"}
+    mapping = TEMPLATE["Mappings"][table]
+    for nodes in param["AllowedValues"]:
+        assert int(mapping[str(nodes)][key]) == int(nodes) - 1  # no replica ever shares a node
+    assert param["Default"] == "1" and mapping["1"][key] == "0"
+    infra = json.loads((ROOT / "infra/opensearch-index.json").read_text())
+    assert infra["settings"]["index"]["number_of_replicas"] == 0  # the default one-node domain
+
+
+def _decorators(path: Path, name: str = "handler") -> set[str]:
+    fn = next(n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef) and n.name == name)
+    return {ast.unparse(d) for d in fn.decorator_list}
+
+
+def test_every_handler_is_traced_and_x_ray_is_on():
+    assert TEMPLATE["Globals"]["Function"]["Tracing"] == "Active"
+    for name, fn in of_type("AWS::Serverless::Function").items():
+        path = ROOT / fn["Properties"]["CodeUri"] / "app.py"
+        decorators = _decorators(path)
+        assert "tracer.capture_lambda_handler" in decorators, name
+        assert "metrics.log_metrics" in decorators, name  # the query handler too
+        from aws_lambda_powertools import Tracer
+        assert isinstance(load_handler(Path(fn["Properties"]["CodeUri"]).name).tracer, Tracer)
+    for role in of_type("AWS::IAM::Role").values():
+        assert any("AWSXRayDaemonWriteAccess" in json.dumps(arn) for arn in role["Properties"]["ManagedPolicyArns"])
+
+
+def _alarms(namespace, metric):
+    return [a["Properties"] for a in of_type("AWS::CloudWatch::Alarm").values()
+            if a["Properties"]["Namespace"] == namespace and a["Properties"]["MetricName"] == metric]
+
+
+def test_every_function_alarms_on_errors_and_throttles():
+    functions = set(of_type("AWS::Serverless::Function"))
+    for metric in ("Errors", "Throttles"):
+        alarms = _alarms("AWS/Lambda", metric)
+        assert {a["Dimensions"][0]["Value"]["Ref"] for a in alarms} == functions, metric
+        for a in alarms:
+            assert a["Dimensions"][0]["Name"] == "FunctionName" and a["Statistic"] == "Sum"
+            assert a["Threshold"] == 0 and a["ComparisonOperator"] == "GreaterThanThreshold"
+            assert a["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+
+
+def test_invariant_violations_alarm_watches_the_metric_reindex_emits():
+    from eragraph.services import reindex
+    from support import make_engine, synthetic_docs
+
+    engine = make_engine()
+    from eragraph.services.ingest import ingest
+    from eragraph.services.resummarize import drain
+    ingest(engine, synthetic_docs(12))
+    drain(engine)
+    emitted = reindex.run(engine, stuck_after=0)["metrics"]
+    assert "InvariantViolations" in emitted  # the reindex handler publishes every one of these
+    [alarm] = _alarms(TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_METRICS_NAMESPACE"],
+                      "InvariantViolations")
+    service = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"]
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": service}]  # powertools' default dimension
+    assert alarm["Threshold"] == 0 and alarm["ComparisonOperator"] == "GreaterThanThreshold"
+    assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+
+
+def test_every_function_logs_to_a_log_group_with_retention():
+    groups = of_type("AWS::Logs::LogGroup")
+    for name, fn in of_type("AWS::Serverless::Function").items():
+        ref = fn["Properties"]["LoggingConfig"]["LogGroup"]["Ref"]
+        group = groups[ref]["Properties"]
+        assert group["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+        # the group Lambda would create by itself, so logs never land in one without retention
+        assert group["LogGroupName"]["Fn::Sub"] == "/aws/lambda/" + fn["Properties"]["FunctionName"]["Fn::Sub"]
+    assert TEMPLATE["Parameters"]["LogRetentionDays"]["Default"] in TEMPLATE["Parameters"]["LogRetentionDays"]["AllowedValues"]
+
+
+def _transformed():
+    """The template after the SAM transform (what CloudFormation deploys)."""
+    import copy
+    import os
+
+    from samtranslator.translator.transform import transform
+
+    class NoManagedPolicies:
+        def load(self):
+            return {}
+
+    template = copy.deepcopy(TEMPLATE)
+    for res in template["Resources"].values():
+        for key in ("CodeUri", "ContentUri"):
+            if key in res.get("Properties", {}):
+                res["Properties"][key] = "s3://bucket/key"
+    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    return transform(template, {}, NoManagedPolicies())["Resources"]
+
+
+def test_failed_scheduled_reindex_lands_in_a_queue_with_an_alarm():
+    resources = _transformed()
+    invoke = resources["ReindexFunctionEventInvokeConfig"]["Properties"]
+    assert invoke["FunctionName"] == {"Ref": "ReindexFunction"}
+    queue = invoke["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0]
+    assert resources[queue]["Type"] == "AWS::SQS::Queue"
+    [rule] = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Events::Rule"]
+    [target] = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["ReindexFunction", "Arn"]}
+    assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": [queue, "Arn"]} and target["RetryPolicy"]
+    # EventBridge may send to the queue only for this rule; the function's role may send to it
+    [policy] = [p["Properties"] for p in resources.values() if p["Type"] == "AWS::SQS::QueuePolicy"
+                and p["Properties"]["Queues"] == [{"Ref": queue}]]
+    [st] = policy["PolicyDocument"]["Statement"]
+    assert st["Principal"] == {"Service": "events.amazonaws.com"} and st["Action"] == "sqs:SendMessage"
+    rule_arn = st["Condition"]["ArnEquals"]["aws:SourceArn"]["Fn::Sub"]
+    assert rule_arn.endswith(":rule/" + rule["Name"]["Fn::Sub"])
+    role = json.dumps(RES["ReindexRole"]["Properties"]["Policies"])
+    assert json.dumps({"Fn::GetAtt": [queue, "Arn"]}) in role
+    alarmed = {a["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in _alarms("AWS/SQS", "ApproximateNumberOfMessagesVisible")}
+    assert queue in alarmed

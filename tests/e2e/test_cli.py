@@ -74,8 +74,8 @@ def test_ingest_reports_each_bad_file_and_keeps_the_rest(env, capsys):
     assert stats["documents"] == 9
     layer0 = next(row for row in stats["layers"] if row["layer"] == 0)
     assert layer0["nodes"] == out["chunks_added"]
-    assert int(stats["ledger"]["summarize"]["calls"]) == out["summarize_calls"]
-    assert int(stats["ledger"]["summarize"]["tokens_in"]) == out["tokens_in"]
+    assert int(stats["ledger"]["by_kind"]["summarize"]["calls"]) == out["summarize_calls"]
+    assert int(stats["ledger"]["by_kind"]["summarize"]["tokens_in"]) == out["tokens_in"]
     assert stats["vectors"] == sum(row["nodes"] for row in stats["layers"])
 
     # nothing was lost: fixing a file and ingesting again adds just it
@@ -134,3 +134,34 @@ def test_rebuild_builds_the_same_graph_from_scratch(env, capsys):
     _, a, _ = run(capsys, "stats", "--store", str(store), "--json")
     _, b, _ = run(capsys, "stats", "--store", str(rebuilt), "--json")
     assert a["layers"] == b["layers"]
+
+
+def test_stats_and_query_show_tokens_and_cost(env, capsys, monkeypatch):
+    docs, store = env / "docs", env / "store"
+    write_docs(docs)
+    # price the model-free embedder and summarizer like Bedrock models, to see dollars
+    monkeypatch.setenv("ERAGRAPH_PRICES", '{"hashing-bow-v1": [0.02, 0], "extractive-tfidf-v1": [0.25, 1.25]}')
+    _, out, _ = run(capsys, "ingest", str(docs), "--store", str(store), "--json", "--quiet")
+    _, stats, _ = run(capsys, "stats", "--store", str(store), "--json")
+    ledger = stats["ledger"]
+    rows = {(r["kind"], r["model"]): r for r in ledger["calls"]}
+    assert set(rows) == {("embed", "hashing-bow-v1@256"), ("summarize", "extractive-tfidf-v1")}
+    embed, summ = rows[("embed", "hashing-bow-v1@256")], rows[("summarize", "extractive-tfidf-v1")]
+    assert embed["tokens_in"] > 0 and embed["tokens_out"] == 0 and embed["calls"] >= 1
+    assert summ["tokens_in"] == out["tokens_in"] and summ["calls"] == out["summarize_calls"]
+    assert embed["cost_usd"] == pytest.approx(embed["tokens_in"] * 0.02 / 1e6)
+    assert summ["cost_usd"] == pytest.approx((summ["tokens_in"] * 0.25 + summ["tokens_out"] * 1.25) / 1e6)
+    assert ledger["total"]["cost_usd"] == pytest.approx(embed["cost_usd"] + summ["cost_usd"])
+    assert ledger["unpriced"] == []
+    main(["stats", "--store", str(store)])
+    human = capsys.readouterr().out
+    assert "embed (hashing-bow-v1@256)" in human and "total:" in human and "$" in human
+
+    question = "Vistula Warsaw river"
+    _, res, _ = run(capsys, "query", question, "--store", str(store), "--json")
+    [call] = res["usage"]["calls"]
+    assert (call["kind"], call["model"], call["calls"]) == ("embed", "hashing-bow-v1@256", 1)
+    assert call["tokens_in"] == 3 and res["usage"]["total"]["cost_usd"] == pytest.approx(3 * 0.02 / 1e6)
+    _, after, _ = run(capsys, "stats", "--store", str(store), "--json")
+    grown = {(r["kind"], r["model"]): r for r in after["ledger"]["calls"]}[("embed", "hashing-bow-v1@256")]
+    assert grown["tokens_in"] == embed["tokens_in"] + 3 and grown["calls"] == embed["calls"] + 1

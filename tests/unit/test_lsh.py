@@ -85,6 +85,23 @@ def test_check_embedder_refuses_other_identity_or_dim():
         check_embedder(config, "minilm", 256)
 
 
+def test_check_embedder_weights_digest():
+    from eragraph.domain.lsh import WEIGHTS_TAG
+
+    a, b = f"minilm{WEIGHTS_TAG}aaaa", f"minilm{WEIGHTS_TAG}bbbb"
+    tagged = draw_hyperplanes(a, 8, 4, 1)
+    check_embedder(tagged, a, 8)
+    with pytest.raises(EmbedderMismatchError, match="bbbb"):
+        check_embedder(tagged, b, 8)  # same model name, other weights
+    with pytest.raises(EmbedderMismatchError):
+        check_embedder(tagged, "minilm", 8)  # cannot name its weights
+    legacy = draw_hyperplanes("minilm", 8, 4, 1)  # recorded before weights digests existed
+    check_embedder(legacy, a, 8)
+    check_embedder(legacy, b, 8)
+    with pytest.raises(EmbedderMismatchError):
+        check_embedder(legacy, f"titan{WEIGHTS_TAG}aaaa", 8)
+
+
 def test_hamming():
     assert hamming(0b1011, 0b1011) == 0
     assert hamming(0b1011, 0b0010) == 2

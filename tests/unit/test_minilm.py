@@ -13,11 +13,38 @@ def test_construction_is_lazy_and_cheap():
     emb, tok = MiniLMEmbedder(), MiniLMTokenizer()
     assert emb._model is None and tok._tok is None
     assert isinstance(emb, Embedder) and isinstance(tok, Tokenizer)
-    assert emb.identity == "sentence-transformers/all-MiniLM-L6-v2" and emb.dim == 384
+    assert emb.dim == 384
     assert emb.embed([]).shape == (0, 384)
     assert emb._model is None  # an empty batch loads nothing
     with pytest.raises(ValueError):
         MiniLMEmbedder(batch_size=0)
+
+
+def test_identity_names_the_model_and_a_digest_of_its_weights(tmp_path):
+    import hashlib
+
+    from eragraph.domain.lsh import WEIGHTS_TAG
+    from eragraph.providers.minilm import default_model_path, weights_digest
+
+    emb = MiniLMEmbedder()
+    name, tag, digest = emb.identity.partition(WEIGHTS_TAG)
+    assert name == "sentence-transformers/all-MiniLM-L6-v2" and tag and len(digest) == 16
+    assert emb._model is None  # hashing the weights does not load the model
+    weights = default_model_path() / "model.safetensors"
+    expected = hashlib.sha256(b"model.safetensors\x00" + weights.read_bytes()).hexdigest()
+    assert digest == expected[:16] == weights_digest(default_model_path())[:16]
+    # other weights (a copy of the model folder with one byte changed) give another identity
+    other = tmp_path / "model"
+    other.mkdir()
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    (other / "model.safetensors").write_bytes(bytes(data))
+    changed = MiniLMEmbedder(model_path=other).identity
+    assert changed.partition(WEIGHTS_TAG)[0] == name and changed != emb.identity
+    (other / "model.safetensors").write_bytes(weights.read_bytes())  # the same bytes again
+    assert MiniLMEmbedder(model_path=other).identity == emb.identity
+    with pytest.raises(FileNotFoundError):
+        weights_digest(tmp_path)
 
 
 @pytest.fixture(scope="module")

@@ -77,6 +77,18 @@ def test_biased_proportions(engine, mode, p, leaves, summaries):
     assert sum(r.layer > 0 for r in res) == summaries
 
 
+def test_token_budget_setting_is_the_default_budget(engine):
+    from dataclasses import replace
+
+    unlimited = query(engine, Q, mode="collapsed", k=20, budget=10**6).results
+    assert tokens(engine, unlimited) > 150  # the default budget below would cut this list
+    engine_small = replace(engine, settings=engine.settings.with_overrides(token_budget=150))
+    default = query(engine_small, Q, mode="collapsed", k=20).results
+    explicit = query(engine, Q, mode="collapsed", k=20, budget=150).results
+    assert [r.id for r in default] == [r.id for r in explicit]
+    assert 0 < tokens(engine, default) <= 150 and len(default) < len(unlimited)
+
+
 def test_biased_uses_settings_p_by_default(engine):
     res = query(engine, Q, mode="summarized", k=5).results  # bias_p 0.6 -> 3 summaries
     assert sum(r.layer > 0 for r in res) == 3
@@ -138,7 +150,9 @@ def test_generator_receives_the_packed_evidence_and_is_ledgered():
     (question, evidence), = e.generator.calls
     assert question == Q and [i for i, _ in evidence] == [r.id for r in resp.results]
     assert resp.answer == f"see [{resp.results[0].id}]" and resp.cited_ids == [resp.results[0].id]
-    assert e.graph.ledger()["generate"]["calls"] == 1
+    assert e.graph.ledger()["generate|echo"] == {"calls": 1, "tokens_in": 11, "tokens_out": 3,
+                                                 "seconds": pytest.approx(0.0, abs=1.0)}
+    assert resp.usage["by_kind"]["generate"]["tokens_in"] == 11 and resp.usage["unpriced"] == ["echo"]
     assert query(e, Q).answer is None  # no answer unless asked
 
 

@@ -83,6 +83,7 @@ def run_in(store: Path, args: Any) -> dict:
     summary_texts = [nodes[i].text for i in refs if i in nodes and nodes[i].layer > 0]
     embedded_texts = chunk_texts + summary_texts
     inner = engine.embedder._inner
+    inner = getattr(inner, "inner", inner)  # the model itself, not its cost-ledger meter
     embed_alone = standalone(inner.embed, embedded_texts, max(settings.embed_batch, 1) * 4)
     ner_alone = standalone(extractor.extract, chunk_texts, 64) if extractor is not None else None
     close_engine(engine)

@@ -8,6 +8,8 @@ the SAM template sets on every function:
     ERAGRAPH_OPENSEARCH_INDEX      index name (default ``eragraph-nodes``)
     ERAGRAPH_OPENSEARCH_ENTITY_INDEX  index of entity-name (and sentence) vectors
                                    (default ``eragraph-entities``)
+    ERAGRAPH_OPENSEARCH_REPLICAS   replicas of a newly created index: data nodes - 1
+                                   (the template derives it from the domain's node count)
     AWS_REGION                     set by Lambda itself
     ERAGRAPH_AWS_ENDPOINT_URL      optional: one endpoint for S3/SQS/DynamoDB (a local cloud)
     ERAGRAPH_OPENSEARCH_SERVICE    optional: ``es`` (domain, default) or ``aoss`` (serverless)
@@ -84,13 +86,14 @@ def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, 
         from ..providers.hashing import RegexTokenizer
 
         tokenizer = RegexTokenizer()
-    embedder = make_embedder(settings, None)
+    embedder = make_embedder(settings, None, graph)
     if opensearch_client is None:
         _require(env, "ERAGRAPH_OPENSEARCH_ENDPOINT")
         opensearch_client = make_client(env["ERAGRAPH_OPENSEARCH_ENDPOINT"], region,
                                         env.get("ERAGRAPH_OPENSEARCH_SERVICE") or "es")
+    replicas = int(env["ERAGRAPH_OPENSEARCH_REPLICAS"]) if env.get("ERAGRAPH_OPENSEARCH_REPLICAS") else None
     vectors = OpenSearchVectorIndex(opensearch_client, env.get("ERAGRAPH_OPENSEARCH_INDEX") or DEFAULT_INDEX,
-                                    embedder.dim, refresh=refresh)
+                                    embedder.dim, refresh=refresh, replicas=replicas)
     engine = Engine(
         settings=settings,
         graph=graph,
@@ -105,7 +108,7 @@ def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, 
     engine.extras["entity_store"] = DynamoEntityStore(env["ERAGRAPH_TABLE"], models=graph.models)
     engine.extras["entity_vectors"] = OpenSearchVectorIndex(
         opensearch_client, env.get("ERAGRAPH_OPENSEARCH_ENTITY_INDEX") or DEFAULT_ENTITY_INDEX, embedder.dim,
-        refresh=refresh)
+        refresh=refresh, replicas=replicas)
     install_extensions(engine)
     return engine
 

@@ -26,7 +26,7 @@ def build_local_engine(store: Path, settings: Settings) -> Engine:
     graph = SqliteGraphStore(store / "graph.sqlite")
     settings = open_settings(graph, settings)
     tokenizer = make_tokenizer(settings)
-    embedder = make_embedder(settings, store / "embeddings.sqlite")
+    embedder = make_embedder(settings, store / "embeddings.sqlite", graph)
     engine = Engine(
         settings=settings,
         graph=graph,
@@ -48,7 +48,7 @@ def build_memory_engine(settings: Settings) -> Engine:
     graph = MemoryGraphStore()
     settings = open_settings(graph, settings)
     tokenizer = make_tokenizer(settings)
-    embedder = make_embedder(settings, None)
+    embedder = make_embedder(settings, None, graph)
     engine = Engine(settings=settings, graph=graph, vectors=MemoryVectorIndex(), queue=MemoryQueue(),
                     embedder=embedder, tokenizer=tokenizer,
                     summarizer=make_summarizer(settings, tokenizer), blobs=MemoryBlobStore(),

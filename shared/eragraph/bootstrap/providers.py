@@ -5,7 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Settings
-from ..ports import Embedder, Generator, Summarizer, Tokenizer
+from ..ports import Embedder, Generator, GraphStore, Summarizer, Tokenizer
+
+MINILM_READS = 254  # word pieces MiniLM reads from one text (256 with [CLS]/[SEP])
 
 
 def make_tokenizer(settings: Settings) -> Tokenizer:
@@ -20,7 +22,25 @@ def make_tokenizer(settings: Settings) -> Tokenizer:
     return MiniLMTokenizer()
 
 
-def make_embedder(settings: Settings, cache_path: Path | None) -> Embedder:
+def embed_token_counter(settings: Settings):
+    """How the cost ledger counts an embedder's input tokens (services.cost): None when the model
+    reports its own counts (Bedrock Titan), else a function of the texts sent to it."""
+    if settings.embedder == "hash":
+        from ..providers.hashing import RegexTokenizer
+
+        words = RegexTokenizer()
+        return lambda texts: sum(words.count(t) for t in texts)
+    if settings.embedder == "minilm":
+        from ..providers.minilm import MiniLMTokenizer
+
+        pieces = MiniLMTokenizer()
+        return lambda texts: sum(min(n, MINILM_READS) for n in pieces.count_many(list(texts)))
+    return None
+
+
+def make_embedder(settings: Settings, cache_path: Path | None, ledger: GraphStore | None = None) -> Embedder:
+    """The configured embedder; with ``ledger``, every call to the model (cache misses only) is
+    recorded in that graph store's cost ledger."""
     if settings.embedder == "hash":
         from ..providers.hashing import HashingEmbedder
 
@@ -35,6 +55,10 @@ def make_embedder(settings: Settings, cache_path: Path | None) -> Embedder:
         inner = BedrockEmbedder(model_id=settings.bedrock_embed_model, dim=settings.bedrock_embed_dim)
     else:
         raise ValueError(f"unknown embedder {settings.embedder!r} (minilm, bedrock, hash)")
+    if ledger is not None:
+        from ..services.cost import MeteredEmbedder
+
+        inner = MeteredEmbedder(inner, ledger, embed_token_counter(settings))
     if not settings.embed_cache:
         return inner
     from ..providers.embed_cache import CachedEmbedder, MemoryEmbeddingCache, SqliteEmbeddingCache

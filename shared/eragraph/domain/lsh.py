@@ -24,9 +24,27 @@ def draw_hyperplanes(embedder_id: str, dim: int, n_planes: int, seed: int) -> Ls
     )
 
 
+# An embedder identity may end in WEIGHTS_TAG + a digest of the model's weight files
+# (providers.minilm): the same model name with other weights is another embedder.
+WEIGHTS_TAG = "#weights-sha256:"
+
+
+def same_embedder(stored_id: str, embedder_id: str) -> bool:
+    """Whether vectors of ``embedder_id`` may go into a store recorded with ``stored_id``.
+    Equal identities match. A stored identity without a weights digest (a store created before
+    digests were recorded) matches the same model name with any digest: nothing recorded says
+    which weights built it, and refusing would make every such store unreadable. A stored
+    digest must match exactly, and an embedder that cannot name its weights does not match it."""
+    if stored_id == embedder_id:
+        return True
+    stored_name, tagged, _ = stored_id.partition(WEIGHTS_TAG)
+    name, _, _ = embedder_id.partition(WEIGHTS_TAG)
+    return not tagged and stored_name == name
+
+
 def check_embedder(config: LshConfig, embedder_id: str, dim: int) -> None:
-    """Refuse to hash vectors of another embedder into a store built with this one."""
-    if config.embedder_id != embedder_id or config.dim != dim:
+    """Refuse to hash vectors of another embedder (or other weights) into a store built with this one."""
+    if not same_embedder(config.embedder_id, embedder_id) or config.dim != dim:
         raise EmbedderMismatchError(
             f"this store was built with embedder {config.embedder_id!r} (dim {config.dim}); "
             f"refusing {embedder_id!r} (dim {dim}). Use the same embedder or a new store."

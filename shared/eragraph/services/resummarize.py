@@ -34,6 +34,7 @@ from ..domain.model import ConflictError, EragraphError, Node, NodeRef, RegionCh
 from ..domain.partition import partition, should_summarize
 from ..domain.scoped import Region, cut_region, plan_regions, whole_layer
 from ..ports import RevisingSummarizer
+from . import cost
 from .announce import announce, clear_dirty, mark_dirty
 from .engine import Engine
 from .reports import ChangeReport
@@ -167,7 +168,8 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
             else:
                 result = engine.summarizer.summarize([c.text for c in members], engine.settings.summary_tokens)
             seconds = time.perf_counter() - started
-            engine.graph.add_ledger("summarize", 1, result.tokens_in, result.tokens_out, seconds)
+            cost.record(engine.graph, "summarize", engine.summarizer.identity, result.tokens_in,
+                        result.tokens_out, seconds)
             report.cost.summarize_calls += 1
             report.cost.tokens_in += result.tokens_in
             report.cost.tokens_out += result.tokens_out

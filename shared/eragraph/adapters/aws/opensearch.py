@@ -2,7 +2,8 @@
 
 The index is created on first use from ``infra/opensearch-index.json`` (a copy ships inside the
 package as ``index_mapping.json`` so the Lambda layer carries it), with the vector dimension
-replaced by the embedder's. Vectors are normalized, so the space is ``innerproduct`` (HNSW,
+replaced by the embedder's and the replica count by the deployment's (one replica per extra data
+node: a replica on a one-node domain can never be assigned and leaves the index yellow). Vectors are normalized, so the space is ``innerproduct`` (HNSW,
 faiss engine, which supports filtered k-NN). OpenSearch turns an inner product ``ip`` into a
 score ``ip + 1`` when ``ip >= 0`` and ``1 / (1 - ip)`` otherwise; ``search`` maps it back so
 hits carry the same inner product as every other VectorIndex.
@@ -33,10 +34,15 @@ TIE_WINDOW = 50
 MAX_K = 10000
 
 
-def index_body(dim: int) -> dict[str, Any]:
+def index_body(dim: int, replicas: int | None = None) -> dict[str, Any]:
+    """The index mapping for ``dim``-dimensional vectors; ``replicas`` (None: the file's)."""
     body = json.loads(resources.files(__package__).joinpath("index_mapping.json").read_text())
     body = copy.deepcopy(body)
     body["mappings"]["properties"]["vector"]["dimension"] = int(dim)
+    if replicas is not None:
+        if int(replicas) < 0:
+            raise ValueError(f"replicas must be >= 0, not {replicas}")
+        body["settings"]["index"]["number_of_replicas"] = int(replicas)
     return body
 
 
@@ -62,10 +68,12 @@ class BulkError(RuntimeError):
 
 
 class OpenSearchVectorIndex:
-    def __init__(self, client: Any, index: str, dim: int, refresh: bool | str = False) -> None:
+    def __init__(self, client: Any, index: str, dim: int, refresh: bool | str = False,
+                 replicas: int | None = None) -> None:
         self.client = client
         self.index = index
         self.dim = dim
+        self.replicas = replicas  # for a new index; None keeps the mapping file's
         self.refresh = refresh  # tests use True; Lambda leaves near-real-time refresh on
         self._ready = False
 
@@ -74,7 +82,7 @@ class OpenSearchVectorIndex:
             return
         if not self.client.indices.exists(index=self.index):
             try:
-                self.client.indices.create(index=self.index, body=index_body(self.dim))
+                self.client.indices.create(index=self.index, body=index_body(self.dim, self.replicas))
             except Exception as exc:  # a concurrent creator won
                 if "resource_already_exists_exception" not in str(exc):
                     raise

@@ -1,0 +1,32 @@
+"""Store statistics: documents, layers and segments, settings, vectors, the cost ledger (every
+model call by kind and model, priced: services.cost). One service that the CLI (`eragraph
+stats`) and the query API (GET /stats) both call."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import cost
+from .engine import Engine
+
+
+def stats(engine: Engine) -> dict[str, Any]:
+    s = engine.settings
+    layers = []
+    for layer, count in engine.graph.layer_sizes().items():
+        segs = engine.graph.get_segments(layer)
+        lens = [len(x.members) for x in segs]
+        layers.append({"layer": layer, "nodes": count, "segments": len(segs),
+                       "smallest_segment": min(lens) if lens else None,
+                       "largest_segment": max(lens) if lens else None})
+    lsh = engine.graph.get_lsh()
+    return {
+        "documents": len(engine.graph.list_documents()),
+        "layers": layers,
+        "s_min": s.s_min, "s_max": s.s_max, "n_planes": s.n_planes, "max_layers": s.max_layers,
+        "chunk_tokens": s.chunk_tokens, "chunk_overlap": s.chunk_overlap,
+        "embedder": lsh.embedder_id if lsh else None,
+        "vectors": engine.vectors.count(),
+        "ledger": cost.ledger_report(engine.graph, s.price_table()),
+        "dirty_layers": [int(k.split(":")[1]) for k in engine.graph.meta_keys("dirty:")],
+    }
