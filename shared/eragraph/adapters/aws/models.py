@@ -7,6 +7,7 @@ One table, generic key attributes, item kinds told apart by their keys:
     META                LSH             the hyperplanes (written once, conditionally)
     LEDGER              KIND#<kind>     cost ledger counters (atomic ADD)
     DOC#<doc_id>        DOC             a document;       GSI2 BySource: SRC#<source> / <doc_id>
+                                        (a tombstone: status "deleted", no chunks, no GSI2 keys)
     NODE#<node_id>      NODE            a graph node;     GSI1 ByLayer:  LAYER#<layer> / <node_id>
     SEGS#<layer>        SEG#<seg_id>    a segment of a layer
     SEGS#<layer>        VERSION         the layer's segment version (the optimistic lock)
@@ -103,6 +104,7 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         chunk_ids = ListAttribute(of=UnicodeAttribute, null=True)
         status = UnicodeAttribute(null=True)
         meta = UnicodeAttribute(null=True)
+        doc_version = UnicodeAttribute(null=True)  # the S3 sequencer that wrote the document
         # NODE
         layer = NumberAttribute(null=True)
         text = UnicodeAttribute(null=True)
