@@ -16,6 +16,8 @@ One table, generic key attributes, item kinds told apart by their keys:
     ENT#<entity>        SENT#<sentence> a mention (the sentence mentions the entity)
     ENT#<entity>        COOC#<entity2>  co-occurrence: ``weight`` = sentences mentioning both (atomic ADD)
     CHUNK#<chunk>       ENTITIES        a chunk's sentences and their entities (JSON ``value``)
+    CHUNK#<chunk>       PENDING         an add in progress: its record and token (JSON ``value``)
+    CHUNK#<chunk>       PART#<k>        marker: part k of the chunk's counter updates is applied
     META                ENTITY#GEN      the entity graph's generation (``version``, atomic ADD)
     META                ENTITY#COUNT    the number of entities (``version``, atomic ADD)
 
@@ -120,5 +122,6 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         # ENT: total occurrences over live chunks; postings and co-occurrences: their count
         freq = NumberAttribute(null=True)
         weight = NumberAttribute(null=True)
+        born = UnicodeAttribute(null=True)  # ENT: the token of the add that created the entity
 
     return TableModels(item=GraphItem, by_layer=GraphItem.by_layer, by_source=GraphItem.by_source)
