@@ -57,10 +57,17 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from pynamodb.constants import UPDATED_OLD
-from pynamodb.exceptions import DeleteError, TransactWriteError
+from pynamodb.exceptions import DeleteError, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
-from ...ports_entity import ChunkEntities, EntityMatrices, Sentence, SentenceMentions, build_matrices
+from ...ports_entity import (
+    ChunkEntities,
+    EntityMatrices,
+    Sentence,
+    SentenceMentions,
+    build_matrices,
+    chunk_of_sentence,
+)
 from .dynamodb import BATCH_GET, _is_condition_failure
 from .models import TableModels, build_models
 
@@ -79,8 +86,16 @@ PART_SIZE = 99  # counter updates per transaction, beside the part's marker (lim
 TX_ATTEMPTS = 10
 
 
+RECORD_FORMAT = 2  # records written with per-part markers; older records (no "v") applied all parts
+
+
 def _chunk_to_json(chunk: ChunkEntities) -> str:
-    return json.dumps({"s": [[s.text, list(s.entities)] for s in chunk.sentences]}, ensure_ascii=False)
+    return json.dumps({"v": RECORD_FORMAT, "s": [[s.text, list(s.entities)] for s in chunk.sentences]},
+                      ensure_ascii=False)
+
+
+def _is_legacy(raw: str) -> bool:
+    return json.loads(raw).get("v") != RECORD_FORMAT
 
 
 def _chunk_from_json(chunk_id: str, raw: str) -> ChunkEntities:
@@ -253,7 +268,17 @@ class DynamoEntityStore:
         self.Item(PK=f"{CHUNK}{cid}", SK=PENDING).delete()
         return new
 
-    def _remove_one(self, cid: str, chunk: ChunkEntities) -> list[str]:
+    def _upgrade(self, cid: str, chunk: ChunkEntities) -> None:
+        """A record written before part markers existed had all its counters applied: give it
+        its markers, then mark the record as having them (a crash in between repeats this)."""
+        with self.Item.batch_write() as batch:
+            for k in range(len(_parts(chunk))):
+                batch.save(self.Item(PK=f"{CHUNK}{cid}", SK=f"{PART}{k}"))
+        self.Item(PK=f"{CHUNK}{cid}", SK="ENTITIES", value=_chunk_to_json(chunk)).save()
+
+    def _remove_one(self, cid: str, chunk: ChunkEntities, legacy: bool = False) -> list[str]:
+        if legacy:
+            self._upgrade(cid, chunk)
         for k, part in enumerate(_parts(chunk)):
             self._apply_part(cid, k, part, -1)
         gone = self._deaths(sorted(chunk.counts()))
@@ -272,29 +297,31 @@ class DynamoEntityStore:
             batch.delete(self.Item(PK=f"{CHUNK}{cid}", SK=PENDING))
         return gone
 
-    def _state(self, chunk_ids: Iterable[str]) -> tuple[dict[str, ChunkEntities], dict[str, dict]]:
-        """(complete records, pending adds) of the chunks."""
+    def _state(self, chunk_ids: Iterable[str]) -> tuple[dict[str, ChunkEntities], dict[str, dict], set[str]]:
+        """(complete records, pending adds, chunks whose record predates part markers)."""
         keys = [(f"{CHUNK}{c}", sk) for c in dict.fromkeys(chunk_ids) for sk in ("ENTITIES", PENDING)]
-        records, pending = {}, {}
+        records, pending, legacy = {}, {}, set()
         for i in self._batch_get(keys):
             cid = i.PK[len(CHUNK):]
             if i.SK == "ENTITIES":
                 records[cid] = _chunk_from_json(cid, i.value)
+                if _is_legacy(i.value):
+                    legacy.add(cid)
             else:
                 data = json.loads(i.value)
                 pending[cid] = {"token": data["token"], "record": _chunk_from_json(cid, data["record"])}
-        return records, pending
+        return records, pending, legacy
 
     def add_chunks(self, chunks: Sequence[ChunkEntities]) -> list[str]:
         if not chunks:
             return []
         unique = list({c.chunk_id: c for c in chunks}.values())
-        records, pending = self._state(c.chunk_id for c in unique)
+        records, pending, legacy = self._state(c.chunk_id for c in unique)
         tokens: dict[str, str] = {}
         for chunk in unique:  # first take away what the chunks replace, as in the memory store
             cid = chunk.chunk_id
             if cid in records:  # a complete earlier record
-                self._remove_one(cid, records[cid])
+                self._remove_one(cid, records[cid], cid in legacy)
             elif cid in pending:
                 if pending[cid]["record"] == chunk:  # the same add died: resume it
                     tokens[cid] = pending[cid]["token"]
@@ -309,14 +336,14 @@ class DynamoEntityStore:
         return new
 
     def remove_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
-        records, pending = self._state(chunk_ids)
+        records, pending, legacy = self._state(chunk_ids)
         for cid, p in pending.items():
             records.setdefault(cid, p["record"])
         if not records:
             return []
         gone: list[str] = []
         for cid, chunk in records.items():
-            gone += [e for e in self._remove_one(cid, chunk) if e not in gone]
+            gone += [e for e in self._remove_one(cid, chunk, cid in legacy) if e not in gone]
         self._bump_generation()
         return gone
 
@@ -393,6 +420,105 @@ class DynamoEntityStore:
         items = self.Item.scan(self.Item.PK.startswith(CHUNK) & (self.Item.SK == "ENTITIES"),
                                consistent_read=True, attributes_to_get=["PK", "SK"])
         return {i.PK[len(CHUNK):] for i in items}
+
+    def repair_counts(self) -> dict[str, int]:
+        """Recount every entity item from the chunk records and rewrite what drifted (two
+        Scans: reindex only). A chunk's counters are the parts its markers say were applied
+        (all parts of a complete record), so an add that died mid-way and will be resumed or
+        rolled back is counted as far as it got. Counters are rewritten conditionally on the
+        value the scan saw (a concurrent change wins; the next reindex looks again); the
+        postings and mentions of chunks with an add in progress are left alone. Returns the
+        number of items fixed per kind."""
+        Item = self.Item
+        seen_ent, seen_post, seen_ment, seen_cooc = {}, {}, set(), {}
+        for item in Item.scan(Item.PK.startswith(ENT), consistent_read=True):  # counters first
+            e, sk = item.PK[len(ENT):], item.SK
+            if sk == "ENT":
+                seen_ent[e] = item
+            elif sk.startswith(CHUNK):
+                seen_post[(e, sk[len(CHUNK):])] = int(item.weight or 0)
+            elif sk.startswith(SENT):
+                seen_ment.add((e, sk[len(SENT):]))
+            elif sk.startswith(COOC):
+                seen_cooc[(e, sk[len(COOC):])] = int(item.weight or 0)
+        complete, pending, markers, legacy = {}, {}, {}, set()
+        for item in Item.scan(Item.PK.startswith(CHUNK), consistent_read=True):
+            cid = item.PK[len(CHUNK):]
+            if item.SK == "ENTITIES":
+                complete[cid] = _chunk_from_json(cid, item.value)
+                if _is_legacy(item.value):
+                    legacy.add(cid)
+            elif item.SK == PENDING:
+                pending[cid] = _chunk_from_json(cid, json.loads(item.value)["record"])
+            elif item.SK.startswith(PART):
+                markers.setdefault(cid, set()).add(int(item.SK[len(PART):]))
+        fixed = {"markers": 0, "postings": 0, "mentions": 0, "cooccurrence": 0, "frequencies": 0, "count": 0}
+        for cid in sorted(legacy):
+            self._upgrade(cid, complete[cid])
+            fixed["markers"] += 1
+        want: dict[tuple[str, str], int] = {}
+        want_post, want_ment, busy = {}, set(), set()
+        for cid, chunk in list(complete.items()) + [(c, r) for c, r in pending.items() if c not in complete]:
+            applied = markers.get(cid, set()) if cid in pending and cid not in complete else None
+            for k, part in enumerate(_parts(chunk)):
+                if applied is None or k in applied:
+                    for pk, sk, _, delta in part:
+                        want[(pk, sk)] = want.get((pk, sk), 0) + delta
+            if cid in pending and cid not in complete:
+                busy.add(cid)
+                continue
+            for item in self._own_items(cid, chunk):
+                if item.SK.startswith(CHUNK):
+                    want_post[(item.PK[len(ENT):], cid)] = int(item.weight)
+                else:
+                    want_ment.add((item.PK[len(ENT):], item.SK[len(SENT):]))
+        with Item.batch_write() as batch:
+            for (e, cid), n in want_post.items():
+                if seen_post.get((e, cid)) != n:
+                    batch.save(Item(PK=f"{ENT}{e}", SK=f"{CHUNK}{cid}", weight=n))
+                    fixed["postings"] += 1
+            for (e, cid) in seen_post:
+                if (e, cid) not in want_post and cid not in busy:
+                    batch.delete(Item(PK=f"{ENT}{e}", SK=f"{CHUNK}{cid}"))
+                    fixed["postings"] += 1
+            for e, sid in want_ment - seen_ment:
+                batch.save(Item(PK=f"{ENT}{e}", SK=f"{SENT}{sid}"))
+                fixed["mentions"] += 1
+            for e, sid in seen_ment - want_ment:
+                if chunk_of_sentence(sid) not in busy:
+                    batch.delete(Item(PK=f"{ENT}{e}", SK=f"{SENT}{sid}"))
+                    fixed["mentions"] += 1
+        seen = {(f"{ENT}{e}", "ENT"): (int(i.freq) if i.freq is not None else None) for e, i in seen_ent.items()}
+        seen.update({(f"{ENT}{a}", f"{COOC}{b}"): w for (a, b), w in seen_cooc.items()})
+        for key in sorted(set(want) | set(seen)):
+            target, observed = want.get(key, 0), seen.get(key)
+            if observed == target or (observed is None and target <= 0):
+                continue
+            kind = "frequencies" if key[1] == "ENT" else "cooccurrence"
+            attr = Item.freq if kind == "frequencies" else Item.weight
+            condition = attr.does_not_exist() if observed is None else (attr == observed)
+            try:
+                if target > 0:
+                    actions = [attr.set(target)]
+                    if kind == "frequencies" and (observed is None or seen_ent[key[0][len(ENT):]].born is None):
+                        actions.append(Item.born.set("repair"))
+                    Item(PK=key[0], SK=key[1]).update(actions=actions, condition=condition)
+                else:
+                    Item(PK=key[0], SK=key[1]).delete(condition=condition)
+                fixed[kind] += 1
+            except (UpdateError, DeleteError) as exc:
+                if not _is_condition_failure(exc):
+                    raise
+        for e, item in seen_ent.items():  # entities written before births were recorded
+            if item.born is None and want.get((f"{ENT}{e}", "ENT"), 0) > 0:
+                Item(PK=f"{ENT}{e}", SK="ENT").update(actions=[Item.born.set("legacy")])
+        alive = sum(1 for (pk, sk), n in want.items() if sk == "ENT" and n > 0)
+        if alive != self.entity_count():
+            Item(PK=COUNT_KEY[0], SK=COUNT_KEY[1]).update(actions=[Item.version.set(alive)])
+            fixed["count"] += 1
+        if any(fixed.values()):
+            self._bump_generation()
+        return fixed
 
     def export(self) -> EntityMatrices:
         """The whole entity graph as matrices, from one paginated Scan of the entity items (its
