@@ -4,6 +4,7 @@ decrement to 0 and the conditional delete keeps the entity alive."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import boto3
@@ -214,3 +215,30 @@ def test_a_retry_after_a_crash_at_any_write_leaves_exact_counts(operation):
             leftovers = {key for key in all_keys(table) if key[1] == "PENDING"}
             assert not leftovers, f"crash after write {k}: {leftovers}"
             client.delete_table(TableName=table)
+
+
+def test_records_written_before_part_markers_are_removed_and_repaired_exactly(table):
+    """A table written by the earlier scheme (counters applied, no part markers, records
+    without a format field): removing such a chunk still subtracts its counts once, and
+    repair_counts gives the others their markers."""
+    from contract.test_entity_store import recount
+
+    store = DynamoEntityStore(table, region=REGION, workers=1)
+    old = [chunk("k1", ("alice", "bob"), ("alice",)), chunk("k2", ("bob", "carol")), chunk("k3", ("carol",))]
+    store.add_chunks(old)
+    client = boto3.client("dynamodb", region_name=REGION)
+    for c in old:  # back to the earlier format
+        for key in [k for k in all_keys(table) if k[0] == f"CHUNK#{c.chunk_id}" and k[1].startswith("PART#")]:
+            client.delete_item(TableName=table, Key={"PK": {"S": key[0]}, "SK": {"S": key[1]}})
+        raw = json.dumps({"s": [[s.text, list(s.entities)] for s in c.sentences]})
+        client.put_item(TableName=table, Item={"PK": {"S": f"CHUNK#{c.chunk_id}"}, "SK": {"S": "ENTITIES"},
+                                               "value": {"S": raw}})
+    assert store.remove_chunks(["k1"]) == ["alice"]
+    names = ["alice", "bob", "carol"]
+    expected = recount(old[1:])
+    assert store.frequencies(names) == expected["frequencies"]
+    assert store.cooccurring(names) == expected["cooccurring"]
+    fixed = store.repair_counts()
+    assert fixed["markers"] == 2 and not fixed["frequencies"] and not fixed["cooccurrence"]
+    assert store.remove_chunks(["k2"]) == ["bob"]
+    assert store.frequencies(names) == {"carol": 1} and store.entity_count() == 1

@@ -51,6 +51,12 @@ def audit_documents(engine: Engine, report: dict) -> None:
     listed = {c for d in docs for c in d.chunk_ids}
     chunks = {r.node_id for r in engine.graph.layer_refs(0)}
     orphans = sorted(chunks - listed)
+    if orphans:  # an ingest writes its chunks before its document: look again before deleting
+        listed_now: set[str] = set()
+        for doc_id in {n.doc_id for n in engine.graph.get_nodes(orphans).values()}:
+            doc = engine.graph.get_document(doc_id)
+            listed_now |= set(doc.chunk_ids) if doc is not None else set()
+        orphans = [c for c in orphans if c not in listed_now]
     incomplete = [d for d in docs if any(c not in chunks for c in d.chunk_ids)]
     removed: list[str] = list(orphans)
     if orphans:

@@ -42,6 +42,11 @@ mentions), run on a small thread pool. No per-query read scans the table, hence
 ``export()`` is a full Scan of the table (cached per generation), for reindexing, audits and
 debugging, never for answering a query.
 
+Tables written before the part markers: removing such a chunk first gives its record its
+markers (all its parts were applied); an entity item without ``born`` would be counted again
+by the next add that mentions it, so run a reindex once after upgrading (``repair_counts``
+marks the old records and entities and resets the count).
+
 ``repair_counts()`` recounts postings, mentions, co-occurrences, frequencies and the entity count
 from the chunk records (a Scan: reindex only) and rewrites what drifted.
 """
