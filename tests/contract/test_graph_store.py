@@ -279,3 +279,23 @@ def test_sqlite_uses_wal(tmp_path):
     store = SqliteGraphStore(tmp_path / "g.db")
     assert store._query("PRAGMA journal_mode")[0][0] == "wal"
     store.close()
+
+
+def test_sqlite_store_written_before_document_versions_opens(tmp_path):
+    """A store whose documents table predates the version column gains it on open."""
+    import sqlite3
+
+    from eragraph.adapters.local.graph_sqlite import SqliteGraphStore
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE documents (doc_id TEXT PRIMARY KEY, source TEXT NOT NULL, "
+                     "content_hash TEXT NOT NULL, title TEXT NOT NULL, chunk_ids TEXT NOT NULL, "
+                     "status TEXT NOT NULL, meta TEXT NOT NULL)")
+        conn.execute("INSERT INTO documents VALUES ('d1', 'a.txt', 'h', 'A', '[\"c1\"]', 'indexed', '{}')")
+    store = SqliteGraphStore(path)
+    old = store.get_document("d1")
+    assert old == Document(doc_id="d1", source="a.txt", content_hash="h", title="A", chunk_ids=("c1",))
+    store.put_document(replace(old, content_hash="h2", version="0A"), expected=old)
+    assert store.get_document("d1").version == "0A"
+    store.close()

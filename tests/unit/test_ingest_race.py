@@ -72,3 +72,19 @@ def test_racing_ingests_of_one_document(first, second, winner, existing):
     assert got["listed"] and got["listed"] == got["chunks"] == got["vectors"] == got["entity_chunks"]
     remove.remove(engine, [source])
     assert state(engine, doc.doc_id)["chunks"] == []
+
+
+def test_a_newer_unchanged_version_is_reingested_when_other_content_won_meanwhile():
+    """Stored: OLD at 0A. The newest event (0C) carries OLD again and only needs its version
+    recorded, but an event in between (0B, other content) commits first: 0C must put OLD back."""
+    from eragraph.domain.ids import content_hash
+
+    engine = engine_with_entities()
+    ingest(engine, [doc_of(OLD, "0A")])
+    engine.graph.interloper = lambda: ingest(engine, [doc_of(TWO, "0B")])
+    report = ingest(engine, [doc_of(OLD, "0C")])
+    [doc] = engine.graph.find_documents("s3://bucket/race.txt")
+    got = state(engine, doc.doc_id)
+    assert (got["hash"], got["version"]) == (content_hash(OLD), "0C")
+    assert got["listed"] == got["chunks"] == got["vectors"] == got["entity_chunks"]
+    assert report.documents_replaced == 1

@@ -120,20 +120,22 @@ def _commit(engine: Engine, written: _Written, report: ChangeReport) -> tuple[li
     raise ConflictError(f"document {doc.doc_id}: {COMMIT_ATTEMPTS} conditional writes lost in a row")
 
 
-def _restamp(engine: Engine, stored: Document, version: str) -> bool:
-    """Record a newer version of unchanged content; False when a newer record won meanwhile."""
+def _restamp(engine: Engine, stored: Document, version: str) -> tuple[str, Document | None]:
+    """Record a newer version of unchanged content. Returns ("done", None), ("stale", None)
+    when a record this version does not supersede won meanwhile, or ("ingest", current) when
+    other content (or a tombstone) won meanwhile that this newer version must replace."""
     for _ in range(COMMIT_ATTEMPTS):
         try:
             engine.graph.put_document(replace(stored, version=version), expected=stored)
-            return True
+            return "done", None
         except ConflictError:
             current = engine.graph.get_document(stored.doc_id, include_deleted=True)
+            if current is not None and not supersedes(version, current.version):
+                return "stale", None
             if current is None or current.is_tombstone or current.content_hash != stored.content_hash:
-                return False
-            if not supersedes(version, current.version):
-                return False
+                return "ingest", current
             stored = current
-    return False
+    raise ConflictError(f"document {stored.doc_id}: {COMMIT_ATTEMPTS} conditional writes lost in a row")
 
 
 def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None = None,
@@ -167,11 +169,13 @@ def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None 
                 continue
             old = _live(stored)
             if old is not None and old.content_hash == digest:
-                if src.version and src.version != old.version and not _restamp(engine, old, src.version):
-                    report.documents_stale += 1
-                else:
-                    report.documents_unchanged += 1
-                continue
+                outcome = "done"
+                if src.version and src.version != old.version:
+                    outcome, stored = _restamp(engine, old, src.version)
+                if outcome != "ingest":
+                    report.documents_stale += outcome == "stale"
+                    report.documents_unchanged += outcome == "done"
+                    continue
             pieces = chunk_text(src.text, engine.tokenizer.offsets, settings.chunk_tokens, settings.chunk_overlap)
             pending.append((src, digest, pieces, stored))
         texts = [p.text for _, _, pieces, _ in pending for p in pieces]
