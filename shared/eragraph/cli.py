@@ -10,6 +10,7 @@ import shutil
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,29 @@ def _engine(args: argparse.Namespace, settings: Settings | None = None):
     from .bootstrap import build_engine
 
     return build_engine("local", Path(args.store), settings or _settings(args))
+
+
+@contextmanager
+def _writing(store: str | Path):
+    """Hold the store's inter-process writer lock (``STORE/.writer.lock``) for a whole write
+    command: concurrent ``ingest``/``delete``/``reindex`` processes on one store take turns
+    (queries take no lock and keep working)."""
+    from filelock import Timeout
+
+    from .adapters.local.files import writer_lock
+
+    path = Path(store)
+    path.mkdir(parents=True, exist_ok=True)
+    lock = writer_lock(path / ".writer.lock")
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(f"waiting for another eragraph process writing to {store}", file=sys.stderr)
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _progress(total: int, desc: str, args: argparse.Namespace):
@@ -67,6 +91,11 @@ def ingest_docs(engine, docs, args) -> dict:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    with _writing(args.store):
+        return _cmd_ingest(args)
+
+
+def _cmd_ingest(args: argparse.Namespace) -> int:
     from .services.sources import load_sources
 
     engine = _engine(args)
@@ -112,6 +141,11 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
+    with _writing(args.store):
+        return _cmd_delete(args)
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
     from .services import remove, resummarize
 
     engine = _engine(args)
@@ -194,6 +228,11 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
+    with _writing(args.store):
+        return _cmd_reindex(args)
+
+
+def _cmd_reindex(args: argparse.Namespace) -> int:
     from .services import reindex
 
     engine = _engine(args)
@@ -205,6 +244,12 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Ingest the bundled sample corpus and answer a few questions."""
+    args.store = args.store or DEFAULT_STORE
+    with _writing(args.store):
+        return _cmd_demo(args)
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
     from .services.query import query
     from .services.sources import load_sources
 

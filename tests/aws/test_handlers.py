@@ -40,7 +40,7 @@ def test_s3_put_event_ingests_url_decoded_key(aws_engine, lambda_context):
     ingest = load_handler("ingest")
     put_doc(engine)
     out = ingest.handler(event("s3_put.json"), lambda_context)
-    assert out == {"ingested": 1, "removed": 0, "rejected": 0}
+    assert out == {"ingested": 1, "removed": 0, "rejected": 0, "stale": 0}
     [doc] = engine.graph.find_documents(f"s3://{BUCKET}/docs/Field Notes (draft).txt")
     assert doc.chunk_ids and engine.vectors.count() == len(doc.chunk_ids)
 
@@ -69,7 +69,7 @@ def test_s3_delete_event_removes_document(aws_engine, lambda_context):
 def test_test_event_is_ignored_and_sqs_batch_is_processed(aws_engine, lambda_context):
     engine, _, _ = aws_engine
     ingest = load_handler("ingest")
-    assert ingest.handler(event("s3_test_event.json"), lambda_context) == {"ingested": 0, "removed": 0, "rejected": 0}
+    assert ingest.handler(event("s3_test_event.json"), lambda_context) == {"ingested": 0, "removed": 0, "rejected": 0, "stale": 0}
     put_doc(engine)
     out = ingest.handler(event("sqs_ingest_batch.json"), lambda_context)
     assert out == {"batchItemFailures": []}
@@ -144,3 +144,51 @@ def test_reindex_on_schedule_event(aws_engine, lambda_context):
     assert report["vectors_missing_reembedded"] == 1
     assert ghost in engine.vectors.ids()
     assert report["invariants"]["ok"], report["invariants"]
+
+
+def test_reindex_handler_repairs_the_entity_graph_and_publishes_counts(aws_engine, lambda_context, capsys):
+    engine, _, _ = aws_engine
+    ingest, summarize, reindex = load_handler("ingest"), load_handler("summarize"), load_handler("reindex")
+    put_doc(engine)
+    put_doc(engine, key="docs/other.txt", text=TEXT.replace("Starglass", "Moonwell").replace("Vellichor", "Quorra"))
+    ingest.handler(event("s3_put.json"), lambda_context)
+    other = event("s3_put.json")
+    other["Records"][0]["s3"]["object"]["key"] = "docs/other.txt"
+    ingest.handler(other, lambda_context)
+    drain(engine, summarize, lambda_context)
+    store = engine.extras["entity_store"]
+    [doc] = engine.graph.find_documents(f"s3://{BUCKET}/docs/Field Notes (draft).txt")
+    [dead] = engine.graph.find_documents(f"s3://{BUCKET}/docs/other.txt")
+    stripped = doc.chunk_ids[0]
+    store.remove_chunks([stripped])                        # a chunk whose entity records are gone
+    engine.graph.delete_nodes(dead.chunk_ids)              # a removal that died before its hook
+    engine.vectors.delete(dead.chunk_ids)
+    engine.graph.delete_document(dead.doc_id)
+    Item = store.Item
+    Item(PK="ENT#starglass", SK="ENT").update(actions=[Item.freq.add(4)])  # a drifted count
+    capsys.readouterr()
+    report = reindex.handler(event("schedule.json"), lambda_context)
+    metrics = report["metrics"]
+    assert metrics["EntityChunksReextracted"] == 1
+    assert metrics["EntityChunksOrphanedRemoved"] == len(dead.chunk_ids)
+    assert metrics["EntityCountsRepaired"] >= 1
+    assert stripped in store.chunk_ids() and not set(dead.chunk_ids) & store.chunk_ids()
+    from eragraph.adapters.memory_entity import MemoryEntityStore
+    from eragraph.ports_entity import ChunkEntities
+
+    live = engine.graph.get_nodes(doc.chunk_ids)  # the recount from scratch of the live chunks
+    extracted = engine.extras["entity_index"].extractor.extract([n.text for n in live.values()])
+    fresh = MemoryEntityStore()
+    fresh.add_chunks([ChunkEntities(i, tuple(s)) for i, s in zip(live, extracted)])
+    names = sorted(fresh.export().entities)
+    assert store.frequencies(names) == fresh.frequencies(names)
+    assert store.entity_count() == fresh.entity_count()
+    # the counts are published as CloudWatch metrics (powertools EMF on stdout)
+    published = {}
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith("{") and "_aws" in line:
+            blob = json.loads(line)
+            for spec in blob["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
+                published[spec["Name"]] = blob[spec["Name"]]
+    assert published["EntityChunksReextracted"] in (1, [1])
+    assert "EntityCountsRepaired" in published and "EntityVectorsOrphanedDeleted" in published

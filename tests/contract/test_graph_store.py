@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from eragraph.domain.lsh import draw_hyperplanes
-from eragraph.domain.model import ConflictError, Document, Node, NodeRef, RefState, RegionChange, Segment
+from eragraph.domain.model import DELETED, ConflictError, Document, Node, NodeRef, RefState, RegionChange, Segment
 
 NESTED = {"s_min": 3, "ratio": 0.25, "flags": [True, False, None], "name": "café ✓",
           "deep": {"a": [1, {"b": [2.5, "x"]}], "empty": {}, "none": None}, "big": 2 ** 53}
@@ -99,6 +101,51 @@ def test_documents_by_source_and_listing_sorted(graph_store):
     assert graph_store.find_documents("missing.txt") == []
     assert [d.doc_id for d in graph_store.list_documents()] == ["d0", "d1", "d2", "d3"]
     assert graph_store.list_documents()[2] == docs[2]
+
+
+def test_put_document_is_conditional_on_the_stored_version(graph_store):
+    v1 = Document(doc_id="d1", source="s3://b/a.txt", content_hash="h1", chunk_ids=("c1",), version="0A01")
+    with pytest.raises(ConflictError):  # expects a stored document that is not there
+        graph_store.put_document(v1, expected=v1)
+    graph_store.put_document(v1, expected=None)
+    with pytest.raises(ConflictError):  # a second creator loses
+        graph_store.put_document(replace(v1, content_hash="hx"), expected=None)
+    v2 = replace(v1, content_hash="h2", chunk_ids=("c2",), version="0A02")
+    graph_store.put_document(v2, expected=v1)
+    assert graph_store.get_document("d1") == v2
+    # the writer that also read v1 loses, whether its content, version or status differ
+    for stale in (v1, replace(v2, content_hash="h1"), replace(v2, version="0A01"), replace(v2, version=""),
+                  replace(v2, status=DELETED)):
+        with pytest.raises(ConflictError):
+            graph_store.put_document(replace(v1, content_hash="h3", version="0A03"), expected=stale)
+    assert graph_store.get_document("d1") == v2
+    unversioned = Document(doc_id="d2", source="a.txt", content_hash="h")  # local files: no version
+    graph_store.put_document(unversioned, expected=None)
+    graph_store.put_document(replace(unversioned, content_hash="g"), expected=unversioned)
+    with pytest.raises(ConflictError):
+        graph_store.put_document(unversioned, expected=unversioned)
+    graph_store.put_document(replace(unversioned, title="unconditional"))  # no expected: always
+    assert graph_store.get_document("d2").title == "unconditional"
+
+
+def test_tombstones_are_conditional_and_hidden(graph_store):
+    doc = Document(doc_id="d1", source="s3://b/a.txt", content_hash="h1", chunk_ids=("c1",), version="0A01")
+    graph_store.put_document(doc, expected=None)
+    tomb = Document(doc_id="d1", source="s3://b/a.txt", content_hash="", status=DELETED, version="0A02")
+    graph_store.put_document(tomb, expected=doc)
+    assert graph_store.get_document("d1") is None
+    assert graph_store.get_document("d1", include_deleted=True) == tomb
+    assert graph_store.find_documents("s3://b/a.txt") == []
+    assert graph_store.list_documents() == []
+    with pytest.raises(ConflictError):  # an older put that read the live document loses
+        graph_store.put_document(replace(doc, version="0A03"), expected=doc)
+    with pytest.raises(ConflictError):
+        graph_store.put_document(replace(doc, version="0A03"), expected=None)
+    again = replace(doc, content_hash="h3", version="0A03")
+    graph_store.put_document(again, expected=tomb)
+    assert graph_store.find_documents("s3://b/a.txt") == [again]
+    graph_store.delete_document("d1")
+    assert graph_store.get_document("d1", include_deleted=True) is None
 
 
 # --- nodes -----------------------------------------------------------------------------------
@@ -265,4 +312,24 @@ def test_sqlite_uses_wal(tmp_path):
 
     store = SqliteGraphStore(tmp_path / "g.db")
     assert store._query("PRAGMA journal_mode")[0][0] == "wal"
+    store.close()
+
+
+def test_sqlite_store_written_before_document_versions_opens(tmp_path):
+    """A store whose documents table predates the version column gains it on open."""
+    import sqlite3
+
+    from eragraph.adapters.local.graph_sqlite import SqliteGraphStore
+
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE documents (doc_id TEXT PRIMARY KEY, source TEXT NOT NULL, "
+                     "content_hash TEXT NOT NULL, title TEXT NOT NULL, chunk_ids TEXT NOT NULL, "
+                     "status TEXT NOT NULL, meta TEXT NOT NULL)")
+        conn.execute("INSERT INTO documents VALUES ('d1', 'a.txt', 'h', 'A', '[\"c1\"]', 'indexed', '{}')")
+    store = SqliteGraphStore(path)
+    old = store.get_document("d1")
+    assert old == Document(doc_id="d1", source="a.txt", content_hash="h", title="A", chunk_ids=("c1",))
+    store.put_document(replace(old, content_hash="h2", version="0A"), expected=old)
+    assert store.get_document("d1").version == "0A"
     store.close()

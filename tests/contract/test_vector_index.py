@@ -193,14 +193,14 @@ def test_faiss_refuses_other_dimension_and_mismatched_files(tmp_path):
 
 
 def test_faiss_flush_is_atomic_and_unflushed_writes_stay_in_memory(tmp_path):
-    from eragraph.adapters.local.vector_faiss import FaissVectorIndex
+    from eragraph.adapters.local.vector_faiss import LOCK_FILE, FaissVectorIndex
 
     index = FaissVectorIndex(tmp_path / "v", DIM)
     index.upsert(["a"], unit(1, 0), metas(1))
     index.flush()
     index.upsert(["b"], unit(1, 1), metas(1))
     assert FaissVectorIndex(tmp_path / "v", DIM).ids() == {"a"}
-    assert sorted(p.name for p in (tmp_path / "v").iterdir()) == ["vectors.faiss", "vectors.json"]
+    assert sorted(p.name for p in (tmp_path / "v").iterdir() if p.name != LOCK_FILE) == ["vectors.faiss", "vectors.json"]
 
 
 def test_faiss_filtered_search_is_fast_at_20k(tmp_path):
@@ -223,3 +223,44 @@ def test_faiss_filtered_search_is_fast_at_20k(tmp_path):
         assert len(hits) == 20
         timings[label] = sorted(runs)[3]  # a low percentile: robust to a busy machine's preemptions
     assert max(timings.values()) < 0.02, timings  # about 1-2 ms on a laptop; generous for CI
+
+
+# --- several writer processes on one FAISS folder --------------------------------------------
+
+def test_faiss_writers_merge_instead_of_overwriting(tmp_path):
+    """Two handles opened on the same folder (as two processes would) write and flush in turn:
+    the second flush re-reads the first one's files under the writer lock and keeps them."""
+    import numpy as np
+
+    from eragraph.adapters.local.vector_faiss import FaissVectorIndex
+
+    from .factories import CONTRACT_DIM
+
+    rng = np.random.default_rng(1)
+
+    def vecs(n):
+        v = rng.normal(size=(n, CONTRACT_DIM)).astype(np.float32)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    folder = tmp_path / "vectors"
+    seed = FaissVectorIndex(folder, CONTRACT_DIM)
+    seed.upsert(["shared", "gone"], vecs(2), [{"layer": 0, "doc_id": "s"}] * 2)
+    seed.flush()
+    one, two = FaissVectorIndex(folder, CONTRACT_DIM), FaissVectorIndex(folder, CONTRACT_DIM)
+    one.upsert([f"a{i}" for i in range(30)], vecs(30), [{"layer": 0, "doc_id": "a"}] * 30)
+    two.upsert([f"b{i}" for i in range(20)], vecs(20), [{"layer": 1, "doc_id": "b"}] * 20)
+    one.delete(["gone"])
+    one.flush()
+    two.delete(["a3"])        # written by the other handle after this one read the files
+    b5 = vecs(1)
+    two.upsert(["b5"], b5, [{"layer": 2, "doc_id": "b"}])
+    two.flush()
+    one.upsert(["a31"], vecs(1), [{"layer": 0, "doc_id": "a"}])
+    one.flush()
+    final = FaissVectorIndex(folder, CONTRACT_DIM)
+    expected = {"shared", "a31"} | {f"a{i}" for i in range(30) if i != 3} | {f"b{i}" for i in range(20)}
+    assert final.ids() == expected
+    assert final.count() == len(expected)
+    assert final.meta("b5") == {"layer": 2, "doc_id": "b"}
+    assert np.allclose(final.get_vectors(["b5"])["b5"], b5[0])
+    assert [h.node_id for h in final.search(b5[0], 1, layers=[2])] == ["b5"]

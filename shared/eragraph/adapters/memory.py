@@ -10,8 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ..domain.model import (ConflictError, Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment,
-                            SegmentsAffected)
+from ..domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState,
+                            RegionChange, Segment, SegmentsAffected)
 from ..ports import Hit
 
 
@@ -73,20 +73,27 @@ class MemoryGraphStore:
     def ledger(self) -> dict[str, dict[str, float]]:
         return copy.deepcopy(self._ledger)
 
-    def get_document(self, doc_id: str) -> Document | None:
-        return self._docs.get(doc_id)
+    def get_document(self, doc_id: str, include_deleted: bool = False) -> Document | None:
+        doc = self._docs.get(doc_id)
+        return doc if doc is not None and (include_deleted or not doc.is_tombstone) else None
 
     def find_documents(self, source: str) -> list[Document]:
-        return sorted((d for d in self._docs.values() if d.source == source), key=lambda d: d.doc_id)
+        return sorted((d for d in self._docs.values() if d.source == source and not d.is_tombstone),
+                      key=lambda d: d.doc_id)
 
-    def put_document(self, doc: Document) -> None:
+    def put_document(self, doc: Document, expected: Document | None = ANY_VERSION) -> None:
+        if expected is not ANY_VERSION:
+            stored = self._docs.get(doc.doc_id)
+            if (stored is None) != (expected is None) or (
+                    stored is not None and stored.stamp() != expected.stamp()):
+                raise ConflictError(f"document {doc.doc_id} changed concurrently")
         self._docs[doc.doc_id] = doc
 
     def delete_document(self, doc_id: str) -> None:
         self._docs.pop(doc_id, None)
 
     def list_documents(self) -> list[Document]:
-        return [self._docs[k] for k in sorted(self._docs)]
+        return [self._docs[k] for k in sorted(self._docs) if not self._docs[k].is_tombstone]
 
     def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
         for node in nodes:

@@ -70,6 +70,42 @@ class MemoryEntityStore:
             self._generation += 1
         return gone
 
+    def repair_counts(self) -> dict[str, int]:
+        """Recount postings, mentions, co-occurrences and frequencies from the chunk records;
+        replace what drifted. Returns the number of entries fixed per kind."""
+        postings: dict[str, dict[str, int]] = {}
+        sentences: dict[str, set[str]] = {}
+        cooc: dict[str, dict[str, int]] = {}
+        for chunk in self._chunks.values():
+            for e, n in chunk.counts().items():
+                postings.setdefault(e, {})[chunk.chunk_id] = n
+            for sid, s in zip(chunk.sentence_ids(), chunk.sentences):
+                for e in set(s.entities):
+                    sentences.setdefault(e, set()).add(sid)
+            for (a, b), w in chunk.cooccurrences().items():
+                cooc.setdefault(a, {})[b] = cooc.get(a, {}).get(b, 0) + w
+                cooc.setdefault(b, {})[a] = cooc.get(b, {}).get(a, 0) + w
+        freq = {e: sum(row.values()) for e, row in postings.items()}
+
+        def diff(have: dict, want: dict) -> int:
+            keys = set(have) | set(want)
+            return sum(1 for k in keys if have.get(k) != want.get(k))
+
+        fixed = {"postings": sum(diff(self._postings.get(e, {}), postings.get(e, {}))
+                                 for e in set(self._postings) | set(postings)),
+                 "mentions": sum(len(self._sentences_of.get(e, set()) ^ sentences.get(e, set()))
+                                 for e in set(self._sentences_of) | set(sentences)),
+                 "cooccurrence": sum(diff(self._cooc.get(e, {}), cooc.get(e, {}))
+                                     for e in set(self._cooc) | set(cooc)),
+                 "frequencies": diff(self._freq, freq)}
+        if any(fixed.values()):
+            self._postings, self._sentences_of, self._cooc, self._freq = postings, sentences, cooc, freq
+            for e in freq:
+                self._sentences_of.setdefault(e, set())
+                self._cooc.setdefault(e, {})
+            self._generation += 1
+        return fixed
+
     def sentence_ids_of_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
         return [sid for c in chunk_ids if c in self._chunks for sid in self._chunks[c].sentence_ids()]
 

@@ -22,8 +22,18 @@ class BadInputError(EragraphError):
     """A document could not be read (empty, binary, not UTF-8, too large...)."""
 
 
+DELETED = "deleted"  # the status of a tombstone: a document removed by a versioned delete
+
+
 @dataclass(frozen=True)
 class Document:
+    """A document, or (``status == DELETED``) the tombstone a versioned delete leaves: its
+    source and ``version`` only, so that an older event arriving later is recognized as stale.
+
+    ``version`` orders the writes of one source: the S3 ``sequencer`` of the event that wrote it
+    (domain.sequencer compares them), empty when the source has none (local files: the last
+    call wins)."""
+
     doc_id: str
     source: str
     content_hash: str
@@ -31,6 +41,23 @@ class Document:
     chunk_ids: tuple[str, ...] = ()
     status: str = "indexed"
     meta: dict[str, Any] = field(default_factory=dict)
+    version: str = ""
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.status == DELETED
+
+    def stamp(self) -> tuple[str, str, str]:
+        """What a conditional write compares: (content hash, version, status)."""
+        return (self.content_hash, self.version, self.status)
+
+
+class _AnyVersion:
+    def __repr__(self) -> str:
+        return "ANY_VERSION"
+
+
+ANY_VERSION: Any = _AnyVersion()  # put_document(expected=ANY_VERSION): an unconditional write
 
 
 @dataclass(frozen=True)

@@ -6,11 +6,12 @@ SegmentsAffected message this emits (EraRAG Alg. 3 lines 1-2)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..domain.ids import chunk_id, content_hash, document_id_for_source
 from ..domain.lsh import hash_vectors
-from ..domain.model import Document, Node
+from ..domain.model import ConflictError, Document, Node
+from ..domain.sequencer import supersedes
 from ..domain.text import chunk_text
 from .announce import announce
 from .engine import Engine
@@ -24,6 +25,7 @@ class SourceDoc:
     title: str = ""
     doc_id: str = ""
     meta: dict | None = None
+    version: str = ""  # the S3 sequencer of the event that wrote it; "" for a local file
 
     @property
     def resolved_id(self) -> str:
@@ -31,24 +33,124 @@ class SourceDoc:
 
 
 Progress = Callable[[int], None]
+COMMIT_ATTEMPTS = 8
 
 
-def remove_document_nodes(engine: Engine, doc: Document) -> list[tuple[str, int]]:
-    """Delete a document's chunks from the graph store and the vector index; hooks see them
-    first (the entity graph drops their postings). Returns the removed (chunk id, code) pairs."""
-    ids = list(doc.chunk_ids)
+def drop_chunks(engine: Engine, doc: Document, ids: Sequence[str]) -> list[tuple[str, int]]:
+    """Delete chunks from the graph store and the vector index; the remove hooks see them
+    first (the entity graph drops their postings). Returns the (chunk id, code) pairs that
+    were there, for the announcement."""
+    ids = list(ids)
+    if not ids:
+        return []
     for hook in engine.extras.get("remove_hooks", ()):
         hook(engine, doc, ids)
     codes = {i: n.code for i, n in engine.graph.get_nodes(ids).items()}
     engine.graph.delete_nodes(ids)
     engine.vectors.delete(ids)
-    engine.graph.delete_document(doc.doc_id)
     return [(i, codes[i]) for i in ids if i in codes]
+
+
+def remove_document_nodes(engine: Engine, doc: Document) -> list[tuple[str, int]]:
+    """Delete a document's chunks and then the document. Returns the removed (id, code) pairs."""
+    removed = drop_chunks(engine, doc, doc.chunk_ids)
+    engine.graph.delete_document(doc.doc_id)
+    return removed
+
+
+def _live(doc: Document | None) -> Document | None:
+    return doc if doc is not None and not doc.is_tombstone else None
+
+
+@dataclass
+class _Written:
+    """The chunks one ingest call wrote for one document (to repair or undo them)."""
+
+    doc: Document
+    expected: Document | None
+    nodes: list[Node]
+    vectors: object
+    metas: list[dict]
+
+
+def _write_chunks(engine: Engine, nodes: Sequence[Node], vectors, metas: Sequence[dict]) -> None:
+    engine.graph.put_nodes(nodes)
+    engine.vectors.upsert([n.node_id for n in nodes], vectors, metas)
+    for hook in engine.extras.get("ingest_hooks", ()):
+        hook(engine, nodes)
+
+
+def _commit(engine: Engine, written: _Written, report: ChangeReport
+            ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """Store the document conditionally on the record this call read; returns the (chunk id,
+    code) pairs that are now live and those removed. A lost condition is resolved by version: a newer stored
+    record makes this call stale (it undoes the chunks it wrote that the stored document does
+    not list); an older one is replaced on the next attempt."""
+    doc, expected = written.doc, written.expected
+    mine = [n.node_id for n in written.nodes]
+    for _ in range(COMMIT_ATTEMPTS):
+        try:
+            engine.graph.put_document(doc, expected=expected)
+        except ConflictError:
+            current = engine.graph.get_document(doc.doc_id, include_deleted=True)
+            if current is not None and (current.stamp() == doc.stamp()
+                                        or not supersedes(doc.version, current.version)):
+                keep = set(_live(current).chunk_ids) if _live(current) else set()
+                extra = [c for c in mine if c not in keep]
+                undone = drop_chunks(engine, doc, extra)
+                report.documents_stale += 1
+                return [], undone
+            expected = current
+            continue
+        old = _live(expected)
+        if old is not None and old.content_hash != doc.content_hash:
+            report.documents_replaced += 1
+        elif old is None:
+            report.documents_added += 1
+        gone = [c for c in (old.chunk_ids if old else ()) if c not in set(mine)]
+        if gone:
+            now = _live(engine.graph.get_document(doc.doc_id))
+            if now is not None and now.stamp() != doc.stamp():  # a newer writer already won
+                gone = [c for c in gone if c not in set(now.chunk_ids)]
+            gone_codes = drop_chunks(engine, old, gone)
+            report.chunks_removed += len(gone)
+        # a concurrent stale writer may have deleted chunks this version shares with it
+        present = engine.graph.get_nodes(mine)
+        lost = [n for n in range(len(mine)) if mine[n] not in present]
+        if lost:
+            _write_chunks(engine, [written.nodes[n] for n in lost], written.vectors[lost],
+                          [written.metas[n] for n in lost])
+        return [(n.node_id, n.code) for n in written.nodes], (gone_codes if gone else [])
+    raise ConflictError(f"document {doc.doc_id}: {COMMIT_ATTEMPTS} conditional writes lost in a row")
+
+
+def _restamp(engine: Engine, stored: Document, version: str) -> tuple[str, Document | None]:
+    """Record a newer version of unchanged content. Returns ("done", None), ("stale", None)
+    when a record this version does not supersede won meanwhile, or ("ingest", current) when
+    other content (or a tombstone) won meanwhile that this newer version must replace."""
+    for _ in range(COMMIT_ATTEMPTS):
+        try:
+            engine.graph.put_document(replace(stored, version=version), expected=stored)
+            return "done", None
+        except ConflictError:
+            current = engine.graph.get_document(stored.doc_id, include_deleted=True)
+            if current is not None and not supersedes(version, current.version):
+                return "stale", None
+            if current is None or current.is_tombstone or current.content_hash != stored.content_hash:
+                return "ingest", current
+            stored = current
+    raise ConflictError(f"document {stored.doc_id}: {COMMIT_ATTEMPTS} conditional writes lost in a row")
 
 
 def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None = None,
            batch_docs: int = 256) -> ChangeReport:
-    """Add or replace documents. Unchanged documents (same id, same content) are skipped."""
+    """Add or replace documents. Unchanged documents (same id, same content) are skipped, and
+    so is a document whose stored record (or tombstone) has a version this one does not
+    supersede (an S3 event older than the one already applied).
+
+    The chunks are written first and the document last, conditionally on the record read at
+    the start (GraphStore.put_document ``expected``): of two concurrent ingests of one
+    document exactly one wins and the other undoes its extra chunks or retries."""
     report = ChangeReport()
     lsh = engine.lsh()
     settings = engine.settings
@@ -56,7 +158,7 @@ def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None 
     removed_ids: list[tuple[str, int]] = []
     for start in range(0, len(docs), batch_docs):
         batch = docs[start : start + batch_docs]
-        pending: list[tuple[SourceDoc, str, list]] = []
+        pending: list[tuple[SourceDoc, str, list, Document | None]] = []
         seen: set[str] = set()
         for src in batch:
             doc_id = src.resolved_id
@@ -65,30 +167,33 @@ def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None 
                 report.errors.append({"source": src.source, "error": f"duplicate document id {doc_id} in batch"})
                 continue
             seen.add(doc_id)
-            old = engine.graph.get_document(doc_id)
-            if old is not None and old.content_hash == digest:
-                report.documents_unchanged += 1
+            stored = engine.graph.get_document(doc_id, include_deleted=True)
+            if stored is not None and src.version and not supersedes(src.version, stored.version):
+                report.documents_stale += 1
                 continue
-            if old is not None:
-                removed_ids += remove_document_nodes(engine, old)
-                report.chunks_removed += len(old.chunk_ids)
-                report.documents_replaced += 1
-            else:
-                report.documents_added += 1
+            old = _live(stored)
+            if old is not None and old.content_hash == digest:
+                outcome = "done"
+                if src.version and src.version != old.version:
+                    outcome, stored = _restamp(engine, old, src.version)
+                if outcome != "ingest":
+                    report.documents_stale += outcome == "stale"
+                    report.documents_unchanged += outcome == "done"
+                    continue
             pieces = chunk_text(src.text, engine.tokenizer.offsets, settings.chunk_tokens, settings.chunk_overlap)
-            pending.append((src, digest, pieces))
-        texts = [p.text for _, _, pieces in pending for p in pieces]
+            pending.append((src, digest, pieces, stored))
+        texts = [p.text for _, _, pieces, _ in pending for p in pieces]
         vectors = engine.embedder.embed(texts) if texts else None
         codes = hash_vectors(lsh, vectors) if texts else []
         nodes: list[Node] = []
-        metas = []
+        metas: list[dict] = []
+        written: list[_Written] = []
         row = 0
-        documents = []
-        for src, digest, pieces in pending:
+        for src, digest, pieces, stored in pending:
             doc_id = src.resolved_id
-            ids = []
+            first = row
             for piece in pieces:
-                node = Node(
+                nodes.append(Node(
                     node_id=chunk_id(doc_id, piece.index, piece.text),
                     layer=0,
                     text=piece.text,
@@ -96,22 +201,21 @@ def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None 
                     code=codes[row],
                     doc_id=doc_id,
                     source=src.source,
-                )
-                row += 1
-                nodes.append(node)
+                ))
                 metas.append({"layer": 0, "doc_id": doc_id})
-                ids.append(node.node_id)
-            documents.append(Document(doc_id=doc_id, source=src.source, content_hash=digest,
-                                      title=src.title, chunk_ids=tuple(ids), meta=dict(src.meta or {})))
+                row += 1
+            mine = nodes[first:row]
+            doc = Document(doc_id=doc_id, source=src.source, content_hash=digest, title=src.title,
+                           chunk_ids=tuple(n.node_id for n in mine), meta=dict(src.meta or {}),
+                           version=src.version)
+            written.append(_Written(doc, stored, mine, vectors[first:row] if texts else vectors, metas[first:row]))
         if nodes:
-            engine.graph.put_nodes(nodes)
-            engine.vectors.upsert([n.node_id for n in nodes], vectors, metas)
-            for hook in engine.extras.get("ingest_hooks", ()):
-                hook(engine, nodes)
-        for doc in documents:
-            engine.graph.put_document(doc)
-        added_ids += [(n.node_id, n.code) for n in nodes]
-        report.chunks_added += len(nodes)
+            _write_chunks(engine, nodes, vectors, metas)
+        for item in written:
+            live, gone = _commit(engine, item, report)
+            added_ids += live
+            removed_ids += gone
+            report.chunks_added += len(live)
         if progress:
             progress(len(batch))
     if added_ids or removed_ids:

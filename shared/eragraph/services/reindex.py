@@ -12,7 +12,16 @@ and ``eragraph reindex`` run this same function).
    worked on by a consumer and are left to it.
 4. Graph store ⇄ vector index: live nodes without a vector are re-embedded from their text;
    vectors of no live node are deleted.
-5. The graph invariants (services.invariants) are checked and reported.
+5. Chunks ⇄ entity graph (when the engine has one, services.entity_index): a live chunk with
+   no entity records is extracted again; the records of a chunk that is gone are removed; the
+   shared counts (frequencies, co-occurrences, ...) are recounted from the per-chunk records
+   and rewritten where they drifted (EntityStore.repair_counts); the entity vector index is
+   made to hold exactly the names of the live entities (and, with sentence vectors, their
+   sentences): missing ones are embedded, orphans deleted.
+6. The graph invariants (services.invariants) are checked and reported.
+
+Everything found and repaired is counted in the report's ``metrics`` (the reindex Lambda
+publishes them with powertools Metrics).
 
 With ``drain`` (the local profile, whose queue is in-process) the announced messages are
 delivered before the vector audit; on AWS the summarize consumers pick them up.
@@ -24,8 +33,8 @@ import time
 
 from ..domain.diff import diff_segments
 from . import invariants
-from .announce import announce
 from .engine import Engine
+from .announce import announce
 from .ingest import remove_document_nodes
 from .resummarize import drain as drain_queue
 from .resummarize import reconcile, requeue_dirty, target_segments
@@ -42,6 +51,12 @@ def audit_documents(engine: Engine, report: dict) -> None:
     listed = {c for d in docs for c in d.chunk_ids}
     chunks = {r.node_id: r.code for r in engine.graph.layer_refs(0)}
     orphans = sorted(set(chunks) - listed)
+    if orphans:  # an ingest writes its chunks before its document: look again before deleting
+        listed_now: set[str] = set()
+        for doc_id in {n.doc_id for n in engine.graph.get_nodes(orphans).values()}:
+            doc = engine.graph.get_document(doc_id)
+            listed_now |= set(doc.chunk_ids) if doc is not None else set()
+        orphans = [c for c in orphans if c not in listed_now]
     incomplete = [d for d in docs if any(c not in chunks for c in d.chunk_ids)]
     removed = [(c, chunks[c]) for c in orphans]
     if orphans:
@@ -103,6 +118,58 @@ def audit_vectors(engine: Engine, report: dict) -> None:
     report["vectors_orphaned_deleted"] = len(orphans)
 
 
+def audit_entities(engine: Engine, report: dict, batch: int = 256) -> None:
+    from .entity_index import ENTITY_LAYER, SENTENCE_LAYER, entity_vector_id
+
+    keys = ("entity_chunks_reextracted", "entity_chunks_orphaned_removed", "entity_vectors_reembedded",
+            "entity_vectors_orphaned_deleted")
+    for key in keys:
+        report[key] = 0
+    report["entity_counts_repaired"] = {}
+    index = engine.extras.get("entity_index")
+    if index is None:
+        return
+    store = index.store
+    live = {r.node_id for r in engine.graph.layer_refs(0)}
+    recorded = store.chunk_ids()
+    leftover = sorted(recorded - live)
+    if leftover:
+        index.remove_chunks(leftover)
+    missing = sorted(live - recorded)
+    for start in range(0, len(missing), batch):
+        nodes = engine.graph.get_nodes(missing[start:start + batch])
+        index.add_nodes([nodes[i] for i in missing[start:start + batch] if i in nodes])
+    report["entity_chunks_orphaned_removed"] = len(leftover)
+    report["entity_chunks_reextracted"] = len(missing)
+    report["entity_counts_repaired"] = {k: v for k, v in store.repair_counts().items() if v}
+    graph = store.export()
+    wanted = {entity_vector_id(e): e for e in graph.entities}
+    sentences = set(graph.sentences) if index.embed_sentences else set()
+    indexed = index.vectors.ids()
+    absent = sorted((set(wanted) | sentences) - indexed)
+    orphans = sorted(indexed - set(wanted) - sentences)
+    names = [i for i in absent if i in wanted]
+    texts = [wanted[i] for i in names]
+    metas = [{"layer": ENTITY_LAYER, "doc_id": ""} for _ in names]
+    sentence_ids = [i for i in absent if i not in wanted]
+    found = store.get_sentences(sentence_ids)
+    owners = engine.graph.get_nodes({s.chunk_id for s in found.values()})
+    for sid in sentence_ids:
+        if sid in found:
+            names.append(sid)
+            texts.append(found[sid].text)
+            owner = owners.get(found[sid].chunk_id)
+            metas.append({"layer": SENTENCE_LAYER, "doc_id": owner.doc_id if owner else ""})
+    for start in range(0, len(names), batch):
+        part = slice(start, start + batch)
+        index.vectors.upsert(names[part], engine.embedder.embed(texts[part]), metas[part])
+    if orphans:
+        index.vectors.delete(orphans)
+    index.vectors.flush()
+    report["entity_vectors_reembedded"] = len(names)
+    report["entity_vectors_orphaned_deleted"] = len(orphans)
+
+
 def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: float | None = None) -> dict:
     """Audit and repair; returns a JSON-able report with a flat ``metrics`` dict."""
     started = time.perf_counter()
@@ -110,6 +177,7 @@ def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: flo
     engine.lsh()  # refuses a store built with another embedder before touching anything
     report: dict = {}
     audit_documents(engine, report)
+    audit_entities(engine, report)
     report["layers_requeued"] = requeue_dirty(engine, older_than=stuck_after, now=now)
     if drain:
         drain_queue(engine)
@@ -127,6 +195,11 @@ def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: flo
         "LayersRepaired": len(report["layers_repaired"]),
         "VectorsReembedded": report["vectors_missing_reembedded"],
         "VectorsOrphanedDeleted": report["vectors_orphaned_deleted"],
+        "EntityChunksReextracted": report["entity_chunks_reextracted"],
+        "EntityChunksOrphanedRemoved": report["entity_chunks_orphaned_removed"],
+        "EntityCountsRepaired": sum(report["entity_counts_repaired"].values()),
+        "EntityVectorsReembedded": report["entity_vectors_reembedded"],
+        "EntityVectorsOrphanedDeleted": report["entity_vectors_orphaned_deleted"],
         "InvariantViolations": len(check.violations),
     }
     report["seconds"] = round(time.perf_counter() - started, 4)

@@ -1,12 +1,21 @@
-"""Remove documents: their chunks leave layer 0 and the affected segments are reconciled."""
+"""Remove documents: their chunks leave layer 0 and the affected segments are reconciled.
+
+A versioned removal (an S3 delete event with its ``sequencer``) leaves a tombstone in place of
+the document: its source and version, so that an older put of the same key delivered later is
+recognized as stale (services.ingest). It is written conditionally on the record it replaces,
+and written even when there is no document yet (the delete overtook the put it follows)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 
+from ..domain.ids import document_id_for_source
+from ..domain.model import DELETED, ConflictError, Document
+from ..domain.sequencer import supersedes
 from .engine import Engine
 from .announce import announce
-from .ingest import remove_document_nodes
+from .ingest import COMMIT_ATTEMPTS, drop_chunks, remove_document_nodes
 from .reports import ChangeReport
 
 
@@ -18,10 +27,45 @@ def resolve(engine: Engine, ref: str) -> list:
     return engine.graph.find_documents(ref)
 
 
-def remove(engine: Engine, refs: Sequence[str]) -> ChangeReport:
+def tombstone(source: str, doc_id: str, version: str, now: float | None = None) -> Document:
+    return Document(doc_id=doc_id, source=source, content_hash="", status=DELETED, version=version,
+                    meta={"deleted_at": round(time.time() if now is None else now, 3)})
+
+
+def remove_versioned(engine: Engine, source: str, version: str, report: ChangeReport) -> list[tuple[str, int]]:
+    """Replace the documents of ``source`` by tombstones of ``version`` unless their stored
+    version is newer; returns the removed (chunk id, code) pairs."""
+    doc_ids = {d.doc_id for d in engine.graph.find_documents(source)} | {document_id_for_source(source)}
+    removed: list[tuple[str, int]] = []
+    for doc_id in sorted(doc_ids):
+        for _ in range(COMMIT_ATTEMPTS):
+            stored = engine.graph.get_document(doc_id, include_deleted=True)
+            if stored is not None and (stored.source != source or not supersedes(version, stored.version)):
+                report.documents_stale += stored.source == source
+                break
+            try:
+                engine.graph.put_document(tombstone(source, doc_id, version), expected=stored)
+            except ConflictError:
+                continue
+            if stored is not None and not stored.is_tombstone:
+                removed += drop_chunks(engine, stored, stored.chunk_ids)
+                report.documents_removed += 1
+                report.chunks_removed += len(stored.chunk_ids)
+            break
+        else:
+            raise ConflictError(f"document {doc_id}: {COMMIT_ATTEMPTS} conditional writes lost in a row")
+    return removed
+
+
+def remove(engine: Engine, refs: Sequence[str], version: str = "") -> ChangeReport:
+    """Remove documents by id or source. With ``version`` (an S3 sequencer) each ref is a
+    source key and the removal is versioned (see the module docstring)."""
     report = ChangeReport()
     removed: list[tuple[str, int]] = []
     for ref in refs:
+        if version:
+            removed += remove_versioned(engine, ref, version, report)
+            continue
         docs = resolve(engine, ref)
         if not docs:
             report.errors.append({"source": ref, "error": "no such document"})

@@ -26,7 +26,8 @@ from typing import Any
 
 from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
 
-from ...domain.model import ConflictError, Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
+from ...domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState,
+                             RegionChange, Segment)
 from .models import TableModels, build_models
 
 TRANSACT_LIMIT = 100
@@ -133,7 +134,8 @@ class DynamoGraphStore:
         item = self.Item(PK="LEDGER", SK=f"KIND#{kind}")
         item.update(actions=[self.Item.calls.add(calls), self.Item.tokens_in.add(tokens_in),
                              self.Item.tokens_out.add(tokens_out),
-                             self.Item.seconds.add(round(float(seconds), 6))])
+                             # 0.1 ms steps: a plain decimal (json writes 7e-05 for smaller values)
+                             self.Item.seconds.add(round(float(seconds), 4))])
 
     def ledger(self) -> dict[str, dict[str, float]]:
         out = {}
@@ -148,11 +150,12 @@ class DynamoGraphStore:
         return Document(doc_id=item.PK[len("DOC#"):], source=item.source or "",
                         content_hash=item.content_hash or "", title=item.title or "",
                         chunk_ids=tuple(item.chunk_ids or ()), status=item.status or "indexed",
-                        meta=json.loads(item.meta) if item.meta else {})
+                        meta=json.loads(item.meta) if item.meta else {}, version=item.doc_version or "")
 
-    def get_document(self, doc_id: str) -> Document | None:
+    def get_document(self, doc_id: str, include_deleted: bool = False) -> Document | None:
         item = self._get(f"DOC#{doc_id}", "DOC")
-        return None if item is None else self._doc(item)
+        doc = None if item is None else self._doc(item)
+        return doc if doc is not None and (include_deleted or not doc.is_tombstone) else None
 
     def find_documents(self, source: str) -> list[Document]:
         # the index is eventually consistent; re-read each hit strongly
@@ -160,18 +163,41 @@ class DynamoGraphStore:
         docs = [self.get_document(i) for i in ids]
         return [d for d in docs if d is not None and d.source == source]
 
-    def put_document(self, doc: Document) -> None:
-        self.Item(PK=f"DOC#{doc.doc_id}", SK="DOC", GSI2PK=f"SRC#{doc.source}", GSI2SK=doc.doc_id,
-                  source=doc.source, content_hash=doc.content_hash, title=doc.title or None,
-                  chunk_ids=list(doc.chunk_ids), status=doc.status,
-                  meta=json.dumps(doc.meta) if doc.meta else None).save()
+    def _stamp_condition(self, expected: Document | None):
+        """The stored document still has ``expected``'s stamp (or, for None, there is none)."""
+        Item = self.Item
+        if expected is None:
+            return Item.PK.does_not_exist()
+        hash_, version, status = expected.stamp()
+        condition = Item.PK.exists() & (Item.content_hash == hash_)
+        condition &= (Item.doc_version == version) if version else Item.doc_version.does_not_exist()
+        if status == "indexed":  # documents written before statuses were stored explicitly
+            return condition & ((Item.status == status) | Item.status.does_not_exist())
+        return condition & (Item.status == status)
+
+    def put_document(self, doc: Document, expected: Document | None = ANY_VERSION) -> None:
+        live = not doc.is_tombstone  # a tombstone stays out of the BySource index
+        item = self.Item(PK=f"DOC#{doc.doc_id}", SK="DOC", GSI2PK=f"SRC#{doc.source}" if live else None,
+                         GSI2SK=doc.doc_id if live else None, source=doc.source,
+                         content_hash=doc.content_hash, title=doc.title or None,
+                         chunk_ids=list(doc.chunk_ids), status=doc.status,
+                         meta=json.dumps(doc.meta) if doc.meta else None, doc_version=doc.version or None)
+        if expected is ANY_VERSION:
+            item.save()
+            return
+        try:
+            item.save(condition=self._stamp_condition(expected))
+        except PutError as exc:
+            if _is_condition_failure(exc):
+                raise ConflictError(f"document {doc.doc_id} changed concurrently") from None
+            raise
 
     def delete_document(self, doc_id: str) -> None:
         self.Item(PK=f"DOC#{doc_id}", SK="DOC").delete()
 
     def list_documents(self) -> list[Document]:
         items = self.Item.scan(self.Item.SK == "DOC", consistent_read=True)
-        return sorted((self._doc(i) for i in items), key=lambda d: d.doc_id)
+        return sorted((d for d in map(self._doc, items) if not d.is_tombstone), key=lambda d: d.doc_id)
 
     # ----- nodes and the ref index -----
     def _node(self, item) -> Node:

@@ -7,6 +7,7 @@ One table, generic key attributes, item kinds told apart by their keys:
     META                LSH             the hyperplanes (written once, conditionally)
     LEDGER              KIND#<kind>     cost ledger counters (atomic ADD)
     DOC#<doc_id>        DOC             a document;       GSI2 BySource: SRC#<source> / <doc_id>
+                                        (a tombstone: status "deleted", no chunks, no GSI2 keys)
     NODE#<node_id>      NODE            a graph node (text, code, children...)
     REF#<layer>#<shard> <code>#<node>   the node in its layer's code-ordered index: ``seg``, ``live``
     SEGS#<layer>#<b>    SEG#<seg_id>    a segment of a layer (b: a bucket of its id)
@@ -16,6 +17,8 @@ One table, generic key attributes, item kinds told apart by their keys:
     ENT#<entity>        SENT#<sentence> a mention (the sentence mentions the entity)
     ENT#<entity>        COOC#<entity2>  co-occurrence: ``weight`` = sentences mentioning both (atomic ADD)
     CHUNK#<chunk>       ENTITIES        a chunk's sentences and their entities (JSON ``value``)
+    CHUNK#<chunk>       PENDING         an add in progress: its record and token (JSON ``value``)
+    CHUNK#<chunk>       PART#<k>        marker: part k of the chunk's counter updates is applied
     META                ENTITY#GEN      the entity graph's generation (``version``, atomic ADD)
     META                ENTITY#COUNT    the number of entities (``version``, atomic ADD)
 
@@ -104,6 +107,7 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         chunk_ids = ListAttribute(of=UnicodeAttribute, null=True)
         status = UnicodeAttribute(null=True)
         meta = UnicodeAttribute(null=True)
+        doc_version = UnicodeAttribute(null=True)  # the S3 sequencer that wrote the document
         # NODE
         layer = NumberAttribute(null=True)
         text = UnicodeAttribute(null=True)
@@ -122,5 +126,6 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         # ENT: total occurrences over live chunks; postings and co-occurrences: their count
         freq = NumberAttribute(null=True)
         weight = NumberAttribute(null=True)
+        born = UnicodeAttribute(null=True)  # ENT: the token of the add that created the entity
 
     return TableModels(item=GraphItem, by_layer=GraphItem.by_layer, by_source=GraphItem.by_source)

@@ -144,6 +144,41 @@ class SqliteEntityStore:
         self._bump()
         return gone
 
+    def repair_counts(self) -> dict[str, int]:
+        """Recount frequencies from the postings and co-occurrences from the sentence mentions
+        (the per-chunk rows), in one transaction; fix what drifted. Returns the number of rows
+        fixed per kind."""
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                want_freq = dict(c.execute("SELECT entity, SUM(n) FROM ent_postings GROUP BY entity").fetchall())
+                have_freq = dict(c.execute("SELECT entity, n FROM ent_freq").fetchall())
+                by_sentence: dict[str, list[str]] = {}
+                for sid, e in c.execute("SELECT sentence_id, entity FROM ent_mentions").fetchall():
+                    by_sentence.setdefault(sid, []).append(e)
+                want_cooc: dict[tuple[str, str], int] = {}
+                for ents in by_sentence.values():
+                    for a, b in combinations(sorted(set(ents)), 2):
+                        for pair in ((a, b), (b, a)):
+                            want_cooc[pair] = want_cooc.get(pair, 0) + 1
+                have_cooc = {(a, b): w for a, b, w in c.execute("SELECT a, b, w FROM ent_cooc").fetchall()}
+                bad_freq = [e for e in set(want_freq) | set(have_freq) if want_freq.get(e) != have_freq.get(e)]
+                bad_cooc = [p for p in set(want_cooc) | set(have_cooc) if want_cooc.get(p) != have_cooc.get(p)]
+                c.executemany("DELETE FROM ent_freq WHERE entity = ?", [(e,) for e in bad_freq])
+                c.executemany("INSERT INTO ent_freq(entity, n) VALUES (?, ?)",
+                              [(e, want_freq[e]) for e in bad_freq if want_freq.get(e, 0) > 0])
+                c.executemany("DELETE FROM ent_cooc WHERE a = ? AND b = ?", bad_cooc)
+                c.executemany("INSERT INTO ent_cooc(a, b, w) VALUES (?, ?, ?)",
+                              [(a, b, want_cooc[(a, b)]) for a, b in bad_cooc if (a, b) in want_cooc])
+                if bad_freq or bad_cooc:
+                    self._bump()
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+        return {"frequencies": len(bad_freq), "cooccurrence": len(bad_cooc)}
+
     # ------------------------------------------------------------ reads
     def sentence_ids_of_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
         return sorted(r[0] for r in self._select_in(

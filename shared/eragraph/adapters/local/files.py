@@ -1,4 +1,4 @@
-"""Atomic file writes shared by the local adapters."""
+"""Atomic file writes and the inter-process writer lock shared by the local adapters."""
 
 from __future__ import annotations
 
@@ -20,3 +20,21 @@ def atomic_write(path: Path, data: bytes, tmp_suffix: str = ".tmp") -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def file_stamp(path: Path) -> tuple[int, int, int] | None:
+    """(inode, size, mtime in ns) of ``path``, None when absent: atomic_write replaces the
+    file, so another writer's write changes the stamp."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def writer_lock(path: Path, timeout: float = -1):
+    """An inter-process lock on ``path`` (``filelock``: flock on POSIX, msvcrt on Windows);
+    use as a context manager. ``timeout`` -1 waits as long as it takes."""
+    from filelock import FileLock
+
+    return FileLock(str(path), timeout=timeout)

@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ...domain.model import (ConflictError, Document, EragraphError, LshConfig, Node, NodeRef, RefState,
-                             RegionChange, Segment)
+from ...domain.model import (ANY_VERSION, DELETED, ConflictError, Document, EragraphError, LshConfig, Node,
+                             NodeRef, RefState, RegionChange, Segment)
 
 SCHEMA_VERSION = 2
 _IN_CHUNK = 500  # ids per "IN (...)" query, well under SQLite's variable limit
@@ -55,7 +55,8 @@ CREATE TABLE IF NOT EXISTS documents (
     title        TEXT NOT NULL,
     chunk_ids    TEXT NOT NULL,
     status       TEXT NOT NULL,
-    meta         TEXT NOT NULL
+    meta         TEXT NOT NULL,
+    version      TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS documents_source ON documents (source);
 CREATE TABLE IF NOT EXISTS nodes (
@@ -118,13 +119,14 @@ def _migrate_to_refs(conn: sqlite3.Connection) -> None:
 
 def _doc_row(doc: Document) -> tuple:
     return (doc.doc_id, doc.source, doc.content_hash, doc.title, _dumps(list(doc.chunk_ids)),
-            doc.status, _dumps(doc.meta))
+            doc.status, _dumps(doc.meta), doc.version)
 
 
 def _doc(row: sqlite3.Row | tuple) -> Document:
-    doc_id, source, content_hash, title, chunk_ids, status, meta = row
+    doc_id, source, content_hash, title, chunk_ids, status, meta, version = row
     return Document(doc_id=doc_id, source=source, content_hash=content_hash, title=title,
-                    chunk_ids=tuple(json.loads(chunk_ids)), status=status, meta=json.loads(meta))
+                    chunk_ids=tuple(json.loads(chunk_ids)), status=status, meta=json.loads(meta),
+                    version=version)
 
 
 def _node(row: tuple) -> Node:
@@ -133,7 +135,8 @@ def _node(row: tuple) -> Node:
                 doc_id=doc_id, source=source, children=tuple(json.loads(children)))
 
 
-_DOC_COLS = "doc_id, source, content_hash, title, chunk_ids, status, meta"
+_DOC_COLS = "doc_id, source, content_hash, title, chunk_ids, status, meta, version"
+_LIVE = f"status != '{DELETED}'"
 _NODE_COLS = "node_id, layer, text, tokens, code, doc_id, source, children"
 
 
@@ -177,6 +180,9 @@ class SqliteGraphStore:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            columns = {r[1] for r in conn.execute("PRAGMA table_info(documents)")}
+            if "version" not in columns:  # an additive column: older readers name their columns
+                conn.execute("ALTER TABLE documents ADD COLUMN version TEXT NOT NULL DEFAULT ''")
             row = conn.execute("SELECT value FROM store_info WHERE key = 'schema_version'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO store_info (key, value) VALUES ('schema_version', ?)",
@@ -253,17 +259,25 @@ class SqliteGraphStore:
                 for kind, calls, t_in, t_out, sec in rows}
 
     # ------------------------------------------------------------------ documents
-    def get_document(self, doc_id: str) -> Document | None:
-        rows = self._query(f"SELECT {_DOC_COLS} FROM documents WHERE doc_id = ?", (doc_id,))
+    def get_document(self, doc_id: str, include_deleted: bool = False) -> Document | None:
+        where = "doc_id = ?" if include_deleted else f"doc_id = ? AND {_LIVE}"
+        rows = self._query(f"SELECT {_DOC_COLS} FROM documents WHERE {where}", (doc_id,))
         return _doc(rows[0]) if rows else None
 
     def find_documents(self, source: str) -> list[Document]:
-        rows = self._query(f"SELECT {_DOC_COLS} FROM documents WHERE source = ? ORDER BY doc_id", (source,))
+        rows = self._query(f"SELECT {_DOC_COLS} FROM documents WHERE source = ? AND {_LIVE} ORDER BY doc_id",
+                           (source,))
         return [_doc(r) for r in rows]
 
-    def put_document(self, doc: Document) -> None:
+    def put_document(self, doc: Document, expected: Document | None = ANY_VERSION) -> None:
         with self._write() as conn:
-            conn.execute(f"INSERT OR REPLACE INTO documents ({_DOC_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            if expected is not ANY_VERSION:
+                row = conn.execute("SELECT content_hash, version, status FROM documents WHERE doc_id = ?",
+                                   (doc.doc_id,)).fetchone()
+                if (row is None) != (expected is None) or (
+                        row is not None and tuple(row) != expected.stamp()):
+                    raise ConflictError(f"document {doc.doc_id} changed concurrently")
+            conn.execute(f"INSERT OR REPLACE INTO documents ({_DOC_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                          _doc_row(doc))
 
     def delete_document(self, doc_id: str) -> None:
@@ -271,7 +285,7 @@ class SqliteGraphStore:
             conn.execute("DELETE FROM documents WHERE doc_id = ?", (doc_id,))
 
     def list_documents(self) -> list[Document]:
-        return [_doc(r) for r in self._query(f"SELECT {_DOC_COLS} FROM documents ORDER BY doc_id")]
+        return [_doc(r) for r in self._query(f"SELECT {_DOC_COLS} FROM documents WHERE {_LIVE} ORDER BY doc_id")]
 
     # ------------------------------------------------------------------ nodes and refs
     def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:

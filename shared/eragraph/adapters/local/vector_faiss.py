@@ -10,6 +10,12 @@ top-k). Selectors are cached per filter and dropped whenever the index changes.
 ``flush()`` writes both files atomically (temporary file, fsync, ``os.replace``); the id map
 records the SHA-256 of the index file it belongs to, so a crash between the two renames is
 detected on open instead of silently pairing vectors with the wrong ids.
+
+Several processes may write one index (two ``eragraph ingest`` runs on one store): ``flush()``
+holds an inter-process lock (``filelock``, the file ``.writer.lock`` in the folder), and when
+another writer replaced the files since this handle read or wrote them, it re-reads them under
+the lock and replays this handle's own upserts and deletes (kept since its last flush) on top,
+so no writer's vectors are lost. Readers take no lock: they see the old files or the new ones.
 """
 
 from __future__ import annotations
@@ -26,10 +32,11 @@ import numpy as np
 
 from ...domain.model import EragraphError
 from ...ports import Hit
-from .files import atomic_write
+from .files import atomic_write, file_stamp, writer_lock
 
 INDEX_FILE = "vectors.faiss"
 IDMAP_FILE = "vectors.json"
+LOCK_FILE = ".writer.lock"
 FORMAT = 1
 _TIE_PAD = 8  # extra neighbours fetched so ties at the k-th score are ordered by id, as in memory
 
@@ -47,6 +54,11 @@ class FaissVectorIndex:
         self.directory = Path(directory)
         self.dim = int(dim)
         self._lock = threading.RLock()
+        self._journal: list[tuple] = []  # this handle's upserts/deletes since it last synced with disk
+        self._reset()
+        self._load()
+
+    def _reset(self) -> None:
         self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
         self._to_int: dict[str, int] = {}
         self._to_str: dict[int, str] = {}
@@ -58,12 +70,13 @@ class FaissVectorIndex:
         self._next_id = 0
         self._dirty = False
         self._selectors: dict[tuple, tuple[int, Any, Any]] = {}
-        self._load()
+        self._disk_stamp = None  # the id map file this handle last read or wrote
 
     # ------------------------------------------------------------------ persistence
     def _load(self) -> None:
         idmap_path = self.directory / IDMAP_FILE
         index_path = self.directory / INDEX_FILE
+        self._disk_stamp = file_stamp(idmap_path)
         if not idmap_path.exists() and not index_path.exists():
             return
         if not idmap_path.exists() or not index_path.exists():
@@ -95,14 +108,32 @@ class FaissVectorIndex:
             if not self._dirty:
                 return
             self.directory.mkdir(parents=True, exist_ok=True)
-            raw = faiss.serialize_index(self._index).tobytes()
-            entries = [[s, i, self._layer[i], self._doc[i]] for s, i in sorted(self._to_int.items())]
-            idmap = {"format": FORMAT, "dim": self.dim, "next_id": self._next_id,
-                     "index_sha256": hashlib.sha256(raw).hexdigest(), "entries": entries}
-            atomic_write(self.directory / INDEX_FILE, raw)
-            atomic_write(self.directory / IDMAP_FILE,
-                          json.dumps(idmap, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+            with writer_lock(self.directory / LOCK_FILE):
+                if file_stamp(self.directory / IDMAP_FILE) != self._disk_stamp:
+                    self._merge_from_disk()
+                raw = faiss.serialize_index(self._index).tobytes()
+                entries = [[s, i, self._layer[i], self._doc[i]] for s, i in sorted(self._to_int.items())]
+                idmap = {"format": FORMAT, "dim": self.dim, "next_id": self._next_id,
+                         "index_sha256": hashlib.sha256(raw).hexdigest(), "entries": entries}
+                atomic_write(self.directory / INDEX_FILE, raw)
+                atomic_write(self.directory / IDMAP_FILE,
+                              json.dumps(idmap, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+                self._disk_stamp = file_stamp(self.directory / IDMAP_FILE)
             self._dirty = False
+            self._journal.clear()
+
+    def _merge_from_disk(self) -> None:
+        """Another writer replaced the files: read them and replay this handle's changes."""
+        journal = self._journal
+        self._journal = []
+        self._reset()
+        self._load()
+        for op in journal:
+            if op[0] == "upsert":
+                self._upsert(*op[1:])
+            else:
+                self._delete(op[1])
+        self._journal = journal
 
     # ------------------------------------------------------------------ writes
     def _set_meta(self, i: int, layer: int, doc_id: str) -> None:
@@ -159,36 +190,52 @@ class FaissVectorIndex:
         vectors = vectors.reshape(len(ids), -1)
         if vectors.shape[1] != self.dim:
             raise ValueError(f"vectors have {vectors.shape[1]} dimensions, the index {self.dim}")
+        ids = list(ids)
+        metas = [dict(m) for m in metas]
+        with self._lock:
+            self._upsert(ids, vectors, metas)
+            self._journal.append(("upsert", ids, vectors.copy(), metas))
+
+    def _upsert(self, ids: list[str], vectors: np.ndarray, metas: list[dict]) -> None:
         # a later duplicate in the batch wins, as in the memory adapter
         last = {s: n for n, s in enumerate(ids)}
         order = sorted(last.values())
-        with self._lock:
-            existing = [self._to_int[ids[n]] for n in order if ids[n] in self._to_int]
-            self._remove_int(existing)
-            int_ids = []
-            for n in order:
-                s = ids[n]
-                i = self._to_int.get(s)
-                if i is None:
-                    i = self._next_id
-                    self._next_id += 1
-                    self._to_int[s] = i
-                    self._to_str[i] = s
-                self._set_meta(i, int(metas[n].get("layer", -1)), str(metas[n].get("doc_id", "")))
-                int_ids.append(i)
-            self._index.add_with_ids(np.ascontiguousarray(vectors[order]), np.asarray(int_ids, dtype=np.int64))
-            self._changed()
+        existing = [self._to_int[ids[n]] for n in order if ids[n] in self._to_int]
+        self._remove_int(existing)
+        int_ids = []
+        for n in order:
+            s = ids[n]
+            i = self._to_int.get(s)
+            if i is None:
+                i = self._next_id
+                self._next_id += 1
+                self._to_int[s] = i
+                self._to_str[i] = s
+            self._set_meta(i, int(metas[n].get("layer", -1)), str(metas[n].get("doc_id", "")))
+            int_ids.append(i)
+        self._index.add_with_ids(np.ascontiguousarray(vectors[order]), np.asarray(int_ids, dtype=np.int64))
+        self._changed()
 
     def delete(self, ids: Iterable[str]) -> None:
+        ids = list(dict.fromkeys(ids))
         with self._lock:
-            gone = [self._to_int.pop(s) for s in dict.fromkeys(ids) if s in self._to_int]
-            if not gone:
-                return
-            self._remove_int(gone)
-            for i in gone:
-                del self._to_str[i]
-                self._drop_meta(i)
-            self._changed()
+            if self._delete(ids):
+                self._journal.append(("delete", ids))
+            elif ids and file_stamp(self.directory / IDMAP_FILE) != self._disk_stamp:
+                # another writer may have added them since this handle read the files
+                self._journal.append(("delete", ids))
+                self._dirty = True
+
+    def _delete(self, ids: list[str]) -> bool:
+        gone = [self._to_int.pop(s) for s in ids if s in self._to_int]
+        if not gone:
+            return False
+        self._remove_int(gone)
+        for i in gone:
+            del self._to_str[i]
+            self._drop_meta(i)
+        self._changed()
+        return True
 
     # ------------------------------------------------------------------ reads
     def _selector(self, layers: Sequence[int] | None, doc_ids: Sequence[str] | None) -> tuple[int, Any, Any]:

@@ -1,0 +1,58 @@
+"""Two real ``eragraph ingest`` processes on one local store at the same time: nothing is lost
+(every live node keeps its vector, every entity its name vector) and the graph invariants hold."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def corpus(path: Path, prefix: str, n: int) -> None:
+    words = "river delta harbour bridge canal tide ferry quay lock estuary".split()
+    with open(path, "w", encoding="utf-8") as fh:
+        for i in range(n):
+            text = " ".join(words[(i + j) % len(words)] for j in range(40))
+            fh.write(json.dumps({"id": f"{prefix}{i}", "title": f"{prefix} {i}",
+                                 "text": f"{text}. Captain {prefix.title()}{i} sailed to Port {prefix.title()}{i}."}) + "\n")
+
+
+def test_two_ingest_processes_lose_no_vector(tmp_path, monkeypatch):
+    store = tmp_path / "store"
+    env = {**os.environ, "ERAGRAPH_EMBEDDER": "hash", "ERAGRAPH_S_MIN": "3", "ERAGRAPH_S_MAX": "5",
+           "ERAGRAPH_N_PLANES": "10", "PYTHONPATH": os.pathsep.join([str(ROOT / "shared"), os.environ.get("PYTHONPATH", "")])}
+    env.pop("ERAGRAPH_STORE", None)
+    files = []
+    for prefix in ("north", "south"):
+        files.append(tmp_path / f"{prefix}.jsonl")
+        corpus(files[-1], prefix, 120)
+    procs = [subprocess.Popen([sys.executable, "-m", "eragraph.cli", "ingest", str(f), "--store", str(store),
+                               "--json", "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+             for f in files]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err.decode()
+        assert json.loads(out)["documents_added"] == 120
+
+    from eragraph.bootstrap import build_engine
+    from eragraph.config import settings_from_env
+    from eragraph.services import invariants
+
+    for k in ("ERAGRAPH_EMBEDDER", "ERAGRAPH_S_MIN", "ERAGRAPH_S_MAX", "ERAGRAPH_N_PLANES"):
+        monkeypatch.setenv(k, env[k])
+    engine = build_engine("local", store, settings_from_env())
+    assert len(engine.graph.list_documents()) == 240
+    live = {r.node_id for layer in engine.graph.layer_sizes() for r in engine.graph.layer_refs(layer)}
+    assert engine.vectors.ids() == live
+    chunks = {r.node_id for r in engine.graph.layer_refs(0)}
+    assert chunks == {c for d in engine.graph.list_documents() for c in d.chunk_ids}
+    entities = engine.extras["entity_store"]
+    names = entities.export().entities
+    assert entities.chunk_ids() == chunks
+    assert {i for i in engine.extras["entity_vectors"].ids()} == {f"ent:{e}" for e in names}
+    report = invariants.check(engine)
+    assert report.ok, report.violations[:5]
