@@ -26,7 +26,8 @@ Why a single table: every access is a key lookup or a one-partition query with a
 code range of the ref index is a Query on the shard(s) it spans; ``apply_region`` is one
 transaction on one table); on-demand billing and PITR are configured once. No partition
 holds a whole layer. The sparse GSI BySource serves the one non-key read: the documents of a
-source key. (ByLayer, the per-layer node index of earlier versions, is no longer written.)
+source key. (Earlier versions kept a per-layer node index, ByLayer: one hot partition per layer,
+eventually consistent; the ref index replaces it.)
 
 The table name and endpoint are only known at run time, so the model classes are built by
 ``build_models`` (pynamodb binds a table through the model's ``Meta``). The key schema here must
@@ -42,17 +43,15 @@ from pynamodb.attributes import (
     NumberAttribute,
     UnicodeAttribute,
 )
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex, IncludeProjection
+from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
-BY_LAYER = "ByLayer"
 BY_SOURCE = "BySource"
 
 
 @dataclass(frozen=True)
 class TableModels:
     item: type[Model]
-    by_layer: GlobalSecondaryIndex
     by_source: GlobalSecondaryIndex
 
 
@@ -64,14 +63,6 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         meta_attrs["region"] = region
     if host:
         meta_attrs["host"] = host
-
-    class ByLayer(GlobalSecondaryIndex):
-        class Meta:
-            index_name = BY_LAYER
-            projection = IncludeProjection(["code"])
-
-        GSI1PK = UnicodeAttribute(hash_key=True)
-        GSI1SK = UnicodeAttribute(range_key=True)
 
     class BySource(GlobalSecondaryIndex):
         class Meta:
@@ -86,11 +77,8 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
 
         PK = UnicodeAttribute(hash_key=True)
         SK = UnicodeAttribute(range_key=True)
-        GSI1PK = UnicodeAttribute(null=True)
-        GSI1SK = UnicodeAttribute(null=True)
         GSI2PK = UnicodeAttribute(null=True)
         GSI2SK = UnicodeAttribute(null=True)
-        by_layer = ByLayer()
         by_source = BySource()
 
         # META / LSH: a JSON value
@@ -128,4 +116,4 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         weight = NumberAttribute(null=True)
         born = UnicodeAttribute(null=True)  # ENT: the token of the add that created the entity
 
-    return TableModels(item=GraphItem, by_layer=GraphItem.by_layer, by_source=GraphItem.by_source)
+    return TableModels(item=GraphItem, by_source=GraphItem.by_source)
