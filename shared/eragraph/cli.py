@@ -1,4 +1,4 @@
-"""The `eragraph` command line: ingest, query, delete, stats, rebuild, reindex, bench, demo."""
+"""The `eragraph` command line: ingest, query, serve, delete, stats, rebuild, reindex, bench, demo."""
 
 from __future__ import annotations
 
@@ -84,7 +84,56 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0 if docs or not errors else 1
 
 
+def render_query(out: dict) -> str:
+    """The human-readable form of a query response (QueryResponse.to_dict, or the API's JSON)."""
+    lines = []
+    if out.get("answer") is not None:
+        lines += [f"answer: {out['answer']}", ""]
+    for i, r in enumerate(out.get("results") or [], 1):
+        label = f"L{r['layer']}" + (f" {r['title'] or r['doc_id']}" if r["layer"] == 0
+                                     else f" summary of {len(r['children'])}")
+        snippet = " ".join(r["text"].split())[:300]
+        lines.append(f"{i}. [{r['score']:.3f}] {label} ({r['id']})\n   {snippet}")
+    if out.get("note"):
+        lines.append(f"({out['note']})")
+    return "\n".join(lines) or "no results"
+
+
+def query_server(url: str, body: dict, timeout: float = 120.0) -> tuple[int, dict]:
+    """POST ``body`` to a running `eragraph serve` at ``url``; returns (status, JSON body)."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url.rstrip("/") + "/query", data=json.dumps(body).encode("utf-8"),
+                                     headers={"content-type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        try:
+            return exc.code, json.loads(exc.read() or b"{}")
+        except json.JSONDecodeError:
+            return exc.code, {"message": exc.reason}
+
+
 def cmd_query(args: argparse.Namespace) -> int:
+    if args.server:
+        body = {"query": args.text, "mode": args.mode, "answer": args.answer}
+        body.update({k: v for k, v in (("k", args.k), ("budget", args.budget), ("p", args.p)) if v is not None})
+        try:
+            status, out = query_server(args.server, body)
+        except OSError as exc:
+            print(f"eragraph: no server at {args.server}: {getattr(exc, 'reason', exc)}", file=sys.stderr)
+            return 2
+        if status != 200:
+            print(f"eragraph: error: {status} {out.get('message') or out.get('detail') or out}", file=sys.stderr)
+            return 2
+        _emit(args, out, render_query(out))
+        return 0
+    if not args.store:
+        print("eragraph query: give --store DIR (or ERAGRAPH_STORE), or --server URL of a running "
+              "`eragraph serve` (or ERAGRAPH_SERVER)", file=sys.stderr)
+        return 2
     from .services.query import query
 
     engine = _engine(args)
@@ -94,16 +143,27 @@ def cmd_query(args: argparse.Namespace) -> int:
         return 2
     response = query(engine, args.text, mode=args.mode, k=args.k, budget=args.budget, p=args.p,
                      answer=args.answer)
-    lines = []
-    if response.answer is not None:
-        lines += [f"answer: {response.answer}", ""]
-    for i, r in enumerate(response.results, 1):
-        label = f"L{r.layer}" + (f" {r.title or r.doc_id}" if r.layer == 0 else f" summary of {len(r.children)}")
-        snippet = " ".join(r.text.split())[:300]
-        lines.append(f"{i}. [{r.score:.3f}] {label} ({r.id})\n   {snippet}")
-    if response.note:
-        lines.append(f"({response.note})")
-    _emit(args, response.to_dict(), "\n".join(lines) or "no results")
+    out = response.to_dict()
+    _emit(args, out, render_query(out))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from .server import make_server
+    except ImportError as exc:
+        print(f"eragraph serve needs the aws extra (powertools, pydantic): {exc}", file=sys.stderr)
+        return 2
+    engine = _engine(args)
+    server = make_server(engine, args.host, args.port, log=not args.quiet)
+    print(f"eragraph: serving {args.store} on {server.url} (POST /query, GET /documents/ID, GET /stats, "
+          f"GET /health); Ctrl-C stops", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
@@ -240,8 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eragraph", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser, store_required: bool = True) -> None:
-        p.add_argument("--store", default=os.environ.get("ERAGRAPH_STORE", DEFAULT_STORE if not store_required else None),
+    def common(p: argparse.ArgumentParser, store_required: bool = True, store_default: str | None = DEFAULT_STORE
+               ) -> None:
+        p.add_argument("--store", default=os.environ.get("ERAGRAPH_STORE", store_default if not store_required else None),
                        required=store_required and not os.environ.get("ERAGRAPH_STORE"),
                        help="store directory (or ERAGRAPH_STORE)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -262,8 +323,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, default=None, help="token budget for the evidence")
     p.add_argument("--p", type=float, default=None, help="proportion for detailed/summarized")
     p.add_argument("--answer", action="store_true", help="generate an answer (needs a generator)")
-    common(p)
+    p.add_argument("--server", default=os.environ.get("ERAGRAPH_SERVER") or None, metavar="URL",
+                   help="ask a running `eragraph serve` at URL instead of opening the store "
+                        "(or ERAGRAPH_SERVER); --store is then not needed")
+    common(p, store_required=False, store_default=None)
     p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("serve", help="serve the query API (as deployed) over one warm engine on 127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one; default 8765)")
+    common(p)
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("delete", help="remove documents by id or source")
     p.add_argument("refs", nargs="+", metavar="DOC_ID_OR_SOURCE")
