@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 from .config import Settings, settings_from_env
@@ -39,39 +40,51 @@ def _engine(args: argparse.Namespace, settings: Settings | None = None):
     return build_engine("local", Path(args.store), settings or _settings(args))
 
 
-def _progress(total: int, desc: str, args: argparse.Namespace):
+def _progress(total: int | None, desc: str, args: argparse.Namespace):
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="doc", file=sys.stderr,
-                disable=getattr(args, "quiet", False) or total < 2)
+                disable=getattr(args, "quiet", False) or (total is not None and total < 2))
 
 
 def _text_key(doc_id: str) -> str:
     return f"text/{doc_id}.txt"
 
 
-def ingest_docs(engine, docs, args) -> dict:
-    """Ingest SourceDocs, keep their text in the blob store (for rebuilds), drain the bus."""
+def ingest_docs(engine, docs: Iterable, args, total: int | None = None) -> dict:
+    """Ingest SourceDocs (any iterable, consumed in batches of ``--batch-docs``), keep their text
+    in the blob store (for rebuilds) as they pass, then drain the bus. ``documents_read`` counts
+    the documents the iterable gave."""
     from .services import ingest as ingest_service
     from .services import resummarize
 
+    seen = 0
+
+    def keep_text(stream):
+        nonlocal seen
+        for doc in stream:
+            seen += 1
+            if engine.blobs is not None:
+                engine.blobs.put(_text_key(doc.resolved_id), doc.text.encode("utf-8"))
+            yield doc
+
     started = time.perf_counter()
-    with _progress(len(docs), "ingest", args) as bar:
-        report = ingest_service.ingest(engine, docs, progress=bar.update)
-    if engine.blobs is not None:
-        for doc in docs:
-            engine.blobs.put(_text_key(doc.resolved_id), doc.text.encode("utf-8"))
+    with _progress(total, "ingest", args) as bar:
+        report = ingest_service.ingest(engine, keep_text(docs), progress=bar.update,
+                                       batch_docs=getattr(args, "batch_docs", None) or 256)
     report.merge(resummarize.drain(engine))
     report.seconds = time.perf_counter() - started
-    return report.to_dict()
+    out = report.to_dict()
+    out["documents_read"] = seen
+    return out
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from .services.sources import load_sources
+    from .services.sources import iter_sources
 
     engine = _engine(args)
-    docs, errors, _raw = load_sources(args.paths, engine.settings.max_document_bytes)
-    out = ingest_docs(engine, docs, args)
+    errors: list[dict[str, str]] = []
+    out = ingest_docs(engine, iter_sources(args.paths, errors, engine.settings.max_document_bytes), args)
     out["errors"] = errors + out["errors"]
     for err in out["errors"]:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
@@ -81,7 +94,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                       f"segments re-summarized: {layers}; {out['summarize_calls']} summarize calls, "
                       f"{out['tokens_in']} tokens in, {out['tokens_out']} out, {out['seconds']:.1f}s"
                       + (f"; {len(out['errors'])} skipped" if out["errors"] else "")))
-    return 0 if docs or not errors else 1
+    return 0 if out["documents_read"] or not errors else 1
 
 
 def render_query(out: dict) -> str:
@@ -226,21 +239,27 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_rebuild(args: argparse.Namespace) -> int:
-    """Build the same documents from scratch in a fresh store (no cache, no old summaries)."""
-    from dataclasses import replace
-
+def stored_sources(engine, skipped: list[str] | None = None):
+    """The store's documents as SourceDocs, their texts read from the blob store one at a time
+    (a document without stored text is skipped and its id appended to ``skipped``)."""
     from .services.ingest import SourceDoc
 
-    engine = _engine(args)
-    docs = []
     for doc in engine.graph.list_documents():
         try:
             text = engine.blobs.get(_text_key(doc.doc_id)).decode("utf-8")
         except KeyError:
             print(f"no stored text for {doc.doc_id}; skipped", file=sys.stderr)
+            if skipped is not None:
+                skipped.append(doc.doc_id)
             continue
-        docs.append(SourceDoc(source=doc.source, text=text, title=doc.title, doc_id=doc.doc_id, meta=doc.meta))
+        yield SourceDoc(source=doc.source, text=text, title=doc.title, doc_id=doc.doc_id, meta=doc.meta)
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    """Build the same documents from scratch in a fresh store (no cache, no old summaries)."""
+    from dataclasses import replace
+
+    engine = _engine(args)
     target = Path(args.into) if args.into else Path(tempfile.mkdtemp(prefix="eragraph-rebuild-"))
     if target.exists() and any(target.iterdir()):
         print(f"{target} is not empty; choose an empty --into folder", file=sys.stderr)
@@ -248,7 +267,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     from .bootstrap import build_engine
 
     fresh = build_engine("local", target, replace(engine.settings, embed_cache=False))
-    out = ingest_docs(fresh, docs, args)
+    out = ingest_docs(fresh, stored_sources(engine), args)
     out["store"] = str(target)
     if args.replace:
         backup = Path(str(args.store).rstrip("/") + ".old")
@@ -257,7 +276,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         shutil.copytree(target, args.store)
         shutil.rmtree(backup, ignore_errors=True)
         out["replaced"] = True
-    _emit(args, out, f"rebuilt {len(docs)} documents into {target}: {out['summarize_calls']} summarize calls, "
+    _emit(args, out, f"rebuilt {out['documents_read']} documents into {target}: {out['summarize_calls']} summarize calls, "
                      f"{out['tokens_in']} tokens in, {out['seconds']:.1f}s")
     return 0
 
@@ -275,13 +294,13 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Ingest the bundled sample corpus and answer a few questions."""
     from .services.query import query
-    from .services.sources import load_sources
+    from .services.sources import iter_sources
 
     sample = Path(__file__).parent / "samples"
     args.store = args.store or DEFAULT_STORE
     engine = _engine(args)
-    docs, errors, _ = load_sources([sample / "corpus.jsonl"])
-    out = ingest_docs(engine, docs, args)
+    errors: list[dict[str, str]] = []
+    out = ingest_docs(engine, iter_sources([sample / "corpus.jsonl"], errors), args)
     print(f"ingested {out['documents_added']} new documents ({out['chunks_added']} chunks) into {args.store}; "
           f"{out['summarize_calls']} summaries written")
     questions = json.loads((sample / "questions.json").read_text(encoding="utf-8"))
@@ -313,6 +332,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ingest", help="ingest files, folders and .jsonl corpora")
     p.add_argument("paths", nargs="+")
+    p.add_argument("--batch-docs", type=int, default=256,
+                   help="documents read, embedded and written per batch (memory holds one batch)")
     common(p)
     p.set_defaults(func=cmd_ingest)
 
@@ -347,6 +368,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rebuild", help="build the same corpus from scratch for comparison")
     p.add_argument("--into", help="empty folder for the rebuilt store (default: a temp folder)")
     p.add_argument("--replace", action="store_true", help="replace the store with the rebuilt one")
+    p.add_argument("--batch-docs", type=int, default=256, help="documents per batch")
     common(p)
     p.set_defaults(func=cmd_rebuild)
 

@@ -5,8 +5,9 @@ SegmentsAffected message this emits (EraRAG Alg. 3 lines 1-2)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import islice
 
 from ..domain.ids import chunk_id, content_hash, document_id_for_source
 from ..domain.lsh import hash_vectors
@@ -44,16 +45,30 @@ def remove_document_nodes(engine: Engine, doc: Document) -> list[str]:
     return ids
 
 
-def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None = None,
+def batches(docs: Iterable[SourceDoc], size: int) -> Iterator[list[SourceDoc]]:
+    """Consecutive lists of at most ``size`` documents, drawn from ``docs`` as they are needed."""
+    if size < 1:
+        raise ValueError("batch size must be at least 1")
+    stream = iter(docs)
+    while batch := list(islice(stream, size)):
+        yield batch
+
+
+def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None = None,
            batch_docs: int = 256) -> ChangeReport:
-    """Add or replace documents. Unchanged documents (same id, same content) are skipped."""
+    """Add or replace documents. Unchanged documents (same id, same content) are skipped.
+
+    ``docs`` may be any iterable, e.g. a lazy reader (services.sources.iter_sources): it is
+    consumed ``batch_docs`` documents at a time, and each batch is chunked, embedded and written
+    (graph store, vector index, ingest hooks) before the next is drawn, so the documents and
+    their texts held at once are one batch's. What outlives a batch: the ids of the chunks
+    added and removed (the SegmentsAffected message names them) and the vector index itself."""
     report = ChangeReport()
     lsh = engine.lsh()
     settings = engine.settings
     added_ids: list[str] = []
     removed_ids: list[str] = []
-    for start in range(0, len(docs), batch_docs):
-        batch = docs[start : start + batch_docs]
+    for batch in batches(docs, batch_docs):
         pending: list[tuple[SourceDoc, str, list]] = []
         seen: set[str] = set()
         for src in batch:
