@@ -17,7 +17,7 @@ from typing import Any
 from .config import Settings, settings_from_env
 from .domain.model import EragraphError
 
-BENCH_MODULES = ("retrieval", "growth", "ingest", "query")
+BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale")
 DEFAULT_STORE = "eragraph-store"
 
 
@@ -381,7 +381,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(p, store_required=False)
     p.set_defaults(func=cmd_demo)
 
-    bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query)")
+    bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query, scale)")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
     for name in BENCH_MODULES:
         try:
