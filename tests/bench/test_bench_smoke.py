@@ -191,10 +191,10 @@ def test_scale_smoke(tmp_path):
     pytest.importorskip("moto")
     started = time.perf_counter()
     args = parse(bench_scale, ["scale", "--smoke", "--no-progress", "--store", str(tmp_path / "work"),
-                               "--out", str(tmp_path / "scale-smoke.json")])
+                               "--out", str(tmp_path / "results" / "scale-smoke.json")])
     res = bench_scale.run(args)
     elapsed = time.perf_counter() - started
-    assert json.loads((tmp_path / "scale-smoke.json").read_text()) == json.loads(json.dumps(res))
+    assert json.loads((tmp_path / "results" / "scale-smoke.json").read_text()) == json.loads(json.dumps(res))
     assert res["embedder"] == "hash" and "hashing embedder" in res["note"]
     [local] = res["local"]
     assert local["chunks"] == bench_scale.SMOKE_SIZE == local["build"]["chunks_added"]
@@ -216,3 +216,21 @@ def test_scale_smoke(tmp_path):
     assert dyn["requests"] > 0 and dyn["items_written"] > 0 and dyn["items_read"] > 0
     assert not any(p.name.startswith(("store-", "corpus-")) for p in (tmp_path / "work").iterdir())
     print(f"scale smoke: {elapsed:.1f}s")
+
+    assert report.main(["--results", str(tmp_path / "results"), "--out", str(tmp_path / "B.md")]) == 0
+    text = (tmp_path / "B.md").read_text()
+    assert "## Scale: cost against store size" in text and "eragraph bench scale --smoke" in text
+    assert (tmp_path / "results" / "plots" / "scale-smoke-scale.png").stat().st_size > 0
+    # two sizes spanning 10k -> 1M get verdicts; the ratios come from the two rows
+    import copy
+
+    big = copy.deepcopy(local)
+    big["chunks"] = 1_000_000
+    big["insert"]["median"]["seconds"] = local["insert"]["median"]["seconds"] * 3
+    small = copy.deepcopy(local)
+    small["chunks"] = 10_000
+    rows = report.scale_target_rows("x", {"local": [small, big], "embedder": "hash"})
+    by_label = {r[0]: r for r in rows}
+    wall = by_label["scale: single insert wall time at 1M ≤ 1.5× at 10k"]
+    assert wall[2] == "3.00×" and "missed" in wall[3]
+    assert "met" in by_label["scale: single insert items read at 1M ≤ 1.5× at 10k"][3]
