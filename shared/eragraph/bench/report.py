@@ -268,7 +268,7 @@ def plot_scale(name: str, d: dict, plots: Path) -> list[str]:
     fig, axes = plt.subplots(2, 3, figsize=(15, 8.4))
     panels = [
         (axes[0][0], "build seconds", [("build (service seconds)", [r["build"]["service_seconds"] for r in local]),
-                                       ("ingest phase", [r["build"]["ingest_phase_seconds"] for r in local])]),
+                                       ("process start → drain", [r["build"]["ingest_phase_seconds"] for r in local])]),
         (axes[0][1], "build process peak RSS, MB", [("peak RSS", [r["build"]["peak_rss_mb"] for r in local]),
                                                     ("peak RSS before drain", [r["build"]["peak_rss_before_drain_mb"] for r in local]),
                                                     ("vector index", [r["build"]["vector_index_mb"] for r in local])]),

@@ -574,7 +574,9 @@ def run(args: Any) -> dict:
         "seed": args.seed, "smoke": bool(args.smoke),
         "measures": {
             "build": "`eragraph ingest CORPUS.jsonl` (ingest + drain) in a child process: process wall time, "
-                     "the service seconds it reports, its peak RSS (os.wait4) and the peak before the drain",
+                     "the service seconds it reports (ingest + drain), its peak RSS (os.wait4), the peak before "
+                     "the drain began and the seconds from the process start to the drain (imports and store "
+                     "opening included)",
             "insert": "ingest(one document) + drain through the services on the warm store; delete: remove + "
                       "drain; median of the repeats; items read = items returned by the ports' read methods, "
                       "items written = items given to their write methods",
