@@ -280,6 +280,9 @@ def plot_scale(name: str, d: dict, plots: Path) -> list[str]:
                                              for m in (local[0]["query"] if local else {})]),
     ]
     for ax, label, series in panels:
+        if not local:
+            ax.axis("off")
+            continue
         for legend, ys in series:
             pts = [(x, y) for x, y in zip(xs, ys) if y and y > 0]
             if pts:
@@ -320,6 +323,8 @@ def scale_section(name: str, d: dict, images: list[str]) -> list[str]:
            f"{d.get('batch_docs')} documents.", ""]
     for key, text in (d.get("measures") or {}).items():
         out.append(f"- *{key}*: {text}.")
+    if d.get("code_note"):
+        out += ["", f"*Code*: {d['code_note']}"]
     local = d.get("local") or []
     if local:
         out += ["", *table(
