@@ -1,4 +1,4 @@
-"""The `eragraph` command line: ingest, query, delete, stats, rebuild, reindex, bench, demo."""
+"""The `eragraph` command line: ingest, query, serve, delete, stats, rebuild, reindex, bench, demo."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 from .config import Settings, settings_from_env
 from .domain.model import EragraphError
 
-BENCH_MODULES = ("retrieval", "growth", "ingest", "query")
+BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale")
 DEFAULT_STORE = "eragraph-store"
 
 
@@ -63,31 +64,43 @@ def _writing(store: str | Path):
         lock.release()
 
 
-def _progress(total: int, desc: str, args: argparse.Namespace):
+def _progress(total: int | None, desc: str, args: argparse.Namespace):
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="doc", file=sys.stderr,
-                disable=getattr(args, "quiet", False) or total < 2)
+                disable=getattr(args, "quiet", False) or (total is not None and total < 2))
 
 
 def _text_key(doc_id: str) -> str:
     return f"text/{doc_id}.txt"
 
 
-def ingest_docs(engine, docs, args) -> dict:
-    """Ingest SourceDocs, keep their text in the blob store (for rebuilds), drain the bus."""
+def ingest_docs(engine, docs: Iterable, args, total: int | None = None) -> dict:
+    """Ingest SourceDocs (any iterable, consumed in batches of ``--batch-docs``), keep their text
+    in the blob store (for rebuilds) as they pass, then drain the bus. ``documents_read`` counts
+    the documents the iterable gave."""
     from .services import ingest as ingest_service
     from .services import resummarize
 
+    seen = 0
+
+    def keep_text(stream):
+        nonlocal seen
+        for doc in stream:
+            seen += 1
+            if engine.blobs is not None:
+                engine.blobs.put(_text_key(doc.resolved_id), doc.text.encode("utf-8"))
+            yield doc
+
     started = time.perf_counter()
-    with _progress(len(docs), "ingest", args) as bar:
-        report = ingest_service.ingest(engine, docs, progress=bar.update)
-    if engine.blobs is not None:
-        for doc in docs:
-            engine.blobs.put(_text_key(doc.resolved_id), doc.text.encode("utf-8"))
+    with _progress(total, "ingest", args) as bar:
+        report = ingest_service.ingest(engine, keep_text(docs), progress=bar.update,
+                                       batch_docs=getattr(args, "batch_docs", None) or 256)
     report.merge(resummarize.drain(engine))
     report.seconds = time.perf_counter() - started
-    return report.to_dict()
+    out = report.to_dict()
+    out["documents_read"] = seen
+    return out
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -96,11 +109,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from .services.sources import load_sources
+    from .services.sources import iter_sources
 
     engine = _engine(args)
-    docs, errors, _raw = load_sources(args.paths, engine.settings.max_document_bytes)
-    out = ingest_docs(engine, docs, args)
+    errors: list[dict[str, str]] = []
+    out = ingest_docs(engine, iter_sources(args.paths, errors, engine.settings.max_document_bytes), args)
     out["errors"] = errors + out["errors"]
     for err in out["errors"]:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
@@ -110,10 +123,59 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
                       f"segments re-summarized: {layers}; {out['summarize_calls']} summarize calls, "
                       f"{out['tokens_in']} tokens in, {out['tokens_out']} out, {out['seconds']:.1f}s"
                       + (f"; {len(out['errors'])} skipped" if out["errors"] else "")))
-    return 0 if docs or not errors else 1
+    return 0 if out["documents_read"] or not errors else 1
+
+
+def render_query(out: dict) -> str:
+    """The human-readable form of a query response (QueryResponse.to_dict, or the API's JSON)."""
+    lines = []
+    if out.get("answer") is not None:
+        lines += [f"answer: {out['answer']}", ""]
+    for i, r in enumerate(out.get("results") or [], 1):
+        label = f"L{r['layer']}" + (f" {r['title'] or r['doc_id']}" if r["layer"] == 0
+                                     else f" summary of {len(r['children'])}")
+        snippet = " ".join(r["text"].split())[:300]
+        lines.append(f"{i}. [{r['score']:.3f}] {label} ({r['id']})\n   {snippet}")
+    if out.get("note"):
+        lines.append(f"({out['note']})")
+    return "\n".join(lines) or "no results"
+
+
+def query_server(url: str, body: dict, timeout: float = 120.0) -> tuple[int, dict]:
+    """POST ``body`` to a running `eragraph serve` at ``url``; returns (status, JSON body)."""
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url.rstrip("/") + "/query", data=json.dumps(body).encode("utf-8"),
+                                     headers={"content-type": "application/json"}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        try:
+            return exc.code, json.loads(exc.read() or b"{}")
+        except json.JSONDecodeError:
+            return exc.code, {"message": exc.reason}
 
 
 def cmd_query(args: argparse.Namespace) -> int:
+    if args.server:
+        body = {"query": args.text, "mode": args.mode, "answer": args.answer}
+        body.update({k: v for k, v in (("k", args.k), ("budget", args.budget), ("p", args.p)) if v is not None})
+        try:
+            status, out = query_server(args.server, body)
+        except OSError as exc:
+            print(f"eragraph: no server at {args.server}: {getattr(exc, 'reason', exc)}", file=sys.stderr)
+            return 2
+        if status != 200:
+            print(f"eragraph: error: {status} {out.get('message') or out.get('detail') or out}", file=sys.stderr)
+            return 2
+        _emit(args, out, render_query(out))
+        return 0
+    if not args.store:
+        print("eragraph query: give --store DIR (or ERAGRAPH_STORE), or --server URL of a running "
+              "`eragraph serve` (or ERAGRAPH_SERVER)", file=sys.stderr)
+        return 2
     from .services.query import query
 
     engine = _engine(args)
@@ -123,20 +185,32 @@ def cmd_query(args: argparse.Namespace) -> int:
         return 2
     response = query(engine, args.text, mode=args.mode, k=args.k, budget=args.budget, p=args.p,
                      answer=args.answer)
-    lines = []
-    if response.answer is not None:
-        lines += [f"answer: {response.answer}", ""]
-    for i, r in enumerate(response.results, 1):
-        label = f"L{r.layer}" + (f" {r.title or r.doc_id}" if r.layer == 0 else f" summary of {len(r.children)}")
-        snippet = " ".join(r.text.split())[:300]
-        lines.append(f"{i}. [{r.score:.3f}] {label} ({r.id})\n   {snippet}")
-    if response.note:
-        lines.append(f"({response.note})")
+    out = response.to_dict()
+    text = render_query(out)
     usage = response.usage.get("total", {})
     if usage:
-        lines.append(f"(this query: {usage['tokens_in']} tokens in, {usage['tokens_out']} out, "
-                     f"{_usd(usage['cost_usd'])})")
-    _emit(args, response.to_dict(), "\n".join(lines) or "no results")
+        text += (f"\n(this query: {usage['tokens_in']} tokens in, {usage['tokens_out']} out, "
+                 f"{_usd(usage['cost_usd'])})")
+    _emit(args, out, text)
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        from .server import make_server
+    except ImportError as exc:
+        print(f"eragraph serve needs the aws extra (powertools, pydantic): {exc}", file=sys.stderr)
+        return 2
+    engine = _engine(args)
+    server = make_server(engine, args.host, args.port, log=not args.quiet)
+    print(f"eragraph: serving {args.store} on {server.url} (POST /query, GET /documents/ID, GET /stats, "
+          f"GET /health); Ctrl-C stops", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
     return 0
 
 
@@ -191,21 +265,27 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_rebuild(args: argparse.Namespace) -> int:
-    """Build the same documents from scratch in a fresh store (no cache, no old summaries)."""
-    from dataclasses import replace
-
+def stored_sources(engine, skipped: list[str] | None = None):
+    """The store's documents as SourceDocs, their texts read from the blob store one at a time
+    (a document without stored text is skipped and its id appended to ``skipped``)."""
     from .services.ingest import SourceDoc
 
-    engine = _engine(args)
-    docs = []
     for doc in engine.graph.list_documents():
         try:
             text = engine.blobs.get(_text_key(doc.doc_id)).decode("utf-8")
         except KeyError:
             print(f"no stored text for {doc.doc_id}; skipped", file=sys.stderr)
+            if skipped is not None:
+                skipped.append(doc.doc_id)
             continue
-        docs.append(SourceDoc(source=doc.source, text=text, title=doc.title, doc_id=doc.doc_id, meta=doc.meta))
+        yield SourceDoc(source=doc.source, text=text, title=doc.title, doc_id=doc.doc_id, meta=doc.meta)
+
+
+def cmd_rebuild(args: argparse.Namespace) -> int:
+    """Build the same documents from scratch in a fresh store (no cache, no old summaries)."""
+    from dataclasses import replace
+
+    engine = _engine(args)
     target = Path(args.into) if args.into else Path(tempfile.mkdtemp(prefix="eragraph-rebuild-"))
     if target.exists() and any(target.iterdir()):
         print(f"{target} is not empty; choose an empty --into folder", file=sys.stderr)
@@ -213,7 +293,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     from .bootstrap import build_engine
 
     fresh = build_engine("local", target, replace(engine.settings, embed_cache=False))
-    out = ingest_docs(fresh, docs, args)
+    out = ingest_docs(fresh, stored_sources(engine), args)
     out["store"] = str(target)
     if args.replace:
         backup = Path(str(args.store).rstrip("/") + ".old")
@@ -222,7 +302,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         shutil.copytree(target, args.store)
         shutil.rmtree(backup, ignore_errors=True)
         out["replaced"] = True
-    _emit(args, out, f"rebuilt {len(docs)} documents into {target}: {out['summarize_calls']} summarize calls, "
+    _emit(args, out, f"rebuilt {out['documents_read']} documents into {target}: {out['summarize_calls']} summarize calls, "
                      f"{out['tokens_in']} tokens in, {out['seconds']:.1f}s")
     return 0
 
@@ -251,13 +331,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .services.query import query
-    from .services.sources import load_sources
+    from .services.sources import iter_sources
 
     sample = Path(__file__).parent / "samples"
     args.store = args.store or DEFAULT_STORE
     engine = _engine(args)
-    docs, errors, _ = load_sources([sample / "corpus.jsonl"])
-    out = ingest_docs(engine, docs, args)
+    errors: list[dict[str, str]] = []
+    out = ingest_docs(engine, iter_sources([sample / "corpus.jsonl"], errors), args)
     print(f"ingested {out['documents_added']} new documents ({out['chunks_added']} chunks) into {args.store}; "
           f"{out['summarize_calls']} summaries written")
     questions = json.loads((sample / "questions.json").read_text(encoding="utf-8"))
@@ -276,8 +356,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eragraph", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser, store_required: bool = True) -> None:
-        p.add_argument("--store", default=os.environ.get("ERAGRAPH_STORE", DEFAULT_STORE if not store_required else None),
+    def common(p: argparse.ArgumentParser, store_required: bool = True, store_default: str | None = DEFAULT_STORE
+               ) -> None:
+        p.add_argument("--store", default=os.environ.get("ERAGRAPH_STORE", store_default if not store_required else None),
                        required=store_required and not os.environ.get("ERAGRAPH_STORE"),
                        help="store directory (or ERAGRAPH_STORE)")
         p.add_argument("--json", action="store_true", help="machine-readable output")
@@ -288,6 +369,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("ingest", help="ingest files, folders and .jsonl corpora")
     p.add_argument("paths", nargs="+")
+    p.add_argument("--batch-docs", type=int, default=256,
+                   help="documents read, embedded and written per batch (memory holds one batch)")
     common(p)
     p.set_defaults(func=cmd_ingest)
 
@@ -298,8 +381,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, default=None, help="token budget for the evidence (default ERAGRAPH_TOKEN_BUDGET)")
     p.add_argument("--p", type=float, default=None, help="proportion for detailed/summarized")
     p.add_argument("--answer", action="store_true", help="generate an answer (needs a generator)")
-    common(p)
+    p.add_argument("--server", default=os.environ.get("ERAGRAPH_SERVER") or None, metavar="URL",
+                   help="ask a running `eragraph serve` at URL instead of opening the store "
+                        "(or ERAGRAPH_SERVER); --store is then not needed")
+    common(p, store_required=False, store_default=None)
     p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("serve", help="serve the query API (as deployed) over one warm engine on 127.0.0.1")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one; default 8765)")
+    common(p)
+    p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("delete", help="remove documents by id or source")
     p.add_argument("refs", nargs="+", metavar="DOC_ID_OR_SOURCE")
@@ -313,6 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("rebuild", help="build the same corpus from scratch for comparison")
     p.add_argument("--into", help="empty folder for the rebuilt store (default: a temp folder)")
     p.add_argument("--replace", action="store_true", help="replace the store with the rebuilt one")
+    p.add_argument("--batch-docs", type=int, default=256, help="documents per batch")
     common(p)
     p.set_defaults(func=cmd_rebuild)
 
@@ -325,7 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     common(p, store_required=False)
     p.set_defaults(func=cmd_demo)
 
-    bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query)")
+    bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query, scale)")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
     for name in BENCH_MODULES:
         try:

@@ -222,11 +222,13 @@ class MemoryVectorIndex:
 
 
 class MemoryQueue:
-    """FIFO queue; a message whose dedup key is already pending is coalesced into it
-    (its added/removed ids are merged), as a burst into one layer needs one reconcile."""
+    """FIFO queue; a message whose dedup key (layer and shard) is already pending is coalesced
+    into it, as a burst into one part of a layer needs one reconcile. Coalescing keeps the
+    union of codes and ids in sets, so a bulk ingest announcing batch after batch costs each
+    message its own size, not the size of everything pending before it."""
 
     def __init__(self) -> None:
-        self._pending: OrderedDict[str, SegmentsAffected] = OrderedDict()
+        self._pending: OrderedDict[str, list] = OrderedDict()  # key -> [first message, codes, added, removed, reasons]
         self._inflight: dict[str, SegmentsAffected] = {}
         self._receipts = itertools.count(1)
         self.sent = 0
@@ -235,15 +237,25 @@ class MemoryQueue:
         for msg in messages:
             self.sent += 1
             key = msg.dedup_key()
-            if key in self._pending:
-                self._pending[key] = self._pending[key].merged(msg)
-            else:
-                self._pending[key] = msg
+            entry = self._pending.get(key)
+            if entry is None:
+                self._pending[key] = [msg, set(msg.codes), dict.fromkeys(msg.added), dict.fromkeys(msg.removed),
+                                      [msg.reason], msg.scoped]
+                continue
+            entry[1].update(msg.codes)
+            entry[2].update(dict.fromkeys(msg.added))
+            entry[3].update(dict.fromkeys(msg.removed))
+            if msg.reason not in entry[4]:
+                entry[4].append(msg.reason)
+            entry[5] = entry[5] and msg.scoped  # a whole-layer message absorbs scoped ones
 
     def receive(self, max_messages: int = 10) -> list[tuple[str, SegmentsAffected]]:
         out = []
         while self._pending and len(out) < max_messages:
-            _, msg = self._pending.popitem(last=False)
+            _, (first, codes, added, removed, reasons, scoped) = self._pending.popitem(last=False)
+            msg = SegmentsAffected(layer=first.layer, added=tuple(added), removed=tuple(removed),
+                                   reason="+".join(reasons), codes=tuple(sorted(codes)) if scoped else (),
+                                   group=first.group, op=first.op)
             receipt = f"r{next(self._receipts)}"
             self._inflight[receipt] = msg
             out.append((receipt, msg))

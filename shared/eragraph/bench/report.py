@@ -2,7 +2,7 @@
 
     python -m eragraph.bench.report [--results bench-results] [--out BENCHMARKS.md]
 
-Reads growth-*.json, ingest-*.json, query-*.json and retrieval-*.json (each written by
+Reads growth-*.json, ingest-*.json, query-*.json, retrieval-*.json and scale-*.json (each written by
 `eragraph bench NAME --out FILE`), draws the plots into bench-results/plots/ and writes the
 report, including a Targets section that says for every target of the benchmark issue
 whether it is met, missed (with the gap) or not measured, and by which run."""
@@ -21,6 +21,9 @@ TARGETS = {
     "tokens_in": 0.20, "seconds": 0.20, "summarize_calls": 0.50,
     "single_factor": 30.0, "recall_gap": 0.02, "outside_models": 0.15,
     "model_efficiency": 0.90, "collapsed_p95_ms": 30.0,
+    # issue 9 (scale), comparing the largest size with the smallest (stated for 1M vs 10k chunks)
+    "scale_insert_factor": 1.5, "scale_build_per_chunk_factor": 1.3, "scale_rss_factor": 1.2,
+    "scale_collapsed_p95_ms": 50.0,
 }
 
 
@@ -249,6 +252,158 @@ def query_section(runs: list[tuple[str, dict]]) -> list[str]:
     return out
 
 
+# ----------------------------------------------------------------------------- scale
+
+
+def plot_scale(name: str, d: dict, plots: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    local, aws = d.get("local") or [], d.get("aws") or []
+    if not local and not aws:
+        return []
+    xs = [r["chunks"] for r in local]
+    fig, axes = plt.subplots(2, 3, figsize=(15, 8.4))
+    panels = [
+        (axes[0][0], "build seconds", [("build (service seconds)", [r["build"]["service_seconds"] for r in local]),
+                                       ("process start → drain", [r["build"]["ingest_phase_seconds"] for r in local])]),
+        (axes[0][1], "build process peak RSS, MB", [("peak RSS", [r["build"]["peak_rss_mb"] for r in local]),
+                                                    ("peak RSS before drain", [r["build"]["peak_rss_before_drain_mb"] for r in local]),
+                                                    ("vector index", [r["build"]["vector_index_mb"] for r in local])]),
+        (axes[0][2], "single document, seconds (median)", [("insert", [r["insert"]["median"]["seconds"] for r in local]),
+                                                            ("delete", [r["delete"]["median"]["seconds"] for r in local])]),
+        (axes[1][0], "single insert, port items (median)", [("items read", [r["insert"]["median"]["items_read"] for r in local]),
+                                                             ("items written", [r["insert"]["median"]["items_written"] for r in local])]),
+        (axes[1][1], "warm query p95, ms", [(m, [r["query"][m]["latency_ms_p95"] for r in local])
+                                             for m in (local[0]["query"] if local else {})]),
+    ]
+    for ax, label, series in panels:
+        if not local:
+            ax.axis("off")
+            continue
+        for legend, ys in series:
+            pts = [(x, y) for x, y in zip(xs, ys) if y and y > 0]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=legend)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("chunks in store")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    ax = axes[1][2]
+    if aws:
+        ax_x = [r["chunks"] for r in aws]
+        for key, legend in (("requests", "DynamoDB requests"), ("items_read", "items read"),
+                            ("items_written", "items written")):
+            ys = [r["insert"]["dynamodb_median"][key] for r in aws]
+            ax.plot(ax_x, [max(y, 0.5) for y in ys], marker="s", label=legend)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("chunks in store (AWS profile under moto)")
+        ax.set_ylabel("per single insert (median)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+    else:
+        ax.axis("off")
+    fig.suptitle(f"{name}: cost against store size ({d.get('embedder')} embedder, NER {d.get('ner')})")
+    fig.tight_layout()
+    out = plots / f"{name}-scale.png"
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return [out.name]
+
+
+def scale_section(name: str, d: dict, images: list[str]) -> list[str]:
+    out = [f"### {name}", "", f"Command: `{command(d)}`", "",
+           f"{d.get('note', '')}. NER `{d.get('ner')}`; {d.get('repeats')} single-document inserts and deletes "
+           f"per size (median), {d.get('queries_per_mode')} questions per mode, ingest batches of "
+           f"{d.get('batch_docs')} documents.", ""]
+    for key, text in (d.get("measures") or {}).items():
+        out.append(f"- *{key}*: {text}.")
+    if d.get("code_note"):
+        out += ["", f"*Code*: {d['code_note']}"]
+    local = d.get("local") or []
+    if local:
+        out += ["", *table(
+            ["chunks", "layers", "build s", "build ms/chunk", "peak RSS MB", "before drain MB", "vector index MB",
+             "insert s", "insert items read", "insert items written", "insert summarize calls",
+             "delete s", "delete items read", "delete items written"],
+            [[r["chunks"], " / ".join(f"{v}" for v in r["layers"].values()), r["build"]["service_seconds"],
+              r["build"]["seconds_per_chunk_ms"], r["build"]["peak_rss_mb"], r["build"]["peak_rss_before_drain_mb"],
+              r["build"]["vector_index_mb"], r["insert"]["median"]["seconds"], r["insert"]["median"]["items_read"],
+              r["insert"]["median"]["items_written"], r["insert"]["median"]["summarize_calls"],
+              r["delete"]["median"]["seconds"], r["delete"]["median"]["items_read"],
+              r["delete"]["median"]["items_written"]] for r in local])]
+        modes = list(local[0]["query"])
+        out += ["", "Warm query latency (ms, question embedding excluded):", "",
+                *table(["chunks", *[f"{m} p50 / p95" for m in modes]],
+                       [[r["chunks"], *[f"{r['query'][m]['latency_ms_p50']:.1f} / {r['query'][m]['latency_ms_p95']:.1f}"
+                                        for m in modes]] for r in local])]
+        big = local[-1]
+        reads = sorted(((port, method, row["items_out"]) for port, methods in big["insert"]["ports_median"].items()
+                        for method, row in methods.items()), key=lambda t: -t[2])[:4]
+        out += ["", f"Largest reads of one insert at {fmt(big['chunks'])} chunks (median items returned): "
+                + ", ".join(f"`{p}.{m}` {fmt(v)}" for p, m, v in reads) + "."]
+    aws = d.get("aws") or []
+    if aws:
+        out += ["", "AWS profile under moto, DynamoDB per single-document operation (median):", "",
+                *table(["chunks", "insert requests", "insert items read", "insert items scanned", "insert items written",
+                        "insert requests by operation", "delete requests", "delete items read", "delete items written"],
+                       [[r["chunks"], r["insert"]["dynamodb_median"]["requests"], r["insert"]["dynamodb_median"]["items_read"],
+                         r["insert"]["dynamodb_median"]["items_scanned"], r["insert"]["dynamodb_median"]["items_written"],
+                         ", ".join(f"{k} {v:g}" for k, v in r["insert"]["dynamodb_median"]["by_operation"].items()),
+                         r["delete"]["dynamodb_median"]["requests"], r["delete"]["dynamodb_median"]["items_read"],
+                         r["delete"]["dynamodb_median"]["items_written"]] for r in aws])]
+    if d.get("aws_skipped"):
+        out += ["", f"AWS part skipped: {d['aws_skipped']}."]
+    for img in images:
+        out += ["", f"![{img}](bench-results/plots/{img})"]
+    return out + [""]
+
+
+def scale_target_rows(name: str, d: dict) -> list[list[str]]:
+    """The issue's scale targets compare 1M chunks with 10k; a run that does not span both
+    shows its own largest/smallest ratio and is marked not measured."""
+    local = d.get("local") or []
+    if len(local) < 2:
+        return []
+    small, big = local[0], local[-1]
+    spans = small["chunks"] <= 10_000 and big["chunks"] >= 1_000_000
+    run = f"`{name}` ({fmt(small['chunks'])} → {fmt(big['chunks'])} chunks, {d.get('embedder')})"
+    rows = []
+
+    def ratio_row(label: str, a: float, b: float, limit: float) -> None:
+        v = b / a if a else None
+        ok = (v <= limit) if (spans and v is not None) else None
+        gap = "" if ok or v is None else (f"{v / limit:.1f}× the allowance" if spans else
+                                          "sizes do not span 10k → 1M; ratio shown for this run's span")
+        rows.append([label, run, f"{v:.2f}×" if v is not None else "–", verdict(ok), gap])
+
+    ratio_row("scale: single insert wall time at 1M ≤ 1.5× at 10k",
+              small["insert"]["median"]["seconds"], big["insert"]["median"]["seconds"], TARGETS["scale_insert_factor"])
+    ratio_row("scale: single insert items read at 1M ≤ 1.5× at 10k",
+              small["insert"]["median"]["items_read"], big["insert"]["median"]["items_read"], TARGETS["scale_insert_factor"])
+    same = small["insert"]["median"]["summarize_calls"] == big["insert"]["median"]["summarize_calls"]
+    rows.append(["scale: same summarize calls per insert", run,
+                 f"{small['insert']['median']['summarize_calls']:g} vs {big['insert']['median']['summarize_calls']:g}",
+                 verdict(same if spans else None), ""])
+    ratio_row("scale: build time per chunk at 1M within 1.3× of 10k",
+              small["build"]["seconds_per_chunk_ms"], big["build"]["seconds_per_chunk_ms"],
+              TARGETS["scale_build_per_chunk_factor"])
+    ratio_row("scale: build peak RSS beyond the vector index independent of size (≤ 1.2×)",
+              small["build"]["peak_rss_mb"] - small["build"]["vector_index_mb"],
+              big["build"]["peak_rss_mb"] - big["build"]["vector_index_mb"], TARGETS["scale_rss_factor"])
+    p95 = big["query"].get("collapsed", {}).get("latency_ms_p95")
+    ok = (p95 <= TARGETS["scale_collapsed_p95_ms"]) if (p95 is not None and big["chunks"] >= 1_000_000) else None
+    rows.append(["scale: warm collapsed p95 at 1M chunks ≤ 50 ms", run,
+                 f"{fmt(p95)} ms at {fmt(big['chunks'])} chunks", verdict(ok),
+                 "" if ok or ok is None else f"{p95 - TARGETS['scale_collapsed_p95_ms']:.1f} ms over"])
+    return rows
+
+
 def verdict(ok: bool | None) -> str:
     return "not measured" if ok is None else ("**met**" if ok else "**missed**")
 
@@ -317,7 +472,8 @@ def retrieval_target_rows(name: str, d: dict) -> list[list[str]]:
     return rows
 
 
-def targets_section(growth: list, ingest: list, query: list, retrieval: list | None = None) -> list[str]:
+def targets_section(growth: list, ingest: list, query: list, retrieval: list | None = None,
+                    scale: list | None = None) -> list[str]:
     """One row per target and run; the issue's configuration is MultiHop-RAG (609 docs),
     MiniLM, extractive summarizer -- a run in another configuration says so in its label."""
     rows: list[list[str]] = []
@@ -346,6 +502,8 @@ def targets_section(growth: list, ingest: list, query: list, retrieval: list | N
                      if v is not None else ""])
     for name, d in retrieval or []:
         rows += retrieval_target_rows(name, d)
+    for name, d in scale or []:
+        rows += scale_target_rows(name, d)
     if not rows:
         return ["No results yet."]
     return table(["target", "run", "measured", "verdict", "gap"], rows)
@@ -388,8 +546,9 @@ def render(results: Path) -> tuple[str, list[Path]]:
     plots.mkdir(parents=True, exist_ok=True)
     growth, retrieval = load(results, "growth"), load(results, "retrieval")
     ingest, query = load(results, "ingest"), load(results, "query")
+    scale = load(results, "scale")
     m = machine()
-    for _, data in growth + retrieval + ingest + query:
+    for _, data in growth + retrieval + ingest + query + scale:
         if data.get("machine"):
             m = data["machine"]
             break
@@ -401,7 +560,7 @@ def render(results: Path) -> tuple[str, list[Path]]:
              f"{m.get('python')}. Timings are wall-clock on this machine and were taken while other "
              "processes shared its CPU, so seconds carry noise; token and call counts are exact.", "",
              "## Targets", ""]
-    lines += targets_section(growth, ingest, query, retrieval)
+    lines += targets_section(growth, ingest, query, retrieval, scale)
     lines += ["", *coverage_note(growth)]
     lines += ["", "## Growth: incremental updates vs. rebuilding after every step", "",
               "EraRAG §V (Fig. 4–6) compares the cost of inserting new documents into an existing graph "
@@ -417,6 +576,15 @@ def render(results: Path) -> tuple[str, list[Path]]:
     lines += ["## Retrieval", ""] + (retrieval_section(retrieval) or ["No retrieval results yet.", ""])
     lines += ["## Ingest throughput", ""] + (ingest_section(ingest) or ["No ingest results yet.", ""])
     lines += ["## Query latency", ""] + (query_section(query) or ["No query results yet.", ""])
+    lines += ["## Scale: cost against store size", "",
+              "`eragraph bench scale`: build, single-document insert and delete, and warm query latency at "
+              "growing store sizes (log axes).", ""]
+    for name, data in scale:
+        images = plot_scale(name, data, plots)
+        images_all += images
+        lines += scale_section(name, data, images)
+    if not scale:
+        lines += ["No scale results yet.", ""]
     return "\n".join(lines).rstrip() + "\n", [plots / img for img in images_all]
 
 

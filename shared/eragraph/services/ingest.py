@@ -5,8 +5,9 @@ SegmentsAffected message this emits (EraRAG Alg. 3 lines 1-2)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from itertools import islice
 
 from ..domain.ids import chunk_id, content_hash, document_id_for_source
 from ..domain.lsh import hash_vectors
@@ -142,11 +143,24 @@ def _restamp(engine: Engine, stored: Document, version: str) -> tuple[str, Docum
     raise ConflictError(f"document {stored.doc_id}: {COMMIT_ATTEMPTS} conditional writes lost in a row")
 
 
-def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None = None,
+def batches(docs: Iterable[SourceDoc], size: int) -> Iterator[list[SourceDoc]]:
+    """Consecutive lists of at most ``size`` documents, drawn from ``docs`` as they are needed."""
+    if size < 1:
+        raise ValueError("batch size must be at least 1")
+    stream = iter(docs)
+    while batch := list(islice(stream, size)):
+        yield batch
+
+
+def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None = None,
            batch_docs: int = 256) -> ChangeReport:
     """Add or replace documents. Unchanged documents (same id, same content) are skipped, and
     so is a document whose stored record (or tombstone) has a version this one does not
     supersede (an S3 event older than the one already applied).
+
+    ``docs`` may be any iterable, e.g. a lazy reader (services.sources.iter_sources): it is
+    consumed ``batch_docs`` documents at a time, and each batch is chunked, embedded, written
+    and announced before the next is drawn, so memory holds one batch, not the corpus.
 
     The chunks are written first and the document last, conditionally on the record read at
     the start (GraphStore.put_document ``expected``): of two concurrent ingests of one
@@ -156,8 +170,7 @@ def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None 
     settings = engine.settings
     added_ids: list[tuple[str, int]] = []
     removed_ids: list[tuple[str, int]] = []
-    for start in range(0, len(docs), batch_docs):
-        batch = docs[start : start + batch_docs]
+    for batch in batches(docs, batch_docs):
         pending: list[tuple[SourceDoc, str, list, Document | None]] = []
         seen: set[str] = set()
         for src in batch:
@@ -216,9 +229,10 @@ def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None 
             added_ids += live
             removed_ids += gone
             report.chunks_added += len(live)
+        if added_ids or removed_ids:  # per batch: a message names one batch's chunks, never the corpus's
+            announce(engine, 0, added=added_ids, removed=removed_ids, reason="ingest")
+            added_ids, removed_ids = [], []
         if progress:
             progress(len(batch))
-    if added_ids or removed_ids:
-        announce(engine, 0, added=added_ids, removed=removed_ids, reason="ingest")
     engine.vectors.flush()
     return report

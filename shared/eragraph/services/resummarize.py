@@ -40,6 +40,7 @@ from .engine import Engine
 from .reports import ChangeReport
 
 MAX_CONFLICT_RETRIES = 5
+WHOLE_LAYER_MIN, WHOLE_LAYER_SHARE = 256, 8  # codes beyond max(256, layer size / 8): whole layer
 RETIRED = "retired:"  # meta key prefix: text of a deleted summary, kept for the layer above
 DEADLINE_MARGIN = 20.0  # seconds kept in hand: a summarize call is not started with less left
 
@@ -244,16 +245,19 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
     report = ChangeReport()
     s = engine.settings
     read = reader(engine, layer)
+    # many changes at once (a bulk build): one pass over the layer costs less than their paths
+    scoped = message.scoped and len(message.codes) < max(
+        WHOLE_LAYER_MIN, engine.graph.layer_sizes().get(layer, 0) // WHOLE_LAYER_SHARE)
     for _attempt in range(MAX_CONFLICT_RETRIES):
         started = time.time()
-        if message.scoped:
+        if scoped:
             regions = plan_regions(message.codes, read, s.n_planes, s.s_min, s.s_max,
                                    summarized=layer + 1 <= s.max_layers)
         else:
             regions = [whole_layer(read)]
         try:
             for region in regions:
-                _apply(engine, layer, region, report, deadline, repair=not message.scoped)
+                _apply(engine, layer, region, report, deadline, repair=not scoped)
         except ConflictError:
             continue  # another writer changed a region: plan again from the stored state
         clear_dirty(engine, layer, message.group, started)

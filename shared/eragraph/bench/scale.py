@@ -1,0 +1,608 @@
+"""`eragraph bench scale`: what one insert, one delete, a build and a query cost as the store grows.
+
+Synthetic corpus: one-chunk documents of random words (seeded), a few of them capitalized so the
+entity graph has names to index; the hashing embedder (``ERAGRAPH_EMBEDDER=hash``) and the
+capitalized-phrase NER (``ERAGRAPH_NER=capitalized``) unless ``--embedder`` says otherwise, so
+the figures measure the engine, not a model. Per size (``--sizes``, chunks):
+
+* build: ``eragraph ingest CORPUS.jsonl`` in its own process (ingest + drain, as a user runs
+  it); wall time and that process's peak RSS (``os.wait4``), the peak before the drain began,
+  and the size of the vector index (vectors x dim x 4 bytes) for comparison;
+* single-document insert and delete (ingest + drain, remove + drain through the services, median
+  of ``--repeats``): wall time, items read and written through the GraphStore / VectorIndex
+  ports (and the entity graph's store and index), counted by a proxy around each port (calls,
+  items in, items out per method; generic over adapters), and summarize calls;
+* warm query latency p50/p95 per core mode (collapsed, detailed, summarized, dense), the
+  question vectors computed before the clock starts (embedding excluded).
+
+With ``--aws-sizes``: the same single-document insert and delete on the AWS profile's storage
+under moto (DynamoDB table from template.yaml, S3, SQS FIFO; vectors in memory instead of
+OpenSearch), counting DynamoDB requests and items read/written with botocore event hooks on the
+DynamoDB client (items from the requests and the returned items/Count). The AWS store is built
+through the services with an in-process queue (one drain), then the measured inserts go through
+the SQS queue. ``--smoke`` runs 300 chunks locally and 60 on moto, in well under a minute."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .common import add_common_options, close_engine, finish, percentile, progress
+
+CORE_MODES = ("collapsed", "detailed", "summarized", "dense")
+DEFAULT_SIZES = "10000,100000,1000000"
+SMOKE_SIZE = 300
+SMOKE_AWS_SIZE = 60  # moto answers each request in-process, slowly
+WORDS_PER_DOC = 40
+WRITE_METHODS = ("put_", "delete_", "upsert", "replace_", "add_", "flush", "remove_", "set_")
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("scale", help="build, insert, delete and query cost against store size",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default=DEFAULT_SIZES, help=f"store sizes in chunks (default {DEFAULT_SIZES})")
+    p.add_argument("--aws-sizes", default="",
+                   help="sizes for the AWS profile under moto (e.g. 10000,100000; default: none)")
+    p.add_argument("--smoke", action="store_true",
+                   help=f"{SMOKE_SIZE} chunks locally and {SMOKE_AWS_SIZE} on moto; fast")
+    p.add_argument("--repeats", type=int, default=5, help="single-document inserts/deletes per size (median)")
+    p.add_argument("--queries", type=int, default=50, help="timed questions per mode")
+    p.add_argument("--batch-docs", type=int, default=256, help="documents per ingest batch in the build")
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--store", help="working directory for corpora and stores (default: a temporary one)")
+    p.add_argument("--keep", action="store_true", help="keep the built stores and corpora")
+    p.add_argument("--template", help="template.yaml for the moto table (default: the repository's)")
+    add_common_options(p)
+    p.set_defaults(bench=run)
+    return p
+
+
+# ----------------------------------------------------------------------------- corpus
+
+
+def vocabulary(seed: int, n: int = 20000) -> list[str]:
+    rng = random.Random(seed)
+    syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "pa", "qui", "dor", "ben", "fal", "gor",
+                 "hin", "jas", "lum", "mor", "nix", "osk", "pel", "rav", "sil", "tam", "urd", "vel", "wim"]
+    words: set[str] = set()
+    while len(words) < n:
+        words.add("".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
+def doc_text(rng: random.Random, vocab: list[str]) -> str:
+    words = [rng.choice(vocab) for _ in range(WORDS_PER_DOC)]
+    for i in rng.sample(range(WORDS_PER_DOC), 3):  # names for the entity graph
+        words[i] = words[i].capitalize()
+    return " ".join(words[:20]).capitalize() + ". " + " ".join(words[20:]).capitalize() + "."
+
+
+def synthetic_rows(n: int, seed: int, prefix: str = "s") -> Iterator[dict]:
+    vocab = vocabulary(seed)
+    rng = random.Random(seed * 1_000_003 + n)
+    for i in range(n):
+        yield {"id": f"{prefix}{i}", "text": doc_text(rng, vocab)}
+
+
+def write_corpus(path: Path, n: int, seed: int) -> Path:
+    with open(path, "w", encoding="utf-8") as fh:
+        for row in synthetic_rows(n, seed):
+            fh.write(json.dumps(row) + "\n")
+    return path
+
+
+def probe_docs(n: int, seed: int, tag: str) -> list:
+    from ..services.ingest import SourceDoc
+
+    return [SourceDoc(source=f"probe/{tag}{row['id']}", doc_id=f"probe-{tag}{row['id']}", text=row["text"])
+            for row in synthetic_rows(n, seed + 101, prefix="")]
+
+
+def questions(n: int, seed: int) -> list[str]:
+    vocab = vocabulary(seed)
+    rng = random.Random(seed + 202)
+    return [" ".join(rng.choice(vocab) for _ in range(8)) + "?" for _ in range(n)]
+
+
+# ----------------------------------------------------------------------------- counting ports
+
+
+def size_of(x: Any) -> int:
+    """Items in an argument or a result: a collection counts its members, an array its rows,
+    None nothing, anything else (a key, a node, a number) one."""
+    if x is None:
+        return 0
+    if isinstance(x, (str, bytes, int, float, bool)):
+        return 1
+    if isinstance(x, np.ndarray):
+        return int(x.shape[0]) if x.ndim > 1 else 1
+    if isinstance(x, (Mapping, list, tuple, set, frozenset)):
+        return len(x)
+    return 1
+
+
+def is_write(method: str) -> bool:
+    return method.startswith(WRITE_METHODS)
+
+
+class Counting:
+    """A proxy around one port: every public method call is counted under its name with the
+    items it was given (the first argument's size; ``replace_segments``: removed + added) and
+    the items it returned. One-shot iterators among the arguments are materialized first so
+    they can be counted (the port sees the same items)."""
+
+    def __init__(self, inner: Any, counts: dict[str, dict[str, int]]) -> None:
+        self._inner = inner
+        self._counts = counts
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name.startswith("_") or not callable(attr):
+            return attr
+        counts = self._counts
+
+        def counted(*a, **kw):
+            a = tuple(list(x) if isinstance(x, Iterator) else x for x in a)
+            result = attr(*a, **kw)
+            if name == "replace_segments":
+                given = sum(size_of(x) for x in (a[1:3] if len(a) >= 3 else (kw.get("remove"), kw.get("add"))))
+            else:
+                given = size_of(a[0]) if a else size_of(next(iter(kw.values()), None))
+            row = counts.setdefault(name, {"calls": 0, "items_in": 0, "items_out": 0})
+            row["calls"] += 1
+            row["items_in"] += given
+            row["items_out"] += size_of(result)
+            return result
+
+        return counted
+
+
+def count_ports(engine: Any) -> dict[str, dict[str, dict[str, int]]]:
+    """Wrap the engine's graph store and vector index (and the entity graph's store and vector
+    index when installed) in counting proxies, in place; returns the live counters."""
+    counters: dict[str, dict[str, dict[str, int]]] = {"graph": {}, "vectors": {}}
+    engine.graph = Counting(engine.graph, counters["graph"])
+    engine.vectors = Counting(engine.vectors, counters["vectors"])
+    index = engine.extras.get("entity_index")
+    if index is not None:
+        for attr, key in (("store", "entity_store"), ("vectors", "entity_vectors")):
+            if hasattr(index, attr):
+                counters[key] = {}
+                setattr(index, attr, Counting(getattr(index, attr), counters[key]))
+    return counters
+
+
+def totals(counters: dict[str, dict[str, dict[str, int]]]) -> dict[str, int]:
+    out = {"calls": 0, "items_read": 0, "items_written": 0}
+    for methods in counters.values():
+        for method, row in methods.items():
+            out["calls"] += row["calls"]
+            if is_write(method):
+                out["items_written"] += row["items_in"]
+            else:
+                out["items_read"] += row["items_out"]
+    return out
+
+
+def reset(counters: dict) -> None:
+    for methods in counters.values():
+        methods.clear()
+
+
+# ----------------------------------------------------------------------------- measurements
+
+
+def median_row(rows: list[dict]) -> dict:
+    keys = [k for k in rows[0] if isinstance(rows[0][k], (int, float))]
+    return {k: round(statistics.median(r[k] for r in rows), 6) for k in keys}
+
+
+def median_methods(runs: list[dict[str, dict[str, dict[str, int]]]]) -> dict:
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for port in sorted({p for run in runs for p in run}):
+        for method in sorted({m for run in runs for m in run.get(port, {})}):
+            vals = [run.get(port, {}).get(method, {"calls": 0, "items_in": 0, "items_out": 0}) for run in runs]
+            out.setdefault(port, {})[method] = {k: statistics.median(v[k] for v in vals)
+                                                for k in ("calls", "items_in", "items_out")}
+    return out
+
+
+def insert_delete(engine: Any, counters: dict, docs: list, extra_counter: Any = None) -> dict:
+    """Insert each probe document (ingest + drain), then delete it (remove + drain); medians."""
+    import copy
+
+    from ..services.ingest import ingest
+    from ..services.remove import remove
+    from ..services.resummarize import drain
+
+    result: dict[str, Any] = {}
+    for op in ("insert", "delete"):
+        result[op] = {"rows": [], "methods": [], "dynamodb": []}
+    for doc in docs:
+        for op in ("insert", "delete"):
+            reset(counters)
+            if extra_counter is not None:
+                extra_counter.reset()
+            started = time.perf_counter()
+            if op == "insert":
+                report = ingest(engine, [doc])
+            else:
+                report = remove(engine, [doc.doc_id])
+            report.merge(drain(engine))
+            seconds = time.perf_counter() - started
+            result[op]["rows"].append({"seconds": seconds, **totals(counters),
+                                       "summarize_calls": report.cost.summarize_calls})
+            result[op]["methods"].append(copy.deepcopy(counters))
+            if extra_counter is not None:
+                result[op]["dynamodb"].append(extra_counter.snapshot())
+    out = {}
+    for op, data in result.items():
+        out[op] = {"median": median_row(data["rows"]), "runs": len(data["rows"]),
+                   "seconds_all": [round(r["seconds"], 4) for r in data["rows"]],
+                   "ports_median": median_methods(data["methods"])}
+        if data["dynamodb"]:
+            out[op]["dynamodb_median"] = median_dynamo(data["dynamodb"])
+    return out
+
+
+class Precomputed:
+    """The engine's embedder with the benchmark questions' vectors computed up front, so the
+    query clock measures retrieval, not question embedding."""
+
+    def __init__(self, inner: Any, texts: list[str]) -> None:
+        self._inner = inner
+        self._rows = dict(zip(texts, inner.embed(texts)))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def embed(self, texts):
+        if all(t in self._rows for t in texts):
+            return np.stack([self._rows[t] for t in texts])
+        return self._inner.embed(texts)
+
+
+def query_latency(engine: Any, texts: list[str], k: int = 5) -> dict:
+    from ..services.query import query
+
+    inner = engine.embedder
+    engine.embedder = Precomputed(inner, texts)
+    try:
+        out = {}
+        for mode in CORE_MODES:
+            query(engine, texts[0], mode=mode, k=k)  # warm-up
+            ms = []
+            for text in texts:
+                started = time.perf_counter()
+                query(engine, text, mode=mode, k=k)
+                ms.append((time.perf_counter() - started) * 1000.0)
+            out[mode] = {"n": len(ms), "latency_ms_p50": round(percentile(ms, 50), 3),
+                         "latency_ms_p95": round(percentile(ms, 95), 3)}
+        return out
+    finally:
+        engine.embedder = inner
+
+
+# ----------------------------------------------------------------------------- build in a child
+
+
+def build_child(argv: list[str]) -> int:
+    """``python -m eragraph.bench.scale --build-child STORE CORPUS REPORT BATCH``: run
+    `eragraph ingest` in this process and write its JSON output plus the peak RSS reached
+    before the drain began (the streamed ingest alone) to REPORT."""
+    store, corpus, report_path, batch = argv
+    from .. import cli
+    from ..services import resummarize
+
+    marks: dict[str, float] = {}
+    real_drain = resummarize.drain
+
+    def drain(engine, *a, **kw):
+        marks["rss_before_drain_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        marks["ingest_phase_seconds"] = time.perf_counter() - marks["started"]
+        return real_drain(engine, *a, **kw)
+
+    resummarize.drain = drain
+    buffer = io.StringIO()
+    marks["started"] = time.perf_counter()
+    with redirect_stdout(buffer):
+        code = cli.main(["ingest", corpus, "--store", store, "--json", "--quiet", "--batch-docs", batch])
+    out = {"exit_code": code, "cli": json.loads(buffer.getvalue() or "{}"),
+           "rss_before_drain_kb": marks.get("rss_before_drain_kb"),
+           "ingest_phase_seconds": marks.get("ingest_phase_seconds"),
+           "rss_peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+    Path(report_path).write_text(json.dumps(out), encoding="utf-8")
+    return code
+
+
+def build_store(store: Path, corpus: Path, batch_docs: int, env: dict[str, str]) -> dict:
+    report = store.parent / f"{store.name}-build.json"
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "eragraph.bench.scale", "--build-child", str(store), str(corpus),
+                             str(report), str(batch_docs)], env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise RuntimeError(f"the build of {store} failed (exit {proc.returncode})")
+    child = json.loads(report.read_text(encoding="utf-8"))
+    report.unlink()
+    cli_out = child["cli"]
+    return {"process_seconds": round(wall, 3), "service_seconds": round(cli_out["seconds"], 3),
+            "ingest_phase_seconds": round(child["ingest_phase_seconds"] or 0.0, 3),
+            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
+            "peak_rss_before_drain_mb": round((child["rss_before_drain_kb"] or 0) / 1024, 1),
+            "documents_added": cli_out["documents_added"], "chunks_added": cli_out["chunks_added"],
+            "summarize_calls": cli_out["summarize_calls"]}
+
+
+@contextmanager
+def environment(values: dict[str, str]):
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def model_env(args: Any) -> dict[str, str]:
+    embedder = getattr(args, "embedder", None) or "hash"
+    env = {"ERAGRAPH_EMBEDDER": embedder}
+    if getattr(args, "summarizer", None):
+        env["ERAGRAPH_SUMMARIZER"] = args.summarizer
+    if embedder == "hash":
+        env["ERAGRAPH_NER"] = os.environ.get("ERAGRAPH_NER", "capitalized")
+    return env
+
+
+def local_size(n: int, work: Path, args: Any, env: dict[str, str]) -> dict:
+    from ..bootstrap import build_engine
+    from ..config import settings_from_env
+
+    corpus = write_corpus(work / f"corpus-{n}.jsonl", n, args.seed)
+    store = work / f"store-{n}"
+    if store.exists():
+        shutil.rmtree(store)
+    build = build_store(store, corpus, args.batch_docs, {**os.environ, **env})
+    with environment(env):
+        engine = build_engine("local", store, settings_from_env())
+    sizes = engine.graph.layer_sizes()
+    vectors = engine.vectors.count()
+    build["vector_index_mb"] = round(vectors * engine.embedder.dim * 4 / 2**20, 1)
+    build["seconds_per_chunk_ms"] = round(1000 * build["service_seconds"] / max(sizes.get(0, 1), 1), 4)
+    queries = query_latency(engine, questions(args.queries, args.seed))
+    counters = count_ports(engine)
+    ops = insert_delete(engine, counters, probe_docs(args.repeats, args.seed, f"n{n}-"))
+    close_engine(engine)
+    if not args.keep:
+        shutil.rmtree(store, ignore_errors=True)
+        corpus.unlink(missing_ok=True)
+    return {"chunks": sizes.get(0, 0), "layers": {str(k): v for k, v in sorted(sizes.items())},
+            "vectors": vectors, "build": build, "insert": ops["insert"], "delete": ops["delete"],
+            "query": queries}
+
+
+# ----------------------------------------------------------------------------- AWS under moto
+
+
+class DynamoCounter:
+    """Counts DynamoDB requests and items with botocore event hooks on one client:
+    ``before-parameter-build`` (the request: items written by PutItem/UpdateItem/DeleteItem,
+    BatchWriteItem, TransactWriteItems) and ``after-call`` (the response: items returned by
+    GetItem, BatchGetItem, TransactGetItems, Query/Scan ``Count`` and ``ScannedCount``, and
+    ``ConsumedCapacity`` when the response carries it; unprocessed batch items are not counted
+    as written)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.requests: dict[str, int] = {}
+        self.items_read = 0
+        self.items_scanned = 0
+        self.items_written = 0
+        self.capacity = 0.0
+
+    def attach(self, client: Any) -> None:
+        client.meta.events.register("before-parameter-build.dynamodb", self.before)
+        client.meta.events.register("after-call.dynamodb", self.after)
+
+    def before(self, params: dict, model: Any, **_: Any) -> None:
+        op = model.name
+        self.requests[op] = self.requests.get(op, 0) + 1
+        if op in ("PutItem", "UpdateItem", "DeleteItem"):
+            self.items_written += 1
+        elif op == "BatchWriteItem":
+            self.items_written += sum(len(v) for v in (params.get("RequestItems") or {}).values())
+        elif op == "TransactWriteItems":
+            self.items_written += len(params.get("TransactItems") or [])
+
+    def after(self, http_response: Any, parsed: dict, model: Any, **_: Any) -> None:
+        op = model.name
+        if op == "GetItem":
+            self.items_read += 1 if parsed.get("Item") else 0
+        elif op == "BatchGetItem":
+            self.items_read += sum(len(v) for v in (parsed.get("Responses") or {}).values())
+        elif op == "TransactGetItems":
+            self.items_read += sum(1 for r in parsed.get("Responses") or [] if r.get("Item"))
+        elif op in ("Query", "Scan"):
+            self.items_read += int(parsed.get("Count") or 0)
+            self.items_scanned += int(parsed.get("ScannedCount") or 0)
+        elif op == "BatchWriteItem":
+            self.items_written -= sum(len(v) for v in (parsed.get("UnprocessedItems") or {}).values())
+        cap = parsed.get("ConsumedCapacity")
+        for c in cap if isinstance(cap, list) else [cap] if cap else []:
+            self.capacity += float(c.get("CapacityUnits") or 0.0)
+
+    def snapshot(self) -> dict:
+        return {"requests": sum(self.requests.values()), "items_read": self.items_read,
+                "items_scanned": self.items_scanned, "items_written": self.items_written,
+                "consumed_capacity": self.capacity, "by_operation": dict(self.requests)}
+
+
+def median_dynamo(rows: list[dict]) -> dict:
+    out = median_row(rows)
+    ops = sorted({op for r in rows for op in r["by_operation"]})
+    out["by_operation"] = {op: statistics.median(r["by_operation"].get(op, 0) for r in rows) for op in ops}
+    return out
+
+
+def table_definition(template: Path, logical_id: str = "GraphTable") -> dict:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    with open(template, encoding="utf-8") as fh:
+        props = yaml.load(fh, Loader=Loader)["Resources"][logical_id]["Properties"]
+    definition = {k: props[k] for k in ("AttributeDefinitions", "KeySchema") if k in props}
+    if "GlobalSecondaryIndexes" in props:
+        definition["GlobalSecondaryIndexes"] = [
+            {k: v for k, v in gsi.items() if k in ("IndexName", "KeySchema", "Projection")}
+            for gsi in props["GlobalSecondaryIndexes"]]
+    definition["BillingMode"] = props.get("BillingMode", "PAY_PER_REQUEST")
+    return definition
+
+
+def find_template(args: Any) -> Path:
+    for candidate in ([Path(args.template)] if args.template else
+                      [Path.cwd() / "template.yaml", Path(__file__).resolve().parents[3] / "template.yaml"]):
+        if candidate.exists():
+            return candidate
+    raise FileNotFoundError("template.yaml not found (pass --template)")
+
+
+def aws_size(n: int, args: Any, env: dict[str, str]) -> dict:
+    import boto3
+    from moto import mock_aws
+
+    from ..adapters.aws.dynamodb import DynamoGraphStore
+    from ..adapters.aws.entity_dynamodb import DynamoEntityStore
+    from ..adapters.aws.s3 import S3BlobStore
+    from ..adapters.aws.sqs import SqsQueue
+    from ..adapters.memory import MemoryQueue, MemoryVectorIndex
+    from ..bootstrap.extensions import install_extensions
+    from ..bootstrap.providers import make_embedder, make_generator, make_summarizer
+    from ..config import settings_from_env
+    from ..providers.hashing import RegexTokenizer
+    from ..services.engine import Engine, open_settings
+    from ..services.ingest import SourceDoc, ingest
+    from ..services.resummarize import drain
+
+    region, table, bucket = "us-east-1", f"eragraph-scale-{n}", "eragraph-scale-docs"
+    fake = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
+            "AWS_DEFAULT_REGION": region, "AWS_REGION": region}
+    definition = table_definition(find_template(args))
+    with environment({**env, **fake}), mock_aws():
+        boto3.client("s3", region_name=region).create_bucket(Bucket=bucket)
+        sqs = boto3.client("sqs", region_name=region)
+        url = sqs.create_queue(QueueName=f"eragraph-scale-{n}.fifo",
+                               Attributes={"FifoQueue": "true", "VisibilityTimeout": "60"})["QueueUrl"]
+        dynamodb = boto3.client("dynamodb", region_name=region)
+        dynamodb.create_table(TableName=table, **definition)
+        graph = DynamoGraphStore(table, region=region)
+        settings = open_settings(graph, settings_from_env(embed_cache=False))
+        tokenizer = RegexTokenizer()
+        engine = Engine(settings=settings, graph=graph, vectors=MemoryVectorIndex(), queue=MemoryQueue(),
+                        embedder=make_embedder(settings, None), tokenizer=tokenizer,
+                        summarizer=make_summarizer(settings, tokenizer),
+                        blobs=S3BlobStore(bucket, client=boto3.client("s3", region_name=region)),
+                        generator=make_generator(settings))
+        engine.extras["entity_store"] = DynamoEntityStore(table, models=graph.models)
+        engine.extras["entity_vectors"] = MemoryVectorIndex()
+        install_extensions(engine)
+        started = time.perf_counter()
+        rows = synthetic_rows(n, args.seed)
+        ingest(engine, (SourceDoc(source=f"synthetic/{r['id']}", doc_id=r["id"], text=r["text"]) for r in rows),
+               batch_docs=args.batch_docs)
+        drain(engine)
+        build_seconds = time.perf_counter() - started
+        engine.queue = SqsQueue(url, client=sqs)
+        counter = DynamoCounter()
+        counter.attach(graph.models.item._get_connection().connection.client)
+        counters = count_ports(engine)
+        ops = insert_delete(engine, counters, probe_docs(args.repeats, args.seed, f"aws{n}-"), extra_counter=counter)
+        sizes = engine.graph.layer_sizes()
+    return {"chunks": sizes.get(0, 0), "layers": {str(k): v for k, v in sorted(sizes.items())},
+            "build_seconds_under_moto": round(build_seconds, 3),
+            "insert": ops["insert"], "delete": ops["delete"]}
+
+
+# ----------------------------------------------------------------------------- run
+
+
+def parse_sizes(text: str) -> list[int]:
+    return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
+
+
+def run(args: Any) -> dict:
+    sizes = [SMOKE_SIZE] if args.smoke else parse_sizes(args.sizes)
+    aws_sizes = [SMOKE_AWS_SIZE] if args.smoke else parse_sizes(args.aws_sizes or "")
+    if args.smoke:
+        args.queries = min(args.queries, 20)
+    env = model_env(args)
+    work_root = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="eragraph-bench-scale-"))
+    work_root.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {
+        "embedder": env["ERAGRAPH_EMBEDDER"], "ner": env.get("ERAGRAPH_NER"),
+        "note": ("synthetic one-chunk documents of random words; hashing embedder (no model), so times "
+                 "measure the engine, not embedding" if env["ERAGRAPH_EMBEDDER"] == "hash" else
+                 f"synthetic one-chunk documents of random words; embedder {env['ERAGRAPH_EMBEDDER']}"),
+        "repeats": args.repeats, "queries_per_mode": args.queries, "batch_docs": args.batch_docs,
+        "seed": args.seed, "smoke": bool(args.smoke),
+        "measures": {
+            "build": "`eragraph ingest CORPUS.jsonl` (ingest + drain) in a child process: process wall time, "
+                     "the service seconds it reports (ingest + drain), its peak RSS (os.wait4), the peak before "
+                     "the drain began and the seconds from the process start to the drain (imports and store "
+                     "opening included)",
+            "insert": "ingest(one document) + drain through the services on the warm store; delete: remove + "
+                      "drain; median of the repeats; items read = items returned by the ports' read methods, "
+                      "items written = items given to their write methods",
+            "query": "wall time of query() per question and core mode, k=5, question vectors precomputed",
+        },
+        "local": [], "aws": [],
+    }
+    try:
+        with progress(len(sizes) + len(aws_sizes), "sizes", not args.no_progress) as bar:
+            for n in sizes:
+                result["local"].append(local_size(n, work_root, args, env))
+                bar.update(1)
+            for n in aws_sizes:
+                try:
+                    result["aws"].append(aws_size(n, args, env))
+                except ImportError as exc:
+                    result["aws_skipped"] = f"moto/boto3 not installed: {exc}"
+                    break
+                bar.update(1)
+    finally:
+        if not args.store and not args.keep:
+            shutil.rmtree(work_root, ignore_errors=True)
+    return finish(result, args, "scale")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--build-child":
+        raise SystemExit(build_child(sys.argv[2:]))
+    raise SystemExit("run it as `eragraph bench scale`")

@@ -1,0 +1,166 @@
+"""`eragraph serve`: real HTTP requests to a warm local server on an ephemeral loopback port
+answer exactly as the API Gateway function does on the same engine (tests/events), and
+`eragraph query --server` uses it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import threading
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("aws_lambda_powertools")
+
+from eragraph.bootstrap import build_engine  # noqa: E402
+from eragraph.cli import main  # noqa: E402
+from eragraph.config import Settings  # noqa: E402
+from eragraph.services import resummarize  # noqa: E402
+from eragraph.services.ingest import SourceDoc, ingest  # noqa: E402
+from support import synthetic_docs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+EVENTS = ROOT / "tests" / "events"
+TEXT = ("Comet observers at the mountain observatory used the great telescope to follow the comet. "
+        "The telescope is called Starglass and the comet is named Vellichor. ") * 3
+
+
+@dataclass
+class Context:
+    function_name: str = "eragraph-test"
+    memory_limit_in_mb: int = 1024
+    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:eragraph-test"
+    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+def load_query_function():
+    name = "eragraph_fn_query_app"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "functions" / "query" / "app.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """A local store with a few documents, served on 127.0.0.1:<free port> from a thread."""
+    from eragraph.server import make_server
+
+    store = tmp_path_factory.mktemp("served")
+    engine = build_engine("local", store, Settings(embedder="hash", s_min=2, s_max=3, n_planes=8,
+                                                   chunk_tokens=40, chunk_overlap=8, summary_tokens=30,
+                                                   embed_cache=False))
+    docs = [SourceDoc(source="notes/comet.txt", doc_id="comet", title="comet", text=TEXT),
+            *synthetic_docs(12, seed=5)]
+    ingest(engine, docs)
+    resummarize.drain(engine)
+    server = make_server(engine, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield engine, server, store
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=10)
+        assert not thread.is_alive()
+
+
+def http(url: str, method: str = "GET", body: str | None = None) -> tuple[int, dict | None]:
+    data = body.encode("utf-8") if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method,
+                                     headers={"content-type": "application/json"} if data is not None else {})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            raw = response.read()
+            return response.status, json.loads(raw) if raw else None
+    except urllib.error.HTTPError as exc:
+        raw = exc.read()
+        return exc.code, json.loads(raw) if raw else None
+
+
+def without_seconds(body):
+    if isinstance(body, dict):
+        return {k: v for k, v in body.items() if k != "seconds"}
+    return body
+
+
+def test_server_binds_loopback_on_the_port_it_was_given(served):
+    _, server, _ = served
+    host, port = server.server_address[:2]
+    assert host == "127.0.0.1" and port > 0 and server.url == f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("name", ["api_query_valid.json", "api_query_invalid.json", "api_query_bad_mode.json",
+                                  "api_query_malformed.json", "api_document_missing.json", "api_stats.json",
+                                  "api_health.json"])
+def test_server_answers_like_the_lambda_handler(served, name):
+    engine, server, _ = served
+    function = load_query_function()
+    event = json.loads((EVENTS / name).read_text())
+    from eragraph.bootstrap.aws import LAMBDA_ENGINE
+
+    LAMBDA_ENGINE.set(engine)
+    try:
+        expected = function.handler(event, Context())
+    finally:
+        LAMBDA_ENGINE.set(None)
+    expected_body = json.loads(expected["body"]) if expected.get("body") else None
+    method = event["requestContext"]["http"]["method"]
+    status, body = http(server.url + event["rawPath"], method, event.get("body"))
+    assert status == expected["statusCode"], (name, body)
+    assert without_seconds(body) == without_seconds(expected_body)
+
+
+def test_server_statuses(served):
+    engine, server, _ = served
+    status, body = http(server.url + "/query", "POST", json.dumps({"query": "Which telescope observed the comet?"}))
+    assert status == 200 and "Starglass" in body["results"][0]["text"]
+    status, body = http(server.url + "/query", "POST", json.dumps({"query": "comet", "k": 0}))
+    assert status == 422 and body["detail"]
+    status, body = http(server.url + "/query", "POST", json.dumps({"query": "comet", "colour": "red"}))
+    assert status == 422
+    status, body = http(server.url + "/query", "POST", json.dumps({"query": "comet", "mode": "sideways"}))
+    assert status == 400 and "unknown mode" in body["message"]
+    status, body = http(server.url + "/documents/no-such-doc")
+    assert status == 404
+    status, body = http(server.url + "/documents/comet")
+    assert status == 200 and body["doc_id"] == "comet" and body["chunks"] == len(engine.graph.get_document("comet").chunk_ids)
+    status, body = http(server.url + "/stats")
+    assert status == 200 and body["documents"] == 13
+    status, _ = http(server.url + "/nowhere")
+    assert status == 404
+
+
+def test_cli_query_uses_a_running_server(served, capsys, monkeypatch):
+    _, server, store = served
+    monkeypatch.delenv("ERAGRAPH_STORE", raising=False)
+    monkeypatch.setenv("ERAGRAPH_EMBEDDER", "hash")
+    assert main(["query", "Which telescope observed the comet?", "--k", "3", "--server", server.url, "--json"]) == 0
+    via_server = json.loads(capsys.readouterr().out)
+    assert main(["query", "Which telescope observed the comet?", "--k", "3", "--store", str(store), "--json"]) == 0
+    direct = json.loads(capsys.readouterr().out)
+    assert without_seconds(via_server) == without_seconds(direct)
+    assert len(via_server["results"]) == 3
+    assert main(["query", "comet", "--mode", "sideways", "--server", server.url]) == 2
+    assert "unknown mode" in capsys.readouterr().err
+    monkeypatch.setenv("ERAGRAPH_SERVER", server.url)
+    assert main(["query", "Which telescope observed the comet?", "--k", "3"]) == 0
+    assert "Starglass" in capsys.readouterr().out
+
+
+def test_cli_query_needs_a_store_or_a_server(capsys, monkeypatch):
+    monkeypatch.delenv("ERAGRAPH_STORE", raising=False)
+    monkeypatch.delenv("ERAGRAPH_SERVER", raising=False)
+    assert main(["query", "anything"]) == 2
+    assert "--server" in capsys.readouterr().err
