@@ -167,7 +167,7 @@ def test_command_line_names_the_benchmark_once():
 
 def test_counting_proxy_counts_calls_and_items_per_method():
     from eragraph.adapters.memory import MemoryGraphStore
-    from eragraph.domain.model import Node, Segment
+    from eragraph.domain.model import Node, RegionChange, Segment
 
     counts: dict = {}
     store = bench_scale.Counting(MemoryGraphStore(), counts)
@@ -175,15 +175,16 @@ def test_counting_proxy_counts_calls_and_items_per_method():
     assert set(store.get_nodes(["n0", "n1", "missing"])) == {"n0", "n1"}
     store.delete_nodes(i for i in ("n0", "n2"))  # a one-shot iterator is counted and still applied
     assert [r.node_id for r in store.layer_refs(0)] == ["n1"]
-    version = store.segments_version(0)
-    store.replace_segments(0, [], [Segment("s1", 0, ("n1",), "sum1"), Segment("s2", 0, (), "sum2")], version)
+    [ref] = store.prefix_refs(0, 0, 7)
+    store.apply_region(RegionChange(layer=0, expected=(ref,), assign=(("n1", "s1"),),
+                                    add=(Segment("s1", 0, ("n1",), "sum1"),)))
     assert counts["put_nodes"] == {"calls": 1, "items_in": 3, "items_out": 0}
     assert counts["get_nodes"] == {"calls": 1, "items_in": 3, "items_out": 2}
     assert counts["delete_nodes"]["items_in"] == 2 and counts["layer_refs"]["items_out"] == 1
-    assert counts["replace_segments"]["items_in"] == 2
+    assert counts["apply_region"]["items_in"] == 2
     total = bench_scale.totals({"graph": counts})
     assert total["items_written"] == 3 + 2 + 2
-    assert total["items_read"] == 2 + 1 + 1  # get_nodes, layer_refs, the version
+    assert total["items_read"] == 2 + 1 + 1  # get_nodes, layer_refs, prefix_refs
     assert total["calls"] == 6
 
 

@@ -50,7 +50,7 @@ DEFAULT_SIZES = "10000,100000,1000000"
 SMOKE_SIZE = 300
 SMOKE_AWS_SIZE = 60  # moto answers each request in-process, slowly
 WORDS_PER_DOC = 40
-WRITE_METHODS = ("put_", "delete_", "upsert", "replace_", "add_", "flush", "remove_", "set_")
+WRITE_METHODS = ("put_", "delete_", "upsert", "apply_", "add_", "flush", "remove_", "set_")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -143,7 +143,7 @@ def is_write(method: str) -> bool:
 
 class Counting:
     """A proxy around one port: every public method call is counted under its name with the
-    items it was given (the first argument's size; ``replace_segments``: removed + added) and
+    items it was given (the first argument's size; ``apply_region``: the items it writes) and
     the items it returned. One-shot iterators among the arguments are materialized first so
     they can be counted (the port sees the same items)."""
 
@@ -160,8 +160,10 @@ class Counting:
         def counted(*a, **kw):
             a = tuple(list(x) if isinstance(x, Iterator) else x for x in a)
             result = attr(*a, **kw)
-            if name == "replace_segments":
-                given = sum(size_of(x) for x in (a[1:3] if len(a) >= 3 else (kw.get("remove"), kw.get("add"))))
+            if name == "apply_region":
+                change = a[0] if a else kw["change"]
+                given = sum(len(x) for x in (change.assign, change.drop, change.add, change.remove,
+                                             change.above_add, change.above_remove))
             else:
                 given = size_of(a[0]) if a else size_of(next(iter(kw.values()), None))
             row = counts.setdefault(name, {"calls": 0, "items_in": 0, "items_out": 0})
