@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..domain.bm25 import Bm25Corpus
 from ..domain.model import ConflictError, Document, LshConfig, Node, NodeRef, Segment, SegmentsAffected
 from ..ports import Hit
 
@@ -38,6 +39,7 @@ class MemoryGraphStore:
         self._ledger: dict[str, dict[str, float]] = {}
         self._docs: dict[str, Document] = {}
         self._nodes: dict[str, Node] = {}
+        self._leaf_text = Bm25Corpus()  # the lexical index of the leaves, kept with the nodes
         self._segments: dict[int, dict[str, Segment]] = {}
         self._versions: dict[int, int] = {}
 
@@ -89,6 +91,8 @@ class MemoryGraphStore:
     def put_nodes(self, nodes: Sequence[Node]) -> None:
         for node in nodes:
             self._nodes[node.node_id] = node
+            if node.layer == 0:
+                self._leaf_text.add(node.node_id, node.text)
 
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
         return {i: self._nodes[i] for i in node_ids if i in self._nodes}
@@ -96,6 +100,7 @@ class MemoryGraphStore:
     def delete_nodes(self, node_ids: Iterable[str]) -> None:
         for i in node_ids:
             self._nodes.pop(i, None)
+            self._leaf_text.remove(i)
 
     def layer_refs(self, layer: int) -> list[NodeRef]:
         return sorted(
@@ -125,6 +130,27 @@ class MemoryGraphStore:
             segs[seg.segment_id] = seg
         self._versions[layer] = expected_version + 1
         return expected_version + 1
+
+
+class MemoryLexicalIndex:
+    """BM25 (FTS5's formula, domain.bm25) over the memory graph store's leaves."""
+
+    def __init__(self, graph: MemoryGraphStore) -> None:
+        self.graph = graph
+
+    def search(self, text: str, k: int) -> list[Hit]:
+        return [Hit(i, s) for i, s in self.graph._leaf_text.search(text, k)]
+
+    def ready(self) -> bool:
+        return True
+
+    def rebuild(self, nodes: Iterable[Node]) -> int:
+        corpus = Bm25Corpus()
+        for n in nodes:
+            if n.layer == 0:
+                corpus.add(n.node_id, n.text)
+        self.graph._leaf_text = corpus
+        return len(corpus)
 
 
 class MemoryVectorIndex:

@@ -22,6 +22,14 @@ class BadInputError(EragraphError):
     """A document could not be read (empty, binary, not UTF-8, too large...)."""
 
 
+class LexicalIndexMissing(EragraphError):
+    """The store was built before it had a lexical (BM25) index; `eragraph reindex` builds it."""
+
+    def __init__(self, where: str = "this store") -> None:
+        super().__init__(f"{where} has no lexical (BM25) index yet (built before it existed): "
+                         "run `eragraph reindex` to build it")
+
+
 @dataclass(frozen=True)
 class Document:
     doc_id: str

@@ -97,7 +97,7 @@ def ingest(engine: Engine, docs: Sequence[SourceDoc], progress: Progress | None 
                 )
                 row += 1
                 nodes.append(node)
-                metas.append({"layer": 0, "doc_id": doc_id})
+                metas.append({"layer": 0, "doc_id": doc_id, "text": piece.text})
                 ids.append(node.node_id)
             documents.append(Document(doc_id=doc_id, source=src.source, content_hash=digest,
                                       title=src.title, chunk_ids=tuple(ids), meta=dict(src.meta or {})))

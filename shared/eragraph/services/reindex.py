@@ -12,6 +12,7 @@ and ``eragraph reindex`` run this same function).
    worked on by a consumer and are left to it.
 4. Graph store ⇄ vector index: live nodes without a vector are re-embedded from their text;
    vectors of no live node are deleted.
+4b. The lexical (BM25) index of a store built before it existed is built from the leaves.
 5. The graph invariants (services.invariants) are checked and reported.
 
 With ``drain`` (the local profile, whose queue is in-process) the announced messages are
@@ -103,6 +104,19 @@ def audit_vectors(engine: Engine, report: dict) -> None:
     report["vectors_orphaned_deleted"] = len(orphans)
 
 
+def audit_lexical(engine: Engine, report: dict) -> None:
+    """A store built before the lexical index existed gets it, from its leaf chunks."""
+    report["lexical_index_built"] = 0
+    lexical = engine.lexical
+    if lexical is None or lexical.ready():
+        return
+    refs = [r.node_id for r in engine.graph.layer_refs(0)]
+    nodes = []
+    for start in range(0, len(refs), 1000):
+        nodes += list(engine.graph.get_nodes(refs[start:start + 1000]).values())
+    report["lexical_index_built"] = lexical.rebuild(nodes)
+
+
 def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: float | None = None) -> dict:
     """Audit and repair; returns a JSON-able report with a flat ``metrics`` dict."""
     started = time.perf_counter()
@@ -118,6 +132,7 @@ def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: flo
     if drain:
         drain_queue(engine)
     audit_vectors(engine, report)
+    audit_lexical(engine, report)
     check = invariants.check(engine)
     report["invariants"] = check.to_dict()
     report["metrics"] = {
@@ -127,6 +142,7 @@ def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: flo
         "LayersRepaired": len(report["layers_repaired"]),
         "VectorsReembedded": report["vectors_missing_reembedded"],
         "VectorsOrphanedDeleted": report["vectors_orphaned_deleted"],
+        "LexicalIndexBuilt": report["lexical_index_built"],
         "InvariantViolations": len(check.violations),
     }
     report["seconds"] = round(time.perf_counter() - started, 4)

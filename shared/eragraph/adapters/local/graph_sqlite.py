@@ -20,7 +20,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ...domain.model import ConflictError, Document, EragraphError, LshConfig, Node, NodeRef, Segment
+from ...domain.bm25 import query_terms
+from ...domain.model import (ConflictError, Document, EragraphError, LexicalIndexMissing, LshConfig, Node,
+                             NodeRef, Segment)
+from ...ports import Hit
 
 SCHEMA_VERSION = 1
 _IN_CHUNK = 500  # ids per "IN (...)" query, well under SQLite's variable limit
@@ -78,6 +81,15 @@ CREATE TABLE IF NOT EXISTS segments (
     PRIMARY KEY (layer, segment_id)
 );
 CREATE INDEX IF NOT EXISTS segments_layer ON segments (layer);
+"""
+
+# BM25 over the leaf chunks (FTS5 bm25(), k1 = 1.2, b = 0.75): one row per layer-0 node,
+# written and deleted in the same transaction as the node. store_info 'lexical' = '1' marks a
+# store whose every leaf is indexed (new stores; older ones after `eragraph reindex`).
+_LEXICAL = """
+CREATE VIRTUAL TABLE IF NOT EXISTS leaf_text USING fts5(
+    node_id UNINDEXED, text, tokenize = 'unicode61 remove_diacritics 2'
+)
 """
 
 
@@ -156,7 +168,12 @@ class SqliteGraphStore:
                 conn.execute("INSERT INTO store_info (key, value) VALUES ('schema_version', ?)",
                              (str(SCHEMA_VERSION),))
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            elif int(row[0]) > SCHEMA_VERSION:
+            lexical_existed = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'leaf_text'").fetchone() is not None
+            conn.execute(_LEXICAL)
+            if not lexical_existed and conn.execute("SELECT 1 FROM nodes LIMIT 1").fetchone() is None:
+                conn.execute("INSERT OR REPLACE INTO store_info (key, value) VALUES ('lexical', '1')")
+            if row is not None and int(row[0]) > SCHEMA_VERSION:
                 raise EragraphError(
                     f"{self.path} has graph schema version {row[0]}; this eragraph reads up to "
                     f"{SCHEMA_VERSION}: upgrade eragraph")
@@ -254,6 +271,10 @@ class SqliteGraphStore:
             return
         with self._write() as conn:
             conn.executemany(f"INSERT OR REPLACE INTO nodes ({_NODE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            leaves = [(n.node_id, n.text) for n in nodes if n.layer == 0]
+            if leaves:
+                conn.executemany("DELETE FROM leaf_text WHERE node_id = ?", [(i,) for i, _ in leaves])
+                conn.executemany("INSERT INTO leaf_text (node_id, text) VALUES (?, ?)", leaves)
 
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
         wanted = list(dict.fromkeys(node_ids))
@@ -271,6 +292,30 @@ class SqliteGraphStore:
             return
         with self._write() as conn:
             conn.executemany("DELETE FROM nodes WHERE node_id = ?", ids)
+            conn.executemany("DELETE FROM leaf_text WHERE node_id = ?", ids)
+
+    # ------------------------------------------------------------------ lexical index (FTS5)
+    def lexical_ready(self) -> bool:
+        return bool(self._query("SELECT 1 FROM store_info WHERE key = 'lexical' AND value = '1'"))
+
+    def lexical_search(self, text: str, k: int) -> list[Hit]:
+        if not self.lexical_ready():
+            raise LexicalIndexMissing(str(self.path.parent))
+        terms = query_terms(text)
+        if not terms or k <= 0:
+            return []
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        rows = self._query("SELECT node_id, -bm25(leaf_text) AS s FROM leaf_text WHERE leaf_text MATCH ? "
+                           "ORDER BY s DESC, node_id LIMIT ?", (match, int(k)))
+        return [Hit(node_id, float(s)) for node_id, s in rows]
+
+    def lexical_rebuild(self, nodes: Iterable[Node]) -> int:
+        rows = [(n.node_id, n.text) for n in nodes if n.layer == 0]
+        with self._write() as conn:
+            conn.execute("DELETE FROM leaf_text")
+            conn.executemany("INSERT INTO leaf_text (node_id, text) VALUES (?, ?)", rows)
+            conn.execute("INSERT OR REPLACE INTO store_info (key, value) VALUES ('lexical', '1')")
+        return len(rows)
 
     def layer_refs(self, layer: int) -> list[NodeRef]:
         rows = self._query("SELECT node_id, code FROM nodes WHERE layer = ? ORDER BY node_id", (int(layer),))
