@@ -15,6 +15,7 @@ from typing import Any
 
 from .config import Settings, settings_from_env
 from .domain.model import EragraphError
+from .services.modes import mode_names
 
 BENCH_MODULES = ("retrieval", "growth", "ingest", "query")
 DEFAULT_STORE = "eragraph-store"
@@ -101,6 +102,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         label = f"L{r.layer}" + (f" {r.title or r.doc_id}" if r.layer == 0 else f" summary of {len(r.children)}")
         snippet = " ".join(r.text.split())[:300]
         lines.append(f"{i}. [{r.score:.3f}] {label} ({r.id})\n   {snippet}")
+    if response.router_score is not None:
+        lines.append(f"(route: {response.route}, s(q) = {response.router_score:.3f})")
     if response.note:
         lines.append(f"({response.note})")
     _emit(args, response.to_dict(), "\n".join(lines) or "no results")
@@ -257,7 +260,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("query", help="retrieve evidence (and an answer with --answer)")
     p.add_argument("text")
-    p.add_argument("--mode", default="collapsed")
+    p.add_argument("--mode", default="collapsed", choices=mode_names(),
+                   help="retrieval mode (auto: the complexity router picks dense/hybrid, fusion or tri_graph)")
     p.add_argument("--k", type=int, default=None)
     p.add_argument("--budget", type=int, default=None, help="token budget for the evidence")
     p.add_argument("--p", type=float, default=None, help="proportion for detailed/summarized")
@@ -300,7 +304,20 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         module.add_parser(bench_sub)
     bench.set_defaults(func=cmd_bench)
+
+    router = sub.add_parser("router", help="the auto retrieval router (train)")
+    router_sub = router.add_subparsers(dest="router_command", required=True)
+    from .training import router as router_training
+
+    router_training.add_parser(router_sub).set_defaults(func=cmd_router_train)
     return parser
+
+
+def cmd_router_train(args: argparse.Namespace) -> int:
+    from .training import router as router_training
+
+    router_training.run(args)
+    return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -174,5 +174,6 @@ class LexicalIndex(Protocol):
         """True when every leaf chunk of the store is indexed."""
         ...
     def rebuild(self, nodes: Iterable[Node]) -> int:
-        """Index exactly ``nodes`` (the store's leaf chunks); returns how many."""
+        """Index the text of ``nodes`` (the store's leaf chunks) and mark the index ready;
+        returns how many (`eragraph reindex` passes every leaf)."""
         ...
