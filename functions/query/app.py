@@ -10,17 +10,22 @@ from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from eragraph.bootstrap.aws import LAMBDA_ENGINE
+from eragraph.domain.model import LexicalIndexMissing
 from eragraph.services import query as query_service
+from eragraph.services.modes import MODES, mode_names
 from eragraph.cli import stats as stats_service
 
 logger = Logger()
+
 app = APIGatewayHttpResolver(enable_validation=True)
 
 
 class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str = Field(min_length=1, max_length=4000, description="The question or search text")
-    mode: str = Field("collapsed", description="collapsed | detailed | summarized | dense | a graph mode")
+    # the registry (services.modes) is the one list of modes; an unknown one gets the service's 400
+    mode: str = Field("collapsed", description="; ".join(f"{m.name}: {m.description}" for m in MODES.values()),
+                      json_schema_extra={"enum": mode_names()})
     k: int = Field(5, ge=1, le=100, description="Number of results")
     budget: Optional[int] = Field(None, ge=1, le=100000, description="Token budget of the evidence")
     p: Optional[float] = Field(None, ge=0.0, le=1.0, description="Bias proportion (detailed/summarized)")
@@ -31,6 +36,12 @@ class QueryRequest(BaseModel):
 def bad_query(exc: query_service.BadQueryError) -> Response:
     return Response(status_code=400, content_type=content_types.APPLICATION_JSON,
                     body={"statusCode": 400, "message": str(exc)})
+
+
+@app.exception_handler(LexicalIndexMissing)
+def lexical_missing(exc: LexicalIndexMissing) -> Response:
+    return Response(status_code=409, content_type=content_types.APPLICATION_JSON,
+                    body={"statusCode": 409, "message": str(exc)})
 
 
 @app.post("/query")

@@ -207,6 +207,12 @@ def retrieval_section(runs: list[tuple[str, dict]]) -> list[str]:
         rows = [[mode, *[row.get(f"recall@{k}") for k in ks], *[row.get(f"recall@{k}_with_summaries") for k in ks],
                  row.get("latency_ms_p50"), row.get("latency_ms_p95")] for mode, row in data["modes"].items()]
         out += table(header, rows) + [""]
+        routed = [(mode, row) for mode, row in data["modes"].items() if row.get("route_shares")]
+        if routed:
+            out += ["Routes taken and the router's own latency (parse + features + score):", ""]
+            out += table(["mode", "routes", "router p50 ms", "router p95 ms"],
+                         [[mode, ", ".join(f"{r} {100 * v:.0f} %" for r, v in row["route_shares"].items()),
+                           row.get("router_ms_p50"), row.get("router_ms_p95")] for mode, row in routed]) + [""]
         types = sorted({t for row in data["modes"].values() for t in row.get("by_type", {})})
         if types:
             k = ks[-1]
@@ -317,6 +323,48 @@ def retrieval_target_rows(name: str, d: dict) -> list[list[str]]:
     return rows
 
 
+SINGLE_MODES = ("dense", "bm25", "hybrid", "collapsed", "tri_graph", "concept_ppr", "local_global", "fusion")
+AUTO_TARGETS = {"hotpotqa": 0.79}
+
+
+def auto_target_rows(name: str, d: dict) -> list[list[str]]:
+    """Issue 10: auto >= the best single mode and >= dense + 2 points on every dataset, HotpotQA
+    auto >= 0.79, auto p95 <= tri_graph p95 + 10 ms, router (features + score) p95 <= 5 ms."""
+    modes = d["modes"]
+    auto = modes.get("auto")
+    if not auto:
+        return []
+    run = f"`{name}` ({d.get('questions')} q, {d.get('documents')} docs)"
+    v = auto["recall@5"]
+    rows = []
+    singles = {m: r["recall@5"] for m, r in modes.items() if m in SINGLE_MODES}
+    if singles:
+        best = max(singles, key=singles.get)
+        ok = v >= singles[best]
+        rows.append(["auto Recall@5 ≥ best single mode", run, f"{v:.3f} vs {best} {singles[best]:.3f}", verdict(ok),
+                     "" if ok else f"{v - singles[best]:+.3f}"])
+    if "dense" in modes:
+        dense = modes["dense"]["recall@5"]
+        ok = v >= dense + 0.02
+        rows.append(["auto Recall@5 ≥ dense + 0.02", run, f"{v:.3f} vs dense {dense:.3f}", verdict(ok),
+                     "" if ok else f"{v - dense - 0.02:+.3f}"])
+    for dataset, goal in AUTO_TARGETS.items():
+        if dataset in name:
+            ok = v >= goal
+            rows.append([f"{dataset}: auto Recall@5 ≥ {goal}", run, f"{v:.3f}", verdict(ok),
+                         "" if ok else f"{v - goal:+.3f}"])
+    if "tri_graph" in modes:
+        g = modes["tri_graph"]["latency_ms_p95"]
+        ok = auto["latency_ms_p95"] <= g + 10.0
+        rows.append(["auto p95 ≤ tri_graph p95 + 10 ms", run, f"{auto['latency_ms_p95']:.1f} vs {g:.1f} ms",
+                     verdict(ok), "" if ok else f"{auto['latency_ms_p95'] - g - 10:.1f} ms over"])
+    if auto.get("router_ms_p95") is not None:
+        ok = auto["router_ms_p95"] <= 5.0
+        rows.append(["router features + score p95 ≤ 5 ms", run, f"{auto['router_ms_p95']:.2f} ms", verdict(ok),
+                     "" if ok else f"{auto['router_ms_p95'] - 5:.2f} ms over"])
+    return rows
+
+
 def targets_section(growth: list, ingest: list, query: list, retrieval: list | None = None) -> list[str]:
     """One row per target and run; the issue's configuration is MultiHop-RAG (609 docs),
     MiniLM, extractive summarizer -- a run in another configuration says so in its label."""
@@ -346,6 +394,7 @@ def targets_section(growth: list, ingest: list, query: list, retrieval: list | N
                      if v is not None else ""])
     for name, d in retrieval or []:
         rows += retrieval_target_rows(name, d)
+        rows += auto_target_rows(name, d)
     if not rows:
         return ["No results yet."]
     return table(["target", "run", "measured", "verdict", "gap"], rows)
