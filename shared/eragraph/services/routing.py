@@ -63,7 +63,7 @@ def score_question(text: str, model: RouterModel | None = None) -> tuple[float, 
         parsed = parser().parse(text)
     except Exception as exc:  # a parser failure must not fail the query
         return 0.0, f"question could not be parsed ({type(exc).__name__}): s(q) = 0"
-    if not any(t.pos not in ("PUNCT", "SPACE", "SYM", "X") for t in parsed.tokens):
+    if not any(ch.isalnum() for t in parsed.tokens for ch in t.text):
         return 0.0, "question has no words to parse: s(q) = 0"
     return model.score(features(parsed)), ""
 
