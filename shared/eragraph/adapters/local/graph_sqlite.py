@@ -305,9 +305,12 @@ class SqliteGraphStore:
         if not terms or k <= 0:
             return []
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
-        rows = self._query("SELECT node_id, -bm25(leaf_text) AS s FROM leaf_text WHERE leaf_text MATCH ? "
-                           "ORDER BY s DESC, node_id LIMIT ?", (match, int(k)))
-        return [Hit(node_id, float(s)) for node_id, s in rows]
+        # FTS5's own "ORDER BY rank" (rank = bm25()) is its fast path; a few more rows than k
+        # let equal scores at the cut be ordered by id, like every other index
+        rows = self._query("SELECT node_id, -rank FROM leaf_text WHERE leaf_text MATCH ? ORDER BY rank LIMIT ?",
+                           (match, int(k) + 20))
+        hits = sorted((Hit(node_id, float(s)) for node_id, s in rows), key=lambda h: (-h.score, h.node_id))
+        return hits[:int(k)]
 
     def lexical_rebuild(self, nodes: Iterable[Node]) -> int:
         rows = [(n.node_id, n.text) for n in nodes if n.layer == 0]
