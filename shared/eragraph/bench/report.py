@@ -432,6 +432,33 @@ def coverage_note(growth: list) -> list[str]:
             "listed when present. To run the full one:", "", f"    {FULL_GROWTH}"]
 
 
+def router_section(results: Path) -> list[str]:
+    """The auto router's training report (eragraph router train): leave-one-dataset-out."""
+    path = results / "router-train.json"
+    if not path.exists():
+        return []
+    d = json.loads(path.read_text())
+    out = ["## The auto router: training and leave-one-dataset-out", "",
+           f"Command: `{d.get('command', 'eragraph router train')}`", "",
+           f"Dense side: `{d['dense_side']}` ({d['dense_side_reason']}). Labels: the disagreement set "
+           "(questions where exactly one of the dense side and `tri_graph` gets more supporting passages "
+           "into the top 5). Each row trains on the other datasets, chooses the thresholds on them and "
+           "routes the held-out one. "
+           f"Kept: `{d['chosen']}`; final thresholds tau_L = {d['tau_low']}, tau_H = {d['tau_high']} "
+           f"({d['thresholds_from']}).", ""]
+    header = ["scorer", "held out", "n", "AUC", "dense", "hybrid", "tri_graph", "fusion", "auto", "routes", "tau_L", "tau_H"]
+    rows = []
+    for kind, lodo in d["lodo"].items():
+        for name, r in lodo["per_dataset"].items():
+            rows.append([kind, name, d["datasets"][name]["questions"], r.get("auc_disagreement"),
+                         r["recall@5_dense"], r["recall@5_hybrid"], r["recall@5_graph"], r["recall@5_fusion"],
+                         r["recall@5_auto"], ", ".join(f"{k} {100 * v:.0f} %" for k, v in r["route_shares"].items()),
+                         r["tau_low"], r["tau_high"]])
+        rows.append([kind, "**mean**", "", lodo.get("mean_auc"), "", "", "", "", lodo["mean_recall@5_auto"], "", "", ""])
+    out += table(header, rows) + [""]
+    return out
+
+
 def render(results: Path) -> tuple[str, list[Path]]:
     plots = results / "plots"
     plots.mkdir(parents=True, exist_ok=True)
@@ -464,6 +491,7 @@ def render(results: Path) -> tuple[str, list[Path]]:
     if not growth:
         lines += ["No growth results yet.", ""]
     lines += ["## Retrieval", ""] + (retrieval_section(retrieval) or ["No retrieval results yet.", ""])
+    lines += router_section(results)
     lines += ["## Ingest throughput", ""] + (ingest_section(ingest) or ["No ingest results yet.", ""])
     lines += ["## Query latency", ""] + (query_section(query) or ["No query results yet.", ""])
     return "\n".join(lines).rstrip() + "\n", [plots / img for img in images_all]

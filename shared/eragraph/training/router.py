@@ -257,7 +257,10 @@ def run(args: Any) -> dict:
     model = RouterModel(final.feature_names, final.mean, final.std, kind, final.params, lo, hi, side, side, info)
     Path(args.weights).parent.mkdir(parents=True, exist_ok=True)
     Path(args.weights).write_text(json.dumps(model.to_dict(), indent=1) + "\n")
-    report.update({"chosen": kind, "tau_low": lo, "tau_high": hi, "thresholds_from": "out-of-fold (LODO) scores",
+    import shlex
+
+    report.update({"command": "eragraph " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["router"]
+                   else "eragraph router train", "chosen": kind, "tau_low": lo, "tau_high": hi, "thresholds_from": "out-of-fold (LODO) scores",
                    "in_sample": in_sample, "seconds": round(time.perf_counter() - started, 1)})
     Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text(json.dumps(report, indent=1) + "\n")
