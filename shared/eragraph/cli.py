@@ -260,8 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("query", help="retrieve evidence (and an answer with --answer)")
     p.add_argument("text")
-    p.add_argument("--mode", default="collapsed", choices=mode_names(),
-                   help="retrieval mode (auto: the complexity router picks dense/hybrid, fusion or tri_graph)")
+    p.add_argument("--mode", default="collapsed",
+                   help="retrieval mode: " + ", ".join(mode_names()) + " (auto: the complexity router picks "
+                        "the dense side, fusion or tri_graph)")
     p.add_argument("--k", type=int, default=None)
     p.add_argument("--budget", type=int, default=None, help="token budget for the evidence")
     p.add_argument("--p", type=float, default=None, help="proportion for detailed/summarized")
