@@ -67,7 +67,6 @@ def collect(store: Path, questions_path: Path, limit: int, show: bool) -> list[d
     from ..bootstrap import build_engine
     from ..config import settings_from_env
     from ..services import graph_query
-    from ..services.modes import QueryContext
     from ..services.routing import parser
     from ..services.summary_search import search
 
@@ -95,7 +94,6 @@ def collect(store: Path, questions_path: Path, limit: int, show: bool) -> list[d
         rows.append({"id": key, "question": q["question"], "support": list(q["supporting_ids"]), **cache[key]})
     bar.close()
     cache_path.write_text(json.dumps(cache))
-    del QueryContext
     return rows
 
 
