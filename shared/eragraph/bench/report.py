@@ -196,11 +196,29 @@ def locality_note(data: dict) -> list[str]:
             "remaining lever is the tokens spent per touched segment."]
 
 
+RUN_NOTES = {
+    "devsubset": "HotpotQA on a dev subset of its corpus: the first 4,096 corpus lines plus every supporting "
+                 "passage of the 300 dev questions (4,457 of 10,474 passages; the full store could not be built "
+                 "in the time this run had). With fewer distractors every mode scores higher than on the full "
+                 "corpus (dense 0.81 here, 0.740 there), so these figures are not comparable with the full-corpus "
+                 "HotpotQA run above. Make the subset with: `python -c \"import json; L=open('../shared/data/"
+                 "hotpotqa/corpus.jsonl').read().splitlines(); S={s for l in open('../shared/data/hotpotqa/"
+                 "questions.jsonl') for s in json.loads(l)['supporting_ids']}; open('dev-subset/hotpotqa/corpus.jsonl',"
+                 "'w').write(''.join(l + chr(10) for n, l in enumerate(L) if n < 4096 or json.loads(l)['id'] in S))\"`.",
+    "first200": "MultiHop-RAG on its first 200 articles (`--corpus-limit 200`, about 3,100 chunks) and the dev "
+                "questions whose evidence lies inside them. The router was not trained on MultiHop-RAG: this "
+                "dataset is an out-of-training check.",
+    "router": "Modes of issue 10 (lexical index, hybrid, fusion, auto) with the router weights shipped in "
+              "`shared/eragraph/weights/router.json`.",
+}
+
+
 def retrieval_section(runs: list[tuple[str, dict]]) -> list[str]:
     out = []
     for name, data in runs:
         ks = data.get("k") or [2, 5]
-        out += [f"### {name}", "", f"Command: `{command(data)}`", "",
+        notes = [text for key, text in RUN_NOTES.items() if key in name]
+        out += [f"### {name}", "", *[line for t in notes for line in (t, "")], f"Command: `{command(data)}`", "",
                 f"{data.get('questions')} questions, {data.get('documents')} documents, embedder `{data.get('embedder')}`, "
                 f"entity extraction `{data.get('ner', 'default')}` (default: spaCy NER without noun chunks).", ""]
         header = ["mode", *[f"R@{k}" for k in ks], *[f"R@{k} (summaries credit leaves)" for k in ks], "p50 ms", "p95 ms"]
