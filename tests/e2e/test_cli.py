@@ -150,8 +150,8 @@ def test_store_from_before_the_lexical_index_is_told_to_reindex(env, capsys):
     for mode in ("bm25", "hybrid"):
         code, _, err = run(capsys, "query", "Vistula Poland", "--store", str(store), "--mode", mode)
         assert code == 2 and "eragraph reindex" in err and "lexical" in err
-    code, out, _ = run(capsys, "query", "Which river flows through Warsaw?", "--store", str(store), "--mode", "auto",
-                       "--json")
+    code, out, _ = run(capsys, "query", "Which river flows through Warsaw?", "--store", str(store), "--mode", "fusion",
+                       "--json")  # fusion always reads the dense side (hybrid): dense instead, and it says so
     assert code == 0 and out["results"] and "router_score" in out and "reindex" in out["note"]
     code, report, _ = run(capsys, "reindex", "--store", str(store), "--json")
     assert code == 0 and report["lexical_index_built"] >= 3
