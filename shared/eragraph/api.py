@@ -17,7 +17,9 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from pydantic import BaseModel, ConfigDict, Field
 
+from .domain.model import LexicalIndexMissing
 from .services import query as query_service
+from .services.modes import MODES, mode_names
 from .services.engine import Engine
 
 OPENAPI_TITLE = "Eragraph query API"
@@ -27,7 +29,9 @@ OPENAPI_VERSION = "0.1.0"
 class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: str = Field(min_length=1, max_length=4000, description="The question or search text")
-    mode: str = Field("collapsed", description="collapsed | detailed | summarized | dense | a graph mode")
+    # the registry (services.modes) is the one list of modes; an unknown one gets the service's 400
+    mode: str = Field("collapsed", description="; ".join(f"{m.name}: {m.description}" for m in MODES.values()),
+                      json_schema_extra={"enum": mode_names()})
     k: int = Field(5, ge=1, le=100, description="Number of results")
     budget: Optional[int] = Field(None, ge=1, le=100000, description="Token budget of the evidence (default: ERAGRAPH_TOKEN_BUDGET)")
     p: Optional[float] = Field(None, ge=0.0, le=1.0, description="Bias proportion (detailed/summarized)")
@@ -51,6 +55,11 @@ def make_app(get_engine: Callable[[], Engine], on_query: Callable | None = None)
     def bad_query(exc: query_service.BadQueryError) -> Response:
         return Response(status_code=400, content_type=content_types.APPLICATION_JSON,
                         body={"statusCode": 400, "message": str(exc)})
+
+    @app.exception_handler(LexicalIndexMissing)
+    def lexical_missing(exc: LexicalIndexMissing) -> Response:
+        return Response(status_code=409, content_type=content_types.APPLICATION_JSON,
+                        body={"statusCode": 409, "message": str(exc)})
 
     @app.post("/query")
     def post_query(request: QueryRequest) -> dict:

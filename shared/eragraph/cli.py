@@ -17,6 +17,7 @@ from typing import Any
 
 from .config import Settings, settings_from_env
 from .domain.model import EragraphError
+from .services.modes import mode_names
 
 BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale")
 DEFAULT_STORE = "eragraph-store"
@@ -136,6 +137,8 @@ def render_query(out: dict) -> str:
                                      else f" summary of {len(r['children'])}")
         snippet = " ".join(r["text"].split())[:300]
         lines.append(f"{i}. [{r['score']:.3f}] {label} ({r['id']})\n   {snippet}")
+    if out.get("router_score") is not None:
+        lines.append(f"(route: {out.get('route')}, s(q) = {out['router_score']:.3f})")
     if out.get("note"):
         lines.append(f"({out['note']})")
     return "\n".join(lines) or "no results"
@@ -376,7 +379,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("query", help="retrieve evidence (and an answer with --answer)")
     p.add_argument("text")
-    p.add_argument("--mode", default="collapsed")
+    p.add_argument("--mode", default="collapsed",
+                   help="retrieval mode: " + ", ".join(mode_names()) + " (auto: the complexity router picks "
+                        "the dense side, fusion or tri_graph)")
     p.add_argument("--k", type=int, default=None)
     p.add_argument("--budget", type=int, default=None, help="token budget for the evidence (default ERAGRAPH_TOKEN_BUDGET)")
     p.add_argument("--p", type=float, default=None, help="proportion for detailed/summarized")
@@ -429,7 +434,20 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         module.add_parser(bench_sub)
     bench.set_defaults(func=cmd_bench)
+
+    router = sub.add_parser("router", help="the auto retrieval router (train)")
+    router_sub = router.add_subparsers(dest="router_command", required=True)
+    from .training import router as router_training
+
+    router_training.add_parser(router_sub).set_defaults(func=cmd_router_train)
     return parser
+
+
+def cmd_router_train(args: argparse.Namespace) -> int:
+    from .training import router as router_training
+
+    router_training.run(args)
+    return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

@@ -176,3 +176,21 @@ class Generator(Protocol):
     def answer(self, question: str, evidence: Sequence[tuple[str, str]]) -> Answer:
         """evidence: (result id, text) pairs; the answer cites result ids."""
         ...
+
+
+@runtime_checkable
+class LexicalIndex(Protocol):
+    """BM25 over the leaf chunks (layer 0). The index is written by the store that holds the
+    chunk text, in the same write as the chunk (SQLite FTS5 beside the nodes table; the
+    OpenSearch document that carries the chunk's vector), so there is no write method here."""
+    def search(self, text: str, k: int) -> list[Hit]:
+        """Top-k leaf chunks by BM25 (higher is better), best first, ties by id; raises
+        LexicalIndexMissing when the store was built before it had a lexical index."""
+        ...
+    def ready(self) -> bool:
+        """True when every leaf chunk of the store is indexed."""
+        ...
+    def rebuild(self, nodes: Iterable[Node]) -> int:
+        """Index the text of ``nodes`` (the store's leaf chunks) and mark the index ready;
+        returns how many (`eragraph reindex` passes every leaf)."""
+        ...

@@ -8,7 +8,11 @@ Checked shapes (OpenSearch 2.x docs: k-NN index, k-NN search with filters, bulk,
   followed by a source line for every action but ``delete``; sources must fit the mapping;
 * k-NN search: ``query.knn.<field>`` with ``vector`` (of the mapped dimension) and ``k``, and an
   optional ``filter`` (a query clause); ``size``;
-* scoring of ``innerproduct`` (faiss): ip >= 0 -> ip + 1, else 1 / (1 - ip).
+* scoring of ``innerproduct`` (faiss): ip >= 0 -> ip + 1, else 1 / (1 - ip);
+* lexical search: ``query.bool.must`` one ``match`` on a ``text`` field plus ``filter`` clauses,
+  scored by BM25 (k1 1.2, b 0.75: eragraph.domain.bm25, OpenSearch's default similarity);
+* ``_bulk`` ``update`` with a ``{"doc": {...}}`` partial document; ``indices.get_mapping`` and
+  ``indices.put_mapping`` (new ``properties`` and ``_meta`` only: a mapped field cannot change).
 """
 
 from __future__ import annotations
@@ -55,8 +59,26 @@ class _Indices:
         _need(method.get("engine") in {"faiss", "lucene", "nmslib"}, "unknown k-NN engine")
         _need(method.get("space_type") in SPACES, "unknown space_type")
         self.owner.indexes[index] = {"field": field, "dim": spec["dimension"], "space": method["space_type"],
-                                     "props": props, "docs": {}, "replicas": replicas}
+                                     "props": dict(props), "docs": {}, "replicas": replicas,
+                                     "meta": body["mappings"].get("_meta") or {}}
         return {"acknowledged": True, "index": index}
+
+    def get_mapping(self, index: str) -> dict:
+        self.owner.requests.append(("GET", f"/{index}/_mapping", None))
+        idx = self.owner._index(index)
+        mappings = {"properties": idx["props"], **({"_meta": idx["meta"]} if idx.get("meta") else {})}
+        return {index: {"mappings": mappings}}
+
+    def put_mapping(self, index: str, body: dict) -> dict:
+        self.owner.requests.append(("PUT", f"/{index}/_mapping", body))
+        idx = self.owner._index(index)
+        _need(set(body) <= {"properties", "_meta"}, f"unexpected mapping keys {set(body)}")
+        for field, spec in body.get("properties", {}).items():
+            _need(field not in idx["props"] or idx["props"][field] == spec, f"cannot change the mapping of {field}")
+            idx["props"][field] = spec
+        if "_meta" in body:
+            idx["meta"] = body["_meta"]
+        return {"acknowledged": True}
 
     def refresh(self, index: str) -> dict:
         self.owner.requests.append(("POST", f"/{index}/_refresh", None))
@@ -83,7 +105,7 @@ class FakeOpenSearch:
                 _need(isinstance(value, list) and len(value) == idx["dim"], "vector of the wrong dimension")
             elif kind == "integer":
                 _need(isinstance(value, int), f"{key} must be an integer")
-            elif kind == "keyword":
+            elif kind in ("keyword", "text"):
                 _need(isinstance(value, str), f"{key} must be a string")
 
     def bulk(self, body: str, index: str | None = None, refresh: Any = None) -> dict:
@@ -103,7 +125,11 @@ class FakeOpenSearch:
             if op != "delete":
                 _need(i + 1 < len(lines), "bulk action without a source line")
                 source = lines[i + 1]
-                self._check_source(idx, source)
+                if op == "update":
+                    _need(set(source) == {"doc"}, "an update source is {\"doc\": {...}}")
+                    self._check_source(idx, source["doc"])
+                else:
+                    self._check_source(idx, source)
                 i += 2
             else:
                 i += 1
@@ -115,6 +141,13 @@ class FakeOpenSearch:
             if op == "delete":
                 found = idx["docs"].pop(meta["_id"], None) is not None
                 items.append({op: {"_id": meta["_id"], "status": 200 if found else 404}})
+            elif op == "update":
+                if meta["_id"] not in idx["docs"]:
+                    items.append({op: {"_id": meta["_id"], "status": 404, "error": {"type": "document_missing"}}})
+                    errors = True
+                    continue
+                idx["docs"][meta["_id"]] = {**idx["docs"][meta["_id"]], **source["doc"]}
+                items.append({op: {"_id": meta["_id"], "status": 200}})
             else:
                 idx["docs"][meta["_id"]] = source
                 items.append({op: {"_id": meta["_id"], "status": 201}})
@@ -165,7 +198,9 @@ class FakeOpenSearch:
             hits.sort(key=lambda h: -h["_score"])
             hits = hits[: min(spec["k"], body.get("size", 10))]
             return {"hits": {"total": {"value": len(hits)}, "hits": hits}}
-        _need("match_all" in query, "only knn and match_all queries are expected")
+        if "bool" in query and query["bool"].get("must"):
+            return self._lexical(idx, body)
+        _need("match_all" in query, "only knn, match and match_all queries are expected")
         sort = body.get("sort")
         docs = sorted(idx["docs"].items())
         if sort:
@@ -176,6 +211,25 @@ class FakeOpenSearch:
         docs = docs[: body.get("size", 10)]
         return {"hits": {"hits": [{"_id": k, "_score": 1.0, "_source": {"node_id": s["node_id"]},
                                    "sort": [s["node_id"]]} for k, s in docs]}}
+
+    def _lexical(self, idx: dict, body: dict) -> dict:
+        from eragraph.domain.bm25 import Bm25Corpus
+
+        spec = body["query"]["bool"]
+        _need(set(spec) <= {"must", "filter"}, f"unexpected bool keys {set(spec)}")
+        (clause,) = spec["must"]
+        _need(list(clause) == ["match"], "lexical search is one match clause")
+        (field, text), = clause["match"].items()
+        _need(idx["props"].get(field, {}).get("type") == "text", f"match on {field}, which is not a text field")
+        _need(isinstance(text, str), "match takes the query string")
+        _need(isinstance(body.get("size"), int), "size must be given")
+        flt = {"bool": {"filter": spec.get("filter", [])}}
+        corpus = Bm25Corpus()
+        for doc_id, src in idx["docs"].items():
+            if field in src and self._matches(src, flt):
+                corpus.add(doc_id, src[field])
+        hits = [{"_id": i, "_score": s} for i, s in corpus.search(text, body["size"])]
+        return {"hits": {"total": {"value": len(hits)}, "hits": hits}}
 
     def mget(self, index: str, body: dict) -> dict:
         self.requests.append(("POST", f"/{index}/_mget", body))

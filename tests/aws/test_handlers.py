@@ -192,3 +192,24 @@ def test_reindex_handler_repairs_the_entity_graph_and_publishes_counts(aws_engin
                 published[spec["Name"]] = blob[spec["Name"]]
     assert published["EntityChunksReextracted"] in (1, [1])
     assert "EntityCountsRepaired" in published and "EntityVectorsOrphanedDeleted" in published
+
+
+def test_api_new_retrieval_modes(aws_engine, lambda_context):
+    """bm25 (the text field of the OpenSearch documents), hybrid, fusion and auto through the
+    API with real event JSON; fusion and auto say their route and s(q)."""
+    engine, _, fake = aws_engine
+    ingest, summarize, query = load_handler("ingest"), load_handler("summarize"), load_handler("query")
+    put_doc(engine)
+    ingest.handler(event("s3_put.json"), lambda_context)
+    drain(engine, summarize, lambda_context)
+    for mode in ("bm25", "hybrid", "fusion", "auto"):
+        status, body = _api(query, f"api_query_{mode}.json", lambda_context)
+        assert status == 200, (mode, body)
+        assert body["mode"] == mode and body["results"] and "telescope" in body["results"][0]["text"].lower()
+        if mode in ("fusion", "auto"):
+            assert 0.0 <= body["router_score"] <= 1.0 and body["router_ms"] >= 0
+            assert body["route"] in ("dense", "hybrid", "fusion", "tri_graph")
+        else:
+            assert body["route"] == mode and body["router_score"] is None
+    searches = [b for m, path, b in fake.requests if path.endswith("/_search") and "bool" in (b or {}).get("query", {})]
+    assert any(s["query"]["bool"]["must"] == [{"match": {"text": "which telescope observed the comet"}}] for s in searches)

@@ -165,3 +165,28 @@ def test_stats_and_query_show_tokens_and_cost(env, capsys, monkeypatch):
     _, after, _ = run(capsys, "stats", "--store", str(store), "--json")
     grown = {(r["kind"], r["model"]): r for r in after["ledger"]["calls"]}[("embed", "hashing-bow-v1@256")]
     assert grown["tokens_in"] == embed["tokens_in"] + 3 and grown["calls"] == embed["calls"] + 1
+
+
+def test_store_from_before_the_lexical_index_is_told_to_reindex(env, capsys):
+    import sqlite3
+
+    docs, store = env / "docs", env / "store"
+    write_docs(docs)
+    run(capsys, "ingest", str(docs), "--store", str(store), "--quiet")
+    conn = sqlite3.connect(store / "graph.sqlite")  # what a store written by an older eragraph looks like
+    conn.execute("DROP TABLE leaf_text")
+    conn.execute("DELETE FROM store_info WHERE key = 'lexical'")
+    conn.commit()
+    conn.close()
+    for mode in ("bm25", "hybrid"):
+        code, _, err = run(capsys, "query", "Vistula Poland", "--store", str(store), "--mode", mode)
+        assert code == 2 and "eragraph reindex" in err and "lexical" in err
+    code, out, _ = run(capsys, "query", "Which river flows through Warsaw?", "--store", str(store), "--mode", "fusion",
+                       "--json")  # fusion always reads the dense side (hybrid): dense instead, and it says so
+    assert code == 0 and out["results"] and "router_score" in out and "reindex" in out["note"]
+    code, report, _ = run(capsys, "reindex", "--store", str(store), "--json")
+    assert code == 0 and report["lexical_index_built"] >= 3
+    code, out, _ = run(capsys, "query", "Vistula Poland", "--store", str(store), "--mode", "bm25", "--json")
+    assert code == 0 and "Vistula" in out["results"][0]["text"] and out["route"] == "bm25"
+    assert main(["query", "Which river flows through Warsaw?", "--store", str(store), "--mode", "auto"]) == 0
+    assert "(route: " in capsys.readouterr().out  # the text output says the route and s(q)

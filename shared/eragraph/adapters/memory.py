@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..domain.bm25 import Bm25Corpus
 from ..domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState,
                             RegionChange, Segment, SegmentsAffected)
 from ..ports import Hit
@@ -39,6 +40,7 @@ class MemoryGraphStore:
         self._ledger: dict[str, dict[str, float]] = {}
         self._docs: dict[str, Document] = {}
         self._nodes: dict[str, Node] = {}
+        self._leaf_text = Bm25Corpus()  # the lexical index of the leaves, kept with the nodes
         self._segments: dict[int, dict[str, Segment]] = {}
         self._refs: dict[str, tuple[int, RefState]] = {}  # node id -> (layer, ref)
         self._sizes: dict[int, int] = {}
@@ -100,6 +102,8 @@ class MemoryGraphStore:
             self._nodes[node.node_id] = node
             if index:
                 self._make_live(node.layer, NodeRef(node.node_id, node.code))
+            if node.layer == 0:
+                self._leaf_text.add(node.node_id, node.text)
 
     def _make_live(self, layer: int, ref: NodeRef) -> None:
         held = self._refs.get(ref.node_id)
@@ -131,6 +135,7 @@ class MemoryGraphStore:
         for i in node_ids:
             self._nodes.pop(i, None)
             self._make_gone(i)
+            self._leaf_text.remove(i)
 
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
         rows = sorted((r for lay, r in self._refs.values() if lay == layer and lo <= r.code <= hi),
@@ -170,6 +175,27 @@ class MemoryGraphStore:
             self._make_live(change.layer + 1, ref)
         for ref in change.above_remove:
             self._make_gone(ref.node_id)
+
+
+class MemoryLexicalIndex:
+    """BM25 (FTS5's formula, domain.bm25) over the memory graph store's leaves."""
+
+    def __init__(self, graph: MemoryGraphStore) -> None:
+        self.graph = graph
+
+    def search(self, text: str, k: int) -> list[Hit]:
+        return [Hit(i, s) for i, s in self.graph._leaf_text.search(text, k)]
+
+    def ready(self) -> bool:
+        return True
+
+    def rebuild(self, nodes: Iterable[Node]) -> int:
+        corpus = Bm25Corpus()
+        for n in nodes:
+            if n.layer == 0:
+                corpus.add(n.node_id, n.text)
+        self.graph._leaf_text = corpus
+        return len(corpus)
 
 
 class MemoryVectorIndex:

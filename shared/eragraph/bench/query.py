@@ -66,7 +66,7 @@ def run(args: Any) -> dict:
     if args.no_entities:
         for key in ("ingest_hooks", "remove_hooks"):
             engine.extras[key] = []
-        engine.extras["modes"] = {}
+        engine.extras.pop("entity_index", None)  # the graph modes need it: none are available
     if args.corpus and not engine.graph.layer_sizes().get(0):
         docs = load_corpus(args.corpus, limit=args.limit)
         started = time.perf_counter()

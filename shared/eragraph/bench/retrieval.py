@@ -2,7 +2,7 @@
 
     eragraph bench retrieval --corpus ../shared/data/musique/corpus.jsonl \\
         --questions ../shared/data/musique/questions.jsonl \\
-        --modes dense,collapsed,tri_graph,concept_ppr,local_global,bm25 --k 2,5 --store stores/musique [--json]
+        --modes dense,bm25,hybrid,tri_graph,fusion,auto --k 2,5 --store stores/musique [--json]
 
 Corpus lines {id, title, text}: one document per line whose id is the line's id and whose text
 is ``title + "\\n" + text`` (the title names the passage's subject -- often the bridge entity
@@ -14,15 +14,15 @@ document appears among the documents of the first k results, averaged over quest
 leaf chunks credit their document; ``recall@k_with_summaries`` also lets a summary node credit
 every leaf document beneath it (reported separately, it rewards vague summaries). Latency is
 the wall time of ``services.query.query`` (query embedding included) after one warm-up query
-per mode (model load, matrix snapshot), in ms. ``bm25`` is a lexical baseline (rank-bm25 over
-the leaf chunks, built once per run).
+per mode (model load, matrix snapshot), in ms. ``bm25`` runs the store's lexical index (SQLite
+FTS5) like every other mode, through ``query``. For ``fusion`` and ``auto`` the row also has the
+share of each route taken and the router's own latency (parse, features, score; p50/p95 ms).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import time
 from pathlib import Path
@@ -30,7 +30,7 @@ from typing import Any
 
 from .common import add_common_options, bench_settings, finish, load_corpus, load_questions, mean, percentile
 
-DEFAULT_MODES = "dense,collapsed,tri_graph,concept_ppr,local_global,bm25"
+DEFAULT_MODES = "dense,collapsed,tri_graph,concept_ppr,local_global,bm25,hybrid,fusion,auto"
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -45,29 +45,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--corpus-limit", type=int, help="ingest only the first N corpus lines")
     add_common_options(p)
     return p
-
-
-_WORD = re.compile(r"\w+")
-
-
-class Bm25:
-    """BM25 over the leaf chunks of the store."""
-
-    def __init__(self, engine: Any) -> None:
-        from rank_bm25 import BM25Okapi
-
-        refs = sorted(r.node_id for r in engine.graph.layer_refs(0))
-        nodes = engine.graph.get_nodes(refs)
-        self.ids = [i for i in refs if i in nodes]
-        self.doc_ids = [nodes[i].doc_id for i in self.ids]
-        self.index = BM25Okapi([_WORD.findall(nodes[i].text.lower()) or ["_"] for i in self.ids])
-
-    def search(self, text: str, k: int) -> list[str]:
-        import numpy as np
-
-        scores = self.index.get_scores(_WORD.findall(text.lower()))
-        top = np.argsort(-scores, kind="stable")[:k]
-        return [self.doc_ids[i] for i in top]
 
 
 def leaf_docs(engine: Any, result: Any, cache: dict) -> list[str]:
@@ -111,9 +88,9 @@ def run(args: Any) -> dict:
     settings = bench_settings(args)
     profile = getattr(args, "profile", "local")
     engine = build_engine("memory", settings=settings) if profile == "memory" else build_engine("local", args.store, settings)
-    unknown = [m for m in modes if m != "bm25" and m not in available_modes(engine)]
+    unknown = [m for m in modes if m not in available_modes(engine)]
     if unknown:
-        raise ValueError(f"unknown modes {unknown}; available: {available_modes(engine) + ['bm25']}")
+        raise ValueError(f"unknown modes {unknown}; available: {available_modes(engine)}")
 
     docs = load_corpus(corpus, getattr(args, "corpus_limit", None))
     started = time.perf_counter()
@@ -132,12 +109,13 @@ def run(args: Any) -> dict:
 
     questions = load_questions(args.questions, getattr(args, "limit", None), corpus_ids=[d.doc_id for d in docs])
     kmax = max(ks)
-    bm25 = Bm25(engine) if "bm25" in modes else None
     summary_cache: dict = {}
     out_modes: dict[str, dict] = {}
     for mode in modes:
-        if mode != "bm25" and questions:
+        if questions:
             query(engine, questions[0]["question"], mode=mode, k=kmax)  # warm-up, not timed
+        routes: dict[str, int] = {}
+        router_ms: list[float] = []
         per_k: dict[str, list[float]] = {}
         by_type: dict[str, dict[str, list[float]]] = {}
         latencies: list[float] = []
@@ -145,16 +123,14 @@ def run(args: Any) -> dict:
         for q in questions:
             support = set(q["supporting_ids"])
             t0 = time.perf_counter()
-            if mode == "bm25":
-                covered = [[d] for d in bm25.search(q["question"], kmax)]
-            else:
-                results = query(engine, q["question"], mode=mode, k=kmax).results
+            response = query(engine, q["question"], mode=mode, k=kmax)
             latencies.append((time.perf_counter() - t0) * 1000.0)
-            if mode != "bm25":
-                covered = [leaf_docs(engine, r, summary_cache) for r in results]
-                leaves = [[r.doc_id] if r.layer == 0 else [] for r in results]
-            else:
-                leaves = covered
+            results = response.results
+            routes[response.route] = routes.get(response.route, 0) + 1
+            if response.router_ms is not None:
+                router_ms.append(response.router_ms)
+            covered = [leaf_docs(engine, r, summary_cache) for r in results]
+            leaves = [[r.doc_id] if r.layer == 0 else [] for r in results]
             qtype = str(q.get("question_type") or q.get("type") or "all")
             for k in ks:
                 r_leaf = recall([d for docs_ in leaves[:k] for d in docs_], support)
@@ -168,6 +144,10 @@ def run(args: Any) -> dict:
         if latencies:
             row["latency_ms_p50"] = round(percentile(latencies, 50), 2)
             row["latency_ms_p95"] = round(percentile(latencies, 95), 2)
+        if router_ms:
+            row["route_shares"] = {r: round(n / len(questions), 4) for r, n in sorted(routes.items())}
+            row["router_ms_p50"] = round(percentile(router_ms, 50), 3)
+            row["router_ms_p95"] = round(percentile(router_ms, 95), 3)
         row["by_type"] = {t: {"n": len(next(iter(v.values()))), **{key: round(mean(vals), 4) for key, vals in v.items()}}
                           for t, v in sorted(by_type.items())}
         out_modes[mode] = row
@@ -198,6 +178,10 @@ def render(result: dict) -> str:
         cells = [mode] + [row.get(f"recall@{k}", 0) for k in ks] + [row.get(f"recall@{k}_with_summaries", 0) for k in ks]
         cells += [row.get("latency_ms_p50", 0), row.get("latency_ms_p95", 0)]
         lines.append("  ".join(f"{c:>12}" if isinstance(c, str) else f"{c:>12.3f}" for c in cells))
+        if row.get("route_shares"):
+            shares = ", ".join(f"{r} {v:.0%}" for r, v in row["route_shares"].items())
+            lines.append(f"{'':>12}  routes: {shares}; router p50 {row['router_ms_p50']:.1f} ms, "
+                         f"p95 {row['router_ms_p95']:.1f} ms")
     types = sorted({t for row in result["modes"].values() for t in row.get("by_type", {})})
     if len(types) > 1:
         lines.append("by question type (R@%d):" % ks[-1])

@@ -64,7 +64,7 @@ def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, 
 
     from ..adapters.aws.dynamodb import DynamoGraphStore
     from ..adapters.aws.entity_dynamodb import DynamoEntityStore
-    from ..adapters.aws.opensearch import OpenSearchVectorIndex, make_client
+    from ..adapters.aws.opensearch import OpenSearchLexicalIndex, OpenSearchVectorIndex, make_client
     from ..adapters.aws.s3 import S3BlobStore
     from ..adapters.aws.sqs import SqsQueue
 
@@ -104,6 +104,7 @@ def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, 
         summarizer=make_summarizer(settings, tokenizer),
         blobs=S3BlobStore(env["ERAGRAPH_BUCKET"], client=s3),
         generator=make_generator(settings),
+        lexical=OpenSearchLexicalIndex(vectors),
     )
     engine.extras["entity_store"] = DynamoEntityStore(env["ERAGRAPH_TABLE"], models=graph.models)
     engine.extras["entity_vectors"] = OpenSearchVectorIndex(

@@ -19,6 +19,7 @@ from .providers import make_embedder, make_generator, make_summarizer, make_toke
 def build_local_engine(store: Path, settings: Settings) -> Engine:
     from ..adapters.local.blob_fs import FsBlobStore
     from ..adapters.local.graph_sqlite import SqliteGraphStore
+    from ..adapters.local.lexical_fts5 import Fts5LexicalIndex
     from ..adapters.local.queue_local import LocalQueue
     from ..adapters.local.vector_faiss import FaissVectorIndex
 
@@ -37,13 +38,14 @@ def build_local_engine(store: Path, settings: Settings) -> Engine:
         summarizer=make_summarizer(settings, tokenizer),
         blobs=FsBlobStore(store / "blobs"),
         generator=make_generator(settings),
+        lexical=Fts5LexicalIndex(graph),
     )
     install_extensions(engine)
     return engine
 
 
 def build_memory_engine(settings: Settings) -> Engine:
-    from ..adapters.memory import MemoryBlobStore, MemoryGraphStore, MemoryQueue, MemoryVectorIndex
+    from ..adapters.memory import MemoryBlobStore, MemoryGraphStore, MemoryLexicalIndex, MemoryQueue, MemoryVectorIndex
 
     graph = MemoryGraphStore()
     settings = open_settings(graph, settings)
@@ -52,6 +54,6 @@ def build_memory_engine(settings: Settings) -> Engine:
     engine = Engine(settings=settings, graph=graph, vectors=MemoryVectorIndex(), queue=MemoryQueue(),
                     embedder=embedder, tokenizer=tokenizer,
                     summarizer=make_summarizer(settings, tokenizer), blobs=MemoryBlobStore(),
-                    generator=make_generator(settings))
+                    generator=make_generator(settings), lexical=MemoryLexicalIndex(graph))
     install_extensions(engine)
     return engine

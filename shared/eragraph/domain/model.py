@@ -25,6 +25,14 @@ class BadInputError(EragraphError):
 DELETED = "deleted"  # the status of a tombstone: a document removed by a versioned delete
 
 
+class LexicalIndexMissing(EragraphError):
+    """The store was built before it had a lexical (BM25) index; `eragraph reindex` builds it."""
+
+    def __init__(self, where: str = "this store") -> None:
+        super().__init__(f"{where} has no lexical (BM25) index yet (built before it existed): "
+                         "run `eragraph reindex` to build it")
+
+
 @dataclass(frozen=True)
 class Document:
     """A document, or (``status == DELETED``) the tombstone a versioned delete leaves: its

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field, replace
 from ..config import GRAPH_SETTINGS, Settings
 from ..domain.lsh import check_embedder, draw_hyperplanes
 from ..domain.model import EragraphError, LshConfig
-from ..ports import BlobStore, Embedder, Generator, GraphStore, MessageQueue, Summarizer, Tokenizer, VectorIndex
+from ..ports import (BlobStore, Embedder, Generator, GraphStore, LexicalIndex, MessageQueue, Summarizer, Tokenizer,
+                     VectorIndex)
 
 
 @dataclass
@@ -21,6 +22,7 @@ class Engine:
     summarizer: Summarizer
     blobs: BlobStore | None = None
     generator: Generator | None = None
+    lexical: LexicalIndex | None = None  # BM25 over the leaf chunks (None: the profile has none)
     extras: dict = field(default_factory=dict)
 
     def lsh(self) -> LshConfig:

@@ -7,7 +7,8 @@
   entity names under layer -1, sentences under layer -2, so that no summary-graph search sees them);
 - a remove hook: the chunks' records leave the store, the entities no live chunk mentions any
   more and the chunks' sentences leave the entity vector index;
-- the graph retrieval modes (services.graph_query) in ``engine.extras["modes"]``.
+The graph retrieval modes (services.graph_query) are listed in the mode registry
+(services.modes) and run when an engine has an ``entity_index``.
 
 Storage by profile: a local store (graph store with a ``path``) gets ``entities.sqlite`` and
 ``entity_vectors/`` (FAISS) beside ``graph.sqlite``; the memory profile gets memory adapters; an
@@ -32,12 +33,9 @@ from ..domain.model import Document, Node
 from ..ports_entity import ChunkEntities, EntityStore
 from .engine import Engine
 
-ENTITY_LAYER = -1
-SENTENCE_LAYER = -2
+from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER, entity_vector_id
 
-
-def entity_vector_id(name: str) -> str:
-    return "ent:" + name
+__all__ = ["ENTITY_LAYER", "SENTENCE_LAYER", "EntityIndex", "entity_vector_id", "install", "make_extractor"]
 
 
 class EntityIndex:
@@ -140,7 +138,4 @@ def install(engine: Engine, extractor=None, store: EntityStore | None = None, ve
 
     engine.extras.setdefault("ingest_hooks", []).append(on_ingest)
     engine.extras.setdefault("remove_hooks", []).append(on_remove)
-    from .graph_query import register_modes
-
-    register_modes(engine)
     return index

@@ -1,4 +1,4 @@
-"""Graph retrieval modes over the entity graph (registered in ``engine.extras["modes"]``):
+"""Graph retrieval modes over the entity graph (listed in the registry, services.modes):
 
 - ``tri_graph``   LinearRAG: query entities matched to graph entities by embedding (eq. 3),
                   query-sentence relevance (eq. 4), semantic-bridging activation with threshold
@@ -104,7 +104,7 @@ class Snapshot:
         self.cooc = mats.cooccurrence
         self.frequency = mats.frequency
         self.chunk_vectors = _matrix(engine.vectors, chunk_ids, engine.embedder.dim)
-        from .entity_index import entity_vector_id
+        from .entity_ids import entity_vector_id
 
         self.entity_vectors = _matrix(index.vectors, [entity_vector_id(e) for e in mats.entities], engine.embedder.dim)
         self.sentence_chunk = np.where(mats.sentence_chunk >= 0, rows[mats.sentence_chunk], -1)
@@ -145,7 +145,7 @@ def use_exact(engine: Engine) -> bool:
 
 
 def dense(engine: Engine, vector: np.ndarray, k: int, budget: int | None) -> list[Candidate]:
-    from .query import search
+    from .summary_search import search
 
     return search(engine, "dense", vector, k, budget, engine.settings.bias_p)
 
@@ -192,7 +192,7 @@ def _match_top(snap: Snapshot, qvecs: np.ndarray, top: int) -> list[list[tuple[i
 
 
 def _match_top_push(engine: Engine, qvecs: np.ndarray, top: int) -> list[list[tuple[str, float]]]:
-    from .entity_index import ENTITY_LAYER
+    from .entity_ids import ENTITY_LAYER
 
     vectors = engine.extras["entity_index"].vectors
     return [[(h.node_id[4:], h.score) for h in vectors.search(q, top, layers=[ENTITY_LAYER])] for q in qvecs]
@@ -438,7 +438,7 @@ def global_search(engine: Engine, vector: np.ndarray, k: int, budget: int | None
     """Collapsed dense search over every layer; with query entities, the top-2k candidates are
     re-ranked by entity occurrence (a summary weighs the sum of its children, recursively),
     similarity breaking ties."""
-    from .query import search
+    from .summary_search import search
 
     if not entities:
         return search(engine, "collapsed", vector, k, budget, engine.settings.bias_p)
@@ -472,10 +472,3 @@ def global_search(engine: Engine, vector: np.ndarray, k: int, budget: int | None
     rescored = [Candidate(c.node_id, c.layer, weight(c.node_id, c.layer, nodes[c.node_id].children) + c.score * 1e-3,
                           c.tokens) for c in cands if c.node_id in nodes]
     return fill_budget(rescored, k, budget)
-
-
-MODES = {"tri_graph": tri_graph, "concept_ppr": concept_ppr, "local_global": local_global}
-
-
-def register_modes(engine: Engine) -> None:
-    engine.extras.setdefault("modes", {}).update(MODES)

@@ -215,7 +215,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
                     doc_id=doc_id,
                     source=src.source,
                 ))
-                metas.append({"layer": 0, "doc_id": doc_id})
+                metas.append({"layer": 0, "doc_id": doc_id, "text": piece.text})
                 row += 1
             mine = nodes[first:row]
             doc = Document(doc_id=doc_id, source=src.source, content_hash=digest, title=src.title,

@@ -1,21 +1,26 @@
-"""Query: collapsed search under a token budget (EraRAG Alg. 2), detailed/summarized biased
-search (§III-D), dense leaf-only search; optional answer generation. Graph modes register
-themselves in ``engine.extras["modes"]`` (see services.graph_query)."""
+"""Query: validate the request, run the retrieval mode named in the registry (services.modes:
+summary-graph search, BM25, hybrid, the entity-graph modes, fusion and the ``auto`` router),
+optionally generate an answer. Every response says the route taken and, when the router
+scored the question, s(q)."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from ..domain.model import EragraphError
-from ..domain.ranking import Candidate, biased_merge, fill_budget
+from ..domain.ranking import Candidate
 from . import cost
 from .engine import Engine
+from .modes import MODES, QueryContext, available_modes, mode_names
+from .summary_search import OVERFETCH, BadQueryError, search, summary_layers
 
-OVERFETCH = 4
+MAX_QUERY_CHARS = 4000  # the API's limit too
+
+__all__ = ["BadQueryError", "OVERFETCH", "QueryResponse", "Result", "available_modes", "mode_names", "query",
+           "search", "summary_layers", "to_results"]
 
 
 @dataclass(frozen=True)
@@ -40,47 +45,20 @@ class QueryResponse:
     note: str = ""
     seconds: float = 0.0
     usage: dict = field(default_factory=dict)  # this query's model calls, tokens and cost (services.cost)
+    route: str = ""                      # the mode that produced the results (auto: the one it chose)
+    router_score: float | None = None    # s(q) when the router scored the question (auto, fusion)
+    router_ms: float | None = None       # the router's own time (parse, features, score)
 
     def to_dict(self) -> dict:
         out = asdict(self)
         for r in out["results"]:
             r["children"] = list(r["children"])
         out["seconds"] = round(self.seconds, 4)
+        if self.router_score is not None:
+            out["router_score"] = round(self.router_score, 4)
+        if self.router_ms is not None:
+            out["router_ms"] = round(self.router_ms, 3)
         return out
-
-
-class BadQueryError(EragraphError):
-    """The request is not a valid query (empty text, unknown mode, bad k...)."""
-
-
-def _candidates(engine: Engine, vector: np.ndarray, k: int, layers: list[int] | None) -> list[Candidate]:
-    hits = engine.vectors.search(vector, k, layers=layers)
-    nodes = engine.graph.get_nodes(h.node_id for h in hits)
-    return [Candidate(h.node_id, nodes[h.node_id].layer, h.score, nodes[h.node_id].tokens)
-            for h in hits if h.node_id in nodes]
-
-
-def summary_layers(engine: Engine) -> list[int]:
-    return [layer for layer in engine.graph.layer_sizes() if layer > 0]
-
-
-def search(engine: Engine, mode: str, vector: np.ndarray, k: int, budget: int | None, p: float) -> list[Candidate]:
-    fetch = k * OVERFETCH
-    if mode == "collapsed":
-        return fill_budget(_candidates(engine, vector, fetch, None), k, budget)
-    if mode == "dense":
-        return fill_budget(_candidates(engine, vector, fetch, [0]), k, budget)
-    if mode in ("detailed", "summarized"):
-        leaves = _candidates(engine, vector, fetch, [0])
-        upper_layers = summary_layers(engine)
-        summaries = _candidates(engine, vector, fetch, upper_layers) if upper_layers else []
-        primary, secondary = (leaves, summaries) if mode == "detailed" else (summaries, leaves)
-        return biased_merge(primary, secondary, k, p, budget)
-    raise BadQueryError(f"unknown mode {mode!r}")
-
-
-def available_modes(engine: Engine) -> list[str]:
-    return ["collapsed", "detailed", "summarized", "dense", *sorted(engine.extras.get("modes", {}))]
 
 
 def to_results(engine: Engine, ranked: list[Candidate]) -> list[Result]:
@@ -115,20 +93,22 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     p = engine.settings.bias_p if p is None else p
     if not 0.0 <= p <= 1.0:
         raise BadQueryError("p must be within [0, 1]")
-    modes: dict[str, Callable] = engine.extras.get("modes", {})
+    if len(text) > MAX_QUERY_CHARS:
+        raise BadQueryError(f"query text is longer than {MAX_QUERY_CHARS} characters")
     if mode not in available_modes(engine):
-        raise BadQueryError(f"unknown mode {mode!r}; choose one of {', '.join(available_modes(engine))}")
+        known = "unknown" if mode not in MODES else "unavailable on this store"
+        raise BadQueryError(f"{known} mode {mode!r}; choose one of {', '.join(available_modes(engine))}")
     engine.lsh()  # refuses a store built with another embedder
     with cost.track() as calls:
         vector = engine.embedder.embed([text])[0]
-        if mode in modes:
-            ranked = modes[mode](engine, text, vector, k, budget)
-        else:
-            ranked = search(engine, mode, vector, k, budget, p)
-        response = QueryResponse(query=text, mode=mode, results=to_results(engine, ranked))
+        ctx = QueryContext(engine=engine, text=text, vector=vector, k=k, budget=budget, p=p)
+        ranked = MODES[mode].run(ctx)
+        response = QueryResponse(query=text, mode=mode, results=to_results(engine, ranked),
+                                 route=ctx.route or mode, router_score=ctx.router_score, router_ms=ctx.router_ms)
+        notes = list(ctx.notes)
         if answer:
             if engine.generator is None:
-                response.note = "no generator configured: evidence only, no answer generated"
+                notes.append("no generator configured: evidence only, no answer generated")
             else:
                 started_gen = time.perf_counter()
                 ans = engine.generator.answer(text, [(r.id, r.text) for r in response.results])
@@ -137,7 +117,8 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
                 response.answer = ans.text
                 response.cited_ids = list(ans.cited_ids)
         elif engine.generator is None:
-            response.note = "evidence only (no generator configured)"
+            notes.append("evidence only (no generator configured)")
+        response.note = "; ".join(notes)
     response.usage = cost.calls_report(calls, engine.settings.price_table())
     response.seconds = time.perf_counter() - started
     return response

@@ -18,7 +18,8 @@ and ``eragraph reindex`` run this same function).
    and rewritten where they drifted (EntityStore.repair_counts); the entity vector index is
    made to hold exactly the names of the live entities (and, with sentence vectors, their
    sentences): missing ones are embedded, orphans deleted.
-6. The graph invariants (services.invariants) are checked and reported.
+6. The lexical (BM25) index of a store built before it existed is built from the leaves.
+7. The graph invariants (services.invariants) are checked and reported.
 
 Everything found and repaired is counted in the report's ``metrics`` (the reindex Lambda
 publishes them with powertools Metrics).
@@ -170,6 +171,19 @@ def audit_entities(engine: Engine, report: dict, batch: int = 256) -> None:
     report["entity_vectors_orphaned_deleted"] = len(orphans)
 
 
+def audit_lexical(engine: Engine, report: dict) -> None:
+    """A store built before the lexical index existed gets it, from its leaf chunks."""
+    report["lexical_index_built"] = 0
+    lexical = engine.lexical
+    if lexical is None or lexical.ready():
+        return
+    refs = [r.node_id for r in engine.graph.layer_refs(0)]
+    nodes = []
+    for start in range(0, len(refs), 1000):
+        nodes += list(engine.graph.get_nodes(refs[start:start + 1000]).values())
+    report["lexical_index_built"] = lexical.rebuild(nodes)
+
+
 def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: float | None = None) -> dict:
     """Audit and repair; returns a JSON-able report with a flat ``metrics`` dict."""
     started = time.perf_counter()
@@ -186,6 +200,7 @@ def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: flo
     if drain:
         drain_queue(engine)
     audit_vectors(engine, report)
+    audit_lexical(engine, report)
     check = invariants.check(engine)
     report["invariants"] = check.to_dict()
     report["metrics"] = {
@@ -200,6 +215,7 @@ def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: flo
         "EntityCountsRepaired": sum(report["entity_counts_repaired"].values()),
         "EntityVectorsReembedded": report["entity_vectors_reembedded"],
         "EntityVectorsOrphanedDeleted": report["entity_vectors_orphaned_deleted"],
+        "LexicalIndexBuilt": report["lexical_index_built"],
         "InvariantViolations": len(check.violations),
     }
     report["seconds"] = round(time.perf_counter() - started, 4)

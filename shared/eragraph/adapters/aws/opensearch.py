@@ -8,6 +8,9 @@ faiss engine, which supports filtered k-NN). OpenSearch turns an inner product `
 score ``ip + 1`` when ``ip >= 0`` and ``1 / (1 - ip)`` otherwise; ``search`` maps it back so
 hits carry the same inner product as every other VectorIndex.
 
+A leaf's text (``meta["text"]``) goes into the same document as its vector: the ``text``
+field is the lexical (BM25) index that ``OpenSearchLexicalIndex`` queries with ``match``.
+
 Writes go through ``_bulk`` (index / delete actions, NDJSON) with per-item error handling:
 items that failed with a retryable status (429, 5xx) are re-sent with backoff, any other item
 error raises with the ids and reasons. ``ids()`` pages with ``search_after`` on the ``node_id``
@@ -127,6 +130,7 @@ class OpenSearchVectorIndex:
             raise ValueError(f"vectors have dimension {vectors.shape[1]}, index has {self.dim}")
         lines = [({"index": {"_index": self.index, "_id": i}},
                   {"node_id": i, "layer": int(m["layer"]), "doc_id": str(m.get("doc_id", "")),
+                   **({"text": str(m["text"])} if m.get("text") is not None else {}),
                    "vector": [float(x) for x in v]})
                  for i, v, m in zip(ids, vectors, metas)]
         self._bulk(lines)
@@ -193,3 +197,55 @@ class OpenSearchVectorIndex:
     def flush(self) -> None:
         if self._ready:
             self.client.indices.refresh(index=self.index)
+
+
+class OpenSearchLexicalIndex:
+    """BM25 over the ``text`` field of the leaf documents of an OpenSearchVectorIndex (the
+    index's default similarity is BM25, k1 = 1.2, b = 0.75), queried with ``match`` and a
+    ``layer = 0`` filter. An index created before the field existed has no ``_meta.lexical``
+    in its mapping: search refuses with LexicalIndexMissing until ``rebuild`` (eragraph
+    reindex) adds the field, writes every leaf's text and sets the marker."""
+
+    def __init__(self, vectors: OpenSearchVectorIndex) -> None:
+        self.vectors = vectors
+        self._ready = False
+
+    def ready(self) -> bool:
+        if self._ready:
+            return True
+        v = self.vectors
+        v.ensure_index()
+        mapping = v.client.indices.get_mapping(index=v.index)
+        meta = next(iter(mapping.values()))["mappings"].get("_meta") or {}
+        self._ready = bool(meta.get("lexical"))
+        return self._ready
+
+    def search(self, text: str, k: int) -> list[Hit]:
+        from ...domain.bm25 import MAX_QUERY_TERMS, query_terms
+        from ...domain.model import LexicalIndexMissing
+
+        if not self.ready():
+            raise LexicalIndexMissing(f"OpenSearch index {self.vectors.index}")
+        terms = query_terms(text)
+        if k <= 0 or not terms:
+            return []
+        fetch = min(int(k) + TIE_WINDOW, MAX_K)
+        body = {"size": fetch, "_source": False,
+                "query": {"bool": {"must": [{"match": {"text": " ".join(terms[:MAX_QUERY_TERMS])}}],
+                                   "filter": [{"term": {"layer": 0}}]}}}
+        response = self.vectors.client.search(index=self.vectors.index, body=body)
+        hits = [Hit(h["_id"], float(h["_score"])) for h in response["hits"]["hits"]]
+        hits.sort(key=lambda h: (-h.score, h.node_id))
+        return hits[:k]
+
+    def rebuild(self, nodes: Iterable) -> int:
+        v = self.vectors
+        v.ensure_index()
+        v.client.indices.put_mapping(index=v.index, body={"properties": {"text": {"type": "text"}}})
+        leaves = [n for n in nodes if n.layer == 0]
+        v._bulk([({"update": {"_index": v.index, "_id": n.node_id}}, {"doc": {"text": n.text}}) for n in leaves])
+        v.client.indices.put_mapping(index=v.index, body={"_meta": {"lexical": 1}})
+        if v.refresh:
+            v.client.indices.refresh(index=v.index)
+        self._ready = True
+        return len(leaves)

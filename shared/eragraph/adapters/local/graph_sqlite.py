@@ -22,8 +22,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ...domain.model import (ANY_VERSION, DELETED, ConflictError, Document, EragraphError, LshConfig, Node,
+from ...domain.bm25 import query_terms
+from ...domain.model import (ANY_VERSION, DELETED, ConflictError, Document, EragraphError, LexicalIndexMissing,
+                             LshConfig, Node,
                              NodeRef, RefState, RegionChange, Segment)
+from ...ports import Hit
 
 SCHEMA_VERSION = 2
 _IN_CHUNK = 500  # ids per "IN (...)" query, well under SQLite's variable limit
@@ -90,6 +93,15 @@ CREATE TABLE IF NOT EXISTS segments (
     PRIMARY KEY (layer, segment_id)
 );
 CREATE INDEX IF NOT EXISTS segments_layer ON segments (layer);
+"""
+
+# BM25 over the leaf chunks (FTS5 bm25(), k1 = 1.2, b = 0.75): one row per layer-0 node,
+# written and deleted in the same transaction as the node. store_info 'lexical' = '1' marks a
+# store whose every leaf is indexed (new stores; older ones after `eragraph reindex`).
+_LEXICAL = """
+CREATE VIRTUAL TABLE IF NOT EXISTS leaf_text USING fts5(
+    node_id UNINDEXED, text, tokenize = 'unicode61 remove_diacritics 2'
+)
 """
 
 
@@ -188,7 +200,12 @@ class SqliteGraphStore:
                 conn.execute("INSERT INTO store_info (key, value) VALUES ('schema_version', ?)",
                              (str(SCHEMA_VERSION),))
                 conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            elif int(row[0]) > SCHEMA_VERSION:
+            lexical_existed = conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'leaf_text'").fetchone() is not None
+            conn.execute(_LEXICAL)
+            if not lexical_existed and conn.execute("SELECT 1 FROM nodes LIMIT 1").fetchone() is None:
+                conn.execute("INSERT OR REPLACE INTO store_info (key, value) VALUES ('lexical', '1')")
+            if row is not None and int(row[0]) > SCHEMA_VERSION:
                 raise EragraphError(
                     f"{self.path} has graph schema version {row[0]}; this eragraph reads up to "
                     f"{SCHEMA_VERSION}: upgrade eragraph")
@@ -298,6 +315,10 @@ class SqliteGraphStore:
             if index:
                 for n in nodes:
                     _make_live(conn, int(n.layer), n.node_id, int(n.code))
+            leaves = [(n.node_id, n.text) for n in nodes if n.layer == 0]
+            if leaves:
+                conn.executemany("DELETE FROM leaf_text WHERE node_id = ?", [(i,) for i, _ in leaves])
+                conn.executemany("INSERT INTO leaf_text (node_id, text) VALUES (?, ?)", leaves)
 
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
         wanted = list(dict.fromkeys(node_ids))
@@ -317,6 +338,7 @@ class SqliteGraphStore:
             conn.executemany("DELETE FROM nodes WHERE node_id = ?", [(i,) for i in ids])
             for i in ids:
                 _make_gone(conn, i)
+            conn.executemany("DELETE FROM leaf_text WHERE node_id = ?", [(i,) for i in ids])
 
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
         sql = ("SELECT node_id, code, seg, live FROM refs WHERE layer = ? AND code BETWEEN ? AND ? "
@@ -326,6 +348,32 @@ class SqliteGraphStore:
             sql += " LIMIT ?"
             params.append(int(limit))
         return [RefState(node_id, int(code), seg, bool(live)) for node_id, code, seg, live in self._query(sql, params)]
+
+    # ------------------------------------------------------------------ lexical index (FTS5)
+    def lexical_ready(self) -> bool:
+        return bool(self._query("SELECT 1 FROM store_info WHERE key = 'lexical' AND value = '1'"))
+
+    def lexical_search(self, text: str, k: int) -> list[Hit]:
+        if not self.lexical_ready():
+            raise LexicalIndexMissing(str(self.path.parent))
+        terms = query_terms(text)
+        if not terms or k <= 0:
+            return []
+        match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        # FTS5's own "ORDER BY rank" (rank = bm25()) is its fast path; a few more rows than k
+        # let equal scores at the cut be ordered by id, like every other index
+        rows = self._query("SELECT node_id, -rank FROM leaf_text WHERE leaf_text MATCH ? ORDER BY rank LIMIT ?",
+                           (match, int(k) + 20))
+        hits = sorted((Hit(node_id, float(s)) for node_id, s in rows), key=lambda h: (-h.score, h.node_id))
+        return hits[:int(k)]
+
+    def lexical_rebuild(self, nodes: Iterable[Node]) -> int:
+        rows = [(n.node_id, n.text) for n in nodes if n.layer == 0]
+        with self._write() as conn:
+            conn.execute("DELETE FROM leaf_text")
+            conn.executemany("INSERT INTO leaf_text (node_id, text) VALUES (?, ?)", rows)
+            conn.execute("INSERT OR REPLACE INTO store_info (key, value) VALUES ('lexical', '1')")
+        return len(rows)
 
     def layer_refs(self, layer: int) -> list[NodeRef]:
         rows = self._query("SELECT node_id, code FROM refs WHERE layer = ? AND live = 1 ORDER BY node_id",

@@ -1,0 +1,90 @@
+"""The complexity router's scorer and thresholds (EA-GraphRAG §3.3-3.4, Algorithm 1), as plain
+numpy over weights loaded from JSON: no torch at query time.
+
+    z = (phi(q) - mean) / std
+    logistic:  s(q) = sigmoid(w . z + b)
+    mlp:       a = softmax(W_a z + b_a)            (feature attention)
+               h = relu(W_1 (a * z * d) + b_1)      (d = number of features)
+               s(q) = sigmoid(w_2 . h + b_2)
+    route:     s < tau_low -> low route (dense or hybrid); s >= tau_high -> graph; else fusion
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+ROUTES = ("dense", "hybrid", "fusion", "tri_graph")
+
+
+def sigmoid(x: np.ndarray | float) -> np.ndarray | float:
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -50, 50)))
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - np.max(x, axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@dataclass(frozen=True)
+class RouterModel:
+    feature_names: tuple[str, ...]
+    mean: np.ndarray
+    std: np.ndarray
+    kind: str                                  # logistic | mlp
+    params: dict[str, np.ndarray]
+    tau_low: float
+    tau_high: float
+    low_route: str = "hybrid"                  # dense | hybrid
+    fusion_dense: str = "hybrid"               # the dense-side list fusion fuses with the graph's
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.tau_low <= self.tau_high <= 1.0:
+            raise ValueError("thresholds must satisfy 0 <= tau_low <= tau_high <= 1")
+        if self.low_route not in ("dense", "hybrid") or self.fusion_dense not in ("dense", "hybrid"):
+            raise ValueError("the dense side is dense or hybrid")
+        if self.kind not in ("logistic", "mlp"):
+            raise ValueError(f"unknown scorer kind {self.kind!r}")
+        if len(self.mean) != len(self.feature_names) or len(self.std) != len(self.feature_names):
+            raise ValueError("mean/std must have one entry per feature")
+
+    def z(self, phi: np.ndarray) -> np.ndarray:
+        return (np.asarray(phi, dtype=np.float64) - self.mean) / self.std
+
+    def score_z(self, z: np.ndarray) -> np.ndarray:
+        """s for a batch (n, d) or one (d,) of z-scored features."""
+        p = self.params
+        if self.kind == "logistic":
+            return sigmoid(z @ p["w"] + p["b"])
+        a = softmax(z @ p["Wa"].T + p["ba"])
+        h = np.maximum((a * z * z.shape[-1]) @ p["W1"].T + p["b1"], 0.0)
+        return sigmoid(h @ p["w2"] + p["b2"])
+
+    def score(self, phi: np.ndarray) -> float:
+        return float(self.score_z(self.z(phi)))
+
+    def route(self, s: float) -> str:
+        if s < self.tau_low:
+            return self.low_route
+        if s >= self.tau_high:
+            return "tri_graph"
+        return "fusion"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"feature_names": list(self.feature_names), "mean": self.mean.tolist(), "std": self.std.tolist(),
+                "kind": self.kind, "params": {k: np.asarray(v).tolist() for k, v in self.params.items()},
+                "tau_low": self.tau_low, "tau_high": self.tau_high, "low_route": self.low_route,
+                "fusion_dense": self.fusion_dense, "info": self.info}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RouterModel:
+        std = np.asarray(d["std"], dtype=np.float64)
+        return cls(feature_names=tuple(d["feature_names"]), mean=np.asarray(d["mean"], dtype=np.float64),
+                   std=np.where(std > 0, std, 1.0), kind=d["kind"],
+                   params={k: np.asarray(v, dtype=np.float64) for k, v in d["params"].items()},
+                   tau_low=float(d["tau_low"]), tau_high=float(d["tau_high"]),
+                   low_route=d.get("low_route", "hybrid"), fusion_dense=d.get("fusion_dense", "hybrid"),
+                   info=dict(d.get("info", {})))

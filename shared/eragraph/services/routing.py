@@ -1,0 +1,145 @@
+"""``fusion`` and ``auto``: EA-GraphRAG's complexity router (§3.2-3.4, Algorithm 1).
+
+s(q) = the trained scorer over the z-scored features of the question's parse
+(domain.question_features, providers.question_parser, domain.router_model). ``auto`` routes
+s < tau_low to the dense side (dense or hybrid, as trained), s >= tau_high to ``tri_graph``
+and anything between to ``fusion``: the dense-side list and the tri_graph list fused by RRF
+weighted 1 - s(q) and s(q) (eq. 8). The weights ship in ``eragraph/weights/router.json``
+(``eragraph router train`` writes them; ``ERAGRAPH_ROUTER_WEIGHTS`` names another file).
+
+Fallbacks, each said in the response's note: a store without an entity graph gets the dense
+side; a store whose lexical index is not built yet gets dense; a question with no words to
+parse gets s(q) = 0 (the dense side)."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+
+from ..domain.fusion import weighted_rrf
+from ..domain.question_features import features
+from ..domain.ranking import Candidate, fill_budget
+from ..domain.router_model import RouterModel
+from .lexical_search import _to_candidates, dense_list, fetch_size, hybrid_ranked
+from .modes import QueryContext, has_entity_graph
+
+_lock = threading.Lock()
+_cache: dict[str, object] = {}
+
+
+def weights_path() -> Path | None:
+    raw = os.environ.get("ERAGRAPH_ROUTER_WEIGHTS", "").strip()
+    return Path(raw) if raw else None
+
+
+def load_router() -> RouterModel:
+    path = weights_path()
+    key = f"model:{path}"
+    with _lock:
+        if key not in _cache:
+            text = (path.read_text(encoding="utf-8") if path is not None
+                    else resources.files("eragraph").joinpath("weights/router.json").read_text(encoding="utf-8"))
+            _cache[key] = RouterModel.from_dict(json.loads(text))
+        return _cache[key]  # type: ignore[return-value]
+
+
+def parser():
+    with _lock:
+        if "parser" not in _cache:
+            from ..providers.question_parser import SpacyQuestionParser
+
+            _cache["parser"] = SpacyQuestionParser()
+        return _cache["parser"]
+
+
+def score_question(text: str, model: RouterModel | None = None) -> tuple[float, str]:
+    """(s(q), note): s(q) = 0 with a note when the question has no words to parse."""
+    model = model or load_router()
+    try:
+        parsed = parser().parse(text)
+    except Exception as exc:  # a parser failure must not fail the query
+        return 0.0, f"question could not be parsed ({type(exc).__name__}): s(q) = 0"
+    if not any(ch.isalnum() for t in parsed.tokens for ch in t.text):
+        return 0.0, "question has no words to parse: s(q) = 0"
+    return model.score(features(parsed)), ""
+
+
+def lexical_ready(ctx: QueryContext) -> bool:
+    return ctx.engine.lexical is not None and ctx.engine.lexical.ready()
+
+
+def _score(ctx: QueryContext, model: RouterModel) -> float:
+    t0 = time.perf_counter()
+    s, note = score_question(ctx.text, model)
+    ctx.router_ms = (time.perf_counter() - t0) * 1000.0
+    ctx.router_score = s
+    if note:
+        ctx.notes.append(note)
+    return s
+
+
+def _dense_side(ctx: QueryContext, which: str, n: int) -> tuple[str, list[tuple[str, float]]]:
+    if which == "hybrid" and not lexical_ready(ctx):
+        ctx.notes.append("no lexical index in this store (run `eragraph reindex`): dense instead of hybrid")
+        which = "dense"
+    if which == "hybrid":
+        return which, hybrid_ranked(ctx, n)[:n]
+    ids = dense_list(ctx, n)
+    return which, [(i, 1.0 / (60 + r)) for r, i in enumerate(ids, 1)]
+
+
+def _graph_ids(ctx: QueryContext, n: int) -> list[str]:
+    from .graph_query import tri_graph
+
+    return [c.node_id for c in tri_graph(ctx.engine, ctx.text, ctx.vector, n, None)]
+
+
+def _finish(ctx: QueryContext, scored: list[tuple[str, float]]) -> list[Candidate]:
+    return fill_budget(_to_candidates(ctx.engine, scored), ctx.k, ctx.budget)
+
+
+def _fused(ctx: QueryContext, model: RouterModel, s: float, n: int) -> list[Candidate]:
+    side, dense = _dense_side(ctx, model.fusion_dense, n)
+    fused = weighted_rrf([i for i, _ in dense], _graph_ids(ctx, n), s)
+    return _finish(ctx, fused[:n])
+
+
+def _no_graph(ctx: QueryContext, model: RouterModel, n: int, why: str) -> list[Candidate]:
+    side, ranked = _dense_side(ctx, model.low_route, n)
+    ctx.route = side
+    ctx.notes.append(f"no entity graph in this store: {why} falls back to {side}")
+    return _finish(ctx, ranked)
+
+
+def fusion(ctx: QueryContext) -> list[Candidate]:
+    model = load_router()
+    n = fetch_size(ctx.k)
+    s = _score(ctx, model)
+    if not has_entity_graph(ctx.engine):
+        return _no_graph(ctx, model, n, "fusion")
+    ctx.route = "fusion"
+    return _fused(ctx, model, s, n)
+
+
+def auto(ctx: QueryContext) -> list[Candidate]:
+    model = load_router()
+    n = fetch_size(ctx.k)
+    s = _score(ctx, model)
+    route = model.route(s)
+    if route in ("fusion", "tri_graph") and not has_entity_graph(ctx.engine):
+        return _no_graph(ctx, model, n, "auto")
+    if route == "fusion":
+        ctx.route = "fusion"
+        return _fused(ctx, model, s, n)
+    if route == "tri_graph":
+        from .graph_query import tri_graph
+
+        ctx.route = "tri_graph"
+        return tri_graph(ctx.engine, ctx.text, ctx.vector, ctx.k, ctx.budget)
+    side, ranked = _dense_side(ctx, route, n)
+    ctx.route = side
+    return _finish(ctx, ranked)

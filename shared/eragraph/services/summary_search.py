@@ -1,0 +1,45 @@
+"""Search over the summary graph's vectors: collapsed (one top-k over every layer, then fill
+the token budget: EraRAG Alg. 2), detailed / summarized (biased merge of leaves and summaries,
+§III-D) and dense (leaf chunks only)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..domain.model import EragraphError
+from ..domain.ranking import Candidate, biased_merge, fill_budget
+from .engine import Engine
+
+OVERFETCH = 4
+
+
+class BadQueryError(EragraphError):
+    """The request is not a valid query (empty text, unknown mode, bad k...)."""
+
+
+def _candidates(engine: Engine, vector: np.ndarray, k: int, layers: list[int] | None) -> list[Candidate]:
+    hits = engine.vectors.search(vector, k, layers=layers)
+    nodes = engine.graph.get_nodes(h.node_id for h in hits)
+    return [Candidate(h.node_id, nodes[h.node_id].layer, h.score, nodes[h.node_id].tokens)
+            for h in hits if h.node_id in nodes]
+
+
+def summary_layers(engine: Engine) -> list[int]:
+    return [layer for layer in engine.graph.layer_sizes() if layer > 0]
+
+
+def search(engine: Engine, mode: str, vector: np.ndarray, k: int, budget: int | None, p: float) -> list[Candidate]:
+    fetch = k * OVERFETCH
+    if mode == "collapsed":
+        return fill_budget(_candidates(engine, vector, fetch, None), k, budget)
+    if mode == "dense":
+        return fill_budget(_candidates(engine, vector, fetch, [0]), k, budget)
+    if mode in ("detailed", "summarized"):
+        leaves = _candidates(engine, vector, fetch, [0])
+        upper_layers = summary_layers(engine)
+        summaries = _candidates(engine, vector, fetch, upper_layers) if upper_layers else []
+        primary, secondary = (leaves, summaries) if mode == "detailed" else (summaries, leaves)
+        return biased_merge(primary, secondary, k, p, budget)
+    raise BadQueryError(f"unknown mode {mode!r}")
+
+
