@@ -209,7 +209,7 @@ class SqliteGraphStore:
                 raise EragraphError(
                     f"{self.path} has graph schema version {row[0]}; this eragraph reads up to "
                     f"{SCHEMA_VERSION}: upgrade eragraph")
-            elif int(row[0]) < 2:
+            elif row is not None and int(row[0]) < 2:
                 _migrate_to_refs(conn)
 
     def schema_version(self) -> int:
