@@ -3,17 +3,16 @@
 import json
 from urllib.parse import unquote_plus
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
 
-from eragraph.bootstrap.aws import LAMBDA_ENGINE
+from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
 from eragraph.domain import sequencer
 from eragraph.domain.model import BadInputError
 from eragraph.domain.text import decode_document
 from eragraph.services import ingest, remove
 
-logger, metrics, tracer = Logger(), Metrics(), Tracer()
+logger, metrics, tracer = powertools()
 processor = BatchProcessor(event_type=EventType.SQS)
 
 

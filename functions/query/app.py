@@ -2,13 +2,12 @@
 model live in eragraph.api (shared with the local `eragraph serve`); the OpenAPI schema they
 generate is kept in openapi.json."""
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
 from eragraph.api import QueryRequest, make_app  # noqa: F401  (QueryRequest: the request schema)
-from eragraph.bootstrap.aws import LAMBDA_ENGINE
+from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
 
-logger, metrics, tracer = Logger(), Metrics(), Tracer()
+logger, metrics, tracer = powertools()
 
 
 def publish(response) -> None:

@@ -2,13 +2,12 @@
 
 import os
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 
-from eragraph.bootstrap.aws import LAMBDA_ENGINE
+from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
 from eragraph.services import reindex
 
-logger, metrics, tracer = Logger(), Metrics(), Tracer()
+logger, metrics, tracer = powertools()
 
 
 @logger.inject_lambda_context

@@ -4,15 +4,14 @@ so far are stored) and sends the rest of its work as a new message."""
 
 import json
 
-from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 
-from eragraph.bootstrap.aws import LAMBDA_ENGINE
+from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
 from eragraph.domain.model import SegmentsAffected
 from eragraph.services import resummarize
 
-logger, metrics, tracer = Logger(), Metrics(), Tracer()
+logger, metrics, tracer = powertools()
 # FIFO: a failed record fails the rest of its message group (layer and shard) in this batch, so a
 # shard's messages are never handled out of order; other shards go on.
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)

@@ -90,8 +90,11 @@ def http(url: str, method: str = "GET", body: str | None = None) -> tuple[int, d
 
 
 def without_seconds(body):
+    """The body with every timing field removed, at any depth (the usage ledger times each call)."""
     if isinstance(body, dict):
-        return {k: v for k, v in body.items() if k != "seconds"}
+        return {k: without_seconds(v) for k, v in body.items() if k != "seconds"}
+    if isinstance(body, list):
+        return [without_seconds(v) for v in body]
     return body
 
 

@@ -42,6 +42,17 @@ from ..services.engine import Engine, open_settings
 from .extensions import install_extensions
 from .providers import make_embedder, make_generator, make_summarizer, make_tokenizer
 
+
+def powertools() -> tuple[Any, Any, Any]:
+    """(Logger, Metrics, Tracer) of a handler. The template sets POWERTOOLS_METRICS_NAMESPACE;
+    without it (a handler called from a terminal or a test) the namespace is ``Eragraph``
+    rather than an error at the first flush."""
+    from aws_lambda_powertools import Logger, Metrics, Tracer
+
+    namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Eragraph"
+    return Logger(), Metrics(namespace=namespace), Tracer()
+
+
 DEFAULT_INDEX = "eragraph-nodes"
 DEFAULT_ENTITY_INDEX = "eragraph-entities"
 REQUIRED = ("ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QUEUE_URL", "ERAGRAPH_OPENSEARCH_ENDPOINT")
