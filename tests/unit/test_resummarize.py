@@ -319,3 +319,50 @@ def test_unchanged_children_carry_the_summary_without_a_call():
     assert node.text == previous.text
     assert report.cost.summarize_calls == 0
     assert report.summaries_carried == {2: 1} and report.summaries_revised == {2: 1}
+
+
+def test_a_bulk_build_sweeps_each_layer_once_not_once_per_shard(monkeypatch):
+    """Every shard message of a bulk build names many codes and so re-cuts the whole layer;
+    once one whole-layer pass has started after a shard's last announce, that shard's message
+    is covered and costs no second pass. The result is the same partition."""
+    from eragraph.services import resummarize
+    from eragraph.services.resummarize import target_segments
+
+    monkeypatch.setattr(resummarize, "WHOLE_LAYER_MIN", 4)  # every shard message falls back
+    monkeypatch.setattr(resummarize, "WHOLE_LAYER_SHARE", 10**9)
+    engine = make_engine()
+    sweeps: list[int] = []
+    full = (1 << engine.settings.n_planes) - 1
+    original = engine.graph.prefix_refs
+
+    def counting(layer, lo, hi, limit=None):
+        if (lo, hi, limit) == (0, full, None):
+            sweeps.append(layer)
+        return original(layer, lo, hi, limit)
+
+    engine.graph.prefix_refs = counting
+    ingest(engine, synthetic_docs(150))
+    pending = engine.queue.pending()
+    drain(engine)
+    assert pending > 4  # the build announced several shards of layer 0
+    assert 0 in sweeps and sorted(sweeps) == sorted(set(sweeps))  # no layer swept twice
+    assert invariants.check(engine).ok
+    for layer in engine.graph.layer_sizes():
+        assert {s.members for s in engine.graph.get_segments(layer)} == \
+            {s.members for s in target_segments(engine, layer)}
+
+
+def test_a_shard_announced_after_the_sweep_began_is_not_skipped():
+    engine = make_engine()
+    ingest(engine, synthetic_docs(40))
+    drain(engine)
+    engine.graph.put_meta("swept:0", 100.0)
+    engine.graph.put_meta("dirty:0:3", 150.0)  # announced after that pass started
+    from eragraph.services.resummarize import covered
+
+    assert not covered(engine, 0, 3)
+    assert engine.graph.get_meta("dirty:0:3") == 150.0
+    engine.graph.put_meta("dirty:0:3", 50.0)  # announced before: covered, marker cleared
+    assert covered(engine, 0, 3)
+    assert engine.graph.get_meta("dirty:0:3") is None
+    assert not covered(engine, 0, 4)  # no marker proves nothing

@@ -15,7 +15,9 @@ part of layer l+1), so a redelivered message -- after a crash, a conflict or a h
 stopped before its deadline (DeadlineReached) -- finds it by its content-derived id and
 never pays for it again. Idempotent: a region with nothing changed writes nothing. A message
 without codes (a reindex requeue) reconciles the whole layer and also repairs missing and
-orphan summaries. The text of deleted summaries is kept under ``retired:`` meta keys until
+orphan summaries. A completed whole-layer pass records when it started (``swept:<layer>``); a
+shard message whose dirty marker is older than that is a no-op (``covered``), so a bulk
+build's sixteen shard messages per layer cost one whole-layer pass, not sixteen. The text of deleted summaries is kept under ``retired:`` meta keys until
 the layer above has taken them out of its segments, because there they are the children that
 left.
 """
@@ -35,7 +37,7 @@ from ..domain.partition import partition, should_summarize
 from ..domain.scoped import Region, cut_region, plan_regions, whole_layer
 from ..ports import RevisingSummarizer
 from . import cost
-from .announce import announce, clear_dirty, mark_dirty
+from .announce import announce, clear_dirty, dirty_key, mark_dirty
 from .engine import Engine
 from .reports import ChangeReport
 
@@ -237,6 +239,24 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
     return change, made, vectors, old_summaries
 
 
+def swept_key(layer: int) -> str:
+    return f"swept:{layer}"
+
+
+def covered(engine: Engine, layer: int, group: int) -> bool:
+    """True when a whole-layer pass has covered every change announced to this shard: the
+    shard's marker (set before each of its messages is sent, so no older than any of them)
+    is older than the start of the layer's last completed whole-layer pass. The marker is then
+    cleared. An absent marker proves nothing (a scoped pass of another message of the shard
+    clears it too), so that message runs."""
+    stamp = engine.graph.get_meta(dirty_key(layer, group))
+    swept = engine.graph.get_meta(swept_key(layer))
+    if stamp is None or swept is None or float(stamp) >= float(swept):
+        return False
+    clear_dirty(engine, layer, group, float(swept))
+    return True
+
+
 def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None) -> ChangeReport:
     """Bring the part of a layer that ``target`` names (a message; a bare layer number or a
     message without codes: the whole layer) and the summaries above it up to date."""
@@ -244,6 +264,8 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
     layer = message.layer
     report = ChangeReport()
     s = engine.settings
+    if message.group is not None and covered(engine, layer, message.group):
+        return report
     read = reader(engine, layer)
     # many changes at once (a bulk build): one pass over the layer costs less than their paths
     scoped = message.scoped and len(message.codes) < max(
@@ -261,6 +283,10 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
         except ConflictError:
             continue  # another writer changed a region: plan again from the stored state
         clear_dirty(engine, layer, message.group, started)
+        if not scoped:
+            swept = engine.graph.get_meta(swept_key(layer))
+            if swept is None or float(swept) < started:
+                engine.graph.put_meta(swept_key(layer), started)
         return report
     raise ConflictError(f"layer {layer}: gave up after {MAX_CONFLICT_RETRIES} concurrent updates")
 
