@@ -4,18 +4,11 @@ functions/*/app.py, and a Lambda context."""
 
 from __future__ import annotations
 
-import importlib.util
-import json
-import sys
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
+from lambda_support import EVENTS, ROOT, LambdaContext, event, load_handler  # noqa: F401  (re-exported)
 
 from contract.aws_factories import REGION, create_graph_table, fake_credentials, fake_opensearch_module
 
-ROOT = Path(__file__).resolve().parents[2]
-EVENTS = ROOT / "tests" / "events"
 BUCKET = "eragraph-test-docs"
 
 TEST_SETTINGS = {"ERAGRAPH_EMBEDDER": "hash", "ERAGRAPH_SUMMARIZER": "extractive", "ERAGRAPH_GENERATOR": "none",
@@ -23,31 +16,6 @@ TEST_SETTINGS = {"ERAGRAPH_EMBEDDER": "hash", "ERAGRAPH_SUMMARIZER": "extractive
                  "ERAGRAPH_N_PLANES": "12", "ERAGRAPH_CHUNK_TOKENS": "40", "ERAGRAPH_CHUNK_OVERLAP": "8",
                  "ERAGRAPH_SUMMARY_TOKENS": "30", "POWERTOOLS_METRICS_NAMESPACE": "EragraphTest",
                  "POWERTOOLS_SERVICE_NAME": "eragraph-test"}
-
-
-def event(name: str) -> dict:
-    return json.loads((EVENTS / name).read_text())
-
-
-def load_handler(name: str):
-    module_name = f"eragraph_fn_{name}_app"
-    if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, ROOT / "functions" / name / "app.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[module_name]
-
-
-@dataclass
-class LambdaContext:
-    function_name: str = "eragraph-test"
-    memory_limit_in_mb: int = 1024
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:eragraph-test"
-    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
 
 
 @pytest.fixture

@@ -4,16 +4,13 @@ answer exactly as the API Gateway function does on the same engine (tests/events
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 import threading
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
+from lambda_support import LambdaContext, event, load_handler
 
 pytest.importorskip("aws_lambda_powertools")
 
@@ -24,31 +21,8 @@ from eragraph.services import resummarize  # noqa: E402
 from eragraph.services.ingest import SourceDoc, ingest  # noqa: E402
 from support import synthetic_docs  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
-EVENTS = ROOT / "tests" / "events"
 TEXT = ("Comet observers at the mountain observatory used the great telescope to follow the comet. "
         "The telescope is called Starglass and the comet is named Vellichor. ") * 3
-
-
-@dataclass
-class Context:
-    function_name: str = "eragraph-test"
-    memory_limit_in_mb: int = 1024
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:eragraph-test"
-    aws_request_id: str = "c6af9ac6-7b61-11e6-9a41-93e812345678"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
-
-
-def load_query_function():
-    name = "eragraph_fn_query_app"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, ROOT / "functions" / "query" / "app.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
 
 
 @pytest.fixture(scope="module")
@@ -109,18 +83,18 @@ def test_server_binds_loopback_on_the_port_it_was_given(served):
                                   "api_health.json"])
 def test_server_answers_like_the_lambda_handler(served, name):
     engine, server, _ = served
-    function = load_query_function()
-    event = json.loads((EVENTS / name).read_text())
+    function = load_handler("query")
+    request = event(name)
     from eragraph.bootstrap.aws import LAMBDA_ENGINE
 
     LAMBDA_ENGINE.set(engine)
     try:
-        expected = function.handler(event, Context())
+        expected = function.handler(request, LambdaContext())
     finally:
         LAMBDA_ENGINE.set(None)
     expected_body = json.loads(expected["body"]) if expected.get("body") else None
-    method = event["requestContext"]["http"]["method"]
-    status, body = http(server.url + event["rawPath"], method, event.get("body"))
+    method = request["requestContext"]["http"]["method"]
+    status, body = http(server.url + request["rawPath"], method, request.get("body"))
     assert status == expected["statusCode"], (name, body)
     assert without_seconds(body) == without_seconds(expected_body)
 
