@@ -169,7 +169,9 @@ def test_conflict_is_retried_from_the_new_state():
     added = ingest(engine, synthetic_docs(40)).chunks_added
     report = drain(engine)
     assert engine.graph.bumped
-    assert invariants.check(engine, check_vectors=False).ok
+    # the interloper deleted a bare chunk, so only its document's listing may disagree
+    violations = invariants.check(engine, check_vectors=False).violations
+    assert [v for v in violations if not v.startswith("document ")] == [] and len(violations) == 1
     sizes = engine.graph.layer_sizes()
     assert sizes[0] == added - 1  # the other writer's delete is in the result
     # every summary standing was paid once; the retry re-used what it could

@@ -7,6 +7,11 @@
 3. Every segment's summary node exists one layer up, with exactly the segment's members as
    children; every node above layer 0 is the summary of a segment (no orphans).
 4. The vector index holds exactly the live nodes.
+5. Every layer's counter (GraphStore.layer_sizes) equals its live refs.
+6. Documents and chunks agree: every chunk a document lists is a live layer-0 node, and every
+   live layer-0 node is listed by a document.
+7. The entity graph (when the engine has one) covers exactly the live chunks, and its vector
+   index holds exactly the names of its entities (and, with sentence vectors, its sentences).
 """
 
 from __future__ import annotations
@@ -39,10 +44,15 @@ def check(engine: Engine, check_vectors: bool = True) -> InvariantReport:
     sizes = engine.graph.layer_sizes()
     top = max(sizes) if sizes else 0
     live: set[str] = set()
+    chunks: set[str] = set()
     for layer in range(0, top + 2):
         refs = engine.graph.layer_refs(layer)
         ids = {r.node_id for r in refs}
         live |= ids
+        if layer == 0:
+            chunks = ids
+        if sizes.get(layer, 0) != len(ids):
+            v.append(f"layer {layer}: its counter says {sizes.get(layer, 0)} nodes, the ref index holds {len(ids)}")
         report.checked_nodes += len(ids)
         segments = engine.graph.get_segments(layer)
         report.checked_segments += len(segments)
@@ -85,4 +95,41 @@ def check(engine: Engine, check_vectors: bool = True) -> InvariantReport:
             v.append(f"vector index lacks node {node_id}")
         for node_id in sorted(indexed - live)[:100]:
             v.append(f"vector index has a vector for no live node: {node_id}")
+    _check_documents(engine, chunks, v)
+    _check_entities(engine, chunks, v, check_vectors)
     return report
+
+
+def _check_documents(engine: Engine, chunks: set[str], v: list[str]) -> None:
+    listed: set[str] = set()
+    for doc in engine.graph.list_documents():
+        listed |= set(doc.chunk_ids)
+        missing = [c for c in doc.chunk_ids if c not in chunks]
+        if missing:
+            v.append(f"document {doc.doc_id} lists {len(missing)} missing chunks, e.g. {missing[0]}")
+    for node_id in sorted(chunks - listed)[:100]:
+        v.append(f"chunk {node_id} is listed by no document")
+
+
+def _check_entities(engine: Engine, chunks: set[str], v: list[str], check_vectors: bool) -> None:
+    index = engine.extras.get("entity_index")
+    if index is None:
+        return
+    from .entity_index import entity_vector_id
+
+    recorded = index.store.chunk_ids()
+    for node_id in sorted(chunks - recorded)[:100]:
+        v.append(f"entity graph lacks live chunk {node_id}")
+    for node_id in sorted(recorded - chunks)[:100]:
+        v.append(f"entity graph has records of a chunk that is gone: {node_id}")
+    if not check_vectors:
+        return
+    graph = index.store.export()
+    wanted = {entity_vector_id(e) for e in graph.entities}
+    if index.embed_sentences:
+        wanted |= set(graph.sentences)
+    indexed = index.vectors.ids()
+    for vid in sorted(wanted - indexed)[:100]:
+        v.append(f"entity vector index lacks {vid}")
+    for vid in sorted(indexed - wanted)[:100]:
+        v.append(f"entity vector index has a vector of nothing: {vid}")
