@@ -25,6 +25,7 @@ left.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -43,6 +44,7 @@ from .reports import ChangeReport
 
 MAX_CONFLICT_RETRIES = 5
 WHOLE_LAYER_MIN, WHOLE_LAYER_SHARE = 256, 8  # codes beyond max(256, layer size / 8): whole layer
+OUTBOX = "outbox:"  # meta key prefix: what follows a region's write (see finish_outbox)
 RETIRED = "retired:"  # meta key prefix: text of a deleted summary, kept for the layer above
 DEADLINE_MARGIN = 20.0  # seconds kept in hand: a summarize call is not started with less left
 
@@ -264,6 +266,7 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
     layer = message.layer
     report = ChangeReport()
     s = engine.settings
+    finish_outbox(engine, layer, message.group if message.scoped else None)
     if message.group is not None and covered(engine, layer, message.group):
         return report
     read = reader(engine, layer)
@@ -279,7 +282,7 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
             regions = [whole_layer(read)]
         try:
             for region in regions:
-                _apply(engine, layer, region, report, deadline, repair=not scoped)
+                _apply(engine, layer, region, report, deadline, repair=not scoped, group=message.group)
         except ConflictError:
             continue  # another writer changed a region: plan again from the stored state
         clear_dirty(engine, layer, message.group, started)
@@ -292,11 +295,17 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
 
 
 def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
-           deadline: Deadline | None, repair: bool) -> None:
+           deadline: Deadline | None, repair: bool, group: int | None = None) -> None:
     change, made, vectors, old_summaries = _region_change(engine, layer, region, report, deadline, repair)
     if change.empty:
         return
     changed_above = list(change.above_add) + list(change.above_remove)
+    # the outbox entry: what must follow the write, redone by the next reconcile of this
+    # part of the layer if this one dies after the write and before its end
+    key = outbox_key(layer, group, uuid.uuid4().hex)
+    engine.graph.put_meta(key, {"made": [[r.node_id, r.code] for r in change.above_add],
+                                "gone": [[r.node_id, r.code] for r in change.above_remove],
+                                "drop": list(change.drop)})
     mark_dirty(engine, layer + 1, [r.code for r in changed_above])  # until announced below
     engine.graph.apply_region(change)
     if made:
@@ -310,9 +319,7 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
         retire(engine, layer + 1, [n for n in old_summaries if n.node_id in kept])
         engine.graph.delete_nodes(gone)
         engine.vectors.delete(gone)
-    for node_id in change.drop:  # the layer above has now revised from them
-        if can_revise(engine):
-            engine.graph.delete_meta(retired_key(layer, node_id))
+    _forget_retired(engine, layer, change.drop)
     if made:
         report.segments_resummarized[layer + 1] = report.segments_resummarized.get(layer + 1, 0) + len(made)
     if gone:
@@ -320,13 +327,56 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
     if changed_above:
         announce(engine, layer + 1, added=[(n.node_id, n.code) for n in made],
                  removed=[(r.node_id, r.code) for r in change.above_remove], reason=f"reconcile:{layer}")
+    engine.graph.delete_meta(key)
+
+
+def _forget_retired(engine: Engine, layer: int, dropped) -> None:
+    if can_revise(engine):
+        for node_id in dropped:  # the layer above has now revised from them
+            engine.graph.delete_meta(retired_key(layer, node_id))
+
+
+def outbox_key(layer: int, group: int | None, token: str = "") -> str:
+    return f"{OUTBOX}{layer}:{'all' if group is None else group}:{token}"
+
+
+def finish_outbox(engine: Engine, layer: int, group: int | None) -> int:
+    """Complete what a reconcile that died after its write left undone (outbox entries of
+    this shard; of the whole layer when ``group`` is None), whether or not its write landed:
+    each step is decided from the ref index of layer l+1. A summary live there gets its
+    vector; one not live there loses its node and vector; layer l+1 is announced (an extra
+    announce costs a reconcile that finds nothing to do). Returns the entries finished."""
+    prefix = f"{OUTBOX}{layer}:" if group is None else outbox_key(layer, group)
+    keys = engine.graph.meta_keys(prefix)
+    for key in keys:
+        entry = engine.graph.get_meta(key)
+        if entry is None:
+            continue
+        made = [(str(i), int(c)) for i, c in entry.get("made", [])]
+        gone = [(str(i), int(c)) for i, c in entry.get("gone", [])]
+        live = {r.node_id: r.live for i, c in made + gone
+                for r in engine.graph.prefix_refs(layer + 1, c, c) if r.node_id == i}
+        present = [i for i, _ in made if live.get(i)]
+        nodes = engine.graph.get_nodes(present + [i for i, _ in gone])
+        have = engine.vectors.get_vectors(present)
+        embed = [nodes[i] for i in present if i not in have and i in nodes]
+        if embed:
+            engine.vectors.upsert([n.node_id for n in embed], engine.embedder.embed([n.text for n in embed]),
+                                  [{"layer": layer + 1, "doc_id": ""} for _ in embed])
+        dead = [i for i, _ in gone if not live.get(i)]
+        if dead:
+            retire(engine, layer + 1, [nodes[i] for i in dead if i in nodes and i in live])
+            engine.graph.delete_nodes(dead)
+            engine.vectors.delete(dead)
+        _forget_retired(engine, layer, entry.get("drop", []))
+        announce(engine, layer + 1, added=made, removed=gone, reason=f"outbox:{layer}")
+        engine.graph.delete_meta(key)
+    return len(keys)
 
 
 def continuation(message: SegmentsAffected) -> SegmentsAffected:
     """The same work as a new message (a new operation id, so FIFO deduplication keeps it):
     the summaries already made are found by their ids, so it pays only for the rest."""
-    import uuid
-
     return replace(message, op=uuid.uuid4().hex, reason=message.reason if message.reason.endswith("+continue")
                    else f"{message.reason}+continue")
 
