@@ -14,6 +14,7 @@ from ..domain.lsh import hash_vectors
 from ..domain.model import ConflictError, Document, Node
 from ..domain.sequencer import supersedes
 from ..domain.text import chunk_text
+from . import followup
 from .announce import announce
 from .engine import Engine
 from .reports import ChangeReport
@@ -125,6 +126,17 @@ def _commit(engine: Engine, written: _Written, report: ChangeReport
     raise ConflictError(f"document {doc.doc_id}: {COMMIT_ATTEMPTS} conditional writes lost in a row")
 
 
+def _begin_followup(engine: Engine, written: list[_Written]) -> str:
+    """Record what follows the batch's commits (services.followup) and stamp its documents."""
+    gone = {w.doc.doc_id: [c for c in _live(w.expected).chunk_ids if c not in set(w.doc.chunk_ids)]
+            for w in written if _live(w.expected) is not None}
+    nodes = engine.graph.get_nodes([c for ids in gone.values() for c in ids])
+    token = followup.begin(engine, {d: [(c, nodes[c].code) for c in ids if c in nodes] for d, ids in gone.items()})
+    for w in written:
+        w.doc = followup.stamped(w.doc, token)
+    return token
+
+
 def _restamp(engine: Engine, stored: Document, version: str) -> tuple[str, Document | None]:
     """Record a newer version of unchanged content. Returns ("done", None), ("stale", None)
     when a record this version does not supersede won meanwhile, or ("ingest", current) when
@@ -181,6 +193,15 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
                 continue
             seen.add(doc_id)
             stored = engine.graph.get_document(doc_id, include_deleted=True)
+            old = _live(stored)
+            if old is not None and old.version == src.version and old.content_hash == digest:
+                todo = followup.pending(engine, old)
+                if todo is not None:  # this very write died before its follow-up: redo it
+                    drop_chunks(engine, old, [i for i, _ in todo])
+                    removed_ids += todo
+                    added_ids += [(i, n.code) for i, n in engine.graph.get_nodes(old.chunk_ids).items()]
+                    report.documents_unchanged += 1
+                    continue
             if stored is not None and src.version and not supersedes(src.version, stored.version):
                 report.documents_stale += 1
                 continue
@@ -224,6 +245,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
             written.append(_Written(doc, stored, mine, vectors[first:row] if texts else vectors, metas[first:row]))
         if nodes:
             _write_chunks(engine, nodes, vectors, metas)
+        token = _begin_followup(engine, written) if written else None
         for item in written:
             live, gone = _commit(engine, item, report)
             added_ids += live
@@ -232,6 +254,8 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         if added_ids or removed_ids:  # per batch: a message names one batch's chunks, never the corpus's
             announce(engine, 0, added=added_ids, removed=removed_ids, reason="ingest")
             added_ids, removed_ids = [], []
+        if token:
+            followup.end(engine, token)
         if progress:
             progress(len(batch))
     engine.vectors.flush()

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from ..domain.ids import document_id_for_source
 from ..domain.model import DELETED, ConflictError, Document
 from ..domain.sequencer import supersedes
+from . import followup
 from .engine import Engine
 from .announce import announce
 from .ingest import COMMIT_ATTEMPTS, drop_chunks, remove_document_nodes
@@ -32,19 +33,33 @@ def tombstone(source: str, doc_id: str, version: str, now: float | None = None) 
                     meta={"deleted_at": round(time.time() if now is None else now, 3)})
 
 
-def remove_versioned(engine: Engine, source: str, version: str, report: ChangeReport) -> list[tuple[str, int]]:
+def remove_versioned(engine: Engine, source: str, version: str, report: ChangeReport,
+                     tokens: list[str]) -> list[tuple[str, int]]:
     """Replace the documents of ``source`` by tombstones of ``version`` unless their stored
-    version is newer; returns the removed (chunk id, code) pairs."""
+    version is newer; returns the removed (chunk id, code) pairs. The follow-up records
+    (services.followup) this writes are appended to ``tokens``, to end after the announce."""
     doc_ids = {d.doc_id for d in engine.graph.find_documents(source)} | {document_id_for_source(source)}
     removed: list[tuple[str, int]] = []
     for doc_id in sorted(doc_ids):
         for _ in range(COMMIT_ATTEMPTS):
             stored = engine.graph.get_document(doc_id, include_deleted=True)
+            todo = followup.pending(engine, stored) if stored is not None and stored.is_tombstone \
+                and stored.source == source and stored.version == version else None
+            if todo is not None:  # this very delete died before its follow-up: redo it
+                drop_chunks(engine, stored, [i for i, _ in todo])
+                removed += todo
+                break
             if stored is not None and (stored.source != source or not supersedes(version, stored.version)):
                 report.documents_stale += stored.source == source
                 break
+            dead = tombstone(source, doc_id, version)
+            if stored is not None and not stored.is_tombstone:
+                codes = engine.graph.get_nodes(stored.chunk_ids)
+                tokens.append(followup.begin(engine, {doc_id: [(c, codes[c].code) for c in stored.chunk_ids
+                                                               if c in codes]}))
+                dead = followup.stamped(dead, tokens[-1])
             try:
-                engine.graph.put_document(tombstone(source, doc_id, version), expected=stored)
+                engine.graph.put_document(dead, expected=stored)
             except ConflictError:
                 continue
             if stored is not None and not stored.is_tombstone:
@@ -62,9 +77,10 @@ def remove(engine: Engine, refs: Sequence[str], version: str = "") -> ChangeRepo
     source key and the removal is versioned (see the module docstring)."""
     report = ChangeReport()
     removed: list[tuple[str, int]] = []
+    tokens: list[str] = []
     for ref in refs:
         if version:
-            removed += remove_versioned(engine, ref, version, report)
+            removed += remove_versioned(engine, ref, version, report, tokens)
             continue
         docs = resolve(engine, ref)
         if not docs:
@@ -76,5 +92,7 @@ def remove(engine: Engine, refs: Sequence[str], version: str = "") -> ChangeRepo
             report.chunks_removed += len(doc.chunk_ids)
     if removed:
         announce(engine, 0, removed=removed, reason="delete")
+    for token in tokens:
+        followup.end(engine, token)
     engine.vectors.flush()
     return report

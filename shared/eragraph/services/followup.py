@@ -1,0 +1,71 @@
+"""What must follow a document write, kept until it is done (an outbox per ingest batch).
+
+An ingest commits each document conditionally (its chunks are already written), then drops the
+chunks the old version had and the new one has not, then announces the batch's changes to the
+reconcile of layer 0. A delete writes its tombstone, then drops the chunks, then announces. A
+process that dies between the commit and the announce leaves a state that looks finished: a
+redelivered event finds its own version stored and would be a no-op, so the chunks it added
+would never be partitioned and the ones it replaced never dropped.
+
+So before its commits a batch writes one meta record ``followup:<token>`` naming, per document,
+the (chunk id, code) pairs to drop; each committed document (or tombstone) carries the token in
+its meta (``_followup``); the record is deleted once the batch has announced. An event that
+finds its exact version stored with a token whose record still exists (``pending``) redoes the
+follow-up: drops what is left to drop and announces the document's chunks and the dropped ones
+again (an extra announcement costs a reconcile that finds nothing to change). Reindex removes
+records older than its ``stuck_after``; its own audits (orphan chunks, layers against their
+partition) repair what such a record would have."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+
+from ..domain.model import Document
+from .engine import Engine
+
+PREFIX = "followup:"
+TOKEN = "_followup"  # the document meta key naming its batch's record
+
+
+def begin(engine: Engine, gone: Mapping[str, Sequence[tuple[str, int]]]) -> str:
+    """Record the batch's follow-ups (document id -> chunks to drop); returns the token."""
+    token = uuid.uuid4().hex
+    engine.graph.put_meta(PREFIX + token, {"at": round(time.time(), 3),
+                                           "gone": {d: [[i, int(c)] for i, c in pairs] for d, pairs in gone.items()}})
+    return token
+
+
+def stamped(doc: Document, token: str) -> Document:
+    from dataclasses import replace
+
+    return replace(doc, meta={**doc.meta, TOKEN: token})
+
+
+def end(engine: Engine, token: str) -> None:
+    engine.graph.delete_meta(PREFIX + token)
+
+
+def pending(engine: Engine, doc: Document | None) -> list[tuple[str, int]] | None:
+    """The chunks still to drop of ``doc``'s unfinished write (possibly none), or None when its
+    write was followed through."""
+    token = (doc.meta or {}).get(TOKEN) if doc is not None else None
+    if not token:
+        return None
+    entry = engine.graph.get_meta(PREFIX + str(token))
+    if entry is None:
+        return None
+    return [(str(i), int(c)) for i, c in entry.get("gone", {}).get(doc.doc_id, [])]
+
+
+def expire(engine: Engine, older_than: float, now: float | None = None) -> int:
+    """Delete records older than ``older_than`` seconds (reindex); returns how many."""
+    now = time.time() if now is None else now
+    n = 0
+    for key in engine.graph.meta_keys(PREFIX):
+        entry = engine.graph.get_meta(key)
+        if entry is not None and now - float(entry.get("at", 0.0)) >= older_than:
+            engine.graph.delete_meta(key)
+            n += 1
+    return n
