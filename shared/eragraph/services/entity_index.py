@@ -53,8 +53,12 @@ class EntityIndex:
         extracted = self.extractor.extract([n.text for n in chunks])
         records = [ChunkEntities(n.node_id, tuple(sents)) for n, sents in zip(chunks, extracted)]
         new = self.store.add_chunks(records)
+        # also names recorded by an earlier call that died before embedding them (a redelivery
+        # finds its chunks recorded, so add_chunks reports nothing new)
+        named = sorted({e for rec in records for sent in rec.sentences for e in sent.entities} - set(new))
+        have = self.vectors.get_vectors([entity_vector_id(e) for e in named]) if named else {}
         ids, texts, metas = [], [], []
-        for name in new:
+        for name in list(new) + [e for e in named if entity_vector_id(e) not in have]:
             ids.append(entity_vector_id(name))
             texts.append(name)
             metas.append({"layer": ENTITY_LAYER, "doc_id": ""})
@@ -70,11 +74,17 @@ class EntityIndex:
         return len(new)
 
     def remove_chunks(self, chunk_ids: Sequence[str]) -> list[str]:
+        """Vectors first, records second: a call that dies in between leaves records whose
+        vectors are gone, which the redelivered call (or reindex) finishes; the other order
+        would leave vectors that nothing names any more once the records are gone."""
+        chunk_ids = list(chunk_ids)
         sentence_ids = self.store.sentence_ids_of_chunks(chunk_ids)
-        gone = self.store.remove_chunks(chunk_ids)
-        self.vectors.delete([entity_vector_id(e) for e in gone] + sentence_ids)
+        mentioned = {e for counts in self.store.chunk_entities(chunk_ids).values() for e in counts}
+        leaving = set(chunk_ids)
+        going = [e for e, chunks in self.store.postings(mentioned).items() if set(chunks) <= leaving]
+        self.vectors.delete([entity_vector_id(e) for e in going] + sentence_ids)
         self.vectors.flush()
-        return gone
+        return self.store.remove_chunks(chunk_ids)
 
 
 def make_extractor(engine: Engine):
