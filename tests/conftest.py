@@ -11,3 +11,9 @@ from eragraph.services.engine import Engine
 @pytest.fixture
 def engine() -> Engine:
     return make_engine()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from reliability_cases import write
+
+    write()
