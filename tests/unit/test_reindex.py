@@ -102,3 +102,64 @@ def test_after_deletes_reindex_finds_store_consistent():
     report = reindex.run(engine)
     assert report["layers_repaired"] == []
     assert report["invariants"]["ok"]
+
+
+class DiesAfterWrite:
+    """A vector index whose first upsert of a summary raises: the consumer died right after
+    its region write."""
+
+    def __init__(self, inner):
+        self._inner, self.died = inner, False
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def upsert(self, ids, vectors, metas):
+        if not self.died and any(m.get("layer", 0) > 0 for m in metas):
+            self.died = True
+            raise RuntimeError("consumer died")
+        return self._inner.upsert(ids, vectors, metas)
+
+
+def test_reindex_finishes_what_a_dead_consumer_left_in_its_outbox():
+    engine = make_engine()
+    engine.vectors = DiesAfterWrite(engine.vectors)
+    ingest.ingest(engine, synthetic_docs(30))
+    receipt, message = engine.queue.receive(1)[0]
+    try:
+        resummarize.reconcile(engine, message)
+    except RuntimeError:
+        pass
+    assert engine.vectors.died
+    assert engine.graph.meta_keys("outbox:")  # the write landed, what follows it did not
+    assert not invariants.check(engine).ok  # summaries without vectors, layer 1 unannounced
+    report = reindex.run(engine, stuck_after=0.0)
+    assert report["metrics"]["OutboxesFinished"] == 1
+    assert not engine.graph.meta_keys("outbox:")
+    assert invariants.check(engine).ok
+
+
+def test_the_redelivered_message_finishes_the_outbox_itself():
+    engine = make_engine()
+    engine.vectors = DiesAfterWrite(engine.vectors)
+    ingest.ingest(engine, synthetic_docs(30))
+    receipt, message = engine.queue.receive(1)[0]
+    try:
+        resummarize.reconcile(engine, message)
+    except RuntimeError:
+        pass
+    resummarize.reconcile(engine, message)  # SQS delivers it again
+    engine.queue.ack([receipt])
+    resummarize.drain(engine)
+    assert not engine.graph.meta_keys("outbox:")
+    assert invariants.check(engine).ok
+
+
+def test_reindex_drops_followup_records_of_writes_that_died_long_ago():
+    from eragraph.services import followup
+
+    engine = built()
+    token = followup.begin(engine, {"d1": []})
+    assert reindex.run(engine, stuck_after=3600.0)["metrics"]["FollowupsExpired"] == 0
+    assert reindex.run(engine, stuck_after=3600.0, now=time.time() + 7200)["metrics"]["FollowupsExpired"] == 1
+    assert engine.graph.get_meta(followup.PREFIX + token) is None

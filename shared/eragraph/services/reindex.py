@@ -4,7 +4,11 @@ and ``eragraph reindex`` run this same function).
 1. Documents ⇄ chunks: layer-0 nodes that no document lists (an ingest that died between
    writing chunks and the document) are removed; documents that list missing chunks are
    removed with their remaining chunks, so a re-upload ingests them afresh (reported by id).
-2. Dirty layers whose marker is older than ``stuck_after`` seconds (a consumer died mid-way, or
+2. Outbox entries of region writes whose consumer died before finishing (summary vectors,
+   removed summaries, the announce one layer up) are finished (resummarize.finish_outbox), and
+   ingest follow-up records older than ``stuck_after`` are dropped (services.followup: the
+   audits here repair what they would have).
+   Dirty layers whose marker is older than ``stuck_after`` seconds (a consumer died mid-way, or
    its message was lost) are re-announced (services.resummarize.requeue_dirty).
 3. Every layer whose stored segments differ from the partition of its current nodes (segments
    out of bounds after deletes, segments naming gone nodes, missing or orphan summaries) is
@@ -33,12 +37,12 @@ from __future__ import annotations
 import time
 
 from ..domain.diff import diff_segments
-from . import invariants
+from . import followup, invariants
 from .engine import Engine
 from .announce import announce
 from .ingest import remove_document_nodes
 from .resummarize import drain as drain_queue
-from .resummarize import reconcile, requeue_dirty, target_segments
+from .resummarize import finish_outbox, reconcile, requeue_dirty, target_segments
 
 
 def _layers(engine: Engine) -> list[int]:
@@ -192,6 +196,9 @@ def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: flo
     report: dict = {}
     audit_documents(engine, report)
     audit_entities(engine, report)
+    report["outboxes_finished"] = sum(finish_outbox(engine, layer, None, older_than=stuck_after)
+                                      for layer in _layers(engine))
+    report["followups_expired"] = followup.expire(engine, older_than=stuck_after, now=now)
     report["layers_requeued"] = requeue_dirty(engine, older_than=stuck_after, now=now)
     if drain:
         drain_queue(engine)
@@ -207,6 +214,8 @@ def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: flo
         "OrphanChunksRemoved": report["orphan_chunks_removed"],
         "IncompleteDocumentsRemoved": len(report["incomplete_documents_removed"]),
         "LayersRequeued": len(report["layers_requeued"]),
+        "OutboxesFinished": report["outboxes_finished"],
+        "FollowupsExpired": report["followups_expired"],
         "LayersRepaired": len(report["layers_repaired"]),
         "VectorsReembedded": report["vectors_missing_reembedded"],
         "VectorsOrphanedDeleted": report["vectors_orphaned_deleted"],

@@ -305,7 +305,7 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
     key = outbox_key(layer, group, uuid.uuid4().hex)
     engine.graph.put_meta(key, {"made": [[r.node_id, r.code] for r in change.above_add],
                                 "gone": [[r.node_id, r.code] for r in change.above_remove],
-                                "drop": list(change.drop)})
+                                "drop": list(change.drop), "at": round(time.time(), 3)})
     mark_dirty(engine, layer + 1, [r.code for r in changed_above])  # until announced below
     engine.graph.apply_region(change)
     if made:
@@ -340,18 +340,21 @@ def outbox_key(layer: int, group: int | None, token: str = "") -> str:
     return f"{OUTBOX}{layer}:{'all' if group is None else group}:{token}"
 
 
-def finish_outbox(engine: Engine, layer: int, group: int | None) -> int:
+def finish_outbox(engine: Engine, layer: int, group: int | None, older_than: float = 0.0) -> int:
     """Complete what a reconcile that died after its write left undone (outbox entries of
     this shard; of the whole layer when ``group`` is None), whether or not its write landed:
     each step is decided from the ref index of layer l+1. A summary live there gets its
     vector; one not live there loses its node and vector; layer l+1 is announced (an extra
-    announce costs a reconcile that finds nothing to do). Returns the entries finished."""
+    announce costs a reconcile that finds nothing to do). With ``older_than`` (reindex) only
+    entries written at least that many seconds ago. Returns the entries finished."""
     prefix = f"{OUTBOX}{layer}:" if group is None else outbox_key(layer, group)
-    keys = engine.graph.meta_keys(prefix)
-    for key in keys:
+    finished = 0
+    now = time.time()
+    for key in engine.graph.meta_keys(prefix):
         entry = engine.graph.get_meta(key)
-        if entry is None:
+        if entry is None or now - float(entry.get("at", 0.0)) < older_than:
             continue
+        finished += 1
         made = [(str(i), int(c)) for i, c in entry.get("made", [])]
         gone = [(str(i), int(c)) for i, c in entry.get("gone", [])]
         live = {r.node_id: r.live for i, c in made + gone
@@ -371,7 +374,7 @@ def finish_outbox(engine: Engine, layer: int, group: int | None) -> int:
         _forget_retired(engine, layer, entry.get("drop", []))
         announce(engine, layer + 1, added=made, removed=gone, reason=f"outbox:{layer}")
         engine.graph.delete_meta(key)
-    return len(keys)
+    return finished
 
 
 def continuation(message: SegmentsAffected) -> SegmentsAffected:
