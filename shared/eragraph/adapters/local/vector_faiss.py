@@ -7,22 +7,47 @@ String ids map to int64 faiss ids; the map and each vector's ``layer``/``doc_id`
 allowed ids to faiss, so they return the true top-k of the filtered set (not a post-filtered
 top-k). Selectors are cached per filter and dropped whenever the index changes.
 
-``flush()`` writes both files atomically (temporary file, fsync, ``os.replace``); the id map
-records the SHA-256 of the index file it belongs to, so a crash between the two renames is
-detected on open instead of silently pairing vectors with the wrong ids.
+On disk the index is a snapshot plus an append-only change log:
+
+* ``vectors.faiss`` + ``vectors.json``, the snapshot, are written atomically (temporary file,
+  fsync, ``os.replace``); the id map records the SHA-256 of the index file it belongs to (so a
+  crash between the two renames is detected on open instead of silently pairing vectors with the
+  wrong ids) and a random ``generation`` naming this snapshot.
+* ``vectors.log`` starts with the generation of the snapshot it applies to, then holds one
+  record per ``flush()``: the net effect of that handle's upserts and deletes since its previous
+  flush (string id, int id, layer, doc_id and vector of each id it wrote; the ids it deleted).
+  Each record is framed by a magic, its length and a CRC-32 and is fsynced; a torn last record
+  (a crash mid-append, or a reader racing a writer) fails the check and is ignored, and the next
+  writer cuts it off before appending. A log naming another generation (a crash after a
+  compaction replaced the snapshot but before it removed the log) is ignored and later replaced.
+
+Opening reads the snapshot and replays the log. ``flush()`` appends one record, so it costs what
+the handle changed, not what the index holds; when the log would exceed ``COMPACT_FRACTION`` of
+the snapshot's bytes (or there is no snapshot yet), it compacts instead: it writes a new snapshot
+with a new generation and removes the log, so the amortized cost stays proportional to the change.
 
 Several processes may write one index (two ``eragraph ingest`` runs on one store): ``flush()``
-holds an inter-process lock (``filelock``, the file ``.writer.lock`` in the folder), and when
-another writer replaced the files since this handle read or wrote them, it re-reads them under
-the lock and replays this handle's own upserts and deletes (kept since its last flush) on top,
-so no writer's vectors are lost. Readers take no lock: they see the old files or the new ones.
+holds an inter-process lock (``filelock``, the file ``.writer.lock`` in the folder) and first
+catches up with the disk. Records that other writers appended since this handle last read the log
+(it keeps the log's inode and the offset it read up to) are replayed before this handle's own
+changes: its own new ids are taken out, the records applied, and its upserts and deletes (kept
+since its last flush) replayed on top. When another writer compacted (the id map was replaced),
+the handle re-reads snapshot and log and replays its own changes the same way. So no writer's
+vectors are lost. Readers take no lock: the snapshot is replaced atomically, a record appears
+whole or not at all, and a reader that opened while a compaction replaced the files (the id map
+changed during the read, or the index file did not match it yet) reads them again.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import secrets
+import struct
 import threading
+import time
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -36,13 +61,75 @@ from .files import atomic_write, file_stamp, writer_lock
 
 INDEX_FILE = "vectors.faiss"
 IDMAP_FILE = "vectors.json"
+LOG_FILE = "vectors.log"
 LOCK_FILE = ".writer.lock"
-FORMAT = 1
+FORMAT = 2  # 1: no change log (no generation in the id map); still read, and compacted on the next flush
+COMPACT_FRACTION = 0.25  # compact when the log would exceed this fraction of the snapshot's bytes
 _TIE_PAD = 8  # extra neighbours fetched so ties at the k-th score are ordered by id, as in memory
+
+_LOG_MAGIC = b"EGVLOG01"
+_GEN_LEN = 32  # secrets.token_hex(16)
+_HEADER_LEN = len(_LOG_MAGIC) + _GEN_LEN
+_REC_MAGIC = b"EGVR"
+_FRAME = struct.Struct("<4sQI")  # magic, payload length, CRC-32 of magic + length + payload
+_LOAD_ATTEMPTS = 4
 
 
 class VectorIndexCorruptError(EragraphError):
     """The files on disk do not belong together (e.g. a crash between the two renames)."""
+
+
+def _log_header(generation: str) -> bytes:
+    return _LOG_MAGIC + generation.encode("ascii")
+
+
+def _encode_record(next_id: int, deleted: list[str], upserts: list[list], vectors: np.ndarray) -> bytes:
+    meta = json.dumps({"next_id": next_id, "delete": deleted, "upsert": upserts},
+                      ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    meta += b" " * (-(4 + len(meta)) % 4)  # the vectors start 4-byte aligned
+    payload = struct.pack("<I", len(meta)) + meta + np.ascontiguousarray(vectors, dtype="<f4").tobytes()
+    head = _REC_MAGIC + struct.pack("<Q", len(payload))
+    crc = zlib.crc32(payload, zlib.crc32(head))
+    return head + struct.pack("<I", crc) + payload
+
+
+def _decode_records(data: bytes | memoryview, pos: int, dim: int) -> tuple[list[tuple], int]:
+    """The complete, intact records of ``data`` from ``pos`` on, and the offset after the last
+    one; parsing stops at the first frame that is short or fails its check (a torn tail)."""
+    records = []
+    view = memoryview(data)
+    while len(view) - pos >= _FRAME.size:
+        magic, length, crc = _FRAME.unpack_from(view, pos)
+        body = pos + _FRAME.size
+        if magic != _REC_MAGIC or len(view) - body < length:
+            break
+        payload = view[body:body + length]
+        if zlib.crc32(payload, zlib.crc32(view[pos:pos + 12])) != crc:
+            break
+        (meta_len,) = struct.unpack_from("<I", payload, 0)
+        meta = json.loads(bytes(payload[4:4 + meta_len]))
+        upserts = meta["upsert"]
+        vectors = np.frombuffer(payload, dtype="<f4", offset=4 + meta_len)
+        if vectors.size != len(upserts) * dim:
+            raise VectorIndexCorruptError(f"a log record holds {vectors.size} floats for "
+                                          f"{len(upserts)} {dim}-d vectors")
+        records.append((int(meta["next_id"]), meta["delete"], upserts, vectors.reshape(len(upserts), dim)))
+        pos = body + length
+    return records, pos
+
+
+def _fold(records: list[tuple]) -> tuple[dict[str, tuple | None], int]:
+    """The net effect of records applied in order: id -> (int id, layer, doc_id, vector) or None
+    (deleted), and the highest next_id they name."""
+    net: dict[str, tuple | None] = {}
+    next_id = 0
+    for rec_next, deleted, upserts, vectors in records:
+        for s in deleted:
+            net[s] = None
+        for row, (s, i, layer, doc_id) in enumerate(upserts):
+            net[s] = (int(i), int(layer), str(doc_id), vectors[row])
+        next_id = max(next_id, rec_next)
+    return net, next_id
 
 
 class FaissVectorIndex:
@@ -68,26 +155,60 @@ class FaissVectorIndex:
         self._by_doc: dict[str, set[int]] = {}
         self._layer_arrays: dict[int, np.ndarray] = {}  # per-layer id arrays, rebuilt when a layer changes
         self._next_id = 0
+        self._synced_next_id = 0  # next_id when this handle last synced: its own new ids are above
         self._dirty = False
         self._selectors: dict[tuple, tuple[int, Any, Any]] = {}
-        self._disk_stamp = None  # the id map file this handle last read or wrote
+        # what this handle last read or wrote on disk
+        self._snap_stamp = None  # file_stamp of the id map
+        self._generation: str | None = None  # the snapshot's generation (None: no snapshot, or format 1)
+        self._snap_bytes = 0  # size of the two snapshot files
+        self._log_ino: int | None = None  # inode of the log file read (None: no log)
+        self._log_end = 0  # offset after the last intact record read (or the size of a stale log)
+        self._log_live = False  # the log belongs to the snapshot (else it is stale, or absent)
 
     # ------------------------------------------------------------------ persistence
+    @property
+    def _log_path(self) -> Path:
+        return self.directory / LOG_FILE
+
     def _load(self) -> None:
+        """Read the snapshot and replay the log (no lock): retried when a writer's compaction
+        replaced the files during the read."""
+        idmap_path = self.directory / IDMAP_FILE
+        for attempt in range(_LOAD_ATTEMPTS):
+            self._reset()
+            stamp = file_stamp(idmap_path)
+            try:
+                self._read_snapshot()
+                self._read_log()
+            except VectorIndexCorruptError:
+                if attempt == _LOAD_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.02 * 2 ** attempt)  # a compaction may be between its two renames
+                continue
+            self._snap_stamp = stamp
+            self._synced_next_id = self._next_id
+            if file_stamp(idmap_path) == stamp:
+                return
+        # the id map kept changing: keep the last consistent read; the stamp taken before it
+        # differs from the disk, so the next flush re-reads the files under the writer lock
+
+    def _read_snapshot(self) -> None:
         idmap_path = self.directory / IDMAP_FILE
         index_path = self.directory / INDEX_FILE
-        self._disk_stamp = file_stamp(idmap_path)
         if not idmap_path.exists() and not index_path.exists():
             return
-        if not idmap_path.exists() or not index_path.exists():
-            raise VectorIndexCorruptError(f"{self.directory}: one of {INDEX_FILE}/{IDMAP_FILE} is missing")
-        data = json.loads(idmap_path.read_text(encoding="utf-8"))
-        if data.get("format") != FORMAT:
+        try:
+            idmap_raw = idmap_path.read_bytes()
+            raw = index_path.read_bytes()
+        except FileNotFoundError:
+            raise VectorIndexCorruptError(f"{self.directory}: one of {INDEX_FILE}/{IDMAP_FILE} is missing") from None
+        data = json.loads(idmap_raw)
+        if data.get("format") not in (1, FORMAT):
             raise VectorIndexCorruptError(f"{idmap_path}: unknown format {data.get('format')!r}")
         if int(data["dim"]) != self.dim:
             raise EragraphError(f"{self.directory} holds {data['dim']}-d vectors, not {self.dim}-d: "
                                 "the store was built with another embedder")
-        raw = index_path.read_bytes()
         if hashlib.sha256(raw).hexdigest() != data["index_sha256"]:
             raise VectorIndexCorruptError(f"{index_path} does not match {IDMAP_FILE}: rebuild the vector index")
         index = faiss.deserialize_index(np.frombuffer(raw, dtype=np.uint8))
@@ -102,6 +223,38 @@ class FaissVectorIndex:
         if self._index.ntotal != len(self._to_int):
             raise VectorIndexCorruptError(f"{self.directory}: {self._index.ntotal} vectors but "
                                           f"{len(self._to_int)} ids")
+        self._generation = data.get("generation")
+        self._snap_bytes = len(raw) + len(idmap_raw)
+
+    def _read_log(self) -> None:
+        """Replay the whole log when it names this snapshot's generation; note a stale one."""
+        try:
+            with open(self._log_path, "rb") as fh:
+                ino = os.fstat(fh.fileno()).st_ino
+                data = fh.read()
+        except FileNotFoundError:
+            return
+        self._log_ino = ino
+        if self._generation is None or data[:_HEADER_LEN] != _log_header(self._generation):
+            self._log_end = len(data)  # another snapshot's log: ignored, replaced by the next append
+            return
+        records, self._log_end = _decode_records(data, _HEADER_LEN, self.dim)
+        self._log_live = True
+        self._apply(*_fold(records))
+
+    def _log_stat(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self._log_path)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_size)
+
+    def _disk_changed(self) -> bool:
+        """Whether another writer compacted or appended since this handle last synced."""
+        if file_stamp(self.directory / IDMAP_FILE) != self._snap_stamp:
+            return True
+        seen = None if self._log_ino is None else (self._log_ino, self._log_end)
+        return self._log_stat() != seen
 
     def flush(self) -> None:
         with self._lock:
@@ -109,31 +262,170 @@ class FaissVectorIndex:
                 return
             self.directory.mkdir(parents=True, exist_ok=True)
             with writer_lock(self.directory / LOCK_FILE):
-                if file_stamp(self.directory / IDMAP_FILE) != self._disk_stamp:
-                    self._merge_from_disk()
-                raw = faiss.serialize_index(self._index).tobytes()
-                entries = [[s, i, self._layer[i], self._doc[i]] for s, i in sorted(self._to_int.items())]
-                idmap = {"format": FORMAT, "dim": self.dim, "next_id": self._next_id,
-                         "index_sha256": hashlib.sha256(raw).hexdigest(), "entries": entries}
-                atomic_write(self.directory / INDEX_FILE, raw)
-                atomic_write(self.directory / IDMAP_FILE,
-                              json.dumps(idmap, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
-                self._disk_stamp = file_stamp(self.directory / IDMAP_FILE)
+                self._sync()
+                record = None
+                if self._generation is not None:
+                    record = self._own_record()
+                    log_size = (self._log_end if self._log_live else _HEADER_LEN) + len(record)
+                    if log_size > COMPACT_FRACTION * self._snap_bytes:
+                        record = None
+                if record is None:
+                    self._compact()
+                else:
+                    self._append(record)
+                self._synced_next_id = self._next_id
             self._dirty = False
             self._journal.clear()
+
+    def _sync(self) -> None:
+        """Under the writer lock: bring in what other writers flushed since this handle last
+        read or wrote the files, then this handle's own changes on top."""
+        if file_stamp(self.directory / IDMAP_FILE) != self._snap_stamp:
+            self._merge_from_disk()  # another writer compacted: a new snapshot
+            return
+        st = self._log_stat()
+        if st is None:
+            if self._log_ino is not None:  # the log vanished under the same snapshot: start over
+                self._merge_from_disk()
+            return
+        ino, size = st
+        if ino == self._log_ino:
+            if size == self._log_end or not self._log_live:
+                return
+            start = self._log_end
+        elif self._log_ino is not None and self._log_live:
+            self._merge_from_disk()  # our log was replaced under the same snapshot: start over
+            return
+        else:
+            start = 0  # a log created (or a stale one replaced) since this handle looked
+        with open(self._log_path, "rb") as fh:
+            ino = os.fstat(fh.fileno()).st_ino
+            if start == 0:
+                data = fh.read()
+                if self._generation is None or data[:_HEADER_LEN] != _log_header(self._generation):
+                    self._log_ino, self._log_end, self._log_live = ino, len(data), False
+                    return
+                records, end = _decode_records(data, _HEADER_LEN, self.dim)
+            else:
+                fh.seek(start)
+                records, end = _decode_records(fh.read(), 0, self.dim)
+                end += start
+        self._log_ino, self._log_end, self._log_live = ino, end, True
+        if records:
+            self._replay_over(records)
+
+    def _replay_over(self, records: list[tuple]) -> None:
+        """Other writers' records go before this handle's unflushed changes: take out the ids
+        this handle added (its int ids may collide with theirs), apply the records, replay."""
+        own_new = [self._to_str[i] for i in range(self._synced_next_id, self._next_id) if i in self._to_str]
+        self._delete(own_new)
+        self._next_id = self._synced_next_id
+        self._apply(*_fold(records))
+        self._replay_journal()
 
     def _merge_from_disk(self) -> None:
         """Another writer replaced the files: read them and replay this handle's changes."""
         journal = self._journal
         self._journal = []
-        self._reset()
         self._load()
-        for op in journal:
+        self._journal = journal
+        self._replay_journal()
+
+    def _replay_journal(self) -> None:
+        for op in self._journal:
             if op[0] == "upsert":
                 self._upsert(*op[1:])
             else:
                 self._delete(op[1])
-        self._journal = journal
+
+    def _apply(self, net: dict[str, tuple | None], next_id: int) -> None:
+        """Apply folded log records (ids, int ids and vectors as their writer assigned them)."""
+        remove: list[int] = []
+        for s, value in net.items():
+            i = self._to_int.get(s)
+            if i is None:
+                continue
+            remove.append(i)
+            if value is None or value[0] != i:
+                del self._to_int[s]
+                del self._to_str[i]
+                self._drop_meta(i)
+        add_ids, add_rows = [], []
+        for s, value in net.items():
+            if value is None:
+                continue
+            i, layer, doc_id, row = value
+            holder = self._to_str.get(i)
+            if holder is not None and holder != s:
+                raise VectorIndexCorruptError(f"{self.directory}: the log gives int id {i} to "
+                                              f"{s!r}, which {holder!r} holds")
+            self._to_int[s] = i
+            self._to_str[i] = s
+            self._set_meta(i, layer, doc_id)
+            add_ids.append(i)
+            add_rows.append(row)
+            next_id = max(next_id, i + 1)
+        self._remove_int(remove)
+        if add_ids:
+            self._index.add_with_ids(np.vstack(add_rows).astype(np.float32),
+                                     np.asarray(add_ids, dtype=np.int64))
+        self._next_id = max(self._next_id, next_id)
+        self._selectors.clear()
+
+    def _own_record(self) -> bytes:
+        """One log record: the net effect of this handle's journal (current vector and meta of
+        each id it wrote and still holds; the ids it deleted)."""
+        touched = dict.fromkeys(s for op in self._journal for s in op[1])
+        present = [s for s in touched if s in self._to_int]
+        deleted = [s for s in touched if s not in self._to_int]
+        ints = [self._to_int[s] for s in present]
+        if ints:
+            vectors = self._index.reconstruct_batch(np.asarray(ints, dtype=np.int64))
+        else:
+            vectors = np.zeros((0, self.dim), dtype=np.float32)
+        upserts = [[s, i, self._layer[i], self._doc[i]] for s, i in zip(present, ints)]
+        return _encode_record(self._next_id, deleted, upserts, vectors)
+
+    def _append(self, record: bytes) -> None:
+        path = self._log_path
+        if not self._log_live:  # no log for this snapshot yet (or a stale one): a new file
+            atomic_write(path, _log_header(self._generation) + record)
+            self._log_end = _HEADER_LEN + len(record)
+        else:
+            with open(path, "r+b") as fh:
+                if os.fstat(fh.fileno()).st_size > self._log_end:
+                    fh.truncate(self._log_end)  # a torn record a crashed writer left (we hold the lock)
+                fh.seek(self._log_end)
+                fh.write(record)
+                fh.flush()
+                os.fsync(fh.fileno())
+            self._log_end += len(record)
+        self._log_ino = os.stat(path).st_ino
+        self._log_live = True
+
+    def _compact(self) -> None:
+        """Write a new snapshot (new generation) holding everything, then remove the log. A crash
+        after the index file: detected (SHA mismatch); after the id map: the old log names the
+        old generation, so it is ignored."""
+        generation = secrets.token_hex(_GEN_LEN // 2)
+        raw = faiss.serialize_index(self._index).tobytes()
+        entries = [[s, i, self._layer[i], self._doc[i]] for s, i in sorted(self._to_int.items())]
+        idmap = json.dumps({"format": FORMAT, "dim": self.dim, "generation": generation,
+                            "next_id": self._next_id, "index_sha256": hashlib.sha256(raw).hexdigest(),
+                            "entries": entries}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        atomic_write(self.directory / INDEX_FILE, raw)
+        atomic_write(self.directory / IDMAP_FILE, idmap)
+        self._remove_log()
+        self._generation = generation
+        self._snap_stamp = file_stamp(self.directory / IDMAP_FILE)
+        self._snap_bytes = len(raw) + len(idmap)
+        self._log_ino, self._log_end, self._log_live = None, 0, False
+
+    def _remove_log(self) -> None:
+        try:
+            os.unlink(self._log_path)
+        except FileNotFoundError:
+            pass
 
     # ------------------------------------------------------------------ writes
     def _set_meta(self, i: int, layer: int, doc_id: str) -> None:
@@ -221,7 +513,7 @@ class FaissVectorIndex:
         with self._lock:
             if self._delete(ids):
                 self._journal.append(("delete", ids))
-            elif ids and file_stamp(self.directory / IDMAP_FILE) != self._disk_stamp:
+            elif ids and self._disk_changed():
                 # another writer may have added them since this handle read the files
                 self._journal.append(("delete", ids))
                 self._dirty = True
