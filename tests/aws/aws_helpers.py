@@ -4,6 +4,8 @@ functions/*/app.py, and a Lambda context."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from lambda_support import EVENTS, ROOT, LambdaContext, event, load_handler  # noqa: F401  (re-exported)
 
@@ -57,3 +59,21 @@ def aws_engine(monkeypatch):
             yield engine, env, fake
         finally:
             LAMBDA_ENGINE.set(None)
+
+
+@pytest.fixture
+def atomic_requests(monkeypatch):
+    """moto serves requests from several threads without a lock, and its TransactWriteItems
+    deep-copies the tables meanwhile (RuntimeError: dictionary changed size during iteration);
+    DynamoDB applies each request atomically. Serve one request at a time, as the service
+    would appear to."""
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    lock = threading.RLock()
+    call = BotocoreStubber.__call__
+
+    def serialized(self, *args, **kwargs):
+        with lock:
+            return call(self, *args, **kwargs)
+
+    monkeypatch.setattr(BotocoreStubber, "__call__", serialized)

@@ -53,24 +53,6 @@ def test_counts_that_reach_zero_delete_their_items(table):
     assert store.entity_count() == 0 and store.export().entities == []
 
 
-@pytest.fixture
-def atomic_requests(monkeypatch):
-    """moto serves requests from several threads without a lock, and its TransactWriteItems
-    deep-copies the tables meanwhile (RuntimeError: dictionary changed size during iteration);
-    DynamoDB applies each request atomically. Serve one request at a time, as the service
-    would appear to."""
-    from moto.core.botocore_stubber import BotocoreStubber
-
-    lock = threading.RLock()
-    call = BotocoreStubber.__call__
-
-    def serialized(self, *args, **kwargs):
-        with lock:
-            return call(self, *args, **kwargs)
-
-    monkeypatch.setattr(BotocoreStubber, "__call__", serialized)
-
-
 def test_concurrent_ingests_lose_no_increment(table, atomic_requests):
     shared = ("alice", "bob", "carol")
     batches = [[chunk(f"w{w}c{i}", shared, ("alice", f"solo{w}")) for i in range(6)] for w in range(3)]
