@@ -152,27 +152,28 @@ def crashing(engine, budget: dict) -> None:
         engine.extras["entity_store"], engine.extras["entity_vectors"] = index.store, index.vectors
 
 
-@pytest.mark.parametrize("recovery", ["redelivery", "reindex"])
-def test_a_crash_after_any_write_is_repaired(recovery):
+@pytest.mark.parametrize("profile,recovery,step", [("memory", "redelivery", 1), ("memory", "reindex", 1),
+                                                   ("local", "redelivery", 1), ("local", "reindex", 3)])
+def test_a_crash_after_any_write_is_repaired(profile, recovery, step, tmp_path):
     """For every k: run the scenario and crash (an exception out of the port) after the k-th
     write to any store: graph, vectors, entity graph. ``redelivery``: the failed event or
     message is delivered again, as SQS does with an unacknowledged one; the final digest equals
     the clean run's. ``reindex``: the failed event or message is lost for good; reindex then
     leaves the store consistent (invariants, which include documents and the entity graph, hold:
     nothing orphaned), and once the lost S3 events are replayed (a DLQ redrive, a re-upload)
-    the digest equals the clean run's."""
+    the digest equals the clean run's. On the local profile every ``step``-th k."""
     ops = operations(3, 5)
-    expected = clean_digest("memory", None, ops)
+    expected = clean_digest(profile, tmp_path, ops)
     total = {"writes": 0, "crash_at": 0}
-    probe = new_engine("memory", None, "probe", 5, max_copies=1)
+    probe = new_engine(profile, tmp_path, "probe", 5, max_copies=1)
     crashing(probe, total)
     Deliverer(blob_world(probe), probe.queue).clean(ops)
     n_writes = total["writes"]
     assert n_writes > 50
     held = tried = 0
-    for k in range(1, n_writes + 1):
+    for k in range(1, n_writes + 1, step):
         budget = {"writes": 0, "crash_at": k}
-        engine = new_engine("memory", None, f"k{k}", 5, max_copies=1)
+        engine = new_engine(profile, tmp_path, f"k{k}", 5, max_copies=1)
         crashing(engine, budget)
         deliverer = Deliverer(blob_world(engine), engine.queue, redeliver=recovery == "redelivery")
         lost_events = []
@@ -198,4 +199,5 @@ def test_a_crash_after_any_write_is_repaired(recovery):
         tried += 1
         held += ok
         assert ok, (k, first_difference(got, expected))
-    record(f"crash after write k of {n_writes}, then {recovery}", "memory", held == tried, cases=tried)
+    record(f"crash after write k of {n_writes} (every {step}), then {recovery}", profile, held == tried,
+           cases=tried)
