@@ -121,7 +121,8 @@ class DiesAfterWrite:
         return self._inner.upsert(ids, vectors, metas)
 
 
-def test_reindex_finishes_what_a_dead_consumer_left_in_its_outbox():
+def died_after_its_write():
+    """An engine whose first reconcile died after its region write; its message is in flight."""
     engine = make_engine()
     engine.vectors = DiesAfterWrite(engine.vectors)
     ingest.ingest(engine, synthetic_docs(30))
@@ -131,6 +132,11 @@ def test_reindex_finishes_what_a_dead_consumer_left_in_its_outbox():
     except RuntimeError:
         pass
     assert engine.vectors.died
+    return engine, receipt, message
+
+
+def test_reindex_finishes_what_a_dead_consumer_left_in_its_outbox():
+    engine, _, _ = died_after_its_write()
     assert engine.graph.meta_keys("outbox:")  # the write landed, what follows it did not
     assert not invariants.check(engine).ok  # summaries without vectors, layer 1 unannounced
     report = reindex.run(engine, stuck_after=0.0)
@@ -140,14 +146,7 @@ def test_reindex_finishes_what_a_dead_consumer_left_in_its_outbox():
 
 
 def test_the_redelivered_message_finishes_the_outbox_itself():
-    engine = make_engine()
-    engine.vectors = DiesAfterWrite(engine.vectors)
-    ingest.ingest(engine, synthetic_docs(30))
-    receipt, message = engine.queue.receive(1)[0]
-    try:
-        resummarize.reconcile(engine, message)
-    except RuntimeError:
-        pass
+    engine, receipt, message = died_after_its_write()
     resummarize.reconcile(engine, message)  # SQS delivers it again
     engine.queue.ack([receipt])
     resummarize.drain(engine)

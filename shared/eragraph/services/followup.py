@@ -65,7 +65,7 @@ def expire(engine: Engine, older_than: float, now: float | None = None) -> int:
     n = 0
     for key in engine.graph.meta_keys(PREFIX):
         entry = engine.graph.get_meta(key)
-        if entry is not None and now - float(entry.get("at", 0.0)) >= older_than:
+        if entry is not None and (older_than <= 0 or now - float(entry.get("at", 0.0)) >= older_than):
             engine.graph.delete_meta(key)
             n += 1
     return n

@@ -352,7 +352,7 @@ def finish_outbox(engine: Engine, layer: int, group: int | None, older_than: flo
     now = time.time()
     for key in engine.graph.meta_keys(prefix):
         entry = engine.graph.get_meta(key)
-        if entry is None or now - float(entry.get("at", 0.0)) < older_than:
+        if entry is None or (older_than > 0 and now - float(entry.get("at", 0.0)) < older_than):
             continue
         finished += 1
         made = [(str(i), int(c)) for i, c in entry.get("made", [])]

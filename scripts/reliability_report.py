@@ -1,0 +1,46 @@
+"""Render the reliability suite's cases (the JSON written with ERAGRAPH_RELIABILITY_OUT set)
+into the table of RELIABILITY.md, between its ``<!-- cases -->`` and ``<!-- /cases -->`` lines.
+
+    ERAGRAPH_RELIABILITY_OUT=bench-results/reliability.json python -m pytest -q -m "not live" \\
+        tests/e2e/test_faults.py tests/aws/test_faults.py tests/e2e/test_concurrent_writers.py
+    python scripts/reliability_report.py bench-results/reliability.json RELIABILITY.md
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+COLUMNS = ("operations", "s3_deliveries", "messages_sent", "message_deliveries", "failed_deliveries")
+
+
+def table(data: dict) -> str:
+    groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for case in data["cases"]:
+        groups[(case["case"], case["profile"])].append(case)
+    lines = [f"Run on {data['date']}: Python {data['python']}, {data['cpus']} CPUs.", "",
+             "| case | profile | runs | held | sub-cases | S3 ops | S3 deliveries | messages sent "
+             "| message deliveries | failed deliveries (redelivered) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for (name, profile), cases in groups.items():
+        total = {c: sum(int(x.get(c, 0)) for x in cases) for c in COLUMNS}
+        sub = sum(int(x.get("cases", 1)) for x in cases)
+        held = sum(bool(x["held"]) for x in cases)
+        cells = [str(total[c]) if any(c in x for x in cases) else "" for c in COLUMNS]
+        lines.append(f"| {name} | {profile} | {len(cases)} | {held}/{len(cases)} | {sub} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    source, target = Path(argv[1]), Path(argv[2])
+    data = json.loads(source.read_text())
+    doc = target.read_text()
+    start, end = doc.index("<!-- cases -->"), doc.index("<!-- /cases -->")
+    target.write_text(doc[:start] + "<!-- cases -->\n" + table(data) + "\n" + doc[end:])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
