@@ -14,6 +14,7 @@ than in the user-visible ``meta`` table, so ``meta_keys("")`` lists exactly what
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -103,6 +104,19 @@ CREATE VIRTUAL TABLE IF NOT EXISTS leaf_text USING fts5(
     node_id UNINDEXED, text, tokenize = 'unicode61 remove_diacritics 2'
 )
 """
+
+
+def _leaf_rowid(node_id: str) -> int:
+    """The FTS5 rowid of a leaf: 63 bits of a hash of its id. ``node_id`` is an UNINDEXED
+    column, so a delete by it scans the whole table (a bulk build was quadratic); by rowid it
+    is a b-tree lookup."""
+    return int.from_bytes(hashlib.blake2b(node_id.encode("utf-8"), digest_size=8).digest(), "big") >> 1
+
+
+def _insert_leaves(conn: sqlite3.Connection, leaves: Sequence[tuple[str, str]]) -> None:
+    conn.executemany("DELETE FROM leaf_text WHERE rowid = ?", [(_leaf_rowid(i),) for i, _ in leaves])
+    conn.executemany("INSERT INTO leaf_text (rowid, node_id, text) VALUES (?, ?, ?)",
+                     [(_leaf_rowid(i), i, t) for i, t in leaves])
 
 
 def _dumps(value: Any) -> str:
@@ -205,6 +219,12 @@ class SqliteGraphStore:
             conn.execute(_LEXICAL)
             if not lexical_existed and conn.execute("SELECT 1 FROM nodes LIMIT 1").fetchone() is None:
                 conn.execute("INSERT OR REPLACE INTO store_info (key, value) VALUES ('lexical', '1')")
+            if conn.execute("SELECT 1 FROM store_info WHERE key = 'leaf_rowids'").fetchone() is None:
+                # leaves written before their rowid was the hash of their id: rewrite them once
+                leaves = conn.execute("SELECT node_id, text FROM leaf_text").fetchall()
+                conn.execute("DELETE FROM leaf_text")
+                _insert_leaves(conn, leaves)
+                conn.execute("INSERT INTO store_info (key, value) VALUES ('leaf_rowids', '1')")
             if row is not None and int(row[0]) > SCHEMA_VERSION:
                 raise EragraphError(
                     f"{self.path} has graph schema version {row[0]}; this eragraph reads up to "
@@ -317,8 +337,7 @@ class SqliteGraphStore:
                     _make_live(conn, int(n.layer), n.node_id, int(n.code))
             leaves = [(n.node_id, n.text) for n in nodes if n.layer == 0]
             if leaves:
-                conn.executemany("DELETE FROM leaf_text WHERE node_id = ?", [(i,) for i, _ in leaves])
-                conn.executemany("INSERT INTO leaf_text (node_id, text) VALUES (?, ?)", leaves)
+                _insert_leaves(conn, leaves)
 
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
         wanted = list(dict.fromkeys(node_ids))
@@ -338,7 +357,7 @@ class SqliteGraphStore:
             conn.executemany("DELETE FROM nodes WHERE node_id = ?", [(i,) for i in ids])
             for i in ids:
                 _make_gone(conn, i)
-            conn.executemany("DELETE FROM leaf_text WHERE node_id = ?", [(i,) for i in ids])
+            conn.executemany("DELETE FROM leaf_text WHERE rowid = ?", [(_leaf_rowid(i),) for i in ids])
 
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
         sql = ("SELECT node_id, code, seg, live FROM refs WHERE layer = ? AND code BETWEEN ? AND ? "
@@ -371,7 +390,7 @@ class SqliteGraphStore:
         rows = [(n.node_id, n.text) for n in nodes if n.layer == 0]
         with self._write() as conn:
             conn.execute("DELETE FROM leaf_text")
-            conn.executemany("INSERT INTO leaf_text (node_id, text) VALUES (?, ?)", rows)
+            _insert_leaves(conn, rows)
             conn.execute("INSERT OR REPLACE INTO store_info (key, value) VALUES ('lexical', '1')")
         return len(rows)
 
