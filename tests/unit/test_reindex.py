@@ -102,3 +102,21 @@ def test_after_deletes_reindex_finds_store_consistent():
     report = reindex.run(engine)
     assert report["layers_repaired"] == []
     assert report["invariants"]["ok"]
+
+
+def test_drifted_layer_counters_are_recounted_first():
+    engine = built()
+    truth = engine.graph.layer_sizes()
+    top = max(truth)
+    engine.graph._sizes[0] += 2          # a node counted twice by two writers
+    engine.graph._sizes.pop(top)         # the top layer's counter lost
+    engine.graph._sizes[top + 3] = 4     # a counter of a layer with no nodes
+    report = reindex.run(engine)
+    assert report["layer_counts_repaired"] == [{"layer": 0, "correction": -2},
+                                               {"layer": top, "correction": truth[top]},
+                                               {"layer": top + 3, "correction": -4}]
+    assert report["metrics"]["LayerCountsRepaired"] == 3
+    assert engine.graph.layer_sizes() == truth
+    assert report["layers_repaired"] == []  # the top layer was audited: nothing else to repair
+    assert report["invariants"]["ok"], report["invariants"]
+    assert reindex.run(engine)["layer_counts_repaired"] == []
