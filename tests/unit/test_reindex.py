@@ -120,3 +120,17 @@ def test_drifted_layer_counters_are_recounted_first():
     assert report["layers_repaired"] == []  # the top layer was audited: nothing else to repair
     assert report["invariants"]["ok"], report["invariants"]
     assert reindex.run(engine)["layer_counts_repaired"] == []
+
+
+def test_segment_records_no_node_names_are_removed():
+    """A segment written without its members' refs (an apply that stopped after its first
+    write) is deleted by the whole-layer repair, with the summary it may have entered above."""
+    engine = built()
+    real = engine.graph.get_segments(0)[0]
+    stray = Segment(segment_id="stray", layer=0, members=real.members[:2], summary_id="stray-summary")
+    engine.graph.apply_region(RegionChange(layer=0, expected=(), add=(stray,)))
+    assert not invariants.check(engine, check_vectors=False).ok  # its members are in two segments
+    report = reindex.run(engine)
+    assert any(r["layer"] == 0 for r in report["layers_repaired"])
+    assert "stray" not in {s.segment_id for s in engine.graph.get_segments(0)}
+    assert report["invariants"]["ok"], report["invariants"]
