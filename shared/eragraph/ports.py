@@ -94,6 +94,12 @@ class GraphStore(Protocol):
     def layer_sizes(self) -> dict[int, int]:
         """Live nodes per layer, from maintained counters (no count over the nodes)."""
         ...
+    def repair_layer_counts(self) -> dict[int, int]:
+        """Recount every layer's live refs from the ref index and rewrite the counters that
+        differ (without losing an update made meanwhile); counters of layers without live refs
+        are removed. Returns layer -> correction applied (new - old), only non-zero ones
+        (reindex: reads whole layers)."""
+        ...
 
     # --- segments (membership is the ref's ``seg``: a node is in at most one segment) ---
     def get_segments(self, layer: int) -> list[Segment]:

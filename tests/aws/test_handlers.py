@@ -166,12 +166,15 @@ def test_reindex_handler_repairs_the_entity_graph_and_publishes_counts(aws_engin
     engine.graph.delete_document(dead.doc_id)
     Item = store.Item
     Item(PK="ENT#starglass", SK="ENT").update(actions=[Item.freq.add(4)])  # a drifted count
+    Item(PK="COUNT", SK="LAYER#0").update(actions=[Item.version.add(2)])  # a drifted layer counter
     capsys.readouterr()
     report = reindex.handler(event("schedule.json"), lambda_context)
     metrics = report["metrics"]
     assert metrics["EntityChunksReextracted"] == 1
     assert metrics["EntityChunksOrphanedRemoved"] == len(dead.chunk_ids)
     assert metrics["EntityCountsRepaired"] >= 1
+    assert report["layer_counts_repaired"] == [{"layer": 0, "correction": -2}] and metrics["LayerCountsRepaired"] == 1
+    assert engine.graph.layer_sizes()[0] == len(engine.graph.layer_refs(0))
     assert stripped in store.chunk_ids() and not set(dead.chunk_ids) & store.chunk_ids()
     from eragraph.adapters.memory_entity import MemoryEntityStore
     from eragraph.ports_entity import ChunkEntities
@@ -192,6 +195,7 @@ def test_reindex_handler_repairs_the_entity_graph_and_publishes_counts(aws_engin
                 published[spec["Name"]] = blob[spec["Name"]]
     assert published["EntityChunksReextracted"] in (1, [1])
     assert "EntityCountsRepaired" in published and "EntityVectorsOrphanedDeleted" in published
+    assert published["LayerCountsRepaired"] in (1, [1])
 
 
 def test_api_new_retrieval_modes(aws_engine, lambda_context):

@@ -248,6 +248,80 @@ def test_apply_region_conflicts_and_writes_nothing(graph_store):
     assert graph_store.layer_sizes() == {0: 1, 1: 1}
 
 
+# --- layer counters ------------------------------------------------------------------------
+
+def set_counter(store, layer: int, value: int | None) -> None:
+    """Write a layer counter straight into the adapter's storage (None: remove it), as a
+    drift would leave it."""
+    from eragraph.adapters.memory import MemoryGraphStore
+
+    if isinstance(store, MemoryGraphStore):
+        if value is None:
+            store._sizes.pop(layer, None)
+        else:
+            store._sizes[layer] = value
+    elif type(store).__name__ == "SqliteGraphStore":
+        import sqlite3
+
+        with sqlite3.connect(store.path) as conn:
+            conn.execute("DELETE FROM layer_counts WHERE layer = ?", (layer,))
+            if value is not None:
+                conn.execute("INSERT INTO layer_counts (layer, live) VALUES (?, ?)", (layer, value))
+    else:  # DynamoDB: the COUNT item, through the low-level client
+        import boto3
+
+        client = boto3.client("dynamodb", region_name=store.Item.Meta.region)
+        key = {"PK": {"S": "COUNT"}, "SK": {"S": f"LAYER#{layer}"}}
+        if value is None:
+            client.delete_item(TableName=store.Item.Meta.table_name, Key=key)
+        else:
+            client.put_item(TableName=store.Item.Meta.table_name, Item={**key, "version": {"N": str(value)}})
+
+
+def stored_counters(store) -> dict[int, int]:
+    """Every layer counter in the adapter's storage, zero and negative ones included."""
+    from eragraph.adapters.memory import MemoryGraphStore
+
+    if isinstance(store, MemoryGraphStore):
+        return dict(store._sizes)
+    if type(store).__name__ == "SqliteGraphStore":
+        import sqlite3
+
+        with sqlite3.connect(store.path) as conn:
+            return {int(a): int(b) for a, b in conn.execute("SELECT layer, live FROM layer_counts")}
+    import boto3
+
+    client = boto3.client("dynamodb", region_name=store.Item.Meta.region)
+    items = client.query(TableName=store.Item.Meta.table_name, KeyConditionExpression="PK = :pk",
+                         ExpressionAttributeValues={":pk": {"S": "COUNT"}}, ConsistentRead=True)["Items"]
+    return {int(i["SK"]["S"].split("#")[1]): int(i["version"]["N"]) for i in items}
+
+
+def test_repair_layer_counts_recounts_the_live_refs(graph_store):
+    graph_store.put_nodes([node("a", code=1), node("b", code=2), node("c", code=3),
+                           node("s1", layer=1, code=4), node("s2", layer=1, code=5)])
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(refs(graph_store)[:2]),
+                                          assign=(("a", "sg"), ("b", "sg")), add=(seg("sg", 0, ("a", "b")),)))
+    graph_store.delete_nodes(["a"])  # a tombstone: not counted
+    assert graph_store.repair_layer_counts() == {}  # nothing drifted
+    assert stored_counters(graph_store) == {0: 2, 1: 2}
+    set_counter(graph_store, 0, 7)      # over
+    set_counter(graph_store, 1, None)   # lost, while the layer has nodes
+    set_counter(graph_store, 3, 0)      # a zero counter of an empty layer
+    set_counter(graph_store, 4, 3)      # a layer without refs
+    set_counter(graph_store, 5, -2)     # below zero
+    assert graph_store.repair_layer_counts() == {0: -5, 1: 2, 4: -3, 5: 2}
+    assert graph_store.layer_sizes() == {0: 2, 1: 2}
+    assert stored_counters(graph_store) == {0: 2, 1: 2}  # counters of layers without refs are gone
+    assert graph_store.repair_layer_counts() == {}
+    set_counter(graph_store, 1, None)  # the top layer's counter lost: found from its refs
+    assert graph_store.repair_layer_counts() == {1: 2}
+    graph_store.put_nodes([node("d", code=6), node("a", code=1)])  # the counters go on counting
+    graph_store.delete_nodes(["s1"])
+    assert graph_store.layer_sizes() == {0: 4, 1: 1}
+    assert graph_store.repair_layer_counts() == {}
+
+
 # --- several handles on one store (persistent backends) -------------------------------------
 
 @pytest.mark.persistent

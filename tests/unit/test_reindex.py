@@ -162,3 +162,35 @@ def test_reindex_drops_followup_records_of_writes_that_died_long_ago():
     assert reindex.run(engine, stuck_after=3600.0)["metrics"]["FollowupsExpired"] == 0
     assert reindex.run(engine, stuck_after=3600.0, now=time.time() + 7200)["metrics"]["FollowupsExpired"] == 1
     assert engine.graph.get_meta(followup.PREFIX + token) is None
+
+
+def test_drifted_layer_counters_are_recounted_first():
+    engine = built()
+    truth = engine.graph.layer_sizes()
+    top = max(truth)
+    engine.graph._sizes[0] += 2          # a node counted twice by two writers
+    engine.graph._sizes.pop(top)         # the top layer's counter lost
+    engine.graph._sizes[top + 3] = 4     # a counter of a layer with no nodes
+    report = reindex.run(engine)
+    assert report["layer_counts_repaired"] == [{"layer": 0, "correction": -2},
+                                               {"layer": top, "correction": truth[top]},
+                                               {"layer": top + 3, "correction": -4}]
+    assert report["metrics"]["LayerCountsRepaired"] == 3
+    assert engine.graph.layer_sizes() == truth
+    assert report["layers_repaired"] == []  # the top layer was audited: nothing else to repair
+    assert report["invariants"]["ok"], report["invariants"]
+    assert reindex.run(engine)["layer_counts_repaired"] == []
+
+
+def test_segment_records_no_node_names_are_removed():
+    """A segment written without its members' refs (an apply that stopped after its first
+    write) is deleted by the whole-layer repair, with the summary it may have entered above."""
+    engine = built()
+    real = engine.graph.get_segments(0)[0]
+    stray = Segment(segment_id="stray", layer=0, members=real.members[:2], summary_id="stray-summary")
+    engine.graph.apply_region(RegionChange(layer=0, expected=(), add=(stray,)))
+    assert not invariants.check(engine, check_vectors=False).ok  # its members are in two segments
+    report = reindex.run(engine)
+    assert any(r["layer"] == 0 for r in report["layers_repaired"])
+    assert "stray" not in {s.segment_id for s in engine.graph.get_segments(0)}
+    assert report["invariants"]["ok"], report["invariants"]

@@ -149,6 +149,22 @@ class MemoryGraphStore:
     def layer_sizes(self) -> dict[int, int]:
         return {layer: n for layer, n in sorted(self._sizes.items()) if n}
 
+    def repair_layer_counts(self) -> dict[int, int]:
+        live: dict[int, int] = {}
+        for layer, ref in self._refs.values():
+            if ref.live:
+                live[layer] = live.get(layer, 0) + 1
+        fixed = {}
+        for layer in sorted(set(live) | set(self._sizes)):
+            want, have = live.get(layer, 0), self._sizes.get(layer, 0)
+            if want != have:
+                fixed[layer] = want - have
+            if want:
+                self._sizes[layer] = want
+            else:
+                self._sizes.pop(layer, None)
+        return fixed
+
     def get_segments(self, layer: int) -> list[Segment]:
         return sorted(self._segments.get(layer, {}).values(), key=lambda s: s.segment_id)
 

@@ -1,29 +1,33 @@
 """Reindex: audit the store, repair drift, verify the invariants, report (the scheduled Lambda
 and ``eragraph reindex`` run this same function).
 
-1. Documents ⇄ chunks: layer-0 nodes that no document lists (an ingest that died between
+1. Layer counters: each layer's live refs are recounted and a counter that drifted (two
+   writers of one new node both counted it; a writer died between its refs and its count) is
+   rewritten, the counters of layers without nodes removed (GraphStore.repair_layer_counts).
+   First, as the other steps find the layers and size the reconciles from the counters.
+2. Documents ⇄ chunks: layer-0 nodes that no document lists (an ingest that died between
    writing chunks and the document) are removed; documents that list missing chunks are
    removed with their remaining chunks, so a re-upload ingests them afresh (reported by id).
-2. Outbox entries of region writes whose consumer died before finishing (summary vectors,
+3. Outbox entries of region writes whose consumer died before finishing (summary vectors,
    removed summaries, the announce one layer up) are finished (resummarize.finish_outbox), and
    ingest follow-up records older than ``stuck_after`` are dropped (services.followup: the
    audits here repair what they would have).
    Dirty layers whose marker is older than ``stuck_after`` seconds (a consumer died mid-way, or
    its message was lost) are re-announced (services.resummarize.requeue_dirty).
-3. Every layer whose stored segments differ from the partition of its current nodes (segments
+4. Every layer whose stored segments differ from the partition of its current nodes (segments
    out of bounds after deletes, segments naming gone nodes, missing or orphan summaries) is
    reconciled, bottom-up. Layers marked dirty more recently than ``stuck_after`` are being
    worked on by a consumer and are left to it.
-4. Graph store ⇄ vector index: live nodes without a vector are re-embedded from their text;
+5. Graph store ⇄ vector index: live nodes without a vector are re-embedded from their text;
    vectors of no live node are deleted.
-5. Chunks ⇄ entity graph (when the engine has one, services.entity_index): a live chunk with
+6. Chunks ⇄ entity graph (when the engine has one, services.entity_index): a live chunk with
    no entity records is extracted again; the records of a chunk that is gone are removed; the
    shared counts (frequencies, co-occurrences, ...) are recounted from the per-chunk records
    and rewritten where they drifted (EntityStore.repair_counts); the entity vector index is
    made to hold exactly the names of the live entities (and, with sentence vectors, their
    sentences): missing ones are embedded, orphans deleted.
-6. The lexical (BM25) index of a store built before it existed is built from the leaves.
-7. The graph invariants (services.invariants) are checked and reported.
+7. The lexical (BM25) index of a store built before it existed is built from the leaves.
+8. The graph invariants (services.invariants) are checked and reported.
 
 Everything found and repaired is counted in the report's ``metrics`` (the reindex Lambda
 publishes them with powertools Metrics).
@@ -49,6 +53,11 @@ def _layers(engine: Engine) -> list[int]:
     sizes = engine.graph.layer_sizes()
     top = max(sizes) if sizes else 0
     return list(range(0, top + 1))
+
+
+def repair_counts(engine: Engine, report: dict) -> None:
+    fixed = engine.graph.repair_layer_counts()
+    report["layer_counts_repaired"] = [{"layer": layer, "correction": n} for layer, n in sorted(fixed.items())]
 
 
 def audit_documents(engine: Engine, report: dict) -> None:
@@ -194,6 +203,7 @@ def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: flo
     now = time.time() if now is None else now
     engine.lsh()  # refuses a store built with another embedder before touching anything
     report: dict = {}
+    repair_counts(engine, report)
     audit_documents(engine, report)
     audit_entities(engine, report)
     report["outboxes_finished"] = sum(finish_outbox(engine, layer, None, older_than=stuck_after)
@@ -211,6 +221,7 @@ def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: flo
     check = invariants.check(engine)
     report["invariants"] = check.to_dict()
     report["metrics"] = {
+        "LayerCountsRepaired": len(report["layer_counts_repaired"]),
         "OrphanChunksRemoved": report["orphan_chunks_removed"],
         "IncompleteDocumentsRemoved": len(report["incomplete_documents_removed"]),
         "LayersRequeued": len(report["layers_requeued"]),

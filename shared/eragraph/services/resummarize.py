@@ -213,7 +213,6 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
     old_ids = region.old_segments()
     new_ids = {seg.segment_id for seg in new}
     to_make = [seg for seg in new if seg.segment_id not in old_ids]
-    removed_ids = sorted(old_ids - new_ids)
     above_remove: list[NodeRef] = []
     if repair:  # a whole-layer pass also remakes lost summaries and removes orphan ones
         above = {r.node_id: r for r in engine.graph.layer_refs(layer + 1)}
@@ -222,6 +221,7 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
         above_remove += [ref for node_id, ref in sorted(above.items()) if node_id not in wanted]
         stored = {seg.segment_id for seg in engine.graph.get_segments(layer)}
         old_ids |= stored - new_ids  # segment records no node names any more
+    removed_ids = sorted(old_ids - new_ids)
     owner = {m: seg.segment_id for seg in new for m in seg.members}
     assign = tuple((r.node_id, owner.get(r.node_id)) for r in region.refs
                    if r.live and r.seg != owner.get(r.node_id))

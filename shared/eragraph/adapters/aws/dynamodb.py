@@ -15,7 +15,10 @@
   larger than one transaction (100 items) is written in several, refs before segment
   deletions; a consumer that dies between them leaves its shard marked dirty, and the
   whole-layer reconcile of reindex repairs it.
-* Layer sizes are counters (atomic ADD under ``COUNT``), never a count over the items.
+* Layer sizes are counters (atomic ADD under ``COUNT``), never a count over the items. They
+  can drift (two writers of one new node both ADD; a writer that dies between its refs and
+  its ADD); ``repair_layer_counts`` (reindex) recounts the refs and rewrites a counter
+  conditionally on the value it read, so a concurrent ADD is never overwritten.
 """
 
 from __future__ import annotations
@@ -24,13 +27,14 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
+from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
 
 from ...domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState,
                              RegionChange, Segment)
 from .models import TableModels, build_models
 
 TRANSACT_LIMIT = 100
+COUNT_REPAIR_ATTEMPTS = 5  # repair_layer_counts: re-reads of a counter that moved meanwhile
 BATCH_GET = 100
 SHARD_BITS = 8  # ref partitions per layer: 2^SHARD_BITS
 SEGMENT_BUCKETS = 64  # segment partitions per layer
@@ -293,13 +297,54 @@ class DynamoGraphStore:
         refs = self.prefix_refs(layer, 0, (1 << self.code_bits) - 1)
         return sorted((NodeRef(r.node_id, r.code) for r in refs if r.live), key=lambda r: r.node_id)
 
+    def _counters(self) -> dict[int, int]:
+        """Every layer counter as stored (zero and negative ones too)."""
+        items = self.Item.query("COUNT", self.Item.SK.startswith("LAYER#"), consistent_read=True)
+        return {int(i.SK[len("LAYER#"):]): int(i.version or 0) for i in items}
+
     def layer_sizes(self) -> dict[int, int]:
-        out = {}
-        for item in self.Item.query("COUNT", self.Item.SK.startswith("LAYER#"), consistent_read=True):
-            n = int(item.version or 0)
-            if n > 0:
-                out[int(item.SK[len("LAYER#"):])] = n
-        return dict(sorted(out.items()))
+        return {layer: n for layer, n in sorted(self._counters().items()) if n > 0}
+
+    def repair_layer_counts(self) -> dict[int, int]:
+        """Recount each layer's live refs and rewrite its counter where they differ. The layers
+        looked at: every one with a counter, and upwards from there while a layer has refs
+        (layers are filled bottom-up, so a layer with refs above an empty one, whose counter
+        is gone too, is not looked for). Each counter is read, then its layer counted, then
+        rewritten on the condition that it still holds the value read: a writer that ADDed
+        meanwhile makes the condition fail, and the counter is read and the layer counted
+        again (up to COUNT_REPAIR_ATTEMPTS times; a layer that keeps moving is left to the
+        next run). Reading the counter before counting means a writer that wrote its ref but
+        not yet its ADD when the counter is rewritten leaves it one over; the next run sees it."""
+        Item = self.Item
+        top = (1 << self.code_bits) - 1
+        layers = set(self._counters())
+        layer = 0
+        while layer <= max(layers, default=-1) or self.prefix_refs(layer, 0, top, limit=1):
+            layers.add(layer)
+            layer += 1
+        fixed: dict[int, int] = {}
+        for layer in sorted(layers):
+            for _attempt in range(COUNT_REPAIR_ATTEMPTS):
+                item = self._get("COUNT", f"LAYER#{layer}")
+                observed = None if item is None or item.version is None else int(item.version)
+                live = sum(1 for r in self.prefix_refs(layer, 0, top) if r.live)
+                if observed == (live or None):  # right, or absent with nothing live
+                    break
+                condition = Item.version.does_not_exist() if observed is None else Item.version == observed
+                target = Item(PK="COUNT", SK=f"LAYER#{layer}")
+                try:
+                    if live:
+                        target.update(actions=[Item.version.set(live)], condition=condition)
+                    else:  # no live refs: the counter goes
+                        target.delete(condition=condition)
+                except (UpdateError, DeleteError) as exc:
+                    if not _is_condition_failure(exc):
+                        raise
+                    continue
+                if live != (observed or 0):
+                    fixed[layer] = live - (observed or 0)
+                break
+        return fixed
 
     # ----- segments -----
     def _segment(self, layer: int, item) -> Segment:

@@ -6,7 +6,8 @@ it is live), indexed by (layer, code) so the scoped reconcile reads a code range
 layer; ``layer_counts`` keeps the live nodes per layer. ``apply_region`` is a conditional
 write: ``BEGIN IMMEDIATE`` takes the write lock, the region's refs are compared with what the
 reconcile read and only then is anything written, so two processes re-cutting one region
-cannot both win. Behaviour (including the order of returned lists) matches ``adapters.memory``.
+cannot both win. ``repair_layer_counts`` recounts the refs and rewrites ``layer_counts`` in one
+such transaction. Behaviour (including the order of returned lists) matches ``adapters.memory``.
 
 The schema version is kept in the ``store_info`` table (and ``PRAGMA user_version``) rather
 than in the user-visible ``meta`` table, so ``meta_keys("")`` lists exactly what callers put.
@@ -402,6 +403,22 @@ class SqliteGraphStore:
     def layer_sizes(self) -> dict[int, int]:
         rows = self._query("SELECT layer, live FROM layer_counts WHERE live > 0 ORDER BY layer")
         return {int(layer): int(n) for layer, n in rows}
+
+    def repair_layer_counts(self) -> dict[int, int]:
+        with self._write() as conn:  # the write lock: no counter moves while we recount
+            live = {int(layer): int(n) for layer, n in conn.execute(
+                "SELECT layer, COUNT(*) FROM refs WHERE live = 1 GROUP BY layer")}
+            have = {int(layer): int(n) for layer, n in conn.execute("SELECT layer, live FROM layer_counts")}
+            fixed = {}
+            for layer in sorted(set(live) | set(have)):
+                want = live.get(layer, 0)
+                if want != have.get(layer, 0):
+                    fixed[layer] = want - have.get(layer, 0)
+                if want == 0:
+                    conn.execute("DELETE FROM layer_counts WHERE layer = ?", (layer,))
+                elif want != have.get(layer):
+                    conn.execute("INSERT OR REPLACE INTO layer_counts (layer, live) VALUES (?, ?)", (layer, want))
+        return fixed
 
     # ------------------------------------------------------------------ segments
     def get_segments(self, layer: int) -> list[Segment]:
