@@ -158,7 +158,7 @@ def test_reindex_drops_followup_records_of_writes_that_died_long_ago():
     from eragraph.services import followup
 
     engine = built()
-    token = followup.begin(engine, {"d1": []})
+    token = followup.begin(engine, {"d1": []}, engine.graph.list_documents()[:1])
     assert reindex.run(engine, stuck_after=3600.0)["metrics"]["FollowupsExpired"] == 0
     assert reindex.run(engine, stuck_after=3600.0, now=time.time() + 7200)["metrics"]["FollowupsExpired"] == 1
     assert engine.graph.get_meta(followup.PREFIX + token) is None

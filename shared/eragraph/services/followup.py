@@ -18,8 +18,8 @@ partition) repair what such a record would have."""
 
 from __future__ import annotations
 
+import hashlib
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 
 from ..domain.model import Document
@@ -29,9 +29,12 @@ PREFIX = "followup:"
 TOKEN = "_followup"  # the document meta key naming its batch's record
 
 
-def begin(engine: Engine, gone: Mapping[str, Sequence[tuple[str, int]]]) -> str:
-    """Record the batch's follow-ups (document id -> chunks to drop); returns the token."""
-    token = uuid.uuid4().hex
+def begin(engine: Engine, gone: Mapping[str, Sequence[tuple[str, int]]], docs: Sequence[Document]) -> str:
+    """Record the follow-ups of a batch of document writes (document id -> chunks to drop);
+    returns the token. The token is derived from what the batch writes (ids, content hashes,
+    versions), so the same writes made twice store the same documents byte for byte."""
+    basis = "\n".join(sorted(f"{d.doc_id}|{d.content_hash}|{d.version}|{d.status}" for d in docs))
+    token = hashlib.sha256(basis.encode("utf-8")).hexdigest()[:32]
     engine.graph.put_meta(PREFIX + token, {"at": round(time.time(), 3),
                                            "gone": {d: [[i, int(c)] for i, c in pairs] for d, pairs in gone.items()}})
     return token

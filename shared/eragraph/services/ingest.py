@@ -131,7 +131,8 @@ def _begin_followup(engine: Engine, written: list[_Written]) -> str:
     gone = {w.doc.doc_id: [c for c in _live(w.expected).chunk_ids if c not in set(w.doc.chunk_ids)]
             for w in written if _live(w.expected) is not None}
     nodes = engine.graph.get_nodes([c for ids in gone.values() for c in ids])
-    token = followup.begin(engine, {d: [(c, nodes[c].code) for c in ids if c in nodes] for d, ids in gone.items()})
+    token = followup.begin(engine, {d: [(c, nodes[c].code) for c in ids if c in nodes] for d, ids in gone.items()},
+                           [w.doc for w in written])
     for w in written:
         w.doc = followup.stamped(w.doc, token)
     return token

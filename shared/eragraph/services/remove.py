@@ -56,7 +56,7 @@ def remove_versioned(engine: Engine, source: str, version: str, report: ChangeRe
             if stored is not None and not stored.is_tombstone:
                 codes = engine.graph.get_nodes(stored.chunk_ids)
                 tokens.append(followup.begin(engine, {doc_id: [(c, codes[c].code) for c in stored.chunk_ids
-                                                               if c in codes]}))
+                                                               if c in codes]}, [dead]))
                 dead = followup.stamped(dead, tokens[-1])
             try:
                 engine.graph.put_document(dead, expected=stored)
