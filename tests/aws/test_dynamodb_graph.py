@@ -187,3 +187,23 @@ def test_a_split_apply_cut_short_leaves_its_mark_and_exact_counters(stores, monk
     refs = store.prefix_refs(0, 0, 2 ** CODE_BITS - 1)
     assert {r.seg for r in refs} <= {s.segment_id for s in store.get_segments(0)}
     assert len(store.meta_keys(f"{APPLYING}0:")) == 1
+
+
+def test_a_split_apply_does_not_count_a_summary_made_live_meanwhile(stores, monkeypatch):
+    """Between the 2nd and the 3rd transaction another writer makes one of the summaries the
+    3rd would enter live (a whole-layer pass repairing what it took for an unfinished apply):
+    the 3rd loses its condition instead of counting that summary a second time."""
+    from eragraph.domain.model import ConflictError, NodeRef, RegionChange
+
+    store, other = stores
+    store.put_nodes(CHUNKS)
+    change = recut(store, "a", 5)
+    late = change.above_add[-1]
+    transactions(monkeypatch, at=3, before=lambda: other.apply_region(
+        RegionChange(layer=0, expected=(), above_add=(NodeRef(late.node_id, late.code),))))
+    with pytest.raises(ConflictError):
+        store.apply_region(change)
+    live = [r for r in store.prefix_refs(1, 0, 2 ** CODE_BITS - 1) if r.live]
+    assert late.node_id in {r.node_id for r in live}
+    assert store.layer_sizes() == {0: 160, 1: len(live)}
+    assert store.repair_layer_counts() == {}

@@ -26,7 +26,10 @@
     one layer up, the old segments' deletions. At every cut a ref names an existing segment
     record, and a summary is live above only once its segment's refs are all written;
   - each transaction carries the counter change of its own summary refs, so the counters are
-    exact at every cut;
+    exact at every cut; those refs are conditioned on the liveness read (their counter change
+    is computed from it), so when a whole-layer pass repairs a layer while an apply is still
+    running (its mark looks like an unfinished one), the rest of that apply is a conflict
+    instead of counting a summary twice;
   - the first transaction also writes a mark ``META``/``KEY#applying:<layer>:<token>``
     (domain.model.APPLYING, read with ``meta_keys``) and the last one deletes it: the mark
     is there exactly while part of the re-cut may be missing. The reconcile of a marked layer
@@ -421,21 +424,26 @@ class DynamoGraphStore:
                 ops.append(("delete", self.Item(PK=pk, SK=sk), cond, 0))
             else:
                 ops.append(("check", pk, sk, cond, 0))
+        # the summaries' refs are conditioned on the liveness read here, which their counter
+        # change is computed from: a writer that changed one meanwhile (another pass over a
+        # split apply) makes this a conflict instead of counting it twice
         for ref in change.above_add:
             pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id)
             old = above.get(ref.node_id)
+            cond = self.Item.PK.does_not_exist() if old is None else self.Item.live == (1 if old[1].live else 0)
             delta = 1 if old is None or not old[1].live else 0
-            ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], None, delta))
+            ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], cond, delta))
         for ref in change.above_remove:
             old = above.get(ref.node_id)
             if old is None:
                 continue
             pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id)
+            cond = self.Item.live == (1 if old[1].live else 0)
             delta = -1 if old[1].live else 0
             if old[1].seg is None:
-                ops.append(("delete", self.Item(PK=pk, SK=sk), None, delta))
+                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, delta))
             else:
-                ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)], None, delta))
+                ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)], cond, delta))
         for sid in change.remove:
             ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None, 0))
         # each transaction carries the counter change of its own ops (a slot kept for it) and,
