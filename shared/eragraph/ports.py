@@ -108,7 +108,10 @@ class GraphStore(Protocol):
     def get_segments_by_id(self, layer: int, segment_ids: Iterable[str]) -> dict[str, Segment]: ...
     def apply_region(self, change: RegionChange) -> None:
         """Apply one region's re-cut atomically if its refs are still as read, else raise
-        ConflictError and write nothing."""
+        ConflictError and write nothing. An adapter that has to split a large region in
+        several writes (DynamoDB) writes a ``domain.model.applying_key`` meta key with the
+        first and deletes it with the last, so that a partial apply is seen (and repaired by
+        a whole-layer reconcile)."""
         ...
 
 

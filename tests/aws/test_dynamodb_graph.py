@@ -1,4 +1,8 @@
-"""DynamoDB graph store specifics under moto: the layer counter repair racing a writer."""
+"""DynamoDB graph store specifics under moto: the layer counter repair racing a writer, and
+regions larger than one transaction (applied completely like the memory store; a consumer
+that dies between the transactions, or loses a later one to a concurrent writer, leaves a
+state that a redelivery, the conflict retry or reindex brings back to the whole-layer
+partition)."""
 
 from __future__ import annotations
 
@@ -12,6 +16,17 @@ def node(node_id: str, layer: int = 0, code: int = 0) -> Node:
     return Node(node_id=node_id, layer=layer, text=f"text of {node_id}", tokens=3, code=code, doc_id="d")
 
 
+CODE_BITS = 5  # a whole layer is 2^5 shard queries (moto answers each in time growing with the table)
+
+
+class Crash(Exception):
+    """The consumer dies (a Lambda timeout, the process killed)."""
+
+
+def crash() -> None:
+    raise Crash()
+
+
 @pytest.fixture
 def stores():
     """Two handles on one moto table: the store under test and another writer."""
@@ -23,8 +38,8 @@ def stores():
 
     with mock_aws():
         create_graph_table(boto3.client("dynamodb", region_name=REGION), "graph-counts")
-        yield (DynamoGraphStore("graph-counts", region=REGION, code_bits=12),
-               DynamoGraphStore("graph-counts", region=REGION, code_bits=12))
+        yield (DynamoGraphStore("graph-counts", region=REGION, code_bits=CODE_BITS),
+               DynamoGraphStore("graph-counts", region=REGION, code_bits=CODE_BITS))
 
 
 def drift(store, layer: int, delta: int) -> None:
@@ -41,7 +56,7 @@ def writer_during_recount(store, other, every_time: bool = False) -> list[str]:
         out = read(layer, lo, hi, limit)
         if layer == 0 and limit is None and (every_time or not added):
             added.append(f"late{len(added)}")
-            other.put_nodes([node(added[-1], code=100 + len(added))])
+            other.put_nodes([node(added[-1], code=20 + len(added))])
         return out
 
     store.prefix_refs = prefix_refs
@@ -72,3 +87,258 @@ def test_repair_leaves_a_counter_that_keeps_moving_to_the_next_run(stores):
     store.prefix_refs = type(store).prefix_refs.__get__(store)
     assert store.repair_layer_counts() == {0: -3}
     assert store.layer_sizes() == {0: 5 + len(added)}
+
+
+# --- regions larger than one transaction ---------------------------------------------------------
+
+def port_state(store, layers=(0, 1)) -> dict:
+    """Everything a reader sees of the graph through the port."""
+    top = 2 ** CODE_BITS - 1
+    state = {"sizes": store.layer_sizes()}
+    for layer in layers:
+        refs = store.prefix_refs(layer, 0, top)
+        state[layer] = {"refs": refs, "segments": store.get_segments(layer),
+                        "nodes": store.get_nodes(r.node_id for r in refs)}
+    return state
+
+
+def transactions(monkeypatch, at: int | None = None, before=None) -> list[int]:
+    """Spy on TransactWriteItems: records each transaction's size; before the ``at``-th one
+    runs ``before()`` (which may raise: the consumer dies there)."""
+    from pynamodb.connection import Connection
+
+    real = Connection.transact_write_items
+    sizes: list[int] = []
+
+    def transact(self, condition_check_items, delete_items, put_items, update_items, **kw):
+        sizes.append(len(condition_check_items) + len(delete_items) + len(put_items) + len(update_items))
+        if len(sizes) == at:
+            before()
+        return real(self, condition_check_items, delete_items, put_items, update_items, **kw)
+
+    monkeypatch.setattr(Connection, "transact_write_items", transact)
+    return sizes
+
+
+def recut(target, tag: str, size: int):
+    """A re-cut of all of layer 0 into segments of ``size`` live refs in code order (every
+    ref re-assigned, tombstones dropped, every old segment and summary replaced)."""
+    from eragraph.domain.model import NodeRef, RegionChange, Segment
+
+    layer0 = target.prefix_refs(0, 0, 2 ** CODE_BITS - 1)
+    live = [r for r in layer0 if r.live]
+    groups = [tuple(r.node_id for r in live[k:k + size]) for k in range(0, len(live), size)]
+    segs = [Segment(f"{tag}{k}", 0, g, f"sum-{tag}{k}") for k, g in enumerate(groups)]
+    sums = [Node(s.summary_id, 1, f"summary {s.segment_id}", 3, 13 * k % 2 ** CODE_BITS, children=s.members)
+            for k, s in enumerate(segs)]
+    target.put_nodes(sums, index=False)
+    owner = {m: s.segment_id for s in segs for m in s.members}
+    above = target.prefix_refs(1, 0, 2 ** CODE_BITS - 1)
+    return RegionChange(layer=0, expected=tuple(layer0),
+                        assign=tuple((r.node_id, owner[r.node_id]) for r in live),
+                        drop=tuple(r.node_id for r in layer0 if not r.live),
+                        add=tuple(segs), remove=tuple(sorted({r.seg for r in layer0 if r.seg})),
+                        above_add=tuple(NodeRef(n.node_id, n.code) for n in sums),
+                        above_remove=tuple(NodeRef(r.node_id, r.code) for r in above))
+
+
+CHUNKS = [node(f"c{i:03d}", code=i * 25 % 2 ** CODE_BITS) for i in range(160)]
+
+
+def test_a_region_of_several_transactions_applies_like_memory(stores, monkeypatch):
+    """160 refs re-assigned, 32 segments and their summaries; then a re-cut after deletes and
+    adds: tombstones dropped, every segment replaced, old summaries out, new ones in."""
+    from eragraph.adapters.memory import MemoryGraphStore
+
+    store, _ = stores
+    memory = MemoryGraphStore()
+    sizes = transactions(monkeypatch)
+    for target in (memory, store):
+        target.put_nodes(CHUNKS)
+        target.apply_region(recut(target, "a", 5))
+    assert len(sizes) == 3 and max(sizes) <= 100  # 32 + 160 + 32 items and the counter: split
+    assert port_state(store) == port_state(memory)
+    assert store.layer_sizes() == {0: 160, 1: 32}
+    for target in (memory, store):
+        target.delete_nodes([c.node_id for c in CHUNKS[::8]])  # 20 tombstones
+        target.put_nodes([node(f"n{i:02d}", code=(i * 331 + 3) % 2 ** CODE_BITS) for i in range(12)])
+    del sizes[:]
+    for target in (memory, store):
+        target.apply_region(recut(target, "b", 4))
+    assert len(sizes) >= 3 and max(sizes) <= 100
+    assert port_state(store) == port_state(memory)
+    assert store.layer_sizes() == {0: 152, 1: 38}
+    assert store.repair_layer_counts() == {}
+    assert not store.meta_keys("")  # no marker of an unfinished apply is left
+
+
+def test_a_split_apply_cut_short_leaves_its_mark_and_exact_counters(stores, monkeypatch):
+    """The 3rd of 3 transactions never runs: the 2nd made some summaries live in layer 1 and
+    counted exactly those; every segment a ref names exists; the apply is marked unfinished."""
+    from eragraph.domain.model import APPLYING
+
+    store, _ = stores
+    store.put_nodes(CHUNKS)
+    sizes = transactions(monkeypatch, at=3, before=crash)
+    with pytest.raises(Crash):
+        store.apply_region(recut(store, "a", 5))
+    assert len(sizes) == 3
+    above = [r for r in store.prefix_refs(1, 0, 2 ** CODE_BITS - 1) if r.live]
+    assert 0 < len(above) < 32
+    assert store.layer_sizes() == {0: 160, 1: len(above)}
+    assert store.repair_layer_counts() == {}
+    refs = store.prefix_refs(0, 0, 2 ** CODE_BITS - 1)
+    assert {r.seg for r in refs} <= {s.segment_id for s in store.get_segments(0)}
+    assert len(store.meta_keys(f"{APPLYING}0:")) == 1
+
+
+def test_a_split_apply_does_not_count_a_summary_made_live_meanwhile(stores, monkeypatch):
+    """Between the 2nd and the 3rd transaction another writer makes one of the summaries the
+    3rd would enter live (a whole-layer pass repairing what it took for an unfinished apply):
+    the 3rd loses its condition instead of counting that summary a second time."""
+    from eragraph.domain.model import ConflictError, NodeRef, RegionChange
+
+    store, other = stores
+    store.put_nodes(CHUNKS)
+    change = recut(store, "a", 5)
+    late = change.above_add[-1]
+    transactions(monkeypatch, at=3, before=lambda: other.apply_region(
+        RegionChange(layer=0, expected=(), above_add=(NodeRef(late.node_id, late.code),))))
+    with pytest.raises(ConflictError):
+        store.apply_region(change)
+    live = [r for r in store.prefix_refs(1, 0, 2 ** CODE_BITS - 1) if r.live]
+    assert late.node_id in {r.node_id for r in live}
+    assert store.layer_sizes() == {0: 160, 1: len(live)}
+    assert store.repair_layer_counts() == {}
+
+
+def dynamo_engine(name: str):
+    import boto3
+
+    from eragraph.adapters.aws.dynamodb import DynamoGraphStore
+    from eragraph.adapters.memory import MemoryBlobStore, MemoryQueue, MemoryVectorIndex
+    from eragraph.providers.extractive import ExtractiveSummarizer
+    from eragraph.providers.hashing import HashingEmbedder, RegexTokenizer
+    from eragraph.services.engine import Engine
+    from support import make_engine
+
+    create_graph_table(boto3.client("dynamodb", region_name=REGION), name)
+    like = make_engine(n_planes=N_PLANES)
+    tokenizer = RegexTokenizer()
+    return Engine(settings=like.settings, graph=DynamoGraphStore(name, region=REGION), vectors=MemoryVectorIndex(),
+                  queue=MemoryQueue(), embedder=HashingEmbedder(128), tokenizer=tokenizer,
+                  summarizer=ExtractiveSummarizer(tokenizer), blobs=MemoryBlobStore())
+
+
+N_PLANES = CODE_BITS
+N_DOCS = 110  # one chunk each: the first reconcile re-cuts them as one region (refs, segments, summaries)
+
+
+@pytest.fixture
+def built():
+    """(a DynamoDB engine with N_DOCS chunks ingested, their messages queued; a memory engine
+    with the same documents, fully built)."""
+    fake_credentials()
+    from moto import mock_aws
+
+    from eragraph.services import ingest, resummarize
+    from support import make_engine, synthetic_docs
+
+    reference = make_engine(n_planes=N_PLANES)
+    ingest.ingest(reference, synthetic_docs(N_DOCS))
+    resummarize.drain(reference)
+    with mock_aws():
+        engine = dynamo_engine("graph-regions")
+        ingest.ingest(engine, synthetic_docs(N_DOCS))
+        assert engine.graph.layer_sizes() == {0: N_DOCS}
+        yield engine, reference
+
+
+def assert_recovered(engine, reference):
+    """The invariants hold; every layer has the live nodes, the segments and the summaries the
+    memory engine built from the same documents without a failure (its segments are the
+    whole-layer partition of those nodes: resummarize.target_segments); the refs name exactly
+    the segments that list them; the counters are exact; no unfinished apply is marked.
+    (Each whole-layer read is 2^CODE_BITS queries under moto: read each layer once.)"""
+    from eragraph.domain.model import APPLYING
+    from eragraph.services import invariants, resummarize
+
+    report = invariants.check(engine)
+    assert report.ok, report.violations[:10]
+    sizes = engine.graph.layer_sizes()
+    assert sizes == reference.graph.layer_sizes()
+    for layer in range(max(sizes) + 2):
+        refs = engine.graph.prefix_refs(layer, 0, 2 ** CODE_BITS - 1)
+        live = sorted(r.node_id for r in refs if r.live)
+        assert live == [r.node_id for r in reference.graph.layer_refs(layer)]
+        assert len(live) == sizes.get(layer, 0)
+        segments = engine.graph.get_segments(layer)
+        target = sorted(resummarize.target_segments(reference, layer), key=lambda s: s.segment_id)
+        assert segments == reference.graph.get_segments(layer) == target
+        members = {m: s.segment_id for s in segments for m in s.members}
+        assert {r.node_id: r.seg for r in refs} == {r.node_id: members.get(r.node_id) for r in refs}
+    assert engine.graph.meta_keys(APPLYING) == []
+
+
+def test_a_consumer_dying_between_transactions_is_recovered_by_redelivery(built, monkeypatch):
+    """Before the fix the redelivered (scoped) message found nothing to do: refs named
+    segments never written, and no summary entered layer 1."""
+    from eragraph.domain.model import APPLYING
+    from eragraph.services import resummarize
+
+    engine, reference = built
+    messages = [m for _, m in engine.queue.receive(100)]
+    sizes = transactions(monkeypatch, at=2, before=crash)
+    with pytest.raises(Crash):  # the first message re-cuts the whole new layer: one region
+        resummarize.reconcile(engine, messages[0])
+    assert len(sizes) == 2
+    # what is left: the first transaction only, and its mark
+    refs = engine.graph.prefix_refs(0, 0, 2 ** N_PLANES - 1)
+    stored = {s.segment_id for s in engine.graph.get_segments(0)}
+    named = {r.seg for r in refs if r.seg}
+    assert named and any(r.seg is None for r in refs)  # some refs moved, some not yet
+    assert named <= stored  # the segments were written first: no ref names a missing one
+    assert engine.graph.layer_sizes() == {0: N_DOCS}  # no summary entered layer 1 yet
+    assert len(engine.graph.meta_keys(APPLYING)) == 1
+    monkeypatch.undo()
+    for message in messages:  # SQS delivers the message again, then the others
+        resummarize.reconcile(engine, message)
+    resummarize.drain(engine)
+    assert_recovered(engine, reference)
+
+
+def test_a_conflict_in_a_later_transaction_is_recovered_by_the_retry(built, monkeypatch):
+    """A document is removed between the 1st and the 2nd transaction: the 2nd loses the
+    condition on its chunk's ref, after the 1st committed; the reconcile's own retry re-plans
+    from the partial state."""
+    from eragraph.services import remove, resummarize
+
+    engine, reference = built
+    messages = [m for _, m in engine.queue.receive(100)]
+    last = max(engine.graph.layer_refs(0), key=lambda r: (r.code, r.node_id))  # in the last transaction
+    [doc] = [d for d in engine.graph.list_documents() if last.node_id in d.chunk_ids]
+    sizes = transactions(monkeypatch, at=2, before=lambda: remove.remove(engine, [doc.doc_id]))
+    resummarize.reconcile(engine, messages[0])  # the first attempt loses its 2nd transaction
+    assert len(sizes) >= 4  # the 2nd lost its condition; the retry re-cut the whole layer in 2+
+    monkeypatch.undo()
+    for message in messages[1:] + [m for _, m in engine.queue.receive(100)]:
+        resummarize.reconcile(engine, message)
+    resummarize.drain(engine)
+    remove.remove(reference, [doc.doc_id])
+    resummarize.drain(reference)
+    assert_recovered(engine, reference)
+
+
+def test_a_consumer_dying_between_transactions_is_recovered_by_reindex(built, monkeypatch):
+    """No redelivery (the messages were lost): the local reindex (drain) repairs the layer."""
+    from eragraph.services import reindex, resummarize
+
+    engine, reference = built
+    messages = [m for _, m in engine.queue.receive(100)]
+    transactions(monkeypatch, at=2, before=crash)
+    with pytest.raises(Crash):
+        resummarize.reconcile(engine, messages[0])
+    monkeypatch.undo()  # the messages are lost with the consumer; the schedule runs reindex
+    report = reindex.run(engine)
+    assert report["invariants"]["ok"], report["invariants"]
+    assert_recovered(engine, reference)

@@ -149,6 +149,17 @@ class RegionChange:
                     or self.above_remove)
 
 
+# Meta key prefix of a region apply that takes several writes (DynamoDB: a region larger than
+# one transaction): ``applying:<layer>:<token>`` is written with the first write and deleted
+# with the last, so while it is there the layer may hold part of a re-cut (services.resummarize
+# then re-cuts the whole layer).
+APPLYING = "applying:"
+
+
+def applying_key(layer: int, token: str) -> str:
+    return f"{APPLYING}{layer}:{token}"
+
+
 @dataclass(frozen=True)
 class LshConfig:
     """Hyperplanes drawn once and reused for every layer and every later insert."""

@@ -15,9 +15,10 @@ and ``eragraph reindex`` run this same function).
    Dirty layers whose marker is older than ``stuck_after`` seconds (a consumer died mid-way, or
    its message was lost) are re-announced (services.resummarize.requeue_dirty).
 4. Every layer whose stored segments differ from the partition of its current nodes (segments
-   out of bounds after deletes, segments naming gone nodes, missing or orphan summaries) is
-   reconciled, bottom-up. Layers marked dirty more recently than ``stuck_after`` are being
-   worked on by a consumer and are left to it.
+   out of bounds after deletes, segments naming gone nodes, missing or orphan summaries), or
+   that holds part of a region apply that stopped between its writes (an ``applying:`` mark,
+   see adapters.aws.dynamodb), is reconciled, bottom-up. Layers marked dirty more recently
+   than ``stuck_after`` are being worked on by a consumer and are left to it.
 5. Graph store ⇄ vector index: live nodes without a vector are re-embedded from their text;
    vectors of no live node are deleted.
 6. Chunks ⇄ entity graph (when the engine has one, services.entity_index): a live chunk with
@@ -41,6 +42,7 @@ from __future__ import annotations
 import time
 
 from ..domain.diff import diff_segments
+from ..domain.model import APPLYING
 from . import followup, invariants
 from .engine import Engine
 from .announce import announce
@@ -101,7 +103,8 @@ def repair_layers(engine: Engine, stuck_after: float, now: float, report: dict) 
             out_of_bounds.append(layer)
         above = {r.node_id for r in engine.graph.layer_refs(layer + 1)}
         wanted = {seg.summary_id for seg in new}
-        if diff_segments(old, new).changed or above != wanted:
+        unfinished = engine.graph.meta_keys(f"{APPLYING}{layer}:")  # refs may disagree with segments
+        if diff_segments(old, new).changed or above != wanted or unfinished:
             changes = reconcile(engine, layer)
             repaired.append({"layer": layer,
                              "segments_resummarized": sum(changes.segments_resummarized.values()),

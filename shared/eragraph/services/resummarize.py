@@ -15,10 +15,14 @@ part of layer l+1), so a redelivered message -- after a crash, a conflict or a h
 stopped before its deadline (DeadlineReached) -- finds it by its content-derived id and
 never pays for it again. Idempotent: a region with nothing changed writes nothing. A message
 without codes (a reindex requeue) reconciles the whole layer and also repairs missing and
-orphan summaries. A completed whole-layer pass records when it started (``swept:<layer>``); a
-shard message whose dirty marker is older than that is a no-op (``covered``), so a bulk
-build's sixteen shard messages per layer cost one whole-layer pass, not sixteen. The text of deleted summaries is kept under ``retired:`` meta keys until
-the layer above has taken them out of its segments, because there they are the children that
+orphan summaries. A layer with an ``applying:`` mark holds part of a region apply that stopped
+between its writes (adapters.aws.dynamodb: a region larger than one transaction): any
+reconcile of it is a whole-layer repair pass, which removes the marks older than its start
+and announces the layer above as a whole. A completed whole-layer pass records when it
+started (``swept:<layer>``); a shard message whose dirty marker is older than that is a no-op
+(``covered``), so a bulk build's sixteen shard messages per layer cost one whole-layer pass,
+not sixteen. The text of deleted summaries is kept under ``retired:`` meta keys until the
+layer above has taken them out of its segments, because there they are the children that
 left.
 """
 
@@ -33,7 +37,8 @@ import numpy as np
 
 from ..domain.diff import predecessors, segments_for, sentence_delta
 from ..domain.lsh import hash_vectors, majority_code
-from ..domain.model import ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment, SegmentsAffected
+from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment,
+                            SegmentsAffected)
 from ..domain.partition import partition, should_summarize
 from ..domain.scoped import Region, cut_region, plan_regions, whole_layer
 from ..ports import RevisingSummarizer
@@ -275,21 +280,31 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
         WHOLE_LAYER_MIN, engine.graph.layer_sizes().get(layer, 0) // WHOLE_LAYER_SHARE)
     for _attempt in range(MAX_CONFLICT_RETRIES):
         started = time.time()
-        if scoped:
+        unfinished = engine.graph.meta_keys(f"{APPLYING}{layer}:")  # a split apply stopped part-way
+        whole = not scoped or bool(unfinished)
+        if not whole:
             regions = plan_regions(message.codes, read, s.n_planes, s.s_min, s.s_max,
                                    summarized=layer + 1 <= s.max_layers)
         else:
             regions = [whole_layer(read)]
         try:
             for region in regions:
-                _apply(engine, layer, region, report, deadline, repair=not scoped, group=message.group)
+                _apply(engine, layer, region, report, deadline, repair=whole, group=message.group)
         except ConflictError:
             continue  # another writer changed a region: plan again from the stored state
         clear_dirty(engine, layer, message.group, started)
-        if not scoped:
+        if whole:
             swept = engine.graph.get_meta(swept_key(layer))
             if swept is None or float(swept) < started:
                 engine.graph.put_meta(swept_key(layer), started)
+        if unfinished:
+            for key in unfinished:  # repaired by this pass (a later mark is another apply's)
+                stamp = engine.graph.get_meta(key)
+                if stamp is not None and float(stamp) <= started:
+                    engine.graph.delete_meta(key)
+            # what the cut-short apply changed one layer up may lie anywhere in its region, and
+            # its outbox entry is finished only by the next message of its shard: announce it all
+            announce(engine, layer + 1, reason=f"unfinished:{layer}")
         return report
     raise ConflictError(f"layer {layer}: gave up after {MAX_CONFLICT_RETRIES} concurrent updates")
 

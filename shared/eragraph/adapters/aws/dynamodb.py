@@ -11,10 +11,33 @@
 * ``apply_region`` is one TransactWriteItems: every ref of the region is conditioned on the
   state the reconcile read (the writes carry their own conditions, the others a
   ConditionCheck), with the segment puts/deletes, the summaries' refs one layer up and the
-  layer counters. A lost condition is a ``ConflictError`` and nothing is written. A region
-  larger than one transaction (100 items) is written in several, refs before segment
-  deletions; a consumer that dies between them leaves its shard marked dirty, and the
-  whole-layer reconcile of reindex repairs it.
+  layer counter. A lost condition is a ``ConflictError`` and nothing is written.
+* A region larger than one transaction (100 items: a first build of a layer, a whole-layer
+  pass) is written in several, and a consumer can die between them, or a later one can lose
+  its conditions (``ConflictError``) after the earlier ones committed. What such a partial
+  apply leaves must not mislead the next reconcile. The scoped planner (domain.scoped) takes
+  the refs' segments as the stored partition of the old node set; part of a re-cut breaks
+  that (some refs already name new segments, others still old ones, some tombstones gone),
+  and a scoped re-plan of the same message can then find nothing to do while refs name
+  segments whose summaries never entered the layer above, or leave halves it does not read
+  half re-cut. So:
+
+  - the transactions go in this order: new segments, the region's refs, the summaries' refs
+    one layer up, the old segments' deletions. At every cut a ref names an existing segment
+    record, and a summary is live above only once its segment's refs are all written;
+  - each transaction carries the counter change of its own summary refs, so the counters are
+    exact at every cut; those refs are conditioned on the liveness read (their counter change
+    is computed from it), so when a whole-layer pass repairs a layer while an apply is still
+    running (its mark looks like an unfinished one), the rest of that apply is a conflict
+    instead of counting a summary twice;
+  - the first transaction also writes a mark ``META``/``KEY#applying:<layer>:<token>``
+    (domain.model.APPLYING, read with ``meta_keys``) and the last one deletes it: the mark
+    is there exactly while part of the re-cut may be missing. The reconcile of a marked layer
+    (a redelivered message, the retry after the ConflictError, any other message of the layer,
+    reindex) re-cuts the whole layer in repair mode, which reads every ref and every segment
+    record and rebuilds whatever the cut left (services.resummarize), then removes the marks
+    older than its start and announces the layer above as a whole (the partial apply's
+    summaries there were never announced).
 * Layer sizes are counters (atomic ADD under ``COUNT``), never a count over the items. They
   can drift (two writers of one new node both ADD; a writer that dies between its refs and
   its ADD); ``repair_layer_counts`` (reindex) recounts the refs and rewrites a counter
@@ -24,13 +47,15 @@
 from __future__ import annotations
 
 import json
+import time
+import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
 
 from ...domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState,
-                             RegionChange, Segment)
+                             RegionChange, Segment, applying_key)
 from .models import TableModels, build_models
 
 TRANSACT_LIMIT = 100
@@ -378,54 +403,63 @@ class DynamoGraphStore:
 
         layer = change.layer
         above = self._get_refs([(layer + 1, r.code, r.node_id) for r in change.above_add + change.above_remove])
-        ops: list = []  # (kind, args), in the order they may be applied when split
         written = {i for i, _ in change.assign} | set(change.drop)
+        if written - {r.node_id for r in change.expected}:
+            raise ValueError("apply_region writes only refs it expects")
         assign = dict(change.assign)
-        deltas: dict[int, int] = {}
+        # (kind, args..., change of the layer-above counter), in the order they are applied
+        # when split: new segments, the region's refs, the summaries' refs above, old segments
+        ops: list = []
+        for seg in change.add:
+            ops.append(("save", self.Item(PK=self._seg_pk(layer, seg.segment_id), SK=f"SEG#{seg.segment_id}",
+                                          members=list(seg.members), summary_id=seg.summary_id), None, 0))
         for ref in change.expected:
             pk, sk = self._ref_key(layer, ref.code, ref.node_id)
             cond = self._ref_condition(ref)
             if ref.node_id in assign:
                 sid = assign[ref.node_id]
                 action = self.Item.seg.set(sid) if sid is not None else self.Item.seg.remove()
-                ops.append(("update", self.Item(PK=pk, SK=sk), [action], cond))
+                ops.append(("update", self.Item(PK=pk, SK=sk), [action], cond, 0))
             elif ref.node_id in change.drop:
-                ops.append(("delete", self.Item(PK=pk, SK=sk), cond))
+                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, 0))
             else:
-                ops.append(("check", pk, sk, cond))
-        if written - {r.node_id for r in change.expected}:
-            raise ValueError("apply_region writes only refs it expects")
-        for seg in change.add:
-            ops.append(("save", self.Item(PK=self._seg_pk(layer, seg.segment_id), SK=f"SEG#{seg.segment_id}",
-                                          members=list(seg.members), summary_id=seg.summary_id), None))
+                ops.append(("check", pk, sk, cond, 0))
+        # the summaries' refs are conditioned on the liveness read here, which their counter
+        # change is computed from: a writer that changed one meanwhile (another pass over a
+        # split apply) makes this a conflict instead of counting it twice
         for ref in change.above_add:
             pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id)
             old = above.get(ref.node_id)
-            if old is None or not old[1].live:
-                deltas[layer + 1] = deltas.get(layer + 1, 0) + 1
-            ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], None))
+            cond = self.Item.PK.does_not_exist() if old is None else self.Item.live == (1 if old[1].live else 0)
+            delta = 1 if old is None or not old[1].live else 0
+            ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], cond, delta))
         for ref in change.above_remove:
             old = above.get(ref.node_id)
             if old is None:
                 continue
             pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id)
-            if old[1].live:
-                deltas[layer + 1] = deltas.get(layer + 1, 0) - 1
+            cond = self.Item.live == (1 if old[1].live else 0)
+            delta = -1 if old[1].live else 0
             if old[1].seg is None:
-                ops.append(("delete", self.Item(PK=pk, SK=sk), None))
+                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, delta))
             else:
-                ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)], None))
+                ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)], cond, delta))
         for sid in change.remove:
-            ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None))
-        for lay, delta in deltas.items():
-            if delta:
-                ops.append(("update", self.Item(PK="COUNT", SK=f"LAYER#{lay}"), [self.Item.version.add(delta)], None))
+            ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None, 0))
+        # each transaction carries the counter change of its own ops (a slot kept for it) and,
+        # when there are several, the first writes the ``applying`` mark and the last deletes it
+        if len(ops) < TRANSACT_LIMIT:
+            chunks = [ops]
+        else:
+            size = TRANSACT_LIMIT - 2
+            chunks = [ops[start:start + size] for start in range(0, len(ops), size)]
+        marker = self.Item(PK="META", SK=f"KEY#{applying_key(layer, uuid.uuid4().hex)}") if len(chunks) > 1 else None
         meta = self.Item.Meta
         connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
-        for start in range(0, len(ops), TRANSACT_LIMIT):
+        for number, chunk in enumerate(chunks):
             try:
                 with TransactWrite(connection=connection) as tx:
-                    for op in ops[start:start + TRANSACT_LIMIT]:
+                    for op in chunk:
                         kind = op[0]
                         if kind == "check":
                             tx.condition_check(self.Item, op[1], op[2], condition=op[3])
@@ -435,6 +469,14 @@ class DynamoGraphStore:
                             tx.delete(op[1], condition=op[2])
                         else:
                             tx.save(op[1], condition=op[2])
+                    delta = sum(op[-1] for op in chunk)
+                    if delta:
+                        tx.update(self.Item(PK="COUNT", SK=f"LAYER#{layer + 1}"),
+                                  actions=[self.Item.version.add(delta)])
+                    if marker is not None and number == 0:
+                        tx.save(self.Item(PK=marker.PK, SK=marker.SK, value=json.dumps(time.time())))
+                    elif marker is not None and number == len(chunks) - 1:
+                        tx.delete(marker)
             except TransactWriteError as exc:
                 if _is_condition_failure(exc):
                     raise ConflictError(f"layer {layer}: the region changed concurrently") from None
