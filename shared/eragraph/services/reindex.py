@@ -30,7 +30,9 @@ and ``eragraph reindex`` run this same function).
 7. The lexical (BM25) index of a store built before it existed is built from the leaves.
 8. The graph invariants (services.invariants) are checked and reported.
 
-Everything found and repaired is counted in the report's ``metrics`` (the reindex Lambda
+``run`` takes the steps in this order, except that the entity audit (6) runs right after the
+documents (2), before anything is re-announced. Everything found and repaired is counted in
+the report's ``metrics`` (the reindex Lambda
 publishes them with powertools Metrics).
 
 With ``drain`` (the local profile, whose queue is in-process) the announced messages are
