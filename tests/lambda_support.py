@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from eragraph.server import LocalContext
+
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "tests" / "events"
 
@@ -29,7 +31,10 @@ def load_handler(name: str):
 
 
 @dataclass
-class LambdaContext:
+class LambdaContext(LocalContext):
+    """The context the handlers read (eragraph serve's), with a Lambda's name and a settable
+    remaining time."""
+
     function_name: str = "eragraph-test"
     memory_limit_in_mb: int = 1024
     invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:eragraph-test"

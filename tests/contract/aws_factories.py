@@ -19,6 +19,8 @@ from typing import Any
 
 import yaml
 
+from eragraph.bench.scale import table_definition  # the benchmark creates its table the same way
+
 from .factories import (
     BLOB_STORE_FACTORIES,
     CONTRACT_DIM,
@@ -60,22 +62,11 @@ def load_template(path: Path = TEMPLATE) -> dict:
         return yaml.load(fh, Loader=CfnLoader)
 
 
-def table_definition(template: dict | None = None, logical_id: str = "GraphTable") -> dict:
-    props = (template or load_template())["Resources"][logical_id]["Properties"]
-    definition = {k: props[k] for k in ("AttributeDefinitions", "KeySchema") if k in props}
-    if "GlobalSecondaryIndexes" in props:
-        definition["GlobalSecondaryIndexes"] = [
-            {k: v for k, v in gsi.items() if k in ("IndexName", "KeySchema", "Projection")}
-            for gsi in props["GlobalSecondaryIndexes"]]
-    definition["BillingMode"] = props.get("BillingMode", "PAY_PER_REQUEST")
-    return definition
-
-
 def create_graph_table(client: Any, name: str) -> None:
     """Create the graph table ``name`` exactly as the template declares it (idempotent)."""
     if name in client.list_tables()["TableNames"]:
         return
-    client.create_table(TableName=name, **table_definition())
+    client.create_table(TableName=name, **table_definition(TEMPLATE))
     client.get_waiter("table_exists").wait(TableName=name)
 
 

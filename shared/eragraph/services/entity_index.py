@@ -79,9 +79,13 @@ class EntityIndex:
         would leave vectors that nothing names any more once the records are gone."""
         chunk_ids = list(chunk_ids)
         sentence_ids = self.store.sentence_ids_of_chunks(chunk_ids)
-        mentioned = {e for counts in self.store.chunk_entities(chunk_ids).values() for e in counts}
-        leaving = set(chunk_ids)
-        going = [e for e, chunks in self.store.postings(mentioned).items() if set(chunks) <= leaving]
+        # an entity leaves when the leaving chunks hold all its occurrences (its frequency):
+        # no read of the postings, which for a common name span the corpus
+        held: dict[str, int] = {}
+        for counts in self.store.chunk_entities(chunk_ids).values():
+            for e, n in counts.items():
+                held[e] = held.get(e, 0) + n
+        going = [e for e, f in self.store.frequencies(held).items() if f <= held[e]]
         self.vectors.delete([entity_vector_id(e) for e in going] + sentence_ids)
         self.vectors.flush()
         return self.store.remove_chunks(chunk_ids)
