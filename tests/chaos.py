@@ -266,8 +266,8 @@ def digest(engine, with_texts: bool = True) -> dict:
     out["layers"] = layers
     out["counters"] = {k: v for k, v in g.layer_sizes().items() if v}
     out["vector_ids"] = sorted(engine.vectors.ids())
-    store = engine.extras.get("entity_store")
-    if store is not None:
+    if engine.entities is not None:
+        store = engine.entities.store
         m = store.export()
         contain = m.contain.tocoo()
         out["postings"] = sorted((m.entities[c], m.chunks[r], int(v)) for r, c, v in zip(contain.row, contain.col, contain.data))
@@ -276,7 +276,7 @@ def digest(engine, with_texts: bool = True) -> dict:
         cooc = m.cooccurrence.tocoo()
         out["cooccurrence"] = sorted((m.entities[r], m.entities[c], int(v)) for r, c, v in zip(cooc.row, cooc.col, cooc.data))
         out["frequency"] = sorted(zip(m.entities, (int(x) for x in m.frequency)))
-        out["entity_vector_ids"] = sorted(engine.extras["entity_vectors"].ids())
+        out["entity_vector_ids"] = sorted(engine.entities.vectors.ids())
     return out
 
 

@@ -57,3 +57,22 @@ def make_engine(**overrides) -> Engine:
     )
 
 
+
+
+def with_entity_graph(engine: Engine, extractor=None, store=None, vectors=None):
+    """Attach an entity graph (capitalized-phrase NER, memory storage unless given) to an engine
+    built by make_engine; returns its EntityIndex."""
+    from eragraph.adapters.memory_entity import MemoryEntityStore
+    from eragraph.providers.spacy_ner import CapitalizedPhraseExtractor
+    from eragraph.services.entity_index import install
+
+    return install(engine, extractor or CapitalizedPhraseExtractor(), store or MemoryEntityStore(),
+                   vectors or MemoryVectorIndex())
+
+
+def with_graph_settings(engine: Engine, **graph) -> Engine:
+    """Replace the engine's graph retrieval settings (config.GraphSettings fields)."""
+    from eragraph.config import GraphSettings
+
+    engine.settings = engine.settings.with_overrides(graph_retrieval=GraphSettings(**graph))
+    return engine

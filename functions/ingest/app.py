@@ -13,6 +13,7 @@ from eragraph.domain.text import decode_document
 from eragraph.services import ingest, remove
 
 logger, metrics, tracer = powertools()
+LAMBDA_ENGINE.cold_start("embedder", "ner")  # fails the init if a provider it uses is missing
 processor = BatchProcessor(event_type=EventType.SQS)
 
 

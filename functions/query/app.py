@@ -8,6 +8,7 @@ from eragraph.api import QueryRequest, make_app  # noqa: F401  (QueryRequest: th
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
 
 logger, metrics, tracer = powertools()
+LAMBDA_ENGINE.cold_start("embedder", "ner", "parser", "generator")  # fails the init if a provider it uses is missing
 
 
 def publish(response) -> None:

@@ -8,6 +8,7 @@ from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
 from eragraph.services import reindex
 
 logger, metrics, tracer = powertools()
+LAMBDA_ENGINE.cold_start("embedder", "ner", "summarizer")  # fails the init if a provider it uses is missing
 
 
 @logger.inject_lambda_context

@@ -12,6 +12,7 @@ from eragraph.domain.model import SegmentsAffected
 from eragraph.services import resummarize
 
 logger, metrics, tracer = powertools()
+LAMBDA_ENGINE.cold_start("embedder", "summarizer")  # fails the init if a provider it uses is missing
 # FIFO: a failed record fails the rest of its message group (layer and shard) in this batch, so a
 # shard's messages are never handled out of order; other shards go on.
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)

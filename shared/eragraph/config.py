@@ -6,13 +6,63 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
 from typing import Any
 
 # Settings that shape the graph: fixed per store once it exists.
 GRAPH_SETTINGS = ("s_min", "s_max", "n_planes", "seed", "max_layers", "chunk_tokens",
                   "chunk_overlap", "summary_tokens")
+
+
+# Provider choices by name: bootstrap (the composition root) builds them, and checks at cold
+# start that what a choice needs can be imported (bootstrap.preflight).
+EMBEDDERS = ("minilm", "bedrock", "hash")
+SUMMARIZERS = ("extractive", "bedrock", "openai")
+GENERATORS = ("none", "bedrock", "openai")
+ENTITY_EXTRACTORS = ("auto", "spacy", "spacy+nouns", "capitalized")
+QUESTION_PARSERS = ("spacy", "none")
+
+
+@dataclass(frozen=True)
+class GraphSettings:
+    # LinearRAG (tri_graph)
+    threshold: float = 0.4        # delta: an entity newly activated below it is pruned
+    iterations: int = 3           # max semantic-bridging steps
+    top_sentences: int = 3        # sentences per entity that propagate (0: the matrix form of eq. 5)
+    damping: float = 0.5          # PPR damping d (probability of following an edge)
+    lam: float = 0.5              # lambda: weight of sim(q, passage) in the passage init (paper: 0.05; 0.5 on MuSiQue dev)
+    passage_weight: float = 0.05  # W_p
+    minmax: bool = False          # min-max normalize sim(q, passage) before lambda (as LinearRAG's code does)
+    # TERAG (concept_ppr)
+    concept_damping: float = 0.85
+    semantic_top: int = 3         # semantic matches per query entity without an exact match
+    # E2GraphRAG (local_global)
+    hops: int = 2                 # h, shrunk while more than k chunks
+    match_threshold: float = 0.8  # a query entity maps to a graph entity this similar (if not exact)
+    # execution
+    exact: bool | None = None     # None: exact PPR when the store can export matrices
+    push_epsilon: float = 3e-5    # ACL push: a node is pushed while residual >= epsilon * degree
+    push_dense_top: int = 100     # passages seeded by similarity in the push execution
+    push_hub_cap: int = 0         # > 0: a node spreads along only its N heaviest edges (0: all)
+    push_max_rounds: int = 200    # batched rounds of the push (one neighbourhood read each)
+
+    @classmethod
+    def from_env(cls, environ=None, **overrides) -> GraphSettings:
+        """ERAGRAPH_GRAPH_<FIELD> variables over the defaults (``exact``: 1/true/yes, else false)."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get("ERAGRAPH_GRAPH_" + f.name.upper())
+            if raw:
+                if f.name == "exact":
+                    values[f.name] = raw.strip().lower() in ("1", "true", "yes")
+                else:
+                    try:
+                        values[f.name] = type(getattr(cls(), f.name))(raw)
+                    except ValueError as exc:
+                        raise ValueError(f"ERAGRAPH_GRAPH_{f.name.upper()}={raw!r}: {exc}") from None
+        return replace(cls(**values), **{k: v for k, v in overrides.items() if v is not None})
 
 
 # The price table of the cost ledger: USD per million tokens (input, output) by model, keyed
@@ -89,6 +139,17 @@ class Settings:
     embedder: str = "minilm"          # minilm | bedrock | hash (tests only)
     summarizer: str = "extractive"    # extractive | bedrock | openai
     generator: str = "none"           # none | bedrock | openai
+    # the entity graph's NER (ERAGRAPH_NER): spacy | spacy+nouns | capitalized (a model-free
+    # capitalized-phrase extractor) | auto = capitalized with the hash embedder, else spacy
+    ner: str = "auto"
+    # the router's question parser (ERAGRAPH_PARSER): spacy | none (s(q) = 0, the dense side)
+    parser: str = "spacy"
+    # LinearRAG sentence vectors (a second embedding pass over entity-bearing sentences)
+    sentence_vectors: bool = False
+    # the router's weights: a JSON file written by `eragraph router train` ("" = the shipped ones)
+    router_weights: str = ""
+    # graph retrieval parameters (ERAGRAPH_GRAPH_<FIELD>)
+    graph_retrieval: GraphSettings = field(default_factory=GraphSettings)
     embed_batch: int = 64
     embed_cache: bool = True
     bedrock_embed_model: str = "amazon.titan-embed-text-v2:0"
@@ -101,6 +162,12 @@ class Settings:
     max_document_bytes: int = 20 * 1024 * 1024
 
     def __post_init__(self) -> None:
+        if isinstance(self.graph_retrieval, dict):  # a round trip through to_dict()
+            object.__setattr__(self, "graph_retrieval", GraphSettings(**self.graph_retrieval))
+        for name, allowed in (("embedder", EMBEDDERS), ("summarizer", SUMMARIZERS), ("generator", GENERATORS),
+                              ("ner", ENTITY_EXTRACTORS), ("parser", QUESTION_PARSERS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r} (choose {', '.join(allowed)})")
         if not 1 <= self.s_min <= self.s_max:
             raise ValueError(f"need 1 <= s_min <= s_max (got {self.s_min}, {self.s_max})")
         if self.s_min < 2:
@@ -120,6 +187,12 @@ class Settings:
         if self.token_budget < 1:
             raise ValueError("token_budget must be >= 1")
         parse_prices(self.prices)
+
+    def entity_extractor(self) -> str:
+        """The NER provider this configuration names (``auto`` resolved)."""
+        if self.ner == "auto":
+            return "capitalized" if self.embedder == "hash" else "spacy"
+        return self.ner
 
     def price_table(self) -> dict[str, tuple[float, float]]:
         return parse_prices(self.prices)
@@ -145,6 +218,9 @@ def settings_from_env(environ: dict[str, str] | None = None, **overrides: Any) -
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     for f in fields(Settings):
+        if f.name == "graph_retrieval":
+            values[f.name] = GraphSettings.from_env(env)
+            continue
         raw = env.get("ERAGRAPH_" + f.name.upper())
         if raw is not None and raw != "":
             kind = type(getattr(Settings(), f.name))

@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from itertools import combinations
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 
 @dataclass(frozen=True)
@@ -65,53 +68,76 @@ class Sentence:
     entities: tuple[str, ...]  # distinct
 
 
-@dataclass
 class EntityMatrices:
-    """A snapshot of the whole entity graph as sparse matrices (rows/columns in list order)."""
+    """A snapshot of the whole entity graph (rows/columns in list order). The name lists are
+    plain lists; the sparse matrices are built on first access, so an audit that only needs
+    the names (reindex, invariants) runs without scipy (the Lambda functions do not ship it)."""
 
-    generation: int
-    entities: list[str]
-    chunks: list[str]
-    sentences: list[str]
-    contain: sp.csr_matrix       # chunks x entities, occurrence counts
-    mention: sp.csr_matrix       # sentences x entities, binary
-    cooccurrence: sp.csr_matrix  # entities x entities, symmetric sentence co-occurrence counts
-    frequency: np.ndarray        # per entity
-    sentence_chunk: np.ndarray   # per sentence: row index of its chunk
-
-    def __post_init__(self) -> None:
+    def __init__(self, generation: int, postings: Sequence[tuple[str, str, int]],
+                 mentions: Sequence[tuple[str, str]], cooccurrence: Sequence[tuple[str, str, int]]) -> None:
+        self.generation = generation
+        self._postings = postings
+        self._mentions = mentions
+        self._cooccurrence = cooccurrence
+        self.entities: list[str] = sorted({e for e, _, _ in postings})
+        self.chunks: list[str] = sorted({c for _, c, _ in postings})
+        self.sentences: list[str] = sorted({s for s, _ in mentions})
         self.entity_index = {e: i for i, e in enumerate(self.entities)}
         self.chunk_index = {c: i for i, c in enumerate(self.chunks)}
+
+    @cached_property
+    def contain(self) -> sp.csr_matrix:
+        """chunks x entities, occurrence counts"""
+        import scipy.sparse as sp
+
+        ei, ci = self.entity_index, self.chunk_index
+        return sp.csr_matrix(
+            ([float(n) for _, _, n in self._postings],
+             ([ci[c] for _, c, _ in self._postings], [ei[e] for e, _, _ in self._postings])),
+            shape=(len(self.chunks), len(self.entities))).tocsr()
+
+    @cached_property
+    def mention(self) -> sp.csr_matrix:
+        """sentences x entities, binary"""
+        import scipy.sparse as sp
+
+        ei = self.entity_index
+        si = {s: i for i, s in enumerate(self.sentences)}
+        m = sp.csr_matrix(
+            (np.ones(len(self._mentions)), ([si[s] for s, _ in self._mentions], [ei[e] for _, e in self._mentions])),
+            shape=(len(self.sentences), len(self.entities))).tocsr()
+        m.data[:] = 1.0
+        return m
+
+    @cached_property
+    def cooccurrence(self) -> sp.csr_matrix:
+        """entities x entities, symmetric sentence co-occurrence counts"""
+        import scipy.sparse as sp
+
+        ei = self.entity_index
+        kept = [(ei[a], ei[b], float(w)) for a, b, w in self._cooccurrence if a in ei and b in ei]
+        half = sp.coo_matrix(([w for _, _, w in kept], ([r for r, _, _ in kept], [c for _, c, _ in kept])),
+                             shape=(len(self.entities), len(self.entities)))
+        return (half + half.T).tocsr()
+
+    @cached_property
+    def frequency(self) -> np.ndarray:
+        """per entity: total occurrences over live chunks"""
+        out = np.zeros(len(self.entities), dtype=np.float64)
+        for e, _, n in self._postings:
+            out[self.entity_index[e]] += n
+        return out
+
+    @cached_property
+    def sentence_chunk(self) -> np.ndarray:
+        """per sentence: row index of its chunk (-1: none)"""
+        return np.array([self.chunk_index.get(chunk_of_sentence(s), -1) for s in self.sentences], dtype=np.int64)
 
 
 def build_matrices(generation: int, postings: Iterable[tuple[str, str, int]],
                    mentions: Iterable[tuple[str, str]], cooccurrence: Iterable[tuple[str, str, int]]) -> EntityMatrices:
     """From rows (entity, chunk, count), (sentence, entity), (e1, e2, weight with e1 < e2)."""
-    postings = list(postings)
-    mentions = list(mentions)
-    cooccurrence = list(cooccurrence)
-    entities = sorted({e for e, _, _ in postings})
-    chunks = sorted({c for _, c, _ in postings})
-    sentences = sorted({s for s, _ in mentions})
-    ei = {e: i for i, e in enumerate(entities)}
-    ci = {c: i for i, c in enumerate(chunks)}
-    si = {s: i for i, s in enumerate(sentences)}
-    contain = sp.csr_matrix(
-        ([float(n) for _, _, n in postings], ([ci[c] for _, c, _ in postings], [ei[e] for e, _, _ in postings])),
-        shape=(len(chunks), len(entities)))
-    mention = sp.csr_matrix(
-        (np.ones(len(mentions)), ([si[s] for s, _ in mentions], [ei[e] for _, e in mentions])),
-        shape=(len(sentences), len(entities)))
-    mention.data[:] = 1.0
-    rows = [ei[a] for a, b, _ in cooccurrence if a in ei and b in ei]
-    cols = [ei[b] for a, b, _ in cooccurrence if a in ei and b in ei]
-    vals = [float(w) for a, b, w in cooccurrence if a in ei and b in ei]
-    half = sp.coo_matrix((vals, (rows, cols)), shape=(len(entities), len(entities)))
-    cooc = (half + half.T).tocsr()
-    frequency = np.asarray(contain.sum(axis=0)).reshape(-1)
-    sentence_chunk = np.array([ci.get(chunk_of_sentence(s), -1) for s in sentences], dtype=np.int64)
-    return EntityMatrices(generation, entities, chunks, sentences, contain.tocsr(), mention.tocsr(), cooc,
-                          frequency, sentence_chunk)
+    return EntityMatrices(generation, list(postings), list(mentions), list(cooccurrence))
 
 
 @runtime_checkable

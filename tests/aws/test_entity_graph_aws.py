@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import boto3
 import pytest
+from support import with_graph_settings
 
 from eragraph.adapters.aws.entity_dynamodb import DynamoEntityStore
 from eragraph.bootstrap.aws import DEFAULT_ENTITY_INDEX
 from eragraph.services import invariants
 from eragraph.services.entity_index import entity_vector_id
-from eragraph.services.graph_query import GraphSettings, use_exact
+from eragraph.services.graph_query import use_exact
 from eragraph.services.ingest import SourceDoc, ingest
 from eragraph.services.query import available_modes, query
 from eragraph.services.remove import remove
@@ -40,7 +41,7 @@ def table_items(table: str, pk: str) -> dict[str, dict]:
 @pytest.fixture
 def graph_engine(aws_engine):
     engine, env, fake = aws_engine
-    engine.extras["graph_settings"] = GraphSettings(threshold=0.05, hops=2, match_threshold=0.9)
+    with_graph_settings(engine, threshold=0.05, hops=2, match_threshold=0.9)
     ingest(engine, [SourceDoc(source=f"s3://bucket/{k}.txt", doc_id=k, text=v) for k, v in CORPUS.items()])
     drain(engine)
     return engine, env, fake
@@ -48,7 +49,7 @@ def graph_engine(aws_engine):
 
 def test_the_aws_engine_writes_the_entity_graph_to_dynamodb_and_opensearch(graph_engine):
     engine, env, fake = graph_engine
-    store = engine.extras["entity_store"]
+    store = engine.entities.store
     assert isinstance(store, DynamoEntityStore) and not store.can_export and not use_exact(engine)
     assert set(MODES) <= set(available_modes(engine))
     chunks = {d.doc_id: set(d.chunk_ids) for d in engine.graph.list_documents()}
@@ -69,7 +70,7 @@ def test_the_aws_engine_writes_the_entity_graph_to_dynamodb_and_opensearch(graph
 
 def test_graph_modes_answer_through_the_bridge_entity_without_scans(graph_engine):
     engine, _, _ = graph_engine
-    store = engine.extras["entity_store"]
+    store = engine.entities.store
     calls: list[str] = []
     events = store.Item._get_connection().connection.client.meta.events
     handler = lambda **kwargs: calls.append(kwargs["model"].name)  # noqa: E731
@@ -95,7 +96,7 @@ def test_deleting_a_document_removes_its_postings_and_entities(graph_engine):
     assert all(table_items(table, f"ENT#{e}") for e in ("vistula", "baltic sea"))
     remove(engine, ["river"])
     drain(engine)
-    store = engine.extras["entity_store"]
+    store = engine.entities.store
     warsaw = table_items(table, "ENT#warsaw")
     assert {sk for sk in warsaw if sk.startswith("CHUNK#")} == {f"CHUNK#{c}" for c in chunks["birth"]}
     assert warsaw["ENT"]["freq"]["N"] == "1" and "COOC#vistula" not in warsaw

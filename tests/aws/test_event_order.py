@@ -82,7 +82,7 @@ def final_state(engine, source: str) -> dict:
     doc_ids.add(document_id_for_source(source))
     chunks = {n.node_id for n in engine.graph.get_nodes(r.node_id for r in engine.graph.layer_refs(0)).values()
               if n.doc_id in doc_ids}
-    store = engine.extras["entity_store"]
+    store = engine.entities.store
     return {"hashes": sorted(d.content_hash for d in docs),
             "listed": sorted(c for d in docs for c in d.chunk_ids),
             "chunks": sorted(chunks),

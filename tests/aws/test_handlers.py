@@ -156,7 +156,7 @@ def test_reindex_handler_repairs_the_entity_graph_and_publishes_counts(aws_engin
     other["Records"][0]["s3"]["object"]["key"] = "docs/other.txt"
     ingest.handler(other, lambda_context)
     drain(engine, summarize, lambda_context)
-    store = engine.extras["entity_store"]
+    store = engine.entities.store
     [doc] = engine.graph.find_documents(f"s3://{BUCKET}/docs/Field Notes (draft).txt")
     [dead] = engine.graph.find_documents(f"s3://{BUCKET}/docs/other.txt")
     stripped = doc.chunk_ids[0]
@@ -180,7 +180,7 @@ def test_reindex_handler_repairs_the_entity_graph_and_publishes_counts(aws_engin
     from eragraph.ports_entity import ChunkEntities
 
     live = engine.graph.get_nodes(doc.chunk_ids)  # the recount from scratch of the live chunks
-    extracted = engine.extras["entity_index"].extractor.extract([n.text for n in live.values()])
+    extracted = engine.entities.extractor.extract([n.text for n in live.values()])
     fresh = MemoryEntityStore()
     fresh.add_chunks([ChunkEntities(i, tuple(s)) for i, s in zip(live, extracted)])
     names = sorted(fresh.export().entities)

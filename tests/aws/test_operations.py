@@ -24,6 +24,6 @@ def test_new_indexes_get_the_configured_replicas(replicas):
         fake = fake_opensearch_module().FakeOpenSearch()
         engine = build_aws_engine(environ=env, opensearch_client=fake, refresh=True)
         engine.vectors.ensure_index()
-        engine.extras["entity_vectors"].ensure_index()
+        engine.entities.vectors.ensure_index()
         assert {name: idx["replicas"] for name, idx in fake.indexes.items()} == {
             "eragraph-nodes": int(replicas), "eragraph-entities": int(replicas)}

@@ -65,10 +65,10 @@ def test_ingest_processes_lose_no_vector(tmp_path, monkeypatch, prefixes, shared
     assert engine.vectors.ids() == live
     chunks = {r.node_id for r in engine.graph.layer_refs(0)}
     assert chunks == {c for d in engine.graph.list_documents() for c in d.chunk_ids}
-    entities = engine.extras["entity_store"]
+    entities = engine.entities.store
     names = entities.export().entities
     assert entities.chunk_ids() == chunks
-    assert {i for i in engine.extras["entity_vectors"].ids()} == {f"ent:{e}" for e in names}
+    assert {i for i in engine.entities.vectors.ids()} == {f"ent:{e}" for e in names}
     report = invariants.check(engine)
     from reliability_cases import record
 

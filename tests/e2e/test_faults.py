@@ -145,11 +145,10 @@ class CrashAfter:
 def crashing(engine, budget: dict) -> None:
     engine.graph = CrashAfter(engine.graph, budget)
     engine.vectors = CrashAfter(engine.vectors, budget)
-    index = engine.extras.get("entity_index")
+    index = engine.entities
     if index is not None:
         index.store = CrashAfter(index.store, budget)
         index.vectors = CrashAfter(index.vectors, budget)
-        engine.extras["entity_store"], engine.extras["entity_vectors"] = index.store, index.vectors
 
 
 @pytest.mark.parametrize("profile,recovery,step", [("memory", "redelivery", 1), ("memory", "reindex", 1),

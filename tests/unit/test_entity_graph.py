@@ -43,7 +43,9 @@ def test_engine_delete_removes_a_documents_entities(backend, tmp_path):
 
     engine = make_engine()
     store = SqliteEntityStore(tmp_path / "e.sqlite") if backend == "sqlite" else MemoryEntityStore()
-    index = install(engine, extractor=CapitalizedPhraseExtractor(), store=store)
+    from eragraph.adapters.memory import MemoryVectorIndex
+
+    index = install(engine, CapitalizedPhraseExtractor(), store, MemoryVectorIndex())
     ingest(engine, _docs())
     drain(engine)
     chunk_of = {d.doc_id: set(d.chunk_ids) for d in engine.graph.list_documents()}

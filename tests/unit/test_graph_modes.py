@@ -7,10 +7,8 @@ above it; the graph modes find it -- in the exact (matrix) and the local-push ex
 from __future__ import annotations
 
 import pytest
-from support import make_engine
+from support import make_engine, with_entity_graph, with_graph_settings
 
-from eragraph.providers.spacy_ner import CapitalizedPhraseExtractor
-from eragraph.services.entity_index import install
 from eragraph.services.graph_query import GraphSettings
 from eragraph.services.ingest import SourceDoc, ingest
 from eragraph.services.query import available_modes, query
@@ -32,8 +30,8 @@ K = 3
 
 def build(exact: bool | None = None):
     engine = make_engine()
-    install(engine, extractor=CapitalizedPhraseExtractor())
-    engine.extras["graph_settings"] = GraphSettings(threshold=0.05, exact=exact, hops=2, match_threshold=0.9)
+    with_entity_graph(engine)
+    with_graph_settings(engine, threshold=0.05, exact=exact, hops=2, match_threshold=0.9)
     ingest(engine, [SourceDoc(source=f"mem://{k}", doc_id=k, text=v) for k, v in CORPUS.items()])
     drain(engine)
     return engine
@@ -107,6 +105,6 @@ def test_push_execution_ranks_like_the_exact_one(mode):
 
 def test_push_hub_cap_still_finds_the_second_hop():
     engine = build(False)
-    engine.extras["graph_settings"] = GraphSettings(threshold=0.05, exact=False, push_hub_cap=1)
+    with_graph_settings(engine, threshold=0.05, exact=False, push_hub_cap=1)
     docs = top_docs(engine, "concept_ppr")
     assert "birth" in docs

@@ -5,11 +5,10 @@ exactly its chunks, vectors and entity records: nothing orphaned, nothing missin
 from __future__ import annotations
 
 import pytest
-from support import make_engine
+from support import make_engine, with_entity_graph
 
 from eragraph.adapters.memory import MemoryGraphStore
-from eragraph.providers.spacy_ner import CapitalizedPhraseExtractor
-from eragraph.services import entity_index, remove
+from eragraph.services import remove
 from eragraph.services.ingest import SourceDoc, ingest
 
 OLD = "Ada Lovelace wrote notes on the Analytical Engine. " * 4
@@ -32,7 +31,7 @@ class RacingGraphStore(MemoryGraphStore):
 def engine_with_entities():
     engine = make_engine()
     engine.graph = RacingGraphStore()
-    entity_index.install(engine, extractor=CapitalizedPhraseExtractor())
+    with_entity_graph(engine)
     return engine
 
 
@@ -43,7 +42,7 @@ def doc_of(text: str, version: str) -> SourceDoc:
 def state(engine, doc_id: str) -> dict:
     doc = engine.graph.get_document(doc_id)
     chunks = {r.node_id for r in engine.graph.layer_refs(0)}
-    store = engine.extras["entity_store"]
+    store = engine.entities.store
     return {"listed": sorted(doc.chunk_ids) if doc else [], "chunks": sorted(chunks),
             "vectors": sorted(engine.vectors.ids()), "entity_chunks": sorted(store.chunk_ids()),
             "hash": doc.content_hash if doc else None, "version": doc.version if doc else None}

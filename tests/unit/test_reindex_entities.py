@@ -6,7 +6,7 @@ entity graph built from scratch from the live chunks."""
 from __future__ import annotations
 
 import pytest
-from support import make_engine, synthetic_docs
+from support import make_engine, synthetic_docs, with_entity_graph
 
 from eragraph.adapters.memory_entity import MemoryEntityStore
 from eragraph.ports_entity import ChunkEntities
@@ -20,7 +20,7 @@ ENTITY_METRICS = ("EntityChunksReextracted", "EntityChunksOrphanedRemoved", "Ent
 def engine_for(profile: str, tmp_path):
     if profile == "memory":
         engine = make_engine()
-        entity_index.install(engine, extractor=CapitalizedPhraseExtractor())
+        with_entity_graph(engine)
         return engine
     from eragraph.bootstrap.local import build_local_engine
     from eragraph.config import Settings
@@ -53,7 +53,7 @@ def test_reindex_repairs_the_entity_graph(profile, tmp_path):
     engine = engine_for(profile, tmp_path)
     ingest.ingest(engine, synthetic_docs(12))
     resummarize.drain(engine)
-    store, vectors = engine.extras["entity_store"], engine.extras["entity_vectors"]
+    store, vectors = engine.entities.store, engine.entities.vectors
     clean = reindex.run(engine)
     assert all(clean["metrics"][k] == 0 for k in ENTITY_METRICS), clean["metrics"]
     # 1. a chunk whose entity records were deleted (its unique entities' vectors stay behind)

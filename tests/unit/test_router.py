@@ -225,7 +225,7 @@ def test_new_modes_answer_and_say_their_route(engine, mode):
 def test_auto_without_entity_graph_falls_back_and_says_so(engine):
     from eragraph.services.query import available_modes, query
 
-    engine.extras.pop("entity_index")
+    engine.entities = None
     assert "tri_graph" not in available_modes(engine) and "auto" in available_modes(engine)
     for mode in ("auto", "fusion"):
         r = query(engine, "Which scientist who worked in Paris discovered radium?", mode=mode, k=3)

@@ -230,7 +230,7 @@ def instrument(engine: Any, clock: StageClock) -> Any:
     engine.graph = Timed(engine.graph, clock, "store", WRITE_METHODS["graph"])
     engine.vectors = Timed(engine.vectors, clock, "store", WRITE_METHODS["vectors"])
     engine.queue = Timed(engine.queue, clock, "store", WRITE_METHODS["queue"])
-    index = engine.extras.get("entity_index")
+    index = engine.entities
     if index is not None:
         # the entity graph keeps its own references to the models and its storage
         if hasattr(index, "extractor"):
@@ -241,13 +241,13 @@ def instrument(engine: Any, clock: StageClock) -> Any:
             if hasattr(index, name):
                 setattr(index, name, Timed(getattr(index, name), clock, "store",
                                            [m for m in dir(getattr(index, name)) if not m.startswith("_")]))
-    hooks = engine.extras.get("ingest_hooks")
+    hooks = engine.ingest_hooks
     if hooks:
         def wrap(hook):
             def timed_hook(eng, nodes):
                 return clock.call("ingest_hooks_other", hook, eng, nodes, items=len(nodes))
             return timed_hook
-        engine.extras["ingest_hooks"] = [wrap(h) for h in hooks]
+        engine.ingest_hooks = [wrap(h) for h in hooks]
     return engine
 
 

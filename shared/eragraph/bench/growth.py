@@ -138,8 +138,7 @@ class Builder:
     def _open(self, path: Path | None, settings: Any) -> Any:
         engine = open_engine(self.profile, path, settings)
         if self.no_entities:
-            for key in ("ingest_hooks", "remove_hooks"):
-                engine.extras[key] = []
+            engine.ingest_hooks, engine.remove_hooks = [], []
         return engine
 
     def incremental(self) -> Any:

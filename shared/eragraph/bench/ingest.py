@@ -40,8 +40,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def find_extractor(engine: Any) -> Any | None:
-    """The entity extractor an installed extension uses, if it exposes one in extras."""
-    index = engine.extras.get("entity_index")
+    """The entity graph's extractor, if the engine has an entity graph."""
+    index = engine.entities
     extractor = getattr(index, "extractor", None)
     return extractor if callable(getattr(extractor, "extract", None)) else None
 

@@ -64,9 +64,8 @@ def run(args: Any) -> dict:
     engine = open_engine(args.profile, store, settings)
     built = None
     if args.no_entities:
-        for key in ("ingest_hooks", "remove_hooks"):
-            engine.extras[key] = []
-        engine.extras.pop("entity_index", None)  # the graph modes need it: none are available
+        engine.ingest_hooks, engine.remove_hooks = [], []
+        engine.entities = None  # the graph modes need it: none are available
     if args.corpus and not engine.graph.layer_sizes().get(0):
         docs = load_corpus(args.corpus, limit=args.limit)
         started = time.perf_counter()

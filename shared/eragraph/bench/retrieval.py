@@ -22,7 +22,6 @@ share of each route taken and the router's own latency (parse, features, score; 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -160,9 +159,9 @@ def run(args: Any) -> dict:
         "ingest": {"documents_added": added, "documents_unchanged": unchanged, "chunks_added": chunks,
                    "segments_resummarized": getattr(drained, "segments_resummarized", None),
                    "seconds": round(ingest_seconds, 1)},
-        "entities": engine.extras["entity_store"].entity_count() if "entity_store" in engine.extras else None,
+        "entities": engine.entities.store.entity_count() if engine.entities is not None else None,
         "embedder": engine.embedder.identity,
-        "ner": os.environ.get("ERAGRAPH_NER") or "default",
+        "ner": engine.settings.entity_extractor(),
     }
     if not getattr(args, "json", False):
         print(render(result), file=sys.stderr)

@@ -181,7 +181,7 @@ def count_ports(engine: Any) -> dict[str, dict[str, dict[str, int]]]:
     counters: dict[str, dict[str, dict[str, int]]] = {"graph": {}, "vectors": {}}
     engine.graph = Counting(engine.graph, counters["graph"])
     engine.vectors = Counting(engine.vectors, counters["vectors"])
-    index = engine.extras.get("entity_index")
+    index = engine.entities
     if index is not None:
         for attr, key in (("store", "entity_store"), ("vectors", "entity_vectors")):
             if hasattr(index, attr):
@@ -505,8 +505,7 @@ def aws_size(n: int, args: Any, env: dict[str, str]) -> dict:
     from ..adapters.aws.s3 import S3BlobStore
     from ..adapters.aws.sqs import SqsQueue
     from ..adapters.memory import MemoryQueue, MemoryVectorIndex
-    from ..bootstrap.extensions import install_extensions
-    from ..bootstrap.providers import make_embedder, make_generator, make_summarizer
+    from ..bootstrap.providers import attach_query_side, make_embedder, make_generator, make_summarizer
     from ..config import settings_from_env
     from ..providers.hashing import RegexTokenizer
     from ..services.engine import Engine, open_settings
@@ -532,9 +531,7 @@ def aws_size(n: int, args: Any, env: dict[str, str]) -> dict:
                         summarizer=make_summarizer(settings, tokenizer),
                         blobs=S3BlobStore(bucket, client=boto3.client("s3", region_name=region)),
                         generator=make_generator(settings))
-        engine.extras["entity_store"] = DynamoEntityStore(table, models=graph.models)
-        engine.extras["entity_vectors"] = MemoryVectorIndex()
-        install_extensions(engine)
+        attach_query_side(engine, settings, DynamoEntityStore(table, models=graph.models), MemoryVectorIndex())
         started = time.perf_counter()
         rows = synthetic_rows(n, args.seed)
         ingest(engine, (SourceDoc(source=f"synthetic/{r['id']}", doc_id=r["id"], text=r["text"]) for r in rows),

@@ -1,5 +1,8 @@
 """Composition root: the one place that reads configuration and picks adapters/providers by
-name. Imports are lazy, so importing a handler or the CLI never loads a model or touches AWS."""
+name, for each profile (local, memory, aws): embedder, tokenizer, summarizer, generator, the
+entity graph's NER and storage, the router's question parser and weights. Services never read
+the environment nor choose an adapter. Imports are lazy, so importing a handler or the CLI never
+loads a model or touches AWS; ``preflight`` checks that the named providers can be imported."""
 
 from __future__ import annotations
 
@@ -7,6 +10,7 @@ from pathlib import Path
 
 from ..config import Settings, settings_from_env
 from ..services.engine import Engine
+from .preflight import preflight as check_providers
 
 
 def build_engine(profile: str = "local", store: str | Path | None = None,
@@ -15,6 +19,7 @@ def build_engine(profile: str = "local", store: str | Path | None = None,
     ``memory``: everything in memory (tests, demos). ``aws``: S3/DynamoDB/SQS/OpenSearch/Bedrock
     configured from the environment the SAM template sets."""
     settings = settings or settings_from_env()
+    check_providers(settings, profile)  # a missing provider package: one line now, not at first use
     if profile == "local":
         from .local import build_local_engine
 

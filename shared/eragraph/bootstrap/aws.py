@@ -39,8 +39,8 @@ from typing import Any
 
 from ..config import Settings, settings_from_env
 from ..services.engine import Engine, open_settings
-from .extensions import install_extensions
-from .providers import make_embedder, make_generator, make_summarizer, make_tokenizer
+from .preflight import preflight
+from .providers import attach_query_side, make_embedder, make_generator, make_summarizer, make_tokenizer
 
 
 def powertools() -> tuple[Any, Any, Any]:
@@ -117,23 +117,31 @@ def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, 
         generator=make_generator(settings),
         lexical=OpenSearchLexicalIndex(vectors),
     )
-    engine.extras["entity_store"] = DynamoEntityStore(env["ERAGRAPH_TABLE"], models=graph.models)
-    engine.extras["entity_vectors"] = OpenSearchVectorIndex(
+    entity_vectors = OpenSearchVectorIndex(
         opensearch_client, env.get("ERAGRAPH_OPENSEARCH_ENTITY_INDEX") or DEFAULT_ENTITY_INDEX, embedder.dim,
         refresh=refresh, replicas=replicas)
-    install_extensions(engine)
-    return engine
+    return attach_query_side(engine, settings, DynamoEntityStore(env["ERAGRAPH_TABLE"], models=graph.models),
+                             entity_vectors)
 
 
 class LazyEngine:
-    """One engine per Lambda container, built on the first invocation (not at import, so a
-    cold start that fails on configuration reports it per event, and importing a handler in
-    tests touches nothing). ``set`` installs a prebuilt engine (tests, local clouds)."""
+    """One engine per Lambda container. ``cold_start`` runs at a handler's import (Lambda's init
+    phase): it validates the settings and imports every provider package the function uses, so
+    a function deployed without one fails there, in one line, and never at the first document.
+    The engine itself (clients, the store's recorded settings) is built on the first invocation,
+    so importing a handler in tests touches no AWS service. ``set`` installs a prebuilt engine
+    (tests, local clouds)."""
 
     def __init__(self, profile: str = "aws") -> None:
         self.profile = profile
         self._engine: Engine | None = None
         self._lock = threading.Lock()
+
+    def cold_start(self, *uses: str, environ: Mapping[str, str] | None = None) -> Settings:
+        """``uses``: the providers this function calls (bootstrap.preflight.USES)."""
+        settings = settings_from_env(dict(os.environ if environ is None else environ))
+        preflight(settings, self.profile, uses, load=True)
+        return settings
 
     def get(self) -> Engine:
         if self._engine is None:

@@ -4,6 +4,8 @@
     STORE/vectors/           FAISS index + id map
     STORE/blobs/             copies of ingested files (the local "bucket")
     STORE/embeddings.sqlite  embedding cache keyed by (embedder id, content hash)
+    STORE/entities.sqlite    entity graph (postings, mentions, co-occurrences)
+    STORE/entity_vectors/    FAISS index of entity-name (and sentence) vectors
 """
 
 from __future__ import annotations
@@ -12,12 +14,12 @@ from pathlib import Path
 
 from ..config import Settings
 from ..services.engine import Engine, open_settings
-from .extensions import install_extensions
-from .providers import make_embedder, make_generator, make_summarizer, make_tokenizer
+from .providers import attach_query_side, make_embedder, make_generator, make_summarizer, make_tokenizer
 
 
 def build_local_engine(store: Path, settings: Settings) -> Engine:
     from ..adapters.local.blob_fs import FsBlobStore
+    from ..adapters.local.entity_sqlite import SqliteEntityStore
     from ..adapters.local.graph_sqlite import SqliteGraphStore
     from ..adapters.local.lexical_fts5 import Fts5LexicalIndex
     from ..adapters.local.queue_local import LocalQueue
@@ -40,12 +42,13 @@ def build_local_engine(store: Path, settings: Settings) -> Engine:
         generator=make_generator(settings),
         lexical=Fts5LexicalIndex(graph),
     )
-    install_extensions(engine)
-    return engine
+    return attach_query_side(engine, settings, SqliteEntityStore(store / "entities.sqlite"),
+                             FaissVectorIndex(store / "entity_vectors", embedder.dim))
 
 
 def build_memory_engine(settings: Settings) -> Engine:
     from ..adapters.memory import MemoryBlobStore, MemoryGraphStore, MemoryLexicalIndex, MemoryQueue, MemoryVectorIndex
+    from ..adapters.memory_entity import MemoryEntityStore
 
     graph = MemoryGraphStore()
     settings = open_settings(graph, settings)
@@ -55,5 +58,4 @@ def build_memory_engine(settings: Settings) -> Engine:
                     embedder=embedder, tokenizer=tokenizer,
                     summarizer=make_summarizer(settings, tokenizer), blobs=MemoryBlobStore(),
                     generator=make_generator(settings), lexical=MemoryLexicalIndex(graph))
-    install_extensions(engine)
-    return engine
+    return attach_query_side(engine, settings, MemoryEntityStore(), MemoryVectorIndex())

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..config import Settings
 from ..ports import Embedder, Generator, GraphStore, Summarizer, Tokenizer
+from ..services.engine import Engine
 
 MINILM_READS = 254  # word pieces MiniLM reads from one text (256 with [CLS]/[SEP])
 
@@ -95,3 +96,40 @@ def make_generator(settings: Settings) -> Generator | None:
 
         return OpenAICompatGenerator(settings.openai_base_url, settings.openai_model)
     raise ValueError(f"unknown generator {settings.generator!r} (none, bedrock, openai)")
+
+
+def make_extractor(settings: Settings):
+    """The entity graph's NER (settings.ner; ``auto``: capitalized with the hash embedder)."""
+    from ..providers.spacy_ner import CapitalizedPhraseExtractor, SpacyEntityExtractor
+
+    choice = settings.entity_extractor()
+    if choice == "capitalized":
+        return CapitalizedPhraseExtractor()
+    if choice == "spacy":
+        return SpacyEntityExtractor()
+    if choice == "spacy+nouns":
+        return SpacyEntityExtractor(noun_chunks=True)
+    raise ValueError(f"unknown ner {choice!r} (spacy, spacy+nouns, capitalized)")
+
+
+def make_question_parser(settings: Settings):
+    """The router's question parser (settings.parser), or None (every question scores 0)."""
+    if settings.parser == "none":
+        return None
+    if settings.parser == "spacy":
+        from ..providers.question_parser import SpacyQuestionParser
+
+        return SpacyQuestionParser()
+    raise ValueError(f"unknown parser {settings.parser!r} (spacy, none)")
+
+
+def attach_query_side(engine: Engine, settings: Settings, entity_store, entity_vectors) -> Engine:
+    """What every profile adds after its adapters: the entity graph over the given storage, the
+    router's parser and weights."""
+    from ..services.entity_index import install
+    from ..services.routing import load_router
+
+    install(engine, make_extractor(settings), entity_store, entity_vectors, settings.sentence_vectors)
+    engine.question_parser = make_question_parser(settings)
+    engine.router = load_router(settings.router_weights or None)
+    return engine

@@ -9,9 +9,12 @@ import heapq
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 Neighbours = Callable[[Hashable], Sequence[tuple[Hashable, float]]]
 # batched neighbourhood read: nodes -> {node: ((neighbour, weight), ...), weighted degree)}
@@ -29,6 +32,8 @@ def ppr(adjacency: sp.spmatrix, personalization: np.ndarray, damping: float = 0.
     A walker follows an out-edge with probability ``damping`` (proportional to its weight) and
     restarts at the normalized ``personalization`` otherwise; a node without out-edges restarts
     (the networkx convention for dangling nodes). Returns a probability vector."""
+    import scipy.sparse as sp
+
     n = adjacency.shape[0]
     p = np.asarray(personalization, dtype=np.float64).reshape(-1)
     if p.shape[0] != n:
@@ -276,6 +281,8 @@ def semantic_bridging(mention: sp.spmatrix, sentence_sim: np.ndarray, seeds: np.
     score: feeding a seed back through its own sentences would only inflate it), and the loop
     stops when no new entity passes. Returns (activation, tier) where tier[i] is the step at
     which entity i was activated (1 for the seeds, 0 when never) -- the L_e of eq. 7."""
+    import scipy.sparse as sp
+
     m = sp.csr_matrix(mention, dtype=np.float64)
     mt = m.T.tocsr()
     sigma = np.asarray(sentence_sim, dtype=np.float64).reshape(-1)
@@ -363,6 +370,8 @@ def passage_init(passage_sim: np.ndarray, contain: sp.spmatrix, activation: np.n
                  tier: np.ndarray, lam: float = 0.05, passage_weight: float = 0.05) -> np.ndarray:
     """LinearRAG eq. 7: (lambda * sim(q, p) + ln(1 + sum_e a_e * ln(1 + N_pe) / L_e)) * W_p
     over the passage x entity count matrix C (N_pe = occurrences of e in p)."""
+    import scipy.sparse as sp
+
     c = sp.csr_matrix(contain, dtype=np.float64)
     c.data = np.log1p(c.data)
     level = np.where(tier > 0, tier, 1).astype(np.float64)
@@ -373,6 +382,8 @@ def passage_init(passage_sim: np.ndarray, contain: sp.spmatrix, activation: np.n
 def bipartite_adjacency(contain: sp.spmatrix, extra_entity_edges: sp.spmatrix | None = None) -> sp.csr_matrix:
     """Symmetric adjacency over [passages..., entities...] from the passage x entity matrix C,
     optionally with entity-entity edges (co-occurrence)."""
+    import scipy.sparse as sp
+
     c = sp.csr_matrix(contain, dtype=np.float64)
     n_p, n_e = c.shape
     ee = sp.csr_matrix((n_e, n_e)) if extra_entity_edges is None else sp.csr_matrix(extra_entity_edges, dtype=np.float64)

@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import GRAPH_SETTINGS, Settings
 from ..domain.lsh import check_embedder, draw_hyperplanes
 from ..domain.model import EragraphError, LshConfig
 from ..ports import (BlobStore, Embedder, Generator, GraphStore, LexicalIndex, MessageQueue, Summarizer, Tokenizer,
                      VectorIndex)
+
+if TYPE_CHECKING:
+    from ..domain.model import Document, Node
+    from ..domain.question_features import ParsedQuestion
+    from ..domain.router_model import RouterModel
+    from .entity_index import EntityIndex
+
+
+class QuestionParser(Protocol):
+    """The router's parse of a question (providers.question_parser)."""
+
+    identity: str
+
+    def parse(self, text: str) -> ParsedQuestion: ...
+
+
+IngestHook = Callable[["Engine", "Sequence[Node]"], None]
+RemoveHook = Callable[["Engine", "Document", "Sequence[str]"], None]
 
 
 @dataclass
@@ -23,7 +43,18 @@ class Engine:
     blobs: BlobStore | None = None
     generator: Generator | None = None
     lexical: LexicalIndex | None = None  # BM25 over the leaf chunks (None: the profile has none)
-    extras: dict = field(default_factory=dict)
+    # the entity graph (services.entity_index); None: this engine has none and the graph modes
+    # are not offered
+    entities: EntityIndex | None = None
+    # the router (services.routing): its question parser (None: every question scores 0) and
+    # its trained weights (None: the weights shipped in the package)
+    question_parser: QuestionParser | None = None
+    router: RouterModel | None = None
+    # called after new layer-0 nodes are stored / before a document's chunks leave
+    ingest_hooks: list[IngestHook] = field(default_factory=list)
+    remove_hooks: list[RemoveHook] = field(default_factory=list)
+    # the exact graph path's matrices, cached per entity-store generation (services.graph_query)
+    graph_snapshot: Any = None
 
     def lsh(self) -> LshConfig:
         """The store's hyperplanes: drawn on first use from the recorded seed, then reused;

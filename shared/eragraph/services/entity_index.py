@@ -1,33 +1,25 @@
 """The entity graph, built at ingestion without an LLM and kept incremental.
 
-``install(engine)`` (called by bootstrap) attaches an ``EntityIndex`` to the engine:
+``install(engine, extractor, store, vectors)`` (called by each profile's bootstrap, which picks
+the NER provider and the storage) attaches an ``EntityIndex`` as ``engine.entities``:
 - an ingest hook: sentence segmentation + NER of the new layer-0 chunks, their postings,
   mentions and co-occurrences written to the entity store, embeddings of new entity names and
-  of entity-bearing sentences written to a second vector index (``engine.extras["entity_vectors"]``:
-  entity names under layer -1, sentences under layer -2, so that no summary-graph search sees them);
+  of entity-bearing sentences written to a second vector index (entity names under layer -1,
+  sentences under layer -2, so that no summary-graph search sees them);
 - a remove hook: the chunks' records leave the store, the entities no live chunk mentions any
-  more and the chunks' sentences leave the entity vector index;
+  more and the chunks' sentences leave the entity vector index.
 The graph retrieval modes (services.graph_query) are listed in the mode registry
-(services.modes) and run when an engine has an ``entity_index``.
-
-Storage by profile: a local store (graph store with a ``path``) gets ``entities.sqlite`` and
-``entity_vectors/`` (FAISS) beside ``graph.sqlite``; the memory profile gets memory adapters; an
-engine whose bootstrap already put an ``entity_store`` / ``entity_vectors`` in extras (the AWS
-profile) keeps them. The NER provider is spaCy unless the engine runs the model-free hashing
-embedder (tests, smoke runs), which gets the capitalized-phrase extractor; ``ERAGRAPH_NER``
-(``spacy`` | ``spacy+nouns`` | ``capitalized``) overrides either choice.
+(services.modes) and run when an engine has ``entities``.
 
 Sentence vectors (LinearRAG's sim(q, s), eq. 4) cost a second embedding pass over the corpus
 (about as much as the chunks themselves); by default a sentence is scored with its chunk's
-vector instead (corpus passages are a few sentences long), and ``ERAGRAPH_SENTENCE_VECTORS=1``
-embeds every entity-bearing sentence on its own (layer -2 of the entity vector index).
+vector instead (corpus passages are a few sentences long), and the ``sentence_vectors``
+setting embeds every entity-bearing sentence on its own (layer -2 of the entity vector index).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from pathlib import Path
 
 from ..domain.model import Document, Node
 from ..ports_entity import ChunkEntities, EntityStore
@@ -35,7 +27,7 @@ from .engine import Engine
 
 from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER, entity_vector_id
 
-__all__ = ["ENTITY_LAYER", "SENTENCE_LAYER", "EntityIndex", "entity_vector_id", "install", "make_extractor"]
+__all__ = ["ENTITY_LAYER", "SENTENCE_LAYER", "EntityIndex", "entity_vector_id", "install"]
 
 
 class EntityIndex:
@@ -91,58 +83,14 @@ class EntityIndex:
         return self.store.remove_chunks(chunk_ids)
 
 
-def make_extractor(engine: Engine):
-    choice = os.environ.get("ERAGRAPH_NER", "").strip().lower()
-    if not choice:
-        choice = "capitalized" if engine.settings.embedder == "hash" else "spacy"
-    from ..providers.spacy_ner import CapitalizedPhraseExtractor, SpacyEntityExtractor
-
-    if choice == "capitalized":
-        return CapitalizedPhraseExtractor()
-    if choice == "spacy":
-        return SpacyEntityExtractor()
-    if choice == "spacy+nouns":
-        return SpacyEntityExtractor(noun_chunks=True)
-    raise ValueError(f"ERAGRAPH_NER={choice!r}: choose spacy, spacy+nouns or capitalized")
-
-
-def _default_storage(engine: Engine):
-    path = getattr(engine.graph, "path", None)
-    if path is not None and str(path) not in ("", ":memory:"):
-        from ..adapters.local.entity_sqlite import SqliteEntityStore
-        from ..adapters.local.vector_faiss import FaissVectorIndex
-
-        store_dir = Path(path).parent
-        return (SqliteEntityStore(store_dir / "entities.sqlite"),
-                FaissVectorIndex(store_dir / "entity_vectors", engine.embedder.dim))
-    from ..adapters.memory import MemoryGraphStore, MemoryVectorIndex
-    from ..adapters.memory_entity import MemoryEntityStore
-
-    if isinstance(engine.graph, MemoryGraphStore):
-        return MemoryEntityStore(), MemoryVectorIndex()
-    return None, None  # a cloud graph store: its profile must supply a durable entity store
-
-
-def install(engine: Engine, extractor=None, store: EntityStore | None = None, vectors=None) -> EntityIndex | None:
-    """Attach the entity graph and its retrieval modes to ``engine`` (idempotent). An engine
-    on a cloud graph store whose profile put no ``entity_store``/``entity_vectors`` in its
-    extras gets no entity graph (an in-memory one would vanish with the function instance)."""
-    existing = engine.extras.get("entity_index")
-    if isinstance(existing, EntityIndex):
-        return existing
-    store = store or engine.extras.get("entity_store")
-    vectors = vectors or engine.extras.get("entity_vectors")
-    if store is None or vectors is None:
-        default_store, default_vectors = _default_storage(engine)
-        store = store or default_store
-        vectors = vectors or default_vectors
-        if store is None or vectors is None:
-            return None
-    embed_sentences = os.environ.get("ERAGRAPH_SENTENCE_VECTORS", "").strip().lower() in ("1", "true", "yes")
-    index = EntityIndex(store, vectors, extractor or make_extractor(engine), engine.embedder, embed_sentences)
-    engine.extras["entity_index"] = index
-    engine.extras["entity_store"] = store
-    engine.extras["entity_vectors"] = vectors
+def install(engine: Engine, extractor, store: EntityStore, vectors, embed_sentences: bool = False) -> EntityIndex:
+    """Attach the entity graph to ``engine`` (idempotent): its index, the ingest hook (NER of
+    new chunks) and the remove hook. The profile's bootstrap picks the extractor and the
+    storage; this service never chooses an adapter."""
+    if engine.entities is not None:
+        return engine.entities
+    index = EntityIndex(store, vectors, extractor, engine.embedder, embed_sentences)
+    engine.entities = index
 
     def on_ingest(eng: Engine, nodes: Sequence[Node]) -> None:
         index.add_nodes(nodes)
@@ -150,6 +98,6 @@ def install(engine: Engine, extractor=None, store: EntityStore | None = None, ve
     def on_remove(eng: Engine, doc: Document, chunk_ids: Sequence[str]) -> None:
         index.remove_chunks(chunk_ids)
 
-    engine.extras.setdefault("ingest_hooks", []).append(on_ingest)
-    engine.extras.setdefault("remove_hooks", []).append(on_remove)
+    engine.ingest_hooks.append(on_ingest)
+    engine.remove_hooks.append(on_remove)
     return index

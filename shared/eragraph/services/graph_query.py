@@ -20,12 +20,9 @@ the local-push PPR with a bounded residual.
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, fields, replace
-
 import numpy as np
-import scipy.sparse as sp
 
+from ..config import GraphSettings
 from ..domain import graph_math as gm
 from ..domain.ranking import Candidate, fill_budget
 from .engine import Engine
@@ -33,49 +30,8 @@ from .engine import Engine
 DEFAULT_OVERFETCH = 4
 
 
-@dataclass(frozen=True)
-class GraphSettings:
-    # LinearRAG (tri_graph)
-    threshold: float = 0.4        # delta: an entity newly activated below it is pruned
-    iterations: int = 3           # max semantic-bridging steps
-    top_sentences: int = 3        # sentences per entity that propagate (0: the matrix form of eq. 5)
-    damping: float = 0.5          # PPR damping d (probability of following an edge)
-    lam: float = 0.5              # lambda: weight of sim(q, passage) in the passage init (paper: 0.05; 0.5 on MuSiQue dev)
-    passage_weight: float = 0.05  # W_p
-    minmax: bool = False          # min-max normalize sim(q, passage) before lambda (as LinearRAG's code does)
-    # TERAG (concept_ppr)
-    concept_damping: float = 0.85
-    semantic_top: int = 3         # semantic matches per query entity without an exact match
-    # E2GraphRAG (local_global)
-    hops: int = 2                 # h, shrunk while more than k chunks
-    match_threshold: float = 0.8  # a query entity maps to a graph entity this similar (if not exact)
-    # execution
-    exact: bool | None = None     # None: exact PPR when the store can export matrices
-    push_epsilon: float = 3e-5    # ACL push: a node is pushed while residual >= epsilon * degree
-    push_dense_top: int = 100     # passages seeded by similarity in the push execution
-    push_hub_cap: int = 0         # > 0: a node spreads along only its N heaviest edges (0: all)
-    push_max_rounds: int = 200    # batched rounds of the push (one neighbourhood read each)
-
-    @classmethod
-    def from_env(cls, environ=None, **overrides) -> GraphSettings:
-        env = os.environ if environ is None else environ
-        values = {}
-        for f in fields(cls):
-            raw = env.get("ERAGRAPH_GRAPH_" + f.name.upper())
-            if raw:
-                if f.name == "exact":
-                    values[f.name] = raw.strip().lower() in ("1", "true", "yes")
-                else:
-                    values[f.name] = type(getattr(cls(), f.name))(raw)
-        return replace(cls(**values), **{k: v for k, v in overrides.items() if v is not None})
-
-
 def graph_settings(engine: Engine) -> GraphSettings:
-    gs = engine.extras.get("graph_settings")
-    if gs is None:
-        gs = GraphSettings.from_env()
-        engine.extras["graph_settings"] = gs
-    return gs
+    return engine.settings.graph_retrieval
 
 
 # ---------------------------------------------------------------- snapshot (exact execution)
@@ -85,7 +41,9 @@ class Snapshot:
     """Matrices + aligned vectors for one store generation: chunks are all live layer-0 nodes."""
 
     def __init__(self, engine: Engine) -> None:
-        index = engine.extras["entity_index"]
+        import scipy.sparse as sp
+
+        index = engine.entities
         mats = index.store.export()
         self.generation = mats.generation
         self.mats = mats
@@ -127,17 +85,17 @@ def _matrix(vectors, ids, dim) -> np.ndarray:
 
 
 def snapshot(engine: Engine) -> Snapshot:
-    index = engine.extras["entity_index"]
-    snap = engine.extras.get("graph_snapshot")
+    index = engine.entities
+    snap = engine.graph_snapshot
     if snap is None or snap.generation != index.store.generation():
         snap = Snapshot(engine)
-        engine.extras["graph_snapshot"] = snap
+        engine.graph_snapshot = snap
     return snap
 
 
 def use_exact(engine: Engine) -> bool:
     gs = graph_settings(engine)
-    store = engine.extras["entity_index"].store
+    store = engine.entities.store
     return bool(store.can_export) if gs.exact is None else bool(gs.exact and store.can_export)
 
 
@@ -151,7 +109,7 @@ def dense(engine: Engine, vector: np.ndarray, k: int, budget: int | None) -> lis
 
 
 def _query_entity_vectors(engine: Engine, text: str) -> tuple[list[str], np.ndarray]:
-    index = engine.extras["entity_index"]
+    index = engine.entities
     names = index.extractor.query_entities(text)
     if not names:
         return [], np.zeros((0, engine.embedder.dim), dtype=np.float32)
@@ -194,7 +152,7 @@ def _match_top(snap: Snapshot, qvecs: np.ndarray, top: int) -> list[list[tuple[i
 def _match_top_push(engine: Engine, qvecs: np.ndarray, top: int) -> list[list[tuple[str, float]]]:
     from .entity_ids import ENTITY_LAYER
 
-    vectors = engine.extras["entity_index"].vectors
+    vectors = engine.entities.vectors
     return [[(h.node_id[4:], h.score) for h in vectors.search(q, top, layers=[ENTITY_LAYER])] for q in qvecs]
 
 
@@ -232,7 +190,7 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
 
 
 def _tri_graph_push(engine, vector, qvecs, k, budget, gs) -> list[Candidate]:
-    index = engine.extras["entity_index"]
+    index = engine.entities
     store = index.store
     seeds: dict[str, float] = {}
     for matches in _match_top_push(engine, qvecs, 1):
@@ -320,7 +278,7 @@ def _push(restart: dict, store, cooc: bool, damping: float, gs: GraphSettings) -
 
 def concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None) -> list[Candidate]:
     gs = graph_settings(engine)
-    index = engine.extras["entity_index"]
+    index = engine.entities
     names = index.extractor.query_entities(text)
     if not names:
         return dense(engine, vector, k, budget)
@@ -368,7 +326,7 @@ def _map_entities(engine: Engine, text: str) -> list[str]:
     """Query entities mapped to graph vertices: exact names, else the nearest entity name when
     it is at least ``match_threshold`` similar; unmapped ones are dropped (E2GraphRAG §3.2)."""
     gs = graph_settings(engine)
-    index = engine.extras["entity_index"]
+    index = engine.entities
     names = index.extractor.query_entities(text)
     if not names:
         return []
@@ -391,7 +349,7 @@ def _map_entities(engine: Engine, text: str) -> list[str]:
 
 def local_global(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None) -> list[Candidate]:
     gs = graph_settings(engine)
-    store = engine.extras["entity_index"].store
+    store = engine.entities.store
     entities = _map_entities(engine, text)
     if not entities:
         return global_search(engine, vector, k, budget, [])
@@ -443,7 +401,7 @@ def global_search(engine: Engine, vector: np.ndarray, k: int, budget: int | None
     if not entities:
         return search(engine, "collapsed", vector, k, budget, engine.settings.bias_p)
     cands = search(engine, "collapsed", vector, 2 * k, None, engine.settings.bias_p)
-    store = engine.extras["entity_index"].store
+    store = engine.entities.store
     ents = set(entities)
     nodes = engine.graph.get_nodes(c.node_id for c in cands)
     # every leaf beneath the candidates, one batched read per layer, then one entity read

@@ -45,7 +45,7 @@ def drop_chunks(engine: Engine, doc: Document, ids: Sequence[str]) -> list[tuple
     ids = list(ids)
     if not ids:
         return []
-    for hook in engine.extras.get("remove_hooks", ()):
+    for hook in engine.remove_hooks:
         hook(engine, doc, ids)
     codes = {i: n.code for i, n in engine.graph.get_nodes(ids).items()}
     engine.graph.delete_nodes(ids)
@@ -78,7 +78,7 @@ class _Written:
 def _write_chunks(engine: Engine, nodes: Sequence[Node], vectors, metas: Sequence[dict]) -> None:
     engine.graph.put_nodes(nodes)
     engine.vectors.upsert([n.node_id for n in nodes], vectors, metas)
-    for hook in engine.extras.get("ingest_hooks", ()):
+    for hook in engine.ingest_hooks:
         hook(engine, nodes)
 
 

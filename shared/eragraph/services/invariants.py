@@ -112,7 +112,7 @@ def _check_documents(engine: Engine, chunks: set[str], v: list[str]) -> None:
 
 
 def _check_entities(engine: Engine, chunks: set[str], v: list[str], check_vectors: bool) -> None:
-    index = engine.extras.get("entity_index")
+    index = engine.entities
     if index is None:
         return
     from .entity_index import entity_vector_id

@@ -104,7 +104,7 @@ def mode_names() -> list[str]:
 
 
 def has_entity_graph(engine: Engine) -> bool:
-    return engine.extras.get("entity_index") is not None
+    return engine.entities is not None
 
 
 def available_modes(engine: Engine) -> list[str]:

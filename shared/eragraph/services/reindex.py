@@ -145,7 +145,7 @@ def audit_entities(engine: Engine, report: dict, batch: int = 256) -> None:
     for key in keys:
         report[key] = 0
     report["entity_counts_repaired"] = {}
-    index = engine.extras.get("entity_index")
+    index = engine.entities
     if index is None:
         return
     store = index.store

