@@ -40,7 +40,7 @@ def test_s3_put_event_ingests_url_decoded_key(aws_engine, lambda_context):
     ingest = load_handler("ingest")
     put_doc(engine)
     out = ingest.handler(event("s3_put.json"), lambda_context)
-    assert out == {"ingested": 1, "removed": 0, "rejected": 0, "stale": 0}
+    assert out == {"ingested": 1, "removed": 0, "rejected": 0, "stale": 0, "vanished": 0, "unusable": 0}
     [doc] = engine.graph.find_documents(f"s3://{BUCKET}/docs/Field Notes (draft).txt")
     assert doc.chunk_ids and engine.vectors.count() == len(doc.chunk_ids)
 
@@ -69,7 +69,8 @@ def test_s3_delete_event_removes_document(aws_engine, lambda_context):
 def test_test_event_is_ignored_and_sqs_batch_is_processed(aws_engine, lambda_context):
     engine, _, _ = aws_engine
     ingest = load_handler("ingest")
-    assert ingest.handler(event("s3_test_event.json"), lambda_context) == {"ingested": 0, "removed": 0, "rejected": 0, "stale": 0}
+    assert ingest.handler(event("s3_test_event.json"), lambda_context) == {
+        "ingested": 0, "removed": 0, "rejected": 0, "stale": 0, "vanished": 0, "unusable": 0}
     put_doc(engine)
     out = ingest.handler(event("sqs_ingest_batch.json"), lambda_context)
     assert out == {"batchItemFailures": []}
