@@ -133,6 +133,21 @@ def test_api(aws_engine, lambda_context, capsys):
     assert _api(query, "api_health.json", lambda_context) == (200, {"status": "ok"})
 
 
+def test_api_fuzz_corpus_on_the_lambda_function(aws_engine, lambda_context):
+    """Every malformed body of the fuzz corpus (tests/api_corpus.py) gets its 4xx and message
+    from the query function on the AWS profile; none reaches a 5xx."""
+    from api_corpus import CASES, LAMBDA_ONLY, lambda_event
+
+    query = load_handler("query")
+    template = event("api_query_valid.json")
+    requests = [(name, lambda_event(template, body), status, words) for name, body, status, words in CASES]
+    requests += [(name, {**template, **fields}, status, words) for name, fields, status, words in LAMBDA_ONLY]
+    for name, request, status, words in requests:
+        out = query.handler(request, lambda_context)
+        body = json.loads(out["body"])
+        assert out["statusCode"] == status and words in body["message"], (name, out["statusCode"], body)
+
+
 def test_reindex_on_schedule_event(aws_engine, lambda_context):
     engine, _, fake = aws_engine
     ingest, summarize, reindex = load_handler("ingest"), load_handler("summarize"), load_handler("reindex")
