@@ -11,9 +11,9 @@ from typing import Any
 MAX_SHOWN = 40  # characters of a given string shown back
 
 
-def field_name(loc: Sequence[Any], skip: tuple[str, ...] = ("body",)) -> str:
+def field_name(loc: Sequence[Any], skip: tuple[str, ...] = ("body",), whole: str = "the body") -> str:
     parts = [str(p) for p in loc if p not in skip]
-    return ".".join(parts) or "the body"
+    return ".".join(parts) or whole
 
 
 def shown(value: Any) -> str:
@@ -40,9 +40,10 @@ _KINDS = {"int": "an integer", "float": "a number", "string": "a string", "bool"
           "dict": "an object", "model": "an object", "list": "an array"}
 
 
-def describe(error: dict, skip: tuple[str, ...] = ("body",), known: Iterable[str] = ()) -> str:
-    """One sentence for one pydantic error dict."""
-    name = field_name(error.get("loc", ()), skip)
+def describe(error: dict, skip: tuple[str, ...] = ("body",), known: Iterable[str] = (), whole: str = "the body") -> str:
+    """One sentence for one pydantic error dict; ``skip``: loc parts left out of the field name
+    (the body of an HTTP request), ``whole``: the name of what has no field name left."""
+    name = field_name(error.get("loc", ()), skip, whole)
     kind = str(error.get("type", ""))
     ctx = error.get("ctx") or {}
     given = error.get("input")
@@ -63,6 +64,8 @@ def describe(error: dict, skip: tuple[str, ...] = ("body",), known: Iterable[str
                          "less_than": "lt"}[kind])
         words = {"greater_than_equal": "at least", "greater_than": "more than", "less_than_equal": "at most",
                  "less_than": "less than"}[kind]
+        if isinstance(limit, float) and limit.is_integer():
+            limit = int(limit)  # "at least 0", not "at least 0.0"
         return f"{name} must be {words} {limit}{got}"
     if kind == "finite_number":
         return f"{name} must be a finite number{got}"
@@ -76,6 +79,7 @@ def describe(error: dict, skip: tuple[str, ...] = ("body",), known: Iterable[str
     return f"{name}: {error.get('msg') or kind}{got}"
 
 
-def describe_all(errors: Iterable[dict], skip: tuple[str, ...] = ("body",), known: Iterable[str] = ()) -> str:
+def describe_all(errors: Iterable[dict], skip: tuple[str, ...] = ("body",), known: Iterable[str] = (),
+                 whole: str = "the body") -> str:
     known = list(known)
-    return "; ".join(describe(e, skip, known) for e in errors)
+    return "; ".join(describe(e, skip, known, whole) for e in errors)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from aws_helpers import BUCKET, event, load_handler
 
 
@@ -233,3 +235,50 @@ def test_api_new_retrieval_modes(aws_engine, lambda_context):
             assert body["route"] == mode and body["router_score"] is None
     searches = [b for m, path, b in fake.requests if path.endswith("/_search") and "bool" in (b or {}).get("query", {})]
     assert any(s["query"]["bool"]["must"] == [{"match": {"text": "which telescope observed the comet"}}] for s in searches)
+
+
+@pytest.mark.parametrize("payload,expected", [
+    ({"stuck_after_seconds": 0}, 0.0),  # 0 means 0, not "unset"
+    ({"stuck_after_seconds": 600}, 600.0),
+    ({"stuck_after_seconds": 2.5}, 2.5),
+    ({"stuck_after_seconds": None}, 1234.0),
+    ({}, 1234.0),
+    (None, 1234.0),
+    ("schedule.json", 1234.0),  # the schedule's EventBridge envelope, detail {}
+])
+def test_reindex_event_parameters(lambda_context, monkeypatch, payload, expected):
+    reindex = load_handler("reindex")
+    monkeypatch.setenv("ERAGRAPH_STUCK_AFTER_SECONDS", "1234")
+    seen = []
+    monkeypatch.setattr(reindex.reindex, "run", lambda engine, stuck_after, drain: seen.append(stuck_after) or {
+        "metrics": {}})
+    monkeypatch.setattr(reindex.LAMBDA_ENGINE, "get", lambda: None)
+    reindex.handler(event(payload) if isinstance(payload, str) else payload, lambda_context)
+    assert seen == [expected]
+
+
+def _scheduled(detail):
+    body = event("schedule.json")
+    body["detail"] = detail
+    return body
+
+
+@pytest.mark.parametrize("payload,words", [
+    ({"stuck_after_seconds": "600"}, "stuck_after_seconds must be a number (got the string '600')"),
+    ({"stuck_after_seconds": True}, "stuck_after_seconds must be a number (got true)"),
+    ({"stuck_after_seconds": -1}, "stuck_after_seconds must be at least 0 (got -1)"),
+    ({"stuck_after_seconds": float("inf")}, "stuck_after_seconds must be a finite number (got inf)"),
+    ({"stuck_after": 600}, "stuck_after is not a known field (known: stuck_after_seconds)"),
+    ([600], "the event must be a JSON object (got an array of 1)"),
+    ("600", "the event must be a JSON object (got the string '600')"),
+    (_scheduled({"stuck_after_seconds": "soon"}), "detail.stuck_after_seconds must be a number (got the string 'soon')"),
+    (_scheduled({"force": True}), "detail.force is not a known field"),
+    ({**_scheduled({}), "source": None}, "source must be a string (got null)"),
+])
+def test_reindex_rejects_a_bad_event_before_any_work(lambda_context, monkeypatch, caplog, payload, words):
+    reindex = load_handler("reindex")
+    monkeypatch.setattr(reindex.reindex, "run", lambda *a, **k: pytest.fail("ran on a bad event"))
+    with pytest.raises(reindex.InvalidReindexEvent) as info:
+        reindex.handler(payload, lambda_context)
+    assert words in str(info.value)
+    assert [r.reason for r in caplog.records if getattr(r, "reason", None)] == ["invalid-event"]
