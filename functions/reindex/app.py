@@ -1,23 +1,73 @@
-"""EventBridge schedule (or a direct invoke) -> audit and repair (services.reindex)."""
+"""EventBridge schedule (or a direct invoke) -> audit and repair (services.reindex).
+
+The event is validated with pydantic: a direct invoke is ReindexRequest itself
+(``{"stuck_after_seconds": 600}``, or ``{}``); the schedule's event is an EventBridge envelope
+whose ``detail`` is one (the schedule sends ``{}``). Unknown keys, wrong types or a negative
+value are an error naming the field and the rule, before any work. An absent value falls back
+to ERAGRAPH_STUCK_AFTER_SECONDS; 0 is 0 (everything counts as stuck)."""
+
+from __future__ import annotations
 
 import os
+from typing import Optional
 
 from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
 from eragraph.services import reindex
+from eragraph.validation import describe_all
 
 logger, metrics, tracer = powertools()
 LAMBDA_ENGINE.cold_start("embedder", "ner", "summarizer")  # fails the init if a provider it uses is missing
+
+
+class ReindexRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    stuck_after_seconds: Optional[float] = Field(
+        None, ge=0, allow_inf_nan=False,
+        description="Work older than this is stuck and repaired (default: ERAGRAPH_STUCK_AFTER_SECONDS)")
+
+
+class ScheduledReindex(EventBridgeModel):
+    """The schedule's EventBridge event; its ``detail`` carries the request."""
+
+    detail: ReindexRequest
+
+
+class InvalidReindexEvent(ValueError):
+    pass
+
+
+def parse_event(event) -> ReindexRequest:
+    event = {} if event is None else event
+    envelope = isinstance(event, dict) and "detail-type" in event
+    try:
+        if envelope:
+            return ScheduledReindex.model_validate(event).detail
+        return ReindexRequest.model_validate(event)
+    except ValidationError as exc:
+        words = describe_all(exc.errors(), skip=(), known=ReindexRequest.model_fields, whole="the event")
+        raise InvalidReindexEvent(f"invalid reindex event: {words}") from None
+
+
+def stuck_after(request: ReindexRequest) -> float:
+    if request.stuck_after_seconds is not None:
+        return request.stuck_after_seconds
+    return float(os.environ.get("ERAGRAPH_STUCK_AFTER_SECONDS", "3600"))
 
 
 @logger.inject_lambda_context
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def handler(event, context):
-    stuck_after = float((event or {}).get("stuck_after_seconds")
-                    or os.environ.get("ERAGRAPH_STUCK_AFTER_SECONDS", "3600"))
-    report = reindex.run(LAMBDA_ENGINE.get(), stuck_after=stuck_after, drain=False)
+    try:
+        request = parse_event(event)
+    except InvalidReindexEvent as exc:
+        logger.error("reindex event rejected", extra={"reason": "invalid-event", "error": str(exc)})
+        raise
+    report = reindex.run(LAMBDA_ENGINE.get(), stuck_after=stuck_after(request), drain=False)
     for name, value in report["metrics"].items():
         metrics.add_metric(name, MetricUnit.Count, value)
     logger.info("reindex finished", extra={"report": report})

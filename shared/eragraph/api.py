@@ -5,19 +5,42 @@ server (``eragraph serve``, eragraph.server): ``make_app`` builds the powertools
 engine getter, so both validate requests with the same pydantic model and answer with the same
 JSON and the same 4xx errors. Requests are validated from the models below; the OpenAPI schema
 they generate is kept in functions/query/openapi.json. Needs the ``aws`` extra (powertools,
-pydantic)."""
+pydantic).
+
+Every malformed request is a 4xx with a ``message`` in words, never a 500:
+- 400 when the body is no JSON object: bad base64 (``isBase64Encoded``), bytes that are not
+  UTF-8, invalid JSON, nesting deeper than MAX_BODY_DEPTH (checked before parsing, so a body
+  nested 100,000 deep costs one scan, not a RecursionError), or a JSON value other than an object
+  (powertools' validation would otherwise take the first element of an array);
+- 422 when the object breaks the request model (unknown field, wrong type, a limit): the
+  message names the field, the rule and the limit (``k must be at most 100 (got 100000)``), and
+  ``detail`` lists each error's ``loc`` and ``type`` as before. Types are strict: ``"k": "5"`` or
+  ``"k": true`` is refused, not converted;
+- 415 when the content-type is given and is not JSON.
+The fuzz corpus of these cases is tests/api_corpus.py."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import re
 from collections.abc import Callable
-from typing import Annotated, Optional
+from functools import cached_property
+from typing import Annotated, Any, Optional
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import (
+    RequestUnsupportedContentType,
+    RequestValidationError,
+)
 from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from pydantic import BaseModel, ConfigDict, Field
 
 from .domain.model import LexicalIndexMissing
+from .validation import describe_all
 from .services import query as query_service
 from .services.modes import MODES, mode_names
 from .services.engine import Engine
@@ -26,8 +49,11 @@ OPENAPI_TITLE = "Eragraph query API"
 OPENAPI_VERSION = "0.1.0"
 
 
+MAX_BODY_DEPTH = 16  # nested JSON arrays/objects; a query needs 1
+
+
 class QueryRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     query: str = Field(min_length=1, max_length=4000, description="The question or search text")
     # the registry (services.modes) is the one list of modes; an unknown one gets the service's 400
     mode: str = Field("collapsed", description="; ".join(f"{m.name}: {m.description}" for m in MODES.values()),
@@ -36,6 +62,86 @@ class QueryRequest(BaseModel):
     budget: Optional[int] = Field(None, ge=1, le=100000, description="Token budget of the evidence (default: ERAGRAPH_TOKEN_BUDGET)")
     p: Optional[float] = Field(None, ge=0.0, le=1.0, description="Bias proportion (detailed/summarized)")
     answer: bool = Field(False, description="Generate an answer with citations from the evidence")
+
+
+class BadRequestBody(ValueError):
+    """A request body that is no JSON object (answered 400 with this message)."""
+
+
+# a JSON string (so brackets inside strings are not counted), or one bracket
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def nesting_exceeds(text: str, limit: int) -> bool:
+    """Whether JSON ``text`` nests arrays/objects deeper than ``limit`` (one linear scan)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for match in _JSON_TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in "]}":
+            depth -= 1
+    return False
+
+
+def _no_constant(name: str):
+    raise BadRequestBody(f"the body is not valid JSON: {name} is not a JSON number")
+
+
+def parse_body(text: str) -> dict:
+    """The request body as a JSON object, or BadRequestBody saying why not."""
+    if nesting_exceeds(text, MAX_BODY_DEPTH):
+        raise BadRequestBody(f"the body nests arrays/objects deeper than {MAX_BODY_DEPTH} levels")
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise BadRequestBody(f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:  # not reached after the scan above; never a 500 all the same
+        raise BadRequestBody(f"the body nests arrays/objects deeper than {MAX_BODY_DEPTH} levels") from None
+    if not isinstance(value, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+        raise BadRequestBody(f"the body must be a JSON object, not {kind}")
+    return value
+
+
+class StrictHttpEvent(APIGatewayProxyEventV2):
+    """The payload v2 event with a strict body decode: bad base64 or bytes that are not UTF-8
+    are a BadRequestBody (powertools' own decode would raise binascii.Error /
+    UnicodeDecodeError out of the route: a 500)."""
+
+    @cached_property
+    def decoded_body(self) -> Optional[str]:
+        body = self.body
+        if not (self.is_base64_encoded and body):
+            return body
+        try:
+            data = base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError):
+            raise BadRequestBody("the body is marked base64-encoded (isBase64Encoded) but is not valid base64") from None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BadRequestBody(f"the body is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+
+
+class QueryApiResolver(APIGatewayHttpResolver):
+    """The HTTP API resolver whose events decode their body strictly (StrictHttpEvent) and
+    parse it with parse_body."""
+
+    def __init__(self) -> None:
+        super().__init__(enable_validation=True, json_body_deserializer=parse_body)
+
+    def _to_proxy_event(self, event: dict) -> StrictHttpEvent:  # powertools' hook building current_event
+        return StrictHttpEvent(event, self._json_body_deserializer)
+
+
+def _error_json(status: int, message: str, **extra: Any) -> Response:
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON,
+                    body={"statusCode": status, "message": message, **extra})
 
 
 def document_body(doc) -> dict:
@@ -49,7 +155,23 @@ def make_app(get_engine: Callable[[], Engine], on_query: Callable | None = None)
     response (the Lambda function publishes metrics from it)."""
     from .services import stats as stats_service
 
-    app = APIGatewayHttpResolver(enable_validation=True)
+    app = QueryApiResolver()
+
+    @app.exception_handler(BadRequestBody)
+    def bad_body(exc: BadRequestBody) -> Response:
+        return _error_json(400, str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    def invalid_request(exc: RequestValidationError) -> Response:
+        errors = exc.errors()
+        return _error_json(422, describe_all(errors, known=QueryRequest.model_fields),
+                           detail=[{"loc": e["loc"], "type": e["type"]} for e in errors])
+
+    @app.exception_handler(RequestUnsupportedContentType)
+    def unsupported_type(exc: RequestUnsupportedContentType) -> Response:
+        given = app.current_event.headers.get("content-type", "")
+        return _error_json(415, f"the body must be JSON: content-type must be application/json (got {given!r})",
+                           detail=[{"loc": e["loc"], "type": e["type"]} for e in exc.errors()])
 
     @app.exception_handler(query_service.BadQueryError)
     def bad_query(exc: query_service.BadQueryError) -> Response:

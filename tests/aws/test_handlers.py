@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from aws_helpers import BUCKET, event, load_handler
 
 
@@ -40,7 +42,7 @@ def test_s3_put_event_ingests_url_decoded_key(aws_engine, lambda_context):
     ingest = load_handler("ingest")
     put_doc(engine)
     out = ingest.handler(event("s3_put.json"), lambda_context)
-    assert out == {"ingested": 1, "removed": 0, "rejected": 0, "stale": 0}
+    assert out == {"ingested": 1, "removed": 0, "rejected": 0, "stale": 0, "vanished": 0, "unusable": 0}
     [doc] = engine.graph.find_documents(f"s3://{BUCKET}/docs/Field Notes (draft).txt")
     assert doc.chunk_ids and engine.vectors.count() == len(doc.chunk_ids)
 
@@ -69,7 +71,8 @@ def test_s3_delete_event_removes_document(aws_engine, lambda_context):
 def test_test_event_is_ignored_and_sqs_batch_is_processed(aws_engine, lambda_context):
     engine, _, _ = aws_engine
     ingest = load_handler("ingest")
-    assert ingest.handler(event("s3_test_event.json"), lambda_context) == {"ingested": 0, "removed": 0, "rejected": 0, "stale": 0}
+    assert ingest.handler(event("s3_test_event.json"), lambda_context) == {
+        "ingested": 0, "removed": 0, "rejected": 0, "stale": 0, "vanished": 0, "unusable": 0}
     put_doc(engine)
     out = ingest.handler(event("sqs_ingest_batch.json"), lambda_context)
     assert out == {"batchItemFailures": []}
@@ -130,6 +133,21 @@ def test_api(aws_engine, lambda_context, capsys):
     assert kinds["embed"]["tokens_in"] > 0 and kinds["embed"]["calls"] >= 2  # the chunks, the question
     assert body["ledger"]["total"]["cost_usd"] == 0.0 and body["ledger"]["unpriced"] == []  # local models
     assert _api(query, "api_health.json", lambda_context) == (200, {"status": "ok"})
+
+
+def test_api_fuzz_corpus_on_the_lambda_function(aws_engine, lambda_context):
+    """Every malformed body of the fuzz corpus (tests/api_corpus.py) gets its 4xx and message
+    from the query function on the AWS profile; none reaches a 5xx."""
+    from api_corpus import CASES, LAMBDA_ONLY, lambda_event
+
+    query = load_handler("query")
+    template = event("api_query_valid.json")
+    requests = [(name, lambda_event(template, body), status, words) for name, body, status, words in CASES]
+    requests += [(name, {**template, **fields}, status, words) for name, fields, status, words in LAMBDA_ONLY]
+    for name, request, status, words in requests:
+        out = query.handler(request, lambda_context)
+        body = json.loads(out["body"])
+        assert out["statusCode"] == status and words in body["message"], (name, out["statusCode"], body)
 
 
 def test_reindex_on_schedule_event(aws_engine, lambda_context):
@@ -217,3 +235,50 @@ def test_api_new_retrieval_modes(aws_engine, lambda_context):
             assert body["route"] == mode and body["router_score"] is None
     searches = [b for m, path, b in fake.requests if path.endswith("/_search") and "bool" in (b or {}).get("query", {})]
     assert any(s["query"]["bool"]["must"] == [{"match": {"text": "which telescope observed the comet"}}] for s in searches)
+
+
+@pytest.mark.parametrize("payload,expected", [
+    ({"stuck_after_seconds": 0}, 0.0),  # 0 means 0, not "unset"
+    ({"stuck_after_seconds": 600}, 600.0),
+    ({"stuck_after_seconds": 2.5}, 2.5),
+    ({"stuck_after_seconds": None}, 1234.0),
+    ({}, 1234.0),
+    (None, 1234.0),
+    ("schedule.json", 1234.0),  # the schedule's EventBridge envelope, detail {}
+])
+def test_reindex_event_parameters(lambda_context, monkeypatch, payload, expected):
+    reindex = load_handler("reindex")
+    monkeypatch.setenv("ERAGRAPH_STUCK_AFTER_SECONDS", "1234")
+    seen = []
+    monkeypatch.setattr(reindex.reindex, "run", lambda engine, stuck_after, drain: seen.append(stuck_after) or {
+        "metrics": {}})
+    monkeypatch.setattr(reindex.LAMBDA_ENGINE, "get", lambda: None)
+    reindex.handler(event(payload) if isinstance(payload, str) else payload, lambda_context)
+    assert seen == [expected]
+
+
+def _scheduled(detail):
+    body = event("schedule.json")
+    body["detail"] = detail
+    return body
+
+
+@pytest.mark.parametrize("payload,words", [
+    ({"stuck_after_seconds": "600"}, "stuck_after_seconds must be a number (got the string '600')"),
+    ({"stuck_after_seconds": True}, "stuck_after_seconds must be a number (got true)"),
+    ({"stuck_after_seconds": -1}, "stuck_after_seconds must be at least 0 (got -1)"),
+    ({"stuck_after_seconds": float("inf")}, "stuck_after_seconds must be a finite number (got inf)"),
+    ({"stuck_after": 600}, "stuck_after is not a known field (known: stuck_after_seconds)"),
+    ([600], "the event must be a JSON object (got an array of 1)"),
+    ("600", "the event must be a JSON object (got the string '600')"),
+    (_scheduled({"stuck_after_seconds": "soon"}), "detail.stuck_after_seconds must be a number (got the string 'soon')"),
+    (_scheduled({"force": True}), "detail.force is not a known field"),
+    ({**_scheduled({}), "source": None}, "source must be a string (got null)"),
+])
+def test_reindex_rejects_a_bad_event_before_any_work(lambda_context, monkeypatch, caplog, payload, words):
+    reindex = load_handler("reindex")
+    monkeypatch.setattr(reindex.reindex, "run", lambda *a, **k: pytest.fail("ran on a bad event"))
+    with pytest.raises(reindex.InvalidReindexEvent) as info:
+        reindex.handler(payload, lambda_context)
+    assert words in str(info.value)
+    assert [r.reason for r in caplog.records if getattr(r, "reason", None)] == ["invalid-event"]

@@ -108,15 +108,84 @@ def test_roles_are_least_privilege():
     assert "s3:PutObject" not in ingest and "s3:DeleteObject" not in ingest
 
 
+def resolve_conditions(node, conditions: dict):
+    """``node`` with every Fn::If decided by ``conditions`` and AWS::NoValue dropped (for
+    resources: those whose Condition is false removed)."""
+    if isinstance(node, dict):
+        if set(node) == {"Fn::If"}:
+            name, yes, no = node["Fn::If"]
+            return resolve_conditions(yes if conditions[name] else no, conditions)
+        out = {}
+        for key, value in node.items():
+            if isinstance(value, dict) and value.get("Condition") in conditions and not conditions[value["Condition"]]:
+                continue
+            value = resolve_conditions(value, conditions)
+            if value != {"Ref": "AWS::NoValue"}:
+                out[key] = value
+        return out
+    if isinstance(node, list):
+        items = [resolve_conditions(v, conditions) for v in node]
+        return [v for v in items if v != {"Ref": "AWS::NoValue"}]
+    return node
+
+
+def _bucket_arn() -> str:
+    return "arn:${AWS::Partition}:s3:::eragraph-${Stage}-docs-${AWS::AccountId}-${AWS::Region}"
+
+
 def test_storage_settings():
     bucket = RES["DocumentsBucket"]["Properties"]
     assert bucket["VersioningConfiguration"]["Status"] == "Enabled"
     assert all(bucket["PublicAccessBlockConfiguration"].values())
-    events = {q["Event"] for q in bucket["NotificationConfiguration"]["QueueConfigurations"]}
-    assert events == {"s3:ObjectCreated:*", "s3:ObjectRemoved:*"}
     table = RES["GraphTable"]["Properties"]
     assert table["BillingMode"] == "PAY_PER_REQUEST"
     assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+
+
+def test_notification_mode_direct_s3_to_sqs():
+    assert TEMPLATE["Parameters"]["NotificationMode"]["AllowedValues"] == ["direct", "eventbridge"]
+    assert TEMPLATE["Parameters"]["NotificationMode"]["Default"] == "direct"
+    assert TEMPLATE["Conditions"]["UseEventBridge"] == {"Fn::Equals": [{"Ref": "NotificationMode"}, "eventbridge"]}
+    res = resolve_conditions(RES, {"UseEventBridge": False, "UseJwt": False, "HasAlarmEmail": False})
+    notification = res["DocumentsBucket"]["Properties"]["NotificationConfiguration"]
+    assert "EventBridgeConfiguration" not in notification
+    queues = notification["QueueConfigurations"]
+    assert {q["Event"] for q in queues} == {"s3:ObjectCreated:*", "s3:ObjectRemoved:*"}
+    for q in queues:
+        assert q["Queue"] == {"Fn::GetAtt": ["IngestQueue", "Arn"]}
+        assert q["Filter"]["S3Key"]["Rules"] == [{"Name": "prefix", "Value": {"Ref": "DocumentPrefix"}},
+                                                 {"Name": "suffix", "Value": {"Ref": "DocumentSuffix"}}]
+    assert "DocumentEventsRule" not in res
+    [st] = res["IngestQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert st["Principal"] == {"Service": "s3.amazonaws.com"} and st["Action"] == "sqs:SendMessage"
+    assert st["Condition"]["ArnEquals"]["aws:SourceArn"] == {"Fn::Sub": _bucket_arn()}
+
+
+def test_notification_mode_eventbridge_rule_to_sqs():
+    res = resolve_conditions(RES, {"UseEventBridge": True, "UseJwt": False, "HasAlarmEmail": False})
+    notification = res["DocumentsBucket"]["Properties"]["NotificationConfiguration"]
+    assert notification == {"EventBridgeConfiguration": {"EventBridgeEnabled": True}}
+    rule = res["DocumentEventsRule"]["Properties"]
+    assert rule["State"] == "ENABLED"
+    pattern = rule["EventPattern"]
+    assert pattern["source"] == ["aws.s3"] and pattern["detail-type"] == ["Object Created", "Object Deleted"]
+    handled = load_handler("ingest").EVENTBRIDGE_TYPES
+    assert set(pattern["detail-type"]) == set(handled)  # what the rule sends is what the handler takes
+    assert pattern["detail"]["bucket"]["name"] == [{"Fn::Sub": "eragraph-${Stage}-docs-${AWS::AccountId}-${AWS::Region}"}]
+    assert pattern["detail"]["object"]["key"] == [{"wildcard": {"Fn::Sub": "${DocumentPrefix}*${DocumentSuffix}"}}]
+    [target] = rule["Targets"]
+    assert target["Arn"] == {"Fn::GetAtt": ["IngestQueue", "Arn"]} and "InputTransformer" not in target
+    [st] = res["IngestQueuePolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert st["Principal"] == {"Service": "events.amazonaws.com"} and st["Action"] == "sqs:SendMessage"
+    assert st["Resource"] == {"Fn::GetAtt": ["IngestQueue", "Arn"]}
+    rule_arn = st["Condition"]["ArnEquals"]["aws:SourceArn"]["Fn::Sub"]
+    assert rule_arn.endswith(":rule/" + rule["Name"]["Fn::Sub"])
+
+
+def test_ingest_role_may_list_the_bucket_so_a_deleted_key_is_a_404():
+    [st] = [st for p in RES["IngestRole"]["Properties"]["Policies"] for st in p["PolicyDocument"]["Statement"]
+            if "s3:ListBucket" in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])]
+    assert st["Resource"] == {"Fn::Sub": _bucket_arn()} and "Condition" not in st
 
 
 def test_openapi_schema_in_repo_matches_the_resolver():
@@ -271,7 +340,8 @@ def test_failed_scheduled_reindex_lands_in_a_queue_with_an_alarm():
     assert invoke["FunctionName"] == {"Ref": "ReindexFunction"}
     queue = invoke["DestinationConfig"]["OnFailure"]["Destination"]["Fn::GetAtt"][0]
     assert resources[queue]["Type"] == "AWS::SQS::Queue"
-    [rule] = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Events::Rule"]
+    [rule] = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Events::Rule"
+              and r["Properties"]["Targets"][0]["Arn"] == {"Fn::GetAtt": ["ReindexFunction", "Arn"]}]
     [target] = rule["Targets"]
     assert target["Arn"] == {"Fn::GetAtt": ["ReindexFunction", "Arn"]}
     assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": [queue, "Arn"]} and target["RetryPolicy"]

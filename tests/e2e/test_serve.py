@@ -10,6 +10,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from api_corpus import CASES, LAMBDA_ONLY, lambda_event, mutations
 from lambda_support import LambdaContext, event, load_handler
 
 pytest.importorskip("aws_lambda_powertools")
@@ -50,8 +51,8 @@ def served(tmp_path_factory):
         assert not thread.is_alive()
 
 
-def http(url: str, method: str = "GET", body: str | None = None) -> tuple[int, dict | None]:
-    data = body.encode("utf-8") if body is not None else None
+def http(url: str, method: str = "GET", body: str | bytes | None = None) -> tuple[int, dict | None]:
+    data = body.encode("utf-8") if isinstance(body, str) else body
     request = urllib.request.Request(url, data=data, method=method,
                                      headers={"content-type": "application/json"} if data is not None else {})
     try:
@@ -104,9 +105,9 @@ def test_server_statuses(served):
     status, body = http(server.url + "/query", "POST", json.dumps({"query": "Which telescope observed the comet?"}))
     assert status == 200 and "Starglass" in body["results"][0]["text"]
     status, body = http(server.url + "/query", "POST", json.dumps({"query": "comet", "k": 0}))
-    assert status == 422 and body["detail"]
+    assert status == 422 and body["detail"] and body["message"] == "k must be at least 1 (got 0)"
     status, body = http(server.url + "/query", "POST", json.dumps({"query": "comet", "colour": "red"}))
-    assert status == 422
+    assert status == 422 and "colour is not a known field" in body["message"]
     status, body = http(server.url + "/query", "POST", json.dumps({"query": "comet", "mode": "sideways"}))
     assert status == 400 and "unknown mode" in body["message"]
     status, body = http(server.url + "/documents/no-such-doc")
@@ -141,3 +142,50 @@ def test_cli_query_needs_a_store_or_a_server(capsys, monkeypatch):
     monkeypatch.delenv("ERAGRAPH_SERVER", raising=False)
     assert main(["query", "anything"]) == 2
     assert "--server" in capsys.readouterr().err
+
+
+def _lambda_answer(engine, request: dict) -> tuple[int, dict | None]:
+    from eragraph.bootstrap.aws import LAMBDA_ENGINE
+
+    LAMBDA_ENGINE.set(engine)
+    try:
+        out = load_handler("query").handler(request, LambdaContext())
+    finally:
+        LAMBDA_ENGINE.set(None)
+    return int(out["statusCode"]), json.loads(out["body"]) if out.get("body") else None
+
+
+@pytest.mark.parametrize("name,body,status,words", CASES, ids=[c[0] for c in CASES])
+def test_malformed_bodies_get_the_same_4xx_and_message_from_both(served, name, body, status, words):
+    """The fuzz corpus (tests/api_corpus.py): each malformed body gets its 4xx with a message in
+    words, never a 5xx, and the local server answers exactly as the Lambda function."""
+    engine, server, _ = served
+    expected = _lambda_answer(engine, lambda_event(event("api_query_valid.json"), body))
+    got = http(server.url + "/query", "POST", body)
+    assert got == expected, name
+    assert got[0] == status and words in got[1]["message"], (name, got)
+
+
+@pytest.mark.parametrize("name,fields,status,words", LAMBDA_ONLY, ids=[c[0] for c in LAMBDA_ONLY])
+def test_lambda_only_bodies(served, name, fields, status, words):
+    engine, _, _ = served
+    request = {**event("api_query_valid.json"), **fields}
+    got = _lambda_answer(engine, request)
+    assert got[0] == status and words in got[1]["message"], (name, got)
+
+
+def test_fuzzed_bodies_never_get_a_5xx(served):
+    """300 seeded mutations of a valid body: never a 5xx, every 4xx says why, and the local
+    server answers as the Lambda function."""
+    engine, server, _ = served
+    statuses: dict[int, int] = {}
+    for n, body in enumerate(mutations(seed=17, count=300)):
+        expected = _lambda_answer(engine, lambda_event(event("api_query_valid.json"), body))
+        got = http(server.url + "/query", "POST", body)
+        assert got[0] == expected[0] and without_seconds(got[1]) == without_seconds(expected[1]), (n, body[:200])
+        assert got[0] < 500, (n, body[:200], got)
+        if got[0] >= 400:
+            assert got[1]["message"], (n, body[:200], got)
+        statuses[got[0]] = statuses.get(got[0], 0) + 1
+    print("fuzz statuses", sorted(statuses.items()))
+    assert statuses.get(200) and statuses.get(400) and statuses.get(422), statuses

@@ -5,6 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 
+def _missing(exc) -> bool:
+    """A ClientError that says the key does not exist (GetObject: NoSuchKey; HeadObject has no
+    body, so its error code is the status: 404 / NotFound). A missing bucket is not that."""
+    code = str(exc.response.get("Error", {}).get("Code", ""))
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in ("404", "NoSuchKey", "NotFound") or (status == 404 and code != "NoSuchBucket")
+
+
 class S3BlobStore:
     def __init__(self, bucket: str, client: Any = None, prefix: str = "") -> None:
         if client is None:
@@ -19,10 +27,16 @@ class S3BlobStore:
         self.client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=bytes(data))
 
     def get(self, key: str) -> bytes:
+        """The object's bytes; KeyError when there is no such key. S3 answers a missing key with
+        404 (NoSuchKey) only to a caller allowed s3:ListBucket on the bucket; to any other it
+        answers 403 AccessDenied, which stays an error here (a real permission fault must not
+        read as a deleted object): the template grants the ingest role s3:ListBucket."""
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
-        except self.client.exceptions.NoSuchKey:
-            raise KeyError(key) from None
+        except self.client.exceptions.ClientError as exc:
+            if _missing(exc):
+                raise KeyError(key) from None
+            raise
         return response["Body"].read()
 
     def size(self, key: str) -> int:
@@ -30,7 +44,7 @@ class S3BlobStore:
         try:
             return int(self.client.head_object(Bucket=self.bucket, Key=self.prefix + key)["ContentLength"])
         except self.client.exceptions.ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            if _missing(exc):
                 raise KeyError(key) from None
             raise
 

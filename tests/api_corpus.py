@@ -1,0 +1,115 @@
+"""The fuzz corpus of the HTTP API: malformed request bodies with the status and the words of the
+answer they must get, the same from the Lambda function (tests/aws/test_handlers.py) and from
+`eragraph serve` (tests/e2e/test_serve.py), plus seeded random mutations of a valid body that
+must never get a 5xx. A body given as bytes goes over HTTP as it is and to the Lambda function
+base64-encoded (``isBase64Encoded``), as API Gateway sends a body that is not text."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+
+VALID = {"query": "Which telescope observed the comet?", "k": 3, "mode": "collapsed"}
+
+
+def _q(**fields) -> str:
+    return json.dumps({"query": "comet", **fields})
+
+
+# (name, body, status, words the message must contain); body None: no body at all
+CASES: list[tuple[str, str | bytes | None, int, str]] = [
+    ("array nested 100,000 deep", "[" * 100_000 + "]" * 100_000, 400, "deeper than 16 levels"),
+    ("object nested 100,000 deep", '{"query": ' + '{"a": ' * 100_000 + "1" + "}" * 100_001, 400, "deeper than 16 levels"),
+    ("unclosed nesting 100,000 deep", "[" * 100_000, 400, "deeper than 16 levels"),
+    ("a list where the object belongs", json.dumps([{"query": "comet"}]), 400, "must be a JSON object, not an array"),
+    ("a string where the object belongs", json.dumps("comet"), 400, "must be a JSON object, not a string"),
+    ("null body", "null", 400, "must be a JSON object, not null"),
+    ("a number body", "42", 400, "must be a JSON object, not a number"),
+    ("invalid JSON", "{not json", 400, "not valid JSON"),
+    ("truncated JSON", '{"query": "comet"', 400, "not valid JSON"),
+    ("only whitespace", "   \n", 400, "not valid JSON"),
+    ("NaN", '{"query": "comet", "p": NaN}', 400, "NaN is not a JSON number"),
+    ("non-UTF-8 bytes", b'{"query": "caf\xe9"}', 400, "not UTF-8 text (byte 0xe9 at offset 14)"),
+    ("binary bytes", b"\x89PNG\r\n\x1a\n\x00\x00", 400, "not UTF-8 text"),
+    ("no body", None, 422, "the body is required"),
+    ("empty object", "{}", 422, "query is required"),
+    ("query a number", json.dumps({"query": 5}), 422, "query must be a string (got 5)"),
+    ("query an array", json.dumps({"query": ["comet"]}), 422, "query must be a string (got an array of 1)"),
+    ("k a string", _q(k="5"), 422, "k must be an integer (got the string '5')"),
+    ("k a boolean", _q(k=True), 422, "k must be an integer (got true)"),
+    ("k a fraction", _q(k=2.5), 422, "k must be an integer (got 2.5)"),
+    ("k null", _q(k=None), 422, "k must be an integer (got null)"),
+    ("answer a string", _q(answer="yes"), 422, "answer must be true or false (got the string 'yes')"),
+    ("p a string", _q(p="half"), 422, "p must be a number (got the string 'half')"),
+    ("budget an object", _q(budget={"tokens": 5}), 422, "budget must be an integer (got an object)"),
+    ("unknown field", _q(colour="red"), 422, "colour is not a known field (known: query, mode, k, budget, p, answer)"),
+    ("k of 0", _q(k=0), 422, "k must be at least 1 (got 0)"),
+    ("k of 100000", _q(k=100_000), 422, "k must be at most 100 (got 100000)"),
+    ("k negative", _q(k=-3), 422, "k must be at least 1 (got -3)"),
+    ("budget of 0", _q(budget=0), 422, "budget must be at least 1 (got 0)"),
+    ("p above 1", _q(p=1.5), 422, "p must be at most 1 (got 1.5)"),
+    ("p overflowing to infinity", '{"query": "comet", "p": 1e400}', 422, "p must be at most 1 (got inf)"),
+    ("empty query", json.dumps({"query": ""}), 422, "query must not be empty"),
+    ("query too long", json.dumps({"query": "comet " * 700}), 422, "query must be at most 4000 characters long (got 4200)"),
+    ("several errors at once", json.dumps({"query": "", "k": 0}), 422, "query must not be empty; k must be at least 1 (got 0)"),
+    ("unknown mode", _q(mode="sideways"), 400, "unknown mode"),
+]
+
+# only the Lambda function can be sent these (the local server builds the event itself)
+LAMBDA_ONLY: list[tuple[str, dict, int, str]] = [
+    ("bad base64", {"body": "%%% not base64 %%%", "isBase64Encoded": True}, 400,
+     "marked base64-encoded (isBase64Encoded) but is not valid base64"),
+    ("base64 with bad padding", {"body": "eyJxdWVyeSI6I", "isBase64Encoded": True}, 400, "not valid base64"),
+    ("base64 of non-UTF-8 bytes", {"body": base64.b64encode(b"\xff\xfe{}").decode(), "isBase64Encoded": True}, 400,
+     "not UTF-8 text (byte 0xff at offset 0)"),
+]
+
+
+def lambda_event(template: dict, body: str | bytes | None) -> dict:
+    """The POST /query event of ``template`` carrying ``body``."""
+    request = json.loads(json.dumps(template))
+    request.pop("body", None)
+    request["isBase64Encoded"] = False
+    if isinstance(body, bytes):
+        request["body"], request["isBase64Encoded"] = base64.b64encode(body).decode("ascii"), True
+    elif body is not None:
+        request["body"] = body
+    return request
+
+
+_VALUES = [0, -1, 1, 50, 101, 10**30, 2.5, -0.0, 1e308, "", "x", "5", "\u00e9\u20ac", "\ud800", True, False, None,
+           [], [1], {}, {"a": 1}, "comet " * 900]
+_CHARS = ['"', "\\", "{", "}", "[", "]", ",", ":", " ", "\u00e9", "\x00", "\n", "0", "e", "-", "n", "t"]
+
+
+def mutations(seed: int, count: int) -> list[str | bytes]:
+    """``count`` seeded random mutations of the VALID body: fields given other values or added,
+    characters inserted, deleted or cut, bytes made invalid, wrapped in arrays."""
+    rng = random.Random(seed)
+    text = json.dumps(VALID)
+    out: list[str | bytes] = []
+    for _ in range(count):
+        kind = rng.randrange(7)
+        if kind == 0:
+            body = dict(VALID)
+            body[rng.choice(["query", "k", "mode", "budget", "p", "answer", "extra"])] = rng.choice(_VALUES)
+            out.append(json.dumps(body))
+        elif kind == 1:
+            at = rng.randrange(len(text) + 1)
+            out.append(text[:at] + rng.choice(_CHARS) + text[at:])
+        elif kind == 2:
+            at = rng.randrange(len(text))
+            out.append(text[:at] + text[at + 1:])
+        elif kind == 3:
+            out.append(text[:rng.randrange(len(text))])
+        elif kind == 4:
+            raw = bytearray(text.encode())
+            raw[rng.randrange(len(raw))] = rng.choice([0x80, 0xC3, 0xE9, 0xFF, 0xFE])
+            out.append(bytes(raw))
+        elif kind == 5:
+            depth = rng.choice([1, 2, 15, 16, 17, 1000])
+            out.append("[" * depth + text + "]" * depth)
+        else:
+            out.append(json.dumps({**VALID, "query": rng.choice(["", " ", "comet" * rng.randrange(1, 1000)])}))
+    return out
