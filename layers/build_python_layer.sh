@@ -36,9 +36,9 @@ rm -rf boto3 boto3-* botocore botocore-* s3transfer s3transfer-* jmespath jmespa
 # Console scripts: Lambda never runs them, and their shebang names the build host's python.
 rm -rf bin
 
-# setuptools (7.5 MB) is a declared dependency of spaCy, but only `spacy package` (the CLI
-# command that writes a setup.py) uses it. Its _distutils_hack and .pth file would not even
-# run: Lambda puts /opt/python on sys.path directly, never through site's .pth processing.
+# setuptools (7.5 MB with bytecode) is a declared dependency of spaCy, but only `spacy package`
+# (the CLI command that writes a setup.py) uses it. Its _distutils_hack goes with it, and so
+# does the .pth file that would import that hack if a site directory were processed.
 rm -rf setuptools setuptools-* pkg_resources _distutils_hack distutils-precedence.pth
 
 # Test suites of the installed packages (numpy, spaCy, thinc, srsly, ...): only pytest imports
