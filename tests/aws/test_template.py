@@ -220,10 +220,74 @@ def test_template_defaults_are_the_config_defaults():
         assert env["ERAGRAPH_" + field.upper()] == {"Ref": param}, (param, field)
         assert str(params[param]["Default"]) == str(getattr(defaults, field)), (param, field)
     # the parameters that set a Settings field are exactly the ones listed above, except the
-    # deliberate profile choice: the AWS profile summarizes with Bedrock (config: extractive)
+    # deliberate profile choices of PROVIDER_PARAMETERS
     set_by_param = {name.removeprefix("ERAGRAPH_").lower() for name, v in env.items()
                     if isinstance(v, dict) and v.get("Ref") in params}
-    assert set_by_param - set(PARAMETER_SETTINGS.values()) == {"summarizer"}
+    assert set_by_param - set(PARAMETER_SETTINGS.values()) == {
+        env_name.removeprefix("ERAGRAPH_").lower() for env_name, _, _ in PROVIDER_PARAMETERS.values()}
+
+
+# Provider choices the AWS profile makes on purpose (the config's defaults suit a laptop):
+# parameter -> (variable, default, allowed values)
+PROVIDER_PARAMETERS = {
+    "Summarizer": ("ERAGRAPH_SUMMARIZER", "bedrock", ["bedrock", "extractive"]),  # config: extractive
+    "EntityExtractor": ("ERAGRAPH_NER", "spacy", ["spacy", "spacy+nouns", "capitalized"]),
+    "QuestionParser": ("ERAGRAPH_PARSER", "spacy", ["spacy", "none"]),
+}
+
+
+def test_every_provider_choice_is_explicit_in_the_environment():
+    params, env = TEMPLATE["Parameters"], TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+    for param, (name, default, allowed) in PROVIDER_PARAMETERS.items():
+        assert env[name] == {"Ref": param}, name
+        assert params[param]["Default"] == default and params[param]["AllowedValues"] == allowed, param
+    # fixed on AWS: no sentence vectors; "" = the router weights shipped in the package
+    assert env["ERAGRAPH_SENTENCE_VECTORS"] == "false"
+    assert env["ERAGRAPH_ROUTER_WEIGHTS"] == ""
+    assert env["ERAGRAPH_EMBEDDER"] == "bedrock" and env["ERAGRAPH_GENERATOR"] == "bedrock"
+
+
+def _layer_ids(fn: dict) -> list[str]:
+    return [ref["Ref"] for ref in fn["Properties"].get("Layers", [])]
+
+
+def test_each_function_gets_exactly_the_layers_it_needs():
+    assert "Layers" not in TEMPLATE["Globals"]["Function"]  # per function, never for all
+    layers = of_type("AWS::Serverless::LayerVersion")
+    assert set(layers) == {"BaseLayer", "NlpLayer", "CoreLayer"}
+    expected = {"IngestFunction": ["NlpLayer", "CoreLayer"],     # NER of new chunks
+                "QueryFunction": ["NlpLayer", "CoreLayer"],      # NER of the question, question parser
+                "ReindexFunction": ["NlpLayer", "CoreLayer"],    # re-extracts missing entities
+                "SummarizeFunction": ["BaseLayer", "CoreLayer"]}  # neither
+    assert {name: _layer_ids(fn) for name, fn in of_type("AWS::Serverless::Function").items()} == expected
+    used = {layer for ids in expected.values() for layer in ids}
+    assert used == set(layers)
+
+
+def test_layers_are_built_by_their_makefiles():
+    for name, layer in of_type("AWS::Serverless::LayerVersion").items():
+        assert layer["Metadata"]["BuildMethod"] == "makefile", name
+        assert layer["Metadata"]["BuildArchitecture"] == "x86_64", name
+        assert layer["Properties"]["CompatibleRuntimes"] == [TEMPLATE["Globals"]["Function"]["Runtime"]]
+        makefile = ROOT / layer["Properties"]["ContentUri"] / "Makefile"
+        text = makefile.read_text()
+        assert f"\nbuild-{name}:" in text, f"{makefile} has no build-{name} target"
+        assert "$(ARTIFACTS_DIR)/python" in text, makefile
+    for req in ROOT.glob("layers/*/requirements.txt"):
+        lines = [ln.split("#")[0].strip().lower() for ln in req.read_text().splitlines()]
+        names = {ln.split(">")[0].split("<")[0].split("=")[0].split("[")[0] for ln in lines if ln and ln[0] != "-"}
+        assert not names & {"scipy", "boto3", "botocore", "torch"}, (req, names)
+        assert all(not ln.startswith("opensearch-py") or "<3" in ln for ln in lines), req
+
+
+def test_the_aws_extra_and_the_layers_pin_the_same_opensearch_major():
+    import tomllib
+
+    aws = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["aws"]
+    [pin] = [d for d in aws if d.startswith("opensearch-py")]
+    [layer] = [ln for ln in (ROOT / "layers/base/requirements.txt").read_text().splitlines()
+               if ln.startswith("opensearch-py")]
+    assert pin == layer == "opensearch-py>=2.4,<3"
 
 
 def test_handlers_call_services_never_the_cli():
