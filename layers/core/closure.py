@@ -4,7 +4,7 @@ ships those and nothing else (no CLI, server, benchmarks, training, local adapte
 The closure starts at the handlers (``functions/*/app.py``) and follows every import it can see
 in the source: module-level imports, imports inside functions (eragraph imports most adapters
 and providers lazily), and string constants that name an eragraph module (``importlib`` look-ups
-such as ``bootstrap.extensions.INSTALLERS``). It does not follow the edges of ``NOT_ON_LAMBDA``:
+of a module by name). It does not follow the edges of ``NOT_ON_LAMBDA``:
 lazy imports that only another profile takes, each with the reason. An edge listed there that no
 longer exists is an error, so the list cannot go stale silently.
 
@@ -32,14 +32,6 @@ NOT_ON_LAMBDA = {
         "build_engine('local' | 'memory'); the handlers' LAMBDA_ENGINE builds the 'aws' profile",
     ("eragraph.bootstrap.providers", "eragraph.providers.minilm"):
         "ERAGRAPH_EMBEDDER=minilm needs torch, which no layer holds (Bedrock embeds on AWS)",
-    ("eragraph.services.entity_index", "eragraph.adapters.local.entity_sqlite"):
-        "_default_storage: only when the profile supplies no entity store; bootstrap.aws always does",
-    ("eragraph.services.entity_index", "eragraph.adapters.local.vector_faiss"):
-        "_default_storage, as above",
-    ("eragraph.services.entity_index", "eragraph.adapters.memory"):
-        "_default_storage, as above",
-    ("eragraph.services.entity_index", "eragraph.adapters.memory_entity"):
-        "_default_storage, as above",
 }
 
 # Package data the AWS path reads (importlib.resources), relative to the package.
