@@ -22,6 +22,29 @@ from .services.modes import mode_names
 BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale")
 DEFAULT_STORE = "eragraph-store"
 
+# Exit statuses (EXIT_HELP says them in --help; README's CLI section too).
+EXIT_OK = 0
+EXIT_ERROR = 1    # nothing (or not what was asked) was done: no such store, no input readable, ...
+EXIT_USAGE = 2    # bad arguments or settings: argparse's own status
+EXIT_PARTIAL = 3  # done, but some inputs were skipped (each one named on stderr)
+EXIT_PIPE = 128 + 13  # stdout closed early (| head): what a shell reports for a tool SIGPIPE ends
+
+EXIT_HELP = """exit status:
+  0    success
+  1    error: nothing was done (no such store, no input could be read, no such document,
+       a model call failed, ...)
+  2    usage: bad arguments or settings (as argparse)
+  3    partial: some inputs were skipped (each named on stderr), the rest was done
+  141  stdout was closed early (e.g. | head): the command stops quietly, as on SIGPIPE"""
+
+
+class CommandError(Exception):
+    """A command cannot go on: main prints ``eragraph: <message>`` and exits with ``status``."""
+
+    def __init__(self, message: str, status: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], human: str) -> None:
     if getattr(args, "json", False):
@@ -124,7 +147,15 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
                       f"segments re-summarized: {layers}; {out['summarize_calls']} summarize calls, "
                       f"{out['tokens_in']} tokens in, {out['tokens_out']} out, {out['seconds']:.1f}s"
                       + (f"; {len(out['errors'])} skipped" if out["errors"] else "")))
-    return 0 if out["documents_read"] or not errors else 1
+    return _ingest_status(out)
+
+
+def _ingest_status(out: dict) -> int:
+    """0: every input ingested; 3 (partial): some skipped, the rest ingested; 1: inputs named,
+    none could be read."""
+    if not out["errors"]:
+        return EXIT_OK
+    return EXIT_PARTIAL if out["documents_read"] else EXIT_ERROR
 
 
 def render_query(out: dict) -> str:
@@ -168,24 +199,21 @@ def cmd_query(args: argparse.Namespace) -> int:
         try:
             status, out = query_server(args.server, body)
         except OSError as exc:
-            print(f"eragraph: no server at {args.server}: {getattr(exc, 'reason', exc)}", file=sys.stderr)
-            return 2
-        if status != 200:
-            print(f"eragraph: error: {status} {out.get('message') or out.get('detail') or out}", file=sys.stderr)
-            return 2
+            raise CommandError(f"no server at {args.server}: {getattr(exc, 'reason', exc)}") from None
+        if status != 200:  # 400: the question or its parameters (a usage error); else the server's
+            raise CommandError(f"error: {status} {out.get('message') or out.get('detail') or out}",
+                               EXIT_USAGE if status == 400 else EXIT_ERROR)
         _emit(args, out, render_query(out))
-        return 0
+        return EXIT_OK
     if not args.store:
-        print("eragraph query: give --store DIR (or ERAGRAPH_STORE), or --server URL of a running "
-              "`eragraph serve` (or ERAGRAPH_SERVER)", file=sys.stderr)
-        return 2
+        raise CommandError("query: give --store DIR (or ERAGRAPH_STORE), or --server URL of a running "
+                           "`eragraph serve` (or ERAGRAPH_SERVER)", EXIT_USAGE)
     from .services.query import query
 
     engine = _engine(args)
     if not engine.graph.list_documents():
-        print(f"the store {args.store} is empty: run `eragraph ingest PATH --store {args.store}` first",
-              file=sys.stderr)
-        return 2
+        raise CommandError(f"the store {args.store} is empty: run `eragraph ingest PATH --store {args.store}` "
+                           f"first")
     response = query(engine, args.text, mode=args.mode, k=args.k, budget=args.budget, p=args.p,
                      answer=args.answer)
     out = response.to_dict()
@@ -195,15 +223,14 @@ def cmd_query(args: argparse.Namespace) -> int:
         text += (f"\n(this query: {usage['tokens_in']} tokens in, {usage['tokens_out']} out, "
                  f"{_usd(usage['cost_usd'])})")
     _emit(args, out, text)
-    return 0
+    return EXIT_OK
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     try:
         from .server import make_server
     except ImportError as exc:
-        print(f"eragraph serve needs the aws extra (powertools, pydantic): {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(f"serve needs the aws extra (powertools, pydantic): {exc}") from None
     engine = _engine(args)
     server = make_server(engine, args.host, args.port, log=not args.quiet)
     print(f"eragraph: serving {args.store} on {server.url} (POST /query, GET /documents/ID, GET /stats, "
@@ -214,7 +241,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
-    return 0
+    return EXIT_OK
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -239,7 +266,9 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     _emit(args, out, f"{out['documents_removed']} documents removed ({out['chunks_removed']} chunks); "
                      f"{out['summarize_calls']} summarize calls"
                      + "".join(f"\n  {e['source']}: {e['error']}" for e in out["errors"]))
-    return 0 if out["documents_removed"] else 1
+    if not out["documents_removed"]:
+        return EXIT_ERROR
+    return EXIT_PARTIAL if out["errors"] else EXIT_OK
 
 
 def _usd(value: float | None) -> str:
@@ -265,7 +294,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     rows.append(f"  total: {total['tokens_in']} tokens in, {total['tokens_out']} out, {_usd(total['cost_usd'])}"
                 + (f" (unpriced: {', '.join(out['ledger']['unpriced'])})" if out["ledger"]["unpriced"] else ""))
     _emit(args, out, "\n".join(rows))
-    return 0
+    return EXIT_OK
 
 
 def stored_sources(engine, skipped: list[str] | None = None):
@@ -291,13 +320,14 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     engine = _engine(args)
     target = Path(args.into) if args.into else Path(tempfile.mkdtemp(prefix="eragraph-rebuild-"))
     if target.exists() and any(target.iterdir()):
-        print(f"{target} is not empty; choose an empty --into folder", file=sys.stderr)
-        return 2
+        raise CommandError(f"{target} is not empty; choose an empty --into folder", EXIT_USAGE)
     from .bootstrap import build_engine
 
     fresh = build_engine("local", target, replace(engine.settings, embed_cache=False))
-    out = ingest_docs(fresh, stored_sources(engine), args)
+    skipped: list[str] = []
+    out = ingest_docs(fresh, stored_sources(engine, skipped), args)
     out["store"] = str(target)
+    out["skipped"] = skipped
     if args.replace:
         backup = Path(str(args.store).rstrip("/") + ".old")
         shutil.rmtree(backup, ignore_errors=True)
@@ -306,8 +336,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         shutil.rmtree(backup, ignore_errors=True)
         out["replaced"] = True
     _emit(args, out, f"rebuilt {out['documents_read']} documents into {target}: {out['summarize_calls']} summarize calls, "
-                     f"{out['tokens_in']} tokens in, {out['seconds']:.1f}s")
-    return 0
+                     f"{out['tokens_in']} tokens in, {out['seconds']:.1f}s"
+                     + (f"; {len(skipped)} skipped (no stored text)" if skipped else ""))
+    return EXIT_PARTIAL if skipped else EXIT_OK
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
@@ -352,11 +383,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             print(f"  [{r.score:.3f}] {label}: {' '.join(r.text.split())[:160]}")
     print(f"\n(evidence only: configure a generator for answers; see README)\n"
           f"stats: eragraph stats --store {args.store}")
-    return 0 if not errors else 1
+    for err in errors:
+        print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
+    return EXIT_PARTIAL if errors else EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="eragraph", description=__doc__)
+    parser = argparse.ArgumentParser(prog="eragraph", description=__doc__, epilog=EXIT_HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser, store_required: bool = True, store_default: str | None = DEFAULT_STORE
@@ -460,17 +494,50 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``eragraph query ... | head -n 1``): stop quietly, as a
+    Unix tool that SIGPIPE ends. Python's recipe: point stdout (and stderr, often the same
+    pipe) at /dev/null so the interpreter's final flush cannot raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):  # not a real file (a test's capture)
+            pass
+    os.close(devnull)
+    return EXIT_PIPE
+
+
+def _fail(message: str, status: int) -> int:
     try:
-        return args.func(args)
-    except (EragraphError, ValueError) as exc:
-        print(f"eragraph: error: {exc}", file=sys.stderr)
-        return 2
+        print(f"eragraph: {message}", file=sys.stderr)
+    except BrokenPipeError:
+        return _stdout_closed()
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit status (EXIT_HELP lists them)."""
+    from .services.summary_search import BadQueryError
+
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        status = args.func(args)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        return _stdout_closed()
+    except CommandError as exc:
+        return _fail(str(exc), exc.status)
+    except BadQueryError as exc:  # the question or its parameters (empty, unknown mode, k out of range)
+        return _fail(f"error: {exc}", EXIT_USAGE)
+    except ValueError as exc:  # a setting (ERAGRAPH_*) or argument value that cannot be used
+        return _fail(f"error: {exc}", EXIT_USAGE)
+    except EragraphError as exc:
+        return _fail(f"error: {exc}", EXIT_ERROR)
     except RuntimeError as exc:  # a model provider gave up (providers.prompts.ModelCallError)
-        print(f"eragraph: model call failed: {exc}", file=sys.stderr)
-        return 3
+        return _fail(f"model call failed: {exc}", EXIT_ERROR)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,126 @@
+"""The `eragraph` command as a Unix tool, through real processes: a closed stdout (``| head``)
+ends it quietly, read commands never create a store, exit statuses tell a partial ingest from
+a failure, --help and --version say what they should, and progress goes to stderr only."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_PIPE = 1, 2, 3, 141
+
+DOCS = {
+    "danube.txt": "The Danube rises in the Black Forest. It flows through Vienna and Budapest to the Black Sea.",
+    "vistula.md": "# Rivers\n\nThe Vistula is the longest river in Poland. Warsaw and Krakow stand on it.",
+    "nile.txt": "The Nile flows north into the Mediterranean. Lake Victoria feeds the White Nile.",
+}
+
+
+def environment(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ERAGRAPH_")}
+    env.update({"ERAGRAPH_EMBEDDER": "hash", "ERAGRAPH_S_MIN": "2", "ERAGRAPH_S_MAX": "3",
+                "PYTHONPATH": os.pathsep.join([str(ROOT / "shared"), os.environ.get("PYTHONPATH", "")])})
+    env.update(extra)
+    return env
+
+
+def eragraph(*argv: str, env: dict[str, str] | None = None, timeout: float = 300, **kwargs
+             ) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "eragraph.cli", *argv], env=env or environment(),
+                          capture_output=True, text=True, timeout=timeout, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    """A small store built by `eragraph ingest` (hash embedder)."""
+    root = tmp_path_factory.mktemp("cli-unix")
+    docs = root / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    for i in range(8):
+        (docs / f"river{i}.txt").write_text(f"River number {i} has a delta and a harbour town {i}.", encoding="utf-8")
+    out = eragraph("ingest", str(docs), "--store", str(root / "store"), "--quiet")
+    assert out.returncode == 0, out.stderr
+    return root / "store"
+
+
+def closed_stdout_run(argv: list[str]) -> tuple[int, str]:
+    """Run the CLI with a stdout pipe whose reader is gone before anything is written (what
+    `| head -n 1` leaves once head has its line): returns (status, stderr)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "eragraph.cli", *argv], env=environment(), stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write_end)
+    return proc.returncode, proc.stderr
+
+
+@pytest.mark.parametrize("argv", [
+    ["query", "Which river flows through Vienna?", "--json"],
+    ["query", "Which river flows through Vienna?"],
+    ["stats", "--json"],
+    ["stats"],
+], ids=["query-json", "query", "stats-json", "stats"])
+def test_a_closed_stdout_ends_the_command_quietly(store, argv):
+    status, err = closed_stdout_run([*argv, "--store", str(store)])
+    assert status == EXIT_PIPE
+    assert err == ""  # no BrokenPipeError traceback, no "Exception ignored" at shutdown
+
+
+def test_head_of_a_long_output_has_no_traceback(store):
+    """A real `| head -n 1` of the JSON output (many lines), three times."""
+    command = (f"{sys.executable} -m eragraph.cli query 'river delta harbour' --store '{store}' --json --k 20 "
+               f"| head -n 1")
+    for _ in range(3):
+        proc = subprocess.run(["bash", "-c", command], env=environment(), capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0 and proc.stdout == "{\n"
+        assert proc.stderr == ""
+
+
+def test_help_states_the_exit_statuses():
+    out = eragraph("--help")
+    assert out.returncode == 0
+    assert "exit status" in out.stdout and "partial" in out.stdout and "141" in out.stdout
+    status, err = closed_stdout_run(["--help"])
+    assert err == ""  # argparse itself ignores a failed write of its help
+
+
+def test_a_malformed_jsonl_line_is_a_partial_ingest(tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": "The Danube flows through Vienna."}) + "\n"
+                      + '{"id": "b", "text": "broken\n'
+                      + json.dumps({"id": "c", "text": "The Vistula flows through Warsaw."}) + "\n", encoding="utf-8")
+    out = eragraph("ingest", str(corpus), "--store", str(tmp_path / "store"), "--quiet")
+    assert out.returncode == EXIT_PARTIAL
+    assert f"skipped {corpus}:2" in out.stderr and "1 skipped" in out.stdout and "2 added" in out.stdout
+
+    out = eragraph("ingest", str(corpus), "--store", str(tmp_path / "store"), "--quiet", "--json")
+    assert out.returncode == EXIT_PARTIAL and len(json.loads(out.stdout)["errors"]) == 1
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n", encoding="utf-8")
+    out = eragraph("ingest", str(bad), str(tmp_path / "missing.txt"), "--store", str(tmp_path / "store"), "--quiet")
+    assert out.returncode == EXIT_ERROR  # nothing could be read
+    assert "missing.txt: no such file" in out.stderr
+
+
+def test_delete_of_some_unknown_refs_is_partial(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    store = str(tmp_path / "store")
+    assert eragraph("ingest", str(docs), "--store", store, "--quiet").returncode == 0
+    out = eragraph("delete", str(docs / "nile.txt"), "no-such-doc", "--store", store)
+    assert out.returncode == EXIT_PARTIAL and "1 documents removed" in out.stdout and "no-such-doc" in out.stdout
+    out = eragraph("delete", "no-such-doc", "--store", store)
+    assert out.returncode == EXIT_ERROR
