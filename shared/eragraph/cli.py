@@ -59,22 +59,50 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings_from_env(**overrides)
 
 
-def _engine(args: argparse.Namespace, settings: Settings | None = None):
+STORE_MARK = "graph.sqlite"  # what every local store holds (bootstrap.local)
+
+
+def existing_store(store: str | Path) -> Path:
+    """The store directory of a command that reads or changes a store (query, stats, delete,
+    reindex, serve, rebuild): it must exist; such a command never creates one (a mistyped
+    --store is one line naming the path, not an empty store)."""
+    path = Path(store)
+    how = f"create one with `eragraph ingest PATH... --store {path}`"
+    if not path.exists():
+        raise CommandError(f"no store at {path}: {how}")
+    if not path.is_dir():
+        raise CommandError(f"{path} is a file, not a store directory: {how}")
+    if not (path / STORE_MARK).is_file():
+        raise CommandError(f"{path} is not an eragraph store (it has no {STORE_MARK}): {how}")
+    return path
+
+
+def new_or_existing_store(store: str | Path) -> Path:
+    """The store directory of a command that may create it (ingest, demo)."""
+    path = Path(store)
+    if path.exists() and not path.is_dir():
+        raise CommandError(f"{path} is a file, not a store directory: give --store a folder (new or a store)")
+    return path
+
+
+def _engine(args: argparse.Namespace, settings: Settings | None = None, create: bool = False):
+    """The local engine over ``args.store``; only ``create`` (ingest, demo) may make the store."""
     from .bootstrap import build_engine
 
-    return build_engine("local", Path(args.store), settings or _settings(args))
+    path = new_or_existing_store(args.store) if create else existing_store(args.store)
+    return build_engine("local", path, settings or _settings(args))
 
 
 @contextmanager
-def _writing(store: str | Path):
+def _writing(store: str | Path, create: bool = False):
     """Hold the store's inter-process writer lock (``STORE/.writer.lock``) for a whole write
     command: concurrent ``ingest``/``delete``/``reindex`` processes on one store take turns
-    (queries take no lock and keep working)."""
+    (queries take no lock and keep working). Only ``create`` (ingest, demo) may make the store."""
     from filelock import Timeout
 
     from .adapters.local.files import writer_lock
 
-    path = Path(store)
+    path = new_or_existing_store(store) if create else existing_store(store)
     path.mkdir(parents=True, exist_ok=True)
     lock = writer_lock(path / ".writer.lock")
     try:
@@ -128,14 +156,14 @@ def ingest_docs(engine, docs: Iterable, args, total: int | None = None) -> dict:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    with _writing(args.store):
+    with _writing(args.store, create=True):
         return _cmd_ingest(args)
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
     from .services.sources import iter_sources
 
-    engine = _engine(args)
+    engine = _engine(args, create=True)
     errors: list[dict[str, str]] = []
     out = ingest_docs(engine, iter_sources(args.paths, errors, engine.settings.max_document_bytes), args)
     out["errors"] = errors + out["errors"]
@@ -227,6 +255,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    existing_store(args.store)
     try:
         from .server import make_server
     except ImportError as exc:
@@ -359,7 +388,7 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     """Ingest the bundled sample corpus and answer a few questions."""
     args.store = args.store or DEFAULT_STORE
-    with _writing(args.store):
+    with _writing(args.store, create=True):
         return _cmd_demo(args)
 
 
@@ -369,7 +398,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     sample = Path(__file__).parent / "samples"
     args.store = args.store or DEFAULT_STORE
-    engine = _engine(args)
+    engine = _engine(args, create=True)
     errors: list[dict[str, str]] = []
     out = ingest_docs(engine, iter_sources([sample / "corpus.jsonl"], errors), args)
     print(f"ingested {out['documents_added']} new documents ({out['chunks_added']} chunks) into {args.store}; "

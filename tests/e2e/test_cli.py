@@ -115,7 +115,7 @@ def test_reingest_unchanged_changes_nothing_and_delete_removes(env, capsys):
 def test_query_errors_are_clear(env, capsys):
     store = env / "store"
     code, _, err = run(capsys, "query", "anything", "--store", str(store))
-    assert code == 1 and "empty" in err
+    assert code == 1 and f"no store at {store}" in err and "eragraph ingest" in err and not store.exists()
     docs = env / "docs"
     write_docs(docs)
     run(capsys, "ingest", str(docs), "--store", str(store), "--quiet")

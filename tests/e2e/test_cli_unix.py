@@ -124,3 +124,36 @@ def test_delete_of_some_unknown_refs_is_partial(tmp_path):
     assert out.returncode == EXIT_PARTIAL and "1 documents removed" in out.stdout and "no-such-doc" in out.stdout
     out = eragraph("delete", "no-such-doc", "--store", store)
     assert out.returncode == EXIT_ERROR
+
+
+READ_COMMANDS = {
+    "stats": ["stats"],
+    "query": ["query", "Which river?"],
+    "delete": ["delete", "danube.txt"],
+    "reindex": ["reindex"],
+    "serve": ["serve", "--port", "0"],
+    "rebuild": ["rebuild"],
+}
+
+
+@pytest.mark.parametrize("command", list(READ_COMMANDS))
+def test_read_commands_never_create_a_store(tmp_path, command):
+    typo = tmp_path / "stroe"
+    out = eragraph(*READ_COMMANDS[command], "--store", str(typo), timeout=60)
+    assert out.returncode == EXIT_ERROR
+    assert out.stderr.count("\n") == 1 and str(typo) in out.stderr and "eragraph ingest" in out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+    assert not typo.exists()
+
+
+def test_a_file_or_a_plain_folder_is_not_a_store(tmp_path):
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("not a store", encoding="utf-8")
+    for argv in (["stats"], ["query", "Which river?"], ["ingest", str(a_file)]):
+        out = eragraph(*argv, "--store", str(a_file), timeout=60)
+        assert out.returncode == EXIT_ERROR and "is a file" in out.stderr and "Traceback" not in out.stderr
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    out = eragraph("stats", "--store", str(folder), timeout=60)
+    assert out.returncode == EXIT_ERROR and "not an eragraph store" in out.stderr
+    assert list(folder.iterdir()) == []
