@@ -1,4 +1,5 @@
-"""The `eragraph` command line: ingest, query, serve, delete, stats, rebuild, reindex, bench, demo."""
+"""The `eragraph` command line: ingest, query, serve, delete, stats, rebuild, reindex, demo, bench,
+router (train the auto retrieval router)."""
 
 from __future__ import annotations
 
@@ -31,8 +32,8 @@ EXIT_PIPE = 128 + 13  # stdout closed early (| head): what a shell reports for a
 
 EXIT_HELP = """exit status:
   0    success
-  1    error: nothing was done (no such store, no input could be read, no such document,
-       a model call failed, ...)
+  1    error: the command failed (no such store, no input could be read, no such document,
+       a model call failed, reindex left invariant violations, ...)
   2    usage: bad arguments or settings (as argparse)
   3    partial: some inputs were skipped (each named on stderr), the rest was done
   141  stdout was closed early (e.g. | head): the command stops quietly, as on SIGPIPE"""
@@ -196,8 +197,11 @@ def render_query(out: dict) -> str:
                                      else f" summary of {len(r['children'])}")
         snippet = " ".join(r["text"].split())[:300]
         lines.append(f"{i}. [{r['score']:.3f}] {label} ({r['id']})\n   {snippet}")
+    route = out.get("route") or out.get("mode")
     if out.get("router_score") is not None:
-        lines.append(f"(route: {out.get('route')}, s(q) = {out['router_score']:.3f})")
+        lines.append(f"(route: {route}, s(q) = {out['router_score']:.3f})")
+    elif route:
+        lines.append(f"(route: {route})")
     if out.get("note"):
         lines.append(f"({out['note']})")
     return "\n".join(lines) or "no results"
@@ -381,8 +385,47 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
     engine = _engine(args)
     out = reindex.run(engine, stuck_after=args.stuck_after)
     out = out if isinstance(out, dict) else out.to_dict()
-    _emit(args, out, json.dumps(out, indent=2, default=str))
-    return 0
+    _emit(args, out, render_reindex(args.store, out))
+    return EXIT_OK if out["invariants"]["ok"] else EXIT_ERROR
+
+
+# what each of reindex's metrics counts, in its report's order
+REINDEX_FINDINGS = (
+    ("LayerCountsRepaired", "layer counters rewritten"),
+    ("OrphanChunksRemoved", "chunks of no document removed"),
+    ("IncompleteDocumentsRemoved", "documents missing chunks removed (ingest them again)"),
+    ("EntityChunksReextracted", "chunks given their entities again"),
+    ("EntityChunksOrphanedRemoved", "entity records of gone chunks removed"),
+    ("EntityCountsRepaired", "entity counts rewritten"),
+    ("EntityVectorsReembedded", "entity vectors re-embedded"),
+    ("EntityVectorsOrphanedDeleted", "entity vectors of gone entities deleted"),
+    ("OutboxesFinished", "unfinished summary writes completed"),
+    ("FollowupsExpired", "stale ingest follow-ups dropped"),
+    ("LayersRequeued", "stuck layers re-queued"),
+    ("LayersRepaired", "layers re-partitioned and re-summarized"),
+    ("VectorsReembedded", "missing vectors re-embedded"),
+    ("VectorsOrphanedDeleted", "vectors of no node deleted"),
+    ("LexicalIndexBuilt", "leaves added to the lexical (BM25) index"),
+)
+
+
+def render_reindex(store: str, out: dict) -> str:
+    """The human-readable form of a reindex report (services.reindex.run)."""
+    metrics = out.get("metrics", {})
+    found = [(metrics[key], label) for key, label in REINDEX_FINDINGS if metrics.get(key)]
+    lines = [f"reindex of {store} ({out.get('seconds', 0.0):.1f}s): "
+             + (f"repaired {sum(n for n, _ in found)} things" if found else "nothing to repair")]
+    lines += [f"  {n} {label}" for n, label in found]
+    if out.get("incomplete_documents_removed"):
+        lines.append(f"    documents: {', '.join(map(str, out['incomplete_documents_removed']))}")
+    inv = out.get("invariants", {})
+    checked = f"{inv.get('checked_nodes', 0)} nodes, {inv.get('checked_segments', 0)} segments checked"
+    if inv.get("ok", True):
+        lines.append(f"  invariants hold ({checked})")
+    else:
+        lines.append(f"  invariants: {inv.get('violation_count')} violations ({checked}):")
+        lines += [f"    {v}" for v in inv.get("violations", [])[:10]]
+    return "\n".join(lines)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -417,74 +460,112 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_PARTIAL if errors else EXIT_OK
 
 
+def package_version() -> str:
+    """The installed distribution's version, else the package's own ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("eragraph")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
+PROVIDER_FLAGS = {
+    "embedder": ("minilm", "bedrock", "hash",
+                 "the embedder (default ERAGRAPH_EMBEDDER, else minilm); a store answers only with the one "
+                 "it was built with"),
+    "summarizer": ("extractive", "bedrock", "openai",
+                   "who writes the summaries: extractive (no LLM), bedrock or openai (default ERAGRAPH_SUMMARIZER, "
+                   "else extractive)"),
+    "generator": ("none", "bedrock", "openai",
+                  "who writes answers for --answer: none, bedrock or openai (default ERAGRAPH_GENERATOR, else none)"),
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="eragraph", description=__doc__, epilog=EXIT_HELP,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser, store_required: bool = True, store_default: str | None = DEFAULT_STORE
-               ) -> None:
-        p.add_argument("--store", default=os.environ.get("ERAGRAPH_STORE", store_default if not store_required else None),
-                       required=store_required and not os.environ.get("ERAGRAPH_STORE"),
-                       help="store directory (or ERAGRAPH_STORE)")
-        p.add_argument("--json", action="store_true", help="machine-readable output")
-        p.add_argument("--quiet", action="store_true", help="no progress bars")
-        p.add_argument("--embedder", choices=("minilm", "bedrock", "hash"), help="override ERAGRAPH_EMBEDDER")
-        p.add_argument("--summarizer", choices=("extractive", "bedrock", "openai"))
-        p.add_argument("--generator", choices=("none", "bedrock", "openai"))
+    def command(name: str, help: str, func, *, providers: tuple[str, ...] = (), json_out: bool = True,
+                quiet: str | None = None, store: str = "required") -> argparse.ArgumentParser:
+        """A subcommand with the flags it uses: --store (``required``; ``optional``: a default or
+        --server), --json when it reports, --quiet when it writes anything to stderr besides
+        errors, and the provider flags of the models it calls."""
+        p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".", epilog=EXIT_HELP,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.set_defaults(func=func)
+        env_store = os.environ.get("ERAGRAPH_STORE")
+        if store == "required":
+            p.add_argument("--store", default=env_store, required=not env_store, metavar="DIR",
+                           help="the store directory (or ERAGRAPH_STORE)")
+        elif store == "demo":
+            p.add_argument("--store", default=env_store or DEFAULT_STORE, metavar="DIR",
+                           help=f"the store directory (or ERAGRAPH_STORE; default {DEFAULT_STORE}); made if missing")
+        else:
+            p.add_argument("--store", default=env_store, metavar="DIR",
+                           help="the store directory (or ERAGRAPH_STORE)")
+        if json_out:
+            p.add_argument("--json", action="store_true", help="machine-readable output (JSON on stdout)")
+        if quiet:
+            p.add_argument("--quiet", action="store_true", help=quiet)
+        for flag in providers:
+            *choices, text = PROVIDER_FLAGS[flag]
+            p.add_argument(f"--{flag}", choices=choices, help=text)
+        return p
 
-    p = sub.add_parser("ingest", help="ingest files, folders and .jsonl corpora")
-    p.add_argument("paths", nargs="+")
+    p = command("ingest", "ingest files, folders and .jsonl corpora (makes the store if missing)", cmd_ingest,
+                providers=("embedder", "summarizer"), quiet="no progress bars")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="a file (.txt, .md, .rst, .html), a folder (walked recursively) or a .jsonl corpus "
+                        "(one {\"id\", \"title\", \"text\"} document per line)")
     p.add_argument("--batch-docs", type=int, default=256,
                    help="documents read, embedded and written per batch (memory holds one batch)")
-    common(p)
-    p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("query", help="retrieve evidence (and an answer with --answer)")
-    p.add_argument("text")
+    p = command("query", "retrieve evidence (and an answer with --answer)", cmd_query,
+                providers=("embedder", "generator"), store="optional",
+                quiet="no hints on stderr (e.g. that `eragraph serve` keeps the models loaded)")
+    p.add_argument("text", metavar="QUESTION", help="the question (quote it)")
     p.add_argument("--mode", default="collapsed",
-                   help="retrieval mode: " + ", ".join(mode_names()) + " (auto: the complexity router picks "
-                        "the dense side, fusion or tri_graph)")
-    p.add_argument("--k", type=int, default=None)
+                   help="retrieval mode: " + ", ".join(mode_names()) + " (default collapsed; auto: the complexity "
+                        "router picks the dense side, fusion or tri_graph)")
+    p.add_argument("--k", type=int, default=None,
+                   help="how many results (1..100; default ERAGRAPH_TOP_K, else 5)")
     p.add_argument("--budget", type=int, default=None, help="token budget for the evidence (default ERAGRAPH_TOKEN_BUDGET)")
     p.add_argument("--p", type=float, default=None, help="proportion for detailed/summarized")
     p.add_argument("--answer", action="store_true", help="generate an answer (needs a generator)")
     p.add_argument("--server", default=os.environ.get("ERAGRAPH_SERVER") or None, metavar="URL",
                    help="ask a running `eragraph serve` at URL instead of opening the store "
                         "(or ERAGRAPH_SERVER); --store is then not needed")
-    common(p, store_required=False, store_default=None)
-    p.set_defaults(func=cmd_query)
 
-    p = sub.add_parser("serve", help="serve the query API (as deployed) over one warm engine on 127.0.0.1")
+    p = command("serve", "serve the query API (as deployed) over one warm engine on 127.0.0.1", cmd_serve,
+                providers=("embedder", "generator"), json_out=False, quiet="no request log on stderr")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one; default 8765)")
-    common(p)
-    p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("delete", help="remove documents by id or source")
-    p.add_argument("refs", nargs="+", metavar="DOC_ID_OR_SOURCE")
-    common(p)
-    p.set_defaults(func=cmd_delete)
+    p = command("delete", "remove documents by id or source", cmd_delete, providers=("embedder", "summarizer"),
+                quiet="no progress on stderr")
+    p.add_argument("refs", nargs="+", metavar="DOC_ID_OR_SOURCE",
+                   help="a document id (a JSONL line's \"id\"; `eragraph query --json` shows doc_id) or the "
+                        "source it came from: a file's path, or CORPUS.jsonl#ID")
 
-    p = sub.add_parser("stats", help="documents, layers, segments, cost ledger")
-    common(p)
-    p.set_defaults(func=cmd_stats)
+    command("stats", "documents, layers, segments, cost ledger", cmd_stats)
 
-    p = sub.add_parser("rebuild", help="build the same corpus from scratch for comparison")
+    p = command("rebuild", "build the same corpus from scratch for comparison", cmd_rebuild,
+                providers=("embedder", "summarizer"), quiet="no progress bars")
     p.add_argument("--into", help="empty folder for the rebuilt store (default: a temp folder)")
     p.add_argument("--replace", action="store_true", help="replace the store with the rebuilt one")
     p.add_argument("--batch-docs", type=int, default=256, help="documents per batch")
-    common(p)
-    p.set_defaults(func=cmd_rebuild)
 
-    p = sub.add_parser("reindex", help="audit and repair the store; report what was found")
+    p = command("reindex", "audit and repair the store; report what was found", cmd_reindex,
+                providers=("embedder", "summarizer"))
     p.add_argument("--stuck-after", type=float, default=900.0, help="seconds after which a dirty layer is re-queued")
-    common(p)
-    p.set_defaults(func=cmd_reindex)
 
-    p = sub.add_parser("demo", help="ingest the bundled sample corpus and answer a few questions")
-    common(p, store_required=False)
-    p.set_defaults(func=cmd_demo)
+    command("demo", "ingest the bundled sample corpus and answer a few questions", cmd_demo,
+            providers=("embedder", "summarizer"), json_out=False, quiet="no progress bars", store="demo")
 
     bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query, scale)")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)

@@ -157,3 +157,50 @@ def test_a_file_or_a_plain_folder_is_not_a_store(tmp_path):
     out = eragraph("stats", "--store", str(folder), timeout=60)
     assert out.returncode == EXIT_ERROR and "not an eragraph store" in out.stderr
     assert list(folder.iterdir()) == []
+
+
+def test_version_and_help_lines():
+    from eragraph.cli import package_version
+
+    out = eragraph("--version")
+    assert out.returncode == 0 and out.stdout.strip() == f"eragraph {package_version()}"
+    assert package_version()[0].isdigit()
+    top = eragraph("--help").stdout
+    assert "router" in top.split("positional arguments")[0]  # the description names every command
+    helps = {name: eragraph(name, "--help").stdout for name in ("ingest", "query", "delete", "stats", "serve")}
+    assert "PATH  " in helps["ingest"] and "a folder (walked" in helps["ingest"]
+    assert "QUESTION  " in helps["query"] and "the question" in helps["query"]
+    assert "DOC_ID_OR_SOURCE  " in helps["delete"] and "a document id" in helps["delete"]
+    options = helps["query"].split("options:")[1]
+    for flag, text in (("--k K", "how many results"), ("--generator", "who writes answers")):
+        assert text in options.split(flag, 1)[1].split("\n  -", 1)[0]
+    assert "who writes the summaries" in helps["ingest"].split("options:")[1].split("--summarizer", 1)[1]
+
+
+@pytest.mark.parametrize("command,flags", [
+    ("stats", {"--json"}),
+    ("delete", {"--json", "--quiet", "--embedder", "--summarizer"}),
+    ("serve", {"--quiet", "--embedder", "--generator", "--host", "--port"}),
+    ("query", {"--json", "--quiet", "--embedder", "--generator", "--mode", "--k", "--budget", "--p", "--answer",
+               "--server"}),
+    ("ingest", {"--json", "--quiet", "--embedder", "--summarizer", "--batch-docs"}),
+])
+def test_each_command_lists_only_the_flags_it_uses(command, flags):
+    out = eragraph(command, "--help")
+    listed = {word.strip(",") for line in out.stdout.split("options:")[1].splitlines()
+              for word in line.split()[:1] if word.startswith("--")} - {"--help", "--store"}
+    assert listed == flags
+
+
+def test_reindex_reads_as_a_report_and_json_only_with_json(store):
+    out = eragraph("reindex", "--store", str(store))
+    assert out.returncode == 0 and not out.stdout.lstrip().startswith("{")
+    assert f"reindex of {store}" in out.stdout and "invariants hold" in out.stdout
+    data = json.loads(eragraph("reindex", "--store", str(store), "--json").stdout)
+    assert data["invariants"]["ok"] and "metrics" in data
+
+
+def test_plain_query_output_names_the_route_for_every_mode(store):
+    for mode in ("dense", "collapsed", "bm25"):
+        out = eragraph("query", "Which river flows through Warsaw?", "--store", str(store), "--mode", mode)
+        assert out.returncode == 0 and f"(route: {mode})" in out.stdout
