@@ -242,10 +242,13 @@ def cmd_query(args: argparse.Namespace) -> int:
                            "`eragraph serve` (or ERAGRAPH_SERVER)", EXIT_USAGE)
     from .services.query import query
 
+    started = time.perf_counter()
     engine = _engine(args)
     if not engine.graph.list_documents():
         raise CommandError(f"the store {args.store} is empty: run `eragraph ingest PATH --store {args.store}` "
                            f"first")
+    preload(engine, args.mode)
+    loading = time.perf_counter() - started
     response = query(engine, args.text, mode=args.mode, k=args.k, budget=args.budget, p=args.p,
                      answer=args.answer)
     out = response.to_dict()
@@ -255,7 +258,40 @@ def cmd_query(args: argparse.Namespace) -> int:
         text += (f"\n(this query: {usage['tokens_in']} tokens in, {usage['tokens_out']} out, "
                  f"{_usd(usage['cost_usd'])})")
     _emit(args, out, text)
+    if not (args.json or args.quiet) and loading >= HINT_LOADING_SECONDS and loading > response.seconds:
+        sys.stdout.flush()
+        print(f"eragraph: {loading:.1f} s of this query's {loading + response.seconds:.1f} s went to opening the "
+              f"store and loading models; `eragraph serve --store {args.store}` keeps them loaded (then "
+              f"`eragraph query QUESTION --server http://127.0.0.1:8765`)", file=sys.stderr)
     return EXIT_OK
+
+
+HINT_LOADING_SECONDS = 1.0  # a query that spent more than this, and most of its time, loading says so
+
+
+def preload(engine, mode: str) -> None:
+    """Load now what ``mode`` will use, and only that, so that a query's time splits into
+    loading and answering: the embedder for every mode but bm25 (MiniLM embeds any question:
+    torch and sentence-transformers are most of a cold query), spaCy for the entity-graph modes
+    (the question's entities) and for fusion and auto (the router's parse; one loaded pipeline
+    serves both). A mode the registry does not know is left to query() to refuse."""
+    from .services.modes import MODES
+
+    spec = MODES.get(mode)
+    if spec is None:
+        return
+    wanted = []
+    if spec.family != "lexical":
+        wanted.append(engine.embedder)
+    if spec.family in ("graph", "fusion") and engine.entities is not None:
+        wanted.append(engine.entities.extractor)
+    if spec.family in ("fusion", "router"):
+        wanted.append(engine.question_parser)
+    for provider in wanted:
+        while provider is not None and not hasattr(provider, "load"):
+            provider = getattr(provider, "inner", None)  # through the cache and metering wrappers
+        if provider is not None:
+            provider.load()
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

@@ -204,3 +204,65 @@ def test_plain_query_output_names_the_route_for_every_mode(store):
     for mode in ("dense", "collapsed", "bm25"):
         out = eragraph("query", "Which river flows through Warsaw?", "--store", str(store), "--mode", mode)
         assert out.returncode == 0 and f"(route: {mode})" in out.stdout
+
+
+def imported(stderr: str) -> set[str]:
+    """Top-level packages a `python -X importtime` run imported."""
+    return {line.rsplit("|", 1)[1].strip().split(".")[0] for line in stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+@pytest.mark.model
+def test_a_query_loads_only_what_its_mode_needs_and_says_when_loading_dominated(tmp_path):
+    """On a MiniLM store: bm25 loads neither torch nor spaCy; dense loads MiniLM (torch) but not
+    spaCy, and since loading it is most of a cold query, stderr says once that `eragraph serve`
+    keeps a warm engine (never with --json or --quiet)."""
+    env = environment(ERAGRAPH_EMBEDDER="minilm", ERAGRAPH_NER="capitalized")
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    store = str(tmp_path / "store")
+    assert eragraph("ingest", str(docs), "--store", store, "--quiet", env=env).returncode == 0
+
+    def timed_query(mode: str, *flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-X", "importtime", "-m", "eragraph.cli", "query",
+                               "Which river flows through Warsaw?", "--store", store, "--mode", mode, *flags],
+                              env=env, capture_output=True, text=True, timeout=300)
+
+    bm25 = timed_query("bm25")
+    assert bm25.returncode == 0 and "Vistula" in bm25.stdout
+    assert not imported(bm25.stderr) & {"torch", "sentence_transformers", "spacy", "thinc"}
+    dense = timed_query("dense")
+    assert dense.returncode == 0 and "Vistula" in dense.stdout
+    assert "torch" in imported(dense.stderr) and not imported(dense.stderr) & {"spacy", "thinc"}
+    [hint] = [line for line in dense.stderr.splitlines() if not line.startswith("import time:")]
+    assert hint.startswith("eragraph: ") and f"`eragraph serve --store {store}`" in hint
+    out = eragraph("query", "Which river flows through Warsaw?", "--store", store, "--mode", "dense", "--quiet", env=env)
+    assert out.returncode == 0 and out.stderr == ""  # --json too: test_the_serve_hint_is_one_stderr_line...
+
+
+def test_the_serve_hint_is_one_stderr_line_and_never_with_json_or_quiet(tmp_path, monkeypatch, capsys):
+    """In process, with loading made slow: the hint's wording and when it is left out."""
+    import time
+
+    from eragraph import cli
+
+    for k, v in environment().items():
+        if k.startswith("ERAGRAPH_"):
+            monkeypatch.setenv(k, v)
+    monkeypatch.delenv("ERAGRAPH_STORE", raising=False)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text(DOCS["danube.txt"], encoding="utf-8")
+    store = str(tmp_path / "store")
+    assert cli.main(["ingest", str(docs), "--store", store, "--quiet"]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(cli, "preload", lambda engine, mode: time.sleep(0.3))
+    monkeypatch.setattr(cli, "HINT_LOADING_SECONDS", 0.2)
+    assert cli.main(["query", "Danube", "--store", store]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "went to opening the store and loading models" in err and "eragraph serve" in err
+    for flag in ("--json", "--quiet"):
+        assert cli.main(["query", "Danube", "--store", store, flag]) == 0
+        assert capsys.readouterr().err == ""
