@@ -117,21 +117,180 @@ def _writing(store: str | Path, create: bool = False):
         lock.release()
 
 
-def _progress(total: int | None, desc: str, args: argparse.Namespace):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="doc", file=sys.stderr,
-                disable=getattr(args, "quiet", False) or (total is not None and total < 2))
-
-
 def _text_key(doc_id: str) -> str:
     return f"text/{doc_id}.txt"
 
 
-def ingest_docs(engine, docs: Iterable, args, total: int | None = None) -> dict:
+EMBED_SLICE = 1024  # chunk texts per embedder call in a CLI ingest: the chunk bar moves per slice
+
+
+def count_inputs(paths: Iterable[str | Path]) -> int:
+    """How many documents (or skip messages) ``paths`` will give: a .jsonl file's non-blank
+    lines, one for any other file or missing path; folders walked as ingest walks them. One
+    quick read of each JSONL corpus, for the progress bar's total."""
+    from .services.sources import iter_files
+
+    n = 0
+    for path in iter_files(paths):
+        if path.suffix.lower() == ".jsonl" and path.is_file():
+            try:
+                with open(path, "rb") as fh:
+                    lines = sum(1 for line in fh if line.strip())
+            except OSError:
+                lines = 1
+            n += max(lines, 1)
+        else:
+            n += 1
+    return n
+
+
+class IngestProgress:
+    """An ingest's progress on stderr (nothing with --quiet): a documents bar with a total and
+    an ETA; under it, the chunks of the batch at hand as they are embedded (slices of
+    EMBED_SLICE) and its stage (embedding, entities, writing); then, while the bus drains, a
+    stage line counting the summaries written on each layer."""
+
+    def __init__(self, args: argparse.Namespace, total: int | None, errors: list | None = None,
+                 documents: bool = True) -> None:
+        from tqdm import tqdm
+
+        self.tqdm = tqdm
+        self.off = bool(getattr(args, "quiet", False))
+        self.errors = errors if errors is not None else []
+        self.counted_errors = 0
+        self.docs = tqdm(total=total, desc="ingest", unit=" docs", file=sys.stderr,
+                         disable=self.off or not documents, dynamic_ncols=True)
+        self.chunks = None
+        self.summaries = None
+        self.layer_counts: dict[int, int] = {}
+        self.layer = 0
+
+    # documents and chunks
+    def documents(self, n: int) -> None:
+        """A batch of ``n`` documents is written (the ingest service's progress callback); the
+        inputs skipped meanwhile count as done too."""
+        skipped = len(self.errors) - self.counted_errors
+        self.counted_errors = len(self.errors)
+        if self.docs is not None:
+            self.docs.update(n + skipped)
+        self._end_chunks()
+
+    def embedding(self, done: int, total: int) -> None:
+        if self.off:
+            return
+        if self.chunks is None or self.chunks.total != total or done == 0:
+            self._end_chunks()
+            self.chunks = self.tqdm(total=total, desc="  embedding", unit=" chunks", file=sys.stderr, leave=False,
+                                    dynamic_ncols=True)
+        self.chunks.update(done - self.chunks.n)
+
+    def stage(self, name: str) -> None:
+        if self.chunks is not None:
+            self.chunks.set_description(f"  {name}")
+
+    def _end_chunks(self) -> None:
+        if self.chunks is not None:
+            self.chunks.close()
+            self.chunks = None
+
+    # the drain
+    def draining(self, message) -> None:
+        """A reconcile of ``message.layer`` starts: summaries go to the layer above."""
+        self.layer = message.layer + 1
+        if self.summaries is None and not self.off:
+            self.end_documents()
+            self.summaries = self.tqdm(desc="summarize", unit=" summaries", file=sys.stderr, dynamic_ncols=True)
+        self._show_layers()
+
+    def summarized(self) -> None:
+        self.layer_counts[self.layer] = self.layer_counts.get(self.layer, 0) + 1
+        if self.summaries is not None:
+            self.summaries.update(1)
+            self._show_layers()
+
+    def _show_layers(self) -> None:
+        if self.summaries is not None:
+            self.summaries.set_postfix_str(", ".join(f"layer {k}: {v}" for k, v in sorted(self.layer_counts.items()))
+                                           + f" (now layer {self.layer})", refresh=False)
+
+    def end_documents(self) -> None:
+        """Every document is read and written (before the drain): the bars of that part end."""
+        self._end_chunks()
+        if self.docs is None:
+            return
+        skipped = len(self.errors) - self.counted_errors
+        self.counted_errors = len(self.errors)
+        if skipped:
+            self.docs.update(skipped)
+        if self.docs.total is not None and self.docs.n != self.docs.total:
+            self.docs.total = self.docs.n  # a corpus line was counted that held no document
+        self.docs.close()
+        self.docs = None
+
+    def close(self) -> None:
+        self.end_documents()
+        if self.summaries is not None:
+            self.summaries.set_postfix_str(", ".join(f"layer {k}: {v}" for k, v in sorted(self.layer_counts.items())),
+                                           refresh=False)
+            self.summaries.close()
+
+
+class SlicedEmbedder:
+    """The engine's embedder, called with at most EMBED_SLICE texts at a time, telling the
+    progress how many chunk texts of the call are done."""
+
+    def __init__(self, inner, progress: IngestProgress) -> None:
+        self.inner = inner
+        self.progress = progress
+        self.identity = inner.identity
+        self.dim = inner.dim
+
+    def embed(self, texts):
+        import numpy as np
+
+        texts = list(texts)
+        self.progress.embedding(0, len(texts))
+        parts = []
+        for start in range(0, len(texts), EMBED_SLICE):
+            parts.append(self.inner.embed(texts[start:start + EMBED_SLICE]))
+            self.progress.embedding(min(start + EMBED_SLICE, len(texts)), len(texts))
+        self.progress.stage("writing")
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class CountingSummarizer:
+    """The engine's summarizer, telling the progress of each summary it writes (every other
+    attribute is the summarizer's own, so it revises only if the summarizer can)."""
+
+    def __init__(self, inner, progress: IngestProgress) -> None:
+        self.inner = inner
+        self.progress = progress
+
+    def __getattr__(self, name: str):
+        value = getattr(self.inner, name)
+        if name in ("summarize", "revise") and callable(value):
+            def counted(*a, **kw):
+                result = value(*a, **kw)
+                self.progress.summarized()
+                return result
+            return counted
+        return value
+
+
+def _staged(hook, progress: IngestProgress):
+    def run(engine, nodes):
+        progress.stage("entities")
+        hook(engine, nodes)
+        progress.stage("writing")
+    return run
+
+
+def ingest_docs(engine, docs: Iterable, args, total: int | None = None,
+                errors: list[dict[str, str]] | None = None) -> dict:
     """Ingest SourceDocs (any iterable, consumed in batches of ``--batch-docs``), keep their text
-    in the blob store (for rebuilds) as they pass, then drain the bus. ``documents_read`` counts
-    the documents the iterable gave."""
+    in the blob store (for rebuilds) as they pass, then drain the bus, showing IngestProgress
+    (``total`` documents; ``errors``: the reader's skip list, counted as done). ``documents_read``
+    counts the documents the iterable gave."""
     from .services import ingest as ingest_service
     from .services import resummarize
 
@@ -146,10 +305,24 @@ def ingest_docs(engine, docs: Iterable, args, total: int | None = None) -> dict:
             yield doc
 
     started = time.perf_counter()
-    with _progress(total, "ingest", args) as bar:
-        report = ingest_service.ingest(engine, keep_text(docs), progress=bar.update,
-                                       batch_docs=getattr(args, "batch_docs", None) or 256)
-    report.merge(resummarize.drain(engine))
+    progress = IngestProgress(args, total, errors)
+    embedder, hooks, summarizer = engine.embedder, engine.ingest_hooks, engine.summarizer
+    try:
+        engine.embedder = SlicedEmbedder(embedder, progress)
+        engine.ingest_hooks = [_staged(hook, progress) for hook in hooks]
+        try:
+            report = ingest_service.ingest(engine, keep_text(docs), progress=progress.documents,
+                                           batch_docs=getattr(args, "batch_docs", None) or 256)
+        finally:
+            engine.embedder, engine.ingest_hooks = embedder, hooks
+        progress.end_documents()
+        engine.summarizer = CountingSummarizer(summarizer, progress)
+        try:
+            report.merge(resummarize.drain(engine, on_message=progress.draining))
+        finally:
+            engine.summarizer = summarizer
+    finally:
+        progress.close()
     report.seconds = time.perf_counter() - started
     out = report.to_dict()
     out["documents_read"] = seen
@@ -166,7 +339,9 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
     engine = _engine(args, create=True)
     errors: list[dict[str, str]] = []
-    out = ingest_docs(engine, iter_sources(args.paths, errors, engine.settings.max_document_bytes), args)
+    total = None if args.quiet else count_inputs(args.paths)
+    out = ingest_docs(engine, iter_sources(args.paths, errors, engine.settings.max_document_bytes), args,
+                      total=total, errors=errors)
     out["errors"] = errors + out["errors"]
     for err in out["errors"]:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
@@ -329,7 +504,13 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     if engine.blobs is not None:
         for doc in docs:
             engine.blobs.delete(_text_key(doc.doc_id))
-    report.merge(resummarize.drain(engine))
+    progress = IngestProgress(args, None, documents=False)  # the drain's stage line only
+    summarizer, engine.summarizer = engine.summarizer, CountingSummarizer(engine.summarizer, progress)
+    try:
+        report.merge(resummarize.drain(engine, on_message=progress.draining))
+    finally:
+        engine.summarizer = summarizer
+        progress.close()
     report.seconds = time.perf_counter() - started
     out = report.to_dict()
     _emit(args, out, f"{out['documents_removed']} documents removed ({out['chunks_removed']} chunks); "
@@ -394,7 +575,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
 
     fresh = build_engine("local", target, replace(engine.settings, embed_cache=False))
     skipped: list[str] = []
-    out = ingest_docs(fresh, stored_sources(engine, skipped), args)
+    out = ingest_docs(fresh, stored_sources(engine, skipped), args, total=len(engine.graph.list_documents()))
     out["store"] = str(target)
     out["skipped"] = skipped
     if args.replace:
@@ -479,7 +660,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     args.store = args.store or DEFAULT_STORE
     engine = _engine(args, create=True)
     errors: list[dict[str, str]] = []
-    out = ingest_docs(engine, iter_sources([sample / "corpus.jsonl"], errors), args)
+    corpus = sample / "corpus.jsonl"
+    out = ingest_docs(engine, iter_sources([corpus], errors), args, total=count_inputs([corpus]), errors=errors)
     print(f"ingested {out['documents_added']} new documents ({out['chunks_added']} chunks) into {args.store}; "
           f"{out['summarize_calls']} summaries written")
     questions = json.loads((sample / "questions.json").read_text(encoding="utf-8"))

@@ -266,3 +266,36 @@ def test_the_serve_hint_is_one_stderr_line_and_never_with_json_or_quiet(tmp_path
     for flag in ("--json", "--quiet"):
         assert cli.main(["query", "Danube", "--store", store, flag]) == 0
         assert capsys.readouterr().err == ""
+
+
+def test_ingest_progress_has_totals_an_eta_and_a_drain_stage_and_quiet_is_silent(tmp_path):
+    """One large document (more chunks than one embedder slice) and a small corpus: the
+    documents bar has its total, the chunk bar moves within the large document with an ETA,
+    the drain shows summaries per layer; --quiet prints only the skip message."""
+    import random
+    import re
+
+    rng = random.Random(7)
+    words = " ".join(DOCS.values()).replace(".", "").split()
+    big = tmp_path / "big.txt"
+    big.write_text(" ".join(" ".join(rng.choice(words) for _ in range(12)) + "." for _ in range(2500)),
+                   encoding="utf-8")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": DOCS["danube.txt"]}) + "\n{broken\n"
+                      + json.dumps({"id": "b", "text": DOCS["nile.txt"]}) + "\n", encoding="utf-8")
+    env = environment(ERAGRAPH_CHUNK_TOKENS="20", ERAGRAPH_CHUNK_OVERLAP="4", ERAGRAPH_S_MIN="6",
+                      ERAGRAPH_S_MAX="12", ERAGRAPH_MAX_DOCUMENT_BYTES="10000000")
+    out = eragraph("ingest", str(big), str(corpus), "--store", str(tmp_path / "store"), "--json", env=env)
+    assert out.returncode == EXIT_PARTIAL
+    report = json.loads(out.stdout)  # stdout holds the JSON only
+    chunks = report["chunks_added"]
+    assert chunks > 1024
+    err = out.stderr.replace("\r", "\n")
+    assert "ingest:   0%" in err and "| 0/4 [" in err and "| 4/4 [" in err  # 3 documents + 1 skipped line
+    assert re.search(rf"embedding: +\d+%\|.*\| 1024/{chunks} \[\d\d:\d\d<\d\d:\d\d", err)  # mid-document, ETA
+    assert "entities:" in err and "writing:" in err
+    assert re.search(r"summarize: \d+ summaries \[.*layer 1: \d+, layer 2: \d+", err)
+
+    quiet = eragraph("ingest", str(corpus), "--store", str(tmp_path / "store2"), "--quiet", env=env)
+    assert quiet.returncode == EXIT_PARTIAL
+    assert quiet.stderr == f"skipped {corpus}:2: not JSON: Expecting property name enclosed in double quotes\n"
