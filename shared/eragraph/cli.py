@@ -525,10 +525,34 @@ def _usd(value: float | None) -> str:
     return "unpriced" if value is None else f"${value:.6f}"
 
 
+def recorded_embedder(store: Path) -> str | None:
+    """The ERAGRAPH_EMBEDDER choice a local store was built with (from the embedder id its
+    hyperplanes record), or None when it records none or one this cannot name."""
+    from .adapters.local.graph_sqlite import SqliteGraphStore
+
+    graph = SqliteGraphStore(store / STORE_MARK)
+    try:
+        lsh = graph.get_lsh()
+    finally:
+        graph.close()
+    ident = lsh.embedder_id if lsh is not None else ""
+    for prefix, name in (("hashing-bow-", "hash"), ("bedrock:", "bedrock"),
+                         ("sentence-transformers/all-MiniLM-L6-v2", "minilm")):
+        if ident.startswith(prefix):
+            return name
+    return None
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
+    """Stats read the store only: it is opened with the embedder it was built with (its
+    vectors' dimension), whatever ERAGRAPH_EMBEDDER says; stats take no provider flags."""
+    from dataclasses import replace
+
     from .services.stats import stats
 
-    engine = _engine(args)
+    settings = _settings(args)
+    built_with = recorded_embedder(existing_store(args.store))
+    engine = _engine(args, replace(settings, embedder=built_with) if built_with else settings)
     out = stats(engine)
     rows = [f"documents: {out['documents']}   S_min/S_max: {out['s_min']}/{out['s_max']}   "
             f"hyperplanes: {out['n_planes']}   embedder: {out['embedder']}"]

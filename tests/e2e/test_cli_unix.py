@@ -299,3 +299,16 @@ def test_ingest_progress_has_totals_an_eta_and_a_drain_stage_and_quiet_is_silent
     quiet = eragraph("ingest", str(corpus), "--store", str(tmp_path / "store2"), "--quiet", env=env)
     assert quiet.returncode == EXIT_PARTIAL
     assert quiet.stderr == f"skipped {corpus}:2: not JSON: Expecting property name enclosed in double quotes\n"
+
+
+def test_stats_needs_no_embedder_flag(tmp_path):
+    """A store built with --embedder hash reports its stats with no flag and ERAGRAPH_EMBEDDER unset
+    (stats no longer takes --embedder: the store says what it was built with)."""
+    env = {k: v for k, v in environment().items() if k != "ERAGRAPH_EMBEDDER"}
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text(DOCS["danube.txt"], encoding="utf-8")
+    store = str(tmp_path / "store")
+    assert eragraph("ingest", str(docs), "--store", store, "--embedder", "hash", "--quiet", env=env).returncode == 0
+    out = eragraph("stats", "--store", store, "--json", env=env)
+    assert out.returncode == 0 and json.loads(out.stdout)["embedder"].startswith("hashing-bow-v1")
