@@ -90,7 +90,7 @@ def test_help_states_the_exit_statuses():
     out = eragraph("--help")
     assert out.returncode == 0
     assert "exit status" in out.stdout and "partial" in out.stdout and "141" in out.stdout
-    status, err = closed_stdout_run(["--help"])
+    _, err = closed_stdout_run(["--help"])
     assert err == ""  # argparse itself ignores a failed write of its help
 
 
