@@ -1,4 +1,5 @@
-"""The `eragraph` command line: ingest, query, serve, delete, stats, rebuild, reindex, bench, demo."""
+"""The `eragraph` command line: ingest, query, serve, delete, stats, rebuild, reindex, demo, bench,
+router (train the auto retrieval router)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,29 @@ from .services.modes import mode_names
 BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale")
 DEFAULT_STORE = "eragraph-store"
 
+# Exit statuses (EXIT_HELP says them in --help; README's CLI section too).
+EXIT_OK = 0
+EXIT_ERROR = 1    # nothing (or not what was asked) was done: no such store, no input readable, ...
+EXIT_USAGE = 2    # bad arguments or settings: argparse's own status
+EXIT_PARTIAL = 3  # done, but some inputs were skipped (each one named on stderr)
+EXIT_PIPE = 128 + 13  # stdout closed early (| head): what a shell reports for a tool SIGPIPE ends
+
+EXIT_HELP = """exit status:
+  0    success
+  1    error: the command failed (no such store, no input could be read, no such document,
+       a model call failed, reindex left invariant violations, ...)
+  2    usage: bad arguments or settings (as argparse)
+  3    partial: some inputs were skipped (each named on stderr), the rest was done
+  141  stdout was closed early (e.g. | head): the command stops quietly, as on SIGPIPE"""
+
+
+class CommandError(Exception):
+    """A command cannot go on: main prints ``eragraph: <message>`` and exits with ``status``."""
+
+    def __init__(self, message: str, status: int = EXIT_ERROR) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 def _emit(args: argparse.Namespace, payload: dict[str, Any], human: str) -> None:
     if getattr(args, "json", False):
@@ -36,22 +60,50 @@ def _settings(args: argparse.Namespace) -> Settings:
     return settings_from_env(**overrides)
 
 
-def _engine(args: argparse.Namespace, settings: Settings | None = None):
+STORE_MARK = "graph.sqlite"  # what every local store holds (bootstrap.local)
+
+
+def existing_store(store: str | Path) -> Path:
+    """The store directory of a command that reads or changes a store (query, stats, delete,
+    reindex, serve, rebuild): it must exist; such a command never creates one (a mistyped
+    --store is one line naming the path, not an empty store)."""
+    path = Path(store)
+    how = f"create one with `eragraph ingest PATH... --store {path}`"
+    if not path.exists():
+        raise CommandError(f"no store at {path}: {how}")
+    if not path.is_dir():
+        raise CommandError(f"{path} is a file, not a store directory: {how}")
+    if not (path / STORE_MARK).is_file():
+        raise CommandError(f"{path} is not an eragraph store (it has no {STORE_MARK}): {how}")
+    return path
+
+
+def new_or_existing_store(store: str | Path) -> Path:
+    """The store directory of a command that may create it (ingest, demo)."""
+    path = Path(store)
+    if path.exists() and not path.is_dir():
+        raise CommandError(f"{path} is a file, not a store directory: give --store a folder (new or a store)")
+    return path
+
+
+def _engine(args: argparse.Namespace, settings: Settings | None = None, create: bool = False):
+    """The local engine over ``args.store``; only ``create`` (ingest, demo) may make the store."""
     from .bootstrap import build_engine
 
-    return build_engine("local", Path(args.store), settings or _settings(args))
+    path = new_or_existing_store(args.store) if create else existing_store(args.store)
+    return build_engine("local", path, settings or _settings(args))
 
 
 @contextmanager
-def _writing(store: str | Path):
+def _writing(store: str | Path, create: bool = False):
     """Hold the store's inter-process writer lock (``STORE/.writer.lock``) for a whole write
     command: concurrent ``ingest``/``delete``/``reindex`` processes on one store take turns
-    (queries take no lock and keep working)."""
+    (queries take no lock and keep working). Only ``create`` (ingest, demo) may make the store."""
     from filelock import Timeout
 
     from .adapters.local.files import writer_lock
 
-    path = Path(store)
+    path = new_or_existing_store(store) if create else existing_store(store)
     path.mkdir(parents=True, exist_ok=True)
     lock = writer_lock(path / ".writer.lock")
     try:
@@ -65,21 +117,180 @@ def _writing(store: str | Path):
         lock.release()
 
 
-def _progress(total: int | None, desc: str, args: argparse.Namespace):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc=desc, unit="doc", file=sys.stderr,
-                disable=getattr(args, "quiet", False) or (total is not None and total < 2))
-
-
 def _text_key(doc_id: str) -> str:
     return f"text/{doc_id}.txt"
 
 
-def ingest_docs(engine, docs: Iterable, args, total: int | None = None) -> dict:
+EMBED_SLICE = 1024  # chunk texts per embedder call in a CLI ingest: the chunk bar moves per slice
+
+
+def count_inputs(paths: Iterable[str | Path]) -> int:
+    """How many documents (or skip messages) ``paths`` will give: a .jsonl file's non-blank
+    lines, one for any other file or missing path; folders walked as ingest walks them. One
+    quick read of each JSONL corpus, for the progress bar's total."""
+    from .services.sources import iter_files
+
+    n = 0
+    for path in iter_files(paths):
+        if path.suffix.lower() == ".jsonl" and path.is_file():
+            try:
+                with open(path, "rb") as fh:
+                    lines = sum(1 for line in fh if line.strip())
+            except OSError:
+                lines = 1
+            n += max(lines, 1)
+        else:
+            n += 1
+    return n
+
+
+class IngestProgress:
+    """An ingest's progress on stderr (nothing with --quiet): a documents bar with a total and
+    an ETA; under it, the chunks of the batch at hand as they are embedded (slices of
+    EMBED_SLICE) and its stage (embedding, entities, writing); then, while the bus drains, a
+    stage line counting the summaries written on each layer."""
+
+    def __init__(self, args: argparse.Namespace, total: int | None, errors: list | None = None,
+                 documents: bool = True) -> None:
+        from tqdm import tqdm
+
+        self.tqdm = tqdm
+        self.off = bool(getattr(args, "quiet", False))
+        self.errors = errors if errors is not None else []
+        self.counted_errors = 0
+        self.docs = tqdm(total=total, desc="ingest", unit=" docs", file=sys.stderr,
+                         disable=self.off or not documents, dynamic_ncols=True)
+        self.chunks = None
+        self.summaries = None
+        self.layer_counts: dict[int, int] = {}
+        self.layer = 0
+
+    # documents and chunks
+    def documents(self, n: int) -> None:
+        """A batch of ``n`` documents is written (the ingest service's progress callback); the
+        inputs skipped meanwhile count as done too."""
+        skipped = len(self.errors) - self.counted_errors
+        self.counted_errors = len(self.errors)
+        if self.docs is not None:
+            self.docs.update(n + skipped)
+        self._end_chunks()
+
+    def embedding(self, done: int, total: int) -> None:
+        if self.off:
+            return
+        if self.chunks is None or self.chunks.total != total or done == 0:
+            self._end_chunks()
+            self.chunks = self.tqdm(total=total, desc="  embedding", unit=" chunks", file=sys.stderr, leave=False,
+                                    dynamic_ncols=True)
+        self.chunks.update(done - self.chunks.n)
+
+    def stage(self, name: str) -> None:
+        if self.chunks is not None:
+            self.chunks.set_description(f"  {name}")
+
+    def _end_chunks(self) -> None:
+        if self.chunks is not None:
+            self.chunks.close()
+            self.chunks = None
+
+    # the drain
+    def draining(self, message) -> None:
+        """A reconcile of ``message.layer`` starts: summaries go to the layer above."""
+        self.layer = message.layer + 1
+        if self.summaries is None and not self.off:
+            self.end_documents()
+            self.summaries = self.tqdm(desc="summarize", unit=" summaries", file=sys.stderr, dynamic_ncols=True)
+        self._show_layers()
+
+    def summarized(self) -> None:
+        self.layer_counts[self.layer] = self.layer_counts.get(self.layer, 0) + 1
+        if self.summaries is not None:
+            self.summaries.update(1)
+            self._show_layers()
+
+    def _show_layers(self) -> None:
+        if self.summaries is not None:
+            self.summaries.set_postfix_str(", ".join(f"layer {k}: {v}" for k, v in sorted(self.layer_counts.items()))
+                                           + f" (now layer {self.layer})", refresh=False)
+
+    def end_documents(self) -> None:
+        """Every document is read and written (before the drain): the bars of that part end."""
+        self._end_chunks()
+        if self.docs is None:
+            return
+        skipped = len(self.errors) - self.counted_errors
+        self.counted_errors = len(self.errors)
+        if skipped:
+            self.docs.update(skipped)
+        if self.docs.total is not None and self.docs.n != self.docs.total:
+            self.docs.total = self.docs.n  # a corpus line was counted that held no document
+        self.docs.close()
+        self.docs = None
+
+    def close(self) -> None:
+        self.end_documents()
+        if self.summaries is not None:
+            self.summaries.set_postfix_str(", ".join(f"layer {k}: {v}" for k, v in sorted(self.layer_counts.items())),
+                                           refresh=False)
+            self.summaries.close()
+
+
+class SlicedEmbedder:
+    """The engine's embedder, called with at most EMBED_SLICE texts at a time, telling the
+    progress how many chunk texts of the call are done."""
+
+    def __init__(self, inner, progress: IngestProgress) -> None:
+        self.inner = inner
+        self.progress = progress
+        self.identity = inner.identity
+        self.dim = inner.dim
+
+    def embed(self, texts):
+        import numpy as np
+
+        texts = list(texts)
+        self.progress.embedding(0, len(texts))
+        parts = []
+        for start in range(0, len(texts), EMBED_SLICE):
+            parts.append(self.inner.embed(texts[start:start + EMBED_SLICE]))
+            self.progress.embedding(min(start + EMBED_SLICE, len(texts)), len(texts))
+        self.progress.stage("writing")
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+class CountingSummarizer:
+    """The engine's summarizer, telling the progress of each summary it writes (every other
+    attribute is the summarizer's own, so it revises only if the summarizer can)."""
+
+    def __init__(self, inner, progress: IngestProgress) -> None:
+        self.inner = inner
+        self.progress = progress
+
+    def __getattr__(self, name: str):
+        value = getattr(self.inner, name)
+        if name in ("summarize", "revise") and callable(value):
+            def counted(*a, **kw):
+                result = value(*a, **kw)
+                self.progress.summarized()
+                return result
+            return counted
+        return value
+
+
+def _staged(hook, progress: IngestProgress):
+    def run(engine, nodes):
+        progress.stage("entities")
+        hook(engine, nodes)
+        progress.stage("writing")
+    return run
+
+
+def ingest_docs(engine, docs: Iterable, args, total: int | None = None,
+                errors: list[dict[str, str]] | None = None) -> dict:
     """Ingest SourceDocs (any iterable, consumed in batches of ``--batch-docs``), keep their text
-    in the blob store (for rebuilds) as they pass, then drain the bus. ``documents_read`` counts
-    the documents the iterable gave."""
+    in the blob store (for rebuilds) as they pass, then drain the bus, showing IngestProgress
+    (``total`` documents; ``errors``: the reader's skip list, counted as done). ``documents_read``
+    counts the documents the iterable gave."""
     from .services import ingest as ingest_service
     from .services import resummarize
 
@@ -94,10 +305,24 @@ def ingest_docs(engine, docs: Iterable, args, total: int | None = None) -> dict:
             yield doc
 
     started = time.perf_counter()
-    with _progress(total, "ingest", args) as bar:
-        report = ingest_service.ingest(engine, keep_text(docs), progress=bar.update,
-                                       batch_docs=getattr(args, "batch_docs", None) or 256)
-    report.merge(resummarize.drain(engine))
+    progress = IngestProgress(args, total, errors)
+    embedder, hooks, summarizer = engine.embedder, engine.ingest_hooks, engine.summarizer
+    try:
+        engine.embedder = SlicedEmbedder(embedder, progress)
+        engine.ingest_hooks = [_staged(hook, progress) for hook in hooks]
+        try:
+            report = ingest_service.ingest(engine, keep_text(docs), progress=progress.documents,
+                                           batch_docs=getattr(args, "batch_docs", None) or 256)
+        finally:
+            engine.embedder, engine.ingest_hooks = embedder, hooks
+        progress.end_documents()
+        engine.summarizer = CountingSummarizer(summarizer, progress)
+        try:
+            report.merge(resummarize.drain(engine, on_message=progress.draining))
+        finally:
+            engine.summarizer = summarizer
+    finally:
+        progress.close()
     report.seconds = time.perf_counter() - started
     out = report.to_dict()
     out["documents_read"] = seen
@@ -105,16 +330,18 @@ def ingest_docs(engine, docs: Iterable, args, total: int | None = None) -> dict:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    with _writing(args.store):
+    with _writing(args.store, create=True):
         return _cmd_ingest(args)
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
     from .services.sources import iter_sources
 
-    engine = _engine(args)
+    engine = _engine(args, create=True)
     errors: list[dict[str, str]] = []
-    out = ingest_docs(engine, iter_sources(args.paths, errors, engine.settings.max_document_bytes), args)
+    total = None if args.quiet else count_inputs(args.paths)
+    out = ingest_docs(engine, iter_sources(args.paths, errors, engine.settings.max_document_bytes), args,
+                      total=total, errors=errors)
     out["errors"] = errors + out["errors"]
     for err in out["errors"]:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
@@ -124,7 +351,15 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
                       f"segments re-summarized: {layers}; {out['summarize_calls']} summarize calls, "
                       f"{out['tokens_in']} tokens in, {out['tokens_out']} out, {out['seconds']:.1f}s"
                       + (f"; {len(out['errors'])} skipped" if out["errors"] else "")))
-    return 0 if out["documents_read"] or not errors else 1
+    return _ingest_status(out)
+
+
+def _ingest_status(out: dict) -> int:
+    """0: every input ingested; 3 (partial): some skipped, the rest ingested; 1: inputs named,
+    none could be read."""
+    if not out["errors"]:
+        return EXIT_OK
+    return EXIT_PARTIAL if out["documents_read"] else EXIT_ERROR
 
 
 def render_query(out: dict) -> str:
@@ -137,8 +372,11 @@ def render_query(out: dict) -> str:
                                      else f" summary of {len(r['children'])}")
         snippet = " ".join(r["text"].split())[:300]
         lines.append(f"{i}. [{r['score']:.3f}] {label} ({r['id']})\n   {snippet}")
+    route = out.get("route") or out.get("mode")
     if out.get("router_score") is not None:
-        lines.append(f"(route: {out.get('route')}, s(q) = {out['router_score']:.3f})")
+        lines.append(f"(route: {route}, s(q) = {out['router_score']:.3f})")
+    elif route:
+        lines.append(f"(route: {route})")
     if out.get("note"):
         lines.append(f"({out['note']})")
     return "\n".join(lines) or "no results"
@@ -168,24 +406,24 @@ def cmd_query(args: argparse.Namespace) -> int:
         try:
             status, out = query_server(args.server, body)
         except OSError as exc:
-            print(f"eragraph: no server at {args.server}: {getattr(exc, 'reason', exc)}", file=sys.stderr)
-            return 2
-        if status != 200:
-            print(f"eragraph: error: {status} {out.get('message') or out.get('detail') or out}", file=sys.stderr)
-            return 2
+            raise CommandError(f"no server at {args.server}: {getattr(exc, 'reason', exc)}") from None
+        if status != 200:  # 400: the question or its parameters (a usage error); else the server's
+            raise CommandError(f"error: {status} {out.get('message') or out.get('detail') or out}",
+                               EXIT_USAGE if status == 400 else EXIT_ERROR)
         _emit(args, out, render_query(out))
-        return 0
+        return EXIT_OK
     if not args.store:
-        print("eragraph query: give --store DIR (or ERAGRAPH_STORE), or --server URL of a running "
-              "`eragraph serve` (or ERAGRAPH_SERVER)", file=sys.stderr)
-        return 2
+        raise CommandError("query: give --store DIR (or ERAGRAPH_STORE), or --server URL of a running "
+                           "`eragraph serve` (or ERAGRAPH_SERVER)", EXIT_USAGE)
     from .services.query import query
 
+    started = time.perf_counter()
     engine = _engine(args)
     if not engine.graph.list_documents():
-        print(f"the store {args.store} is empty: run `eragraph ingest PATH --store {args.store}` first",
-              file=sys.stderr)
-        return 2
+        raise CommandError(f"the store {args.store} is empty: run `eragraph ingest PATH --store {args.store}` "
+                           f"first")
+    preload(engine, args.mode)
+    loading = time.perf_counter() - started
     response = query(engine, args.text, mode=args.mode, k=args.k, budget=args.budget, p=args.p,
                      answer=args.answer)
     out = response.to_dict()
@@ -195,15 +433,48 @@ def cmd_query(args: argparse.Namespace) -> int:
         text += (f"\n(this query: {usage['tokens_in']} tokens in, {usage['tokens_out']} out, "
                  f"{_usd(usage['cost_usd'])})")
     _emit(args, out, text)
-    return 0
+    if not (args.json or args.quiet) and loading >= HINT_LOADING_SECONDS and loading > response.seconds:
+        sys.stdout.flush()
+        print(f"eragraph: {loading:.1f} s of this query's {loading + response.seconds:.1f} s went to opening the "
+              f"store and loading models; `eragraph serve --store {args.store}` keeps them loaded (then "
+              f"`eragraph query QUESTION --server http://127.0.0.1:8765`)", file=sys.stderr)
+    return EXIT_OK
+
+
+HINT_LOADING_SECONDS = 1.0  # a query that spent more than this, and most of its time, loading says so
+
+
+def preload(engine, mode: str) -> None:
+    """Load now what ``mode`` will use, and only that, so that a query's time splits into
+    loading and answering: the embedder for every mode but bm25 (MiniLM embeds any question:
+    torch and sentence-transformers are most of a cold query), spaCy for the entity-graph modes
+    (the question's entities) and for fusion and auto (the router's parse; one loaded pipeline
+    serves both). A mode the registry does not know is left to query() to refuse."""
+    from .services.modes import MODES
+
+    spec = MODES.get(mode)
+    if spec is None:
+        return
+    wanted = []
+    if spec.family != "lexical":
+        wanted.append(engine.embedder)
+    if spec.family in ("graph", "fusion") and engine.entities is not None:
+        wanted.append(engine.entities.extractor)
+    if spec.family in ("fusion", "router"):
+        wanted.append(engine.question_parser)
+    for provider in wanted:
+        while provider is not None and not hasattr(provider, "load"):
+            provider = getattr(provider, "inner", None)  # through the cache and metering wrappers
+        if provider is not None:
+            provider.load()
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    existing_store(args.store)
     try:
         from .server import make_server
     except ImportError as exc:
-        print(f"eragraph serve needs the aws extra (powertools, pydantic): {exc}", file=sys.stderr)
-        return 2
+        raise CommandError(f"serve needs the aws extra (powertools, pydantic): {exc}") from None
     engine = _engine(args)
     server = make_server(engine, args.host, args.port, log=not args.quiet)
     print(f"eragraph: serving {args.store} on {server.url} (POST /query, GET /documents/ID, GET /stats, "
@@ -214,7 +485,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         pass
     finally:
         server.server_close()
-    return 0
+    return EXIT_OK
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -233,23 +504,55 @@ def _cmd_delete(args: argparse.Namespace) -> int:
     if engine.blobs is not None:
         for doc in docs:
             engine.blobs.delete(_text_key(doc.doc_id))
-    report.merge(resummarize.drain(engine))
+    progress = IngestProgress(args, None, documents=False)  # the drain's stage line only
+    summarizer, engine.summarizer = engine.summarizer, CountingSummarizer(engine.summarizer, progress)
+    try:
+        report.merge(resummarize.drain(engine, on_message=progress.draining))
+    finally:
+        engine.summarizer = summarizer
+        progress.close()
     report.seconds = time.perf_counter() - started
     out = report.to_dict()
     _emit(args, out, f"{out['documents_removed']} documents removed ({out['chunks_removed']} chunks); "
                      f"{out['summarize_calls']} summarize calls"
                      + "".join(f"\n  {e['source']}: {e['error']}" for e in out["errors"]))
-    return 0 if out["documents_removed"] else 1
+    if not out["documents_removed"]:
+        return EXIT_ERROR
+    return EXIT_PARTIAL if out["errors"] else EXIT_OK
 
 
 def _usd(value: float | None) -> str:
     return "unpriced" if value is None else f"${value:.6f}"
 
 
+def recorded_embedder(store: Path) -> str | None:
+    """The ERAGRAPH_EMBEDDER choice a local store was built with (from the embedder id its
+    hyperplanes record), or None when it records none or one this cannot name."""
+    from .adapters.local.graph_sqlite import SqliteGraphStore
+
+    graph = SqliteGraphStore(store / STORE_MARK)
+    try:
+        lsh = graph.get_lsh()
+    finally:
+        graph.close()
+    ident = lsh.embedder_id if lsh is not None else ""
+    for prefix, name in (("hashing-bow-", "hash"), ("bedrock:", "bedrock"),
+                         ("sentence-transformers/all-MiniLM-L6-v2", "minilm")):
+        if ident.startswith(prefix):
+            return name
+    return None
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
+    """Stats read the store only: it is opened with the embedder it was built with (its
+    vectors' dimension), whatever ERAGRAPH_EMBEDDER says; stats take no provider flags."""
+    from dataclasses import replace
+
     from .services.stats import stats
 
-    engine = _engine(args)
+    settings = _settings(args)
+    built_with = recorded_embedder(existing_store(args.store))
+    engine = _engine(args, replace(settings, embedder=built_with) if built_with else settings)
     out = stats(engine)
     rows = [f"documents: {out['documents']}   S_min/S_max: {out['s_min']}/{out['s_max']}   "
             f"hyperplanes: {out['n_planes']}   embedder: {out['embedder']}"]
@@ -265,7 +568,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
     rows.append(f"  total: {total['tokens_in']} tokens in, {total['tokens_out']} out, {_usd(total['cost_usd'])}"
                 + (f" (unpriced: {', '.join(out['ledger']['unpriced'])})" if out["ledger"]["unpriced"] else ""))
     _emit(args, out, "\n".join(rows))
-    return 0
+    return EXIT_OK
 
 
 def stored_sources(engine, skipped: list[str] | None = None):
@@ -291,13 +594,14 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     engine = _engine(args)
     target = Path(args.into) if args.into else Path(tempfile.mkdtemp(prefix="eragraph-rebuild-"))
     if target.exists() and any(target.iterdir()):
-        print(f"{target} is not empty; choose an empty --into folder", file=sys.stderr)
-        return 2
+        raise CommandError(f"{target} is not empty; choose an empty --into folder", EXIT_USAGE)
     from .bootstrap import build_engine
 
     fresh = build_engine("local", target, replace(engine.settings, embed_cache=False))
-    out = ingest_docs(fresh, stored_sources(engine), args)
+    skipped: list[str] = []
+    out = ingest_docs(fresh, stored_sources(engine, skipped), args, total=len(engine.graph.list_documents()))
     out["store"] = str(target)
+    out["skipped"] = skipped
     if args.replace:
         backup = Path(str(args.store).rstrip("/") + ".old")
         shutil.rmtree(backup, ignore_errors=True)
@@ -306,8 +610,9 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
         shutil.rmtree(backup, ignore_errors=True)
         out["replaced"] = True
     _emit(args, out, f"rebuilt {out['documents_read']} documents into {target}: {out['summarize_calls']} summarize calls, "
-                     f"{out['tokens_in']} tokens in, {out['seconds']:.1f}s")
-    return 0
+                     f"{out['tokens_in']} tokens in, {out['seconds']:.1f}s"
+                     + (f"; {len(skipped)} skipped (no stored text)" if skipped else ""))
+    return EXIT_PARTIAL if skipped else EXIT_OK
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
@@ -321,14 +626,53 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
     engine = _engine(args)
     out = reindex.run(engine, stuck_after=args.stuck_after)
     out = out if isinstance(out, dict) else out.to_dict()
-    _emit(args, out, json.dumps(out, indent=2, default=str))
-    return 0
+    _emit(args, out, render_reindex(args.store, out))
+    return EXIT_OK if out["invariants"]["ok"] else EXIT_ERROR
+
+
+# what each of reindex's metrics counts, in its report's order
+REINDEX_FINDINGS = (
+    ("LayerCountsRepaired", "layer counters rewritten"),
+    ("OrphanChunksRemoved", "chunks of no document removed"),
+    ("IncompleteDocumentsRemoved", "documents missing chunks removed (ingest them again)"),
+    ("EntityChunksReextracted", "chunks given their entities again"),
+    ("EntityChunksOrphanedRemoved", "entity records of gone chunks removed"),
+    ("EntityCountsRepaired", "entity counts rewritten"),
+    ("EntityVectorsReembedded", "entity vectors re-embedded"),
+    ("EntityVectorsOrphanedDeleted", "entity vectors of gone entities deleted"),
+    ("OutboxesFinished", "unfinished summary writes completed"),
+    ("FollowupsExpired", "stale ingest follow-ups dropped"),
+    ("LayersRequeued", "stuck layers re-queued"),
+    ("LayersRepaired", "layers re-partitioned and re-summarized"),
+    ("VectorsReembedded", "missing vectors re-embedded"),
+    ("VectorsOrphanedDeleted", "vectors of no node deleted"),
+    ("LexicalIndexBuilt", "leaves added to the lexical (BM25) index"),
+)
+
+
+def render_reindex(store: str, out: dict) -> str:
+    """The human-readable form of a reindex report (services.reindex.run)."""
+    metrics = out.get("metrics", {})
+    found = [(metrics[key], label) for key, label in REINDEX_FINDINGS if metrics.get(key)]
+    lines = [f"reindex of {store} ({out.get('seconds', 0.0):.1f}s): "
+             + (f"repaired {sum(n for n, _ in found)} things" if found else "nothing to repair")]
+    lines += [f"  {n} {label}" for n, label in found]
+    if out.get("incomplete_documents_removed"):
+        lines.append(f"    documents: {', '.join(map(str, out['incomplete_documents_removed']))}")
+    inv = out.get("invariants", {})
+    checked = f"{inv.get('checked_nodes', 0)} nodes, {inv.get('checked_segments', 0)} segments checked"
+    if inv.get("ok", True):
+        lines.append(f"  invariants hold ({checked})")
+    else:
+        lines.append(f"  invariants: {inv.get('violation_count')} violations ({checked}):")
+        lines += [f"    {v}" for v in inv.get("violations", [])[:10]]
+    return "\n".join(lines)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Ingest the bundled sample corpus and answer a few questions."""
     args.store = args.store or DEFAULT_STORE
-    with _writing(args.store):
+    with _writing(args.store, create=True):
         return _cmd_demo(args)
 
 
@@ -338,9 +682,10 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     sample = Path(__file__).parent / "samples"
     args.store = args.store or DEFAULT_STORE
-    engine = _engine(args)
+    engine = _engine(args, create=True)
     errors: list[dict[str, str]] = []
-    out = ingest_docs(engine, iter_sources([sample / "corpus.jsonl"], errors), args)
+    corpus = sample / "corpus.jsonl"
+    out = ingest_docs(engine, iter_sources([corpus], errors), args, total=count_inputs([corpus]), errors=errors)
     print(f"ingested {out['documents_added']} new documents ({out['chunks_added']} chunks) into {args.store}; "
           f"{out['summarize_calls']} summaries written")
     questions = json.loads((sample / "questions.json").read_text(encoding="utf-8"))
@@ -352,76 +697,117 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             print(f"  [{r.score:.3f}] {label}: {' '.join(r.text.split())[:160]}")
     print(f"\n(evidence only: configure a generator for answers; see README)\n"
           f"stats: eragraph stats --store {args.store}")
-    return 0 if not errors else 1
+    for err in errors:
+        print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
+    return EXIT_PARTIAL if errors else EXIT_OK
+
+
+def package_version() -> str:
+    """The installed distribution's version, else the package's own ``__version__``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("eragraph")
+    except PackageNotFoundError:
+        from . import __version__
+
+        return __version__
+
+
+PROVIDER_FLAGS = {
+    "embedder": ("minilm", "bedrock", "hash",
+                 "the embedder (default ERAGRAPH_EMBEDDER, else minilm); a store answers only with the one "
+                 "it was built with"),
+    "summarizer": ("extractive", "bedrock", "openai",
+                   "who writes the summaries: extractive (no LLM), bedrock or openai (default ERAGRAPH_SUMMARIZER, "
+                   "else extractive)"),
+    "generator": ("none", "bedrock", "openai",
+                  "who writes answers for --answer: none, bedrock or openai (default ERAGRAPH_GENERATOR, else none)"),
+}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="eragraph", description=__doc__)
+    parser = argparse.ArgumentParser(prog="eragraph", description=__doc__, epilog=EXIT_HELP,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser, store_required: bool = True, store_default: str | None = DEFAULT_STORE
-               ) -> None:
-        p.add_argument("--store", default=os.environ.get("ERAGRAPH_STORE", store_default if not store_required else None),
-                       required=store_required and not os.environ.get("ERAGRAPH_STORE"),
-                       help="store directory (or ERAGRAPH_STORE)")
-        p.add_argument("--json", action="store_true", help="machine-readable output")
-        p.add_argument("--quiet", action="store_true", help="no progress bars")
-        p.add_argument("--embedder", choices=("minilm", "bedrock", "hash"), help="override ERAGRAPH_EMBEDDER")
-        p.add_argument("--summarizer", choices=("extractive", "bedrock", "openai"))
-        p.add_argument("--generator", choices=("none", "bedrock", "openai"))
+    def command(name: str, help: str, func, *, providers: tuple[str, ...] = (), json_out: bool = True,
+                quiet: str | None = None, store: str = "required") -> argparse.ArgumentParser:
+        """A subcommand with the flags it uses: --store (``required``; ``optional``: a default or
+        --server), --json when it reports, --quiet when it writes anything to stderr besides
+        errors, and the provider flags of the models it calls."""
+        p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".", epilog=EXIT_HELP,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        p.set_defaults(func=func)
+        env_store = os.environ.get("ERAGRAPH_STORE")
+        if store == "required":
+            p.add_argument("--store", default=env_store, required=not env_store, metavar="DIR",
+                           help="the store directory (or ERAGRAPH_STORE)")
+        elif store == "demo":
+            p.add_argument("--store", default=env_store or DEFAULT_STORE, metavar="DIR",
+                           help=f"the store directory (or ERAGRAPH_STORE; default {DEFAULT_STORE}); made if missing")
+        else:
+            p.add_argument("--store", default=env_store, metavar="DIR",
+                           help="the store directory (or ERAGRAPH_STORE)")
+        if json_out:
+            p.add_argument("--json", action="store_true", help="machine-readable output (JSON on stdout)")
+        if quiet:
+            p.add_argument("--quiet", action="store_true", help=quiet)
+        for flag in providers:
+            *choices, text = PROVIDER_FLAGS[flag]
+            p.add_argument(f"--{flag}", choices=choices, help=text)
+        return p
 
-    p = sub.add_parser("ingest", help="ingest files, folders and .jsonl corpora")
-    p.add_argument("paths", nargs="+")
+    p = command("ingest", "ingest files, folders and .jsonl corpora (makes the store if missing)", cmd_ingest,
+                providers=("embedder", "summarizer"), quiet="no progress bars")
+    p.add_argument("paths", nargs="+", metavar="PATH",
+                   help="a file (.txt, .md, .rst, .html), a folder (walked recursively) or a .jsonl corpus "
+                        "(one {\"id\", \"title\", \"text\"} document per line)")
     p.add_argument("--batch-docs", type=int, default=256,
                    help="documents read, embedded and written per batch (memory holds one batch)")
-    common(p)
-    p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("query", help="retrieve evidence (and an answer with --answer)")
-    p.add_argument("text")
+    p = command("query", "retrieve evidence (and an answer with --answer)", cmd_query,
+                providers=("embedder", "generator"), store="optional",
+                quiet="no hints on stderr (e.g. that `eragraph serve` keeps the models loaded)")
+    p.add_argument("text", metavar="QUESTION", help="the question (quote it)")
     p.add_argument("--mode", default="collapsed",
-                   help="retrieval mode: " + ", ".join(mode_names()) + " (auto: the complexity router picks "
-                        "the dense side, fusion or tri_graph)")
-    p.add_argument("--k", type=int, default=None)
+                   help="retrieval mode: " + ", ".join(mode_names()) + " (default collapsed; auto: the complexity "
+                        "router picks the dense side, fusion or tri_graph)")
+    p.add_argument("--k", type=int, default=None,
+                   help="how many results (1..100; default ERAGRAPH_TOP_K, else 5)")
     p.add_argument("--budget", type=int, default=None, help="token budget for the evidence (default ERAGRAPH_TOKEN_BUDGET)")
     p.add_argument("--p", type=float, default=None, help="proportion for detailed/summarized")
     p.add_argument("--answer", action="store_true", help="generate an answer (needs a generator)")
     p.add_argument("--server", default=os.environ.get("ERAGRAPH_SERVER") or None, metavar="URL",
                    help="ask a running `eragraph serve` at URL instead of opening the store "
                         "(or ERAGRAPH_SERVER); --store is then not needed")
-    common(p, store_required=False, store_default=None)
-    p.set_defaults(func=cmd_query)
 
-    p = sub.add_parser("serve", help="serve the query API (as deployed) over one warm engine on 127.0.0.1")
+    p = command("serve", "serve the query API (as deployed) over one warm engine on 127.0.0.1", cmd_serve,
+                providers=("embedder", "generator"), json_out=False, quiet="no request log on stderr")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one; default 8765)")
-    common(p)
-    p.set_defaults(func=cmd_serve)
 
-    p = sub.add_parser("delete", help="remove documents by id or source")
-    p.add_argument("refs", nargs="+", metavar="DOC_ID_OR_SOURCE")
-    common(p)
-    p.set_defaults(func=cmd_delete)
+    p = command("delete", "remove documents by id or source", cmd_delete, providers=("embedder", "summarizer"),
+                quiet="no progress on stderr")
+    p.add_argument("refs", nargs="+", metavar="DOC_ID_OR_SOURCE",
+                   help="a document id (a JSONL line's \"id\"; `eragraph query --json` shows doc_id) or the "
+                        "source it came from: a file's path, or CORPUS.jsonl#ID")
 
-    p = sub.add_parser("stats", help="documents, layers, segments, cost ledger")
-    common(p)
-    p.set_defaults(func=cmd_stats)
+    command("stats", "documents, layers, segments, cost ledger", cmd_stats)
 
-    p = sub.add_parser("rebuild", help="build the same corpus from scratch for comparison")
+    p = command("rebuild", "build the same corpus from scratch for comparison", cmd_rebuild,
+                providers=("embedder", "summarizer"), quiet="no progress bars")
     p.add_argument("--into", help="empty folder for the rebuilt store (default: a temp folder)")
     p.add_argument("--replace", action="store_true", help="replace the store with the rebuilt one")
     p.add_argument("--batch-docs", type=int, default=256, help="documents per batch")
-    common(p)
-    p.set_defaults(func=cmd_rebuild)
 
-    p = sub.add_parser("reindex", help="audit and repair the store; report what was found")
+    p = command("reindex", "audit and repair the store; report what was found", cmd_reindex,
+                providers=("embedder", "summarizer"))
     p.add_argument("--stuck-after", type=float, default=900.0, help="seconds after which a dirty layer is re-queued")
-    common(p)
-    p.set_defaults(func=cmd_reindex)
 
-    p = sub.add_parser("demo", help="ingest the bundled sample corpus and answer a few questions")
-    common(p, store_required=False)
-    p.set_defaults(func=cmd_demo)
+    command("demo", "ingest the bundled sample corpus and answer a few questions", cmd_demo,
+            providers=("embedder", "summarizer"), json_out=False, quiet="no progress bars", store="demo")
 
     bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query, scale)")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
@@ -460,17 +846,50 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def _stdout_closed() -> int:
+    """The reader of stdout went away (``eragraph query ... | head -n 1``): stop quietly, as a
+    Unix tool that SIGPIPE ends. Python's recipe: point stdout (and stderr, often the same
+    pipe) at /dev/null so the interpreter's final flush cannot raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):  # not a real file (a test's capture)
+            pass
+    os.close(devnull)
+    return EXIT_PIPE
+
+
+def _fail(message: str, status: int) -> int:
     try:
-        return args.func(args)
-    except (EragraphError, ValueError) as exc:
-        print(f"eragraph: error: {exc}", file=sys.stderr)
-        return 2
+        print(f"eragraph: {message}", file=sys.stderr)
+    except BrokenPipeError:
+        return _stdout_closed()
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns its exit status (EXIT_HELP lists them)."""
+    from .services.summary_search import BadQueryError
+
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        status = args.func(args)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        return _stdout_closed()
+    except CommandError as exc:
+        return _fail(str(exc), exc.status)
+    except BadQueryError as exc:  # the question or its parameters (empty, unknown mode, k out of range)
+        return _fail(f"error: {exc}", EXIT_USAGE)
+    except ValueError as exc:  # a setting (ERAGRAPH_*) or argument value that cannot be used
+        return _fail(f"error: {exc}", EXIT_USAGE)
+    except EragraphError as exc:
+        return _fail(f"error: {exc}", EXIT_ERROR)
     except RuntimeError as exc:  # a model provider gave up (providers.prompts.ModelCallError)
-        print(f"eragraph: model call failed: {exc}", file=sys.stderr)
-        return 3
+        return _fail(f"model call failed: {exc}", EXIT_ERROR)
 
 
 if __name__ == "__main__":

@@ -75,3 +75,39 @@ def test_spacy_extractor_sentences_and_normalized_entities():
     assert "kim wilde" in sentences[0].entities and "london" in sentences[0].entities
     assert not any(ch.isdigit() for e in sentences[0].entities for ch in e)  # DATE/CARDINAL dropped
     assert x.query_entities("Where was Kim Wilde born?") == ["kim wilde"]
+
+
+@pytest.mark.model
+def test_one_spacy_pipeline_serves_every_use_as_separate_loads_did():
+    """Entities (with the sentence recognizer or, for noun chunks, the parser) and the router's
+    question parse come out of the one shared pipeline exactly as out of the pipelines each use
+    used to load for itself."""
+    import spacy
+
+    from eragraph.providers import spacy_ner
+    from eragraph.providers.question_parser import SpacyQuestionParser
+    from eragraph.providers.spacy_ner import MODEL_NAME, SpacyEntityExtractor
+
+    texts = ["Kim Wilde was born in London on 18 November 1960. She has two brothers.",
+             "Which river flows through Vienna and Budapest before it reaches the Black Sea?",
+             "The Treaty of Versailles was signed in 1919 by Germany and the Allied Powers in France. "
+             "Woodrow Wilson attended; the U.S. Senate never ratified it.",
+             "who directed the film that won best picture the year titanic sank in the atlantic"]
+    senter = spacy.load(MODEL_NAME, disable=["lemmatizer", "parser"])
+    senter.enable_pipe("senter")
+    separate = {False: senter, True: spacy.load(MODEL_NAME, disable=["lemmatizer"])}
+    parse_only = spacy.load(MODEL_NAME, disable=["lemmatizer", "ner"])
+    for noun_chunks in (False, True):
+        shared = SpacyEntityExtractor(noun_chunks=noun_chunks)
+        own = separate[noun_chunks]  # what this use loaded for itself before
+        extract_old = [[(s.text.strip(), tuple(shared._entities(s))) for s in doc.sents if s.text.strip()]
+                       for doc in own.pipe(texts)]
+        assert [[(m.text, m.entities) for m in doc] for doc in shared.extract(texts)] == extract_old
+        for text in texts:
+            assert shared.query_entities(text) == list(dict.fromkeys(shared._entities(own(text))))
+    parser = SpacyQuestionParser()
+    for text in texts:
+        doc = parse_only(text)
+        assert [(t.text, t.pos, t.tag, t.dep, t.head) for t in parser.parse(text).tokens] == \
+               [(t.text, t.pos_, t.tag_, t.dep_, t.head.i) for t in doc]
+    assert len(spacy_ner._models) == 1  # one load served the extractors and the parser

@@ -93,6 +93,11 @@ class MiniLMEmbedder:
             self._identity = f"{MODEL_NAME}{WEIGHTS_TAG}{digest[:16]}"
         return self._identity
 
+    def load(self) -> None:
+        """Load the model now rather than at the first text (torch and sentence-transformers:
+        most of a cold query's time)."""
+        self._load()
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:

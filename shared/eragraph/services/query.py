@@ -100,8 +100,7 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
         raise BadQueryError(f"{known} mode {mode!r}; choose one of {', '.join(available_modes(engine))}")
     engine.lsh()  # refuses a store built with another embedder
     with cost.track() as calls:
-        vector = engine.embedder.embed([text])[0]
-        ctx = QueryContext(engine=engine, text=text, vector=vector, k=k, budget=budget, p=p)
+        ctx = QueryContext(engine=engine, text=text, k=k, budget=budget, p=p)  # embeds on first use
         ranked = MODES[mode].run(ctx)
         response = QueryResponse(query=text, mode=mode, results=to_results(engine, ranked),
                                  route=ctx.route or mode, router_score=ctx.router_score, router_ms=ctx.router_ms)

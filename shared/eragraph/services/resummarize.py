@@ -399,13 +399,17 @@ def continuation(message: SegmentsAffected) -> SegmentsAffected:
                    else f"{message.reason}+continue")
 
 
-def drain(engine: Engine, max_messages: int | None = None) -> ChangeReport:
-    """Deliver queued messages to reconcile until the queue is empty (the local bus)."""
+def drain(engine: Engine, max_messages: int | None = None,
+          on_message: Callable[[SegmentsAffected], None] | None = None) -> ChangeReport:
+    """Deliver queued messages to reconcile until the queue is empty (the local bus);
+    ``on_message`` sees each message as its reconcile starts (the CLI's stage line)."""
     total = ChangeReport()
     delivered = 0
     while engine.queue.pending():
         batch = engine.queue.receive(10)
         for receipt, message in batch:
+            if on_message is not None:
+                on_message(message)
             total.merge(reconcile(engine, message))
             engine.queue.ack([receipt])
             delivered += 1
