@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 
-import boto3
 import numpy as np
 import pytest
 from botocore.response import StreamingBody

@@ -8,9 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
 
-from ..domain.model import EragraphError
 from ..domain.ranking import Candidate
 from . import cost
 from .engine import Engine
