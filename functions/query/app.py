@@ -8,7 +8,9 @@ from eragraph.api import QueryRequest, make_app  # noqa: F401  (QueryRequest: th
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
 
 logger, metrics, tracer = powertools()
-LAMBDA_ENGINE.cold_start("embedder", "ner", "parser", "generator")  # fails the init if a provider it uses is missing
+# fails the init if a provider it uses is missing; spaCy is found, not imported: only the graph
+# and router modes use it, and a dense query should not pay for it
+LAMBDA_ENGINE.cold_start("embedder", "ner", "parser", "generator", load=False)
 
 
 def publish(response) -> None:

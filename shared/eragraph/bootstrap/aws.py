@@ -137,10 +137,12 @@ class LazyEngine:
         self._engine: Engine | None = None
         self._lock = threading.Lock()
 
-    def cold_start(self, *uses: str, environ: Mapping[str, str] | None = None) -> Settings:
-        """``uses``: the providers this function calls (bootstrap.preflight.USES)."""
+    def cold_start(self, *uses: str, load: bool = True, environ: Mapping[str, str] | None = None) -> Settings:
+        """``uses``: the providers this function calls (bootstrap.preflight.USES). ``load``
+        imports their packages now (a function that needs them for every event); ``False``
+        only finds them (a function where only some requests use them: they load on first use)."""
         settings = settings_from_env(dict(os.environ if environ is None else environ))
-        preflight(settings, self.profile, uses, load=True)
+        preflight(settings, self.profile, uses, load=load)
         return settings
 
     def get(self) -> Engine:
