@@ -53,15 +53,33 @@ def score_to_inner_product(score: float) -> float:
     return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
 
 
+def endpoint_address(endpoint: str) -> tuple[str, int, bool]:
+    """(host, port, use_ssl) of an OpenSearch endpoint: a bare host (what the template's
+    ``DomainEndpoint`` gives) is HTTPS on 443; ``https://host[:port]`` and ``http://host[:port]``
+    (a local test double on loopback) keep their scheme and port."""
+    from urllib.parse import urlsplit
+
+    raw = endpoint.strip()
+    parts = urlsplit(raw if "://" in raw else "https://" + raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"OpenSearch endpoint {endpoint!r}: expected host, https://host[:port] or http://host[:port]")
+    if parts.path not in ("", "/"):
+        raise ValueError(f"OpenSearch endpoint {endpoint!r}: a path is not supported")
+    use_ssl = parts.scheme == "https"
+    return parts.hostname, parts.port or (443 if use_ssl else 80), use_ssl
+
+
 def make_client(endpoint: str, region: str, service: str = "es") -> Any:
-    """An IAM-signed (SigV4) client; ``service`` is ``es`` for a domain, ``aoss`` for serverless."""
+    """An IAM-signed (SigV4) client; ``service`` is ``es`` for a domain, ``aoss`` for serverless.
+    The endpoint's scheme and port are honoured (see ``endpoint_address``); requests are signed
+    either way."""
     import boto3
     from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
 
-    host = endpoint.removeprefix("https://").removeprefix("http://").rstrip("/")
+    host, port, use_ssl = endpoint_address(endpoint)
     auth = AWSV4SignerAuth(boto3.Session().get_credentials(), region, service)
-    return OpenSearch(hosts=[{"host": host, "port": 443}], http_auth=auth, use_ssl=True,
-                      verify_certs=True, connection_class=RequestsHttpConnection, timeout=30)
+    return OpenSearch(hosts=[{"host": host, "port": port}], http_auth=auth, use_ssl=use_ssl,
+                      verify_certs=use_ssl, connection_class=RequestsHttpConnection, timeout=30)
 
 
 class BulkError(RuntimeError):
