@@ -377,6 +377,69 @@ class LambdaProcess:
 # ------------------------------------------------------------------ the loopback cloud
 
 
+class _TransactionJournal:
+    """moto's TransactWriteItems deep-copies every table a transaction names, for its rollback:
+    O(table size) per transaction, so an ingest whose entity graph grows becomes quadratic (most
+    of a 200-passage run). This keeps the same rollback by saving only the items the
+    transaction names: their copies are restored (or the new ones deleted) when it is
+    cancelled. Installed only in the harness's own moto server, for as long as it runs."""
+
+    def __init__(self) -> None:
+        import copy as _copy
+
+        from moto.dynamodb import models
+
+        self.models = models
+        self.copy = _copy
+        self.original = models.DynamoDBBackend.transact_write_items
+
+    def install(self) -> None:
+        models, real_copy, original = self.models, self.copy, self.original
+
+        class NoTableCopy:
+            @staticmethod
+            def deepcopy(x, memo=None):
+                return x if isinstance(x, models.Table) else real_copy.deepcopy(x, memo)
+
+        def transact_write_items(backend, transact_items):
+            saved = {}
+            for item in transact_items:
+                _, op = next(iter(item.items()))
+                name = op.get("TableName")
+                if name not in backend.tables:
+                    continue
+                table = backend.tables[name]
+                if "Key" in op:
+                    key = op["Key"]
+                else:
+                    attrs = op.get("Item") or {}
+                    key = {a: attrs[a] for a in (table.hash_key_attr, table.range_key_attr) if a and a in attrs}
+                try:
+                    current = backend.get_item(name, key)
+                except Exception:  # a malformed key: moto's own checks report it
+                    continue
+                saved[(name, json.dumps(key, sort_keys=True))] = (
+                    name, key, None if current is None else current.to_json()["Attributes"])
+            models.copy = NoTableCopy
+            try:
+                return original(backend, transact_items)
+            except Exception:
+                for name, key, attrs in saved.values():
+                    if attrs is None:
+                        backend.delete_item(name, key)
+                    else:
+                        backend.put_item(name, attrs)
+                raise
+            finally:
+                models.copy = real_copy
+
+        models.DynamoDBBackend.transact_write_items = transact_write_items
+
+    def remove(self) -> None:
+        self.models.DynamoDBBackend.transact_write_items = self.original
+        self.models.copy = self.copy
+
+
 class SerialMotoServer:
     """moto's server on 127.0.0.1 and a free port, one request at a time: moto's backends are
     not thread-safe (TransactWriteItems deep-copies tables while other threads write), and the
@@ -420,12 +483,15 @@ class SerialMotoServer:
         self.server = Serial(ip_address="127.0.0.1", port=0, verbose=False)
 
     def start(self) -> str:
+        self.journal = _TransactionJournal()
+        self.journal.install()
         self.server.start()
         host, port = self.server.get_host_and_port()
         return f"http://{host}:{port}"
 
     def stop(self) -> None:
         self.server.stop()
+        self.journal.remove()
 
 
 def _sqs_attributes(props: Mapping[str, Any]) -> dict[str, str]:
@@ -560,3 +626,50 @@ class LoopbackCloud:
         attrs = self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[
             "ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])["Attributes"]
         return int(attrs["ApproximateNumberOfMessages"]) + int(attrs["ApproximateNumberOfMessagesNotVisible"])
+
+
+# ------------------------------------------------------------------ flows
+
+
+def failure_lines(proc) -> str:
+    """The exceptions a function logged (powertools logs a failed batch record, it does not raise)."""
+    lines = [ln for ln in proc.log_tail(200_000).splitlines() if ln.startswith("DRIVER-DIAG")
+             or re.search(r"Error|Exception|Traceback", ln)]
+    return "\n".join(dict.fromkeys(lines[-8:]))
+
+
+def upload_and_ingest(cloud, ingest, documents: dict[str, str]) -> int:
+    """Put the documents, then do what the ingest event source mapping does: batches of the
+    template's BatchSize from the ingest queue, failures left on the queue."""
+    for key, text in documents.items():
+        cloud.s3.put_object(Bucket=cloud.bucket, Key=key, Body=text.encode())
+    batch = ingest.fn.batch_size()
+    delivered = 0
+    for _ in range(4 * len(documents) + 10):
+        n, failed = cloud.deliver(ingest, cloud.ingest_url, cloud.ingest_arn, batch)
+        assert not failed, (f"the ingest function failed {len(failed)} of {n} records:\n{failure_lines(ingest)}")
+        delivered += n
+        if n == 0 and cloud.queue_depth(cloud.ingest_url) == 0:
+            break
+    return delivered
+
+
+def drain_summarize(cloud, summarize, limit: int = 400) -> list[int]:
+    """The summarize event source mapping until the FIFO queue is empty; the layers announced."""
+    layers = []
+    batch = summarize.fn.batch_size()
+    for _ in range(limit):
+        messages = cloud.receive(cloud.summarize_url, batch)
+        if not messages:
+            if cloud.queue_depth(cloud.summarize_url) == 0:
+                return layers
+            continue
+        for m in messages:
+            assert m["Attributes"]["MessageGroupId"].startswith("layer-"), m["Attributes"]
+        layers += [json.loads(m["Body"])["layer"] for m in messages]
+        out = summarize.result(cloud.sqs_event(messages, cloud.summarize_arn))
+        failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
+        assert not failed, f"summarize failed {len(failed)} records:\n{failure_lines(summarize)}"
+        cloud.sqs.delete_message_batch(QueueUrl=cloud.summarize_url, Entries=[
+            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)])
+    raise AssertionError("the summarize queue did not drain")

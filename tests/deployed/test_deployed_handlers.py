@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from pathlib import Path
 
 import pytest
 from engine_view import dev_aws_engine, entity_store, entity_vectors, has_entity_graph, node_ids_by_layer
 from lambda_support import event
 
-from deployed import SMALL_GRAPH, top_level_names
+from deployed import SMALL_GRAPH, drain_summarize, top_level_names, upload_and_ingest
 from eragraph.domain.text import titled_text
 from eragraph.services.modes import mode_names
 
@@ -28,50 +27,6 @@ QUESTION = "Which moon of Jupiter hides an ocean under its ice, and who discover
 def sample_documents() -> dict[str, str]:
     rows = [json.loads(line) for line in (SAMPLES / "corpus.jsonl").read_text().splitlines() if line.strip()]
     return {f"docs/{row['id']}.txt": titled_text(row.get("title", ""), row["text"]) for row in rows}
-
-
-def failure_lines(proc) -> str:
-    """The exceptions a function logged (powertools logs a failed batch record, it does not raise)."""
-    lines = [ln for ln in proc.log_tail(200_000).splitlines() if ln.startswith("DRIVER-DIAG")
-             or re.search(r"Error|Exception|Traceback", ln)]
-    return "\n".join(dict.fromkeys(lines[-8:]))
-
-
-def upload_and_ingest(cloud, ingest, documents: dict[str, str]) -> int:
-    """Put the documents, then do what the ingest event source mapping does: batches of the
-    template's BatchSize from the ingest queue, failures left on the queue."""
-    for key, text in documents.items():
-        cloud.s3.put_object(Bucket=cloud.bucket, Key=key, Body=text.encode())
-    batch = ingest.fn.batch_size()
-    delivered = 0
-    for _ in range(4 * len(documents) + 10):
-        n, failed = cloud.deliver(ingest, cloud.ingest_url, cloud.ingest_arn, batch)
-        assert not failed, (f"the ingest function failed {len(failed)} of {n} records:\n{failure_lines(ingest)}")
-        delivered += n
-        if n == 0 and cloud.queue_depth(cloud.ingest_url) == 0:
-            break
-    return delivered
-
-
-def drain_summarize(cloud, summarize, limit: int = 400) -> list[int]:
-    """The summarize event source mapping until the FIFO queue is empty; the layers announced."""
-    layers = []
-    batch = summarize.fn.batch_size()
-    for _ in range(limit):
-        messages = cloud.receive(cloud.summarize_url, batch)
-        if not messages:
-            if cloud.queue_depth(cloud.summarize_url) == 0:
-                return layers
-            continue
-        for m in messages:
-            assert m["Attributes"]["MessageGroupId"].startswith("layer-"), m["Attributes"]
-        layers += [json.loads(m["Body"])["layer"] for m in messages]
-        out = summarize.result(cloud.sqs_event(messages, cloud.summarize_arn))
-        failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
-        assert not failed, f"summarize failed {len(failed)} records:\n{failure_lines(summarize)}"
-        cloud.sqs.delete_message_batch(QueueUrl=cloud.summarize_url, Entries=[
-            {"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(messages)])
-    raise AssertionError("the summarize queue did not drain")
 
 
 def api_query(query_fn, text: str, mode: str, k: int = 5) -> tuple[int, dict]:
