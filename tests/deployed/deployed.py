@@ -377,24 +377,34 @@ class LambdaProcess:
 # ------------------------------------------------------------------ the loopback cloud
 
 
-class _TransactionJournal:
-    """moto's TransactWriteItems deep-copies every table a transaction names, for its rollback:
-    O(table size) per transaction, so an ingest whose entity graph grows becomes quadratic (most
-    of a 200-passage run). This keeps the same rollback by saving only the items the
-    transaction names: their copies are restored (or the new ones deleted) when it is
-    cancelled. Installed only in the harness's own moto server, for as long as it runs."""
+class _MotoSpeedups:
+    """Two costs of moto's DynamoDB that grow with the table and make a 200-passage run
+    quadratic, replaced in the harness's own moto server (for as long as it runs) by what they
+    compute, cheaper:
+
+    * TransactWriteItems deep-copies every table it names for its rollback (O(table) per
+      transaction): here only the items the transaction names are saved, and restored (or the
+      new ones deleted) when it is cancelled -- the same rollback;
+    * a Query on the table's own key sorts every item of the table and then keeps those of the
+      partition (O(table log table) per query): here it walks the one partition the query
+      names (index queries are left as they are)."""
 
     def __init__(self) -> None:
         import copy as _copy
 
         from moto.dynamodb import models
+        from moto.dynamodb.models import table as table_module
 
         self.models = models
+        self.table_module = table_module
         self.copy = _copy
-        self.original = models.DynamoDBBackend.transact_write_items
+        self.transact = models.DynamoDBBackend.transact_write_items
+        self.query = table_module.Table.query
+        self.all_items = table_module.Table.all_items
 
     def install(self) -> None:
-        models, real_copy, original = self.models, self.copy, self.original
+        models, real_copy, transact = self.models, self.copy, self.transact
+        Table, query, all_items = self.table_module.Table, self.query, self.all_items
 
         class NoTableCopy:
             @staticmethod
@@ -422,7 +432,7 @@ class _TransactionJournal:
                     name, key, None if current is None else current.to_json()["Attributes"])
             models.copy = NoTableCopy
             try:
-                return original(backend, transact_items)
+                return transact(backend, transact_items)
             except Exception:
                 for name, key, attrs in saved.values():
                     if attrs is None:
@@ -433,10 +443,32 @@ class _TransactionJournal:
             finally:
                 models.copy = real_copy
 
+        def partition_items(table):
+            part = getattr(table, "_harness_partition", None)
+            if part is None:
+                return all_items(table)
+            found = table.items.get(part[0])
+            if found is None:
+                return []
+            items = list(found.values()) if table.range_key_attr else [found]
+            return sorted(items, key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
+
+        def partition_query(table, hash_key, *args, **kwargs):
+            index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
+            table._harness_partition = None if index_name or hash_key is None else (hash_key,)
+            try:
+                return query(table, hash_key, *args, **kwargs)
+            finally:
+                table._harness_partition = None
+
         models.DynamoDBBackend.transact_write_items = transact_write_items
+        Table.query = partition_query
+        Table.all_items = partition_items
 
     def remove(self) -> None:
-        self.models.DynamoDBBackend.transact_write_items = self.original
+        self.models.DynamoDBBackend.transact_write_items = self.transact
+        self.table_module.Table.query = self.query
+        self.table_module.Table.all_items = self.all_items
         self.models.copy = self.copy
 
 
@@ -483,11 +515,17 @@ class SerialMotoServer:
         self.server = Serial(ip_address="127.0.0.1", port=0, verbose=False)
 
     def start(self) -> str:
-        self.journal = _TransactionJournal()
+        self.journal = _MotoSpeedups()
         self.journal.install()
         self.server.start()
         host, port = self.server.get_host_and_port()
-        return f"http://{host}:{port}"
+        endpoint = f"http://{host}:{port}"
+        # moto's backends live in the process: start from none (an earlier server's tables, queues
+        # and buckets would otherwise still be there)
+        import urllib.request
+
+        urllib.request.urlopen(urllib.request.Request(endpoint + "/moto-api/reset", method="POST"), timeout=30).read()
+        return endpoint
 
     def stop(self) -> None:
         self.server.stop()

@@ -50,3 +50,20 @@ def test_cancelled_transaction_rolls_back_every_item(ddb):
                                                            "ExpressionAttributeValues": {":two": {"N": "2"}}}}])
     assert sorted(r["PK"]["S"] + r["v"]["N"] for r in client.scan(TableName="t")["Items"]) == ["a2", "b5"]
     assert server.requests >= 5
+
+
+def test_query_reads_its_partition_only(ddb):
+    client, _ = ddb
+    for pk in ("a", "b"):
+        for sk in ("1", "2", "3"):
+            client.put_item(TableName="t", Item={"PK": {"S": pk}, "SK": {"S": sk}})
+    got = client.query(TableName="t", KeyConditionExpression="PK = :p AND SK BETWEEN :lo AND :hi",
+                       ExpressionAttributeValues={":p": {"S": "b"}, ":lo": {"S": "2"}, ":hi": {"S": "3"}},
+                       ScanIndexForward=False, Limit=1)
+    assert [(i["PK"]["S"], i["SK"]["S"]) for i in got["Items"]] == [("b", "3")]
+    rest = client.query(TableName="t", KeyConditionExpression="PK = :p", ExpressionAttributeValues={":p": {"S": "b"}},
+                        ExclusiveStartKey=got["LastEvaluatedKey"], ScanIndexForward=False)
+    assert [i["SK"]["S"] for i in rest["Items"]] == ["2", "1"]
+    assert client.query(TableName="t", KeyConditionExpression="PK = :p",
+                        ExpressionAttributeValues={":p": {"S": "zz"}})["Items"] == []
+    assert len(client.scan(TableName="t")["Items"]) == 6
