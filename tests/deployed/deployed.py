@@ -193,28 +193,37 @@ def function_for(functions: Mapping[str, BuiltFunction], name: str) -> BuiltFunc
     raise KeyError(f"no function with CodeUri functions/{name}/ in template.yaml")
 
 
+CODE_SUFFIXES = (".py", ".json", ".txt", ".jsonl")
+
+
 def stale_files(functions: Mapping[str, BuiltFunction]) -> list[str]:
-    """Sources that differ from what the build holds: each function's code folder against
-    functions/<name>/, and the layer that carries the ``eragraph`` package against shared/eragraph."""
+    """Sources that differ from what the build holds: each function's code files against
+    functions/<name>/, and the ``eragraph`` package the function imports (from its code folder
+    or the first layer that carries it) against shared/eragraph. Code and data files only: a
+    Makefile or requirements.txt of the source folder need not be in the build."""
     template = load_template(ROOT / "template.yaml")["Resources"]
+    package = ROOT / "shared" / "eragraph"
     out = []
+
+    def compare(src: Path, built_root: Path, skip_top: tuple[str, ...] = ()) -> None:
+        for path in sorted(src.rglob("*")):
+            rel = path.relative_to(src)
+            if (not path.is_file() or "__pycache__" in path.parts or path.suffix not in CODE_SUFFIXES
+                    or rel.parts[0] in skip_top or path.name == "requirements.txt"):
+                continue
+            built = built_root / rel
+            if not built.is_file() or built.read_bytes() != path.read_bytes():
+                out.append(str(path.relative_to(ROOT)))
+
     for logical_id, fn in functions.items():
         src = ROOT / str(template.get(logical_id, {}).get("Properties", {}).get("CodeUri", ""))
-        for path in sorted(src.rglob("*")) if src.is_dir() and src != ROOT else []:
-            if path.is_file() and "__pycache__" not in path.parts:
-                built = fn.code_dir / path.relative_to(src)
-                if not built.is_file() or built.read_bytes() != path.read_bytes():
-                    out.append(str(path.relative_to(ROOT)))
-        cores = [p / "eragraph" for p in fn.layer_paths if (p / "eragraph" / "__init__.py").is_file()]
+        if src.is_dir() and src != ROOT:
+            compare(src, fn.code_dir)
+        cores = [p / "eragraph" for p in [fn.code_dir, *fn.layer_paths] if (p / "eragraph" / "__init__.py").is_file()]
         if not cores:
-            out.append(f"{logical_id}: no layer carries the eragraph package")
+            out.append(f"{logical_id}: neither its code nor a layer carries the eragraph package")
             continue
-        package = ROOT / "shared" / "eragraph"
-        for path in sorted(package.rglob("*")):
-            if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
-                built = cores[0] / path.relative_to(package)
-                if not built.is_file() or built.read_bytes() != path.read_bytes():
-                    out.append(str(path.relative_to(ROOT)))
+        compare(package, cores[0])
     return sorted(set(out))
 
 
