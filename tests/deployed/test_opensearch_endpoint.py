@@ -108,3 +108,20 @@ def test_missing_index_and_malformed_requests(http_fake, monkeypatch):
     with pytest.raises(RequestError):
         client.search(index="nodes", body={"query": {"knn": {"vector": {"vector": [1.0, 0.0], "k": 1}}}})
     assert http_fake.errors and "dimension" in http_fake.errors[0]
+
+
+def test_ties_at_the_cut_are_ordered_by_id_whatever_the_engine_returns_first():
+    """k-NN and BM25: a tie longer than the first page is fetched whole, then cut by id (as the
+    FAISS and SQLite indexes do); a fixed window left the order of a long tie to the engine."""
+    from contract.aws_factories import fake_opensearch_module
+
+    fake = fake_opensearch_module().FakeOpenSearch()
+    index = OpenSearchVectorIndex(fake, "nodes", 4, refresh=True)
+    ids = [f"n{i:02d}" for i in range(40, 0, -1)]  # inserted in descending id order
+    v = np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32)
+    index.upsert(ids, np.tile(v, (len(ids), 1)), [{"layer": 0, "doc_id": "d", "text": "same words"} for _ in ids])
+    assert [h.node_id for h in index.search(v, 1)] == ["n01"]
+    assert [h.node_id for h in index.search(v, 3)] == ["n01", "n02", "n03"]
+    assert [h.node_id for h in OpenSearchLexicalIndex(index).search("same", 2)] == ["n01", "n02"]
+    sizes = [body["size"] for method, path, body in fake.requests if path == "/nodes/_search"]
+    assert max(sizes) >= 40 and min(sizes) == 2

@@ -49,6 +49,15 @@ def index_body(dim: int, replicas: int | None = None) -> dict[str, Any]:
     return body
 
 
+def _tie_at_cut(scores: Sequence[float], k: int, fetch: int) -> bool:
+    """A full page whose k-th best score equals its last one: more hits may share that score,
+    and which of them make the top k must be decided by id, so fetch more (up to MAX_K)."""
+    if len(scores) < fetch or fetch >= MAX_K or len(scores) <= k:
+        return False
+    ordered = sorted(scores, reverse=True)
+    return ordered[-1] >= ordered[k - 1]
+
+
 def score_to_inner_product(score: float) -> float:
     return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
 
@@ -164,21 +173,27 @@ class OpenSearchVectorIndex:
         if k <= 0:
             return []
         self.ensure_index()
-        # over-fetch so that equal scores at the cut are ordered by id like every other index
+        # over-fetch so that equal scores at the cut are ordered by id like every other index:
+        # while the k-th score ties with the last one fetched, fetch twice as many (the FAISS
+        # index does the same; a fixed window leaves the order of a long tie to the engine)
         fetch = min(2 * int(k), int(k) + TIE_WINDOW, MAX_K)
-        knn: dict[str, Any] = {"vector": [float(x) for x in np.asarray(vector, dtype=np.float32).reshape(-1)],
-                               "k": fetch}
         filters = []
         if layers is not None:
             filters.append({"terms": {"layer": [int(x) for x in layers]}})
         if doc_ids is not None:
             filters.append({"terms": {"doc_id": [str(x) for x in doc_ids]}})
-        if filters:
-            knn["filter"] = {"bool": {"filter": filters}}
-        body = {"size": fetch, "_source": False, "query": {"knn": {"vector": knn}}}
-        response = self.client.search(index=self.index, body=body)
-        hits = [Hit(h["_id"], score_to_inner_product(float(h["_score"])))
-                for h in response["hits"]["hits"]]
+        query_vector = [float(x) for x in np.asarray(vector, dtype=np.float32).reshape(-1)]
+        while True:
+            knn: dict[str, Any] = {"vector": query_vector, "k": fetch}
+            if filters:
+                knn["filter"] = {"bool": {"filter": filters}}
+            body = {"size": fetch, "_source": False, "query": {"knn": {"vector": knn}}}
+            response = self.client.search(index=self.index, body=body)
+            hits = [Hit(h["_id"], score_to_inner_product(float(h["_score"])))
+                    for h in response["hits"]["hits"]]
+            if not _tie_at_cut([float(h["_score"]) for h in response["hits"]["hits"]], k, fetch):
+                break
+            fetch = min(2 * fetch, MAX_K)
         hits.sort(key=lambda h: (-h.score, h.node_id))
         return hits[:k]
 
@@ -248,11 +263,15 @@ class OpenSearchLexicalIndex:
         if k <= 0 or not terms:
             return []
         fetch = min(int(k) + TIE_WINDOW, MAX_K)
-        body = {"size": fetch, "_source": False,
-                "query": {"bool": {"must": [{"match": {"text": " ".join(terms[:MAX_QUERY_TERMS])}}],
-                                   "filter": [{"term": {"layer": 0}}]}}}
-        response = self.vectors.client.search(index=self.vectors.index, body=body)
-        hits = [Hit(h["_id"], float(h["_score"])) for h in response["hits"]["hits"]]
+        while True:
+            body = {"size": fetch, "_source": False,
+                    "query": {"bool": {"must": [{"match": {"text": " ".join(terms[:MAX_QUERY_TERMS])}}],
+                                       "filter": [{"term": {"layer": 0}}]}}}
+            response = self.vectors.client.search(index=self.vectors.index, body=body)
+            hits = [Hit(h["_id"], float(h["_score"])) for h in response["hits"]["hits"]]
+            if not _tie_at_cut([h.score for h in hits], k, fetch):
+                break
+            fetch = min(2 * fetch, MAX_K)
         hits.sort(key=lambda h: (-h.score, h.node_id))
         return hits[:k]
 
