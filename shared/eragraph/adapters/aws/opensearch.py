@@ -49,19 +49,46 @@ def index_body(dim: int, replicas: int | None = None) -> dict[str, Any]:
     return body
 
 
+def _tie_at_cut(scores: Sequence[float], k: int, fetch: int) -> bool:
+    """A full page whose k-th best score equals its last one: more hits may share that score,
+    and which of them make the top k must be decided by id, so fetch more (up to MAX_K)."""
+    if len(scores) < fetch or fetch >= MAX_K or len(scores) <= k:
+        return False
+    ordered = sorted(scores, reverse=True)
+    return ordered[-1] >= ordered[k - 1]
+
+
 def score_to_inner_product(score: float) -> float:
     return score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
 
 
+def endpoint_address(endpoint: str) -> tuple[str, int, bool]:
+    """(host, port, use_ssl) of an OpenSearch endpoint: a bare host (what the template's
+    ``DomainEndpoint`` gives) is HTTPS on 443; ``https://host[:port]`` and ``http://host[:port]``
+    (a local test double on loopback) keep their scheme and port."""
+    from urllib.parse import urlsplit
+
+    raw = endpoint.strip()
+    parts = urlsplit(raw if "://" in raw else "https://" + raw)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"OpenSearch endpoint {endpoint!r}: expected host, https://host[:port] or http://host[:port]")
+    if parts.path not in ("", "/"):
+        raise ValueError(f"OpenSearch endpoint {endpoint!r}: a path is not supported")
+    use_ssl = parts.scheme == "https"
+    return parts.hostname, parts.port or (443 if use_ssl else 80), use_ssl
+
+
 def make_client(endpoint: str, region: str, service: str = "es") -> Any:
-    """An IAM-signed (SigV4) client; ``service`` is ``es`` for a domain, ``aoss`` for serverless."""
+    """An IAM-signed (SigV4) client; ``service`` is ``es`` for a domain, ``aoss`` for serverless.
+    The endpoint's scheme and port are honoured (see ``endpoint_address``); requests are signed
+    either way."""
     import boto3
     from opensearchpy import AWSV4SignerAuth, OpenSearch, RequestsHttpConnection
 
-    host = endpoint.removeprefix("https://").removeprefix("http://").rstrip("/")
+    host, port, use_ssl = endpoint_address(endpoint)
     auth = AWSV4SignerAuth(boto3.Session().get_credentials(), region, service)
-    return OpenSearch(hosts=[{"host": host, "port": 443}], http_auth=auth, use_ssl=True,
-                      verify_certs=True, connection_class=RequestsHttpConnection, timeout=30)
+    return OpenSearch(hosts=[{"host": host, "port": port}], http_auth=auth, use_ssl=use_ssl,
+                      verify_certs=use_ssl, connection_class=RequestsHttpConnection, timeout=30)
 
 
 class BulkError(RuntimeError):
@@ -146,21 +173,27 @@ class OpenSearchVectorIndex:
         if k <= 0:
             return []
         self.ensure_index()
-        # over-fetch so that equal scores at the cut are ordered by id like every other index
+        # over-fetch so that equal scores at the cut are ordered by id like every other index:
+        # while the k-th score ties with the last one fetched, fetch twice as many (the FAISS
+        # index does the same; a fixed window leaves the order of a long tie to the engine)
         fetch = min(2 * int(k), int(k) + TIE_WINDOW, MAX_K)
-        knn: dict[str, Any] = {"vector": [float(x) for x in np.asarray(vector, dtype=np.float32).reshape(-1)],
-                               "k": fetch}
         filters = []
         if layers is not None:
             filters.append({"terms": {"layer": [int(x) for x in layers]}})
         if doc_ids is not None:
             filters.append({"terms": {"doc_id": [str(x) for x in doc_ids]}})
-        if filters:
-            knn["filter"] = {"bool": {"filter": filters}}
-        body = {"size": fetch, "_source": False, "query": {"knn": {"vector": knn}}}
-        response = self.client.search(index=self.index, body=body)
-        hits = [Hit(h["_id"], score_to_inner_product(float(h["_score"])))
-                for h in response["hits"]["hits"]]
+        query_vector = [float(x) for x in np.asarray(vector, dtype=np.float32).reshape(-1)]
+        while True:
+            knn: dict[str, Any] = {"vector": query_vector, "k": fetch}
+            if filters:
+                knn["filter"] = {"bool": {"filter": filters}}
+            body = {"size": fetch, "_source": False, "query": {"knn": {"vector": knn}}}
+            response = self.client.search(index=self.index, body=body)
+            hits = [Hit(h["_id"], score_to_inner_product(float(h["_score"])))
+                    for h in response["hits"]["hits"]]
+            if not _tie_at_cut([float(h["_score"]) for h in response["hits"]["hits"]], k, fetch):
+                break
+            fetch = min(2 * fetch, MAX_K)
         hits.sort(key=lambda h: (-h.score, h.node_id))
         return hits[:k]
 
@@ -230,11 +263,15 @@ class OpenSearchLexicalIndex:
         if k <= 0 or not terms:
             return []
         fetch = min(int(k) + TIE_WINDOW, MAX_K)
-        body = {"size": fetch, "_source": False,
-                "query": {"bool": {"must": [{"match": {"text": " ".join(terms[:MAX_QUERY_TERMS])}}],
-                                   "filter": [{"term": {"layer": 0}}]}}}
-        response = self.vectors.client.search(index=self.vectors.index, body=body)
-        hits = [Hit(h["_id"], float(h["_score"])) for h in response["hits"]["hits"]]
+        while True:
+            body = {"size": fetch, "_source": False,
+                    "query": {"bool": {"must": [{"match": {"text": " ".join(terms[:MAX_QUERY_TERMS])}}],
+                                       "filter": [{"term": {"layer": 0}}]}}}
+            response = self.vectors.client.search(index=self.vectors.index, body=body)
+            hits = [Hit(h["_id"], float(h["_score"])) for h in response["hits"]["hits"]]
+            if not _tie_at_cut([h.score for h in hits], k, fetch):
+                break
+            fetch = min(2 * fetch, MAX_K)
         hits.sort(key=lambda h: (-h.score, h.node_id))
         return hits[:k]
 

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Cold start of each function in its deployed environment (what ``sam build`` made, under the
+Lambda runtime's Python 3.12 with only its code, its layers and the runtime's boto3 on
+sys.path; see tests/deployed/lambda_driver.py): the import of the handler module and the engine
+build (the first ``LAMBDA_ENGINE.get()``), each the median of N fresh processes, against moto and
+the OpenSearch fake on loopback. Writes bench-results/cold-start.json.
+
+    python3 scripts/cold_start.py [--runs 5] [--out bench-results/cold-start.json]
+
+Needs a build (scripts/build_lambda.sh) and Python 3.12 (found as the deployed tests find it,
+or $ERAGRAPH_PYTHON312). The environment is the template's (Bedrock embedder, spaCy NER and
+parser by default), with the loopback endpoints; nothing is embedded or called at start."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "deployed"), str(ROOT / "shared")]
+
+import deployed as dp  # noqa: E402
+
+FUNCTIONS = ("ingest", "summarize", "query", "reindex")
+TARGET_QUERY_INIT_S = 3.0
+SETTINGS = {"ERAGRAPH_NER": "spacy", "ERAGRAPH_PARSER": "spacy", "POWERTOOLS_METRICS_NAMESPACE": "EragraphColdStart"}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def commit() -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True).stdout.strip()
+        return sha + ("-dirty" if dirty else "")
+    except OSError:
+        return "unknown"
+
+
+def folder_mb(paths) -> float:
+    total = 0
+    for p in paths:
+        for f in Path(p).rglob("*"):
+            if f.is_file() and "__pycache__" not in f.parts:
+                total += f.stat().st_size
+    return round(total / 2**20, 1)
+
+
+def stats(values: list[float]) -> dict:
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3), "all": [round(v, 3) for v in values]}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--out", default=str(ROOT / "bench-results" / "cold-start.json"))
+    args = ap.parse_args()
+
+    python = dp.find_python312()
+    if python is None:
+        print("no Python 3.12 found (set ERAGRAPH_PYTHON312)", file=sys.stderr)
+        return 2
+    if not (dp.build_dir() / "template.yaml").is_file():
+        print(f"no sam build in {dp.build_dir()}: run scripts/build_lambda.sh first", file=sys.stderr)
+        return 2
+    functions = dp.load_build()
+    stale = dp.stale_files(functions)
+    if stale:
+        print(f"the build is older than the sources ({stale[:3]}): run scripts/build_lambda.sh", file=sys.stderr)
+        return 2
+    runtime = dp.ensure_runtime(python)
+    cloud = dp.LoopbackCloud(prefix="eragraph-coldstart").start()
+    results = {}
+    try:
+        with tempfile.TemporaryDirectory() as logs:
+            for name in FUNCTIONS:
+                fn = dp.function_for(functions, name)
+                env = cloud.environment(fn, SETTINGS)
+                imports, engines = [], []
+                for _ in range(args.runs):
+                    proc = dp.LambdaProcess(fn, env, python, runtime, Path(logs), build_engine=True)
+                    ready = proc.start(timeout=300)
+                    proc.close()
+                    if not ready.get("ready"):
+                        err = ready.get("error") or {}
+                        results[name] = {"error": f"{err.get('type')}: {err.get('message')}"}
+                        break
+                    imports.append(ready["init_s"])
+                    engines.append(ready["engine_s"])
+                else:
+                    totals = [a + b for a, b in zip(imports, engines)]
+                    results[name] = {"import_s": stats(imports), "engine_s": stats(engines), "init_s": stats(totals),
+                                     "modules_loaded": ready["modules"]}
+                results[name].update({"logical_id": fn.logical_id, "layers": [lid for lid, _ in fn.layers],
+                                      "unzipped_mb": folder_mb([fn.code_dir, *fn.layer_paths])})
+                print(name, json.dumps(results[name]), flush=True)
+    finally:
+        cloud.stop()
+
+    query = results.get("query", {})
+    report = {
+        "what": "cold start per function in its deployed environment: import of the handler module, then the "
+                "engine build (first LAMBDA_ENGINE.get()); median of fresh processes",
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "commit": commit(), "cpu": cpu_model(), "cores": os.cpu_count(), "runs": args.runs,
+        "python": subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True,
+                                 text=True).stdout.strip(),
+        "lambda_runtime_packages": [ln for ln in dp.RUNTIME_REQUIREMENTS.read_text().splitlines()
+                                    if ln and not ln.startswith("#")],
+        "settings": SETTINGS, "functions": results,
+        "target": {"query_init_s": TARGET_QUERY_INIT_S,
+                   "met": "init_s" in query and query["init_s"]["median"] <= TARGET_QUERY_INIT_S},
+        "lambda_unzipped_limit_mb": 250,
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0 if all("error" not in r for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""Local/AWS parity: the same 200 MuSiQue passages through the local profile in the development
+venv (SQLite + FAISS + FTS5, ingest then drain) and through the AWS handlers in the deployed
+environment (S3 -> ingest -> summarize FIFO -> DynamoDB + OpenSearch), with the same settings on
+both sides (the function's environment as the template sets it, hash embeddings, spaCy NER and
+parser, ERAGRAPH_GRAPH_EXACT=false so that the local store runs the push PPR the DynamoDB store
+runs). Identical node ids per layer, an identical store digest (tests/chaos.py's, less the
+documents' S3 versions), identical top-5 ids in every mode for 50 of the dataset's questions."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from engine_view import dev_aws_engine, digest, environment, node_ids_by_layer
+from lambda_support import event
+
+from chaos import first_difference
+from deployed import SMALL_GRAPH, drain_summarize, function_for, upload_and_ingest
+from eragraph.services.modes import mode_names
+
+MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique"
+PASSAGES, QUESTIONS, K = 200, 50, 5
+# the template's graph settings (chunks, segments) with a 4-bit LSH code: the DynamoDB store
+# spreads a layer over min(2^8, 2^bits) partitions and a reconcile reads them all several times,
+# which over moto costs seconds per message at 20 bits; the code width is the same on both sides
+PARITY = {k: v for k, v in SMALL_GRAPH.items() if k not in ("ERAGRAPH_S_MIN", "ERAGRAPH_S_MAX", "ERAGRAPH_CHUNK_TOKENS",
+                                                          "ERAGRAPH_CHUNK_OVERLAP", "ERAGRAPH_SUMMARY_TOKENS")}
+RESOURCE_SETTINGS = ("ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QUEUE_URL", "ERAGRAPH_OPENSEARCH_",
+                     "ERAGRAPH_AWS_ENDPOINT_URL")
+
+pytestmark = pytest.mark.skipif(not (MUSIQUE / "corpus.jsonl").is_file(), reason=f"{MUSIQUE} not present")
+
+
+def corpus():
+    from eragraph.bench.common import load_corpus, load_questions
+
+    docs = load_corpus(MUSIQUE / "corpus.jsonl", limit=PASSAGES)
+    questions = [q["question"] for q in load_questions(MUSIQUE / "questions.jsonl", limit=QUESTIONS)]
+    return docs, questions
+
+
+def s3_key(doc) -> str:
+    return f"docs/{doc.doc_id}.txt"
+
+
+@pytest.fixture(scope="module")
+def functions(launch):
+    return {name: launch(name, PARITY) for name in ("ingest", "summarize", "query")}
+
+
+@pytest.fixture(scope="module")
+def settings(sam_build, cloud) -> dict[str, str]:
+    """Every ERAGRAPH_* setting the deployed functions run with (the template's, then PARITY),
+    less the ones naming AWS resources: what the local side runs with."""
+    env = cloud.environment(function_for(sam_build, "ingest"), PARITY)
+    return {k: v for k, v in env.items() if k.startswith("ERAGRAPH_") and not k.startswith(RESOURCE_SETTINGS)}
+
+
+@pytest.fixture(scope="module")
+def data():
+    return corpus()
+
+
+@pytest.fixture(scope="module")
+def aws(cloud, functions, data, settings):
+    docs, _ = data
+    upload_and_ingest(cloud, functions["ingest"], {s3_key(d): d.text for d in docs})
+    drain_summarize(cloud, functions["summarize"], limit=2000)
+    return dev_aws_engine(cloud, settings)
+
+
+@pytest.fixture(scope="module")
+def local(cloud, data, settings, tmp_path_factory):
+    """The local profile on the same documents: the source, title and text the ingest handler
+    gives an S3 object (so that document and chunk ids are the same), ingest then drain."""
+    from eragraph.bootstrap import build_engine
+    from eragraph.services import ingest, resummarize
+
+    docs, _ = data
+    with environment(settings):
+        engine = build_engine("local", store=tmp_path_factory.mktemp("parity-local"))
+        ingest.ingest(engine, [ingest.SourceDoc(source=f"s3://{cloud.bucket}/{s3_key(d)}", text=d.text,
+                                                title=s3_key(d).rsplit("/", 1)[-1]) for d in docs])
+        resummarize.drain(engine)
+    return engine
+
+
+def test_node_ids_per_layer(aws, local):
+    a, b = node_ids_by_layer(local), node_ids_by_layer(aws)
+    assert len(a[0]) >= PASSAGES and len(a) >= 3
+    assert a == b, {layer: (len(a.get(layer, [])), len(b.get(layer, []))) for layer in set(a) | set(b)}
+
+
+def test_store_digest(aws, local):
+    a, b = digest(local), digest(aws)
+    assert a["postings"] and a["cooccurrence"]
+    assert a == b, first_difference(a, b)
+
+
+def local_top(engine, settings, question: str, mode: str) -> list[str]:
+    from eragraph.services import query
+
+    with environment(settings):
+        return [r.id for r in query.query(engine, question, mode=mode, k=K).results]
+
+
+def aws_top(query_fn, question: str, mode: str) -> list[str]:
+    ev = copy.deepcopy(event("api_query_valid.json"))
+    ev["body"] = json.dumps({"query": question, "mode": mode, "k": K})
+    out = query_fn.result(ev)
+    assert out["statusCode"] == 200, out
+    return [r["id"] for r in json.loads(out["body"])["results"]]
+
+
+@pytest.mark.parametrize("mode", mode_names())
+def test_top5_every_mode(aws, local, functions, data, settings, mode):
+    _, questions = data
+    differ = []
+    for q in questions:
+        want, got = local_top(local, settings, q, mode), aws_top(functions["query"], q, mode)
+        if want != got:
+            differ.append((q, want, got))
+    assert not differ, f"{len(differ)}/{len(questions)} questions differ in {mode}; first: {differ[:3]}"
