@@ -635,6 +635,38 @@ def router_section(results: Path) -> list[str]:
     return out
 
 
+def cold_start_section(results: Path) -> list[str]:
+    """Each Lambda function's init in its deployed environment (scripts/cold_start.py)."""
+    path = results / "cold-start.json"
+    if not path.exists():
+        return []
+    d = json.loads(path.read_text())
+    target = d.get("target", {})
+    out = ["## Lambda cold start", "",
+           f"Command: `{d.get('command', 'python3 scripts/cold_start.py --runs ' + str(d.get('runs')))}` after "
+           "`bash scripts/build_lambda.sh`. Each function runs in the environment `sam build` made for it: "
+           f"Python {d.get('python')} with only its folder, its layers and the Lambda runtime's boto3 on "
+           "`sys.path`, against moto and the OpenSearch fake on loopback. Init = the handler's import "
+           "(which runs the provider preflight) + the engine build (the first `LAMBDA_ENGINE.get()`: "
+           "clients, the store's recorded settings); a model a request needs (spaCy for NER or the "
+           "router) loads at its first use, not here. Median of "
+           f"{d.get('runs')} fresh processes; {d.get('date')}, commit `{str(d.get('commit'))[:12]}`, "
+           f"{d.get('cores')} cores ({d.get('cpu')}).", ""]
+    rows = []
+    for name, r in d.get("functions", {}).items():
+        if "error" in r:
+            rows.append([name, " + ".join(r.get("layers", [])), r.get("unzipped_mb"), "error", "", "", r["error"]])
+            continue
+        rows.append([name, " + ".join(r.get("layers", [])), r.get("unzipped_mb"), r["import_s"]["median"],
+                     r["engine_s"]["median"], r["init_s"]["median"],
+                     f"{r['init_s']['min']}–{r['init_s']['max']}"])
+    out += table(["function", "layers", "unzipped MB", "import s", "engine s", "init s", "init range s"], rows)
+    if target:
+        out += ["", f"Target: query init ≤ {target.get('query_init_s')} s on this machine (Lambda cuts the init "
+                f"phase at 10 s): **{'met' if target.get('met') else 'missed'}**."]
+    return out + [""]
+
+
 def render(results: Path) -> tuple[str, list[Path]]:
     plots = results / "plots"
     plots.mkdir(parents=True, exist_ok=True)
@@ -671,6 +703,7 @@ def render(results: Path) -> tuple[str, list[Path]]:
     lines += router_section(results)
     lines += ["## Ingest throughput", ""] + (ingest_section(ingest) or ["No ingest results yet.", ""])
     lines += ["## Query latency", ""] + (query_section(query) or ["No query results yet.", ""])
+    lines += cold_start_section(results)
     lines += ["## Scale: cost against store size", "",
               "`eragraph bench scale`: build, single-document insert and delete, and warm query latency at "
               "growing store sizes (log axes).", ""]
