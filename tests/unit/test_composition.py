@@ -99,6 +99,8 @@ def test_a_missing_provider_package_is_one_line_naming_it_and_its_setting(monkey
         preflight.preflight(hash_settings(), "memory")
     with pytest.raises(preflight.ProviderUnavailable, match=r"ERAGRAPH_NER=auto \(capitalized\)"):
         build_engine("memory", settings=hash_settings())  # the CLI's and serve's path
+    # a caller that names its uses is checked for those only (the summarize function has no spaCy)
+    build_engine("memory", settings=hash_settings(), uses=("embedder", "summarizer"))
     monkeypatch.setitem(preflight.NEEDS, ("ner", "capitalized"), ())
     monkeypatch.setitem(preflight.PROFILE_NEEDS, "memory", ("no_such_adapter_xyz",))
     with pytest.raises(preflight.ProviderUnavailable, match="the memory profile needs the Python package"):

@@ -6,20 +6,24 @@ loads a model or touches AWS; ``preflight`` checks that the named providers can 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..config import Settings, settings_from_env
 from ..services.engine import Engine
+from .preflight import USES
 from .preflight import preflight as check_providers
 
 
 def build_engine(profile: str = "local", store: str | Path | None = None,
-                 settings: Settings | None = None) -> Engine:
+                 settings: Settings | None = None, uses: Iterable[str] = USES) -> Engine:
     """``local``: a store directory (SQLite + FAISS + files) with MiniLM by default.
     ``memory``: everything in memory (tests, demos). ``aws``: S3/DynamoDB/SQS/OpenSearch/Bedrock
     configured from the environment the SAM template sets."""
     settings = settings or settings_from_env()
-    check_providers(settings, profile)  # a missing provider package: one line now, not at first use
+    # a missing provider package: one line now, not at first use (``uses``: the providers the
+    # caller needs; a Lambda function names its own, e.g. summarize needs no NER)
+    check_providers(settings, profile, uses)
     if profile == "local":
         from .local import build_local_engine
 

@@ -39,7 +39,7 @@ from typing import Any
 
 from ..config import Settings, settings_from_env
 from ..services.engine import Engine, open_settings
-from .preflight import preflight
+from .preflight import USES, preflight
 from .providers import attach_query_side, make_embedder, make_generator, make_summarizer, make_tokenizer
 
 
@@ -136,6 +136,7 @@ class LazyEngine:
         self.profile = profile
         self._engine: Engine | None = None
         self._lock = threading.Lock()
+        self.uses: tuple[str, ...] = USES  # narrowed by cold_start to the function's own
 
     def cold_start(self, *uses: str, load: bool = True, environ: Mapping[str, str] | None = None) -> Settings:
         """``uses``: the providers this function calls (bootstrap.preflight.USES). ``load``
@@ -143,6 +144,7 @@ class LazyEngine:
         only finds them (a function where only some requests use them: they load on first use)."""
         settings = settings_from_env(dict(os.environ if environ is None else environ))
         preflight(settings, self.profile, uses, load=load)
+        self.uses = uses
         return settings
 
     def get(self) -> Engine:
@@ -151,7 +153,7 @@ class LazyEngine:
                 if self._engine is None:
                     from . import build_engine
 
-                    self._engine = build_engine(self.profile)
+                    self._engine = build_engine(self.profile, uses=self.uses)
         return self._engine
 
     def set(self, engine: Engine | None) -> None:
