@@ -18,6 +18,7 @@ import datetime as dt
 import json
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -68,25 +69,7 @@ def stats(values: list[float]) -> dict:
             "max": round(max(values), 3), "all": [round(v, 3) for v in values]}
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--out", default=str(ROOT / "bench-results" / "cold-start.json"))
-    args = ap.parse_args()
-
-    python = dp.find_python312()
-    if python is None:
-        print("no Python 3.12 found (set ERAGRAPH_PYTHON312)", file=sys.stderr)
-        return 2
-    if not (dp.build_dir() / "template.yaml").is_file():
-        print(f"no sam build in {dp.build_dir()}: run scripts/build_lambda.sh first", file=sys.stderr)
-        return 2
-    functions = dp.load_build()
-    stale = dp.stale_files(functions)
-    if stale:
-        print(f"the build is older than the sources ({stale[:3]}): run scripts/build_lambda.sh", file=sys.stderr)
-        return 2
-    runtime = dp.ensure_runtime(python)
+def measure(functions, python: str, runtime: Path, runs: int) -> dict:
     cloud = dp.LoopbackCloud(prefix="eragraph-coldstart").start()
     results = {}
     try:
@@ -95,7 +78,7 @@ def main() -> int:
                 fn = dp.function_for(functions, name)
                 env = cloud.environment(fn, SETTINGS)
                 imports, engines = [], []
-                for _ in range(args.runs):
+                for _ in range(runs):
                     proc = dp.LambdaProcess(fn, env, python, runtime, Path(logs), build_engine=True)
                     ready = proc.start(timeout=300)
                     proc.close()
@@ -114,6 +97,44 @@ def main() -> int:
                 print(name, json.dumps(results[name]), flush=True)
     finally:
         cloud.stop()
+    return results
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--out", default=str(ROOT / "bench-results" / "cold-start.json"))
+    ap.add_argument("--no-precompiled", dest="precompiled", action="store_false",
+                    help="skip the second measurement, on a copy of the build compiled to .pyc ahead")
+    args = ap.parse_args()
+
+    python = dp.find_python312()
+    if python is None:
+        print("no Python 3.12 found (set ERAGRAPH_PYTHON312)", file=sys.stderr)
+        return 2
+    if not (dp.build_dir() / "template.yaml").is_file():
+        print(f"no sam build in {dp.build_dir()}: run scripts/build_lambda.sh first", file=sys.stderr)
+        return 2
+    functions = dp.load_build()
+    stale = dp.stale_files(functions)
+    if stale:
+        print(f"the build is older than the sources ({stale[:3]}): run scripts/build_lambda.sh", file=sys.stderr)
+        return 2
+    runtime = dp.ensure_runtime(python)
+    pyc_files = sum(1 for _ in dp.build_dir().rglob("*.pyc"))
+    results = measure(functions, python, runtime, args.runs)
+    compiled = {}
+    if args.precompiled:
+        # the same build with every module compiled ahead (what a layer that ships its .pyc
+        # files starts with: Lambda's /opt and /var/task are read-only, so nothing compiled at a
+        # cold start is kept for the next one)
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / "build"
+            shutil.copytree(dp.build_dir(), copy, symlinks=True)
+            subprocess.run([python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
+                            str(copy)], check=False, stdout=subprocess.DEVNULL)
+            os.environ["ERAGRAPH_SAM_BUILD_DIR"] = str(copy)
+            compiled = measure(dp.load_build(copy), python, runtime, args.runs)
 
     query = results.get("query", {})
     report = {
@@ -126,6 +147,10 @@ def main() -> int:
         "lambda_runtime_packages": [ln for ln in dp.RUNTIME_REQUIREMENTS.read_text().splitlines()
                                     if ln and not ln.startswith("#")],
         "settings": SETTINGS, "functions": results,
+        "pyc_files_in_build": pyc_files,
+        "functions_precompiled": compiled,
+        "precompiled_note": "the same build after python3.12 -m compileall (unchecked-hash .pyc): what the "
+                            "functions start with when their code and layers ship bytecode",
         "target": {"query_init_s": TARGET_QUERY_INIT_S,
                    "met": "init_s" in query and query["init_s"]["median"] <= TARGET_QUERY_INIT_S},
         "lambda_unzipped_limit_mb": 250,
@@ -134,7 +159,7 @@ def main() -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"wrote {out}")
-    return 0 if all("error" not in r for r in results.values()) else 1
+    return 0 if all("error" not in r for r in [*results.values(), *compiled.values()]) else 1
 
 
 if __name__ == "__main__":

@@ -63,13 +63,15 @@ Launcher = Callable[..., dp.LambdaProcess]
 @pytest.fixture(scope="module")
 def launch(sam_build, python312, lambda_runtime, cloud, tmp_path_factory) -> Iterator[Launcher]:
     """launch(name, settings=None, start=True, **driver options) -> a started LambdaProcess of
-    functions/<name> (closed at the end of the module)."""
+    functions/<name> (closed at the end of the module). ``settings``: the test's ERAGRAPH_*
+    settings over the template's environment (default SMALL_GRAPH; given ones replace it whole,
+    so that the functions run with exactly what a test compares against)."""
     started: list[dp.LambdaProcess] = []
     logs = tmp_path_factory.mktemp("lambda-logs")
 
     def go(name: str, settings: dict | None = None, *, start: bool = True, **options) -> dp.LambdaProcess:
         fn = dp.function_for(sam_build, name)
-        env = cloud.environment(fn, {**SMALL_GRAPH, **(settings or {})})
+        env = cloud.environment(fn, SMALL_GRAPH if settings is None else settings)
         proc = dp.LambdaProcess(fn, env, python312, lambda_runtime, logs, **options)
         started.append(proc)
         if start:

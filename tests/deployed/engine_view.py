@@ -2,9 +2,8 @@
 in the dev venv on the same moto + OpenSearch fake, and the engine internals the deployed tests
 read (entity store, entity vectors, node ids per layer, the chaos digest).
 
-Every access to engine internals of the deployed suite is in this file, so the composition
-refactor (``engine.extras[...]`` becoming typed engine fields, e.g. ``engine.entities.store`` /
-``.vectors``) changes only the three accessors below."""
+Every access to engine internals of the deployed suite is in this file (the typed engine
+fields ``engine.entities.store`` / ``.vectors``)."""
 
 from __future__ import annotations
 
@@ -17,15 +16,15 @@ from deployed import REGION, LoopbackCloud
 
 
 def entity_store(engine) -> Any:
-    return engine.extras.get("entity_store")
+    return engine.entities.store if engine.entities is not None else None
 
 
 def entity_vectors(engine) -> Any:
-    return engine.extras.get("entity_vectors")
+    return engine.entities.vectors if engine.entities is not None else None
 
 
 def has_entity_graph(engine) -> bool:
-    return engine.extras.get("entity_index") is not None
+    return engine.entities is not None
 
 
 @contextmanager

@@ -13,9 +13,9 @@ import pytest
 from lambda_support import event
 from test_deployed_handlers import sample_documents
 
-from deployed import drain_summarize, function_for, upload_and_ingest
+from deployed import SMALL_GRAPH, drain_summarize, function_for, upload_and_ingest
 
-BEDROCK = {"ERAGRAPH_EMBEDDER": "bedrock"}
+BEDROCK = {**SMALL_GRAPH, "ERAGRAPH_EMBEDDER": "bedrock"}
 PICK = ("sample-mercury", "sample-venus", "sample-europa", "sample-galileo", "sample-amazon", "sample-marie_curie",
         "sample-nile")
 

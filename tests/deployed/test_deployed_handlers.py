@@ -133,9 +133,6 @@ def nlp_layers(fn) -> list[str]:
     return [layer for layer, paths in fn.layers if any((p / "spacy").is_dir() for p in paths)]
 
 
-@pytest.mark.xfail(reason="the preflight at import (the lead's composition refactor) is not in this build yet: "
-                          "without it the ingest function imports fine and fails at the first document",
-                   strict=False)
 def test_ingest_without_its_nlp_layer_fails_at_cold_start(launch, sam_build):
     """With ERAGRAPH_NER=spacy and no spaCy, the function must not start (one line naming the
     package and the setting), not send every document to the dead-letter queue."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,10 @@ from deployed import SMALL_GRAPH, drain_summarize, function_for, upload_and_inge
 from eragraph.services.modes import mode_names
 
 MUSIQUE = Path(__file__).resolve().parents[3] / "shared" / "data" / "musique"
-PASSAGES, QUESTIONS, K = 200, 50, 5
+PASSAGES, K = 200, 5
+# 50 questions x 11 modes: ~20 min on this machine, 15 of them in the four push-PPR graph modes
+# (3.5-5 s a query over moto); ERAGRAPH_PARITY_QUESTIONS lowers it for a quick local run
+QUESTIONS = int(os.environ.get("ERAGRAPH_PARITY_QUESTIONS") or 50)
 # the template's graph settings (chunks, segments) with a 4-bit LSH code: the DynamoDB store
 # spreads a layer over min(2^8, 2^bits) partitions and a reconcile reads them all several times,
 # which over moto costs seconds per message at 20 bits; the code width is the same on both sides
@@ -85,6 +89,13 @@ def local(cloud, data, settings, tmp_path_factory):
                                                 title=s3_key(d).rsplit("/", 1)[-1]) for d in docs])
         resummarize.drain(engine)
     return engine
+
+
+def test_both_sides_run_the_same_settings(functions, settings):
+    for proc in functions.values():
+        assert {k: v for k, v in proc.env.items() if k in settings} == settings
+        assert not {k for k in proc.env if k.startswith("ERAGRAPH_") and k not in settings
+                    and not k.startswith(RESOURCE_SETTINGS)}
 
 
 def test_node_ids_per_layer(aws, local):
