@@ -303,10 +303,13 @@ class LambdaProcess:
     """One warm container of a built function: the driver under Python 3.12, fed events."""
 
     def __init__(self, fn: BuiltFunction, env: Mapping[str, str], python: str, runtime: Path, log_dir: Path, *,
-                 drop_layers: Iterable[str] = (), build_engine: bool = False, stub_bedrock: int = 0) -> None:
+                 drop_layers: Iterable[str] = (), add_layers: Iterable[Path] = (), build_engine: bool = False,
+                 stub_bedrock: int = 0) -> None:
+        """``drop_layers``: logical ids of the function's layers left out; ``add_layers``: other
+        layer folders put in their place (a function deployed with the wrong layer)."""
         self.fn = fn
         drop = set(drop_layers)
-        layers = [p for lid, paths in fn.layers if lid not in drop for p in paths]
+        layers = [p for lid, paths in fn.layers if lid not in drop for p in paths] + list(add_layers)
         self.cmd = [python, "-I", "-S", "-B", str(DRIVER), "--function", str(fn.code_dir), "--runtime", str(runtime),
                     "--handler", fn.handler, "--name", fn.logical_id, "--timeout", str(fn.timeout),
                     "--memory", str(fn.memory)]

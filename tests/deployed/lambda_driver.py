@@ -230,9 +230,10 @@ def main():
             return 1
         engine_s = time.perf_counter() - t1
 
+    # the driver itself is outside, under __main__ and its aliases (multiprocessing's __mp_main__)
     roots = tuple(deployed) + tuple(os.path.realpath(p) for p in stdlib if p)
     foreign = sorted(name for name, mod in list(sys.modules.items())
-                     if name != "__main__" and getattr(mod, "__file__", None)
+                     if mod is not sys.modules["__main__"] and getattr(mod, "__file__", None)
                      and not os.path.realpath(mod.__file__).startswith(roots))
     emit({"ready": True, "init_s": init_s, "engine_s": engine_s, "sys_path": sys.path, "foreign_modules": foreign,
           "python": sys.version, "modules": len(sys.modules)})

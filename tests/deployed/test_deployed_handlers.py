@@ -16,6 +16,7 @@ import pytest
 from engine_view import dev_aws_engine, entity_store, entity_vectors, has_entity_graph, node_ids_by_layer
 from lambda_support import event
 
+import deployed as dp
 from deployed import SMALL_GRAPH, drain_summarize, top_level_names, upload_and_ingest
 from eragraph.domain.text import titled_text
 from eragraph.services.modes import mode_names
@@ -138,7 +139,13 @@ def test_ingest_without_its_nlp_layer_fails_at_cold_start(launch, sam_build):
     package and the setting), not send every document to the dead-letter queue."""
     proc = launch("ingest", start=False)
     drop = nlp_layers(proc.fn)
-    proc = launch("ingest", start=False, drop_layers=drop)
+    # in its place the layer the summarize function gets: every other package, but no spaCy (what
+    # the functions had before the NLP layer existed)
+    summarize = dp.function_for(sam_build, "summarize")
+    base = [p for lid, paths in summarize.layers if lid not in drop and not any((q / "eragraph").is_dir() for q in paths)
+            for p in paths]
+    assert base and not any((p / "spacy").is_dir() for p in base)
+    proc = launch("ingest", start=False, drop_layers=drop, add_layers=base)
     ready = proc.start()
     assert not ready["ready"], "the ingest function started without spaCy"
     message = ready["error"]["message"]
