@@ -3,4 +3,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+export PATH="$PWD/${ERAGRAPH_VENV:-.venv}/bin:$PATH"
 eragraph demo --store "${ERAGRAPH_STORE:-eragraph-store}"

@@ -5,10 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install.sh
+# the environment install.sh made (and reuses): its python, pytest, eragraph and cfn-lint come first
+export PATH="$PWD/${ERAGRAPH_VENV:-.venv}/bin:$PATH"
 # sam build (needs a Python 3.12; installs aws-sam-cli into .venv-sam unless ERAGRAPH_SAM_CLI
 # names one): tests/deployed measures .aws-sam/build, and must not skip for want of it
 bash scripts/build_lambda.sh
 export ERAGRAPH_SAM_CLI="${ERAGRAPH_SAM_CLI:-$PWD/.venv-sam/bin/sam}"
 export ERAGRAPH_REQUIRE_BUILD=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-python3 -m pytest -q -m "not live" "$@"
+python -m pytest -q -m "not live" "$@"
