@@ -13,6 +13,7 @@ import pytest
 from eragraph.bench import common, growth, report
 from eragraph.bench import ingest as bench_ingest
 from eragraph.bench import query as bench_query
+from eragraph.bench import retrieval as bench_retrieval
 from eragraph.bench import scale as bench_scale
 from support import synthetic_docs
 
@@ -120,6 +121,36 @@ def test_query_smoke(tiny, tmp_path):
     for row in res["modes"].values():
         assert row["n"] == 10
         assert 0 < row["latency_ms_p50"] <= row["latency_ms_p95"] <= row["latency_ms_p99"] <= row["latency_ms_max"]
+
+
+def test_retrieval_embeds_each_question_once_before_any_mode(tiny, tmp_path, monkeypatch):
+    """Every mode but bm25 gets the vector embedded up front, so no mode's latency includes the
+    question's embedding; the vector gives the same results as embedding inside the query."""
+    corpus, questions = tiny
+    from eragraph.services import query as query_service
+
+    calls: list[tuple[str, bool]] = []
+    real = query_service.query
+
+    def spy(engine, text, mode="collapsed", **kw):
+        calls.append((mode, kw.get("vector") is not None))
+        response = real(engine, text, mode=mode, **kw)
+        if kw.get("vector") is not None:
+            again = real(engine, text, mode=mode, k=kw.get("k"))
+            assert [r.id for r in again.results] == [r.id for r in response.results]
+        return response
+
+    monkeypatch.setattr(query_service, "query", spy)
+    args = parse(bench_retrieval, ["retrieval", "--corpus", str(corpus), "--questions", str(questions),
+                                   "--store", str(tmp_path / "r"), "--profile", "memory", "--embedder", "hash",
+                                   "--modes", "dense,bm25,collapsed", "--k", "1,5", "--limit", "8",
+                                   "--no-progress", "--json"])
+    res = bench_retrieval.run(args)
+    assert set(res["modes"]) == {"dense", "bm25", "collapsed"}
+    assert res["question_embedding_ms_p50"] > 0
+    assert {m for m, given in calls if given} == {"dense", "collapsed"}
+    assert {m for m, given in calls if not given} == {"bm25"}
+    assert res["modes"]["dense"]["recall@5"] > 0.5  # each question names its document's marker
 
 
 def test_report_renders_targets_and_plots(tiny, tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
 
 from ..domain.ranking import Candidate
 from . import cost
@@ -78,7 +79,10 @@ def to_results(engine: Engine, ranked: list[Candidate]) -> list[Result]:
 
 
 def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = None,
-          budget: int | None = None, p: float | None = None, answer: bool = False) -> QueryResponse:
+          budget: int | None = None, p: float | None = None, answer: bool = False,
+          vector: np.ndarray | None = None) -> QueryResponse:
+    """``vector``: the question's embedding when the caller already has it (a benchmark embeds
+    each question once, before any mode); else it is made on first use by the mode."""
     started = time.perf_counter()
     if not isinstance(text, str) or not text.strip():
         raise BadQueryError("query text is empty")
@@ -98,7 +102,8 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
         raise BadQueryError(f"{known} mode {mode!r}; choose one of {', '.join(available_modes(engine))}")
     engine.lsh()  # refuses a store built with another embedder
     with cost.track() as calls:
-        ctx = QueryContext(engine=engine, text=text, k=k, budget=budget, p=p)  # embeds on first use
+        ctx = QueryContext(engine=engine, text=text, k=k, budget=budget, p=p,  # embeds on first use
+                           given_vector=vector)
         ranked = MODES[mode].run(ctx)
         response = QueryResponse(query=text, mode=mode, results=to_results(engine, ranked),
                                  route=ctx.route or mode, router_score=ctx.router_score, router_ms=ctx.router_ms)
