@@ -15,6 +15,7 @@ from eragraph.bench import ingest as bench_ingest
 from eragraph.bench import query as bench_query
 from eragraph.bench import retrieval as bench_retrieval
 from eragraph.bench import scale as bench_scale
+from eragraph.bench import vectors as bench_vectors
 from support import synthetic_docs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -266,3 +267,20 @@ def test_scale_smoke(tmp_path):
     wall = by_label["scale: single insert wall time at 1M ≤ 1.5× at 10k"]
     assert wall[2] == "3.00×" and "missed" in wall[3]
     assert "met" in by_label["scale: single insert items read at 1M ≤ 1.5× at 10k"][3]
+
+
+def test_vector_index_candidates_smoke(tmp_path):
+    """Every candidate runs the same operations on the same vectors: the exact index finds the
+    exact top-10, the graph indexes come close, and no deleted id is ever returned again."""
+    args = parse(bench_vectors, ["vectors", "--sizes", "3000", "--queries", "30", "--clusters", "50",
+                                 "--out", str(tmp_path / "vectors.json")])
+    res = bench_vectors.run(args)
+    rows = {r["backend"]: r for r in res["rows"]}
+    assert set(rows) == set(bench_vectors.BACKENDS)
+    assert all("error" not in r for r in rows.values()), rows
+    assert rows["faiss-flat"]["recall_at_10"] == 1.0
+    for row in rows.values():
+        assert row["recall_at_10"] >= 0.9
+        assert row["deleted_ids_returned_after"] == 0
+        assert row["file_bytes"] > 3000 * 384 * 4 * 0.9  # float32 vectors at least (no quantization asked)
+    assert json.loads((tmp_path / "vectors.json").read_text())["machine"]["cores"] >= 1
