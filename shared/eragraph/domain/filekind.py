@@ -25,7 +25,7 @@ _TEXT_BY_SUFFIX = {".htm": HTML, ".html": HTML, ".xhtml": HTML, ".csv": CSV, ".t
 
 # magic numbers of common binary formats, for the refusal's wording
 _MAGIC = (
-    (b"\x89PNG\r\n\x1a\n", "a PNG image"),
+    (b"\x89PNG", "a PNG image"),
     (b"\xff\xd8\xff", "a JPEG image"),
     (b"GIF87a", "a GIF image"),
     (b"GIF89a", "a GIF image"),
@@ -50,6 +50,7 @@ _ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06", b"PK\x07\x08")
 _HTML_START = re.compile(rb"^(?:\s|<!--.*?-->|<\?xml[^>]*>)*<(?:!doctype\s+html|html|head|body)[\s>/]",
                          re.IGNORECASE | re.DOTALL)
 _SNIFF_BYTES = 8192
+_CONTROL = [bytes([c]) for c in range(32) if c not in (9, 10, 12, 13, 27)]  # text has few of these
 
 
 def _zip_kind(data: bytes) -> tuple[str, str]:
@@ -76,8 +77,11 @@ def binary_reason(head: bytes) -> str | None:
     for magic, what in _MAGIC:
         if head.startswith(magic):
             return what
-    if b"\x00" in head[:_SNIFF_BYTES]:
+    head = head[:_SNIFF_BYTES]
+    if b"\x00" in head:
         return "binary data (NUL bytes)"
+    if head and sum(head.count(c) for c in _CONTROL) > len(head) // 10:
+        return "binary data (control bytes)"
     return None
 
 
