@@ -200,8 +200,6 @@ class Settings:
                 raise ValueError(f"{name} must be >= 1")
         if not self.extract_seconds > 0:
             raise ValueError("extract_seconds must be > 0")
-        if (self.csv_id_column or self.csv_title_column) and not self.csv_text_column:
-            raise ValueError("csv_id_column / csv_title_column need csv_text_column (the column of the text)")
         parse_prices(self.prices)
 
     def entity_extractor(self) -> str:

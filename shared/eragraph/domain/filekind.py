@@ -82,6 +82,12 @@ def binary_reason(head: bytes) -> str | None:
         return "binary data (NUL bytes)"
     if head and sum(head.count(c) for c in _CONTROL) > len(head) // 10:
         return "binary data (control bytes)"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        high = sum(1 for b in head if b >= 0x80)
+        if exc.start < len(head) - 3 and high > len(head) * 3 // 10:  # not a cut-off character
+            return "binary data (not text in any encoding read here)"
     return None
 
 

@@ -38,6 +38,9 @@ class CsvMapping:
     @classmethod
     def from_settings(cls, settings) -> CsvMapping | None:
         if not settings.csv_text_column:
+            if settings.csv_id_column or settings.csv_title_column:
+                raise ValueError("a CSV id or title column needs the text column too "
+                                 "(--csv-text / ERAGRAPH_CSV_TEXT_COLUMN)")
             return None
         return cls(settings.csv_text_column, settings.csv_id_column, settings.csv_title_column)
 
