@@ -178,7 +178,8 @@ class IngestProgress:
         self.counted_errors = 0
         self.total_docs = total
         self.docs_done = 0
-        self.chunks_done = 0
+        self.chunks_done = 0  # of written batches
+        self.chunks_now = 0  # embedded so far in the batch at hand
         self.bytes_done = 0  # of written batches
         self.bytes_pending = 0  # of the batch at hand
         self.by_bytes = bool(total_bytes)
@@ -207,8 +208,8 @@ class IngestProgress:
         self.docs_done += n + skipped
         self.bytes_done += self.bytes_pending
         self.bytes_pending = 0
-        if self.chunks is not None:
-            self.chunks_done += self.chunks.total or 0
+        self.chunks_done += self.chunks_now
+        self.chunks_now = 0
         if self.docs is not None:
             self._advance(self.bytes_done if self.by_bytes else self.docs_done)
         self._end_chunks()
@@ -225,7 +226,8 @@ class IngestProgress:
     def _show_counts(self) -> None:
         if self.docs is not None and self.by_bytes:
             total = f"/{self.total_docs}" if self.total_docs is not None else ""
-            self.docs.set_postfix_str(f"docs {self.docs_done}{total}, chunks {self.chunks_done}", refresh=False)
+            self.docs.set_postfix_str(f"docs {self.docs_done}{total}, chunks {self.chunks_done + self.chunks_now}",
+                                      refresh=False)
 
     def embedding(self, done: int, total: int) -> None:
         if self.off:
@@ -235,6 +237,7 @@ class IngestProgress:
             self.chunks = self.tqdm(total=total, desc="  embedding", unit=" chunks", file=sys.stderr, leave=False,
                                     dynamic_ncols=True)
         self.chunks.update(done - self.chunks.n)
+        self.chunks_now = done
         if self.by_bytes and total:
             self._advance(self.bytes_done + self.bytes_pending * done / total / 2)
 
