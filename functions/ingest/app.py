@@ -12,7 +12,14 @@ A record that cannot be used (not JSON, an unknown shape, another event type, an
 key that is not valid percent-encoded UTF-8, a field missing) is logged once with its reason
 and reported as a batch-item failure, so SQS retries it and then moves it to the DLQ, whose
 alarm fires. An object that no longer exists when its ObjectCreated event is handled is a
-logged skip: its delete's own event decides."""
+logged skip: its delete's own event decides.
+
+An object is read by its content (PDF, DOCX, HTML, CSV or text: services.sources.read_document),
+after its size (ContentLength) is checked against ERAGRAPH_MAX_DOCUMENT_BYTES without reading
+it. An object that cannot be read (too large, a refused binary kind, an encrypted PDF, a
+document too large for one store item...) is one "document rejected" log line with the reason
+and counts in DocumentsRejected; it is never a batch-item failure (a retry would fail the same
+way, into the DLQ). A read object is one "document read" line (bytes, characters, chunks)."""
 
 from __future__ import annotations
 
@@ -196,12 +203,13 @@ def apply_change(engine, change: ObjectChange, counts: dict) -> None:
     docs = [ingest.SourceDoc(source=d.source, text=d.text, title=d.title, version=version,
                              input_bytes=d.input_bytes) for d in docs]
     report = ingest.ingest(engine, docs)
-    if report.errors:  # refused by the ingest itself (e.g. a document too large for one store item)
+    counts["ingested"] += report.documents_added + report.documents_replaced
+    counts["stale"] += report.documents_stale
+    if report.errors:  # refused by the ingest itself (a document too large for one store item)
         for err in report.errors:
             logger.error("document rejected", extra={"source": err["source"], "error": err["error"]})
         counts["rejected"] += len(report.errors)
-    counts["ingested"] += report.documents_added + report.documents_replaced
-    counts["stale"] += report.documents_stale
+        return
     logger.info("document read", extra={"source": source, "bytes": len(data), "characters": len(docs[0].text),
                                         "chunks": report.chunks_added})
 
