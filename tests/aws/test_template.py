@@ -254,8 +254,8 @@ def _layer_ids(fn: dict) -> list[str]:
 def test_each_function_gets_exactly_the_layers_it_needs():
     assert "Layers" not in TEMPLATE["Globals"]["Function"]  # per function, never for all
     layers = of_type("AWS::Serverless::LayerVersion")
-    assert set(layers) == {"BaseLayer", "NlpLayer", "CoreLayer"}
-    expected = {"IngestFunction": ["NlpLayer", "CoreLayer"],     # NER of new chunks
+    assert set(layers) == {"BaseLayer", "NlpLayer", "DocsLayer", "CoreLayer"}
+    expected = {"IngestFunction": ["NlpLayer", "DocsLayer", "CoreLayer"],  # NER of new chunks; PDF/DOCX/HTML
                 "QueryFunction": ["NlpLayer", "CoreLayer"],      # NER of the question, question parser
                 "ReindexFunction": ["NlpLayer", "CoreLayer"],    # re-extracts missing entities
                 "SummarizeFunction": ["BaseLayer", "CoreLayer"]}  # neither

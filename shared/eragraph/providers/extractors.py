@@ -27,6 +27,11 @@ from ..domain.model import BadInputError
 from ..domain.text import decode_document
 
 
+# The third-party packages of the readers (import name -> PyPI name): the local install gets
+# them from pyproject's dependencies, the ingest function from its DocsLayer.
+PACKAGES = {"pypdf": "pypdf", "docx": "python-docx", "lxml": "lxml"}
+
+
 @dataclass(frozen=True)
 class ReadLimits:
     max_bytes: int = 20 * 1024 * 1024
