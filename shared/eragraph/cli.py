@@ -125,18 +125,22 @@ def _text_key(doc_id: str) -> str:
 EMBED_SLICE = 1024  # chunk texts per embedder call in a CLI ingest: the chunk bar moves per slice
 
 
-def count_inputs(paths: Iterable[str | Path]) -> int:
+def count_inputs(paths: Iterable[str | Path], csv_rows: bool = False) -> int:
     """How many documents (or skip messages) ``paths`` will give: a .jsonl file's non-blank
-    lines, one for any other file or missing path; folders walked as ingest walks them. One
-    quick read of each JSONL corpus, for the progress bar's total."""
+    lines (with ``csv_rows``, a .csv/.tsv file's non-blank lines but its header), one for any
+    other file or missing path; folders walked as ingest walks them. One quick read of each
+    JSONL (and CSV) file, for the progress bar's total (a CSV field spanning lines counts
+    each line: the total is corrected at the end)."""
     from .services.sources import iter_files
 
     n = 0
     for path in iter_files(paths):
-        if path.suffix.lower() == ".jsonl" and path.is_file():
+        suffix = path.suffix.lower()
+        rows = suffix == ".jsonl" or (csv_rows and suffix in (".csv", ".tsv"))
+        if rows and path.is_file():
             try:
                 with open(path, "rb") as fh:
-                    lines = sum(1 for line in fh if line.strip())
+                    lines = sum(1 for line in fh if line.strip()) - (suffix != ".jsonl")
             except OSError:
                 lines = 1
             n += max(lines, 1)
@@ -405,10 +409,10 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
     engine = _engine(args, create=True)
     errors: list[dict[str, str]] = []
-    total = None if args.quiet else count_inputs(args.paths)
+    mapping = CsvMapping.from_settings(engine.settings)
+    total = None if args.quiet else count_inputs(args.paths, csv_rows=mapping is not None)
     size = None if args.quiet else input_bytes(args.paths)
-    docs = iter_sources(args.paths, errors, ReadLimits.from_settings(engine.settings),
-                        csv_mapping=CsvMapping.from_settings(engine.settings))
+    docs = iter_sources(args.paths, errors, ReadLimits.from_settings(engine.settings), csv_mapping=mapping)
     out = ingest_docs(engine, docs, args, total=total, errors=errors, total_bytes=size)
     out["errors"] = errors + out["errors"]
     for err in out["errors"]:

@@ -13,6 +13,12 @@ from eragraph import cli
 from eragraph.services.sources import iter_sources
 
 
+def test_csv_rows_count_as_documents_when_mapped(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_text("id,text\n1,alpha\n\n2,beta\n3,gamma\n", encoding="utf-8")
+    assert cli.count_inputs([path]) == 1 and cli.count_inputs([path], csv_rows=True) == 3
+
+
 def test_one_big_document_moves_the_byte_bar_with_docs_chunks_and_eta(tmp_path, monkeypatch, capsys):
     words = " ".join(f"river{i % 97} flows past town{i % 89}." for i in range(3000))
     path = tmp_path / "one.jsonl"

@@ -18,6 +18,11 @@ def test_a_pdf_is_a_pdf_whatever_its_name_and_an_ascii_one_too(name):
     assert ascii_pdf.isascii() and sniff(ascii_pdf, name).kind == "pdf"
 
 
+def test_a_text_that_mentions_the_pdf_header_stays_text_and_a_pdf_after_junk_is_a_pdf():
+    assert sniff(b"# Notes\n\nA PDF starts with `%PDF-1.7` and a binary comment.\n", "notes.md").kind == "text"
+    assert sniff(b"junk before the header\n" + pdf_bytes(["Hello"]), "mail-part").kind == "pdf"
+
+
 def test_docx_by_its_zip_directory_and_other_zips_refused_with_what_they_are():
     assert sniff(docx_bytes(["A paragraph."]), "letter.bin").kind == "docx"
     for entries, what in (({"notes.txt": b"hi"}, "a ZIP archive that is not a DOCX"),

@@ -53,6 +53,19 @@ _SNIFF_BYTES = 8192
 _CONTROL = [bytes([c]) for c in range(32) if c not in (9, 10, 12, 13, 27)]  # text has few of these
 
 
+_PDF_HEADER = re.compile(rb"%PDF-\d\.\d")
+
+
+def _is_pdf(data: bytes) -> bool:
+    """A PDF header first (after a BOM or blank space), or, as readers tolerate, after other
+    bytes within the first 1 KiB when the file also ends like a PDF (``%%EOF``): a text that
+    merely mentions the header is not a PDF. Whatever follows: an all-ASCII PDF is a PDF."""
+    start = data[:1024].removeprefix(b"\xef\xbb\xbf").lstrip()
+    if _PDF_HEADER.match(start):
+        return True
+    return bool(_PDF_HEADER.search(data[:1024])) and b"%%EOF" in data[-1024:]
+
+
 def _zip_kind(data: bytes) -> tuple[str, str]:
     """(kind, reason) of a ZIP: ("docx", "") or ("", why it is refused)."""
     try:
@@ -103,7 +116,7 @@ def sniff(data: bytes, name: str = "") -> Sniffed:
     if not data:
         return Sniffed("", "empty file")
     head = data[:_SNIFF_BYTES]
-    if b"%PDF-" in head[:1024]:  # the PDF spec lets junk precede the header; an ASCII PDF too
+    if _is_pdf(data):
         return Sniffed(PDF)
     if head.startswith(_ZIP_MAGIC):
         kind, reason = _zip_kind(data)
