@@ -159,11 +159,11 @@ def test_ingest_reads_files_by_content_with_its_docs_layer(cloud, functions, ing
     Last in the module: it adds documents to the shared store."""
     from file_builders import docx_bytes, pdf_bytes, zip_bytes
 
-    files = {"kinds/harbour-scan": pdf_bytes(["The harbour master of Gdynia logged the tall ship Dar Pomorza."],
+    files = {"docs/kinds/harbour-scan": pdf_bytes(["The harbour master of Gdynia logged the tall ship Dar Pomorza."],
                                              title="Harbour report"),
-             "kinds/minutes.docx": docx_bytes(["The council of Torun met on Monday."], table=[["Item", "Vote"],
+             "docs/kinds/minutes.docx": docx_bytes(["The council of Torun met on Monday."], table=[["Item", "Vote"],
                                                                                             ["Bridge", "Yes"]]),
-             "kinds/bundle.docx": zip_bytes({"readme.txt": b"hello"})}
+             "docs/kinds/bundle.docx": zip_bytes({"readme.txt": b"hello"})}
     upload_and_ingest(cloud, functions["ingest"], files)  # fails on any batch-item failure
     engine = dev_aws_engine(cloud, SMALL_GRAPH)
     docs = {d.source.rsplit("/", 1)[-1]: d for d in engine.graph.list_documents()}

@@ -18,8 +18,6 @@ from dataclasses import dataclass
 from .model import BadInputError
 
 PDF, DOCX, HTML, CSV, JSONL, TEXT = "pdf", "docx", "html", "csv", "jsonl", "text"
-BINARY_KINDS = (PDF, DOCX)
-TEXT_KINDS = (HTML, CSV, JSONL, TEXT)
 
 _TEXT_BY_SUFFIX = {".htm": HTML, ".html": HTML, ".xhtml": HTML, ".csv": CSV, ".tsv": CSV, ".jsonl": JSONL}
 
