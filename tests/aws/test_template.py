@@ -420,3 +420,13 @@ def test_failed_scheduled_reindex_lands_in_a_queue_with_an_alarm():
     assert json.dumps({"Fn::GetAtt": [queue, "Arn"]}) in role
     alarmed = {a["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in _alarms("AWS/SQS", "ApproximateNumberOfMessagesVisible")}
     assert queue in alarmed
+
+
+def test_the_ingest_extraction_budget_fits_a_batch_in_the_timeout():
+    """Every record of a batch may spend the whole extraction budget (ERAGRAPH_EXTRACT_SECONDS)
+    reading its file: a batch's budgets must leave time inside the function's timeout, or a slow
+    PDF times the batch out and retries it into the DLQ instead of being one logged rejection."""
+    fn = of_type("AWS::Serverless::Function")["IngestFunction"]["Properties"]
+    budget = float(fn["Environment"]["Variables"]["ERAGRAPH_EXTRACT_SECONDS"])
+    batch = fn["Events"]["DocumentEvents"]["Properties"]["BatchSize"]
+    assert batch * budget <= 0.75 * fn["Timeout"], (batch, budget, fn["Timeout"])
