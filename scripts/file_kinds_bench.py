@@ -94,8 +94,11 @@ def main() -> None:
               "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
               "date": time.strftime("%Y-%m-%d"), "chunking": "regex tokens, 200-token chunks, 32 overlap",
               "cases": results}
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    if args.out:  # other keys of an existing file (a CLI comparison recorded by hand) are kept
+        out = Path(args.out)
+        if out.is_file():
+            report = {**json.loads(out.read_text(encoding="utf-8")), **report}
+        out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
