@@ -78,3 +78,18 @@ def test_a_document_too_large_for_one_item_is_refused_whole(aws_engine, lambda_c
     assert not any(d.source.endswith("long.txt") for d in engine.graph.list_documents())
     assert {n.source for n in engine.graph.get_nodes(engine.vectors.ids()).values()} == {
         f"s3://{BUCKET}/docs/good one.txt", f"s3://{BUCKET}/docs/good two.txt"}  # no chunk of it written
+
+
+def test_the_dynamodb_adapter_refuses_an_item_over_400_kb_naming_it_and_writes_nothing(aws_engine):
+    from eragraph.domain.model import Document, ItemTooLargeError, Node
+
+    engine, _, _ = aws_engine
+    small = Node(node_id="chk-small", layer=0, text="fits", tokens=1, code=1, doc_id="d", source="s")
+    huge = Node(node_id="chk-huge", layer=0, text="é" * 210_000, tokens=1, code=2, doc_id="d", source="s")  # 420 KB
+    with pytest.raises(ItemTooLargeError, match=r"node chk-huge .* NODE#chk-huge would be about 420\d{3} bytes"):
+        engine.graph.put_nodes([small, huge])
+    assert engine.graph.get_nodes(["chk-small", "chk-huge"]) == {}  # the batch was refused before any write
+    doc = Document(doc_id="d", source="s", content_hash="h", chunk_ids=tuple(f"chk-{i:016x}" for i in range(20_000)))
+    with pytest.raises(ItemTooLargeError, match="document d .20000 chunks.: its DynamoDB item DOC#d"):
+        engine.graph.put_document(doc)
+    assert engine.graph.get_document("d") is None
