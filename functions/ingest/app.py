@@ -12,7 +12,14 @@ A record that cannot be used (not JSON, an unknown shape, another event type, an
 key that is not valid percent-encoded UTF-8, a field missing) is logged once with its reason
 and reported as a batch-item failure, so SQS retries it and then moves it to the DLQ, whose
 alarm fires. An object that no longer exists when its ObjectCreated event is handled is a
-logged skip: its delete's own event decides."""
+logged skip: its delete's own event decides.
+
+An object is read by its content (PDF, DOCX, HTML, CSV or text: services.sources.read_document),
+after its size (ContentLength) is checked against ERAGRAPH_MAX_DOCUMENT_BYTES without reading
+it. An object that cannot be read (too large, a refused binary kind, an encrypted PDF, a
+document too large for one store item...) is one "document rejected" log line with the reason
+and counts in DocumentsRejected; it is never a batch-item failure (a retry would fail the same
+way, into the DLQ). A read object is one "document read" line (bytes, characters, chunks)."""
 
 from __future__ import annotations
 
@@ -29,8 +36,9 @@ from aws_lambda_powertools.utilities.data_classes.sns_event import SNSMessage
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
 from eragraph.domain import sequencer
 from eragraph.domain.model import BadInputError
-from eragraph.domain.text import decode_document
+from eragraph.providers.extractors import ReadLimits
 from eragraph.services import ingest, remove
+from eragraph.services.sources import read_document
 
 logger, metrics, tracer = powertools()
 LAMBDA_ENGINE.cold_start("embedder", "ner")  # fails the init if a provider it uses is missing
@@ -174,23 +182,36 @@ def apply_change(engine, change: ObjectChange, counts: dict) -> None:
         counts["removed"] += report.documents_removed
         counts["stale"] += report.documents_stale
         return
+    name = change.key.rsplit("/", 1)[-1]
+    limits = ReadLimits.from_settings(engine.settings)
     try:
+        size = engine.blobs.size(change.key)  # ContentLength: a huge object is refused unread
+        if size > limits.max_bytes:
+            raise BadInputError(f"{change.key}: {size} bytes is over the {limits.max_bytes}-byte limit")
         data = engine.blobs.get(change.key)
+        # a CSV object is one text document here (its rows would be documents no S3 delete names)
+        docs = list(read_document(data, change.key, source, name, limits, []))
     except KeyError:  # deleted since: the delete's own event decides
         logger.info("skipped: object vanished before its ObjectCreated event was handled",
                     extra={"reason": "object-vanished", "source": source, "shape": change.shape})
         counts["vanished"] += 1
         return
-    try:
-        text = decode_document(data, change.key, engine.settings.max_document_bytes)
     except BadInputError as exc:  # a bad file is reported, never retried forever
         logger.error("document rejected", extra={"source": source, "error": str(exc)})
         counts["rejected"] += 1
         return
-    report = ingest.ingest(engine, [ingest.SourceDoc(source=source, text=text, title=change.key.rsplit("/", 1)[-1],
-                                                     version=version)])
+    docs = [ingest.SourceDoc(source=d.source, text=d.text, title=d.title, version=version,
+                             input_bytes=d.input_bytes) for d in docs]
+    report = ingest.ingest(engine, docs)
     counts["ingested"] += report.documents_added + report.documents_replaced
     counts["stale"] += report.documents_stale
+    if report.errors:  # refused by the ingest itself (a document too large for one store item)
+        for err in report.errors:
+            logger.error("document rejected", extra={"source": err["source"], "error": err["error"]})
+        counts["rejected"] += len(report.errors)
+        return
+    logger.info("document read", extra={"source": source, "bytes": len(data), "characters": len(docs[0].text),
+                                        "chunks": report.chunks_added})
 
 
 def _log_unusable(exc: UnusableRecord, **where) -> None:

@@ -56,7 +56,8 @@ def _emit(args: argparse.Namespace, payload: dict[str, Any], human: str) -> None
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    overrides = {name: getattr(args, name, None) for name in ("embedder", "summarizer", "generator")}
+    overrides = {name: getattr(args, name, None) for name in ("embedder", "summarizer", "generator", "csv_text_column",
+                                                              "csv_id_column", "csv_title_column")}
     return settings_from_env(**overrides)
 
 
@@ -124,18 +125,22 @@ def _text_key(doc_id: str) -> str:
 EMBED_SLICE = 1024  # chunk texts per embedder call in a CLI ingest: the chunk bar moves per slice
 
 
-def count_inputs(paths: Iterable[str | Path]) -> int:
+def count_inputs(paths: Iterable[str | Path], csv_rows: bool = False) -> int:
     """How many documents (or skip messages) ``paths`` will give: a .jsonl file's non-blank
-    lines, one for any other file or missing path; folders walked as ingest walks them. One
-    quick read of each JSONL corpus, for the progress bar's total."""
+    lines (with ``csv_rows``, a .csv/.tsv file's non-blank lines but its header), one for any
+    other file or missing path; folders walked as ingest walks them. One quick read of each
+    JSONL (and CSV) file, for the progress bar's total (a CSV field spanning lines counts
+    each line: the total is corrected at the end)."""
     from .services.sources import iter_files
 
     n = 0
     for path in iter_files(paths):
-        if path.suffix.lower() == ".jsonl" and path.is_file():
+        suffix = path.suffix.lower()
+        rows = suffix == ".jsonl" or (csv_rows and suffix in (".csv", ".tsv"))
+        if rows and path.is_file():
             try:
                 with open(path, "rb") as fh:
-                    lines = sum(1 for line in fh if line.strip())
+                    lines = sum(1 for line in fh if line.strip()) - (suffix != ".jsonl")
             except OSError:
                 lines = 1
             n += max(lines, 1)
@@ -144,36 +149,89 @@ def count_inputs(paths: Iterable[str | Path]) -> int:
     return n
 
 
+def input_bytes(paths: Iterable[str | Path]) -> int:
+    """The bytes of every file under ``paths`` (stat only), for the progress bar's byte total."""
+    from .services.sources import iter_files
+
+    total = 0
+    for path in iter_files(paths):
+        try:
+            total += path.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
 class IngestProgress:
-    """An ingest's progress on stderr (nothing with --quiet): a documents bar with a total and
-    an ETA; under it, the chunks of the batch at hand as they are embedded (slices of
-    EMBED_SLICE) and its stage (embedding, entities, writing); then, while the bus drains, a
-    stage line counting the summaries written on each layer."""
+    """An ingest's progress on stderr (nothing with --quiet). With a byte total (the input
+    files' sizes) the bar counts bytes of input, with documents ("docs" done/total) and chunks
+    written beside it, and an ETA; a batch's bytes count half as its chunks are embedded (the
+    embedding is most of a batch's time) and in full once it is written, so one huge document
+    moves the bar too. Without one it counts documents. Under it, the chunks of the batch at
+    hand as they are embedded (slices of EMBED_SLICE) and its stage (embedding, entities,
+    writing); then, while the bus drains, a stage line counting the summaries written on each
+    layer."""
 
     def __init__(self, args: argparse.Namespace, total: int | None, errors: list | None = None,
-                 documents: bool = True) -> None:
+                 documents: bool = True, total_bytes: int | None = None) -> None:
         from tqdm import tqdm
 
         self.tqdm = tqdm
         self.off = bool(getattr(args, "quiet", False))
         self.errors = errors if errors is not None else []
         self.counted_errors = 0
-        self.docs = tqdm(total=total, desc="ingest", unit=" docs", file=sys.stderr,
-                         disable=self.off or not documents, dynamic_ncols=True)
+        self.total_docs = total
+        self.docs_done = 0
+        self.chunks_done = 0  # of written batches
+        self.chunks_now = 0  # embedded so far in the batch at hand
+        self.bytes_done = 0  # of written batches
+        self.bytes_pending = 0  # of the batch at hand
+        self.by_bytes = bool(total_bytes)
+        if self.by_bytes:
+            self.docs = tqdm(total=total_bytes, desc="ingest", unit="B", unit_scale=True, unit_divisor=1024,
+                             file=sys.stderr, disable=self.off or not documents, dynamic_ncols=True)
+        else:
+            self.docs = tqdm(total=total, desc="ingest", unit=" docs", file=sys.stderr,
+                             disable=self.off or not documents, dynamic_ncols=True)
         self.chunks = None
         self.summaries = None
         self.layer_counts: dict[int, int] = {}
         self.layer = 0
+        self._show_counts()
 
     # documents and chunks
+    def drawn(self, doc) -> None:
+        """A document was read into the batch at hand."""
+        self.bytes_pending += getattr(doc, "input_bytes", 0) or len(doc.text.encode("utf-8"))
+
     def documents(self, n: int) -> None:
         """A batch of ``n`` documents is written (the ingest service's progress callback); the
         inputs skipped meanwhile count as done too."""
         skipped = len(self.errors) - self.counted_errors
         self.counted_errors = len(self.errors)
+        self.docs_done += n + skipped
+        self.bytes_done += self.bytes_pending
+        self.bytes_pending = 0
+        self.chunks_done += self.chunks_now
+        self.chunks_now = 0
         if self.docs is not None:
-            self.docs.update(n + skipped)
+            self._advance(self.bytes_done if self.by_bytes else self.docs_done)
         self._end_chunks()
+
+    def _advance(self, to: float) -> None:
+        if self.docs is None:
+            return
+        if self.docs.total is not None:
+            to = min(to, self.docs.total)
+        if to > self.docs.n:
+            self.docs.update(to - self.docs.n)
+        self._show_counts()
+
+    def _show_counts(self) -> None:
+        if self.docs is not None and self.by_bytes:
+            total = f"/{self.total_docs}" if self.total_docs is not None else ""
+            self.docs.set_postfix_str(f"docs {self.docs_done}{total}, chunks {self.chunks_done + self.chunks_now}",
+                                      refresh=False)
 
     def embedding(self, done: int, total: int) -> None:
         if self.off:
@@ -183,6 +241,9 @@ class IngestProgress:
             self.chunks = self.tqdm(total=total, desc="  embedding", unit=" chunks", file=sys.stderr, leave=False,
                                     dynamic_ncols=True)
         self.chunks.update(done - self.chunks.n)
+        self.chunks_now = done
+        if self.by_bytes and total:
+            self._advance(self.bytes_done + self.bytes_pending * done / total / 2)
 
     def stage(self, name: str) -> None:
         if self.chunks is not None:
@@ -220,10 +281,16 @@ class IngestProgress:
             return
         skipped = len(self.errors) - self.counted_errors
         self.counted_errors = len(self.errors)
-        if skipped:
-            self.docs.update(skipped)
-        if self.docs.total is not None and self.docs.n != self.docs.total:
-            self.docs.total = self.docs.n  # a corpus line was counted that held no document
+        self.docs_done += skipped
+        if self.by_bytes:  # the bytes of skipped files and lines were never drawn: all are read now
+            self._advance(self.docs.total or self.docs.n)
+        else:
+            self._advance(self.docs_done)
+        if self.total_docs is not None and self.docs_done != self.total_docs:
+            self.total_docs = self.docs_done  # a corpus line was counted that held no document
+        if not self.by_bytes and self.docs.total is not None and self.docs.n != self.docs.total:
+            self.docs.total = self.docs.n
+        self._show_counts()
         self.docs.close()
         self.docs = None
 
@@ -286,10 +353,11 @@ def _staged(hook, progress: IngestProgress):
 
 
 def ingest_docs(engine, docs: Iterable, args, total: int | None = None,
-                errors: list[dict[str, str]] | None = None) -> dict:
+                errors: list[dict[str, str]] | None = None, total_bytes: int | None = None) -> dict:
     """Ingest SourceDocs (any iterable, consumed in batches of ``--batch-docs``), keep their text
     in the blob store (for rebuilds) as they pass, then drain the bus, showing IngestProgress
-    (``total`` documents; ``errors``: the reader's skip list, counted as done). ``documents_read``
+    (``total`` documents, ``total_bytes`` of input; ``errors``: the reader's skip list, counted
+    as done). ``documents_read``
     counts the documents the iterable gave."""
     from .services import ingest as ingest_service
     from .services import resummarize
@@ -300,12 +368,13 @@ def ingest_docs(engine, docs: Iterable, args, total: int | None = None,
         nonlocal seen
         for doc in stream:
             seen += 1
+            progress.drawn(doc)
             if engine.blobs is not None:
                 engine.blobs.put(_text_key(doc.resolved_id), doc.text.encode("utf-8"))
             yield doc
 
     started = time.perf_counter()
-    progress = IngestProgress(args, total, errors)
+    progress = IngestProgress(args, total, errors, total_bytes=total_bytes)
     embedder, hooks, summarizer = engine.embedder, engine.ingest_hooks, engine.summarizer
     try:
         engine.embedder = SlicedEmbedder(embedder, progress)
@@ -335,13 +404,16 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from .services.sources import iter_sources
+    from .providers.extractors import ReadLimits
+    from .services.sources import CsvMapping, iter_sources
 
     engine = _engine(args, create=True)
     errors: list[dict[str, str]] = []
-    total = None if args.quiet else count_inputs(args.paths)
-    out = ingest_docs(engine, iter_sources(args.paths, errors, engine.settings.max_document_bytes), args,
-                      total=total, errors=errors)
+    mapping = CsvMapping.from_settings(engine.settings)
+    total = None if args.quiet else count_inputs(args.paths, csv_rows=mapping is not None)
+    size = None if args.quiet else input_bytes(args.paths)
+    docs = iter_sources(args.paths, errors, ReadLimits.from_settings(engine.settings), csv_mapping=mapping)
+    out = ingest_docs(engine, docs, args, total=total, errors=errors, total_bytes=size)
     out["errors"] = errors + out["errors"]
     for err in out["errors"]:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
@@ -685,7 +757,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     engine = _engine(args, create=True)
     errors: list[dict[str, str]] = []
     corpus = sample / "corpus.jsonl"
-    out = ingest_docs(engine, iter_sources([corpus], errors), args, total=count_inputs([corpus]), errors=errors)
+    out = ingest_docs(engine, iter_sources([corpus], errors), args, total=count_inputs([corpus]), errors=errors,
+                      total_bytes=input_bytes([corpus]))
     print(f"ingested {out['documents_added']} new documents ({out['chunks_added']} chunks) into {args.store}; "
           f"{out['summarize_calls']} summaries written")
     questions = json.loads((sample / "questions.json").read_text(encoding="utf-8"))
@@ -762,8 +835,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("ingest", "ingest files, folders and .jsonl corpora (makes the store if missing)", cmd_ingest,
                 providers=("embedder", "summarizer"), quiet="no progress bars")
     p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="a file (.txt, .md, .rst, .html), a folder (walked recursively) or a .jsonl corpus "
-                        "(one {\"id\", \"title\", \"text\"} document per line)")
+                   help="a file (PDF, DOCX, HTML, CSV, Markdown or plain text, told apart by content), a folder "
+                        "(walked recursively) or a .jsonl corpus (one {\"id\", \"title\", \"text\"} document per line)")
+    p.add_argument("--csv-text", dest="csv_text_column", metavar="COLUMN",
+                   help="read CSV files' rows as documents, this column being the text (default "
+                        "ERAGRAPH_CSV_TEXT_COLUMN; unset: a CSV file is one text document)")
+    p.add_argument("--csv-id", dest="csv_id_column", metavar="COLUMN",
+                   help="with --csv-text: the column of each row's document id (default ERAGRAPH_CSV_ID_COLUMN)")
+    p.add_argument("--csv-title", dest="csv_title_column", metavar="COLUMN",
+                   help="with --csv-text: the column of each row's title (default ERAGRAPH_CSV_TITLE_COLUMN)")
     p.add_argument("--batch-docs", type=int, default=256,
                    help="documents read, embedded and written per batch (memory holds one batch)")
 

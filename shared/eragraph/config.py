@@ -159,7 +159,16 @@ class Settings:
     openai_model: str = ""
     # cost ledger: JSON overrides of DEFAULT_PRICES (see parse_prices)
     prices: str = ""
-    max_document_bytes: int = 20 * 1024 * 1024
+    # reading files (providers.extractors): limits run before parsing, each one error entry
+    max_document_bytes: int = 20 * 1024 * 1024   # a file's (or S3 object's) bytes, before reading it
+    max_pdf_pages: int = 2000                    # a PDF's page count, before extracting a page
+    max_unzipped_bytes: int = 200 * 1024 * 1024  # a DOCX's entries, from its ZIP directory
+    extract_seconds: float = 120.0               # wall-clock budget of one file's extraction
+    # CSV rows as documents (services.sources): the column of each row's text, and optionally
+    # of its id and title; "" (the default) reads a CSV file as one text document
+    csv_text_column: str = ""
+    csv_id_column: str = ""
+    csv_title_column: str = ""
 
     def __post_init__(self) -> None:
         if isinstance(self.graph_retrieval, dict):  # a round trip through to_dict()
@@ -186,6 +195,11 @@ class Settings:
             raise ValueError("top_k must be >= 1")
         if self.token_budget < 1:
             raise ValueError("token_budget must be >= 1")
+        for name in ("max_document_bytes", "max_pdf_pages", "max_unzipped_bytes"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if not self.extract_seconds > 0:
+            raise ValueError("extract_seconds must be > 0")
         parse_prices(self.prices)
 
     def entity_extractor(self) -> str:

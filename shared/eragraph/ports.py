@@ -43,6 +43,7 @@ class Answer:
 class BlobStore(Protocol):
     def put(self, key: str, data: bytes) -> None: ...
     def get(self, key: str) -> bytes: ...  # KeyError when absent
+    def size(self, key: str) -> int: ...  # bytes, without reading them; KeyError when absent
     def delete(self, key: str) -> None: ...  # no error when absent
     def list(self, prefix: str = "") -> list[str]: ...
 
@@ -78,6 +79,10 @@ class GraphStore(Protocol):
         """Write nodes; with ``index`` each also becomes live in its layer's ref index (a ref
         it had keeps its segment). Summaries are written with ``index=False`` as they are made
         and enter the index with their segment (apply_region)."""
+        ...
+    def check_fits(self, doc: Document | None = None, nodes: Sequence[Node] = ()) -> None:
+        """Raise ItemTooLargeError (naming the item) when ``doc`` or one of ``nodes`` would not
+        fit one stored item; put_document and put_nodes check the same before writing."""
         ...
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]: ...
     def delete_nodes(self, node_ids: Iterable[str]) -> None:

@@ -254,8 +254,8 @@ def _layer_ids(fn: dict) -> list[str]:
 def test_each_function_gets_exactly_the_layers_it_needs():
     assert "Layers" not in TEMPLATE["Globals"]["Function"]  # per function, never for all
     layers = of_type("AWS::Serverless::LayerVersion")
-    assert set(layers) == {"BaseLayer", "NlpLayer", "CoreLayer"}
-    expected = {"IngestFunction": ["NlpLayer", "CoreLayer"],     # NER of new chunks
+    assert set(layers) == {"BaseLayer", "NlpLayer", "DocsLayer", "CoreLayer"}
+    expected = {"IngestFunction": ["NlpLayer", "DocsLayer", "CoreLayer"],  # NER of new chunks; PDF/DOCX/HTML
                 "QueryFunction": ["NlpLayer", "CoreLayer"],      # NER of the question, question parser
                 "ReindexFunction": ["NlpLayer", "CoreLayer"],    # re-extracts missing entities
                 "SummarizeFunction": ["BaseLayer", "CoreLayer"]}  # neither
@@ -420,3 +420,13 @@ def test_failed_scheduled_reindex_lands_in_a_queue_with_an_alarm():
     assert json.dumps({"Fn::GetAtt": [queue, "Arn"]}) in role
     alarmed = {a["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in _alarms("AWS/SQS", "ApproximateNumberOfMessagesVisible")}
     assert queue in alarmed
+
+
+def test_the_ingest_extraction_budget_fits_a_batch_in_the_timeout():
+    """Every record of a batch may spend the whole extraction budget (ERAGRAPH_EXTRACT_SECONDS)
+    reading its file: a batch's budgets must leave time inside the function's timeout, or a slow
+    PDF times the batch out and retries it into the DLQ instead of being one logged rejection."""
+    fn = of_type("AWS::Serverless::Function")["IngestFunction"]["Properties"]
+    budget = float(fn["Environment"]["Variables"]["ERAGRAPH_EXTRACT_SECONDS"])
+    batch = fn["Events"]["DocumentEvents"]["Properties"]["BatchSize"]
+    assert batch * budget <= 0.75 * fn["Timeout"], (batch, budget, fn["Timeout"])

@@ -16,6 +16,15 @@ def test_put_get_round_trips_bytes(blob_store):
     assert blob_store.get("empty") == b""
 
 
+def test_size_without_reading_and_missing_raises_key_error(blob_store):
+    blob_store.put("docs/a.bin", ALL_BYTES)
+    blob_store.put("empty", b"")
+    assert blob_store.size("docs/a.bin") == len(ALL_BYTES) and blob_store.size("empty") == 0
+    for missing in ("nope", "docs", "no/such/folder.txt"):
+        with pytest.raises(KeyError):
+            blob_store.size(missing)
+
+
 def test_put_overwrites(blob_store):
     blob_store.put("k", b"one")
     blob_store.put("k", b"two, longer")

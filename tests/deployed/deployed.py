@@ -695,11 +695,11 @@ def failure_lines(proc) -> str:
     return "\n".join(dict.fromkeys(lines[-8:]))
 
 
-def upload_and_ingest(cloud, ingest, documents: dict[str, str]) -> int:
+def upload_and_ingest(cloud, ingest, documents: dict[str, str | bytes]) -> int:
     """Put the documents, then do what the ingest event source mapping does: batches of the
     template's BatchSize from the ingest queue, failures left on the queue."""
     for key, text in documents.items():
-        cloud.s3.put_object(Bucket=cloud.bucket, Key=key, Body=text.encode())
+        cloud.s3.put_object(Bucket=cloud.bucket, Key=key, Body=text if isinstance(text, bytes) else text.encode())
     batch = ingest.fn.batch_size()
     delivered = 0
     for _ in range(4 * len(documents) + 10):

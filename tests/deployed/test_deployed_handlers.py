@@ -151,3 +151,24 @@ def test_ingest_without_its_nlp_layer_fails_at_cold_start(launch, sam_build):
     message = ready["error"]["message"]
     assert "ERAGRAPH_NER=spacy" in message and "'spacy'" in message, message
     assert "\n" not in message.strip()
+
+
+def test_ingest_reads_files_by_content_with_its_docs_layer(cloud, functions, ingested):
+    """A PDF with no extension and a DOCX, read in the function's environment (DocsLayer's
+    pypdf, python-docx, lxml); a ZIP that is not a DOCX is a logged rejection, not a failure.
+    Last in the module: it adds documents to the shared store."""
+    from file_builders import docx_bytes, pdf_bytes, zip_bytes
+
+    files = {"docs/kinds/harbour-scan": pdf_bytes(["The harbour master of Gdynia logged the tall ship Dar Pomorza."],
+                                             title="Harbour report"),
+             "docs/kinds/minutes.docx": docx_bytes(["The council of Torun met on Monday."], table=[["Item", "Vote"],
+                                                                                            ["Bridge", "Yes"]]),
+             "docs/kinds/bundle.docx": zip_bytes({"readme.txt": b"hello"})}
+    upload_and_ingest(cloud, functions["ingest"], files)  # fails on any batch-item failure
+    engine = dev_aws_engine(cloud, SMALL_GRAPH)
+    docs = {d.source.rsplit("/", 1)[-1]: d for d in engine.graph.list_documents()}
+    assert docs["harbour-scan"].title == "Harbour report" and docs["minutes.docx"].title == "minutes.docx"
+    assert "bundle.docx" not in docs
+    texts = {name: " ".join(n.text for n in engine.graph.get_nodes(docs[name].chunk_ids).values())
+             for name in ("harbour-scan", "minutes.docx")}
+    assert "Dar Pomorza" in texts["harbour-scan"] and "Bridge | Yes" in texts["minutes.docx"]

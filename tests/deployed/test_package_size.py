@@ -29,6 +29,8 @@ NEEDS_SPACY = {
     "QueryFunction": "NER on the question (graph modes), the question parser (modes auto, fusion)",
     "ReindexFunction": "re-extracts the entities of chunks missing from the entity graph",
 }
+# Functions that read documents (PDF, DOCX, HTML: providers.extractors.PACKAGES) and why.
+NEEDS_READERS = {"IngestFunction": "reads the S3 objects: PDF (pypdf), DOCX (python-docx), HTML (lxml)"}
 # Top-level packages no function may ship: the runtime provides boto3/botocore (a copy would
 # shadow it), scipy is imported lazily by the local profile only and is 139 MB.
 FORBIDDEN = ("scipy", "scipy.libs", "boto3", "botocore", "s3transfer", "jmespath")
@@ -120,6 +122,19 @@ def test_functions_that_run_spacy_have_it_and_its_model():
             assert _has_top_level(paths, pkg), f"{name} needs {pkg} ({why}); its layers lack it"
 
 
+def test_functions_that_read_documents_have_the_readers():
+    from eragraph.providers.extractors import PACKAGES
+
+    functions = _functions(_built_template())
+    for name, why in NEEDS_READERS.items():
+        paths = _python_paths(functions[name])
+        for pkg in PACKAGES:
+            assert _has_top_level(paths, pkg), f"{name} needs {pkg} ({why}); its layers lack it"
+        # one typing_extensions on the path (pydantic's, in the NLP layer), not a copy per layer
+        copies = [p for p in paths if (p / "typing_extensions.py").is_file()]
+        assert len(copies) == 1, (name, copies)
+
+
 def _closure():
     spec = importlib.util.spec_from_file_location("eragraph_core_closure", ROOT / "layers/core/closure.py")
     module = importlib.util.module_from_spec(spec)
@@ -130,7 +145,10 @@ def _closure():
 def test_every_function_has_eragraph_and_the_packages_it_imports():
     closure = _closure()
     _, third_party, _ = closure.closure()
-    needed = third_party - RUNTIME_PROVIDED - NOT_SHIPPED - {"spacy"}  # spacy: the test above
+    from eragraph.providers.extractors import PACKAGES
+
+    # spacy and the readers: the tests above, for the functions that use them
+    needed = third_party - RUNTIME_PROVIDED - NOT_SHIPPED - {"spacy"} - set(PACKAGES)
     assert {"numpy", "pydantic", "pynamodb", "opensearchpy", "aws_lambda_powertools"} <= needed
     for name, fn in _functions(_built_template()).items():
         paths = _python_paths(fn)

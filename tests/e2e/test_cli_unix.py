@@ -183,7 +183,8 @@ def test_version_and_help_lines():
     ("serve", {"--quiet", "--embedder", "--generator", "--host", "--port"}),
     ("query", {"--json", "--quiet", "--embedder", "--generator", "--mode", "--k", "--budget", "--p", "--answer",
                "--server"}),
-    ("ingest", {"--json", "--quiet", "--embedder", "--summarizer", "--batch-docs"}),
+    ("ingest", {"--json", "--quiet", "--embedder", "--summarizer", "--batch-docs", "--csv-text", "--csv-id",
+                "--csv-title"}),
 ])
 def test_each_command_lists_only_the_flags_it_uses(command, flags):
     out = eragraph(command, "--help")
@@ -269,8 +270,9 @@ def test_the_serve_hint_is_one_stderr_line_and_never_with_json_or_quiet(tmp_path
 
 
 def test_ingest_progress_has_totals_an_eta_and_a_drain_stage_and_quiet_is_silent(tmp_path):
-    """One large document (more chunks than one embedder slice) and a small corpus: the
-    documents bar has its total, the chunk bar moves within the large document with an ETA,
+    """One large document (more chunks than one embedder slice) and a small corpus: the bar
+    counts bytes of input against their total with documents done/total beside it, the chunk bar
+    moves within the large document with an ETA,
     the drain shows summaries per layer; --quiet prints only the skip message."""
     import random
     import re
@@ -291,7 +293,9 @@ def test_ingest_progress_has_totals_an_eta_and_a_drain_stage_and_quiet_is_silent
     chunks = report["chunks_added"]
     assert chunks > 1024
     err = out.stderr.replace("\r", "\n")
-    assert "ingest:   0%" in err and "| 0/4 [" in err and "| 4/4 [" in err  # 3 documents + 1 skipped line
+    assert "ingest:   0%" in err and "docs 0/4, chunks 0]" in err  # 3 documents + 1 skipped line
+    assert f"docs 4/4, chunks {chunks}]" in err and "ingest: 100%" in err
+    assert re.search(r"ingest: +[1-9]\d?%\|.*\[\d\d:\d\d<\d\d:\d\d, .*B/s, docs 0/4", err)  # moving, with an ETA
     assert re.search(rf"embedding: +\d+%\|.*\| 1024/{chunks} \[\d\d:\d\d<\d\d:\d\d", err)  # mid-document, ETA
     assert "entities:" in err and "writing:" in err
     assert re.search(r"summarize: \d+ summaries \[.*layer 1: \d+, layer 2: \d+", err)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from eragraph.domain.model import BadInputError
-from eragraph.domain.text import chunk_text, decode_document, html_to_text, regex_offsets, split_sentences
+from eragraph.domain.text import (MAX_CHUNK_CHARS, MAX_TOKEN_CHARS, chunk_text, decode_document, regex_offsets,
+                                  split_sentences)
+from eragraph.providers.extractors import extract, html_text
 
 TEXT = " ".join(f"word{i}." if i % 7 == 6 else f"word{i}" for i in range(103))
 
@@ -68,7 +70,7 @@ def test_decode_plain_utf8_and_bom():
 ])
 def test_decode_errors_name_the_file_and_the_reason(data, name, needle):
     with pytest.raises(BadInputError) as info:
-        decode_document(data, name)
+        extract(data, name)
     assert name in str(info.value)
     assert needle.lower() in str(info.value).lower()
 
@@ -86,17 +88,38 @@ def test_invalid_utf8_reports_position():
 
 def test_html_is_stripped_without_script_or_style():
     page = ("<html><head><title>T</title><style>body{color:red}</style></head><body>"
+            "<nav><a href='/'>Home</a></nav>"
             "<h1>Heading</h1><p>First &amp; foremost <b>bold</b> text.</p>"
             "<script>var secret = 1;</script><div>Second   line</div></body></html>")
-    text = decode_document(page.encode(), "page.HTML")
-    assert text.splitlines() == ["Heading", "First & foremost bold text.", "Second line"]
-    assert "secret" not in text and "color" not in text and "<" not in text
-    # only .htm/.html files are stripped
-    assert "<p>" in decode_document(b"<p>literal markup</p>", "notes.md")
+    got = extract(page.encode(), "page.HTML")
+    assert got.kind == "html" and got.title == "T"
+    assert got.text.splitlines() == ["Heading", "First & foremost bold text.", "Second line"]
+    assert "secret" not in got.text and "color" not in got.text and "Home" not in got.text
+    # markup is sniffed by content; a Markdown file with a tag in it stays text
+    assert extract(b"<!DOCTYPE html><p>x</p>", "saved-page.txt").kind == "html"
+    assert "<p>" in extract(b"# notes\n<p>literal markup</p>", "notes.md").text
 
 
-def test_html_to_text_blocks_become_lines():
-    assert html_to_text("<ul><li>a</li><li>b</li></ul>x<br>y") == "a\nb\nx\ny"
+def test_html_blocks_become_lines():
+    assert html_text("<ul><li>a</li><li>b</li></ul>x<br>y").text == "a\nb\nx\ny"
+
+
+def test_one_huge_token_is_split_and_no_chunk_exceeds_the_char_cap():
+    word = "x" * (1 << 20)  # a 1 MiB "word": one token to any tokenizer
+    chunks = chunk_text(word, regex_offsets, 200, 32)
+    assert max(len(c.text) for c in chunks) <= MAX_CHUNK_CHARS
+    assert all(c.tokens <= 200 for c in chunks)
+    assert "".join(c.text[32 * MAX_TOKEN_CHARS if i else 0:] for i, c in enumerate(chunks)) == word
+
+
+def test_whitespace_gaps_end_a_window_early_and_every_token_is_covered():
+    text = "alpha " + " " * 50_000 + "beta gamma " + "\n" * 30_000 + " delta"
+    chunks = chunk_text(text, regex_offsets, 200, 32, max_token_chars=10, max_chunk_chars=1000)
+    assert all(len(c.text) <= 1000 for c in chunks)
+    assert [c.text for c in chunks] == ["alpha", "beta gamma", "delta"]
+    # ordinary text is cut exactly as without the caps
+    plain = chunk_text(TEXT, regex_offsets, 25, 5)
+    assert plain == chunk_text(TEXT, regex_offsets, 25, 5, max_token_chars=10 ** 6, max_chunk_chars=10 ** 7)
 
 
 def test_split_sentences():

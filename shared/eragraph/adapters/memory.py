@@ -26,6 +26,9 @@ class MemoryBlobStore:
     def get(self, key: str) -> bytes:
         return self._data[key]
 
+    def size(self, key: str) -> int:
+        return len(self._data[key])
+
     def delete(self, key: str) -> None:
         self._data.pop(key, None)
 
@@ -127,6 +130,9 @@ class MemoryGraphStore:
             del self._refs[node_id]
         else:
             self._refs[node_id] = (layer, RefState(node_id, ref.code, ref.seg, False))
+
+    def check_fits(self, doc: Document | None = None, nodes: Sequence[Node] = ()) -> None:
+        """No item limit here (only DynamoDB has one)."""
 
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
         return {i: self._nodes[i] for i in node_ids if i in self._nodes}

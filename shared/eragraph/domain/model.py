@@ -25,6 +25,10 @@ class BadInputError(EragraphError):
 DELETED = "deleted"  # the status of a tombstone: a document removed by a versioned delete
 
 
+class ItemTooLargeError(BadInputError):
+    """A document or node would not fit one item of the store (DynamoDB: 400 KB)."""
+
+
 class LexicalIndexMissing(EragraphError):
     """The store was built before it had a lexical (BM25) index; `eragraph reindex` builds it."""
 

@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from html.parser import HTMLParser
 
 from .model import BadInputError
 
 MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
 
-TEXT_SUFFIXES = {".txt", ".text", ".md", ".markdown", ".rst", ".htm", ".html", ".jsonl"}
-
-
 def decode_document(data: bytes, name: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
-    """Bytes of a document -> text, or a BadInputError that says why not."""
+    """Bytes of a text document (UTF-8) -> text, or a BadInputError that says why not. What kind
+    of file the bytes are is domain.filekind's question; other kinds go through
+    providers.extractors."""
     if len(data) == 0:
         raise BadInputError(f"{name}: empty file")
     if len(data) > max_bytes:
@@ -27,47 +24,9 @@ def decode_document(data: bytes, name: str, max_bytes: int = MAX_DOCUMENT_BYTES)
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise BadInputError(f"{name}: not valid UTF-8 (byte {exc.start})") from None
-    if name.lower().endswith((".htm", ".html")):
-        text = html_to_text(text)
     if not text.strip():
         raise BadInputError(f"{name}: no text in file")
     return text
-
-
-class _TextExtractor(HTMLParser):
-    _SKIP = {"script", "style", "noscript", "template", "head"}
-    _BLOCK = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section",
-              "article", "pre", "blockquote", "title", "table", "ul", "ol"}
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self._skip = 0
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag in self._SKIP:
-            self._skip += 1
-        elif tag in self._BLOCK:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self._SKIP and self._skip:
-            self._skip -= 1
-        elif tag in self._BLOCK:
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self._skip:
-            self.parts.append(data)
-
-
-def html_to_text(markup: str) -> str:
-    parser = _TextExtractor()
-    parser.feed(markup)
-    parser.close()
-    text = html.unescape("".join(parser.parts))
-    lines = [re.sub(r"[ \t\r\f\v]+", " ", line).strip() for line in text.split("\n")]
-    return "\n".join(line for line in lines if line)
 
 
 @dataclass(frozen=True)
@@ -79,32 +38,74 @@ class TextChunk:
 
 Offsets = Sequence[tuple[int, int]]
 
+# A token longer than this many characters is cut into pieces of this length (a 1 MiB "word"
+# is one [UNK] token to a WordPiece tokenizer, whose own limit per word is 100 characters), and
+# a chunk spans at most MAX_CHUNK_CHARS characters (a window ends early when the whitespace
+# between its tokens would stretch it further). At 4 bytes a character at most, a chunk's text
+# is then under 80 KB: it fits a DynamoDB item (400 KB) and any vector store's metadata.
+MAX_TOKEN_CHARS = 100
+MAX_CHUNK_CHARS = 20_000
+
+
+def split_long_spans(spans: Offsets, limit: int = MAX_TOKEN_CHARS) -> list[tuple[int, int]]:
+    """``spans`` with every span longer than ``limit`` characters cut into consecutive pieces
+    of at most ``limit`` (empty spans dropped)."""
+    out: list[tuple[int, int]] = []
+    for start, end in spans:
+        if end - start <= limit:
+            if end > start:
+                out.append((start, end))
+            continue
+        out.extend((s, min(s + limit, end)) for s in range(start, end, limit))
+    return out
+
 
 def chunk_text(
     text: str,
     offsets_of: Callable[[str], Offsets],
     size: int,
     overlap: int,
+    max_token_chars: int = MAX_TOKEN_CHARS,
+    max_chunk_chars: int = MAX_CHUNK_CHARS,
 ) -> list[TextChunk]:
     """Cut ``text`` into windows of at most ``size`` tokens, consecutive windows sharing
     ``overlap`` tokens. ``offsets_of`` gives the (start, end) character span of every token
-    (the embedder's own tokenizer), so a chunk is an exact substring of the text."""
+    (the embedder's own tokenizer), so a chunk is an exact substring of the text.
+
+    A token longer than ``max_token_chars`` counts as several tokens of that length, and a
+    window stops short of ``size`` tokens where it would span more than ``max_chunk_chars``
+    characters (the next one then shares ``overlap`` tokens with it if it holds more, else
+    none); so no
+    chunk is longer than ``max_chunk_chars`` whatever the text (needs max_token_chars <=
+    max_chunk_chars). Text of ordinary words and spacing gets full windows, as before."""
     if size < 1 or overlap < 0 or overlap >= size:
         raise ValueError("need size >= 1 and 0 <= overlap < size")
-    spans = [s for s in offsets_of(text) if s[1] > s[0]]
+    if not 1 <= max_token_chars <= max_chunk_chars:
+        raise ValueError("need 1 <= max_token_chars <= max_chunk_chars")
+    spans = split_long_spans(offsets_of(text), max_token_chars)
     if not spans:
         return []
     chunks: list[TextChunk] = []
-    step = size - overlap
     start = 0
     while True:
-        window = spans[start : start + size]
+        end = min(start + size, len(spans))
+        first = spans[start][0]
+        if spans[end - 1][1] - first > max_chunk_chars:  # rare: find the longest window that fits
+            lo, hi = start + 1, end  # spans[lo - 1] alone always fits
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                if spans[mid - 1][1] - first <= max_chunk_chars:
+                    lo = mid
+                else:
+                    hi = mid - 1
+            end = lo
+        window = spans[start:end]
         piece = text[window[0][0] : window[-1][1]].strip()
         if piece:
             chunks.append(TextChunk(index=len(chunks), text=piece, tokens=len(window)))
-        if start + size >= len(spans):
+        if end >= len(spans):
             break
-        start += step
+        start = end - overlap if len(window) > overlap else end
     return chunks
 
 

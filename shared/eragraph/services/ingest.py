@@ -11,7 +11,7 @@ from itertools import islice
 
 from ..domain.ids import chunk_id, content_hash, document_id_for_source
 from ..domain.lsh import hash_vectors
-from ..domain.model import ConflictError, Document, Node
+from ..domain.model import ConflictError, Document, ItemTooLargeError, Node
 from ..domain.sequencer import supersedes
 from ..domain.text import chunk_text
 from . import followup
@@ -28,6 +28,7 @@ class SourceDoc:
     doc_id: str = ""
     meta: dict | None = None
     version: str = ""  # the S3 sequencer of the event that wrote it; "" for a local file
+    input_bytes: int = 0  # the bytes of input it was read from (a file, a JSONL line): for progress
 
     @property
     def resolved_id(self) -> str:
@@ -223,27 +224,30 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         nodes: list[Node] = []
         metas: list[dict] = []
         written: list[_Written] = []
+        rows: list[int] = []  # the rows of ``vectors`` kept (a document that cannot be stored is not)
         row = 0
         for src, digest, pieces, stored in pending:
             doc_id = src.resolved_id
-            first = row
-            for piece in pieces:
-                nodes.append(Node(
-                    node_id=chunk_id(doc_id, piece.index, piece.text),
-                    layer=0,
-                    text=piece.text,
-                    tokens=piece.tokens,
-                    code=codes[row],
-                    doc_id=doc_id,
-                    source=src.source,
-                ))
-                metas.append({"layer": 0, "doc_id": doc_id, "text": piece.text})
-                row += 1
-            mine = nodes[first:row]
+            mine = [Node(node_id=chunk_id(doc_id, piece.index, piece.text), layer=0, text=piece.text,
+                         tokens=piece.tokens, code=codes[row + n], doc_id=doc_id, source=src.source)
+                    for n, piece in enumerate(pieces)]
+            span = list(range(row, row + len(pieces)))
+            row += len(pieces)
             doc = Document(doc_id=doc_id, source=src.source, content_hash=digest, title=src.title,
                            chunk_ids=tuple(n.node_id for n in mine), meta=dict(src.meta or {}),
                            version=src.version)
-            written.append(_Written(doc, stored, mine, vectors[first:row] if texts else vectors, metas[first:row]))
+            try:
+                engine.graph.check_fits(doc, mine)  # refused whole, before any of it is written
+            except ItemTooLargeError as exc:
+                report.errors.append({"source": src.source, "error": str(exc)})
+                continue
+            mine_metas = [{"layer": 0, "doc_id": doc_id, "text": n.text} for n in mine]
+            nodes += mine
+            metas += mine_metas
+            written.append(_Written(doc, stored, mine, vectors[span] if texts else vectors, mine_metas))
+            rows += span
+        if texts and len(rows) < len(texts):
+            vectors = vectors[rows]
         if nodes:
             _write_chunks(engine, nodes, vectors, metas)
         token = _begin_followup(engine, written) if written else None

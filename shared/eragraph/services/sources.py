@@ -1,21 +1,89 @@
 """Reading documents from files, folders and JSONL corpora into SourceDocs.
 
-A JSONL line {"id", "title", "text"} is one document (its id is the document id); any other
-file with a text suffix is one document whose id derives from its path. Each unreadable file
-or line becomes an error entry naming it and saying why; the rest of the batch goes on.
+What a file is comes from its content (domain.filekind): PDF, DOCX, HTML, CSV, Markdown or
+plain text are read (providers.extractors), any other binary file is refused with one reason.
+A JSONL line {"id", "title", "text"} is one document (its id is the document id); a CSV row is
+one document when a column mapping is set (CsvMapping: the text column, optionally the id and
+title columns), else a CSV file is one text document; any other file is one document whose id
+derives from its path. Each unreadable file, line or row becomes an error entry naming it and
+saying why; the rest of the batch goes on. A file's size is checked (stat) before it is read.
 ``iter_sources`` yields the documents lazily (folders walked and JSONL files read as they are
 consumed), so a bulk ingest holds one batch of documents, never the corpus."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from ..domain import filekind
 from ..domain.model import BadInputError
-from ..domain.text import MAX_DOCUMENT_BYTES, TEXT_SUFFIXES, decode_document, titled_text
+from ..domain.text import MAX_DOCUMENT_BYTES, decode_document, titled_text
+from ..providers.extractors import ReadLimits, extract
 from .ingest import SourceDoc
+
+
+@dataclass(frozen=True)
+class CsvMapping:
+    """Which CSV columns make a row a document: ``text`` (required), ``id`` and ``title``."""
+
+    text: str
+    id: str = ""
+    title: str = ""
+
+    @classmethod
+    def from_settings(cls, settings) -> CsvMapping | None:
+        if not settings.csv_text_column:
+            if settings.csv_id_column or settings.csv_title_column:
+                raise ValueError("a CSV id or title column needs the text column too "
+                                 "(--csv-text / ERAGRAPH_CSV_TEXT_COLUMN)")
+            return None
+        return cls(settings.csv_text_column, settings.csv_id_column, settings.csv_title_column)
+
+
+def csv_rows(path: Path, text: str, mapping: CsvMapping, errors: list[dict[str, str]]) -> Iterator[SourceDoc]:
+    """The rows of a CSV file's text as documents (a row without text is an error entry for it).
+    A header without the mapped columns is a BadInputError for the whole file."""
+    delimiter = "\t" if path.suffix.lower() == ".tsv" else ","
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    columns = reader.fieldnames or []
+    missing = [c for c in (mapping.text, mapping.id, mapping.title) if c and c not in columns]
+    if missing:
+        raise BadInputError(f"{path}: no column {', '.join(map(repr, missing))} in the CSV header "
+                            f"(columns: {', '.join(columns[:20]) or 'none'})")
+    try:
+        for n, row in enumerate(reader, start=1):
+            where = f"{path}:{reader.line_num}"
+            body = row.get(mapping.text) or ""
+            if not body.strip():
+                errors.append({"source": where, "error": f"row {n} has no text in column {mapping.text!r}"})
+                continue
+            doc_id = (row.get(mapping.id) or "").strip() if mapping.id else ""
+            title = (row.get(mapping.title) or "").strip() if mapping.title else ""
+            yield SourceDoc(source=f"{path.name}#{doc_id or f'row{n}'}", doc_id=doc_id, title=title,
+                            text=titled_text(title, body), input_bytes=len(body.encode("utf-8")))
+    except csv.Error as exc:
+        raise BadInputError(f"{path}: CSV unreadable at line {reader.line_num}: {exc}") from None
+
+
+def read_document(data: bytes, name: str, source: str, title: str, limits: ReadLimits,
+                  errors: list[dict[str, str]], csv_mapping: CsvMapping | None = None,
+                  path: Path | None = None) -> Iterator[SourceDoc]:
+    """The documents of one file's bytes, whatever its kind (sniffed from the bytes): one
+    SourceDoc titled by the file's own title (PDF/DOCX metadata, HTML <title>) or else
+    ``title``; the rows of a CSV when ``csv_mapping`` is given. Raises BadInputError."""
+    kind = filekind.kind_of(data, name)
+    if kind == filekind.CSV and csv_mapping is not None:
+        text = decode_document(data, name, max_bytes=limits.max_bytes)
+        csv.field_size_limit(max(csv.field_size_limit(), limits.max_bytes))
+        yield from csv_rows(path or Path(name), text, csv_mapping, errors)
+        return
+    got = extract(data, name, limits, kind=kind)
+    yield SourceDoc(source=source, text=got.text, title=got.title or title, input_bytes=len(data))
 
 
 def _walk(folder: Path) -> Iterator[Path]:
@@ -41,7 +109,7 @@ def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
             yield path
 
 
-def jsonl_row(path: Path, lineno: int, line: str, errors: list[dict[str, str]]) -> SourceDoc | None:
+def jsonl_row(path: Path, lineno: int, line: str, errors: list[dict[str, str]], size: int = 0) -> SourceDoc | None:
     """One JSONL line as a SourceDoc, or None (blank, or an error entry appended)."""
     if not line.strip():
         return None
@@ -58,7 +126,7 @@ def jsonl_row(path: Path, lineno: int, line: str, errors: list[dict[str, str]]) 
     title = str(row.get("title") or "")
     meta = {k: row[k] for k in ("increment",) if k in row}
     return SourceDoc(source=f"{path.name}#{doc_id or lineno}", doc_id=doc_id, title=title,
-                     text=titled_text(title, row["text"]), meta=meta)
+                     text=titled_text(title, row["text"]), meta=meta, input_bytes=size)
 
 
 def read_jsonl(path: Path, data: bytes) -> tuple[list[SourceDoc], list[dict[str, str]]]:
@@ -94,54 +162,58 @@ def iter_jsonl(path: Path, errors: list[dict[str, str]]) -> Iterator[SourceDoc]:
                 errors.append({"source": f"{path}:{lineno}", "error": f"not valid UTF-8 (byte {exc.start})"})
                 continue
             found = found or bool(line.strip())
-            doc = jsonl_row(path, lineno, line, errors)
+            doc = jsonl_row(path, lineno, line, errors, len(raw))
             if doc is not None:
                 yield doc
         if not found:
             raise BadInputError(f"{name}: no text in file")
 
 
-def iter_sources(paths: Iterable[str | Path], errors: list[dict[str, str]], max_bytes: int = MAX_DOCUMENT_BYTES,
-                 raw: dict[str, bytes] | None = None) -> Iterator[SourceDoc]:
+def iter_sources(paths: Iterable[str | Path], errors: list[dict[str, str]],
+                 limits: ReadLimits | int = MAX_DOCUMENT_BYTES, raw: dict[str, bytes] | None = None,
+                 csv_mapping: CsvMapping | None = None) -> Iterator[SourceDoc]:
     """The documents under ``paths``, one at a time: folders are walked lazily, JSONL corpora
-    are read line by line, other files one file at a time. Unreadable files and lines are
-    appended to ``errors`` as they are met; ``raw`` (when given) receives the bytes of each
-    non-JSONL file keyed by its source."""
+    are read line by line, other files one file at a time, each refused before it is read when
+    its size is over the limit (``limits``: ReadLimits, or just the byte limit). Unreadable
+    files, lines and rows are appended to ``errors`` as they are met; ``raw`` (when given)
+    receives the bytes of each non-JSONL file keyed by its source."""
+    if isinstance(limits, int):
+        limits = ReadLimits(max_bytes=limits)
     for path in iter_files(paths):
         name = str(path)
         if not path.exists():
             errors.append({"source": name, "error": "no such file or folder"})
             continue
-        suffix = path.suffix.lower()
-        if suffix not in TEXT_SUFFIXES:
-            errors.append({"source": name, "error": f"unsupported file type {suffix or '(none)'!r}"})
-            continue
         try:
-            if suffix == ".jsonl":
-                yield from iter_jsonl(path, errors)
-                continue
+            if path.suffix.lower() == ".jsonl":
+                with open(path, "rb") as fh:
+                    head = fh.read(8192)
+                if filekind.sniff(head, name).kind == filekind.JSONL:
+                    yield from iter_jsonl(path, errors)
+                    continue
             size = path.stat().st_size
-            if size > max_bytes:
-                raise BadInputError(f"{name}: {size} bytes is over the {max_bytes}-byte limit")
+            if size > limits.max_bytes:
+                raise BadInputError(f"{name}: {size} bytes is over the {limits.max_bytes}-byte limit")
             data = path.read_bytes()
-            text = decode_document(data, name, max_bytes=max_bytes)
+            source = str(path.resolve())
+            docs = list(read_document(data, name, source, path.stem, limits, errors, csv_mapping, path))
         except BadInputError as exc:
             errors.append({"source": name, "error": str(exc).split(": ", 1)[-1]})
             continue
         except OSError as exc:
             errors.append({"source": name, "error": f"cannot read: {exc.strerror}"})
             continue
-        source = str(path.resolve())
         if raw is not None:
             raw[source] = data
-        yield SourceDoc(source=source, text=text, title=path.stem)
+        yield from docs
 
 
-def load_sources(paths: Iterable[str | Path], max_bytes: int = MAX_DOCUMENT_BYTES
+def load_sources(paths: Iterable[str | Path], max_bytes: ReadLimits | int = MAX_DOCUMENT_BYTES,
+                 csv_mapping: CsvMapping | None = None
                  ) -> tuple[list[SourceDoc], list[dict[str, str]], dict[str, bytes]]:
     """Returns (documents, errors, raw bytes of each readable file keyed by its source), all in
     memory: for small inputs and tests. Bulk ingest streams with iter_sources."""
     errors: list[dict[str, str]] = []
     raw: dict[str, bytes] = {}
-    docs = list(iter_sources(paths, errors, max_bytes, raw))
+    docs = list(iter_sources(paths, errors, max_bytes, raw, csv_mapping))
     return docs, errors, raw

@@ -54,8 +54,8 @@ from typing import Any
 
 from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
 
-from ...domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState,
-                             RegionChange, Segment, applying_key)
+from ...domain.model import (ANY_VERSION, ConflictError, Document, ItemTooLargeError, LshConfig, Node, NodeRef,
+                             RefState, RegionChange, Segment, applying_key)
 from .models import TableModels, build_models
 
 TRANSACT_LIMIT = 100
@@ -63,6 +63,25 @@ COUNT_REPAIR_ATTEMPTS = 5  # repair_layer_counts: re-reads of a counter that mov
 BATCH_GET = 100
 SHARD_BITS = 8  # ref partitions per layer: 2^SHARD_BITS
 SEGMENT_BUCKETS = 64  # segment partitions per layer
+ITEM_LIMIT = 400 * 1024  # DynamoDB's item size limit (attribute names and values)
+
+
+def item_bytes(attrs: dict[str, Any]) -> int:
+    """An upper estimate of a DynamoDB item's size: names and UTF-8 strings as their bytes, a
+    number 21 bytes at most, a list 3 bytes plus 1 per element plus the elements."""
+    def size(value) -> int:
+        if value is None:
+            return 0
+        if isinstance(value, str):
+            return len(value.encode("utf-8"))
+        if isinstance(value, bool):
+            return 1
+        if isinstance(value, (int, float)):
+            return 21
+        if isinstance(value, (list, tuple)):
+            return 3 + sum(1 + size(v) for v in value)
+        return len(str(value).encode("utf-8"))
+    return sum(len(k.encode("utf-8")) + size(v) for k, v in attrs.items() if v is not None)
 
 
 def _lsh_to_json(c: LshConfig) -> str:
@@ -204,13 +223,36 @@ class DynamoGraphStore:
             return condition & ((Item.status == status) | Item.status.does_not_exist())
         return condition & (Item.status == status)
 
-    def put_document(self, doc: Document, expected: Document | None = ANY_VERSION) -> None:
+    @staticmethod
+    def _document_attrs(doc: Document) -> dict[str, Any]:
         live = not doc.is_tombstone  # a tombstone stays out of the BySource index
-        item = self.Item(PK=f"DOC#{doc.doc_id}", SK="DOC", GSI2PK=f"SRC#{doc.source}" if live else None,
-                         GSI2SK=doc.doc_id if live else None, source=doc.source,
-                         content_hash=doc.content_hash, title=doc.title or None,
-                         chunk_ids=list(doc.chunk_ids), status=doc.status,
-                         meta=json.dumps(doc.meta) if doc.meta else None, doc_version=doc.version or None)
+        return dict(PK=f"DOC#{doc.doc_id}", SK="DOC", GSI2PK=f"SRC#{doc.source}" if live else None,
+                    GSI2SK=doc.doc_id if live else None, source=doc.source,
+                    content_hash=doc.content_hash, title=doc.title or None,
+                    chunk_ids=list(doc.chunk_ids), status=doc.status,
+                    meta=json.dumps(doc.meta) if doc.meta else None, doc_version=doc.version or None)
+
+    @staticmethod
+    def _node_attrs(n: Node) -> dict[str, Any]:
+        return dict(PK=f"NODE#{n.node_id}", SK="NODE", layer=n.layer, text=n.text, tokens=n.tokens, code=n.code,
+                    doc_id=n.doc_id or None, source=n.source or None, children=list(n.children))
+
+    @staticmethod
+    def _fits(attrs: dict[str, Any], what: str) -> None:
+        size = item_bytes(attrs)
+        if size > ITEM_LIMIT:
+            raise ItemTooLargeError(f"{what}: its DynamoDB item {attrs['PK']} would be about {size} bytes, "
+                                    f"over the {ITEM_LIMIT}-byte item limit; nothing was written")
+
+    def check_fits(self, doc: Document | None = None, nodes: Sequence[Node] = ()) -> None:
+        if doc is not None:
+            self._fits(self._document_attrs(doc), f"document {doc.doc_id} ({len(doc.chunk_ids)} chunks)")
+        for n in nodes:
+            self._fits(self._node_attrs(n), f"node {n.node_id} ({len(n.text)} characters)")
+
+    def put_document(self, doc: Document, expected: Document | None = ANY_VERSION) -> None:
+        self.check_fits(doc)
+        item = self.Item(**self._document_attrs(doc))
         if expected is ANY_VERSION:
             item.save()
             return
@@ -252,6 +294,7 @@ class DynamoGraphStore:
 
     def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
         unique = {n.node_id: n for n in nodes}  # one batch may not name a key twice
+        self.check_fits(nodes=list(unique.values()))  # before anything is written
         held = self._get_refs([(n.layer, n.code, n.node_id) for n in unique.values()]) if index else {}
         deltas: dict[int, int] = {}
         # a node written again with another layer or code (a summary re-made): its old ref goes
@@ -266,9 +309,7 @@ class DynamoGraphStore:
                 if (layer, ref.seg) != (unique[node_id].layer, None) and layer == unique[node_id].layer:
                     held.setdefault(node_id, (layer, RefState(node_id, unique[node_id].code, ref.seg, False)))
             for n in unique.values():
-                batch.save(self.Item(
-                    PK=f"NODE#{n.node_id}", SK="NODE", layer=n.layer, text=n.text, tokens=n.tokens, code=n.code,
-                    doc_id=n.doc_id or None, source=n.source or None, children=list(n.children)))
+                batch.save(self.Item(**self._node_attrs(n)))
                 if index:
                     old = held.get(n.node_id)
                     pk, sk = self._ref_key(n.layer, n.code, n.node_id)

@@ -66,6 +66,15 @@ class FsBlobStore:
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise KeyError(key) from None
 
+    def size(self, key: str) -> int:
+        path = self._path(key)
+        try:
+            if path.is_dir():
+                raise KeyError(key)
+            return path.stat().st_size
+        except (FileNotFoundError, NotADirectoryError):
+            raise KeyError(key) from None
+
     def delete(self, key: str) -> None:
         path = self._path(key)
         try:

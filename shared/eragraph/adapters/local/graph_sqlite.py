@@ -340,6 +340,9 @@ class SqliteGraphStore:
             if leaves:
                 _insert_leaves(conn, leaves)
 
+    def check_fits(self, doc: Document | None = None, nodes: Sequence[Node] = ()) -> None:
+        """No item limit here (only DynamoDB has one)."""
+
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
         wanted = list(dict.fromkeys(node_ids))
         found: dict[str, Node] = {}

@@ -1,0 +1,212 @@
+"""Document text out of a file's bytes, by the kind domain.filekind sniffed: PDF (pypdf), DOCX
+(python-docx), HTML (lxml.html), CSV and other text (UTF-8). Each parser is imported when first
+needed, and a missing one is a clear error naming the package to install.
+
+Limits run before parsing and while it runs, each a setting (config.Settings) with a stated
+default; exceeding one is a BadInputError naming the file and the limit:
+
+- ``max_document_bytes`` (20 MiB): the byte size, checked by the callers before the body is read
+  (stat, S3 ContentLength) and again here;
+- ``max_pdf_pages`` (2000): a PDF's page count, read from its page tree before any page's text;
+- ``max_unzipped_bytes`` (200 MiB): a DOCX's uncompressed size, summed from the ZIP directory
+  before the archive is opened (a zip bomb is refused unread);
+- ``extract_seconds`` (120 s): the wall-clock budget of one extraction, checked between pages
+  (PDF) and between paragraphs and tables (DOCX). One page that alone takes longer is not
+  interrupted (pypdf cannot be): the budget bounds the rest."""
+
+from __future__ import annotations
+
+import io
+import time
+import zipfile
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..domain import filekind
+from ..domain.model import BadInputError
+from ..domain.text import decode_document
+
+
+# The third-party packages of the readers (import name -> PyPI name): the local install gets
+# them from pyproject's dependencies, the ingest function from its DocsLayer.
+PACKAGES = {"pypdf": "pypdf", "docx": "python-docx", "lxml": "lxml"}
+
+
+@dataclass(frozen=True)
+class ReadLimits:
+    max_bytes: int = 20 * 1024 * 1024
+    max_pdf_pages: int = 2000
+    max_unzipped_bytes: int = 200 * 1024 * 1024
+    extract_seconds: float = 120.0
+
+    @classmethod
+    def from_settings(cls, settings) -> ReadLimits:
+        return cls(max_bytes=settings.max_document_bytes, max_pdf_pages=settings.max_pdf_pages,
+                   max_unzipped_bytes=settings.max_unzipped_bytes, extract_seconds=settings.extract_seconds)
+
+
+@dataclass(frozen=True)
+class Extracted:
+    kind: str
+    text: str
+    title: str = ""  # the file's own title (PDF/DOCX metadata, HTML <title>), "" when none
+
+
+def _need(module: str, package: str, kind: str):
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise RuntimeError(f"reading {kind} files needs the {package!r} package "
+                           f"(pip install {package}): {exc}") from None
+
+
+class _Budget:
+    def __init__(self, name: str, seconds: float, clock: Callable[[], float]) -> None:
+        self.name, self.seconds, self.clock = name, seconds, clock
+        self.start = clock()
+
+    def check(self, where: str) -> None:
+        spent = self.clock() - self.start
+        if spent > self.seconds:
+            raise BadInputError(f"{self.name}: extraction took over the {self.seconds:g}-second limit "
+                                f"({spent:.1f} s, at {where})")
+
+
+def _lines(text: str) -> str:
+    lines = (" ".join(line.split()) for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def _no_text(name: str, text: str, why: str = "no text in file") -> str:
+    if not text.strip():
+        raise BadInputError(f"{name}: {why}")
+    return text
+
+
+def pdf_text(data: bytes, name: str, limits: ReadLimits, clock: Callable[[], float] = time.monotonic) -> Extracted:
+    """Pages' text joined by blank lines; title from the PDF's metadata."""
+    pypdf = _need("pypdf", "pypdf", "PDF")
+    budget = _Budget(name, limits.extract_seconds, clock)
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            try:
+                opened = reader.decrypt("")  # an owner-password-only PDF opens with no password
+            except (pypdf.errors.DependencyError, NotImplementedError) as exc:
+                raise BadInputError(f"{name}: encrypted PDF that cannot be decrypted here ({exc})") from None
+            if not opened:
+                raise BadInputError(f"{name}: encrypted PDF (needs a password)")
+        pages = len(reader.pages)
+    except BadInputError:
+        raise
+    except Exception as exc:  # pypdf raises many kinds on a damaged file
+        raise BadInputError(f"{name}: damaged PDF ({type(exc).__name__}: {exc})") from None
+    if pages > limits.max_pdf_pages:
+        raise BadInputError(f"{name}: {pages} pages is over the {limits.max_pdf_pages}-page limit")
+    if pages == 0:
+        raise BadInputError(f"{name}: PDF without pages")
+    parts = []
+    for number in range(pages):
+        budget.check(f"page {number + 1} of {pages}")
+        try:
+            parts.append(reader.pages[number].extract_text() or "")
+        except Exception as exc:
+            raise BadInputError(f"{name}: damaged PDF page {number + 1} ({type(exc).__name__}: {exc})") from None
+    budget.check(f"the end of {pages} pages")
+    text = "\n\n".join(p.strip() for p in parts if p.strip())
+    _no_text(name, text, "no text layer (scanned?)")
+    try:
+        title = (reader.metadata.title if reader.metadata else None) or ""
+    except Exception:  # a damaged info dictionary: no title
+        title = ""
+    return Extracted(filekind.PDF, text, str(title).strip())
+
+
+def unzipped_size(data: bytes) -> int:
+    """The uncompressed size a ZIP's directory declares for all its entries (nothing is inflated)."""
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        return sum(info.file_size for info in archive.infolist())
+
+
+def docx_text(data: bytes, name: str, limits: ReadLimits, clock: Callable[[], float] = time.monotonic) -> Extracted:
+    """Paragraphs and tables (a row per line, cells joined by " | ") in document order; title
+    from the core properties."""
+    try:
+        size = unzipped_size(data)
+    except (zipfile.BadZipFile, ValueError, EOFError) as exc:
+        raise BadInputError(f"{name}: damaged DOCX ({exc})") from None
+    if size > limits.max_unzipped_bytes:
+        raise BadInputError(f"{name}: DOCX unpacks to {size} bytes, over the "
+                            f"{limits.max_unzipped_bytes}-byte limit (a zip bomb?)")
+    docx = _need("docx", "python-docx", "DOCX")
+    from docx.table import Table
+
+    budget = _Budget(name, limits.extract_seconds, clock)
+    try:
+        document = docx.Document(io.BytesIO(data))
+        lines = []
+        for n, block in enumerate(document.iter_inner_content()):
+            if n % 64 == 0:
+                budget.check(f"block {n}")
+            if isinstance(block, Table):
+                for row in block.rows:
+                    cells = [" ".join(c.text.split()) for c in row.cells]
+                    cells = [c for i, c in enumerate(cells) if c and (i == 0 or c != cells[i - 1])]  # merged cells repeat
+                    if cells:
+                        lines.append(" | ".join(cells))
+            else:
+                line = " ".join(block.text.split())
+                if line:
+                    lines.append(line)
+        title = document.core_properties.title or ""
+    except BadInputError:
+        raise
+    except Exception as exc:
+        raise BadInputError(f"{name}: damaged DOCX ({type(exc).__name__}: {exc})") from None
+    text = _no_text(name, "\n".join(lines))
+    return Extracted(filekind.DOCX, text, title.strip())
+
+
+_DROP = ("script", "style", "nav", "noscript", "template", "iframe", "svg", "head")
+_BLOCK = ("p", "div", "br", "li", "dt", "dd", "tr", "td", "th", "h1", "h2", "h3", "h4", "h5", "h6",
+          "section", "article", "main", "aside", "header", "footer", "pre", "blockquote", "table",
+          "ul", "ol", "dl", "figure", "figcaption", "caption", "hr", "address", "form", "fieldset", "title")
+
+
+def html_text(text: str, name: str = "page.html") -> Extracted:
+    """Visible text of an HTML page through lxml.html: script, style, nav and head dropped,
+    each block (headings, paragraphs, list items, table rows...) a line; title from <title>."""
+    lxml_html = _need("lxml.html", "lxml", "HTML")
+    try:
+        root = lxml_html.document_fromstring(text.encode("utf-8"),
+                                             parser=lxml_html.HTMLParser(encoding="utf-8", remove_comments=True))
+    except Exception as exc:  # lxml's ParserError on a document with no elements
+        raise BadInputError(f"{name}: HTML without content ({exc})") from None
+    title = " ".join((root.findtext(".//title") or "").split())
+    for element in list(root.iter(*_DROP)):
+        if element.getparent() is not None:
+            element.drop_tree()
+    for element in root.iter(*_BLOCK):
+        element.tail = "\n" + (element.tail or "")
+        element.text = "\n" + (element.text or "")
+    body = _lines(root.text_content())
+    return Extracted(filekind.HTML, _no_text(name, body), title)
+
+
+def extract(data: bytes, name: str, limits: ReadLimits = ReadLimits(), kind: str | None = None,
+            clock: Callable[[], float] = time.monotonic) -> Extracted:
+    """The text of one file's bytes (``kind`` as sniffed, or sniffed here). A CSV is one text
+    document here; services.sources reads its rows as documents when a column mapping is set."""
+    if len(data) > limits.max_bytes:
+        raise BadInputError(f"{name}: {len(data)} bytes is over the {limits.max_bytes}-byte limit")
+    kind = kind or filekind.kind_of(data, name)
+    if kind == filekind.PDF:
+        return pdf_text(data, name, limits, clock)
+    if kind == filekind.DOCX:
+        return docx_text(data, name, limits, clock)
+    text = decode_document(data, name, max_bytes=limits.max_bytes)
+    if kind == filekind.HTML:
+        return html_text(text, name)
+    return Extracted(kind, text)

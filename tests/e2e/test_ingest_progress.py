@@ -1,0 +1,50 @@
+"""The CLI ingest bar on one big JSONL document (the case that sat at "0doc" for its whole run):
+it counts bytes of input against their total, shows documents done/total and chunks beside
+them with an ETA, and moves while the one document's chunks are embedded."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from support import make_engine
+
+from eragraph import cli
+from eragraph.services.sources import iter_sources
+
+
+def test_csv_rows_count_as_documents_when_mapped(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_text("id,text\n1,alpha\n\n2,beta\n3,gamma\n", encoding="utf-8")
+    assert cli.count_inputs([path]) == 1 and cli.count_inputs([path], csv_rows=True) == 3
+
+
+def test_one_big_document_moves_the_byte_bar_with_docs_chunks_and_eta(tmp_path, monkeypatch, capsys):
+    words = " ".join(f"river{i % 97} flows past town{i % 89}." for i in range(3000))
+    path = tmp_path / "one.jsonl"
+    path.write_text(json.dumps({"id": "big", "title": "Big", "text": words}) + "\n", encoding="utf-8")
+    size = path.stat().st_size
+    monkeypatch.setattr(cli, "EMBED_SLICE", 64)
+    seen = []
+    original = cli.IngestProgress.embedding
+
+    def spy(self, done, total):
+        original(self, done, total)
+        seen.append((self.docs.n, self.docs.total, self.docs_done, str(self.docs)))
+
+    monkeypatch.setattr(cli.IngestProgress, "embedding", spy)
+    errors: list = []
+    args = argparse.Namespace(quiet=False, batch_docs=256)
+    out = cli.ingest_docs(make_engine(), iter_sources([path], errors), args, total=cli.count_inputs([path]),
+                          errors=errors, total_bytes=cli.input_bytes([path]))
+    chunks = out["chunks_added"]
+    assert chunks > 200 and not errors
+    assert all(total == size for _, total, _, _ in seen)
+    during = [n for n, _, docs_done, _ in seen if docs_done == 0]  # the document is not written yet
+    assert len(during) >= chunks // 64 and during == sorted(during) and 0 < during[-1] < size
+    assert len(set(during)) > 3  # it moves, slice by slice
+    bar = seen[len(seen) // 2][3]
+    assert "docs 0/1" in bar and "<" in bar and ("B/s" in bar or "s/B" in bar), bar  # ETA and a rate
+    assert any("docs 0/1, chunks 128]" in s for *_, s in seen)  # chunks embedded so far
+    err = capsys.readouterr().err
+    assert f"docs 1/1, chunks {chunks}" in err  # the bar's last state
