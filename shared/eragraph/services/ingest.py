@@ -175,7 +175,8 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
     consumed ``batch_docs`` documents at a time, and each batch is chunked, embedded, written
     and announced before the next is drawn, so memory holds one batch, not the corpus.
 
-    The chunks are written first and the document last, conditionally on the record read at
+    The chunks are written first, their vectors flushed (a committed document's vectors are
+    durable, so a rerun that finds it unchanged lacks nothing), and the document last, conditionally on the record read at
     the start (GraphStore.put_document ``expected``): of two concurrent ingests of one
     document exactly one wins and the other undoes its extra chunks or retries."""
     report = ChangeReport()
@@ -246,6 +247,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
             written.append(_Written(doc, stored, mine, vectors[first:row] if texts else vectors, metas[first:row]))
         if nodes:
             _write_chunks(engine, nodes, vectors, metas)
+            engine.vectors.flush()  # durable before any document that lists them is committed
         token = _begin_followup(engine, written) if written else None
         for item in written:
             live, gone = _commit(engine, item, report)
@@ -255,6 +257,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         if added_ids or removed_ids:  # per batch: a message names one batch's chunks, never the corpus's
             announce(engine, 0, added=added_ids, removed=removed_ids, reason="ingest")
             added_ids, removed_ids = [], []
+        engine.vectors.flush()  # the dropped chunks' deletes, before the record that redoes them goes
         if token:
             followup.end(engine, token)
         if progress:

@@ -92,7 +92,7 @@ def remove(engine: Engine, refs: Sequence[str], version: str = "") -> ChangeRepo
             report.chunks_removed += len(doc.chunk_ids)
     if removed:
         announce(engine, 0, removed=removed, reason="delete")
+    engine.vectors.flush()  # the deletes are durable before the records that would redo them go
     for token in tokens:
         followup.end(engine, token)
-    engine.vectors.flush()
     return report

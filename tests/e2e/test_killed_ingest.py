@@ -1,0 +1,106 @@
+"""A killed ``eragraph ingest``, run again, ends where a clean run ends (tests/killed.py).
+
+For each kill point the command is SIGKILLed -- right after its k-th write to the store, or at
+a random time into the run -- and then the same command is run again in a fresh process (no
+reindex). The store's digest (tests/chaos.digest: documents, nodes and texts per layer,
+segments, counters, vector ids, the entity graph) must equal a clean run's and the invariants
+must hold.
+
+Two scenarios: a first ingest into an empty store, and an ingest that replaces, adds and keeps
+documents of a store already built. The default covers every ``ERAGRAPH_KILL_STEP``-th write
+(default 2) of each and ``ERAGRAPH_KILL_RANDOM`` (default 20) random-time kills of each; set
+ERAGRAPH_KILL_STEP=1 ERAGRAPH_KILL_RANDOM=100 for the full run RELIABILITY.md records."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import time
+
+import pytest
+from chaos import first_difference, text_for
+from killed import digest_of, ingest_argv, kill_at_time, run_cli, wait, warm
+from reliability_cases import record
+
+STEP = int(os.environ.get("ERAGRAPH_KILL_STEP", "2"))
+RANDOM_KILLS = int(os.environ.get("ERAGRAPH_KILL_RANDOM", "20"))
+N_DOCS = 6
+ENV = {"ERAGRAPH_EMBEDDER": "hash", "ERAGRAPH_NER": "capitalized", "ERAGRAPH_S_MIN": "3", "ERAGRAPH_S_MAX": "5",
+       "ERAGRAPH_N_PLANES": "12", "ERAGRAPH_CHUNK_TOKENS": "40", "ERAGRAPH_CHUNK_OVERLAP": "8",
+       "ERAGRAPH_SUMMARY_TOKENS": "30", "ERAGRAPH_EMBED_CACHE": "false", "ERAGRAPH_DELTA_SUMMARIES": "false"}
+
+
+def write_corpus(path, revisions: dict[int, int]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for key, rev in sorted(revisions.items()):
+            fh.write(json.dumps({"id": f"doc{key}", "title": f"doc {key}", "text": text_for(key, rev)}) + "\n")
+
+
+def clean_run(argv) -> None:
+    assert wait(run_cli(argv)) == ("exit", 0)
+
+
+@pytest.fixture
+def cli_env(monkeypatch, tmp_path):
+    for k, v in ENV.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("ERAGRAPH_STORE", raising=False)
+    warm(tmp_path / "warm")
+
+
+@pytest.mark.parametrize("scenario", ["first-ingest", "replacing-ingest"])
+def test_killed_ingest_recovers_on_the_next_run(scenario, tmp_path, cli_env):
+    v1 = tmp_path / "v1.jsonl"
+    write_corpus(v1, {k: 1 for k in range(N_DOCS)})
+    corpus = v1
+    base = None
+    if scenario == "replacing-ingest":  # two replaced, one new, one gone from the corpus, two kept
+        corpus = tmp_path / "v2.jsonl"
+        write_corpus(corpus, {0: 2, 1: 2, 2: 1, 3: 1, 4: 1, N_DOCS: 1})
+        base = tmp_path / "base"
+        clean_run(ingest_argv(v1, base))
+
+    def fresh_store(name: str):
+        store = tmp_path / name
+        if base is not None:
+            shutil.copytree(base, store)
+        return store
+
+    clean = fresh_store("clean")
+    count = tmp_path / "writes"
+    assert wait(run_cli(ingest_argv(corpus, clean), count_to=count)) == ("exit", 0)
+    n_writes = int(count.read_text())
+    expected = digest_of(clean)
+    assert not expected["violations"], expected["violations"]
+    assert n_writes > 40
+
+    started = time.perf_counter()
+    assert wait(run_cli(ingest_argv(corpus, fresh_store("timed")))) == ("exit", 0)
+    run_seconds = time.perf_counter() - started
+
+    rng = random.Random(7)
+    points = [("write", k) for k in range(1, n_writes + 1, STEP)]
+    points += [("time", rng.uniform(0.0, run_seconds)) for _ in range(RANDOM_KILLS)]
+    failures, killed = [], 0
+    for n, (how, at) in enumerate(points):
+        store = fresh_store(f"k{n}")
+        argv = ingest_argv(corpus, store)
+        if how == "write":
+            ended = wait(run_cli(argv, kill_at=at))
+            assert ended == ("signal", signal.SIGKILL), (at, ended)
+        else:
+            ended = kill_at_time(argv, at)
+            assert ended in (("signal", signal.SIGKILL), ("exit", 0)), (at, ended)
+        killed += ended[0] == "signal"
+        assert wait(run_cli(argv)) == ("exit", 0), (how, at)
+        got = digest_of(store)
+        if got["violations"] or got["digest"] != expected["digest"]:
+            failures.append((how, at, got["violations"][:2] or first_difference(got["digest"], expected["digest"])))
+        shutil.rmtree(store)
+    record(f"eragraph ingest SIGKILLed ({scenario}: after write k of {n_writes}, every {STEP}; "
+           f"{RANDOM_KILLS} at random times), then run again", "local", not failures,
+           cases=len(points), kills=killed)
+    assert not failures, (len(failures), len(points), failures[:3])
