@@ -8,7 +8,7 @@ must hold.
 
 Two scenarios: a first ingest into an empty store, and an ingest that replaces, adds and keeps
 documents of a store already built. The default covers every ``ERAGRAPH_KILL_STEP``-th write
-(default 2) of each and ``ERAGRAPH_KILL_RANDOM`` (default 20) random-time kills of each; set
+(default 3) of each and ``ERAGRAPH_KILL_RANDOM`` (default 10) random-time kills of each; set
 ERAGRAPH_KILL_STEP=1 ERAGRAPH_KILL_RANDOM=100 for the full run RELIABILITY.md records."""
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from chaos import first_difference, text_for
 from killed import digest_of, ingest_argv, kill_at_time, run_cli, wait, warm
 from reliability_cases import record
 
-STEP = int(os.environ.get("ERAGRAPH_KILL_STEP", "2"))
-RANDOM_KILLS = int(os.environ.get("ERAGRAPH_KILL_RANDOM", "20"))
+STEP = int(os.environ.get("ERAGRAPH_KILL_STEP", "3"))
+RANDOM_KILLS = int(os.environ.get("ERAGRAPH_KILL_RANDOM", "10"))
 N_DOCS = 6
 ENV = {"ERAGRAPH_EMBEDDER": "hash", "ERAGRAPH_NER": "capitalized", "ERAGRAPH_S_MIN": "3", "ERAGRAPH_S_MAX": "5",
        "ERAGRAPH_N_PLANES": "12", "ERAGRAPH_CHUNK_TOKENS": "40", "ERAGRAPH_CHUNK_OVERLAP": "8",
