@@ -104,3 +104,50 @@ def test_killed_ingest_recovers_on_the_next_run(scenario, tmp_path, cli_env):
            f"{RANDOM_KILLS} at random times), then run again", "local", not failures,
            cases=len(points), kills=killed)
     assert not failures, (len(failures), len(points), failures[:3])
+
+
+BIG_DOCS = int(os.environ.get("ERAGRAPH_KILL_BIG_DOCS", "0"))
+BIG_AT = [float(x) for x in os.environ.get("ERAGRAPH_KILL_BIG_AT", "6,9").split(",")]
+
+
+@pytest.mark.skipif(not BIG_DOCS, reason="set ERAGRAPH_KILL_BIG_DOCS (e.g. 1500) for the large run")
+def test_killed_large_ingest_recovers_on_the_next_run(tmp_path, cli_env):
+    """A ``python -m eragraph.cli ingest`` of ERAGRAPH_KILL_BIG_DOCS documents (a fresh
+    interpreter each time, as a user runs it), SIGKILLed ERAGRAPH_KILL_BIG_AT seconds after its
+    start, then run again: the digest equals a clean run's and no node lacks its vector."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    corpus = tmp_path / "big.jsonl"
+    write_corpus(corpus, {k: 1 for k in range(BIG_DOCS)})
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "shared"), os.environ.get("PYTHONPATH", "")])}
+
+    def command(store):
+        return [sys.executable, "-m", "eragraph.cli", *ingest_argv(corpus, store)]
+
+    clean = tmp_path / "clean"
+    started = time.perf_counter()
+    subprocess.run(command(clean), env=env, check=True, capture_output=True)
+    clean_seconds = time.perf_counter() - started
+    expected = digest_of(clean)
+    assert not expected["violations"]
+    results = []
+    for at in BIG_AT:
+        store = tmp_path / f"at{at}"
+        proc = subprocess.Popen(command(store), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            proc.wait(timeout=at)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait()
+        killed = proc.returncode == -signal.SIGKILL
+        subprocess.run(command(store), env=env, check=True, capture_output=True)
+        got = digest_of(store)
+        held = not got["violations"] and got["digest"] == expected["digest"]
+        nodes = sum(len(layer["nodes"]) for layer in got["digest"]["layers"].values())
+        results.append((at, killed, held, nodes, got["violations"][:2]))
+        record(f"eragraph ingest of {BIG_DOCS} documents SIGKILLed {at:g} s in (a clean run takes "
+               f"{clean_seconds:.0f} s), then run again", "local", held, nodes=nodes, killed=killed)
+    assert all(held for _, _, held, _, _ in results), results
