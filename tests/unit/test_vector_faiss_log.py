@@ -11,8 +11,7 @@ import pytest
 
 from eragraph.adapters.local import vector_faiss
 from eragraph.adapters.local.files import file_stamp
-from eragraph.adapters.local.vector_faiss import (INDEX_FILE, IDMAP_FILE, LOCK_FILE, LOG_FILE, FaissVectorIndex,
-                                                  VectorIndexCorruptError)
+from eragraph.adapters.local.vector_faiss import INDEX_FILE, IDMAP_FILE, LOCK_FILE, LOG_FILE, FaissVectorIndex
 
 DIM = 32
 ROW = DIM * 4  # bytes of one vector
