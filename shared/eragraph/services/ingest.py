@@ -175,10 +175,11 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
     consumed ``batch_docs`` documents at a time, and each batch is chunked, embedded, written
     and announced before the next is drawn, so memory holds one batch, not the corpus.
 
-    The chunks are written first, their vectors flushed (a committed document's vectors are
-    durable, so a rerun that finds it unchanged lacks nothing), and the document last, conditionally on the record read at
-    the start (GraphStore.put_document ``expected``): of two concurrent ingests of one
-    document exactly one wins and the other undoes its extra chunks or retries."""
+    The chunks are written first and their vectors flushed (a committed document's vectors are
+    durable, so a rerun that finds it unchanged lacks nothing); the document is written last,
+    conditionally on the record read at the start (GraphStore.put_document ``expected``): of
+    two concurrent ingests of one document exactly one wins and the other undoes its extra
+    chunks or retries."""
     report = ChangeReport()
     lsh = engine.lsh()
     settings = engine.settings
