@@ -128,8 +128,9 @@ def run_cli(argv: list[str], kill_at: int = 0, count_to: Path | None = None) -> 
 
 
 def digest_of(store: Path) -> dict:
-    """The store's digest (tests/chaos.digest) and its invariant violations, computed in a
-    child; JSON-normal so that digests made anywhere compare."""
+    """The store's digest (tests/chaos.digest), its invariant violations and the work markers
+    left in it (dirty layers, outbox and follow-up records), computed in a child; JSON-normal
+    so that digests made anywhere compare."""
     read, write = os.pipe()
 
     def body() -> int:
@@ -141,7 +142,11 @@ def digest_of(store: Path) -> dict:
         from eragraph.services import invariants
 
         engine = build_engine("local", store, settings_from_env())
-        out = {"digest": digest(engine), "violations": invariants.check(engine).violations[:5]}
+        # work markers a finished run leaves none of: dirty layers, outbox and follow-up records
+        leftover = [k for prefix in ("dirty:", "outbox:", "followup:", "applying:")
+                    for k in engine.graph.meta_keys(prefix)]
+        out = {"digest": digest(engine), "violations": invariants.check(engine).violations[:5],
+               "leftover": leftover[:5]}
         with os.fdopen(write, "w") as fh:
             json.dump(out, fh, default=list)
         return 0

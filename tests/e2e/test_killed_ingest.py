@@ -3,8 +3,8 @@
 For each kill point the command is SIGKILLed -- right after its k-th write to the store, or at
 a random time into the run -- and then the same command is run again in a fresh process (no
 reindex). The store's digest (tests/chaos.digest: documents, nodes and texts per layer,
-segments, counters, vector ids, the entity graph) must equal a clean run's and the invariants
-must hold.
+segments, counters, vector ids, the entity graph) must equal a clean run's, the invariants
+must hold, and no dirty marker, outbox or follow-up record may be left.
 
 Two scenarios: a first ingest into an empty store, and an ingest that replaces, adds and keeps
 documents of a store already built. The default covers every ``ERAGRAPH_KILL_STEP``-th write
@@ -74,7 +74,7 @@ def test_killed_ingest_recovers_on_the_next_run(scenario, tmp_path, cli_env):
     assert wait(run_cli(ingest_argv(corpus, clean), count_to=count)) == ("exit", 0)
     n_writes = int(count.read_text())
     expected = digest_of(clean)
-    assert not expected["violations"], expected["violations"]
+    assert not expected["violations"] and not expected["leftover"], expected
     assert n_writes > 40
 
     started = time.perf_counter()
@@ -97,8 +97,9 @@ def test_killed_ingest_recovers_on_the_next_run(scenario, tmp_path, cli_env):
         killed += ended[0] == "signal"
         assert wait(run_cli(argv)) == ("exit", 0), (how, at)
         got = digest_of(store)
-        if got["violations"] or got["digest"] != expected["digest"]:
-            failures.append((how, at, got["violations"][:2] or first_difference(got["digest"], expected["digest"])))
+        if got["violations"] or got["leftover"] or got["digest"] != expected["digest"]:
+            failures.append((how, at, got["violations"][:2] or got["leftover"][:2]
+                             or first_difference(got["digest"], expected["digest"])))
         shutil.rmtree(store)
     record(f"eragraph ingest SIGKILLed ({scenario}: after write k of {n_writes}, every {STEP}; "
            f"{RANDOM_KILLS} at random times), then run again", "local", not failures,
@@ -145,7 +146,7 @@ def test_killed_large_ingest_recovers_on_the_next_run(tmp_path, cli_env):
         killed = proc.returncode == -signal.SIGKILL
         subprocess.run(command(store), env=env, check=True, capture_output=True)
         got = digest_of(store)
-        held = not got["violations"] and got["digest"] == expected["digest"]
+        held = not got["violations"] and not got["leftover"] and got["digest"] == expected["digest"]
         nodes = sum(len(layer["nodes"]) for layer in got["digest"]["layers"].values())
         results.append((at, killed, held, nodes, got["violations"][:2]))
         record(f"eragraph ingest of {BIG_DOCS} documents SIGKILLed {at:g} s in (a clean run takes "

@@ -185,6 +185,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
     settings = engine.settings
     added_ids: list[tuple[str, int]] = []
     removed_ids: list[tuple[str, int]] = []
+    redone: dict[str, set[str]] = {}  # follow-up token -> documents whose follow-up this call redid
     for batch in batches(docs, batch_docs):
         pending: list[tuple[SourceDoc, str, list, Document | None]] = []
         seen: set[str] = set()
@@ -200,6 +201,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
             if old is not None and old.version == src.version and old.content_hash == digest:
                 todo = followup.pending(engine, old)
                 if todo is not None:  # this very write died before its follow-up: redo it
+                    redone.setdefault(followup.token_of(old), set()).add(doc_id)
                     drop_chunks(engine, old, [i for i, _ in todo])
                     removed_ids += todo
                     added_ids += [(i, n.code) for i, n in engine.graph.get_nodes(old.chunk_ids).items()]
@@ -261,6 +263,8 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         engine.vectors.flush()  # the dropped chunks' deletes, before the record that redoes them goes
         if token:
             followup.end(engine, token)
+        for earlier in [t for t, ids in redone.items() if followup.settle(engine, t, ids)]:
+            del redone[earlier]
         if progress:
             progress(len(batch))
     engine.vectors.flush()

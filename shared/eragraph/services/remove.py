@@ -48,6 +48,7 @@ def remove_versioned(engine: Engine, source: str, version: str, report: ChangeRe
             if todo is not None:  # this very delete died before its follow-up: redo it
                 drop_chunks(engine, stored, [i for i, _ in todo])
                 removed += todo
+                tokens.append(followup.token_of(stored))  # a delete's record names this document alone
                 break
             if stored is not None and (stored.source != source or not supersedes(version, stored.version)):
                 report.documents_stale += stored.source == source
