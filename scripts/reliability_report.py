@@ -5,7 +5,7 @@ into the table of RELIABILITY.md, between its ``<!-- cases -->`` and ``<!-- /cas
         tests/e2e/test_faults.py tests/aws/test_faults.py tests/e2e/test_concurrent_writers.py
     python scripts/reliability_report.py bench-results/reliability.json RELIABILITY.md
 
-The cases of another session (a run with a knob set, e.g. the full killed-process run) are
+The cases of another pytest run (one with a knob set, e.g. the full killed-process run) are
 added to the results file first with
 
     python scripts/reliability_report.py --add killed.json bench-results/reliability.json
