@@ -2,7 +2,8 @@
 into the table of RELIABILITY.md, between its ``<!-- cases -->`` and ``<!-- /cases -->`` lines.
 
     ERAGRAPH_RELIABILITY_OUT=bench-results/reliability.json python -m pytest -q -m "not live" \\
-        tests/e2e/test_faults.py tests/aws/test_faults.py tests/e2e/test_concurrent_writers.py
+        tests/e2e/test_faults.py tests/aws/test_faults.py tests/e2e/test_concurrent_writers.py \\
+        tests/aws/test_concurrent_counters.py tests/e2e/test_killed_ingest.py
     python scripts/reliability_report.py bench-results/reliability.json RELIABILITY.md
 
 The cases of another pytest run (one with a knob set, e.g. the full killed-process run) are
