@@ -2,8 +2,14 @@
 into the table of RELIABILITY.md, between its ``<!-- cases -->`` and ``<!-- /cases -->`` lines.
 
     ERAGRAPH_RELIABILITY_OUT=bench-results/reliability.json python -m pytest -q -m "not live" \\
-        tests/e2e/test_faults.py tests/aws/test_faults.py tests/e2e/test_concurrent_writers.py
+        tests/e2e/test_faults.py tests/aws/test_faults.py tests/e2e/test_concurrent_writers.py \\
+        tests/aws/test_concurrent_counters.py tests/e2e/test_killed_ingest.py
     python scripts/reliability_report.py bench-results/reliability.json RELIABILITY.md
+
+The cases of another pytest run (one with a knob set, e.g. the full killed-process run) are
+added to the results file first with
+
+    python scripts/reliability_report.py --add killed.json bench-results/reliability.json
 """
 
 from __future__ import annotations
@@ -33,7 +39,19 @@ def table(data: dict) -> str:
     return "\n".join(lines)
 
 
+def add(source: Path, target: Path) -> None:
+    """Append the cases of ``source`` (same machine and Python) to ``target``."""
+    extra, data = json.loads(source.read_text()), json.loads(target.read_text())
+    if (extra["python"], extra["cpus"]) != (data["python"], data["cpus"]):
+        raise SystemExit(f"{source} was run on another machine or Python than {target}")
+    data["cases"] += extra["cases"]
+    target.write_text(json.dumps(data, indent=1) + "\n")
+
+
 def main(argv: list[str]) -> int:
+    if argv[1] == "--add":
+        add(Path(argv[2]), Path(argv[3]))
+        return 0
     source, target = Path(argv[1]), Path(argv[2])
     data = json.loads(source.read_text())
     doc = target.read_text()

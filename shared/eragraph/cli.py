@@ -357,8 +357,9 @@ def ingest_docs(engine, docs: Iterable, args, total: int | None = None,
     """Ingest SourceDocs (any iterable, consumed in batches of ``--batch-docs``), keep their text
     in the blob store (for rebuilds) as they pass, then drain the bus, showing IngestProgress
     (``total`` documents, ``total_bytes`` of input; ``errors``: the reader's skip list, counted
-    as done). ``documents_read``
-    counts the documents the iterable gave."""
+    as done). ``documents_read`` counts the documents the iterable gave. Layers an earlier run
+    left dirty (it died before its drain ended) are announced again first, so the same command
+    run again recovers."""
     from .services import ingest as ingest_service
     from .services import resummarize
 
@@ -374,6 +375,9 @@ def ingest_docs(engine, docs: Iterable, args, total: int | None = None,
             yield doc
 
     started = time.perf_counter()
+    # under the writer lock, a dirty marker is what an earlier run left when it died with its
+    # messages (the local bus lives in the process): announce those layers again, drained below
+    resummarize.requeue_dirty(engine)
     progress = IngestProgress(args, total, errors, total_bytes=total_bytes)
     embedder, hooks, summarizer = engine.embedder, engine.ingest_hooks, engine.summarizer
     try:
@@ -570,6 +574,7 @@ def _cmd_delete(args: argparse.Namespace) -> int:
 
     engine = _engine(args)
     started = time.perf_counter()
+    resummarize.requeue_dirty(engine)  # what a run that died before its drain ended left (see ingest_docs)
     refs = [str(Path(r).resolve()) if Path(r).exists() else r for r in args.refs]
     docs = [d for ref in refs for d in remove.resolve(engine, ref)]
     report = remove.remove(engine, refs)

@@ -4,8 +4,9 @@ the real handlers (tests/chaos.py):
 1. every S3 event and every summarize message delivered 1 to 5 times in a shuffled order,
    interleaved with the S3 operations: the store's digest equals one clean ordered delivery;
 2. N consumers at once on one store: the same digest, invariants hold;
-3. a crash after each write of an ingest and of a reconcile, then redelivery (or reindex):
-   the same digest, invariants hold, nothing orphaned.
+3. a crash after each write of an ingest and of a reconcile, then redelivery (or reindex, or
+   a restart: a new engine on the store, what the dead one held in memory lost, then
+   redelivery): the same digest, invariants hold, nothing orphaned.
 
 Summaries are compared byte for byte, so these runs summarize every changed segment afresh
 (``delta_summaries=False``): revised summaries depend on the path taken, as the README says.
@@ -137,6 +138,8 @@ class CrashAfter:
             out = attr(*args, **kwargs)
             self._budget["writes"] += 1
             if self._budget["writes"] == self._budget["crash_at"]:
+                if self._budget.get("on_crash") is not None:
+                    self._budget["on_crash"]()
                 raise Crash(f"after write {self._budget['writes']} ({name})")
             return out
         return write
@@ -152,7 +155,8 @@ def crashing(engine, budget: dict) -> None:
 
 
 @pytest.mark.parametrize("profile,recovery,step", [("memory", "redelivery", 1), ("memory", "reindex", 1),
-                                                   ("local", "redelivery", 1), ("local", "reindex", 3)])
+                                                   ("local", "redelivery", 1), ("local", "reindex", 3),
+                                                   ("local", "restart", 5)])
 def test_a_crash_after_any_write_is_repaired(profile, recovery, step, tmp_path):
     """For every k: run the scenario and crash (an exception out of the port) after the k-th
     write to any store: graph, vectors, entity graph. ``redelivery``: the failed event or
@@ -160,7 +164,10 @@ def test_a_crash_after_any_write_is_repaired(profile, recovery, step, tmp_path):
     the clean run's. ``reindex``: the failed event or message is lost for good; reindex then
     leaves the store consistent (invariants, which include documents and the entity graph, hold:
     nothing orphaned), and once the lost S3 events are replayed (a DLQ redrive, a re-upload)
-    the digest equals the clean run's. On the local profile every ``step``-th k."""
+    the digest equals the clean run's. ``restart``: the process dies with the crash -- its
+    engine, with whatever it held in memory (unflushed vectors), is dropped and a new one is
+    opened on the store, as a new Lambda container would -- and the failed event or message is
+    delivered again to the new one. On the local profile every ``step``-th k."""
     ops = operations(3, 5)
     expected = clean_digest(profile, tmp_path, ops)
     total = {"writes": 0, "crash_at": 0}
@@ -174,12 +181,18 @@ def test_a_crash_after_any_write_is_repaired(profile, recovery, step, tmp_path):
         budget = {"writes": 0, "crash_at": k}
         engine = new_engine(profile, tmp_path, f"k{k}", 5, max_copies=1)
         crashing(engine, budget)
-        deliverer = Deliverer(blob_world(engine), engine.queue, redeliver=recovery == "redelivery")
+        if recovery == "restart":
+            def restart(bus=engine.queue, folder=tmp_path / f"k{k}"):
+                fresh = build_local_engine(folder, SETTINGS)
+                fresh.queue = bus  # the queue outlives the process, as SQS does
+                LAMBDA_ENGINE.set(fresh)
+            budget["on_crash"] = restart
+        deliverer = Deliverer(blob_world(engine), engine.queue, redeliver=recovery != "reindex")
         lost_events = []
         for op in ops:
             deliverer.world(op)
             if not deliverer.s3(op):
-                if recovery == "redelivery":
+                if recovery != "reindex":
                     assert deliverer.s3(op), k
                 else:
                     lost_events.append(op)
@@ -193,6 +206,7 @@ def test_a_crash_after_any_write_is_repaired(profile, recovery, step, tmp_path):
             for op in lost_events:
                 assert deliverer.s3(op)
             deliverer.drain()
+        engine = LAMBDA_ENGINE.get()  # the new one after a restart
         got = digest(engine)
         ok = invariants.check(engine).ok and got == expected
         tried += 1

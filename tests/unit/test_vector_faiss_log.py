@@ -1,7 +1,8 @@
 """The FAISS index's change log: a small flush appends a record instead of rewriting the
 snapshot, reopening replays it exactly, a torn tail is ignored, compaction folds the log into a
 new snapshot, several handles writing in turn lose nothing, and a crash between the steps of a
-compaction is detected or recovered."""
+compaction is detected or recovered (a compaction killed before or after its id map leaves an
+index that opens)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,7 @@ import pytest
 
 from eragraph.adapters.local import vector_faiss
 from eragraph.adapters.local.files import file_stamp
-from eragraph.adapters.local.vector_faiss import (INDEX_FILE, IDMAP_FILE, LOCK_FILE, LOG_FILE, FaissVectorIndex,
-                                                  VectorIndexCorruptError)
+from eragraph.adapters.local.vector_faiss import INDEX_FILE, IDMAP_FILE, LOCK_FILE, LOG_FILE, FaissVectorIndex
 
 DIM = 32
 ROW = DIM * 4  # bytes of one vector
@@ -240,7 +240,7 @@ def _compacting_flush(index, monkeypatch):
         monkeypatch.setattr(vector_faiss, "COMPACT_FRACTION", 0.25)
 
 
-def test_crash_after_the_index_file_of_a_compaction_is_detected(tmp_path, monkeypatch):
+def test_crash_before_the_id_map_of_a_compaction_leaves_the_old_snapshot_and_log(tmp_path, monkeypatch):
     folder = tmp_path / "v"
     index = seeded(folder, n=300)
     index.upsert(["a"], unit(1, 16), [meta(0, "a")])
@@ -257,8 +257,9 @@ def test_crash_after_the_index_file_of_a_compaction_is_detected(tmp_path, monkey
     index.upsert(["b"], unit(1, 17), [meta(0, "b")])
     with pytest.raises(KeyboardInterrupt):
         _compacting_flush(index, monkeypatch)
-    with pytest.raises(VectorIndexCorruptError):
-        FaissVectorIndex(folder, DIM)
+    monkeypatch.undo()
+    # the new index file waits under its own name; the old id map, its index and its log stand
+    assert FaissVectorIndex(folder, DIM).ids() == {f"n{i}" for i in range(300)} | {"a"}
 
 
 def test_crash_before_a_compaction_removes_the_log_is_recovered(tmp_path, monkeypatch):
@@ -337,3 +338,66 @@ def test_a_format_1_snapshot_opens_and_is_compacted_on_the_next_flush(tmp_path):
     assert json.loads((folder / IDMAP_FILE).read_text())["format"] == vector_faiss.FORMAT
     assert not (folder / LOG_FILE).exists()
     assert FaissVectorIndex(folder, DIM).ids() == old.ids()
+
+
+class Died(RuntimeError):
+    """The process died here."""
+
+
+def _die_on(monkeypatch, name: str, target: str) -> None:
+    """Make ``vector_faiss.<name>`` (atomic_write or os.replace) die when it writes ``target``."""
+    if name == "atomic_write":
+        real = vector_faiss.atomic_write
+
+        def fake(path, data, *a, **k):
+            if path.name == target:
+                raise Died(target)
+            return real(path, data, *a, **k)
+        monkeypatch.setattr(vector_faiss, "atomic_write", fake)
+    else:
+        real_replace = vector_faiss.os.replace
+
+        def replace(src, dst):
+            if str(src).endswith(target):
+                raise Died(target)
+            return real_replace(src, dst)
+        monkeypatch.setattr(vector_faiss.os, "replace", replace)
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["first-snapshot", "later-snapshot"])
+def test_a_compaction_killed_before_its_id_map_leaves_the_old_snapshot(tmp_path, monkeypatch, first):
+    folder = tmp_path / "v"
+    if not first:
+        old = seeded(folder, n=20)
+        old.flush()
+    index = FaissVectorIndex(folder, DIM)
+    index.upsert([f"x{i}" for i in range(5000)], unit(5000, 9), [meta(0, "d")] * 5000)  # too big for the log
+    _die_on(monkeypatch, "atomic_write", IDMAP_FILE)
+    with pytest.raises(Died):
+        index.flush()
+    monkeypatch.undo()
+    assert (folder / vector_faiss.NEXT_INDEX_FILE).exists()
+    reopened = FaissVectorIndex(folder, DIM)  # opens: the old snapshot (or none), not an error
+    assert reopened.ids() == (set() if first else {f"n{i}" for i in range(20)})
+    reopened.upsert(["y"], unit(1, 3), [meta(0, "d")])
+    reopened.flush()  # the next writer removes the file no id map names
+    assert not (folder / vector_faiss.NEXT_INDEX_FILE).exists()
+    assert "y" in FaissVectorIndex(folder, DIM).ids()
+
+
+def test_a_compaction_killed_after_its_id_map_is_read_whole_and_finished_by_the_next_writer(tmp_path, monkeypatch):
+    folder = tmp_path / "v"
+    seeded(folder, n=20).flush()
+    index = FaissVectorIndex(folder, DIM)
+    index.upsert([f"x{i}" for i in range(5000)], unit(5000, 9), [meta(0, "d")] * 5000)
+    _die_on(monkeypatch, "replace", vector_faiss.NEXT_INDEX_FILE)
+    with pytest.raises(Died):
+        index.flush()
+    monkeypatch.undo()
+    want = {f"n{i}" for i in range(20)} | {f"x{i}" for i in range(5000)}
+    reopened = FaissVectorIndex(folder, DIM)  # the id map's index is found under the next name
+    assert reopened.ids() == want
+    reopened.upsert(["y"], unit(1, 3), [meta(0, "d")])
+    reopened.flush()
+    assert not (folder / vector_faiss.NEXT_INDEX_FILE).exists()
+    assert FaissVectorIndex(folder, DIM).ids() == want | {"y"}

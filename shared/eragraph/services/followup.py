@@ -12,8 +12,10 @@ the (chunk id, code) pairs to drop; each committed document (or tombstone) carri
 its meta (``_followup``); the record is deleted once the batch has announced. An event that
 finds its exact version stored with a token whose record still exists (``pending``) redoes the
 follow-up: drops what is left to drop and announces the document's chunks and the dropped ones
-again (an extra announcement costs a reconcile that finds nothing to change). Reindex removes
-records older than its ``stuck_after``; its own audits (orphan chunks, layers against their
+again (an extra announcement costs a reconcile that finds nothing to change), and then deletes
+the record once none of the documents it lists still carries its token unredone (``settle``:
+a rerun of a killed CLI ingest leaves no record behind). Reindex removes records older than
+its ``stuck_after``; its own audits (orphan chunks, layers against their
 partition) repair what such a record would have."""
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ def begin(engine: Engine, gone: Mapping[str, Sequence[tuple[str, int]]], docs: S
     basis = "\n".join(sorted(f"{d.doc_id}|{d.content_hash}|{d.version}|{d.status}" for d in docs))
     token = hashlib.sha256(basis.encode("utf-8")).hexdigest()[:32]
     engine.graph.put_meta(PREFIX + token, {"at": round(time.time(), 3),
-                                           "gone": {d: [[i, int(c)] for i, c in pairs] for d, pairs in gone.items()}})
+                                           "gone": {d: [[i, int(c)] for i, c in pairs] for d, pairs in gone.items()},
+                                           "docs": sorted({d.doc_id for d in docs})})
     return token
 
 
@@ -48,6 +51,32 @@ def stamped(doc: Document, token: str) -> Document:
 
 def end(engine: Engine, token: str) -> None:
     engine.graph.delete_meta(PREFIX + token)
+
+
+def token_of(doc: Document) -> str | None:
+    token = (doc.meta or {}).get(TOKEN)
+    return str(token) if token else None
+
+
+def settle(engine: Engine, token: str, redone: set[str]) -> bool:
+    """After a write that redid part of ``token``'s follow-up (``redone``: the documents it
+    redid, announced and flushed): end the record once none of its documents needs it any
+    more -- each was redone, or is stored under another token (or not at all: its commit never
+    happened, and its next write carries its own). A record that does not list its documents
+    (written before they were listed) is left to reindex. Returns whether it is gone."""
+    entry = engine.graph.get_meta(PREFIX + token)
+    if entry is None:
+        return True
+    if "docs" not in entry:
+        return False
+    for doc_id in entry["docs"]:
+        if doc_id in redone:
+            continue
+        stored = engine.graph.get_document(doc_id, include_deleted=True)
+        if stored is not None and token_of(stored) == token:
+            return False
+    end(engine, token)
+    return True
 
 
 def pending(engine: Engine, doc: Document | None) -> list[tuple[str, int]] | None:

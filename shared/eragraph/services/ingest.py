@@ -176,14 +176,17 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
     consumed ``batch_docs`` documents at a time, and each batch is chunked, embedded, written
     and announced before the next is drawn, so memory holds one batch, not the corpus.
 
-    The chunks are written first and the document last, conditionally on the record read at
-    the start (GraphStore.put_document ``expected``): of two concurrent ingests of one
-    document exactly one wins and the other undoes its extra chunks or retries."""
+    The chunks are written first and their vectors flushed (a committed document's vectors are
+    durable, so a rerun that finds it unchanged lacks nothing); the document is written last,
+    conditionally on the record read at the start (GraphStore.put_document ``expected``): of
+    two concurrent ingests of one document exactly one wins and the other undoes its extra
+    chunks or retries."""
     report = ChangeReport()
     lsh = engine.lsh()
     settings = engine.settings
     added_ids: list[tuple[str, int]] = []
     removed_ids: list[tuple[str, int]] = []
+    redone: dict[str, set[str]] = {}  # follow-up token -> documents whose follow-up this call redid
     for batch in batches(docs, batch_docs):
         pending: list[tuple[SourceDoc, str, list, Document | None]] = []
         seen: set[str] = set()
@@ -199,6 +202,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
             if old is not None and old.version == src.version and old.content_hash == digest:
                 todo = followup.pending(engine, old)
                 if todo is not None:  # this very write died before its follow-up: redo it
+                    redone.setdefault(followup.token_of(old), set()).add(doc_id)
                     drop_chunks(engine, old, [i for i, _ in todo])
                     removed_ids += todo
                     added_ids += [(i, n.code) for i, n in engine.graph.get_nodes(old.chunk_ids).items()]
@@ -250,6 +254,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
             vectors = vectors[rows]
         if nodes:
             _write_chunks(engine, nodes, vectors, metas)
+            engine.vectors.flush()  # durable before any document that lists them is committed
         token = _begin_followup(engine, written) if written else None
         for item in written:
             live, gone = _commit(engine, item, report)
@@ -259,8 +264,11 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         if added_ids or removed_ids:  # per batch: a message names one batch's chunks, never the corpus's
             announce(engine, 0, added=added_ids, removed=removed_ids, reason="ingest")
             added_ids, removed_ids = [], []
+        engine.vectors.flush()  # the dropped chunks' deletes, before the record that redoes them goes
         if token:
             followup.end(engine, token)
+        for earlier in [t for t, ids in redone.items() if followup.settle(engine, t, ids)]:
+            del redone[earlier]
         if progress:
             progress(len(batch))
     engine.vectors.flush()

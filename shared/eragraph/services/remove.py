@@ -48,6 +48,7 @@ def remove_versioned(engine: Engine, source: str, version: str, report: ChangeRe
             if todo is not None:  # this very delete died before its follow-up: redo it
                 drop_chunks(engine, stored, [i for i, _ in todo])
                 removed += todo
+                tokens.append(followup.token_of(stored))  # a delete's record names this document alone
                 break
             if stored is not None and (stored.source != source or not supersedes(version, stored.version)):
                 report.documents_stale += stored.source == source
@@ -92,7 +93,7 @@ def remove(engine: Engine, refs: Sequence[str], version: str = "") -> ChangeRepo
             report.chunks_removed += len(doc.chunk_ids)
     if removed:
         announce(engine, 0, removed=removed, reason="delete")
+    engine.vectors.flush()  # the deletes are durable before the records that would redo them go
     for token in tokens:
         followup.end(engine, token)
-    engine.vectors.flush()
     return report

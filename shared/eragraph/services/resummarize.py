@@ -342,6 +342,7 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
     if changed_above:
         announce(engine, layer + 1, added=[(n.node_id, n.code) for n in made],
                  removed=[(r.node_id, r.code) for r in change.above_remove], reason=f"reconcile:{layer}")
+    engine.vectors.flush()  # the summaries' vectors are durable before the entry that redoes them goes
     engine.graph.delete_meta(key)
 
 
@@ -388,6 +389,7 @@ def finish_outbox(engine: Engine, layer: int, group: int | None, older_than: flo
             engine.vectors.delete(dead)
         _forget_retired(engine, layer, entry.get("drop", []))
         announce(engine, layer + 1, added=made, removed=gone, reason=f"outbox:{layer}")
+        engine.vectors.flush()
         engine.graph.delete_meta(key)
     return finished
 

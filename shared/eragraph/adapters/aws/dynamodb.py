@@ -38,9 +38,13 @@
     record and rebuilds whatever the cut left (services.resummarize), then removes the marks
     older than its start and announces the layer above as a whole (the partial apply's
     summaries there were never announced).
-* Layer sizes are counters (atomic ADD under ``COUNT``), never a count over the items. They
-  can drift (two writers of one new node both ADD; a writer that dies between its refs and
-  its ADD); ``repair_layer_counts`` (reindex) recounts the refs and rewrites a counter
+* Layer sizes are counters (atomic ADD under ``COUNT``), never a count over the items. Every
+  ref write that changes a layer's size (``put_nodes``, ``delete_nodes``, ``apply_region``) is
+  conditioned on the ref's state as read and carries its ADD in the same TransactWriteItems,
+  so the counter moves by what the writes actually did: two writers of one new node count it
+  once (the second one's condition fails; it re-reads and finds nothing left to write), and
+  no writer dies between its refs and their ADD. ``repair_layer_counts`` (reindex) still
+  recounts the refs (a store written before this, or by hand) and rewrites a counter
   conditionally on the value it read, so a concurrent ADD is never overwritten.
 """
 
@@ -60,6 +64,7 @@ from .models import TableModels, build_models
 
 TRANSACT_LIMIT = 100
 COUNT_REPAIR_ATTEMPTS = 5  # repair_layer_counts: re-reads of a counter that moved meanwhile
+REF_WRITE_ATTEMPTS = 8  # put_nodes/delete_nodes: re-reads of refs another writer changed meanwhile
 BATCH_GET = 100
 SHARD_BITS = 8  # ref partitions per layer: 2^SHARD_BITS
 SEGMENT_BUCKETS = 64  # segment partitions per layer
@@ -292,31 +297,82 @@ class DynamoGraphStore:
             if delta:
                 self.Item(PK="COUNT", SK=f"LAYER#{layer}").update(actions=[self.Item.version.add(delta)])
 
+    def _transact_refs(self, ops: list) -> None:
+        """Ref writes, each conditioned on the state read, with the layer counters' changes they
+        make, in TransactWriteItems of up to TRANSACT_LIMIT items: a counter moves only with
+        the writes it counts. ``ops``: (kind, item, actions or None, condition, layer, delta).
+        A lost condition raises ConflictError (the transactions before it committed)."""
+        from pynamodb.connection import Connection
+        from pynamodb.transactions import TransactWrite
+
+        if not ops:
+            return
+        layers = {op[4] for op in ops}
+        size = TRANSACT_LIMIT - len(layers)
+        meta = self.Item.Meta
+        connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
+        for start in range(0, len(ops), size):
+            chunk = ops[start:start + size]
+            deltas: dict[int, int] = {}
+            try:
+                with TransactWrite(connection=connection) as tx:
+                    for kind, item, actions, condition, layer, delta in chunk:
+                        if kind == "save":
+                            tx.save(item, condition=condition)
+                        elif kind == "update":
+                            tx.update(item, actions=actions, condition=condition)
+                        else:
+                            tx.delete(item, condition=condition)
+                        deltas[layer] = deltas.get(layer, 0) + delta
+                    for layer, delta in deltas.items():
+                        if delta:
+                            tx.update(self.Item(PK="COUNT", SK=f"LAYER#{layer}"), actions=[self.Item.version.add(delta)])
+            except TransactWriteError as exc:
+                if _is_condition_failure(exc):
+                    raise ConflictError("a ref changed concurrently") from None
+                raise
+
     def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
+        """Write the node items (BatchWriteItem), then their refs: only those absent or not
+        live are written, each conditioned on the state read and counted in the same
+        transaction (so concurrent writers of one node count it once). A lost condition
+        re-reads the refs and writes what is still missing."""
         unique = {n.node_id: n for n in nodes}  # one batch may not name a key twice
         self.check_fits(nodes=list(unique.values()))  # before anything is written
-        held = self._get_refs([(n.layer, n.code, n.node_id) for n in unique.values()]) if index else {}
-        deltas: dict[int, int] = {}
         # a node written again with another layer or code (a summary re-made): its old ref goes
         before = self.get_nodes(unique) if index else {}
         moved = [b for b in before.values() if (b.layer, b.code) != (unique[b.node_id].layer, unique[b.node_id].code)]
-        stale = self._get_refs([(b.layer, b.code, b.node_id) for b in moved])
         with self.Item.batch_write() as batch:
-            for node_id, (layer, ref) in stale.items():
-                batch.delete(self.Item(*self._ref_key(layer, ref.code, node_id)))
-                if ref.live:
-                    deltas[layer] = deltas.get(layer, 0) - 1
-                if (layer, ref.seg) != (unique[node_id].layer, None) and layer == unique[node_id].layer:
-                    held.setdefault(node_id, (layer, RefState(node_id, unique[node_id].code, ref.seg, False)))
             for n in unique.values():
                 batch.save(self.Item(**self._node_attrs(n)))
-                if index:
-                    old = held.get(n.node_id)
-                    pk, sk = self._ref_key(n.layer, n.code, n.node_id)
-                    batch.save(self.Item(PK=pk, SK=sk, seg=old[1].seg if old else None, live=1))
-                    if old is None or not old[1].live:
-                        deltas[n.layer] = deltas.get(n.layer, 0) + 1
-        self._count(deltas)
+        if not index:
+            return
+        for _attempt in range(REF_WRITE_ATTEMPTS):
+            held = self._get_refs([(n.layer, n.code, n.node_id) for n in unique.values()])
+            stale = self._get_refs([(b.layer, b.code, b.node_id) for b in moved])
+            ops: list = []
+            carried: dict[str, str | None] = {}
+            for node_id, (layer, ref) in stale.items():
+                pk, sk = self._ref_key(layer, ref.code, node_id)
+                ops.append(("delete", self.Item(PK=pk, SK=sk), None, self._ref_condition(ref), layer,
+                            -1 if ref.live else 0))
+                if ref.seg is not None and layer == unique[node_id].layer:
+                    carried[node_id] = ref.seg  # the new ref keeps the segment until the reconcile
+            for n in unique.values():
+                pk, sk = self._ref_key(n.layer, n.code, n.node_id)
+                old = held.get(n.node_id)
+                if old is None:
+                    ops.append(("save", self.Item(PK=pk, SK=sk, seg=carried.get(n.node_id), live=1), None,
+                                self.Item.PK.does_not_exist(), n.layer, 1))
+                elif not old[1].live:
+                    ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)],
+                                self.Item.live == 0, n.layer, 1))
+            try:
+                self._transact_refs(ops)
+                return
+            except ConflictError:
+                continue  # another writer changed one of these refs: read them again
+        raise ConflictError(f"put_nodes: {REF_WRITE_ATTEMPTS} conditional ref writes lost in a row")
 
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
         ids = list(dict.fromkeys(node_ids))
@@ -329,22 +385,31 @@ class DynamoGraphStore:
         return {i: out[i] for i in ids if i in out}
 
     def delete_nodes(self, node_ids: Iterable[str]) -> None:
+        """Delete the node items, then take their refs out (deleted, or kept as a tombstone while
+        a segment names them), each conditioned on the state read and uncounted in the same
+        transaction; a lost condition re-reads the refs."""
         ids = list(dict.fromkeys(node_ids))
         nodes = self.get_nodes(ids)
-        held = self._get_refs([(n.layer, n.code, n.node_id) for n in nodes.values()])
-        deltas: dict[int, int] = {}
+        keys = [(n.layer, n.code, n.node_id) for n in nodes.values()]
         with self.Item.batch_write() as batch:
             for i in ids:
                 batch.delete(self.Item(PK=f"NODE#{i}", SK="NODE"))
-            for node_id, (layer, ref) in held.items():
+        for _attempt in range(REF_WRITE_ATTEMPTS):
+            ops: list = []
+            for node_id, (layer, ref) in self._get_refs(keys).items():
                 pk, sk = self._ref_key(layer, ref.code, node_id)
                 if ref.seg is None:
-                    batch.delete(self.Item(PK=pk, SK=sk))
+                    ops.append(("delete", self.Item(PK=pk, SK=sk), None, self._ref_condition(ref), layer,
+                                -1 if ref.live else 0))
                 elif ref.live:
-                    batch.save(self.Item(PK=pk, SK=sk, seg=ref.seg, live=0))
-                if ref.live:
-                    deltas[layer] = deltas.get(layer, 0) - 1
-        self._count(deltas)
+                    ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)],
+                                self._ref_condition(ref), layer, -1))
+            try:
+                self._transact_refs(ops)
+                return
+            except ConflictError:
+                continue
+        raise ConflictError(f"delete_nodes: {REF_WRITE_ATTEMPTS} conditional ref writes lost in a row")
 
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
         shift = self._shift()

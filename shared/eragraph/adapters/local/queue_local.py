@@ -3,8 +3,8 @@
 It is ``MemoryQueue`` (FIFO; a pending message whose dedup key is already queued is coalesced
 into it) made safe to share between threads — e.g. a file watcher that ingests while the main
 thread drains. Nothing is persisted: a process that dies with messages queued leaves its
-``dirty:<layer>`` marks in the graph store, and ``services.resummarize.requeue_dirty`` announces
-those layers again on the next run.
+``dirty:<layer>`` marks in the graph store, and every CLI ingest starts by announcing those
+layers again (``services.resummarize.requeue_dirty``, as reindex does), before its own drain.
 """
 
 from __future__ import annotations

@@ -10,9 +10,13 @@ top-k). Selectors are cached per filter and dropped whenever the index changes.
 On disk the index is a snapshot plus an append-only change log:
 
 * ``vectors.faiss`` + ``vectors.json``, the snapshot, are written atomically (temporary file,
-  fsync, ``os.replace``); the id map records the SHA-256 of the index file it belongs to (so a
-  crash between the two renames is detected on open instead of silently pairing vectors with the
-  wrong ids) and a random ``generation`` naming this snapshot.
+  fsync, ``os.replace``); the id map records the SHA-256 of the index file it belongs to (so
+  files that do not belong together are detected on open instead of silently pairing vectors
+  with the wrong ids) and a random ``generation`` naming this snapshot. A compaction writes the
+  new index as ``vectors.next.faiss``, then the id map (the commit point), then renames the
+  index over ``vectors.faiss``: a process killed anywhere in between leaves either the old
+  snapshot whole or the new id map with its index under the next name, which readers use and
+  the next writer renames.
 * ``vectors.log`` starts with the generation of the snapshot it applies to, then holds one
   record per ``flush()``: the net effect of that handle's upserts and deletes since its previous
   flush (string id, int id, layer, doc_id and vector of each id it wrote; the ids it deleted).
@@ -60,6 +64,7 @@ from ...ports import Hit
 from .files import atomic_write, file_stamp, writer_lock
 
 INDEX_FILE = "vectors.faiss"
+NEXT_INDEX_FILE = "vectors.next.faiss"  # a compaction's new index file until its id map is written
 IDMAP_FILE = "vectors.json"
 LOG_FILE = "vectors.log"
 LOCK_FILE = ".writer.lock"
@@ -73,6 +78,19 @@ _HEADER_LEN = len(_LOG_MAGIC) + _GEN_LEN
 _REC_MAGIC = b"EGVR"
 _FRAME = struct.Struct("<4sQI")  # magic, payload length, CRC-32 of magic + length + payload
 _LOAD_ATTEMPTS = 4
+
+
+def _matching(idmap: dict, index_path: Path, next_path: Path) -> bytes | None:
+    """The bytes of the index file the id map names: the current one, or the one a compaction
+    wrote beside it and had not yet renamed when it died (or is renaming now)."""
+    for path in (index_path, next_path):
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            continue
+        if hashlib.sha256(raw).hexdigest() == idmap["index_sha256"]:
+            return raw
+    return None
 
 
 class VectorIndexCorruptError(EragraphError):
@@ -197,10 +215,9 @@ class FaissVectorIndex:
         idmap_path = self.directory / IDMAP_FILE
         index_path = self.directory / INDEX_FILE
         if not idmap_path.exists() and not index_path.exists():
-            return
+            return  # no snapshot yet (a first compaction that died before its id map: never flushed)
         try:
             idmap_raw = idmap_path.read_bytes()
-            raw = index_path.read_bytes()
         except FileNotFoundError:
             raise VectorIndexCorruptError(f"{self.directory}: one of {INDEX_FILE}/{IDMAP_FILE} is missing") from None
         data = json.loads(idmap_raw)
@@ -209,7 +226,8 @@ class FaissVectorIndex:
         if int(data["dim"]) != self.dim:
             raise EragraphError(f"{self.directory} holds {data['dim']}-d vectors, not {self.dim}-d: "
                                 "the store was built with another embedder")
-        if hashlib.sha256(raw).hexdigest() != data["index_sha256"]:
+        raw = _matching(data, index_path, self.directory / NEXT_INDEX_FILE)
+        if raw is None:
             raise VectorIndexCorruptError(f"{index_path} does not match {IDMAP_FILE}: rebuild the vector index")
         index = faiss.deserialize_index(np.frombuffer(raw, dtype=np.uint8))
         if not isinstance(index, faiss.IndexIDMap2):
@@ -262,6 +280,7 @@ class FaissVectorIndex:
                 return
             self.directory.mkdir(parents=True, exist_ok=True)
             with writer_lock(self.directory / LOCK_FILE):
+                self._finish_compaction()
                 self._sync()
                 record = None
                 if self._generation is not None:
@@ -405,7 +424,8 @@ class FaissVectorIndex:
 
     def _compact(self) -> None:
         """Write a new snapshot (new generation) holding everything, then remove the log. A crash
-        after the index file: detected (SHA mismatch); after the id map: the old log names the
+        before the id map: the old snapshot stands (the next writer removes the unnamed index
+        file); after it: its index is found under NEXT_INDEX_FILE, and the old log names the
         old generation, so it is ignored."""
         generation = secrets.token_hex(_GEN_LEN // 2)
         raw = faiss.serialize_index(self._index).tobytes()
@@ -413,13 +433,32 @@ class FaissVectorIndex:
         idmap = json.dumps({"format": FORMAT, "dim": self.dim, "generation": generation,
                             "next_id": self._next_id, "index_sha256": hashlib.sha256(raw).hexdigest(),
                             "entries": entries}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        atomic_write(self.directory / INDEX_FILE, raw)
+        # the id map is the commit point: the index file it names goes beside the old one first,
+        # and takes its name after (a reader, or the next writer, finds it there until then)
+        atomic_write(self.directory / NEXT_INDEX_FILE, raw)
         atomic_write(self.directory / IDMAP_FILE, idmap)
+        os.replace(self.directory / NEXT_INDEX_FILE, self.directory / INDEX_FILE)
         self._remove_log()
         self._generation = generation
         self._snap_stamp = file_stamp(self.directory / IDMAP_FILE)
         self._snap_bytes = len(raw) + len(idmap)
         self._log_ino, self._log_end, self._log_live = None, 0, False
+
+    def _finish_compaction(self) -> None:
+        """Under the writer lock: a compaction that died after its id map leaves the index file
+        it names under NEXT_INDEX_FILE: give it its name. One that died before its id map leaves
+        a file no id map names: remove it."""
+        next_path = self.directory / NEXT_INDEX_FILE
+        if not next_path.exists():
+            return
+        try:
+            data = json.loads((self.directory / IDMAP_FILE).read_bytes())
+        except FileNotFoundError:
+            data = {}
+        if data.get("index_sha256") == hashlib.sha256(next_path.read_bytes()).hexdigest():
+            os.replace(next_path, self.directory / INDEX_FILE)
+        else:
+            next_path.unlink()
 
     def _remove_log(self) -> None:
         try:
