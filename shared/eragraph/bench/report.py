@@ -15,7 +15,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .common import machine
 
 TARGETS = {
     "tokens_in": 0.20, "seconds": 0.20, "summarize_calls": 0.50,
@@ -25,6 +24,71 @@ TARGETS = {
     "scale_insert_factor": 1.5, "scale_build_per_chunk_factor": 1.3, "scale_rss_factor": 1.2,
     "scale_collapsed_p95_ms": 50.0,
 }
+
+
+NOT_RECORDED = "not recorded"
+
+
+def run_info(data: dict) -> dict:
+    """A result's run: date (UTC), commit and machine (CPU model, cores, Python), from its
+    ``run`` key (common.run_record), else from the fields older results kept (``finished_at``,
+    ``machine``; ``date``, ``commit``, ``cpu``, ``cores``, ``python`` at the top); what a file
+    does not record is "not recorded", never filled in from this machine."""
+    run = data.get("run") or {}
+    m = run.get("machine") or data.get("machine") or {}
+    date = run.get("date") or data.get("finished_at") or data.get("date")
+    return {"date": str(date) if date else NOT_RECORDED,
+            "commit": str(run.get("commit") or data.get("commit") or NOT_RECORDED),
+            "cpu": str(m.get("cpu") or data.get("cpu") or NOT_RECORDED),
+            "cores": m.get("cores") or data.get("cores") or data.get("cpus") or NOT_RECORDED,
+            "python": str(m.get("python") or data.get("python") or NOT_RECORDED)}
+
+
+def short_commit(commit: str) -> str:
+    if commit == NOT_RECORDED:
+        return commit
+    head, _, dirty = commit.partition("+")
+    head = head.split("-dirty")[0]
+    return f"`{head[:12]}`" + (" (uncommitted changes)" if dirty or commit.endswith("-dirty") else "")
+
+
+def run_line(data: dict) -> str:
+    """One line naming the run: date, commit, machine."""
+    r = run_info(data)
+    cores = f"{r['cores']} cores" if r["cores"] != NOT_RECORDED else f"cores {NOT_RECORDED}"
+    return (f"Run: {r['date']}; commit {short_commit(r['commit'])}; machine: {r['cpu']}, {cores}, "
+            f"Python {r['python']}.")
+
+
+def runs_section(results: Path) -> list[str]:
+    """Every results file with its run (date, commit, machine)."""
+    rows = []
+    for path in sorted(results.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            continue
+        r = run_info(data)
+        rows.append([f"`{path.name}`", r["date"], short_commit(r["commit"]), r["cpu"], r["cores"], r["python"]])
+    if not rows:
+        return []
+    return ["## Runs", "", "The date, code and machine of every file in `bench-results/`, as the file records "
+            "them (files written before runs recorded their commit say so).", "",
+            *table(["file", "date", "commit", "CPU", "cores", "Python"], rows), ""]
+
+
+def machines_note(results: Path) -> str:
+    """Which CPU models the results were measured on (they are not all the same)."""
+    counts: dict[str, int] = {}
+    for path in sorted(results.glob("*.json")):
+        try:
+            cpu = run_info(json.loads(path.read_text(encoding="utf-8")))["cpu"]
+        except json.JSONDecodeError:
+            continue
+        counts[cpu] = counts.get(cpu, 0) + 1
+    listed = "; ".join(f"{cpu}: {n} file{'s' if n != 1 else ''}" for cpu, n in sorted(counts.items()))
+    return (f"Machines: the runs were not all made on one machine ({listed}); each section names its "
+            "run's date, commit and machine, and the Runs table at the end lists every file.")
 
 
 def load(results: Path, prefix: str) -> list[tuple[str, dict]]:
@@ -130,7 +194,7 @@ def plot_growth(name: str, data: dict, plots: Path) -> list[str]:
 
 
 def growth_section(name: str, data: dict, images: list[str]) -> list[str]:
-    out = [f"### {name}", "", f"Command: `{command(data)}`", "",
+    out = [f"### {name}", "", f"Command: `{command(data)}`", "", run_line(data), "",
            f"{data['documents']} documents; base = first {data['initial']['documents']} "
            f"(ordered by the corpus's `increment`), then {len(data['steps'])} steps. Embedder "
            f"`{data.get('embedder')}`, summarizer `{data.get('summarizer')}`, profile `{data.get('profile')}`, "
@@ -220,7 +284,7 @@ def retrieval_section(runs: list[tuple[str, dict]]) -> list[str]:
     for name, data in runs:
         ks = data.get("k") or [2, 5]
         notes = [text for key, text in RUN_NOTES.items() if key in name]
-        out += [f"### {name}", "", *[line for t in notes for line in (t, "")], f"Command: `{command(data)}`", "",
+        out += [f"### {name}", "", *[line for t in notes for line in (t, "")], f"Command: `{command(data)}`", "", run_line(data), "",
                 f"{data.get('questions')} questions, {data.get('documents')} documents, embedder `{data.get('embedder')}`, "
                 f"entity extraction `{data.get('ner', 'default')}` (default: spaCy NER without noun chunks).", ""]
         header = ["mode", *[f"R@{k}" for k in ks], *[f"R@{k} (summaries credit leaves)" for k in ks], "p50 ms", "p95 ms"]
@@ -247,7 +311,7 @@ def retrieval_section(runs: list[tuple[str, dict]]) -> list[str]:
 def ingest_section(runs: list[tuple[str, dict]]) -> list[str]:
     out = []
     for name, d in runs:
-        out += [f"### {name}", "", f"Command: `{command(d)}`", "",
+        out += [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
                 f"{d['documents']} documents → {d['chunks']} chunks + {d['summaries']} summaries; embedder "
                 f"`{d['embedder']}`, NER `{d.get('ner')}`; total {fmt(d['seconds']['total'])} s "
                 f"({fmt(d['pipeline']['documents_per_s'])} documents/s, {fmt(d['pipeline']['chunks_per_s'])} chunks/s).", ""]
@@ -266,7 +330,7 @@ def ingest_section(runs: list[tuple[str, dict]]) -> list[str]:
 def query_section(runs: list[tuple[str, dict]]) -> list[str]:
     out = []
     for name, d in runs:
-        out += [f"### {name}", "", f"Command: `{command(d)}`", "",
+        out += [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
                 f"Store with {fmt(d['nodes'])} nodes (layers {d['layers']}), embedder `{d['embedder']}`, "
                 f"{d['questions']} questions per mode, k={d['k']}. {d.get('measure', '')}.", ""]
         out += table(["mode", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms", "max ms"],
@@ -340,7 +404,7 @@ def plot_scale(name: str, d: dict, plots: Path) -> list[str]:
 
 
 def scale_section(name: str, d: dict, images: list[str]) -> list[str]:
-    out = [f"### {name}", "", f"Command: `{command(d)}`", "",
+    out = [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
            f"{d.get('note', '')}. NER `{d.get('ner')}`; {d.get('repeats')} single-document inserts and deletes "
            f"per size (median), {d.get('queries_per_mode')} questions per mode, ingest batches of "
            f"{d.get('batch_docs')} documents.", ""]
@@ -615,7 +679,7 @@ def router_section(results: Path) -> list[str]:
         return []
     d = json.loads(path.read_text())
     out = ["## The auto router: training and leave-one-dataset-out", "",
-           f"Command: `{d.get('command', 'eragraph router train')}`", "",
+           f"Command: `{d.get('command', 'eragraph router train')}`", "", run_line(d), "",
            f"Dense side: `{d['dense_side']}` ({d['dense_side_reason']}). Labels: the disagreement set "
            "(questions where exactly one of the dense side and `tri_graph` gets more supporting passages "
            "into the top 5). Each row trains on the other datasets, chooses the thresholds on them and "
@@ -645,13 +709,12 @@ def cold_start_section(results: Path) -> list[str]:
     out = ["## Lambda cold start", "",
            f"Command: `{d.get('command', 'python3 scripts/cold_start.py --runs ' + str(d.get('runs')))}` after "
            "`bash scripts/build_lambda.sh`. Each function runs in the environment `sam build` made for it: "
-           f"Python {d.get('python')} with only its folder, its layers and the Lambda runtime's boto3 on "
+           f"Python {run_info(d)['python']} with only its folder, its layers and the Lambda runtime's boto3 on "
            "`sys.path`, against moto and the OpenSearch fake on loopback. Init = the handler's import "
            "(which runs the provider preflight) + the engine build (the first `LAMBDA_ENGINE.get()`: "
            "clients, the store's recorded settings); a model a request needs (spaCy for NER or the "
            "router) loads at its first use, not here. Median of "
-           f"{d.get('runs')} fresh processes; {d.get('date')}, commit `{str(d.get('commit'))[:12]}`, "
-           f"{d.get('cores')} cores ({d.get('cpu')}).", ""]
+           f"{d.get('runs')} fresh processes.", "", run_line(d), ""]
     rows = []
     for name, r in d.get("functions", {}).items():
         if "error" in r:
@@ -673,18 +736,13 @@ def render(results: Path) -> tuple[str, list[Path]]:
     growth, retrieval = load(results, "growth"), load(results, "retrieval")
     ingest, query = load(results, "ingest"), load(results, "query")
     scale = load(results, "scale")
-    m = machine()
-    for _, data in growth + retrieval + ingest + query + scale:
-        if data.get("machine"):
-            m = data["machine"]
-            break
     lines = ["# Benchmarks", "",
              "Generated by `python -m eragraph.bench.report` from the JSON results in `bench-results/`; "
              "do not edit by hand. Every figure below comes from one of those files, and every file "
              "records the command that produced it.", "",
-             f"Machine: {m.get('cores')} cores ({m.get('cpu')}), {m.get('memory_gb')} GB memory, Python "
-             f"{m.get('python')}. Timings are wall-clock on this machine and were taken while other "
-             "processes shared its CPU, so seconds carry noise; token and call counts are exact.", "",
+             machines_note(results) + " Timings are wall-clock and were taken while other processes "
+             "shared the CPU, so seconds carry noise and compare only within a run; token and call counts "
+             "are exact.", "",
              "## Targets", ""]
     lines += targets_section(growth, ingest, query, retrieval, scale)
     lines += ["", *coverage_note(growth)]
@@ -713,6 +771,7 @@ def render(results: Path) -> tuple[str, list[Path]]:
         lines += scale_section(name, data, images)
     if not scale:
         lines += ["No scale results yet.", ""]
+    lines += runs_section(results)
     return "\n".join(lines).rstrip() + "\n", [plots / img for img in images_all]
 
 
