@@ -63,3 +63,16 @@ def test_report_prints_each_runs_own_machine(tmp_path):
     runs = text[text.index("## Runs"):]
     assert "| `retrieval-old.json` | 2026-11-21T23:51:23+0000 | not recorded | Old CPU | 4 | 3.11.7 |" in runs
     assert f"| `retrieval-new.json` | {new['run']['date']} |" in runs
+
+
+def test_before_and_after_runs_are_compared_per_mode():
+    from eragraph.bench.report import before_after_section
+
+    before = retrieval_result()
+    after = retrieval_result()
+    after["modes"]["dense"] = {**after["modes"]["dense"], "recall@5_with_summaries": 0.55}
+    lines = before_after_section([("retrieval-x-after", after), ("retrieval-x-before", before)])
+    assert "### retrieval-x: before / after" in lines
+    assert "| dense | recall@5_with_summaries | 0.500 | 0.550 | 0.050 |" in lines
+    assert "| dense | recall@5 | 0.500 | 0.500 | 0.000 |" in lines
+    assert before_after_section([("retrieval-x-after", after)]) == []
