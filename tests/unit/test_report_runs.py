@@ -73,6 +73,11 @@ def test_before_and_after_runs_are_compared_per_mode():
     after["modes"]["dense"] = {**after["modes"]["dense"], "recall@5_with_summaries": 0.55}
     lines = before_after_section([("retrieval-x-after", after), ("retrieval-x-before", before)])
     assert "### retrieval-x: before / after" in lines
-    assert "| dense | recall@5_with_summaries | 0.500 | 0.550 | 0.050 |" in lines
-    assert "| dense | recall@5 | 0.500 | 0.500 | 0.000 |" in lines
+    assert "| dense | recall@5_with_summaries | 0.5000 | 0.5500 | +0.0500 |" in lines
+    assert "| dense | recall@5 | 0.5000 | 0.5000 | +0.0000 |" in lines
+    assert "Recall@5 with summaries did not drop." in lines
+    worse = retrieval_result()
+    worse["modes"]["dense"] = {**worse["modes"]["dense"], "recall@5_with_summaries": 0.49}
+    assert "Recall@5 with summaries dropped: `dense` by 0.0100." in before_after_section(
+        [("retrieval-x-after", worse), ("retrieval-x-before", before)])
     assert before_after_section([("retrieval-x-after", after)]) == []

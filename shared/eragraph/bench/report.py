@@ -276,7 +276,9 @@ RUN_NOTES = {
                 "questions whose evidence lies inside them (the store the router was trained on).",
     "summaries": "The summary-graph modes before and after the readable extractive summaries (whole sentences "
                  "grouped per source document, near-duplicates left out: `extractive-tfidf-v2`); same corpus, "
-                 "questions, settings and embedder in both, each in a fresh store (see the comparison below).",
+                 "questions, settings and embedder in both, each in a fresh store (see the comparison below). The "
+                 "after-run's store started with the before-run's embedding cache (content-addressed: the same "
+                 "vectors), so its ingest seconds are not comparable with the before-run's.",
     "router": "Modes of issue 10 (lexical index, hybrid, fusion, auto) with the router weights shipped in "
               "`shared/eragraph/weights/router.json`.",
 }
@@ -325,13 +327,19 @@ def before_after_section(runs: list[tuple[str, dict]]) -> list[str]:
         out += [f"### {base}: before / after", "",
                 f"`{base}-before` vs `{base}-after` (each listed above with its command and run). "
                 "Recall with summaries lets a summary credit every leaf document beneath it.", ""]
-        rows = []
+        rows, drops = [], []
+        four = lambda x: None if x is None else f"{x:.4f}"  # noqa: E731
         for mode, row in after["modes"].items():
             old = before["modes"].get(mode, {})
             for key in [f"recall@{k}_with_summaries" for k in ks] + [f"recall@{k}" for k in ks]:
                 a, b = row.get(key), old.get(key)
-                rows.append([mode, key, b, a, None if a is None or b is None else round(a - b, 4)])
+                delta = None if a is None or b is None else a - b
+                rows.append([mode, key, four(b), four(a), None if delta is None else f"{delta:+.4f}"])
+                if key == f"recall@{ks[-1]}_with_summaries" and delta is not None and delta < 0:
+                    drops.append(f"`{mode}` by {-delta:.4f}")
         out += table(["mode", "measure", "before", "after", "after − before"], rows) + [""]
+        out += [f"Recall@{ks[-1]} with summaries " + ("dropped: " + ", ".join(drops) if drops else "did not drop")
+                + ".", ""]
     return out
 
 
