@@ -147,3 +147,11 @@ def test_sources_must_match_texts():
 
     with pytest.raises(ValueError):
         ExtractiveSummarizer(TOK).summarize(["A b c d."], 10, [MemberSource("a"), MemberSource("b")])
+
+
+def test_a_piece_opening_with_a_number_is_not_taken_for_a_sentence():
+    from eragraph.providers.extractive import is_whole_sentence
+
+    # a revision's joined text may begin where a chunk window cut a date in two
+    assert not is_whole_sentence("1 October 1992 and, in that capacity, served twice as interim president.")
+    assert is_whole_sentence("He was President of the Senate until 1 October 1992.")

@@ -33,9 +33,10 @@ _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset("""a an the and or of to in on at for by with from as is are was were be been
 being it its this that these those he she they his her their them we you i not no but if then
 than so such into over after before about also which who whom whose what when where while""".split())
-# a whole sentence: starts with a capital or a digit (after an opening quote or bracket), ends
-# with . ! or ? (before a closing quote or bracket), and has at least MIN_WORDS words
-_STARTS = re.compile(r"^[\"'(\[\u201c\u2018]*[A-Z0-9\u00c0-\u00de]")
+# a whole sentence: starts with a capital (after an opening quote or bracket; not a digit, which far more
+# often opens a piece cut mid-sentence at a date, as a revision's joined text may begin), ends with
+# . ! or ? (before a closing quote or bracket), and has at least MIN_WORDS words
+_STARTS = re.compile(r"^[\"'(\[\u201c\u2018]*[A-Z\u00c0-\u00de]")
 _ENDS = re.compile(r"[.!?][\"')\]\u201d\u2019]*$")
 MIN_WORDS = 3
 
