@@ -14,10 +14,8 @@ parser by default), with the loopback endpoints; nothing is embedded or called a
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -29,30 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "deployed"), str(ROOT / "shared")]
 
 import deployed as dp  # noqa: E402
+from eragraph.bench.common import run_record  # noqa: E402
 
 FUNCTIONS = ("ingest", "summarize", "query", "reindex")
 TARGET_QUERY_INIT_S = 3.0
 SETTINGS = {"ERAGRAPH_NER": "spacy", "ERAGRAPH_PARSER": "spacy", "POWERTOOLS_METRICS_NAMESPACE": "EragraphColdStart"}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def commit() -> str:
-    try:
-        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.strip()
-        return sha + ("-dirty" if dirty else "")
-    except OSError:
-        return "unknown"
 
 
 def folder_mb(paths) -> float:
@@ -137,13 +116,13 @@ def main() -> int:
             compiled = measure(dp.load_build(copy), python, runtime, args.runs)
 
     query = results.get("query", {})
+    run = run_record(ROOT)  # the functions' Python is the Lambda runtime's, not this driver's
+    run["machine"]["python"] = subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"],
+                                              capture_output=True, text=True).stdout.strip()
     report = {
         "what": "cold start per function in its deployed environment: import of the handler module, then the "
                 "engine build (first LAMBDA_ENGINE.get()); median of fresh processes",
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "commit": commit(), "cpu": cpu_model(), "cores": os.cpu_count(), "runs": args.runs,
-        "python": subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True,
-                                 text=True).stdout.strip(),
+        "run": run, "runs": args.runs,
         "lambda_runtime_packages": [ln for ln in dp.RUNTIME_REQUIREMENTS.read_text().splitlines()
                                     if ln and not ln.startswith("#")],
         "settings": SETTINGS, "functions": results,

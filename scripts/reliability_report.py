@@ -19,6 +19,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
+from eragraph.bench.report import run_line  # noqa: E402
+
 COLUMNS = ("operations", "s3_deliveries", "messages_sent", "message_deliveries", "failed_deliveries")
 
 
@@ -26,7 +29,7 @@ def table(data: dict) -> str:
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for case in data["cases"]:
         groups[(case["case"], case["profile"])].append(case)
-    lines = [f"Run on {data['date']}: Python {data['python']}, {data['cpus']} CPUs.", "",
+    lines = [run_line(data), "",
              "| case | profile | runs | held | sub-cases | S3 ops | S3 deliveries | messages sent "
              "| message deliveries | failed deliveries (redelivered) |",
              "|---|---|---|---|---|---|---|---|---|---|"]

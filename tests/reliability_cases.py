@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import time
 from pathlib import Path
+
+from eragraph.bench.common import run_record
 
 CASES: list[dict] = []
 
@@ -22,5 +22,4 @@ def write(path: str | None = None) -> None:
     if not target or not CASES:
         return
     Path(target).write_text(json.dumps({
-        "python": platform.python_version(), "cpus": os.cpu_count(),
-        "date": time.strftime("%Y-%m-%d"), "cases": CASES}, indent=1) + "\n")
+        "run": run_record(), "cases": CASES}, indent=1) + "\n")

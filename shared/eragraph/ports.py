@@ -31,6 +31,16 @@ class SummaryResult:
 
 
 @dataclass(frozen=True)
+class MemberSource:
+    """Where a member text given to a summarizer comes from. ``group``: the document of a chunk
+    (chunks of one document share it; a summary is a group of its own). ``at_start``: the text
+    starts where its document starts (a document's first chunk, or a summary), so its first
+    sentence is whole; a later chunk starts wherever its token window did."""
+    group: str
+    at_start: bool = True
+
+
+@dataclass(frozen=True)
 class Answer:
     text: str
     cited_ids: tuple[str, ...]
@@ -170,7 +180,11 @@ class Tokenizer(Protocol):
 @runtime_checkable
 class Summarizer(Protocol):
     identity: str
-    def summarize(self, texts: Sequence[str], max_tokens: int) -> SummaryResult: ...
+    def summarize(self, texts: Sequence[str], max_tokens: int,
+                  sources: Sequence[MemberSource] | None = None) -> SummaryResult:
+        """One summary of ``texts`` (a segment's members) in at most ``max_tokens``;
+        ``sources`` says where each text comes from (a summarizer may ignore it)."""
+        ...
 
 
 @runtime_checkable

@@ -53,4 +53,12 @@ def test_sentence_delta_keeps_only_changed_sentences():
     assert added == ["Delta sang.", "Epsilon ran."]
     assert removed == ["Gamma cooked."]
     assert sentence_delta([old], [old]) == ([], [])
-    assert sentence_delta([], [old]) == ([], [old])
+    assert sentence_delta([], [old]) == ([], ["Alpha rose early.\nBeta slept late.\nGamma cooked."])
+
+
+def test_sentence_delta_keeps_a_title_line_apart_from_the_next_sentence():
+    from eragraph.domain.diff import sentence_delta
+    from eragraph.domain.text import split_sentences, titled_text
+
+    added, _ = sentence_delta([titled_text("Ethan of Athos", "It is a novel by Lois Bujold.")], [])
+    assert split_sentences(added[0]) == ["Ethan of Athos", "It is a novel by Lois Bujold."]

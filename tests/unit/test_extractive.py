@@ -32,7 +32,9 @@ def test_summary_within_budget_and_made_of_input_sentences():
 
 def test_sentences_keep_their_original_order():
     result = ExtractiveSummarizer(TOK).summarize(ON_TOPIC, 1000)
-    assert result.text == " ".join(ON_TOPIC)
+    assert result.text == "\n".join(ON_TOPIC)  # each text its own group (no sources given): a line each
+    one = ExtractiveSummarizer(TOK).summarize([" ".join(ON_TOPIC)], 1000)
+    assert one.text == " ".join(ON_TOPIC)
 
 
 def test_tokens_in_counts_prompt_and_every_child():
@@ -106,3 +108,50 @@ def test_revise_previous_share_weighs_the_old_majority():
     light = s.revise(previous, [OFF_TOPIC], [], budget, previous_share=0.01)
     assert heavy.text in ON_TOPIC
     assert light.text == OFF_TOPIC
+
+
+# ---------------------------------------------------------------- readable summaries
+
+def test_title_lines_and_cut_pieces_are_not_sentences():
+    from eragraph.domain.text import titled_text
+    from eragraph.ports import MemberSource
+
+    first = titled_text("Comet Halley", ON_TOPIC[0] + " " + ON_TOPIC[1][:30])
+    later = "orbit with a large telescope. " + ON_TOPIC[2]
+    result = ExtractiveSummarizer(TOK).summarize(
+        [first, later], 1000, [MemberSource("doc-a", True), MemberSource("doc-a", False)])
+    # one document: one line; the title, the cut-off end and the cut-off start are gone
+    assert result.text == ON_TOPIC[0] + " " + ON_TOPIC[2]
+
+
+def test_a_documents_first_chunk_leads_its_group_and_groups_follow_member_order():
+    from eragraph.ports import MemberSource
+
+    texts = ["cut start. " + ON_TOPIC[1], ON_TOPIC[3], ON_TOPIC[0]]
+    sources = [MemberSource("doc-a", False), MemberSource("doc-b", True), MemberSource("doc-a", True)]
+    result = ExtractiveSummarizer(TOK).summarize(texts, 1000, sources)
+    assert result.text.split("\n") == [ON_TOPIC[0] + " " + ON_TOPIC[1], ON_TOPIC[3]]
+
+
+def test_near_duplicates_are_left_out():
+    near = ON_TOPIC[0].replace("near", "close to")
+    result = ExtractiveSummarizer(TOK).summarize([ON_TOPIC[0], near, ON_TOPIC[0], OFF_TOPIC], 1000)
+    picked = split_sentences(result.text)
+    assert len(picked) == 2 and OFF_TOPIC in picked
+
+
+def test_sources_must_match_texts():
+    import pytest
+
+    from eragraph.ports import MemberSource
+
+    with pytest.raises(ValueError):
+        ExtractiveSummarizer(TOK).summarize(["A b c d."], 10, [MemberSource("a"), MemberSource("b")])
+
+
+def test_a_piece_opening_with_a_number_is_not_taken_for_a_sentence():
+    from eragraph.providers.extractive import is_whole_sentence
+
+    # a revision's joined text may begin where a chunk window cut a date in two
+    assert not is_whole_sentence("1 October 1992 and, in that capacity, served twice as interim president.")
+    assert is_whole_sentence("He was President of the Senate until 1 October 1992.")

@@ -26,7 +26,7 @@ class Ledger:
         self.fail_after = fail_after
         self.paid: Counter = Counter()
 
-    def summarize(self, texts, max_tokens):
+    def summarize(self, texts, max_tokens, sources=None):
         if self.fail_after is not None and sum(self.paid.values()) >= self.fail_after:
             self.fail_after = None  # the consumer dies once
             raise Crash("consumer died")

@@ -127,6 +127,9 @@ def test_split_sentences():
     sents = split_sentences(text)
     assert sents[-1] == "Next one"
     assert "Then they left!" in sents and "Did they?" in sents and "Yes." in sents
+    assert sents[0] == "Dr. Who met Mr. X."  # a title before a name ends no sentence
+    assert split_sentences("The title character is Dr. Ethan Urquhart, a biologist. He travels.") == \
+        ["The title character is Dr. Ethan Urquhart, a biologist.", "He travels."]
     assert all(s == s.strip() and s for s in sents)
     assert split_sentences("line one\nline two") == ["line one", "line two"]
 

@@ -9,10 +9,12 @@ import math
 import os
 import platform
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -294,12 +296,35 @@ def command_line(args: Any, name: str) -> str:
     return "eragraph bench " + name + " " + " ".join(shlex.quote(a) for a in argv)
 
 
+def git_commit(where: str | Path | None = None) -> str:
+    """The commit of the checkout holding this package (``+dirty`` when tracked files differ
+    from it), or "not recorded" outside a git checkout."""
+    cwd = Path(where) if where else Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True,
+                              timeout=10)
+        if head.returncode != 0:
+            return "not recorded"
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "shared"],
+                               cwd=cwd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return "not recorded"
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def run_record(where: str | Path | None = None) -> dict:
+    """What every results file records about its run, under one key ``run``: the date (UTC),
+    the git commit of the code that ran, and the machine (CPU model, cores, Python)."""
+    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "commit": git_commit(where), "machine": machine()}
+
+
 def finish(result: dict, args: Any, name: str) -> dict:
-    """Stamp the result with the machine, the command and the time; write --out when given."""
+    """Stamp the result with the command and its run (date, commit, machine: run_record);
+    write --out when given."""
     result.setdefault("benchmark", name)
     result["command"] = command_line(args, name)
-    result["machine"] = machine()
-    result["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    result["run"] = run_record()
     out = getattr(args, "out", None)
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)

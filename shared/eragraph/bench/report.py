@@ -15,7 +15,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .common import machine
 
 TARGETS = {
     "tokens_in": 0.20, "seconds": 0.20, "summarize_calls": 0.50,
@@ -25,6 +24,71 @@ TARGETS = {
     "scale_insert_factor": 1.5, "scale_build_per_chunk_factor": 1.3, "scale_rss_factor": 1.2,
     "scale_collapsed_p95_ms": 50.0,
 }
+
+
+NOT_RECORDED = "not recorded"
+
+
+def run_info(data: dict) -> dict:
+    """A result's run: date (UTC), commit and machine (CPU model, cores, Python), from its
+    ``run`` key (common.run_record), else from the fields older results kept (``finished_at``,
+    ``machine``; ``date``, ``commit``, ``cpu``, ``cores``, ``python`` at the top); what a file
+    does not record is "not recorded", never filled in from this machine."""
+    run = data.get("run") or {}
+    m = run.get("machine") or data.get("machine") or {}
+    date = run.get("date") or data.get("finished_at") or data.get("date")
+    return {"date": str(date) if date else NOT_RECORDED,
+            "commit": str(run.get("commit") or data.get("commit") or NOT_RECORDED),
+            "cpu": str(m.get("cpu") or data.get("cpu") or NOT_RECORDED),
+            "cores": m.get("cores") or data.get("cores") or data.get("cpus") or NOT_RECORDED,
+            "python": str(m.get("python") or data.get("python") or NOT_RECORDED)}
+
+
+def short_commit(commit: str) -> str:
+    if commit == NOT_RECORDED:
+        return commit
+    head, _, dirty = commit.partition("+")
+    head = head.split("-dirty")[0]
+    return f"`{head[:12]}`" + (" (uncommitted changes)" if dirty or commit.endswith("-dirty") else "")
+
+
+def run_line(data: dict) -> str:
+    """One line naming the run: date, commit, machine."""
+    r = run_info(data)
+    cores = f"{r['cores']} cores" if r["cores"] != NOT_RECORDED else f"cores {NOT_RECORDED}"
+    return (f"Run: {r['date']}; commit {short_commit(r['commit'])}; machine: {r['cpu']}, {cores}, "
+            f"Python {r['python']}.")
+
+
+def runs_section(results: Path) -> list[str]:
+    """Every results file with its run (date, commit, machine)."""
+    rows = []
+    for path in sorted(results.glob("*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            continue
+        r = run_info(data)
+        rows.append([f"`{path.name}`", r["date"], short_commit(r["commit"]), r["cpu"], r["cores"], r["python"]])
+    if not rows:
+        return []
+    return ["## Runs", "", "The date, code and machine of every file in `bench-results/`, as the file records "
+            "them (files written before runs recorded their commit say so).", "",
+            *table(["file", "date", "commit", "CPU", "cores", "Python"], rows), ""]
+
+
+def machines_note(results: Path) -> str:
+    """Which CPU models the results were measured on (they are not all the same)."""
+    counts: dict[str, int] = {}
+    for path in sorted(results.glob("*.json")):
+        try:
+            cpu = run_info(json.loads(path.read_text(encoding="utf-8")))["cpu"]
+        except json.JSONDecodeError:
+            continue
+        counts[cpu] = counts.get(cpu, 0) + 1
+    listed = "; ".join(f"{cpu}: {n} file{'s' if n != 1 else ''}" for cpu, n in sorted(counts.items()))
+    return (f"Machines: the runs were not all made on one machine ({listed}); each section names its "
+            "run's date, commit and machine, and the Runs table at the end lists every file.")
 
 
 def load(results: Path, prefix: str) -> list[tuple[str, dict]]:
@@ -130,7 +194,7 @@ def plot_growth(name: str, data: dict, plots: Path) -> list[str]:
 
 
 def growth_section(name: str, data: dict, images: list[str]) -> list[str]:
-    out = [f"### {name}", "", f"Command: `{command(data)}`", "",
+    out = [f"### {name}", "", f"Command: `{command(data)}`", "", run_line(data), "",
            f"{data['documents']} documents; base = first {data['initial']['documents']} "
            f"(ordered by the corpus's `increment`), then {len(data['steps'])} steps. Embedder "
            f"`{data.get('embedder')}`, summarizer `{data.get('summarizer')}`, profile `{data.get('profile')}`, "
@@ -210,6 +274,11 @@ RUN_NOTES = {
                  "'w').write(''.join(l + chr(10) for n, l in enumerate(L) if n < 4096 or json.loads(l)['id'] in S))\"`.",
     "first200": "MultiHop-RAG on its first 200 articles (`--corpus-limit 200`, about 3,100 chunks) and the dev "
                 "questions whose evidence lies inside them (the store the router was trained on).",
+    "summaries": "The summary-graph modes before and after the readable extractive summaries (whole sentences "
+                 "grouped per source document, near-duplicates left out: `extractive-tfidf-v2`); same corpus, "
+                 "questions, settings and embedder in both, each in a fresh store (see the comparison below). The "
+                 "after-run's store started with the before-run's embedding cache (content-addressed: the same "
+                 "vectors), so its ingest seconds are not comparable with the before-run's.",
     "router": "Modes of issue 10 (lexical index, hybrid, fusion, auto) with the router weights shipped in "
               "`shared/eragraph/weights/router.json`.",
 }
@@ -220,7 +289,7 @@ def retrieval_section(runs: list[tuple[str, dict]]) -> list[str]:
     for name, data in runs:
         ks = data.get("k") or [2, 5]
         notes = [text for key, text in RUN_NOTES.items() if key in name]
-        out += [f"### {name}", "", *[line for t in notes for line in (t, "")], f"Command: `{command(data)}`", "",
+        out += [f"### {name}", "", *[line for t in notes for line in (t, "")], f"Command: `{command(data)}`", "", run_line(data), "",
                 f"{data.get('questions')} questions, {data.get('documents')} documents, embedder `{data.get('embedder')}`, "
                 f"entity extraction `{data.get('ner', 'default')}` (default: spaCy NER without noun chunks).", ""]
         header = ["mode", *[f"R@{k}" for k in ks], *[f"R@{k} (summaries credit leaves)" for k in ks], "p50 ms", "p95 ms"]
@@ -244,10 +313,40 @@ def retrieval_section(runs: list[tuple[str, dict]]) -> list[str]:
     return out
 
 
+def before_after_section(runs: list[tuple[str, dict]]) -> list[str]:
+    """Retrieval runs named NAME-before and NAME-after side by side: Recall@k with summaries
+    crediting their leaves (and leaves only) per mode, after - before."""
+    by_name = dict(runs)
+    out = []
+    for name, after in runs:
+        if not name.endswith("-after") or name[:-len("after")] + "before" not in by_name:
+            continue
+        base = name[:-len("-after")]
+        before = by_name[base + "-before"]
+        ks = after.get("k") or [2, 5]
+        out += [f"### {base}: before / after", "",
+                f"`{base}-before` vs `{base}-after` (each listed above with its command and run). "
+                "Recall with summaries lets a summary credit every leaf document beneath it.", ""]
+        rows, drops = [], []
+        four = lambda x: None if x is None else f"{x:.4f}"  # noqa: E731
+        for mode, row in after["modes"].items():
+            old = before["modes"].get(mode, {})
+            for key in [f"recall@{k}_with_summaries" for k in ks] + [f"recall@{k}" for k in ks]:
+                a, b = row.get(key), old.get(key)
+                delta = None if a is None or b is None else a - b
+                rows.append([mode, key, four(b), four(a), None if delta is None else f"{delta:+.4f}"])
+                if key == f"recall@{ks[-1]}_with_summaries" and delta is not None and delta < 0:
+                    drops.append(f"`{mode}` by {-delta:.4f}")
+        out += table(["mode", "measure", "before", "after", "after − before"], rows) + [""]
+        out += [f"Recall@{ks[-1]} with summaries " + ("dropped: " + ", ".join(drops) if drops else "did not drop")
+                + ".", ""]
+    return out
+
+
 def ingest_section(runs: list[tuple[str, dict]]) -> list[str]:
     out = []
     for name, d in runs:
-        out += [f"### {name}", "", f"Command: `{command(d)}`", "",
+        out += [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
                 f"{d['documents']} documents → {d['chunks']} chunks + {d['summaries']} summaries; embedder "
                 f"`{d['embedder']}`, NER `{d.get('ner')}`; total {fmt(d['seconds']['total'])} s "
                 f"({fmt(d['pipeline']['documents_per_s'])} documents/s, {fmt(d['pipeline']['chunks_per_s'])} chunks/s).", ""]
@@ -266,7 +365,7 @@ def ingest_section(runs: list[tuple[str, dict]]) -> list[str]:
 def query_section(runs: list[tuple[str, dict]]) -> list[str]:
     out = []
     for name, d in runs:
-        out += [f"### {name}", "", f"Command: `{command(d)}`", "",
+        out += [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
                 f"Store with {fmt(d['nodes'])} nodes (layers {d['layers']}), embedder `{d['embedder']}`, "
                 f"{d['questions']} questions per mode, k={d['k']}. {d.get('measure', '')}.", ""]
         out += table(["mode", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms", "max ms"],
@@ -340,7 +439,7 @@ def plot_scale(name: str, d: dict, plots: Path) -> list[str]:
 
 
 def scale_section(name: str, d: dict, images: list[str]) -> list[str]:
-    out = [f"### {name}", "", f"Command: `{command(d)}`", "",
+    out = [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
            f"{d.get('note', '')}. NER `{d.get('ner')}`; {d.get('repeats')} single-document inserts and deletes "
            f"per size (median), {d.get('queries_per_mode')} questions per mode, ingest batches of "
            f"{d.get('batch_docs')} documents.", ""]
@@ -533,7 +632,7 @@ def auto_target_rows(name: str, d: dict) -> list[list[str]]:
                      verdict(ok), "" if ok else f"{auto['latency_ms_p95'] - g - 10:.1f} ms over"])
     if auto.get("router_ms_p95") is not None:
         ok = auto["router_ms_p95"] <= 5.0
-        rows.append(["router features + score p95 ≤ 5 ms", run, f"{auto['router_ms_p95']:.2f} ms", verdict(ok),
+        rows.append(["router (parse + features + score) p95 ≤ 5 ms", run, f"{auto['router_ms_p95']:.2f} ms", verdict(ok),
                      "" if ok else f"{auto['router_ms_p95'] - 5:.2f} ms over"])
     return rows
 
@@ -615,7 +714,7 @@ def router_section(results: Path) -> list[str]:
         return []
     d = json.loads(path.read_text())
     out = ["## The auto router: training and leave-one-dataset-out", "",
-           f"Command: `{d.get('command', 'eragraph router train')}`", "",
+           f"Command: `{d.get('command', 'eragraph router train')}`", "", run_line(d), "",
            f"Dense side: `{d['dense_side']}` ({d['dense_side_reason']}). Labels: the disagreement set "
            "(questions where exactly one of the dense side and `tri_graph` gets more supporting passages "
            "into the top 5). Each row trains on the other datasets, chooses the thresholds on them and "
@@ -645,13 +744,12 @@ def cold_start_section(results: Path) -> list[str]:
     out = ["## Lambda cold start", "",
            f"Command: `{d.get('command', 'python3 scripts/cold_start.py --runs ' + str(d.get('runs')))}` after "
            "`bash scripts/build_lambda.sh`. Each function runs in the environment `sam build` made for it: "
-           f"Python {d.get('python')} with only its folder, its layers and the Lambda runtime's boto3 on "
+           f"Python {run_info(d)['python']} with only its folder, its layers and the Lambda runtime's boto3 on "
            "`sys.path`, against moto and the OpenSearch fake on loopback. Init = the handler's import "
            "(which runs the provider preflight) + the engine build (the first `LAMBDA_ENGINE.get()`: "
            "clients, the store's recorded settings); a model a request needs (spaCy for NER or the "
            "router) loads at its first use, not here. Median of "
-           f"{d.get('runs')} fresh processes; {d.get('date')}, commit `{str(d.get('commit'))[:12]}`, "
-           f"{d.get('cores')} cores ({d.get('cpu')}).", ""]
+           f"{d.get('runs')} fresh processes.", "", run_line(d), ""]
     rows = []
     for name, r in d.get("functions", {}).items():
         if "error" in r:
@@ -673,18 +771,13 @@ def render(results: Path) -> tuple[str, list[Path]]:
     growth, retrieval = load(results, "growth"), load(results, "retrieval")
     ingest, query = load(results, "ingest"), load(results, "query")
     scale = load(results, "scale")
-    m = machine()
-    for _, data in growth + retrieval + ingest + query + scale:
-        if data.get("machine"):
-            m = data["machine"]
-            break
     lines = ["# Benchmarks", "",
              "Generated by `python -m eragraph.bench.report` from the JSON results in `bench-results/`; "
              "do not edit by hand. Every figure below comes from one of those files, and every file "
              "records the command that produced it.", "",
-             f"Machine: {m.get('cores')} cores ({m.get('cpu')}), {m.get('memory_gb')} GB memory, Python "
-             f"{m.get('python')}. Timings are wall-clock on this machine and were taken while other "
-             "processes shared its CPU, so seconds carry noise; token and call counts are exact.", "",
+             machines_note(results) + " Timings are wall-clock and were taken while other processes "
+             "shared the CPU, so seconds carry noise and compare only within a run; token and call counts "
+             "are exact.", "",
              "## Targets", ""]
     lines += targets_section(growth, ingest, query, retrieval, scale)
     lines += ["", *coverage_note(growth)]
@@ -700,6 +793,7 @@ def render(results: Path) -> tuple[str, list[Path]]:
     if not growth:
         lines += ["No growth results yet.", ""]
     lines += ["## Retrieval", ""] + (retrieval_section(retrieval) or ["No retrieval results yet.", ""])
+    lines += before_after_section(retrieval)
     lines += router_section(results)
     lines += ["## Ingest throughput", ""] + (ingest_section(ingest) or ["No ingest results yet.", ""])
     lines += ["## Query latency", ""] + (query_section(query) or ["No query results yet.", ""])
@@ -713,6 +807,7 @@ def render(results: Path) -> tuple[str, list[Path]]:
         lines += scale_section(name, data, images)
     if not scale:
         lines += ["No scale results yet.", ""]
+    lines += runs_section(results)
     return "\n".join(lines).rstrip() + "\n", [plots / img for img in images_all]
 
 

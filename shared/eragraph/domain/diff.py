@@ -67,6 +67,8 @@ def sentence_delta(joined: Sequence[str], left: Sequence[str]) -> tuple[list[str
     split_left = [split_sentences(t) for t in left]
     said_joined = {sentence_key(s) for ss in split_joined for s in ss}
     said_left = {sentence_key(s) for ss in split_left for s in ss}
-    added = [" ".join(s for s in ss if sentence_key(s) not in said_left) for ss in split_joined]
-    removed = [" ".join(s for s in ss if sentence_key(s) not in said_joined) for ss in split_left]
+    # one sentence a line: joined with spaces, a title line would read as the start of the
+    # sentence after it ("Ethan of Athos The Winter Olympics ...")
+    added = ["\n".join(s for s in ss if sentence_key(s) not in said_left) for ss in split_joined]
+    removed = ["\n".join(s for s in ss if sentence_key(s) not in said_joined) for ss in split_left]
     return [t for t in added if t], [t for t in removed if t]

@@ -117,7 +117,11 @@ def regex_offsets(text: str) -> list[tuple[int, int]]:
     return [m.span() for m in _WORD.finditer(text)]
 
 
-_SENTENCE = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+# a title before a name ("Dr. Ethan Urquhart") does not end a sentence
+_TITLES = ("Dr", "Mr", "Mrs", "Ms", "Prof", "St", "Jr", "Sr", "Mt", "Gen", "Col", "Capt", "Lt", "Sgt",
+           "Rev", "Gov", "Sen", "Rep", "vs", "No")
+_SENTENCE = re.compile(r"(?<=[.!?])" + "".join(rf"(?<!\b{t}\.)" for t in _TITLES)
+                       + r"[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 
 
 def titled_text(title: str, text: str) -> str:

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from ..domain.text import split_sentences
-from ..ports import SummaryResult, Tokenizer
+from ..ports import MemberSource, SummaryResult, Tokenizer
 
 
 class ModelCallError(RuntimeError):
@@ -82,7 +82,9 @@ class PromptedSummarizer(ABC):
     """``summarize`` and ``revise`` as prompts to one model call, ``_summary(prompt, max_tokens)``,
     which each LLM provider implements."""
 
-    def summarize(self, texts: Sequence[str], max_tokens: int) -> SummaryResult:
+    def summarize(self, texts: Sequence[str], max_tokens: int,
+                  sources: Sequence[MemberSource] | None = None) -> SummaryResult:
+        # a model reads the passages whole: where they come from does not change the prompt
         texts = [t for t in texts if t and t.strip()]
         if not texts:
             return SummaryResult(text="", tokens_in=0, tokens_out=0)

@@ -41,7 +41,8 @@ from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRe
                             SegmentsAffected)
 from ..domain.partition import partition, should_summarize
 from ..domain.scoped import Region, cut_region, plan_regions, whole_layer
-from ..ports import RevisingSummarizer
+from ..domain.ids import chunk_id
+from ..ports import MemberSource, RevisingSummarizer
 from . import cost
 from .announce import announce, clear_dirty, dirty_key, mark_dirty
 from .engine import Engine
@@ -141,6 +142,15 @@ def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segme
     return plans
 
 
+def member_source(node: Node) -> MemberSource:
+    """Where a member comes from, for the summarizer: a chunk's document (its first chunk, the
+    one whose id is the document's chunk 0 with this text, starts where the document does); a
+    summary is a source of its own."""
+    if node.is_summary or not node.doc_id:
+        return MemberSource(node.node_id, True)
+    return MemberSource(node.doc_id, node.node_id == chunk_id(node.doc_id, 0, node.text))
+
+
 def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport,
                        removed: tuple[Segment, ...] = (), deadline: Deadline | None = None
                        ) -> tuple[list[Node], list]:
@@ -176,7 +186,8 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
                 result = engine.summarizer.revise(plan.previous, plan.added, plan.removed,
                                                   engine.settings.summary_tokens, plan.previous_share)
             else:
-                result = engine.summarizer.summarize([c.text for c in members], engine.settings.summary_tokens)
+                result = engine.summarizer.summarize([c.text for c in members], engine.settings.summary_tokens,
+                                                     [member_source(c) for c in members])
             seconds = time.perf_counter() - started
             cost.record(engine.graph, "summarize", engine.summarizer.identity, result.tokens_in,
                         result.tokens_out, seconds)

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from ..bench.common import run_record
 from ..domain.fusion import rrf, weighted_rrf
 from ..domain.question_features import FEATURE_NAMES, features
 from ..domain.router_model import RouterModel
@@ -259,7 +260,8 @@ def run(args: Any) -> dict:
 
     report.update({"command": "eragraph " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:2] == ["router"]
                    else "eragraph router train", "chosen": kind, "tau_low": lo, "tau_high": hi, "thresholds_from": "out-of-fold (LODO) scores",
-                   "in_sample": in_sample, "seconds": round(time.perf_counter() - started, 1)})
+                   "in_sample": in_sample, "seconds": round(time.perf_counter() - started, 1),
+                   "run": run_record()})
     Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps({k: report[k] for k in ("dense_side", "chosen", "tau_low", "tau_high")}

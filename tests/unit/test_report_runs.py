@@ -1,0 +1,83 @@
+"""Every results file records its run (date, commit, machine) under ``run``, and the report
+prints each run's own, saying "not recorded" for what an older file lacks."""
+
+from __future__ import annotations
+
+import json
+import re
+from types import SimpleNamespace
+
+from eragraph.bench.common import finish, run_record
+from eragraph.bench.report import render, run_info, run_line
+
+
+def retrieval_result(**extra) -> dict:
+    return {"benchmark": "retrieval", "command": "eragraph bench retrieval --corpus c.jsonl", "questions": 3,
+            "documents": 10, "embedder": "hash", "k": [5],
+            "modes": {"dense": {"recall@5": 0.5, "recall@5_with_summaries": 0.5,
+                                "latency_ms_p50": 1.0, "latency_ms_p95": 2.0}}, **extra}
+
+
+def test_finish_writes_one_run_record(tmp_path):
+    out = tmp_path / "r.json"
+    result = finish({"x": 1}, SimpleNamespace(out=str(out), argv=["bench", "retrieval", "--k", "5"]), "retrieval")
+    written = json.loads(out.read_text())
+    assert written == result and set(written["run"]) == {"date", "commit", "machine"}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", written["run"]["date"])
+    assert re.fullmatch(r"[0-9a-f]{40}(\+dirty)?|not recorded", written["run"]["commit"])
+    assert {"cpu", "cores", "python"} <= set(written["run"]["machine"])
+    assert "machine" not in written and "finished_at" not in written
+
+
+def test_run_info_reads_the_run_key():
+    data = {"run": {"date": "2026-01-02T03:04:05Z", "commit": "a" * 40 + "+dirty",
+                    "machine": {"cpu": "Some CPU", "cores": 8, "python": "3.11.9"}}}
+    assert run_info(data) == {"date": "2026-01-02T03:04:05Z", "commit": "a" * 40 + "+dirty", "cpu": "Some CPU",
+                              "cores": 8, "python": "3.11.9"}
+    line = run_line(data)
+    assert line == ("Run: 2026-01-02T03:04:05Z; commit `aaaaaaaaaaaa` (uncommitted changes); "
+                    "machine: Some CPU, 8 cores, Python 3.11.9.")
+
+
+def test_older_files_say_not_recorded_instead_of_inventing():
+    legacy = {"finished_at": "2026-11-21T23:51:23+0000", "machine": {"cpu": "Old CPU", "cores": 2, "python": "3.11.7"}}
+    assert run_line(legacy) == ("Run: 2026-11-21T23:51:23+0000; commit not recorded; "
+                                "machine: Old CPU, 2 cores, Python 3.11.7.")
+    assert run_line({}) == ("Run: not recorded; commit not recorded; machine: not recorded, cores not recorded, "
+                            "Python not recorded.")
+
+
+def test_report_prints_each_runs_own_machine(tmp_path):
+    new = retrieval_result(run=run_record())
+    old = retrieval_result(finished_at="2026-11-21T23:51:23+0000",
+                           machine={"cpu": "Old CPU", "cores": 4, "python": "3.11.7"})
+    (tmp_path / "retrieval-new.json").write_text(json.dumps(new))
+    (tmp_path / "retrieval-old.json").write_text(json.dumps(old))
+    text, _ = render(tmp_path)
+    sections = {name: text[text.index(f"### {name}"):] for name in ("retrieval-new", "retrieval-old")}
+    assert run_line(new) in sections["retrieval-new"].split("###")[1]
+    assert run_line(old) in sections["retrieval-old"].split("###")[1]
+    this_cpu = new["run"]["machine"]["cpu"]
+    header = text[:text.index("## Targets")]
+    assert "Old CPU: 1 file" in header and f"{this_cpu}: 1 file" in header
+    runs = text[text.index("## Runs"):]
+    assert "| `retrieval-old.json` | 2026-11-21T23:51:23+0000 | not recorded | Old CPU | 4 | 3.11.7 |" in runs
+    assert f"| `retrieval-new.json` | {new['run']['date']} |" in runs
+
+
+def test_before_and_after_runs_are_compared_per_mode():
+    from eragraph.bench.report import before_after_section
+
+    before = retrieval_result()
+    after = retrieval_result()
+    after["modes"]["dense"] = {**after["modes"]["dense"], "recall@5_with_summaries": 0.55}
+    lines = before_after_section([("retrieval-x-after", after), ("retrieval-x-before", before)])
+    assert "### retrieval-x: before / after" in lines
+    assert "| dense | recall@5_with_summaries | 0.5000 | 0.5500 | +0.0500 |" in lines
+    assert "| dense | recall@5 | 0.5000 | 0.5000 | +0.0000 |" in lines
+    assert "Recall@5 with summaries did not drop." in lines
+    worse = retrieval_result()
+    worse["modes"]["dense"] = {**worse["modes"]["dense"], "recall@5_with_summaries": 0.49}
+    assert "Recall@5 with summaries dropped: `dense` by 0.0100." in before_after_section(
+        [("retrieval-x-after", worse), ("retrieval-x-before", before)])
+    assert before_after_section([("retrieval-x-after", after)]) == []

@@ -1,0 +1,114 @@
+"""Extractive summaries a person can read, checked on real MuSiQue passages run through the
+real pipeline (chunking with titles, LSH segments, resummarize): whole sentences of the
+members' documents only, no bare titles, one line per source document in member order, each
+line in its document's order, no near-duplicate pair, within the token budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from eragraph.bench.common import load_corpus
+from eragraph.domain.text import split_sentences
+from eragraph.providers.extractive import is_whole_sentence, member_sentences, tfidf_vectors, cosine
+from eragraph.services.ingest import ingest
+from eragraph.services.resummarize import drain, member_source
+from support import make_engine
+
+REPO = Path(__file__).resolve().parents[2]
+MUSIQUE = REPO.parent / "shared" / "data" / "musique" / "corpus.jsonl"
+pytestmark = pytest.mark.skipif(not MUSIQUE.exists(), reason="MuSiQue corpus not present at "
+                                "../shared/data/musique/corpus.jsonl (the evaluation data beside the project)")
+# short chunks so that many passages span several chunks (cut mid-sentence at both ends)
+SETTINGS = dict(chunk_tokens=80, chunk_overlap=16, summary_tokens=60)
+
+
+def build(docs, **overrides):
+    engine = make_engine(**{**SETTINGS, **overrides})
+    ingest(engine, docs)
+    drain(engine)
+    return engine
+
+
+def summaries(engine, layer):
+    refs = engine.graph.layer_refs(layer)
+    return list(engine.graph.get_nodes(r.node_id for r in refs).values())
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    docs = load_corpus(MUSIQUE, limit=240)
+    return docs, {d.doc_id: d for d in docs}
+
+
+@pytest.fixture(scope="module")
+def engine(corpus):
+    return build(corpus[0])
+
+
+def test_layer_one_summaries_are_whole_grouped_ordered_sentences(corpus, engine):
+    _, by_id = corpus
+    titles = {d.title for d in by_id.values()}
+    nodes = summaries(engine, 1)
+    assert len(nodes) >= 20
+    multi_chunk = 0
+    for node in nodes:
+        assert 0 < node.tokens <= SETTINGS["summary_tokens"]
+        members = [engine.graph.get_nodes([c])[c] for c in node.children]
+        doc_order = list(dict.fromkeys(m.doc_id for m in members))
+        multi_chunk += len(doc_order) < len(members)
+        lines = node.text.split("\n")
+        line_docs = []
+        for line in lines:
+            sentences = split_sentences(line)
+            assert sentences, node.text
+            # every sentence is a whole sentence of one document of this segment, not its title
+            owners = [d for d in doc_order if all(s in split_sentences(by_id[d].text) for s in sentences)]
+            assert owners, f"a line mixes documents or holds a piece that is no sentence: {line!r}"
+            doc = owners[0]
+            line_docs.append(doc)
+            whole = split_sentences(by_id[doc].text)
+            for s in sentences:
+                assert s not in titles and is_whole_sentence(s), s
+            positions = [whole.index(s) for s in sentences]
+            assert positions == sorted(positions), f"not in the document's order: {line!r}"
+        # one line per document, documents in member order
+        assert len(set(line_docs)) == len(line_docs)
+        assert line_docs == sorted(line_docs, key=doc_order.index)
+        # no pair of output sentences at or above the duplicate threshold (the summarizer's own
+        # TF-IDF over the segment's candidate sentences)
+        candidates = [s for m in members for s in member_sentences(m.text, member_source(m).at_start)]
+        vecs = dict(zip(candidates, tfidf_vectors(candidates)))
+        out = [s for line in lines for s in split_sentences(line)]
+        assert len({s.lower() for s in out}) == len(out)
+        for i, a in enumerate(out):
+            for b in out[i + 1:]:
+                assert cosine(vecs[a], vecs[b]) < engine.summarizer.duplicate, (a, b)
+    assert multi_chunk >= 1  # documents cut into several chunks were summarized together
+
+
+def test_upper_layers_keep_whole_sentences_of_their_members(engine):
+    for layer in range(2, max(engine.graph.layer_sizes()) + 1):
+        for node in summaries(engine, layer):
+            children = engine.graph.get_nodes(node.children)
+            member_lines = {line for c in children.values() for line in c.text.split("\n")}
+            member_said = {s for line in member_lines for s in split_sentences(line)}
+            for s in split_sentences(node.text):
+                assert s in member_said and is_whole_sentence(s), s
+
+
+def test_revised_summaries_stay_whole_sentences(corpus):
+    """Growth with delta summaries (revise instead of resummarize): the revision path must not
+    glue a chunk's title line to the next sentence either."""
+    docs, by_id = corpus
+    engine = build(docs[:120], delta_summaries=True)
+    report = ingest(engine, docs[120:])
+    report.merge(drain(engine))
+    assert sum(report.summaries_revised.values()) >= 1
+    said = {s for d in docs for s in split_sentences(d.text)}
+    titles = {d.title for d in docs}
+    for layer in range(1, max(engine.graph.layer_sizes()) + 1):
+        for node in summaries(engine, layer):
+            for s in split_sentences(node.text):
+                assert s in said and s not in titles and is_whole_sentence(s), s
