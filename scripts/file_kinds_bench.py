@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "shared"))
+from eragraph.bench.common import run_record  # noqa: E402
 
 PARAGRAPH = ("The harbour master of Gdynia logged every ship that passed the breakwater, with its "
              "flag, its cargo and the hour. ")
@@ -91,13 +92,13 @@ def main() -> None:
             results[case] = {"bytes": path.stat().st_size, **json.loads(run.stdout)}
             print(case, results[case], flush=True)
     report = {"command": "PYTHONPATH=shared python scripts/file_kinds_bench.py --out bench-results/file-kinds.json",
-              "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
-              "date": time.strftime("%Y-%m-%d"), "chunking": "regex tokens, 200-token chunks, 32 overlap",
+              "run": run_record(ROOT), "chunking": "regex tokens, 200-token chunks, 32 overlap",
               "cases": results}
     if args.out:  # other keys of an existing file (a CLI comparison recorded by hand) are kept
         out = Path(args.out)
         if out.is_file():
-            report = {**json.loads(out.read_text(encoding="utf-8")), **report}
+            kept = {k: v for k, v in json.loads(out.read_text(encoding="utf-8")).items() if k not in ("machine", "date")}
+            report = {**kept, **report}
         out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
 
