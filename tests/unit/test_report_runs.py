@@ -81,3 +81,26 @@ def test_before_and_after_runs_are_compared_per_mode():
     assert "Recall@5 with summaries dropped: `dense` by 0.0100." in before_after_section(
         [("retrieval-x-after", worse), ("retrieval-x-before", before)])
     assert before_after_section([("retrieval-x-after", after)]) == []
+
+
+def test_scale_plot_ticks_are_short_size_labels():
+    from eragraph.bench.report import size_label
+
+    assert [size_label(n) for n in (300, 2500, 10_000, 100_000, 1_000_000)] == ["300", "2.5k", "10k", "100k", "1M"]
+
+
+def test_vectors_section_names_its_run_and_every_backend(tmp_path):
+    import json
+
+    from eragraph.bench.report import vectors_section
+
+    row = {"backend": "usearch", "n": 1000, "build_seconds": 1.0, "query_ms_p50": 0.1, "query_ms_p95": 0.2,
+           "recall_at_10": 0.99, "delete_ms_median": 0.01, "replace_ms_median": 0.02, "reclaims_deleted_space": True,
+           "file_bytes": 2**21, "open_seconds": 0.01, "rss_peak_minus_vectors_mb": 3.0}
+    data = {"command": "eragraph bench vectors --sizes 1000", "rows": [row, {"backend": "hnswlib", "n": 1000, "error": "boom"}],
+            "run": {"date": "2026-01-01T00:00:00Z", "commit": "abc", "machine": {"cpu": "X", "cores": 2, "python": "3.11"}},
+            "load_average": [0.5, 1.5]}
+    (tmp_path / "vectors-x.json").write_text(json.dumps(data))
+    text = "\n".join(vectors_section(tmp_path))
+    assert "### vectors-x" in text and "2026-01-01" in text and "| usearch | 1,000 |" in text
+    assert "error: boom" in text and "0.5 and 1.5" in text

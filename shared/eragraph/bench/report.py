@@ -377,6 +377,28 @@ def query_section(runs: list[tuple[str, dict]]) -> list[str]:
 # ----------------------------------------------------------------------------- scale
 
 
+def size_label(n: float) -> str:
+    """10000 -> 10k, 1000000 -> 1M: tick labels that fit side by side."""
+    for div, suffix in ((1_000_000, "M"), (1_000, "k")):
+        if n >= div:
+            return f"{n / div:g}{suffix}"
+    return f"{n:g}"
+
+
+def sized_ticks(ax: Any, xs: list[float]) -> None:
+    """Log axes with a few sizes: x ticks at the measured sizes only (short labels), y major
+    ticks labelled plainly and no minor labels, which overlapped at the default settings."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, LogLocator, NullFormatter
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(sorted(set(xs))))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: size_label(v)))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # labels even within a decade
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+
+
 def plot_scale(name: str, d: dict, plots: Path) -> list[str]:
     import matplotlib
 
@@ -411,6 +433,7 @@ def plot_scale(name: str, d: dict, plots: Path) -> list[str]:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=legend)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        sized_ticks(ax, xs)
         ax.set_xlabel("chunks in store")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3, which="both")
@@ -424,6 +447,7 @@ def plot_scale(name: str, d: dict, plots: Path) -> list[str]:
             ax.plot(ax_x, [max(y, 0.5) for y in ys], marker="s", label=legend)
         ax.set_xscale("log")
         ax.set_yscale("log")
+        sized_ticks(ax, ax_x)
         ax.set_xlabel("chunks in store (AWS profile under moto)")
         ax.set_ylabel("per single insert (median)")
         ax.grid(alpha=0.3, which="both")
@@ -765,6 +789,40 @@ def cold_start_section(results: Path) -> list[str]:
     return out + [""]
 
 
+def vectors_section(results: Path) -> list[str]:
+    """`eragraph bench vectors`: the local vector index candidates on the same vectors."""
+    runs = load(results, "vectors")
+    if not runs:
+        return []
+    out = ["## Local vector index candidates", "",
+           "`eragraph bench vectors`: the index the local profile uses today (FAISS flat, exact) against "
+           "graph indexes that answer approximately, on the same seeded vectors, each backend in its own "
+           "process. Query: one question at a time, one thread, top-10; recall@10 against the exact "
+           "top-10. Delete and replace: one id per operation (a summary re-made), median.", ""]
+    for name, d in runs:
+        out += [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
+                f"Vectors: {d.get('vectors')}; {d.get('queries')} queries; libraries "
+                + ", ".join(f"{k} {v}" for k, v in d.get("libraries", {}).items()) + ".", ""]
+        if d.get("load_average_note"):
+            out += [f"Load: {d['load_average_note']}.", ""]
+        elif d.get("load_average"):
+            out += [f"Load average (1 min) before and after the run: {d['load_average'][0]} and "
+                    f"{d['load_average'][1]}, on {run_info(d)['cores']} cores.", ""]
+        rows = []
+        for r in d.get("rows", []):
+            if "error" in r:
+                rows.append([r["backend"], fmt(r["n"]), "error: " + r["error"]] + [""] * 9)
+                continue
+            rows.append([r["backend"], fmt(r["n"]), r["build_seconds"], r["query_ms_p50"], r["query_ms_p95"],
+                         r["recall_at_10"], r["delete_ms_median"], r["replace_ms_median"],
+                         "yes" if r["reclaims_deleted_space"] else "tombstone",
+                         round(r["file_bytes"] / 2**20), r["open_seconds"], r["rss_peak_minus_vectors_mb"]])
+        out += table(["backend", "vectors", "build s", "query p50 ms", "query p95 ms", "recall@10",
+                      "delete ms", "replace ms", "delete frees", "file MiB", "open s", "RSS beyond vectors MB"],
+                     rows) + [""]
+    return out
+
+
 def render(results: Path) -> tuple[str, list[Path]]:
     plots = results / "plots"
     plots.mkdir(parents=True, exist_ok=True)
@@ -807,6 +865,7 @@ def render(results: Path) -> tuple[str, list[Path]]:
         lines += scale_section(name, data, images)
     if not scale:
         lines += ["No scale results yet.", ""]
+    lines += vectors_section(results)
     lines += runs_section(results)
     return "\n".join(lines).rstrip() + "\n", [plots / img for img in images_all]
 
