@@ -283,4 +283,4 @@ def test_vector_index_candidates_smoke(tmp_path):
         assert row["recall_at_10"] >= 0.9
         assert row["deleted_ids_returned_after"] == 0
         assert row["file_bytes"] > 3000 * 384 * 4 * 0.9  # float32 vectors at least (no quantization asked)
-    assert json.loads((tmp_path / "vectors.json").read_text())["machine"]["cores"] >= 1
+    assert json.loads((tmp_path / "vectors.json").read_text())["run"]["machine"]["cores"] >= 1
