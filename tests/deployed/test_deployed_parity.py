@@ -32,7 +32,10 @@ QUESTIONS = int(os.environ.get("ERAGRAPH_PARITY_QUESTIONS") or 50)
 PARITY = {k: v for k, v in SMALL_GRAPH.items() if k not in ("ERAGRAPH_S_MIN", "ERAGRAPH_S_MAX", "ERAGRAPH_CHUNK_TOKENS",
                                                           "ERAGRAPH_CHUNK_OVERLAP", "ERAGRAPH_SUMMARY_TOKENS")}
 RESOURCE_SETTINGS = ("ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QUEUE_URL", "ERAGRAPH_OPENSEARCH_",
-                     "ERAGRAPH_AWS_ENDPOINT_URL")
+                     "ERAGRAPH_AWS_ENDPOINT_URL",
+                     # the ingest function's extraction time budget (a batch's extractions fit its
+                     # timeout): it bounds one function's reading, and writes nothing different
+                     "ERAGRAPH_EXTRACT_SECONDS")
 
 pytestmark = pytest.mark.skipif(not (MUSIQUE / "corpus.jsonl").is_file(), reason=f"{MUSIQUE} not present")
 

@@ -6,7 +6,9 @@ above ``duplicate`` similarity to a picked one -- until the summary token budget
 writes them grouped by source document (one line per document, documents in member order,
 sentences in their original order). Similarity is lexical (TF-IDF over the sentences of the
 segment), not the embedder's vectors: it costs no model call, is deterministic, and is the same
-whichever embedder the store uses.
+whichever embedder the store uses. Its float sums are ``math.fsum`` (correctly rounded): the
+built-in ``sum`` of floats rounds differently from Python 3.12 on (compensated summation), and a
+near-tie in MMR then picked another sentence on Lambda (3.12) than on a 3.11 laptop.
 
 Per call it records the tokens an LLM prompt would have carried in (instruction + all children)
 and out (the summary), so cost comparisons between incremental growth and rebuilds are priced as
@@ -138,7 +140,7 @@ class ExtractiveSummarizer:
         centroid: Counter = Counter()
         for v, u in zip(vecs, units):
             centroid.update({t: x * u.weight for t, x in v.items()})
-        cnorm = math.sqrt(sum(x * x for x in centroid.values())) or 1.0
+        cnorm = math.sqrt(math.fsum(x * x for x in centroid.values())) or 1.0
         central = [cosine(v, centroid) / cnorm for v in vecs]
         lengths = [self.tokenizer.count(u.text) for u in units]
         closest = [0.0] * n  # cosine to the most similar picked sentence
@@ -189,7 +191,7 @@ def tfidf_vectors(sentences: Sequence[str]) -> list[dict[str, float]]:
     vecs = []
     for bag in bags:
         v = {t: (1 + math.log(c)) * idf[t] for t, c in bag.items()}
-        norm = math.sqrt(sum(x * x for x in v.values())) or 1.0
+        norm = math.sqrt(math.fsum(x * x for x in v.values())) or 1.0
         vecs.append({t: x / norm for t, x in v.items()})
     return vecs
 
@@ -198,4 +200,4 @@ def cosine(a: dict, b: dict) -> float:
     """Cosine of two unit-length sparse vectors."""
     if len(a) > len(b):
         a, b = b, a
-    return sum(x * b.get(t, 0.0) for t, x in a.items())
+    return math.fsum(x * b.get(t, 0.0) for t, x in a.items())
