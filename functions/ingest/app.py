@@ -36,6 +36,7 @@ from aws_lambda_powertools.utilities.data_classes.sns_event import SNSMessage
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
 from eragraph.domain import sequencer
 from eragraph.domain.model import BadInputError
+from eragraph.domain.text import check_size
 from eragraph.providers.extractors import ReadLimits
 from eragraph.services import ingest, remove
 from eragraph.services.sources import read_document
@@ -185,9 +186,8 @@ def apply_change(engine, change: ObjectChange, counts: dict) -> None:
     name = change.key.rsplit("/", 1)[-1]
     limits = ReadLimits.from_settings(engine.settings)
     try:
-        size = engine.blobs.size(change.key)  # ContentLength: a huge object is refused unread
-        if size > limits.max_bytes:
-            raise BadInputError(f"{change.key}: {size} bytes is over the {limits.max_bytes}-byte limit")
+        # ContentLength: a huge object is refused unread
+        check_size(change.key, engine.blobs.size(change.key), limits.max_bytes)
         data = engine.blobs.get(change.key)
         # a CSV object is one text document here (its rows would be documents no S3 delete names)
         docs = list(read_document(data, change.key, source, name, limits, []))

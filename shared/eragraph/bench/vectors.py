@@ -351,14 +351,15 @@ def run(args: Any) -> dict:
 
 
 def versions(backends: list[str]) -> dict[str, str]:
+    """The installed release of each library the run used."""
+    from importlib.metadata import PackageNotFoundError, version
+
     out = {}
-    for name, module in (("faiss", "faiss"), ("usearch", "usearch"), ("hnswlib", "hnswlib")):
+    for name, dist in (("faiss", "faiss-cpu"), ("usearch", "usearch"), ("hnswlib", "hnswlib")):
         if any(b.startswith(name) for b in backends):
             try:
-                from importlib.metadata import version
-
-                out[name] = version({"faiss": "faiss-cpu"}.get(name, name))
-            except Exception:  # not installed: the row says so
+                out[name] = version(dist)
+            except PackageNotFoundError:  # the backend's row then says why it failed
                 out[name] = "not installed"
     return out
 

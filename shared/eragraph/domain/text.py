@@ -10,14 +10,21 @@ from .model import BadInputError
 
 MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
 
+
+def check_size(name: str, size: int, max_bytes: int) -> None:
+    """A document of ``size`` bytes is refused over ``max_bytes``: asked before it is read
+    (a file's stat, an S3 object's ContentLength) as well as of bytes in hand."""
+    if size > max_bytes:
+        raise BadInputError(f"{name}: {size} bytes is over the {max_bytes}-byte limit")
+
+
 def decode_document(data: bytes, name: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
     """Bytes of a text document (UTF-8) -> text, or a BadInputError that says why not. What kind
     of file the bytes are is domain.filekind's question; other kinds go through
     providers.extractors."""
     if len(data) == 0:
         raise BadInputError(f"{name}: empty file")
-    if len(data) > max_bytes:
-        raise BadInputError(f"{name}: {len(data)} bytes is over the {max_bytes}-byte limit")
+    check_size(name, len(data), max_bytes)
     if b"\x00" in data[:8192]:
         raise BadInputError(f"{name}: binary file (NUL bytes), not text")
     try:

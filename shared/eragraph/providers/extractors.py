@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from ..domain import filekind
 from ..domain.model import BadInputError
-from ..domain.text import decode_document
+from ..domain.text import check_size, decode_document
 
 
 # The third-party packages of the readers (import name -> PyPI name): the local install gets
@@ -199,8 +199,7 @@ def extract(data: bytes, name: str, limits: ReadLimits = ReadLimits(), kind: str
             clock: Callable[[], float] = time.monotonic) -> Extracted:
     """The text of one file's bytes (``kind`` as sniffed, or sniffed here). A CSV is one text
     document here; services.sources reads its rows as documents when a column mapping is set."""
-    if len(data) > limits.max_bytes:
-        raise BadInputError(f"{name}: {len(data)} bytes is over the {limits.max_bytes}-byte limit")
+    check_size(name, len(data), limits.max_bytes)
     kind = kind or filekind.kind_of(data, name)
     if kind == filekind.PDF:
         return pdf_text(data, name, limits, clock)

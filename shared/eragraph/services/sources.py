@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..domain import filekind
 from ..domain.model import BadInputError
-from ..domain.text import MAX_DOCUMENT_BYTES, decode_document, titled_text
+from ..domain.text import MAX_DOCUMENT_BYTES, check_size, decode_document, titled_text
 from ..providers.extractors import ReadLimits, extract
 from .ingest import SourceDoc
 
@@ -192,8 +192,7 @@ def iter_sources(paths: Iterable[str | Path], errors: list[dict[str, str]],
                     yield from iter_jsonl(path, errors)
                     continue
             size = path.stat().st_size
-            if size > limits.max_bytes:
-                raise BadInputError(f"{name}: {size} bytes is over the {limits.max_bytes}-byte limit")
+            check_size(name, size, limits.max_bytes)
             data = path.read_bytes()
             source = str(path.resolve())
             docs = list(read_document(data, name, source, path.stem, limits, errors, csv_mapping, path))
