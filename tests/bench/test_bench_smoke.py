@@ -247,6 +247,10 @@ def test_scale_smoke(tmp_path):
     assert aws["chunks"] == bench_scale.SMOKE_AWS_SIZE
     dyn = aws["insert"]["dynamodb_median"]
     assert dyn["requests"] > 0 and dyn["items_written"] > 0 and dyn["items_read"] > 0
+    # the partition tally: every written item names its partition; an insert writes a document,
+    # refs, nodes and metadata
+    assert dyn["partitions_written"] >= 3 and 1 <= dyn["hottest_partition_writes"] <= dyn["items_written"]
+    assert {"DOC", "NODE", "REF"} <= set(dyn["writes_by_kind"]) and dyn["meta_partitions_written"] >= 1
     assert not any(p.name.startswith(("store-", "corpus-")) for p in (tmp_path / "work").iterdir())
     print(f"scale smoke: {elapsed:.1f}s")
 

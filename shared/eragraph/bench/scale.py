@@ -414,7 +414,11 @@ class DynamoCounter:
     BatchWriteItem, TransactWriteItems) and ``after-call`` (the response: items returned by
     GetItem, BatchGetItem, TransactGetItems, Query/Scan ``Count`` and ``ScannedCount``, and
     ``ConsumedCapacity`` when the response carries it; unprocessed batch items are not counted
-    as written)."""
+    as written). Written items are also tallied by partition key, to show how one insert's
+    writes spread over partitions (a partition takes at most 1,000 write units a second):
+    ``partitions_written``, ``hottest_partition_writes`` and, per kind of partition (the key
+    up to its first ``#``), ``writes_by_kind``; ``meta_*`` for the store's metadata
+    partitions (dirty markers, outbox, follow-ups, retired texts: keys starting ``META``)."""
 
     def __init__(self) -> None:
         self.reset()
@@ -425,6 +429,28 @@ class DynamoCounter:
         self.items_scanned = 0
         self.items_written = 0
         self.capacity = 0.0
+        self.partitions: dict[str, int] = {}
+
+    def _wrote(self, key: dict | None) -> None:
+        pk = ((key or {}).get("PK") or {}).get("S")
+        if pk is not None:
+            self.partitions[pk] = self.partitions.get(pk, 0) + 1
+
+    def _tally(self, op: str, params: dict) -> None:
+        if op == "PutItem":
+            self._wrote(params.get("Item"))
+        elif op in ("UpdateItem", "DeleteItem"):
+            self._wrote(params.get("Key"))
+        elif op == "BatchWriteItem":
+            for requests in (params.get("RequestItems") or {}).values():
+                for r in requests:
+                    self._wrote((r.get("PutRequest") or {}).get("Item") or (r.get("DeleteRequest") or {}).get("Key"))
+        elif op == "TransactWriteItems":
+            for t in params.get("TransactItems") or []:
+                if "Put" in t:
+                    self._wrote(t["Put"].get("Item"))
+                elif "Update" in t or "Delete" in t:
+                    self._wrote((t.get("Update") or t.get("Delete")).get("Key"))
 
     def attach(self, client: Any) -> None:
         client.meta.events.register("before-parameter-build.dynamodb", self.before)
@@ -433,6 +459,7 @@ class DynamoCounter:
     def before(self, params: dict, model: Any, **_: Any) -> None:
         op = model.name
         self.requests[op] = self.requests.get(op, 0) + 1
+        self._tally(op, params)
         if op in ("PutItem", "UpdateItem", "DeleteItem"):
             self.items_written += 1
         elif op == "BatchWriteItem":
@@ -458,15 +485,24 @@ class DynamoCounter:
             self.capacity += float(c.get("CapacityUnits") or 0.0)
 
     def snapshot(self) -> dict:
+        kinds: dict[str, int] = {}
+        for pk, n in self.partitions.items():
+            kinds[pk.split("#", 1)[0]] = kinds.get(pk.split("#", 1)[0], 0) + n
+        meta = [n for pk, n in self.partitions.items() if pk.startswith("META")]
         return {"requests": sum(self.requests.values()), "items_read": self.items_read,
                 "items_scanned": self.items_scanned, "items_written": self.items_written,
-                "consumed_capacity": self.capacity, "by_operation": dict(self.requests)}
+                "consumed_capacity": self.capacity, "by_operation": dict(self.requests),
+                "partitions_written": len(self.partitions),
+                "hottest_partition_writes": max(self.partitions.values(), default=0),
+                "meta_partitions_written": len(meta), "meta_hottest_partition_writes": max(meta, default=0),
+                "writes_by_kind": kinds}
 
 
 def median_dynamo(rows: list[dict]) -> dict:
     out = median_row(rows)
-    ops = sorted({op for r in rows for op in r["by_operation"]})
-    out["by_operation"] = {op: statistics.median(r["by_operation"].get(op, 0) for r in rows) for op in ops}
+    for field in ("by_operation", "writes_by_kind"):
+        names = sorted({name for r in rows for name in r[field]})
+        out[field] = {name: statistics.median(r[field].get(name, 0) for r in rows) for name in names}
     return out
 
 
