@@ -85,7 +85,7 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "openai:gpt-4.1-nano": (0.10, 0.40),
     # local models: no per-token price
     "sentence-transformers/all-MiniLM-L6-v2": (0.0, 0.0),
-    "extractive-tfidf-v2": (0.0, 0.0),
+    "extractive-tfidf-v3": (0.0, 0.0),
     "hashing-bow-v1": (0.0, 0.0),
 }
 

@@ -35,9 +35,11 @@ class MemberSource:
     """Where a member text given to a summarizer comes from. ``group``: the document of a chunk
     (chunks of one document share it; a summary is a group of its own). ``at_start``: the text
     starts where its document starts (a document's first chunk, or a summary), so its first
-    sentence is whole; a later chunk starts wherever its token window did."""
+    sentence is whole; a later chunk starts wherever its token window did. ``summary``: the
+    member is a summary (its lines may carry labels, see providers.extractive)."""
     group: str
     at_start: bool = True
+    summary: bool = False
 
 
 @dataclass(frozen=True)

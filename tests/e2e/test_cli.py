@@ -140,13 +140,13 @@ def test_stats_and_query_show_tokens_and_cost(env, capsys, monkeypatch):
     docs, store = env / "docs", env / "store"
     write_docs(docs)
     # price the model-free embedder and summarizer like Bedrock models, to see dollars
-    monkeypatch.setenv("ERAGRAPH_PRICES", '{"hashing-bow-v1": [0.02, 0], "extractive-tfidf-v2": [0.25, 1.25]}')
+    monkeypatch.setenv("ERAGRAPH_PRICES", '{"hashing-bow-v1": [0.02, 0], "extractive-tfidf-v3": [0.25, 1.25]}')
     _, out, _ = run(capsys, "ingest", str(docs), "--store", str(store), "--json", "--quiet")
     _, stats, _ = run(capsys, "stats", "--store", str(store), "--json")
     ledger = stats["ledger"]
     rows = {(r["kind"], r["model"]): r for r in ledger["calls"]}
-    assert set(rows) == {("embed", "hashing-bow-v1@256"), ("summarize", "extractive-tfidf-v2")}
-    embed, summ = rows[("embed", "hashing-bow-v1@256")], rows[("summarize", "extractive-tfidf-v2")]
+    assert set(rows) == {("embed", "hashing-bow-v1@256"), ("summarize", "extractive-tfidf-v3")}
+    embed, summ = rows[("embed", "hashing-bow-v1@256")], rows[("summarize", "extractive-tfidf-v3")]
     assert embed["tokens_in"] > 0 and embed["tokens_out"] == 0 and embed["calls"] >= 1
     assert summ["tokens_in"] == out["tokens_in"] and summ["calls"] == out["summarize_calls"]
     assert embed["cost_usd"] == pytest.approx(embed["tokens_in"] * 0.02 / 1e6)

@@ -62,9 +62,9 @@ def test_unpriced_models_are_listed_never_counted_as_free():
 def test_old_ledger_rows_without_a_model_still_read():
     graph = MemoryGraphStore()
     graph.add_ledger("summarize", 2, 10, 5, 0.5)  # a row recorded before models were
-    cost.record(graph, "summarize", "extractive-tfidf-v2", 7, 3, 0.25)
+    cost.record(graph, "summarize", "extractive-tfidf-v3", 7, 3, 0.25)
     report = cost.ledger_report(graph, DEFAULT_PRICES)
-    assert {(r["kind"], r["model"]) for r in report["calls"]} == {("summarize", ""), ("summarize", "extractive-tfidf-v2")}
+    assert {(r["kind"], r["model"]) for r in report["calls"]} == {("summarize", ""), ("summarize", "extractive-tfidf-v3")}
     assert report["by_kind"]["summarize"]["calls"] == 3 and report["by_kind"]["summarize"]["tokens_in"] == 17
     assert report["unpriced"] == ["(unrecorded)"]
 
@@ -75,8 +75,8 @@ def test_every_model_call_of_a_build_and_a_query_is_in_the_ledger():
     report = ingest(engine, docs)
     report.merge(drain(engine))
     ledger = engine.graph.ledger()
-    assert set(ledger) == {"embed|hashing-bow-v1@256", "summarize|extractive-tfidf-v2"}
-    summ = ledger["summarize|extractive-tfidf-v2"]
+    assert set(ledger) == {"embed|hashing-bow-v1@256", "summarize|extractive-tfidf-v3"}
+    summ = ledger["summarize|extractive-tfidf-v3"]
     assert (summ["calls"], summ["tokens_in"], summ["tokens_out"]) == (
         report.cost.summarize_calls, report.cost.tokens_in, report.cost.tokens_out)
     # the embedder read every chunk and every summary once (the cache holds them afterwards):

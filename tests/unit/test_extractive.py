@@ -120,8 +120,43 @@ def test_title_lines_and_cut_pieces_are_not_sentences():
     later = "orbit with a large telescope. " + ON_TOPIC[2]
     result = ExtractiveSummarizer(TOK).summarize(
         [first, later], 1000, [MemberSource("doc-a", True), MemberSource("doc-a", False)])
-    # one document: one line; the title, the cut-off end and the cut-off start are gone
-    assert result.text == ON_TOPIC[0] + " " + ON_TOPIC[2]
+    # one document: one line, labelled with its title; the title is no sentence, the cut-off
+    # end and the cut-off start are gone
+    assert result.text == "Comet Halley \u2014 " + ON_TOPIC[0] + " " + ON_TOPIC[2]
+
+
+def test_labels_survive_a_summary_of_summaries_and_merge_per_document():
+    from eragraph.ports import MemberSource
+    from eragraph.providers.extractive import summary_lines
+
+    s = ExtractiveSummarizer(TOK, redundancy=0.0, duplicate=1.01)
+    halley = s.summarize(["Comet Halley\n\n" + ON_TOPIC[0]], 1000, [MemberSource("a")]).text
+    jupiter = s.summarize(["Jupiter\n\n" + ON_TOPIC[3]], 1000, [MemberSource("b")]).text
+    # a later child summary holds another sentence of Halley's document, under the same label
+    halley2 = s.summarize(["Comet Halley\n\n" + ON_TOPIC[1]], 1000, [MemberSource("c")]).text
+    up = s.summarize([halley, jupiter, halley2], 1000,
+                     [MemberSource(n, True, summary=True) for n in ("s1", "s2", "s3")])
+    assert summary_lines(up.text) == [("Comet Halley", [ON_TOPIC[0], ON_TOPIC[1]]), ("Jupiter", [ON_TOPIC[3]])]
+    # the label is paid from the budget: room for one sentence but not its label leaves it out
+    tight = s.summarize(["Comet Halley\n\n" + ON_TOPIC[0]], TOK.count(ON_TOPIC[0]), [MemberSource("a")])
+    assert tight.tokens_out <= TOK.count(ON_TOPIC[0])
+
+
+def test_revise_keeps_labels_and_labels_joined_children():
+    from eragraph.providers.extractive import summary_lines
+
+    s = ExtractiveSummarizer(TOK, redundancy=0.0, duplicate=1.01)
+    previous = "Comet Halley \u2014 " + ON_TOPIC[0] + "\n" + ON_TOPIC[2]
+    revised = s.revise(previous, ["Jupiter\n" + ON_TOPIC[3]], [ON_TOPIC[2]], 1000)
+    assert summary_lines(revised.text) == [("Comet Halley", [ON_TOPIC[0]]), ("Jupiter", [ON_TOPIC[3]])]
+
+
+def test_a_sentence_with_a_dash_is_not_taken_for_a_label():
+    from eragraph.providers.extractive import split_label
+
+    assert split_label("Paris \u2014 the capital \u2014 is large.") == ("", "Paris \u2014 the capital \u2014 is large.")
+    assert split_label("He said so. Then \u2014 The end.") == ("", "He said so. Then \u2014 The end.")
+    assert split_label("Dr. No \u2014 The film opened in 1962.") == ("Dr. No", "The film opened in 1962.")
 
 
 def test_a_documents_first_chunk_leads_its_group_and_groups_follow_member_order():

@@ -48,8 +48,8 @@ def test_build_makes_layers_and_ledger_matches_report():
     assert len(sizes) >= 3  # layer 0 and at least two summary layers for 40 chunks with S 3-5
     assert report.cost.summarize_calls == sum(report.segments_resummarized.values())
     assert report.segments_resummarized == {layer: n for layer, n in sizes.items() if layer > 0}
-    assert engine.graph.ledger()["summarize|extractive-tfidf-v2"]["calls"] == report.cost.summarize_calls
-    assert engine.graph.ledger()["summarize|extractive-tfidf-v2"]["tokens_in"] == report.cost.tokens_in
+    assert engine.graph.ledger()["summarize|extractive-tfidf-v3"]["calls"] == report.cost.summarize_calls
+    assert engine.graph.ledger()["summarize|extractive-tfidf-v3"]["tokens_in"] == report.cost.tokens_in
     assert engine.graph.meta_keys("dirty:") == []
     assert engine.queue.pending() == 0
 
@@ -122,15 +122,15 @@ def test_crash_between_summaries_and_segment_swap_heals_on_redelivery():
     ingest(reference, doc)
     drain(reference)
 
-    reference_ledger = reference.graph.ledger()["summarize|extractive-tfidf-v2"]["calls"]
-    engine_ledger = engine.graph.ledger()["summarize|extractive-tfidf-v2"]["calls"]
+    reference_ledger = reference.graph.ledger()["summarize|extractive-tfidf-v3"]["calls"]
+    engine_ledger = engine.graph.ledger()["summarize|extractive-tfidf-v3"]["calls"]
     insert_calls = reference_ledger - engine_ledger  # what the insert costs without a crash
 
     engine.graph = FailingReplace(engine.graph)
     ingest(engine, doc)
     with pytest.raises(RuntimeError):
         drain(engine)
-    before_crash = engine.graph.ledger()["summarize|extractive-tfidf-v2"]["calls"] - engine_ledger
+    before_crash = engine.graph.ledger()["summarize|extractive-tfidf-v3"]["calls"] - engine_ledger
     assert before_crash >= 1
     assert not invariants.check(engine).ok  # half-written: new summaries, old segments
     assert any(k.startswith("dirty:0:") for k in engine.graph.meta_keys("dirty:"))

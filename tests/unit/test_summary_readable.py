@@ -1,7 +1,8 @@
 """Extractive summaries a person can read, checked on real MuSiQue passages run through the
 real pipeline (chunking with titles, LSH segments, resummarize): whole sentences of the
 members' documents only, no bare titles, one line per source document in member order, each
-line in its document's order, no near-duplicate pair, within the token budget."""
+line in its document's order and labelled with its document's title, no near-duplicate pair,
+within the token budget; upper layers keep the labels of the sentences they take."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 from eragraph.bench.common import load_corpus
 from eragraph.domain.text import split_sentences
-from eragraph.providers.extractive import is_whole_sentence, member_sentences, tfidf_vectors, cosine
+from eragraph.providers.extractive import (cosine, is_whole_sentence, member_sentences, summary_lines,
+                                          tfidf_vectors)
 from eragraph.services.ingest import ingest
 from eragraph.services.resummarize import drain, member_source
 from support import make_engine
@@ -58,15 +60,18 @@ def test_layer_one_summaries_are_whole_grouped_ordered_sentences(corpus, engine)
         members = [engine.graph.get_nodes([c])[c] for c in node.children]
         doc_order = list(dict.fromkeys(m.doc_id for m in members))
         multi_chunk += len(doc_order) < len(members)
-        lines = node.text.split("\n")
+        lines = summary_lines(node.text)
         line_docs = []
-        for line in lines:
-            sentences = split_sentences(line)
+        for label, sentences in lines:
             assert sentences, node.text
             # every sentence is a whole sentence of one document of this segment, not its title
             owners = [d for d in doc_order if all(s in split_sentences(by_id[d].text) for s in sentences)]
-            assert owners, f"a line mixes documents or holds a piece that is no sentence: {line!r}"
+            assert owners, f"a line mixes documents or holds a piece that is no sentence: {sentences!r}"
             doc = owners[0]
+            # the label is the document's title (every MuSiQue passage has one), read from its
+            # first chunk: a line of a document whose first chunk is in another segment has none
+            firsts = {m.doc_id for m in members if member_source(m).at_start}
+            assert label == (by_id[doc].title if doc in firsts else ""), (label, doc)
             line_docs.append(doc)
             whole = split_sentences(by_id[doc].text)
             for s in sentences:
@@ -80,7 +85,7 @@ def test_layer_one_summaries_are_whole_grouped_ordered_sentences(corpus, engine)
         # TF-IDF over the segment's candidate sentences)
         candidates = [s for m in members for s in member_sentences(m.text, member_source(m).at_start)]
         vecs = dict(zip(candidates, tfidf_vectors(candidates)))
-        out = [s for line in lines for s in split_sentences(line)]
+        out = [s for _, sentences in lines for s in sentences]
         assert len({s.lower() for s in out}) == len(out)
         for i, a in enumerate(out):
             for b in out[i + 1:]:
@@ -92,10 +97,12 @@ def test_upper_layers_keep_whole_sentences_of_their_members(engine):
     for layer in range(2, max(engine.graph.layer_sizes()) + 1):
         for node in summaries(engine, layer):
             children = engine.graph.get_nodes(node.children)
-            member_lines = {line for c in children.values() for line in c.text.split("\n")}
-            member_said = {s for line in member_lines for s in split_sentences(line)}
-            for s in split_sentences(node.text):
-                assert s in member_said and is_whole_sentence(s), s
+            member_said = {(label, s) for c in children.values() for label, ss in summary_lines(c.text) for s in ss}
+            labels = [label for label, _ in summary_lines(node.text) if label]
+            assert len(set(labels)) == len(labels), node.text  # one line per titled document
+            for label, sentences in summary_lines(node.text):
+                for s in sentences:  # a member's sentence, under the label it had there
+                    assert (label, s) in member_said and is_whole_sentence(s), (label, s)
 
 
 def test_revised_summaries_stay_whole_sentences(corpus):
@@ -110,5 +117,7 @@ def test_revised_summaries_stay_whole_sentences(corpus):
     titles = {d.title for d in docs}
     for layer in range(1, max(engine.graph.layer_sizes()) + 1):
         for node in summaries(engine, layer):
-            for s in split_sentences(node.text):
-                assert s in said and s not in titles and is_whole_sentence(s), s
+            for label, sentences in summary_lines(node.text):
+                assert not label or label in titles, label
+                for s in sentences:
+                    assert s in said and s not in titles and is_whole_sentence(s), s

@@ -275,7 +275,8 @@ RUN_NOTES = {
     "first200": "MultiHop-RAG on its first 200 articles (`--corpus-limit 200`, about 3,100 chunks) and the dev "
                 "questions whose evidence lies inside them (the store the router was trained on).",
     "summaries": "The summary-graph modes before and after the readable extractive summaries (whole sentences "
-                 "grouped per source document, near-duplicates left out: `extractive-tfidf-v2`); same corpus, "
+                 "grouped per source document, each line labelled with its document's title, near-duplicates "
+                 "left out: `extractive-tfidf-v3`); same corpus, "
                  "questions, settings and embedder in both, each in a fresh store (see the comparison below). The "
                  "after-run's store started with the before-run's embedding cache (content-addressed: the same "
                  "vectors), so its ingest seconds are not comparable with the before-run's.",

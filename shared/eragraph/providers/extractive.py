@@ -4,7 +4,11 @@ either end, are not sentences), picks them by maximal marginal relevance -- TF-I
 segment centroid, minus a penalty for the most similar sentence already picked, and never one
 above ``duplicate`` similarity to a picked one -- until the summary token budget is filled, and
 writes them grouped by source document (one line per document, documents in member order,
-sentences in their original order). Similarity is lexical (TF-IDF over the sentences of the
+sentences in their original order). A line starts with its document's title as a label
+(``Title — sentence sentence``) when the document has one (a chunk's leading title line); a
+summary of summaries reads the labels back, so a document's sentences from several child
+summaries share one labelled line and the titles, which name what the sentences are about,
+survive every layer. Similarity is lexical (TF-IDF over the sentences of the
 segment), not the embedder's vectors: it costs no model call, is deterministic, and is the same
 whichever embedder the store uses. Its float sums are ``math.fsum`` (correctly rounded): the
 built-in ``sum`` of floats rounds differently from Python 3.12 on (compensated summation), and a
@@ -41,6 +45,8 @@ than so such into over after before about also which who whom whose what when wh
 _STARTS = re.compile(r"^[\"'(\[\u201c\u2018]*[A-Z\u00c0-\u00de]")
 _ENDS = re.compile(r"[.!?][\"')\]\u201d\u2019]*$")
 MIN_WORDS = 3
+LABEL_SEP = " \u2014 "  # "Title — sentence sentence"
+LABEL_MAX_WORDS = 12
 
 
 def _terms(sentence: str) -> list[str]:
@@ -53,14 +59,75 @@ def is_whole_sentence(piece: str) -> bool:
     return bool(_STARTS.match(piece) and _ENDS.search(piece)) and len(piece.split()) >= MIN_WORDS
 
 
+def is_label(piece: str) -> bool:
+    """A title that can label a line: a few words on one line holding no whole sentence before
+    its end ("John N. Scales" and "Everton F.C." are titles, "He said so. Then" is not)."""
+    piece = piece.strip()
+    return bool(piece) and "\n" not in piece and len(piece.split()) <= LABEL_MAX_WORDS \
+        and LABEL_SEP.strip() not in piece \
+        and not any(is_whole_sentence(p) for p in split_sentences(piece)[:-1])
+
+
+def split_label(line: str) -> tuple[str, str]:
+    """(label, rest) of one summary line written ``Label — sentence ...``; ("", line) when the
+    line carries no label."""
+    head, sep, rest = line.strip().partition(LABEL_SEP)
+    if sep and is_label(head) and _STARTS.match(rest):
+        return head.strip(), rest.strip()
+    return "", line.strip()
+
+
+def title_line(text: str, at_start: bool = True, after: str = "\n\n") -> str:
+    """The title of a text that starts where its document starts with a short paragraph of one
+    line, a blank line and more text (domain.text.titled_text writes it so; a revision's
+    sentences, one a line, have it on a line of its own: ``after="\\n"``); "" otherwise."""
+    first, sep, rest = text.strip().partition(after)
+    first = first.strip()
+    if after != "\n\n" and not (_STARTS.match(first) and not _ENDS.search(first)):
+        return ""  # without the blank line, a piece a chunk window cut ("east - southeast.") is no title
+    if at_start and sep and rest.strip() and is_label(first):
+        return first
+    return ""
+
+
+def labelled_sentences(text: str, at_start: bool = True, labelled: bool = False,
+                       inherit: bool = False) -> list[tuple[str, str]]:
+    """(label, sentence) for the whole sentences of one member text, in order. A text that
+    does not start where its document starts loses its first piece (the token window began
+    mid-sentence); a piece cut off at the end fails ``is_whole_sentence``. A text that starts
+    at its document's start with a short line of its own (a title) labels every sentence with
+    it. ``labelled``: the text is a summary (or a revision's sentences), whose lines may open
+    with ``Label — ``; such a label holds for its own line, or until the next label with
+    ``inherit`` (a revision's sentences come one a line)."""
+    lines = [line.strip() for line in text.split("\n") if line.strip()]
+    out: list[tuple[str, str]] = []
+    label = ""
+    title = title_line(text, at_start, "\n" if inherit else "\n\n")
+    for i, line in enumerate(lines):
+        if i == 0 and title:
+            label = title
+            continue
+        found = ""
+        if labelled:
+            found, line = split_label(line)
+        if found or (labelled and not inherit):
+            label = found
+        pieces = split_sentences(line)
+        if i == 0 and not at_start:
+            pieces = pieces[1:]
+        out += [(label, p) for p in pieces if is_whole_sentence(p)]
+    return out
+
+
 def member_sentences(text: str, at_start: bool = True) -> list[str]:
-    """The whole sentences of one member text, in order. A text that does not start where its
-    document starts loses its first piece (the token window began mid-sentence); a title line
-    and a piece cut off at the end fail ``is_whole_sentence``."""
-    pieces = split_sentences(text)
-    if not at_start:
-        pieces = pieces[1:]
-    return [p for p in pieces if is_whole_sentence(p)]
+    """The whole sentences of one member text, in order (see ``labelled_sentences``)."""
+    return [s for _, s in labelled_sentences(text, at_start, labelled=True)]
+
+
+def summary_lines(text: str) -> list[tuple[str, list[str]]]:
+    """A summary's lines as (label, sentences)."""
+    return [(label, split_sentences(rest)) for label, rest in
+            (split_label(line) for line in text.split("\n") if line.strip())]
 
 
 @dataclass(frozen=True)
@@ -70,18 +137,22 @@ class _Sentence:
     weight: float
 
 
-def _groups(sources: Sequence[MemberSource] | None, n: int) -> list[tuple[int, bool]]:
-    """(group number, at_start) per member: members of one document share a number."""
-    if sources is None:
-        return [(i, True) for i in range(n)]
-    if len(sources) != n:
-        raise ValueError(f"{len(sources)} sources for {n} texts")
-    numbers: dict[str, int] = {}
-    return [(numbers.setdefault(src.group, len(numbers)), src.at_start) for src in sources]
+class _Groups:
+    """Group numbers in first-seen order, and each group's label (its first non-empty one)."""
+
+    def __init__(self) -> None:
+        self.numbers: dict[object, int] = {}
+        self.labels: dict[int, str] = {}
+
+    def number(self, key: object, label: str = "") -> int:
+        g = self.numbers.setdefault(key, len(self.numbers))
+        if label and not self.labels.get(g):
+            self.labels[g] = label
+        return g
 
 
 class ExtractiveSummarizer:
-    identity = "extractive-tfidf-v2"
+    identity = "extractive-tfidf-v3"
 
     def __init__(self, tokenizer: Tokenizer, redundancy: float = 0.5, duplicate: float = 0.7) -> None:
         self.tokenizer = tokenizer
@@ -91,13 +162,30 @@ class ExtractiveSummarizer:
     def summarize(self, texts: Sequence[str], max_tokens: int,
                   sources: Sequence[MemberSource] | None = None) -> SummaryResult:
         tokens_in = self.tokenizer.count(PROMPT) + sum(self.tokenizer.count(t) for t in texts)
-        members = sorted(zip(_groups(sources, len(texts)), texts),
-                         key=lambda m: (m[0][0], not m[0][1]))  # a document's first chunk first
-        units = [_Sentence(s, group, 1.0) for (group, at_start), text in members
-                 for s in member_sentences(text, at_start)]
+        if sources is None:
+            sources = [MemberSource(f"#{i}") for i in range(len(texts))]
+        if len(sources) != len(texts):
+            raise ValueError(f"{len(sources)} sources for {len(texts)} texts")
+        order: dict[str, int] = {}
+        for src in sources:
+            order.setdefault(src.group, len(order))
+        members = sorted(zip(sources, texts), key=lambda m: (order[m[0].group], not m[0].at_start))
+        groups = _Groups()
+        units = []
+        for src, text in members:  # a document's first chunk first, documents in member order
+            pairs = labelled_sentences(text, src.at_start, labelled=src.summary)
+            if not src.summary:  # the title labels the document's sentences in later chunks too
+                groups.number(("doc", src.group), title_line(text, src.at_start))
+            for line, (label, s) in enumerate(pairs):
+                # a chunk's sentences group under its document; a summary's under their label
+                # (one document's sentences from several child summaries meet on one line)
+                key = ("doc", src.group) if not src.summary else (
+                    ("label", label) if label else ("summary", src.group, line))
+                units.append(_Sentence(s, groups.number(key, label), 1.0))
         if not units:  # nothing reads as a sentence (a list, a table): fall back to its pieces
-            units = [_Sentence(s, i, 1.0) for i, t in enumerate(texts) for s in split_sentences(t)]
-        text = self._select(units, max_tokens)
+            units = [_Sentence(s, groups.number(("text", i)), 1.0)
+                     for i, t in enumerate(texts) for s in split_sentences(t)]
+        text = self._select(units, max_tokens, groups.labels)
         return SummaryResult(text=text, tokens_in=tokens_in, tokens_out=self.tokenizer.count(text) if text else 0)
 
     def revise(self, previous: str, added: Sequence[str], removed: Sequence[str], max_tokens: int,
@@ -112,29 +200,34 @@ class ExtractiveSummarizer:
         tokens_in = (self.tokenizer.count(REVISE_PROMPT) + self.tokenizer.count(previous)
                      + sum(self.tokenizer.count(t) for t in added)
                      + sum(self.tokenizer.count(t) for t in removed))
-        gone = {sentence_key(s) for t in removed for s in split_sentences(t)}
-        still = {sentence_key(s) for t in added for s in split_sentences(t)}
+        gone = {sentence_key(s) for t in removed for _, s in labelled_sentences(t, labelled=True, inherit=True)}
+        still = {sentence_key(s) for t in added for _, s in labelled_sentences(t, labelled=True, inherit=True)}
+        groups = _Groups()
         kept: list[tuple[int, str]] = []
-        lines = [line for line in previous.split("\n") if line.strip()]
-        for g, line in enumerate(lines):
-            kept += [(g, s) for s in split_sentences(line)
+        for g, (label, sentences) in enumerate(summary_lines(previous)):
+            key = ("label", label) if label else ("previous", g)
+            kept += [(groups.number(key, label), s) for s in sentences
                      if sentence_key(s) not in gone or sentence_key(s) in still]
         seen = {sentence_key(s) for _, s in kept}
-        fresh = [(len(lines) + i, s) for i, t in enumerate(added) for s in member_sentences(t)
+        fresh = [(groups.number(("label", label) if label else ("added", i), label), s)
+                 for i, t in enumerate(added) for label, s in labelled_sentences(t, labelled=True, inherit=True)
                  if sentence_key(s) not in seen]
         share = min(1.0, max(0.0, previous_share)) if kept and fresh else (1.0 if kept else 0.0)
         units = ([_Sentence(s, g, share / len(kept)) for g, s in kept]
                  + [_Sentence(s, g, (1.0 - share) / len(fresh)) for g, s in fresh])
-        text = self._select(units, max_tokens)
+        text = self._select(units, max_tokens, groups.labels)
         return SummaryResult(text=text, tokens_in=tokens_in, tokens_out=self.tokenizer.count(text) if text else 0)
 
-    def _select(self, units: list[_Sentence], max_tokens: int) -> str:
+    def _select(self, units: list[_Sentence], max_tokens: int, labels: dict[int, str] | None = None) -> str:
         """Maximal marginal relevance under the token budget: the most central sentence
         (weighted TF-IDF centroid) less ``redundancy`` times its cosine to the closest one
         already picked, never one at or above ``duplicate`` cosine to a picked one (nor a
-        repeat of one). Written one line per group, groups and sentences in input order."""
+        repeat of one). Written one line per group, groups and sentences in input order, a
+        group's label (paid from the budget with its first sentence) opening its line."""
         if not units:
             return ""
+        labels = labels or {}
+        label_cost = {g: self.tokenizer.count(label + LABEL_SEP) for g, label in labels.items() if label}
         n = len(units)
         vecs = tfidf_vectors([u.text for u in units])
         centroid: Counter = Counter()
@@ -147,11 +240,17 @@ class ExtractiveSummarizer:
         keys = [sentence_key(u.text) for u in units]
         chosen: list[int] = []
         used = 0
+        opened: set[int] = set()  # groups whose label is paid for
         candidates = set(range(n))
+
+        def cost(i: int) -> int:
+            g = units[i].group
+            return lengths[i] + (label_cost.get(g, 0) if g not in opened else 0)
+
         while candidates:
             best, best_score = -1, -math.inf
             for i in sorted(candidates):
-                if used + lengths[i] > max_tokens:
+                if used + cost(i) > max_tokens:
                     continue
                 score = central[i] - self.redundancy * closest[i]
                 if score > best_score:
@@ -159,7 +258,8 @@ class ExtractiveSummarizer:
             if best < 0:
                 break
             chosen.append(best)
-            used += lengths[best]
+            used += cost(best)
+            opened.add(units[best].group)
             candidates.discard(best)
             for i in list(candidates):
                 closest[i] = max(closest[i], cosine(vecs[i], vecs[best]))
@@ -169,18 +269,19 @@ class ExtractiveSummarizer:
             i = max(range(n), key=lambda j: central[j])
             spans = self.tokenizer.offsets(units[i].text)[:max_tokens]
             return units[i].text[: spans[-1][1]] if spans else units[i].text
-        text = self._render(units, chosen)
+        text = self._render(units, chosen, labels)
         while self.tokenizer.count(text) > max_tokens and len(chosen) > 1:
             chosen.pop()  # the joined text counts more than its sentences (a tokenizer's merges)
-            text = self._render(units, chosen)
+            text = self._render(units, chosen, labels)
         return text
 
     @staticmethod
-    def _render(units: list[_Sentence], chosen: list[int]) -> str:
+    def _render(units: list[_Sentence], chosen: list[int], labels: dict[int, str]) -> str:
         lines: dict[int, list[str]] = {}
         for i in sorted(chosen):  # units are in input order, their groups in first-seen order
             lines.setdefault(units[i].group, []).append(units[i].text)
-        return "\n".join(" ".join(lines[g]) for g in sorted(lines))
+        return "\n".join((labels[g] + LABEL_SEP if labels.get(g) else "") + " ".join(lines[g])
+                         for g in sorted(lines))
 
 
 def tfidf_vectors(sentences: Sequence[str]) -> list[dict[str, float]]:

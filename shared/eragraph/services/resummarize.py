@@ -147,7 +147,7 @@ def member_source(node: Node) -> MemberSource:
     one whose id is the document's chunk 0 with this text, starts where the document does); a
     summary is a source of its own."""
     if node.is_summary or not node.doc_id:
-        return MemberSource(node.node_id, True)
+        return MemberSource(node.node_id, True, summary=node.is_summary)
     return MemberSource(node.doc_id, node.node_id == chunk_id(node.doc_id, 0, node.text))
 
 
