@@ -38,6 +38,18 @@
     record and rebuilds whatever the cut left (services.resummarize), then removes the marks
     older than its start and announces the layer above as a whole (the partial apply's
     summaries there were never announced).
+* Metadata (``put_meta``/``get_meta``/``meta_keys``) is spread over partitions by its key
+  (``meta_partition``). The services write keys ``<kind>:<layer>:<shard>:...``; the kinds
+  written on every insert have 16 partitions each: a dirty marker or an outbox entry goes to
+  ``META#<kind>#<its message group mod 16>`` (a whole-layer one to ``META#<kind>#all``), a
+  retired summary text or a follow-up record to the partition of a hash of its node id or
+  token. Layers share a kind's partitions (the shard, not the layer, is where the write volume
+  is, and a listing then never needs to know which layers exist). Applying marks and swept
+  stamps (written by multi-transaction applies and whole-layer passes only) and store-wide keys
+  (``settings``) have one partition each. A key read by name is one GetItem as before;
+  ``meta_keys`` queries only the partitions its prefix can reach: one for a shard's outbox (the
+  reconcile of a message), all of a kind's, side by side, for a listing (reindex, stats, a
+  whole-layer pass).
 * Layer sizes are counters (atomic ADD under ``COUNT``), never a count over the items. Every
   ref write that changes a layer's size (``put_nodes``, ``delete_nodes``, ``apply_region``) is
   conditioned on the ref's state as read and carries its ADD in the same TransactWriteItems,
@@ -69,6 +81,53 @@ BATCH_GET = 100
 SHARD_BITS = 8  # ref partitions per layer: 2^SHARD_BITS
 SEGMENT_BUCKETS = 64  # segment partitions per layer
 ITEM_LIMIT = 400 * 1024  # DynamoDB's item size limit (attribute names and values)
+META_SHARDS = 16  # partitions of each metadata kind written on every insert
+SHARDED_META = ("dirty", "outbox", "retired", "followup")  # keys <kind>:<layer>:<shard>:... (followup:<token>)
+SINGLE_META = ("applying", "swept")  # rare writes: one partition each
+META_QUERY_THREADS = 8  # meta_keys over many partitions
+
+
+def _hash_shard(text: str) -> int:
+    import zlib
+
+    return zlib.crc32(text.encode("utf-8")) % META_SHARDS
+
+
+def _shards(kind: str) -> list[str]:
+    return [str(s) for s in range(META_SHARDS)] + (["all"] if kind in ("dirty", "outbox") else [])
+
+
+def meta_partition(key: str) -> str:
+    """The partition key of a metadata key (see the module docstring)."""
+    kind, sep, rest = key.partition(":")
+    if not sep or kind not in SHARDED_META + SINGLE_META:
+        return "META"
+    if kind in SINGLE_META:
+        return f"META#{kind}"
+    if kind in ("retired", "followup"):
+        return f"META#{kind}#{_hash_shard(rest)}"
+    parts = rest.split(":")  # dirty:<layer>[:<group>], outbox:<layer>:<group|all>:<token>
+    if len(parts) < 2 or not parts[1]:
+        return f"META#{kind}#all"
+    return f"META#{kind}#{int(parts[1]) % META_SHARDS if parts[1].isdigit() else parts[1]}"
+
+
+def meta_partitions(prefix: str) -> list[str]:
+    """Every partition that can hold a key starting with ``prefix``: one when the prefix names
+    the shard (a shard's outbox), all of a kind's otherwise, all of every kind for a prefix that
+    does not name its kind whole."""
+    kind, sep, rest = prefix.partition(":")
+    if not sep:
+        kinds = [k for k in SHARDED_META + SINGLE_META if k.startswith(kind)]
+        return ["META"] + [p for k in kinds for p in meta_partitions(k + ":")]
+    if kind in SINGLE_META:
+        return [f"META#{kind}"]
+    if kind not in SHARDED_META:
+        return ["META"]
+    parts = rest.split(":")
+    if kind in ("dirty", "outbox") and len(parts) >= 3:  # <layer>:<shard>: is complete
+        return [meta_partition(prefix)]
+    return [f"META#{kind}#{s}" for s in _shards(kind)]
 
 
 def item_bytes(attrs: dict[str, Any]) -> int:
@@ -169,19 +228,30 @@ class DynamoGraphStore:
         return stored
 
     def get_meta(self, key: str) -> Any | None:
-        item = self._get("META", f"KEY#{key}")
+        item = self._get(meta_partition(key), f"KEY#{key}")
         return None if item is None else json.loads(item.value)
 
     def put_meta(self, key: str, value: Any) -> None:
-        self.Item(PK="META", SK=f"KEY#{key}", value=json.dumps(value)).save()
+        self.Item(PK=meta_partition(key), SK=f"KEY#{key}", value=json.dumps(value)).save()
 
     def delete_meta(self, key: str) -> None:
-        self.Item(PK="META", SK=f"KEY#{key}").delete()
+        self.Item(PK=meta_partition(key), SK=f"KEY#{key}").delete()
 
     def meta_keys(self, prefix: str) -> list[str]:
-        items = self.Item.query("META", self.Item.SK.startswith(f"KEY#{prefix}"),
-                                consistent_read=True, attributes_to_get=["PK", "SK"])
-        return sorted(i.SK[len("KEY#"):] for i in items)
+        def keys_in(pk: str) -> list[str]:
+            items = self.Item.query(pk, self.Item.SK.startswith(f"KEY#{prefix}"),
+                                    consistent_read=True, attributes_to_get=["PK", "SK"])
+            return [i.SK[len("KEY#"):] for i in items]
+
+        partitions = list(dict.fromkeys(meta_partitions(prefix)))
+        if len(partitions) <= 2:
+            found = [keys_in(pk) for pk in partitions]
+        else:  # a listing over many partitions (reindex, stats): queried side by side
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=min(META_QUERY_THREADS, len(partitions))) as pool:
+                found = list(pool.map(keys_in, partitions))
+        return sorted({k for keys in found for k in keys})
 
     def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float) -> None:
         item = self.Item(PK="LEDGER", SK=f"KIND#{kind}")
@@ -559,7 +629,8 @@ class DynamoGraphStore:
         else:
             size = TRANSACT_LIMIT - 2
             chunks = [ops[start:start + size] for start in range(0, len(ops), size)]
-        marker = self.Item(PK="META", SK=f"KEY#{applying_key(layer, uuid.uuid4().hex)}") if len(chunks) > 1 else None
+        mark = applying_key(layer, uuid.uuid4().hex)
+        marker = self.Item(PK=meta_partition(mark), SK=f"KEY#{mark}") if len(chunks) > 1 else None
         meta = self.Item.Meta
         connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
         for number, chunk in enumerate(chunks):

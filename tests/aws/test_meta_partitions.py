@@ -1,0 +1,80 @@
+"""The DynamoDB store's metadata spread over partitions (adapters.aws.dynamodb.meta_partition):
+the keys the services really write land on the partitions of their kind and shard, every
+listing the services make finds exactly the keys a scan of the whole table finds, and one
+shard's reconcile reads one partition."""
+
+from __future__ import annotations
+
+import pytest
+
+from contract.aws_factories import REGION, create_graph_table, fake_credentials
+from eragraph.adapters.aws.dynamodb import META_SHARDS, meta_partition, meta_partitions
+from eragraph.domain.model import applying_key
+from eragraph.services import followup
+from eragraph.services.announce import dirty_key
+from eragraph.services.resummarize import outbox_key, retired_key, swept_key
+
+
+def service_keys() -> list[str]:
+    """Keys of every kind, made by the functions the services write them with."""
+    keys = ["settings"]
+    for layer in range(4):
+        keys += [dirty_key(layer, None), swept_key(layer), applying_key(layer, f"t{layer}"),
+                 outbox_key(layer, None, f"w{layer}")]
+        keys += [dirty_key(layer, g) for g in range(0, 20, 3)]
+        keys += [outbox_key(layer, g, f"tok{g}") for g in range(0, 20, 5)]
+        keys += [retired_key(layer, f"node-{layer}-{i}") for i in range(5)]
+    keys += [followup.PREFIX + f"op{i}" for i in range(6)]
+    return keys
+
+
+def test_each_kind_spreads_over_its_shards_and_layers_share_them():
+    assert meta_partition("settings") == "META"
+    assert meta_partition(dirty_key(0, 5)) == meta_partition(dirty_key(3, 5)) == "META#dirty#5"
+    assert meta_partition(dirty_key(2, 21)) == f"META#dirty#{21 % META_SHARDS}"
+    assert meta_partition(dirty_key(2, None)) == "META#dirty#all"
+    assert meta_partition(outbox_key(1, 7, "x")) == "META#outbox#7"
+    assert meta_partition(outbox_key(1, None, "x")) == "META#outbox#all"
+    assert meta_partition(applying_key(3, "x")) == "META#applying"
+    assert meta_partition(swept_key(3)) == "META#swept"
+    # an insert's markers of 16 groups go to 16 partitions (they all went to META before)
+    assert len({meta_partition(dirty_key(0, g)) for g in range(16)}) == 16
+    retired = {meta_partition(retired_key(1, f"n{i}")) for i in range(400)}
+    assert len(retired) == META_SHARDS  # node ids hash over all shards
+    # the outbox of one shard's reconcile is one partition
+    assert meta_partitions(outbox_key(2, 7)) == ["META#outbox#7"]
+    assert len(meta_partitions("dirty:")) == META_SHARDS + 1
+
+
+@pytest.fixture
+def store():
+    fake_credentials()
+    import boto3
+    from moto import mock_aws
+
+    from eragraph.adapters.aws.dynamodb import DynamoGraphStore
+
+    with mock_aws():
+        create_graph_table(boto3.client("dynamodb", region_name=REGION), "graph-meta")
+        yield DynamoGraphStore("graph-meta", region=REGION, code_bits=8)
+
+
+def test_every_listing_the_services_make_finds_what_a_scan_finds(store):
+    keys = service_keys()
+    for i, key in enumerate(keys):
+        store.put_meta(key, {"i": i})
+    stored = {i.SK[len("KEY#"):]: i.PK for i in store.Item.scan() if i.SK.startswith("KEY#")}
+    assert set(stored) == set(keys)
+    assert all(pk == meta_partition(k) for k, pk in stored.items())
+    assert len(set(stored.values())) >= 25  # spread, not one META partition
+    prefixes = ["", "dirty:", "followup:", "outbox:", "retired:", "applying:", "swept:", "settings"]
+    for layer in range(5):
+        prefixes += [f"dirty:{layer}:", f"applying:{layer}:", f"outbox:{layer}:", f"retired:{layer}:"]
+        prefixes += [outbox_key(layer, g) for g in (0, 5, 10, 15, 17)]
+    for prefix in prefixes:
+        assert store.meta_keys(prefix) == sorted(k for k in keys if k.startswith(prefix)), prefix
+    for key in keys[::3]:
+        assert store.get_meta(key) == {"i": keys.index(key)}
+        store.delete_meta(key)
+        assert store.get_meta(key) is None
+    assert store.meta_keys("") == sorted(set(keys) - set(keys[::3]))
