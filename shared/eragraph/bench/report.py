@@ -504,6 +504,17 @@ def scale_section(name: str, d: dict, images: list[str]) -> list[str]:
                          ", ".join(f"{k} {v:g}" for k, v in r["insert"]["dynamodb_median"]["by_operation"].items()),
                          r["delete"]["dynamodb_median"]["requests"], r["delete"]["dynamodb_median"]["items_read"],
                          r["delete"]["dynamodb_median"]["items_written"]] for r in aws])]
+        spread = [r for r in aws if "partitions_written" in r["insert"]["dynamodb_median"]]
+        if spread:
+            out += ["", "Where one insert's writes land (median; a partition takes at most 1,000 write units a "
+                    "second, so the hottest one bounds a bulk load):", "",
+                    *table(["chunks", "partitions written", "hottest partition: writes",
+                            "metadata partitions written", "hottest metadata partition: writes", "writes by kind"],
+                           [[r["chunks"], *[r["insert"]["dynamodb_median"][k] for k in (
+                               "partitions_written", "hottest_partition_writes", "meta_partitions_written",
+                               "meta_hottest_partition_writes")],
+                             ", ".join(f"{k} {v:g}" for k, v in r["insert"]["dynamodb_median"]["writes_by_kind"].items())]
+                            for r in spread])]
     if d.get("aws_skipped"):
         out += ["", f"AWS part skipped: {d['aws_skipped']}."]
     for img in images:
