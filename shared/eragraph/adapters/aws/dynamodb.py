@@ -367,20 +367,24 @@ class DynamoGraphStore:
             if delta:
                 self.Item(PK="COUNT", SK=f"LAYER#{layer}").update(actions=[self.Item.version.add(delta)])
 
+    def _connection(self):
+        """The model's own connection (one botocore client for every request of this store; a
+        client per transaction cost its creation each time, and hid the transactions from
+        anything watching the model's client)."""
+        return self.Item._get_connection().connection
+
     def _transact_refs(self, ops: list) -> None:
         """Ref writes, each conditioned on the state read, with the layer counters' changes they
         make, in TransactWriteItems of up to TRANSACT_LIMIT items: a counter moves only with
         the writes it counts. ``ops``: (kind, item, actions or None, condition, layer, delta).
         A lost condition raises ConflictError (the transactions before it committed)."""
-        from pynamodb.connection import Connection
         from pynamodb.transactions import TransactWrite
 
         if not ops:
             return
         layers = {op[4] for op in ops}
         size = TRANSACT_LIMIT - len(layers)
-        meta = self.Item.Meta
-        connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
+        connection = self._connection()
         for start in range(0, len(ops), size):
             chunk = ops[start:start + size]
             deltas: dict[int, int] = {}
@@ -574,7 +578,6 @@ class DynamoGraphStore:
         return self.Item.PK.exists() & (self.Item.live == (1 if ref.live else 0)) & seg
 
     def apply_region(self, change: RegionChange) -> None:
-        from pynamodb.connection import Connection
         from pynamodb.transactions import TransactWrite
 
         layer = change.layer
@@ -631,8 +634,7 @@ class DynamoGraphStore:
             chunks = [ops[start:start + size] for start in range(0, len(ops), size)]
         mark = applying_key(layer, uuid.uuid4().hex)
         marker = self.Item(PK=meta_partition(mark), SK=f"KEY#{mark}") if len(chunks) > 1 else None
-        meta = self.Item.Meta
-        connection = Connection(region=getattr(meta, "region", None), host=getattr(meta, "host", None))
+        connection = self._connection()
         for number, chunk in enumerate(chunks):
             try:
                 with TransactWrite(connection=connection) as tx:
