@@ -190,3 +190,14 @@ def test_a_piece_opening_with_a_number_is_not_taken_for_a_sentence():
     # a revision's joined text may begin where a chunk window cut a date in two
     assert not is_whole_sentence("1 October 1992 and, in that capacity, served twice as interim president.")
     assert is_whole_sentence("He was President of the Senate until 1 October 1992.")
+
+
+def test_a_child_summary_without_labels_stays_one_line():
+    from eragraph.ports import MemberSource
+    from eragraph.providers.extractive import summary_lines
+
+    s = ExtractiveSummarizer(TOK, redundancy=0.0, duplicate=1.01)
+    child = ON_TOPIC[0] + " " + ON_TOPIC[1]  # a summary of untitled documents: one unlabelled line
+    up = s.summarize([child, "Jupiter \u2014 " + ON_TOPIC[3]], 1000,
+                     [MemberSource("s1", summary=True), MemberSource("s2", summary=True)])
+    assert summary_lines(up.text) == [("", [ON_TOPIC[0], ON_TOPIC[1]]), ("Jupiter", [ON_TOPIC[3]])]

@@ -176,11 +176,12 @@ class ExtractiveSummarizer:
             pairs = labelled_sentences(text, src.at_start, labelled=src.summary)
             if not src.summary:  # the title labels the document's sentences in later chunks too
                 groups.number(("doc", src.group), title_line(text, src.at_start))
-            for line, (label, s) in enumerate(pairs):
+            for label, s in pairs:
                 # a chunk's sentences group under its document; a summary's under their label
-                # (one document's sentences from several child summaries meet on one line)
+                # (one document's sentences from several child summaries meet on one line), its
+                # unlabelled ones under the summary
                 key = ("doc", src.group) if not src.summary else (
-                    ("label", label) if label else ("summary", src.group, line))
+                    ("label", label) if label else ("summary", src.group))
                 units.append(_Sentence(s, groups.number(key, label), 1.0))
         if not units:  # nothing reads as a sentence (a list, a table): fall back to its pieces
             units = [_Sentence(s, groups.number(("text", i)), 1.0)
