@@ -8,6 +8,17 @@ from dataclasses import dataclass
 MODES_SUMMARY_GRAPH = ("collapsed", "detailed", "summarized", "dense")
 
 
+SCORE_DIGITS = 5  # scores equal to this many decimals are a tie, broken by node id
+
+
+def rank_key(c: "Candidate") -> tuple[float, str]:
+    """Best first; scores that differ only past SCORE_DIGITS decimals are a tie broken by node
+    id, so a float32 index (FAISS) and a float64 one (OpenSearch) order near-equal scores the
+    same way (the deployed parity test found two summaries whose scores differed in the 7th
+    decimal swapped between the profiles)."""
+    return (-round(c.score, SCORE_DIGITS), c.node_id)
+
+
 @dataclass(frozen=True)
 class Candidate:
     node_id: str
@@ -18,8 +29,8 @@ class Candidate:
 
 def fill_budget(candidates: Sequence[Candidate], k: int, budget: int | None) -> list[Candidate]:
     """Take candidates best first until k are taken; with a token budget, skip any candidate
-    that no longer fits (a later, shorter one may still fit). Ties break by node id."""
-    ordered = sorted(candidates, key=lambda c: (-c.score, c.node_id))
+    that no longer fits (a later, shorter one may still fit). Ties break by node id (rank_key)."""
+    ordered = sorted(candidates, key=rank_key)
     out: list[Candidate] = []
     used = 0
     seen: set[str] = set()
@@ -68,4 +79,4 @@ def biased_merge(
             None if budget is None else budget - sum(c.tokens for c in out),
         )
         out += more
-    return sorted(out, key=lambda c: (-c.score, c.node_id))
+    return sorted(out, key=rank_key)
