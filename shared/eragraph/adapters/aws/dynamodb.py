@@ -84,6 +84,7 @@ ITEM_LIMIT = 400 * 1024  # DynamoDB's item size limit (attribute names and value
 META_SHARDS = 16  # partitions of each metadata kind written on every insert
 SHARDED_META = ("dirty", "outbox", "retired", "followup")  # keys <kind>:<layer>:<shard>:... (followup:<token>)
 SINGLE_META = ("applying", "swept")  # rare writes: one partition each
+GROUPED_META = ("dirty", "outbox")  # sharded by the message group in the key (the others by a hash)
 META_QUERY_THREADS = 8  # meta_keys over many partitions
 
 
@@ -94,7 +95,7 @@ def _hash_shard(text: str) -> int:
 
 
 def _shards(kind: str) -> list[str]:
-    return [str(s) for s in range(META_SHARDS)] + (["all"] if kind in ("dirty", "outbox") else [])
+    return [str(s) for s in range(META_SHARDS)] + (["all"] if kind in GROUPED_META else [])
 
 
 def meta_partition(key: str) -> str:
@@ -104,7 +105,7 @@ def meta_partition(key: str) -> str:
         return "META"
     if kind in SINGLE_META:
         return f"META#{kind}"
-    if kind in ("retired", "followup"):
+    if kind not in GROUPED_META:
         return f"META#{kind}#{_hash_shard(rest)}"
     parts = rest.split(":")  # dirty:<layer>[:<group>], outbox:<layer>:<group|all>:<token>
     if len(parts) < 2 or not parts[1]:
@@ -125,7 +126,7 @@ def meta_partitions(prefix: str) -> list[str]:
     if kind not in SHARDED_META:
         return ["META"]
     parts = rest.split(":")
-    if kind in ("dirty", "outbox") and len(parts) >= 3:  # <layer>:<shard>: is complete
+    if kind in GROUPED_META and len(parts) >= 3:  # <layer>:<shard>: is complete
         return [meta_partition(prefix)]
     return [f"META#{kind}#{s}" for s in _shards(kind)]
 
@@ -246,11 +247,14 @@ class DynamoGraphStore:
         partitions = list(dict.fromkeys(meta_partitions(prefix)))
         if len(partitions) <= 2:
             found = [keys_in(pk) for pk in partitions]
-        else:  # a listing over many partitions (reindex, stats): queried side by side
+        else:  # a listing over many partitions (reindex, stats): queried side by side, after a
+            # first query on this thread has made the connection's client (botocore does not
+            # create clients safely from several threads at once)
             from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=min(META_QUERY_THREADS, len(partitions))) as pool:
-                found = list(pool.map(keys_in, partitions))
+            found = [keys_in(partitions[0])]
+            with ThreadPoolExecutor(max_workers=min(META_QUERY_THREADS, len(partitions) - 1)) as pool:
+                found += pool.map(keys_in, partitions[1:])
         return sorted({k for keys in found for k in keys})
 
     def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float) -> None:
