@@ -22,7 +22,7 @@ TARGETS = {
     "model_efficiency": 0.90, "collapsed_p95_ms": 30.0,
     # issue 9 (scale), comparing the largest size with the smallest (stated for 1M vs 10k chunks)
     "scale_insert_factor": 1.5, "scale_build_per_chunk_factor": 1.3, "scale_rss_factor": 1.2,
-    "scale_collapsed_p95_ms": 50.0,
+    "scale_collapsed_p95_ms": 30.0,  # issue 16 (was 50 ms in issue 9)
 }
 
 
@@ -472,6 +472,8 @@ def scale_section(name: str, d: dict, images: list[str]) -> list[str]:
         out.append(f"- *{key}*: {text}.")
     if d.get("code_note"):
         out += ["", f"*Code*: {d['code_note']}"]
+    if d.get("load_note"):
+        out += ["", f"*Load*: {d['load_note']}."]
     local = d.get("local") or []
     if local:
         out += ["", *table(
@@ -556,7 +558,7 @@ def scale_target_rows(name: str, d: dict) -> list[list[str]]:
               big["build"]["peak_rss_mb"] - big["build"]["vector_index_mb"], TARGETS["scale_rss_factor"])
     p95 = big["query"].get("collapsed", {}).get("latency_ms_p95")
     ok = (p95 <= TARGETS["scale_collapsed_p95_ms"]) if (p95 is not None and big["chunks"] >= 1_000_000) else None
-    rows.append(["scale: warm collapsed p95 at 1M chunks ≤ 50 ms", run,
+    rows.append([f"scale: warm collapsed p95 at 1M chunks ≤ {TARGETS['scale_collapsed_p95_ms']:g} ms", run,
                  f"{fmt(p95)} ms at {fmt(big['chunks'])} chunks", verdict(ok),
                  "" if ok or ok is None else f"{p95 - TARGETS['scale_collapsed_p95_ms']:.1f} ms over"])
     return rows
