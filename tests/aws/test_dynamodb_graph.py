@@ -344,3 +344,35 @@ def test_a_consumer_dying_between_transactions_is_recovered_by_reindex(built, mo
     report = reindex.run(engine)
     assert report["invariants"]["ok"], report["invariants"]
     assert_recovered(engine, reference)
+
+
+def test_upper_layers_spread_their_refs_over_fewer_partitions():
+    """A layer's ref index has 2^shard_bits(layer) partitions (256, 32, 4, 1): a code range over a
+    whole sparse upper layer is a handful of Queries, not one per layer-0 partition, and it
+    still returns every ref in code order."""
+    fake_credentials()
+    import boto3
+    from moto import mock_aws
+
+    from eragraph.adapters.aws.dynamodb import DynamoGraphStore, shard_bits
+
+    bits = 12
+    with mock_aws():
+        create_graph_table(boto3.client("dynamodb", region_name=REGION), "graph-shards")
+        store = DynamoGraphStore("graph-shards", region=REGION, code_bits=bits)
+        codes = [(i * 2654435761) % (1 << bits) for i in range(40)]
+        for layer in range(4):
+            store.put_nodes([node(f"n{layer}-{i}", layer=layer, code=c) for i, c in enumerate(codes)])
+        queries: list[str] = []
+        client = store.Item._get_connection().connection.client
+        client.meta.events.register("before-call.dynamodb.Query",
+                                    lambda params, **_: queries.append("Query"))
+        for layer in range(4):
+            queries.clear()
+            refs = store.prefix_refs(layer, 0, (1 << bits) - 1)
+            assert len(queries) == 2 ** shard_bits(layer) == [256, 32, 4, 1][layer]
+            assert [r.code for r in refs] == sorted(codes)
+            assert {r.node_id for r in refs} == {f"n{layer}-{i}" for i in range(40)}
+            queries.clear()  # a narrow range stays on one partition
+            assert [r.node_id for r in store.prefix_refs(layer, codes[3], codes[3])] == [f"n{layer}-3"]
+            assert len(queries) == 1

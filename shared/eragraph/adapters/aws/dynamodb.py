@@ -3,9 +3,13 @@
 * Reads of many nodes use BatchGetItem (pynamodb re-requests UnprocessedKeys until done);
   writes use BatchWriteItem (pynamodb re-sends UnprocessedItems up to ``max_retry_attempts``).
 * The ref index: one small item per indexed node under ``REF#<layer>#<shard>`` (the code's top
-  SHARD_BITS bits), sort key ``<code hex>#<node id>``: a code range is a Query on one or a few
-  partitions with a Limit, strongly consistent, and a layer is spread over 2^SHARD_BITS
-  partitions instead of one hot one. The item carries the node's segment (``seg``) and
+  ``shard_bits(layer)`` bits), sort key ``<code hex>#<node id>``: a code range is a Query on one
+  or a few partitions with a Limit, strongly consistent, and a layer is spread over
+  2^shard_bits partitions instead of one hot one. Each layer above holds about a ninth of the
+  one below (segments of S_min..S_max nodes) and takes as many fewer writes, so it gets 2^3
+  times fewer partitions: 256, 32, 4, then 1. A code range spanning many partitions costs a
+  Query per partition even where they are empty; with 256 for every layer, one insert at 10k
+  chunks made about 1,500 Queries, most on the sparse upper layers. The item carries the node's segment (``seg``) and
   whether it is live (a tombstone keeps its segment until the reconcile takes it out).
 * Segments live under ``SEGS#<layer>#<bucket of the segment id>``; they are read by id.
 * ``apply_region`` is one TransactWriteItems: every ref of the region is conditioned on the
@@ -78,7 +82,8 @@ TRANSACT_LIMIT = 100
 COUNT_REPAIR_ATTEMPTS = 5  # repair_layer_counts: re-reads of a counter that moved meanwhile
 REF_WRITE_ATTEMPTS = 8  # put_nodes/delete_nodes: re-reads of refs another writer changed meanwhile
 BATCH_GET = 100
-SHARD_BITS = 8  # ref partitions per layer: 2^SHARD_BITS
+SHARD_BITS = 8  # ref partitions of layer 0: 2^SHARD_BITS
+LAYER_SHARD_STEP = 3  # each layer up has 2^3 times fewer (it holds about a ninth of the one below)
 SEGMENT_BUCKETS = 64  # segment partitions per layer
 ITEM_LIMIT = 400 * 1024  # DynamoDB's item size limit (attribute names and values)
 META_SHARDS = 16  # partitions of each metadata kind written on every insert
@@ -96,6 +101,11 @@ def _hash_shard(text: str) -> int:
 
 def _shards(kind: str) -> list[str]:
     return [str(s) for s in range(META_SHARDS)] + (["all"] if kind in GROUPED_META else [])
+
+
+def shard_bits(layer: int) -> int:
+    """The ref index of ``layer`` is spread over 2^shard_bits(layer) partitions."""
+    return max(SHARD_BITS - LAYER_SHARD_STEP * layer, 0)
 
 
 def meta_partition(key: str) -> str:
@@ -189,12 +199,12 @@ class DynamoGraphStore:
             self._code_bits = lsh.n_planes
         return self._code_bits
 
-    def _shift(self) -> int:
-        return max(self.code_bits - SHARD_BITS, 0)
+    def _shift(self, layer: int) -> int:
+        return max(self.code_bits - shard_bits(layer), 0)
 
     def _ref_key(self, layer: int, code: int, node_id: str) -> tuple[str, str]:
         width = (self.code_bits + 3) // 4
-        return f"REF#{layer}#{code >> self._shift()}", f"{code:0{width}x}#{node_id}"
+        return f"REF#{layer}#{code >> self._shift(layer)}", f"{code:0{width}x}#{node_id}"
 
     def _ref_state(self, item) -> RefState:
         code_hex, node_id = item.SK.split("#", 1)
@@ -490,7 +500,7 @@ class DynamoGraphStore:
         raise ConflictError(f"delete_nodes: {REF_WRITE_ATTEMPTS} conditional ref writes lost in a row")
 
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
-        shift = self._shift()
+        shift = self._shift(layer)
         width = (self.code_bits + 3) // 4
         out: list[RefState] = []
         for shard in range(lo >> shift, (hi >> shift) + 1):
