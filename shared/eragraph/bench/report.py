@@ -822,7 +822,7 @@ def vectors_section(results: Path) -> list[str]:
         elif d.get("load_average"):
             out += [f"Load average (1 min) before and after the run: {d['load_average'][0]} and "
                     f"{d['load_average'][1]}, on {run_info(d)['cores']} cores.", ""]
-        rows = []
+        rows, extra = [], []
         for r in d.get("rows", []):
             if "error" in r:
                 rows.append([r["backend"], fmt(r["n"]), "error: " + r["error"]] + [""] * 9)
@@ -831,9 +831,21 @@ def vectors_section(results: Path) -> list[str]:
                          r["recall_at_10"], r["delete_ms_median"], r["replace_ms_median"],
                          "yes" if r["reclaims_deleted_space"] else "tombstone",
                          round(r["file_bytes"] / 2**20), r["open_seconds"], r["rss_peak_minus_vectors_mb"]])
+            if "filtered_layer0_ms_p95" in r:  # runs from before the filter and after-change columns have none
+                extra.append([r["backend"], fmt(r["n"]),
+                              f"{r['filtered_layer0_ms_p95']} / {r['filtered_layer0_recall_at_10']}",
+                              f"{r['filtered_layer3_ms_p95']} / {r['filtered_layer3_recall_at_10']}",
+                              f"{r['after_changes_query_ms_p95']} / {r['after_changes_query_recall_at_10']}",
+                              f"{r['after_optimize_query_ms_p95']} / {r['after_optimize_query_recall_at_10']}"
+                              if "after_optimize_query_ms_p95" in r else "", r.get("filter_method", "")])
         out += table(["backend", "vectors", "build s", "query p50 ms", "query p95 ms", "recall@10",
                       "delete ms", "replace ms", "delete frees", "file MiB", "open s", "RSS beyond vectors MB"],
                      rows) + [""]
+        if extra:
+            out += ["Filtered (layer 0: 90% of the rows; layer 3: about 3%) and after the deletes and replaces "
+                    "(200 of each; and LanceDB's optimize): query p95 ms / recall@10.", ""]
+            out += table(["backend", "vectors", "layer 0", "layer 3", "after changes", "after optimize",
+                          "filter"], extra) + [""]
     return out
 
 
