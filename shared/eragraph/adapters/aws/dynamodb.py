@@ -9,8 +9,9 @@
   one below (segments of S_min..S_max nodes) and takes as many fewer writes, so it gets 2^3
   times fewer partitions: 256, 32, 4, then 1. A code range spanning many partitions costs a
   Query per partition even where they are empty; with 256 for every layer, one insert at 10k
-  chunks made about 1,500 Queries, most on the sparse upper layers. The item carries the node's segment (``seg``) and
-  whether it is live (a tombstone keeps its segment until the reconcile takes it out).
+  chunks made about 1,500 Queries, most on the sparse upper layers. The item carries the
+  node's segment (``seg``) and whether it is live (a tombstone keeps its segment until the
+  reconcile takes it out).
 * Segments live under ``SEGS#<layer>#<bucket of the segment id>``; they are read by id.
 * ``apply_region`` is one TransactWriteItems: every ref of the region is conditioned on the
   state the reconcile read (the writes carry their own conditions, the others a
