@@ -152,6 +152,11 @@ def test_retrieval_embeds_each_question_once_before_any_mode(tiny, tmp_path, mon
     assert {m for m, given in calls if given} == {"dense", "collapsed"}
     assert {m for m, given in calls if not given} == {"bm25"}
     assert res["modes"]["dense"]["recall@5"] > 0.5  # each question names its document's marker
+    assert len(res["question_ids"]) == len(set(res["question_ids"])) == 8
+    for row in res["modes"].values():  # every question's recall, averaging to the row's figure
+        for key in ("recall@1", "recall@5", "recall@5_with_summaries"):
+            assert len(row["per_question"][key]) == 8
+            assert abs(sum(row["per_question"][key]) / 8 - row[key]) < 1e-3
 
 
 def test_report_renders_targets_and_plots(tiny, tmp_path):

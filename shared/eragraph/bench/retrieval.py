@@ -20,6 +20,10 @@ a mode's latency is its own work, the same for the first mode run as for the las
 modes' latencies compare (``bm25`` never embeds). ``bm25`` runs the store's lexical index (SQLite
 FTS5) like every other mode, through ``query``. For ``fusion`` and ``auto`` the row also has the
 share of each route taken and the router's own latency (parse, features, score; p50/p95 ms).
+Each mode's row also keeps every question's recall (``per_question``: one list per measure, in
+the order of the result's ``question_ids``), so two runs on the same questions compare question
+by question (``eragraph bench report`` pairs NAME-before with NAME-after and bootstraps the
+paired difference).
 """
 
 from __future__ import annotations
@@ -161,6 +165,7 @@ def run(args: Any) -> dict:
             bar.update(1)
         bar.close()
         row: dict[str, Any] = {key: round(mean(vals), 4) for key, vals in per_k.items()}
+        row["per_question"] = {key: [round(v, 4) for v in vals] for key, vals in per_k.items()}
         if latencies:
             row["latency_ms_p50"] = round(percentile(latencies, 50), 2)
             row["latency_ms_p95"] = round(percentile(latencies, 95), 2)
@@ -175,6 +180,7 @@ def run(args: Any) -> dict:
         "modes": out_modes,
         "corpus": str(args.corpus),
         "questions": len(questions),
+        "question_ids": [str(q.get("id", i)) for i, q in enumerate(questions)],
         "k": ks,
         "question_embedding_ms_p50": round(percentile(embed_ms, 50), 2) if embed_ms else None,
         "question_embedding_ms_p95": round(percentile(embed_ms, 95), 2) if embed_ms else None,
