@@ -104,6 +104,28 @@ def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
+def paired_bootstrap(groups: Sequence[Sequence[float]], resamples: int = 10_000, seed: int = 0,
+                     level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of paired differences (one per question: after - before) and its ``level`` percentile
+    bootstrap interval. ``groups`` are the differences of separate question sets (corpora); each
+    resample draws every group's questions with replacement within that group (a stratified
+    bootstrap), so every corpus keeps its share of questions. Returns (mean, low, high)."""
+    import numpy as np
+
+    arrays = [np.asarray(g, dtype=np.float64) for g in groups if len(g)]
+    if not arrays:
+        raise ValueError("paired_bootstrap of no differences")
+    total = sum(len(a) for a in arrays)
+    observed = float(math.fsum(float(x) for a in arrays for x in a) / total)
+    rng = np.random.default_rng(seed)
+    sums = np.zeros(resamples)
+    for a in arrays:
+        sums += a[rng.integers(0, len(a), size=(resamples, len(a)))].sum(axis=1)
+    means = sums / total
+    tail = (1.0 - level) / 2.0 * 100.0
+    return observed, float(np.percentile(means, tail)), float(np.percentile(means, 100.0 - tail))
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """Linear-interpolated percentile, q in [0, 100] (numpy's default method)."""
     if not values:

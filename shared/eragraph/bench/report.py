@@ -15,6 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .common import paired_bootstrap
+
 
 TARGETS = {
     "tokens_in": 0.20, "seconds": 0.20, "summarize_calls": 0.50,
@@ -274,12 +276,16 @@ RUN_NOTES = {
                  "'w').write(''.join(l + chr(10) for n, l in enumerate(L) if n < 4096 or json.loads(l)['id'] in S))\"`.",
     "first200": "MultiHop-RAG on its first 200 articles (`--corpus-limit 200`, about 3,100 chunks) and the dev "
                 "questions whose evidence lies inside them (the store the router was trained on).",
-    "summaries": "The summary-graph modes before and after the readable extractive summaries (whole sentences "
-                 "grouped per source document, each line labelled with its document's title, near-duplicates "
-                 "left out: `extractive-tfidf-v3`); same corpus, "
-                 "questions, settings and embedder in both, each in a fresh store (see the comparison below). The "
-                 "after-run's store started with the before-run's embedding cache (content-addressed: the same "
-                 "vectors), so its ingest seconds are not comparable with the before-run's.",
+    "summaries": "The summary-graph modes with the earlier extractive summarizer (*before*: `extractive-tfidf-v1`, "
+                 "the most central sentences of the whole segment in one run of text) and with the readable one "
+                 "(*after*: `extractive-tfidf-v3`, whole sentences grouped per source document, each line "
+                 "labelled with its document's title, near-duplicates left out). Both arms run the same code "
+                 "but for `shared/eragraph/providers/extractive.py`: the before-run's is that file as at commit "
+                 "`3f00ebb` with `sources: object = None` added to `summarize` (the call now passes each "
+                 "member's source), recorded as the run's commit. Same corpus, questions, settings and "
+                 "embedder; each arm in a fresh store started with a copy of an embedding cache "
+                 "(content-addressed: the same vectors), so ingest seconds compare only roughly. Latency "
+                 "figures come from two runs sharing the machine.",
     "router": "Modes of issue 10 (lexical index, hybrid, fusion, auto) with the router weights shipped in "
               "`shared/eragraph/weights/router.json`.",
 }
@@ -314,11 +320,46 @@ def retrieval_section(runs: list[tuple[str, dict]]) -> list[str]:
     return out
 
 
+def paired(before: dict, after: dict, mode: str, key: str) -> list[float] | None:
+    """Per-question after - before of ``key`` in ``mode``, when both runs kept every question's
+    recall for the same questions in the same order; None otherwise."""
+    ids = after.get("question_ids")
+    a = after.get("modes", {}).get(mode, {}).get("per_question", {}).get(key)
+    b = before.get("modes", {}).get(mode, {}).get("per_question", {}).get(key)
+    if not ids or ids != before.get("question_ids") or a is None or b is None or len(a) != len(b):
+        return None
+    return [x - y for x, y in zip(a, b)]
+
+
+def paired_cells(groups: list[list[float]]) -> list[Any]:
+    """[n, better, worse, mean, 95 % interval] of paired differences, bootstrapped by group."""
+    diffs = [d for g in groups for d in g]
+    mean_, low, high = paired_bootstrap(groups)
+    return [len(diffs), sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs), f"{mean_:+.4f}",
+            f"{low:+.4f} to {high:+.4f}"]
+
+
+def drop_verdict(mean_: float, high: float) -> str:
+    if mean_ >= 0:
+        return "did not drop"
+    return "dropped (the whole 95 % interval lies below zero)" if high < 0 else \
+        "moved down by less than its noise (the 95 % interval includes zero)"
+
+
+PAIRED_NOTE = ("Paired: each question's recall after minus before; *better* / *worse* count the questions "
+               "whose recall rose / fell; the interval is a 95 % percentile bootstrap of the mean "
+               "difference (10,000 resamples, seed 0; pooled rows resample within each corpus).")
+
+
 def before_after_section(runs: list[tuple[str, dict]]) -> list[str]:
     """Retrieval runs named NAME-before and NAME-after side by side: Recall@k with summaries
-    crediting their leaves (and leaves only) per mode, after - before."""
+    crediting their leaves (and leaves only) per mode, after - before; with every question's
+    recall in both runs, the paired difference and its bootstrap interval, per pair and pooled
+    over every pair."""
     by_name = dict(runs)
-    out = []
+    out: list[str] = []
+    pooled: dict[tuple[str, str], list[list[float]]] = {}
+    pairs: list[str] = []
     for name, after in runs:
         if not name.endswith("-after") or name[:-len("after")] + "before" not in by_name:
             continue
@@ -339,8 +380,38 @@ def before_after_section(runs: list[tuple[str, dict]]) -> list[str]:
                 if key == f"recall@{ks[-1]}_with_summaries" and delta is not None and delta < 0:
                     drops.append(f"`{mode}` by {-delta:.4f}")
         out += table(["mode", "measure", "before", "after", "after − before"], rows) + [""]
-        out += [f"Recall@{ks[-1]} with summaries " + ("dropped: " + ", ".join(drops) if drops else "did not drop")
-                + ".", ""]
+        keys = [f"recall@{ks[-1]}_with_summaries", f"recall@{ks[-1]}"]
+        paired_rows = []
+        for mode in after["modes"]:
+            for key in keys:
+                diffs = paired(before, after, mode, key)
+                if diffs is not None:
+                    paired_rows.append([mode, key, *paired_cells([diffs])])
+                    pooled.setdefault((mode, key), []).append(diffs)
+        if paired_rows:
+            pairs.append(base)
+            out += table(["mode", "measure", "questions", "better", "worse", "mean after − before", "95 % interval"],
+                         paired_rows) + ["", PAIRED_NOTE, ""]
+        else:
+            out += [f"Recall@{ks[-1]} with summaries " + ("dropped: " + ", ".join(drops) if drops else "did not drop")
+                    + ".", ""]
+    if len(pairs) > 1:
+        out += ["### Before / after, pooled", "",
+                "Every before / after pair above with every question's recall (" + ", ".join(f"`{p}`" for p in pairs)
+                + "), pooled question by question.", ""]
+        rows, verdicts = [], []
+        for (mode, key), groups in pooled.items():
+            if len(groups) != len(pairs):
+                continue
+            cells = paired_cells(groups)
+            rows.append([mode, key, *cells])
+            if key.endswith("_with_summaries"):
+                mean_, _, high = paired_bootstrap(groups)
+                verdicts.append(f"`{mode}` {drop_verdict(mean_, high)} ({cells[3]}, {cells[4]})")
+        out += table(["mode", "measure", "questions", "better", "worse", "mean after − before", "95 % interval"],
+                     rows) + ["", PAIRED_NOTE, ""]
+        if verdicts:
+            out += ["Recall with summaries, pooled: " + "; ".join(verdicts) + ".", ""]
     return out
 
 
