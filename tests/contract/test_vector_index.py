@@ -8,6 +8,8 @@ import time
 import numpy as np
 import pytest
 
+from eragraph.domain.ranking import SCORE_DIGITS
+
 from .factories import CONTRACT_DIM
 
 DIM = CONTRACT_DIM
@@ -38,7 +40,8 @@ def brute_force(ids, vecs, metas_, q, k, layers=None, doc_ids=None):
     keep = [i for i, m in enumerate(metas_)
             if (layers is None or m["layer"] in layers) and (doc_ids is None or m["doc_id"] in doc_ids)]
     scores = vecs[keep] @ q
-    order = sorted(range(len(keep)), key=lambda j: (-scores[j], ids[keep[j]]))[:k]
+    # the ranking rule of every index: scores equal to SCORE_DIGITS decimals tie, broken by id
+    order = sorted(range(len(keep)), key=lambda j: (-round(float(scores[j]), SCORE_DIGITS), ids[keep[j]]))[:k]
     return [ids[keep[j]] for j in order], [float(scores[j]) for j in order]
 
 
@@ -140,6 +143,23 @@ def test_search_results_best_first_ties_by_id(vector_index):
     assert [h.node_id for h in hits] == sorted(names) + ["other"]
     scores = [h.score for h in hits]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_a_near_tie_at_the_cut_keeps_the_lower_id(vector_index):
+    """Two scores apart only in the 7th decimal (float32 and float64 indexes may order them
+    either way) are a tie: the k-th place goes to the lower id on every backend."""
+    q = np.zeros(DIM, dtype=np.float32)
+    q[0] = 1.0
+
+    def at(cos: float) -> np.ndarray:
+        v = np.zeros(DIM, dtype=np.float64)
+        v[0], v[1] = cos, np.sqrt(1.0 - cos * cos)
+        return v.astype(np.float32)
+
+    vector_index.upsert(["best", "z_higher", "a_lower", "far"],
+                        np.stack([at(0.9), at(0.6000004), at(0.6), at(0.1)]), metas(4))
+    assert [h.node_id for h in vector_index.search(q, 2)] == ["best", "a_lower"]
+    assert [h.node_id for h in vector_index.search(q, 3)] == ["best", "a_lower", "z_higher"]
 
 
 def test_filter_reflects_later_writes(vector_index):

@@ -13,6 +13,7 @@ import numpy as np
 from ..domain.bm25 import Bm25Corpus
 from ..domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState,
                             RegionChange, Segment, SegmentsAffected)
+from ..domain.ranking import rank_key
 from ..ports import Hit
 
 
@@ -253,7 +254,7 @@ class MemoryVectorIndex:
             if doc_set is not None and m.get("doc_id") not in doc_set:
                 continue
             hits.append(Hit(i, float(v @ q)))
-        hits.sort(key=lambda h: (-h.score, h.node_id))
+        hits.sort(key=rank_key)
         return hits[: max(k, 0)]
 
     def ids(self) -> set[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 MODES_SUMMARY_GRAPH = ("collapsed", "detailed", "summarized", "dense")
 
@@ -11,11 +12,13 @@ MODES_SUMMARY_GRAPH = ("collapsed", "detailed", "summarized", "dense")
 SCORE_DIGITS = 5  # scores equal to this many decimals are a tie, broken by node id
 
 
-def rank_key(c: "Candidate") -> tuple[float, str]:
+def rank_key(c: "Candidate | Any") -> tuple[float, str]:
     """Best first; scores that differ only past SCORE_DIGITS decimals are a tie broken by node
     id, so a float32 index (FAISS) and a float64 one (OpenSearch) order near-equal scores the
     same way (the deployed parity test found two summaries whose scores differed in the 7th
-    decimal swapped between the profiles)."""
+    decimal swapped between the profiles). Anything with ``score`` and ``node_id`` (a
+    candidate, an index's hit): every index cuts its top k by this key too, so a near-tie at
+    the k-th place keeps the same member on every profile."""
     return (-round(c.score, SCORE_DIGITS), c.node_id)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ...domain.ranking import rank_key
 from ...ports import Hit
 
 BULK_ACTIONS = 500
@@ -194,7 +195,7 @@ class OpenSearchVectorIndex:
             if not _tie_at_cut([float(h["_score"]) for h in response["hits"]["hits"]], k, fetch):
                 break
             fetch = min(2 * fetch, MAX_K)
-        hits.sort(key=lambda h: (-h.score, h.node_id))
+        hits.sort(key=rank_key)
         return hits[:k]
 
     def ids(self) -> set[str]:
@@ -272,7 +273,7 @@ class OpenSearchLexicalIndex:
             if not _tie_at_cut([h.score for h in hits], k, fetch):
                 break
             fetch = min(2 * fetch, MAX_K)
-        hits.sort(key=lambda h: (-h.score, h.node_id))
+        hits.sort(key=rank_key)
         return hits[:k]
 
     def rebuild(self, nodes: Iterable) -> int:

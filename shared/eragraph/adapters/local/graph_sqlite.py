@@ -28,6 +28,7 @@ from ...domain.bm25 import query_terms
 from ...domain.model import (ANY_VERSION, DELETED, ConflictError, Document, EragraphError, LexicalIndexMissing,
                              LshConfig, Node,
                              NodeRef, RefState, RegionChange, Segment)
+from ...domain.ranking import rank_key
 from ...ports import Hit
 
 SCHEMA_VERSION = 2
@@ -387,7 +388,7 @@ class SqliteGraphStore:
         # let equal scores at the cut be ordered by id, like every other index
         rows = self._query("SELECT node_id, -rank FROM leaf_text WHERE leaf_text MATCH ? ORDER BY rank LIMIT ?",
                            (match, int(k) + 20))
-        hits = sorted((Hit(node_id, float(s)) for node_id, s in rows), key=lambda h: (-h.score, h.node_id))
+        hits = sorted((Hit(node_id, float(s)) for node_id, s in rows), key=rank_key)
         return hits[:int(k)]
 
     def lexical_rebuild(self, nodes: Iterable[Node]) -> int:

@@ -60,6 +60,7 @@ import faiss
 import numpy as np
 
 from ...domain.model import EragraphError
+from ...domain.ranking import rank_key
 from ...ports import Hit
 from .files import atomic_write, file_stamp, writer_lock
 
@@ -620,7 +621,7 @@ class FaissVectorIndex:
             finally:
                 faiss.omp_set_num_threads(threads)
             hits = [Hit(self._to_str[i], s) for s, i in pairs]
-        hits.sort(key=lambda h: (-h.score, h.node_id))
+        hits.sort(key=rank_key)
         return hits[:k]
 
     def ids(self) -> set[str]:
