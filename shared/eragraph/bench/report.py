@@ -273,7 +273,8 @@ RUN_NOTES = {
                  "HotpotQA run above. Make the subset with: `python -c \"import json; L=open('../shared/data/"
                  "hotpotqa/corpus.jsonl').read().splitlines(); S={s for l in open('../shared/data/hotpotqa/"
                  "questions.jsonl') for s in json.loads(l)['supporting_ids']}; open('dev-subset/hotpotqa/corpus.jsonl',"
-                 "'w').write(''.join(l + chr(10) for n, l in enumerate(L) if n < 4096 or json.loads(l)['id'] in S))\"`.",
+                 "'w').write(''.join(l + chr(10) for n, l in enumerate(L) if n < 4096 or json.loads(l)['id'] in S))\"` (the summaries runs wrote it to `stores/dev-subset/hotpotqa/corpus.jsonl`: "
+                 "the same lines).",
     "first200": "MultiHop-RAG on its first 200 articles (`--corpus-limit 200`, about 3,100 chunks) and the dev "
                 "questions whose evidence lies inside them (the store the router was trained on).",
     "summaries": "The summary-graph modes with the earlier extractive summarizer (*before*: `extractive-tfidf-v1`, "
@@ -282,7 +283,8 @@ RUN_NOTES = {
                  "labelled with its document's title, near-duplicates left out). Both arms run the same code "
                  "but for `shared/eragraph/providers/extractive.py`: the before-run's is that file as at commit "
                  "`3f00ebb` with `sources: object = None` added to `summarize` (the call now passes each "
-                 "member's source), recorded as the run's commit. Same corpus, questions, settings and "
+                 "member's source); its recorded commit is that one-file experiment commit, kept off main (the "
+                 "rest of its code is the after-run's commit). Same corpus, questions, settings and "
                  "embedder; each arm in a fresh store started with a copy of an embedding cache "
                  "(content-addressed: the same vectors), so ingest seconds compare only roughly. Latency "
                  "figures come from two runs sharing the machine.",
@@ -677,6 +679,8 @@ def retrieval_target_rows(name: str, d: dict) -> list[list[str]]:
     modes = d["modes"]
     graph = {m: modes[m] for m in GRAPH_MODES if m in modes}
     if not graph or "devsubset" in name:  # the targets name the full corpora
+        return []
+    if "-summaries-" in name:  # a before/after study of the summarizer over a few modes, compared below
         return []
     run = f"`{name}` ({d.get('questions')} q, {d.get('documents')} docs)"
     rows = []
