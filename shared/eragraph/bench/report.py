@@ -273,8 +273,8 @@ RUN_NOTES = {
                  "HotpotQA run above. Make the subset with: `python -c \"import json; L=open('../shared/data/"
                  "hotpotqa/corpus.jsonl').read().splitlines(); S={s for l in open('../shared/data/hotpotqa/"
                  "questions.jsonl') for s in json.loads(l)['supporting_ids']}; open('dev-subset/hotpotqa/corpus.jsonl',"
-                 "'w').write(''.join(l + chr(10) for n, l in enumerate(L) if n < 4096 or json.loads(l)['id'] in S))\"` (the summaries runs wrote it to `stores/dev-subset/hotpotqa/corpus.jsonl`: "
-                 "the same lines).",
+                 "'w').write(''.join(l + chr(10) for n, l in enumerate(L) if n < 4096 or json.loads(l)['id'] in S))\"` "
+                 "(the summaries runs wrote it to `stores/dev-subset/hotpotqa/corpus.jsonl`: the same lines).",
     "first200": "MultiHop-RAG on its first 200 articles (`--corpus-limit 200`, about 3,100 chunks) and the dev "
                 "questions whose evidence lies inside them (the store the router was trained on).",
     "summaries": "The summary-graph modes with the earlier extractive summarizer (*before*: `extractive-tfidf-v1`, "
@@ -394,6 +394,9 @@ def before_after_section(runs: list[tuple[str, dict]]) -> list[str]:
             pairs.append(base)
             out += table(["mode", "measure", "questions", "better", "worse", "mean after − before", "95 % interval"],
                          paired_rows) + ["", PAIRED_NOTE, ""]
+            out += [f"Recall@{ks[-1]} with summaries: " + "; ".join(
+                f"`{row[0]}` {drop_verdict(float(row[5]), float(row[6].split(' to ')[1]))}"
+                for row in paired_rows if row[1] == keys[0]) + ".", ""]
         else:
             out += [f"Recall@{ks[-1]} with summaries " + ("dropped: " + ", ".join(drops) if drops else "did not drop")
                     + ".", ""]
