@@ -56,7 +56,7 @@ def test_a_drop_on_most_questions_is_reported_as_a_drop():
     assert "| collapsed | recall@5_with_summaries | 40 | 0 | 30 |" in text
     assert "### Before / after, pooled" in text and "| 80 | 0 | 60 |" in text
     assert "Recall with summaries, pooled: `collapsed` dropped (the whole 95 % interval lies below zero)" in text
-    assert "Recall@5 with summaries: `collapsed` dropped (the whole 95 % interval lies below zero)." in text
+    assert "Recall@5 with summaries: `collapsed` dropped (the whole 95 % interval lies below zero) (-0.3750" in text
 
 
 def test_no_change_and_noise_are_told_apart_from_a_drop():

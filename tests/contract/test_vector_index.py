@@ -162,6 +162,24 @@ def test_a_near_tie_at_the_cut_keeps_the_lower_id(vector_index):
     assert [h.node_id for h in vector_index.search(q, 3)] == ["best", "a_lower", "z_higher"]
 
 
+def test_near_ties_beyond_the_first_fetch_are_fetched(vector_index):
+    """Sixty scores within 6e-6 of each other (one tie under the ranking rule), the higher ids
+    scoring higher: an index that fetches a window past k must keep fetching while the window's
+    last score still ties the k-th, or the lowest ids (the lowest raw scores) never reach it."""
+    q = np.zeros(DIM, dtype=np.float32)
+    q[0] = 1.0
+
+    def at(cos: float) -> np.ndarray:
+        v = np.zeros(DIM, dtype=np.float64)
+        v[0], v[1] = cos, np.sqrt(1.0 - cos * cos)
+        return v.astype(np.float32)
+
+    names = [f"t{i:02d}" for i in range(60)]
+    vector_index.upsert(["best", *names], np.stack([at(0.9)] + [at(0.099996 + i * 1e-7) for i in range(60)]),
+                        metas(61))
+    assert [h.node_id for h in vector_index.search(q, 4)] == ["best", "t00", "t01", "t02"]
+
+
 def test_filter_reflects_later_writes(vector_index):
     v = unit(3, 6)
     vector_index.upsert(["a", "b"], v[:2], metas(2, layer=1))

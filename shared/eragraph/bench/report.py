@@ -333,19 +333,20 @@ def paired(before: dict, after: dict, mode: str, key: str) -> list[float] | None
     return [x - y for x, y in zip(a, b)]
 
 
-def paired_cells(groups: list[list[float]]) -> list[Any]:
-    """[n, better, worse, mean, 95 % interval] of paired differences, bootstrapped by group."""
+def paired_cells(groups: list[list[float]]) -> tuple[list[Any], str]:
+    """Table cells [n, better, worse, mean, 95 % interval] of paired differences, bootstrapped
+    by group, and the verdict on a drop."""
     diffs = [d for g in groups for d in g]
     mean_, low, high = paired_bootstrap(groups)
-    return [len(diffs), sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs), f"{mean_:+.4f}",
-            f"{low:+.4f} to {high:+.4f}"]
-
-
-def drop_verdict(mean_: float, high: float) -> str:
     if mean_ >= 0:
-        return "did not drop"
-    return "dropped (the whole 95 % interval lies below zero)" if high < 0 else \
-        "moved down by less than its noise (the 95 % interval includes zero)"
+        verdict_ = "did not drop"
+    elif high < 0:
+        verdict_ = "dropped (the whole 95 % interval lies below zero)"
+    else:
+        verdict_ = "moved down by less than its noise (the 95 % interval includes zero)"
+    cells = [len(diffs), sum(d > 1e-9 for d in diffs), sum(d < -1e-9 for d in diffs), f"{mean_:+.4f}",
+             f"{low:+.4f} to {high:+.4f}"]
+    return cells, f"{verdict_} ({cells[3]}, {cells[4]})"
 
 
 PAIRED_NOTE = ("Paired: each question's recall after minus before; *better* / *worse* count the questions "
@@ -383,20 +384,21 @@ def before_after_section(runs: list[tuple[str, dict]]) -> list[str]:
                     drops.append(f"`{mode}` by {-delta:.4f}")
         out += table(["mode", "measure", "before", "after", "after − before"], rows) + [""]
         keys = [f"recall@{ks[-1]}_with_summaries", f"recall@{ks[-1]}"]
-        paired_rows = []
+        paired_rows, verdicts = [], []
         for mode in after["modes"]:
             for key in keys:
                 diffs = paired(before, after, mode, key)
                 if diffs is not None:
-                    paired_rows.append([mode, key, *paired_cells([diffs])])
+                    cells, said = paired_cells([diffs])
+                    paired_rows.append([mode, key, *cells])
                     pooled.setdefault((mode, key), []).append(diffs)
+                    if key == keys[0]:
+                        verdicts.append(f"`{mode}` {said}")
         if paired_rows:
             pairs.append(base)
             out += table(["mode", "measure", "questions", "better", "worse", "mean after − before", "95 % interval"],
                          paired_rows) + ["", PAIRED_NOTE, ""]
-            out += [f"Recall@{ks[-1]} with summaries: " + "; ".join(
-                f"`{row[0]}` {drop_verdict(float(row[5]), float(row[6].split(' to ')[1]))}"
-                for row in paired_rows if row[1] == keys[0]) + ".", ""]
+            out += [f"Recall@{ks[-1]} with summaries: " + "; ".join(verdicts) + ".", ""]
         else:
             out += [f"Recall@{ks[-1]} with summaries " + ("dropped: " + ", ".join(drops) if drops else "did not drop")
                     + ".", ""]
@@ -408,11 +410,10 @@ def before_after_section(runs: list[tuple[str, dict]]) -> list[str]:
         for (mode, key), groups in pooled.items():
             if len(groups) != len(pairs):
                 continue
-            cells = paired_cells(groups)
+            cells, said = paired_cells(groups)
             rows.append([mode, key, *cells])
             if key.endswith("_with_summaries"):
-                mean_, _, high = paired_bootstrap(groups)
-                verdicts.append(f"`{mode}` {drop_verdict(mean_, high)} ({cells[3]}, {cells[4]})")
+                verdicts.append(f"`{mode}` {said}")
         out += table(["mode", "measure", "questions", "better", "worse", "mean after − before", "95 % interval"],
                      rows) + ["", PAIRED_NOTE, ""]
         if verdicts:

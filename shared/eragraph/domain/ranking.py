@@ -12,6 +12,11 @@ MODES_SUMMARY_GRAPH = ("collapsed", "detailed", "summarized", "dense")
 SCORE_DIGITS = 5  # scores equal to this many decimals are a tie, broken by node id
 
 
+def rank_score(score: float) -> float:
+    """A score as the ranking compares it: two scores equal here are a tie."""
+    return round(score, SCORE_DIGITS)
+
+
 def rank_key(c: "Candidate | Any") -> tuple[float, str]:
     """Best first; scores that differ only past SCORE_DIGITS decimals are a tie broken by node
     id, so a float32 index (FAISS) and a float64 one (OpenSearch) order near-equal scores the
@@ -19,7 +24,7 @@ def rank_key(c: "Candidate | Any") -> tuple[float, str]:
     decimal swapped between the profiles). Anything with ``score`` and ``node_id`` (a
     candidate, an index's hit): every index cuts its top k by this key too, so a near-tie at
     the k-th place keeps the same member on every profile."""
-    return (-round(c.score, SCORE_DIGITS), c.node_id)
+    return (-rank_score(c.score), c.node_id)
 
 
 @dataclass(frozen=True)

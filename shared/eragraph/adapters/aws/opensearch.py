@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ...domain.ranking import rank_key
+from ...domain.ranking import rank_key, rank_score
 from ...ports import Hit
 
 BULK_ACTIONS = 500
@@ -51,12 +51,12 @@ def index_body(dim: int, replicas: int | None = None) -> dict[str, Any]:
 
 
 def _tie_at_cut(scores: Sequence[float], k: int, fetch: int) -> bool:
-    """A full page whose k-th best score equals its last one: more hits may share that score,
-    and which of them make the top k must be decided by id, so fetch more (up to MAX_K)."""
+    """A full page whose k-th best score ties its last one (``rank_score``): more hits may tie
+    too, and which of them make the top k must be decided by id, so fetch more (up to MAX_K)."""
     if len(scores) < fetch or fetch >= MAX_K or len(scores) <= k:
         return False
     ordered = sorted(scores, reverse=True)
-    return ordered[-1] >= ordered[k - 1]
+    return rank_score(ordered[-1]) >= rank_score(ordered[k - 1])
 
 
 def score_to_inner_product(score: float) -> float:
@@ -192,7 +192,7 @@ class OpenSearchVectorIndex:
             response = self.client.search(index=self.index, body=body)
             hits = [Hit(h["_id"], score_to_inner_product(float(h["_score"])))
                     for h in response["hits"]["hits"]]
-            if not _tie_at_cut([float(h["_score"]) for h in response["hits"]["hits"]], k, fetch):
+            if not _tie_at_cut([h.score for h in hits], k, fetch):
                 break
             fetch = min(2 * fetch, MAX_K)
         hits.sort(key=rank_key)

@@ -60,7 +60,7 @@ import faiss
 import numpy as np
 
 from ...domain.model import EragraphError
-from ...domain.ranking import rank_key
+from ...domain.ranking import rank_key, rank_score
 from ...ports import Hit
 from .files import atomic_write, file_stamp, writer_lock
 
@@ -615,7 +615,8 @@ class FaissVectorIndex:
                     scores, labels = self._index.search(q, fetch, params=params)
                     pairs = [(float(s), int(i)) for s, i in zip(scores[0], labels[0]) if i >= 0]
                     # keep fetching while the k-th score ties with the last fetched one
-                    if fetch >= n_allowed or len(pairs) <= k or pairs[-1][0] < pairs[k - 1][0]:
+                    if fetch >= n_allowed or len(pairs) <= k or \
+                            rank_score(pairs[-1][0]) < rank_score(pairs[k - 1][0]):
                         break
                     fetch = min(n_allowed, fetch * 2)
             finally:
