@@ -369,7 +369,9 @@ def run(args: Any) -> dict:
         if capped != sorted(sizes):
             data["sizes_capped"] = f"asked {sizes}, ran {capped}"
         sizes = capped
-    ctx = mp.get_context("fork")
+    # spawned, not forked: a child forked from a process whose OpenMP threads (FAISS) have run
+    # can deadlock in its first FAISS call (seen in the test suite: add_with_ids never returned)
+    ctx = mp.get_context("spawn")
     load_before = os.getloadavg()
     rows = []
     for n in sizes:
