@@ -298,10 +298,11 @@ def test_vector_index_candidates_smoke(tmp_path, data):
     rows = {r["backend"]: r for r in res["rows"]}
     assert set(rows) == set(bench_vectors.BACKENDS) and "lancedb" in rows
     assert all("error" not in r for r in rows.values()), rows
-    flat = rows["faiss-flat"]
-    for key in ("recall_at_10", "filtered_layer0_recall_at_10", "filtered_layer3_recall_at_10",
-                "after_changes_query_recall_at_10"):
-        assert flat[key] == 1.0, key
+    for exact in ("faiss-flat", "eragraph-faiss"):  # the product's index is flat at this size
+        for key in ("recall_at_10", "filtered_layer0_recall_at_10", "filtered_layer3_recall_at_10",
+                    "after_changes_query_recall_at_10"):
+            assert rows[exact][key] == 1.0, (exact, key)
+    assert rows["eragraph-faiss"]["params"]["kind"] == "flat"
     for row in rows.values():
         assert all(key in row for key in VECTOR_ROW_FIELDS), set(VECTOR_ROW_FIELDS) - set(row)
         for key in row:
@@ -316,6 +317,21 @@ def test_vector_index_candidates_smoke(tmp_path, data):
     assert 0 < lance["file_bytes_after_optimize"] and 0.0 <= lance["after_optimize_query_recall_at_10"] <= 1.0
     assert res["data"]["kind"] == data
     assert json.loads((tmp_path / "vectors.json").read_text())["run"]["machine"]["cores"] >= 1
+
+
+def test_vector_build_parameters_from_the_command_line(tmp_path):
+    """--m/--ef-construction reach the HNSW adapters and --nlist the IVF one (each backend runs in
+    a spawned process: the values travel as arguments); an IVF scanning all its buckets is exact."""
+    args = parse(bench_vectors, ["vectors", "--sizes", "1500", "--queries", "15", "--clusters", "30",
+                                 "--backends", "faiss-ivf,hnswlib", "--m", "8", "--ef-construction", "40",
+                                 "--nlist", "12", "--ef", "12"])
+    rows = {r["backend"]: r for r in bench_vectors.run(args)["rows"]}
+    assert all("error" not in r for r in rows.values()), rows
+    assert rows["hnswlib"]["params"] == {"M": 8, "ef_construction": 40, "ef": 12}
+    ivf = rows["faiss-ivf"]
+    assert ivf["params"]["nlist"] == 12 and ivf["params"]["nprobe"] == 12
+    assert ivf["recall_at_10"] == 1.0 and ivf["filtered_layer3_recall_at_10"] == 1.0
+    assert ivf["deleted_ids_returned_after"] == 0 and ivf["after_changes_query_recall_at_10"] == 1.0
 
 
 def test_vector_data_from_an_embedding_cache(tmp_path):

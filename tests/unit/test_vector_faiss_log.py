@@ -17,6 +17,18 @@ DIM = 32
 ROW = DIM * 4  # bytes of one vector
 
 
+@pytest.fixture(autouse=True, params=["flat", "ivf"])
+def shape(request):
+    """Every test of the log, the compactions and the crashes runs on both shapes of the index:
+    flat, and IVF from the first vector on (scanning every bucket, so answers stay exact). Set
+    directly, not through monkeypatch: several tests call ``monkeypatch.undo()`` mid-way."""
+    saved = vector_faiss.IVF_MIN, vector_faiss.NPROBE_FRACTION
+    if request.param == "ivf":
+        vector_faiss.IVF_MIN, vector_faiss.NPROBE_FRACTION = 1, 1.0
+    yield request.param
+    vector_faiss.IVF_MIN, vector_faiss.NPROBE_FRACTION = saved
+
+
 def unit(rows: int, seed: int) -> np.ndarray:
     v = np.random.default_rng(seed).standard_normal((rows, DIM)).astype(np.float32)
     return v / np.linalg.norm(v, axis=1, keepdims=True)

@@ -327,7 +327,9 @@ def git_commit(where: str | Path | None = None) -> str:
                               timeout=10)
         if head.returncode != 0:
             return "not recorded"
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", "shared"],
+        # ":/shared": the checkout's top-level shared/ (a plain "shared" would be read relative to
+        # this package's folder, where it matches nothing, so a changed tree went unmarked)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ":/shared"],
                                cwd=cwd, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
         return "not recorded"

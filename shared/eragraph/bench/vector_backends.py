@@ -136,6 +136,113 @@ class FaissHnsw(FaissFlat):
         self.deleted.update(int(i) for i in ids)
 
 
+class FaissIvf(FaissFlat):
+    """IVF-Flat: vectors bucketed under ``nlist`` k-means centroids, a query scans the ``nprobe``
+    nearest buckets exactly (``ef`` sets nprobe here). The adds are buffered until
+    ``finish_build``, which trains the centroids on a sample and adds everything; the direct map
+    is a hash table, so a remove swaps the row out of its bucket: O(1) per id."""
+    reclaims = True
+    filter_method = "IDSelectorBitmap in SearchParametersIVF, checked while the nprobe buckets are scanned"
+    default_ef = 64  # nprobe
+    NLIST: int | None = None  # None: 4 x sqrt(n), the usual rule
+    TRAIN_PER_LIST = 64
+
+    def __init__(self, dim: int, threads: int, folder: Path, ef: int | None = None,
+                 refine: int | None = None) -> None:
+        super().__init__(dim, threads, folder, ef, refine)
+        self.dim, self.pending = dim, []
+        self.index = None
+
+    def params(self) -> dict:
+        nlist = self.index.nlist if self.index is not None else self.NLIST
+        return {"index": "IndexIVFFlat (inner product, hash-table direct map)", "nlist": nlist,
+                "nprobe": self.ef, "train_per_list": self.TRAIN_PER_LIST}
+
+    def add(self, ids: np.ndarray, vecs: np.ndarray, layers: np.ndarray) -> None:
+        if self.index is None:
+            self.pending.append((ids, vecs))
+        else:
+            self.index.add_with_ids(vecs, ids)
+        self._note_layers(ids, layers)
+
+    def finish_build(self) -> None:
+        faiss = self.faiss
+        ids = np.concatenate([i for i, _ in self.pending])
+        vecs = np.concatenate([v for _, v in self.pending])
+        self.pending = []
+        nlist = self.NLIST or max(1, int(4 * math.sqrt(len(ids))))
+        quantizer = faiss.IndexFlatIP(self.dim)
+        index = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        sample = np.random.default_rng(0).choice(len(vecs), size=min(len(vecs), self.TRAIN_PER_LIST * nlist),
+                                                 replace=False)
+        index.train(vecs[np.sort(sample)])
+        index.set_direct_map_type(faiss.DirectMap.Hashtable)
+        index.add_with_ids(vecs, ids)
+        index.nprobe = self.ef
+        self.quantizer, self.index = quantizer, index
+
+    def search_params(self, sel: Any) -> Any:
+        return self.faiss.SearchParametersIVF(nprobe=self.ef, sel=sel)
+
+    def remove(self, ids: np.ndarray) -> None:
+        arr = np.ascontiguousarray(ids, dtype=np.int64)
+        self.index.remove_ids(self.faiss.IDSelectorArray(len(arr), self.faiss.swig_ptr(arr)))
+
+    def open(self, folder: Path) -> None:
+        super().open(folder)
+        self.index.nprobe = self.ef
+        self.index.set_direct_map_type(self.faiss.DirectMap.Hashtable)
+
+
+class EragraphFaiss:
+    """The local profile's own index (``FaissVectorIndex``) with its defaults: flat below
+    ``IVF_MIN`` vectors, IVF from it on, retrained as it grows; string ids and layer/doc metadata
+    as the engine writes them, filters through its own ``layers=``; saved by ``flush``. What
+    ships, measured on the same vectors as the candidates."""
+    reclaims = True
+    filter_method = "FaissVectorIndex.search(layers=[...]): nprobe scaled by the filter's share, exact at <= EXACT_MAX"
+    default_ef: int | None = None
+
+    def __init__(self, dim: int, threads: int, folder: Path, ef: int | None = None,
+                 refine: int | None = None) -> None:
+        import faiss
+
+        from ..adapters.local.vector_faiss import FaissVectorIndex
+
+        faiss.omp_set_num_threads(threads)
+        self.cls, self.dim, self.folder = FaissVectorIndex, dim, folder
+        self.index = FaissVectorIndex(folder / "vectors", dim)
+
+    def params(self) -> dict:
+        from ..adapters.local import vector_faiss
+
+        return {"index": "FaissVectorIndex", **self.index.shape(), "ivf_min": self.index.ivf_min,
+                "nprobe_fraction": self.index.nprobe_fraction, "exact_max": vector_faiss.EXACT_MAX}
+
+    def add(self, ids: np.ndarray, vecs: np.ndarray, layers: np.ndarray) -> None:
+        self.index.upsert([f"n{i}" for i in ids.tolist()], vecs,
+                          [{"layer": int(layer), "doc_id": ""} for layer in layers.tolist()])
+
+    @staticmethod
+    def _ints(hits: list) -> np.ndarray:
+        return np.asarray([int(h.node_id[1:]) for h in hits], dtype=np.int64)
+
+    def search(self, q: np.ndarray, k: int) -> np.ndarray:
+        return self._ints(self.index.search(q, k))
+
+    def search_layer(self, q: np.ndarray, k: int, layer: int) -> np.ndarray:
+        return self._ints(self.index.search(q, k, layers=[layer]))
+
+    def remove(self, ids: np.ndarray) -> None:
+        self.index.delete([f"n{i}" for i in ids.tolist()])
+
+    def save(self, folder: Path) -> None:
+        self.index.flush()
+
+    def open(self, folder: Path) -> None:
+        self.index = self.cls(folder / "vectors", self.dim)
+
+
 class Usearch:
     reclaims = True  # removed slots are reused by later adds
     filter_method = "none in the Python API: over-fetch (2k, then x4) and keep the layer's ids"
@@ -347,5 +454,5 @@ class LanceDBPq(LanceDB):
 
 
 ADAPTERS: dict[str, Any] = {
-    "faiss-flat": FaissFlat, "faiss-hnsw": FaissHnsw, "usearch": Usearch, "hnswlib": Hnswlib, "lancedb": LanceDB,
+    "faiss-flat": FaissFlat, "faiss-ivf": FaissIvf, "eragraph-faiss": EragraphFaiss, "faiss-hnsw": FaissHnsw, "usearch": Usearch, "hnswlib": Hnswlib, "lancedb": LanceDB,
     "lancedb-ivfpq": LanceDBPq}

@@ -24,6 +24,12 @@ Per backend and size, each in a process of its own (so its peak RSS is its own):
 * RSS: the process's peak minus its resident size once the raw vectors were made (LanceDB reads
   its files through the page cache, which RSS does not count).
 
+The backends: ``faiss-flat`` (the exact index the local profile used alone before), ``faiss-ivf``
+(IVF-Flat trained on a sample of the data, nprobe = ``--ef``, buckets ``--nlist``),
+``eragraph-faiss`` (the local profile's own ``FaissVectorIndex`` with its defaults: flat below
+100k vectors, IVF from there on), ``faiss-hnsw``, ``usearch``, ``hnswlib`` and ``lancedb``;
+``--m``/``--ef-construction`` set the HNSW graphs' build parameters.
+
 Every vector has a layer (90% layer 0, the rest spread over 1-3), as summaries sit above chunks.
 
 The vectors (``--data``; the same seed gives every backend the same vectors):
@@ -57,7 +63,7 @@ import numpy as np
 from .common import finish, percentile
 from .vector_backends import ADAPTERS, BATCH
 
-BACKENDS = ("faiss-flat", "faiss-hnsw", "usearch", "hnswlib", "lancedb")
+BACKENDS = ("faiss-flat", "faiss-ivf", "eragraph-faiss", "faiss-hnsw", "usearch", "hnswlib", "lancedb")
 K = 10
 OPS = 200
 DATA_NOISE = 0.8   # noise norm around a unit centre: same-topic cosine about 0.6, as MiniLM neighbours
@@ -81,6 +87,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    "adapter's own: faiss-hnsw 96, usearch 64, hnswlib 64, lancedb 128)")
     p.add_argument("--refine", type=int, help="LanceDB only: re-score refine x 10 candidates on the raw vectors "
                    "(default: none for IVF_HNSW_SQ, 20 for lancedb-ivfpq)")
+    p.add_argument("--m", type=int, help="graph degree M of the HNSW indexes (default: each adapter's own)")
+    p.add_argument("--ef-construction", type=int, help="build-time candidate list of the HNSW indexes")
+    p.add_argument("--nlist", type=int, help="faiss-ivf only: number of buckets (default 4 x sqrt(n)); "
+                   "its nprobe is --ef")
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--out", metavar="FILE.json", help="also write the result to this file")
@@ -259,9 +269,23 @@ def summary(ms: list[float], hits: list[float], prefix: str) -> dict:
             f"{prefix}_recall_at_10": round(float(np.mean(hits)), 4)}
 
 
+TUNING = {"m": "M", "ef_construction": "EF_CONSTRUCTION", "nlist": "NLIST"}  # flag -> adapter attribute
+
+
+def tune(backend: str, tuning: dict | None) -> None:
+    """Set the build parameters given on the command line on the backend's adapter class (this
+    process only: each backend runs in a spawned process of its own); a parameter the backend
+    does not have is left alone."""
+    cls = ADAPTERS[backend]
+    for flag, value in (tuning or {}).items():
+        if value is not None and hasattr(cls, TUNING[flag]):
+            setattr(cls, TUNING[flag], value)
+
+
 def measure(backend: str, n: int, data_kind: str, dim: int, clusters: int, queries: int, seed: int,
-            ef: int | None = None, refine: int | None = None) -> dict:
+            ef: int | None = None, refine: int | None = None, tuning: dict | None = None) -> dict:
     """One backend at one size, in the calling process."""
+    tune(backend, tuning)
     data, qs = load_data(data_kind, n, dim, clusters, queries, seed)
     n = len(data)
     layers = make_layers(n, seed)
@@ -378,7 +402,8 @@ def run(args: Any) -> dict:
         for backend in backends:
             parent, child = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=_child, args=(child, backend, n, args.data, args.dim, args.clusters,
-                                                    args.queries, args.seed, args.ef, args.refine))
+                                                    args.queries, args.seed, args.ef, args.refine,
+                                                    {f: getattr(args, f, None) for f in TUNING}))
             proc.start()
             child.close()
             row = parent.recv() if parent.poll(None) else {"backend": backend, "n": n, "error": "no result"}

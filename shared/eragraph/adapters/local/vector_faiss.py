@@ -1,7 +1,24 @@
 """VectorIndex on FAISS, persisted in a folder beside the graph store.
 
-Exact inner-product search (``IndexIDMap2(IndexFlatIP(dim))``): the local mode's collections are
-small enough that brute force is both exact and fast (a 20k x 384 top-20 takes about a millisecond).
+Two shapes, chosen by size (``ivf_min``, default ``IVF_MIN`` vectors):
+
+* below it, exact inner-product search (``IndexIDMap2(IndexFlatIP(dim))``): brute force is both
+  exact and fast (a 20k x 384 top-20 takes about a millisecond), but ``remove_ids`` moves the
+  whole array and a query reads every vector, so neither scales to a million;
+* from it on, ``IndexIVFFlat``: the vectors bucketed under ``nlist = 4 sqrt(n)`` k-means
+  centroids (trained on a sample of the index itself), a query scanning the ``nprobe`` nearest
+  buckets exactly (``nprobe`` is ``nprobe_fraction`` of the buckets, measured to keep recall@10
+  at 0.98 of exact on hard data: BENCHMARKS.md), and a hash-table direct map, so a delete takes
+  the row out of its bucket in O(1) instead of moving the array. A filtered search scans
+  proportionally more buckets (nprobe divided by the share of vectors the filter allows, so it
+  sees as many allowed vectors as an unfiltered one), and a filter allowing at most
+  ``EXACT_MAX`` vectors is answered exactly from their stored vectors. The centroids are
+  retrained when the index has grown fourfold since they were trained, and the index turns flat
+  again below a quarter of ``ivf_min``.
+
+The shape changes inside a writer's ``upsert``/``delete``; the snapshot a compaction writes has
+the shape the writer had, and the change log is the same for both.
+
 String ids map to int64 faiss ids; the map and each vector's ``layer``/``doc_id`` live in
 ``vectors.json`` next to ``vectors.faiss``. Filtered searches pass an ``IDSelectorBatch`` of the
 allowed ids to faiss, so they return the true top-k of the filtered set (not a post-filtered
@@ -72,6 +89,11 @@ LOCK_FILE = ".writer.lock"
 FORMAT = 2  # 1: no change log (no generation in the id map); still read, and compacted on the next flush
 COMPACT_FRACTION = 0.25  # compact when the log would exceed this fraction of the snapshot's bytes
 _TIE_PAD = 8  # extra neighbours fetched so ties at the k-th score are ordered by id, as in memory
+IVF_MIN = 100_000  # from this many vectors on, an IVF index (a flat scan of 100k takes about 12-18 ms)
+NPROBE_FRACTION = 0.08  # of the IVF buckets a query scans
+TRAIN_PER_LIST = 64  # training sample per bucket (capped at the index's size)
+_NO_LAYER = np.iinfo(np.int32).min
+EXACT_MAX = 4096  # a filter allowing at most this many vectors is answered from their vectors, exactly
 
 _LOG_MAGIC = b"EGVLOG01"
 _GEN_LEN = 32  # secrets.token_hex(16)
@@ -151,14 +173,28 @@ def _fold(records: list[tuple]) -> tuple[dict[str, tuple | None], int]:
     return net, next_id
 
 
-class FaissVectorIndex:
-    """Exact top-k inner product over normalized vectors, with layer/doc filters."""
+def _nlist(n: int) -> int:
+    """Buckets for an IVF index of n vectors: the usual 4 sqrt(n), and at least 39 training
+    vectors per bucket (FAISS's own minimum) for small n."""
+    return max(1, min(int(4 * n ** 0.5), n // 39))
 
-    def __init__(self, directory: Path | str, dim: int) -> None:
+
+class FaissVectorIndex:
+    """Top-k inner product over normalized vectors, with layer/doc filters: exact below
+    ``ivf_min`` vectors, IVF from it on (see the module)."""
+
+    def __init__(self, directory: Path | str, dim: int, *, ivf_min: int | None = None,
+                 nprobe_fraction: float | None = None) -> None:
+        ivf_min = IVF_MIN if ivf_min is None else ivf_min
+        nprobe_fraction = NPROBE_FRACTION if nprobe_fraction is None else nprobe_fraction
         if int(dim) < 1:
             raise ValueError("dim must be positive")
+        if ivf_min < 1 or not 0 < nprobe_fraction <= 1:
+            raise ValueError("ivf_min must be positive and nprobe_fraction in (0, 1]")
         self.directory = Path(directory)
         self.dim = int(dim)
+        self.ivf_min = int(ivf_min)
+        self.nprobe_fraction = float(nprobe_fraction)
         self._lock = threading.RLock()
         self._journal: list[tuple] = []  # this handle's upserts/deletes since it last synced with disk
         self._reset()
@@ -168,11 +204,11 @@ class FaissVectorIndex:
         self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
         self._to_int: dict[str, int] = {}
         self._to_str: dict[int, str] = {}
-        self._layer: dict[int, int] = {}
+        # each int id's layer, one int32 per id ever assigned (_NO_LAYER: none): what a layer
+        # filter's bitmap is computed from, without a Python container per vector
+        self._layer_of = np.full(0, _NO_LAYER, dtype=np.int32)
         self._doc: dict[int, str] = {}
-        self._by_layer: dict[int, set[int]] = {}  # postings for filtered searches
         self._by_doc: dict[str, set[int]] = {}
-        self._layer_arrays: dict[int, np.ndarray] = {}  # per-layer id arrays, rebuilt when a layer changes
         self._next_id = 0
         self._synced_next_id = 0  # next_id when this handle last synced: its own new ids are above
         self._dirty = False
@@ -231,8 +267,11 @@ class FaissVectorIndex:
         if raw is None:
             raise VectorIndexCorruptError(f"{index_path} does not match {IDMAP_FILE}: rebuild the vector index")
         index = faiss.deserialize_index(np.frombuffer(raw, dtype=np.uint8))
-        if not isinstance(index, faiss.IndexIDMap2):
-            raise VectorIndexCorruptError(f"{index_path} is not an IndexIDMap2")
+        if isinstance(index, faiss.IndexIVFFlat):
+            if index.direct_map.type != faiss.DirectMap.Hashtable:
+                index.set_direct_map_type(faiss.DirectMap.Hashtable)
+        elif not isinstance(index, faiss.IndexIDMap2):
+            raise VectorIndexCorruptError(f"{index_path} is neither an IndexIDMap2 nor an IndexIVFFlat")
         self._index = index
         for str_id, int_id, layer, doc_id in data["entries"]:
             self._to_int[str_id] = int(int_id)
@@ -403,7 +442,7 @@ class FaissVectorIndex:
             vectors = self._index.reconstruct_batch(np.asarray(ints, dtype=np.int64))
         else:
             vectors = np.zeros((0, self.dim), dtype=np.float32)
-        upserts = [[s, i, self._layer[i], self._doc[i]] for s, i in zip(present, ints)]
+        upserts = [[s, i, int(self._layer_of[i]), self._doc[i]] for s, i in zip(present, ints)]
         return _encode_record(self._next_id, deleted, upserts, vectors)
 
     def _append(self, record: bytes) -> None:
@@ -430,7 +469,7 @@ class FaissVectorIndex:
         old generation, so it is ignored."""
         generation = secrets.token_hex(_GEN_LEN // 2)
         raw = faiss.serialize_index(self._index).tobytes()
-        entries = [[s, i, self._layer[i], self._doc[i]] for s, i in sorted(self._to_int.items())]
+        entries = [[s, i, int(self._layer_of[i]), self._doc[i]] for s, i in sorted(self._to_int.items())]
         idmap = json.dumps({"format": FORMAT, "dim": self.dim, "generation": generation,
                             "next_id": self._next_id, "index_sha256": hashlib.sha256(raw).hexdigest(),
                             "entries": entries}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -469,49 +508,102 @@ class FaissVectorIndex:
 
     # ------------------------------------------------------------------ writes
     def _set_meta(self, i: int, layer: int, doc_id: str) -> None:
-        if i in self._layer:
-            if self._layer[i] == layer and self._doc[i] == doc_id:
+        if i < len(self._layer_of) and self._layer_of[i] != _NO_LAYER:
+            if self._layer_of[i] == layer and self._doc[i] == doc_id:
                 return
             self._drop_meta(i)
-        self._layer[i] = layer
+        if i >= len(self._layer_of):  # grown by doubling: amortized O(1) per id
+            grown = np.full(max(i + 1, 2 * len(self._layer_of), 1024), _NO_LAYER, dtype=np.int32)
+            grown[:len(self._layer_of)] = self._layer_of
+            self._layer_of = grown
+        self._layer_of[i] = layer
         self._doc[i] = doc_id
-        self._by_layer.setdefault(layer, set()).add(i)
         self._by_doc.setdefault(doc_id, set()).add(i)
-        self._layer_arrays.pop(layer, None)
 
     def _drop_meta(self, i: int) -> None:
-        layer, doc_id = self._layer.pop(i), self._doc.pop(i)
-        for postings, key in ((self._by_layer, layer), (self._by_doc, doc_id)):
-            members = postings[key]
-            members.discard(i)
-            if not members:
-                del postings[key]
-        self._layer_arrays.pop(layer, None)
+        self._layer_of[i] = _NO_LAYER
+        doc_id = self._doc.pop(i)
+        members = self._by_doc[doc_id]
+        members.discard(i)
+        if not members:
+            del self._by_doc[doc_id]
 
-    def _layer_array(self, layer: int) -> np.ndarray:
-        arr = self._layer_arrays.get(layer)
-        if arr is None:
-            arr = np.fromiter(self._by_layer.get(layer, ()), dtype=np.int64)
-            self._layer_arrays[layer] = arr
-        return arr
+    def _layer_mask(self, layers: tuple[int, ...]) -> np.ndarray:
+        """One bool per int id: its vector is present and in one of ``layers`` (vectorized over
+        the layer column, about a millisecond per million ids)."""
+        return np.isin(self._layer_of, np.asarray(layers, dtype=np.int32))
 
     def _allowed(self, layers: tuple[int, ...] | None, doc_ids: tuple[str, ...] | None) -> np.ndarray:
         if doc_ids is not None:
             layer_set = None if layers is None else set(layers)
             return np.fromiter(
                 (i for d in doc_ids for i in self._by_doc.get(d, ())
-                 if layer_set is None or self._layer[i] in layer_set), dtype=np.int64)
+                 if layer_set is None or int(self._layer_of[i]) in layer_set), dtype=np.int64)
         assert layers is not None
-        parts = [self._layer_array(layer) for layer in layers]
-        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        return np.flatnonzero(self._layer_mask(layers)).astype(np.int64)
 
     def _changed(self) -> None:
         self._dirty = True
         self._selectors.clear()
 
     def _remove_int(self, int_ids: list[int]) -> None:
-        if int_ids:
-            self._index.remove_ids(np.asarray(int_ids, dtype=np.int64))
+        if not int_ids:
+            return
+        arr = np.ascontiguousarray(int_ids, dtype=np.int64)
+        if self._ivf:  # the hash-table direct map finds each row: O(change), not O(index)
+            self._index.remove_ids(faiss.IDSelectorArray(len(arr), faiss.swig_ptr(arr)))
+        else:
+            self._index.remove_ids(arr)
+
+    # ------------------------------------------------------------------ shape
+    @property
+    def _ivf(self) -> bool:
+        return isinstance(self._index, faiss.IndexIVFFlat)
+
+    def shape(self) -> dict[str, Any]:
+        """The index's current shape: ``{"kind": "flat"}`` or ``{"kind": "ivf", "nlist", "nprobe"}``."""
+        with self._lock:
+            if not self._ivf:
+                return {"kind": "flat"}
+            return {"kind": "ivf", "nlist": int(self._index.nlist), "nprobe": self._nprobe()}
+
+    def _nprobe(self) -> int:
+        return max(1, min(self._index.nlist, int(np.ceil(self.nprobe_fraction * self._index.nlist))))
+
+    def _all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        ints = np.fromiter(self._to_str, dtype=np.int64, count=len(self._to_str))
+        ints.sort()
+        if not len(ints):
+            return ints, np.zeros((0, self.dim), dtype=np.float32)
+        return ints, self._index.reconstruct_batch(ints)
+
+    def _maybe_reshape(self) -> None:
+        """Flat to IVF at ``ivf_min``; IVF retrained once it holds four times what its centroids
+        were trained for; back to flat below a quarter of ``ivf_min``. Each costs one pass over
+        the vectors (and k-means on a sample), so over a corpus's growth it runs about log4(n)
+        times."""
+        n = int(self._index.ntotal)
+        if self._ivf:
+            nlist = self._index.nlist
+            trained_for = max((nlist / 4) ** 2, 39 * nlist)  # the n that _nlist gives this nlist
+            if self.ivf_min // 4 <= n < 4 * trained_for:
+                return
+        elif n < self.ivf_min:
+            return
+        ints, vectors = self._all_vectors()
+        if n < self.ivf_min // 4:
+            index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
+        else:
+            nlist = _nlist(n)
+            # the Python wrapper keeps the quantizer alive as long as the index
+            index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            rows = np.random.default_rng(n).choice(n, size=min(n, TRAIN_PER_LIST * nlist), replace=False)
+            index.train(vectors[np.sort(rows)])
+            index.set_direct_map_type(faiss.DirectMap.Hashtable)
+        if n:
+            index.add_with_ids(vectors, ints)
+        self._index = index
+        self._selectors.clear()
 
     def upsert(self, ids: Sequence[str], vectors: np.ndarray, metas: Sequence[Mapping[str, Any]]) -> None:
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -527,6 +619,7 @@ class FaissVectorIndex:
         with self._lock:
             self._upsert(ids, vectors, metas)
             self._journal.append(("upsert", ids, vectors.copy(), metas))
+            self._maybe_reshape()
 
     def _upsert(self, ids: list[str], vectors: np.ndarray, metas: list[dict]) -> None:
         # a later duplicate in the batch wins, as in the memory adapter
@@ -553,6 +646,7 @@ class FaissVectorIndex:
         with self._lock:
             if self._delete(ids):
                 self._journal.append(("delete", ids))
+                self._maybe_reshape()
             elif ids and self._disk_changed():
                 # another writer may have added them since this handle read the files
                 self._journal.append(("delete", ids))
@@ -570,22 +664,36 @@ class FaissVectorIndex:
         return True
 
     # ------------------------------------------------------------------ reads
+    @staticmethod
+    def _filter_key(layers: Sequence[int] | None, doc_ids: Sequence[str] | None) -> tuple:
+        return (None if layers is None else tuple(sorted(set(int(x) for x in layers))),
+                None if doc_ids is None else tuple(sorted(set(doc_ids))))
+
     def _selector(self, layers: Sequence[int] | None, doc_ids: Sequence[str] | None) -> tuple[int, Any, Any]:
-        """(number of allowed vectors, faiss SearchParameters, the selector they point to) for a
-        filter; cached (the selector is held so the C++ object outlives the parameters)."""
-        key = (None if layers is None else tuple(sorted(set(int(x) for x in layers))),
-               None if doc_ids is None else tuple(sorted(set(doc_ids))))
+        """(number of allowed vectors, faiss SearchParameters, (the selector they point to, its
+        bits, the allowed int ids)) for a filter; cached until the index changes (the selector and
+        its bits are held so the C++ object outlives the parameters). A layer filter is a bitmap
+        over the int ids (one bit test per scanned vector); a document filter, a batch of ids."""
+        key = self._filter_key(layers, doc_ids)
         cached = self._selectors.get(key)
         if cached is not None:
             return cached
-        allowed = self._allowed(*key)
+        if key[1] is None:
+            mask = self._layer_mask(key[0])
+            allowed = np.flatnonzero(mask).astype(np.int64)
+        else:
+            mask, allowed = None, self._allowed(*key)
         if len(allowed) == 0:
             result: tuple[int, Any, Any] = (0, None, None)
         elif len(allowed) == self._index.ntotal:  # the filter lets everything through
             result = (len(allowed), None, None)
+        elif mask is not None:
+            bits = np.packbits(mask, bitorder="little")
+            selector = faiss.IDSelectorBitmap(len(bits), faiss.swig_ptr(bits))
+            result = (len(allowed), faiss.SearchParameters(sel=selector), (selector, bits, allowed))
         else:
             selector = faiss.IDSelectorBatch(allowed)
-            result = (len(allowed), faiss.SearchParameters(sel=selector), selector)
+            result = (len(allowed), faiss.SearchParameters(sel=selector), (selector, None, allowed))
         if len(self._selectors) > 256:
             self._selectors.clear()
         self._selectors[key] = result
@@ -602,9 +710,20 @@ class FaissVectorIndex:
             if layers is None and doc_ids is None:
                 n_allowed, params = self._index.ntotal, None
             else:
-                n_allowed, params, _selector = self._selector(layers, doc_ids)
+                n_allowed, params, held = self._selector(layers, doc_ids)
             if n_allowed == 0:
                 return []
+            if self._ivf:
+                if params is not None and n_allowed <= EXACT_MAX:
+                    pairs = self._exact_among(q[0], held[2])
+                    hits = [Hit(self._to_str[i], s) for s, i in pairs]
+                    hits.sort(key=rank_key)
+                    return hits[:k]
+                # as many allowed vectors as an unfiltered query sees: more buckets for a filter
+                share = n_allowed / max(1, self._index.ntotal)
+                nprobe = min(self._index.nlist, int(np.ceil(self._nprobe() / share)))
+                sel = None if params is None else params.sel
+                params = faiss.SearchParametersIVF(nprobe=nprobe, sel=sel)
             fetch = min(n_allowed, k + _TIE_PAD)
             # One query gains little from OpenMP threads, and on a busy machine their spin-waits
             # cost tens of ms; the thread count is a per-calling-thread OpenMP setting.
@@ -614,8 +733,12 @@ class FaissVectorIndex:
                 while True:
                     scores, labels = self._index.search(q, fetch, params=params)
                     pairs = [(float(s), int(i)) for s, i in zip(scores[0], labels[0]) if i >= 0]
+                    if len(pairs) < min(k, n_allowed) and self._ivf and params.nprobe < self._index.nlist:
+                        # the scanned buckets held fewer than k allowed vectors: scan them all
+                        params = faiss.SearchParametersIVF(nprobe=self._index.nlist, sel=params.sel)
+                        continue
                     # keep fetching while the k-th score ties with the last fetched one
-                    if fetch >= n_allowed or len(pairs) <= k or \
+                    if fetch >= n_allowed or len(pairs) < fetch or len(pairs) <= k or \
                             rank_score(pairs[-1][0]) < rank_score(pairs[k - 1][0]):
                         break
                     fetch = min(n_allowed, fetch * 2)
@@ -624,6 +747,12 @@ class FaissVectorIndex:
             hits = [Hit(self._to_str[i], s) for s, i in pairs]
         hits.sort(key=rank_key)
         return hits[:k]
+
+    def _exact_among(self, q: np.ndarray, allowed: np.ndarray) -> list[tuple[float, int]]:
+        """(score, int id) of every allowed vector, from their stored rows: a narrow filter's
+        exact answer, at a cost of the allowed set, not the index."""
+        scores = self._index.reconstruct_batch(allowed) @ q
+        return [(float(s), int(i)) for s, i in zip(scores, allowed)]
 
     def ids(self) -> set[str]:
         with self._lock:
@@ -646,4 +775,4 @@ class FaissVectorIndex:
         """The ``layer``/``doc_id`` recorded for ``node_id`` (None when absent)."""
         with self._lock:
             i = self._to_int.get(node_id)
-            return None if i is None else {"layer": self._layer[i], "doc_id": self._doc[i]}
+            return None if i is None else {"layer": int(self._layer_of[i]), "doc_id": self._doc[i]}

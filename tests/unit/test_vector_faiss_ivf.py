@@ -1,0 +1,114 @@
+"""The FAISS index's IVF shape: it takes over at ``ivf_min``, retrains as the index grows fourfold,
+turns flat again when most of it is deleted, keeps recall on clustered data with the default
+nprobe, answers narrow filters exactly and wide ones in full (never a short top-k), and persists
+and replays like the flat shape. The port's contract tests run on it too (``faiss-ivf`` in
+tests/contract/factories.py, every bucket scanned); its speed and recall at a million vectors
+are measured by ``eragraph bench vectors`` (BENCHMARKS.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from eragraph.adapters.local import vector_faiss
+from eragraph.adapters.local.vector_faiss import FaissVectorIndex
+
+DIM = 32
+
+
+def clustered(n: int, seed: int, clusters: int = 40) -> np.ndarray:
+    """Topic centres plus noise, unit norm: what text embeddings look like to an IVF index."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, DIM)).astype(np.float32)
+    x = centres[rng.integers(0, clusters, n)] + 0.6 * rng.standard_normal((n, DIM)).astype(np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def fill(index: FaissVectorIndex, vecs: np.ndarray, start: int = 0, batch: int = 500) -> None:
+    for at in range(0, len(vecs), batch):
+        rows = vecs[at:at + batch]
+        ids = [f"n{start + at + j}" for j in range(len(rows))]
+        index.upsert(ids, rows, [{"layer": (start + at + j) % 4, "doc_id": f"d{(start + at + j) % 100}"}
+                                 for j in range(len(rows))])
+
+
+def exact(vecs: np.ndarray, q: np.ndarray, k: int, keep: np.ndarray | None = None) -> list[str]:
+    rows = np.arange(len(vecs)) if keep is None else np.flatnonzero(keep)
+    scores = vecs[rows] @ q
+    return [f"n{rows[j]}" for j in np.argsort(-scores, kind="stable")[:k]]
+
+
+def test_flat_below_ivf_min_then_ivf_then_retrained_then_flat_again(tmp_path):
+    vecs = clustered(9000, 1)
+    index = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=2000)
+    fill(index, vecs[:1500])
+    assert index.shape() == {"kind": "flat"}
+    fill(index, vecs[1500:2000], start=1500)
+    first = index.shape()
+    assert first["kind"] == "ivf" and first["nlist"] == vector_faiss._nlist(2000)
+    fill(index, vecs[2000:4000], start=2000)
+    assert index.shape() == first  # grown 2x: the same centroids
+    fill(index, vecs[4000:], start=4000)
+    grown = index.shape()
+    assert grown["kind"] == "ivf" and grown["nlist"] > first["nlist"]  # grown 4x: retrained
+    assert index.count() == 9000
+    index.delete([f"n{i}" for i in range(8600)])
+    assert index.shape() == {"kind": "flat"} and index.count() == 400
+    q = vecs[8700]
+    assert [h.node_id for h in index.search(q, 5)] == [f"n{8600 + i}" for i in
+                                                       np.argsort(-(vecs[8600:] @ q), kind="stable")[:5]]
+
+
+def test_default_nprobe_keeps_recall_on_clustered_vectors(tmp_path):
+    vecs = clustered(20_000, 2)
+    index = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=5000)
+    fill(index, vecs, batch=5000)
+    assert index.shape()["kind"] == "ivf"
+    queries = clustered(60, 3)
+    recall = np.mean([len({h.node_id for h in index.search(q, 10)} & set(exact(vecs, q, 10))) / 10
+                      for q in queries])
+    assert recall >= 0.95, recall
+
+
+def test_narrow_filters_are_exact_and_wide_ones_never_short(tmp_path, monkeypatch):
+    vecs = clustered(12_000, 4)
+    # a tiny nprobe: only the exact path for narrow filters and the scaled-up nprobe keep these right
+    index = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=5000, nprobe_fraction=0.01)
+    fill(index, vecs, batch=4000)
+    assert index.shape()["kind"] == "ivf" and index.shape()["nprobe"] <= 3
+    doc = np.array([i % 100 == 7 for i in range(len(vecs))])
+    for q in clustered(20, 5):
+        hits = index.search(q, 10, doc_ids=["d7"])
+        assert [h.node_id for h in hits] == exact(vecs, q, 10, keep=doc)  # 120 allowed: exact
+    monkeypatch.setattr(vector_faiss, "EXACT_MAX", 0)  # force the IVF path for a narrow filter too
+    layer3 = np.array([i % 4 == 3 for i in range(len(vecs))])
+    for q in clustered(20, 6):
+        hits = index.search(q, 10, layers=[3], doc_ids=["d7", "d11"])
+        assert len(hits) == 10  # 60 allowed among 12,000: no short top-k
+        assert all(int(h.node_id[1:]) % 4 == 3 and int(h.node_id[1:]) % 100 in (7, 11) for h in hits)
+
+
+def test_ivf_snapshot_and_log_reopen_to_the_same_answers(tmp_path):
+    vecs = clustered(6000, 7)
+    index = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=3000)
+    fill(index, vecs[:5000])
+    index.flush()  # the first flush compacts: an IVF snapshot
+    index.delete(["n1", "n2"])
+    index.upsert(["n3"], vecs[5000:5001], [{"layer": 1, "doc_id": "d3"}])
+    fill(index, vecs[5001:5200], start=5001)
+    index.flush()  # a log record over it
+    assert (tmp_path / "v" / vector_faiss.LOG_FILE).exists()
+    again = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=3000)
+    assert again.shape() == index.shape() and again.count() == index.count() == 5197
+    assert "n1" not in again.ids() and "n5100" in again.ids()
+    np.testing.assert_array_equal(again.get_vectors(["n3"])["n3"], vecs[5000])
+    for q in clustered(10, 8):
+        assert again.search(q, 10) == index.search(q, 10)
+        assert again.search(q, 5, layers=[1]) == index.search(q, 5, layers=[1])
+
+
+def test_rejects_bad_shape_settings(tmp_path):
+    with pytest.raises(ValueError):
+        FaissVectorIndex(tmp_path / "v", DIM, ivf_min=0)
+    with pytest.raises(ValueError):
+        FaissVectorIndex(tmp_path / "v", DIM, nprobe_fraction=0)
