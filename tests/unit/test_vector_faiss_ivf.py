@@ -107,6 +107,38 @@ def test_ivf_snapshot_and_log_reopen_to_the_same_answers(tmp_path):
         assert again.search(q, 5, layers=[1]) == index.search(q, 5, layers=[1])
 
 
+def test_the_flush_after_a_change_of_shape_writes_a_snapshot_readers_open_in_it(tmp_path):
+    vecs = clustered(3000, 9)
+    writer = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=2000)
+    fill(writer, vecs[:1900])
+    writer.flush()  # a flat snapshot
+    fill(writer, vecs[1900:2100], start=1900)  # crosses ivf_min: IVF in the writer
+    assert writer.shape()["kind"] == "ivf"
+    writer.flush()  # small enough for a log record, but the shape changed: a new snapshot
+    assert not (tmp_path / "v" / vector_faiss.LOG_FILE).exists()
+    reader = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=2000)
+    assert reader.shape() == writer.shape() and reader.count() == 2100
+    fill(writer, vecs[2100:2150], start=2100)
+    writer.flush()  # no change of shape: a log record again
+    assert (tmp_path / "v" / vector_faiss.LOG_FILE).exists()
+
+
+def test_a_writer_reshapes_when_other_writers_records_carry_the_index_past_ivf_min(tmp_path):
+    vecs = clustered(2200, 10)
+    one = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=2000)
+    fill(one, vecs[:1500])
+    one.flush()
+    two = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=2000)
+    fill(one, vecs[1500:1900], start=1500)
+    one.flush()
+    fill(two, vecs[1900:2200], start=1900)  # 1,800 in this handle's view: still flat
+    assert two.shape()["kind"] == "flat"
+    two.flush()  # takes in one's records: 2,200, past ivf_min
+    assert two.shape()["kind"] == "ivf"
+    reader = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=2000)
+    assert reader.shape()["kind"] == "ivf" and reader.count() == 2200
+
+
 def test_rejects_bad_shape_settings(tmp_path):
     with pytest.raises(ValueError):
         FaissVectorIndex(tmp_path / "v", DIM, ivf_min=0)

@@ -394,6 +394,8 @@ def local_size(n: int, work: Path, args: Any, env: dict[str, str]) -> dict:
     sizes = engine.graph.layer_sizes()
     vectors = engine.vectors.count()
     build["vector_index_mb"] = round(vectors * engine.embedder.dim * 4 / 2**20, 1)
+    if hasattr(engine.vectors, "shape"):  # the local index: flat or IVF, as the queries below find it
+        build["vector_index_shape"] = engine.vectors.shape()
     build["seconds_per_chunk_ms"] = round(1000 * build["service_seconds"] / max(sizes.get(0, 1), 1), 4)
     queries = query_latency(engine, questions(args.queries, args.seed))
     counters = count_ports(engine)

@@ -16,8 +16,10 @@ Two shapes, chosen by size (``ivf_min``, default ``IVF_MIN`` vectors):
   retrained when the index has grown fourfold since they were trained, and the index turns flat
   again below a quarter of ``ivf_min``.
 
-The shape changes inside a writer's ``upsert``/``delete``; the snapshot a compaction writes has
-the shape the writer had, and the change log is the same for both.
+The shape changes inside a writer's ``upsert``/``delete`` (or its ``flush``, when other writers'
+records carried the index past a threshold), and the flush after a change of shape compacts, so
+the snapshot readers open has the new shape; the change log is the same for both. A reader never
+reshapes (training is a writer's cost).
 
 String ids map to int64 faiss ids; the map and each vector's ``layer``/``doc_id`` live in
 ``vectors.json`` next to ``vectors.faiss``. Filtered searches pass an ``IDSelectorBatch`` of the
@@ -197,6 +199,7 @@ class FaissVectorIndex:
         self.nprobe_fraction = float(nprobe_fraction)
         self._lock = threading.RLock()
         self._journal: list[tuple] = []  # this handle's upserts/deletes since it last synced with disk
+        self._reshaped = False  # the shape changed since this handle's last compaction
         self._reset()
         self._load()
 
@@ -322,8 +325,9 @@ class FaissVectorIndex:
             with writer_lock(self.directory / LOCK_FILE):
                 self._finish_compaction()
                 self._sync()
+                self._maybe_reshape()  # what another writer flushed may carry the index past a threshold
                 record = None
-                if self._generation is not None:
+                if self._generation is not None and not self._reshaped:  # a new shape: a new snapshot
                     record = self._own_record()
                     log_size = (self._log_end if self._log_live else _HEADER_LEN) + len(record)
                     if log_size > COMPACT_FRACTION * self._snap_bytes:
@@ -479,6 +483,7 @@ class FaissVectorIndex:
         atomic_write(self.directory / IDMAP_FILE, idmap)
         os.replace(self.directory / NEXT_INDEX_FILE, self.directory / INDEX_FILE)
         self._remove_log()
+        self._reshaped = False
         self._generation = generation
         self._snap_stamp = file_stamp(self.directory / IDMAP_FILE)
         self._snap_bytes = len(raw) + len(idmap)
@@ -604,6 +609,7 @@ class FaissVectorIndex:
             index.add_with_ids(vectors, ints)
         self._index = index
         self._selectors.clear()
+        self._reshaped = True  # the next flush writes a snapshot of this shape, so readers open it
 
     def upsert(self, ids: Sequence[str], vectors: np.ndarray, metas: Sequence[Mapping[str, Any]]) -> None:
         vectors = np.asarray(vectors, dtype=np.float32)
