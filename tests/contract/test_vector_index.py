@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from eragraph.domain.ranking import SCORE_DIGITS
+from eragraph.domain.ranking import rank_score
 
 from .factories import CONTRACT_DIM
 
@@ -41,7 +41,7 @@ def brute_force(ids, vecs, metas_, q, k, layers=None, doc_ids=None):
             if (layers is None or m["layer"] in layers) and (doc_ids is None or m["doc_id"] in doc_ids)]
     scores = vecs[keep] @ q
     # the ranking rule of every index: scores equal to SCORE_DIGITS decimals tie, broken by id
-    order = sorted(range(len(keep)), key=lambda j: (-round(float(scores[j]), SCORE_DIGITS), ids[keep[j]]))[:k]
+    order = sorted(range(len(keep)), key=lambda j: (-rank_score(float(scores[j])), ids[keep[j]]))[:k]
     return [ids[keep[j]] for j in order], [float(scores[j]) for j in order]
 
 
@@ -145,19 +145,23 @@ def test_search_results_best_first_ties_by_id(vector_index):
     assert scores == sorted(scores, reverse=True)
 
 
+AXIS = np.eye(DIM, dtype=np.float32)[0]  # the query of the near-tie tests
+
+
+def at_cosine(cos: float) -> np.ndarray:
+    """A unit vector whose inner product with AXIS is ``cos`` (computed in float64)."""
+    v = np.zeros(DIM, dtype=np.float64)
+    v[0], v[1] = cos, np.sqrt(1.0 - cos * cos)
+    return v.astype(np.float32)
+
+
 def test_a_near_tie_at_the_cut_keeps_the_lower_id(vector_index):
     """Two scores apart only in the 7th decimal (float32 and float64 indexes may order them
     either way) are a tie: the k-th place goes to the lower id on every backend."""
-    q = np.zeros(DIM, dtype=np.float32)
-    q[0] = 1.0
-
-    def at(cos: float) -> np.ndarray:
-        v = np.zeros(DIM, dtype=np.float64)
-        v[0], v[1] = cos, np.sqrt(1.0 - cos * cos)
-        return v.astype(np.float32)
+    q = AXIS
 
     vector_index.upsert(["best", "z_higher", "a_lower", "far"],
-                        np.stack([at(0.9), at(0.6000004), at(0.6), at(0.1)]), metas(4))
+                        np.stack([at_cosine(c) for c in (0.9, 0.6000004, 0.6, 0.1)]), metas(4))
     assert [h.node_id for h in vector_index.search(q, 2)] == ["best", "a_lower"]
     assert [h.node_id for h in vector_index.search(q, 3)] == ["best", "a_lower", "z_higher"]
 
@@ -166,16 +170,10 @@ def test_near_ties_beyond_the_first_fetch_are_fetched(vector_index):
     """Sixty scores within 6e-6 of each other (one tie under the ranking rule), the higher ids
     scoring higher: an index that fetches a window past k must keep fetching while the window's
     last score still ties the k-th, or the lowest ids (the lowest raw scores) never reach it."""
-    q = np.zeros(DIM, dtype=np.float32)
-    q[0] = 1.0
-
-    def at(cos: float) -> np.ndarray:
-        v = np.zeros(DIM, dtype=np.float64)
-        v[0], v[1] = cos, np.sqrt(1.0 - cos * cos)
-        return v.astype(np.float32)
+    q = AXIS
 
     names = [f"t{i:02d}" for i in range(60)]
-    vector_index.upsert(["best", *names], np.stack([at(0.9)] + [at(0.099996 + i * 1e-7) for i in range(60)]),
+    vector_index.upsert(["best", *names], np.stack([at_cosine(0.9)] + [at_cosine(0.099996 + i * 1e-7) for i in range(60)]),
                         metas(61))
     assert [h.node_id for h in vector_index.search(q, 4)] == ["best", "t00", "t01", "t02"]
 

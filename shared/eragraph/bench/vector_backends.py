@@ -144,7 +144,7 @@ class FaissIvf(FaissFlat):
     reclaims = True
     filter_method = "IDSelectorBitmap in SearchParametersIVF, checked while the nprobe buckets are scanned"
     default_ef = 64  # nprobe
-    NLIST: int | None = None  # None: 4 x sqrt(n), the usual rule
+    NLIST: int | None = None  # None: the local index's own rule (4 sqrt(n))
     TRAIN_PER_LIST = 64
 
     def __init__(self, dim: int, threads: int, folder: Path, ef: int | None = None,
@@ -166,11 +166,13 @@ class FaissIvf(FaissFlat):
         self._note_layers(ids, layers)
 
     def finish_build(self) -> None:
+        from ..adapters.local.vector_faiss import _nlist
+
         faiss = self.faiss
         ids = np.concatenate([i for i, _ in self.pending])
         vecs = np.concatenate([v for _, v in self.pending])
         self.pending = []
-        nlist = self.NLIST or max(1, int(4 * math.sqrt(len(ids))))
+        nlist = self.NLIST or _nlist(len(ids))
         quantizer = faiss.IndexFlatIP(self.dim)
         index = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
         sample = np.random.default_rng(0).choice(len(vecs), size=min(len(vecs), self.TRAIN_PER_LIST * nlist),
@@ -211,7 +213,7 @@ class EragraphFaiss:
 
         faiss.omp_set_num_threads(threads)
         self.cls, self.dim, self.folder = FaissVectorIndex, dim, folder
-        self.index = FaissVectorIndex(folder / "vectors", dim)
+        self.index: Any = None  # made by the first add, or by open (not both: a 1M open takes seconds)
 
     def params(self) -> dict:
         from ..adapters.local import vector_faiss
@@ -220,6 +222,8 @@ class EragraphFaiss:
                 "nprobe_fraction": self.index.nprobe_fraction, "exact_max": vector_faiss.EXACT_MAX}
 
     def add(self, ids: np.ndarray, vecs: np.ndarray, layers: np.ndarray) -> None:
+        if self.index is None:
+            self.index = self.cls(self.folder / "vectors", self.dim)
         self.index.upsert([f"n{i}" for i in ids.tolist()], vecs,
                           [{"layer": int(layer), "doc_id": ""} for layer in layers.tolist()])
 

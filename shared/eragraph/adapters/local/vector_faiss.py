@@ -538,14 +538,13 @@ class FaissVectorIndex:
         the layer column, about a millisecond per million ids)."""
         return np.isin(self._layer_of, np.asarray(layers, dtype=np.int32))
 
-    def _allowed(self, layers: tuple[int, ...] | None, doc_ids: tuple[str, ...] | None) -> np.ndarray:
-        if doc_ids is not None:
-            layer_set = None if layers is None else set(layers)
-            return np.fromiter(
-                (i for d in doc_ids for i in self._by_doc.get(d, ())
-                 if layer_set is None or int(self._layer_of[i]) in layer_set), dtype=np.int64)
-        assert layers is not None
-        return np.flatnonzero(self._layer_mask(layers)).astype(np.int64)
+    def _in_docs(self, doc_ids: tuple[str, ...], layers: tuple[int, ...] | None) -> np.ndarray:
+        """The int ids of the documents' vectors (in ``layers`` when given): from the postings,
+        at the cost of those documents, not of the index."""
+        layer_set = None if layers is None else set(layers)
+        return np.fromiter(
+            (i for d in doc_ids for i in self._by_doc.get(d, ())
+             if layer_set is None or int(self._layer_of[i]) in layer_set), dtype=np.int64)
 
     def _changed(self) -> None:
         self._dirty = True
@@ -688,7 +687,7 @@ class FaissVectorIndex:
             mask = self._layer_mask(key[0])
             allowed = np.flatnonzero(mask).astype(np.int64)
         else:
-            mask, allowed = None, self._allowed(*key)
+            mask, allowed = None, self._in_docs(key[1], key[0])
         if len(allowed) == 0:
             result: tuple[int, Any, Any] = (0, None, None)
         elif len(allowed) == self._index.ntotal:  # the filter lets everything through
