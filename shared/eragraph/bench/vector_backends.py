@@ -214,6 +214,7 @@ class EragraphFaiss:
         faiss.omp_set_num_threads(threads)
         self.cls, self.dim, self.folder = FaissVectorIndex, dim, folder
         self.index: Any = None  # made by the first add, or by open (not both: a 1M open takes seconds)
+        self.building = True
 
     def params(self) -> dict:
         from ..adapters.local import vector_faiss
@@ -226,6 +227,11 @@ class EragraphFaiss:
             self.index = self.cls(self.folder / "vectors", self.dim)
         self.index.upsert([f"n{i}" for i in ids.tolist()], vecs,
                           [{"layer": int(layer), "doc_id": ""} for layer in layers.tolist()])
+        if self.building:
+            self.index.flush()  # durable per build batch, as an ingest flushes per document batch
+
+    def for_queries(self) -> None:
+        self.building = False  # the single deletes and replacements stay in memory, as every backend's
 
     @staticmethod
     def _ints(hits: list) -> np.ndarray:

@@ -27,7 +27,8 @@ Per backend and size, each in a process of its own (so its peak RSS is its own):
 The backends: ``faiss-flat`` (the exact index the local profile used alone before), ``faiss-ivf``
 (IVF-Flat trained on a sample of the data, nprobe = ``--ef``, buckets ``--nlist``),
 ``eragraph-faiss`` (the local profile's own ``FaissVectorIndex`` with its defaults: flat below
-100k vectors, IVF from there on), ``faiss-hnsw``, ``usearch``, ``hnswlib`` and ``lancedb``;
+100k vectors, IVF from there on; flushed after every build batch, as the engine flushes after
+each ingest; the single deletes and replacements in memory, as every backend's), ``faiss-hnsw``, ``usearch``, ``hnswlib`` and ``lancedb``;
 ``--m``/``--ef-construction`` set the HNSW graphs' build parameters.
 
 Every vector has a layer (90% layer 0, the rest spread over 1-3), as summaries sit above chunks.

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 
-def atomic_write(path: Path, data: bytes, tmp_suffix: str = ".tmp") -> None:
+def atomic_write(path: Path, data: bytes | Callable[[BinaryIO], None], tmp_suffix: str = ".tmp") -> None:
     """Write ``data`` to a hidden temp file beside ``path``, fsync it, then rename it over
-    ``path``: readers see the old file or the new one, never half of one."""
+    ``path``: readers see the old file or the new one, never half of one. ``data`` may be a
+    function that writes the content to the file it is given (a large file, streamed)."""
     tmp = path.parent / f".{path.name}.{secrets.token_hex(16)}{tmp_suffix}"
     try:
         with open(tmp, "wb") as fh:
-            fh.write(bytes(data))
+            if callable(data):
+                data(fh)
+            else:
+                fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)

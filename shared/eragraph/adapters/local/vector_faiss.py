@@ -21,10 +21,16 @@ records carried the index past a threshold), and the flush after a change of sha
 the snapshot readers open has the new shape; the change log is the same for both. A reader never
 reshapes (training is a writer's cost).
 
-String ids map to int64 faiss ids; the map and each vector's ``layer``/``doc_id`` live in
-``vectors.json`` next to ``vectors.faiss``. Filtered searches pass an ``IDSelectorBatch`` of the
-allowed ids to faiss, so they return the true top-k of the filtered set (not a post-filtered
-top-k). Selectors are cached per filter and dropped whenever the index changes.
+String ids map to int64 faiss ids; on disk the map and each vector's ``layer``/``doc_id`` live
+in ``vectors.json`` next to ``vectors.faiss``. In memory nothing per vector is a Python object:
+the map and the documents are a handle-private SQLite table on disk (``id_map.IdMap``, a
+constant page cache) and the layers a numpy column, so a writer's memory is the faiss index plus
+a constant (plus four bytes per id). Filtered searches pass a selector of the allowed ids to
+faiss (a bitmap over the layer column for layers, an ``IDSelectorBatch`` for documents), so they
+return the true top-k of the filtered set (not a post-filtered top-k). Selectors are cached per
+filter and dropped whenever the index changes. The snapshot's files are hashed, read and written
+in pieces, never held whole in memory, and a change of shape copies the vectors a batch at a
+time.
 
 On disk the index is a snapshot plus an append-only change log:
 
@@ -53,8 +59,9 @@ Several processes may write one index (two ``eragraph ingest`` runs on one store
 holds an inter-process lock (``filelock``, the file ``.writer.lock`` in the folder) and first
 catches up with the disk. Records that other writers appended since this handle last read the log
 (it keeps the log's inode and the offset it read up to) are replayed before this handle's own
-changes: its own new ids are taken out, the records applied, and its upserts and deletes (kept
-since its last flush) replayed on top. When another writer compacted (the id map was replaced),
+changes: the net effect of its changes since its last flush (the ids it touched: their current
+vectors and metas, read back from its index, or their absence) is taken aside, its own new ids
+taken out, the records applied, and that net effect replayed on top. When another writer compacted (the id map was replaced),
 the handle re-reads snapshot and log and replays its own changes the same way. So no writer's
 vectors are lost. Readers take no lock: the snapshot is replaced atomically, a record appears
 whole or not at all, and a reader that opened while a compaction replaced the files (the id map
@@ -82,6 +89,7 @@ from ...domain.model import EragraphError
 from ...domain.ranking import rank_key, rank_score
 from ...ports import Hit
 from .files import atomic_write, file_stamp, writer_lock
+from .id_map import IdMap
 
 INDEX_FILE = "vectors.faiss"
 NEXT_INDEX_FILE = "vectors.next.faiss"  # a compaction's new index file until its id map is written
@@ -95,6 +103,7 @@ IVF_MIN = 100_000  # from this many vectors on, an IVF index (a flat scan of 100
 NPROBE_FRACTION = 0.08  # of the IVF buckets a query scans
 TRAIN_PER_LIST = 64  # training sample per bucket (capped at the index's size)
 _NO_LAYER = np.iinfo(np.int32).min
+_RESHAPE_BATCH = 65536  # vectors copied at a time when the index changes shape
 EXACT_MAX = 4096  # a filter allowing at most this many vectors is answered from their vectors, exactly
 
 _LOG_MAGIC = b"EGVLOG01"
@@ -103,19 +112,60 @@ _HEADER_LEN = len(_LOG_MAGIC) + _GEN_LEN
 _REC_MAGIC = b"EGVR"
 _FRAME = struct.Struct("<4sQI")  # magic, payload length, CRC-32 of magic + length + payload
 _LOAD_ATTEMPTS = 4
+_IO_CHUNK = 1 << 22  # files are hashed, read and written in pieces of this size, never whole
 
 
-def _matching(idmap: dict, index_path: Path, next_path: Path) -> bytes | None:
-    """The bytes of the index file the id map names: the current one, or the one a compaction
-    wrote beside it and had not yet renamed when it died (or is renaming now)."""
+def _sha256_of(fh) -> str:
+    digest = hashlib.sha256()
+    for piece in iter(lambda: fh.read(_IO_CHUNK), b""):
+        digest.update(piece)
+    return digest.hexdigest()
+
+
+def _matching(idmap: dict, index_path: Path, next_path: Path) -> tuple[Any, int] | None:
+    """(the index, its file's size) of the index file the id map names: the current one, or
+    the one a compaction wrote beside it and had not yet renamed when it died (or is renaming
+    now). Read from the same open file that was hashed (a rename cannot swap it in between),
+    in pieces: no copy of the whole file in memory."""
     for path in (index_path, next_path):
         try:
-            raw = path.read_bytes()
+            fh = open(path, "rb")
         except FileNotFoundError:
             continue
-        if hashlib.sha256(raw).hexdigest() == idmap["index_sha256"]:
-            return raw
+        with fh:
+            if _sha256_of(fh) != idmap["index_sha256"]:
+                continue
+            size = fh.tell()
+            fh.seek(0)
+            return faiss.read_index(faiss.PyCallbackIOReader(fh.read, _IO_CHUNK)), size
     return None
+
+
+def _index_writer(index: Any, digest: Any):
+    """A writer for ``atomic_write`` that streams ``index`` into the file and ``digest``."""
+    def write(fh) -> None:
+        def piece(data: bytes) -> int:
+            digest.update(data)
+            fh.write(data)
+            return len(data)
+        faiss.write_index(index, faiss.PyCallbackIOWriter(piece, _IO_CHUNK))
+    return write
+
+
+def _idmap_writer(header: dict, ids: IdMap, layer_of: np.ndarray):
+    """A writer for ``atomic_write`` of the id map: the header's fields, then ``entries`` (each
+    ``[id, int id, layer, doc_id]``, by id), streamed a batch at a time from the map."""
+    def write(fh) -> None:
+        head = json.dumps(header, ensure_ascii=False, separators=(",", ":"))
+        fh.write(head[:-1].encode("utf-8") + b',"entries":[')
+        first = True
+        for batch in ids.rows():
+            text = ",".join(json.dumps([s, i, int(layer_of[i]), d], ensure_ascii=False, separators=(",", ":"))
+                            for s, i, d in batch)
+            fh.write((text if first else "," + text).encode("utf-8"))
+            first = False
+        fh.write(b"]}")
+    return write
 
 
 class VectorIndexCorruptError(EragraphError):
@@ -198,20 +248,22 @@ class FaissVectorIndex:
         self.ivf_min = int(ivf_min)
         self.nprobe_fraction = float(nprobe_fraction)
         self._lock = threading.RLock()
-        self._journal: list[tuple] = []  # this handle's upserts/deletes since it last synced with disk
+        # the ids this handle upserted or deleted since it last synced with disk, in first-touch
+        # order: their net effect (their current vector and meta, or their absence) is what a
+        # flush writes and what is replayed over other writers' records
+        self._touched: dict[str, None] = {}
         self._reshaped = False  # the shape changed since this handle's last compaction
         self._reset()
         self._load()
 
     def _reset(self) -> None:
         self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
-        self._to_int: dict[str, int] = {}
-        self._to_str: dict[int, str] = {}
+        if getattr(self, "_ids", None) is not None:
+            self._ids.close()
+        self._ids = IdMap()  # string id <-> int id, and each id's doc_id: on disk, not in dicts
         # each int id's layer, one int32 per id ever assigned (_NO_LAYER: none): what a layer
         # filter's bitmap is computed from, without a Python container per vector
         self._layer_of = np.full(0, _NO_LAYER, dtype=np.int32)
-        self._doc: dict[int, str] = {}
-        self._by_doc: dict[str, set[int]] = {}
         self._next_id = 0
         self._synced_next_id = 0  # next_id when this handle last synced: its own new ids are above
         self._dirty = False
@@ -266,26 +318,28 @@ class FaissVectorIndex:
         if int(data["dim"]) != self.dim:
             raise EragraphError(f"{self.directory} holds {data['dim']}-d vectors, not {self.dim}-d: "
                                 "the store was built with another embedder")
-        raw = _matching(data, index_path, self.directory / NEXT_INDEX_FILE)
-        if raw is None:
+        found = _matching(data, index_path, self.directory / NEXT_INDEX_FILE)
+        if found is None:
             raise VectorIndexCorruptError(f"{index_path} does not match {IDMAP_FILE}: rebuild the vector index")
-        index = faiss.deserialize_index(np.frombuffer(raw, dtype=np.uint8))
+        index, index_bytes = found
         if isinstance(index, faiss.IndexIVFFlat):
             if index.direct_map.type != faiss.DirectMap.Hashtable:
                 index.set_direct_map_type(faiss.DirectMap.Hashtable)
         elif not isinstance(index, faiss.IndexIDMap2):
             raise VectorIndexCorruptError(f"{index_path} is neither an IndexIDMap2 nor an IndexIVFFlat")
         self._index = index
-        for str_id, int_id, layer, doc_id in data["entries"]:
-            self._to_int[str_id] = int(int_id)
-            self._to_str[int(int_id)] = str_id
-            self._set_meta(int(int_id), int(layer), doc_id)
+        entries = data.pop("entries")
+        del idmap_raw
+        self._ids.load((s, int(i), str(d)) for s, i, _, d in entries)
+        self._set_layers(np.fromiter((e[1] for e in entries), dtype=np.int64, count=len(entries)),
+                         np.fromiter((e[2] for e in entries), dtype=np.int32, count=len(entries)))
+        del entries
         self._next_id = int(data["next_id"])
-        if self._index.ntotal != len(self._to_int):
+        if self._index.ntotal != len(self._ids):
             raise VectorIndexCorruptError(f"{self.directory}: {self._index.ntotal} vectors but "
-                                          f"{len(self._to_int)} ids")
+                                          f"{len(self._ids)} ids")
         self._generation = data.get("generation")
-        self._snap_bytes = len(raw) + len(idmap_raw)
+        self._snap_bytes = index_bytes + idmap_path.stat().st_size
 
     def _read_log(self) -> None:
         """Replay the whole log when it names this snapshot's generation; note a stale one."""
@@ -338,7 +392,7 @@ class FaissVectorIndex:
                     self._append(record)
                 self._synced_next_id = self._next_id
             self._dirty = False
-            self._journal.clear()
+            self._touched.clear()
 
     def _sync(self) -> None:
         """Under the writer lock: bring in what other writers flushed since this handle last
@@ -380,73 +434,67 @@ class FaissVectorIndex:
     def _replay_over(self, records: list[tuple]) -> None:
         """Other writers' records go before this handle's unflushed changes: take out the ids
         this handle added (its int ids may collide with theirs), apply the records, replay."""
-        own_new = [self._to_str[i] for i in range(self._synced_next_id, self._next_id) if i in self._to_str]
-        self._delete(own_new)
+        own = self._own_net()
+        self._delete(self._ids.strs_between(self._synced_next_id, self._next_id))
         self._next_id = self._synced_next_id
         self._apply(*_fold(records))
-        self._replay_journal()
+        self._replay_own(own)
 
     def _merge_from_disk(self) -> None:
         """Another writer replaced the files: read them and replay this handle's changes."""
-        journal = self._journal
-        self._journal = []
+        own = self._own_net()
         self._load()
-        self._journal = journal
-        self._replay_journal()
+        self._replay_own(own)
 
-    def _replay_journal(self) -> None:
-        for op in self._journal:
-            if op[0] == "upsert":
-                self._upsert(*op[1:])
-            else:
-                self._delete(op[1])
+    def _own_net(self) -> tuple[list[str], list[str], np.ndarray, list[dict]]:
+        """The net effect of this handle's unflushed changes: the touched ids it holds, the ones
+        it does not (deleted), the held ones' vectors and metas."""
+        touched = list(self._touched)
+        rows = self._ids.rows_of(touched)
+        present = [s for s in touched if s in rows]
+        ints = np.asarray([rows[s][0] for s in present], dtype=np.int64)
+        if len(ints):
+            vectors = self._index.reconstruct_batch(ints)
+        else:
+            vectors = np.zeros((0, self.dim), dtype=np.float32)
+        metas = [{"layer": int(self._layer_of[i]), "doc_id": rows[s][1]} for s, i in zip(present, ints.tolist())]
+        return present, [s for s in touched if s not in rows], vectors, metas
+
+    def _replay_own(self, own: tuple[list[str], list[str], np.ndarray, list[dict]]) -> None:
+        present, deleted, vectors, metas = own
+        self._delete(deleted)
+        if present:
+            self._upsert(present, vectors, metas)
 
     def _apply(self, net: dict[str, tuple | None], next_id: int) -> None:
         """Apply folded log records (ids, int ids and vectors as their writer assigned them)."""
-        remove: list[int] = []
-        for s, value in net.items():
-            i = self._to_int.get(s)
-            if i is None:
-                continue
-            remove.append(i)
-            if value is None or value[0] != i:
-                del self._to_int[s]
-                del self._to_str[i]
-                self._drop_meta(i)
-        add_ids, add_rows = [], []
-        for s, value in net.items():
-            if value is None:
-                continue
-            i, layer, doc_id, row = value
-            holder = self._to_str.get(i)
+        held = self._ids.ints(list(net))
+        remove = list(held.values())
+        moved = [s for s, i in held.items() if net[s] is None or net[s][0] != i]
+        self._clear_layers(self._ids.remove(moved))
+        adds = [(s, value) for s, value in net.items() if value is not None]
+        holders = self._ids.strs(value[0] for _, value in adds)
+        for s, (i, _, _, _) in adds:
+            holder = holders.get(i)
             if holder is not None and holder != s:
                 raise VectorIndexCorruptError(f"{self.directory}: the log gives int id {i} to "
                                               f"{s!r}, which {holder!r} holds")
-            self._to_int[s] = i
-            self._to_str[i] = s
-            self._set_meta(i, layer, doc_id)
-            add_ids.append(i)
-            add_rows.append(row)
-            next_id = max(next_id, i + 1)
         self._remove_int(remove)
-        if add_ids:
-            self._index.add_with_ids(np.vstack(add_rows).astype(np.float32),
-                                     np.asarray(add_ids, dtype=np.int64))
+        if adds:
+            add_ids = np.asarray([value[0] for _, value in adds], dtype=np.int64)
+            self._ids.put([(s, i, doc_id) for s, (i, _, doc_id, _) in adds])
+            self._set_layers(add_ids, np.asarray([value[1] for _, value in adds], dtype=np.int32))
+            self._index.add_with_ids(np.vstack([value[3] for _, value in adds]).astype(np.float32), add_ids)
+            next_id = max(next_id, int(add_ids.max()) + 1)
         self._next_id = max(self._next_id, next_id)
         self._selectors.clear()
 
     def _own_record(self) -> bytes:
-        """One log record: the net effect of this handle's journal (current vector and meta of
+        """One log record: the net effect of this handle's changes (current vector and meta of
         each id it wrote and still holds; the ids it deleted)."""
-        touched = dict.fromkeys(s for op in self._journal for s in op[1])
-        present = [s for s in touched if s in self._to_int]
-        deleted = [s for s in touched if s not in self._to_int]
-        ints = [self._to_int[s] for s in present]
-        if ints:
-            vectors = self._index.reconstruct_batch(np.asarray(ints, dtype=np.int64))
-        else:
-            vectors = np.zeros((0, self.dim), dtype=np.float32)
-        upserts = [[s, i, int(self._layer_of[i]), self._doc[i]] for s, i in zip(present, ints)]
+        present, deleted, vectors, metas = self._own_net()
+        ints = self._ids.ints(present)
+        upserts = [[s, ints[s], m["layer"], m["doc_id"]] for s, m in zip(present, metas)]
         return _encode_record(self._next_id, deleted, upserts, vectors)
 
     def _append(self, record: bytes) -> None:
@@ -472,21 +520,22 @@ class FaissVectorIndex:
         file); after it: its index is found under NEXT_INDEX_FILE, and the old log names the
         old generation, so it is ignored."""
         generation = secrets.token_hex(_GEN_LEN // 2)
-        raw = faiss.serialize_index(self._index).tobytes()
-        entries = [[s, i, int(self._layer_of[i]), self._doc[i]] for s, i in sorted(self._to_int.items())]
-        idmap = json.dumps({"format": FORMAT, "dim": self.dim, "generation": generation,
-                            "next_id": self._next_id, "index_sha256": hashlib.sha256(raw).hexdigest(),
-                            "entries": entries}, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        digest = hashlib.sha256()
         # the id map is the commit point: the index file it names goes beside the old one first,
-        # and takes its name after (a reader, or the next writer, finds it there until then)
-        atomic_write(self.directory / NEXT_INDEX_FILE, raw)
-        atomic_write(self.directory / IDMAP_FILE, idmap)
+        # and takes its name after (a reader, or the next writer, finds it there until then);
+        # both are streamed to disk, neither is ever whole in memory
+        atomic_write(self.directory / NEXT_INDEX_FILE, _index_writer(self._index, digest))
+        index_bytes = (self.directory / NEXT_INDEX_FILE).stat().st_size
+        header = {"format": FORMAT, "dim": self.dim, "generation": generation, "next_id": self._next_id,
+                  "index_sha256": digest.hexdigest()}
+        atomic_write(self.directory / IDMAP_FILE, _idmap_writer(header, self._ids, self._layer_of))
+        idmap_bytes = (self.directory / IDMAP_FILE).stat().st_size
         os.replace(self.directory / NEXT_INDEX_FILE, self.directory / INDEX_FILE)
         self._remove_log()
         self._reshaped = False
         self._generation = generation
         self._snap_stamp = file_stamp(self.directory / IDMAP_FILE)
-        self._snap_bytes = len(raw) + len(idmap)
+        self._snap_bytes = index_bytes + idmap_bytes
         self._log_ino, self._log_end, self._log_live = None, 0, False
 
     def _finish_compaction(self) -> None:
@@ -500,7 +549,9 @@ class FaissVectorIndex:
             data = json.loads((self.directory / IDMAP_FILE).read_bytes())
         except FileNotFoundError:
             data = {}
-        if data.get("index_sha256") == hashlib.sha256(next_path.read_bytes()).hexdigest():
+        with open(next_path, "rb") as fh:
+            names_it = data.get("index_sha256") == _sha256_of(fh)
+        if names_it:
             os.replace(next_path, self.directory / INDEX_FILE)
         else:
             next_path.unlink()
@@ -512,26 +563,20 @@ class FaissVectorIndex:
             pass
 
     # ------------------------------------------------------------------ writes
-    def _set_meta(self, i: int, layer: int, doc_id: str) -> None:
-        if i < len(self._layer_of) and self._layer_of[i] != _NO_LAYER:
-            if self._layer_of[i] == layer and self._doc[i] == doc_id:
-                return
-            self._drop_meta(i)
-        if i >= len(self._layer_of):  # grown by doubling: amortized O(1) per id
-            grown = np.full(max(i + 1, 2 * len(self._layer_of), 1024), _NO_LAYER, dtype=np.int32)
+    def _set_layers(self, ints: np.ndarray, layers: np.ndarray) -> None:
+        ints = np.asarray(ints, dtype=np.int64)
+        if not len(ints):
+            return
+        top = int(ints.max())
+        if top >= len(self._layer_of):  # grown by doubling: amortized O(1) per id
+            grown = np.full(max(top + 1, 2 * len(self._layer_of), 1024), _NO_LAYER, dtype=np.int32)
             grown[:len(self._layer_of)] = self._layer_of
             self._layer_of = grown
-        self._layer_of[i] = layer
-        self._doc[i] = doc_id
-        self._by_doc.setdefault(doc_id, set()).add(i)
+        self._layer_of[ints] = layers
 
-    def _drop_meta(self, i: int) -> None:
-        self._layer_of[i] = _NO_LAYER
-        doc_id = self._doc.pop(i)
-        members = self._by_doc[doc_id]
-        members.discard(i)
-        if not members:
-            del self._by_doc[doc_id]
+    def _clear_layers(self, ints: list[int]) -> None:
+        if ints:
+            self._layer_of[np.asarray(ints, dtype=np.int64)] = _NO_LAYER
 
     def _layer_mask(self, layers: tuple[int, ...]) -> np.ndarray:
         """One bool per int id: its vector is present and in one of ``layers`` (vectorized over
@@ -539,12 +584,12 @@ class FaissVectorIndex:
         return np.isin(self._layer_of, np.asarray(layers, dtype=np.int32))
 
     def _in_docs(self, doc_ids: tuple[str, ...], layers: tuple[int, ...] | None) -> np.ndarray:
-        """The int ids of the documents' vectors (in ``layers`` when given): from the postings,
-        at the cost of those documents, not of the index."""
-        layer_set = None if layers is None else set(layers)
-        return np.fromiter(
-            (i for d in doc_ids for i in self._by_doc.get(d, ())
-             if layer_set is None or int(self._layer_of[i]) in layer_set), dtype=np.int64)
+        """The int ids of the documents' vectors (in ``layers`` when given): from the map's
+        document index, at the cost of those documents, not of the index."""
+        ints = self._ids.in_docs(doc_ids)
+        if layers is None or not len(ints):
+            return ints
+        return ints[np.isin(self._layer_of[ints], np.asarray(layers, dtype=np.int32))]
 
     def _changed(self) -> None:
         self._dirty = True
@@ -574,13 +619,6 @@ class FaissVectorIndex:
     def _nprobe(self) -> int:
         return max(1, min(self._index.nlist, int(np.ceil(self.nprobe_fraction * self._index.nlist))))
 
-    def _all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        ints = np.fromiter(self._to_str, dtype=np.int64, count=len(self._to_str))
-        ints.sort()
-        if not len(ints):
-            return ints, np.zeros((0, self.dim), dtype=np.float32)
-        return ints, self._index.reconstruct_batch(ints)
-
     def _maybe_reshape(self) -> None:
         """Flat to IVF at ``ivf_min``; IVF retrained once it holds four times what its centroids
         were trained for; back to flat below a quarter of ``ivf_min``. Each costs one pass over
@@ -594,7 +632,7 @@ class FaissVectorIndex:
                 return
         elif n < self.ivf_min:
             return
-        ints, vectors = self._all_vectors()
+        ints = self._ids.all_ints()
         if n < self.ivf_min // 4:
             index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
         else:
@@ -602,10 +640,12 @@ class FaissVectorIndex:
             # the Python wrapper keeps the quantizer alive as long as the index
             index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
             rows = np.random.default_rng(n).choice(n, size=min(n, TRAIN_PER_LIST * nlist), replace=False)
-            index.train(vectors[np.sort(rows)])
+            index.train(self._index.reconstruct_batch(ints[np.sort(rows)]))
             index.set_direct_map_type(faiss.DirectMap.Hashtable)
-        if n:
-            index.add_with_ids(vectors, ints)
+        # copied a batch at a time: the old and the new index, never a third copy of the vectors
+        for start in range(0, len(ints), _RESHAPE_BATCH):
+            batch = ints[start:start + _RESHAPE_BATCH]
+            index.add_with_ids(self._index.reconstruct_batch(batch), batch)
         self._index = index
         self._selectors.clear()
         self._reshaped = True  # the next flush writes a snapshot of this shape, so readers open it
@@ -623,48 +663,47 @@ class FaissVectorIndex:
         metas = [dict(m) for m in metas]
         with self._lock:
             self._upsert(ids, vectors, metas)
-            self._journal.append(("upsert", ids, vectors.copy(), metas))
+            self._touched.update(dict.fromkeys(ids))
             self._maybe_reshape()
 
     def _upsert(self, ids: list[str], vectors: np.ndarray, metas: list[dict]) -> None:
         # a later duplicate in the batch wins, as in the memory adapter
         last = {s: n for n, s in enumerate(ids)}
         order = sorted(last.values())
-        existing = [self._to_int[ids[n]] for n in order if ids[n] in self._to_int]
-        self._remove_int(existing)
-        int_ids = []
+        held = self._ids.ints([ids[n] for n in order])
+        self._remove_int(list(held.values()))
+        rows, int_ids = [], []
         for n in order:
             s = ids[n]
-            i = self._to_int.get(s)
+            i = held.get(s)
             if i is None:
                 i = self._next_id
                 self._next_id += 1
-                self._to_int[s] = i
-                self._to_str[i] = s
-            self._set_meta(i, int(metas[n].get("layer", -1)), str(metas[n].get("doc_id", "")))
+            rows.append((s, i, str(metas[n].get("doc_id", ""))))
             int_ids.append(i)
-        self._index.add_with_ids(np.ascontiguousarray(vectors[order]), np.asarray(int_ids, dtype=np.int64))
+        ints = np.asarray(int_ids, dtype=np.int64)
+        self._ids.put(rows)
+        self._set_layers(ints, np.asarray([int(metas[n].get("layer", -1)) for n in order], dtype=np.int32))
+        self._index.add_with_ids(np.ascontiguousarray(vectors[order]), ints)
         self._changed()
 
     def delete(self, ids: Iterable[str]) -> None:
         ids = list(dict.fromkeys(ids))
         with self._lock:
             if self._delete(ids):
-                self._journal.append(("delete", ids))
+                self._touched.update(dict.fromkeys(ids))
                 self._maybe_reshape()
             elif ids and self._disk_changed():
                 # another writer may have added them since this handle read the files
-                self._journal.append(("delete", ids))
+                self._touched.update(dict.fromkeys(ids))
                 self._dirty = True
 
     def _delete(self, ids: list[str]) -> bool:
-        gone = [self._to_int.pop(s) for s in ids if s in self._to_int]
+        gone = self._ids.remove(ids)
         if not gone:
             return False
         self._remove_int(gone)
-        for i in gone:
-            del self._to_str[i]
-            self._drop_meta(i)
+        self._clear_layers(gone)
         self._changed()
         return True
 
@@ -721,9 +760,10 @@ class FaissVectorIndex:
             if self._ivf:
                 if params is not None and n_allowed <= EXACT_MAX:
                     pairs = self._exact_among(q[0], held[2])
-                    hits = [Hit(self._to_str[i], s) for s, i in pairs]
-                    hits.sort(key=rank_key)
-                    return hits[:k]
+                    if len(pairs) > k:  # names are looked up for the top k and its ties only
+                        pairs.sort(key=lambda p: rank_score(p[0]), reverse=True)
+                        pairs = [p for p in pairs if rank_score(p[0]) >= rank_score(pairs[k - 1][0])]
+                    return self._hits(pairs, k)
                 # as many allowed vectors as an unfiltered query sees: more buckets for a filter
                 share = n_allowed / max(1, self._index.ntotal)
                 nprobe = min(self._index.nlist, int(np.ceil(self._nprobe() / share)))
@@ -749,7 +789,12 @@ class FaissVectorIndex:
                     fetch = min(n_allowed, fetch * 2)
             finally:
                 faiss.omp_set_num_threads(threads)
-            hits = [Hit(self._to_str[i], s) for s, i in pairs]
+            return self._hits(pairs, k)
+
+    def _hits(self, pairs: list[tuple[float, int]], k: int) -> list[Hit]:
+        """The top k of (score, int id) pairs as hits, ties ordered by id."""
+        names = self._ids.strs(i for _, i in pairs)
+        hits = [Hit(names[i], s) for s, i in pairs]
         hits.sort(key=rank_key)
         return hits[:k]
 
@@ -761,14 +806,15 @@ class FaissVectorIndex:
 
     def ids(self) -> set[str]:
         with self._lock:
-            return set(self._to_int)
+            return self._ids.all_strs()
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         with self._lock:
-            present = [s for s in dict.fromkeys(ids) if s in self._to_int]
+            held = self._ids.ints(list(dict.fromkeys(ids)))
+            present = [s for s in dict.fromkeys(ids) if s in held]
             if not present:
                 return {}
-            keys = np.asarray([self._to_int[s] for s in present], dtype=np.int64)
+            keys = np.asarray([held[s] for s in present], dtype=np.int64)
             rows = self._index.reconstruct_batch(keys)
         return {s: np.array(row, dtype=np.float32) for s, row in zip(present, rows)}
 
@@ -779,5 +825,5 @@ class FaissVectorIndex:
     def meta(self, node_id: str) -> dict[str, Any] | None:
         """The ``layer``/``doc_id`` recorded for ``node_id`` (None when absent)."""
         with self._lock:
-            i = self._to_int.get(node_id)
-            return None if i is None else {"layer": int(self._layer_of[i]), "doc_id": self._doc[i]}
+            row = self._ids.rows_of([node_id]).get(node_id)
+            return None if row is None else {"layer": int(self._layer_of[row[0]]), "doc_id": row[1]}

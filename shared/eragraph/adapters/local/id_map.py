@@ -1,0 +1,161 @@
+"""The vector index's id map, outside Python containers: string id <-> int64 faiss id, and each
+id's document, in a private SQLite database.
+
+The database is SQLite's private temporary one (``sqlite3.connect("")``): on disk in the
+temporary folder, deleted when the handle closes, with a page cache of ``CACHE_KIB``, so the map
+costs a writer a constant of memory however many ids it holds (a million ids in Python dicts
+took about a gigabyte). It holds what one handle sees (the snapshot, the log and its own
+unflushed changes); what is durable is the vector index's snapshot and log.
+
+Batches pass as one JSON array parameter (``json_each``), so a lookup of any size is one
+statement."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+
+CACHE_KIB = 16 * 1024  # page cache of the map: a constant, whatever the corpus
+
+
+def _arr(values: Iterable) -> str:
+    return json.dumps(list(values), ensure_ascii=False, separators=(",", ":"))
+
+
+class IdMap:
+    """``s`` (string id) <-> ``i`` (int id), and ``doc`` (document id) per int id."""
+
+    def __init__(self) -> None:
+        self._db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
+        for pragma in ("journal_mode=OFF", "synchronous=OFF", f"cache_size=-{CACHE_KIB}", "temp_store=FILE"):
+            self._db.execute(f"PRAGMA {pragma}")
+        self._db.execute("CREATE TABLE ids (i INTEGER PRIMARY KEY, s TEXT NOT NULL, doc TEXT NOT NULL)")
+        self._indexed = False
+        self._index()
+        self._count = 0
+
+    def _index(self) -> None:
+        if not self._indexed:
+            self._db.execute("CREATE UNIQUE INDEX ids_s ON ids (s)")
+            self._db.execute("CREATE INDEX ids_doc ON ids (doc)")
+            self._indexed = True
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __contains__(self, s: str) -> bool:
+        return self.get(s) is not None
+
+    # ------------------------------------------------------------------ lookups
+    def get(self, s: str) -> int | None:
+        row = self._db.execute("SELECT i FROM ids WHERE s = ?", (s,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def str_of(self, i: int) -> str | None:
+        row = self._db.execute("SELECT s FROM ids WHERE i = ?", (int(i),)).fetchone()
+        return None if row is None else row[0]
+
+    def doc_of(self, i: int) -> str | None:
+        row = self._db.execute("SELECT doc FROM ids WHERE i = ?", (int(i),)).fetchone()
+        return None if row is None else row[0]
+
+    def ints(self, strs: Sequence[str]) -> dict[str, int]:
+        """The int id of each of ``strs`` that is present."""
+        if not strs:
+            return {}
+        rows = self._db.execute("SELECT s, i FROM ids WHERE s IN (SELECT value FROM json_each(?))",
+                                (_arr(strs),))
+        return {s: int(i) for s, i in rows}
+
+    def strs(self, ints: Iterable[int]) -> dict[int, str]:
+        """The string id of each of ``ints`` that is present."""
+        ints = [int(i) for i in ints]
+        if not ints:
+            return {}
+        rows = self._db.execute("SELECT i, s FROM ids WHERE i IN (SELECT value FROM json_each(?))",
+                                (_arr(ints),))
+        return {int(i): s for i, s in rows}
+
+    def rows_of(self, strs: Sequence[str]) -> dict[str, tuple[int, str]]:
+        """(int id, doc) of each of ``strs`` that is present."""
+        if not strs:
+            return {}
+        rows = self._db.execute("SELECT s, i, doc FROM ids WHERE s IN (SELECT value FROM json_each(?))",
+                                (_arr(strs),))
+        return {s: (int(i), doc) for s, i, doc in rows}
+
+    def in_docs(self, docs: Sequence[str]) -> np.ndarray:
+        """The int ids of the documents' vectors, from the document index: at the cost of those
+        documents, not of the map."""
+        rows = self._db.execute("SELECT i FROM ids WHERE doc IN (SELECT value FROM json_each(?)) ORDER BY i",
+                                (_arr(docs),))
+        return np.fromiter((r[0] for r in rows), dtype=np.int64)
+
+    def strs_between(self, lo: int, hi: int) -> list[str]:
+        """The string ids of the int ids in [lo, hi)."""
+        return [r[0] for r in self._db.execute("SELECT s FROM ids WHERE i >= ? AND i < ?", (lo, hi))]
+
+    def all_ints(self) -> np.ndarray:
+        """Every int id, ascending."""
+        rows = self._db.execute("SELECT i FROM ids ORDER BY i")
+        return np.fromiter((r[0] for r in rows), dtype=np.int64, count=self._count)
+
+    def all_strs(self) -> set[str]:
+        return {r[0] for r in self._db.execute("SELECT s FROM ids")}
+
+    def rows(self, batch: int = 65536) -> Iterator[list[tuple[str, int, str]]]:
+        """Every (string id, int id, doc), ordered by string id, a batch at a time."""
+        cur = self._db.execute("SELECT s, i, doc FROM ids ORDER BY s")
+        while True:
+            chunk = cur.fetchmany(batch)
+            if not chunk:
+                return
+            yield chunk
+
+    # ------------------------------------------------------------------ writes
+    def load(self, rows: Iterable[tuple[str, int, str]]) -> None:
+        """Fill an empty map with (string id, int id, doc) rows, one transaction; the indexes are
+        built after the rows (a sort, faster than a million index inserts)."""
+        if self._count:
+            raise ValueError("load fills an empty map")
+        self._db.execute("DROP INDEX ids_s")
+        self._db.execute("DROP INDEX ids_doc")
+        self._indexed = False
+        try:
+            self._write("INSERT INTO ids (s, i, doc) VALUES (?, ?, ?)", rows)
+        finally:
+            self._index()
+        self._count = int(self._db.execute("SELECT count(*) FROM ids").fetchone()[0])
+
+    def put(self, rows: Sequence[tuple[str, int, str]]) -> None:
+        """Set (string id, int id, doc) rows (a later row for one string id wins). The caller
+        keeps string and int ids one-to-one: a string id present keeps its row's int id."""
+        last = {s: (s, int(i), doc) for s, i, doc in rows}
+        if not last:
+            return
+        present = self.ints(list(last))
+        self._write("INSERT OR REPLACE INTO ids (s, i, doc) VALUES (?, ?, ?)", last.values())
+        self._count += len(last) - len(present)
+
+    def remove(self, strs: Sequence[str]) -> list[int]:
+        """Remove those string ids; the int ids they held, in the order given."""
+        held = self.ints(list(dict.fromkeys(strs)))
+        if held:
+            self._db.execute("DELETE FROM ids WHERE s IN (SELECT value FROM json_each(?))", (_arr(held),))
+            self._count -= len(held)
+        return [held[s] for s in dict.fromkeys(strs) if s in held]
+
+    def _write(self, sql: str, rows: Iterable) -> None:
+        self._db.execute("BEGIN")
+        try:
+            self._db.executemany(sql, rows)
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
