@@ -911,7 +911,8 @@ def vectors_section(results: Path) -> list[str]:
     out = ["## Local vector index candidates", "",
            "`eragraph bench vectors`: exact FAISS flat (the local profile's only index until it took IVF "
            "on from 100k vectors), FAISS IVF, the local profile's own `FaissVectorIndex` (`eragraph-faiss`: "
-           "flat below 100k, IVF from there on) and graph indexes that answer approximately, on the same "
+           "flat below 100k, IVF from there on; flushed after each build batch, so its build time includes "
+           "its change log and snapshots) and graph indexes that answer approximately, on the same "
            "seeded vectors, each backend in its own process. Query: one question at a time, one thread, top-10; recall@10 against the exact "
            "top-10. Delete and replace: one id per operation (a summary re-made), median.", ""]
     for name, d in runs:
