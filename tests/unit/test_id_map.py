@@ -14,8 +14,8 @@ from eragraph.adapters.local.vector_faiss import FaissVectorIndex
 
 def test_lookups_both_ways_and_by_document():
     m = IdMap()
-    m.put([("a", 0, "d1"), ("b", 1, "d2"), ("c", 2, "d1")])
-    assert len(m) == 3 and "b" in m and "z" not in m
+    m.add([("a", 0, "d1"), ("b", 1, "d2"), ("c", 2, "d1")])
+    assert len(m) == 3
     assert m.ints(["c", "a", "z"]) == {"c": 2, "a": 0}
     assert m.strs([2, 7, 0]) == {2: "c", 0: "a"}
     assert m.rows_of(["b", "z"]) == {"b": (1, "d2")}
@@ -24,18 +24,20 @@ def test_lookups_both_ways_and_by_document():
     assert [r for batch in m.rows(batch=2) for r in batch] == [("a", 0, "d1"), ("b", 1, "d2"), ("c", 2, "d1")]
 
 
-def test_put_moves_a_document_and_counts_only_new_ids():
+def test_set_docs_moves_an_id_to_another_document():
     m = IdMap()
-    m.put([("a", 0, "d1"), ("b", 1, "d1")])
-    m.put([("a", 0, "d2"), ("n", 5, "d2"), ("n", 6, "d3")])  # a later row for one id wins
-    assert len(m) == 3
+    m.add([("a", 0, "d1"), ("b", 1, "d1")])
+    m.set_docs([(0, "d2"), (7, "d9")])  # an absent int id changes nothing
+    assert len(m) == 2 and m.strs([7]) == {}
     assert m.in_docs(["d1"]).tolist() == [1] and m.in_docs(["d2"]).tolist() == [0]
-    assert m.rows_of(["n"]) == {"n": (6, "d3")} and m.str_of(5) is None
+    with pytest.raises(Exception):
+        m.add([("a", 5, "d3")])  # the caller adds only absent ids: a repeat is refused whole
+    assert len(m) == 2 and m.rows_of(["a"]) == {"a": (0, "d2")}
 
 
 def test_remove_returns_the_int_ids_held_in_order_once():
     m = IdMap()
-    m.put([(s, i, "d") for i, s in enumerate("abcd")])
+    m.add([(s, i, "d") for i, s in enumerate("abcd")])
     assert m.remove(["c", "zz", "a", "c"]) == [2, 0]
     assert len(m) == 2 and m.all_strs() == {"b", "d"} and m.remove(["a"]) == []
 
@@ -43,11 +45,17 @@ def test_remove_returns_the_int_ids_held_in_order_once():
 def test_load_fills_an_empty_map_and_refuses_duplicates():
     m = IdMap()
     m.load((f"s{i}", i, f"d{i % 3}") for i in range(1000))
-    assert len(m) == 1000 and m.get("s999") == 999 and len(m.in_docs(["d0"])) == 334
+    assert len(m) == 1000 and m.ints(["s999"]) == {"s999": 999} and len(m.in_docs(["d0"])) == 334
     with pytest.raises(ValueError):
         m.load([("x", 5000, "d")])
-    with pytest.raises(Exception):
-        IdMap().load([("x", 1, "d"), ("x", 2, "d")])
+    for repeated in ([("x", 1, "d"), ("x", 2, "d")], [("x", 1, "d"), ("y", 1, "d")]):
+        bad = IdMap()
+        with pytest.raises(ValueError, match="repeat"):
+            bad.load(repeated)
+        assert len(bad) == 0 and bad.all_strs() == set()
+        bad.add([("x", 1, "d")])
+        with pytest.raises(Exception):
+            bad.add([("x", 2, "d")])  # the unique index stands after a failed load
 
 
 def test_a_large_batch_is_one_lookup():
@@ -77,3 +85,19 @@ def test_the_index_holds_no_python_object_per_vector(tmp_path):
         tracemalloc.stop()
     assert index.count() == n and len(index.search(rng.standard_normal(dim).astype(np.float32), 5, layers=[2])) == 5
     assert grown < 8 * n + (2 << 20), f"{grown / n:.0f} bytes per id stayed in Python"
+
+
+def test_an_id_map_file_repeating_an_id_is_refused_as_corrupt(tmp_path):
+    import json
+
+    from eragraph.adapters.local.vector_faiss import IDMAP_FILE, VectorIndexCorruptError
+
+    index = FaissVectorIndex(tmp_path / "v", 4)
+    index.upsert(["a", "b"], np.eye(2, 4, dtype=np.float32), [{"layer": 0, "doc_id": "d"}] * 2)
+    index.flush()
+    path = tmp_path / "v" / IDMAP_FILE
+    data = json.loads(path.read_text())
+    data["entries"][1][0] = data["entries"][0][0]  # two int ids under one string id
+    path.write_text(json.dumps(data))
+    with pytest.raises(VectorIndexCorruptError, match="repeat"):
+        FaissVectorIndex(tmp_path / "v", 4)

@@ -28,7 +28,8 @@ The backends: ``faiss-flat`` (the exact index the local profile used alone befor
 (IVF-Flat trained on a sample of the data, nprobe = ``--ef``, buckets ``--nlist``),
 ``eragraph-faiss`` (the local profile's own ``FaissVectorIndex`` with its defaults: flat below
 100k vectors, IVF from there on; flushed after every build batch, as the engine flushes after
-each ingest; the single deletes and replacements in memory, as every backend's), ``faiss-hnsw``, ``usearch``, ``hnswlib`` and ``lancedb``;
+each ingest; the single deletes and replacements in memory, as every backend's),
+``faiss-hnsw``, ``usearch``, ``hnswlib`` and ``lancedb``;
 ``--m``/``--ef-construction`` set the HNSW graphs' build parameters.
 
 Every vector has a layer (90% layer 0, the rest spread over 1-3), as summaries sit above chunks.

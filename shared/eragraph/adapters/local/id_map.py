@@ -26,22 +26,22 @@ def _arr(values: Iterable) -> str:
 
 
 class IdMap:
-    """``s`` (string id) <-> ``i`` (int id), and ``doc`` (document id) per int id."""
+    """``s`` (string id) <-> ``i`` (int id), and ``doc`` (document id) per int id. The caller
+    keeps string and int ids one-to-one: it adds only ids that are absent, under int ids no
+    other id holds."""
 
     def __init__(self) -> None:
         self._db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
-        for pragma in ("journal_mode=OFF", "synchronous=OFF", f"cache_size=-{CACHE_KIB}", "temp_store=FILE"):
+        # the rollback journal stays (journal_mode=OFF would make a failed batch half-applied)
+        for pragma in ("synchronous=OFF", f"cache_size=-{CACHE_KIB}", "temp_store=FILE"):
             self._db.execute(f"PRAGMA {pragma}")
         self._db.execute("CREATE TABLE ids (i INTEGER PRIMARY KEY, s TEXT NOT NULL, doc TEXT NOT NULL)")
-        self._indexed = False
-        self._index()
+        self._create_indexes()
         self._count = 0
 
-    def _index(self) -> None:
-        if not self._indexed:
-            self._db.execute("CREATE UNIQUE INDEX ids_s ON ids (s)")
-            self._db.execute("CREATE INDEX ids_doc ON ids (doc)")
-            self._indexed = True
+    def _create_indexes(self) -> None:
+        self._db.execute("CREATE UNIQUE INDEX ids_s ON ids (s)")
+        self._db.execute("CREATE INDEX ids_doc ON ids (doc)")
 
     def close(self) -> None:
         self._db.close()
@@ -49,22 +49,7 @@ class IdMap:
     def __len__(self) -> int:
         return self._count
 
-    def __contains__(self, s: str) -> bool:
-        return self.get(s) is not None
-
     # ------------------------------------------------------------------ lookups
-    def get(self, s: str) -> int | None:
-        row = self._db.execute("SELECT i FROM ids WHERE s = ?", (s,)).fetchone()
-        return None if row is None else int(row[0])
-
-    def str_of(self, i: int) -> str | None:
-        row = self._db.execute("SELECT s FROM ids WHERE i = ?", (int(i),)).fetchone()
-        return None if row is None else row[0]
-
-    def doc_of(self, i: int) -> str | None:
-        row = self._db.execute("SELECT doc FROM ids WHERE i = ?", (int(i),)).fetchone()
-        return None if row is None else row[0]
-
     def ints(self, strs: Sequence[str]) -> dict[str, int]:
         """The int id of each of ``strs`` that is present."""
         if not strs:
@@ -120,28 +105,33 @@ class IdMap:
 
     # ------------------------------------------------------------------ writes
     def load(self, rows: Iterable[tuple[str, int, str]]) -> None:
-        """Fill an empty map with (string id, int id, doc) rows, one transaction; the indexes are
-        built after the rows (a sort, faster than a million index inserts)."""
+        """Fill an empty map with (string id, int id, doc) rows in one transaction; the indexes
+        are rebuilt after the rows (a sort, faster than a million index inserts). Rows that
+        repeat an id leave the map empty."""
         if self._count:
             raise ValueError("load fills an empty map")
-        self._db.execute("DROP INDEX ids_s")
-        self._db.execute("DROP INDEX ids_doc")
-        self._indexed = False
+        self._db.execute("BEGIN")
         try:
-            self._write("INSERT INTO ids (s, i, doc) VALUES (?, ?, ?)", rows)
-        finally:
-            self._index()
+            self._db.execute("DROP INDEX ids_s")
+            self._db.execute("DROP INDEX ids_doc")
+            self._db.executemany("INSERT INTO ids (s, i, doc) VALUES (?, ?, ?)", rows)
+            self._create_indexes()
+        except BaseException as exc:
+            self._db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.IntegrityError):  # a repeated int id, or (the index) string id
+                raise ValueError(f"the rows repeat an id: {exc}") from exc
+            raise
+        self._db.execute("COMMIT")
         self._count = int(self._db.execute("SELECT count(*) FROM ids").fetchone()[0])
 
-    def put(self, rows: Sequence[tuple[str, int, str]]) -> None:
-        """Set (string id, int id, doc) rows (a later row for one string id wins). The caller
-        keeps string and int ids one-to-one: a string id present keeps its row's int id."""
-        last = {s: (s, int(i), doc) for s, i, doc in rows}
-        if not last:
-            return
-        present = self.ints(list(last))
-        self._write("INSERT OR REPLACE INTO ids (s, i, doc) VALUES (?, ?, ?)", last.values())
-        self._count += len(last) - len(present)
+    def add(self, rows: Sequence[tuple[str, int, str]]) -> None:
+        """Add (string id, int id, doc) rows of absent ids."""
+        self._write("INSERT INTO ids (s, i, doc) VALUES (?, ?, ?)", rows)
+        self._count += len(rows)
+
+    def set_docs(self, rows: Sequence[tuple[int, str]]) -> None:
+        """(int id, doc): the document of ids present."""
+        self._write("UPDATE ids SET doc = ?2 WHERE i = ?1", rows)
 
     def remove(self, strs: Sequence[str]) -> list[int]:
         """Remove those string ids; the int ids they held, in the order given."""

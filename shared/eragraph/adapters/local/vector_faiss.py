@@ -61,9 +61,9 @@ catches up with the disk. Records that other writers appended since this handle 
 (it keeps the log's inode and the offset it read up to) are replayed before this handle's own
 changes: the net effect of its changes since its last flush (the ids it touched: their current
 vectors and metas, read back from its index, or their absence) is taken aside, its own new ids
-taken out, the records applied, and that net effect replayed on top. When another writer compacted (the id map was replaced),
-the handle re-reads snapshot and log and replays its own changes the same way. So no writer's
-vectors are lost. Readers take no lock: the snapshot is replaced atomically, a record appears
+taken out, the records applied, and that net effect replayed on top. When another writer
+compacted (the id map was replaced), the handle re-reads snapshot and log and replays its own
+changes the same way. So no writer's vectors are lost. Readers take no lock: the snapshot is replaced atomically, a record appears
 whole or not at all, and a reader that opened while a compaction replaced the files (the id map
 changed during the read, or the index file did not match it yet) reads them again.
 """
@@ -253,12 +253,13 @@ class FaissVectorIndex:
         # flush writes and what is replayed over other writers' records
         self._touched: dict[str, None] = {}
         self._reshaped = False  # the shape changed since this handle's last compaction
+        self._ids: IdMap | None = None
         self._reset()
         self._load()
 
     def _reset(self) -> None:
         self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
-        if getattr(self, "_ids", None) is not None:
+        if self._ids is not None:
             self._ids.close()
         self._ids = IdMap()  # string id <-> int id, and each id's doc_id: on disk, not in dicts
         # each int id's layer, one int32 per id ever assigned (_NO_LAYER: none): what a layer
@@ -329,8 +330,12 @@ class FaissVectorIndex:
             raise VectorIndexCorruptError(f"{index_path} is neither an IndexIDMap2 nor an IndexIVFFlat")
         self._index = index
         entries = data.pop("entries")
+        idmap_bytes = len(idmap_raw)
         del idmap_raw
-        self._ids.load((s, int(i), str(d)) for s, i, _, d in entries)
+        try:
+            self._ids.load((s, int(i), str(d)) for s, i, _, d in entries)
+        except ValueError as exc:
+            raise VectorIndexCorruptError(f"{idmap_path}: {exc}") from None
         self._set_layers(np.fromiter((e[1] for e in entries), dtype=np.int64, count=len(entries)),
                          np.fromiter((e[2] for e in entries), dtype=np.int32, count=len(entries)))
         del entries
@@ -339,7 +344,7 @@ class FaissVectorIndex:
             raise VectorIndexCorruptError(f"{self.directory}: {self._index.ntotal} vectors but "
                                           f"{len(self._ids)} ids")
         self._generation = data.get("generation")
-        self._snap_bytes = index_bytes + idmap_path.stat().st_size
+        self._snap_bytes = index_bytes + idmap_bytes
 
     def _read_log(self) -> None:
         """Replay the whole log when it names this snapshot's generation; note a stale one."""
@@ -448,7 +453,7 @@ class FaissVectorIndex:
 
     def _own_net(self) -> tuple[list[str], list[str], np.ndarray, list[dict]]:
         """The net effect of this handle's unflushed changes: the touched ids it holds, the ones
-        it does not (deleted), the held ones' vectors and metas."""
+        it does not (deleted), the held ones' vectors and metas (with their int ids)."""
         touched = list(self._touched)
         rows = self._ids.rows_of(touched)
         present = [s for s in touched if s in rows]
@@ -457,7 +462,8 @@ class FaissVectorIndex:
             vectors = self._index.reconstruct_batch(ints)
         else:
             vectors = np.zeros((0, self.dim), dtype=np.float32)
-        metas = [{"layer": int(self._layer_of[i]), "doc_id": rows[s][1]} for s, i in zip(present, ints.tolist())]
+        metas = [{"layer": int(self._layer_of[i]), "doc_id": rows[s][1], "int_id": i}
+                 for s, i in zip(present, ints.tolist())]
         return present, [s for s in touched if s not in rows], vectors, metas
 
     def _replay_own(self, own: tuple[list[str], list[str], np.ndarray, list[dict]]) -> None:
@@ -470,8 +476,8 @@ class FaissVectorIndex:
         """Apply folded log records (ids, int ids and vectors as their writer assigned them)."""
         held = self._ids.ints(list(net))
         remove = list(held.values())
-        moved = [s for s, i in held.items() if net[s] is None or net[s][0] != i]
-        self._clear_layers(self._ids.remove(moved))
+        kept = {s for s, i in held.items() if net[s] is not None and net[s][0] == i}  # same int id
+        self._clear_layers(self._ids.remove([s for s in held if s not in kept]))
         adds = [(s, value) for s, value in net.items() if value is not None]
         holders = self._ids.strs(value[0] for _, value in adds)
         for s, (i, _, _, _) in adds:
@@ -482,7 +488,8 @@ class FaissVectorIndex:
         self._remove_int(remove)
         if adds:
             add_ids = np.asarray([value[0] for _, value in adds], dtype=np.int64)
-            self._ids.put([(s, i, doc_id) for s, (i, _, doc_id, _) in adds])
+            self._ids.add([(s, i, doc_id) for s, (i, _, doc_id, _) in adds if s not in kept])
+            self._ids.set_docs([(i, doc_id) for s, (i, _, doc_id, _) in adds if s in kept])
             self._set_layers(add_ids, np.asarray([value[1] for _, value in adds], dtype=np.int32))
             self._index.add_with_ids(np.vstack([value[3] for _, value in adds]).astype(np.float32), add_ids)
             next_id = max(next_id, int(add_ids.max()) + 1)
@@ -493,8 +500,7 @@ class FaissVectorIndex:
         """One log record: the net effect of this handle's changes (current vector and meta of
         each id it wrote and still holds; the ids it deleted)."""
         present, deleted, vectors, metas = self._own_net()
-        ints = self._ids.ints(present)
-        upserts = [[s, ints[s], m["layer"], m["doc_id"]] for s, m in zip(present, metas)]
+        upserts = [[s, m["int_id"], m["layer"], m["doc_id"]] for s, m in zip(present, metas)]
         return _encode_record(self._next_id, deleted, upserts, vectors)
 
     def _append(self, record: bytes) -> None:
@@ -672,17 +678,20 @@ class FaissVectorIndex:
         order = sorted(last.values())
         held = self._ids.ints([ids[n] for n in order])
         self._remove_int(list(held.values()))
-        rows, int_ids = [], []
+        new, kept, int_ids = [], [], []
         for n in order:
-            s = ids[n]
+            s, doc_id = ids[n], str(metas[n].get("doc_id", ""))
             i = held.get(s)
             if i is None:
                 i = self._next_id
                 self._next_id += 1
-            rows.append((s, i, str(metas[n].get("doc_id", ""))))
+                new.append((s, i, doc_id))
+            else:
+                kept.append((i, doc_id))
             int_ids.append(i)
         ints = np.asarray(int_ids, dtype=np.int64)
-        self._ids.put(rows)
+        self._ids.add(new)
+        self._ids.set_docs(kept)
         self._set_layers(ints, np.asarray([int(metas[n].get("layer", -1)) for n in order], dtype=np.int32))
         self._index.add_with_ids(np.ascontiguousarray(vectors[order]), ints)
         self._changed()
