@@ -75,6 +75,7 @@ import json
 import os
 import secrets
 import struct
+import tempfile
 import threading
 import time
 import zlib
@@ -639,22 +640,56 @@ class FaissVectorIndex:
         elif n < self.ivf_min:
             return
         ints = self._ids.all_ints()
-        if n < self.ivf_min // 4:
-            index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
-        else:
-            nlist = _nlist(n)
-            # the Python wrapper keeps the quantizer alive as long as the index
-            index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
-            rows = np.random.default_rng(n).choice(n, size=min(n, TRAIN_PER_LIST * nlist), replace=False)
-            index.train(self._index.reconstruct_batch(ints[np.sort(rows)]))
-            index.set_direct_map_type(faiss.DirectMap.Hashtable)
-        # copied a batch at a time: the old and the new index, never a third copy of the vectors
-        for start in range(0, len(ints), _RESHAPE_BATCH):
-            batch = ints[start:start + _RESHAPE_BATCH]
-            index.add_with_ids(self._index.reconstruct_batch(batch), batch)
-        self._index = index
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=self.directory) as spill:
+            # the vectors go to an unnamed file and the old index is freed before the new one is
+            # filled, so a change of shape never holds two indexes (or a copy of the vectors)
+            for start in range(0, len(ints), _RESHAPE_BATCH):
+                spill.write(self._index.reconstruct_batch(ints[start:start + _RESHAPE_BATCH]).tobytes())
+            old, self._index = self._index, None
+            del old
+            try:
+                self._index = self._new_shape(n, ints, spill)
+            except BaseException:
+                self._index = self._filled(faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim)), ints, spill)
+                raise
         self._selectors.clear()
         self._reshaped = True  # the next flush writes a snapshot of this shape, so readers open it
+
+    def _new_shape(self, n: int, ints: np.ndarray, spill: Any) -> Any:
+        """The index for n vectors (flat below a quarter of ``ivf_min``, else IVF trained on a
+        sample of the spilled vectors), filled from the spill file."""
+        if n < self.ivf_min // 4:
+            return self._filled(faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim)), ints, spill)
+        nlist = _nlist(n)
+        # the Python wrapper keeps the quantizer alive as long as the index
+        index = faiss.IndexIVFFlat(faiss.IndexFlatIP(self.dim), self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+        rows = np.sort(np.random.default_rng(n).choice(n, size=min(n, TRAIN_PER_LIST * nlist), replace=False))
+        sample = np.empty((len(rows), self.dim), dtype=np.float32)
+        taken = 0
+        for start, batch in self._spilled(len(ints), spill):
+            pick = rows[(rows >= start) & (rows < start + len(batch))] - start
+            sample[taken:taken + len(pick)] = batch[pick]
+            taken += len(pick)
+        index.train(sample)
+        del sample
+        index.set_direct_map_type(faiss.DirectMap.Hashtable)
+        return self._filled(index, ints, spill)
+
+    def _filled(self, index: Any, ints: np.ndarray, spill: Any) -> Any:
+        for start, batch in self._spilled(len(ints), spill):
+            index.add_with_ids(batch, ints[start:start + len(batch)])
+        return index
+
+    def _spilled(self, n: int, spill: Any) -> Iterable[tuple[int, np.ndarray]]:
+        """The spilled vectors, _RESHAPE_BATCH rows at a time, with the row each batch starts at."""
+        spill.seek(0)
+        for start in range(0, n, _RESHAPE_BATCH):
+            rows = min(_RESHAPE_BATCH, n - start)
+            batch = np.empty((rows, self.dim), dtype=np.float32)
+            if spill.readinto(memoryview(batch).cast("B")) != batch.nbytes:
+                raise VectorIndexCorruptError("the vectors spilled for a change of shape were cut short")
+            yield start, batch
 
     def upsert(self, ids: Sequence[str], vectors: np.ndarray, metas: Sequence[Mapping[str, Any]]) -> None:
         vectors = np.asarray(vectors, dtype=np.float32)

@@ -1,0 +1,36 @@
+"""The in-process queues stay bounded while a bulk ingest announces batch after batch before
+one drain: codes (what a reconcile reads) are all kept, the ids that record the change are
+capped per pending message."""
+
+from __future__ import annotations
+
+import pytest
+
+from eragraph.adapters.local.queue_local import LocalQueue
+from eragraph.adapters.memory import MemoryQueue
+from eragraph.domain.model import SegmentsAffected
+
+
+@pytest.mark.parametrize("make", [MemoryQueue, LocalQueue])
+def test_coalesced_ids_are_capped_and_codes_kept(make):
+    queue = make()
+    cap = queue.ids_max
+    batches = 3 * cap // 256 + 1
+    for b in range(batches):
+        ids = tuple(f"chunk-{b}-{i}" for i in range(256))
+        queue.send([SegmentsAffected(layer=0, added=ids, removed=ids[:3], reason="ingest", codes=(b % 64,), group=1)])
+    [(_, msg)] = queue.receive(10)
+    assert len(msg.added) == cap
+    assert msg.added[:256] == tuple(f"chunk-0-{i}" for i in range(256))  # the first ones, in order
+    assert len(msg.removed) == min(cap, 3 * batches)
+    assert msg.codes == tuple(range(min(batches, 64)))  # every code, so the reconcile still sees every change
+    assert msg.scoped
+
+
+@pytest.mark.parametrize("make", [MemoryQueue, LocalQueue])
+def test_one_oversized_message_is_capped_too(make):
+    queue = make()
+    ids = tuple(f"c{i}" for i in range(queue.ids_max + 10))
+    queue.send([SegmentsAffected(layer=2, added=ids, codes=(5,), group=0)])
+    [(_, msg)] = queue.receive(1)
+    assert msg.added == ids[:queue.ids_max] and msg.codes == (5,)
