@@ -20,7 +20,7 @@ from .config import Settings, settings_from_env
 from .domain.model import EragraphError
 from .services.modes import mode_names
 
-BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale", "vectors")
+BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale", "vectors", "deadline")
 DEFAULT_STORE = "eragraph-store"
 
 # Exit statuses (EXIT_HELP says them in --help; README's CLI section too).

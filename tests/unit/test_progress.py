@@ -97,3 +97,23 @@ def test_continuation_is_a_new_operation():
     again = continuation(message)
     assert again.codes == message.codes and again.layer == message.layer and again.group == message.group
     assert again.op != message.op
+
+
+def test_a_reconcile_with_less_than_the_margin_left_does_not_begin():
+    """A batch's later records come to reconcile after the earlier ones used the time: they
+    must not read and plan a layer they cannot finish (a Lambda cut at its timeout retries the
+    whole batch)."""
+    from eragraph.services.resummarize import DEADLINE_MARGIN
+
+    engine = make_engine()
+    ledger = Ledger(engine.summarizer)
+    engine.summarizer = ledger
+    ingest(engine, synthetic_docs(30))
+    _r, message = engine.queue.receive(1)[0]
+    before = (engine.graph.layer_sizes(), engine.graph.meta_keys(""))
+    with pytest.raises(DeadlineReached, match="not begun"):
+        reconcile(engine, message, deadline=lambda: DEADLINE_MARGIN - 0.5)
+    assert (engine.graph.layer_sizes(), engine.graph.meta_keys("")) == before
+    assert sum(ledger.paid.values()) == 0
+    reconcile(engine, message, deadline=lambda: DEADLINE_MARGIN + 1000.0)  # with time: it runs
+    assert sum(ledger.paid.values()) > 0

@@ -641,6 +641,59 @@ def scale_target_rows(name: str, d: dict) -> list[list[str]]:
     return rows
 
 
+def deadline_target_rows(name: str, d: dict) -> list[list[str]]:
+    """The AWS deadline run: thousands of new summaries through the summarize handler under its
+    timeout complete, each invocation within it, and none is paid for twice."""
+    if d.get("smoke"):
+        return []
+    run = (f"`{name}` ({fmt(d['summaries_layer1'])} new layer-1 summaries, {d['invocations']} invocations of "
+           f"{d['function']['timeout_seconds']:g} s)")
+    done = d["invariants"]["ok"] and d["records_failed"] == 0 and d["paid_twice"] == 0
+    within = d["seconds_used_max"] < d["function"]["timeout_seconds"]
+    return [["AWS deadline run completes, no summary paid twice", run,
+             f"ledger {fmt(d['ledger_summarize_calls'])} calls = {fmt(d['summaries_stored'])} summaries stored; "
+             f"longest invocation {d['seconds_used_max']:.0f} s", verdict(done and within),
+             "" if done and within else "see the deadline section"]]
+
+
+def deadline_section(results: Path) -> list[str]:
+    runs = [(n, d) for n, d in load(results, "deadline") if not d.get("smoke")]
+    if not runs:
+        return []
+    out = ["## Deadline: a layer of new summaries through the summarize handler", "",
+           "`eragraph bench deadline`: the AWS profile's storage under moto; a layer of new summaries is made "
+           "by `functions/summarize/app.py`'s handler, fed the SQS queue as Lambda's event source mapping "
+           "feeds it (BatchSize records an invocation, the SQS event JSON), each invocation with a context "
+           "whose remaining time starts at the function's Timeout (both from template.yaml). Each summarize "
+           "call is charged a simulated model latency against that time, on top of the real time; an "
+           "invocation stops starting calls with less than the handler's margin left and re-queues the rest. "
+           "Paid twice = the ledger's summarize calls minus the summaries stored.", ""]
+    for name, d in runs:
+        fn = d["function"]
+        used = sorted(d["seconds_used_by_invocation"])
+        out += [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
+                *table(["measure", "value"], [
+                    ["chunks in layer 0 (hashing embedder)", fmt(d["chunks"])],
+                    ["layers after", ", ".join(f"{k}: {fmt(v)}" for k, v in d["layers"].items())],
+                    ["function timeout / batch size", f"{fn['timeout_seconds']:g} s / {fn['batch_size']}"],
+                    ["simulated latency per summarize call", f"{d['call_seconds_simulated']:g} s"],
+                    ["messages after the ingest", d["messages_sent_after_ingest"]],
+                    ["invocations", d["invocations"]],
+                    ["continuations delivered", d["continuations_delivered"]],
+                    ["most summaries made in one invocation", d["summaries_per_working_invocation_max"]],
+                    ["seconds used per invocation: median / max", f"{used[len(used) // 2]:.1f} / {used[-1]:.1f}"],
+                    ["records failed", d["records_failed"]],
+                    ["ledger summarize calls", fmt(d["ledger_summarize_calls"])],
+                    ["summaries stored above layer 0", fmt(d["summaries_stored"])],
+                    ["paid twice", d["paid_twice"]],
+                    ["graph invariants", "hold" if d["invariants"]["ok"] else
+                     f"{d['invariants']['violation_count']} violations"],
+                    ["real seconds under moto: ingest / delivery",
+                     f"{d['build_seconds_under_moto']:.0f} / {d['deliver_seconds_under_moto']:.0f}"],
+                ]), ""]
+    return out
+
+
 def verdict(ok: bool | None) -> str:
     return "not measured" if ok is None else ("**met**" if ok else "**missed**")
 
@@ -774,7 +827,8 @@ def vector_target_rows(name: str, d: dict) -> list[list[str]]:
 
 
 def targets_section(growth: list, ingest: list, query: list, retrieval: list | None = None,
-                    scale: list | None = None, vectors: list | None = None) -> list[str]:
+                    scale: list | None = None, vectors: list | None = None,
+                    deadline: list | None = None) -> list[str]:
     """One row per target and run; the issue's configuration is MultiHop-RAG (609 docs),
     MiniLM, extractive summarizer -- a run in another configuration says so in its label."""
     rows: list[list[str]] = []
@@ -808,6 +862,8 @@ def targets_section(growth: list, ingest: list, query: list, retrieval: list | N
         rows += scale_target_rows(name, d)
     for name, d in vectors or []:
         rows += vector_target_rows(name, d)
+    for name, d in deadline or []:
+        rows += deadline_target_rows(name, d)
     if not rows:
         return ["No results yet."]
     return table(["target", "run", "measured", "verdict", "gap"], rows)
@@ -965,7 +1021,8 @@ def render(results: Path) -> tuple[str, list[Path]]:
              "shared the CPU, so seconds carry noise and compare only within a run; token and call counts "
              "are exact.", "",
              "## Targets", ""]
-    lines += targets_section(growth, ingest, query, retrieval, scale, load(results, "vectors"))
+    lines += targets_section(growth, ingest, query, retrieval, scale, load(results, "vectors"),
+                             load(results, "deadline"))
     lines += ["", *coverage_note(growth)]
     lines += ["", "## Growth: incremental updates vs. rebuilding after every step", "",
               "EraRAG §V (Fig. 4–6) compares the cost of inserting new documents into an existing graph "
@@ -994,6 +1051,7 @@ def render(results: Path) -> tuple[str, list[Path]]:
     if not scale:
         lines += ["No scale results yet.", ""]
     lines += vectors_section(results)
+    lines += deadline_section(results)
     lines += runs_section(results)
     return "\n".join(lines).rstrip() + "\n", [plots / img for img in images_all]
 

@@ -536,34 +536,35 @@ def find_template(args: Any) -> Path:
     raise FileNotFoundError("template.yaml not found (pass --template)")
 
 
-def aws_size(n: int, args: Any, env: dict[str, str]) -> dict:
+@contextmanager
+def moto_engine(name: str, args: Any, env: dict[str, str]) -> Iterator[tuple[Any, str, Any]]:
+    """The AWS profile's storage under moto (lean: bench/moto_lean.py) for one run: the
+    DynamoDB table of template.yaml, an S3 bucket and an SQS FIFO queue; vectors in memory
+    (moto has no OpenSearch), an in-process queue until the caller swaps in the SQS one.
+    Yields (engine, the queue's URL, the SQS client)."""
     import boto3
     from moto import mock_aws
 
     from ..adapters.aws.dynamodb import DynamoGraphStore
     from ..adapters.aws.entity_dynamodb import DynamoEntityStore
     from ..adapters.aws.s3 import S3BlobStore
-    from ..adapters.aws.sqs import SqsQueue
     from ..adapters.memory import MemoryQueue, MemoryVectorIndex
     from ..bootstrap.providers import attach_query_side, make_embedder, make_generator, make_summarizer
     from ..config import settings_from_env
     from ..providers.hashing import RegexTokenizer
     from ..services.engine import Engine, open_settings
-    from ..services.ingest import SourceDoc, ingest
-    from ..services.resummarize import drain
     from .moto_lean import lean_moto
 
-    region, table, bucket = "us-east-1", f"eragraph-scale-{n}", "eragraph-scale-docs"
+    region, table, bucket = "us-east-1", f"eragraph-{name}", "eragraph-bench-docs"
     fake = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
             "AWS_DEFAULT_REGION": region, "AWS_REGION": region}
     definition = table_definition(find_template(args))
     with environment({**env, **fake}), mock_aws(), lean_moto():
         boto3.client("s3", region_name=region).create_bucket(Bucket=bucket)
         sqs = boto3.client("sqs", region_name=region)
-        url = sqs.create_queue(QueueName=f"eragraph-scale-{n}.fifo",
+        url = sqs.create_queue(QueueName=f"eragraph-{name}.fifo",
                                Attributes={"FifoQueue": "true", "VisibilityTimeout": "60"})["QueueUrl"]
-        dynamodb = boto3.client("dynamodb", region_name=region)
-        dynamodb.create_table(TableName=table, **definition)
+        boto3.client("dynamodb", region_name=region).create_table(TableName=table, **definition)
         graph = DynamoGraphStore(table, region=region)
         settings = open_settings(graph, settings_from_env(embed_cache=False))
         tokenizer = RegexTokenizer()
@@ -573,6 +574,15 @@ def aws_size(n: int, args: Any, env: dict[str, str]) -> dict:
                         blobs=S3BlobStore(bucket, client=boto3.client("s3", region_name=region)),
                         generator=make_generator(settings))
         attach_query_side(engine, settings, DynamoEntityStore(table, models=graph.models), MemoryVectorIndex())
+        yield engine, url, sqs
+
+
+def aws_size(n: int, args: Any, env: dict[str, str]) -> dict:
+    from ..adapters.aws.sqs import SqsQueue
+    from ..services.ingest import SourceDoc, ingest
+    from ..services.resummarize import drain
+
+    with moto_engine(f"scale-{n}", args, env) as (engine, url, sqs):
         started = time.perf_counter()
         rows = synthetic_rows(n, args.seed)
         ingest(engine, (SourceDoc(source=f"synthetic/{r['id']}", doc_id=r["id"], text=r["text"]) for r in rows),
@@ -581,7 +591,7 @@ def aws_size(n: int, args: Any, env: dict[str, str]) -> dict:
         build_seconds = time.perf_counter() - started
         engine.queue = SqsQueue(url, client=sqs)
         counter = DynamoCounter()
-        counter.attach(graph.models.item._get_connection().connection.client)
+        counter.attach(engine.graph.models.item._get_connection().connection.client)
         counters = count_ports(engine)
         ops = insert_delete(engine, counters, probe_docs(args.repeats, args.seed, f"aws{n}-"), extra_counter=counter)
         sizes = engine.graph.layer_sizes()

@@ -277,9 +277,13 @@ def covered(engine: Engine, layer: int, group: int) -> bool:
 
 def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None) -> ChangeReport:
     """Bring the part of a layer that ``target`` names (a message; a bare layer number or a
-    message without codes: the whole layer) and the summaries above it up to date."""
+    message without codes: the whole layer) and the summaries above it up to date. Raises
+    DeadlineReached, having done nothing, when ``deadline`` leaves less than the margin to
+    begin: a batch's later records must not start reading and planning with no time left."""
     message = target if isinstance(target, SegmentsAffected) else SegmentsAffected(layer=int(target))
     layer = message.layer
+    if deadline is not None and deadline() < DEADLINE_MARGIN:
+        raise DeadlineReached(f"layer {layer}: not begun, {deadline():.1f} s left")
     report = ChangeReport()
     s = engine.settings
     finish_outbox(engine, layer, message.group if message.scoped else None)
