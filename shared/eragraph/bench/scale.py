@@ -320,6 +320,7 @@ def build_child(argv: list[str]) -> int:
     def drain(engine, *a, **kw):
         marks["rss_before_drain_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         marks["ingest_phase_seconds"] = time.perf_counter() - marks["started"]
+        marks["engine"] = engine
         return real_drain(engine, *a, **kw)
 
     resummarize.drain = drain
@@ -330,9 +331,36 @@ def build_child(argv: list[str]) -> int:
     out = {"exit_code": code, "cli": json.loads(buffer.getvalue() or "{}"),
            "rss_before_drain_kb": marks.get("rss_before_drain_kb"),
            "ingest_phase_seconds": marks.get("ingest_phase_seconds"),
-           "rss_peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}
+           "rss_peak_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+           "vector_index_resident_kb": index_resident_kb(marks.get("engine"))}
     Path(report_path).write_text(json.dumps(out), encoding="utf-8")
     return code
+
+
+def resident_kb() -> int:
+    with open("/proc/self/statm", encoding="ascii") as fh:
+        return int(fh.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+
+
+def index_resident_kb(engine: Any) -> int | None:
+    """What the build's vector index holds in memory, as it grew (buckets with their spare
+    capacity, the id map's table): the process's resident memory before and after the index
+    is closed and glibc hands the freed pages back (``malloc_trim``). Linux only."""
+    close = getattr(getattr(engine, "vectors", None), "close", None)
+    if close is None or not os.path.exists("/proc/self/statm"):
+        return None
+    import ctypes
+    import gc
+
+    gc.collect()
+    before = resident_kb()
+    close()
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        return None
+    return before - resident_kb()
 
 
 def build_store(store: Path, corpus: Path, batch_docs: int, env: dict[str, str]) -> dict:
@@ -352,6 +380,8 @@ def build_store(store: Path, corpus: Path, batch_docs: int, env: dict[str, str])
             "ingest_phase_seconds": round(child["ingest_phase_seconds"] or 0.0, 3),
             "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
             "peak_rss_before_drain_mb": round((child["rss_before_drain_kb"] or 0) / 1024, 1),
+            "vector_index_resident_mb": (None if child.get("vector_index_resident_kb") is None
+                                         else round(child["vector_index_resident_kb"] / 1024, 1)),
             "documents_added": cli_out["documents_added"], "chunks_added": cli_out["chunks_added"],
             "summarize_calls": cli_out["summarize_calls"]}
 
@@ -626,7 +656,9 @@ def run(args: Any) -> dict:
             "build": "`eragraph ingest CORPUS.jsonl` (ingest + drain) in a child process: process wall time, "
                      "the service seconds it reports (ingest + drain), its peak RSS (os.wait4), the peak before "
                      "the drain began and the seconds from the process start to the drain (imports and store "
-                     "opening included)",
+                     "opening included); the vector index's resident memory at the end of the build (the "
+                     "process's resident memory before and after the index is closed and malloc_trim hands "
+                     "the freed pages back: buckets with their spare capacity, the id map's table)",
             "insert": "ingest(one document) + drain through the services on the warm store; delete: remove + "
                       "drain; median of the repeats; items read = items returned by the ports' read methods, "
                       "items written = items given to their write methods",

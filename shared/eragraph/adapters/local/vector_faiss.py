@@ -400,6 +400,16 @@ class FaissVectorIndex:
             self._dirty = False
             self._touched.clear()
 
+    def close(self) -> None:
+        """Flush what is unflushed, then release the index and the id map (their memory, and
+        the id map's temporary file). The handle is not used again."""
+        with self._lock:
+            self.flush()
+            self._index = faiss.IndexIDMap2(faiss.IndexFlatIP(self.dim))
+            self._layer_of = np.full(0, _NO_LAYER, dtype=np.int32)
+            self._selectors.clear()
+            self._ids.close()
+
     def _sync(self) -> None:
         """Under the writer lock: bring in what other writers flushed since this handle last
         read or wrote the files, then this handle's own changes on top."""
