@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import add_common_options, finish, progress
-from .scale import environment, find_template, model_env, moto_engine, synthetic_rows
+from .scale import environment, find_template, load_template, model_env, moto_engine, synthetic_rows
 
 CHUNKS_PER_SUMMARY = 8.3  # layer 0 -> 1 at the default S_min 6 / S_max 12 (bench scale: 10,000 -> 1,202)
 SMOKE_SUMMARIES = 24
@@ -61,14 +61,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def function_settings(template: Path, logical_id: str = "SummarizeFunction") -> dict:
     """The function's Timeout and its SQS event source's BatchSize, as deployed."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
-    with open(template, encoding="utf-8") as fh:
-        doc = yaml.load(fh, Loader=Loader)
+    doc = load_template(template)
     props = doc["Resources"][logical_id]["Properties"]
     timeout = props.get("Timeout") or (doc.get("Globals") or {}).get("Function", {}).get("Timeout")
     batch = [e["Properties"].get("BatchSize", 10) for e in (props.get("Events") or {}).values()

@@ -540,7 +540,8 @@ def median_dynamo(rows: list[dict]) -> dict:
     return out
 
 
-def table_definition(template: Path, logical_id: str = "GraphTable") -> dict:
+def load_template(template: Path) -> dict:
+    """template.yaml as data; CloudFormation's tags (!Ref, !GetAtt, ...) read as None."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -548,7 +549,11 @@ def table_definition(template: Path, logical_id: str = "GraphTable") -> dict:
 
     Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
     with open(template, encoding="utf-8") as fh:
-        props = yaml.load(fh, Loader=Loader)["Resources"][logical_id]["Properties"]
+        return yaml.load(fh, Loader=Loader)
+
+
+def table_definition(template: Path, logical_id: str = "GraphTable") -> dict:
+    props = load_template(template)["Resources"][logical_id]["Properties"]
     definition = {k: props[k] for k in ("AttributeDefinitions", "KeySchema") if k in props}
     if "GlobalSecondaryIndexes" in props:
         definition["GlobalSecondaryIndexes"] = [
