@@ -147,7 +147,7 @@ def test_rejects_bad_shape_settings(tmp_path):
 
 
 _RESHAPE_PEAK = r"""
-import resource, sys, tempfile
+import sys, tempfile
 import numpy as np
 from eragraph.adapters.local.vector_faiss import FaissVectorIndex
 n, dim = 200_000, 128
@@ -162,7 +162,8 @@ del v
 resident = int(open("/proc/self/statm").read().split()[1]) * 4096
 index.upsert(["last"], np.full((1, dim), dim ** -0.5, np.float32), [{"layer": 0, "doc_id": "d"}])
 assert index.shape()["kind"] == "ivf" and index.count() == n
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# this process's own peak (VmHWM); ru_maxrss would also count the parent's size at the fork
+peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) * 1024
 print((peak - resident) / (n * dim * 4))
 """
 
