@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import io
+import json
 import math
 import sys
 import time
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from .common import add_common_options, finish, progress
-from .scale import environment, find_template, load_template, model_env, moto_engine, synthetic_rows
+from .scale import find_template, load_template, model_env, moto_engine, synthetic_rows
 
 CHUNKS_PER_SUMMARY = 8.3  # layer 0 -> 1 at the default S_min 6 / S_max 12 (bench scale: 10,000 -> 1,202)
 SMOKE_SUMMARIES = 24
@@ -87,17 +88,21 @@ class SimulatedLatency:
     def __init__(self, inner: Any, seconds: float) -> None:
         self._inner = inner
         self.seconds = seconds
-        self.charged = 0.0
+        self.calls = 0
+
+    @property
+    def charged(self) -> float:
+        return self.calls * self.seconds
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
     def summarize(self, *a, **kw):
-        self.charged += self.seconds
+        self.calls += 1
         return self._inner.summarize(*a, **kw)
 
     def revise(self, *a, **kw):
-        self.charged += self.seconds
+        self.calls += 1
         return self._inner.revise(*a, **kw)
 
 
@@ -163,7 +168,7 @@ def deliver(engine: Any, handler: Any, sqs: Any, url: str, fn: dict, latency: Si
         if not got:
             break
         context = Invocation(fn["timeout"], latency)
-        calls_before = latency.charged
+        calls_before = latency.calls
         with redirect_stdout(io.StringIO()):  # the handler's EMF metric lines
             out = handler.handler(sqs_records(got), context)
         failed = {f["itemIdentifier"] for f in out.get("batchItemFailures", [])}
@@ -176,8 +181,8 @@ def deliver(engine: Any, handler: Any, sqs: Any, url: str, fn: dict, latency: Si
                 if m["MessageId"] in failed:
                     sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"],
                                                   VisibilityTimeout=0)
-        made = round((latency.charged - calls_before) / latency.seconds) if latency.seconds else 0
-        continued = sum(1 for m in got if '+continue"' in m["Body"])
+        made = latency.calls - calls_before
+        continued = sum(1 for m in got if json.loads(m["Body"]).get("reason", "").endswith("+continue"))
         invocations.append({"records": len(got), "continuations_received": continued, "failed": len(failed),
                             "summarize_calls": made, "seconds_used": round(context.used(), 3)})
         bar.update(made)
@@ -210,18 +215,17 @@ def run(args: Any) -> dict:
         engine.queue.send(pending)
         latency = SimulatedLatency(engine.summarizer, args.call_seconds)
         engine.summarizer = latency
-        with environment(env):
-            handler = load_summarize_handler(template)
-            from ..bootstrap.aws import LAMBDA_ENGINE
+        handler = load_summarize_handler(template)  # moto_engine has set the environment it reads
+        from ..bootstrap.aws import LAMBDA_ENGINE
 
-            LAMBDA_ENGINE.set(engine)
-            try:
-                started = time.perf_counter()
-                with progress(summaries, "summaries", not args.no_progress) as bar:
-                    delivered = deliver(engine, handler, sqs, url, fn, latency, bar)
-                deliver_seconds = time.perf_counter() - started
-            finally:
-                LAMBDA_ENGINE.set(None)
+        LAMBDA_ENGINE.set(engine)
+        try:
+            started = time.perf_counter()
+            with progress(summaries, "summaries", not args.no_progress) as bar:
+                delivered = deliver(engine, handler, sqs, url, fn, latency, bar)
+            deliver_seconds = time.perf_counter() - started
+        finally:
+            LAMBDA_ENGINE.set(None)
         sizes = engine.graph.layer_sizes()
         ledger = cost.ledger_rows(engine.graph.ledger())
         paid = sum(c.calls for c in ledger if c.kind == "summarize")
