@@ -15,7 +15,8 @@ import pytest
 
 from eragraph.domain.model import NodeRef, RefState
 from eragraph.domain.partition import largest_unpartitionable, partition
-from eragraph.domain.scoped import code_prefix, count_cap, cut_region, plan_regions, whole_layer
+from eragraph.domain.scoped import (code_prefix, count_cap, cut_region, plan_regions, stream_regions,
+                                     whole_layer)
 
 
 class RefIndex:
@@ -195,3 +196,105 @@ def test_small_layer_is_one_root_region():
     assert len(regions) == 1 and regions[0].root
     assert cut_region(regions[0], 8, 3, 6) == []
     assert plan_regions([], index.read, 8, 3, 6) == []
+
+
+# --- the streamed whole-layer pass (stream_regions) ---
+
+def _random_layer(rng: random.Random, n_bits: int, size: int, clumpy: bool) -> RefIndex:
+    """A layer in an arbitrary stored state: segmented as the rule cut an earlier node set,
+    then changed without a reconcile (adds without segment, tombstones with and without)."""
+    centres = [rng.getrandbits(n_bits) for _ in range(rng.choice([2, 5]))] if clumpy else []
+    index = RefIndex(n_bits)
+    for i in range(size):
+        index.add(f"o{i:06d}", _code(rng, n_bits, centres))
+    return index
+
+
+def _stream(index: RefIndex, n_bits, s_min, s_max, limit, stop_after: int | None = None):
+    applied = []
+    for number, region in enumerate(stream_regions(index.read, n_bits, s_min, s_max, limit)):
+        if stop_after is not None and number >= stop_after:
+            break  # the pass stopped (a deadline, a crash): the layer holds part of a re-cut
+        index.apply(region, cut_region(region, n_bits, s_min, s_max))
+        applied.append(region)
+    return applied
+
+
+@pytest.mark.parametrize("s_min,s_max,n_bits", BOUNDS)
+@pytest.mark.parametrize("seed", range(5))
+def test_streamed_regions_cut_the_layer_as_the_rule_does(s_min, s_max, n_bits, seed):
+    rng = random.Random(seed * 7919 + s_min * 13 + s_max)
+    limit = rng.choice([1, 40, 100])
+    index = _random_layer(rng, n_bits, rng.choice([3, 30, 400, 1500]), clumpy=seed % 2 == 1)
+    if rng.random() < 0.5:  # segmented once, then changed: old segments, tombstones, new nodes
+        index.apply(whole_layer(index.read), full(index.live(), n_bits, s_min, s_max))
+        live = [r for r in index.refs.values() if r.live]
+        for victim in rng.sample(live, len(live) // 4):
+            index.remove(victim.node_id)
+        for i in range(len(live) // 3):
+            index.add(f"n{i:06d}", rng.getrandbits(n_bits))
+    refs = [r.node_id for region in stream_regions(index.read, n_bits, s_min, s_max, limit)
+            for r in region.refs]
+    assert sorted(refs) == sorted(index.refs)  # disjoint, and every ref of the layer is in one
+    regions = list(stream_regions(index.read, n_bits, s_min, s_max, limit))
+    cut = sorted(seg for region in regions for seg in cut_region(region, n_bits, s_min, s_max))
+    assert cut == full(index.live(), n_bits, s_min, s_max)
+    _stream(index, n_bits, s_min, s_max, limit)
+    assert index.stored() == full(index.live(), n_bits, s_min, s_max)
+    assert not [r for r in index.refs.values() if not r.live]  # tombstones are dropped
+    if len(index.live()) > s_max:  # a layer that small has no segments
+        assert not [r for r in index.refs.values() if r.changed]
+
+
+@pytest.mark.parametrize("s_min,s_max,n_bits", [(6, 12, 10), (8, 12, 10), (3, 5, 12), (4, 9, 12)])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_streamed_pass_stopped_part_way_is_finished_by_the_next_walk(s_min, s_max, n_bits, seed):
+    """The layer between two walks holds part of a re-cut (not the rule's partition of any node
+    set). A later walk -- after more changes, or stopped again -- still ends at the rule's
+    partition, and the regions the stopped walk applied cost nothing to walk again."""
+    rng = random.Random(seed)
+    limit = 48
+    index = _random_layer(rng, n_bits, 900, clumpy=seed % 2 == 0)
+    for _round in range(4):
+        done = _stream(index, n_bits, s_min, s_max, limit, stop_after=rng.randint(0, 6))
+        for j in range(rng.choice([0, 5, 60])):  # writers go on meanwhile
+            if rng.random() < 0.6:
+                index.add(f"r{_round}-{j}", rng.getrandbits(n_bits))
+            else:
+                index.remove(rng.choice([r for r in index.refs.values() if r.live]).node_id)
+        assert len(done) <= 6
+    applied = _stream(index, n_bits, s_min, s_max, limit)
+    assert index.stored() == full(index.live(), n_bits, s_min, s_max)
+    before = dict(index.refs)
+    _stream(index, n_bits, s_min, s_max, limit)  # walked again with nothing changed
+    assert index.refs == before
+    assert applied
+    # and the scoped reconcile's invariant holds again: a later insert is planned from it
+    code = rng.getrandbits(n_bits)
+    index.add("after", code)
+    reconcile(index, [code], n_bits, s_min, s_max)
+    assert index.stored() == full(index.live(), n_bits, s_min, s_max)
+
+
+def test_a_streamed_pass_holds_a_bounded_part_of_a_large_layer():
+    """Regions stay near the limit and the walk reads each ref about twice, whatever the size."""
+    n_bits, s_min, s_max, limit = 20, 6, 12, 256
+    rng = random.Random(3)
+    for size in (5_000, 40_000):
+        index = _random_layer(rng, n_bits, size, clumpy=False)
+        sizes = []
+        for region in stream_regions(index.read, n_bits, s_min, s_max, limit):
+            sizes.append(len(region.refs))
+            index.apply(region, cut_region(region, n_bits, s_min, s_max))
+        assert index.stored() == full(index.live(), n_bits, s_min, s_max)
+        assert len(sizes) >= size // limit
+        assert max(sizes) <= limit + n_bits * count_cap(s_min, s_max)
+        assert index.refs_read <= 3 * size
+
+
+def test_a_small_layer_streams_as_one_root_region():
+    index = RefIndex(8)
+    for i in range(5):
+        index.add(f"s{i}", i)
+    [region] = list(stream_regions(index.read, 8, 3, 6, 64))
+    assert region.root and cut_region(region, 8, 3, 6) == []

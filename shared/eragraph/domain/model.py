@@ -164,6 +164,17 @@ def applying_key(layer: int, token: str) -> str:
     return f"{APPLYING}{layer}:{token}"
 
 
+# Meta key prefix of a whole-layer pass applied region by region (domain.scoped.stream_regions):
+# ``streaming:<layer>:<token>`` is written before its first region and deleted after its last,
+# so while it is there the layer may hold part of a re-cut, and any reconcile of it walks the
+# layer again (the regions done before find nothing to change).
+STREAMING = "streaming:"
+
+
+def streaming_key(layer: int, token: str = "") -> str:
+    return f"{STREAMING}{layer}:{token}"
+
+
 @dataclass(frozen=True)
 class LshConfig:
     """Hyperplanes drawn once and reused for every layer and every later insert."""

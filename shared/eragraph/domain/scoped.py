@@ -27,6 +27,15 @@ random changes and several bounds).
 A skipped bit merges a half that is small (at most K nodes, old and new) into the other: such
 a group is kept as a code prefix plus the small half's refs, read once and carried along.
 
+A whole-layer pass over a large layer (a bulk build) need not hold the layer either:
+``stream_regions`` walks the rule's recursion for the live nodes alone, yielding one group at a
+time as soon as it holds at most ``limit`` refs. Re-cutting a group of the new recursion is
+right whatever the stored segments are: its new segments are the rule's own, and an old
+segment named by one of its refs is removed even where it reaches beyond the group (its other
+members are re-assigned when their own group comes). So the regions can be applied one after
+the other, each before the next is read; until the last is, the layer holds part of a re-cut
+(services.resummarize marks it, and a later reconcile walks it again).
+
 Cost: one changed node reads about 2 * n_bits capped half-counts (each at most ~2K refs) and
 one region, usually one segment's worth; a region is large only where a decision flips at a
 large group, which needs a half of at most K nodes next to a large one.
@@ -34,7 +43,7 @@ large group, which needs a half of at most K nodes next to a large one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from .model import NodeRef, RefState
@@ -156,6 +165,67 @@ def _region(read: Reader, depth: int, prefix: int, extra: Sequence[RefState],
             root: bool = False) -> Region:
     own = read(prefix, depth, None)
     return Region(depth, tuple(own) + tuple(extra), root=root and not extra)
+
+
+def _held(read: Reader, prefix: int, depth: int, limit: int, cap: int) -> tuple[list[RefState] | None, int]:
+    """A group's refs when it holds at most ``limit`` of them or few live ones (a half full of
+    tombstones is read whole: its live count must be exact), else None; and its live count,
+    exact up to ``cap``."""
+    refs = read(prefix, depth, limit + 1)
+    live = sum(1 for r in refs if r.live)
+    if len(refs) <= limit:
+        return refs, live
+    if live > cap:
+        return None, live
+    refs = read(prefix, depth, None)
+    return refs, sum(1 for r in refs if r.live)
+
+
+def stream_regions(read: Reader, n_bits: int, s_min: int, s_max: int, limit: int) -> Iterator[Region]:
+    """The whole layer as disjoint regions of the rule's recursion over its live nodes, one at
+    a time, each read as its parent group is counted and holding at most about
+    ``limit`` refs (more only for an over-full exact-code bucket or a group of few live nodes
+    among many tombstones). cut_region over them gives partition() of the live nodes. Memory
+    holds at most two regions per bit of the code waiting their turn and the small halves
+    carried along: bounded by the code length and ``limit``, not by the layer."""
+    cap = count_cap(s_min, s_max)
+    if cap is None:  # every count matters exactly: no group can be left uncounted
+        yield whole_layer(read)
+        return
+    limit = max(limit, 2 * cap + 2)
+    refs, _live = _held(read, 0, 0, limit, cap)
+    if refs is not None:
+        yield Region(0, tuple(refs), root=True)
+        return
+    # a group known to hold more than ``limit`` refs: (depth, prefix, carried refs), or a region
+    stack: list[tuple[int, int, tuple[RefState, ...]] | Region] = [(0, 0, ())]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Region):
+            yield item
+            continue
+        depth, prefix, extra = item
+        if depth >= n_bits:  # one exact code: the rule cuts it evenly
+            yield _region(read, depth, prefix, extra)
+            continue
+        halves = [_held(read, prefix * 2 + b, depth + 1, limit, cap) for b in (0, 1)]
+        carried = [tuple(e for e in extra if bit(e.code, depth, n_bits) == b) for b in (0, 1)]
+        counts = [halves[b][1] + sum(e.live for e in carried[b]) for b in (0, 1)]
+        decision = decide(counts[0], counts[1], depth, n_bits, s_min, s_max)
+        if decision == "split":
+            for b in (1, 0):
+                own = halves[b][0]
+                stack.append((depth + 1, prefix * 2 + b, carried[b]) if own is None
+                             else Region(depth + 1, tuple(own) + carried[b]))
+        elif decision == "skip":  # a half with at most K live nodes, held whole: carry it
+            s = min((b for b in (0, 1) if halves[b][0] is not None and counts[b] <= cap),
+                    key=lambda b: (counts[b], b))
+            small = tuple(halves[s][0] or ())
+            other = halves[1 - s][0]
+            stack.append((depth + 1, prefix * 2 + 1 - s, extra + small) if other is None
+                         else Region(depth + 1, tuple(other) + extra + small))
+        else:  # terminal: both halves are held (a half that is not holds more than S_max)
+            yield Region(depth, tuple(halves[0][0] or ()) + tuple(halves[1][0] or ()) + extra)
 
 
 def whole_layer(read: Reader) -> Region:

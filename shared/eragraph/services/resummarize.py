@@ -18,7 +18,12 @@ without codes (a reindex requeue) reconciles the whole layer and also repairs mi
 orphan summaries. A layer with an ``applying:`` mark holds part of a region apply that stopped
 between its writes (adapters.aws.dynamodb: a region larger than one transaction): any
 reconcile of it is a whole-layer repair pass, which removes the marks older than its start
-and announces the layer above as a whole. A completed whole-layer pass records when it
+and announces the layer above as a whole. A whole-layer pass for many codes, or over a large
+layer without segments (a bulk build: a scoped plan would make such a layer one region), does
+not hold the layer: it re-cuts it region by region (domain.scoped.stream_regions, about
+STREAM_REGION_REFS refs each), each applied before the next is read, under a ``streaming:``
+mark that makes any later reconcile of the layer walk it again until one walk completes.
+A completed whole-layer pass records when it
 started (``swept:<layer>``); a shard message whose dirty marker is older than that is a no-op
 (``covered``), so a bulk build's sixteen shard messages per layer cost one whole-layer pass,
 not sixteen. The text of deleted summaries is kept under ``retired:`` meta keys until the
@@ -38,9 +43,9 @@ import numpy as np
 from ..domain.diff import predecessors, segments_for, sentence_delta
 from ..domain.lsh import hash_vectors, majority_code
 from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment,
-                            SegmentsAffected)
+                            SegmentsAffected, streaming_key)
 from ..domain.partition import partition, should_summarize
-from ..domain.scoped import Region, cut_region, plan_regions, whole_layer
+from ..domain.scoped import Region, cut_region, plan_regions, stream_regions, whole_layer
 from ..domain.ids import chunk_id
 from ..ports import MemberSource, RevisingSummarizer
 from . import cost
@@ -53,6 +58,7 @@ WHOLE_LAYER_MIN, WHOLE_LAYER_SHARE = 256, 8  # codes beyond max(256, layer size 
 OUTBOX = "outbox:"  # meta key prefix: what follows a region's write (see finish_outbox)
 RETIRED = "retired:"  # meta key prefix: text of a deleted summary, kept for the layer above
 DEADLINE_MARGIN = 20.0  # seconds kept in hand: a summarize call is not started with less left
+STREAM_REGION_REFS = 2048  # a streamed whole-layer pass re-cuts groups of about this many refs
 
 Deadline = Callable[[], float]  # seconds left
 
@@ -290,21 +296,37 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
     if message.group is not None and covered(engine, layer, message.group):
         return report
     read = reader(engine, layer)
+    sizes = engine.graph.layer_sizes()
+    summarized = layer + 1 <= s.max_layers
+    # a large layer without segments (nothing above it: a bulk build's first pass) is cut whole
+    fresh = summarized and not sizes.get(layer + 1) and sizes.get(layer, 0) > STREAM_REGION_REFS
     # many changes at once (a bulk build): one pass over the layer costs less than their paths
-    scoped = message.scoped and len(message.codes) < max(
-        WHOLE_LAYER_MIN, engine.graph.layer_sizes().get(layer, 0) // WHOLE_LAYER_SHARE)
+    scoped = message.scoped and not fresh and len(message.codes) < max(
+        WHOLE_LAYER_MIN, sizes.get(layer, 0) // WHOLE_LAYER_SHARE)
     for _attempt in range(MAX_CONFLICT_RETRIES):
         started = time.time()
         unfinished = engine.graph.meta_keys(f"{APPLYING}{layer}:")  # a split apply stopped part-way
-        whole = not scoped or bool(unfinished)
-        if not whole:
-            regions = plan_regions(message.codes, read, s.n_planes, s.s_min, s.s_max,
-                                   summarized=layer + 1 <= s.max_layers)
+        streaming = engine.graph.meta_keys(streaming_key(layer))  # a streamed pass stopped part-way
+        whole = not scoped or bool(unfinished) or bool(streaming)
+        # a whole pass for many changes (or finishing one that stopped) goes region by region;
+        # a repair (a message without codes, or a split apply cut short) holds the layer whole
+        stream = whole and summarized and not unfinished and (message.scoped or fresh or bool(streaming))
+        if stream:
+            mark = streaming_key(layer, uuid.uuid4().hex)
+            engine.graph.put_meta(mark, started)
+            regions = stream_regions(read, s.n_planes, s.s_min, s.s_max, STREAM_REGION_REFS)
+        elif whole:
+            regions = iter([whole_layer(read)])
         else:
-            regions = [whole_layer(read)]
+            regions = iter(plan_regions(message.codes, read, s.n_planes, s.s_min, s.s_max,
+                                        summarized=summarized))
         try:
-            for region in regions:
-                _apply(engine, layer, region, report, deadline, repair=whole, group=message.group)
+            for number, region in enumerate(regions):
+                if stream and number and deadline is not None and deadline() < DEADLINE_MARGIN:
+                    raise DeadlineReached(f"layer {layer}: a streamed pass stopped after {number} "
+                                          f"regions (the next reconcile of the layer goes on)")
+                _apply(engine, layer, region, report, deadline, repair=whole and not stream,
+                       group=message.group)
         except ConflictError:
             continue  # another writer changed a region: plan again from the stored state
         clear_dirty(engine, layer, message.group, started)
@@ -312,6 +334,10 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
             swept = engine.graph.get_meta(swept_key(layer))
             if swept is None or float(swept) < started:
                 engine.graph.put_meta(swept_key(layer), started)
+            for key in engine.graph.meta_keys(streaming_key(layer)):  # this pass re-cut the layer
+                stamp = engine.graph.get_meta(key)
+                if stamp is not None and float(stamp) <= started:
+                    engine.graph.delete_meta(key)
         if unfinished:
             for key in unfinished:  # repaired by this pass (a later mark is another apply's)
                 stamp = engine.graph.get_meta(key)
