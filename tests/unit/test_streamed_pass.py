@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from eragraph.domain.model import STREAMING
+from eragraph.domain.model import APPLYING, is_streaming
 from eragraph.services import invariants, resummarize
 from eragraph.services.ingest import ingest
 from eragraph.services.resummarize import DeadlineReached, continuation, drain, reconcile, target_segments
@@ -28,6 +28,10 @@ class Ledger:
             raise RuntimeError("consumer died")
         self.paid[tuple(texts)] += 1
         return self.inner.summarize(texts, max_tokens)
+
+
+def streaming(engine) -> list[str]:
+    return [key for key in engine.graph.meta_keys(APPLYING) if is_streaming(key)]
 
 
 def structure(engine) -> dict[int, set]:
@@ -69,7 +73,7 @@ def test_a_bulk_build_applies_small_regions_and_matches_one_whole_pass(monkeypat
     cap = 5  # count_cap(3, 5)
     assert max(layer0) <= 2 * cap + 2 + streamed.settings.n_planes * cap
     assert max(n for layer, n in whole_applies if layer == 0) == size0  # the old way: one region
-    assert not streamed.graph.meta_keys(STREAMING)
+    assert not streaming(streamed)
 
 
 def run_with_deadlines(engine, budget: float, on_stop=None) -> int:
@@ -111,9 +115,9 @@ def test_a_pass_stopped_by_its_deadline_is_finished_by_the_continuation(monkeypa
     ingest(engine, synthetic_docs(200))
     marked = []
     stopped = run_with_deadlines(engine, 90.0,
-                                 on_stop=lambda e, m: marked.append(bool(e.graph.meta_keys(STREAMING))))
+                                 on_stop=lambda e, m: marked.append(bool(streaming(e))))
     assert stopped >= 3 and any(marked)  # the layer was left part-way, and said so
-    assert not engine.graph.meta_keys(STREAMING)
+    assert not streaming(engine)
     assert invariants.check(engine).ok
     assert all(n == 1 for n in ledger.paid.values())
     _whole, clean, _ = build(200, 10**9, monkeypatch)
@@ -132,7 +136,7 @@ def test_documents_added_while_a_pass_is_part_way_are_taken_in(monkeypatch):
             ingest(engine, synthetic_docs(30, seed=5, prefix="late"))
 
     assert run_with_deadlines(engine, 120.0, on_stop=more) >= 1 and added["done"]
-    assert not engine.graph.meta_keys(STREAMING)
+    assert not streaming(engine)
     assert invariants.check(engine).ok
     for layer in engine.graph.layer_sizes():
         assert {s.members for s in engine.graph.get_segments(layer)} == \
@@ -159,4 +163,4 @@ def test_a_consumer_dying_mid_pass_is_redelivered_and_pays_each_summary_once(mon
             engine.queue.ack([receipt])
     assert invariants.check(engine).ok
     assert all(n == 1 for n in ledger.paid.values())
-    assert not engine.graph.meta_keys(STREAMING)
+    assert not streaming(engine)

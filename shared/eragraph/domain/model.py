@@ -164,15 +164,20 @@ def applying_key(layer: int, token: str) -> str:
     return f"{APPLYING}{layer}:{token}"
 
 
-# Meta key prefix of a whole-layer pass applied region by region (domain.scoped.stream_regions):
-# ``streaming:<layer>:<token>`` is written before its first region and deleted after its last,
-# so while it is there the layer may hold part of a re-cut, and any reconcile of it walks the
-# layer again (the regions done before find nothing to change).
-STREAMING = "streaming:"
+# An ``applying:`` mark of a whole-layer pass applied region by region
+# (domain.scoped.stream_regions): ``applying:<layer>:stream-<token>`` is written before its first
+# region and deleted after its last, so while it is there the layer may hold part of a re-cut,
+# and any reconcile of it walks the layer again (the regions done before find nothing to
+# change) instead of holding it whole. It shares the prefix so that one read finds both kinds.
+STREAM_TOKEN = "stream-"
 
 
-def streaming_key(layer: int, token: str = "") -> str:
-    return f"{STREAMING}{layer}:{token}"
+def streaming_key(layer: int, token: str) -> str:
+    return applying_key(layer, STREAM_TOKEN + token)
+
+
+def is_streaming(key: str) -> bool:
+    return key.rpartition(":")[2].startswith(STREAM_TOKEN)
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ reconcile of it is a whole-layer repair pass, which removes the marks older than
 and announces the layer above as a whole. A whole-layer pass for many codes, or over a large
 layer without segments (a bulk build: a scoped plan would make such a layer one region), does
 not hold the layer: it re-cuts it region by region (domain.scoped.stream_regions, about
-STREAM_REGION_REFS refs each), each applied before the next is read, under a ``streaming:``
-mark that makes any later reconcile of the layer walk it again until one walk completes.
+STREAM_REGION_REFS refs each), each applied before the next is read, under an ``applying:``
+mark of its own (model.streaming_key) that makes any later reconcile of the layer walk it again until one walk completes.
 A completed whole-layer pass records when it
 started (``swept:<layer>``); a shard message whose dirty marker is older than that is a no-op
 (``covered``), so a bulk build's sixteen shard messages per layer cost one whole-layer pass,
@@ -43,7 +43,7 @@ import numpy as np
 from ..domain.diff import predecessors, segments_for, sentence_delta
 from ..domain.lsh import hash_vectors, majority_code
 from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment,
-                            SegmentsAffected, streaming_key)
+                            SegmentsAffected, is_streaming, streaming_key)
 from ..domain.partition import partition, should_summarize
 from ..domain.scoped import Region, cut_region, plan_regions, stream_regions, whole_layer
 from ..domain.ids import chunk_id
@@ -305,8 +305,9 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
         WHOLE_LAYER_MIN, sizes.get(layer, 0) // WHOLE_LAYER_SHARE)
     for _attempt in range(MAX_CONFLICT_RETRIES):
         started = time.time()
-        unfinished = engine.graph.meta_keys(f"{APPLYING}{layer}:")  # a split apply stopped part-way
-        streaming = engine.graph.meta_keys(streaming_key(layer))  # a streamed pass stopped part-way
+        marks = engine.graph.meta_keys(f"{APPLYING}{layer}:")
+        streaming = [key for key in marks if is_streaming(key)]  # a streamed pass stopped part-way
+        unfinished = [key for key in marks if not is_streaming(key)]  # a split apply stopped part-way
         whole = not scoped or bool(unfinished) or bool(streaming)
         # a whole pass for many changes (or finishing one that stopped) goes region by region;
         # a repair (a message without codes, or a split apply cut short) holds the layer whole
@@ -334,7 +335,9 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
             swept = engine.graph.get_meta(swept_key(layer))
             if swept is None or float(swept) < started:
                 engine.graph.put_meta(swept_key(layer), started)
-            for key in engine.graph.meta_keys(streaming_key(layer)):  # this pass re-cut the layer
+            for key in engine.graph.meta_keys(f"{APPLYING}{layer}:"):  # this pass re-cut the layer
+                if not is_streaming(key):
+                    continue
                 stamp = engine.graph.get_meta(key)
                 if stamp is not None and float(stamp) <= started:
                     engine.graph.delete_meta(key)

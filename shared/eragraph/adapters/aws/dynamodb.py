@@ -89,7 +89,7 @@ SEGMENT_BUCKETS = 64  # segment partitions per layer
 ITEM_LIMIT = 400 * 1024  # DynamoDB's item size limit (attribute names and values)
 META_SHARDS = 16  # partitions of each metadata kind written on every insert
 SHARDED_META = ("dirty", "outbox", "retired", "followup")  # keys <kind>:<layer>:<shard>:... (followup:<token>)
-SINGLE_META = ("applying", "streaming", "swept")  # rare writes: one partition each
+SINGLE_META = ("applying", "swept")  # rare writes: one partition each
 GROUPED_META = ("dirty", "outbox")  # sharded by the message group in the key (the others by a hash)
 META_QUERY_THREADS = 8  # meta_keys over many partitions
 
