@@ -76,3 +76,45 @@ def with_graph_settings(engine: Engine, **graph) -> Engine:
 
     engine.settings = engine.settings.with_overrides(graph_retrieval=GraphSettings(**graph))
     return engine
+
+
+class Crash(RuntimeError):
+    """A consumer dying in the middle of a reconcile."""
+
+
+class Ledger:
+    """A summarizer wrapper that records every paid call by its input and can die once, raising
+    Crash, after ``fail_after`` calls."""
+
+    def __init__(self, inner, fail_after: int | None = None):
+        from collections import Counter
+
+        self.inner = inner
+        self.identity = inner.identity
+        self.fail_after = fail_after
+        self.paid: Counter = Counter()
+
+    def summarize(self, texts, max_tokens, sources=None):
+        if self.fail_after is not None and sum(self.paid.values()) >= self.fail_after:
+            self.fail_after = None  # the consumer dies once
+            raise Crash("consumer died")
+        self.paid[tuple(texts)] += 1
+        return self.inner.summarize(texts, max_tokens)
+
+
+def drain_redelivering(engine: Engine) -> None:
+    """Deliver the queue, ten messages a batch, as SQS would to consumers that may die: the
+    records of a batch from the one that raised Crash on are not acknowledged and come again."""
+    from eragraph.services.resummarize import reconcile
+
+    pending: list = []
+    while engine.queue.pending() or pending:
+        batch = pending or engine.queue.receive(10)
+        pending = []
+        for i, (receipt, message) in enumerate(batch):
+            try:
+                reconcile(engine, message)
+            except Crash:
+                pending = batch[i:]
+                break
+            engine.queue.ack([receipt])

@@ -3,35 +3,12 @@ where the last run stopped and never pays twice; a run stops cleanly before its 
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 
 from eragraph.services import invariants
 from eragraph.services.ingest import ingest
 from eragraph.services.resummarize import DeadlineReached, continuation, drain, reconcile
-from support import make_engine, synthetic_docs
-
-
-class Crash(RuntimeError):
-    pass
-
-
-class Ledger:
-    """A summarizer wrapper that records every paid call by its input and can die after k."""
-
-    def __init__(self, inner, fail_after: int | None = None):
-        self.inner = inner
-        self.identity = inner.identity
-        self.fail_after = fail_after
-        self.paid: Counter = Counter()
-
-    def summarize(self, texts, max_tokens, sources=None):
-        if self.fail_after is not None and sum(self.paid.values()) >= self.fail_after:
-            self.fail_after = None  # the consumer dies once
-            raise Crash("consumer died")
-        self.paid[tuple(texts)] += 1
-        return self.inner.summarize(texts, max_tokens)
+from support import Ledger, drain_redelivering, make_engine, synthetic_docs
 
 
 def clean_calls(n=60) -> int:
@@ -46,17 +23,7 @@ def test_crash_after_k_summaries_then_redelivery_pays_each_summary_once(k):
     ledger = Ledger(engine.summarizer, fail_after=k)
     engine.summarizer = ledger
     ingest(engine, synthetic_docs(60))
-    pending = []
-    while engine.queue.pending() or pending:
-        batch = pending or engine.queue.receive(10)
-        pending = []
-        for i, (receipt, message) in enumerate(batch):
-            try:
-                reconcile(engine, message)
-            except Crash:
-                pending = batch[i:]  # not acknowledged: SQS delivers these again
-                break
-            engine.queue.ack([receipt])
+    drain_redelivering(engine)
     assert invariants.check(engine).ok
     assert all(n == 1 for n in ledger.paid.values())  # no segment's summary paid twice
     assert sum(ledger.paid.values()) == clean_calls()

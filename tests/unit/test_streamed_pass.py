@@ -4,30 +4,13 @@ and the result -- and what it paid -- is what one pass over the whole layer give
 
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 
 from eragraph.domain.model import APPLYING, is_streaming
 from eragraph.services import invariants, resummarize
 from eragraph.services.ingest import ingest
 from eragraph.services.resummarize import DeadlineReached, continuation, drain, reconcile, target_segments
-from support import make_engine, synthetic_docs
-
-
-class Ledger:
-    """Counts every paid summarize call by its input; can die once after ``fail_after``."""
-
-    def __init__(self, inner, fail_after: int | None = None):
-        self.inner, self.identity, self.fail_after = inner, inner.identity, fail_after
-        self.paid: Counter = Counter()
-
-    def summarize(self, texts, max_tokens, sources=None):
-        if self.fail_after is not None and sum(self.paid.values()) >= self.fail_after:
-            self.fail_after = None
-            raise RuntimeError("consumer died")
-        self.paid[tuple(texts)] += 1
-        return self.inner.summarize(texts, max_tokens)
+from support import Ledger, drain_redelivering, make_engine, synthetic_docs
 
 
 def streaming(engine) -> list[str]:
@@ -150,17 +133,7 @@ def test_a_consumer_dying_mid_pass_is_redelivered_and_pays_each_summary_once(mon
     ledger = Ledger(engine.summarizer, fail_after=k)
     engine.summarizer = ledger
     ingest(engine, synthetic_docs(150))
-    pending = []
-    while engine.queue.pending() or pending:
-        batch = pending or engine.queue.receive(10)
-        pending = []
-        for i, (receipt, message) in enumerate(batch):
-            try:
-                reconcile(engine, message)
-            except RuntimeError:
-                pending = batch[i:]  # not acknowledged: delivered again
-                break
-            engine.queue.ack([receipt])
+    drain_redelivering(engine)
     assert invariants.check(engine).ok
     assert all(n == 1 for n in ledger.paid.values())
     assert not streaming(engine)
