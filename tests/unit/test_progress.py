@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from eragraph.services import invariants
+from eragraph.domain.model import APPLYING, is_streaming
+from eragraph.services import invariants, resummarize
 from eragraph.services.ingest import ingest
 from eragraph.services.resummarize import DeadlineReached, continuation, drain, reconcile
 from support import Ledger, drain_redelivering, make_engine, synthetic_docs
@@ -17,8 +18,10 @@ def clean_calls(n=60) -> int:
     return drain(engine).cost.summarize_calls
 
 
+@pytest.mark.parametrize("region_refs", [resummarize.STREAM_REGION_REFS, 1])  # 1: a streamed pass
 @pytest.mark.parametrize("k", range(0, 30, 3))
-def test_crash_after_k_summaries_then_redelivery_pays_each_summary_once(k):
+def test_crash_after_k_summaries_then_redelivery_pays_each_summary_once(k, region_refs, monkeypatch):
+    monkeypatch.setattr(resummarize, "STREAM_REGION_REFS", region_refs)
     engine = make_engine(delta_summaries=False)
     ledger = Ledger(engine.summarizer, fail_after=k)
     engine.summarizer = ledger
@@ -27,6 +30,7 @@ def test_crash_after_k_summaries_then_redelivery_pays_each_summary_once(k):
     assert invariants.check(engine).ok
     assert all(n == 1 for n in ledger.paid.values())  # no segment's summary paid twice
     assert sum(ledger.paid.values()) == clean_calls()
+    assert not [key for key in engine.graph.meta_keys(APPLYING) if is_streaming(key)]  # the pass finished
 
 
 def test_deadline_stops_between_summaries_and_the_continuation_finishes():

@@ -317,10 +317,10 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
             engine.graph.put_meta(mark, started)
             regions = stream_regions(read, s.n_planes, s.s_min, s.s_max, STREAM_REGION_REFS)
         elif whole:
-            regions = iter([whole_layer(read)])
+            regions = [whole_layer(read)]
         else:
-            regions = iter(plan_regions(message.codes, read, s.n_planes, s.s_min, s.s_max,
-                                        summarized=summarized))
+            regions = plan_regions(message.codes, read, s.n_planes, s.s_min, s.s_max,
+                                   summarized=summarized)
         try:
             for number, region in enumerate(regions):
                 if stream and number and deadline is not None and deadline() < DEADLINE_MARGIN:
@@ -335,22 +335,24 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
             swept = engine.graph.get_meta(swept_key(layer))
             if swept is None or float(swept) < started:
                 engine.graph.put_meta(swept_key(layer), started)
-            for key in engine.graph.meta_keys(f"{APPLYING}{layer}:"):  # this pass re-cut the layer
-                if not is_streaming(key):
-                    continue
-                stamp = engine.graph.get_meta(key)
-                if stamp is not None and float(stamp) <= started:
-                    engine.graph.delete_meta(key)
+            # this pass re-cut the layer: a streamed pass stopped before it (its own mark too) is done
+            _clear_marks(engine, [key for key in engine.graph.meta_keys(f"{APPLYING}{layer}:")
+                                  if is_streaming(key)], started)
         if unfinished:
-            for key in unfinished:  # repaired by this pass (a later mark is another apply's)
-                stamp = engine.graph.get_meta(key)
-                if stamp is not None and float(stamp) <= started:
-                    engine.graph.delete_meta(key)
+            _clear_marks(engine, unfinished, started)  # repaired by this pass
             # what the cut-short apply changed one layer up may lie anywhere in its region, and
             # its outbox entry is finished only by the next message of its shard: announce it all
             announce(engine, layer + 1, reason=f"unfinished:{layer}")
         return report
     raise ConflictError(f"layer {layer}: gave up after {MAX_CONFLICT_RETRIES} concurrent updates")
+
+
+def _clear_marks(engine: Engine, keys: list[str], started: float) -> None:
+    """Delete the marks written no later than ``started`` (a later one is another pass's)."""
+    for key in keys:
+        stamp = engine.graph.get_meta(key)
+        if stamp is not None and float(stamp) <= started:
+            engine.graph.delete_meta(key)
 
 
 def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
