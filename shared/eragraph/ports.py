@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .domain.filters import Filter
 from .domain.model import (ANY_VERSION, Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment,
                            SegmentsAffected)
 
@@ -135,7 +136,9 @@ class GraphStore(Protocol):
 @runtime_checkable
 class VectorIndex(Protocol):
     def upsert(self, ids: Sequence[str], vectors: np.ndarray, metas: Sequence[Mapping[str, Any]]) -> None:
-        """metas carry at least ``layer`` (int) and ``doc_id`` (str)."""
+        """metas carry at least ``layer`` (int) and ``doc_id`` (str); a leaf chunk's also carry
+        ``attrs`` (domain.filters.chunk_attrs: its document's metadata and the built-in
+        attributes), what ``where`` filters on. An upsert of a present id replaces its meta."""
         ...
     def delete(self, ids: Iterable[str]) -> None: ...
     def search(
@@ -144,8 +147,12 @@ class VectorIndex(Protocol):
         k: int,
         layers: Sequence[int] | None = None,
         doc_ids: Sequence[str] | None = None,
+        where: Filter | None = None,
     ) -> list[Hit]:
-        """Top-k by inner product (vectors are normalized), best first, optionally filtered."""
+        """Top-k by inner product (vectors are normalized), best first, optionally filtered:
+        the true top-k of the allowed set, never a short post-filtered list. ``where`` keeps the
+        vectors whose ``attrs`` match (domain.filters.matches); a vector without ``attrs`` (a
+        summary, an entity) never matches a filter."""
         ...
     def ids(self) -> set[str]: ...
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
@@ -213,9 +220,11 @@ class LexicalIndex(Protocol):
     """BM25 over the leaf chunks (layer 0). The index is written by the store that holds the
     chunk text, in the same write as the chunk (SQLite FTS5 beside the nodes table; the
     OpenSearch document that carries the chunk's vector), so there is no write method here."""
-    def search(self, text: str, k: int) -> list[Hit]:
-        """Top-k leaf chunks by BM25 (higher is better), best first, ties by id; raises
-        LexicalIndexMissing when the store was built before it had a lexical index."""
+    def search(self, text: str, k: int, where: Filter | None = None) -> list[Hit]:
+        """Top-k leaf chunks by BM25 (higher is better), best first, ties by id; ``where``:
+        only chunks whose attributes (domain.filters.chunk_attrs of their document) match, the
+        true top-k of those. Raises LexicalIndexMissing when the store was built before it had
+        a lexical index."""
         ...
     def ready(self) -> bool:
         """True when every leaf chunk of the store is indexed."""

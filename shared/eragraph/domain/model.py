@@ -54,6 +54,9 @@ class Document:
     status: str = "indexed"
     meta: dict[str, Any] = field(default_factory=dict)
     version: str = ""
+    # the user's attributes (domain.filters.check_metadata): what filters select on, with the
+    # built-in source, doc_id and title; ``meta`` above is the engine's own bookkeeping
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_tombstone(self) -> bool:
