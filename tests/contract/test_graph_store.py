@@ -148,6 +148,35 @@ def test_tombstones_are_conditional_and_hidden(graph_store):
     assert graph_store.get_document("d1", include_deleted=True) is None
 
 
+METADATA = {"lang": "en", "year": 2020, "score": 0.5, "draft": True, "tags": ["a", "é ✓"], "big": 2 ** 53,
+            "empty": "", "none_yet": []}
+
+
+def test_document_metadata_round_trips(graph_store):
+    """A document's metadata (domain.filters.check_metadata: strings, numbers, booleans, lists
+    of strings) comes back equal, with its types, from every read; a returned copy is the
+    caller's; a conditional write and a replacement carry it."""
+    doc = Document(doc_id="d1", source="s3://b/a.txt", content_hash="h1", title="A", chunk_ids=("c1",),
+                   version="0A01", metadata=METADATA)
+    graph_store.put_document(doc, expected=None)
+    for got in (graph_store.get_document("d1"), graph_store.find_documents("s3://b/a.txt")[0],
+                graph_store.list_documents()[0]):
+        assert got == doc
+        assert {k: type(v) for k, v in got.metadata.items()} == {k: type(v) for k, v in METADATA.items()}
+    got = graph_store.get_document("d1")
+    got.metadata["tags"].append("mutated")
+    got.metadata["new"] = 1
+    assert graph_store.get_document("d1").metadata == METADATA
+    changed = replace(doc, metadata={"lang": "de"}, version="0A02")
+    graph_store.put_document(changed, expected=doc)  # a metadata-only change, conditional
+    assert graph_store.get_document("d1").metadata == {"lang": "de"}
+    graph_store.put_document(replace(changed, metadata={}))
+    assert graph_store.get_document("d1").metadata == {}
+    plain = Document(doc_id="d2", source="b.txt", content_hash="h")
+    graph_store.put_document(plain)
+    assert graph_store.get_document("d2").metadata == {}
+
+
 # --- nodes -----------------------------------------------------------------------------------
 
 def test_nodes_put_get_delete(graph_store):
@@ -331,7 +360,8 @@ def test_everything_survives_reopen(graph_store_backend):
     store.put_lsh(lsh)
     store.put_meta("settings", NESTED)
     store.add_ledger("summarize", 2, 10, 5, 0.5)
-    doc = Document(doc_id="d1", source="a.txt", content_hash="h", chunk_ids=("c1",), meta={"k": [1]})
+    doc = Document(doc_id="d1", source="a.txt", content_hash="h", chunk_ids=("c1",), meta={"k": [1]},
+                   metadata=METADATA)
     store.put_document(doc)
     nodes = [node("c1", code=3), node("s1", layer=1, children=("c1",))]
     store.put_nodes(nodes)
@@ -390,7 +420,8 @@ def test_sqlite_uses_wal(tmp_path):
 
 
 def test_sqlite_store_written_before_document_versions_opens(tmp_path):
-    """A store whose documents table predates the version column gains it on open."""
+    """A store whose documents table predates the version and metadata columns gains them on
+    open (its documents have no metadata), and takes metadata from then on."""
     import sqlite3
 
     from eragraph.adapters.local.graph_sqlite import SqliteGraphStore
@@ -404,6 +435,7 @@ def test_sqlite_store_written_before_document_versions_opens(tmp_path):
     store = SqliteGraphStore(path)
     old = store.get_document("d1")
     assert old == Document(doc_id="d1", source="a.txt", content_hash="h", title="A", chunk_ids=("c1",))
-    store.put_document(replace(old, content_hash="h2", version="0A"), expected=old)
-    assert store.get_document("d1").version == "0A"
+    store.put_document(replace(old, content_hash="h2", version="0A", metadata={"lang": "en"}), expected=old)
+    assert store.get_document("d1").version == "0A" and store.get_document("d1").metadata == {"lang": "en"}
     store.close()
+    assert SqliteGraphStore(path).list_documents()[0].metadata == {"lang": "en"}

@@ -1,16 +1,25 @@
 """Contract of the LexicalIndex port (BM25 over leaf chunks) on every adapter: SQLite FTS5 (in
 the graph store's node transactions), memory, and OpenSearch (the ``text`` field of the vector
-documents, through the recording fake client whose request bodies are checked here)."""
+documents, through the recording fake client whose request bodies are checked here). A ``where``
+filter keeps the chunks whose document's attributes match: the unfiltered ranking restricted
+to them, never a post-filtered top-k that comes back short."""
 
 from __future__ import annotations
 
+import random
 import sys
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
 import pytest
+from random_filters import random_metadata, random_filters
 
-from eragraph.domain.model import LexicalIndexMissing, Node
+from eragraph.domain import bm25
+from eragraph.domain.filters import Cond, chunk_attrs, matches
+from eragraph.domain.model import Document, LexicalIndexMissing, Node
+from eragraph.domain.ranking import rank_key
+from eragraph.ports import Hit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "aws"))
 from fake_opensearch import FakeOpenSearch  # noqa: E402
@@ -28,7 +37,22 @@ def node(i: str, text: str, layer: int = 0) -> Node:
     return Node(node_id=i, layer=layer, text=text, tokens=len(text.split()), code=0, doc_id="d-" + i, source="s")
 
 
-class SqliteBackend:
+class GraphBackend:
+    """A lexical index read from a graph store: the chunks' attributes come from their documents."""
+
+    def write(self, nodes):
+        self.graph.put_nodes(nodes)
+
+    def write_documents(self, docs, nodes):
+        for doc in docs:
+            self.graph.put_document(doc)
+        self.write(nodes)
+
+    def delete(self, ids):
+        self.graph.delete_nodes(ids)
+
+
+class SqliteBackend(GraphBackend):
     def __init__(self, tmp: Path) -> None:
         from eragraph.adapters.local.graph_sqlite import SqliteGraphStore
         from eragraph.adapters.local.lexical_fts5 import Fts5LexicalIndex
@@ -36,25 +60,13 @@ class SqliteBackend:
         self.graph = SqliteGraphStore(tmp / "graph.sqlite")
         self.lexical = Fts5LexicalIndex(self.graph)
 
-    def write(self, nodes):
-        self.graph.put_nodes(nodes)
 
-    def delete(self, ids):
-        self.graph.delete_nodes(ids)
-
-
-class MemoryBackend:
+class MemoryBackend(GraphBackend):
     def __init__(self, tmp: Path) -> None:
         from eragraph.adapters.memory import MemoryGraphStore, MemoryLexicalIndex
 
         self.graph = MemoryGraphStore()
         self.lexical = MemoryLexicalIndex(self.graph)
-
-    def write(self, nodes):
-        self.graph.put_nodes(nodes)
-
-    def delete(self, ids):
-        self.graph.delete_nodes(ids)
 
 
 class OpenSearchBackend:
@@ -65,13 +77,19 @@ class OpenSearchBackend:
         self.vectors = OpenSearchVectorIndex(self.client, "nodes", 4, refresh=True)
         self.lexical = OpenSearchLexicalIndex(self.vectors)
 
-    def write(self, nodes):
+    def write(self, nodes, attrs=None):
         rng = np.random.default_rng(0)
         vecs = rng.normal(size=(len(nodes), 4)).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        attrs = attrs or {}
         self.vectors.upsert([n.node_id for n in nodes], vecs,
-                            [{"layer": n.layer, "doc_id": n.doc_id, **({"text": n.text} if n.layer == 0 else {})}
+                            [{"layer": n.layer, "doc_id": n.doc_id, **({"text": n.text} if n.layer == 0 else {}),
+                              **({"attrs": attrs[n.doc_id]} if n.layer == 0 and n.doc_id in attrs else {})}
                              for n in nodes])
+
+    def write_documents(self, docs, nodes):
+        """The chunks' attributes travel with them (the vector documents' fields)."""
+        self.write(nodes, {d.doc_id: doc_attrs(d) for d in docs})
 
     def delete(self, ids):
         self.vectors.delete(ids)
@@ -132,6 +150,87 @@ def test_rebuild_indexes_the_given_leaves(backend):
     assert backend.lexical.ready()
     assert [h.node_id for h in backend.lexical.search("zebras", 10)] == ["c2"]
     assert "c3" in {h.node_id for h in backend.lexical.search("Bern", 10)}
+
+
+# --- metadata filters (where) ----------------------------------------------------------------
+
+WORDS = ["radium", "paris", "curie", "tower", "physics", "prize", "glow", "bern", "light", "atom",
+         "river", "stone", "field", "metal", "wave"]
+
+
+def doc_attrs(doc: Document) -> dict:
+    return chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title)
+
+
+def filtered_corpus(seed: int) -> tuple[list[Document], list[Node]]:
+    """30 documents of 1-4 chunks each with random metadata; a few summaries (never returned)
+    and a few chunks whose document is not stored (no attributes: matched by no filter)."""
+    rng = random.Random(seed)
+    docs, nodes = [], []
+    for d in range(30):
+        doc_id = f"doc{d}"
+        docs.append(Document(doc_id=doc_id, source=f"s3://b/{rng.choice('xy')}/{doc_id}.txt", content_hash="h",
+                             title=rng.choice(["", "Tale", f"Title {doc_id}"]), metadata=random_metadata(rng)))
+        for c in range(rng.randint(1, 4)):
+            text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 14)))
+            nodes.append(Node(node_id=f"{doc_id}-c{c}", layer=0, text=text, tokens=3, code=0, doc_id=doc_id,
+                              source=docs[-1].source))
+    for n in range(4):
+        text = " ".join(rng.choice(WORDS) for _ in range(8))
+        nodes.append(Node(node_id=f"orphan{n}", layer=0, text=text, tokens=3, code=0, doc_id=f"gone{n}", source="s"))
+        nodes.append(Node(node_id=f"sum{n}", layer=1, text=text, tokens=3, code=0, doc_id="", source=""))
+    return docs, nodes
+
+
+def brute_force_bm25(nodes, docs, question, where) -> list[Hit]:
+    """BM25 (domain.bm25: FTS5's formula, the whole corpus's statistics) of the leaves whose
+    document's attributes match ``where``, best first, ties by id (domain.ranking)."""
+    attrs = {d.doc_id: doc_attrs(d) for d in docs}
+    leaves = {n.node_id: Counter(bm25.tokens(n.text)) for n in nodes if n.layer == 0}
+    df = Counter(t for counts in leaves.values() for t in counts)
+    scores = bm25.score(leaves, df, sum(sum(c.values()) for c in leaves.values()), bm25.query_terms(question))
+    by_doc = {n.node_id: n.doc_id for n in nodes}
+    return sorted((Hit(i, s) for i, s in scores.items()
+                   if by_doc[i] in attrs and matches(where, attrs[by_doc[i]])), key=rank_key)
+
+
+def assert_filtered_is_restricted_ranking(lexical, nodes, docs, question, where, ks=(1, 4, 500)):
+    """Every hit matches, and the hits are the unfiltered ranking (the whole corpus's BM25)
+    restricted to the chunks the filter allows, cut at k: the brute-force BM25 of those."""
+    want = brute_force_bm25(nodes, docs, question, where)
+    full = lexical.search(question, 10_000)
+    allowed = {h.node_id for h in want}
+    assert [h.node_id for h in full if h.node_id in allowed] == [h.node_id for h in want]
+    for k in ks:
+        hits = lexical.search(question, k, where=where)
+        assert [h.node_id for h in hits] == [h.node_id for h in want[:k]], (question, where, k)
+        assert [h.score for h in hits] == pytest.approx([h.score for h in want[:k]], rel=1e-5)
+    return len(want)
+
+
+def test_where_is_the_ranking_restricted_to_the_allowed_chunks(backend):
+    docs, nodes = filtered_corpus(5)
+    backend.write_documents(docs, nodes)
+    rng = random.Random(6)
+    nonempty = 0
+    for where in random_filters(29, 50):
+        question = " ".join(rng.sample(WORDS, rng.randint(1, 3)))
+        nonempty += assert_filtered_is_restricted_ranking(backend.lexical, nodes, docs, question, where) > 0
+    assert nonempty >= 15
+
+
+def test_where_follows_a_metadata_change(backend):
+    docs, nodes = filtered_corpus(7)
+    backend.write_documents(docs, nodes)
+    marked = Cond("equals", "lang", "zz-new")
+    question = " ".join(WORDS)
+    assert backend.lexical.search(question, 100, where=marked) == []
+    changed = [Document(**{**d.__dict__, "metadata": {**d.metadata, "lang": "zz-new"}}) for d in docs[:3]]
+    backend.write_documents(changed, [n for n in nodes if n.doc_id in {d.doc_id for d in changed}])
+    docs = changed + docs[3:]
+    hits = backend.lexical.search(question, 100, where=marked)
+    assert {h.node_id.split("-")[0] for h in hits} == {d.doc_id for d in changed}
+    assert_filtered_is_restricted_ranking(backend.lexical, nodes, docs, question, Cond("notEquals", "lang", "zz-new"))
 
 
 def test_opensearch_request_bodies():

@@ -1,13 +1,17 @@
 """VectorIndex contract: every backend in factories.VECTOR_INDEX_FACTORIES; searches must equal
-brute-force numpy top-k (ids exactly, scores to float32 precision)."""
+brute-force numpy top-k (ids exactly, scores to float32 precision), filtered ones (``layers``,
+``doc_ids``, ``where`` on the leaves' ``attrs``) the brute-force top-k of the allowed set."""
 
 from __future__ import annotations
 
+import random
 import time
 
 import numpy as np
 import pytest
+from random_filters import random_attrs, random_filters
 
+from eragraph.domain.filters import AnyOf, Cond, matches
 from eragraph.domain.ranking import rank_score
 
 from .factories import CONTRACT_DIM
@@ -36,9 +40,14 @@ def corpus():
     return ids, vecs, [{"layer": int(l), "doc_id": d} for l, d in zip(layers, docs)]
 
 
-def brute_force(ids, vecs, metas_, q, k, layers=None, doc_ids=None):
-    keep = [i for i, m in enumerate(metas_)
-            if (layers is None or m["layer"] in layers) and (doc_ids is None or m["doc_id"] in doc_ids)]
+def allowed(m, layers=None, doc_ids=None, where=None) -> bool:
+    """Whether a vector with meta ``m`` passes the filters (a vector without attrs: no ``where``)."""
+    return ((layers is None or m["layer"] in layers) and (doc_ids is None or m["doc_id"] in doc_ids)
+            and (where is None or (m.get("attrs") is not None and matches(where, m["attrs"]))))
+
+
+def brute_force(ids, vecs, metas_, q, k, layers=None, doc_ids=None, where=None):
+    keep = [i for i, m in enumerate(metas_) if allowed(m, layers, doc_ids, where)]
     scores = vecs[keep] @ q
     # the ranking rule of every index: scores equal to SCORE_DIGITS decimals tie, broken by id
     order = sorted(range(len(keep)), key=lambda j: (-rank_score(float(scores[j])), ids[keep[j]]))[:k]
@@ -185,6 +194,101 @@ def test_filter_reflects_later_writes(vector_index):
     vector_index.upsert(["c"], v[2:3], metas(1, layer=1))
     vector_index.delete(["a"])
     assert {h.node_id for h in vector_index.search(v[0], 5, layers=[1])} == {"b", "c"}
+
+
+# --- metadata filters (where) ----------------------------------------------------------------
+
+@pytest.fixture
+def attr_corpus():
+    """480 vectors: the leaves of 40 documents (layer 0, each document's chunks carrying its
+    random attrs), and summaries (layers 1 and 2) without attrs, some tagged with a document."""
+    rng = random.Random(21)
+    doc_attrs = {f"doc{d}": random_attrs(rng, f"doc{d}") for d in range(40)}
+    ids, ms = [], []
+    for n in range(400):
+        doc = f"doc{n % 40}"
+        ids.append(f"c{n:03d}")
+        ms.append({"layer": 0, "doc_id": doc, "attrs": doc_attrs[doc]})
+    for n in range(80):
+        ids.append(f"s{n:03d}")
+        ms.append({"layer": 1 + n % 2, "doc_id": f"doc{n % 40}" if n % 3 == 0 else ""})
+    return ids, unit(len(ids), 31), ms
+
+
+FILTER_SCOPES = [(None, None), ([0], None), ([0, 1], None), ([1, 2], None),
+                 (None, ["doc1", "doc2", "doc3", "doc5", "doc8", "doc13", "doc21", "doc34"]),
+                 ([0], ["doc0", "doc7", "doc14", "doc33"])]
+
+
+def test_where_search_equals_brute_force(vector_index, attr_corpus):
+    """Random filters of every operator and nesting, alone and with layers and doc_ids: the
+    true top-k of the allowed leaves, summaries never among them, never short."""
+    ids, vecs, ms = attr_corpus
+    vector_index.upsert(ids, vecs, ms)
+    queries = unit(3, 41)
+    matched_some = 0
+    for n, where in enumerate(random_filters(17, 60)):
+        layers, docs = FILTER_SCOPES[n % len(FILTER_SCOPES)]
+        q = queries[n % len(queries)]
+        for k in (1, 8, 60):
+            hits = vector_index.search(q, k, layers=layers, doc_ids=docs, where=where)
+            want_ids, want_scores = brute_force(ids, vecs, ms, q, k, layers, docs, where)
+            assert [h.node_id for h in hits] == want_ids, (where, layers, docs, k)
+            assert [h.score for h in hits] == pytest.approx(want_scores, abs=1e-5)
+            assert not any(h.node_id.startswith("s") for h in hits)
+        matched_some += bool(want_ids)
+    assert matched_some >= 20  # the filters are not all empty
+
+
+def test_where_never_returns_vectors_without_attrs(vector_index, attr_corpus):
+    ids, vecs, ms = attr_corpus
+    vector_index.upsert(ids, vecs, ms)
+    every = Cond("notEquals", "absent", "x")  # matches every vector that has attrs
+    hits = vector_index.search(unit(1, 42)[0], len(ids), where=every)
+    assert sorted(h.node_id for h in hits) == sorted(i for i in ids if i.startswith("c"))
+    assert vector_index.search(unit(1, 43)[0], 10, layers=[1, 2], where=every) == []
+
+
+def test_an_upsert_with_new_attrs_replaces_them(vector_index, attr_corpus):
+    """A metadata-only change re-upserts the same vectors with new attrs: filters see the new
+    ones at once (no stale cached selection) and the old ones no longer match."""
+    ids, vecs, ms = attr_corpus
+    vector_index.upsert(ids, vecs, ms)
+    q = unit(1, 44)[0]
+    marked = Cond("equals", "lang", "zz-new")
+    old_doc3 = Cond("equals", "doc_id", "doc3")
+    assert vector_index.search(q, 10, where=marked) == []
+    assert vector_index.search(q, 10, where=AnyOf((marked, old_doc3)))  # a selection the index may cache
+    changed = [n for n, m in enumerate(ms) if m["doc_id"] == "doc3" and m["layer"] == 0]
+    new_ms = [dict(m) for m in ms]
+    for n in changed:
+        new_ms[n] = {**ms[n], "attrs": {**ms[n]["attrs"], "lang": "zz-new", "doc_id": "doc3b"}}
+    vector_index.upsert([ids[n] for n in changed], vecs[changed], [new_ms[n] for n in changed])
+    for where in (marked, old_doc3, AnyOf((marked, old_doc3)), Cond("notEquals", "lang", "zz-new")):
+        hits = vector_index.search(q, 50, where=where)
+        want_ids, _ = brute_force(ids, vecs, new_ms, q, 50, where=where)
+        assert [h.node_id for h in hits] == want_ids, where
+    assert {h.node_id for h in vector_index.search(q, 50, where=marked)} == {ids[n] for n in changed}
+    # an upsert without attrs takes them away: the vector no longer matches any filter
+    vector_index.upsert([ids[changed[0]]], vecs[changed[:1]], [{"layer": 0, "doc_id": "doc3"}])
+    assert ids[changed[0]] not in {h.node_id for h in vector_index.search(q, 50, where=marked)}
+    assert vector_index.count() == len(ids)
+
+
+@pytest.mark.persistent
+def test_attrs_survive_flush_and_reopen(vector_index_backend, attr_corpus):
+    ids, vecs, ms = attr_corpus
+    index = vector_index_backend.open()
+    index.upsert(ids, vecs, ms)
+    index.flush()
+    index.upsert(ids[:5], vecs[:5], [{**m, "attrs": {**m["attrs"], "kind": "late"}} for m in ms[:5]])
+    index.flush()
+    q = unit(1, 45)[0]
+    filters = random_filters(23, 12) + [Cond("equals", "kind", "late")]
+    before = [index.search(q, 15, where=f) for f in filters]
+    again = vector_index_backend.reopen(index)
+    assert [again.search(q, 15, where=f) for f in filters] == before
+    assert {h.node_id for h in again.search(q, 15, where=filters[-1])} == set(ids[:5])
 
 
 @pytest.mark.persistent

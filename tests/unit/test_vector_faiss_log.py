@@ -2,7 +2,8 @@
 snapshot, reopening replays it exactly, a torn tail is ignored, compaction folds the log into a
 new snapshot, several handles writing in turn lose nothing, and a crash between the steps of a
 compaction is detected or recovered (a compaction killed before or after its id map leaves an
-index that opens)."""
+index that opens). The leaves (layer 0) carry ``attrs``, so every one of these checks also holds
+for them and for ``where`` searches over them."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 from eragraph.adapters.local import vector_faiss
 from eragraph.adapters.local.files import file_stamp
 from eragraph.adapters.local.vector_faiss import INDEX_FILE, IDMAP_FILE, LOCK_FILE, LOG_FILE, FaissVectorIndex
+from eragraph.domain.filters import AnyOf, Cond
 
 DIM = 32
 ROW = DIM * 4  # bytes of one vector
@@ -34,8 +36,14 @@ def unit(rows: int, seed: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
+LANGS = ("en", "de", "fr")
+
+
 def meta(layer: int, doc: str) -> dict:
-    return {"layer": layer, "doc_id": doc}
+    """A leaf's meta carries attrs (a language drawn from its document's name); a summary's none."""
+    if layer != 0:
+        return {"layer": layer, "doc_id": doc}
+    return {"layer": layer, "doc_id": doc, "attrs": {"doc_id": doc, "lang": LANGS[sum(map(ord, doc)) % 3]}}
 
 
 def snapshot_stamps(folder):
@@ -64,8 +72,14 @@ def state(index: FaissVectorIndex) -> dict:
 def searches(index: FaissVectorIndex, queries: np.ndarray) -> list:
     out = []
     for q in queries:
-        for layers, docs in ((None, None), ([1], None), ([0, 3], None), (None, ["d3", "d7"]), ([2], ["d2", "late"])):
-            out.append([(h.node_id, round(h.score, 5)) for h in index.search(q, 15, layers=layers, doc_ids=docs)])
+        for layers, docs, where in ((None, None, None), ([1], None, None), ([0, 3], None, None),
+                                    (None, ["d3", "d7"], None), ([2], ["d2", "late"], None),
+                                    (None, None, Cond("equals", "lang", "en")),
+                                    ([0, 1], ["d3", "d4", "d5", "late"], Cond("notEquals", "lang", "de")),
+                                    (None, None, AnyOf((Cond("in", "doc_id", ("late", "x", "a")),
+                                                        Cond("startsWith", "lang", "f"))))):
+            out.append([(h.node_id, round(h.score, 5))
+                        for h in index.search(q, 15, layers=layers, doc_ids=docs, where=where)])
     return out
 
 
@@ -117,8 +131,8 @@ def test_reopen_replays_the_log_exactly(tmp_path):
     queries = unit(4, 5)
     assert searches(again, queries) == searches(index, queries)
     np.testing.assert_array_equal(again.get_vectors(["a"])["a"], v[7])
-    assert again.meta("c") == {"layer": 1, "doc_id": "d7"}
-    assert again.meta("n2") == {"layer": 0, "doc_id": "late"}
+    assert again.meta("c") == meta(1, "d7")
+    assert again.meta("n2") == meta(0, "late")  # a summary's row replaced by a leaf's: attrs from the log
     assert again.get_vectors(["n3", "n4"]) == {}
     again.upsert(["z"], v[9:10], [meta(0, "z")])  # int ids keep being assigned after a replay
     again.flush()
@@ -293,7 +307,7 @@ def test_crash_before_a_compaction_removes_the_log_is_recovered(tmp_path, monkey
     reopened = FaissVectorIndex(folder, DIM)
     assert "gone" not in reopened.ids()
     np.testing.assert_array_equal(reopened.get_vectors(["a"])["a"], new_a)
-    assert reopened.meta("a") == {"layer": 3, "doc_id": "new"}
+    assert reopened.meta("a") == meta(3, "new")
     reopened.upsert(["c"], unit(1, 19), [meta(1, "c")])
     reopened.flush()  # replaces the stale log with one for the current snapshot
     assert (folder / LOG_FILE).read_bytes() != stale_log

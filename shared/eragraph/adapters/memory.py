@@ -10,7 +10,8 @@ from typing import Any
 
 import numpy as np
 
-from ..domain.bm25 import Bm25Corpus
+from ..domain.bm25 import Bm25Corpus, query_terms, score
+from ..domain.filters import Filter, chunk_attrs, matches
 from ..domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState,
                             RegionChange, Segment, SegmentsAffected)
 from ..domain.ranking import rank_key
@@ -79,12 +80,13 @@ class MemoryGraphStore:
     def ledger(self) -> dict[str, dict[str, float]]:
         return copy.deepcopy(self._ledger)
 
+    # documents are copied in and out (their meta and metadata dicts), as a store would
     def get_document(self, doc_id: str, include_deleted: bool = False) -> Document | None:
         doc = self._docs.get(doc_id)
-        return doc if doc is not None and (include_deleted or not doc.is_tombstone) else None
+        return copy.deepcopy(doc) if doc is not None and (include_deleted or not doc.is_tombstone) else None
 
     def find_documents(self, source: str) -> list[Document]:
-        return sorted((d for d in self._docs.values() if d.source == source and not d.is_tombstone),
+        return sorted((copy.deepcopy(d) for d in self._docs.values() if d.source == source and not d.is_tombstone),
                       key=lambda d: d.doc_id)
 
     def put_document(self, doc: Document, expected: Document | None = ANY_VERSION) -> None:
@@ -93,13 +95,22 @@ class MemoryGraphStore:
             if (stored is None) != (expected is None) or (
                     stored is not None and stored.stamp() != expected.stamp()):
                 raise ConflictError(f"document {doc.doc_id} changed concurrently")
-        self._docs[doc.doc_id] = doc
+        self._docs[doc.doc_id] = copy.deepcopy(doc)
 
     def delete_document(self, doc_id: str) -> None:
         self._docs.pop(doc_id, None)
 
     def list_documents(self) -> list[Document]:
-        return [self._docs[k] for k in sorted(self._docs) if not self._docs[k].is_tombstone]
+        return [copy.deepcopy(self._docs[k]) for k in sorted(self._docs) if not self._docs[k].is_tombstone]
+
+    def _leaf_matches(self, node_id: str, where: Filter) -> bool:
+        """Whether a leaf chunk's attributes (domain.filters.chunk_attrs of its document) match
+        ``where``; a chunk whose document is not stored has none, and matches no filter."""
+        node = self._nodes.get(node_id)
+        doc = None if node is None else self._docs.get(node.doc_id)
+        if doc is None or doc.is_tombstone:
+            return False
+        return matches(where, chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title))
 
     def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
         for node in nodes:
@@ -206,8 +217,15 @@ class MemoryLexicalIndex:
     def __init__(self, graph: MemoryGraphStore) -> None:
         self.graph = graph
 
-    def search(self, text: str, k: int) -> list[Hit]:
-        return [Hit(i, s) for i, s in self.graph._leaf_text.search(text, k)]
+    def search(self, text: str, k: int, where: Filter | None = None) -> list[Hit]:
+        """Best first, ties (domain.ranking) by id, like the FTS5 index; with ``where``, the
+        top k of the chunks the filter allows, scored with the whole corpus's statistics (as
+        FTS5 and OpenSearch score a filtered query)."""
+        corpus = self.graph._leaf_text
+        scores = score(corpus.tf, corpus.df, corpus.total_len, query_terms(text))
+        hits = [Hit(i, s) for i, s in scores.items() if where is None or self.graph._leaf_matches(i, where)]
+        hits.sort(key=rank_key)
+        return hits[:max(int(k), 0)]
 
     def ready(self) -> bool:
         return True
@@ -234,7 +252,7 @@ class MemoryVectorIndex:
             raise ValueError("ids, vectors and metas must have the same length")
         for i, v, m in zip(ids, vectors, metas):
             self._vectors[i] = v.copy()
-            self._metas[i] = dict(m)
+            self._metas[i] = copy.deepcopy(dict(m))  # a re-upsert replaces the meta, attrs included
 
     def delete(self, ids: Iterable[str]) -> None:
         for i in ids:
@@ -242,7 +260,7 @@ class MemoryVectorIndex:
             self._metas.pop(i, None)
 
     def search(self, vector: np.ndarray, k: int, layers: Sequence[int] | None = None,
-               doc_ids: Sequence[str] | None = None) -> list[Hit]:
+               doc_ids: Sequence[str] | None = None, where: Filter | None = None) -> list[Hit]:
         layer_set = None if layers is None else set(layers)
         doc_set = None if doc_ids is None else set(doc_ids)
         q = np.asarray(vector, dtype=np.float32).reshape(-1)
@@ -253,6 +271,8 @@ class MemoryVectorIndex:
                 continue
             if doc_set is not None and m.get("doc_id") not in doc_set:
                 continue
+            if where is not None and (m.get("attrs") is None or not matches(where, m["attrs"])):
+                continue  # a vector without attributes (a summary) matches no filter
             hits.append(Hit(i, float(v @ q)))
         hits.sort(key=rank_key)
         return hits[: max(k, 0)]

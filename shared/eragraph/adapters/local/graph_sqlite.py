@@ -9,6 +9,11 @@ reconcile read and only then is anything written, so two processes re-cutting on
 cannot both win. ``repair_layer_counts`` recounts the refs and rewrites ``layer_counts`` in one
 such transaction. Behaviour (including the order of returned lists) matches ``adapters.memory``.
 
+A document's ``metadata`` is a JSON column (added to older stores on open, empty for their
+documents). ``lexical_search`` with a ``where`` filter joins the FTS5 rows to their node and
+document and applies the filter, compiled to SQL (``filter_sql``), to the document's chunk
+attributes (its metadata with ``source``, ``doc_id`` and ``title``) before the LIMIT.
+
 The schema version is kept in the ``store_info`` table (and ``PRAGMA user_version``) rather
 than in the user-visible ``meta`` table, so ``meta_keys("")`` lists exactly what callers put.
 """
@@ -25,11 +30,13 @@ from pathlib import Path
 from typing import Any
 
 from ...domain.bm25 import query_terms
+from ...domain.filters import Filter
 from ...domain.model import (ANY_VERSION, DELETED, ConflictError, Document, EragraphError, LexicalIndexMissing,
                              LshConfig, Node,
                              NodeRef, RefState, RegionChange, Segment)
 from ...domain.ranking import rank_key
 from ...ports import Hit
+from . import filter_sql
 
 SCHEMA_VERSION = 2
 _IN_CHUNK = 500  # ids per "IN (...)" query, well under SQLite's variable limit
@@ -62,7 +69,8 @@ CREATE TABLE IF NOT EXISTS documents (
     chunk_ids    TEXT NOT NULL,
     status       TEXT NOT NULL,
     meta         TEXT NOT NULL,
-    version      TEXT NOT NULL DEFAULT ''
+    version      TEXT NOT NULL DEFAULT '',
+    metadata     TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS documents_source ON documents (source);
 CREATE TABLE IF NOT EXISTS nodes (
@@ -147,14 +155,14 @@ def _migrate_to_refs(conn: sqlite3.Connection) -> None:
 
 def _doc_row(doc: Document) -> tuple:
     return (doc.doc_id, doc.source, doc.content_hash, doc.title, _dumps(list(doc.chunk_ids)),
-            doc.status, _dumps(doc.meta), doc.version)
+            doc.status, _dumps(doc.meta), doc.version, _dumps(doc.metadata))
 
 
 def _doc(row: sqlite3.Row | tuple) -> Document:
-    doc_id, source, content_hash, title, chunk_ids, status, meta, version = row
+    doc_id, source, content_hash, title, chunk_ids, status, meta, version, metadata = row
     return Document(doc_id=doc_id, source=source, content_hash=content_hash, title=title,
                     chunk_ids=tuple(json.loads(chunk_ids)), status=status, meta=json.loads(meta),
-                    version=version)
+                    version=version, metadata=json.loads(metadata))
 
 
 def _node(row: tuple) -> Node:
@@ -163,8 +171,15 @@ def _node(row: tuple) -> Node:
                 doc_id=doc_id, source=source, children=tuple(json.loads(children)))
 
 
-_DOC_COLS = "doc_id, source, content_hash, title, chunk_ids, status, meta, version"
+_DOC_COLS = "doc_id, source, content_hash, title, chunk_ids, status, meta, version, metadata"
+_DOC_MARKS = ", ".join("?" * len(_DOC_COLS.split(",")))
 _LIVE = f"status != '{DELETED}'"
+# each live document's chunk attributes (domain.filters.chunk_attrs) as one JSON object: its
+# metadata and the built-in source, doc_id and title (title only when it has one)
+_CHUNK_ATTRS = ("SELECT doc_id, CASE WHEN title = '' "
+                "THEN json_set(metadata, '$.source', source, '$.doc_id', doc_id) "
+                "ELSE json_set(metadata, '$.source', source, '$.doc_id', doc_id, '$.title', title) END AS attrs "
+                f"FROM documents WHERE {_LIVE}")
 _NODE_COLS = "node_id, layer, text, tokens, code, doc_id, source, children"
 
 
@@ -209,8 +224,10 @@ class SqliteGraphStore:
                 if statement.strip():
                     conn.execute(statement)
             columns = {r[1] for r in conn.execute("PRAGMA table_info(documents)")}
-            if "version" not in columns:  # an additive column: older readers name their columns
+            if "version" not in columns:  # additive columns: older readers name their columns
                 conn.execute("ALTER TABLE documents ADD COLUMN version TEXT NOT NULL DEFAULT ''")
+            if "metadata" not in columns:
+                conn.execute("ALTER TABLE documents ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}'")
             row = conn.execute("SELECT value FROM store_info WHERE key = 'schema_version'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO store_info (key, value) VALUES ('schema_version', ?)",
@@ -316,8 +333,7 @@ class SqliteGraphStore:
                 if (row is None) != (expected is None) or (
                         row is not None and tuple(row) != expected.stamp()):
                     raise ConflictError(f"document {doc.doc_id} changed concurrently")
-            conn.execute(f"INSERT OR REPLACE INTO documents ({_DOC_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         _doc_row(doc))
+            conn.execute(f"INSERT OR REPLACE INTO documents ({_DOC_COLS}) VALUES ({_DOC_MARKS})", _doc_row(doc))
 
     def delete_document(self, doc_id: str) -> None:
         with self._write() as conn:
@@ -377,7 +393,9 @@ class SqliteGraphStore:
     def lexical_ready(self) -> bool:
         return bool(self._query("SELECT 1 FROM store_info WHERE key = 'lexical' AND value = '1'"))
 
-    def lexical_search(self, text: str, k: int) -> list[Hit]:
+    def lexical_search(self, text: str, k: int, where: Filter | None = None) -> list[Hit]:
+        """Top-k leaves by BM25; with ``where``, of the leaves whose document's attributes match
+        it (the filter compiled to SQL over the documents, joined in before the LIMIT)."""
         if not self.lexical_ready():
             raise LexicalIndexMissing(str(self.path.parent))
         terms = query_terms(text)
@@ -386,8 +404,15 @@ class SqliteGraphStore:
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
         # FTS5's own "ORDER BY rank" (rank = bm25()) is its fast path; a few more rows than k
         # let equal scores at the cut be ordered by id, like every other index
-        rows = self._query("SELECT node_id, -rank FROM leaf_text WHERE leaf_text MATCH ? ORDER BY rank LIMIT ?",
-                           (match, int(k) + 20))
+        if where is None:
+            rows = self._query("SELECT node_id, -rank FROM leaf_text WHERE leaf_text MATCH ? ORDER BY rank LIMIT ?",
+                               (match, int(k) + 20))
+        else:
+            allowed, params = filter_sql.compile(where, "attrs")
+            rows = self._query(
+                "SELECT f.node_id, -f.rank FROM leaf_text AS f JOIN nodes AS n ON n.node_id = f.node_id "
+                f"WHERE f.leaf_text MATCH ? AND n.doc_id IN (SELECT doc_id FROM ({_CHUNK_ATTRS}) WHERE {allowed}) "
+                "ORDER BY f.rank LIMIT ?", (match, *params, int(k) + 20))
         hits = sorted((Hit(node_id, float(s)) for node_id, s in rows), key=rank_key)
         return hits[:int(k)]
 

@@ -1,5 +1,7 @@
 """The vector index's id map, outside Python containers: string id <-> int64 faiss id, and each
-id's document, in a private SQLite database.
+id's document and attributes (the JSON of a leaf chunk's ``attrs``, what a ``where`` filter
+selects on: ``matching`` runs the filter compiled by ``filter_sql`` over them), in a private
+SQLite database.
 
 The database is SQLite's private temporary one (``sqlite3.connect("")``): on disk in the
 temporary folder, deleted when the handle closes, with a page cache of ``CACHE_KIB``, so the map
@@ -8,7 +10,8 @@ took about a gigabyte). It holds what one handle sees (the snapshot, the log and
 unflushed changes); what is durable is the vector index's snapshot and log.
 
 Batches pass as one JSON array parameter (``json_each``), so a lookup of any size is one
-statement."""
+statement. A row is ``(string id, int id, doc, attrs)``, ``attrs`` a JSON object's text or None
+(a vector without attributes: a summary, an entity)."""
 
 from __future__ import annotations
 
@@ -18,6 +21,9 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from ...domain.filters import Filter
+from . import filter_sql
+
 CACHE_KIB = 16 * 1024  # page cache of the map: a constant, whatever the corpus
 
 
@@ -25,17 +31,20 @@ def _arr(values: Iterable) -> str:
     return json.dumps(list(values), ensure_ascii=False, separators=(",", ":"))
 
 
+Row = tuple[str, int, str, "str | None"]  # (string id, int id, doc, attrs JSON or None)
+
+
 class IdMap:
-    """``s`` (string id) <-> ``i`` (int id), and ``doc`` (document id) per int id. The caller
-    keeps string and int ids one-to-one: it adds only ids that are absent, under int ids no
-    other id holds."""
+    """``s`` (string id) <-> ``i`` (int id), and ``doc`` (document id) and ``attrs`` (JSON text,
+    or NULL) per int id. The caller keeps string and int ids one-to-one: it adds only ids that
+    are absent, under int ids no other id holds."""
 
     def __init__(self) -> None:
         self._db = sqlite3.connect("", isolation_level=None, check_same_thread=False)
         # the rollback journal stays (journal_mode=OFF would make a failed batch half-applied)
         for pragma in ("synchronous=OFF", f"cache_size=-{CACHE_KIB}", "temp_store=FILE"):
             self._db.execute(f"PRAGMA {pragma}")
-        self._db.execute("CREATE TABLE ids (i INTEGER PRIMARY KEY, s TEXT NOT NULL, doc TEXT NOT NULL)")
+        self._db.execute("CREATE TABLE ids (i INTEGER PRIMARY KEY, s TEXT NOT NULL, doc TEXT NOT NULL, attrs TEXT)")
         self._create_indexes()
         self._count = 0
 
@@ -67,19 +76,26 @@ class IdMap:
                                 (_arr(ints),))
         return {int(i): s for i, s in rows}
 
-    def rows_of(self, strs: Sequence[str]) -> dict[str, tuple[int, str]]:
-        """(int id, doc) of each of ``strs`` that is present."""
+    def rows_of(self, strs: Sequence[str]) -> dict[str, tuple[int, str, str | None]]:
+        """(int id, doc, attrs) of each of ``strs`` that is present."""
         if not strs:
             return {}
-        rows = self._db.execute("SELECT s, i, doc FROM ids WHERE s IN (SELECT value FROM json_each(?))",
+        rows = self._db.execute("SELECT s, i, doc, attrs FROM ids WHERE s IN (SELECT value FROM json_each(?))",
                                 (_arr(strs),))
-        return {s: (int(i), doc) for s, i, doc in rows}
+        return {s: (int(i), doc, attrs) for s, i, doc, attrs in rows}
 
     def in_docs(self, docs: Sequence[str]) -> np.ndarray:
         """The int ids of the documents' vectors, from the document index: at the cost of those
         documents, not of the map."""
         rows = self._db.execute("SELECT i FROM ids WHERE doc IN (SELECT value FROM json_each(?)) ORDER BY i",
                                 (_arr(docs),))
+        return np.fromiter((r[0] for r in rows), dtype=np.int64)
+
+    def matching(self, where: Filter) -> np.ndarray:
+        """The int ids whose attributes match ``where`` (domain.filters.matches; ids without
+        attributes never do), ascending: one scan of the map, in SQLite."""
+        sql, params = filter_sql.compile(where, "attrs")
+        rows = self._db.execute(f"SELECT i FROM ids WHERE {sql} ORDER BY i", params)
         return np.fromiter((r[0] for r in rows), dtype=np.int64)
 
     def strs_between(self, lo: int, hi: int) -> list[str]:
@@ -94,9 +110,9 @@ class IdMap:
     def all_strs(self) -> set[str]:
         return {r[0] for r in self._db.execute("SELECT s FROM ids")}
 
-    def rows(self, batch: int = 65536) -> Iterator[list[tuple[str, int, str]]]:
-        """Every (string id, int id, doc), ordered by string id, a batch at a time."""
-        cur = self._db.execute("SELECT s, i, doc FROM ids ORDER BY s")
+    def rows(self, batch: int = 65536) -> Iterator[list[Row]]:
+        """Every (string id, int id, doc, attrs), ordered by string id, a batch at a time."""
+        cur = self._db.execute("SELECT s, i, doc, attrs FROM ids ORDER BY s")
         while True:
             chunk = cur.fetchmany(batch)
             if not chunk:
@@ -104,8 +120,8 @@ class IdMap:
             yield chunk
 
     # ------------------------------------------------------------------ writes
-    def load(self, rows: Iterable[tuple[str, int, str]]) -> None:
-        """Fill an empty map with (string id, int id, doc) rows in one transaction; the indexes
+    def load(self, rows: Iterable[Row]) -> None:
+        """Fill an empty map with (string id, int id, doc, attrs) rows in one transaction; the indexes
         are rebuilt after the rows (a sort, faster than a million index inserts). Rows that
         repeat an id leave the map empty."""
         if self._count:
@@ -114,7 +130,7 @@ class IdMap:
         try:
             self._db.execute("DROP INDEX ids_s")
             self._db.execute("DROP INDEX ids_doc")
-            self._db.executemany("INSERT INTO ids (s, i, doc) VALUES (?, ?, ?)", rows)
+            self._db.executemany("INSERT INTO ids (s, i, doc, attrs) VALUES (?, ?, ?, ?)", rows)
             self._create_indexes()
         except BaseException as exc:
             self._db.execute("ROLLBACK")
@@ -124,14 +140,14 @@ class IdMap:
         self._db.execute("COMMIT")
         self._count = int(self._db.execute("SELECT count(*) FROM ids").fetchone()[0])
 
-    def add(self, rows: Sequence[tuple[str, int, str]]) -> None:
-        """Add (string id, int id, doc) rows of absent ids."""
-        self._write("INSERT INTO ids (s, i, doc) VALUES (?, ?, ?)", rows)
+    def add(self, rows: Sequence[Row]) -> None:
+        """Add (string id, int id, doc, attrs) rows of absent ids."""
+        self._write("INSERT INTO ids (s, i, doc, attrs) VALUES (?, ?, ?, ?)", rows)
         self._count += len(rows)
 
-    def set_docs(self, rows: Sequence[tuple[int, str]]) -> None:
-        """(int id, doc): the document of ids present."""
-        self._write("UPDATE ids SET doc = ?2 WHERE i = ?1", rows)
+    def set_meta(self, rows: Sequence[tuple[int, str, str | None]]) -> None:
+        """(int id, doc, attrs): the document and attributes of ids present (replacing theirs)."""
+        self._write("UPDATE ids SET doc = ?2, attrs = ?3 WHERE i = ?1", rows)
 
     def remove(self, strs: Sequence[str]) -> list[int]:
         """Remove those string ids; the int ids they held, in the order given."""

@@ -21,16 +21,18 @@ records carried the index past a threshold), and the flush after a change of sha
 the snapshot readers open has the new shape; the change log is the same for both. A reader never
 reshapes (training is a writer's cost).
 
-String ids map to int64 faiss ids; on disk the map and each vector's ``layer``/``doc_id`` live
-in ``vectors.json`` next to ``vectors.faiss``. In memory nothing per vector is a Python object:
-the map and the documents are a handle-private SQLite table on disk (``id_map.IdMap``, a
+String ids map to int64 faiss ids; on disk the map and each vector's ``layer``/``doc_id`` (and
+a leaf chunk's ``attrs``, what a ``where`` filter selects on) live in ``vectors.json`` next to
+``vectors.faiss``. In memory nothing per vector is a Python object: the map, the documents and
+the attributes (JSON text) are a handle-private SQLite table on disk (``id_map.IdMap``, a
 constant page cache) and the layers a numpy column, so a writer's memory is the faiss index plus
 a constant (plus four bytes per id). Filtered searches pass a selector of the allowed ids to
-faiss (a bitmap over the layer column for layers, an ``IDSelectorBatch`` for documents), so they
-return the true top-k of the filtered set (not a post-filtered top-k). Selectors are cached per
-filter and dropped whenever the index changes. The snapshot's files are hashed, read and written
-in pieces, never held whole in memory, and a change of shape copies the vectors a batch at a
-time.
+faiss (a bitmap over the layer column for layers, an ``IDSelectorBatch`` for documents, a bitmap
+of the ids whose attributes match for ``where``: the filter compiled to SQL over the map's
+attrs column by ``filter_sql``), so they return the true top-k of the filtered set (not a
+post-filtered top-k). Selectors are cached per filter and dropped whenever the index changes.
+The snapshot's files are hashed, read and written in pieces, never held whole in memory, and a
+change of shape copies the vectors a batch at a time.
 
 On disk the index is a snapshot plus an append-only change log:
 
@@ -44,7 +46,8 @@ On disk the index is a snapshot plus an append-only change log:
   the next writer renames.
 * ``vectors.log`` starts with the generation of the snapshot it applies to, then holds one
   record per ``flush()``: the net effect of that handle's upserts and deletes since its previous
-  flush (string id, int id, layer, doc_id and vector of each id it wrote; the ids it deleted).
+  flush (string id, int id, layer, doc_id, attrs and vector of each id it wrote; the ids it
+  deleted). A row without attrs (a summary's, or any row an older version wrote) has none.
   Each record is framed by a magic, its length and a CRC-32 and is fsynced; a torn last record
   (a crash mid-append, or a reader racing a writer) fails the check and is ignored, and the next
   writer cuts it off before appending. A log naming another generation (a crash after a
@@ -86,6 +89,7 @@ from typing import Any
 import faiss
 import numpy as np
 
+from ...domain.filters import Filter, cache_key
 from ...domain.model import EragraphError
 from ...domain.ranking import rank_key, rank_score
 from ...ports import Hit
@@ -153,16 +157,37 @@ def _index_writer(index: Any, digest: Any):
     return write
 
 
+def _dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _attrs_json(meta: Mapping[str, Any]) -> str | None:
+    """A meta's ``attrs`` as the JSON text the id map keeps (None: no attributes)."""
+    attrs = meta.get("attrs")
+    return None if attrs is None else _dumps(attrs)
+
+
+def _entry(s: str, i: int, layer: int, doc: str, attrs: str | None) -> str:
+    """One id map entry or log upsert row: ``[id, int id, layer, doc_id]``, plus the attributes'
+    object when there are any (their stored JSON text, spliced in as it is)."""
+    head = _dumps([s, i, layer, doc])
+    return head if attrs is None else head[:-1] + "," + attrs + "]"
+
+
+def _row_attrs(row: Sequence) -> str | None:
+    """The attributes' JSON text of a decoded entry or log row (absent in rows written before)."""
+    return _dumps(row[4]) if len(row) > 4 and row[4] is not None else None
+
+
 def _idmap_writer(header: dict, ids: IdMap, layer_of: np.ndarray):
     """A writer for ``atomic_write`` of the id map: the header's fields, then ``entries`` (each
-    ``[id, int id, layer, doc_id]``, by id), streamed a batch at a time from the map."""
+    ``[id, int id, layer, doc_id(, attrs)]``, by id), streamed a batch at a time from the map."""
     def write(fh) -> None:
-        head = json.dumps(header, ensure_ascii=False, separators=(",", ":"))
+        head = _dumps(header)
         fh.write(head[:-1].encode("utf-8") + b',"entries":[')
         first = True
         for batch in ids.rows():
-            text = ",".join(json.dumps([s, i, int(layer_of[i]), d], ensure_ascii=False, separators=(",", ":"))
-                            for s, i, d in batch)
+            text = ",".join(_entry(s, i, int(layer_of[i]), d, a) for s, i, d, a in batch)
             fh.write((text if first else "," + text).encode("utf-8"))
             first = False
         fh.write(b"]}")
@@ -177,9 +202,10 @@ def _log_header(generation: str) -> bytes:
     return _LOG_MAGIC + generation.encode("ascii")
 
 
-def _encode_record(next_id: int, deleted: list[str], upserts: list[list], vectors: np.ndarray) -> bytes:
-    meta = json.dumps({"next_id": next_id, "delete": deleted, "upsert": upserts},
-                      ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+def _encode_record(next_id: int, deleted: list[str], upserts: list[str], vectors: np.ndarray) -> bytes:
+    """One framed log record; ``upserts`` are the rows' JSON (``_entry``)."""
+    meta = (_dumps({"next_id": next_id, "delete": deleted})[:-1] + ',"upsert":[' + ",".join(upserts)
+            + "]}").encode("utf-8")
     meta += b" " * (-(4 + len(meta)) % 4)  # the vectors start 4-byte aligned
     payload = struct.pack("<I", len(meta)) + meta + np.ascontiguousarray(vectors, dtype="<f4").tobytes()
     head = _REC_MAGIC + struct.pack("<Q", len(payload))
@@ -213,15 +239,16 @@ def _decode_records(data: bytes | memoryview, pos: int, dim: int) -> tuple[list[
 
 
 def _fold(records: list[tuple]) -> tuple[dict[str, tuple | None], int]:
-    """The net effect of records applied in order: id -> (int id, layer, doc_id, vector) or None
-    (deleted), and the highest next_id they name."""
+    """The net effect of records applied in order: id -> (int id, layer, doc_id, vector, attrs
+    JSON) or None (deleted), and the highest next_id they name."""
     net: dict[str, tuple | None] = {}
     next_id = 0
     for rec_next, deleted, upserts, vectors in records:
         for s in deleted:
             net[s] = None
-        for row, (s, i, layer, doc_id) in enumerate(upserts):
-            net[s] = (int(i), int(layer), str(doc_id), vectors[row])
+        for row, entry in enumerate(upserts):
+            s, i, layer, doc_id = entry[:4]
+            net[s] = (int(i), int(layer), str(doc_id), vectors[row], _row_attrs(entry))
         next_id = max(next_id, rec_next)
     return net, next_id
 
@@ -334,7 +361,7 @@ class FaissVectorIndex:
         idmap_bytes = len(idmap_raw)
         del idmap_raw
         try:
-            self._ids.load((s, int(i), str(d)) for s, i, _, d in entries)
+            self._ids.load((e[0], int(e[1]), str(e[3]), _row_attrs(e)) for e in entries)
         except ValueError as exc:
             raise VectorIndexCorruptError(f"{idmap_path}: {exc}") from None
         self._set_layers(np.fromiter((e[1] for e in entries), dtype=np.int64, count=len(entries)),
@@ -464,7 +491,8 @@ class FaissVectorIndex:
 
     def _own_net(self) -> tuple[list[str], list[str], np.ndarray, list[dict]]:
         """The net effect of this handle's unflushed changes: the touched ids it holds, the ones
-        it does not (deleted), the held ones' vectors and metas (with their int ids)."""
+        it does not (deleted), the held ones' vectors and metas (with their int ids; ``attrs``
+        as the map's JSON text, which ``_upsert`` takes as it is)."""
         touched = list(self._touched)
         rows = self._ids.rows_of(touched)
         present = [s for s in touched if s in rows]
@@ -473,7 +501,7 @@ class FaissVectorIndex:
             vectors = self._index.reconstruct_batch(ints)
         else:
             vectors = np.zeros((0, self.dim), dtype=np.float32)
-        metas = [{"layer": int(self._layer_of[i]), "doc_id": rows[s][1], "int_id": i}
+        metas = [{"layer": int(self._layer_of[i]), "doc_id": rows[s][1], "int_id": i, "attrs_json": rows[s][2]}
                  for s, i in zip(present, ints.tolist())]
         return present, [s for s in touched if s not in rows], vectors, metas
 
@@ -491,7 +519,7 @@ class FaissVectorIndex:
         self._clear_layers(self._ids.remove([s for s in held if s not in kept]))
         adds = [(s, value) for s, value in net.items() if value is not None]
         holders = self._ids.strs(value[0] for _, value in adds)
-        for s, (i, _, _, _) in adds:
+        for s, (i, *_) in adds:
             holder = holders.get(i)
             if holder is not None and holder != s:
                 raise VectorIndexCorruptError(f"{self.directory}: the log gives int id {i} to "
@@ -499,8 +527,8 @@ class FaissVectorIndex:
         self._remove_int(remove)
         if adds:
             add_ids = np.asarray([value[0] for _, value in adds], dtype=np.int64)
-            self._ids.add([(s, i, doc_id) for s, (i, _, doc_id, _) in adds if s not in kept])
-            self._ids.set_docs([(i, doc_id) for s, (i, _, doc_id, _) in adds if s in kept])
+            self._ids.add([(s, i, doc_id, attrs) for s, (i, _, doc_id, _, attrs) in adds if s not in kept])
+            self._ids.set_meta([(i, doc_id, attrs) for s, (i, _, doc_id, _, attrs) in adds if s in kept])
             self._set_layers(add_ids, np.asarray([value[1] for _, value in adds], dtype=np.int32))
             self._index.add_with_ids(np.vstack([value[3] for _, value in adds]).astype(np.float32), add_ids)
             next_id = max(next_id, int(add_ids.max()) + 1)
@@ -511,7 +539,7 @@ class FaissVectorIndex:
         """One log record: the net effect of this handle's changes (current vector and meta of
         each id it wrote and still holds; the ids it deleted)."""
         present, deleted, vectors, metas = self._own_net()
-        upserts = [[s, m["int_id"], m["layer"], m["doc_id"]] for s, m in zip(present, metas)]
+        upserts = [_entry(s, m["int_id"], m["layer"], m["doc_id"], m["attrs_json"]) for s, m in zip(present, metas)]
         return _encode_record(self._next_id, deleted, upserts, vectors)
 
     def _append(self, record: bytes) -> None:
@@ -600,13 +628,24 @@ class FaissVectorIndex:
         the layer column, about a millisecond per million ids)."""
         return np.isin(self._layer_of, np.asarray(layers, dtype=np.int32))
 
-    def _in_docs(self, doc_ids: tuple[str, ...], layers: tuple[int, ...] | None) -> np.ndarray:
-        """The int ids of the documents' vectors (in ``layers`` when given): from the map's
-        document index, at the cost of those documents, not of the index."""
-        ints = self._ids.in_docs(doc_ids)
+    def _in_layers(self, ints: np.ndarray, layers: tuple[int, ...] | None) -> np.ndarray:
+        """Those of ``ints`` whose vector is in ``layers`` (all of them for None)."""
         if layers is None or not len(ints):
             return ints
         return ints[np.isin(self._layer_of[ints], np.asarray(layers, dtype=np.int32))]
+
+    def _in_docs(self, doc_ids: tuple[str, ...], layers: tuple[int, ...] | None) -> np.ndarray:
+        """The int ids of the documents' vectors (in ``layers`` when given): from the map's
+        document index, at the cost of those documents, not of the index."""
+        return self._in_layers(self._ids.in_docs(doc_ids), layers)
+
+    def _where(self, where: Filter, doc_ids: tuple[str, ...] | None, layers: tuple[int, ...] | None) -> np.ndarray:
+        """The int ids whose attributes match ``where`` (one SQL scan of the map's attrs column),
+        in ``doc_ids`` and ``layers`` when given, ascending."""
+        ints = self._ids.matching(where)
+        if doc_ids is not None:
+            ints = np.intersect1d(ints, self._ids.in_docs(doc_ids), assume_unique=True)
+        return self._in_layers(ints, layers)
 
     def _changed(self) -> None:
         self._dirty = True
@@ -726,17 +765,18 @@ class FaissVectorIndex:
         new, kept, int_ids = [], [], []
         for n in order:
             s, doc_id = ids[n], str(metas[n].get("doc_id", ""))
+            attrs = metas[n]["attrs_json"] if "attrs_json" in metas[n] else _attrs_json(metas[n])
             i = held.get(s)
             if i is None:
                 i = self._next_id
                 self._next_id += 1
-                new.append((s, i, doc_id))
+                new.append((s, i, doc_id, attrs))
             else:
-                kept.append((i, doc_id))
+                kept.append((i, doc_id, attrs))  # an upsert replaces the attributes too
             int_ids.append(i)
         ints = np.asarray(int_ids, dtype=np.int64)
         self._ids.add(new)
-        self._ids.set_docs(kept)
+        self._ids.set_meta(kept)
         self._set_layers(ints, np.asarray([int(metas[n].get("layer", -1)) for n in order], dtype=np.int32))
         self._index.add_with_ids(np.ascontiguousarray(vectors[order]), ints)
         self._changed()
@@ -763,20 +803,28 @@ class FaissVectorIndex:
 
     # ------------------------------------------------------------------ reads
     @staticmethod
-    def _filter_key(layers: Sequence[int] | None, doc_ids: Sequence[str] | None) -> tuple:
+    def _filter_key(layers: Sequence[int] | None, doc_ids: Sequence[str] | None,
+                    where: Filter | None = None) -> tuple:
         return (None if layers is None else tuple(sorted(set(int(x) for x in layers))),
-                None if doc_ids is None else tuple(sorted(set(doc_ids))))
+                None if doc_ids is None else tuple(sorted(set(doc_ids))),
+                None if where is None else cache_key(where))
 
-    def _selector(self, layers: Sequence[int] | None, doc_ids: Sequence[str] | None) -> tuple[int, Any, Any]:
+    def _selector(self, layers: Sequence[int] | None, doc_ids: Sequence[str] | None,
+                  where: Filter | None = None) -> tuple[int, Any, Any]:
         """(number of allowed vectors, faiss SearchParameters, (the selector they point to, its
         bits, the allowed int ids)) for a filter; cached until the index changes (the selector and
         its bits are held so the C++ object outlives the parameters). A layer filter is a bitmap
-        over the int ids (one bit test per scanned vector); a document filter, a batch of ids."""
-        key = self._filter_key(layers, doc_ids)
+        over the int ids (one bit test per scanned vector); a document filter, a batch of ids; a
+        ``where`` filter (with any layers and documents), a bitmap of the ids it allows."""
+        key = self._filter_key(layers, doc_ids, where)
         cached = self._selectors.get(key)
         if cached is not None:
             return cached
-        if key[1] is None:
+        if where is not None:
+            allowed = self._where(where, key[1], key[0])
+            mask = np.zeros(len(self._layer_of), dtype=bool)
+            mask[allowed] = True
+        elif key[1] is None:
             mask = self._layer_mask(key[0])
             allowed = np.flatnonzero(mask).astype(np.int64)
         else:
@@ -798,17 +846,17 @@ class FaissVectorIndex:
         return result
 
     def search(self, vector: np.ndarray, k: int, layers: Sequence[int] | None = None,
-               doc_ids: Sequence[str] | None = None) -> list[Hit]:
+               doc_ids: Sequence[str] | None = None, where: Filter | None = None) -> list[Hit]:
         if k <= 0:
             return []
         q = np.asarray(vector, dtype=np.float32).reshape(1, -1)
         if q.shape[1] != self.dim:
             raise ValueError(f"query has {q.shape[1]} dimensions, the index {self.dim}")
         with self._lock:
-            if layers is None and doc_ids is None:
+            if layers is None and doc_ids is None and where is None:
                 n_allowed, params = self._index.ntotal, None
             else:
-                n_allowed, params, held = self._selector(layers, doc_ids)
+                n_allowed, params, held = self._selector(layers, doc_ids, where)
             if n_allowed == 0:
                 return []
             if self._ivf:
@@ -877,7 +925,13 @@ class FaissVectorIndex:
             return int(self._index.ntotal)
 
     def meta(self, node_id: str) -> dict[str, Any] | None:
-        """The ``layer``/``doc_id`` recorded for ``node_id`` (None when absent)."""
+        """The ``layer``/``doc_id`` (and ``attrs``, when it has any) recorded for ``node_id``
+        (None when absent)."""
         with self._lock:
             row = self._ids.rows_of([node_id]).get(node_id)
-            return None if row is None else {"layer": int(self._layer_of[row[0]]), "doc_id": row[1]}
+            if row is None:
+                return None
+            out: dict[str, Any] = {"layer": int(self._layer_of[row[0]]), "doc_id": row[1]}
+            if row[2] is not None:
+                out["attrs"] = json.loads(row[2])
+            return out
