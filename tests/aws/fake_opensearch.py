@@ -3,26 +3,50 @@ of the OpenSearch k-NN API, and answers k-NN from numpy so services run end to e
 
 Checked shapes (OpenSearch 2.x docs: k-NN index, k-NN search with filters, bulk, mget):
 * index creation: ``settings.index.knn`` true; a ``knn_vector`` field with ``dimension`` and a
-  ``method`` (name ``hnsw``, an ``engine``, a ``space_type``);
+  ``method`` (name ``hnsw``, an ``engine``, a ``space_type``); mapping keys ``dynamic``,
+  ``date_detection``, ``_meta``, ``dynamic_templates`` (``path_match`` + ``mapping``) and
+  ``properties`` only;
 * ``_bulk``: NDJSON, an action line (``index``/``create``/``delete``/``update`` with ``_id``)
-  followed by a source line for every action but ``delete``; sources must fit the mapping;
+  followed by a source line for every action but ``delete``; sources must fit the mapping: a
+  field outside a ``strict`` object is refused, one inside a ``dynamic`` object is mapped by the
+  first dynamic template whose ``path_match`` fits (and recorded in the mapping, as OpenSearch
+  does), and values must be of their field's type (keyword a string, double a number that is
+  not a boolean, boolean a boolean; arrays of them);
 * k-NN search: ``query.knn.<field>`` with ``vector`` (of the mapped dimension) and ``k``, and an
   optional ``filter`` (a query clause); ``size``;
 * scoring of ``innerproduct`` (faiss): ip >= 0 -> ip + 1, else 1 / (1 - ip);
 * lexical search: ``query.bool.must`` one ``match`` on a ``text`` field plus ``filter`` clauses,
-  scored by BM25 (k1 1.2, b 0.75: eragraph.domain.bm25, OpenSearch's default similarity);
+  scored by BM25 (k1 1.2, b 0.75: eragraph.domain.bm25, OpenSearch's default similarity) with
+  the statistics of every document that has the field (a filter selects, it does not rescore);
+* any other query (``match_all``, ``constant_score``, ``bool``...): the documents it matches,
+  ``hits.total`` (``track_total_hits``), ``size``, ``sort`` on ``node_id`` and ``search_after``;
 * ``_bulk`` ``update`` with a ``{"doc": {...}}`` partial document; ``indices.get_mapping`` and
-  ``indices.put_mapping`` (new ``properties`` and ``_meta`` only: a mapped field cannot change).
+  ``indices.put_mapping`` (new ``properties``, ``dynamic_templates`` and ``_meta`` only: a mapped
+  field cannot change).
+
+Query clauses are evaluated as OpenSearch does (``matches``): ``bool`` (``must``, ``filter``,
+``should`` with ``minimum_should_match``, whose default is 1 without ``must``/``filter`` and 0
+with them, capped at the number of ``should`` clauses, ``must_not``), ``term``, ``terms``, ``range`` (numeric fields), ``prefix`` (keyword),
+``exists``, ``constant_score``, ``match_all``. A field is an array of values: a term matches when
+one value does; a missing field, an empty array or an unmapped field matches nothing. Doubles
+compare like Lucene's points (-0.0 sorts below 0.0 and does not equal it). A query value of the
+wrong type for its field (a number against a keyword...) and any other clause raise ShapeError:
+the adapter never means to send them.
 """
 
 from __future__ import annotations
 
+import copy
+import fnmatch
 import json
+import math
 from typing import Any
 
 import numpy as np
 
 SPACES = {"innerproduct", "cosinesimil", "l2"}
+MAPPING_KEYS = {"dynamic", "date_detection", "_meta", "dynamic_templates", "properties"}
+NUMERIC = {"integer", "long", "double"}
 
 
 class ShapeError(AssertionError):
@@ -32,6 +56,32 @@ class ShapeError(AssertionError):
 def _need(cond: bool, msg: str) -> None:
     if not cond:
         raise ShapeError(msg)
+
+
+def _one(clause: Any, what: str) -> tuple[str, Any]:
+    _need(isinstance(clause, dict) and len(clause) == 1, f"{what} must be an object with one key: {clause!r}")
+    return next(iter(clause.items()))
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _double(v: float) -> tuple[float, float]:
+    """A double as Lucene orders it (Double.compare): -0.0 below 0.0, and not equal to it."""
+    v = float(v)
+    return (v, math.copysign(1.0, v))
+
+
+def _merge_templates(old: list, new: list) -> list:
+    _need(isinstance(new, list), "dynamic_templates is a list")
+    names = [_one(t, "a dynamic template")[0] for t in new]
+    for template in new:
+        (_, spec), = template.items()
+        _need(set(spec) <= {"path_match", "match_mapping_type", "mapping"} and "path_match" in spec
+              and "mapping" in spec and spec.get("match_mapping_type", "*") == "*",
+              f"the fake's dynamic templates are path_match + mapping: {template}")
+    return [t for t in old if next(iter(t)) not in names] + list(new)
 
 
 class _Indices:
@@ -49,7 +99,9 @@ class _Indices:
         _need(body["settings"]["index"]["knn"] is True, "index.knn must be true for k-NN")
         replicas = body["settings"]["index"].get("number_of_replicas", 1)
         _need(isinstance(replicas, int) and replicas >= 0, "number_of_replicas must be an integer >= 0")
-        props = body["mappings"]["properties"]
+        mappings = copy.deepcopy(body["mappings"])
+        _need(set(mappings) <= MAPPING_KEYS, f"unexpected mapping keys {set(mappings) - MAPPING_KEYS}")
+        props = mappings["properties"]
         vec_fields = {k: v for k, v in props.items() if v.get("type") == "knn_vector"}
         _need(len(vec_fields) == 1, "exactly one knn_vector field expected")
         (field, spec), = vec_fields.items()
@@ -59,23 +111,31 @@ class _Indices:
         _need(method.get("engine") in {"faiss", "lucene", "nmslib"}, "unknown k-NN engine")
         _need(method.get("space_type") in SPACES, "unknown space_type")
         self.owner.indexes[index] = {"field": field, "dim": spec["dimension"], "space": method["space_type"],
-                                     "props": dict(props), "docs": {}, "replicas": replicas,
-                                     "meta": body["mappings"].get("_meta") or {}}
+                                     "props": props, "docs": {}, "replicas": replicas,
+                                     "meta": mappings.get("_meta") or {}, "dynamic": mappings.get("dynamic", True),
+                                     "templates": _merge_templates([], mappings.get("dynamic_templates", []))}
         return {"acknowledged": True, "index": index}
 
     def get_mapping(self, index: str) -> dict:
         self.owner.requests.append(("GET", f"/{index}/_mapping", None))
         idx = self.owner._index(index)
-        mappings = {"properties": idx["props"], **({"_meta": idx["meta"]} if idx.get("meta") else {})}
+        mappings = {"dynamic": idx["dynamic"], "properties": copy.deepcopy(idx["props"]),
+                    **({"_meta": idx["meta"]} if idx.get("meta") else {}),
+                    **({"dynamic_templates": copy.deepcopy(idx["templates"])} if idx["templates"] else {})}
         return {index: {"mappings": mappings}}
 
     def put_mapping(self, index: str, body: dict) -> dict:
         self.owner.requests.append(("PUT", f"/{index}/_mapping", body))
         idx = self.owner._index(index)
-        _need(set(body) <= {"properties", "_meta"}, f"unexpected mapping keys {set(body)}")
+        _need(set(body) <= {"properties", "_meta", "dynamic_templates"}, f"unexpected mapping keys {set(body)}")
         for field, spec in body.get("properties", {}).items():
-            _need(field not in idx["props"] or idx["props"][field] == spec, f"cannot change the mapping of {field}")
-            idx["props"][field] = spec
+            old = idx["props"].get(field)
+            _need(old is None or all(old.get(k) == v for k, v in spec.items() if k != "properties"),
+                  f"cannot change the mapping of {field}")
+            if old is None:
+                idx["props"][field] = copy.deepcopy(spec)
+        if "dynamic_templates" in body:
+            idx["templates"] = _merge_templates(idx["templates"], body["dynamic_templates"])
         if "_meta" in body:
             idx["meta"] = body["_meta"]
         return {"acknowledged": True}
@@ -91,23 +151,151 @@ class FakeOpenSearch:
         self.requests: list[tuple[str, str, Any]] = []
         self.indices = _Indices(self)
         self.fail_next: list[int] = []  # statuses to return for the next bulk items (tests)
+        # tests: a filtered k-NN search whose allowed set is larger than k returns at most this
+        # many hits (an engine whose filtered graph search falls short); None: exact
+        self.filtered_ann_limit: int | None = None
 
     def _index(self, name: str) -> dict:
         _need(name in self.indexes, f"no such index {name}")
         return self.indexes[name]
 
+    # ----- the mapping -----
     def _check_source(self, idx: dict, source: dict) -> None:
-        props = idx["props"]
-        for key, value in source.items():
-            _need(key in props, f"field {key} not in the strict mapping")
-            kind = props[key]["type"]
-            if kind == "knn_vector":
-                _need(isinstance(value, list) and len(value) == idx["dim"], "vector of the wrong dimension")
-            elif kind == "integer":
-                _need(isinstance(value, int), f"{key} must be an integer")
-            elif kind in ("keyword", "text"):
-                _need(isinstance(value, str), f"{key} must be a string")
+        self._check_object(idx, idx["props"], source, "", idx["dynamic"])
 
+    def _check_object(self, idx: dict, props: dict, source: dict, path: str, dynamic: Any) -> None:
+        for key, value in source.items():
+            name = path + key
+            spec = props.get(key)
+            if spec is None:
+                _need(dynamic in (True, "true"), f"field {name} not in the strict mapping")
+                spec = props[key] = self._dynamic_mapping(idx, name)
+            kind = spec.get("type", "object")
+            if kind == "object":
+                _need(isinstance(value, dict), f"{name} must be an object")
+                self._check_object(idx, spec.setdefault("properties", {}), value, name + ".",
+                                   spec.get("dynamic", dynamic))
+            elif kind == "knn_vector":
+                _need(isinstance(value, list) and len(value) == idx["dim"], "vector of the wrong dimension")
+            else:
+                for v in value if isinstance(value, list) else [value]:
+                    self._value(kind, v, name)
+
+    @staticmethod
+    def _dynamic_mapping(idx: dict, name: str) -> dict:
+        for template in idx["templates"]:
+            (_, spec), = template.items()
+            if fnmatch.fnmatchcase(name, spec["path_match"]):
+                return copy.deepcopy(spec["mapping"])
+        raise ShapeError(f"no dynamic template maps {name} (the fake maps new fields by templates only)")
+
+    @staticmethod
+    def _value(kind: str, v: Any, field: str) -> Any:
+        """A value (of a document or a query) for a field of type ``kind``, as the field compares it."""
+        if kind in ("keyword", "text"):
+            _need(isinstance(v, str), f"{field} ({kind}) takes strings, not {v!r}")
+            return v
+        if kind in ("integer", "long"):
+            _need(isinstance(v, int) and not isinstance(v, bool), f"{field} ({kind}) takes integers, not {v!r}")
+            return v
+        if kind == "double":
+            _need(_is_number(v) and math.isfinite(v), f"{field} (double) takes finite numbers, not {v!r}")
+            return _double(v)
+        if kind == "boolean":
+            _need(isinstance(v, bool), f"{field} (boolean) takes true or false, not {v!r}")
+            return v
+        raise ShapeError(f"{field}: the fake does not compare fields of type {kind}")
+
+    @staticmethod
+    def _field_type(idx: dict, field: str) -> str | None:
+        props: dict | None = idx["props"]
+        spec: dict = {}
+        for part in field.split("."):
+            if not props or part not in props:
+                return None
+            spec = props[part]
+            props = spec.get("properties")
+        return spec.get("type", "object")
+
+    @staticmethod
+    def _values(source: dict, field: str) -> list:
+        node: Any = source
+        for part in field.split("."):
+            if not isinstance(node, dict) or part not in node:
+                return []
+            node = node[part]
+        return [v for v in (node if isinstance(node, list) else [node]) if v is not None]
+
+    # ----- query clauses -----
+    def _leaf(self, idx: dict, source: dict, spec: Any, what: str) -> tuple[str | None, list, Any]:
+        """(field type, the document's values of the field, the query's argument)."""
+        field, arg = _one(spec, what)
+        kind = self._field_type(idx, field)
+        values = [] if kind is None else [self._value(kind, v, field) for v in self._values(source, field)]
+        return kind, values, (field, arg)
+
+    def _matches(self, idx: dict, source: dict, clause: dict) -> bool:
+        kind, spec = _one(clause, "a query clause")
+        if kind == "match_all":
+            _need(spec == {}, "match_all takes no arguments")
+            return True
+        if kind == "bool":
+            return self._bool(idx, source, spec)
+        if kind == "constant_score":
+            _need(isinstance(spec, dict) and set(spec) == {"filter"}, "constant_score takes a filter")
+            return self._matches(idx, source, spec["filter"])
+        if kind == "exists":
+            _need(isinstance(spec, dict) and set(spec) == {"field"}, "exists takes a field")
+            return self._field_type(idx, spec["field"]) is not None and bool(self._values(source, spec["field"]))
+        _need(kind in ("term", "terms", "prefix", "range"), f"unsupported query clause {kind}")
+        ftype, values, (field, arg) = self._leaf(idx, source, spec, kind)
+        _need(ftype != "text", f"{kind} on {field}, a text field (analyzed: the adapter matches text with match)")
+        if kind in ("term", "terms", "prefix") and isinstance(arg, dict):
+            _need(kind != "terms" and set(arg) == {"value"}, f"{kind} on {field}: unexpected {arg!r}")
+            arg = arg["value"]
+        if kind == "term":
+            return ftype is not None and self._value(ftype, arg, field) in values
+        if kind == "terms":
+            _need(isinstance(arg, list), f"terms on {field} takes a list")
+            return ftype is not None and any(self._value(ftype, a, field) in values for a in arg)
+        if kind == "prefix":
+            _need(isinstance(arg, str) and arg != "", f"prefix on {field} takes a string")
+            _need(ftype in (None, "keyword"), f"prefix on {field}, a {ftype} field")
+            return any(v.startswith(arg) for v in values)
+        # range: numeric fields only
+        _need(isinstance(arg, dict) and arg and set(arg) <= {"gt", "gte", "lt", "lte"},
+              f"range on {field} takes gt, gte, lt, lte")
+        if ftype is None:
+            return False
+        _need(ftype in NUMERIC, f"range on {field}, a {ftype} field (the adapter ranges numbers only)")
+        bounds = {op: self._value(ftype, b, field) for op, b in arg.items()}
+        tests = {"gt": lambda v, b: v > b, "gte": lambda v, b: v >= b,
+                 "lt": lambda v, b: v < b, "lte": lambda v, b: v <= b}
+        return any(all(tests[op](v, b) for op, b in bounds.items()) for v in values)
+
+    def _bool(self, idx: dict, source: dict, spec: Any) -> bool:
+        _need(isinstance(spec, dict), "bool takes an object")
+        _need(set(spec) <= {"must", "filter", "should", "must_not", "minimum_should_match"},
+              f"unexpected bool keys {set(spec)}")
+
+        def clauses(name: str) -> list:
+            value = spec.get(name, [])
+            return value if isinstance(value, list) else [value]
+
+        should = clauses("should")
+        msm = spec.get("minimum_should_match", 0 if clauses("must") or clauses("filter") else 1)
+        _need(isinstance(msm, int) and not isinstance(msm, bool) and msm >= 0,
+              "minimum_should_match: the fake takes an integer >= 0")
+        return (all(self._matches(idx, source, c) for c in clauses("must") + clauses("filter"))
+                and not any(self._matches(idx, source, c) for c in clauses("must_not"))
+                and sum(self._matches(idx, source, c) for c in should) >= min(msm, len(should)))
+
+    def select(self, index: str, clause: dict) -> set[str]:
+        """The ids of the documents of ``index`` that ``clause`` matches (tests)."""
+        idx = self._index(index)
+        return {i for i, src in idx["docs"].items() if self._matches(idx, src, clause)}
+
+    # ----- the API -----
     def bulk(self, body: str, index: str | None = None, refresh: Any = None) -> dict:
         self.requests.append(("POST", "/_bulk", body))
         _need(isinstance(body, str) and body.endswith("\n"), "_bulk body must be NDJSON ending in a newline")
@@ -153,21 +341,6 @@ class FakeOpenSearch:
                 items.append({op: {"_id": meta["_id"], "status": 201}})
         return {"took": 1, "errors": errors, "items": items}
 
-    @staticmethod
-    def _matches(source: dict, clause: dict) -> bool:
-        (kind, spec), = clause.items()
-        if kind == "bool":
-            return all(FakeOpenSearch._matches(source, c) for c in spec.get("filter", []) + spec.get("must", []))
-        if kind == "terms":
-            (field, values), = spec.items()
-            return source.get(field) in values
-        if kind == "term":
-            (field, value), = spec.items()
-            return source.get(field) == (value["value"] if isinstance(value, dict) else value)
-        if kind == "match_all":
-            return True
-        raise ShapeError(f"unsupported filter clause {kind}")
-
     def _score(self, space: str, q: np.ndarray, v: np.ndarray) -> float:
         if space == "innerproduct":
             ip = float(q @ v)
@@ -179,41 +352,52 @@ class FakeOpenSearch:
     def search(self, index: str, body: dict) -> dict:
         self.requests.append(("POST", f"/{index}/_search", body))
         idx = self._index(index)
+        _need(set(body) <= {"size", "_source", "query", "sort", "search_after", "track_total_hits"},
+              f"unexpected search keys {set(body)}")
         query = body.get("query", {"match_all": {}})
         if "knn" in query:
-            knn = query["knn"]
-            _need(list(knn) == [idx["field"]], "knn query must name the knn_vector field")
-            spec = knn[idx["field"]]
-            _need(set(spec) <= {"vector", "k", "filter"}, f"unexpected knn keys {set(spec)}")
-            _need(len(spec["vector"]) == idx["dim"], "query vector of the wrong dimension")
-            _need(isinstance(spec["k"], int) and 1 <= spec["k"] <= 10000, "k must be within 1..10000")
-            q = np.asarray(spec["vector"], dtype=np.float32)
-            clause = spec.get("filter")
-            hits = []
-            for doc_id, src in idx["docs"].items():
-                if clause is not None and not self._matches(src, clause):
-                    continue
-                hits.append({"_id": doc_id, "_score": self._score(idx["space"], q, np.asarray(src[idx["field"]])),
-                             **({"_source": src} if body.get("_source", True) else {})})
-            hits.sort(key=lambda h: -h["_score"])
-            hits = hits[: min(spec["k"], body.get("size", 10))]
-            return {"hits": {"total": {"value": len(hits)}, "hits": hits}}
+            return self._knn(idx, body)
         if "bool" in query and query["bool"].get("must"):
             return self._lexical(idx, body)
-        _need("match_all" in query, "only knn, match and match_all queries are expected")
+        docs = sorted((i, s) for i, s in idx["docs"].items() if self._matches(idx, s, query))
+        track = body.get("track_total_hits", 10000)
+        total = {"value": len(docs), "relation": "eq"}
+        if track is not True and len(docs) > track:
+            total = {"value": track, "relation": "gte"}
         sort = body.get("sort")
-        docs = sorted(idx["docs"].items())
         if sort:
             _need(sort == [{"node_id": "asc"}], "ids() must sort on the node_id keyword")
             after = body.get("search_after")
             if after is not None:
                 docs = [d for d in docs if d[1]["node_id"] > after[0]]
         docs = docs[: body.get("size", 10)]
-        return {"hits": {"hits": [{"_id": k, "_score": 1.0, "_source": {"node_id": s["node_id"]},
-                                   "sort": [s["node_id"]]} for k, s in docs]}}
+        return {"hits": {"total": total, "hits": [{"_id": k, "_score": 1.0, "_source": {"node_id": s["node_id"]},
+                                                   "sort": [s["node_id"]]} for k, s in docs]}}
+
+    def _knn(self, idx: dict, body: dict) -> dict:
+        knn = body["query"]["knn"]
+        _need(list(knn) == [idx["field"]], "knn query must name the knn_vector field")
+        spec = knn[idx["field"]]
+        _need(set(spec) <= {"vector", "k", "filter"}, f"unexpected knn keys {set(spec)}")
+        _need(len(spec["vector"]) == idx["dim"], "query vector of the wrong dimension")
+        _need(isinstance(spec["k"], int) and 1 <= spec["k"] <= 10000, "k must be within 1..10000")
+        q = np.asarray(spec["vector"], dtype=np.float32)
+        clause = spec.get("filter")
+        hits = []
+        for doc_id, src in idx["docs"].items():
+            if clause is not None and not self._matches(idx, src, clause):
+                continue
+            hits.append({"_id": doc_id, "_score": self._score(idx["space"], q, np.asarray(src[idx["field"]])),
+                         **({"_source": src} if body.get("_source", True) else {})})
+        hits.sort(key=lambda h: -h["_score"])
+        allowed = len(hits)
+        hits = hits[: min(spec["k"], body.get("size", 10))]
+        if clause is not None and self.filtered_ann_limit is not None and allowed > spec["k"]:
+            hits = hits[: self.filtered_ann_limit]
+        return {"hits": {"total": {"value": len(hits), "relation": "eq"}, "hits": hits}}
 
     def _lexical(self, idx: dict, body: dict) -> dict:
-        from eragraph.domain.bm25 import Bm25Corpus
+        from eragraph.domain.bm25 import Bm25Corpus, top_k
 
         spec = body["query"]["bool"]
         _need(set(spec) <= {"must", "filter"}, f"unexpected bool keys {set(spec)}")
@@ -224,12 +408,13 @@ class FakeOpenSearch:
         _need(isinstance(text, str), "match takes the query string")
         _need(isinstance(body.get("size"), int), "size must be given")
         flt = {"bool": {"filter": spec.get("filter", [])}}
-        corpus = Bm25Corpus()
+        corpus = Bm25Corpus()  # the statistics of the whole index: a filter selects, it does not rescore
         for doc_id, src in idx["docs"].items():
-            if field in src and self._matches(src, flt):
+            if field in src:
                 corpus.add(doc_id, src[field])
-        hits = [{"_id": i, "_score": s} for i, s in corpus.search(text, body["size"])]
-        return {"hits": {"total": {"value": len(hits)}, "hits": hits}}
+        scored = [(i, s) for i, s in corpus.search(text, len(corpus)) if self._matches(idx, idx["docs"][i], flt)]
+        hits = [{"_id": i, "_score": s} for i, s in top_k(scored, body["size"])]
+        return {"hits": {"total": {"value": len(hits), "relation": "eq"}, "hits": hits}}
 
     def mget(self, index: str, body: dict) -> dict:
         self.requests.append(("POST", f"/{index}/_mget", body))

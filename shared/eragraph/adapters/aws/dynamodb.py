@@ -160,6 +160,16 @@ def item_bytes(attrs: dict[str, Any]) -> int:
     return sum(len(k.encode("utf-8")) + size(v) for k, v in attrs.items() if v is not None)
 
 
+def _metadata_json(metadata: dict[str, Any]) -> str | None:
+    """A document's metadata as the item's ``metadata`` string: JSON rather than a map attribute,
+    so that it reads back exactly as written (a DynamoDB number loses int/float, 2020.0 comes
+    back 2020), its stored size is its UTF-8 length (what ``check_fits`` counts), and nothing
+    queries it in DynamoDB (filters run in the vector and lexical indexes). None when empty."""
+    if not metadata:
+        return None
+    return json.dumps(metadata, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
 def _lsh_to_json(c: LshConfig) -> str:
     return json.dumps({"embedder_id": c.embedder_id, "dim": c.dim, "n_planes": c.n_planes,
                        "seed": c.seed, "planes": [list(p) for p in c.planes]})
@@ -288,7 +298,8 @@ class DynamoGraphStore:
         return Document(doc_id=item.PK[len("DOC#"):], source=item.source or "",
                         content_hash=item.content_hash or "", title=item.title or "",
                         chunk_ids=tuple(item.chunk_ids or ()), status=item.status or "indexed",
-                        meta=json.loads(item.meta) if item.meta else {}, version=item.doc_version or "")
+                        meta=json.loads(item.meta) if item.meta else {}, version=item.doc_version or "",
+                        metadata=json.loads(item.metadata) if item.metadata else {})
 
     def get_document(self, doc_id: str, include_deleted: bool = False) -> Document | None:
         item = self._get(f"DOC#{doc_id}", "DOC")
@@ -320,7 +331,8 @@ class DynamoGraphStore:
                     GSI2SK=doc.doc_id if live else None, source=doc.source,
                     content_hash=doc.content_hash, title=doc.title or None,
                     chunk_ids=list(doc.chunk_ids), status=doc.status,
-                    meta=json.dumps(doc.meta) if doc.meta else None, doc_version=doc.version or None)
+                    meta=json.dumps(doc.meta) if doc.meta else None, doc_version=doc.version or None,
+                    metadata=_metadata_json(doc.metadata))
 
     @staticmethod
     def _node_attrs(n: Node) -> dict[str, Any]:

@@ -6,7 +6,8 @@ One table, generic key attributes, item kinds told apart by their keys:
     META                KEY#<key>       store metadata (settings, dirty:<layer> markers), JSON value
     META                LSH             the hyperplanes (written once, conditionally)
     LEDGER              KIND#<kind>     cost ledger counters (atomic ADD)
-    DOC#<doc_id>        DOC             a document;       GSI2 BySource: SRC#<source> / <doc_id>
+    DOC#<doc_id>        DOC             a document (``metadata``: its attributes, JSON);
+                                        GSI2 BySource: SRC#<source> / <doc_id>
                                         (a tombstone: status "deleted", no chunks, no GSI2 keys)
     NODE#<node_id>      NODE            a graph node (text, code, children...)
     REF#<layer>#<shard> <code>#<node>   the node in its layer's code-ordered index: ``seg``, ``live``
@@ -95,6 +96,7 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         chunk_ids = ListAttribute(of=UnicodeAttribute, null=True)
         status = UnicodeAttribute(null=True)
         meta = UnicodeAttribute(null=True)
+        metadata = UnicodeAttribute(null=True)  # the user's attributes, a JSON object (see dynamodb)
         doc_version = UnicodeAttribute(null=True)  # the S3 sequencer that wrote the document
         # NODE
         layer = NumberAttribute(null=True)

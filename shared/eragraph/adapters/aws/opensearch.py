@@ -9,7 +9,15 @@ score ``ip + 1`` when ``ip >= 0`` and ``1 / (1 - ip)`` otherwise; ``search`` map
 hits carry the same inner product as every other VectorIndex.
 
 A leaf's text (``meta["text"]``) goes into the same document as its vector: the ``text``
-field is the lexical (BM25) index that ``OpenSearchLexicalIndex`` queries with ``match``.
+field is the lexical (BM25) index that ``OpenSearchLexicalIndex`` queries with ``match``. Its
+attributes (``meta["attrs"]``) go there too, as the typed fields of ``filter_dsl``; ``where``
+compiles to a bool query in the ``filter`` of the ``knn`` clause (efficient k-NN filtering:
+the engine searches the allowed set, it does not cut a top-k afterwards) or beside the
+``match``. An upsert is an ``index`` action, which replaces the whole document: a chunk's new
+attributes leave none of the old ones behind. An index created before attributes existed gets
+their fields with the first write of attributes (a mapping can gain fields; the query function
+may only read, and a filter on an unmapped field matches nothing); its vectors match no filter
+until re-upserted.
 
 Writes go through ``_bulk`` (index / delete actions, NDJSON) with per-item error handling:
 items that failed with a retryable status (429, 5xx) are re-sent with backoff, any other item
@@ -28,8 +36,10 @@ from typing import Any
 
 import numpy as np
 
+from ...domain.filters import Filter
 from ...domain.ranking import rank_key, rank_score
 from ...ports import Hit
+from .filter_dsl import ATTR_PROPERTIES, MARKER, attr_fields, where_clauses
 
 BULK_ACTIONS = 500
 PAGE = 1000
@@ -107,6 +117,7 @@ class OpenSearchVectorIndex:
         self.replicas = replicas  # for a new index; None keeps the mapping file's
         self.refresh = refresh  # tests use True; Lambda leaves near-real-time refresh on
         self._ready = False
+        self._attrs_mapped = False  # the index has the attribute fields (created here, or checked)
 
     def ensure_index(self) -> None:
         if self._ready:
@@ -114,10 +125,24 @@ class OpenSearchVectorIndex:
         if not self.client.indices.exists(index=self.index):
             try:
                 self.client.indices.create(index=self.index, body=index_body(self.dim, self.replicas))
+                self._attrs_mapped = True
             except Exception as exc:  # a concurrent creator won
                 if "resource_already_exists_exception" not in str(exc):
                     raise
         self._ready = True
+
+    def _map_attr_fields(self) -> None:
+        """Give an index created before filterable attributes their fields and templates (once
+        per process, before the first write of attributes)."""
+        if self._attrs_mapped:
+            return
+        mapping = next(iter(self.client.indices.get_mapping(index=self.index).values()))["mappings"]
+        if MARKER not in (mapping.get("properties") or {}):
+            new = index_body(self.dim)["mappings"]
+            self.client.indices.put_mapping(index=self.index, body={
+                "dynamic_templates": new["dynamic_templates"],
+                "properties": {name: new["properties"][name] for name in ATTR_PROPERTIES}})
+        self._attrs_mapped = True
 
     # ----- writes -----
     def _bulk(self, lines: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> None:
@@ -159,8 +184,12 @@ class OpenSearchVectorIndex:
         lines = [({"index": {"_index": self.index, "_id": i}},
                   {"node_id": i, "layer": int(m["layer"]), "doc_id": str(m.get("doc_id", "")),
                    **({"text": str(m["text"])} if m.get("text") is not None else {}),
+                   **attr_fields(m.get("attrs")),
                    "vector": [float(x) for x in v]})
                  for i, v, m in zip(ids, vectors, metas)]
+        if any(m.get("attrs") is not None for m in metas):
+            self.ensure_index()
+            self._map_attr_fields()
         self._bulk(lines)
 
     def delete(self, ids: Iterable[str]) -> None:
@@ -170,7 +199,7 @@ class OpenSearchVectorIndex:
 
     # ----- reads -----
     def search(self, vector: np.ndarray, k: int, layers: Sequence[int] | None = None,
-               doc_ids: Sequence[str] | None = None) -> list[Hit]:
+               doc_ids: Sequence[str] | None = None, where: Filter | None = None) -> list[Hit]:
         if k <= 0:
             return []
         self.ensure_index()
@@ -183,6 +212,7 @@ class OpenSearchVectorIndex:
             filters.append({"terms": {"layer": [int(x) for x in layers]}})
         if doc_ids is not None:
             filters.append({"terms": {"doc_id": [str(x) for x in doc_ids]}})
+        filters += where_clauses(where)
         query_vector = [float(x) for x in np.asarray(vector, dtype=np.float32).reshape(-1)]
         while True:
             knn: dict[str, Any] = {"vector": query_vector, "k": fetch}
@@ -192,11 +222,25 @@ class OpenSearchVectorIndex:
             response = self.client.search(index=self.index, body=body)
             hits = [Hit(h["_id"], score_to_inner_product(float(h["_score"])))
                     for h in response["hits"]["hits"]]
+            if filters and len(hits) < min(k, fetch) and fetch < MAX_K:
+                # faiss answers a filter with at least k hits when the allowed set has k (an exact
+                # search over it when the graph search falls short); if an engine does not, ask
+                # for as many as are allowed, which makes it search them exactly
+                allowed = self._allowed(filters)
+                if allowed > len(hits):
+                    fetch = min(max(2 * fetch, allowed), MAX_K)
+                    continue
             if not _tie_at_cut([h.score for h in hits], k, fetch):
                 break
             fetch = min(2 * fetch, MAX_K)
         hits.sort(key=rank_key)
         return hits[:k]
+
+    def _allowed(self, filters: list[dict[str, Any]]) -> int:
+        """How many documents pass ``filters`` (a filter-only search that counts them)."""
+        body = {"size": 0, "track_total_hits": True,
+                "query": {"constant_score": {"filter": {"bool": {"filter": filters}}}}}
+        return int(self.client.search(index=self.index, body=body)["hits"]["total"]["value"])
 
     def ids(self) -> set[str]:
         self.ensure_index()
@@ -236,9 +280,10 @@ class OpenSearchVectorIndex:
 class OpenSearchLexicalIndex:
     """BM25 over the ``text`` field of the leaf documents of an OpenSearchVectorIndex (the
     index's default similarity is BM25, k1 = 1.2, b = 0.75), queried with ``match`` and a
-    ``layer = 0`` filter. An index created before the field existed has no ``_meta.lexical``
-    in its mapping: search refuses with LexicalIndexMissing until ``rebuild`` (eragraph
-    reindex) adds the field, writes every leaf's text and sets the marker."""
+    ``layer = 0`` filter, plus ``where`` (filter_dsl) in the same ``filter``: the statistics
+    are the index's, the filter only selects. An index created before the field existed has no
+    ``_meta.lexical`` in its mapping: search refuses with LexicalIndexMissing until ``rebuild``
+    (eragraph reindex) adds the field, writes every leaf's text and sets the marker."""
 
     def __init__(self, vectors: OpenSearchVectorIndex) -> None:
         self.vectors = vectors
@@ -254,7 +299,7 @@ class OpenSearchLexicalIndex:
         self._ready = bool(meta.get("lexical"))
         return self._ready
 
-    def search(self, text: str, k: int) -> list[Hit]:
+    def search(self, text: str, k: int, where: Filter | None = None) -> list[Hit]:
         from ...domain.bm25 import MAX_QUERY_TERMS, query_terms
         from ...domain.model import LexicalIndexMissing
 
@@ -264,10 +309,11 @@ class OpenSearchLexicalIndex:
         if k <= 0 or not terms:
             return []
         fetch = min(int(k) + TIE_WINDOW, MAX_K)
+        filters = [{"term": {"layer": 0}}, *where_clauses(where)]
         while True:
             body = {"size": fetch, "_source": False,
                     "query": {"bool": {"must": [{"match": {"text": " ".join(terms[:MAX_QUERY_TERMS])}}],
-                                       "filter": [{"term": {"layer": 0}}]}}}
+                                       "filter": filters}}}
             response = self.vectors.client.search(index=self.vectors.index, body=body)
             hits = [Hit(h["_id"], float(h["_score"])) for h in response["hits"]["hits"]]
             if not _tie_at_cut([h.score for h in hits], k, fetch):

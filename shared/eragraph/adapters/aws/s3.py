@@ -26,18 +26,28 @@ class S3BlobStore:
     def put(self, key: str, data: bytes) -> None:
         self.client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=bytes(data))
 
-    def get(self, key: str) -> bytes:
-        """The object's bytes; KeyError when there is no such key. S3 answers a missing key with
-        404 (NoSuchKey) only to a caller allowed s3:ListBucket on the bucket; to any other it
+    def _get_object(self, key: str) -> dict:
+        """GetObject; KeyError when there is no such key. S3 answers a missing key with 404
+        (NoSuchKey) only to a caller allowed s3:ListBucket on the bucket; to any other it
         answers 403 AccessDenied, which stays an error here (a real permission fault must not
         read as a deleted object): the template grants the ingest role s3:ListBucket."""
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
+            return self.client.get_object(Bucket=self.bucket, Key=self.prefix + key)
         except self.client.exceptions.ClientError as exc:
             if _missing(exc):
                 raise KeyError(key) from None
             raise
-        return response["Body"].read()
+
+    def get(self, key: str) -> bytes:
+        """The object's bytes; KeyError when there is no such key."""
+        return self._get_object(key)["Body"].read()
+
+    def get_with_metadata(self, key: str) -> tuple[bytes, dict[str, str]]:
+        """The object's bytes and its user-defined metadata (the ``x-amz-meta-*`` headers, the
+        prefix stripped and the names lower-cased by S3), from one read, so both are of one
+        version of the object; KeyError when there is no such key."""
+        response = self._get_object(key)
+        return response["Body"].read(), {str(k): str(v) for k, v in (response.get("Metadata") or {}).items()}
 
     def size(self, key: str) -> int:
         """Object size without reading it (the ingest handler refuses huge objects early)."""
