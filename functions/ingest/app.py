@@ -19,13 +19,26 @@ after its size (ContentLength) is checked against ERAGRAPH_MAX_DOCUMENT_BYTES wi
 it. An object that cannot be read (too large, a refused binary kind, an encrypted PDF, a
 document too large for one store item...) is one "document rejected" log line with the reason
 and counts in DocumentsRejected; it is never a batch-item failure (a retry would fail the same
-way, into the DLQ). A read object is one "document read" line (bytes, characters, chunks)."""
+way, into the DLQ). A read object is one "document read" line (bytes, characters, chunks).
+
+Metadata (services.sources): an object's user-defined metadata (``x-amz-meta-*``, read with its
+body) are string attributes (a name that is not a valid attribute key, or a reserved one, is
+skipped with one "user metadata skipped" line), and a sidecar object ``<key>.metadata.json``
+(Bedrock Knowledge Bases' shape) adds its attributes over them. A sidecar never becomes a
+document: its own event (created, overwritten or deleted) re-reads its document at the version
+the store holds, which re-tags the document's chunks when only the metadata changed (no
+embedding) and is a no-op (counted stale) when the content changed since, as that content's
+own event applies it; a document not in the store (yet) is left to its own event. As a
+sidecar's events cannot be ordered against its document's (their sequencers are per key),
+every ingest reads the sidecar again once its document is written, and re-tags the document
+while what it finds differs from what the store holds: whichever of the two events is handled
+last leaves the current sidecar's metadata. A malformed sidecar rejects its document."""
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import unquote_plus
 
 from aws_lambda_powertools.metrics import MetricUnit
@@ -35,17 +48,20 @@ from aws_lambda_powertools.utilities.data_classes.sns_event import SNSMessage
 
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
 from eragraph.domain import sequencer
+from eragraph.domain.filters import MetadataError, check_metadata
+from eragraph.domain.ids import content_hash, document_id_for_source
 from eragraph.domain.model import BadInputError
 from eragraph.domain.text import check_size
 from eragraph.providers.extractors import ReadLimits
 from eragraph.services import ingest, remove
-from eragraph.services.sources import read_document
+from eragraph.services.sources import SIDECAR_SUFFIX, is_sidecar, merged_metadata, read_document, sidecar_metadata
 
 logger, metrics, tracer = powertools()
 LAMBDA_ENGINE.cold_start("embedder", "ner")  # fails the init if a provider it uses is missing
 processor = BatchProcessor(event_type=EventType.SQS)
 
 EVENTBRIDGE_TYPES = {"Object Created": False, "Object Deleted": True}  # detail-type -> removed
+SETTLE_ATTEMPTS = 3  # re-tags after an ingest while the sidecar read again differs from the store
 _BAD_PERCENT = re.compile(r"%(?![0-9A-Fa-f]{2})")
 
 
@@ -169,13 +185,112 @@ def _version(change: ObjectChange, source: str) -> str:
         return ""
 
 
+def user_attributes(user: dict[str, str], source: str) -> dict[str, str]:
+    """An object's user-defined metadata as string attributes; the names that are not valid
+    attribute keys (or are reserved, or too long a value) are skipped with one log line."""
+    kept: dict[str, str] = {}
+    skipped = []
+    for key, value in sorted(user.items()):
+        try:
+            kept.update(check_metadata({key: value}))
+        except MetadataError:
+            skipped.append(key)
+    if skipped:
+        logger.warning("user metadata skipped", extra={"reason": "metadata-keys-skipped", "source": source,
+                                                       "keys": skipped})
+    return kept
+
+
+def _sidecar(engine, key: str) -> dict:
+    """The attributes of ``key``'s sidecar object ({} when there is none, or it was deleted
+    since its HEAD: its delete's own event re-reads the document); MetadataError."""
+    name = key + SIDECAR_SUFFIX
+    try:
+        return sidecar_metadata(name, engine.blobs.size(name), lambda: engine.blobs.get(name))
+    except KeyError:
+        return {}
+
+
+def _read(engine, key: str) -> tuple[bytes, dict]:
+    """An object's bytes and user-defined metadata (none from a blob store without them)."""
+    read = getattr(engine.blobs, "get_with_metadata", None)
+    return read(key) if read is not None else (engine.blobs.get(key), {})
+
+
+def _tally(counts: dict, report) -> None:
+    """A re-tagged document (only its metadata changed) counts as ingested."""
+    counts["ingested"] += report.documents_added + report.documents_replaced + report.documents_retagged
+    counts["stale"] += report.documents_stale
+    for err in report.errors:  # refused by the ingest itself (a document too large for one store item)
+        logger.error("document rejected", extra={"source": err["source"], "error": err["error"]})
+    counts["rejected"] += len(report.errors)
+
+
+def ingest_object(engine, key: str, source: str, version: str, counts: dict, shape: str,
+                  refresh: bool = False) -> None:
+    """Read one object (size first, then its bytes, user metadata and sidecar) and ingest it at
+    ``version``; with ``refresh`` (a sidecar's event) at the version the store holds, and only
+    when the store holds the document. Then settle its metadata (see the module)."""
+    if refresh:
+        stored = engine.graph.get_document(document_id_for_source(source))
+        if stored is None:
+            logger.info("skipped: a metadata sidecar of a document not in the store; its own event reads it",
+                        extra={"reason": "document-not-stored", "source": source, "shape": shape})
+            return
+        version = stored.version
+    limits = ReadLimits.from_settings(engine.settings)
+    try:
+        # ContentLength: a huge object is refused unread
+        check_size(key, engine.blobs.size(key), limits.max_bytes)
+        data, user = _read(engine, key)
+        # a CSV object is one text document here (its rows would be documents no S3 delete names)
+        [read] = read_document(data, key, source, key.rsplit("/", 1)[-1], limits, [])
+        user = user_attributes(user, source)
+        metadata = merged_metadata(user, _sidecar(engine, key), "metadata")
+    except KeyError:  # deleted since: the delete's own event decides
+        logger.info("skipped: object vanished before its ObjectCreated event was handled",
+                    extra={"reason": "object-vanished", "source": source, "shape": shape})
+        counts["vanished"] += 1
+        return
+    except (BadInputError, MetadataError) as exc:  # a bad file is reported, never retried forever
+        logger.error("document rejected", extra={"source": source, "error": str(exc)})
+        counts["rejected"] += 1
+        return
+    doc = ingest.SourceDoc(source=source, text=read.text, title=read.title, version=version,
+                           input_bytes=read.input_bytes, metadata=metadata)
+    chunks = retagged = 0
+    for _ in range(SETTLE_ATTEMPTS):
+        report = ingest.ingest(engine, [doc])
+        _tally(counts, report)
+        chunks += report.chunks_added
+        retagged += report.documents_retagged
+        if report.errors:
+            return
+        stored = engine.graph.get_document(doc.resolved_id)
+        if stored is None or stored.content_hash != content_hash(doc.text):
+            break  # stale: the newer content's own event reads the sidecar
+        try:
+            now = merged_metadata(user, _sidecar(engine, key), "metadata")
+        except MetadataError:
+            break  # malformed since: its own event reports it
+        if ingest.same_attributes(stored, now, stored.title):
+            break
+        doc = replace(doc, metadata=now, version=stored.version)
+    logger.info("document read", extra={"source": source, "bytes": len(data), "characters": len(doc.text),
+                                        "chunks": chunks, "retagged": retagged, "attributes": len(doc.metadata or {})})
+
+
 def apply_change(engine, change: ObjectChange, counts: dict) -> None:
-    """Ingest or remove one object. Events of one key may arrive in any order and more than
-    once: each carries its ``sequencer``, and an event older than what the store holds for its
-    key (document or tombstone) is a no-op."""
+    """Ingest or remove one object (a sidecar's change: re-read its document). Events of one
+    key may arrive in any order and more than once: each carries its ``sequencer``, and an
+    event older than what the store holds for its key (document or tombstone) is a no-op."""
     own = getattr(engine.blobs, "bucket", None)
     if own is not None and change.bucket != own:
         raise UnusableRecord("other-bucket", f"an event of bucket {change.bucket!r}; this function reads {own!r}")
+    if is_sidecar(change.key.rsplit("/", 1)[-1]):
+        key = change.key[:-len(SIDECAR_SUFFIX)]
+        ingest_object(engine, key, f"s3://{change.bucket}/{key}", "", counts, change.shape, refresh=True)
+        return
     source = f"s3://{change.bucket}/{change.key}"
     version = _version(change, source)
     if change.removed:
@@ -183,35 +298,7 @@ def apply_change(engine, change: ObjectChange, counts: dict) -> None:
         counts["removed"] += report.documents_removed
         counts["stale"] += report.documents_stale
         return
-    name = change.key.rsplit("/", 1)[-1]
-    limits = ReadLimits.from_settings(engine.settings)
-    try:
-        # ContentLength: a huge object is refused unread
-        check_size(change.key, engine.blobs.size(change.key), limits.max_bytes)
-        data = engine.blobs.get(change.key)
-        # a CSV object is one text document here (its rows would be documents no S3 delete names)
-        docs = list(read_document(data, change.key, source, name, limits, []))
-    except KeyError:  # deleted since: the delete's own event decides
-        logger.info("skipped: object vanished before its ObjectCreated event was handled",
-                    extra={"reason": "object-vanished", "source": source, "shape": change.shape})
-        counts["vanished"] += 1
-        return
-    except BadInputError as exc:  # a bad file is reported, never retried forever
-        logger.error("document rejected", extra={"source": source, "error": str(exc)})
-        counts["rejected"] += 1
-        return
-    docs = [ingest.SourceDoc(source=d.source, text=d.text, title=d.title, version=version,
-                             input_bytes=d.input_bytes) for d in docs]
-    report = ingest.ingest(engine, docs)
-    counts["ingested"] += report.documents_added + report.documents_replaced
-    counts["stale"] += report.documents_stale
-    if report.errors:  # refused by the ingest itself (a document too large for one store item)
-        for err in report.errors:
-            logger.error("document rejected", extra={"source": err["source"], "error": err["error"]})
-        counts["rejected"] += len(report.errors)
-        return
-    logger.info("document read", extra={"source": source, "bytes": len(data), "characters": len(docs[0].text),
-                                        "chunks": report.chunks_added})
+    ingest_object(engine, change.key, source, version, counts, change.shape)
 
 
 def _log_unusable(exc: UnusableRecord, **where) -> None:

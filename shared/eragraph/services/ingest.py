@@ -1,14 +1,25 @@
 """Ingest documents: chunk, embed, hash into layer-0 buckets, announce the affected layer.
 
 The re-partitioning and summarizing happen in the resummarize service, driven by the
-SegmentsAffected message this emits (EraRAG Alg. 3 lines 1-2)."""
+SegmentsAffected message this emits (EraRAG Alg. 3 lines 1-2).
+
+A document's metadata (``SourceDoc.metadata``, domain.filters.check_metadata) is stored on its
+record and, with the built-in ``source``, ``doc_id`` and ``title``, in every leaf chunk's vector
+meta (``attrs``: ``leaf_meta``), what filtered searches select on. Content that did not change
+with attributes (metadata, title) that did is *retagged*: its chunks' stored vectors are
+re-upserted with the new attributes (VectorIndex.get_vectors: no embedding, no chunking,
+nothing announced, so the summary graph is untouched) and then its record is rewritten."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from itertools import islice
+from typing import Any
 
+import numpy as np
+
+from ..domain.filters import MetadataError, check_metadata, chunk_attrs
 from ..domain.ids import chunk_id, content_hash, document_id_for_source
 from ..domain.lsh import hash_vectors
 from ..domain.model import ConflictError, Document, ItemTooLargeError, Node
@@ -29,6 +40,7 @@ class SourceDoc:
     meta: dict | None = None
     version: str = ""  # the S3 sequencer of the event that wrote it; "" for a local file
     input_bytes: int = 0  # the bytes of input it was read from (a file, a JSONL line): for progress
+    metadata: dict | None = None  # the user's attributes (domain.filters.check_metadata)
 
     @property
     def resolved_id(self) -> str:
@@ -37,6 +49,27 @@ class SourceDoc:
 
 Progress = Callable[[int], None]
 COMMIT_ATTEMPTS = 8
+
+
+def leaf_meta(node: Node, doc: Document) -> dict:
+    """A leaf chunk's vector meta: its layer and document, its text (the lexical index of a
+    store that keeps it beside the vector) and ``attrs``, what a filtered search selects on."""
+    return {"layer": 0, "doc_id": doc.doc_id, "text": node.text,
+            "attrs": chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title)}
+
+
+def _typed(metadata: Mapping[str, Any]) -> dict[str, tuple]:
+    """Metadata compared by type and value: a stored list may come back as a tuple or a number
+    as another numeric type, but ``true`` is not ``1``."""
+    def key(v: Any) -> tuple:
+        if isinstance(v, (list, tuple)):
+            return ("list", tuple(v))
+        return ("bool" if isinstance(v, bool) else "str" if isinstance(v, str) else "number", v)
+    return {k: key(v) for k, v in metadata.items()}
+
+
+def same_attributes(doc: Document, metadata: Mapping[str, Any], title: str) -> bool:
+    return doc.title == title and _typed(doc.metadata or {}) == _typed(metadata)
 
 
 def drop_chunks(engine: Engine, doc: Document, ids: Sequence[str]) -> list[tuple[str, int]]:
@@ -74,6 +107,52 @@ class _Written:
     nodes: list[Node]
     vectors: object
     metas: list[dict]
+
+
+@dataclass
+class _Retag:
+    """A document whose content is unchanged and whose attributes are not: the live record
+    read (``stored``), what to write in its place, and the vectors re-upserted (to undo them)."""
+
+    src: SourceDoc
+    stored: Document
+    changes: dict
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def doc(self) -> Document:
+        return replace(self.stored, **self.changes)
+
+
+def _retag_vectors(engine: Engine, retags: Sequence[_Retag]) -> None:
+    """Re-upsert the chunks of ``retags`` with their new attributes, from the stored vectors. A
+    chunk without a vector is left to reindex (it re-embeds missing vectors, with attrs)."""
+    ids = [c for r in retags for c in r.stored.chunk_ids]
+    vectors = engine.vectors.get_vectors(ids)
+    nodes = engine.graph.get_nodes([c for c in ids if c in vectors])
+    metas: list[dict] = []
+    for r in retags:
+        doc = r.doc
+        r.vectors = {c: vectors[c] for c in doc.chunk_ids if c in nodes}
+        metas += [leaf_meta(nodes[c], doc) for c in r.vectors]
+    if metas:
+        engine.vectors.upsert([c for r in retags for c in r.vectors],
+                              np.stack([v for r in retags for v in r.vectors.values()]), metas)
+
+
+def _undo_retag(engine: Engine, r: _Retag) -> None:
+    """A retag that lost to another write: the chunks it re-upserted get the attributes of the
+    record that won; those that are gone meanwhile lose the vector it put back."""
+    current = _live(engine.graph.get_document(r.stored.doc_id))
+    listed = set(current.chunk_ids) if current is not None else set()
+    nodes = engine.graph.get_nodes(list(r.vectors))
+    keep = [c for c in r.vectors if c in nodes and c in listed]
+    if keep:
+        engine.vectors.upsert(keep, np.stack([r.vectors[c] for c in keep]),
+                              [leaf_meta(nodes[c], current) for c in keep])
+    gone = [c for c in r.vectors if c not in nodes]
+    if gone:
+        engine.vectors.delete(gone)
 
 
 def _write_chunks(engine: Engine, nodes: Sequence[Node], vectors, metas: Sequence[dict]) -> None:
@@ -139,14 +218,15 @@ def _begin_followup(engine: Engine, written: list[_Written]) -> str:
     return token
 
 
-def _restamp(engine: Engine, stored: Document, version: str) -> tuple[str, Document | None]:
-    """Record a newer version of unchanged content. Returns ("done", None), ("stale", None)
-    when a record this version does not supersede won meanwhile, or ("ingest", current) when
-    other content (or a tombstone) won meanwhile that this newer version must replace."""
+def _restamp(engine: Engine, stored: Document, version: str, **changes: Any) -> tuple[str, Document | None]:
+    """Record a newer version of unchanged content, or (``changes``: metadata, title) its new
+    attributes. Returns ("done", the record written over), ("stale", None) when a record this
+    version does not supersede won meanwhile, or ("ingest", current) when other content (or a
+    tombstone) won meanwhile that this newer version must replace."""
     for _ in range(COMMIT_ATTEMPTS):
         try:
-            engine.graph.put_document(replace(stored, version=version), expected=stored)
-            return "done", None
+            engine.graph.put_document(replace(stored, version=version, **changes), expected=stored)
+            return "done", stored  # the record written over
         except ConflictError:
             current = engine.graph.get_document(stored.doc_id, include_deleted=True)
             if current is not None and not supersedes(version, current.version):
@@ -157,20 +237,48 @@ def _restamp(engine: Engine, stored: Document, version: str) -> tuple[str, Docum
     raise ConflictError(f"document {stored.doc_id}: {COMMIT_ATTEMPTS} conditional writes lost in a row")
 
 
-def batches(docs: Iterable[SourceDoc], size: int) -> Iterator[list[SourceDoc]]:
-    """Consecutive lists of at most ``size`` documents, drawn from ``docs`` as they are needed."""
+def batches(docs: Iterable[SourceDoc], size: int, again: list[SourceDoc] | None = None
+            ) -> Iterator[list[SourceDoc]]:
+    """Consecutive lists of at most ``size`` documents, drawn from ``docs`` as they are needed;
+    the documents put in ``again`` meanwhile come first in the next list."""
     if size < 1:
         raise ValueError("batch size must be at least 1")
     stream = iter(docs)
-    while batch := list(islice(stream, size)):
+    again = [] if again is None else again
+    while True:
+        batch = again[:size]
+        del again[:size]
+        batch += islice(stream, size - len(batch))
+        if not batch:
+            return
         yield batch
+
+
+def _commit_retags(engine: Engine, retags: Sequence[_Retag], report: ChangeReport, again: list[SourceDoc]) -> None:
+    """Rewrite the records of retagged documents (their vectors are flushed). One that lost to
+    other content its newer version must replace goes back in ``again`` (ingested in full)."""
+    for r in retags:
+        outcome, over = _restamp(engine, r.stored, r.changes["version"],
+                                 **{k: v for k, v in r.changes.items() if k != "version"})
+        if outcome == "done":
+            report.documents_retagged += 1
+            if over is not r.stored:  # written over a record that changed since the vectors were: again
+                _retag_vectors(engine, [replace(r, stored=over)])
+            continue
+        _undo_retag(engine, r)
+        if outcome == "stale":
+            report.documents_stale += 1
+        else:
+            again.append(r.src)
 
 
 def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None = None,
            batch_docs: int = 256) -> ChangeReport:
     """Add or replace documents. Unchanged documents (same id, same content) are skipped, and
     so is a document whose stored record (or tombstone) has a version this one does not
-    supersede (an S3 event older than the one already applied).
+    supersede (an S3 event older than the one already applied). Unchanged content with new
+    attributes (metadata, title) is retagged (see the module), also at the stored version (a
+    refresh: an S3 sidecar's event re-reads its document at the version stored).
 
     ``docs`` may be any iterable, e.g. a lazy reader (services.sources.iter_sources): it is
     consumed ``batch_docs`` documents at a time, and each batch is chunked, embedded, written
@@ -180,15 +288,19 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
     durable, so a rerun that finds it unchanged lacks nothing); the document is written last,
     conditionally on the record read at the start (GraphStore.put_document ``expected``): of
     two concurrent ingests of one document exactly one wins and the other undoes its extra
-    chunks or retries."""
+    chunks or retries. A retag follows the same order (vectors with the new attributes, then
+    the record), so a rerun after a crash between the two finds the old attributes and retags
+    again."""
     report = ChangeReport()
     lsh = engine.lsh()
     settings = engine.settings
     added_ids: list[tuple[str, int]] = []
     removed_ids: list[tuple[str, int]] = []
     redone: dict[str, set[str]] = {}  # follow-up token -> documents whose follow-up this call redid
-    for batch in batches(docs, batch_docs):
-        pending: list[tuple[SourceDoc, str, list, Document | None]] = []
+    again: list[SourceDoc] = []  # retags that must be ingested in full after all (drawn first)
+    for batch in batches(docs, batch_docs, again):
+        pending: list[tuple[SourceDoc, str, list, Document | None, dict]] = []
+        retags: list[_Retag] = []
         seen: set[str] = set()
         for src in batch:
             doc_id = src.resolved_id
@@ -197,22 +309,40 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
                 report.errors.append({"source": src.source, "error": f"duplicate document id {doc_id} in batch"})
                 continue
             seen.add(doc_id)
+            try:
+                metadata = check_metadata(src.metadata)
+            except MetadataError as exc:
+                report.errors.append({"source": src.source, "error": str(exc)})
+                continue
             stored = engine.graph.get_document(doc_id, include_deleted=True)
             old = _live(stored)
-            if old is not None and old.version == src.version and old.content_hash == digest:
+            same = old is not None and old.content_hash == digest
+            retag = same and not same_attributes(old, metadata, src.title)
+            if same and old.version == src.version:
                 todo = followup.pending(engine, old)
                 if todo is not None:  # this very write died before its follow-up: redo it
                     redone.setdefault(followup.token_of(old), set()).add(doc_id)
                     drop_chunks(engine, old, [i for i, _ in todo])
                     removed_ids += todo
                     added_ids += [(i, n.code) for i, n in engine.graph.get_nodes(old.chunk_ids).items()]
-                    report.documents_unchanged += 1
-                    continue
-            if stored is not None and src.version and not supersedes(src.version, stored.version):
+                    if not retag:
+                        report.documents_unchanged += 1
+                        continue
+            if (stored is not None and src.version and not supersedes(src.version, stored.version)
+                    and not (retag and old.version == src.version)):
                 report.documents_stale += 1
                 continue
-            old = _live(stored)
-            if old is not None and old.content_hash == digest:
+            if retag:
+                item = _Retag(src, old, {"version": src.version or old.version, "metadata": metadata,
+                                         "title": src.title})
+                try:
+                    engine.graph.check_fits(item.doc)
+                except ItemTooLargeError as exc:
+                    report.errors.append({"source": src.source, "error": str(exc)})
+                    continue
+                retags.append(item)
+                continue
+            if same:
                 outcome = "done"
                 if src.version and src.version != old.version:
                     outcome, stored = _restamp(engine, old, src.version)
@@ -221,8 +351,8 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
                     report.documents_unchanged += outcome == "done"
                     continue
             pieces = chunk_text(src.text, engine.tokenizer.offsets, settings.chunk_tokens, settings.chunk_overlap)
-            pending.append((src, digest, pieces, stored))
-        texts = [p.text for _, _, pieces, _ in pending for p in pieces]
+            pending.append((src, digest, pieces, stored, metadata))
+        texts = [p.text for _, _, pieces, _, _ in pending for p in pieces]
         vectors = engine.embedder.embed(texts) if texts else None
         codes = hash_vectors(lsh, vectors) if texts else []
         nodes: list[Node] = []
@@ -230,7 +360,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         written: list[_Written] = []
         rows: list[int] = []  # the rows of ``vectors`` kept (a document that cannot be stored is not)
         row = 0
-        for src, digest, pieces, stored in pending:
+        for src, digest, pieces, stored, metadata in pending:
             doc_id = src.resolved_id
             mine = [Node(node_id=chunk_id(doc_id, piece.index, piece.text), layer=0, text=piece.text,
                          tokens=piece.tokens, code=codes[row + n], doc_id=doc_id, source=src.source)
@@ -239,21 +369,24 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
             row += len(pieces)
             doc = Document(doc_id=doc_id, source=src.source, content_hash=digest, title=src.title,
                            chunk_ids=tuple(n.node_id for n in mine), meta=dict(src.meta or {}),
-                           version=src.version)
+                           version=src.version, metadata=metadata)
             try:
                 engine.graph.check_fits(doc, mine)  # refused whole, before any of it is written
             except ItemTooLargeError as exc:
                 report.errors.append({"source": src.source, "error": str(exc)})
                 continue
-            mine_metas = [{"layer": 0, "doc_id": doc_id, "text": n.text} for n in mine]
+            mine_metas = [leaf_meta(n, doc) for n in mine]
             nodes += mine
             metas += mine_metas
             written.append(_Written(doc, stored, mine, vectors[span] if texts else vectors, mine_metas))
             rows += span
         if texts and len(rows) < len(texts):
             vectors = vectors[rows]
+        if retags:
+            _retag_vectors(engine, retags)
         if nodes:
             _write_chunks(engine, nodes, vectors, metas)
+        if nodes or retags:
             engine.vectors.flush()  # durable before any document that lists them is committed
         token = _begin_followup(engine, written) if written else None
         for item in written:
@@ -261,6 +394,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
             added_ids += live
             removed_ids += gone
             report.chunks_added += len(live)
+        _commit_retags(engine, retags, report, again)
         if added_ids or removed_ids:  # per batch: a message names one batch's chunks, never the corpus's
             announce(engine, 0, added=added_ids, removed=removed_ids, reason="ingest")
             added_ids, removed_ids = [], []
@@ -270,6 +404,6 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         for earlier in [t for t, ids in redone.items() if followup.settle(engine, t, ids)]:
             del redone[earlier]
         if progress:
-            progress(len(batch))
+            progress(len(batch) - len(again))  # a document put back counts when it is ingested
     engine.vectors.flush()
     return report

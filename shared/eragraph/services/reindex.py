@@ -19,8 +19,9 @@ and ``eragraph reindex`` run this same function).
    that holds part of a region apply that stopped between its writes (an ``applying:`` mark,
    see adapters.aws.dynamodb), is reconciled, bottom-up. Layers marked dirty more recently
    than ``stuck_after`` are being worked on by a consumer and are left to it.
-5. Graph store ⇄ vector index: live nodes without a vector are re-embedded from their text;
-   vectors of no live node are deleted.
+5. Graph store ⇄ vector index: live nodes without a vector are re-embedded from their text
+   (a leaf chunk's meta with its document's attributes, as ingest writes it); vectors of no
+   live node are deleted.
 6. Chunks ⇄ entity graph (when the engine has one, services.entity_index): a live chunk with
    no entity records is extracted again; the records of a chunk that is gone are removed; the
    shared counts (frequencies, co-occurrences, ...) are recounted from the per-chunk records
@@ -48,7 +49,7 @@ from ..domain.model import APPLYING
 from . import followup, invariants
 from .engine import Engine
 from .announce import announce
-from .ingest import remove_document_nodes
+from .ingest import leaf_meta, remove_document_nodes
 from .resummarize import drain as drain_queue
 from .resummarize import finish_outbox, reconcile, requeue_dirty, target_segments
 
@@ -128,8 +129,10 @@ def audit_vectors(engine: Engine, report: dict) -> None:
         batch = [nodes[i] for i in missing[start:start + 256] if i in nodes]
         if batch:
             vectors = engine.embedder.embed([n.text for n in batch])
+            docs = {d: engine.graph.get_document(d) for d in {n.doc_id for n in batch if n.layer == 0}}
             engine.vectors.upsert([n.node_id for n in batch], vectors,
-                                  [{"layer": n.layer, "doc_id": n.doc_id} for n in batch])
+                                  [leaf_meta(n, docs[n.doc_id]) if n.layer == 0 and docs[n.doc_id] is not None
+                                   else {"layer": n.layer, "doc_id": n.doc_id} for n in batch])
     if orphans:
         engine.vectors.delete(orphans)
     engine.vectors.flush()

@@ -28,6 +28,7 @@ class ChangeReport:
     documents_replaced: int = 0
     documents_removed: int = 0
     documents_stale: int = 0  # events older than what the store holds for their source: no-ops
+    documents_retagged: int = 0  # same content, new metadata or title: vectors re-tagged, not re-embedded
     chunks_added: int = 0
     chunks_removed: int = 0
     segments_resummarized: dict[int, int] = field(default_factory=dict)
@@ -40,7 +41,7 @@ class ChangeReport:
 
     def merge(self, other: ChangeReport) -> None:
         for name in ("documents_added", "documents_unchanged", "documents_replaced",
-                     "documents_removed", "documents_stale", "chunks_added", "chunks_removed"):
+                     "documents_removed", "documents_stale", "documents_retagged", "chunks_added", "chunks_removed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         for layer, n in other.segments_resummarized.items():
             self.segments_resummarized[layer] = self.segments_resummarized.get(layer, 0) + n

@@ -8,7 +8,17 @@ title columns), else a CSV file is one text document; any other file is one docu
 derives from its path. Each unreadable file, line or row becomes an error entry naming it and
 saying why; the rest of the batch goes on. A file's size is checked (stat) before it is read.
 ``iter_sources`` yields the documents lazily (folders walked and JSONL files read as they are
-consumed), so a bulk ingest holds one batch of documents, never the corpus."""
+consumed), so a bulk ingest holds one batch of documents, never the corpus.
+
+**Metadata** (domain.filters.check_metadata: strings, numbers, booleans, lists of strings): a
+JSONL line may carry ``"metadata": {...}``; any file may have a sidecar ``<file name>.metadata.json``
+beside it in Amazon Bedrock Knowledge Bases' shape, ``{"metadataAttributes": {"year": 2020}}``,
+each attribute plain or typed (``{"value": {"type": "NUMBER", "numberValue": 2020},
+"includeForEmbedding": true}``; ``includeForEmbedding`` is accepted and ignored: attributes
+are filtered on, never embedded). A sidecar is never a document itself (one without its
+document beside it is an error entry); a malformed one is its document's error entry. A JSONL
+or CSV file's sidecar applies to each of its rows, a row's own metadata winning per key (CSV
+rows take no per-row metadata)."""
 
 from __future__ import annotations
 
@@ -16,15 +26,88 @@ import csv
 import io
 import json
 import os
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from ..domain import filekind
+from ..domain.filters import MetadataError, check_metadata
 from ..domain.model import BadInputError
 from ..domain.text import MAX_DOCUMENT_BYTES, check_size, decode_document, titled_text
 from ..providers.extractors import ReadLimits, extract
 from .ingest import SourceDoc
+
+
+SIDECAR_SUFFIX = ".metadata.json"  # Bedrock Knowledge Bases' naming: report.pdf -> report.pdf.metadata.json
+MAX_SIDECAR_BYTES = 1 << 20
+_TYPED = {"STRING": ("stringValue", str), "NUMBER": ("numberValue", (int, float)),
+          "BOOLEAN": ("booleanValue", bool), "STRING_LIST": ("stringListValue", list)}
+
+
+def is_sidecar(name: str) -> bool:
+    """Whether a file or object name is a metadata sidecar (``<document name>.metadata.json``)."""
+    return len(name) > len(SIDECAR_SUFFIX) and name.endswith(SIDECAR_SUFFIX)
+
+
+def _typed_value(value: Mapping, where: str) -> Any:
+    """One attribute in Bedrock's typed form: ``{"value": {"type": T, "<t>Value": v}, ...}``."""
+    inner = value.get("value")
+    kind = inner.get("type") if isinstance(inner, Mapping) else None
+    if kind not in _TYPED or set(value) - {"value", "includeForEmbedding"}:
+        raise MetadataError(f"{where}: an attribute is a string, a number, a boolean, a list of strings, "
+                            f"or {{\"value\": {{\"type\": {'|'.join(_TYPED)}, ...}}}}")
+    name, types = _TYPED[kind]
+    got = inner.get(name)
+    if not isinstance(got, types) or (kind == "NUMBER" and isinstance(got, bool)):
+        raise MetadataError(f"{where}: a {kind} attribute needs its value in {name!r}")
+    return got
+
+
+def parse_sidecar(data: bytes, where: str) -> dict[str, Any]:
+    """A sidecar's attributes (``{"metadataAttributes": {...}}``), validated; raises
+    MetadataError naming ``where`` and the rule."""
+    try:
+        body = json.loads(data.decode("utf-8-sig"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise MetadataError(f"{where} is not UTF-8 JSON ({getattr(exc, 'msg', exc)})") from None
+    if not isinstance(body, dict) or set(body) != {"metadataAttributes"}:
+        got = (f"fields {', '.join(map(repr, body)) or 'none'}" if isinstance(body, dict)
+               else f"a JSON {type(body).__name__}")
+        raise MetadataError(f"{where} must be a JSON object with one field, \"metadataAttributes\" (got {got})")
+    attrs = body["metadataAttributes"]
+    if isinstance(attrs, Mapping):
+        attrs = {k: _typed_value(v, f"{where}.{k}") if isinstance(v, Mapping) else v for k, v in attrs.items()}
+    return check_metadata(attrs, where)
+
+
+def merged_metadata(base: Mapping[str, Any] | None, own: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
+    """``own`` over ``base`` per key (a JSONL row over its file's sidecar, a sidecar over S3 user
+    metadata), validated as a whole (the key limit)."""
+    if not base:
+        return dict(own or {})
+    return check_metadata({**base, **(own or {})}, where)
+
+
+def sidecar_metadata(name: str, size: int | None, read: Callable[[], bytes]) -> dict[str, Any]:
+    """The attributes of the sidecar ``name`` of ``size`` bytes (None: there is none, {}), read
+    with ``read`` unless it is too large; MetadataError."""
+    where = f"metadata sidecar {name}"
+    if size is None:
+        return {}
+    if size > MAX_SIDECAR_BYTES:
+        raise MetadataError(f"{where} is {size} bytes; at most {MAX_SIDECAR_BYTES}")
+    return parse_sidecar(read(), where)
+
+
+def read_sidecar(path: Path) -> dict[str, Any]:
+    """The attributes of ``path``'s sidecar file ({} when there is none); MetadataError."""
+    sidecar = path.with_name(path.name + SIDECAR_SUFFIX)
+    try:
+        size: int | None = sidecar.stat().st_size
+    except FileNotFoundError:
+        size = None
+    return sidecar_metadata(sidecar.name, size, sidecar.read_bytes)
 
 
 @dataclass(frozen=True)
@@ -101,16 +184,19 @@ def _walk(folder: Path) -> Iterator[Path]:
 
 
 def iter_files(paths: Iterable[str | Path]) -> Iterator[Path]:
+    """The files named or under the folders named; a sidecar whose document is beside it is
+    left out (it is read with its document), one without is kept (iter_sources reports it)."""
     for raw in paths:
         path = Path(raw)
-        if path.is_dir():
-            yield from _walk(path)
-        else:
-            yield path
+        for file in _walk(path) if path.is_dir() else (path,):
+            if not (is_sidecar(file.name) and file.with_name(file.name[:-len(SIDECAR_SUFFIX)]).is_file()):
+                yield file
 
 
-def jsonl_row(path: Path, lineno: int, line: str, errors: list[dict[str, str]], size: int = 0) -> SourceDoc | None:
-    """One JSONL line as a SourceDoc, or None (blank, or an error entry appended)."""
+def jsonl_row(path: Path, lineno: int, line: str, errors: list[dict[str, str]], size: int = 0,
+              base: Mapping[str, Any] | None = None) -> SourceDoc | None:
+    """One JSONL line as a SourceDoc, or None (blank, or an error entry appended). Its
+    ``metadata`` is the line's own over ``base`` (the file's sidecar) per key."""
     if not line.strip():
         return None
     where = f"{path}:{lineno}"
@@ -122,11 +208,16 @@ def jsonl_row(path: Path, lineno: int, line: str, errors: list[dict[str, str]], 
     if not isinstance(row, dict) or not isinstance(row.get("text"), str) or not row["text"].strip():
         errors.append({"source": where, "error": "a line needs a non-empty string field 'text'"})
         return None
+    try:
+        metadata = merged_metadata(base, check_metadata(row.get("metadata")), "metadata")
+    except MetadataError as exc:
+        errors.append({"source": where, "error": str(exc)})
+        return None
     doc_id = str(row.get("id") or "").strip()
     title = str(row.get("title") or "")
     meta = {k: row[k] for k in ("increment",) if k in row}
     return SourceDoc(source=f"{path.name}#{doc_id or lineno}", doc_id=doc_id, title=title,
-                     text=titled_text(title, row["text"]), meta=meta, input_bytes=size)
+                     text=titled_text(title, row["text"]), meta=meta, input_bytes=size, metadata=metadata)
 
 
 def read_jsonl(path: Path, data: bytes) -> tuple[list[SourceDoc], list[dict[str, str]]]:
@@ -140,10 +231,11 @@ def read_jsonl(path: Path, data: bytes) -> tuple[list[SourceDoc], list[dict[str,
     return docs, errors
 
 
-def iter_jsonl(path: Path, errors: list[dict[str, str]]) -> Iterator[SourceDoc]:
+def iter_jsonl(path: Path, errors: list[dict[str, str]], base: Mapping[str, Any] | None = None) -> Iterator[SourceDoc]:
     """The documents of a JSONL file, read line by line (memory: one line, whatever the file's
     size). A file that is empty or binary (NUL bytes in its first 8 KiB) is one error entry, as
-    for any other file; a line that is not UTF-8 is an error entry for that line."""
+    for any other file; a line that is not UTF-8 is an error entry for that line. ``base``: the
+    file's sidecar metadata, under each line's own."""
     name = str(path)
     with open(path, "rb") as fh:
         head = fh.read(8192)
@@ -162,7 +254,7 @@ def iter_jsonl(path: Path, errors: list[dict[str, str]]) -> Iterator[SourceDoc]:
                 errors.append({"source": f"{path}:{lineno}", "error": f"not valid UTF-8 (byte {exc.start})"})
                 continue
             found = found or bool(line.strip())
-            doc = jsonl_row(path, lineno, line, errors, len(raw))
+            doc = jsonl_row(path, lineno, line, errors, len(raw), base)
             if doc is not None:
                 yield doc
         if not found:
@@ -176,7 +268,8 @@ def iter_sources(paths: Iterable[str | Path], errors: list[dict[str, str]],
     are read line by line, other files one file at a time, each refused before it is read when
     its size is over the limit (``limits``: ReadLimits, or just the byte limit). Unreadable
     files, lines and rows are appended to ``errors`` as they are met; ``raw`` (when given)
-    receives the bytes of each non-JSONL file keyed by its source."""
+    receives the bytes of each non-JSONL file keyed by its source. Each document carries its
+    sidecar's metadata (a JSONL line's own over it)."""
     if isinstance(limits, int):
         limits = ReadLimits(max_bytes=limits)
     for path in iter_files(paths):
@@ -185,17 +278,25 @@ def iter_sources(paths: Iterable[str | Path], errors: list[dict[str, str]],
             errors.append({"source": name, "error": "no such file or folder"})
             continue
         try:
+            if is_sidecar(path.name):
+                raise BadInputError(f"{name}: a metadata sidecar without its document "
+                                    f"{path.name[:-len(SIDECAR_SUFFIX)]!r} beside it")
+            base = read_sidecar(path)
             if path.suffix.lower() == ".jsonl":
                 with open(path, "rb") as fh:
                     head = fh.read(8192)
                 if filekind.sniff(head, name).kind == filekind.JSONL:
-                    yield from iter_jsonl(path, errors)
+                    yield from iter_jsonl(path, errors, base)
                     continue
             size = path.stat().st_size
             check_size(name, size, limits.max_bytes)
             data = path.read_bytes()
             source = str(path.resolve())
-            docs = list(read_document(data, name, source, path.stem, limits, errors, csv_mapping, path))
+            docs = [replace(d, metadata=base) if base else d
+                    for d in read_document(data, name, source, path.stem, limits, errors, csv_mapping, path)]
+        except MetadataError as exc:
+            errors.append({"source": name, "error": str(exc)})
+            continue
         except BadInputError as exc:
             errors.append({"source": name, "error": str(exc).split(": ", 1)[-1]})
             continue
