@@ -43,7 +43,8 @@ CASES: list[tuple[str, str | bytes | None, int, str]] = [
     ("answer a string", _q(answer="yes"), 422, "answer must be true or false (got the string 'yes')"),
     ("p a string", _q(p="half"), 422, "p must be a number (got the string 'half')"),
     ("budget an object", _q(budget={"tokens": 5}), 422, "budget must be an integer (got an object)"),
-    ("unknown field", _q(colour="red"), 422, "colour is not a known field (known: query, mode, k, budget, p, answer)"),
+    ("unknown field", _q(colour="red"), 422,
+     "colour is not a known field (known: query, mode, k, budget, p, answer, filter)"),
     ("k of 0", _q(k=0), 422, "k must be at least 1 (got 0)"),
     ("k of 100000", _q(k=100_000), 422, "k must be at most 100 (got 100000)"),
     ("k negative", _q(k=-3), 422, "k must be at least 1 (got -3)"),
@@ -54,6 +55,19 @@ CASES: list[tuple[str, str | bytes | None, int, str]] = [
     ("query too long", json.dumps({"query": "comet " * 700}), 422, "query must be at most 4000 characters long (got 4200)"),
     ("several errors at once", json.dumps({"query": "", "k": 0}), 422, "query must not be empty; k must be at least 1 (got 0)"),
     ("unknown mode", _q(mode="sideways"), 400, "unknown mode"),
+    ("filter a string", _q(filter="year>2020"), 422, "filter must be a JSON object"),
+    ("filter an unknown operator", _q(filter={"equal": {"key": "year", "value": 2020}}), 400,
+     "unknown operator 'equal'"),
+    ("filter with two operators", _q(filter={"equals": {"key": "a", "value": 1}, "in": {"key": "a", "value": [1]}}),
+     400, "exactly one operator"),
+    ("filter a bad key", _q(filter={"equals": {"key": "a.b", "value": 1}}), 400, "filter.equals.key must be"),
+    ("filter a range on a string", _q(filter={"greaterThan": {"key": "year", "value": "2020"}}), 400,
+     "filter.greaterThan.value must be a finite number (got the string '2020')"),
+    ("filter an unknown field in a condition", _q(filter={"equals": {"key": "a", "value": 1, "op": "x"}}), 400,
+     "unknown field 'op'"),
+    ("filter an empty andAll", _q(filter={"andAll": []}), 400, "filter.andAll"),
+    ("filter nested too deep", _q(filter={"andAll": [{"andAll": [{"andAll": [{"andAll": [{"andAll": [{"andAll": [
+        {"andAll": [{"equals": {"key": "a", "value": 1}}]}]}]}]}]}]}]}), 400, "deeper than"),
 ]
 
 # only the Lambda function can be sent these (the local server builds the event itself)

@@ -62,6 +62,11 @@ class QueryRequest(BaseModel):
     budget: Optional[int] = Field(None, ge=1, le=100000, description="Token budget of the evidence (default: ERAGRAPH_TOKEN_BUDGET)")
     p: Optional[float] = Field(None, ge=0.0, le=1.0, description="Bias proportion (detailed/summarized)")
     answer: bool = Field(False, description="Generate an answer with citations from the evidence")
+    filter: Optional[dict[str, Any]] = Field(
+        None, description="Metadata filter in Amazon Bedrock Knowledge Bases' shape, e.g. "
+        '{"andAll": [{"equals": {"key": "lang", "value": "en"}}, {"greaterThanOrEquals": {"key": "year", '
+        '"value": 2020}}]}; operators: equals, notEquals, in, notIn, greaterThan(OrEquals), lessThan(OrEquals), '
+        "startsWith, andAll, orAll. Every result is a leaf chunk whose document matches")
 
 
 class BadRequestBody(ValueError):
@@ -186,7 +191,8 @@ def make_app(get_engine: Callable[[], Engine], on_query: Callable | None = None)
     @app.post("/query")
     def post_query(request: QueryRequest) -> dict:
         response = query_service.query(get_engine(), request.query, mode=request.mode, k=request.k,
-                                       budget=request.budget, p=request.p, answer=request.answer)
+                                       budget=request.budget, p=request.p, answer=request.answer,
+                                       where=request.filter)
         if on_query is not None:
             on_query(response)
         return response.to_dict()

@@ -20,7 +20,7 @@ from .config import Settings, settings_from_env
 from .domain.model import EragraphError
 from .services.modes import mode_names
 
-BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale", "vectors", "deadline")
+BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters")
 DEFAULT_STORE = "eragraph-store"
 
 # Exit statuses (EXIT_HELP says them in --help; README's CLI section too).
@@ -423,7 +423,9 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
     layers = ", ".join(f"layer {k}: {v}" for k, v in out["segments_resummarized"].items()) or "none"
     _emit(args, out, (f"{out['documents_added']} added, {out['documents_replaced']} replaced, "
-                      f"{out['documents_unchanged']} unchanged, {out['chunks_added']} chunks, "
+                      f"{out['documents_unchanged']} unchanged, "
+                      + (f"{out['documents_retagged']} re-tagged (metadata only), " if out["documents_retagged"] else "")
+                      + f"{out['chunks_added']} chunks, "
                       f"segments re-summarized: {layers}; {out['summarize_calls']} summarize calls, "
                       f"{out['tokens_in']} tokens in, {out['tokens_out']} out, {out['seconds']:.1f}s"
                       + (f"; {len(out['errors'])} skipped" if out["errors"] else "")))
@@ -475,10 +477,25 @@ def query_server(url: str, body: dict, timeout: float = 120.0) -> tuple[int, dic
             return exc.code, {"message": exc.reason}
 
 
+def query_filter(expressions: list[str] | None):
+    """The --filter flags as one filter (all must hold), or a usage error naming the bad one."""
+    from .domain.filters import FilterError, combine, parse_expression
+
+    try:
+        return combine([parse_expression(e) for e in expressions or ()])
+    except FilterError as exc:
+        raise CommandError(f"--filter: {exc}", EXIT_USAGE) from None
+
+
 def cmd_query(args: argparse.Namespace) -> int:
+    where = query_filter(args.filter)
     if args.server:
+        from .domain.filters import to_json
+
         body = {"query": args.text, "mode": args.mode, "answer": args.answer}
         body.update({k: v for k, v in (("k", args.k), ("budget", args.budget), ("p", args.p)) if v is not None})
+        if where is not None:
+            body["filter"] = to_json(where)
         try:
             status, out = query_server(args.server, body)
         except OSError as exc:
@@ -501,7 +518,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     preload(engine, args.mode)
     loading = time.perf_counter() - started
     response = query(engine, args.text, mode=args.mode, k=args.k, budget=args.budget, p=args.p,
-                     answer=args.answer)
+                     answer=args.answer, where=where)
     out = response.to_dict()
     text = render_query(out)
     usage = response.usage.get("total", {})
@@ -661,7 +678,8 @@ def stored_sources(engine, skipped: list[str] | None = None):
             if skipped is not None:
                 skipped.append(doc.doc_id)
             continue
-        yield SourceDoc(source=doc.source, text=text, title=doc.title, doc_id=doc.doc_id, meta=doc.meta)
+        yield SourceDoc(source=doc.source, text=text, title=doc.title, doc_id=doc.doc_id, meta=doc.meta,
+                        metadata=doc.metadata)
 
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
@@ -841,7 +859,9 @@ def build_parser() -> argparse.ArgumentParser:
                 providers=("embedder", "summarizer"), quiet="no progress bars")
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="a file (PDF, DOCX, HTML, CSV, Markdown or plain text, told apart by content), a folder "
-                        "(walked recursively) or a .jsonl corpus (one {\"id\", \"title\", \"text\"} document per line)")
+                        "(walked recursively) or a .jsonl corpus (one {\"id\", \"title\", \"text\", \"metadata\"} "
+                        "document per line, metadata optional); a file's metadata goes in a sidecar FILE.metadata.json "
+                        "beside it ({\"metadataAttributes\": {\"year\": 2020}}, as Bedrock Knowledge Bases)")
     p.add_argument("--csv-text", dest="csv_text_column", metavar="COLUMN",
                    help="read CSV files' rows as documents, this column being the text (default "
                         "ERAGRAPH_CSV_TEXT_COLUMN; unset: a CSV file is one text document)")
@@ -864,6 +884,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, default=None, help="token budget for the evidence (default ERAGRAPH_TOKEN_BUDGET)")
     p.add_argument("--p", type=float, default=None, help="proportion for detailed/summarized")
     p.add_argument("--answer", action="store_true", help="generate an answer (needs a generator)")
+    p.add_argument("--filter", action="append", metavar="EXPR",
+                   help="only chunks of documents whose metadata match: KEY OP VALUE with OP one of = != > >= < "
+                        "<= ^= (starts with), 'KEY in [a,b]', 'KEY not in [a,b]', or a Bedrock KB JSON filter; "
+                        "repeat to require all (built-in keys: source, doc_id, title)")
     p.add_argument("--server", default=os.environ.get("ERAGRAPH_SERVER") or None, metavar="URL",
                    help="ask a running `eragraph serve` at URL instead of opening the store "
                         "(or ERAGRAPH_SERVER); --store is then not needed")

@@ -108,3 +108,23 @@ def test_push_hub_cap_still_finds_the_second_hop():
     with_graph_settings(engine, threshold=0.05, exact=False, push_hub_cap=1)
     docs = top_docs(engine, "concept_ppr")
     assert "birth" in docs
+
+
+def filtered_docs(engine, mode, where, text=QUESTION, k=K):
+    return [r.doc_id for r in query(engine, text, mode=mode, k=k, where=where).results]
+
+
+@pytest.mark.parametrize("exact", [None, False])
+@pytest.mark.parametrize("mode", ["tri_graph", "concept_ppr"])
+def test_a_filter_cuts_the_graph_not_only_the_results(mode, exact):
+    """The Vistula passage is reached only through the Marie Curie birth passage. A filter that
+    leaves that passage out must cut the path (PageRank runs over the allowed chunks), not just
+    drop the bridge from the results and keep what was found through it; a filter that keeps
+    both still finds the second hop."""
+    engine = build(exact)
+    keep_all_but_bridge = {"notEquals": {"key": "doc_id", "value": "birth"}}
+    docs = filtered_docs(engine, mode, keep_all_but_bridge)
+    assert "birth" not in docs and "river" not in docs, docs
+    keep_bridge = {"in": {"key": "doc_id", "value": ["birth", "river", "d1", "d2", "d3"]}}
+    docs = filtered_docs(engine, mode, keep_bridge)
+    assert "birth" in docs and "river" in docs and "nobel" not in docs, docs

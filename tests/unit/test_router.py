@@ -240,7 +240,7 @@ def test_auto_with_a_store_lacking_the_lexical_index(engine, monkeypatch):
 
     monkeypatch.setattr(engine.lexical, "ready", lambda: False)
 
-    def refuse(text, k):
+    def refuse(text, k, where=None):
         raise LexicalIndexMissing("this store")
 
     monkeypatch.setattr(engine.lexical, "search", refuse)

@@ -16,6 +16,13 @@ Two executions of the same retrieval: when the entity store can export matrices 
 memory) the exact sparse power-iteration PPR runs over a snapshot cached per store generation;
 otherwise (DynamoDB) activation and PPR read neighbourhoods on demand through the store and use
 the local-push PPR with a bounded residual.
+
+Under a metadata filter (``where``) every mode runs over the allowed chunks only: the exact path
+cuts the other chunks (and their sentences) out of the matrices for this query, the push path
+drops them from every neighbourhood it reads, and the dense fill and the global path search
+allowed leaves. Entities stay shared, but the co-occurrence edges between them are counted
+over the allowed sentences only; no text outside the filter is returned, and none steers the
+ranking.
 """
 
 from __future__ import annotations
@@ -24,7 +31,10 @@ import numpy as np
 
 from ..config import GraphSettings
 from ..domain import graph_math as gm
+from ..domain.filters import Filter
 from ..domain.ranking import Candidate, fill_budget
+from .chunk_filter import ChunkFilter
+from .chunk_filter import of as chunk_filter_of
 from .engine import Engine
 
 DEFAULT_OVERFETCH = 4
@@ -99,13 +109,72 @@ def use_exact(engine: Engine) -> bool:
     return bool(store.can_export) if gs.exact is None else bool(gs.exact and store.can_export)
 
 
+class _View:
+    """A snapshot's matrices restricted, for one query, to the chunks a filter allows (the
+    snapshot itself without a filter): other chunks lose their entity edges and their
+    sentences, so no activation or PageRank mass flows through them."""
+
+    def __init__(self, snap: Snapshot, allowed: np.ndarray | None) -> None:
+        self.snap = snap
+        self.allowed = allowed
+        self.contain, self.mention, self.sentence_ok = snap.contain, snap.mention, None
+        if allowed is not None:
+            import scipy.sparse as sp
+
+            self.contain = (sp.diags(allowed.astype(np.float64)) @ snap.contain).tocsr()
+            sc = snap.sentence_chunk
+            self.sentence_ok = (sc >= 0) & allowed[np.maximum(sc, 0)] if len(allowed) else sc < -1
+            self.mention = (sp.diags(self.sentence_ok.astype(np.float64)) @ snap.mention).tocsr()
+
+    @property
+    def empty(self) -> bool:
+        return self.allowed is not None and not self.allowed.any()
+
+    @property
+    def cooc(self):
+        """Entity co-occurrence: sentences that mention both, counted over the allowed ones."""
+        if self.allowed is None:
+            return self.snap.cooc
+        if not hasattr(self, "_cooc"):
+            b = (self.mention > 0).astype(np.float64)
+            c = (b.T @ b).tocsr()
+            c.setdiag(0.0)
+            c.eliminate_zeros()
+            self._cooc = c
+        return self._cooc
+
+    def tri_adjacency(self):
+        return self.snap.tri_adjacency if self.allowed is None else gm.bipartite_adjacency(self.contain)
+
+    def concept_adjacency(self):
+        if self.allowed is None:
+            return self.snap.concept_adjacency
+        return gm.bipartite_adjacency(self.contain, self.cooc)
+
+    def top(self, scores: np.ndarray, n: int, positive: bool = False) -> list[tuple[str, float]]:
+        """The n best allowed chunks by ``scores`` (chunk positions first)."""
+        s = np.asarray(scores[: len(self.snap.chunks)], dtype=np.float64)
+        if self.allowed is not None:
+            s = np.where(self.allowed, s, -np.inf)
+        order = np.argsort(-s, kind="stable")[:n]
+        return [(self.snap.chunks[i], float(s[i])) for i in order
+                if np.isfinite(s[i]) and (s[i] > 0 or not positive)]
+
+
+def _view(engine: Engine, where: Filter | None, vector: np.ndarray) -> _View:
+    snap = snapshot(engine)
+    cf = chunk_filter_of(engine, where)
+    return _View(snap, None if cf is None else cf.mask(snap.chunks, vector))
+
+
 # ---------------------------------------------------------------- shared steps
 
 
-def dense(engine: Engine, vector: np.ndarray, k: int, budget: int | None) -> list[Candidate]:
+def dense(engine: Engine, vector: np.ndarray, k: int, budget: int | None,
+          where: Filter | None = None) -> list[Candidate]:
     from .summary_search import search
 
-    return search(engine, "dense", vector, k, budget, engine.settings.bias_p)
+    return search(engine, "dense", vector, k, budget, engine.settings.bias_p, where)
 
 
 def _query_entity_vectors(engine: Engine, text: str) -> tuple[list[str], np.ndarray]:
@@ -122,13 +191,13 @@ def _to_candidates(engine: Engine, scored: list[tuple[str, float]]) -> list[Cand
 
 
 def _finish(engine: Engine, ranked: list[tuple[str, float]], vector: np.ndarray, k: int,
-            budget: int | None) -> list[Candidate]:
+            budget: int | None, where: Filter | None = None) -> list[Candidate]:
     """Top k of a graph ranking under the budget; dense results fill any places left."""
     cands = fill_budget(_to_candidates(engine, ranked[: max(k * DEFAULT_OVERFETCH, k)]), k, budget)
     if len(cands) < k:
         taken = {c.node_id for c in cands}
         used = sum(c.tokens for c in cands)
-        rest = [c for c in dense(engine, vector, k * 2, None) if c.node_id not in taken]
+        rest = [c for c in dense(engine, vector, k * 2, None, where) if c.node_id not in taken]
         floor = min((c.score for c in cands), default=0.0)
         more = fill_budget([Candidate(c.node_id, c.layer, min(floor, 0.0) - 1.0 + c.score * 1e-3, c.tokens)
                             for c in rest], k - len(cands), None if budget is None else budget - used)
@@ -159,48 +228,60 @@ def _match_top_push(engine: Engine, qvecs: np.ndarray, top: int) -> list[list[tu
 # ---------------------------------------------------------------- tri_graph (LinearRAG)
 
 
-def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None) -> list[Candidate]:
+def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None,
+              where: Filter | None = None) -> list[Candidate]:
     gs = graph_settings(engine)
     names, qvecs = _query_entity_vectors(engine, text)
     if not names:
-        return dense(engine, vector, k, budget)
+        return dense(engine, vector, k, budget, where)
     if use_exact(engine):
-        snap = snapshot(engine)
+        view = _view(engine, where, vector)
+        snap = view.snap
+        if view.empty:
+            return []
         seeds = np.zeros(len(snap.entities))
         for matches in _match_top(snap, qvecs, 1):
             for i, s in matches:
                 seeds[i] = max(seeds[i], s)
         if not (seeds > 0).any():
-            return dense(engine, vector, k, budget)
+            return dense(engine, vector, k, budget, where)
         psim = snap.chunk_vectors @ vector
         if snap.sentence_vectors is not None:
             sigma = snap.sentence_vectors @ vector
         else:  # a sentence scored with its chunk's vector
             sigma = np.where(snap.sentence_chunk >= 0, psim[np.maximum(snap.sentence_chunk, 0)], 0.0)
-        act, tier = gm.semantic_bridging(snap.mention, sigma, seeds, gs.threshold, gs.iterations, gs.top_sentences)
-        pinit = gm.passage_init(gm.min_max(psim) if gs.minmax else psim, snap.contain, act, tier, gs.lam,
+        if view.allowed is not None:  # the allowed chunks are the corpus: their range, their sentences
+            psim = np.where(view.allowed, psim, psim[view.allowed].min())
+            sigma = np.where(view.sentence_ok, sigma, 0.0)
+        act, tier = gm.semantic_bridging(view.mention, sigma, seeds, gs.threshold, gs.iterations, gs.top_sentences)
+        pinit = gm.passage_init(gm.min_max(psim) if gs.minmax else psim, view.contain, act, tier, gs.lam,
                                 gs.passage_weight)
+        if view.allowed is not None:
+            pinit = np.where(view.allowed, pinit, 0.0)
         personal = np.concatenate([np.maximum(pinit, 0.0), act])
-        scores = gm.ppr(snap.tri_adjacency, personal, gs.damping, tol=1e-7, max_iter=60)
-        n_p = len(snap.chunks)
-        top = np.argsort(-scores[:n_p], kind="stable")[: k * DEFAULT_OVERFETCH]
-        ranked = [(snap.chunks[i], float(scores[i])) for i in top]
-        return _finish(engine, ranked, vector, k, budget)
-    return _tri_graph_push(engine, vector, qvecs, k, budget, gs)
+        if personal.sum() <= 0:
+            return _finish(engine, [], vector, k, budget, where)
+        scores = gm.ppr(view.tri_adjacency(), personal, gs.damping, tol=1e-7, max_iter=60)
+        return _finish(engine, view.top(scores, k * DEFAULT_OVERFETCH), vector, k, budget, where)
+    return _tri_graph_push(engine, vector, qvecs, k, budget, gs, chunk_filter_of(engine, where))
 
 
-def _tri_graph_push(engine, vector, qvecs, k, budget, gs) -> list[Candidate]:
+def _tri_graph_push(engine, vector, qvecs, k, budget, gs, cf: ChunkFilter | None) -> list[Candidate]:
     index = engine.entities
     store = index.store
+    where = None if cf is None else cf.where
     seeds: dict[str, float] = {}
     for matches in _match_top_push(engine, qvecs, 1):
         for e, s in matches:
             seeds[e] = max(seeds.get(e, 0.0), s)
     if not any(s > 0 for s in seeds.values()):
-        return dense(engine, vector, k, budget)
+        return dense(engine, vector, k, budget, where)
 
     def sentence_info(sids):
         sents = store.get_sentences(sids)
+        if cf is not None:  # a sentence of a chunk outside the filter activates nothing
+            ok = cf.allows({s.chunk_id for s in sents.values()})
+            sents = {sid: s for sid, s in sents.items() if s.chunk_id in ok}
         if index.embed_sentences:
             vecs = index.vectors.get_vectors(list(sents))
             return {sid: (float(vecs[sid] @ vector) if sid in vecs else 0.0, s.entities) for sid, s in sents.items()}
@@ -210,7 +291,7 @@ def _tri_graph_push(engine, vector, qvecs, k, budget, gs) -> list[Candidate]:
 
     act, tier = gm.semantic_bridging_local(seeds, store.sentences_of, sentence_info, gs.threshold, gs.iterations,
                                            gs.top_sentences)
-    hits = engine.vectors.search(vector, gs.push_dense_top, layers=[0])
+    hits = engine.vectors.search(vector, gs.push_dense_top, layers=[0], where=where)
     chunk_ids = [h.node_id for h in hits]
     counts = store.chunk_entities(chunk_ids)
     sims = np.array([h.score for h in hits], dtype=np.float64)
@@ -223,19 +304,23 @@ def _tri_graph_push(engine, vector, qvecs, k, budget, gs) -> list[Candidate]:
             restart[("c", h.node_id)] = w
     for e, a in act.items():
         restart[("e", e)] = restart.get(("e", e), 0.0) + a
-    ranked = _push(restart, store, False, gs.damping, gs)
-    return _finish(engine, ranked, vector, k, budget)
+    ranked = _push(restart, store, False, gs.damping, gs, cf)
+    return _finish(engine, ranked, vector, k, budget, where)
 
 
-def _bipartite_neighbours(store, cooc: bool):
+def _bipartite_neighbours(store, cooc: bool, cf: ChunkFilter | None = None):
     """The batched neighbourhood read of the passage-entity graph (``gm.NeighboursMany``): nodes
     are ("c", chunk) and ("e", entity); one ``chunk_entities`` call for the chunks and one
     ``postings`` (+ ``cooccurring``) call for the entities of a round. Weights are the ones of
-    the exact adjacency (occurrence counts, sentence co-occurrence counts)."""
+    the exact adjacency (occurrence counts, sentence co-occurrence counts). With a chunk
+    filter, chunks outside it are left out of every neighbourhood (the restricted graph)."""
 
     def neighbours_many(nodes):
         chunks = [key for kind, key in nodes if kind == "c"]
         ents = [key for kind, key in nodes if kind == "e"]
+        if cf is not None and chunks:
+            ok = cf.allows(chunks)
+            chunks = [c for c in chunks if c in ok]
         out = {}
         if chunks:
             for c, counts in store.chunk_entities(chunks).items():
@@ -243,7 +328,10 @@ def _bipartite_neighbours(store, cooc: bool):
                 out[("c", c)] = (items, float(sum(n for _, n in items)))
         if ents:
             post = store.postings(ents)
-            co = store.cooccurring(ents) if cooc else {}
+            if cf is not None:
+                ok = cf.allows(c for p in post.values() for c in p)
+                post = {e: {c: n for c, n in p.items() if c in ok} for e, p in post.items()}
+            co = (store.cooccurring(ents) if cf is None else _allowed_cooccurring(store, ents, cf)) if cooc else {}
             for e in ents:
                 items = [(("c", c), float(n)) for c, n in post.get(e, {}).items()]
                 items += [(("e", x), float(w)) for x, w in co.get(e, {}).items()]
@@ -252,6 +340,26 @@ def _bipartite_neighbours(store, cooc: bool):
         return out
 
     return neighbours_many
+
+
+def _allowed_cooccurring(store, entities, cf: ChunkFilter) -> dict[str, dict[str, int]]:
+    """``store.cooccurring`` counted over the sentences of allowed chunks only (read through the
+    entities' sentences: what the exact path's restricted matrices hold)."""
+    by_entity = store.sentences_of(entities)
+    sents = store.get_sentences({sid for sids in by_entity.values() for sid in sids})
+    ok = cf.allows({s.chunk_id for s in sents.values()})
+    out: dict[str, dict[str, int]] = {}
+    for e, sids in by_entity.items():
+        row: dict[str, int] = {}
+        for sid in sids:
+            sent = sents.get(sid)
+            if sent is None or sent.chunk_id not in ok:
+                continue
+            for x in set(sent.entities):
+                if x != e:
+                    row[x] = row.get(x, 0) + 1
+        out[e] = row
+    return out
 
 
 def _entity_degree_bounds(store):
@@ -265,23 +373,27 @@ def _entity_degree_bounds(store):
     return bounds
 
 
-def _push(restart: dict, store, cooc: bool, damping: float, gs: GraphSettings) -> list[tuple[str, float]]:
-    """Local-push PPR from ``restart`` over the passage-entity graph; passages by mass."""
-    res = gm.push_ppr_rounds(restart, _bipartite_neighbours(store, cooc), damping, gs.push_epsilon,
+def _push(restart: dict, store, cooc: bool, damping: float, gs: GraphSettings,
+          cf: ChunkFilter | None = None) -> list[tuple[str, float]]:
+    """Local-push PPR from ``restart`` over the passage-entity graph; passages by mass. Under a
+    filter an entity's frequency no longer bounds its (restricted) degree from below, so the
+    bound is not used."""
+    res = gm.push_ppr_rounds(restart, _bipartite_neighbours(store, cooc, cf), damping, gs.push_epsilon,
                              hub_cap=gs.push_hub_cap, max_rounds=gs.push_max_rounds,
-                             degree_bounds=_entity_degree_bounds(store))
+                             degree_bounds=_entity_degree_bounds(store) if cf is None else None)
     return sorted(((n[1], s) for n, s in res.estimate.items() if n[0] == "c"), key=lambda x: (-x[1], x[0]))
 
 
 # ---------------------------------------------------------------- concept_ppr (TERAG)
 
 
-def concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None) -> list[Candidate]:
+def concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None,
+                where: Filter | None = None) -> list[Candidate]:
     gs = graph_settings(engine)
     index = engine.entities
     names = index.extractor.query_entities(text)
     if not names:
-        return dense(engine, vector, k, budget)
+        return dense(engine, vector, k, budget, where)
     exact = sorted(index.store.existing(names))
     missing = [n for n in names if n not in set(exact)]
     semantic: dict[str, float] = {}
@@ -300,9 +412,12 @@ def concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: i
     freq = index.store.frequencies(exact + list(semantic))
     weights = gm.restart_weights(exact, semantic, freq)
     if not weights:
-        return dense(engine, vector, k, budget)
+        return dense(engine, vector, k, budget, where)
     if exact_mode:
-        snap = snapshot(engine)
+        view = _view(engine, where, vector)
+        snap = view.snap
+        if view.empty:
+            return []
         n_p = len(snap.chunks)
         personal = np.zeros(n_p + len(snap.entities))
         for e, w in weights.items():
@@ -310,13 +425,13 @@ def concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: i
             if i is not None:
                 personal[n_p + i] += w
         if personal.sum() <= 0:
-            return dense(engine, vector, k, budget)
-        scores = gm.ppr(snap.concept_adjacency, personal, gs.concept_damping, tol=1e-7, max_iter=60)
-        top = np.argsort(-scores[:n_p], kind="stable")[: k * DEFAULT_OVERFETCH]
-        ranked = [(snap.chunks[i], float(scores[i])) for i in top if scores[i] > 0]
+            return dense(engine, vector, k, budget, where)
+        scores = gm.ppr(view.concept_adjacency(), personal, gs.concept_damping, tol=1e-7, max_iter=60)
+        ranked = view.top(scores, k * DEFAULT_OVERFETCH, positive=True)
     else:
-        ranked = _push({("e", e): w for e, w in weights.items()}, index.store, True, gs.concept_damping, gs)
-    return _finish(engine, ranked, vector, k, budget)
+        ranked = _push({("e", e): w for e, w in weights.items()}, index.store, True, gs.concept_damping, gs,
+                       chunk_filter_of(engine, where))
+    return _finish(engine, ranked, vector, k, budget, where)
 
 
 # ---------------------------------------------------------------- local_global (E2GraphRAG)
@@ -347,15 +462,17 @@ def _map_entities(engine: Engine, text: str) -> list[str]:
     return list(dict.fromkeys(mapped))
 
 
-def local_global(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None) -> list[Candidate]:
+def local_global(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None,
+                 where: Filter | None = None) -> list[Candidate]:
     gs = graph_settings(engine)
     store = engine.entities.store
     entities = _map_entities(engine, text)
     if not entities:
-        return global_search(engine, vector, k, budget, [])
+        return global_search(engine, vector, k, budget, [], where)
+    cf = chunk_filter_of(engine, where)
     if use_exact(engine):
-        snap = snapshot(engine)
-        cooc = snap.cooc
+        view = _view(engine, where, vector)
+        snap, cooc = view.snap, view.cooc
 
         def neighbours(e):
             i = snap.entity_index.get(e)
@@ -365,11 +482,17 @@ def local_global(engine: Engine, text: str, vector: np.ndarray, k: int, budget: 
 
         pairs = gm.pairs_within_hops(entities, neighbours, gs.hops)
     else:  # one batched co-occurrence read per ball level, meeting in the middle
-        pairs = gm.pairs_within_hops_batched(
-            entities, lambda es: {e: list(n) for e, n in store.cooccurring(es).items()}, gs.hops)
+        def cooccurring(es):
+            return store.cooccurring(es) if cf is None else _allowed_cooccurring(store, es, cf)
+
+        pairs = gm.pairs_within_hops_batched(entities, lambda es: {e: list(n) for e, n in cooccurring(es).items()},
+                                             gs.hops)
     if not pairs:
-        return global_search(engine, vector, k, budget, entities)
+        return global_search(engine, vector, k, budget, entities, where)
     postings_cache = store.postings(sorted({e for a, b, _ in pairs for e in (a, b)}))
+    if cf is not None:  # the index mapping intersects postings of allowed chunks only
+        ok = cf.allows(c for p in postings_cache.values() for c in p)
+        postings_cache = {e: {c: n for c, n in p.items() if c in ok} for e, p in postings_cache.items()}
 
     def postings(e):
         return postings_cache.get(e, {})
@@ -382,25 +505,25 @@ def local_global(engine: Engine, text: str, vector: np.ndarray, k: int, budget: 
             break
         chunks, h = smaller, h - 1
     if not chunks:
-        return global_search(engine, vector, k, budget, entities)
+        return global_search(engine, vector, k, budget, entities, where)
     ranked_rows = gm.coverage_occurrence_rank(store.chunk_entities(chunks), entities)
     # scores that keep the coverage-then-occurrence order (dense similarity breaks ties)
     vecs = engine.vectors.get_vectors([c for c, _, _ in ranked_rows])
     ranked = sorted(((c, cov * 1000.0 + occ + float(vecs[c] @ vector) * 1e-3 if c in vecs else cov * 1000.0 + occ)
                      for c, cov, occ in ranked_rows), key=lambda x: (-x[1], x[0]))
-    return _finish(engine, ranked, vector, k, budget)
+    return _finish(engine, ranked, vector, k, budget, where)
 
 
 def global_search(engine: Engine, vector: np.ndarray, k: int, budget: int | None,
-                  entities: list[str]) -> list[Candidate]:
+                  entities: list[str], where: Filter | None = None) -> list[Candidate]:
     """Collapsed dense search over every layer; with query entities, the top-2k candidates are
     re-ranked by entity occurrence (a summary weighs the sum of its children, recursively),
-    similarity breaking ties."""
+    similarity breaking ties. Under a filter the collapsed search keeps to allowed leaves."""
     from .summary_search import search
 
     if not entities:
-        return search(engine, "collapsed", vector, k, budget, engine.settings.bias_p)
-    cands = search(engine, "collapsed", vector, 2 * k, None, engine.settings.bias_p)
+        return search(engine, "collapsed", vector, k, budget, engine.settings.bias_p, where)
+    cands = search(engine, "collapsed", vector, 2 * k, None, engine.settings.bias_p, where)
     store = engine.entities.store
     ents = set(entities)
     nodes = engine.graph.get_nodes(c.node_id for c in cands)

@@ -23,16 +23,20 @@ def _to_candidates(engine, scored: list[tuple[str, float]]) -> list[Candidate]:
     return [Candidate(i, nodes[i].layer, s, nodes[i].tokens) for i, s in scored if i in nodes]
 
 
+def _lexical(ctx: QueryContext, n: int):
+    return ctx.engine.lexical.search(ctx.text, n, where=ctx.where)
+
+
 def bm25_list(ctx: QueryContext, n: int) -> list[str]:
-    return [h.node_id for h in ctx.engine.lexical.search(ctx.text, n)]
+    return [h.node_id for h in _lexical(ctx, n)]
 
 
 def dense_list(ctx: QueryContext, n: int) -> list[str]:
-    return [c.node_id for c in search(ctx.engine, "dense", ctx.vector, n, None, ctx.p)]
+    return [c.node_id for c in search(ctx.engine, "dense", ctx.vector, n, None, ctx.p, ctx.where)]
 
 
 def bm25(ctx: QueryContext) -> list[Candidate]:
-    hits = ctx.engine.lexical.search(ctx.text, fetch_size(ctx.k))
+    hits = _lexical(ctx, fetch_size(ctx.k))
     return fill_budget(_to_candidates(ctx.engine, [(h.node_id, h.score) for h in hits]), ctx.k, ctx.budget)
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..domain.filters import Filter
 from ..domain.ranking import Candidate
 from .engine import Engine
 
@@ -31,6 +32,7 @@ class QueryContext:
     router_ms: float | None = None   # features + score, when the router ran
     notes: list[str] = field(default_factory=list)
     given_vector: np.ndarray | None = field(default=None, repr=False)
+    where: Filter | None = None       # the metadata filter: every list is drawn from allowed leaves
 
     @property
     def vector(self) -> np.ndarray:
@@ -53,7 +55,7 @@ def _summary(name: str) -> Callable[[QueryContext], list[Candidate]]:
     def run(ctx: QueryContext) -> list[Candidate]:
         from .summary_search import search
 
-        return search(ctx.engine, name, ctx.vector, ctx.k, ctx.budget, ctx.p)
+        return search(ctx.engine, name, ctx.vector, ctx.k, ctx.budget, ctx.p, ctx.where)
     return run
 
 
@@ -61,7 +63,7 @@ def _graph(name: str) -> Callable[[QueryContext], list[Candidate]]:
     def run(ctx: QueryContext) -> list[Candidate]:
         from . import graph_query
 
-        return getattr(graph_query, name)(ctx.engine, ctx.text, ctx.vector, ctx.k, ctx.budget)
+        return getattr(graph_query, name)(ctx.engine, ctx.text, ctx.vector, ctx.k, ctx.budget, ctx.where)
     return run
 
 

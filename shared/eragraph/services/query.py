@@ -1,7 +1,8 @@
 """Query: validate the request, run the retrieval mode named in the registry (services.modes:
 summary-graph search, BM25, hybrid, the entity-graph modes, fusion and the ``auto`` router),
 optionally generate an answer. Every response says the route taken and, when the router
-scored the question, s(q)."""
+scored the question, s(q). A metadata filter (domain.filters: Bedrock KB's JSON shape, or a
+parsed tree) narrows every mode to the leaf chunks inside it."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from ..domain.filters import Filter, FilterError, parse_filter, to_json
 from ..domain.ranking import Candidate
 from . import cost
 from .engine import Engine
 from .modes import MODES, QueryContext, available_modes, mode_names
-from .summary_search import OVERFETCH, BadQueryError, search, summary_layers
+from .summary_search import FILTER_NOTE, OVERFETCH, BadQueryError, search, summary_layers
 
 MAX_QUERY_CHARS = 4000  # the API's limit too
 
@@ -47,6 +49,7 @@ class QueryResponse:
     route: str = ""                      # the mode that produced the results (auto: the one it chose)
     router_score: float | None = None    # s(q) when the router scored the question (auto, fusion)
     router_ms: float | None = None       # the router's own time (parse, features, score)
+    filter: dict | None = None           # the metadata filter applied (Bedrock KB's JSON shape)
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -78,11 +81,22 @@ def to_results(engine: Engine, ranked: list[Candidate]) -> list[Result]:
     return out
 
 
+def as_filter(where: Filter | dict | str | None) -> Filter | None:
+    """A filter from its JSON (or an already parsed tree); a bad one is a BadQueryError."""
+    if where is None or not isinstance(where, (dict, str)):
+        return where
+    try:
+        return parse_filter(where)
+    except FilterError as exc:
+        raise BadQueryError(str(exc)) from None
+
+
 def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = None,
           budget: int | None = None, p: float | None = None, answer: bool = False,
-          vector: np.ndarray | None = None) -> QueryResponse:
+          vector: np.ndarray | None = None, where: Filter | dict | str | None = None) -> QueryResponse:
     """``vector``: the question's embedding when the caller already has it (a benchmark embeds
-    each question once, before any mode); else it is made on first use by the mode."""
+    each question once, before any mode); else it is made on first use by the mode. ``where``:
+    a metadata filter (a parsed tree, or its JSON); every result is a leaf chunk inside it."""
     started = time.perf_counter()
     if not isinstance(text, str) or not text.strip():
         raise BadQueryError("query text is empty")
@@ -100,14 +114,18 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     if mode not in available_modes(engine):
         known = "unknown" if mode not in MODES else "unavailable on this store"
         raise BadQueryError(f"{known} mode {mode!r}; choose one of {', '.join(available_modes(engine))}")
+    where = as_filter(where)
     engine.lsh()  # refuses a store built with another embedder
     with cost.track() as calls:
         ctx = QueryContext(engine=engine, text=text, k=k, budget=budget, p=p,  # embeds on first use
-                           given_vector=vector)
+                           given_vector=vector, where=where)
         ranked = MODES[mode].run(ctx)
         response = QueryResponse(query=text, mode=mode, results=to_results(engine, ranked),
-                                 route=ctx.route or mode, router_score=ctx.router_score, router_ms=ctx.router_ms)
+                                 route=ctx.route or mode, router_score=ctx.router_score, router_ms=ctx.router_ms,
+                                 filter=None if where is None else to_json(where))
         notes = list(ctx.notes)
+        if where is not None and MODES[mode].family in ("summary", "graph", "fusion", "router"):
+            notes.append(FILTER_NOTE)
         if answer:
             if engine.generator is None:
                 notes.append("no generator configured: evidence only, no answer generated")

@@ -88,7 +88,7 @@ def _dense_side(ctx: QueryContext, which: str, n: int) -> tuple[str, list[tuple[
 def _graph_ids(ctx: QueryContext, n: int) -> list[str]:
     from .graph_query import tri_graph
 
-    return [c.node_id for c in tri_graph(ctx.engine, ctx.text, ctx.vector, n, None)]
+    return [c.node_id for c in tri_graph(ctx.engine, ctx.text, ctx.vector, n, None, ctx.where)]
 
 
 def _finish(ctx: QueryContext, scored: list[tuple[str, float]]) -> list[Candidate]:
@@ -132,7 +132,7 @@ def auto(ctx: QueryContext) -> list[Candidate]:
         from .graph_query import tri_graph
 
         ctx.route = "tri_graph"
-        return tri_graph(ctx.engine, ctx.text, ctx.vector, ctx.k, ctx.budget)
+        return tri_graph(ctx.engine, ctx.text, ctx.vector, ctx.k, ctx.budget, ctx.where)
     side, ranked = _dense_side(ctx, route, n)
     ctx.route = side
     return _finish(ctx, ranked)

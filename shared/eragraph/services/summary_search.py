@@ -1,11 +1,16 @@
 """Search over the summary graph's vectors: collapsed (one top-k over every layer, then fill
 the token budget: EraRAG Alg. 2), detailed / summarized (biased merge of leaves and summaries,
-§III-D) and dense (leaf chunks only)."""
+§III-D) and dense (leaf chunks only).
+
+Under a metadata filter (``where``) every one of them searches the leaves inside the filter
+only: a summary mixes chunks of several documents, so no summary is returned under a filter
+(the README's rule; the true top-k of the allowed leaves comes from the vector index)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..domain.filters import Filter
 from ..domain.model import EragraphError
 from ..domain.ranking import Candidate, biased_merge, fill_budget
 from .engine import Engine
@@ -17,8 +22,9 @@ class BadQueryError(EragraphError):
     """The request is not a valid query (empty text, unknown mode, bad k...)."""
 
 
-def _candidates(engine: Engine, vector: np.ndarray, k: int, layers: list[int] | None) -> list[Candidate]:
-    hits = engine.vectors.search(vector, k, layers=layers)
+def _candidates(engine: Engine, vector: np.ndarray, k: int, layers: list[int] | None,
+                where: Filter | None = None) -> list[Candidate]:
+    hits = engine.vectors.search(vector, k, layers=layers, where=where)
     nodes = engine.graph.get_nodes(h.node_id for h in hits)
     return [Candidate(h.node_id, nodes[h.node_id].layer, h.score, nodes[h.node_id].tokens)
             for h in hits if h.node_id in nodes]
@@ -28,8 +34,16 @@ def summary_layers(engine: Engine) -> list[int]:
     return [layer for layer in engine.graph.layer_sizes() if layer > 0]
 
 
-def search(engine: Engine, mode: str, vector: np.ndarray, k: int, budget: int | None, p: float) -> list[Candidate]:
+FILTER_NOTE = "filtered: summaries are left out, leaves inside the filter only"
+
+
+def search(engine: Engine, mode: str, vector: np.ndarray, k: int, budget: int | None, p: float,
+           where: Filter | None = None) -> list[Candidate]:
     fetch = k * OVERFETCH
+    if where is not None:
+        if mode not in ("collapsed", "dense", "detailed", "summarized"):
+            raise BadQueryError(f"unknown mode {mode!r}")
+        return fill_budget(_candidates(engine, vector, fetch, [0], where), k, budget)
     if mode == "collapsed":
         return fill_budget(_candidates(engine, vector, fetch, None), k, budget)
     if mode == "dense":
