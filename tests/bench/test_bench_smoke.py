@@ -393,3 +393,26 @@ def test_index_resident_memory_is_what_closing_the_index_gives_back(tmp_path):
     assert freed is not None and 0.9 * raw_kb < freed < 3 * raw_kb, (freed, raw_kb)
     again = FaissVectorIndex(tmp_path / "v", dim)
     assert again.count() == n + 1 and again.meta("late")["layer"] == 1  # close flushed first
+
+
+def test_filters_smoke(tmp_path):
+    from eragraph.bench import filters as bench_filters
+
+    args = parse(bench_filters, ["filters", "--smoke", "--no-progress", "--store", str(tmp_path / "work"),
+                                 "--out", str(tmp_path / "results" / "filters-smoke.json")])
+    res = bench_filters.run(args)
+    assert res["chunks"] == bench_filters.SMOKE_CHUNKS and res["embedder"] == "hash"
+    for mode in ("dense", "collapsed", "bm25"):
+        rows = res["modes"][mode]
+        assert set(rows) == {"unfiltered", "1%", "10%", "50%"}
+        for label, row in rows.items():
+            assert row["n"] == 10 and 0 < row["latency_ms_p50"] <= row["latency_ms_p95"]
+            if label != "unfiltered":
+                assert row["leaks"] == 0
+    assert all(row["recall_at_k"] == 1.0 for label, row in res["modes"]["dense"].items() if label != "unfiltered")
+    # a smoke run is not reported; a full one is
+    full = tmp_path / "results" / "filters-full.json"
+    full.write_text(json.dumps({**res, "smoke": False}))
+    assert report.main(["--results", str(tmp_path / "results"), "--out", str(tmp_path / "B.md")]) == 0
+    text = (tmp_path / "B.md").read_text()
+    assert "## Metadata filters: query latency by selectivity" in text and "filters-full" in text

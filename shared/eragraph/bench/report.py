@@ -699,6 +699,29 @@ def deadline_section(results: Path) -> list[str]:
     return out
 
 
+def filters_section(results: Path) -> list[str]:
+    runs = [(n, d) for n, d in load(results, "filters") if not d.get("smoke")]
+    if not runs:
+        return []
+    out = ["## Metadata filters: query latency by selectivity", "",
+           "`eragraph bench filters`: one-chunk documents with the metadata `{\"bucket\": i % 100}` on the local "
+           "profile; warm latency of the same questions unfiltered and under `bucket < s` (s % of the documents "
+           "allowed), question vectors computed before the clock. Recall@5 compares the filtered `dense` answer "
+           "with the exact top 5 of the allowed leaves; leaks count results outside the filter.", ""]
+    for name, d in runs:
+        rows = []
+        for mode, by_filter in d["modes"].items():
+            for label, r in by_filter.items():
+                rows.append([mode, label, fmt(r["latency_ms_p50"]), fmt(r["latency_ms_p95"]),
+                             fmt(r.get("p95_vs_unfiltered")), fmt(r.get("recall_at_k", "")),
+                             r.get("leaks", "")])
+        out += [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
+                f"{fmt(d['chunks'])} chunks ({d['embedder']} embedder), vector index: "
+                f"{(d.get('vector_index_shape') or {}).get('kind', 'n/a')}.", "",
+                *table(["mode", "filter", "p50 ms", "p95 ms", "p95 / unfiltered", "recall@5", "leaks"], rows), ""]
+    return out
+
+
 def verdict(ok: bool | None) -> str:
     return "not measured" if ok is None else ("**met**" if ok else "**missed**")
 
@@ -1057,6 +1080,7 @@ def render(results: Path) -> tuple[str, list[Path]]:
         lines += ["No scale results yet.", ""]
     lines += vectors_section(results)
     lines += deadline_section(results)
+    lines += filters_section(results)
     lines += runs_section(results)
     return "\n".join(lines).rstrip() + "\n", [plots / img for img in images_all]
 

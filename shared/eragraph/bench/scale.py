@@ -420,17 +420,23 @@ def model_env(args: Any) -> dict[str, str]:
     return env
 
 
-def local_size(n: int, work: Path, args: Any, env: dict[str, str]) -> dict:
+def build_and_open(store: Path, corpus: Path, args: Any, env: dict[str, str]) -> tuple[Any, dict]:
+    """A fresh local store built from ``corpus`` by `eragraph ingest` in a child process
+    (build_store), then opened with the same model settings: (engine, build figures)."""
     from ..bootstrap import build_engine
     from ..config import settings_from_env
 
-    corpus = write_corpus(work / f"corpus-{n}.jsonl", n, args.seed)
-    store = work / f"store-{n}"
     if store.exists():
         shutil.rmtree(store)
     build = build_store(store, corpus, args.batch_docs, {**os.environ, **env})
     with environment(env):
-        engine = build_engine("local", store, settings_from_env())
+        return build_engine("local", store, settings_from_env()), build
+
+
+def local_size(n: int, work: Path, args: Any, env: dict[str, str]) -> dict:
+    corpus = write_corpus(work / f"corpus-{n}.jsonl", n, args.seed)
+    store = work / f"store-{n}"
+    engine, build = build_and_open(store, corpus, args, env)
     sizes = engine.graph.layer_sizes()
     vectors = engine.vectors.count()
     build["vector_index_mb"] = round(vectors * engine.embedder.dim * 4 / 2**20, 1)
