@@ -742,6 +742,7 @@ REINDEX_FINDINGS = (
     ("VectorsReembedded", "missing vectors re-embedded"),
     ("VectorsOrphanedDeleted", "vectors of no node deleted"),
     ("LexicalIndexBuilt", "leaves added to the lexical (BM25) index"),
+    ("LeafAttributesAdded", "leaves given their metadata attributes (a store built before filters)"),
 )
 
 

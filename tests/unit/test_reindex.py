@@ -194,3 +194,30 @@ def test_segment_records_no_node_names_are_removed():
     assert any(r["layer"] == 0 for r in report["layers_repaired"])
     assert "stray" not in {s.segment_id for s in engine.graph.get_segments(0)}
     assert report["invariants"]["ok"], report["invariants"]
+
+
+def test_a_store_built_before_filters_gets_its_leaf_attributes_from_reindex_without_embedding():
+    from eragraph.services.engine import LEAF_ATTRS
+    from eragraph.services.query import query
+
+    engine = built()
+    # the store as an earlier version left it: leaf vectors without attrs, no mark
+    leaves = [r.node_id for r in engine.graph.layer_refs(0)]
+    nodes = engine.graph.get_nodes(leaves)
+    vectors = engine.vectors.get_vectors(leaves)
+    engine.vectors.upsert(leaves, np.stack([vectors[c] for c in leaves]),
+                          [{"layer": 0, "doc_id": nodes[c].doc_id} for c in leaves])
+    engine.graph.delete_meta(LEAF_ATTRS)
+    where = {"equals": {"key": "doc_id", "value": "d3"}}
+    before = query(engine, "astronomy item", mode="dense", k=3, where=where)
+    assert before.results == [] and "eragraph reindex" in before.note
+
+    calls = []
+    embed = engine.embedder.embed
+    engine.embedder.embed = lambda texts: calls.append(len(texts)) or embed(texts)
+    report = reindex.run(engine)
+    assert report["leaf_attributes_added"] == len(leaves) and calls == []
+    assert engine.graph.get_meta(LEAF_ATTRS) == 1
+    after = query(engine, "astronomy item", mode="dense", k=3, where=where)
+    assert after.results and {r.doc_id for r in after.results} == {"d3"} and "eragraph reindex" not in after.note
+    assert reindex.run(engine)["leaf_attributes_added"] == 0  # once

@@ -27,6 +27,11 @@ class QuestionParser(Protocol):
     def parse(self, text: str) -> ParsedQuestion: ...
 
 
+# meta mark: this store's leaf vectors carry their attributes (metadata filters); set when the
+# store's hyperplanes are drawn (a new store); a store built before filters has none until
+# `eragraph reindex` adds them (services.reindex.audit_attributes)
+LEAF_ATTRS = "leaf_attrs"
+
 IngestHook = Callable[["Engine", "Sequence[Node]"], None]
 RemoveHook = Callable[["Engine", "Document", "Sequence[str]"], None]
 
@@ -60,7 +65,8 @@ class Engine:
         """The store's hyperplanes: drawn on first use from the recorded seed, then reused;
         a store built with another embedder is refused."""
         config = self.graph.get_lsh()
-        if config is None:
+        if config is None:  # a new store: its leaves carry their attributes from the first on
+            self.graph.put_meta(LEAF_ATTRS, 1)
             config = self.graph.put_lsh(
                 draw_hyperplanes(self.embedder.identity, self.embedder.dim,
                                  self.settings.n_planes, self.settings.seed)

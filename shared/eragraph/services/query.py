@@ -14,7 +14,7 @@ import numpy as np
 from ..domain.filters import Filter, FilterError, parse_filter, to_json
 from ..domain.ranking import Candidate
 from . import cost
-from .engine import Engine
+from .engine import LEAF_ATTRS, Engine
 from .modes import MODES, QueryContext, available_modes, mode_names
 from .summary_search import FILTER_NOTE, OVERFETCH, BadQueryError, search, summary_layers
 
@@ -126,6 +126,9 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
         notes = list(ctx.notes)
         if where is not None and MODES[mode].family in ("summary", "graph", "fusion", "router"):
             notes.append(FILTER_NOTE)
+        if where is not None and engine.graph.get_meta(LEAF_ATTRS) is None:
+            notes.append("this store was built before metadata filters and its leaves carry no attributes yet, "
+                         "so no filter matches them: run `eragraph reindex` (the scheduled reindex on AWS)")
         if answer:
             if engine.generator is None:
                 notes.append("no generator configured: evidence only, no answer generated")

@@ -28,7 +28,9 @@ and ``eragraph reindex`` run this same function).
    and rewritten where they drifted (EntityStore.repair_counts); the entity vector index is
    made to hold exactly the names of the live entities (and, with sentence vectors, their
    sentences): missing ones are embedded, orphans deleted.
-7. The lexical (BM25) index of a store built before it existed is built from the leaves.
+7. The lexical (BM25) index of a store built before it existed is built from the leaves, and
+   the leaf vectors of a store built before metadata filters get their attributes (the
+   ``leaf_attrs`` meta mark says a store's leaves carry them: set when a store is created).
 8. The graph invariants (services.invariants) are checked and reported.
 
 ``run`` takes the steps in this order, except that the entity audit (6) runs right after the
@@ -44,11 +46,14 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
+
 from ..domain.diff import diff_segments
 from ..domain.model import APPLYING
 from . import followup, invariants
 from .engine import Engine
 from .announce import announce
+from .engine import LEAF_ATTRS
 from .ingest import leaf_meta, remove_document_nodes
 from .resummarize import drain as drain_queue
 from .resummarize import finish_outbox, reconcile, requeue_dirty, target_segments
@@ -205,6 +210,28 @@ def audit_lexical(engine: Engine, report: dict) -> None:
     report["lexical_index_built"] = lexical.rebuild(nodes)
 
 
+def audit_attributes(engine: Engine, report: dict, batch: int = 256) -> None:
+    """A store built before metadata filters: every leaf vector is re-upserted with its
+    document's attributes (from the stored vector: nothing is embedded), then the store is
+    marked. Until then no filter matches its leaves (queries say so)."""
+    report["leaf_attributes_added"] = 0
+    if engine.graph.get_meta(LEAF_ATTRS) is not None:
+        return
+    docs = [d for d in engine.graph.list_documents() if d.chunk_ids]
+    for start in range(0, len(docs), batch):
+        part = docs[start:start + batch]
+        ids = [c for d in part for c in d.chunk_ids]
+        vectors = engine.vectors.get_vectors(ids)
+        nodes = engine.graph.get_nodes([c for c in ids if c in vectors])
+        rows = [(c, d) for d in part for c in d.chunk_ids if c in nodes]
+        if rows:
+            engine.vectors.upsert([c for c, _ in rows], np.stack([vectors[c] for c, _ in rows]),
+                                  [leaf_meta(nodes[c], d) for c, d in rows])
+            report["leaf_attributes_added"] += len(rows)
+    engine.vectors.flush()
+    engine.graph.put_meta(LEAF_ATTRS, 1)
+
+
 def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: float | None = None) -> dict:
     """Audit and repair; returns a JSON-able report with a flat ``metrics`` dict."""
     started = time.perf_counter()
@@ -226,6 +253,7 @@ def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: flo
         drain_queue(engine)
     audit_vectors(engine, report)
     audit_lexical(engine, report)
+    audit_attributes(engine, report)
     check = invariants.check(engine)
     report["invariants"] = check.to_dict()
     report["metrics"] = {
@@ -244,6 +272,7 @@ def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: flo
         "EntityVectorsReembedded": report["entity_vectors_reembedded"],
         "EntityVectorsOrphanedDeleted": report["entity_vectors_orphaned_deleted"],
         "LexicalIndexBuilt": report["lexical_index_built"],
+        "LeafAttributesAdded": report["leaf_attributes_added"],
         "InvariantViolations": len(check.violations),
     }
     report["seconds"] = round(time.perf_counter() - started, 4)
