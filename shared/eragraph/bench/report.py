@@ -706,8 +706,9 @@ def filters_section(results: Path) -> list[str]:
     out = ["## Metadata filters: query latency by selectivity", "",
            "`eragraph bench filters`: one-chunk documents with the metadata `{\"bucket\": i % 100}` on the local "
            "profile; warm latency of the same questions unfiltered and under `bucket < s` (s % of the documents "
-           "allowed), question vectors computed before the clock. Recall@5 compares the filtered `dense` answer "
-           "with the exact top 5 of the allowed leaves; leaks count results outside the filter.", ""]
+           "allowed), question vectors computed before the clock. Recall@5 compares the `dense` answer with the "
+           "exact top 5 of the allowed leaves (unfiltered: of all leaves), so it shows what the approximate "
+           "index gives up with and without a filter; leaks count results outside the filter.", ""]
     for name, d in runs:
         rows = []
         for mode, by_filter in d["modes"].items():

@@ -408,10 +408,13 @@ class SqliteGraphStore:
             rows = self._query("SELECT node_id, -rank FROM leaf_text WHERE leaf_text MATCH ? ORDER BY rank LIMIT ?",
                                (match, int(k) + 20))
         else:
-            allowed, params = filter_sql.compile(where, "attrs")
+            allowed, params = filter_sql.compile(where, "d.attrs")
+            # the filter is evaluated on the matching rows' documents only (looked up by key),
+            # not on every document of the store
             rows = self._query(
                 "SELECT f.node_id, -f.rank FROM leaf_text AS f JOIN nodes AS n ON n.node_id = f.node_id "
-                f"WHERE f.leaf_text MATCH ? AND n.doc_id IN (SELECT doc_id FROM ({_CHUNK_ATTRS}) WHERE {allowed}) "
+                f"JOIN ({_CHUNK_ATTRS}) AS d ON d.doc_id = n.doc_id "
+                f"WHERE f.leaf_text MATCH ? AND {allowed} "
                 "ORDER BY f.rank LIMIT ?", (match, *params, int(k) + 20))
         hits = sorted((Hit(node_id, float(s)) for node_id, s in rows), key=rank_key)
         return hits[:int(k)]
