@@ -182,7 +182,7 @@ def test_version_and_help_lines():
     ("delete", {"--json", "--quiet", "--embedder", "--summarizer"}),
     ("serve", {"--quiet", "--embedder", "--generator", "--host", "--port"}),
     ("query", {"--json", "--quiet", "--embedder", "--generator", "--mode", "--k", "--budget", "--p", "--answer",
-               "--server"}),
+               "--server", "--filter"}),
     ("ingest", {"--json", "--quiet", "--embedder", "--summarizer", "--batch-docs", "--csv-text", "--csv-id",
                 "--csv-title"}),
 ])
