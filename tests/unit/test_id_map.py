@@ -126,7 +126,10 @@ def test_the_index_holds_no_python_object_per_vector(tmp_path):
     finally:
         tracemalloc.stop()
     assert index.count() == n and len(index.search(rng.standard_normal(dim).astype(np.float32), 5, layers=[2])) == 5
-    assert grown < 8 * n + (2 << 20), f"{grown / n:.0f} bytes per id stayed in Python"
+    # a constant of 4 MiB: the filter's cached selector and what other tests' threads allocate
+    # meanwhile (tracemalloc counts every thread) come to about 3 MB in a whole-suite run; the
+    # dicts this replaced cost about 45 MB here
+    assert grown < 8 * n + (4 << 20), f"{grown / n:.0f} bytes per id stayed in Python"
 
 
 def test_an_id_map_file_repeating_an_id_is_refused_as_corrupt(tmp_path):
