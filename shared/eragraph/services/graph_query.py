@@ -118,6 +118,7 @@ class _View:
         self.snap = snap
         self.allowed = allowed
         self.contain, self.mention, self.sentence_ok = snap.contain, snap.mention, None
+        self._cooc = None
         if allowed is not None:
             import scipy.sparse as sp
 
@@ -135,7 +136,7 @@ class _View:
         """Entity co-occurrence: sentences that mention both, counted over the allowed ones."""
         if self.allowed is None:
             return self.snap.cooc
-        if not hasattr(self, "_cooc"):
+        if self._cooc is None:
             b = (self.mention > 0).astype(np.float64)
             c = (b.T @ b).tocsr()
             c.setdiag(0.0)
