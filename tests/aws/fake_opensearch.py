@@ -423,6 +423,20 @@ class FakeOpenSearch:
         return {"docs": [{"_id": i, "found": i in idx["docs"], **({"_source": idx["docs"][i]} if i in idx["docs"] else {})}
                          for i in body["ids"]]}
 
-    def count(self, index: str) -> dict:
-        self.requests.append(("GET", f"/{index}/_count", None))
-        return {"count": len(self._index(index)["docs"])}
+    def count(self, index: str, body: dict | None = None) -> dict:
+        self.requests.append(("GET", f"/{index}/_count", body))
+        idx = self._index(index)
+        if body is None:
+            return {"count": len(idx["docs"])}
+        _need(set(body) == {"query"}, f"unexpected count keys {set(body)}")
+        return {"count": sum(1 for s in idx["docs"].values() if self._matches(idx, s, body["query"]))}
+
+    def delete_by_query(self, index: str, body: dict, refresh: Any = None, conflicts: str | None = None) -> dict:
+        self.requests.append(("POST", f"/{index}/_delete_by_query", body))
+        idx = self._index(index)
+        _need(set(body) == {"query"}, f"unexpected delete_by_query keys {set(body)}")
+        _need(conflicts in (None, "abort", "proceed"), f"conflicts={conflicts!r}")
+        gone = [i for i, s in idx["docs"].items() if self._matches(idx, s, body["query"])]
+        for i in gone:
+            del idx["docs"][i]
+        return {"deleted": len(gone), "failures": []}

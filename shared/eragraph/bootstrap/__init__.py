@@ -16,10 +16,11 @@ from .preflight import preflight as check_providers
 
 
 def build_engine(profile: str = "local", store: str | Path | None = None,
-                 settings: Settings | None = None, uses: Iterable[str] = USES) -> Engine:
+                 settings: Settings | None = None, uses: Iterable[str] = USES, tenant: str = "") -> Engine:
     """``local``: a store directory (SQLite + FAISS + files) with MiniLM by default.
     ``memory``: everything in memory (tests, demos). ``aws``: S3/DynamoDB/SQS/OpenSearch/Bedrock
-    configured from the environment the SAM template sets."""
+    configured from the environment the SAM template sets. ``tenant``: the namespace of the
+    engine ("" the default tenant; bootstrap.tenancy keeps one engine per tenant)."""
     settings = settings or settings_from_env()
     # a missing provider package: one line now, not at first use (``uses``: the providers the
     # caller needs; a Lambda function names its own, e.g. summarize needs no NER)
@@ -29,13 +30,13 @@ def build_engine(profile: str = "local", store: str | Path | None = None,
 
         if store is None:
             raise ValueError("the local profile needs a store directory")
-        return build_local_engine(Path(store), settings)
+        return build_local_engine(Path(store), settings, tenant)
     if profile == "memory":
         from .local import build_memory_engine
 
-        return build_memory_engine(settings)
+        return build_memory_engine(settings, tenant)
     if profile == "aws":
         from .aws import build_aws_engine
 
-        return build_aws_engine(settings)
+        return build_aws_engine(settings, tenant=tenant)
     raise ValueError(f"unknown profile {profile!r} (local, memory, aws)")

@@ -69,8 +69,10 @@ def _require(env: Mapping[str, str], *names: str) -> None:
 
 
 def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, str] | None = None,
-                     opensearch_client: Any = None, refresh: bool | str = False) -> Engine:
-    """``opensearch_client`` replaces the SigV4 client (tests use a recording fake)."""
+                     opensearch_client: Any = None, refresh: bool | str = False, tenant: str = "") -> Engine:
+    """``opensearch_client`` replaces the SigV4 client (tests use a recording fake); ``tenant``:
+    the namespace every adapter is bound to (DynamoDB key prefix, OpenSearch scope, queue
+    groups; domain.tenants)."""
     import boto3
 
     from ..adapters.aws.dynamodb import DynamoGraphStore
@@ -88,7 +90,7 @@ def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, 
     s3 = session.client("s3", endpoint_url=endpoint)
     sqs = session.client("sqs", endpoint_url=endpoint)
 
-    graph = DynamoGraphStore(env["ERAGRAPH_TABLE"], region=region, host=endpoint)
+    graph = DynamoGraphStore(env["ERAGRAPH_TABLE"], region=region, host=endpoint, tenant=tenant)
     settings = open_settings(graph, settings)
     graph = DynamoGraphStore(env["ERAGRAPH_TABLE"], models=graph.models, code_bits=settings.n_planes)
     if settings.embedder == "minilm":
@@ -104,22 +106,23 @@ def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, 
                                         env.get("ERAGRAPH_OPENSEARCH_SERVICE") or "es")
     replicas = int(env["ERAGRAPH_OPENSEARCH_REPLICAS"]) if env.get("ERAGRAPH_OPENSEARCH_REPLICAS") else None
     vectors = OpenSearchVectorIndex(opensearch_client, env.get("ERAGRAPH_OPENSEARCH_INDEX") or DEFAULT_INDEX,
-                                    embedder.dim, refresh=refresh, replicas=replicas)
+                                    embedder.dim, refresh=refresh, replicas=replicas, tenant=tenant)
     engine = Engine(
         settings=settings,
         graph=graph,
         vectors=vectors,
-        queue=SqsQueue(env["ERAGRAPH_SUMMARIZE_QUEUE_URL"], client=sqs),
+        queue=SqsQueue(env["ERAGRAPH_SUMMARIZE_QUEUE_URL"], client=sqs, tenant=tenant),
         embedder=embedder,
         tokenizer=tokenizer,
         summarizer=make_summarizer(settings, tokenizer),
         blobs=S3BlobStore(env["ERAGRAPH_BUCKET"], client=s3),
         generator=make_generator(settings),
         lexical=OpenSearchLexicalIndex(vectors),
+        tenant=tenant,
     )
     entity_vectors = OpenSearchVectorIndex(
         opensearch_client, env.get("ERAGRAPH_OPENSEARCH_ENTITY_INDEX") or DEFAULT_ENTITY_INDEX, embedder.dim,
-        refresh=refresh, replicas=replicas)
+        refresh=refresh, replicas=replicas, tenant=tenant)
     return attach_query_side(engine, settings, DynamoEntityStore(env["ERAGRAPH_TABLE"], models=graph.models),
                              entity_vectors)
 

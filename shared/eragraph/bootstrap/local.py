@@ -6,6 +6,7 @@
     STORE/embeddings.sqlite  embedding cache keyed by (embedder id, content hash)
     STORE/entities.sqlite    entity graph (postings, mentions, co-occurrences)
     STORE/entity_vectors/    FAISS index of entity-name (and sentence) vectors
+    STORE/tenants/<id>/      a tenant's own store, laid out as above (bootstrap.tenancy)
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ from ..services.engine import Engine, open_settings
 from .providers import attach_query_side, make_embedder, make_generator, make_summarizer, make_tokenizer
 
 
-def build_local_engine(store: Path, settings: Settings) -> Engine:
+def tenant_store(store: Path, tenant: str) -> Path:
+    """The directory of ``tenant``'s store inside ``store`` (the default tenant: ``store``)."""
+    return store / "tenants" / tenant if tenant else store
+
+
+def build_local_engine(store: Path, settings: Settings, tenant: str = "") -> Engine:
     from ..adapters.local.blob_fs import FsBlobStore
     from ..adapters.local.entity_sqlite import SqliteEntityStore
     from ..adapters.local.graph_sqlite import SqliteGraphStore
@@ -25,6 +31,7 @@ def build_local_engine(store: Path, settings: Settings) -> Engine:
     from ..adapters.local.queue_local import LocalQueue
     from ..adapters.local.vector_faiss import FaissVectorIndex
 
+    store = tenant_store(store, tenant)
     store.mkdir(parents=True, exist_ok=True)
     graph = SqliteGraphStore(store / "graph.sqlite")
     settings = open_settings(graph, settings)
@@ -41,12 +48,13 @@ def build_local_engine(store: Path, settings: Settings) -> Engine:
         blobs=FsBlobStore(store / "blobs"),
         generator=make_generator(settings),
         lexical=Fts5LexicalIndex(graph),
+        tenant=tenant,
     )
     return attach_query_side(engine, settings, SqliteEntityStore(store / "entities.sqlite"),
                              FaissVectorIndex(store / "entity_vectors", embedder.dim))
 
 
-def build_memory_engine(settings: Settings) -> Engine:
+def build_memory_engine(settings: Settings, tenant: str = "") -> Engine:
     from ..adapters.memory import MemoryBlobStore, MemoryGraphStore, MemoryLexicalIndex, MemoryQueue, MemoryVectorIndex
     from ..adapters.memory_entity import MemoryEntityStore
 
@@ -57,5 +65,5 @@ def build_memory_engine(settings: Settings) -> Engine:
     engine = Engine(settings=settings, graph=graph, vectors=MemoryVectorIndex(), queue=MemoryQueue(),
                     embedder=embedder, tokenizer=tokenizer,
                     summarizer=make_summarizer(settings, tokenizer), blobs=MemoryBlobStore(),
-                    generator=make_generator(settings), lexical=MemoryLexicalIndex(graph))
+                    generator=make_generator(settings), lexical=MemoryLexicalIndex(graph), tenant=tenant)
     return attach_query_side(engine, settings, MemoryEntityStore(), MemoryVectorIndex())

@@ -61,6 +61,15 @@ def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _tenant_value(value: Any, where: str) -> str:
+    from .tenants import TenantError, check_tenant
+
+    try:
+        return check_tenant(value)
+    except TenantError as exc:
+        raise MetadataError(f"{where}.tenant: {exc}") from None
+
+
 def check_metadata(metadata: Any, where: str = "metadata", allow_reserved: bool = False) -> dict[str, Any]:
     """A document's metadata, validated and normalized (lists of strings become tuples are kept
     as lists for JSON; numbers that are whole stay as given). Raises MetadataError naming the
@@ -76,6 +85,9 @@ def check_metadata(metadata: Any, where: str = "metadata", allow_reserved: bool 
         if not isinstance(key, str) or not _KEY.match(key):
             raise MetadataError(f"{where}: key {key!r} must be 1-64 letters, digits, '_' or '-', "
                                 "starting with a letter or '_'")
+        if key == "tenant" and not allow_reserved:
+            out[key] = _tenant_value(value, where)  # routes the document (domain.tenants)
+            continue
         if key in RESERVED and not allow_reserved:
             raise MetadataError(f"{where}: key {key!r} is reserved (built-in: {', '.join(RESERVED)})")
         if isinstance(value, str):

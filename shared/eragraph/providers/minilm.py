@@ -66,6 +66,31 @@ def _go_offline() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+_MODELS: dict[tuple[str, str], Any] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def _shared_model(path: Path, device: str, threads: int) -> Any:
+    """One loaded model per process and (path, device): the engines of several tenants (or a
+    store and its rebuild) share it, as they share the spaCy pipeline."""
+    with _MODELS_LOCK:
+        key = (str(path), device)
+        if key not in _MODELS:
+            _go_offline()
+            import torch
+            import transformers
+
+            transformers.utils.logging.disable_progress_bar()
+            from sentence_transformers import SentenceTransformer
+
+            if threads > 0:
+                torch.set_num_threads(max(1, min(threads, os.cpu_count() or 1)))
+            model = SentenceTransformer(str(path), device=device, local_files_only=True)
+            model.eval()
+            _MODELS[key] = model
+        return _MODELS[key]
+
+
 class MiniLMEmbedder:
     """384-d, L2-normalized float32 sentence embeddings; reads at most 256 word pieces."""
 
@@ -101,20 +126,9 @@ class MiniLMEmbedder:
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                _go_offline()
-                import torch
-                import transformers
-
-                transformers.utils.logging.disable_progress_bar()
-                from sentence_transformers import SentenceTransformer
-
-                if self.threads > 0:
-                    torch.set_num_threads(max(1, min(self.threads, os.cpu_count() or 1)))
-                path = self.model_path or default_model_path()
-                model = SentenceTransformer(str(path), device=self.device, local_files_only=True)
-                model.eval()
-                self._model = model
+                self._model = _shared_model(self.model_path or default_model_path(), self.device, self.threads)
         return self._model
+
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)

@@ -28,7 +28,7 @@ class ChunkFilter:
         if doc_id not in self._doc:
             doc = self.engine.graph.get_document(doc_id) if doc_id else None
             self._doc[doc_id] = doc is not None and matches(
-                self.where, chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title))
+                self.where, chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title, self.engine.tenant))
         return self._doc[doc_id]
 
     def allows(self, chunk_ids: Iterable[str]) -> set[str]:

@@ -60,6 +60,10 @@ class Engine:
     remove_hooks: list[RemoveHook] = field(default_factory=list)
     # the exact graph path's matrices, cached per entity-store generation (services.graph_query)
     graph_snapshot: Any = None
+    # the tenant whose namespace every port of this engine reads and writes (domain.tenants);
+    # "" is the default tenant. The composition root binds the ports to it; services only stamp
+    # it on the chunks' attributes and check documents against it.
+    tenant: str = ""
 
     def lsh(self) -> LshConfig:
         """The store's hyperplanes: drawn on first use from the recorded seed, then reused;

@@ -24,6 +24,8 @@ from ..domain.ids import chunk_id, content_hash, document_id_for_source
 from ..domain.lsh import hash_vectors
 from ..domain.model import ConflictError, Document, ItemTooLargeError, Node
 from ..domain.sequencer import supersedes
+from ..domain import tenants
+from ..domain.tenants import TenantError
 from ..domain.text import chunk_text
 from . import followup
 from .announce import announce
@@ -51,11 +53,23 @@ Progress = Callable[[int], None]
 COMMIT_ATTEMPTS = 8
 
 
-def leaf_meta(node: Node, doc: Document) -> dict:
+def own_metadata(engine: Engine, src: SourceDoc) -> dict | None:
+    """A document's metadata without its ``tenant`` attribute, which must name the engine's
+    tenant (documents are routed to their tenant's engine before they get here)."""
+    if not src.metadata or tenants.ATTRIBUTE not in src.metadata:
+        return src.metadata
+    named, rest = tenants.resolve(engine.tenant, src.metadata, src.source)
+    if named != engine.tenant:
+        raise TenantError(f"{src.source}: its metadata names tenant {named!r}, not this store's "
+                          f"({engine.tenant or 'the default tenant'})")
+    return rest
+
+
+def leaf_meta(node: Node, doc: Document, tenant: str = "") -> dict:
     """A leaf chunk's vector meta: its layer and document, its text (the lexical index of a
     store that keeps it beside the vector) and ``attrs``, what a filtered search selects on."""
     return {"layer": 0, "doc_id": doc.doc_id, "text": node.text,
-            "attrs": chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title)}
+            "attrs": chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title, tenant)}
 
 
 def _typed(metadata: Mapping[str, Any]) -> dict[str, tuple]:
@@ -134,7 +148,7 @@ def _retag_vectors(engine: Engine, retags: Sequence[_Retag]) -> None:
     for r in retags:
         doc = r.doc
         r.vectors = {c: vectors[c] for c in doc.chunk_ids if c in nodes}
-        metas += [leaf_meta(nodes[c], doc) for c in r.vectors]
+        metas += [leaf_meta(nodes[c], doc, engine.tenant) for c in r.vectors]
     if metas:
         engine.vectors.upsert([c for r in retags for c in r.vectors],
                               np.stack([v for r in retags for v in r.vectors.values()]), metas)
@@ -149,7 +163,7 @@ def _undo_retag(engine: Engine, r: _Retag) -> None:
     keep = [c for c in r.vectors if c in nodes and c in listed]
     if keep:
         engine.vectors.upsert(keep, np.stack([r.vectors[c] for c in keep]),
-                              [leaf_meta(nodes[c], current) for c in keep])
+                              [leaf_meta(nodes[c], current, engine.tenant) for c in keep])
     gone = [c for c in r.vectors if c not in nodes]
     if gone:
         engine.vectors.delete(gone)
@@ -310,8 +324,8 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
                 continue
             seen.add(doc_id)
             try:
-                metadata = check_metadata(src.metadata)
-            except MetadataError as exc:
+                metadata = check_metadata(own_metadata(engine, src))
+            except (MetadataError, TenantError) as exc:
                 report.errors.append({"source": src.source, "error": str(exc)})
                 continue
             stored = engine.graph.get_document(doc_id, include_deleted=True)
@@ -375,7 +389,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
             except ItemTooLargeError as exc:
                 report.errors.append({"source": src.source, "error": str(exc)})
                 continue
-            mine_metas = [leaf_meta(n, doc) for n in mine]
+            mine_metas = [leaf_meta(n, doc, engine.tenant) for n in mine]
             nodes += mine
             metas += mine_metas
             written.append(_Written(doc, stored, mine, vectors[span] if texts else vectors, mine_metas))

@@ -136,7 +136,7 @@ def audit_vectors(engine: Engine, report: dict) -> None:
             vectors = engine.embedder.embed([n.text for n in batch])
             docs = {d: engine.graph.get_document(d) for d in {n.doc_id for n in batch if n.layer == 0}}
             engine.vectors.upsert([n.node_id for n in batch], vectors,
-                                  [leaf_meta(n, docs[n.doc_id]) if n.layer == 0 and docs[n.doc_id] is not None
+                                  [leaf_meta(n, docs[n.doc_id], engine.tenant) if n.layer == 0 and docs[n.doc_id] is not None
                                    else {"layer": n.layer, "doc_id": n.doc_id} for n in batch])
     if orphans:
         engine.vectors.delete(orphans)
@@ -226,7 +226,7 @@ def audit_attributes(engine: Engine, report: dict, batch: int = 256) -> None:
         rows = [(c, d) for d in part for c in d.chunk_ids if c in nodes]
         if rows:
             engine.vectors.upsert([c for c, _ in rows], np.stack([vectors[c] for c, _ in rows]),
-                                  [leaf_meta(nodes[c], d) for c, d in rows])
+                                  [leaf_meta(nodes[c], d, engine.tenant) for c, d in rows])
             report["leaf_attributes_added"] += len(rows)
     engine.vectors.flush()
     engine.graph.put_meta(LEAF_ATTRS, 1)

@@ -23,6 +23,13 @@ One table, generic key attributes, item kinds told apart by their keys:
     META                ENTITY#GEN      the entity graph's generation (``version``, atomic ADD)
     META                ENTITY#COUNT    the number of entities (``version``, atomic ADD)
 
+Tenants (domain.tenants): a tenant's items are the same items with ``T#<tenant>#`` before their
+``PK`` (and ``GSI2PK``): ``T#acme#DOC#<doc_id>``, ``T#acme#REF#0#3``, ``T#acme#META#...``. The
+prefix is added and removed by the key attribute (``NamespacedKey``) of the tenant's model
+classes, so the stores' code builds and reads the same keys in every tenant, and a tenant's store
+cannot name another's item. The few scans (audits) add ``in_namespace()``. The tenant registry
+is ``TENANTS`` / ``T#<tenant>`` in the default namespace (bootstrap.tenancy).
+
 Why a single table: every access is a key lookup or a one-partition query with a key range (a
 code range of the ref index is a Query on the shard(s) it spans; ``apply_region`` is one
 transaction on one table); on-demand billing and PITR are configured once. No partition
@@ -48,16 +55,50 @@ from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 BY_SOURCE = "BySource"
+TENANT_KEY = "T#"  # a tenant's keys start with T#<tenant>#; no key of the default namespace does
+
+
+def namespace_prefix(tenant: str) -> str:
+    return f"{TENANT_KEY}{tenant}#" if tenant else ""
+
+
+class NamespacedKey(UnicodeAttribute):
+    """A key attribute whose stored value is the tenant's prefix + the value the code uses. The
+    prefix is added wherever pynamodb serializes the attribute (items written, keys of gets,
+    queries, batch gets, transactions, condition values such as ``startswith``) and removed
+    when an item is read."""
+
+    def __init__(self, prefix: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.prefix = prefix
+
+    def serialize(self, value: str) -> str:
+        return self.prefix + value
+
+    def deserialize(self, value: str) -> str:
+        if not value.startswith(self.prefix):  # never read: every read is inside the namespace
+            raise ValueError(f"key {value[:80]!r} is outside the namespace {self.prefix!r}")
+        return value[len(self.prefix):]
 
 
 @dataclass(frozen=True)
 class TableModels:
     item: type[Model]
     by_source: GlobalSecondaryIndex
+    tenant: str = ""
+
+    def in_namespace(self):
+        """The condition a scan adds to read only this namespace's items: the tenant's prefix,
+        or (the default namespace) no tenant's prefix."""
+        pk = self.item.PK
+        return pk.startswith("") if self.tenant else ~pk.startswith(TENANT_KEY)
 
 
-def build_models(table_name: str, region: str | None = None, host: str | None = None) -> TableModels:
-    """Model classes bound to ``table_name`` (``host``: an endpoint URL, e.g. a local moto)."""
+def build_models(table_name: str, region: str | None = None, host: str | None = None,
+                 tenant: str = "") -> TableModels:
+    """Model classes bound to ``table_name`` (``host``: an endpoint URL, e.g. a local moto) and
+    to ``tenant``'s namespace ("" the default)."""
+    prefix = namespace_prefix(tenant)
 
     meta_attrs = {"table_name": table_name, "max_retry_attempts": 8}
     if region:
@@ -70,15 +111,15 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
             index_name = BY_SOURCE
             projection = AllProjection()
 
-        GSI2PK = UnicodeAttribute(hash_key=True)
+        GSI2PK = NamespacedKey(prefix, hash_key=True)
         GSI2SK = UnicodeAttribute(range_key=True)
 
     class GraphItem(Model):
         Meta = type("Meta", (), dict(meta_attrs))
 
-        PK = UnicodeAttribute(hash_key=True)
+        PK = NamespacedKey(prefix, hash_key=True)
         SK = UnicodeAttribute(range_key=True)
-        GSI2PK = UnicodeAttribute(null=True)
+        GSI2PK = NamespacedKey(prefix, null=True)
         GSI2SK = UnicodeAttribute(null=True)
         by_source = BySource()
 
@@ -118,4 +159,4 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         weight = NumberAttribute(null=True)
         born = UnicodeAttribute(null=True)  # ENT: the token of the add that created the entity
 
-    return TableModels(item=GraphItem, by_source=GraphItem.by_source)
+    return TableModels(item=GraphItem, by_source=GraphItem.by_source, tenant=tenant)

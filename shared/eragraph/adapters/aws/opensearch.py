@@ -110,7 +110,13 @@ class BulkError(RuntimeError):
 
 class OpenSearchVectorIndex:
     def __init__(self, client: Any, index: str, dim: int, refresh: bool | str = False,
-                 replicas: int | None = None) -> None:
+                 replicas: int | None = None, tenant: str = "") -> None:
+        """``tenant``: the namespace this index reads and writes: its documents carry a
+        ``tenant`` keyword and ``<tenant>#`` before their ``_id``, and every request this adapter
+        makes (search, count, ids, mget, delete) is scoped to it by a clause the adapter adds,
+        never the caller. The default tenant's documents have no ``tenant`` field."""
+        self.tenant = tenant
+        self._prefix = f"{tenant}#" if tenant else ""
         self.client = client
         self.index = index
         self.dim = dim
@@ -137,12 +143,39 @@ class OpenSearchVectorIndex:
         if self._attrs_mapped:
             return
         mapping = next(iter(self.client.indices.get_mapping(index=self.index).values()))["mappings"]
-        if MARKER not in (mapping.get("properties") or {}):
-            new = index_body(self.dim)["mappings"]
-            self.client.indices.put_mapping(index=self.index, body={
-                "dynamic_templates": new["dynamic_templates"],
-                "properties": {name: new["properties"][name] for name in ATTR_PROPERTIES}})
+        have = mapping.get("properties") or {}
+        new = index_body(self.dim)["mappings"]
+        body: dict[str, Any] = {}
+        if MARKER not in have:
+            body["dynamic_templates"] = new["dynamic_templates"]
+            body["properties"] = {name: new["properties"][name] for name in ATTR_PROPERTIES}
+        if "tenant" not in have:  # an index created before tenants
+            body.setdefault("properties", {})["tenant"] = new["properties"]["tenant"]
+        if body:
+            self.client.indices.put_mapping(index=self.index, body=body)
         self._attrs_mapped = True
+
+    # ----- the tenant's namespace -----
+    def scope(self) -> dict[str, Any]:
+        """The clause every query of this adapter carries: this tenant's documents only."""
+        if self.tenant:
+            return {"term": {"tenant": self.tenant}}
+        return {"bool": {"must_not": [{"exists": {"field": "tenant"}}]}}
+
+    def _doc_id(self, node_id: str) -> str:
+        return self._prefix + node_id
+
+    def _node_id(self, doc_id: str) -> str:
+        return doc_id[len(self._prefix):]
+
+    def drop_namespace(self) -> int:
+        """Delete every document of this tenant (delete_by_query on the scope); how many."""
+        if not self.tenant:
+            raise ValueError("the default namespace is not a tenant's: it is never dropped")
+        self.ensure_index()
+        response = self.client.delete_by_query(index=self.index, body={"query": {"bool": {"filter": [self.scope()]}}},
+                                               refresh=True, conflicts="proceed")
+        return int(response.get("deleted", 0))
 
     # ----- writes -----
     def _bulk(self, lines: list[tuple[dict[str, Any], dict[str, Any] | None]]) -> None:
@@ -181,19 +214,20 @@ class OpenSearchVectorIndex:
             raise ValueError("ids, vectors and metas must have the same length")
         if len(ids) and vectors.shape[1] != self.dim:
             raise ValueError(f"vectors have dimension {vectors.shape[1]}, index has {self.dim}")
-        lines = [({"index": {"_index": self.index, "_id": i}},
-                  {"node_id": i, "layer": int(m["layer"]), "doc_id": str(m.get("doc_id", "")),
+        tenant = {"tenant": self.tenant} if self.tenant else {}
+        lines = [({"index": {"_index": self.index, "_id": self._doc_id(i)}},
+                  {"node_id": i, "layer": int(m["layer"]), "doc_id": str(m.get("doc_id", "")), **tenant,
                    **({"text": str(m["text"])} if m.get("text") is not None else {}),
                    **attr_fields(m.get("attrs")),
                    "vector": [float(x) for x in v]})
                  for i, v, m in zip(ids, vectors, metas)]
-        if any(m.get("attrs") is not None for m in metas):
+        if self.tenant or any(m.get("attrs") is not None for m in metas):
             self.ensure_index()
             self._map_attr_fields()
         self._bulk(lines)
 
     def delete(self, ids: Iterable[str]) -> None:
-        lines = [({"delete": {"_index": self.index, "_id": i}}, None) for i in dict.fromkeys(ids)]
+        lines = [({"delete": {"_index": self.index, "_id": self._doc_id(i)}}, None) for i in dict.fromkeys(ids)]
         if lines:
             self._bulk(lines)
 
@@ -207,7 +241,7 @@ class OpenSearchVectorIndex:
         # while the k-th score ties with the last one fetched, fetch twice as many (the FAISS
         # index does the same; a fixed window leaves the order of a long tie to the engine)
         fetch = min(2 * int(k), int(k) + TIE_WINDOW, MAX_K)
-        filters = []
+        filters = [self.scope()]
         if layers is not None:
             filters.append({"terms": {"layer": [int(x) for x in layers]}})
         if doc_ids is not None:
@@ -215,14 +249,13 @@ class OpenSearchVectorIndex:
         filters += where_clauses(where)
         query_vector = [float(x) for x in np.asarray(vector, dtype=np.float32).reshape(-1)]
         while True:
-            knn: dict[str, Any] = {"vector": query_vector, "k": fetch}
-            if filters:
-                knn["filter"] = {"bool": {"filter": filters}}
+            knn: dict[str, Any] = {"vector": query_vector, "k": fetch,
+                                   "filter": {"bool": {"filter": filters}}}
             body = {"size": fetch, "_source": False, "query": {"knn": {"vector": knn}}}
             response = self.client.search(index=self.index, body=body)
-            hits = [Hit(h["_id"], score_to_inner_product(float(h["_score"])))
+            hits = [Hit(self._node_id(h["_id"]), score_to_inner_product(float(h["_score"])))
                     for h in response["hits"]["hits"]]
-            if filters and len(hits) < min(k, fetch) and fetch < MAX_K:
+            if len(hits) < min(k, fetch) and fetch < MAX_K:
                 # faiss answers a filter with at least k hits when the allowed set has k (an exact
                 # search over it when the graph search falls short); if an engine does not, ask
                 # for as many as are allowed, which makes it search them exactly
@@ -248,11 +281,11 @@ class OpenSearchVectorIndex:
         after = None
         while True:
             body: dict[str, Any] = {"size": PAGE, "_source": ["node_id"], "sort": [{"node_id": "asc"}],
-                                    "query": {"match_all": {}}}
+                                    "query": {"bool": {"filter": [self.scope()]}}}
             if after is not None:
                 body["search_after"] = after
             hits = self.client.search(index=self.index, body=body)["hits"]["hits"]
-            out.update(h["_id"] for h in hits)
+            out.update(self._node_id(h["_id"]) for h in hits)
             if len(hits) < PAGE:
                 return out
             after = hits[-1]["sort"]
@@ -262,15 +295,15 @@ class OpenSearchVectorIndex:
         out = {}
         ids = list(dict.fromkeys(ids))
         for start in range(0, len(ids), PAGE):
-            docs = self.client.mget(index=self.index, body={"ids": ids[start:start + PAGE]})["docs"]
-            for d in docs:
+            docs = self.client.mget(index=self.index, body={"ids": [self._doc_id(i) for i in ids[start:start + PAGE]]})
+            for d in docs["docs"]:
                 if d.get("found"):
-                    out[d["_id"]] = np.asarray(d["_source"]["vector"], dtype=np.float32)
+                    out[self._node_id(d["_id"])] = np.asarray(d["_source"]["vector"], dtype=np.float32)
         return out
 
     def count(self) -> int:
         self.ensure_index()
-        return int(self.client.count(index=self.index)["count"])
+        return int(self.client.count(index=self.index, body={"query": {"bool": {"filter": [self.scope()]}}})["count"])
 
     def flush(self) -> None:
         if self._ready:
@@ -309,13 +342,13 @@ class OpenSearchLexicalIndex:
         if k <= 0 or not terms:
             return []
         fetch = min(int(k) + TIE_WINDOW, MAX_K)
-        filters = [{"term": {"layer": 0}}, *where_clauses(where)]
+        filters = [self.vectors.scope(), {"term": {"layer": 0}}, *where_clauses(where)]
         while True:
             body = {"size": fetch, "_source": False,
                     "query": {"bool": {"must": [{"match": {"text": " ".join(terms[:MAX_QUERY_TERMS])}}],
                                        "filter": filters}}}
             response = self.vectors.client.search(index=self.vectors.index, body=body)
-            hits = [Hit(h["_id"], float(h["_score"])) for h in response["hits"]["hits"]]
+            hits = [Hit(self.vectors._node_id(h["_id"]), float(h["_score"])) for h in response["hits"]["hits"]]
             if not _tie_at_cut([h.score for h in hits], k, fetch):
                 break
             fetch = min(2 * fetch, MAX_K)
@@ -327,7 +360,8 @@ class OpenSearchLexicalIndex:
         v.ensure_index()
         v.client.indices.put_mapping(index=v.index, body={"properties": {"text": {"type": "text"}}})
         leaves = [n for n in nodes if n.layer == 0]
-        v._bulk([({"update": {"_index": v.index, "_id": n.node_id}}, {"doc": {"text": n.text}}) for n in leaves])
+        v._bulk([({"update": {"_index": v.index, "_id": v._doc_id(n.node_id)}}, {"doc": {"text": n.text}})
+                 for n in leaves])
         v.client.indices.put_mapping(index=v.index, body={"_meta": {"lexical": 1}})
         if v.refresh:
             v.client.indices.refresh(index=v.index)

@@ -11,6 +11,13 @@ reconciled in parallel, and a failing shard blocks only itself. Regions that str
 (large or skewed ones) are guarded by GraphStore.apply_region's conditions: a lost race is a
 ConflictError and a re-plan, never a lost update.
 
+Tenants: a tenant's queue adapter adds ``"tenant": "<id>"`` to each body (and a ``tenant``
+attribute), and its groups are ``<tenant>:layer-<l>-<shard>``: one tenant's bulk load queues in
+its own groups, which SQS FIFO delivers alongside every other tenant's, so it cannot hold
+another's re-summarization behind it. The summarize function reads the tenant from the body
+(``tenant_of``) and reconciles in that tenant's engine. ``receive`` (drains from a terminal)
+returns its own tenant's messages and makes every other one visible again at once.
+
 MessageDeduplicationId: names the operation, not the body. Every announce stamps its messages
 with a fresh operation id (``op``), and the id hashes (op, layer, group): a sender's retry of
 the same message collapses into one delivery, while a later operation with an identical body
@@ -30,35 +37,59 @@ from ...domain.model import SegmentsAffected
 SQS_BATCH = 10
 
 
-def dedup_id(message: SegmentsAffected) -> str:
+TENANT_FIELD = "tenant"
+
+
+def tenant_of(body: dict[str, Any]) -> str:
+    """The tenant a message body belongs to ("" the default); a malformed one raises ValueError."""
+    from ...domain.tenants import TenantError, check_tenant
+
+    tenant = body.get(TENANT_FIELD, "") if isinstance(body, dict) else ""
+    if tenant == "":
+        return ""
+    try:
+        return check_tenant(tenant)
+    except TenantError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def dedup_id(message: SegmentsAffected, tenant: str = "") -> str:
     if message.op:
         body = f"{message.op}|{message.layer}|{message.group}"
+        if tenant:
+            body = f"{tenant}|{body}"
     else:  # a message built by hand: its body
         body = json.dumps(message.to_dict(), sort_keys=True)
     return hashlib.sha256(body.encode()).hexdigest()
 
 
-def group_id(message: SegmentsAffected) -> str:
-    return f"layer-{message.layer}" if message.group is None else f"layer-{message.layer}-{message.group}"
+def group_id(message: SegmentsAffected, tenant: str = "") -> str:
+    group = f"layer-{message.layer}" if message.group is None else f"layer-{message.layer}-{message.group}"
+    return f"{tenant}:{group}" if tenant else group
 
 
-def message_entry(index: int, message: SegmentsAffected, fifo: bool) -> dict[str, Any]:
+def message_entry(index: int, message: SegmentsAffected, fifo: bool, tenant: str = "") -> dict[str, Any]:
+    body = message.to_dict()
+    attributes = {
+        "type": {"DataType": "String", "StringValue": "SegmentsAffected"},
+        "layer": {"DataType": "Number", "StringValue": str(message.layer)},
+    }
+    if tenant:
+        body[TENANT_FIELD] = tenant
+        attributes[TENANT_FIELD] = {"DataType": "String", "StringValue": tenant}
     entry: dict[str, Any] = {
         "Id": str(index),
-        "MessageBody": json.dumps(message.to_dict(), separators=(",", ":")),
-        "MessageAttributes": {
-            "type": {"DataType": "String", "StringValue": "SegmentsAffected"},
-            "layer": {"DataType": "Number", "StringValue": str(message.layer)},
-        },
+        "MessageBody": json.dumps(body, separators=(",", ":")),
+        "MessageAttributes": attributes,
     }
     if fifo:
-        entry["MessageGroupId"] = group_id(message)
-        entry["MessageDeduplicationId"] = dedup_id(message)
+        entry["MessageGroupId"] = group_id(message, tenant)
+        entry["MessageDeduplicationId"] = dedup_id(message, tenant)
     return entry
 
 
 class SqsQueue:
-    def __init__(self, queue_url: str, client: Any = None, wait_seconds: int = 0) -> None:
+    def __init__(self, queue_url: str, client: Any = None, wait_seconds: int = 0, tenant: str = "") -> None:
         if client is None:
             import boto3
 
@@ -67,11 +98,12 @@ class SqsQueue:
         self.client = client
         self.fifo = queue_url.endswith(".fifo")
         self.wait_seconds = wait_seconds
+        self.tenant = tenant
 
     def send(self, messages: Sequence[SegmentsAffected]) -> None:
         for start in range(0, len(messages), SQS_BATCH):
             chunk = messages[start:start + SQS_BATCH]
-            entries = [message_entry(i, m, self.fifo) for i, m in enumerate(chunk)]
+            entries = [message_entry(i, m, self.fifo, self.tenant) for i, m in enumerate(chunk)]
             for _attempt in range(5):
                 result = self.client.send_message_batch(QueueUrl=self.url, Entries=entries)
                 failed = {f["Id"] for f in result.get("Failed", ())
@@ -92,7 +124,12 @@ class SqsQueue:
             WaitTimeSeconds=self.wait_seconds, MessageAttributeNames=["All"])
         out = []
         for m in response.get("Messages", ()):
-            out.append((m["ReceiptHandle"], SegmentsAffected.from_dict(json.loads(m["Body"]))))
+            body = json.loads(m["Body"])
+            if tenant_of(body) != self.tenant:  # another tenant's work: visible again at once
+                self.client.change_message_visibility(QueueUrl=self.url, ReceiptHandle=m["ReceiptHandle"],
+                                                      VisibilityTimeout=0)
+                continue
+            out.append((m["ReceiptHandle"], SegmentsAffected.from_dict(body)))
         return out
 
     def ack(self, receipts: Sequence[str]) -> None:
