@@ -32,7 +32,12 @@ own event applies it; a document not in the store (yet) is left to its own event
 sidecar's events cannot be ordered against its document's (their sequencers are per key),
 every ingest reads the sidecar again once its document is written, and re-tags the document
 while what it finds differs from what the store holds: whichever of the two events is handled
-last leaves the current sidecar's metadata. A malformed sidecar rejects its document."""
+last leaves the current sidecar's metadata. A malformed sidecar rejects its document.
+
+Tenants (domain.tenants): an object under ``tenants/<id>/`` belongs to tenant ``<id>`` and is
+ingested (or removed) in that tenant's engine; any other key belongs to the default tenant. A
+``tenant`` attribute in the object's metadata that names another tenant rejects it, as does a
+``tenants/`` key whose id is not valid (never the default tenant instead)."""
 
 from __future__ import annotations
 
@@ -51,6 +56,7 @@ from eragraph.domain import sequencer
 from eragraph.domain.filters import MetadataError, check_metadata
 from eragraph.domain.ids import content_hash, document_id_for_source
 from eragraph.domain.model import BadInputError
+from eragraph.domain.tenants import TenantError, tenant_of_key
 from eragraph.domain.text import check_size
 from eragraph.providers.extractors import ReadLimits
 from eragraph.services import ingest, remove
@@ -281,9 +287,21 @@ def ingest_object(engine, key: str, source: str, version: str, counts: dict, sha
 
 
 def apply_change(engine, change: ObjectChange, counts: dict) -> None:
-    """Ingest or remove one object (a sidecar's change: re-read its document). Events of one
-    key may arrive in any order and more than once: each carries its ``sequencer``, and an
-    event older than what the store holds for its key (document or tombstone) is a no-op."""
+    """Ingest or remove one object (a sidecar's change: re-read its document) in the engine of
+    the key's tenant (``engine``: the default tenant's). Events of one key may arrive in any
+    order and more than once: each carries its ``sequencer``, and an event older than what the
+    store holds for its key (document or tombstone) is a no-op."""
+    try:
+        tenant = tenant_of_key(change.key)
+    except TenantError as exc:
+        logger.error("document rejected", extra={"source": change.key, "error": str(exc), "reason": "bad-tenant"})
+        counts["rejected"] += 1
+        return
+    if tenant:
+        if change.removed and not LAMBDA_ENGINE.tenancy.exists(tenant):
+            counts["stale"] += 1  # the tenant's deletion removed its files and its store
+            return
+        engine = LAMBDA_ENGINE.get(tenant, register=not change.removed)
     own = getattr(engine.blobs, "bucket", None)
     if own is not None and change.bucket != own:
         raise UnusableRecord("other-bucket", f"an event of bucket {change.bucket!r}; this function reads {own!r}")

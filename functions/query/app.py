@@ -1,11 +1,13 @@
 """HTTP API (payload v2) -> query, documents, stats, health. The routes and the pydantic request
 model live in eragraph.api (shared with the local `eragraph serve`); the OpenAPI schema they
-generate is kept in openapi.json."""
+generate is kept in openapi.json. The caller's tenant comes from its identity
+(bootstrap.identity: ERAGRAPH_TENANT_CLAIM, ERAGRAPH_TENANT_TAG, ERAGRAPH_TENANT_REQUIRED)."""
 
 from aws_lambda_powertools.metrics import MetricUnit
 
 from eragraph.api import QueryRequest, make_app  # noqa: F401  (QueryRequest: the request schema)
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
+from eragraph.bootstrap.identity import TenantIdentity
 
 logger, metrics, tracer = powertools()
 # fails the init if a provider it uses is missing; spaCy is found, not imported: only the graph
@@ -21,7 +23,10 @@ def publish(response) -> None:
     metrics.add_metric("QueryTokens", MetricUnit.Count, total.get("tokens_in", 0) + total.get("tokens_out", 0))
 
 
-app = make_app(LAMBDA_ENGINE.get, on_query=publish)
+# the caller's tenant from its identity only: the JWT claim, or the IAM principal's tag
+IDENTITY = TenantIdentity.from_env()
+app = make_app(lambda tenant: LAMBDA_ENGINE.get(tenant, register=False), on_query=publish,
+               tenant_of=IDENTITY.tenant)
 
 
 @logger.inject_lambda_context

@@ -1,5 +1,5 @@
-"""SegmentsAffected messages (FIFO, grouped per layer and code-prefix shard) -> reconcile the
-part of the layer they name. A run that nears its deadline stops between summaries (all made
+"""SegmentsAffected messages (FIFO, grouped per tenant, layer and code-prefix shard) -> reconcile
+the part of the layer they name, in the engine of the tenant the message names (adapters.aws.sqs). A run that nears its deadline stops between summaries (all made
 so far are stored) and sends the rest of its work as a new message."""
 
 import json
@@ -7,6 +7,7 @@ import json
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 
+from eragraph.adapters.aws.sqs import tenant_of
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
 from eragraph.domain.model import SegmentsAffected
 from eragraph.services import resummarize
@@ -19,8 +20,13 @@ processor = SqsFifoPartialProcessor(skip_group_on_error=True)
 
 
 def record_handler(record, lambda_context=None) -> None:
-    message = SegmentsAffected.from_dict(json.loads(record.body))  # a poison body raises -> failure item
-    engine = LAMBDA_ENGINE.get()
+    body = json.loads(record.body)
+    message = SegmentsAffected.from_dict(body)  # a poison body raises -> failure item
+    tenant = tenant_of(body)
+    if not LAMBDA_ENGINE.tenancy.exists(tenant):
+        logger.warning("dropped: the message's tenant was deleted", extra={"reason": "tenant-deleted", "tenant": tenant})
+        return
+    engine = LAMBDA_ENGINE.get(tenant, register=False)
     context = lambda_context  # powertools passes the Lambda context: its remaining time is the deadline
     deadline = None if context is None else (lambda: context.get_remaining_time_in_millis() / 1000.0)
     try:

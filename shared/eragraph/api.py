@@ -17,7 +17,12 @@ Every malformed request is a 4xx with a ``message`` in words, never a 500:
   ``detail`` lists each error's ``loc`` and ``type`` as before. Types are strict: ``"k": "5"`` or
   ``"k": true`` is refused, not converted;
 - 415 when the content-type is given and is not JSON.
-The fuzz corpus of these cases is tests/api_corpus.py."""
+The fuzz corpus of these cases is tests/api_corpus.py.
+
+Tenants: every route answers from the caller's tenant's engine. The tenant comes from the
+caller's identity (``tenant_of``: bootstrap.identity, the JWT claim or IAM principal tag), never
+from the body: a body whose ``tenant`` names another tenant is refused (403), and a filter on
+``tenant`` only ever selects inside the caller's own."""
 
 from __future__ import annotations
 
@@ -62,6 +67,8 @@ class QueryRequest(BaseModel):
     budget: Optional[int] = Field(None, ge=1, le=100000, description="Token budget of the evidence (default: ERAGRAPH_TOKEN_BUDGET)")
     p: Optional[float] = Field(None, ge=0.0, le=1.0, description="Bias proportion (detailed/summarized)")
     answer: bool = Field(False, description="Generate an answer with citations from the evidence")
+    tenant: Optional[str] = Field(None, max_length=63, description="Optional; must be the caller's own tenant, which "
+                                  "comes from its identity (JWT claim or IAM principal tag), never from here")
     filter: Optional[dict[str, Any]] = Field(
         None, description="Metadata filter in Amazon Bedrock Knowledge Bases' shape, e.g. "
         '{"andAll": [{"equals": {"key": "lang", "value": "en"}}, {"greaterThanOrEquals": {"key": "year", '
@@ -154,13 +161,34 @@ def document_body(doc) -> dict:
             "chunks": len(doc.chunk_ids), "chunk_ids": list(doc.chunk_ids), "status": doc.status}
 
 
-def make_app(get_engine: Callable[[], Engine], on_query: Callable | None = None) -> APIGatewayHttpResolver:
-    """The resolver with every route; ``get_engine`` is called per request (it returns the one
-    warm engine: the Lambda container's, or the local server's); ``on_query`` sees each query
-    response (the Lambda function publishes metrics from it)."""
+class ForeignTenant(PermissionError):
+    """A request that names a tenant other than the caller's (answered 403)."""
+
+
+def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = None,
+             tenant_of: Callable[[dict], str] | None = None) -> APIGatewayHttpResolver:
+    """The resolver with every route; ``get_engine(tenant)`` is called per request (the warm
+    engine of that tenant: the Lambda container's, or the local server's); ``tenant_of(event)``
+    is the caller's tenant from its identity (None: everyone is the default tenant);
+    ``on_query`` sees each query response (the Lambda function publishes metrics from it)."""
+    from .bootstrap.identity import TenantForbidden
     from .services import stats as stats_service
 
     app = QueryApiResolver()
+
+    def caller() -> str:
+        return tenant_of(app.current_event.raw_event) if tenant_of is not None else ""
+
+    def engine() -> Engine:
+        return get_engine(caller())
+
+    @app.exception_handler(TenantForbidden)
+    def no_tenant(exc: TenantForbidden) -> Response:
+        return _error_json(403, str(exc))
+
+    @app.exception_handler(ForeignTenant)
+    def foreign_tenant(exc: ForeignTenant) -> Response:
+        return _error_json(403, str(exc))
 
     @app.exception_handler(BadRequestBody)
     def bad_body(exc: BadRequestBody) -> Response:
@@ -190,7 +218,11 @@ def make_app(get_engine: Callable[[], Engine], on_query: Callable | None = None)
 
     @app.post("/query")
     def post_query(request: QueryRequest) -> dict:
-        response = query_service.query(get_engine(), request.query, mode=request.mode, k=request.k,
+        tenant = caller()
+        if request.tenant is not None and request.tenant != tenant:
+            raise ForeignTenant("the request names another tenant than the caller's: the tenant comes from the "
+                                "caller's identity (JWT claim or IAM principal tag), never from the body")
+        response = query_service.query(get_engine(tenant), request.query, mode=request.mode, k=request.k,
                                        budget=request.budget, p=request.p, answer=request.answer,
                                        where=request.filter)
         if on_query is not None:
@@ -199,14 +231,14 @@ def make_app(get_engine: Callable[[], Engine], on_query: Callable | None = None)
 
     @app.get("/documents/<doc_id>")
     def get_document(doc_id: Annotated[str, Path(min_length=1, max_length=512)]) -> dict:
-        doc = get_engine().graph.get_document(doc_id)
+        doc = engine().graph.get_document(doc_id)
         if doc is None:
             raise NotFoundError(f"no document {doc_id!r}")
         return document_body(doc)
 
     @app.get("/stats")
     def get_stats() -> dict:
-        return stats_service.stats(get_engine())
+        return stats_service.stats(engine())
 
     @app.get("/health")
     def health() -> dict:

@@ -92,7 +92,24 @@ def _engine(args: argparse.Namespace, settings: Settings | None = None, create: 
     from .bootstrap import build_engine
 
     path = new_or_existing_store(args.store) if create else existing_store(args.store)
-    return build_engine("local", path, settings or _settings(args))
+    tenant = _tenant(args)
+    if tenant and not create and not (path / "tenants" / tenant).is_dir():
+        raise CommandError(f"the store {args.store} has no tenant {tenant!r} (`eragraph tenants --store "
+                           f"{args.store}` lists them)")
+    return build_engine("local", path, settings or _settings(args), tenant=tenant)
+
+
+def _tenant(args: argparse.Namespace) -> str:
+    """``--tenant`` validated ("" the default tenant)."""
+    from .domain.tenants import TenantError, check_tenant
+
+    tenant = getattr(args, "tenant", None) or ""
+    if not tenant:
+        return ""
+    try:
+        return check_tenant(tenant)
+    except TenantError as exc:
+        raise CommandError(f"--tenant: {exc}", EXIT_USAGE) from None
 
 
 @contextmanager
@@ -417,7 +434,12 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     total = None if args.quiet else count_inputs(args.paths, csv_rows=mapping is not None)
     size = None if args.quiet else input_bytes(args.paths)
     docs = iter_sources(args.paths, errors, ReadLimits.from_settings(engine.settings), csv_mapping=mapping)
-    out = ingest_docs(engine, docs, args, total=total, errors=errors, total_bytes=size)
+    others: dict[str, list] = {}  # documents whose metadata names another tenant: ingested after, in theirs
+    out = ingest_docs(engine, _route_tenants(docs, engine.tenant, others, errors), args, total=total,
+                      errors=errors, total_bytes=size)
+    for tenant, tenant_docs in sorted(others.items()):
+        args.tenant = tenant
+        _merge_counts(out, ingest_docs(_engine(args, create=True), tenant_docs, args))
     out["errors"] = errors + out["errors"]
     for err in out["errors"]:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
@@ -430,6 +452,60 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
                       f"{out['tokens_in']} tokens in, {out['tokens_out']} out, {out['seconds']:.1f}s"
                       + (f"; {len(out['errors'])} skipped" if out["errors"] else "")))
     return _ingest_status(out)
+
+
+def _route_tenants(docs: Iterable, tenant: str, others: dict[str, list], errors: list[dict[str, str]]):
+    """The documents of ``tenant``; a document whose metadata names another tenant goes to
+    ``others`` (without --tenant: it is ingested in that tenant's store after the stream) or,
+    with --tenant, is skipped with an error (the flag names the one tenant of the command)."""
+    for doc in docs:
+        named = (doc.metadata or {}).get("tenant")
+        if named is None or named == tenant:
+            yield doc
+        elif tenant:
+            errors.append({"source": doc.source, "error": f"its metadata names tenant {named!r}, but --tenant is "
+                                                          f"{tenant!r}"})
+        else:
+            others.setdefault(named, []).append(doc)
+
+
+def _merge_counts(out: dict, more: dict) -> None:
+    for key, value in more.items():
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, (int, float)) and isinstance(out.get(key), (int, float)):
+            out[key] += value
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            for k, v in value.items():
+                if isinstance(v, (int, float)):
+                    out[key][k] = out[key].get(k, 0) + v
+        elif isinstance(value, list) and isinstance(out.get(key), list):
+            out[key] += value
+
+
+def cmd_tenants(args: argparse.Namespace) -> int:
+    """List the store's tenants, or delete one (``--delete ID``) with its counts."""
+    from .bootstrap.tenancy import Tenancy
+    from .domain.tenants import TenantError, check_tenant
+
+    path = existing_store(args.store)
+    tenancy = Tenancy("local", store=path, settings=_settings(args))
+    if not args.delete:
+        names = tenancy.tenants()
+        _emit(args, {"tenants": names}, "\n".join(names) if names else "no tenants (only the default one)")
+        return EXIT_OK
+    try:
+        tenant = check_tenant(args.delete)
+    except TenantError as exc:
+        raise CommandError(f"--delete: {exc}", EXIT_USAGE) from None
+    if tenant not in tenancy.tenants():
+        raise CommandError(f"the store {args.store} has no tenant {tenant!r}")
+    with _writing(path):
+        report = tenancy.delete(tenant)
+    before = ", ".join(f"{v} {k}" for k, v in report["before"].items())
+    _emit(args, report, f"deleted tenant {tenant}: {before}; left: "
+                        + ", ".join(f"{v} {k}" for k, v in report["after"].items()))
+    return EXIT_OK
 
 
 def _ingest_status(out: dict) -> int:
@@ -830,7 +906,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, help: str, func, *, providers: tuple[str, ...] = (), json_out: bool = True,
-                quiet: str | None = None, store: str = "required") -> argparse.ArgumentParser:
+                quiet: str | None = None, store: str = "required", tenant: bool = True) -> argparse.ArgumentParser:
         """A subcommand with the flags it uses: --store (``required``; ``optional``: a default or
         --server), --json when it reports, --quiet when it writes anything to stderr besides
         errors, and the provider flags of the models it calls."""
@@ -847,6 +923,10 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             p.add_argument("--store", default=env_store, metavar="DIR",
                            help="the store directory (or ERAGRAPH_STORE)")
+        if tenant and store != "demo":
+            p.add_argument("--tenant", default=os.environ.get("ERAGRAPH_TENANT") or None, metavar="ID",
+                           help="the tenant whose store to use (or ERAGRAPH_TENANT; default: the default tenant); "
+                                "its store is STORE/tenants/ID")
         if json_out:
             p.add_argument("--json", action="store_true", help="machine-readable output (JSON on stdout)")
         if quiet:
@@ -907,7 +987,7 @@ def build_parser() -> argparse.ArgumentParser:
     command("stats", "documents, layers, segments, cost ledger", cmd_stats)
 
     p = command("rebuild", "build the same corpus from scratch for comparison", cmd_rebuild,
-                providers=("embedder", "summarizer"), quiet="no progress bars")
+                providers=("embedder", "summarizer"), quiet="no progress bars", tenant=False)
     p.add_argument("--into", help="empty folder for the rebuilt store (default: a temp folder)")
     p.add_argument("--replace", action="store_true", help="replace the store with the rebuilt one")
     p.add_argument("--batch-docs", type=int, default=256, help="documents per batch")
@@ -915,6 +995,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("reindex", "audit and repair the store; report what was found", cmd_reindex,
                 providers=("embedder", "summarizer"))
     p.add_argument("--stuck-after", type=float, default=900.0, help="seconds after which a dirty layer is re-queued")
+
+    p = command("tenants", "list the store's tenants, or delete one and everything it owns", cmd_tenants,
+                tenant=False)
+    p.add_argument("--delete", metavar="ID", help="delete this tenant: its documents, vectors, entity graph and files")
 
     command("demo", "ingest the bundled sample corpus and answer a few questions", cmd_demo,
             providers=("embedder", "summarizer"), json_out=False, quiet="no progress bars", store="demo")

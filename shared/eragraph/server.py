@@ -74,7 +74,7 @@ class ApiServer(HTTPServer):
         from .api import make_app
 
         self.engine = engine
-        self.app = make_app(lambda: engine)
+        self.app = make_app(lambda _tenant: engine)
         self.log = log
         super().__init__((host, port), ApiRequestHandler)
 

@@ -55,6 +55,8 @@ def aws_engine(monkeypatch):
         fake = fake_opensearch_module().FakeOpenSearch()
         engine = build_aws_engine(environ=env, opensearch_client=fake, refresh=True)
         LAMBDA_ENGINE.set(engine)
+        LAMBDA_ENGINE.set_builder(lambda tenant: build_aws_engine(environ=env, opensearch_client=fake, refresh=True,
+                                                                  tenant=tenant))
         try:
             yield engine, env, fake
         finally:

@@ -26,6 +26,8 @@ KEYS = ["lang", "year", "draft", "tags", "score"]
 STRINGS = ["en", "de", "2020", "1", "true", "", "enx", "e"]
 NUMBERS = [0, 1, 2020, 2021, -3, 0.0, -0.0, 1.5, 2020.0, -2.5, 2 ** 53]
 
+DEFAULT_SCOPE = {"bool": {"must_not": [{"exists": {"field": "tenant"}}]}}  # the adapter's own clause: the default tenant's documents
+
 
 def unit(rows: int, seed: int) -> np.ndarray:
     v = np.random.default_rng(seed).standard_normal((rows, DIM)).astype(np.float32)
@@ -164,7 +166,7 @@ def test_a_short_engine_answer_is_completed_exactly(corpus):
     bodies = [b for _, path, b in client.requests if path == "/nodes/_search"]
     counts = [b for b in bodies if b.get("size") == 0]
     assert counts == [{"size": 0, "track_total_hits": True,
-                       "query": {"constant_score": {"filter": {"bool": {"filter": where_clauses(f)}}}}}]
+                       "query": {"constant_score": {"filter": {"bool": {"filter": [DEFAULT_SCOPE, *where_clauses(f)]}}}}}]
     assert [b["query"]["knn"]["vector"]["k"] for b in bodies if "knn" in b["query"]] == [20, len(keep)]
 
 
@@ -192,6 +194,7 @@ def test_knn_request_body_with_a_filter():
     assert body == {"size": 6, "_source": False, "query": {"knn": {"vector": {
         "vector": [1.0, 0.0, 0.0, 0.0], "k": 6,
         "filter": {"bool": {"filter": [
+            DEFAULT_SCOPE,  # the default tenant: documents without a tenant only
             {"terms": {"layer": [0]}},
             {"terms": {"doc_id": ["d1"]}},
             {"term": {"has_attrs": True}},
@@ -230,7 +233,7 @@ def test_lexical_request_body_with_a_filter_and_bm25_over_the_allowed_set():
     method, path, body = client.requests[-1]
     assert body == {"size": 52, "_source": False,
                     "query": {"bool": {"must": [{"match": {"text": "radium"}}],
-                                       "filter": [{"term": {"layer": 0}}, {"term": {"has_attrs": True}},
+                                       "filter": [DEFAULT_SCOPE, {"term": {"layer": 0}}, {"term": {"has_attrs": True}},
                                                   {"term": {"attrs_s.lang": "de"}}]}}}
 
 

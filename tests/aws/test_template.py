@@ -94,9 +94,10 @@ def test_api_is_authenticated_and_throttled():
 
 
 def test_roles_are_least_privilege():
+    modes = [{"UseJwt": jwt, "HasAlarmEmail": False, "UseEventBridge": False} for jwt in (False, True)]
     for name, role in of_type("AWS::IAM::Role").items():
-        for policy in role["Properties"]["Policies"]:
-            for st in policy["PolicyDocument"]["Statement"]:
+        for policy, mode in ((p, m) for p in role["Properties"]["Policies"] for m in modes):
+            for st in resolve_conditions(policy, mode)["PolicyDocument"]["Statement"]:
                 actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
                 assert all("*" not in a for a in actions), (name, actions)
                 resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]

@@ -128,16 +128,18 @@ def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, 
 
 
 class LazyEngine:
-    """One engine per Lambda container. ``cold_start`` runs at a handler's import (Lambda's init
-    phase): it validates the settings and imports every provider package the function uses, so
-    a function deployed without one fails there, in one line, and never at the first document.
-    The engine itself (clients, the store's recorded settings) is built on the first invocation,
-    so importing a handler in tests touches no AWS service. ``set`` installs a prebuilt engine
-    (tests, local clouds)."""
+    """The engines of one Lambda container, one per tenant (bootstrap.tenancy), each built on
+    its first use. ``cold_start`` runs at a handler's import (Lambda's init phase): it validates
+    the settings and imports every provider package the function uses, so a function deployed
+    without one fails there, in one line, and never at the first document. The engines
+    themselves (clients, the store's recorded settings) are built on first use, so importing a
+    handler in tests touches no AWS service. ``set`` installs a prebuilt default engine and
+    ``set_builder`` the builder of tenants' engines (tests, local clouds)."""
 
     def __init__(self, profile: str = "aws") -> None:
         self.profile = profile
-        self._engine: Engine | None = None
+        self._tenancy: Any = None
+        self._builder: Any = None
         self._lock = threading.Lock()
         self.uses: tuple[str, ...] = USES  # narrowed by cold_start to the function's own
 
@@ -150,17 +152,33 @@ class LazyEngine:
         self.uses = uses
         return settings
 
-    def get(self) -> Engine:
-        if self._engine is None:
+    @property
+    def tenancy(self) -> Any:
+        if self._tenancy is None:
             with self._lock:
-                if self._engine is None:
-                    from . import build_engine
+                if self._tenancy is None:
+                    from .tenancy import Tenancy
 
-                    self._engine = build_engine(self.profile, uses=self.uses)
-        return self._engine
+                    self._tenancy = Tenancy(self.profile, uses=self.uses, build=self._builder)
+        return self._tenancy
+
+    def get(self, tenant: str = "", register: bool = True) -> Engine:
+        """The engine of ``tenant`` ("" the default); ``register``: a write path records a new
+        tenant, a read path does not."""
+        return self.tenancy.engine(tenant, register=register)
 
     def set(self, engine: Engine | None) -> None:
-        self._engine = engine
+        if engine is None:
+            self._tenancy = None
+            self._builder = None
+            return
+        self.tenancy.set("", engine)
+
+    def set_builder(self, build: Any) -> None:
+        """``build(tenant) -> Engine`` for every tenant's engine (the default one too, unless set)."""
+        self._builder = build
+        if self._tenancy is not None:
+            self._tenancy._build = build
 
 
 LAMBDA_ENGINE = LazyEngine("aws")

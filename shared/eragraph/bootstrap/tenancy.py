@@ -80,8 +80,18 @@ class Tenancy:
     def set(self, tenant: str, engine: Engine) -> None:
         self._engines[tenant] = engine
 
-    def known(self, tenant: str) -> bool:
-        return not tenant or tenant in self.tenants()
+    def exists(self, tenant: str) -> bool:
+        """Whether ``tenant`` is registered (the default tenant always is): a message or a delete
+        event of a tenant deleted since is dropped rather than bringing its namespace back."""
+        if not tenant or tenant in self._engines:
+            return True
+        if self.profile == "local":
+            from .local import tenant_store
+
+            return tenant_store(self.store or Path("."), tenant).is_dir()
+        if self.profile == "aws":
+            return self._registered(tenant)
+        return False
 
     # ----- the registry -----
     def _registry_graph(self) -> Any:
