@@ -252,7 +252,8 @@ def test_reindex_event_parameters(lambda_context, monkeypatch, payload, expected
     seen = []
     monkeypatch.setattr(reindex.reindex, "run", lambda engine, stuck_after, drain: seen.append(stuck_after) or {
         "metrics": {}})
-    monkeypatch.setattr(reindex.LAMBDA_ENGINE, "get", lambda: None)
+    monkeypatch.setattr(reindex.LAMBDA_ENGINE, "get", lambda tenant="", register=True: None)
+    monkeypatch.setattr(reindex.LAMBDA_ENGINE, "_tenancy", type("NoTenants", (), {"tenants": lambda self: []})())
     reindex.handler(event(payload) if isinstance(payload, str) else payload, lambda_context)
     assert seen == [expected]
 
@@ -268,7 +269,7 @@ def _scheduled(detail):
     ({"stuck_after_seconds": True}, "stuck_after_seconds must be a number (got true)"),
     ({"stuck_after_seconds": -1}, "stuck_after_seconds must be at least 0 (got -1)"),
     ({"stuck_after_seconds": float("inf")}, "stuck_after_seconds must be a finite number (got inf)"),
-    ({"stuck_after": 600}, "stuck_after is not a known field (known: stuck_after_seconds)"),
+    ({"stuck_after": 600}, "stuck_after is not a known field (known: stuck_after_seconds, tenant, delete_tenant)"),
     ([600], "the event must be a JSON object (got an array of 1)"),
     ("600", "the event must be a JSON object (got the string '600')"),
     (_scheduled({"stuck_after_seconds": "soon"}), "detail.stuck_after_seconds must be a number (got the string 'soon')"),

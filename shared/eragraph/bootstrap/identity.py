@@ -13,8 +13,9 @@ API Gateway (HTTP API, payload v2) puts what the authorizer established in
   principal (a tag changed in IAM takes effect within that time).
 
 A caller without a tenant gets the default tenant, unless ``ERAGRAPH_TENANT_REQUIRED`` is true:
-then it is refused (403). A tenant value that is not a valid tenant id is refused (403), as is
-an IAM principal whose tags cannot be read."""
+then it is refused (403). A principal IAM does not know in this account (a role of another
+account) has no tag, so no tenant. A tenant value that is not a valid tenant id is refused
+(403), as is an IAM principal whose tags cannot be read (access denied, throttling)."""
 
 from __future__ import annotations
 
@@ -98,9 +99,16 @@ class TenantIdentity:
                 tags = self._iam.list_role_tags(RoleName=name)["Tags"]
             else:
                 tags = self._iam.list_user_tags(UserName=name)["Tags"]
-        except Exception as exc:  # noqa: BLE001 (any failure: refuse, never the default tenant)
+        except Exception as exc:  # noqa: BLE001 (any other failure: refuse, never the default tenant)
+            if _no_such_entity(exc):  # a principal of another account: it has no tag here
+                return None
             raise TenantForbidden(f"the caller's tenant tag could not be read ({type(exc).__name__})") from None
         return next((t["Value"] for t in tags if t.get("Key") == self.tag), None)
+
+
+def _no_such_entity(exc: Exception) -> bool:
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code") if hasattr(exc, "response") else None
+    return code == "NoSuchEntity"
 
 
 def principal_of(arn: str) -> tuple[str | None, str]:

@@ -83,15 +83,16 @@ class Tenancy:
     def exists(self, tenant: str) -> bool:
         """Whether ``tenant`` is registered (the default tenant always is): a message or a delete
         event of a tenant deleted since is dropped rather than bringing its namespace back."""
-        if not tenant or tenant in self._engines:
+        if not tenant:
             return True
         if self.profile == "local":
             from .local import tenant_store
 
             return tenant_store(self.store or Path("."), tenant).is_dir()
         if self.profile == "aws":
-            return self._registered(tenant)
-        return False
+            return self._registered(tenant)  # the registry, not this process's engines: a
+            # deletion elsewhere, or a read path that opened an unregistered tenant, is seen
+        return tenant in self._engines
 
     # ----- the registry -----
     def _registry_graph(self) -> Any:

@@ -447,14 +447,22 @@ def continuation(message: SegmentsAffected) -> SegmentsAffected:
                    else f"{message.reason}+continue")
 
 
+DRAIN_IDLE_RECEIVES = 5
+
+
 def drain(engine: Engine, max_messages: int | None = None,
           on_message: Callable[[SegmentsAffected], None] | None = None) -> ChangeReport:
     """Deliver queued messages to reconcile until the queue is empty (the local bus);
     ``on_message`` sees each message as its reconcile starts (the CLI's stage line)."""
     total = ChangeReport()
-    delivered = 0
+    delivered = idle = 0
     while engine.queue.pending():
         batch = engine.queue.receive(10)
+        # a shared queue (SQS) counts every tenant's messages and hands back only this engine's
+        # tenant's: what stays pending after a few empty receives is another tenant's work
+        idle = 0 if batch else idle + 1
+        if idle >= DRAIN_IDLE_RECEIVES:
+            break
         for receipt, message in batch:
             if on_message is not None:
                 on_message(message)
