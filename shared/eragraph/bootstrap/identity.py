@@ -10,7 +10,8 @@ API Gateway (HTTP API, payload v2) puts what the authorizer established in
 - ``iam``: SigV4 (IAM) auth. The event carries the caller's ARN, not its principal tags, so the
   tenant is the tag ``ERAGRAPH_TENANT_TAG`` (default ``eragraph-tenant``) of the caller's IAM role
   or user, read with ``iam:ListRoleTags`` / ``iam:ListUserTags`` and kept for five minutes per
-  principal (a tag changed in IAM takes effect within that time).
+  principal (a tag changed in IAM takes effect within that time). ``ERAGRAPH_TENANT_TAG=""``
+  turns this off (a single-tenant deployment: no IAM read per caller).
 
 A caller without a tenant gets the default tenant, unless ``ERAGRAPH_TENANT_REQUIRED`` is true:
 then it is refused (403). A principal IAM does not know in this account (a role of another
@@ -36,7 +37,10 @@ class TenantForbidden(PermissionError):
 
 class TenantIdentity:
     def __init__(self, claim: str = "tenant", tag: str = "eragraph-tenant", required: bool = False,
-                 iam_client: Any = None, clock=time.monotonic) -> None:
+                 iam_client: Any = None, clock=time.monotonic, endpoint: str | None = None) -> None:
+        """``tag`` "": IAM callers' tags are not read (they have no tenant); ``endpoint``: the
+        IAM endpoint (a local cloud)."""
+        self.endpoint = endpoint
         self.claim = claim
         self.tag = tag
         self.required = required
@@ -48,8 +52,10 @@ class TenantIdentity:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TenantIdentity:
         env = os.environ if environ is None else environ
+        tag = env.get("ERAGRAPH_TENANT_TAG")
         return cls(claim=env.get("ERAGRAPH_TENANT_CLAIM") or "tenant",
-                   tag=env.get("ERAGRAPH_TENANT_TAG") or "eragraph-tenant",
+                   tag="eragraph-tenant" if tag is None else tag.strip(),
+                   endpoint=env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None,
                    required=(env.get("ERAGRAPH_TENANT_REQUIRED") or "false").strip().lower() in ("1", "true", "yes"))
 
     def tenant(self, event: Mapping[str, Any]) -> str:
@@ -61,7 +67,7 @@ class TenantIdentity:
             value = (auth["jwt"].get("claims") or {}).get(self.claim)
         elif isinstance(auth.get("lambda"), Mapping):
             value = auth["lambda"].get(self.claim)
-        elif isinstance(auth.get("iam"), Mapping):
+        elif isinstance(auth.get("iam"), Mapping) and self.tag:
             value = self._iam_tenant(auth["iam"].get("userArn"))
         if value is None or value == "":
             if self.required:
@@ -93,7 +99,7 @@ class TenantIdentity:
         if self._iam is None:
             import boto3
 
-            self._iam = boto3.client("iam")
+            self._iam = boto3.client("iam", endpoint_url=self.endpoint)
         try:
             if kind == "role":
                 tags = self._iam.list_role_tags(RoleName=name)["Tags"]
