@@ -243,7 +243,8 @@ def test_opensearch_request_bodies():
     assert (method, path) == ("POST", "/nodes/_search")
     assert body == {"size": 53, "_source": False,
                     "query": {"bool": {"must": [{"match": {"text": "who discovered radium"}}],
-                                       "filter": [{"term": {"layer": 0}}]}}}
+                                       "filter": [{"bool": {"must_not": [{"exists": {"field": "tenant"}}]}},  # the default tenant's scope
+                                                  {"term": {"layer": 0}}]}}}
 
 
 def test_opensearch_index_without_text_field_is_refused_until_rebuilt():
