@@ -39,7 +39,8 @@ class MemoryBlobStore:
 
 
 class MemoryGraphStore:
-    def __init__(self) -> None:
+    def __init__(self, tenant: str = "") -> None:
+        self.tenant = tenant  # the tenant this store belongs to (its chunks' built-in attribute)
         self._lsh: LshConfig | None = None
         self._meta: dict[str, Any] = {}
         self._ledger: dict[str, dict[str, float]] = {}
@@ -110,7 +111,7 @@ class MemoryGraphStore:
         doc = None if node is None else self._docs.get(node.doc_id)
         if doc is None or doc.is_tombstone:
             return False
-        return matches(where, chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title))
+        return matches(where, chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title, self.tenant))
 
     def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
         for node in nodes:

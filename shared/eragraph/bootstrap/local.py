@@ -33,7 +33,7 @@ def build_local_engine(store: Path, settings: Settings, tenant: str = "") -> Eng
 
     store = tenant_store(store, tenant)
     store.mkdir(parents=True, exist_ok=True)
-    graph = SqliteGraphStore(store / "graph.sqlite")
+    graph = SqliteGraphStore(store / "graph.sqlite", tenant=tenant)
     settings = open_settings(graph, settings)
     tokenizer = make_tokenizer(settings)
     embedder = make_embedder(settings, store / "embeddings.sqlite", graph)
@@ -58,7 +58,7 @@ def build_memory_engine(settings: Settings, tenant: str = "") -> Engine:
     from ..adapters.memory import MemoryBlobStore, MemoryGraphStore, MemoryLexicalIndex, MemoryQueue, MemoryVectorIndex
     from ..adapters.memory_entity import MemoryEntityStore
 
-    graph = MemoryGraphStore()
+    graph = MemoryGraphStore(tenant)
     settings = open_settings(graph, settings)
     tokenizer = make_tokenizer(settings)
     embedder = make_embedder(settings, None, graph)

@@ -52,7 +52,7 @@ class Tenancy:
         self.uses = tuple(uses)
         self._build = build
         self._engines: dict[str, Engine] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # engine("t") registers t through engine(""): re-entered
 
     # ----- engines -----
     def _make(self, tenant: str) -> Engine:
@@ -63,11 +63,13 @@ class Tenancy:
         return build_engine(self.profile, self.store, self.settings, self.uses, tenant=tenant)
 
     def engine(self, tenant: str = DEFAULT, register: bool = True) -> Engine:
-        """``register``: record a new tenant (a write path); a read path passes False, so asking
-        about an unknown tenant registers nothing."""
+        """``register``: record a new tenant (a write path); a read path passes False, and an
+        unknown tenant then gets an empty engine that writes nothing (``_empty``)."""
         if tenant:
             check_tenant(tenant)
         engine = self._engines.get(tenant)
+        if engine is None and tenant and not register and not self.exists(tenant):
+            return self._empty(tenant)
         if engine is None:
             with self._lock:
                 engine = self._engines.get(tenant)
@@ -76,6 +78,14 @@ class Tenancy:
                         self._register(tenant)
                     engine = self._engines[tenant] = self._make(tenant)
         return engine
+
+    def _empty(self, tenant: str) -> Engine:
+        """What a read path gets for a tenant that is not registered (never one, or deleted): an
+        empty in-memory engine with the deployment's settings, kept nowhere, so the answer is
+        "nothing" and no storage of the tenant is created (nor re-created after its deletion)."""
+        from .local import build_memory_engine
+
+        return build_memory_engine(self.engine(DEFAULT).settings, tenant)
 
     def set(self, tenant: str, engine: Engine) -> None:
         self._engines[tenant] = engine
@@ -150,7 +160,9 @@ class Tenancy:
         return {"tenant": tenant, "before": before, "after": after}
 
     def _delete_aws(self, tenant: str) -> dict[str, Any]:
-        engine = self.engine(tenant, register=False)
+        # the tenant's own adapters even when it is no longer registered (a rerun finishes a
+        # deletion cut short: whatever it left is found by the scans below)
+        engine = self._engines.get(tenant) or self._make(tenant)
         entity_vectors = getattr(engine.entities, "vectors", None) if engine.entities is not None else None
         before = {"items": engine.graph.namespace_size(), "vectors": engine.vectors.count(),
                   "entity_vectors": entity_vectors.count() if entity_vectors is not None else 0}

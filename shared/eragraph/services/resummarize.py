@@ -459,8 +459,9 @@ def drain(engine: Engine, max_messages: int | None = None,
     while engine.queue.pending():
         batch = engine.queue.receive(10)
         # a shared queue (SQS) counts every tenant's messages and hands back only this engine's
-        # tenant's: what stays pending after a few empty receives is another tenant's work
-        idle = 0 if batch else idle + 1
+        # tenant's, setting the others aside for a while (``skipped``); receives that find
+        # nothing at all while messages stay pending (in flight elsewhere) end the drain
+        idle = 0 if batch or getattr(engine.queue, "skipped", 0) else idle + 1
         if idle >= DRAIN_IDLE_RECEIVES:
             break
         for receipt, message in batch:

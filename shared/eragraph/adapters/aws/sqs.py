@@ -16,7 +16,8 @@ attribute), and its groups are ``<tenant>:layer-<l>-<shard>``: one tenant's bulk
 its own groups, which SQS FIFO delivers alongside every other tenant's, so it cannot hold
 another's re-summarization behind it. The summarize function reads the tenant from the body
 (``tenant_of``) and reconciles in that tenant's engine. ``receive`` (drains from a terminal)
-returns its own tenant's messages and makes every other one visible again at once.
+returns its own tenant's messages and hides every other one for a few seconds (then SQS
+delivers it again to whoever asks: a drain of its tenant, or the summarize function).
 
 MessageDeduplicationId: names the operation, not the body. Every announce stamps its messages
 with a fresh operation id (``op``), and the id hashes (op, layer, group): a sender's retry of
@@ -38,6 +39,7 @@ SQS_BATCH = 10
 
 
 TENANT_FIELD = "tenant"
+FOREIGN_HIDE_SECONDS = 10  # another tenant's message met by ``receive``: hidden this long
 
 
 def tenant_of(body: dict[str, Any]) -> str:
@@ -99,6 +101,7 @@ class SqsQueue:
         self.fifo = queue_url.endswith(".fifo")
         self.wait_seconds = wait_seconds
         self.tenant = tenant
+        self.skipped = 0
 
     def send(self, messages: Sequence[SegmentsAffected]) -> None:
         for start in range(0, len(messages), SQS_BATCH):
@@ -123,11 +126,15 @@ class SqsQueue:
             QueueUrl=self.url, MaxNumberOfMessages=max(1, min(max_messages, SQS_BATCH)),
             WaitTimeSeconds=self.wait_seconds, MessageAttributeNames=["All"])
         out = []
+        self.skipped = 0  # other tenants' messages this receive set aside
         for m in response.get("Messages", ()):
             body = json.loads(m["Body"])
-            if tenant_of(body) != self.tenant:  # another tenant's work: visible again at once
+            if tenant_of(body) != self.tenant:  # another tenant's work: set aside for a few seconds,
+                # so the next receive reaches this tenant's groups behind it (at once, it would
+                # be handed back first again)
                 self.client.change_message_visibility(QueueUrl=self.url, ReceiptHandle=m["ReceiptHandle"],
-                                                      VisibilityTimeout=0)
+                                                      VisibilityTimeout=FOREIGN_HIDE_SECONDS)
+                self.skipped += 1
                 continue
             out.append((m["ReceiptHandle"], SegmentsAffected.from_dict(body)))
         return out

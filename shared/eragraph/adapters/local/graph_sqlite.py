@@ -186,7 +186,9 @@ _NODE_COLS = "node_id, layer, text, tokens, code, doc_id, source, children"
 class SqliteGraphStore:
     """The graph (documents, nodes, segments, settings, ledger) in the SQLite file ``path``."""
 
-    def __init__(self, path: Path | str, timeout: float = 30.0) -> None:
+    def __init__(self, path: Path | str, timeout: float = 30.0, tenant: str = "") -> None:
+        """``tenant``: the tenant this store belongs to (its chunks' built-in ``tenant`` attribute)."""
+        self.tenant = tenant
         self.path = Path(path)
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -411,11 +413,15 @@ class SqliteGraphStore:
             allowed, params = filter_sql.compile(where, "d.attrs")
             # the filter is evaluated on the matching rows' documents only (looked up by key),
             # not on every document of the store
+            attrs = _CHUNK_ATTRS
+            if self.tenant:  # a tenant's store: every chunk carries the built-in tenant attribute
+                attrs = attrs.replace(" END AS attrs ", " END AS base ")
+                attrs = f"SELECT doc_id, json_set(base, '$.tenant', ?) AS attrs FROM ({attrs})"
             rows = self._query(
                 "SELECT f.node_id, -f.rank FROM leaf_text AS f JOIN nodes AS n ON n.node_id = f.node_id "
-                f"JOIN ({_CHUNK_ATTRS}) AS d ON d.doc_id = n.doc_id "
+                f"JOIN ({attrs}) AS d ON d.doc_id = n.doc_id "
                 f"WHERE f.leaf_text MATCH ? AND {allowed} "
-                "ORDER BY f.rank LIMIT ?", (match, *params, int(k) + 20))
+                "ORDER BY f.rank LIMIT ?", (*([self.tenant] if self.tenant else []), match, *params, int(k) + 20))
         hits = sorted((Hit(node_id, float(s)) for node_id, s in rows), key=rank_key)
         return hits[:int(k)]
 

@@ -1,0 +1,90 @@
+"""Tenants leak nothing to each other, on the memory and local profiles: three tenants' random
+corpora (shared topics, words and entities, colliding document ids), random questions (some
+baited with another tenant's words), random filters (some on the ``tenant`` attribute, another
+tenant's id among them), every mode; every result and every leaf under a returned summary is
+the querying tenant's, inside the filter, and the exact modes return the brute-force top-k
+over that tenant's own nodes (tenant_cases.py). ERAGRAPH_TENANT_CASES sets the cases per profile
+(default 1,000). Deleting a tenant removes all it had and nothing of the others'."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from eragraph.bootstrap.local import tenant_store
+from eragraph.bootstrap.tenancy import Tenancy
+from eragraph.services.modes import mode_names
+from tenant_cases import (TENANTS, answers_nothing, build_tenants, cases_per_profile, check_delete, corpora,
+                          run_tenant_cases, tenant_settings)
+
+N_DOCS = 16  # per tenant: two or three layers each
+N_DELETE_DOCS = 8
+DELETE_CASES = 110
+VICTIM = "t-a"  # a prefix of "t-ab", which must survive it
+
+# filters on ``tenant`` are drawn for every mode (the built-in attribute is the same in each)
+TENANT_FILTER_MODES = tuple(mode_names())
+
+
+def check_counts(counts, n: int) -> None:
+    assert counts.cases == n
+    if n >= 4 * len(TENANTS) * len(mode_names()):
+        assert all(counts.by_mode.values()) and all(counts.by_tenant.values()), counts
+        assert counts.exact_checked and counts.summaries_checked and counts.unfiltered, counts
+        assert counts.tenant_filters and counts.nothing_allowed < n, counts
+
+
+def test_memory_profile_tenants_leak_nothing():
+    ten = Tenancy("memory", settings=tenant_settings())
+    corpus = corpora(N_DOCS, seed=21)
+    engines = build_tenants(ten, corpus)
+    assert ten.tenants() == ["t-a", "t-ab"]
+    n = cases_per_profile()
+    check_counts(run_tenant_cases(engines, corpus, n, seed=1, tenant_filter_modes=TENANT_FILTER_MODES), n)
+
+
+def test_local_profile_tenants_leak_nothing(tmp_path):
+    ten = Tenancy("local", store=tmp_path, settings=tenant_settings())
+    corpus = corpora(N_DOCS, seed=22)
+    engines = build_tenants(ten, corpus)
+    assert ten.tenants() == ["t-a", "t-ab"]
+    assert sorted(p.name for p in (tmp_path / "tenants").iterdir()) == ["t-a", "t-ab"]
+    n = cases_per_profile()
+    check_counts(run_tenant_cases(engines, corpus, n, seed=2, tenant_filter_modes=TENANT_FILTER_MODES), n)
+
+
+def test_memory_profile_deletes_one_tenant_only():
+    ten = Tenancy("memory", settings=tenant_settings())
+    corpus = corpora(N_DELETE_DOCS, seed=23)
+    engines = build_tenants(ten, corpus)
+
+    def counts(tenant: str) -> dict:
+        engine = engines[tenant]
+        return {"documents": len(engine.graph.list_documents()), "vectors": engine.vectors.count()}
+
+    report = check_delete(ten, engines, corpus, VICTIM, counts, DELETE_CASES, seed=3,
+                          tenant_filter_modes=TENANT_FILTER_MODES)
+    assert report["before"] == report["counted_before"][VICTIM]
+    assert ten.tenants() == ["t-ab"]
+    answers_nothing(ten.engine(VICTIM), VICTIM, corpus)  # a new, empty namespace
+
+
+def _files(path: Path, skip: Path | None = None) -> int:
+    return sum(1 for p in path.rglob("*") if p.is_file() and (skip is None or skip not in p.parents))
+
+
+def test_local_profile_deletes_one_tenant_only(tmp_path):
+    ten = Tenancy("local", store=tmp_path, settings=tenant_settings())
+    corpus = corpora(N_DELETE_DOCS, seed=24)
+    engines = build_tenants(ten, corpus)
+
+    def counts(tenant: str) -> dict:
+        engine = engines[tenant]
+        files = _files(tenant_store(tmp_path, tenant), skip=tmp_path / "tenants" if not tenant else None)
+        return {"documents": len(engine.graph.list_documents()), "vectors": engine.vectors.count(), "files": files}
+
+    report = check_delete(ten, engines, corpus, VICTIM, counts, DELETE_CASES, seed=4,
+                          tenant_filter_modes=TENANT_FILTER_MODES)
+    assert report["before"] == report["counted_before"][VICTIM]
+    assert not tenant_store(tmp_path, VICTIM).exists()
+    assert (tmp_path / "tenants" / "t-ab").is_dir() and ten.tenants() == ["t-ab"]
+    answers_nothing(ten.engine(VICTIM), VICTIM, corpus)  # a new, empty namespace
