@@ -12,7 +12,8 @@ Routes (every one the adapter in eragraph.adapters.aws.opensearch uses):
     POST /_bulk, /{index}/_bulk      bulk (NDJSON)
     POST /{index}/_search            search
     POST /{index}/_mget              mget
-    GET|POST /{index}/_count         count
+    GET|POST /{index}/_count         count (a query body: the tenant's scope)
+    POST /{index}/_delete_by_query   delete_by_query (a tenant's deletion)
 
 An index that does not exist answers 404 ``index_not_found_exception``; a request the fake finds
 malformed (its ShapeError) answers 400 ``illegal_argument_exception`` and is kept in ``errors``;
@@ -196,9 +197,12 @@ class OpenSearchHttpFake:
                 out = fake.mget(index=index, body=payload())
                 return 200, {"docs": [{"_index": index, **d} for d in out["docs"]]}
             if action == "_count" and method in ("POST", "GET"):
-                if text and payload().get("query") not in (None, {"match_all": {}}):
-                    return _error(400, "illegal_argument_exception", "the fake counts match_all only")
-                return 200, {**fake.count(index=index), "_shards": {"total": 1, "successful": 1, "failed": 0}}
+                out = fake.count(index=index, body=payload() if text else None)
+                return 200, {**out, "_shards": {"total": 1, "successful": 1, "failed": 0}}
+            if action == "_delete_by_query" and method == "POST":
+                out = fake.delete_by_query(index=index, body=payload(), refresh=params.get("refresh"),
+                                           conflicts=params.get("conflicts"))
+                return 200, {"took": 1, "timed_out": False, "total": out["deleted"], **out}
         return _error(400, "illegal_argument_exception", f"no handler found for uri [{parts.path}] and method [{method}]")
 
     def _missing_bulk_index(self, text: str, default: str | None) -> str | None:
