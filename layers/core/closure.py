@@ -30,6 +30,8 @@ HANDLERS = sorted((REPO / "functions").glob("*/app.py"))
 NOT_ON_LAMBDA = {
     ("eragraph.bootstrap", "eragraph.bootstrap.local"):
         "build_engine('local' | 'memory'); the handlers' LAMBDA_ENGINE builds the 'aws' profile",
+    ("eragraph.bootstrap.tenancy", "eragraph.bootstrap.local"):
+        "the local profile's tenant directories (Tenancy('local')); the functions' is 'aws'",
     ("eragraph.bootstrap.providers", "eragraph.providers.minilm"):
         "ERAGRAPH_EMBEDDER=minilm needs torch, which no layer holds (Bedrock embeds on AWS)",
 }

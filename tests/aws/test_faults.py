@@ -15,7 +15,7 @@ from chaos import ChaosBus, Deliverer, blob_world, digest, first_difference, ope
 from reliability_cases import record
 
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, build_aws_engine
-from eragraph.bootstrap.local import build_memory_engine
+from eragraph.bootstrap.memory import build_memory_engine
 from eragraph.config import settings_from_env
 from eragraph.services import invariants
 

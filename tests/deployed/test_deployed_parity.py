@@ -36,7 +36,9 @@ RESOURCE_SETTINGS = ("ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QU
                      "ERAGRAPH_AWS_ENDPOINT_URL",
                      # the ingest function's extraction time budget (a batch's extractions fit its
                      # timeout): it bounds one function's reading, and writes nothing different
-                     "ERAGRAPH_EXTRACT_SECONDS")
+                     "ERAGRAPH_EXTRACT_SECONDS",
+                     # the query function's caller identity (which tenant asks): no store setting
+                     "ERAGRAPH_TENANT_")
 
 pytestmark = pytest.mark.skipif(not (MUSIQUE / "corpus.jsonl").is_file(), reason=f"{MUSIQUE} not present")
 

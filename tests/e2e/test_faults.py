@@ -22,7 +22,8 @@ from chaos import ChaosBus, Deliverer, blob_world, digest, first_difference, ope
 from reliability_cases import record
 
 from eragraph.bootstrap.aws import LAMBDA_ENGINE
-from eragraph.bootstrap.local import build_local_engine, build_memory_engine
+from eragraph.bootstrap.local import build_local_engine
+from eragraph.bootstrap.memory import build_memory_engine
 from eragraph.config import Settings
 from eragraph.services import invariants, reindex
 

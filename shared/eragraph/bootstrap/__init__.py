@@ -32,7 +32,7 @@ def build_engine(profile: str = "local", store: str | Path | None = None,
             raise ValueError("the local profile needs a store directory")
         return build_local_engine(Path(store), settings, tenant)
     if profile == "memory":
-        from .local import build_memory_engine
+        from .memory import build_memory_engine
 
         return build_memory_engine(settings, tenant)
     if profile == "aws":

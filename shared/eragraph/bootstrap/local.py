@@ -52,18 +52,3 @@ def build_local_engine(store: Path, settings: Settings, tenant: str = "") -> Eng
     )
     return attach_query_side(engine, settings, SqliteEntityStore(store / "entities.sqlite"),
                              FaissVectorIndex(store / "entity_vectors", embedder.dim))
-
-
-def build_memory_engine(settings: Settings, tenant: str = "") -> Engine:
-    from ..adapters.memory import MemoryBlobStore, MemoryGraphStore, MemoryLexicalIndex, MemoryQueue, MemoryVectorIndex
-    from ..adapters.memory_entity import MemoryEntityStore
-
-    graph = MemoryGraphStore(tenant)
-    settings = open_settings(graph, settings)
-    tokenizer = make_tokenizer(settings)
-    embedder = make_embedder(settings, None, graph)
-    engine = Engine(settings=settings, graph=graph, vectors=MemoryVectorIndex(), queue=MemoryQueue(),
-                    embedder=embedder, tokenizer=tokenizer,
-                    summarizer=make_summarizer(settings, tokenizer), blobs=MemoryBlobStore(),
-                    generator=make_generator(settings), lexical=MemoryLexicalIndex(graph), tenant=tenant)
-    return attach_query_side(engine, settings, MemoryEntityStore(), MemoryVectorIndex())

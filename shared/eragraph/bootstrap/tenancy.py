@@ -83,7 +83,7 @@ class Tenancy:
         """What a read path gets for a tenant that is not registered (never one, or deleted): an
         empty in-memory engine with the deployment's settings, kept nowhere, so the answer is
         "nothing" and no storage of the tenant is created (nor re-created after its deletion)."""
-        from .local import build_memory_engine
+        from .memory import build_memory_engine
 
         return build_memory_engine(self.engine(DEFAULT).settings, tenant)
 

@@ -447,23 +447,16 @@ def continuation(message: SegmentsAffected) -> SegmentsAffected:
                    else f"{message.reason}+continue")
 
 
-DRAIN_IDLE_RECEIVES = 5
-
-
 def drain(engine: Engine, max_messages: int | None = None,
           on_message: Callable[[SegmentsAffected], None] | None = None) -> ChangeReport:
     """Deliver queued messages to reconcile until the queue is empty (the local bus);
     ``on_message`` sees each message as its reconcile starts (the CLI's stage line)."""
     total = ChangeReport()
-    delivered = idle = 0
+    delivered = 0
+    # a shared queue (SQS) holds every tenant's messages: its receive hands back this engine's
+    # tenant's and sets the others aside (invisible, so no longer pending) for a while
     while engine.queue.pending():
         batch = engine.queue.receive(10)
-        # a shared queue (SQS) counts every tenant's messages and hands back only this engine's
-        # tenant's, setting the others aside for a while (``skipped``); receives that find
-        # nothing at all while messages stay pending (in flight elsewhere) end the drain
-        idle = 0 if batch or getattr(engine.queue, "skipped", 0) else idle + 1
-        if idle >= DRAIN_IDLE_RECEIVES:
-            break
         for receipt, message in batch:
             if on_message is not None:
                 on_message(message)
