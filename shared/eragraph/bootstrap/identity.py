@@ -113,8 +113,7 @@ class TenantIdentity:
 
 
 def _no_such_entity(exc: Exception) -> bool:
-    code = getattr(exc, "response", {}).get("Error", {}).get("Code") if hasattr(exc, "response") else None
-    return code == "NoSuchEntity"
+    return (getattr(exc, "response", None) or {}).get("Error", {}).get("Code") == "NoSuchEntity"
 
 
 def principal_of(arn: str) -> tuple[str | None, str]:

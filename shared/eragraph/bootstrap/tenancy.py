@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..config import Settings, settings_from_env
+from ..config import Settings
 from ..domain.tenants import DEFAULT, KEY_PREFIX, check_tenant
 from ..services.engine import Engine
 from .preflight import USES
@@ -200,6 +200,3 @@ def _close(engine: Engine) -> None:
             except Exception:  # noqa: BLE001 (a close that fails leaves files rmtree removes anyway)
                 pass
 
-
-def tenancy_from_env(profile: str = "aws", uses: Iterable[str] = USES) -> Tenancy:
-    return Tenancy(profile, settings=settings_from_env(), uses=uses)
