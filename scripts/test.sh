@@ -13,4 +13,5 @@ bash scripts/build_lambda.sh
 export ERAGRAPH_SAM_CLI="${ERAGRAPH_SAM_CLI:-$PWD/.venv-sam/bin/sam}"
 export ERAGRAPH_REQUIRE_BUILD=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-python -m pytest -q -m "not live" "$@"
+# per-test limits come from pyproject.toml (pytest-timeout); --durations shows where the time goes
+python -m pytest -q -m "not live" --durations=25 "$@"

@@ -7,10 +7,15 @@ test run on stock moto."""
 
 from __future__ import annotations
 
+import pytest
+
 from aws_helpers import aws_engine  # noqa: F401  (fixture)
 from filter_cases import build, cases_per_profile, corpus, run_cases
 
 from eragraph.bench.moto_lean import lean_moto
+
+# longer than the suite's per-test limit (pyproject.toml): 1,000 random cases over moto
+pytestmark = pytest.mark.timeout(900)
 
 N_DOCS = 36
 

@@ -26,6 +26,9 @@ from contract.aws_factories import REGION, create_graph_table, fake_credentials,
 from eragraph.bench.moto_lean import lean_moto
 from eragraph.bootstrap.aws import DEFAULT_ENTITY_INDEX, DEFAULT_INDEX
 
+# longer than the suite's per-test limit (pyproject.toml): 1,000 random cases over moto
+pytestmark = pytest.mark.timeout(900)
+
 N_DOCS = 8  # per tenant: a summary layer each
 N_DELETE_DOCS = 6
 STOCK_CASES = 33  # every (tenant, mode) once on stock moto

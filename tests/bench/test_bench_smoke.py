@@ -16,10 +16,10 @@ from eragraph.bench import query as bench_query
 from eragraph.bench import retrieval as bench_retrieval
 from eragraph.bench import scale as bench_scale
 from eragraph.bench import vectors as bench_vectors
+from shared_data import SHARED_DATA, need
 from support import synthetic_docs
 
-REPO = Path(__file__).resolve().parents[2]
-MULTIHOP = REPO.parent / "shared" / "data" / "multihop_rag"
+MULTIHOP = SHARED_DATA / "multihop_rag"
 
 
 def parse(module, argv: list[str]) -> argparse.Namespace:
@@ -108,7 +108,11 @@ def test_ingest_smoke(tiny, tmp_path):
     assert res["embedder_alone"]["texts"] == res["chunks"] + res["summaries"]
     assert res["embed_in_pipeline"]["texts"] == res["embedder_alone"]["texts"]
     assert {"chunk", "embed", "store", "summarize", "hash_partition_other"} <= set(res["stages_seconds"])
-    assert abs(sum(res["stages_seconds"].values()) - res["seconds"]["total"]) < 0.05
+    # the residual is total minus the clocked stages: clocks that overlap (a stage timed inside
+    # another) or run outside the total make it negative; each clocked stage lies inside the total
+    stages = res["stages_seconds"]
+    assert stages["hash_partition_other"] >= -0.01, stages
+    assert all(0 <= v <= res["seconds"]["total"] + 0.01 for k, v in stages.items() if k != "hash_partition_other")
     assert 0.0 <= res["outside_models_share"] <= 1.0
 
 
@@ -174,8 +178,8 @@ def test_report_renders_targets_and_plots(tiny, tmp_path):
     assert (results / "plots" / "growth-tiny-recall.png").stat().st_size > 0
 
 
-@pytest.mark.skipif(not (MULTIHOP / "corpus.jsonl").exists(), reason="../shared/data/multihop_rag not present")
 def test_growth_on_a_multihop_slice(tmp_path):
+    need(MULTIHOP / "corpus.jsonl")  # skips without the data set, fails under CI
     args = parse(growth, ["growth", "--corpus", str(MULTIHOP / "corpus.jsonl"), "--questions",
                           str(MULTIHOP / "questions.jsonl"), "--limit", "24", "--steps", "2", "--no-single",
                           "--store", str(tmp_path / "g"), "--profile", "memory", "--embedder", "hash",

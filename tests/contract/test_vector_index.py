@@ -362,7 +362,14 @@ def test_faiss_filtered_search_is_fast_at_20k(tmp_path):
             runs.append(time.perf_counter() - started)
         assert len(hits) == 20
         timings[label] = sorted(runs)[3]  # a low percentile: robust to a busy machine's preemptions
-    assert max(timings.values()) < 0.02, timings  # about 1-2 ms on a laptop; generous for CI
+    # The rule: a layer filter costs about what the unfiltered search costs (a cached selector,
+    # no Python loop over 20k ids, which took tens of ms). Stated as a ratio to the unfiltered
+    # search measured in the same loop, so a loaded machine slows both sides alike; the absolute
+    # bound (about 1-2 ms on a laptop) only catches a pathological slide. Absolute latency is
+    # measured by `eragraph bench vectors`, not gated here.
+    base = timings["collapsed"]
+    assert max(timings["layers"], timings["one layer"]) <= 4 * base + 0.003, timings
+    assert max(timings.values()) < 0.25, timings
 
 
 # --- several writer processes on one FAISS folder --------------------------------------------

@@ -21,6 +21,9 @@ from deployed import SMALL_GRAPH, drain_summarize, top_level_names, upload_and_i
 from eragraph.domain.text import titled_text
 from eragraph.services.modes import mode_names
 
+# longer than the suite's per-test limit (pyproject.toml): the first test starts the functions and ingests through moto's server
+pytestmark = pytest.mark.timeout(900)
+
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "eragraph" / "samples"
 QUESTION = "Which moon of Jupiter hides an ocean under its ice, and who discovered it?"
 

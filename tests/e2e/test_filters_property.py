@@ -6,12 +6,17 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from eragraph.adapters.local import FaissVectorIndex, FsBlobStore, LocalQueue, SqliteGraphStore
 from eragraph.adapters.local.entity_sqlite import SqliteEntityStore
 from eragraph.adapters.local.lexical_fts5 import Fts5LexicalIndex
 from eragraph.adapters.memory import MemoryLexicalIndex
 from filter_cases import build, cases_per_profile, corpus, run_cases
 from support import make_engine, with_entity_graph
+
+# longer than the suite's per-test limit (pyproject.toml): 1,000 random cases per profile
+pytestmark = pytest.mark.timeout(900)
 
 N_DOCS = 48
 

@@ -13,6 +13,9 @@ from pathlib import Path
 
 import pytest
 
+# longer than the suite's per-test limit (pyproject.toml): reruns scripts/install.sh
+pytestmark = pytest.mark.timeout(900)
+
 ROOT = Path(__file__).resolve().parents[2]
 VIA_TEST_SH = os.environ.get("ERAGRAPH_REQUIRE_BUILD") == "1"
 

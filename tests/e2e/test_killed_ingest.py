@@ -25,6 +25,9 @@ from chaos import first_difference, text_for
 from killed import digest_of, ingest_argv, kill_at_time, run_cli, wait, warm
 from reliability_cases import record
 
+# longer than the suite's per-test limit (pyproject.toml): each scenario kills and reruns the CLI dozens of times (15-25 s each measured, more under load)
+pytestmark = pytest.mark.timeout(900)
+
 STEP = int(os.environ.get("ERAGRAPH_KILL_STEP", "3"))
 RANDOM_KILLS = int(os.environ.get("ERAGRAPH_KILL_RANDOM", "10"))
 N_DOCS = 6

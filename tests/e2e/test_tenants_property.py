@@ -10,11 +10,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from eragraph.bootstrap.local import tenant_store
 from eragraph.bootstrap.tenancy import Tenancy
 from eragraph.services.modes import mode_names
 from tenant_cases import (TENANTS, answers_nothing, build_tenants, cases_per_profile, check_delete, corpora,
                           run_tenant_cases, tenant_settings)
+
+# longer than the suite's per-test limit (pyproject.toml): 1,000 random cases per profile
+pytestmark = pytest.mark.timeout(900)
 
 N_DOCS = 16  # per tenant: two or three layers each
 N_DELETE_DOCS = 8

@@ -6,7 +6,6 @@ within the token budget; upper layers keep the labels of the sentences they take
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
@@ -16,12 +15,17 @@ from eragraph.providers.extractive import (cosine, is_whole_sentence, member_sen
                                           tfidf_vectors)
 from eragraph.services.ingest import ingest
 from eragraph.services.resummarize import drain, member_source
+from shared_data import SHARED_DATA, need
 from support import make_engine
 
-REPO = Path(__file__).resolve().parents[2]
-MUSIQUE = REPO.parent / "shared" / "data" / "musique" / "corpus.jsonl"
-pytestmark = pytest.mark.skipif(not MUSIQUE.exists(), reason="MuSiQue corpus not present at "
-                                "../shared/data/musique/corpus.jsonl (the evaluation data beside the project)")
+MUSIQUE = SHARED_DATA / "musique" / "corpus.jsonl"
+
+
+@pytest.fixture(autouse=True)
+def _musique():
+    need(MUSIQUE)  # skips without the corpus, fails under CI
+
+
 # short chunks so that many passages span several chunks (cut mid-sentence at both ends)
 SETTINGS = dict(chunk_tokens=80, chunk_overlap=16, summary_tokens=60)
 
