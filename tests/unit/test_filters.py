@@ -72,6 +72,47 @@ def test_nesting_and_size_are_bounded_without_recursing():
         parse_filter(many)
 
 
+def _nested(wraps: int, op: str = "andAll") -> dict:
+    f = {"equals": {"key": "a", "value": 1}}
+    for _ in range(wraps):
+        f = {op: [f]}
+    return f
+
+
+@pytest.mark.parametrize("op", ["andAll", "orAll"])
+def test_depth_six_is_allowed_and_seven_refused(op):
+    # a condition is depth 1; each combinator adds one: MAX_DEPTH (6) exactly passes
+    tree = parse_filter(_nested(5, op))
+    inner = tree
+    for _ in range(5):
+        assert isinstance(inner, All if op == "andAll" else AnyOf) and len(inner.items) == 1
+        inner = inner.items[0]
+    assert inner == Cond("equals", "a", 1)
+    assert parse_filter(json.dumps(_nested(5, op))) == tree
+    for too_deep in (_nested(6, op), json.dumps(_nested(6, op))):
+        with pytest.raises(FilterError, match="nested deeper than 6 levels"):
+            parse_filter(too_deep)
+
+
+def test_depth_is_checked_on_a_validated_model_too():
+    from eragraph.domain.filters import FilterModel
+
+    assert parse_filter(FilterModel.model_validate(_nested(5))) == parse_filter(_nested(5))
+    with pytest.raises(FilterError, match="nested deeper than 6 levels"):
+        parse_filter(FilterModel.model_validate(_nested(6)))
+
+
+def test_sixty_four_conditions_are_allowed_and_sixty_five_refused():
+    def spread(n: int) -> dict:  # n conditions over two levels, each list within its own bound
+        half = n // 2
+        return {"andAll": [{"orAll": [{"equals": {"key": "a", "value": i}} for i in range(half)]},
+                           {"orAll": [{"equals": {"key": "b", "value": i}} for i in range(n - half)]}]}
+
+    assert len(parse_filter(spread(64)).items[1].items) == 32
+    with pytest.raises(FilterError, match="more than 64 conditions"):
+        parse_filter(spread(65))
+
+
 @pytest.mark.parametrize("expr", ["year", "year >", "lang in a,b", "x ~ 3", "in [a]", "{}"])
 def test_a_bad_short_form_says_how_to_write_one(expr):
     with pytest.raises(FilterError):

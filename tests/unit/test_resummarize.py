@@ -371,3 +371,25 @@ def test_a_shard_announced_after_the_sweep_began_is_not_skipped():
     assert covered(engine, 0, 3)
     assert engine.graph.get_meta("dirty:0:3") is None
     assert not covered(engine, 0, 4)  # no marker proves nothing
+
+
+def test_a_shard_announced_at_the_instant_the_sweep_began_is_not_covered():
+    """The boundary: a marker stamped at the very time the whole-layer pass started may belong
+    to a message the pass did not see, so only a strictly older marker counts as covered."""
+    from eragraph.services.resummarize import covered
+
+    engine = make_engine()
+    ingest(engine, synthetic_docs(12))
+    drain(engine)
+    engine.graph.put_meta("swept:0", 100.0)
+    engine.graph.put_meta("dirty:0:3", 100.0)
+    assert not covered(engine, 0, 3)
+    assert engine.graph.get_meta("dirty:0:3") == 100.0  # kept: its message still runs
+    engine.graph.put_meta("dirty:0:3", 99.999)
+    assert covered(engine, 0, 3) and engine.graph.get_meta("dirty:0:3") is None
+    engine.graph.put_meta("dirty:0:5", 1.0)
+    engine.graph.delete_meta("swept:0")
+    assert not covered(engine, 0, 5)  # no completed pass: nothing is covered
+    assert engine.graph.get_meta("dirty:0:5") == 1.0
+    engine.graph.put_meta("swept:1", 100.0)
+    assert not covered(engine, 0, 5)  # another layer's pass covers nothing here
