@@ -118,17 +118,28 @@ def test_logistic_score_is_sigmoid_of_the_z_scored_features():
     assert m.score(phi) == pytest.approx(1 / (1 + math.exp(-(z @ m.params["w"] + 0.1))))
 
 
+def two_feature_model(kind: str, params: dict) -> RouterModel:
+    return RouterModel(feature_names=("f0", "f1"), mean=np.ones(2), std=np.full(2, 2.0), kind=kind,
+                       params={k: np.asarray(v, dtype=float) for k, v in params.items()}, tau_low=0.3, tau_high=0.7)
+
+
 def test_mlp_with_feature_attention_by_hand():
-    m = model("mlp")
-    phi = np.linspace(-1, 1, len(FEATURE_NAMES))
-    z = (phi - 1) / 2
-    logits = m.params["Wa"] @ z + m.params["ba"]
-    a = np.exp(logits - logits.max())
-    a /= a.sum()
-    h = np.maximum(m.params["W1"] @ (a * z * len(z)) + m.params["b1"], 0)
-    assert m.score(phi) == pytest.approx(float(sigmoid(h @ m.params["w2"] - 0.2)))
-    batch = m.score_z(np.vstack([z, z]))
-    assert batch.shape == (2,) and batch[0] == pytest.approx(m.score(phi))
+    """Worked by hand on two features: phi = (5, -1) -> z = (2, -1); attention logits
+    W_a z + b_a = (-ln 3 * -1, 0) = (ln 3, 0) -> a = (3/4, 1/4); a * z * d = (3, -0.5);
+    W_1 (.) + b_1 = (3, -0.5, 1, 1.5) -> relu (3, 0, 1, 1.5); w_2 . h + b_2 = 1.5 + 0 - 1 + 3 - 0.5
+    = 3 -> sigmoid(3). A second row z = (0, 0): h = relu(b_1) = 0 -> sigmoid(b_2)."""
+    m = two_feature_model("mlp", {"Wa": [[0.0, -math.log(3)], [0.0, 0.0]], "ba": [0.0, 0.0],
+                                  "W1": [[1, 0], [0, 1], [0, -2], [1, 1]], "b1": [0, 0, 0, -1],
+                                  "w2": [0.5, 7, -1, 2], "b2": -0.5})
+    assert m.score(np.array([5.0, -1.0])) == pytest.approx(0.9525741268224334, abs=1e-12)
+    batch = m.score_z(np.array([[2.0, -1.0], [0.0, 0.0]]))
+    assert batch.shape == (2,)
+    assert batch.tolist() == pytest.approx([0.9525741268224334, 0.3775406687981454], abs=1e-12)
+
+
+def test_logistic_by_hand():
+    m = two_feature_model("logistic", {"w": [1.0, -2.0], "b": 0.5})
+    assert m.score(np.array([5.0, -1.0])) == pytest.approx(0.9890130573694068, abs=1e-12)  # sigmoid(2 + 2 + 0.5)
 
 
 def test_thresholds_route_low_mid_high():
