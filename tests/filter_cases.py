@@ -44,18 +44,32 @@ def build(engine, docs) -> None:
 
 
 def attrs_of(doc) -> dict:
-    return chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title)
+    """A generated document's filter attributes (what each of its leaves must be filtered on)."""
+    return chunk_attrs(doc.metadata, doc.source, doc.resolved_id, doc.title)
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
 
 
 class Oracle:
-    """What a filtered query must return, computed from the store's own contents."""
+    """What a filtered query must return. Which documents a filter allows comes from the
+    documents the test generated (their metadata, source, id and title), never from what the
+    store kept of them, so metadata lost or changed at ingest fails here. The store supplies
+    only which leaves hold each document's text (checked against that text) and their vectors."""
 
-    def __init__(self, engine) -> None:
+    def __init__(self, engine, docs) -> None:
         self.engine = engine
-        self.docs = {d.doc_id: d for d in engine.graph.list_documents()}
+        self.docs = {d.resolved_id: d for d in docs}
         leaves = [r.node_id for r in engine.graph.layer_refs(0)]
         self.nodes = engine.graph.get_nodes(leaves)
         self.vectors = engine.vectors.get_vectors(leaves)
+        for node_id, node in self.nodes.items():
+            doc = self.docs.get(node.doc_id)
+            assert doc is not None, f"leaf {node_id} names {node.doc_id}, no generated document"
+            assert node.source == doc.source and _squash(node.text) in _squash(doc.text), node_id
+        held = {n.doc_id for n in self.nodes.values()}
+        assert held == set(self.docs), f"documents without a leaf: {sorted(set(self.docs) - held)}"
 
     def allowed(self, f) -> set[str]:
         ok = {d for d, doc in self.docs.items() if matches(f, attrs_of(doc))}
@@ -75,7 +89,7 @@ def run_cases(engine, docs, n_cases: int, seed: int, modes: list[str] | None = N
     leak or wrong top-k. Returns counts by mode (and how many were checked against brute force,
     and how many allowed nothing)."""
     rng = random.Random(seed)
-    oracle = Oracle(engine)
+    oracle = Oracle(engine, docs)
     modes = modes or available_modes(engine)
     counts: dict[str, int] = {m: 0 for m in modes}
     exact = empty = 0

@@ -165,7 +165,7 @@ class TenantOracle(Oracle):
     the oracle), plus every node of every layer for the unfiltered exact modes."""
 
     def __init__(self, engine, tenant: str, corpus: Mapping[str, Sequence[SourceDoc]]) -> None:
-        super().__init__(engine)
+        super().__init__(engine, corpus[tenant])
         self.tenant = tenant
         self.ingested = {d.source: d for d in corpus[tenant]}
         self.foreign = set().union(*(own_words(t, corpus) for t in corpus if t != tenant))
@@ -178,7 +178,7 @@ class TenantOracle(Oracle):
 
     def audit(self) -> None:
         where = f"tenant {self.tenant!r}'s store"
-        stored = {d.source: d for d in self.docs.values()}
+        stored = {d.source: d for d in self.engine.graph.list_documents()}
         assert set(stored) == set(self.ingested), f"{where}: documents {sorted(set(stored) ^ set(self.ingested))}"
         for source, doc in stored.items():
             assert doc.doc_id == self.ingested[source].doc_id, f"{where}: {source} stored as {doc.doc_id}"
@@ -224,8 +224,9 @@ class TenantOracle(Oracle):
     def allowed(self, f: Filter | None) -> set[str]:
         if f is None:
             return set(self.leaves)
+        # the generated documents' attributes (filter_cases.Oracle), with the built-in tenant one
         ok = {d for d, doc in self.docs.items()
-              if matches(f, chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title, self.tenant))}
+              if matches(f, chunk_attrs(doc.metadata, doc.source, doc.resolved_id, doc.title, self.tenant))}
         return {c for c, n in self.nodes.items() if n.doc_id in ok}
 
     def lexical_matches(self, text: str, allowed: set[str]) -> set[str]:
