@@ -4,9 +4,11 @@ helpers the AWS tests share.
 The DynamoDB table is created from the ``GraphTable`` definition in ``template.yaml`` (key
 schema, attribute definitions, GSIs), so the template and the code cannot drift apart. The
 OpenSearch index runs against the recording fake client in ``tests/aws/fake_opensearch.py``.
-The SQS queue is not registered here: FIFO SQS neither merges pending messages at send time
-nor orders across message groups, which the queue contract asserts of the in-process queues;
-its own tests are in ``tests/aws/test_sqs_queue.py``.
+The SQS queue (the one production uses) is a FIFO queue with a dead-letter queue, redriven
+after ``SQS_MAX_RECEIVES`` receives; FIFO SQS neither merges pending messages at send time nor
+orders across message groups, so the queue contract asserts those two of the in-process queues
+only (``IN_PROCESS_QUEUES`` in tests/contract/test_queue.py); message-level details are in
+``tests/aws/test_sqs_queue.py``.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .factories import (
     CONTRACT_DIM,
     ENTITY_STORE_FACTORIES,
     GRAPH_STORE_FACTORIES,
+    QUEUE_FACTORIES,
     VECTOR_INDEX_FACTORIES,
     AdapterFactory,
 )
@@ -115,6 +118,29 @@ def _s3_blobs(workdir: Path) -> Any:
     return S3BlobStore(bucket, client=client)
 
 
+SQS_MAX_RECEIVES = 3
+SQS_VISIBILITY_SECONDS = 1  # short, so the contract can watch a message come back
+
+
+def _sqs_queue(workdir: Path) -> Any:
+    import json
+
+    import boto3
+
+    from eragraph.adapters.aws.sqs import SqsQueue
+
+    client = boto3.client("sqs", region_name=REGION)
+    name = f"q-{workdir.name}"[:60]
+    dlq = client.create_queue(QueueName=f"{name}-dlq.fifo", Attributes={"FifoQueue": "true"})["QueueUrl"]
+    dlq_arn = client.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url = client.create_queue(QueueName=f"{name}.fifo", Attributes={
+        "FifoQueue": "true", "VisibilityTimeout": str(SQS_VISIBILITY_SECONDS),
+        "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": SQS_MAX_RECEIVES})})["QueueUrl"]
+    queue = SqsQueue(url, client=client)
+    queue.dead_letters = dlq  # for the contract's redrive test
+    return queue
+
+
 def fake_opensearch_module():
     """tests/aws/fake_opensearch.py, importable from any test folder."""
     name = "eragraph_tests_fake_opensearch"
@@ -144,6 +170,7 @@ def register() -> None:
     GRAPH_STORE_FACTORIES["dynamodb"] = AdapterFactory(_dynamo_graph, persistent=True, context=_mock)
     BLOB_STORE_FACTORIES["s3"] = AdapterFactory(_s3_blobs, persistent=True, context=_mock)
     VECTOR_INDEX_FACTORIES["opensearch"] = AdapterFactory(_opensearch_vectors, persistent=True)
+    QUEUE_FACTORIES["sqs"] = AdapterFactory(_sqs_queue, persistent=True, context=_mock)
     ENTITY_STORE_FACTORIES["dynamodb"] = AdapterFactory(_dynamo_entities, persistent=True, context=_mock)
 
 
