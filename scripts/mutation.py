@@ -1,0 +1,246 @@
+"""Mutation testing with mutmut, per module, on the fast tests that exercise it.
+
+    python scripts/mutation.py domain            # one target (see TARGETS)
+    python scripts/mutation.py --changed [BASE]  # the targets whose files differ from BASE (main)
+    python scripts/mutation.py --all
+
+Each target runs in its own scratch copy (.mutation/<target>/: the package as src/eragraph, the
+tests, a generated pyproject.toml with the [tool.mutmut] section), so the repository's own
+pyproject.toml stays free of mutmut settings and targets run independently. mutmut needs the
+package under src/ (its mutant names come from the file path; the project keeps it in shared/).
+Results: .mutation/<target>/result.json (score, survivors with their diff). Run it niced: it is
+CPU-heavy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRATCH = ROOT / ".mutation"
+
+def _unit(*names: str) -> list[str]:
+    return [f"tests/unit/test_{n}.py" for n in names]
+
+
+_SERVICE_TESTS = [*_unit("resummarize", "ingest_race", "streamed_pass", "reindex", "progress", "scoped",
+                         "entity_graph", "metadata_sources", "diff"),
+                  "tests/contract/test_local_engine.py"]
+
+# target -> files mutated (under shared/eragraph), tests run, mutant-name patterns scored
+# (None: every mutant of the files).
+TARGETS: dict[str, dict] = {
+    # domain/, in parts, each with the unit tests of its modules (a mutant reruns only the tests
+    # that reach the function it changed, but the first, traced run of the selection is slow)
+    "domain-core": {
+        "files": [f"domain/{m}.py" for m in ("ids", "partition", "lsh", "ranking", "fusion", "sequencer",
+                                             "tenants")],
+        "tests": [*_unit("ids", "partition", "partition_reference", "lsh", "ranking", "router", "sequencer",
+                         "tenants", "domain_properties"), "-m", "not model"],
+        "only": None,
+    },
+    "domain-filters": {
+        "files": ["domain/filters.py"],
+        "tests": [*_unit("filters", "metadata_sources", "domain_properties"), "-m", "not model"],
+        "only": None,
+    },
+    "domain-graph": {
+        "files": [f"domain/{m}.py" for m in ("scoped", "diff", "graph_math", "model")],
+        "tests": [*_unit("scoped", "diff", "graph_math", "graph_modes", "streamed_pass", "resummarize"),
+                  "-m", "not model"],
+        "only": None,
+    },
+    "domain-text": {
+        "files": [f"domain/{m}.py" for m in ("text", "bm25", "question_features", "router_model", "filekind")],
+        "tests": [*_unit("text", "router", "filekind", "extractive"), "tests/contract/test_lexical_index.py",
+                  "-m", "not model"],
+        "only": None,
+    },
+    "services": {
+        "files": ["services/resummarize.py", "services/ingest.py", "services/remove.py"],
+        "tests": [*_SERVICE_TESTS, "-m", "not model"],
+        "only": None,
+    },
+    "dynamodb": {
+        "files": ["adapters/aws/dynamodb.py"],
+        "tests": ["tests/aws/test_dynamodb_conditions.py", "tests/aws/test_dynamodb_graph.py",
+                  "tests/aws/test_concurrent_counters.py", "tests/contract/test_graph_store.py",
+                  "-k", "dynamodb or concurrent"],
+        # the conditional writes: version stamps, new-ref conditions, the transaction and its
+        # cancellation reasons
+        "only": ["*_is_condition_failure__mutmut_*", "*_stamp_condition__mutmut_*",
+                 "*put_document__mutmut_*", "*_transact_refs__mutmut_*", "*put_nodes__mutmut_*",
+                 "*_ref_condition__mutmut_*", "*apply_region__mutmut_*", "*put_lsh__mutmut_*"],
+    },
+    "graph_sqlite": {
+        "files": ["adapters/local/graph_sqlite.py"],
+        "tests": ["tests/contract/test_graph_store.py", "tests/unit/test_sqlite_leaf_rows.py", "-k", "sqlite"],
+        # the conditional writes: the document stamp, the region's expected refs, the counted
+        # ref state changes
+        "only": ["*put_document__mutmut_*", "*apply_region__mutmut_*", "*put_lsh__mutmut_*",
+                 "*.x__make_live__mutmut_*", "*.x__make_gone__mutmut_*", "*.x__count__mutmut_*"],
+    },
+}
+
+
+def _toml_list(items: list[str]) -> str:
+    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+
+def prepare(name: str) -> Path:
+    target = TARGETS[name]
+    work = SCRATCH / name
+    if work.exists():
+        shutil.rmtree(work)
+    (work / "src").mkdir(parents=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    shutil.copytree(ROOT / "shared" / "eragraph", work / "src" / "eragraph", ignore=ignore)
+    shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    only = [f"src/eragraph/{f}" for f in target["files"]]
+    # a listed test file that does not exist (yet) is left out, not an error
+    tests = [t for t in target["tests"] if not t.startswith("tests/") or (ROOT / t.split("::")[0]).exists()]
+    markers = subprocess.run([sys.executable, "-c", "import tomllib,json;print(json.dumps(tomllib.load("
+                              "open('pyproject.toml','rb'))['tool']['pytest']['ini_options']['markers']))"],
+                             cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    (work / "pyproject.toml").write_text(
+        "[tool.mutmut]\n"
+        'source_paths = ["src"]\n'
+        f"only_mutate = {_toml_list(only)}\n"
+        f"pytest_add_cli_args_test_selection = {_toml_list(tests)}\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:timeout", "-q"]\n'
+        "timeout_multiplier = 5.0\n"
+        "timeout_constant = 5.0\n"
+        "\n[tool.pytest.ini_options]\n"
+        f"markers = {markers.strip()}\n")
+    return work
+
+
+def score(name: str, work: Path) -> dict:
+    target = TARGETS[name]
+    out = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work,
+                         capture_output=True, text=True, env=_env(work)).stdout
+    counts: dict[str, int] = {}
+    survivors = []
+    per_file: dict[str, dict[str, int]] = {}
+    for line in out.splitlines():
+        line = line.strip()
+        if ": " not in line or "__mutmut_" not in line:
+            continue
+        key, status = line.rsplit(": ", 1)
+        if target["only"] and not any(fnmatch.fnmatch(key, p) for p in target["only"]):
+            continue
+        module = key.split(".x")[0] if ".x" in key else key.rsplit(".", 1)[0]
+        module = module.replace("ǁ", ".").split(".x")[0]
+        counts[status] = counts.get(status, 0) + 1
+        per = per_file.setdefault(module, {})
+        per[status] = per.get(status, 0) + 1
+        if status not in ("killed", "timeout", "segfault", "not checked", "skipped"):
+            diff = subprocess.run([sys.executable, "-m", "mutmut", "show", key], cwd=work,
+                                  capture_output=True, text=True, env=_env(work)).stdout
+            survivors.append({"mutant": key, "status": status, "diff": diff})
+
+    def pct(c: dict[str, int]) -> float | None:
+        tested = sum(v for k, v in c.items() if k not in ("skipped", "not checked"))
+        caught = sum(v for k, v in c.items() if k in ("killed", "timeout", "segfault"))
+        return round(100.0 * caught / tested, 1) if tested else None
+
+    result = {"target": name, "files": target["files"], "counts": counts, "score": pct(counts),
+              "per_module": {m: {"counts": c, "score": pct(c)} for m, c in sorted(per_file.items())},
+              "survivors": survivors}
+    (work / "result.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def _env(work: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(work / "tests")
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("TRANSFORMERS_OFFLINE", "1")
+    return env
+
+
+def run(name: str, children: int) -> dict:
+    work = prepare(name)
+    cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(children)]
+    cmd += TARGETS[name]["only"] or []
+    print("+", " ".join(cmd), f"(in {work.relative_to(ROOT)})", flush=True)
+    subprocess.run(cmd, cwd=work, env=_env(work), check=False)
+    result = score(name, work)
+    print(json.dumps({k: result[k] for k in ("target", "counts", "score")}), flush=True)
+    return result
+
+
+def changed_targets(base: str) -> list[str]:
+    diff = subprocess.run(["git", "diff", "--name-only", f"{base}...HEAD"], cwd=ROOT,
+                          capture_output=True, text=True, check=True).stdout.split()
+    diff += subprocess.run(["git", "diff", "--name-only"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.split()
+    hit = []
+    for name, target in TARGETS.items():
+        pats = [f"shared/eragraph/{f}" for f in target["files"]]
+        if any(fnmatch.fnmatch(p, pat) for p in diff for pat in pats):
+            hit.append(name)
+    return hit
+
+
+def collect(names: list[str], out: Path) -> int:
+    import platform
+
+    targets = {}
+    for name in names:
+        path = SCRATCH / name / "result.json"
+        if not path.exists():
+            continue
+        r = json.loads(path.read_text())
+        targets[name] = {"files": r["files"], "tests": TARGETS[name]["tests"], "only": TARGETS[name]["only"],
+                         "counts": r["counts"], "score": r["score"], "per_module": r["per_module"],
+                         "survivors": [s["mutant"] for s in r["survivors"]]}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    out.write_text(json.dumps({"tool": "mutmut 3.8.1", "command": "python scripts/mutation.py <target>",
+                               "commit": commit, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+                               "targets": targets}, indent=1, ensure_ascii=False) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("targets", nargs="*", help=f"any of {list(TARGETS)}")
+    ap.add_argument("--changed", nargs="?", const="main", metavar="BASE",
+                    help="the targets whose files a change touches (git diff BASE...HEAD, and the work tree)")
+    ap.add_argument("--all", action="store_true")
+    ap.add_argument("--children", type=int, default=2)
+    ap.add_argument("--min-score", type=float, default=85.0)
+    ap.add_argument("--score-only", action="store_true", help="rescore an earlier run, run nothing")
+    ap.add_argument("--collect", metavar="OUT", help="write the targets' results (scores, survivors) to OUT")
+    args = ap.parse_args(argv)
+    names = list(TARGETS) if args.all else (changed_targets(args.changed) if args.changed else args.targets)
+    unknown = [n for n in names if n not in TARGETS]
+    if unknown:
+        ap.error(f"unknown target(s) {unknown}; known: {list(TARGETS)}")
+    if not names:
+        print("no mutation target touched")
+        return 0
+    if args.collect:
+        return collect(names, Path(args.collect))
+    low = []
+    for name in names:
+        result = score(name, SCRATCH / name) if args.score_only else run(name, args.children)
+        if result["score"] is None or result["score"] < args.min_score:
+            low.append(f"{name}: {result['score']}")
+    if low:
+        print("below", args.min_score, "%:", ", ".join(low))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
