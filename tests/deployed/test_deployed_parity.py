@@ -46,8 +46,8 @@ RESOURCE_SETTINGS = ("ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QU
                      "ERAGRAPH_TENANT_")
 
 
-@pytest.fixture(autouse=True)
-def _musique():
+@pytest.fixture(scope="module", autouse=True)
+def _musique():  # module scope: before the module-scoped fixtures that read it
     need(MUSIQUE / "corpus.jsonl")  # skips without the corpus, fails under CI
 
 

@@ -21,8 +21,8 @@ from support import make_engine
 MUSIQUE = SHARED_DATA / "musique" / "corpus.jsonl"
 
 
-@pytest.fixture(autouse=True)
-def _musique():
+@pytest.fixture(scope="module", autouse=True)
+def _musique():  # module scope: before the module-scoped fixtures that read it
     need(MUSIQUE)  # skips without the corpus, fails under CI
 
 
