@@ -43,7 +43,7 @@ TARGETS: dict[str, dict] = {
         "files": [f"domain/{m}.py" for m in ("ids", "partition", "lsh", "ranking", "fusion", "sequencer",
                                              "tenants")],
         "tests": [*_unit("ids", "partition", "partition_reference", "lsh", "ranking", "router", "sequencer",
-                         "tenants", "domain_properties"), "-m", "not model"],
+                         "tenants", "domain_properties", "domain_bounds"), "-m", "not model"],
         "only": None,
     },
     "domain-filters": {
