@@ -90,12 +90,14 @@ TARGETS: dict[str, dict] = {
 }
 
 
+_ALSO_COPY = ["template.yaml"]
+
+
 def _toml_list(items: list[str]) -> str:
     return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
 
 def prepare(name: str) -> Path:
-    target = TARGETS[name]
     work = SCRATCH / name
     if work.exists():
         shutil.rmtree(work)
@@ -103,6 +105,14 @@ def prepare(name: str) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(ROOT / "shared" / "eragraph", work / "src" / "eragraph", ignore=ignore)
     shutil.copytree(ROOT / "tests", work / "tests", ignore=ignore)
+    for name_ in _ALSO_COPY:  # files the tests read from the project root
+        shutil.copy2(ROOT / name_, work / name_)
+    write_config(name, work)
+    return work
+
+
+def write_config(name: str, work: Path) -> None:
+    target = TARGETS[name]
     only = [f"src/eragraph/{f}" for f in target["files"]]
     # a listed test file that does not exist (yet) is left out, not an error
     tests = [t for t in target["tests"] if not t.startswith("tests/") or (ROOT / t.split("::")[0]).exists()]
@@ -112,6 +122,7 @@ def prepare(name: str) -> Path:
     (work / "pyproject.toml").write_text(
         "[tool.mutmut]\n"
         'source_paths = ["src"]\n'
+        f"also_copy = {_toml_list(_ALSO_COPY)}\n"
         f"only_mutate = {_toml_list(only)}\n"
         f"pytest_add_cli_args_test_selection = {_toml_list(tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:timeout", "-q"]\n'
@@ -119,21 +130,55 @@ def prepare(name: str) -> Path:
         "timeout_constant = 5.0\n"
         "\n[tool.pytest.ini_options]\n"
         f"markers = {markers.strip()}\n")
-    return work
+
+
+def rerun_survivors(name: str, children: int) -> dict:
+    """Run the survivors of the last run again, against the current tests (the package copy,
+    hence the mutants, stay as they were)."""
+    work = SCRATCH / name
+    survivors = [s["mutant"] for s in json.loads((work / "result.json").read_text())["survivors"]]
+    shutil.copytree(ROOT / "tests", work / "tests", dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    write_config(name, work)
+    if survivors:
+        cmd = [sys.executable, "-m", "mutmut", "run", "--max-children", str(children), *survivors]
+        print("+ mutmut run", len(survivors), "survivors", flush=True)
+        subprocess.run(cmd, cwd=work, env=_env(work), check=False)
+    result = score(name, work)
+    print(json.dumps({k: result[k] for k in ("target", "counts", "score")}), flush=True)
+    return result
+
+
+def _statuses(work: Path) -> dict[str, str]:
+    out = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work,
+                         capture_output=True, text=True, env=_env(work)).stdout
+    statuses = {}
+    for line in out.splitlines():
+        line = line.strip()
+        if ": " in line and "__mutmut_" in line:
+            key, status = line.rsplit(": ", 1)
+            statuses[key] = status
+    return statuses
+
+
+CAUGHT = ("killed", "timeout", "segfault")
 
 
 def score(name: str, work: Path) -> dict:
+    """Score the target from mutmut's results, merged over the statuses of earlier runs
+    (statuses.json): a survivors-only rerun leaves every other mutant "not checked", and those
+    keep the verdict of the run that checked them."""
     target = TARGETS[name]
-    out = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=work,
-                         capture_output=True, text=True, env=_env(work)).stdout
+    saved = work / "statuses.json"
+    statuses = json.loads(saved.read_text()) if saved.exists() else {}
+    for key, status in _statuses(work).items():
+        if status != "not checked" or key not in statuses:
+            statuses[key] = status
+    saved.write_text(json.dumps(statuses, indent=0, sort_keys=True, ensure_ascii=False) + "\n")
     counts: dict[str, int] = {}
     survivors = []
     per_file: dict[str, dict[str, int]] = {}
-    for line in out.splitlines():
-        line = line.strip()
-        if ": " not in line or "__mutmut_" not in line:
-            continue
-        key, status = line.rsplit(": ", 1)
+    for key, status in sorted(statuses.items()):
         if target["only"] and not any(fnmatch.fnmatch(key, p) for p in target["only"]):
             continue
         module = key.split(".x")[0] if ".x" in key else key.rsplit(".", 1)[0]
@@ -141,14 +186,14 @@ def score(name: str, work: Path) -> dict:
         counts[status] = counts.get(status, 0) + 1
         per = per_file.setdefault(module, {})
         per[status] = per.get(status, 0) + 1
-        if status not in ("killed", "timeout", "segfault", "not checked", "skipped"):
+        if status not in (*CAUGHT, "not checked", "skipped"):
             diff = subprocess.run([sys.executable, "-m", "mutmut", "show", key], cwd=work,
                                   capture_output=True, text=True, env=_env(work)).stdout
             survivors.append({"mutant": key, "status": status, "diff": diff})
 
     def pct(c: dict[str, int]) -> float | None:
         tested = sum(v for k, v in c.items() if k not in ("skipped", "not checked"))
-        caught = sum(v for k, v in c.items() if k in ("killed", "timeout", "segfault"))
+        caught = sum(v for k, v in c.items() if k in CAUGHT)
         return round(100.0 * caught / tested, 1) if tested else None
 
     result = {"target": name, "files": target["files"], "counts": counts, "score": pct(counts),
@@ -220,6 +265,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--children", type=int, default=2)
     ap.add_argument("--min-score", type=float, default=85.0)
     ap.add_argument("--score-only", action="store_true", help="rescore an earlier run, run nothing")
+    ap.add_argument("--survivors", action="store_true",
+                    help="rerun only the last run's survivors against the current tests")
     ap.add_argument("--collect", metavar="OUT", help="write the targets' results (scores, survivors) to OUT")
     args = ap.parse_args(argv)
     names = list(TARGETS) if args.all else (changed_targets(args.changed) if args.changed else args.targets)
@@ -233,7 +280,12 @@ def main(argv: list[str] | None = None) -> int:
         return collect(names, Path(args.collect))
     low = []
     for name in names:
-        result = score(name, SCRATCH / name) if args.score_only else run(name, args.children)
+        if args.score_only:
+            result = score(name, SCRATCH / name)
+        elif args.survivors:
+            result = rerun_survivors(name, args.children)
+        else:
+            result = run(name, args.children)
         if result["score"] is None or result["score"] < args.min_score:
             low.append(f"{name}: {result['score']}")
     if low:

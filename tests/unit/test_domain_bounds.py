@@ -23,7 +23,7 @@ def test_hyperplane_counts_and_dims_at_their_bounds():
     assert draw_hyperplanes("e", 1, 1, 0).n_planes == 1
     assert draw_hyperplanes("e", 3, 62, 0).n_planes == 62
     for n in (0, 63):
-        with pytest.raises(ValueError, match=re.escape("n_planes must be between 1 and 62 (codes are stored as int64)")):
+        with pytest.raises(ValueError, match="^" + re.escape("n_planes must be between 1 and 62 (codes are stored as int64)") + "$"):
             draw_hyperplanes("e", 3, n, 0)
     with pytest.raises(ValueError, match="^dim must be positive$"):
         draw_hyperplanes("e", 0, 4, 0)
@@ -64,19 +64,32 @@ def test_weighted_rrf_bounds_and_its_constant():
     for s in (-0.01, 1.01, 2.0):
         with pytest.raises(ValueError, match=re.escape("s(q) must be within [0, 1]")):
             weighted_rrf(["a"], ["b"], s)
+    with pytest.raises(ValueError) as raised:
+        weighted_rrf(["a"], ["b"], 3.0)
+    assert str(raised.value) == "s(q) must be within [0, 1]"
 
 
 def test_biased_split_bounds():
     assert biased_split(10, 0.0) == (0, 10) and biased_split(10, 1.0) == (10, 0)
-    with pytest.raises(ValueError, match=re.escape("p must be within [0, 1]")):
+    with pytest.raises(ValueError) as raised:
         biased_split(10, 1.5)
+    assert str(raised.value) == "p must be within [0, 1]"
 
 
 def test_biased_merge_keeps_the_budget_on_the_primary_side():
     primary = [Candidate(f"p{i}", 0, 1.0 - i / 10, 4) for i in range(4)]
     secondary = [Candidate(f"s{i}", 1, 0.5 - i / 10, 4) for i in range(4)]
-    got = biased_merge(primary, secondary, 4, 0.5, budget=8)
-    assert sum(c.tokens for c in got) <= 8 and [c.node_id for c in got] == ["p0", "p1"]
+    assert [c.node_id for c in biased_merge(primary, secondary, 4, 0.5, budget=8)] == ["p0", "p1"]
+    # 6 tokens: one primary (the second would not fit), no room for a secondary
+    assert [c.node_id for c in biased_merge(primary, secondary, 4, 0.5, budget=6)] == ["p0"]
+
+
+def test_bad_partition_bounds_say_which():
+    from eragraph.domain.partition import check_bounds
+
+    with pytest.raises(ValueError) as raised:
+        check_bounds(7, 5)
+    assert str(raised.value) == "need 1 <= S_min <= S_max, got S_min=7, S_max=5"
 
 
 @pytest.mark.parametrize("s_min,s_max,want", [(2, 2, None), (2, 3, 1), (3, 3, None), (1, 1, 0), (1, 5, 0)])
