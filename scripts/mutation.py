@@ -31,7 +31,7 @@ def _unit(*names: str) -> list[str]:
 
 
 _SERVICE_TESTS = [*_unit("resummarize", "ingest_race", "streamed_pass", "reindex", "progress", "scoped",
-                         "entity_graph", "metadata_sources", "diff"),
+                         "entity_graph", "metadata_sources", "diff", "remove"),
                   "tests/contract/test_local_engine.py"]
 
 # target -> files mutated (under shared/eragraph), tests run, mutant-name patterns scored
