@@ -30,9 +30,6 @@ def _unit(*names: str) -> list[str]:
     return [f"tests/unit/test_{n}.py" for n in names]
 
 
-_SERVICE_TESTS = [*_unit("resummarize", "ingest_race", "streamed_pass", "reindex", "progress", "scoped",
-                         "entity_graph", "metadata_sources", "diff", "remove"),
-                  "tests/contract/test_local_engine.py"]
 
 # target -> files mutated (under shared/eragraph), tests run, mutant-name patterns scored
 # (None: every mutant of the files).
@@ -63,9 +60,21 @@ TARGETS: dict[str, dict] = {
                   "-m", "not model"],
         "only": None,
     },
-    "services": {
-        "files": ["services/resummarize.py", "services/ingest.py", "services/remove.py"],
-        "tests": [*_SERVICE_TESTS, "-m", "not model"],
+    # services, one module each with the tests that drive it
+    "resummarize": {
+        "files": ["services/resummarize.py"],
+        "tests": [*_unit("resummarize", "streamed_pass", "scoped", "progress", "reindex"), "-m", "not model"],
+        "only": None,
+    },
+    "ingest": {
+        "files": ["services/ingest.py"],
+        "tests": [*_unit("ingest_race", "metadata_sources", "remove", "diff"), "tests/e2e/test_metadata_ingest.py",
+                  "-m", "not model"],
+        "only": None,
+    },
+    "remove": {
+        "files": ["services/remove.py"],
+        "tests": [*_unit("remove", "ingest_race", "reindex"), "-m", "not model"],
         "only": None,
     },
     "dynamodb": {
