@@ -45,7 +45,7 @@ TARGETS: dict[str, dict] = {
     },
     "domain-filters": {
         "files": ["domain/filters.py"],
-        "tests": [*_unit("filters", "metadata_sources", "domain_properties"), "-m", "not model"],
+        "tests": [*_unit("filters", "filter_messages", "metadata_sources", "domain_properties"), "-m", "not model"],
         "only": None,
     },
     "domain-graph": {
