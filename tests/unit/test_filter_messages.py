@@ -113,3 +113,59 @@ def test_equality_is_strictly_typed(attr, value, equal):
     attrs = {} if attr is None else {"k": attr}
     assert matches(Cond("equals", "k", value), attrs) is equal
     assert matches(Cond("in", "k", (value,)), attrs) is equal
+
+
+def test_one_operator_per_object():
+    assert message(parse_filter, {"equals": {"key": "a", "value": 1}, "in": {"key": "b", "value": [1]}}) == (
+        f"filter must have exactly one operator (one of {OPERATORS}); got in, equals")
+    assert message(parse_filter, {"andAll": [{}]}) == (
+        f"filter.andAll[0] must have exactly one operator (one of {OPERATORS}); got none")
+    assert message(parse_filter, [1]) == 'filter must be a JSON object such as {"equals": {"key": "k", "value": "v"}}'
+
+
+def test_several_errors_are_joined_and_capped_at_five():
+    bad = {"orAll": [{"equals": {"key": "a", "value": 1, f"x{i}": 1}} for i in range(7)]}
+    lines = message(parse_filter, bad).split("; ")
+    assert lines == [f"filter.orAll[{i}].equals: unknown field 'x{i}' (a condition has key and value)" for i in range(5)]
+    mixed = message(parse_filter, {"orAll": [{"bogus": 1}, {"equals": {"key": "a", "value": 1, "zz": 2}},
+                                             {"equals": {"key": "1"}}]}).split("; ")
+    assert mixed[:3] == [f"filter.orAll[0]: unknown operator 'bogus' (operators: {OPERATORS})",
+                         "filter.orAll[1].equals: unknown field 'zz' (a condition has key and value)",
+                         "filter.orAll[2].equals.key must be 1-64 letters, digits, '_' or '-', starting with a letter "
+                         "or '_'"]
+    assert len(mixed) == 4 and mixed[3].endswith("equals.value is required")
+
+
+@pytest.mark.parametrize("data, text", [
+    ({"startsWith": {"key": "a", "value": 3}},
+     "filter.startsWith.value must be a non-empty string of at most 1024 characters (got 3)"),
+    ({"startsWith": {"key": "a", "value": "x" * 1025}},
+     "filter.startsWith.value must be a non-empty string of at most 1024 characters (got the string "
+     "'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...')"),
+    ({"greaterThan": {"key": "a", "value": "x"}}, "filter.greaterThan.value must be a finite number (got the string 'x')"),
+    ({"equals": {"key": "a", "value": [1]}},
+     "filter.equals.value must be a string, a finite number or a boolean (got an array of 1)"),
+    ({"in": {"key": "a", "value": ["x"] * 101}},
+     "filter.in.value must be an array of 1 to 100 strings, numbers or booleans (got an array of 101)"),
+])
+def test_bad_values_are_shown(data, text):
+    assert message(parse_filter, data) == text
+
+
+def test_filter_values_at_their_limits():
+    assert parse_filter({"startsWith": {"key": "a", "value": "x" * 1024}}).value == "x" * 1024
+    assert len(parse_filter({"in": {"key": "a", "value": ["x"] * 100}}).value) == 100
+    assert parse_filter({"in": {"key": "a", "value": ["x" * 1024]}}).value == ("x" * 1024,)
+
+
+def test_cache_keys_are_compact_sorted_json_and_empty_without_a_filter():
+    from eragraph.domain.filters import All, cache_key, depth
+
+    f = parse_filter({"andAll": [{"equals": {"key": "b", "value": 1}}, {"in": {"key": "a", "value": ["y", "x"]}}]})
+    assert cache_key(None) == ""
+    assert cache_key(f) == '{"andAll":[{"equals":{"key":"b","value":1}},{"in":{"key":"a","value":["y","x"]}}]}'
+    assert depth(All(())) == 1 and depth(All((All(()),))) == 2
+
+
+def test_an_unknown_operator_in_a_built_tree_is_named():
+    assert message(matches, Cond("bogus", "a", 1), {"a": 1}) == "unknown operator 'bogus'"
