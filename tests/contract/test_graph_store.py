@@ -262,6 +262,38 @@ def test_deletes_leave_tombstones_only_for_members_of_segments(graph_store):
     assert refs(graph_store) == [RefState("b", 2, None, True)] and graph_store.get_segments(0) == []
 
 
+def test_a_region_replacing_its_summary_removes_the_old_one_above(graph_store):
+    """above_remove: the summary of a segment the region re-cut leaves layer 1 (its ref gone and
+    counted, or kept as a tombstone while a segment of layer 1 still names it)."""
+    graph_store.put_nodes([node("a", code=1), node("b", code=2), node("c", code=3)])
+    graph_store.put_nodes([node("s-old", layer=1, code=4, children=("a", "b")),
+                           node("s-kept", layer=1, code=6, children=("c",))])
+    graph_store.apply_region(RegionChange(layer=1, expected=tuple(refs(graph_store, 1)),
+                                          assign=(("s-kept", "sg1"),), add=(seg("sg1", 1, ("s-kept",)),)))
+    assert graph_store.layer_sizes() == {0: 3, 1: 2}
+    new = Segment("sg", 0, ("a", "b", "c"), "s-new")
+    graph_store.put_nodes([node("s-new", layer=1, code=5, children=("a", "b", "c"))], index=False)
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(refs(graph_store)),
+                                          assign=(("a", "sg"), ("b", "sg"), ("c", "sg")), add=(new,),
+                                          above_add=(NodeRef("s-new", 5),),
+                                          above_remove=(NodeRef("s-old", 4), NodeRef("s-kept", 6))))
+    assert refs(graph_store, 1) == [RefState("s-new", 5, None, True), RefState("s-kept", 6, "sg1", False)]
+    assert graph_store.layer_refs(1) == [NodeRef("s-new", 5)]
+    assert graph_store.layer_sizes() == {0: 3, 1: 1}
+
+
+def test_a_lost_condition_names_what_changed(graph_store):
+    graph_store.put_nodes([node("a", code=1)])
+    read = tuple(refs(graph_store))
+    graph_store.delete_nodes(["a"])
+    with pytest.raises(ConflictError, match="changed concurrently"):
+        graph_store.apply_region(RegionChange(layer=0, expected=read, assign=(("a", "sg"),)))
+    doc = Document(doc_id="d1", source="s", content_hash="h1")
+    graph_store.put_document(doc)
+    with pytest.raises(ConflictError, match="document d1 changed concurrently"):
+        graph_store.put_document(replace(doc, content_hash="h2"), expected=replace(doc, content_hash="h0"))
+
+
 def test_apply_region_conflicts_and_writes_nothing(graph_store):
     graph_store.put_nodes([node("a", code=1), node("b", code=2), node("s0", layer=1, code=4)])
     read = tuple(refs(graph_store))
