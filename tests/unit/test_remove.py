@@ -126,3 +126,50 @@ def test_tombstone_fields():
     assert (dead.doc_id, dead.source, dead.version, dead.status, dead.content_hash) == (
         "doc-x", "s3://b/x", "0F", DELETED, "")
     assert dead.meta == {"deleted_at": 12.346}
+
+
+class Crash(Exception):
+    """The process dies (a Lambda timeout, a kill) between two writes."""
+
+
+def test_a_versioned_delete_that_died_before_dropping_its_chunks_is_finished_by_its_redelivery(monkeypatch):
+    from eragraph.services import remove as remove_module
+
+    engine, docs = built(version="0A")
+    doc = engine.graph.get_document(docs[2].resolved_id)
+    real = remove_module.drop_chunks
+
+    def crash(*_a, **_kw):
+        raise Crash()
+
+    monkeypatch.setattr(remove_module, "drop_chunks", crash)
+    with pytest.raises(Crash):
+        remove(engine, [doc.source], version="0B")
+    assert engine.graph.get_document(doc.doc_id, include_deleted=True).is_tombstone  # written ...
+    assert set(doc.chunk_ids) <= leaves(engine)  # ... but its chunks are still there
+    monkeypatch.setattr(remove_module, "drop_chunks", real)
+    again = remove(engine, [doc.source], version="0B")  # the event, redelivered
+    assert not set(doc.chunk_ids) & leaves(engine)
+    assert again.documents_stale == 0
+    drain(engine)
+    assert invariants.check(engine).ok
+    assert remove(engine, [doc.source], version="0B").documents_stale == 1  # done: now only stale
+
+
+def test_several_refs_in_one_call_all_count_and_announce():
+    engine, docs = built(version="0A")
+    a, b, c = (engine.graph.get_document(d.resolved_id) for d in docs[:3])
+    report = remove(engine, [a.source, b.source], version="0B")
+    assert (report.documents_removed, report.chunks_removed) == (2, len(a.chunk_ids) + len(b.chunk_ids))
+    batch = engine.queue.receive(100)  # one message per code shard
+    assert batch and all(m.layer == 0 and m.reason == "delete" for _, m in batch)
+    assert {i for _, m in batch for i in m.removed} == set(a.chunk_ids) | set(b.chunk_ids)
+    engine.queue.send([m for _, m in batch])  # put back for the drain below
+    engine.queue.ack([r for r, _ in batch])
+    stale = remove(engine, [a.source, b.source], version="01")
+    assert stale.documents_stale == 2 and stale.documents_removed == 0
+    report = remove(engine, ["no/such/doc", c.doc_id, "no/such/either"])  # unversioned: by id or source
+    assert report.documents_removed == 1 and [e["source"] for e in report.errors] == ["no/such/doc", "no/such/either"]
+    drain(engine)
+    assert invariants.check(engine).ok
+    assert not (set(a.chunk_ids) | set(b.chunk_ids) | set(c.chunk_ids)) & leaves(engine)
