@@ -79,9 +79,17 @@ TARGETS: dict[str, dict] = {
     },
     "dynamodb": {
         "files": ["adapters/aws/dynamodb.py"],
-        # the deterministic condition tests (Stubber, the requests sent); the moto contract and the
-        # threaded counter tests take minutes per mutant on a shared 2-core machine
-        "tests": ["tests/aws/test_dynamodb_conditions.py"],
+        # the deterministic condition tests (Stubber, the requests sent) and the contract's
+        # conditional-write tests on moto; the whole moto contract and the threaded counter tests
+        # take minutes per mutant on a shared 2-core machine
+        "tests": ["tests/aws/test_dynamodb_conditions.py", *(
+            f"tests/contract/test_graph_store.py::{t}" for t in (
+                "test_put_lsh_first_writer_wins", "test_put_document_is_conditional_on_the_stored_version",
+                "test_tombstones_are_conditional_and_hidden", "test_apply_region_conflicts_and_writes_nothing",
+                "test_a_region_replacing_its_summary_removes_the_old_one_above",
+                "test_a_lost_condition_names_what_changed", "test_deletes_leave_tombstones_only_for_members_of_segments",
+                "test_summaries_written_outside_the_index_enter_it_with_their_segment")),
+            "-k", "dynamodb"],
         # the conditional writes: version stamps, new-ref conditions, the transaction and its
         # cancellation reasons
         "only": ["*_is_condition_failure__mutmut_*", "*_stamp_condition__mutmut_*",
