@@ -263,7 +263,10 @@ def collect(names: list[str], out: Path) -> int:
         r = json.loads(path.read_text())
         targets[name] = {"files": r["files"], "tests": TARGETS[name]["tests"], "only": TARGETS[name]["only"],
                          "counts": r["counts"], "score": r["score"], "per_module": r["per_module"],
-                         "survivors": [s["mutant"] for s in r["survivors"]]}
+                         "survivors": [{"mutant": s["mutant"], "status": s["status"],
+                                        "change": [line for line in s["diff"].splitlines()
+                                                   if line[:1] in "-+" and line[:3] not in ("---", "+++")]}
+                                       for s in r["survivors"]]}
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     out.write_text(json.dumps({"tool": "mutmut 3.8.1", "command": "python scripts/mutation.py <target>",
