@@ -8,8 +8,8 @@ Each target runs in its own scratch copy (.mutation/<target>/: the package as sr
 tests, a generated pyproject.toml with the [tool.mutmut] section), so the repository's own
 pyproject.toml stays free of mutmut settings and targets run independently. mutmut needs the
 package under src/ (its mutant names come from the file path; the project keeps it in shared/).
-Results: .mutation/<target>/result.json (score, survivors with their diff). Run it niced: it is
-CPU-heavy.
+Results: .mutation/<target>/result.json (score, survivors with their diff; MUTATION_NO_DIFFS=1
+skips the diffs, which take mutmut a second each). Run it niced: it is CPU-heavy.
 """
 
 from __future__ import annotations
@@ -204,8 +204,9 @@ def score(name: str, work: Path) -> dict:
         per = per_file.setdefault(module, {})
         per[status] = per.get(status, 0) + 1
         if status not in (*CAUGHT, "not checked", "skipped"):
-            diff = subprocess.run([sys.executable, "-m", "mutmut", "show", key], cwd=work,
-                                  capture_output=True, text=True, env=_env(work)).stdout
+            diff = "" if os.environ.get("MUTATION_NO_DIFFS") else subprocess.run(
+                [sys.executable, "-m", "mutmut", "show", key], cwd=work, capture_output=True, text=True,
+                env=_env(work)).stdout
             survivors.append({"mutant": key, "status": status, "diff": diff})
 
     def pct(c: dict[str, int]) -> float | None:
