@@ -18,7 +18,7 @@ from typing import Any
 
 from .config import Settings, settings_from_env
 from .domain.model import EragraphError
-from .services.modes import mode_names
+from .services.modes import MODES, mode_names
 
 BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters")
 DEFAULT_STORE = "eragraph-store"
@@ -619,17 +619,15 @@ def preload(engine, mode: str) -> None:
     torch and sentence-transformers are most of a cold query), spaCy for the entity-graph modes
     (the question's entities) and for fusion and auto (the router's parse; one loaded pipeline
     serves both). A mode the registry does not know is left to query() to refuse."""
-    from .services.modes import MODES
-
     spec = MODES.get(mode)
     if spec is None:
         return
     wanted = []
-    if spec.family != "lexical":
+    if spec.needs_embedding:
         wanted.append(engine.embedder)
-    if spec.family in ("graph", "fusion") and engine.entities is not None:
+    if "entities" in spec.spacy and engine.entities is not None:
         wanted.append(engine.entities.extractor)
-    if spec.family in ("fusion", "router"):
+    if "parse" in spec.spacy:
         wanted.append(engine.question_parser)
     for provider in wanted:
         while provider is not None and not hasattr(provider, "load"):

@@ -45,9 +45,10 @@ from typing import Any
 
 import numpy as np
 
+from ..services.modes import modes_of
 from .common import add_common_options, close_engine, finish, percentile, progress
 
-CORE_MODES = ("collapsed", "detailed", "summarized", "dense")
+CORE_MODES = tuple(modes_of("summary"))
 DEFAULT_SIZES = "10000,100000,1000000"
 SMOKE_SIZE = 300
 SMOKE_AWS_SIZE = 60  # moto answers each request in-process, slowly

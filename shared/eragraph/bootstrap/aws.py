@@ -159,8 +159,15 @@ class LazyEngine:
                 if self._tenancy is None:
                     from .tenancy import Tenancy
 
-                    self._tenancy = Tenancy(self.profile, uses=self.uses, build=self._builder)
+                    self._tenancy = Tenancy(self.profile, uses=self.uses, build=self._builder or self._build)
         return self._tenancy
+
+    def _build(self, tenant: str) -> Engine:
+        """A tenant's engine from the environment the SAM template sets (bootstrap.build_engine's
+        aws branch: the settings, their providers checked, the adapters)."""
+        settings = settings_from_env()
+        preflight(settings, self.profile, self.uses)
+        return build_aws_engine(settings, tenant=tenant)
 
     def get(self, tenant: str = "", register: bool = True) -> Engine:
         """The engine of ``tenant`` ("" the default); ``register``: a write path records a new
@@ -178,7 +185,7 @@ class LazyEngine:
         """``build(tenant) -> Engine`` for every tenant's engine (the default one too, unless set)."""
         self._builder = build
         if self._tenancy is not None:
-            self._tenancy._build = build
+            self._tenancy._build = build or self._build
 
 
 LAMBDA_ENGINE = LazyEngine("aws")

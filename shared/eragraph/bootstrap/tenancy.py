@@ -28,10 +28,10 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..config import Settings
+from ..config import Settings, settings_from_env
 from ..domain.tenants import DEFAULT, KEY_PREFIX, check_tenant
 from ..services.engine import Engine
-from .preflight import USES
+from .preflight import USES, preflight
 
 REGISTRY_PK = "TENANTS"
 
@@ -58,9 +58,19 @@ class Tenancy:
     def _make(self, tenant: str) -> Engine:
         if self._build is not None:
             return self._build(tenant)
-        from . import build_engine
+        # the local and memory profiles' own builders (the aws profile's engines come from
+        # bootstrap.aws, whose LazyEngine passes ``build``: tenancy never imports it back)
+        settings = self.settings or settings_from_env()
+        preflight(settings, self.profile, self.uses)
+        if self.profile == "local":
+            from .local import build_local_engine
 
-        return build_engine(self.profile, self.store, self.settings, self.uses, tenant=tenant)
+            return build_local_engine(self.store or Path("."), settings, tenant)
+        if self.profile == "memory":
+            from .memory import build_memory_engine
+
+            return build_memory_engine(settings, tenant)
+        raise ValueError(f"Tenancy({self.profile!r}) needs build= (bootstrap.aws.LazyEngine passes its own)")
 
     def engine(self, tenant: str = DEFAULT, register: bool = True) -> Engine:
         """``register``: record a new tenant (a write path); a read path passes False, and an
