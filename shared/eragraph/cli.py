@@ -16,7 +16,7 @@ from pathlib import Path
 from collections.abc import Iterable
 from typing import Any
 
-from .config import Settings, settings_from_env
+from .config import ProcessSettings, Settings, settings_from_env
 from .domain.model import EragraphError
 from .services.modes import MODES, mode_names
 
@@ -911,7 +911,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".", epilog=EXIT_HELP,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.set_defaults(func=func)
-        env_store = os.environ.get("ERAGRAPH_STORE")
+        env_store = ProcessSettings.from_env().store or None
         if store == "required":
             p.add_argument("--store", default=env_store, required=not env_store, metavar="DIR",
                            help="the store directory (or ERAGRAPH_STORE)")
@@ -922,7 +922,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--store", default=env_store, metavar="DIR",
                            help="the store directory (or ERAGRAPH_STORE)")
         if tenant and store != "demo":
-            p.add_argument("--tenant", default=os.environ.get("ERAGRAPH_TENANT") or None, metavar="ID",
+            p.add_argument("--tenant", default=ProcessSettings.from_env().tenant or None, metavar="ID",
                            help="the tenant whose store to use (or ERAGRAPH_TENANT; default: the default tenant); "
                                 "its store is STORE/tenants/ID")
         if json_out:
@@ -967,7 +967,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only chunks of documents whose metadata match: KEY OP VALUE with OP one of = != > >= < "
                         "<= ^= (starts with), 'KEY in [a,b]', 'KEY not in [a,b]', or a Bedrock KB JSON filter; "
                         "repeat to require all (built-in keys: source, doc_id, title)")
-    p.add_argument("--server", default=os.environ.get("ERAGRAPH_SERVER") or None, metavar="URL",
+    p.add_argument("--server", default=ProcessSettings.from_env().server or None, metavar="URL",
                    help="ask a running `eragraph serve` at URL instead of opening the store "
                         "(or ERAGRAPH_SERVER); --store is then not needed")
 
