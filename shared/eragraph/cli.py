@@ -136,7 +136,9 @@ def _writing(store: str | Path, create: bool = False):
 
 
 def _text_key(doc_id: str) -> str:
-    return f"text/{doc_id}.txt"
+    from .services.sources import text_key
+
+    return text_key(doc_id)
 
 
 EMBED_SLICE = 1024  # chunk texts per embedder call in a CLI ingest: the chunk bar moves per slice
