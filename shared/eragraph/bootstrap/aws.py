@@ -34,7 +34,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from ..config import Settings, settings_from_env
@@ -189,3 +190,22 @@ class LazyEngine:
 
 
 LAMBDA_ENGINE = LazyEngine("aws")
+
+
+@contextmanager
+def function_environment(settings: Settings, extra: Mapping[str, str] | None = None) -> Iterator[None]:
+    """The process environment a Lambda function reads at its import (the handler's cold start,
+    powertools), set while the block runs and restored after: ``settings``' provider choices
+    (ERAGRAPH_EMBEDDER, _SUMMARIZER, _NER; the benchmarks run a handler in-process) and ``extra``."""
+    values = {"ERAGRAPH_EMBEDDER": settings.embedder, "ERAGRAPH_SUMMARIZER": settings.summarizer,
+              "ERAGRAPH_NER": settings.ner, **(extra or {})}
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
