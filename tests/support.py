@@ -118,3 +118,20 @@ def drain_redelivering(engine: Engine) -> None:
                 pending = batch[i:]
                 break
             engine.queue.ack([receipt])
+
+
+def hamming(a: int, b: int) -> int:
+    """Bits that differ between two LSH codes (domain.lsh)."""
+    return (a ^ b).bit_count()
+
+
+def load_sources(paths, max_bytes=None, csv_mapping=None):
+    """(documents, errors, raw bytes of each readable file keyed by its source), all in memory:
+    services.sources.iter_sources collected, for small inputs."""
+    from eragraph.domain.text import MAX_DOCUMENT_BYTES
+    from eragraph.services.sources import iter_sources
+
+    errors: list = []
+    raw: dict = {}
+    docs = list(iter_sources(paths, errors, MAX_DOCUMENT_BYTES if max_bytes is None else max_bytes, raw, csv_mapping))
+    return docs, errors, raw

@@ -45,6 +45,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from pydantic import BaseModel, ConfigDict, Field
 
 from .domain.model import LexicalIndexMissing
+from .domain.tenants import MAX_LENGTH as TENANT_MAX_LENGTH
 from .validation import describe_all
 from .services import query as query_service
 from .services.modes import MODES, mode_names
@@ -67,7 +68,7 @@ class QueryRequest(BaseModel):
     budget: Optional[int] = Field(None, ge=1, le=100000, description="Token budget of the evidence (default: ERAGRAPH_TOKEN_BUDGET)")
     p: Optional[float] = Field(None, ge=0.0, le=1.0, description="Bias proportion (detailed/summarized)")
     answer: bool = Field(False, description="Generate an answer with citations from the evidence")
-    tenant: Optional[str] = Field(None, max_length=63, description="Optional; must be the caller's own tenant, which "
+    tenant: Optional[str] = Field(None, max_length=TENANT_MAX_LENGTH, description="Optional; must be the caller's own tenant, which "
                                   "comes from its identity (JWT claim or IAM principal tag), never from here")
     filter: Optional[dict[str, Any]] = Field(
         None, description="Metadata filter in Amazon Bedrock Knowledge Bases' shape, e.g. "

@@ -16,9 +16,9 @@ from pathlib import Path
 from collections.abc import Iterable
 from typing import Any
 
-from .config import Settings, settings_from_env
+from .config import ProcessSettings, Settings, settings_from_env
 from .domain.model import EragraphError
-from .services.modes import mode_names
+from .services.modes import MODES, mode_names
 
 BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters")
 DEFAULT_STORE = "eragraph-store"
@@ -136,7 +136,9 @@ def _writing(store: str | Path, create: bool = False):
 
 
 def _text_key(doc_id: str) -> str:
-    return f"text/{doc_id}.txt"
+    from .services.sources import text_key
+
+    return text_key(doc_id)
 
 
 EMBED_SLICE = 1024  # chunk texts per embedder call in a CLI ingest: the chunk bar moves per slice
@@ -619,17 +621,15 @@ def preload(engine, mode: str) -> None:
     torch and sentence-transformers are most of a cold query), spaCy for the entity-graph modes
     (the question's entities) and for fusion and auto (the router's parse; one loaded pipeline
     serves both). A mode the registry does not know is left to query() to refuse."""
-    from .services.modes import MODES
-
     spec = MODES.get(mode)
     if spec is None:
         return
     wanted = []
-    if spec.family != "lexical":
+    if spec.needs_embedding:
         wanted.append(engine.embedder)
-    if spec.family in ("graph", "fusion") and engine.entities is not None:
+    if "entities" in spec.spacy and engine.entities is not None:
         wanted.append(engine.entities.extractor)
-    if spec.family in ("fusion", "router"):
+    if "parse" in spec.spacy:
         wanted.append(engine.question_parser)
     for provider in wanted:
         while provider is not None and not hasattr(provider, "load"):
@@ -913,7 +913,7 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".", epilog=EXIT_HELP,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
         p.set_defaults(func=func)
-        env_store = os.environ.get("ERAGRAPH_STORE")
+        env_store = ProcessSettings.from_env().store or None
         if store == "required":
             p.add_argument("--store", default=env_store, required=not env_store, metavar="DIR",
                            help="the store directory (or ERAGRAPH_STORE)")
@@ -924,7 +924,7 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--store", default=env_store, metavar="DIR",
                            help="the store directory (or ERAGRAPH_STORE)")
         if tenant and store != "demo":
-            p.add_argument("--tenant", default=os.environ.get("ERAGRAPH_TENANT") or None, metavar="ID",
+            p.add_argument("--tenant", default=ProcessSettings.from_env().tenant or None, metavar="ID",
                            help="the tenant whose store to use (or ERAGRAPH_TENANT; default: the default tenant); "
                                 "its store is STORE/tenants/ID")
         if json_out:
@@ -969,7 +969,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only chunks of documents whose metadata match: KEY OP VALUE with OP one of = != > >= < "
                         "<= ^= (starts with), 'KEY in [a,b]', 'KEY not in [a,b]', or a Bedrock KB JSON filter; "
                         "repeat to require all (built-in keys: source, doc_id, title)")
-    p.add_argument("--server", default=os.environ.get("ERAGRAPH_SERVER") or None, metavar="URL",
+    p.add_argument("--server", default=ProcessSettings.from_env().server or None, metavar="URL",
                    help="ask a running `eragraph serve` at URL instead of opening the store "
                         "(or ERAGRAPH_SERVER); --store is then not needed")
 

@@ -8,6 +8,7 @@ import json
 import os
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
+from collections.abc import Mapping
 from typing import Any
 
 # Settings that shape the graph: fixed per store once it exists.
@@ -243,3 +244,56 @@ def settings_from_env(environ: dict[str, str] | None = None, **overrides: Any) -
             except ValueError as exc:
                 raise ValueError(f"ERAGRAPH_{f.name.upper()}={raw!r}: {exc}") from None
     return Settings(**values).with_overrides(**overrides)
+
+
+# ----------------------------------------------------------------------------- the process
+# Variables of one process that are no store setting (nothing records them in a store). Each is
+# read here only: callers take a ProcessSettings (bootstrap hands providers their values).
+
+
+@dataclass(frozen=True)
+class ProcessSettings:
+    store: str = ""                      # ERAGRAPH_STORE: the CLI's default --store
+    tenant: str = ""                     # ERAGRAPH_TENANT: the CLI's default --tenant
+    server: str = ""                     # ERAGRAPH_SERVER: `eragraph query` asks this `eragraph serve` URL
+    stuck_after_seconds: float = 3600.0  # ERAGRAPH_STUCK_AFTER_SECONDS: the reindex function's default age of stuck work
+    openai_api_key: str = field(default="", repr=False)  # OPENAI_API_KEY: the bearer key of the OpenAI-compatible server
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessSettings:
+        env = os.environ if environ is None else environ
+        stuck = env.get("ERAGRAPH_STUCK_AFTER_SECONDS") or ""
+        try:
+            stuck_after = float(stuck) if stuck else cls.stuck_after_seconds
+        except ValueError:
+            raise ValueError(f"ERAGRAPH_STUCK_AFTER_SECONDS={stuck!r}: not a number of seconds") from None
+        return cls(store=env.get("ERAGRAPH_STORE") or "", tenant=env.get("ERAGRAPH_TENANT") or "",
+                   server=env.get("ERAGRAPH_SERVER") or "", stuck_after_seconds=stuck_after,
+                   openai_api_key=env.get("OPENAI_API_KEY") or "")
+
+
+# Variables the libraries eragraph loads read, which eragraph sets (set through here only).
+LIBRARY_ENV = {
+    "HF_HUB_OFFLINE": "1 before MiniLM loads: the model is a local file, the hub is never asked",
+    "TRANSFORMERS_OFFLINE": "1 before MiniLM loads (as HF_HUB_OFFLINE)",
+    "TOKENIZERS_PARALLELISM": "false unless set: no tokenizer thread pool beside torch's",
+    "LANCE_CPU_THREADS": "the vector-backend benchmark caps lance's pool at the cores the others get",
+}
+
+
+def set_library_env(name: str, value: str, *, keep_existing: bool = False) -> str:
+    """Set one of LIBRARY_ENV for the libraries loaded after; ``keep_existing``: a value the
+    user set wins. Returns the value in force."""
+    if name not in LIBRARY_ENV:
+        raise KeyError(f"{name} is not declared in config.LIBRARY_ENV")
+    if keep_existing:
+        return os.environ.setdefault(name, value)
+    os.environ[name] = value
+    return value
+
+
+def library_env(name: str) -> str | None:
+    """The value in force of one of LIBRARY_ENV."""
+    if name not in LIBRARY_ENV:
+        raise KeyError(f"{name} is not declared in config.LIBRARY_ENV")
+    return os.environ.get(name)

@@ -233,3 +233,27 @@ class LexicalIndex(Protocol):
         """Index the text of ``nodes`` (the store's leaf chunks) and mark the index ready;
         returns how many (`eragraph reindex` passes every leaf)."""
         ...
+
+
+@runtime_checkable
+class Namespaced(Protocol):
+    """A store that keeps several tenants side by side, each under its own namespace (DynamoDB
+    key prefixes, an OpenSearch scope): a tenant's deletion drops its namespace through this
+    port (bootstrap.tenancy), whichever adapter holds it. A store per tenant (local files,
+    memory) is deleted whole instead."""
+
+    def drop_namespace(self) -> int: ...
+
+
+@runtime_checkable
+class TenantRegistry(Protocol):
+    """The tenants of one deployment where no directory listing says (AWS: items of the
+    default namespace). The default tenant "" is never registered."""
+
+    def register_tenant(self, tenant: str) -> None: ...
+
+    def has_tenant(self, tenant: str) -> bool: ...  # one strongly consistent read
+
+    def tenants(self) -> list[str]: ...  # sorted
+
+    def forget_tenant(self, tenant: str) -> None: ...

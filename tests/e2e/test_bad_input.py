@@ -7,13 +7,12 @@ import json
 
 import pytest
 
-from support import make_engine, synthetic_docs
+from support import load_sources, make_engine, synthetic_docs
 from eragraph.domain.model import BadInputError
 from eragraph.domain.text import decode_document
 from eragraph.services import invariants
 from eragraph.services.ingest import ingest
 from eragraph.services.resummarize import drain
-from eragraph.services.sources import load_sources
 
 GOOD = "The comet passed the planet. Astronomers watched it through a telescope."
 

@@ -11,7 +11,7 @@ import random
 
 import pytest
 from file_builders import docx_bytes, encrypted_pdf, pdf_bytes, zip_bytes
-from support import make_engine
+from support import load_sources, make_engine
 
 from eragraph.cli import main
 from eragraph.domain.model import BadInputError
@@ -19,7 +19,7 @@ from eragraph.providers.extractors import ReadLimits, extract
 from eragraph.services import invariants
 from eragraph.services.ingest import ingest
 from eragraph.services.resummarize import drain
-from eragraph.services.sources import CsvMapping, load_sources
+from eragraph.services.sources import CsvMapping
 
 PAGE1 = "The comet passed the planet Jupiter. Astronomers at Kepler Observatory watched it."
 PAGE2 = "A second page describes the telescope mirror and its polishing."

@@ -10,8 +10,8 @@ import pytest
 from eragraph.cli import main
 from eragraph.services import resummarize
 from eragraph.services.ingest import batches, ingest
-from eragraph.services.sources import iter_sources, load_sources
-from support import make_engine, synthetic_docs
+from eragraph.services.sources import iter_sources
+from support import load_sources, make_engine, synthetic_docs
 
 
 def test_batches_draw_lazily():

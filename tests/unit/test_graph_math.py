@@ -11,6 +11,12 @@ import scipy.sparse as sp
 from eragraph.domain import graph_math as gm
 
 
+def push_ppr(seeds, neighbours_many, damping=0.85, epsilon=1e-4, **kw):
+    """The estimate of gm.push_ppr_rounds (the services read its rounds and bounds too)."""
+    return gm.push_ppr_rounds(seeds, neighbours_many, damping, epsilon, **kw).estimate
+
+
+
 def test_ppr_two_nodes_matches_hand_computation():
     # a - b, restart at a: x_a = (1-d) + d x_b, x_b = d x_a  =>  x_a = 1/(1+d), x_b = d/(1+d)
     adj = sp.csr_matrix(np.array([[0.0, 1.0], [1.0, 0.0]]))
@@ -68,7 +74,7 @@ def test_push_ppr_ranking_agrees_with_exact(seed):
         return list(zip(row.indices.tolist(), row.data.tolist()))
 
     eps = 1e-7
-    approx = gm.push_ppr(seeds, gm.batched(neighbours), damping=0.85, epsilon=eps)
+    approx = push_ppr(seeds, gm.batched(neighbours), damping=0.85, epsilon=eps)
     vec = np.array([approx.get(i, 0.0) for i in range(60)])
     degree = np.asarray(adj.sum(axis=1)).reshape(-1)
     # the residual bound: every estimate is below the truth by at most eps * (total degree)
@@ -86,7 +92,7 @@ def test_push_ppr_reads_only_a_neighbourhood():
         read.add(u)
         return [(v, 1.0) for v in (u - 1, u + 1) if 0 <= v < n]
 
-    est = gm.push_ppr({0: 1.0}, gm.batched(neighbours), damping=0.5, epsilon=1e-3)
+    est = push_ppr({0: 1.0}, gm.batched(neighbours), damping=0.5, epsilon=1e-3)
     assert max(read) < 30
     assert est[0] > est.get(1, 0) > est.get(2, 0)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eragraph.domain.lsh import check_embedder, draw_hyperplanes, hamming, hash_vectors, majority_code
+from eragraph.domain.lsh import check_embedder, draw_hyperplanes, hash_vectors, majority_code
+from support import hamming
 from eragraph.domain.model import EmbedderMismatchError, LshConfig
 
 

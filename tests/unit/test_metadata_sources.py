@@ -11,7 +11,8 @@ import pytest
 
 from eragraph.cli import count_inputs
 from eragraph.domain.filters import RESERVED, MetadataError, check_metadata
-from eragraph.services.sources import CsvMapping, load_sources, parse_sidecar
+from eragraph.services.sources import CsvMapping, parse_sidecar
+from support import load_sources
 
 TEXT = "The lighthouse on the northern cape logs every passing ship in a leather ledger."
 

@@ -104,14 +104,23 @@ def test_summarizer_request_shape_auth_and_usage(server, monkeypatch):
 
 
 def test_key_from_env_and_no_key_means_no_header(server, monkeypatch):
+    """The key comes from OPENAI_API_KEY (config.ProcessSettings) through bootstrap, which hands
+    it to the provider; the provider itself reads no environment."""
+    from eragraph.bootstrap.providers import make_generator
+    from eragraph.config import Settings
+
+    settings = Settings(generator="openai", openai_base_url=server.base_url, openai_model="m")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     server.reply(200, completion("ok [e1]", {"prompt_tokens": 5, "completion_tokens": 2}))
-    OpenAICompatGenerator(server.base_url, "m").answer("q?", [("e1", "evidence")])
+    make_generator(settings).answer("q?", [("e1", "evidence")])
     assert server.requests[-1]["headers"]["Authorization"] == "Bearer sk-from-env"
+    server.reply(200, completion("ok [e1]", {"prompt_tokens": 5, "completion_tokens": 2}))
+    OpenAICompatGenerator(server.base_url, "m").answer("q?", [("e1", "evidence")])  # no key given: none sent
+    assert "Authorization" not in server.requests[-1]["headers"]
 
     monkeypatch.delenv("OPENAI_API_KEY")
     server.reply(200, completion("ok", {"prompt_tokens": 5, "completion_tokens": 1}))
-    OpenAICompatGenerator(server.base_url, "m").answer("q?", [("e1", "evidence")])
+    make_generator(settings).answer("q?", [("e1", "evidence")])
     assert "Authorization" not in server.requests[-1]["headers"]
 
 

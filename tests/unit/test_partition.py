@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from eragraph.domain.lsh import hamming
+from support import hamming
 from eragraph.domain.model import NodeRef
 from eragraph.domain.partition import check_bounds, partition, partitionable, should_summarize
 

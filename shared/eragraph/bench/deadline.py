@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from .common import add_common_options, finish, progress
-from .scale import find_template, load_template, model_env, moto_engine, synthetic_rows
+from ..bootstrap.aws import function_environment
+from .scale import find_template, load_template, model_settings, moto_engine, synthetic_rows
 
 CHUNKS_PER_SUMMARY = 8.3  # layer 0 -> 1 at the default S_min 6 / S_max 12 (bench scale: 10,000 -> 1,202)
 SMOKE_SUMMARIES = 24
@@ -200,9 +201,10 @@ def run(args: Any) -> dict:
     fn = function_settings(template)
     if args.timeout or args.smoke:
         fn["timeout"] = float(args.timeout or SMOKE_TIMEOUT)
-    env = {**model_env(args), "POWERTOOLS_METRICS_NAMESPACE": "EragraphBench", "POWERTOOLS_TRACE_DISABLED": "true",
-           "POWERTOOLS_LOG_LEVEL": "WARNING"}
-    with moto_engine("deadline", args, env) as (engine, url, sqs):
+    settings = model_settings(args)
+    function_env = {"POWERTOOLS_METRICS_NAMESPACE": "EragraphBench", "POWERTOOLS_TRACE_DISABLED": "true",
+                    "POWERTOOLS_LOG_LEVEL": "WARNING"}
+    with moto_engine("deadline", args, settings) as (engine, url, sqs), function_environment(settings, function_env):
         started = time.perf_counter()
         chunks = build_layer(engine, summaries, args)
         build_seconds = time.perf_counter() - started
@@ -215,7 +217,7 @@ def run(args: Any) -> dict:
         engine.queue.send(pending)
         latency = SimulatedLatency(engine.summarizer, args.call_seconds)
         engine.summarizer = latency
-        handler = load_summarize_handler(template)  # moto_engine has set the environment it reads
+        handler = load_summarize_handler(template)  # in the environment function_environment set
         from ..bootstrap.aws import LAMBDA_ENGINE
 
         LAMBDA_ENGINE.set(engine)
@@ -235,7 +237,7 @@ def run(args: Any) -> dict:
     used = [i["seconds_used"] for i in inv]
     made = [i["summarize_calls"] for i in inv if i["summarize_calls"]]
     result = {
-        "embedder": env["ERAGRAPH_EMBEDDER"], "smoke": bool(args.smoke), "seed": args.seed,
+        "embedder": settings.embedder, "smoke": bool(args.smoke), "seed": args.seed,
         "function": {"timeout_seconds": fn["timeout"], "batch_size": fn["batch_size"]},
         "call_seconds_simulated": args.call_seconds,
         "chunks": chunks, "layers": {str(k): v for k, v in sorted(sizes.items())},

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .common import add_common_options, close_engine, finish, percentile
-from .scale import Precomputed, build_and_open, model_env, questions, synthetic_rows
+from .scale import Precomputed, build_and_open, model_settings, questions, synthetic_rows
 
 DEFAULT_CHUNKS = 100_000
 SMOKE_CHUNKS = 400
@@ -124,13 +124,13 @@ def run(args: Any) -> dict:
     selectivities = [int(s) for s in str(args.selectivities).split(",") if s.strip()]
     work = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="eragraph-filters-"))
     work.mkdir(parents=True, exist_ok=True)
-    env = model_env(args)
+    settings = model_settings(args)
     corpus = write_corpus(work / f"corpus-{n}.jsonl", n, args.seed)
-    engine, build = build_and_open(work / f"store-{n}", corpus, args, env)
+    engine, build = build_and_open(work / f"store-{n}", corpus, args, settings)
     try:
         sizes = engine.graph.layer_sizes()
         shape = engine.vectors.shape() if hasattr(engine.vectors, "shape") else None
-        result = {"benchmark": "filters", "smoke": bool(args.smoke), "embedder": env["ERAGRAPH_EMBEDDER"],
+        result = {"benchmark": "filters", "smoke": bool(args.smoke), "embedder": settings.embedder,
                   "chunks": sizes.get(0, 0),
                   "layers": {str(k): v for k, v in sorted(sizes.items())}, "vector_index_shape": shape,
                   "build_seconds": build["service_seconds"], "filter": "bucket < s (bucket = document number % 100)",

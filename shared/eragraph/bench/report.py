@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..services.modes import MODES, modes_of
 from .common import paired_bootstrap
 
 
@@ -757,7 +758,7 @@ def growth_target_rows(name: str, d: dict) -> list[list[str]]:
     return rows
 
 
-GRAPH_MODES = ("tri_graph", "concept_ppr", "local_global")
+GRAPH_MODES = tuple(modes_of("graph"))
 RETRIEVAL_TARGETS = {"musique": 0.63, "hotpotqa": 0.79}  # best graph mode's Recall@5
 
 
@@ -793,7 +794,8 @@ def retrieval_target_rows(name: str, d: dict) -> list[list[str]]:
     return rows
 
 
-SINGLE_MODES = ("dense", "bm25", "hybrid", "collapsed", "tri_graph", "concept_ppr", "local_global", "fusion")
+# every mode but the router and the parameter variants of another
+SINGLE_MODES = tuple(m for m in modes_of(variants=False) if MODES[m].family != "router")
 AUTO_TARGETS = {"hotpotqa": 0.79}
 
 

@@ -34,9 +34,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..services.modes import modes_of
 from .common import add_common_options, bench_settings, finish, load_corpus, load_questions, mean, percentile
 
-DEFAULT_MODES = "dense,collapsed,tri_graph,concept_ppr,local_global,bm25,hybrid,fusion,auto"
+# every registered mode but the parameter variants of another (detailed, summarized: collapsed's p)
+DEFAULT_MODES = ",".join(modes_of(variants=False))
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:

@@ -5,8 +5,8 @@ entity graph has names to index; the hashing embedder (``ERAGRAPH_EMBEDDER=hash`
 capitalized-phrase NER (``ERAGRAPH_NER=capitalized``) unless ``--embedder`` says otherwise, so
 the figures measure the engine, not a model. Per size (``--sizes``, chunks):
 
-* build: ``eragraph ingest CORPUS.jsonl`` in its own process (ingest + drain, as a user runs
-  it); wall time and that process's peak RSS (its own VmHWM), the peak before the drain began,
+* build: what ``eragraph ingest CORPUS.jsonl`` runs (ingest + drain, through the services) in
+  its own process, with the run's settings; wall time and that process's peak RSS (its own VmHWM), the peak before the drain began,
   and the size of the vector index (vectors x dim x 4 bytes) for comparison;
 * single-document insert and delete (ingest + drain, remove + drain through the services, median
   of ``--repeats``): wall time, items read and written through the GraphStore / VectorIndex
@@ -27,7 +27,6 @@ build would grow quadratically. ``--smoke`` runs 300 chunks locally and 60 on mo
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import random
@@ -39,15 +38,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, redirect_stdout
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ..config import Settings, settings_from_env
+from ..services.modes import modes_of
 from .common import add_common_options, close_engine, finish, percentile, progress
 
-CORE_MODES = ("collapsed", "detailed", "summarized", "dense")
+CORE_MODES = tuple(modes_of("summary"))
 DEFAULT_SIZES = "10000,100000,1000000"
 SMOKE_SIZE = 300
 SMOKE_AWS_SIZE = 60  # moto answers each request in-process, slowly
@@ -307,34 +308,36 @@ def query_latency(engine: Any, texts: list[str], k: int = 5) -> dict:
 
 
 def build_child(argv: list[str]) -> int:
-    """``python -m eragraph.bench.scale --build-child STORE CORPUS REPORT BATCH``: run
-    `eragraph ingest` in this process and write its JSON output plus the peak RSS reached
-    before the drain began (the streamed ingest alone) to REPORT."""
-    store, corpus, report_path, batch = argv
-    from .. import cli
-    from ..services import resummarize
+    """``python -m eragraph.bench.scale --build-child STORE CORPUS REPORT BATCH SETTINGS``: the
+    build `eragraph ingest` runs (each document's text kept in the blob store as it passes, the
+    streamed ingest, then the drain), through the services with SETTINGS (JSON of
+    config.Settings); writes its report plus the peak RSS reached before the drain began (the
+    streamed ingest alone) to REPORT."""
+    store, corpus, report_path, batch, settings_json = argv
+    started = time.perf_counter()
+    from ..bootstrap import build_engine
+    from ..providers.extractors import ReadLimits
+    from ..services.ingest import ingest
+    from ..services.resummarize import drain, requeue_dirty
+    from ..services.sources import CsvMapping, iter_sources, keep_texts
 
-    marks: dict[str, float] = {}
-    real_drain = resummarize.drain
-
-    def drain(engine, *a, **kw):
-        marks["rss_before_drain_kb"] = peak_kb()
-        marks["ingest_phase_seconds"] = time.perf_counter() - marks["started"]
-        marks["engine"] = engine
-        return real_drain(engine, *a, **kw)
-
-    resummarize.drain = drain
-    buffer = io.StringIO()
-    marks["started"] = time.perf_counter()
-    with redirect_stdout(buffer):
-        code = cli.main(["ingest", corpus, "--store", store, "--json", "--quiet", "--batch-docs", batch])
-    out = {"exit_code": code, "cli": json.loads(buffer.getvalue() or "{}"),
-           "rss_before_drain_kb": marks.get("rss_before_drain_kb"),
-           "ingest_phase_seconds": marks.get("ingest_phase_seconds"),
-           "rss_peak_kb": peak_kb(),
-           "vector_index_resident_kb": index_resident_kb(marks.get("engine"))}
+    settings = Settings(**json.loads(settings_json))
+    engine = build_engine("local", Path(store), settings)
+    errors: list[dict[str, str]] = []
+    docs = iter_sources([corpus], errors, ReadLimits.from_settings(settings),
+                        csv_mapping=CsvMapping.from_settings(settings))
+    service_started = time.perf_counter()
+    requeue_dirty(engine)
+    report = ingest(engine, keep_texts(engine, docs), batch_docs=int(batch))
+    rss_before_drain, ingest_phase = peak_kb(), time.perf_counter() - started
+    report.merge(drain(engine))
+    report.seconds = time.perf_counter() - service_started
+    report.errors = errors + report.errors
+    out = {"exit_code": 1 if report.errors else 0, "cli": report.to_dict(), "rss_before_drain_kb": rss_before_drain,
+           "ingest_phase_seconds": ingest_phase, "rss_peak_kb": peak_kb(),
+           "vector_index_resident_kb": index_resident_kb(engine)}
     Path(report_path).write_text(json.dumps(out), encoding="utf-8")
-    return code
+    return out["exit_code"]
 
 
 def peak_kb() -> int:
@@ -373,11 +376,11 @@ def index_resident_kb(engine: Any) -> int | None:
     return before - resident_kb()
 
 
-def build_store(store: Path, corpus: Path, batch_docs: int, env: dict[str, str]) -> dict:
+def build_store(store: Path, corpus: Path, batch_docs: int, settings: Settings) -> dict:
     report = store.parent / f"{store.name}-build.json"
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "eragraph.bench.scale", "--build-child", str(store), str(corpus),
-                             str(report), str(batch_docs)], env=env)
+                             str(report), str(batch_docs), json.dumps(settings.to_dict())])
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - started
@@ -396,47 +399,31 @@ def build_store(store: Path, corpus: Path, batch_docs: int, env: dict[str, str])
             "summarize_calls": cli_out["summarize_calls"]}
 
 
-@contextmanager
-def environment(values: dict[str, str]):
-    old = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def model_env(args: Any) -> dict[str, str]:
+def model_settings(args: Any, **overrides: Any) -> Settings:
+    """The settings of every engine of the run: the environment's, then the model flags (the
+    hashing embedder by default; with it, the capitalized NER unless ERAGRAPH_NER names one)."""
+    base = settings_from_env()
     embedder = getattr(args, "embedder", None) or "hash"
-    env = {"ERAGRAPH_EMBEDDER": embedder}
-    if getattr(args, "summarizer", None):
-        env["ERAGRAPH_SUMMARIZER"] = args.summarizer
-    if embedder == "hash":
-        env["ERAGRAPH_NER"] = os.environ.get("ERAGRAPH_NER", "capitalized")
-    return env
+    ner = "capitalized" if embedder == "hash" and base.ner == "auto" else None
+    return base.with_overrides(embedder=embedder, summarizer=getattr(args, "summarizer", None), ner=ner,
+                               **overrides)
 
 
-def build_and_open(store: Path, corpus: Path, args: Any, env: dict[str, str]) -> tuple[Any, dict]:
-    """A fresh local store built from ``corpus`` by `eragraph ingest` in a child process
-    (build_store), then opened with the same model settings: (engine, build figures)."""
+def build_and_open(store: Path, corpus: Path, args: Any, settings: Settings) -> tuple[Any, dict]:
+    """A fresh local store built from ``corpus`` in a child process (build_store), then opened
+    with the same settings: (engine, build figures)."""
     from ..bootstrap import build_engine
-    from ..config import settings_from_env
 
     if store.exists():
         shutil.rmtree(store)
-    build = build_store(store, corpus, args.batch_docs, {**os.environ, **env})
-    with environment(env):
-        return build_engine("local", store, settings_from_env()), build
+    build = build_store(store, corpus, args.batch_docs, settings)
+    return build_engine("local", store, settings), build
 
 
-def local_size(n: int, work: Path, args: Any, env: dict[str, str]) -> dict:
+def local_size(n: int, work: Path, args: Any, settings: Settings) -> dict:
     corpus = write_corpus(work / f"corpus-{n}.jsonl", n, args.seed)
     store = work / f"store-{n}"
-    engine, build = build_and_open(store, corpus, args, env)
+    engine, build = build_and_open(store, corpus, args, settings)
     sizes = engine.graph.layer_sizes()
     vectors = engine.vectors.count()
     build["vector_index_mb"] = round(vectors * engine.embedder.dim * 4 / 2**20, 1)
@@ -588,7 +575,7 @@ def find_template(args: Any) -> Path:
 
 
 @contextmanager
-def moto_engine(name: str, args: Any, env: dict[str, str]) -> Iterator[tuple[Any, str, Any]]:
+def moto_engine(name: str, args: Any, settings: Settings) -> Iterator[tuple[Any, str, Any]]:
     """The AWS profile's storage under moto (lean: bench/moto_lean.py) for one run: the
     DynamoDB table of template.yaml, an S3 bucket and an SQS FIFO queue; vectors in memory
     (moto has no OpenSearch), an in-process queue until the caller swaps in the SQS one.
@@ -601,23 +588,21 @@ def moto_engine(name: str, args: Any, env: dict[str, str]) -> Iterator[tuple[Any
     from ..adapters.aws.s3 import S3BlobStore
     from ..adapters.memory import MemoryQueue, MemoryVectorIndex
     from ..bootstrap.providers import attach_query_side, make_embedder, make_generator, make_summarizer
-    from ..config import settings_from_env
     from ..providers.hashing import RegexTokenizer
     from ..services.engine import Engine, open_settings
     from .moto_lean import lean_moto
 
     region, table, bucket = "us-east-1", f"eragraph-{name}", "eragraph-bench-docs"
-    fake = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_SESSION_TOKEN": "testing",
-            "AWS_DEFAULT_REGION": region, "AWS_REGION": region}
     definition = table_definition(find_template(args))
-    with environment({**env, **fake}), mock_aws(), lean_moto():
+    # mock_aws sets fake credentials for the process; every client below names its region
+    with mock_aws(), lean_moto():
         boto3.client("s3", region_name=region).create_bucket(Bucket=bucket)
         sqs = boto3.client("sqs", region_name=region)
         url = sqs.create_queue(QueueName=f"eragraph-{name}.fifo",
                                Attributes={"FifoQueue": "true", "VisibilityTimeout": "60"})["QueueUrl"]
         boto3.client("dynamodb", region_name=region).create_table(TableName=table, **definition)
         graph = DynamoGraphStore(table, region=region)
-        settings = open_settings(graph, settings_from_env(embed_cache=False))
+        settings = open_settings(graph, settings.with_overrides(embed_cache=False))
         tokenizer = RegexTokenizer()
         engine = Engine(settings=settings, graph=graph, vectors=MemoryVectorIndex(), queue=MemoryQueue(),
                         embedder=make_embedder(settings, None), tokenizer=tokenizer,
@@ -628,12 +613,12 @@ def moto_engine(name: str, args: Any, env: dict[str, str]) -> Iterator[tuple[Any
         yield engine, url, sqs
 
 
-def aws_size(n: int, args: Any, env: dict[str, str]) -> dict:
+def aws_size(n: int, args: Any, settings: Settings) -> dict:
     from ..adapters.aws.sqs import SqsQueue
     from ..services.ingest import SourceDoc, ingest
     from ..services.resummarize import drain
 
-    with moto_engine(f"scale-{n}", args, env) as (engine, url, sqs):
+    with moto_engine(f"scale-{n}", args, settings) as (engine, url, sqs):
         started = time.perf_counter()
         rows = synthetic_rows(n, args.seed)
         ingest(engine, (SourceDoc(source=f"synthetic/{r['id']}", doc_id=r["id"], text=r["text"]) for r in rows),
@@ -663,18 +648,18 @@ def run(args: Any) -> dict:
     aws_sizes = [SMOKE_AWS_SIZE] if args.smoke else parse_sizes(args.aws_sizes or "")
     if args.smoke:
         args.queries = min(args.queries, 20)
-    env = model_env(args)
+    settings = model_settings(args)
     work_root = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="eragraph-bench-scale-"))
     work_root.mkdir(parents=True, exist_ok=True)
     result: dict[str, Any] = {
-        "embedder": env["ERAGRAPH_EMBEDDER"], "ner": env.get("ERAGRAPH_NER"),
+        "embedder": settings.embedder, "ner": settings.ner if settings.embedder == "hash" else None,
         "note": ("synthetic one-chunk documents of random words; hashing embedder (no model), so times "
-                 "measure the engine, not embedding" if env["ERAGRAPH_EMBEDDER"] == "hash" else
-                 f"synthetic one-chunk documents of random words; embedder {env['ERAGRAPH_EMBEDDER']}"),
+                 "measure the engine, not embedding" if settings.embedder == "hash" else
+                 f"synthetic one-chunk documents of random words; embedder {settings.embedder}"),
         "repeats": args.repeats, "queries_per_mode": args.queries, "batch_docs": args.batch_docs,
         "seed": args.seed, "smoke": bool(args.smoke),
         "measures": {
-            "build": "`eragraph ingest CORPUS.jsonl` (ingest + drain) in a child process: process wall time, "
+            "build": "what `eragraph ingest CORPUS.jsonl` runs (ingest + drain, through the services) in a child process: process wall time, "
                      "the service seconds it reports (ingest + drain), its peak RSS (the child's own VmHWM; "
                      "ru_maxrss from os.wait4 would also count the parent's size at the fork), the peak before "
                      "the drain began and the seconds from the process start to the drain (imports and store "
@@ -691,11 +676,11 @@ def run(args: Any) -> dict:
     try:
         with progress(len(sizes) + len(aws_sizes), "sizes", not args.no_progress) as bar:
             for n in sizes:
-                result["local"].append(local_size(n, work_root, args, env))
+                result["local"].append(local_size(n, work_root, args, settings))
                 bar.update(1)
             for n in aws_sizes:
                 try:
-                    result["aws"].append(aws_size(n, args, env))
+                    result["aws"].append(aws_size(n, args, settings))
                 except ImportError as exc:
                     result["aws_skipped"] = f"moto/boto3 not installed: {exc}"
                     break

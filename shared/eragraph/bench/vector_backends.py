@@ -17,11 +17,12 @@ re-scores refine x k candidates on the raw vectors. ``params()`` records what wa
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ..config import library_env, set_library_env
 
 BATCH = 10_000
 
@@ -361,7 +362,7 @@ class LanceDB:
     def __init__(self, dim: int, threads: int, folder: Path, ef: int | None = None,
                  refine: int | None = None) -> None:
         # lance's own pool: capped at the cores the other libraries get (read once, at first use)
-        os.environ.setdefault("LANCE_CPU_THREADS", str(max(threads, 1)))
+        set_library_env("LANCE_CPU_THREADS", str(max(threads, 1)), keep_existing=True)
         import lancedb
         import pyarrow as pa
 
@@ -382,7 +383,7 @@ class LanceDB:
         out["nprobes"] = self.nprobes
         out["refine_factor"] = self.refine
         out["scalar_indexes"] = {"id": "BTREE", "layer": "BITMAP"}
-        out["lance_cpu_threads"] = os.environ.get("LANCE_CPU_THREADS")
+        out["lance_cpu_threads"] = library_env("LANCE_CPU_THREADS")
         return out
 
     def _batch(self, ids: np.ndarray, vecs: np.ndarray, layers: np.ndarray) -> Any:

@@ -34,13 +34,15 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from ..config import Settings, settings_from_env
-from ..services.engine import Engine, open_settings
+from ..services.engine import Engine
 from .preflight import USES, preflight
-from .providers import attach_query_side, make_embedder, make_generator, make_summarizer, make_tokenizer
+from .profile import Profile, compose
+from .providers import make_tokenizer
 
 
 def powertools() -> tuple[Any, Any, Any]:
@@ -68,63 +70,88 @@ def _require(env: Mapping[str, str], *names: str) -> None:
         raise MissingConfigError(f"the aws profile needs {', '.join(missing)} in the environment")
 
 
+class AwsProfile(Profile):
+    """S3, DynamoDB (one table: graph, entity graph, tenant registry), SQS FIFO and OpenSearch
+    (the node index and the entity index), every client built here from ``env``."""
+
+    name = "aws"
+
+    def __init__(self, env: Mapping[str, str], opensearch_client: Any = None, refresh: bool | str = False) -> None:
+        import boto3
+
+        _require(env, "ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QUEUE_URL")
+        self.env = env
+        self.region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
+        self.endpoint = env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None
+        session = boto3.session.Session(region_name=self.region)
+        self.s3 = session.client("s3", endpoint_url=self.endpoint)
+        self.sqs = session.client("sqs", endpoint_url=self.endpoint)
+        self.opensearch_client = opensearch_client
+        self.refresh = refresh
+        self.replicas = int(env["ERAGRAPH_OPENSEARCH_REPLICAS"]) if env.get("ERAGRAPH_OPENSEARCH_REPLICAS") else None
+
+    def graph(self, tenant):
+        from ..adapters.aws.dynamodb import DynamoGraphStore
+
+        return DynamoGraphStore(self.env["ERAGRAPH_TABLE"], region=self.region, host=self.endpoint, tenant=tenant)
+
+    def settled(self, graph, settings):
+        from ..adapters.aws.dynamodb import DynamoGraphStore
+
+        return DynamoGraphStore(self.env["ERAGRAPH_TABLE"], models=graph.models, code_bits=settings.n_planes)
+
+    def tokenizer(self, settings):
+        if settings.embedder == "minilm":
+            return make_tokenizer(settings)
+        from ..providers.hashing import RegexTokenizer
+
+        return RegexTokenizer()
+
+    def _index(self, name: str, default: str, dim: int, tenant: str):
+        from ..adapters.aws.opensearch import OpenSearchVectorIndex, make_client
+
+        if self.opensearch_client is None:
+            _require(self.env, "ERAGRAPH_OPENSEARCH_ENDPOINT")
+            self.opensearch_client = make_client(self.env["ERAGRAPH_OPENSEARCH_ENDPOINT"], self.region,
+                                                 self.env.get("ERAGRAPH_OPENSEARCH_SERVICE") or "es")
+        return OpenSearchVectorIndex(self.opensearch_client, self.env.get(name) or default, dim,
+                                     refresh=self.refresh, replicas=self.replicas, tenant=tenant)
+
+    def vectors(self, dim, tenant):
+        return self._index("ERAGRAPH_OPENSEARCH_INDEX", DEFAULT_INDEX, dim, tenant)
+
+    def queue(self, tenant):
+        from ..adapters.aws.sqs import SqsQueue
+
+        return SqsQueue(self.env["ERAGRAPH_SUMMARIZE_QUEUE_URL"], client=self.sqs, tenant=tenant)
+
+    def blobs(self, tenant):
+        from ..adapters.aws.s3 import S3BlobStore
+
+        return S3BlobStore(self.env["ERAGRAPH_BUCKET"], client=self.s3)
+
+    def lexical(self, graph, vectors):
+        from ..adapters.aws.opensearch import OpenSearchLexicalIndex
+
+        return OpenSearchLexicalIndex(vectors)
+
+    def entity_store(self, graph, tenant):
+        from ..adapters.aws.entity_dynamodb import DynamoEntityStore
+
+        return DynamoEntityStore(self.env["ERAGRAPH_TABLE"], models=graph.models)
+
+    def entity_vectors(self, dim, tenant):
+        return self._index("ERAGRAPH_OPENSEARCH_ENTITY_INDEX", DEFAULT_ENTITY_INDEX, dim, tenant)
+
+
 def build_aws_engine(settings: Settings | None = None, *, environ: Mapping[str, str] | None = None,
                      opensearch_client: Any = None, refresh: bool | str = False, tenant: str = "") -> Engine:
     """``opensearch_client`` replaces the SigV4 client (tests use a recording fake); ``tenant``:
     the namespace every adapter is bound to (DynamoDB key prefix, OpenSearch scope, queue
     groups; domain.tenants)."""
-    import boto3
-
-    from ..adapters.aws.dynamodb import DynamoGraphStore
-    from ..adapters.aws.entity_dynamodb import DynamoEntityStore
-    from ..adapters.aws.opensearch import OpenSearchLexicalIndex, OpenSearchVectorIndex, make_client
-    from ..adapters.aws.s3 import S3BlobStore
-    from ..adapters.aws.sqs import SqsQueue
-
     env = os.environ if environ is None else environ
     settings = settings or settings_from_env(dict(env))
-    _require(env, "ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QUEUE_URL")
-    region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
-    endpoint = env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None
-    session = boto3.session.Session(region_name=region)
-    s3 = session.client("s3", endpoint_url=endpoint)
-    sqs = session.client("sqs", endpoint_url=endpoint)
-
-    graph = DynamoGraphStore(env["ERAGRAPH_TABLE"], region=region, host=endpoint, tenant=tenant)
-    settings = open_settings(graph, settings)
-    graph = DynamoGraphStore(env["ERAGRAPH_TABLE"], models=graph.models, code_bits=settings.n_planes)
-    if settings.embedder == "minilm":
-        tokenizer = make_tokenizer(settings)
-    else:
-        from ..providers.hashing import RegexTokenizer
-
-        tokenizer = RegexTokenizer()
-    embedder = make_embedder(settings, None, graph)
-    if opensearch_client is None:
-        _require(env, "ERAGRAPH_OPENSEARCH_ENDPOINT")
-        opensearch_client = make_client(env["ERAGRAPH_OPENSEARCH_ENDPOINT"], region,
-                                        env.get("ERAGRAPH_OPENSEARCH_SERVICE") or "es")
-    replicas = int(env["ERAGRAPH_OPENSEARCH_REPLICAS"]) if env.get("ERAGRAPH_OPENSEARCH_REPLICAS") else None
-    vectors = OpenSearchVectorIndex(opensearch_client, env.get("ERAGRAPH_OPENSEARCH_INDEX") or DEFAULT_INDEX,
-                                    embedder.dim, refresh=refresh, replicas=replicas, tenant=tenant)
-    engine = Engine(
-        settings=settings,
-        graph=graph,
-        vectors=vectors,
-        queue=SqsQueue(env["ERAGRAPH_SUMMARIZE_QUEUE_URL"], client=sqs, tenant=tenant),
-        embedder=embedder,
-        tokenizer=tokenizer,
-        summarizer=make_summarizer(settings, tokenizer),
-        blobs=S3BlobStore(env["ERAGRAPH_BUCKET"], client=s3),
-        generator=make_generator(settings),
-        lexical=OpenSearchLexicalIndex(vectors),
-        tenant=tenant,
-    )
-    entity_vectors = OpenSearchVectorIndex(
-        opensearch_client, env.get("ERAGRAPH_OPENSEARCH_ENTITY_INDEX") or DEFAULT_ENTITY_INDEX, embedder.dim,
-        refresh=refresh, replicas=replicas, tenant=tenant)
-    return attach_query_side(engine, settings, DynamoEntityStore(env["ERAGRAPH_TABLE"], models=graph.models),
-                             entity_vectors)
+    return compose(AwsProfile(env, opensearch_client, refresh), settings, tenant)
 
 
 class LazyEngine:
@@ -159,8 +186,15 @@ class LazyEngine:
                 if self._tenancy is None:
                     from .tenancy import Tenancy
 
-                    self._tenancy = Tenancy(self.profile, uses=self.uses, build=self._builder)
+                    self._tenancy = Tenancy(self.profile, uses=self.uses, build=self._builder or self._build)
         return self._tenancy
+
+    def _build(self, tenant: str) -> Engine:
+        """A tenant's engine from the environment the SAM template sets (bootstrap.build_engine's
+        aws branch: the settings, their providers checked, the adapters)."""
+        settings = settings_from_env()
+        preflight(settings, self.profile, self.uses)
+        return build_aws_engine(settings, tenant=tenant)
 
     def get(self, tenant: str = "", register: bool = True) -> Engine:
         """The engine of ``tenant`` ("" the default); ``register``: a write path records a new
@@ -178,7 +212,26 @@ class LazyEngine:
         """``build(tenant) -> Engine`` for every tenant's engine (the default one too, unless set)."""
         self._builder = build
         if self._tenancy is not None:
-            self._tenancy._build = build
+            self._tenancy._build = build or self._build
 
 
 LAMBDA_ENGINE = LazyEngine("aws")
+
+
+@contextmanager
+def function_environment(settings: Settings, extra: Mapping[str, str] | None = None) -> Iterator[None]:
+    """The process environment a Lambda function reads at its import (the handler's cold start,
+    powertools), set while the block runs and restored after: ``settings``' provider choices
+    (ERAGRAPH_EMBEDDER, _SUMMARIZER, _NER; the benchmarks run a handler in-process) and ``extra``."""
+    values = {"ERAGRAPH_EMBEDDER": settings.embedder, "ERAGRAPH_SUMMARIZER": settings.summarizer,
+              "ERAGRAPH_NER": settings.ner, **(extra or {})}
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Settings
-from ..services.engine import Engine, open_settings
-from .providers import attach_query_side, make_embedder, make_generator, make_summarizer, make_tokenizer
+from ..services.engine import Engine
+from .profile import Profile, compose
 
 
 def tenant_store(store: Path, tenant: str) -> Path:
@@ -23,32 +23,57 @@ def tenant_store(store: Path, tenant: str) -> Path:
     return store / "tenants" / tenant if tenant else store
 
 
-def build_local_engine(store: Path, settings: Settings, tenant: str = "") -> Engine:
-    from ..adapters.local.blob_fs import FsBlobStore
-    from ..adapters.local.entity_sqlite import SqliteEntityStore
-    from ..adapters.local.graph_sqlite import SqliteGraphStore
-    from ..adapters.local.lexical_fts5 import Fts5LexicalIndex
-    from ..adapters.local.queue_local import LocalQueue
-    from ..adapters.local.vector_faiss import FaissVectorIndex
+class LocalProfile(Profile):
+    """One store directory (per tenant) holds everything."""
 
-    store = tenant_store(store, tenant)
-    store.mkdir(parents=True, exist_ok=True)
-    graph = SqliteGraphStore(store / "graph.sqlite", tenant=tenant)
-    settings = open_settings(graph, settings)
-    tokenizer = make_tokenizer(settings)
-    embedder = make_embedder(settings, store / "embeddings.sqlite", graph)
-    engine = Engine(
-        settings=settings,
-        graph=graph,
-        vectors=FaissVectorIndex(store / "vectors", embedder.dim),
-        queue=LocalQueue(),
-        embedder=embedder,
-        tokenizer=tokenizer,
-        summarizer=make_summarizer(settings, tokenizer),
-        blobs=FsBlobStore(store / "blobs"),
-        generator=make_generator(settings),
-        lexical=Fts5LexicalIndex(graph),
-        tenant=tenant,
-    )
-    return attach_query_side(engine, settings, SqliteEntityStore(store / "entities.sqlite"),
-                             FaissVectorIndex(store / "entity_vectors", embedder.dim))
+    name = "local"
+
+    def __init__(self, store: Path) -> None:
+        self.store = Path(store)
+
+    def root(self, tenant: str) -> Path:
+        return tenant_store(self.store, tenant)
+
+    def graph(self, tenant):
+        from ..adapters.local.graph_sqlite import SqliteGraphStore
+
+        root = self.root(tenant)
+        root.mkdir(parents=True, exist_ok=True)
+        return SqliteGraphStore(root / "graph.sqlite", tenant=tenant)
+
+    def embed_cache(self, tenant):
+        return self.root(tenant) / "embeddings.sqlite"
+
+    def vectors(self, dim, tenant):
+        from ..adapters.local.vector_faiss import FaissVectorIndex
+
+        return FaissVectorIndex(self.root(tenant) / "vectors", dim)
+
+    def queue(self, tenant):
+        from ..adapters.local.queue_local import LocalQueue
+
+        return LocalQueue()
+
+    def blobs(self, tenant):
+        from ..adapters.local.blob_fs import FsBlobStore
+
+        return FsBlobStore(self.root(tenant) / "blobs")
+
+    def lexical(self, graph, vectors):
+        from ..adapters.local.lexical_fts5 import Fts5LexicalIndex
+
+        return Fts5LexicalIndex(graph)
+
+    def entity_store(self, graph, tenant):
+        from ..adapters.local.entity_sqlite import SqliteEntityStore
+
+        return SqliteEntityStore(self.root(tenant) / "entities.sqlite")
+
+    def entity_vectors(self, dim, tenant):
+        from ..adapters.local.vector_faiss import FaissVectorIndex
+
+        return FaissVectorIndex(self.root(tenant) / "entity_vectors", dim)
+
+
+def build_local_engine(store: Path, settings: Settings, tenant: str = "") -> Engine:
+    return compose(LocalProfile(store), settings, tenant)

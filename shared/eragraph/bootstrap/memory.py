@@ -4,20 +4,50 @@ for a tenant that is not registered: bootstrap.tenancy)."""
 from __future__ import annotations
 
 from ..config import Settings
-from ..services.engine import Engine, open_settings
-from .providers import attach_query_side, make_embedder, make_generator, make_summarizer, make_tokenizer
+from ..services.engine import Engine
+from .profile import Profile, compose
+
+
+class MemoryProfile(Profile):
+    """Every port in memory."""
+
+    name = "memory"
+
+    def graph(self, tenant):
+        from ..adapters.memory import MemoryGraphStore
+
+        return MemoryGraphStore(tenant)
+
+    def vectors(self, dim, tenant):
+        from ..adapters.memory import MemoryVectorIndex
+
+        return MemoryVectorIndex()
+
+    def queue(self, tenant):
+        from ..adapters.memory import MemoryQueue
+
+        return MemoryQueue()
+
+    def blobs(self, tenant):
+        from ..adapters.memory import MemoryBlobStore
+
+        return MemoryBlobStore()
+
+    def lexical(self, graph, vectors):
+        from ..adapters.memory import MemoryLexicalIndex
+
+        return MemoryLexicalIndex(graph)
+
+    def entity_store(self, graph, tenant):
+        from ..adapters.memory_entity import MemoryEntityStore
+
+        return MemoryEntityStore()
+
+    def entity_vectors(self, dim, tenant):
+        from ..adapters.memory import MemoryVectorIndex
+
+        return MemoryVectorIndex()
 
 
 def build_memory_engine(settings: Settings, tenant: str = "") -> Engine:
-    from ..adapters.memory import MemoryBlobStore, MemoryGraphStore, MemoryLexicalIndex, MemoryQueue, MemoryVectorIndex
-    from ..adapters.memory_entity import MemoryEntityStore
-
-    graph = MemoryGraphStore(tenant)
-    settings = open_settings(graph, settings)
-    tokenizer = make_tokenizer(settings)
-    embedder = make_embedder(settings, None, graph)
-    engine = Engine(settings=settings, graph=graph, vectors=MemoryVectorIndex(), queue=MemoryQueue(),
-                    embedder=embedder, tokenizer=tokenizer,
-                    summarizer=make_summarizer(settings, tokenizer), blobs=MemoryBlobStore(),
-                    generator=make_generator(settings), lexical=MemoryLexicalIndex(graph), tenant=tenant)
-    return attach_query_side(engine, settings, MemoryEntityStore(), MemoryVectorIndex())
+    return compose(MemoryProfile(), settings, tenant)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..config import Settings
+from ..config import ProcessSettings, Settings
 from ..ports import Embedder, Generator, GraphStore, Summarizer, Tokenizer
 from ..services.engine import Engine
 
@@ -80,7 +80,8 @@ def make_summarizer(settings: Settings, tokenizer: Tokenizer) -> Summarizer:
     if settings.summarizer == "openai":
         from ..providers.openai_compat import OpenAICompatSummarizer
 
-        return OpenAICompatSummarizer(settings.openai_base_url, settings.openai_model, tokenizer=tokenizer)
+        return OpenAICompatSummarizer(settings.openai_base_url, settings.openai_model,
+                                      ProcessSettings.from_env().openai_api_key, tokenizer=tokenizer)
     raise ValueError(f"unknown summarizer {settings.summarizer!r} (extractive, bedrock, openai)")
 
 
@@ -94,7 +95,8 @@ def make_generator(settings: Settings) -> Generator | None:
     if settings.generator == "openai":
         from ..providers.openai_compat import OpenAICompatGenerator
 
-        return OpenAICompatGenerator(settings.openai_base_url, settings.openai_model)
+        return OpenAICompatGenerator(settings.openai_base_url, settings.openai_model,
+                                     ProcessSettings.from_env().openai_api_key)
     raise ValueError(f"unknown generator {settings.generator!r} (none, bedrock, openai)")
 
 

@@ -20,21 +20,17 @@ after: graph items (or store files), vectors, entity vectors, and on AWS its obj
 
 from __future__ import annotations
 
-import json
 import shutil
 import threading
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..config import Settings
+from ..config import Settings, settings_from_env
 from ..domain.tenants import DEFAULT, KEY_PREFIX, check_tenant
+from ..ports import Namespaced, TenantRegistry
 from ..services.engine import Engine
-from .preflight import USES
-
-REGISTRY_PK = "TENANTS"
-
+from .preflight import USES, preflight
 
 class UnknownTenant(LookupError):
     pass
@@ -58,9 +54,19 @@ class Tenancy:
     def _make(self, tenant: str) -> Engine:
         if self._build is not None:
             return self._build(tenant)
-        from . import build_engine
+        # the local and memory profiles' own builders (the aws profile's engines come from
+        # bootstrap.aws, whose LazyEngine passes ``build``: tenancy never imports it back)
+        settings = self.settings or settings_from_env()
+        preflight(settings, self.profile, self.uses)
+        if self.profile == "local":
+            from .local import build_local_engine
 
-        return build_engine(self.profile, self.store, self.settings, self.uses, tenant=tenant)
+            return build_local_engine(self.store or Path("."), settings, tenant)
+        if self.profile == "memory":
+            from .memory import build_memory_engine
+
+            return build_memory_engine(settings, tenant)
+        raise ValueError(f"Tenancy({self.profile!r}) needs build= (bootstrap.aws.LazyEngine passes its own)")
 
     def engine(self, tenant: str = DEFAULT, register: bool = True) -> Engine:
         """``register``: record a new tenant (a write path); a read path passes False, and an
@@ -105,21 +111,18 @@ class Tenancy:
         return tenant in self._engines
 
     # ----- the registry -----
-    def _registry_graph(self) -> Any:
-        return self.engine(DEFAULT).graph
+    def _registry(self) -> TenantRegistry:
+        """The aws profile's registry port, over the default namespace's table."""
+        from ..adapters.aws.tenant_registry import DynamoTenantRegistry
+
+        return DynamoTenantRegistry(self.engine(DEFAULT).graph.Item)
 
     def _register(self, tenant: str) -> None:
         if self.profile == "aws" and not self._registered(tenant):  # one read per tenant and process
-            item = self._registry_graph().Item
-            item(PK=REGISTRY_PK, SK=f"T#{tenant}", value=json.dumps({"created": time.time()})).save()
+            self._registry().register_tenant(tenant)
 
     def _registered(self, tenant: str) -> bool:
-        item = self._registry_graph().Item
-        try:
-            item.get(REGISTRY_PK, f"T#{tenant}", consistent_read=True)
-            return True
-        except item.DoesNotExist:
-            return False
+        return self._registry().has_tenant(tenant)
 
     def tenants(self) -> list[str]:
         """The tenants of this deployment, sorted (the default tenant is not listed)."""
@@ -127,8 +130,7 @@ class Tenancy:
             root = (self.store or Path(".")) / "tenants"
             return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
         if self.profile == "aws":
-            item = self._registry_graph().Item
-            return sorted(i.SK[2:] for i in item.query(REGISTRY_PK, consistent_read=True))
+            return self._registry().tenants()
         return sorted(t for t in self._engines if t)
 
     # ----- deletion -----
@@ -171,12 +173,11 @@ class Tenancy:
             for key in engine.blobs.list(f"{KEY_PREFIX}{tenant}/"):
                 engine.blobs.delete(key)
                 objects += 1
-        engine.vectors.drop_namespace()
-        if entity_vectors is not None:
-            entity_vectors.drop_namespace()
-        engine.graph.drop_namespace()
-        item = self._registry_graph().Item
-        item(PK=REGISTRY_PK, SK=f"T#{tenant}").delete()
+        namespaces: list[Namespaced] = [engine.vectors, *([entity_vectors] if entity_vectors is not None else []),
+                                        engine.graph]
+        for store in namespaces:
+            store.drop_namespace()
+        self._registry().forget_tenant(tenant)
         self._engines.pop(tenant, None)
         after = {"items": engine.graph.namespace_size(), "vectors": engine.vectors.count(),
                  "entity_vectors": entity_vectors.count() if entity_vectors is not None else 0}

@@ -240,14 +240,6 @@ def push_ppr_rounds(seeds: Mapping[Hashable, float], neighbours_many: Neighbours
                       int((degree[:n] >= 0).sum()), complete)
 
 
-def push_ppr(seeds: Mapping[Hashable, float], neighbours_many: NeighboursMany, damping: float = 0.85,
-             epsilon: float = 1e-4, hub_cap: int = 0, max_rounds: int = 1000,
-             degree_bounds: Callable[[list], Mapping[Hashable, float]] | None = None) -> dict[Hashable, float]:
-    """The estimate of ``push_ppr_rounds`` (see there for the contract and the error bound)."""
-    return push_ppr_rounds(seeds, neighbours_many, damping, epsilon, hub_cap, max_rounds,
-                           degree_bounds=degree_bounds).estimate
-
-
 def batched(neighbours: Neighbours) -> NeighboursMany:
     """Adapt a one-node neighbourhood function to the batched contract (for tests and small
     in-memory graphs)."""
@@ -518,6 +510,3 @@ def coverage_occurrence_rank(chunk_entities: Mapping[Hashable, Mapping[Hashable,
     rows.sort(key=lambda r: (-r[1], -r[2], str(r[0])))
     return rows
 
-
-def top_items(scores: Mapping[Hashable, float], k: int) -> list[tuple[Hashable, float]]:
-    return heapq.nsmallest(k, scores.items(), key=lambda kv: (-kv[1], str(kv[0])))

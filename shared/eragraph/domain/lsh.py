@@ -62,10 +62,6 @@ def hash_vectors(config: LshConfig, vectors: np.ndarray) -> list[int]:
     return [int(x) for x in bits.astype(np.int64) @ weights]
 
 
-def hamming(a: int, b: int) -> int:
-    return (a ^ b).bit_count()
-
-
 def majority_code(child_codes: list[int], own_code: int, n_planes: int) -> int:
     """Code of a summary node: bit j is the majority of its children's bit j; a tie takes the
     bit of the summary's own embedding. A summary stands for its children, and the majority

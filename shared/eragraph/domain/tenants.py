@@ -22,7 +22,8 @@ DEFAULT = ""
 KEY_PREFIX = "tenants/"  # S3 keys (and local paths) tenants/<id>/...
 ATTRIBUTE = "tenant"  # the metadata key that names a document's tenant
 MAX_LENGTH = 63
-_ID = re.compile(r"[a-z0-9][a-z0-9_-]*")
+ID_PATTERN = r"[a-z0-9][a-z0-9_-]*"  # the rule of check_tenant, for pydantic fields (api, reindex event)
+_ID = re.compile(ID_PATTERN)
 
 
 class TenantError(BadInputError):

@@ -21,6 +21,8 @@ from typing import Any
 
 import numpy as np
 
+from ..config import set_library_env
+
 MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 DIM = 384
 
@@ -61,9 +63,9 @@ def weights_digest(model_path: str | Path) -> str:
 
 
 def _go_offline() -> None:
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    set_library_env("HF_HUB_OFFLINE", "1")
+    set_library_env("TRANSFORMERS_OFFLINE", "1")
+    set_library_env("TOKENIZERS_PARALLELISM", "false", keep_existing=True)
 
 
 _MODELS: dict[tuple[str, str], Any] = {}

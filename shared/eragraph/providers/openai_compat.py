@@ -9,7 +9,6 @@ else, or running out of attempts, raises ModelCallError."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import time
 import urllib.error
@@ -45,7 +44,7 @@ class ChatClient:
             raise ValueError("an OpenAI-compatible model name is needed")
         self.url = base_url.rstrip("/") + "/chat/completions"
         self.model = model
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY") or None
+        self.api_key = api_key or None  # bootstrap passes OPENAI_API_KEY (config.ProcessSettings)
         self.timeout = timeout
         self.backoff = Backoff(max_attempts, base_delay, max_delay, sleep)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..domain.fusion import rrf
 from ..domain.ranking import Candidate, fill_budget
-from .modes import QueryContext
+from .query_context import QueryContext
 from .summary_search import OVERFETCH, search
 
 

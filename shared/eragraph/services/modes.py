@@ -1,44 +1,32 @@
-"""The registry of retrieval modes: one typed, explicit table that query, the CLI, the API
-schema and the benchmarks read. A mode declares what the store must have (an entity graph, a
-lexical index); ``available_modes`` lists the ones a given engine can run.
+"""The registry of retrieval modes: one typed table of functions (not names) that query, the
+CLI, the API schema and the benchmarks read. Each entry holds the mode's callable and what it
+needs and does: an entity graph, a lexical index, the question's embedding, spaCy (the
+question's entities, its parse for the router), how it answers under a metadata filter, and
+whether it reads summaries. ``available_modes`` lists the ones a given engine can run.
 
-Import direction (no cycles): modes -> summary_search, lexical_search, graph_query, routing;
-graph_query -> summary_search, entity_ids; entity_index -> entity_ids."""
+A new mode is one module holding ``def run(ctx: QueryContext) -> list[Candidate]`` plus one
+line in ``_TABLE``. Import direction (no cycles): modes -> summary_search, lexical_search,
+graph_query, routing -> query_context -> engine."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
-
-from ..domain.filters import Filter
 from ..domain.ranking import Candidate
+from . import graph_query, lexical_search, routing, summary_search
 from .engine import Engine
+from .query_context import QueryContext, has_entity_graph
 
+__all__ = ["MODES", "QueryContext", "RetrievalMode", "available_modes", "families", "has_entity_graph",
+           "mode_names", "modes_of"]
 
-@dataclass
-class QueryContext:
-    """One query as the modes see it; modes record the route they took, s(q) and notes.
-    ``vector`` (the question's embedding) is made on first use: a mode that never reads it
-    (bm25) never loads the embedder."""
-    engine: Engine
-    text: str
-    k: int
-    budget: int | None
-    p: float
-    route: str = ""
-    router_score: float | None = None
-    router_ms: float | None = None   # features + score, when the router ran
-    notes: list[str] = field(default_factory=list)
-    given_vector: np.ndarray | None = field(default=None, repr=False)
-    where: Filter | None = None       # the metadata filter: every list is drawn from allowed leaves
+ModeFn = Callable[[QueryContext], list[Candidate]]
 
-    @property
-    def vector(self) -> np.ndarray:
-        if self.given_vector is None:
-            self.given_vector = self.engine.embedder.embed([self.text])[0]
-        return self.given_vector
+# How a mode answers under a metadata filter: the index applies it (lexical), or the mode keeps
+# the leaves inside it and leaves summaries out (the response says so: summary_search.FILTER_NOTE).
+NATIVE = "native"
+LEAVES_ONLY = "leaves only"
 
 
 @dataclass(frozen=True)
@@ -46,63 +34,57 @@ class RetrievalMode:
     name: str
     family: str                      # summary | lexical | hybrid | graph | fusion | router
     description: str
-    run: Callable[[QueryContext], list[Candidate]]
+    run: ModeFn
     needs_entity_graph: bool = False
     needs_lexical: bool = False
+    needs_embedding: bool = True     # the question's embedding (the embedder is loaded)
+    spacy: frozenset[str] = frozenset()  # "entities" (the question's, for the entity graph), "parse" (router)
+    under_filter: str = LEAVES_ONLY  # NATIVE | LEAVES_ONLY
+    reads_summaries: bool = False    # draws on summary nodes (layers > 0) when unfiltered
+    variant_of: str | None = None    # a parameter variant of another mode (benchmarks compare the base)
+
+    @property
+    def needs_spacy(self) -> bool:
+        return bool(self.spacy)
 
 
-def _summary(name: str) -> Callable[[QueryContext], list[Candidate]]:
+def _summary(name: str) -> ModeFn:
     def run(ctx: QueryContext) -> list[Candidate]:
-        from .summary_search import search
-
-        return search(ctx.engine, name, ctx.vector, ctx.k, ctx.budget, ctx.p, ctx.where)
+        return summary_search.search(ctx.engine, name, ctx.vector, ctx.k, ctx.budget, ctx.p, ctx.where)
     return run
 
 
-def _graph(name: str) -> Callable[[QueryContext], list[Candidate]]:
+def _graph(fn: Callable[..., list[Candidate]]) -> ModeFn:
     def run(ctx: QueryContext) -> list[Candidate]:
-        from . import graph_query
-
-        return getattr(graph_query, name)(ctx.engine, ctx.text, ctx.vector, ctx.k, ctx.budget, ctx.where)
+        return fn(ctx.engine, ctx.text, ctx.vector, ctx.k, ctx.budget, ctx.where)
     return run
 
 
-def _lexical(name: str) -> Callable[[QueryContext], list[Candidate]]:
-    def run(ctx: QueryContext) -> list[Candidate]:
-        from . import lexical_search
-
-        return getattr(lexical_search, name)(ctx)
-    return run
-
-
-def _routing(name: str) -> Callable[[QueryContext], list[Candidate]]:
-    def run(ctx: QueryContext) -> list[Candidate]:
-        from . import routing
-
-        return getattr(routing, name)(ctx)
-    return run
-
+_ENTITIES = frozenset({"entities"})
+_PARSE = frozenset({"parse"})
 
 _TABLE = (
     RetrievalMode("collapsed", "summary", "one top-k over every layer under the token budget (EraRAG Alg. 2)",
-                  _summary("collapsed")),
-    RetrievalMode("detailed", "summary", "top-pk leaves, the rest from summaries (EraRAG §III-D)", _summary("detailed")),
+                  _summary("collapsed"), reads_summaries=True),
+    RetrievalMode("detailed", "summary", "top-pk leaves, the rest from summaries (EraRAG §III-D)", _summary("detailed"),
+                  reads_summaries=True, variant_of="collapsed"),
     RetrievalMode("summarized", "summary", "top-pk summaries, the rest from leaves (EraRAG §III-D)",
-                  _summary("summarized")),
+                  _summary("summarized"), reads_summaries=True, variant_of="collapsed"),
     RetrievalMode("dense", "summary", "leaf chunks by embedding similarity", _summary("dense")),
-    RetrievalMode("bm25", "lexical", "leaf chunks by BM25 over the lexical index", _lexical("bm25"),
-                  needs_lexical=True),
+    RetrievalMode("bm25", "lexical", "leaf chunks by BM25 over the lexical index", lexical_search.bm25,
+                  needs_lexical=True, needs_embedding=False, under_filter=NATIVE),
     RetrievalMode("hybrid", "hybrid", "BM25 and dense leaf lists fused by reciprocal rank fusion",
-                  _lexical("hybrid"), needs_lexical=True),
-    RetrievalMode("tri_graph", "graph", "LinearRAG tri-graph activation + PPR", _graph("tri_graph"),
-                  needs_entity_graph=True),
-    RetrievalMode("concept_ppr", "graph", "TERAG concept PPR", _graph("concept_ppr"), needs_entity_graph=True),
-    RetrievalMode("local_global", "graph", "E2GraphRAG local/global retrieval", _graph("local_global"),
-                  needs_entity_graph=True),
+                  lexical_search.hybrid, needs_lexical=True, under_filter=NATIVE),
+    RetrievalMode("tri_graph", "graph", "LinearRAG tri-graph activation + PPR", _graph(graph_query.tri_graph),
+                  needs_entity_graph=True, spacy=_ENTITIES),
+    RetrievalMode("concept_ppr", "graph", "TERAG concept PPR", _graph(graph_query.concept_ppr),
+                  needs_entity_graph=True, spacy=_ENTITIES),
+    RetrievalMode("local_global", "graph", "E2GraphRAG local/global retrieval", _graph(graph_query.local_global),
+                  needs_entity_graph=True, spacy=_ENTITIES, reads_summaries=True),
     RetrievalMode("fusion", "fusion", "EA-GraphRAG eq. 8: RRF of the dense-side and tri_graph lists weighted "
-                  "1 - s(q) and s(q)", _routing("fusion")),
+                  "1 - s(q) and s(q)", routing.fusion, spacy=_ENTITIES | _PARSE),
     RetrievalMode("auto", "router", "EA-GraphRAG complexity router: s(q) picks the dense side, fusion or the graph",
-                  _routing("auto")),
+                  routing.auto, spacy=_PARSE),
 )
 
 MODES: dict[str, RetrievalMode] = {m.name: m for m in _TABLE}
@@ -113,8 +95,15 @@ def mode_names() -> list[str]:
     return list(MODES)
 
 
-def has_entity_graph(engine: Engine) -> bool:
-    return engine.entities is not None
+def families() -> list[str]:
+    """The families of the registered modes, in registry order."""
+    return list(dict.fromkeys(m.family for m in _TABLE))
+
+
+def modes_of(*families_: str, variants: bool = True) -> list[str]:
+    """The modes of the given families (every family when none is given), in registry order;
+    ``variants=False`` leaves out the parameter variants of another mode."""
+    return [m.name for m in _TABLE if (not families_ or m.family in families_) and (variants or not m.variant_of)]
 
 
 def available_modes(engine: Engine) -> list[str]:

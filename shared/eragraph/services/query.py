@@ -15,7 +15,8 @@ from ..domain.filters import Filter, FilterError, parse_filter, to_json
 from ..domain.ranking import Candidate
 from . import cost
 from .engine import LEAF_ATTRS, Engine
-from .modes import MODES, QueryContext, available_modes, mode_names
+from .modes import LEAVES_ONLY, MODES, available_modes, mode_names
+from .query_context import QueryContext
 from .summary_search import FILTER_NOTE, OVERFETCH, BadQueryError, search, summary_layers
 
 MAX_QUERY_CHARS = 4000  # the API's limit too
@@ -124,7 +125,7 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
                                  route=ctx.route or mode, router_score=ctx.router_score, router_ms=ctx.router_ms,
                                  filter=None if where is None else to_json(where))
         notes = list(ctx.notes)
-        if where is not None and MODES[mode].family in ("summary", "graph", "fusion", "router"):
+        if where is not None and MODES[mode].under_filter == LEAVES_ONLY:
             notes.append(FILTER_NOTE)
         if where is not None and engine.graph.get_meta(LEAF_ATTRS) is None:
             notes.append("this store was built before metadata filters and its leaves carry no attributes yet, "

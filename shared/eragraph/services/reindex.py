@@ -45,6 +45,7 @@ delivered before the vector audit; on AWS the summarize consumers pick them up.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -276,4 +277,23 @@ def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: flo
         "InvariantViolations": len(check.violations),
     }
     report["seconds"] = round(time.perf_counter() - started, 4)
+    return report
+
+
+def run_tenants(engine_of: Callable[[str], Engine], tenants: list[str], stuck_after: float,
+                named: bool = False) -> dict:
+    """``run`` (no drain) in each tenant's engine (``engine_of(tenant)``; "" the default); the
+    first tenant's report at the top, as before tenants, with the metrics summed over all, and
+    every tenant's report under ``tenants`` when there are several (or ``named``: the request
+    named its one tenant)."""
+    reports = {}
+    totals: dict[str, float] = {}
+    for tenant in tenants:
+        reports[tenant] = run(engine_of(tenant), stuck_after=stuck_after, drain=False)
+        for name, value in reports[tenant]["metrics"].items():
+            totals[name] = totals.get(name, 0) + value
+    report = dict(reports[tenants[0]])
+    report["metrics"] = totals
+    if len(tenants) > 1 or named:
+        report["tenants"] = {t or "(default)": r for t, r in reports.items()}
     return report

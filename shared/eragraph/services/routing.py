@@ -24,8 +24,9 @@ from ..domain.fusion import weighted_rrf
 from ..domain.question_features import features
 from ..domain.ranking import Candidate, fill_budget
 from ..domain.router_model import RouterModel
+from .graph_query import tri_graph
 from .lexical_search import _to_candidates, dense_list, fetch_size, hybrid_ranked
-from .modes import QueryContext, has_entity_graph
+from .query_context import QueryContext, has_entity_graph
 
 _lock = threading.Lock()
 _shipped: list[RouterModel] = []
@@ -86,8 +87,6 @@ def _dense_side(ctx: QueryContext, which: str, n: int) -> tuple[str, list[tuple[
 
 
 def _graph_ids(ctx: QueryContext, n: int) -> list[str]:
-    from .graph_query import tri_graph
-
     return [c.node_id for c in tri_graph(ctx.engine, ctx.text, ctx.vector, n, None, ctx.where)]
 
 
@@ -129,8 +128,6 @@ def auto(ctx: QueryContext) -> list[Candidate]:
         ctx.route = "fusion"
         return _fused(ctx, model, s, n)
     if route == "tri_graph":
-        from .graph_query import tri_graph
-
         ctx.route = "tri_graph"
         return tri_graph(ctx.engine, ctx.text, ctx.vector, ctx.k, ctx.budget, ctx.where)
     side, ranked = _dense_side(ctx, route, n)

@@ -308,12 +308,14 @@ def iter_sources(paths: Iterable[str | Path], errors: list[dict[str, str]],
         yield from docs
 
 
-def load_sources(paths: Iterable[str | Path], max_bytes: ReadLimits | int = MAX_DOCUMENT_BYTES,
-                 csv_mapping: CsvMapping | None = None
-                 ) -> tuple[list[SourceDoc], list[dict[str, str]], dict[str, bytes]]:
-    """Returns (documents, errors, raw bytes of each readable file keyed by its source), all in
-    memory: for small inputs and tests. Bulk ingest streams with iter_sources."""
-    errors: list[dict[str, str]] = []
-    raw: dict[str, bytes] = {}
-    docs = list(iter_sources(paths, errors, max_bytes, raw, csv_mapping))
-    return docs, errors, raw
+def text_key(doc_id: str) -> str:
+    """Where a document's text is kept in the blob store (for rebuilds)."""
+    return f"text/{doc_id}.txt"
+
+
+def keep_texts(engine, docs: Iterable[SourceDoc]) -> Iterator[SourceDoc]:
+    """``docs`` as they pass, each one's text kept in the engine's blob store (if it has one)."""
+    for doc in docs:
+        if engine.blobs is not None:
+            engine.blobs.put(text_key(doc.resolved_id), doc.text.encode("utf-8"))
+        yield doc

@@ -68,7 +68,6 @@ def collect(store: Path, questions_path: Path, limit: int, show: bool) -> list[d
     from ..bootstrap import build_engine
     from ..config import settings_from_env
     from ..services import graph_query
-    from ..services.routing import parser
     from ..services.summary_search import search
 
     engine = build_engine("local", store, settings_from_env())
@@ -89,7 +88,7 @@ def collect(store: Path, questions_path: Path, limit: int, show: bool) -> list[d
             graph = [c.node_id for c in graph_query.tri_graph(engine, text, vector, FETCH, None)]
             ids = set(dense) | set(bm25) | set(graph)
             nodes = engine.graph.get_nodes(ids)
-            cache[key] = {"phi": features(parser().parse(text)).tolist(), "dense": dense, "bm25": bm25,
+            cache[key] = {"phi": features(engine.question_parser.parse(text)).tolist(), "dense": dense, "bm25": bm25,
                           "graph": graph, "doc": {i: nodes[i].doc_id for i in ids if i in nodes}}
             bar.update(1)
         rows.append({"id": key, "question": q["question"], "support": list(q["supporting_ids"]), **cache[key]})
