@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from eragraph.domain import sequencer
 from eragraph.domain.filters import (COMPARISONS, MAX_DEPTH, RANGES, All, AnyOf, Cond, cache_key, depth, matches,
                                      parse_filter, to_json)
-from eragraph.domain.lsh import draw_hyperplanes, hamming, hash_vectors, majority_code
+from eragraph.domain.lsh import draw_hyperplanes, hash_vectors, majority_code
 from eragraph.domain.ranking import Candidate, biased_merge, fill_budget, rank_key, rank_score
 
 FAST = settings(max_examples=120, deadline=None)
@@ -40,13 +40,6 @@ def test_a_code_bit_is_the_side_of_its_hyperplane(config, data):
     # a positive scale changes no side; a batch codes like its rows one by one
     assert hash_vectors(config, vectors * 3.5) == codes
     assert [hash_vectors(config, v[None, :])[0] for v in vectors] == codes
-
-
-@FAST
-@given(a=st.integers(0, 2**62 - 1), b=st.integers(0, 2**62 - 1), c=st.integers(0, 2**62 - 1))
-def test_hamming_is_a_metric(a, b, c):
-    assert hamming(a, a) == 0 and hamming(a, b) == hamming(b, a) == bin(a ^ b).count("1")
-    assert hamming(a, c) <= hamming(a, b) + hamming(b, c)
 
 
 @FAST
