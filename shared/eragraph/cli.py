@@ -20,7 +20,7 @@ from .config import Settings, settings_from_env
 from .domain.model import EragraphError
 from .services.modes import mode_names
 
-BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters")
+BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters", "load")
 DEFAULT_STORE = "eragraph-store"
 
 # Exit statuses (EXIT_HELP says them in --help; README's CLI section too).
@@ -1017,7 +1017,7 @@ def build_parser() -> argparse.ArgumentParser:
     command("demo", "ingest the bundled sample corpus and answer a few questions", cmd_demo,
             providers=("embedder", "summarizer"), json_out=False, quiet="no progress bars", store="demo")
 
-    bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query, scale, vectors)")
+    bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query, scale, vectors, load)")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
     for name in BENCH_MODULES:
         try:

@@ -209,6 +209,9 @@ class ApiServer:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # the accepted connections inherit it: without it, h11's separate writes of a response's
+        # head and body meet the client's delayed ACK and every keep-alive request waits ~40 ms
+        self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.socket.bind((host, port))
         self.socket.listen(BACKLOG)
         self.server_address = self.socket.getsockname()
