@@ -441,7 +441,7 @@ def run(args: Any) -> dict:
     from .scale import model_env
 
     env = {**os.environ, **model_env(args)}
-    result: dict[str, Any] = {"settings": {"clients": args.clients, "graph_clients": args.graph_clients,
+    result: dict[str, Any] = {"smoke": bool(args.smoke), "settings": {"clients": args.clients, "graph_clients": args.graph_clients,
                                            "seconds_per_phase": args.seconds, "embedder": env["ERAGRAPH_EMBEDDER"],
                                            "writer": not args.no_writer}}
     work = Path(args.store) if args.store else Path(tempfile.mkdtemp(prefix="eragraph-load-"))
