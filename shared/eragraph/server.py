@@ -21,9 +21,12 @@ what the engine holds is read-safe from several threads already: the SQLite grap
 one connection behind a lock (each statement is short), the FAISS index searches under its
 handle's lock (a search of 10k vectors is well under a millisecond; a copy per thread would
 multiply the largest part of the memory), the embedder is stateless (hash) or a torch module
-in inference mode. The entity store (one SQLite connection without a statement lock, and the
-exported PPR matrices) is read by the graph modes only, and their pool has one thread by default,
-so it is never read from two threads at once. The powertools resolver keeps the current event on
+in inference mode; Python's sqlite3 is built serialized (``sqlite3.threadsafety == 3``), so a
+connection may be used from several threads. The entity store (one SQLite connection without a
+statement lock of its own, and the exported PPR matrices, cached per generation under its lock) is
+read by the graph modes only, and their pool has one thread by default, so its reads never
+interleave either. The GIL still serializes Python work: on two cores the pools buy fairness
+(a fast query is not queued behind a 100 ms graph query), not parallel Python. The powertools resolver keeps the current event on
 itself, so each worker thread has its own resolver (built once per thread; cheap).
 
 Freshness: every read of the FAISS index first checks whether another process committed changes
