@@ -56,6 +56,8 @@ def test_load_smoke_serve_and_lambda(tmp_path, monkeypatch):
     assert [p["phase"] for p in handler["phases"]] == ["collapsed", "mixed", "collapsed+writer"]
     assert set(handler["phases"][1]["modes"]) == {"collapsed", "dense", "tri_graph"}
     assert handler["phases"][2]["writer"]["documents_added"] > 0
+    assert handler["memory_mb"]["max"] > 0
     for phase in handler["phases"]:
+        assert phase["server_rss_mb"]["max"] > 0
         for row in phase["modes"].values():
             assert row["requests"] > 0 and all(q in row for q in PERCENTILES)

@@ -22,8 +22,9 @@ container serves one request at a time, so the handler is driven by one client p
 from a thread (moto's requests serialized, as DynamoDB applies each atomically).
 
 Per phase and mode: requests, errors (non-200 or a connection failure, with the first few
-messages), throughput (answered per second), latency p50/p95/p99 (ms), and the server's resident
-memory sampled every half second. ``--smoke``: a tiny store and phases of a second or two."""
+messages), throughput (answered per second), latency p50/p95/p99 (ms), and the resident memory of
+the server process (``lambda``: of the process the handler runs in, moto included) sampled every
+half second. ``--smoke``: a tiny store and phases of a second or two."""
 
 from __future__ import annotations
 
@@ -388,9 +389,11 @@ def lambda_target(args: Any, env: dict[str, str]) -> dict:
             modes = [m.strip() for m in args.modes.split(",") if m.strip() in offered]
             result_skipped = [m.strip() for m in args.modes.split(",") if m.strip() and m.strip() not in offered]
             asks = [container(h) for h in handlers]
-            phases = [run_phase("collapsed", [("collapsed", a) for a in asks], qs, args.seconds, Recorder()),
-                      run_phase("mixed", [(modes[n % len(modes)], asks[n % len(asks)])
-                                          for n in range(max(len(asks), len(modes)))], qs, args.seconds, Recorder())]
+            sampler = MemorySampler(os.getpid())  # the container is this process
+            sampler.start()
+            phases = [timed_phase("collapsed", [("collapsed", a) for a in asks], qs, args.seconds, sampler),
+                      timed_phase("mixed", [(modes[n % len(modes)], asks[n % len(asks)])
+                                            for n in range(max(len(asks), len(modes)))], qs, args.seconds, sampler)]
             if not args.no_writer:
                 from dataclasses import replace
 
@@ -416,11 +419,12 @@ def lambda_target(args: Any, env: dict[str, str]) -> dict:
 
                 writer = threading.Thread(target=write, daemon=True)
                 writer.start()
-                phase = run_phase("collapsed+writer", [("collapsed", a) for a in asks], qs, args.seconds, Recorder())
+                phase = timed_phase("collapsed+writer", [("collapsed", a) for a in asks], qs, args.seconds, sampler)
                 stop.set()
                 writer.join(timeout=600)
                 phase["writer"] = {"documents_added": added[0]}
                 phases.append(phase)
+            sampler.stop.set()
             LAMBDA_ENGINE.set(None)
     finally:
         BotocoreStubber.__call__ = stock
@@ -428,7 +432,7 @@ def lambda_target(args: Any, env: dict[str, str]) -> dict:
                            "vectors": "in memory (moto has no OpenSearch)"},
             "containers": len(handlers), "phases": phases, "modes_not_offered": result_skipped,
             "errors": sum(r["errors"] for p in phases for r in p["modes"].values()),
-            "process_rss_mb": rss_mb(os.getpid())}
+            "memory_mb": summarize_memory(sampler.samples)}
 
 
 # ----------------------------------------------------------------------------- run

@@ -99,8 +99,8 @@ def load_section(results: Path) -> list[str]:
                 dep = t["deployment"]
                 out += [f"Query handler under moto, {fmt(dep['chunks'])} chunks ({dep['vectors']}; modes not "
                         f"offered there: {', '.join(t.get('modes_not_offered') or []) or 'none'}):", ""]
-            out += table(["phase", "mode", "requests", "errors", "q/s", "p50", "p95", "p99", "server RSS MB"],
-                         rows) + [""]
+            out += table(["phase", "mode", "requests", "errors", "q/s", "p50", "p95", "p99",
+                          "server RSS MB" if target == "serve" else "process RSS MB"], rows) + [""]
             for phase in t["phases"]:
                 if phase.get("writer"):
                     out += [f"Writer beside `{phase['phase']}`: {json.dumps(phase['writer'])}.", ""]
@@ -109,16 +109,20 @@ def load_section(results: Path) -> list[str]:
                 met = c["targets_met"]
                 out += ["Targets (issue 32): "
                         f"errors {c['errors']} ({'met' if met['zero_errors'] else 'missed'}); "
-                        f"collapsed {fmt(c.get('collapsed_per_second'))} q/s (target ≥ 100: "
+                        f"collapsed {fmt(c.get('collapsed_per_second'), 1)} q/s (target ≥ 100: "
                         f"{'met' if met['collapsed_100_per_second'] else 'missed'}); "
-                        f"collapsed p99 alone {fmt(c.get('collapsed_p99_ms_alone'))} ms (≤ 100: "
+                        f"collapsed p99 alone {fmt(c.get('collapsed_p99_ms_alone'), 1)} ms (≤ 100: "
                         f"{'met' if met['collapsed_p99_alone_100ms'] else 'missed'}); "
-                        f"with a writer {fmt(c.get('collapsed_p99_ms_with_writer'))} ms (≤ 250: "
+                        f"with a writer {fmt(c.get('collapsed_p99_ms_with_writer'), 1)} ms (≤ 250: "
                         f"{'met' if met['collapsed_p99_writer_250ms'] else 'missed'}); "
                         f"collapsed p95 beside tri_graph / alone {fmt(c.get('collapsed_p95_ratio_beside_tri_graph'), 2)} "
                         f"(≤ 2: {'met' if met['collapsed_p95_within_2x_beside_tri_graph'] else 'missed'}). "
                         f"Server RSS {t['memory_mb'].get('start')} MB at start, "
                         f"{t['memory_mb'].get('max')} MB at most, {t['memory_mb'].get('end')} MB at the end.", ""]
+            elif t.get("memory_mb"):
+                m = t["memory_mb"]
+                out += [f"Process RSS (moto and the handler) {m.get('start')} MB at the first phase, {m.get('max')} MB "
+                        f"at most, {m.get('end')} MB at the end.", ""]
     return out
 
 
