@@ -18,7 +18,8 @@ request when the last is answered, one keep-alive connection each) run these pha
 the AWS profile's storage under moto (bench/scale.moto_engine: the DynamoDB table of
 template.yaml; vectors in memory, moto having no OpenSearch), ``--lambda-chunks`` chunks. A Lambda
 container serves one request at a time, so the handler is driven by one client per container
-(``--lambda-clients``, default 1); the writer phase ingests through the same moto deployment
+(``--lambda-clients``, default 1; the mixed phase: one container per mode, sharing the warm engine
+as if it were each one's); the writer phase ingests through the same moto deployment
 from a thread (moto's requests serialized, as DynamoDB applies each atomically).
 
 Per phase and mode: requests, errors (non-200 or a connection failure, with the first few
@@ -365,8 +366,15 @@ def lambda_target(args: Any, env: dict[str, str]) -> dict:
             drain(engine)
             build_seconds = time.perf_counter() - started
             LAMBDA_ENGINE.set(engine)
+            from ..services.modes import available_modes
+
+            offered = available_modes(engine)  # bm25 needs OpenSearch's lexical side, absent here
+            modes = [m.strip() for m in args.modes.split(",") if m.strip() in offered]
+            result_skipped = [m.strip() for m in args.modes.split(",") if m.strip() and m.strip() not in offered]
             handlers = []
-            for n in range(max(1, args.lambda_clients)):  # a module per container: its own resolver
+            # a module per container (its own resolver, one request at a time): the mixed phase has
+            # a container per mode
+            for n in range(max(1, args.lambda_clients, len(modes))):
                 spec = importlib.util.spec_from_file_location(f"eragraph_bench_query_{n}",
                                                               repo / "functions" / "query" / "app.py")
                 module = importlib.util.module_from_spec(spec)
@@ -383,17 +391,13 @@ def lambda_target(args: Any, env: dict[str, str]) -> dict:
                         raise RuntimeError(f"status {out.get('statusCode')}: {str(out.get('body'))[:120]}")
                 return ask
 
-            from ..services.modes import available_modes
-
-            offered = available_modes(engine)  # bm25 needs OpenSearch's lexical side, absent here
-            modes = [m.strip() for m in args.modes.split(",") if m.strip() in offered]
-            result_skipped = [m.strip() for m in args.modes.split(",") if m.strip() and m.strip() not in offered]
             asks = [container(h) for h in handlers]
+            single = asks[:max(1, args.lambda_clients)]  # the collapsed phases' containers
             sampler = MemorySampler(os.getpid())  # the container is this process
             sampler.start()
-            phases = [timed_phase("collapsed", [("collapsed", a) for a in asks], qs, args.seconds, sampler),
-                      timed_phase("mixed", [(modes[n % len(modes)], asks[n % len(asks)])
-                                            for n in range(max(len(asks), len(modes)))], qs, args.seconds, sampler)]
+            phases = [timed_phase("collapsed", [("collapsed", a) for a in single], qs, args.seconds, sampler),
+                      timed_phase("mixed", [(mode, asks[n]) for n, mode in enumerate(modes)], qs, args.seconds,
+                                  sampler)]
             if not args.no_writer:
                 from dataclasses import replace
 
@@ -419,7 +423,7 @@ def lambda_target(args: Any, env: dict[str, str]) -> dict:
 
                 writer = threading.Thread(target=write, daemon=True)
                 writer.start()
-                phase = timed_phase("collapsed+writer", [("collapsed", a) for a in asks], qs, args.seconds, sampler)
+                phase = timed_phase("collapsed+writer", [("collapsed", a) for a in single], qs, args.seconds, sampler)
                 stop.set()
                 writer.join(timeout=600)
                 phase["writer"] = {"documents_added": added[0]}
@@ -430,7 +434,8 @@ def lambda_target(args: Any, env: dict[str, str]) -> dict:
         BotocoreStubber.__call__ = stock
     return {"deployment": {"chunks": args.lambda_chunks, "build_seconds_under_moto": round(build_seconds, 1),
                            "vectors": "in memory (moto has no OpenSearch)"},
-            "containers": len(handlers), "phases": phases, "modes_not_offered": result_skipped,
+            "containers": {"collapsed": len(single), "mixed": len(modes)}, "phases": phases,
+            "modes_not_offered": result_skipped,
             "errors": sum(r["errors"] for p in phases for r in p["modes"].values()),
             "memory_mb": summarize_memory(sampler.samples)}
 

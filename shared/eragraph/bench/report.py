@@ -97,8 +97,10 @@ def load_section(results: Path) -> list[str]:
                 out += [f"`eragraph serve`, {fmt(st.get('chunks_added'))} chunks:", ""]
             else:
                 dep = t["deployment"]
+                containers = t.get("containers") or {}
                 out += [f"Query handler under moto, {fmt(dep['chunks'])} chunks ({dep['vectors']}; modes not "
-                        f"offered there: {', '.join(t.get('modes_not_offered') or []) or 'none'}):", ""]
+                        f"offered there: {', '.join(t.get('modes_not_offered') or []) or 'none'}; containers: "
+                        f"{json.dumps(containers)}; moto answers one request at a time):", ""]
             out += table(["phase", "mode", "requests", "errors", "q/s", "p50", "p95", "p99",
                           "server RSS MB" if target == "serve" else "process RSS MB"], rows) + [""]
             for phase in t["phases"]:
