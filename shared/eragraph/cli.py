@@ -20,7 +20,7 @@ from .config import ProcessSettings, Settings, settings_from_env
 from .domain.model import EragraphError
 from .services.modes import MODES, mode_names
 
-BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters")
+BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters", "load")
 DEFAULT_STORE = "eragraph-store"
 
 # Exit statuses (EXIT_HELP says them in --help; README's CLI section too).
@@ -74,7 +74,7 @@ def existing_store(store: str | Path) -> Path:
         raise CommandError(f"no store at {path}: {how}")
     if not path.is_dir():
         raise CommandError(f"{path} is a file, not a store directory: {how}")
-    if not (path / STORE_MARK).is_file():
+    if not (path / STORE_MARK).is_file() and not (path / "tenants").is_dir():  # a root holding only tenants is one
         raise CommandError(f"{path} is not an eragraph store (it has no {STORE_MARK}): {how}")
     return path
 
@@ -96,6 +96,11 @@ def _engine(args: argparse.Namespace, settings: Settings | None = None, create: 
     if tenant and not create and not (path / "tenants" / tenant).is_dir():
         raise CommandError(f"the store {args.store} has no tenant {tenant!r} (`eragraph tenants --store "
                            f"{args.store}` lists them)")
+    if not tenant and not create and not (path / STORE_MARK).is_file():
+        # a root whose only content is tenants: its default tenant is not created by a read
+        names = sorted(p.name for p in (path / "tenants").iterdir() if p.is_dir())
+        raise CommandError(f"the store {args.store} holds only tenants ({', '.join(names) or 'none left'}): "
+                           f"name one with --tenant ID")
     return build_engine("local", path, settings or _settings(args), tenant=tenant)
 
 
@@ -641,12 +646,16 @@ def preload(engine, mode: str) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     existing_store(args.store)
     try:
+        import uvicorn  # noqa: F401 (the server's)
+
         from .server import make_server
     except ImportError as exc:
-        raise CommandError(f"serve needs the aws extra (powertools, pydantic): {exc}") from None
+        raise CommandError(f"serve needs the aws extra (powertools, pydantic) and the local extra (uvicorn): "
+                           f"{exc}") from None
     engine = _engine(args)
     server = make_server(engine, args.host, args.port, log=not args.quiet)
-    print(f"eragraph: serving {args.store} on {server.url} (POST /query, GET /documents/ID, GET /stats, "
+    tenant = f" (tenant {engine.tenant})" if engine.tenant else ""
+    print(f"eragraph: serving {args.store}{tenant} on {server.url} (POST /query, GET /documents/ID, GET /stats, "
           f"GET /health); Ctrl-C stops", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
@@ -697,9 +706,12 @@ def _usd(value: float | None) -> str:
 
 def recorded_embedder(store: Path) -> str | None:
     """The ERAGRAPH_EMBEDDER choice a local store was built with (from the embedder id its
-    hyperplanes record), or None when it records none or one this cannot name."""
+    hyperplanes record), or None when it records none or one this cannot name (or has no graph:
+    it is not created here)."""
     from .adapters.local.graph_sqlite import SqliteGraphStore
 
+    if not (store / STORE_MARK).is_file():
+        return None
     graph = SqliteGraphStore(store / STORE_MARK)
     try:
         lsh = graph.get_lsh()
@@ -721,7 +733,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
     from .services.stats import stats
 
     settings = _settings(args)
-    built_with = recorded_embedder(existing_store(args.store))
+    from .bootstrap.local import tenant_store
+
+    built_with = recorded_embedder(tenant_store(existing_store(args.store), _tenant(args)))
     engine = _engine(args, replace(settings, embedder=built_with) if built_with else settings)
     out = stats(engine)
     rows = [f"documents: {out['documents']}   S_min/S_max: {out['s_min']}/{out['s_max']}   "
@@ -1003,7 +1017,7 @@ def build_parser() -> argparse.ArgumentParser:
     command("demo", "ingest the bundled sample corpus and answer a few questions", cmd_demo,
             providers=("embedder", "summarizer"), json_out=False, quiet="no progress bars", store="demo")
 
-    bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query, scale, vectors)")
+    bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query, scale, vectors, load)")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
     for name in BENCH_MODULES:
         try:

@@ -1,30 +1,67 @@
 """`eragraph serve`: the query API of the API Gateway function over one warm local engine.
 
-A stdlib HTTP server turns each request into an API Gateway HTTP API (payload v2) event and
-hands it to the very resolver the Lambda function uses (eragraph.api.make_app), then writes the
-resolver's status, headers and body back. Routes, request validation, JSON bodies and 4xx
-errors are therefore those of the deployed API. The engine (SQLite graph store, FAISS index,
-embedder) is opened and warmed once; requests are served one at a time (the engine is not
-shared between threads). Bound to 127.0.0.1 unless told otherwise; there is no authentication,
-so do not expose it."""
+A small ASGI app, served by uvicorn, turns each request into an API Gateway HTTP API (payload
+v2) event and hands it to the very resolver the Lambda function uses (eragraph.api.make_app),
+then writes the resolver's status, headers and body back. Routes, request validation, JSON
+bodies and 4xx errors are therefore those of the deployed API: one definition of the routes.
+
+Concurrency. uvicorn accepts connections on an asyncio loop (listen backlog ``BACKLOG``, so a
+burst of clients queues instead of being reset) and the app runs each request's resolver call
+in a thread pool, chosen by the request's mode family (services.modes):
+
+- ``fast``: the summary-side and lexical modes (collapsed, dense, detailed, summarized, bm25,
+  hybrid) and every other route (documents, stats, health, bad requests), ``FAST_WORKERS``
+  threads;
+- ``slow``: the entity-graph modes and those built on them (tri_graph, concept_ppr,
+  local_global, fusion, auto), ``SLOW_WORKERS`` threads.
+
+So a fast query never waits in a queue behind a slow graph query: it waits at most for the short
+critical sections the two families share. Why one shared engine and not an engine per thread:
+what the engine holds is read-safe from several threads already: the SQLite graph store keeps
+one connection behind a lock (each statement is short), the FAISS index searches under its
+handle's lock (a search of 10k vectors is well under a millisecond; a copy per thread would
+multiply the largest part of the memory), the embedder is stateless (hash) or a torch module
+in inference mode; Python's sqlite3 is built serialized (``sqlite3.threadsafety == 3``), so a
+connection may be used from several threads. The entity store (one SQLite connection without a
+statement lock of its own, and the exported PPR matrices, cached per generation under its lock) is
+read by the graph modes only, and their pool has one thread by default, so its reads never
+interleave either. The GIL still serializes Python work: on two cores the pools buy fairness
+(a fast query is not queued behind a 100 ms graph query), not parallel Python. The powertools resolver keeps the current event on
+itself, so each worker thread has its own resolver (built once per thread; cheap).
+
+Freshness: every read of the FAISS index first checks whether another process committed changes
+(vector_faiss.FaissVectorIndex.refresh: two ``stat`` calls) and replays only the log's new
+records; the graph, lexical, summaries and entity graph are SQLite databases read through
+connections in autocommit mode (WAL), so each statement sees every transaction committed before
+it began. A query therefore sees every document whose ingest, delete or replacement committed
+before the query arrived.
+
+Bound to 127.0.0.1 unless told otherwise; there is no authentication, so do not expose it."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
+import socket
 import sys
+import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl
 
 from .services.engine import Engine
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 MAX_BODY_BYTES = 1 << 20
+BACKLOG = 2048
+FAST_WORKERS = 4
+SLOW_WORKERS = 1
+SLOW_FAMILIES = frozenset({"graph", "fusion", "router"})
 
 
 @dataclass
@@ -41,22 +78,22 @@ class LocalContext:
 
 
 def http_event(method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str) -> dict:
-    """An API Gateway HTTP API payload v2 event for one HTTP request."""
-    parts = urlsplit(target)
+    """An API Gateway HTTP API payload v2 event for one HTTP request (``target``: path?query)."""
+    path, _, query = target.partition("?")
     lowered = {k.lower(): v for k, v in headers.items()}
     event: dict[str, Any] = {
-        "version": "2.0", "routeKey": "$default", "rawPath": parts.path or "/", "rawQueryString": parts.query,
+        "version": "2.0", "routeKey": "$default", "rawPath": path or "/", "rawQueryString": query,
         "headers": lowered,
         "requestContext": {
-            "http": {"method": method, "path": parts.path or "/", "protocol": "HTTP/1.1",
+            "http": {"method": method, "path": path or "/", "protocol": "HTTP/1.1",
                      "sourceIp": source_ip, "userAgent": lowered.get("user-agent", "")},
             "requestId": uuid.uuid4().hex, "routeKey": "$default", "stage": "$default",
             "timeEpoch": int(time.time() * 1000),
         },
         "isBase64Encoded": False,
     }
-    if parts.query:
-        event["queryStringParameters"] = dict(parse_qsl(parts.query, keep_blank_values=True))
+    if query:
+        event["queryStringParameters"] = dict(parse_qsl(query, keep_blank_values=True))
     if body:
         try:
             event["body"] = body.decode("utf-8")
@@ -66,17 +103,126 @@ def http_event(method: str, target: str, headers: dict[str, str], body: bytes, s
     return event
 
 
-class ApiServer(HTTPServer):
-    """An HTTPServer whose requests go to the query API's resolver over ``engine``."""
+def family_of(method: str, path: str, body: bytes) -> str:
+    """``slow`` for a POST /query whose mode belongs to a slow family, else ``fast`` (a body
+    that is no JSON object goes to ``fast``: the resolver answers it with a 4xx)."""
+    if method != "POST" or path.rstrip("/") != "/query" or b'"mode"' not in body:
+        return "fast"
+    from .services.modes import MODES
 
-    def __init__(self, engine: Engine, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
+    try:
+        mode = json.loads(body).get("mode")
+    except (ValueError, AttributeError, RecursionError):
+        return "fast"
+    spec = MODES.get(mode) if isinstance(mode, str) else None
+    return "slow" if spec is not None and spec.family in SLOW_FAMILIES else "fast"
+
+
+class ApiApp:
+    """The ASGI app: each HTTP request is resolved in its family's thread pool."""
+
+    def __init__(self, engine: Engine, fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS,
                  log: bool = False) -> None:
-        from .api import make_app
+        self.engine = engine
+        self.log = log
+        self.pools = {"fast": ThreadPoolExecutor(fast_workers, thread_name_prefix="eragraph-fast"),
+                      "slow": ThreadPoolExecutor(slow_workers, thread_name_prefix="eragraph-slow")}
+        self._local = threading.local()
+
+    def resolver(self):
+        app = getattr(self._local, "app", None)
+        if app is None:
+            from .api import make_app
+
+            engine = self.engine
+            app = self._local.app = make_app(lambda _tenant: engine)
+        return app
+
+    def resolve(self, event: dict) -> dict:
+        return self.resolver().resolve(event, LocalContext(aws_request_id=event["requestContext"]["requestId"]))
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            await self._send(send, scope, 413, {"content-type": "application/json"},
+                             json.dumps({"statusCode": 413, "message": "request body too large"}).encode())
+            return
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            piece = message.get("body", b"")
+            size += len(piece)
+            if size > MAX_BODY_BYTES:
+                await self._send(send, scope, 413, {"content-type": "application/json"},
+                                 json.dumps({"statusCode": 413, "message": "request body too large"}).encode())
+                return
+            chunks.append(piece)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        path = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
+        query = scope.get("query_string", b"").decode("latin-1")
+        headers: dict[str, str] = {}
+        for key, value in scope["headers"]:
+            name = key.decode("latin-1").lower()
+            headers[name] = f"{headers[name]}, {value.decode('latin-1')}" if name in headers else value.decode("latin-1")
+        client = scope.get("client") or ("127.0.0.1", 0)
+        event = http_event(scope["method"], path + ("?" + query if query else ""), headers, body, client[0])
+        pool = self.pools[family_of(scope["method"], path, body)]
+        out = await asyncio.get_running_loop().run_in_executor(pool, self.resolve, event)
+        data = out.get("body") or ""
+        payload = base64.b64decode(data) if out.get("isBase64Encoded") else str(data).encode("utf-8")
+        out_headers = {k: (", ".join(v) if isinstance(v, list) else str(v)) for k, v in (out.get("headers") or {}).items()}
+        await self._send(send, scope, int(out.get("statusCode", 500)), out_headers, payload)
+
+    async def _send(self, send, scope: dict, status: int, headers: dict[str, str], payload: bytes) -> None:
+        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
+               if k.lower() not in ("content-length", "connection")]
+        raw.append((b"content-length", str(len(payload)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": raw})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else payload})
+
+
+class ApiServer:
+    """uvicorn serving ``ApiApp`` on a socket bound at construction (port 0: a free one, known
+    at once from ``server_address``/``url``). ``serve_forever`` runs until ``shutdown`` (from
+    another thread) or Ctrl-C; ``server_close`` releases the pools and the socket."""
+
+    def __init__(self, engine: Engine, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
+                 fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS) -> None:
+        import uvicorn
 
         self.engine = engine
-        self.app = make_app(lambda _tenant: engine)
-        self.log = log
-        super().__init__((host, port), ApiRequestHandler)
+        self.app = ApiApp(engine, fast_workers, slow_workers, log=log)
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.socket = socket.socket(family, socket.SOCK_STREAM)
+        self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # the accepted connections inherit it: without it, h11's separate writes of a response's
+        # head and body meet the client's delayed ACK and every keep-alive request waits ~40 ms
+        self.socket.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.socket.bind((host, port))
+        self.socket.listen(BACKLOG)
+        self.server_address = self.socket.getsockname()
+        config = uvicorn.Config(self.app, lifespan="off", http="h11", loop="asyncio", backlog=BACKLOG,
+                                access_log=log, log_level="info" if log else "warning",
+                                timeout_keep_alive=30)
+        self._server = uvicorn.Server(config)
+        self._started, self._stopped = threading.Event(), threading.Event()
 
     @property
     def url(self) -> str:
@@ -84,42 +230,26 @@ class ApiServer(HTTPServer):
         return f"http://{host}:{port}"
 
     def resolve(self, event: dict) -> dict:
-        return self.app.resolve(event, LocalContext(aws_request_id=event["requestContext"]["requestId"]))
+        return self.app.resolve(event)
 
+    def serve_forever(self, poll_interval: float | None = None) -> None:  # noqa: ARG002 (the stdlib's signature)
+        self._stopped.clear()
+        self._started.set()
+        try:
+            self._server.run(sockets=[self.socket])
+        finally:
+            self._stopped.set()
 
-class ApiRequestHandler(BaseHTTPRequestHandler):
-    server: ApiServer
-    protocol_version = "HTTP/1.1"
+    def shutdown(self) -> None:
+        """Stop ``serve_forever`` (running in another thread) and wait until it has returned."""
+        self._server.should_exit = True
+        if self._started.is_set():
+            self._stopped.wait()
 
-    def _dispatch(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        if length > MAX_BODY_BYTES:
-            self._write(413, {"content-type": "application/json"},
-                        json.dumps({"statusCode": 413, "message": "request body too large"}).encode())
-            return
-        body = self.rfile.read(length) if length else b""
-        event = http_event(self.command, self.path, dict(self.headers.items()), body, self.client_address[0])
-        out = self.server.resolve(event)
-        data = out.get("body") or ""
-        payload = base64.b64decode(data) if out.get("isBase64Encoded") else str(data).encode("utf-8")
-        headers = {k: (", ".join(v) if isinstance(v, list) else str(v)) for k, v in (out.get("headers") or {}).items()}
-        self._write(int(out.get("statusCode", 500)), headers, payload)
-
-    def _write(self, status: int, headers: dict[str, str], payload: bytes) -> None:
-        self.send_response(status)
-        for key, value in headers.items():
-            if key.lower() not in ("content-length", "connection"):
-                self.send_header(key, value)
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(payload)
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _dispatch
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (the stdlib's name)
-        if self.server.log:
-            sys.stderr.write(f"{self.address_string()} - {format % args}\n")
+    def server_close(self) -> None:
+        self._server.should_exit = True
+        self.app.close()
+        self.socket.close()
 
 
 def warm(engine: Engine) -> None:
@@ -129,7 +259,12 @@ def warm(engine: Engine) -> None:
     engine.graph.layer_sizes()
 
 
-def make_server(engine: Engine, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False) -> ApiServer:
+def make_server(engine: Engine, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
+                fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS) -> ApiServer:
     """A warm server bound to (host, port); port 0 picks a free one (see ``server.url``)."""
     warm(engine)
-    return ApiServer(engine, host, port, log=log)
+    return ApiServer(engine, host, port, log=log, fast_workers=fast_workers, slow_workers=slow_workers)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit("run `eragraph serve`")

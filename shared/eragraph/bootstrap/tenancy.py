@@ -74,7 +74,10 @@ class Tenancy:
         if tenant:
             check_tenant(tenant)
         engine = self._engines.get(tenant)
-        if engine is None and tenant and not register and not self.exists(tenant):
+        # local: a kept engine is checked too (one stat), since another process may have deleted
+        # the tenant's directory; its engine would answer from the unlinked files
+        if (engine is None or self.profile == "local") and tenant and not register and not self.exists(tenant):
+            self._engines.pop(tenant, None)
             return self._empty(tenant)
         if engine is None:
             with self._lock:

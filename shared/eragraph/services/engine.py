@@ -79,6 +79,16 @@ class Engine:
         return config
 
 
+    def stored_lsh(self) -> LshConfig | None:
+        """The store's hyperplanes, checked against this engine's embedder, or None when none
+        were drawn (nothing was ever ingested, or the store's tenant was deleted). A read path's
+        check: unlike ``lsh()`` it draws and writes nothing."""
+        config = self.graph.get_lsh()
+        if config is not None:
+            check_embedder(config, self.embedder.identity, self.embedder.dim)
+        return config
+
+
 def open_settings(graph: GraphStore, requested: Settings) -> Settings:
     """Record the graph-shaping settings in a new store; a store that has them keeps its own
     (changing S_min/S_max or the hyperplanes of a built graph needs `eragraph rebuild`)."""

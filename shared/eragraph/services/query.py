@@ -116,11 +116,13 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
         known = "unknown" if mode not in MODES else "unavailable on this store"
         raise BadQueryError(f"{known} mode {mode!r}; choose one of {', '.join(available_modes(engine))}")
     where = as_filter(where)
-    engine.lsh()  # refuses a store built with another embedder
+    # refuses a store built with another embedder; a store without hyperplanes holds nothing (never
+    # ingested, or its tenant deleted): nothing is embedded, searched or written (a read never writes)
+    empty = engine.stored_lsh() is None
     with cost.track() as calls:
         ctx = QueryContext(engine=engine, text=text, k=k, budget=budget, p=p,  # embeds on first use
                            given_vector=vector, where=where)
-        ranked = MODES[mode].run(ctx)
+        ranked = [] if empty else MODES[mode].run(ctx)
         response = QueryResponse(query=text, mode=mode, results=to_results(engine, ranked),
                                  route=ctx.route or mode, router_score=ctx.router_score, router_ms=ctx.router_ms,
                                  filter=None if where is None else to_json(where))
@@ -130,7 +132,9 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
         if where is not None and engine.graph.get_meta(LEAF_ATTRS) is None:
             notes.append("this store was built before metadata filters and its leaves carry no attributes yet, "
                          "so no filter matches them: run `eragraph reindex` (the scheduled reindex on AWS)")
-        if answer:
+        if empty:
+            notes.append("the store is empty")
+        if answer and not empty:
             if engine.generator is None:
                 notes.append("no generator configured: evidence only, no answer generated")
             else:

@@ -193,6 +193,7 @@ class SqliteGraphStore:
         if str(path) != ":memory:":
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
+        self._lsh_parsed: tuple[str, LshConfig] | None = None  # (stored JSON, its parse): get_lsh
         # autocommit mode: transactions are opened explicitly with BEGIN
         self._conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None,
                                      check_same_thread=False)
@@ -271,10 +272,15 @@ class SqliteGraphStore:
         rows = self._query("SELECT config FROM lsh WHERE id = 1")
         if not rows:
             return None
+        cached = self._lsh_parsed  # every query reads it: parsing n x dim floats is most of a fast query
+        if cached is not None and cached[0] == rows[0][0]:
+            return cached[1]
         data = json.loads(rows[0][0])
-        return LshConfig(embedder_id=data["embedder_id"], dim=int(data["dim"]),
-                         n_planes=int(data["n_planes"]), seed=int(data["seed"]),
-                         planes=tuple(tuple(float(x) for x in plane) for plane in data["planes"]))
+        config = LshConfig(embedder_id=data["embedder_id"], dim=int(data["dim"]),
+                           n_planes=int(data["n_planes"]), seed=int(data["seed"]),
+                           planes=tuple(tuple(float(x) for x in plane) for plane in data["planes"]))
+        self._lsh_parsed = (rows[0][0], config)
+        return config
 
     def put_lsh(self, config: LshConfig) -> LshConfig:
         data = {"embedder_id": config.embedder_id, "dim": config.dim, "n_planes": config.n_planes,

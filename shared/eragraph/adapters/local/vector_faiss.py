@@ -69,6 +69,10 @@ compacted (the id map was replaced), the handle re-reads snapshot and log and re
 changes the same way. So no writer's vectors are lost. Readers take no lock: the snapshot is replaced atomically, a record appears
 whole or not at all, and a reader that opened while a compaction replaced the files (the id map
 changed during the read, or the index file did not match it yet) reads them again.
+
+A long-lived reader follows the writers (``refresh``, called by every read): it compares the id
+map's stamp and the log's (inode, size) with what it last read (two ``stat`` calls), replays
+only the log's new records, and re-reads the snapshot only after a compaction.
 """
 
 from __future__ import annotations
@@ -403,6 +407,20 @@ class FaissVectorIndex:
             return True
         seen = None if self._log_ino is None else (self._log_ino, self._log_end)
         return self._log_stat() != seen
+
+    def refresh(self) -> bool:
+        """A reader's catch-up with other processes (``eragraph serve`` beside ``eragraph ingest``):
+        two ``stat`` calls when nothing changed; otherwise the log's new records are replayed (what
+        the writers changed, not the index), or, after a writer's compaction, the new snapshot is
+        read. A handle holding unflushed changes of its own leaves them to its next flush. Every
+        read (``search``, ``count``, ``get_vectors``, ``meta``, ``ids``) calls it, so a reader sees
+        each record committed before the read began. True when something was read."""
+        with self._lock:
+            if self._touched or self._dirty or not self._disk_changed():
+                return False
+            self._sync()  # no writer lock: a record appears whole or not at all (its CRC)
+            self._synced_next_id = self._next_id  # ids above it are this handle's own again
+            return True
 
     def flush(self) -> None:
         with self._lock:
@@ -853,6 +871,7 @@ class FaissVectorIndex:
         if q.shape[1] != self.dim:
             raise ValueError(f"query has {q.shape[1]} dimensions, the index {self.dim}")
         with self._lock:
+            self.refresh()
             if layers is None and doc_ids is None and where is None:
                 n_allowed, params = self._index.ntotal, None
             else:
@@ -908,10 +927,12 @@ class FaissVectorIndex:
 
     def ids(self) -> set[str]:
         with self._lock:
+            self.refresh()
             return self._ids.all_strs()
 
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
         with self._lock:
+            self.refresh()
             held = self._ids.ints(list(dict.fromkeys(ids)))
             present = [s for s in dict.fromkeys(ids) if s in held]
             if not present:
@@ -922,12 +943,14 @@ class FaissVectorIndex:
 
     def count(self) -> int:
         with self._lock:
+            self.refresh()
             return int(self._index.ntotal)
 
     def meta(self, node_id: str) -> dict[str, Any] | None:
         """The ``layer``/``doc_id`` (and ``attrs``, when it has any) recorded for ``node_id``
         (None when absent)."""
         with self._lock:
+            self.refresh()
             row = self._ids.rows_of([node_id]).get(node_id)
             if row is None:
                 return None
