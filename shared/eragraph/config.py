@@ -246,6 +246,13 @@ def settings_from_env(environ: dict[str, str] | None = None, **overrides: Any) -
     return Settings(**values).with_overrides(**overrides)
 
 
+def child_environment(settings: Settings) -> dict[str, str]:
+    """The environment of a child process (a benchmark's `eragraph serve` or `eragraph ingest`):
+    this process's, with ``settings``' provider choices (ERAGRAPH_EMBEDDER, _SUMMARIZER, _NER)."""
+    return {**os.environ, "ERAGRAPH_EMBEDDER": settings.embedder, "ERAGRAPH_SUMMARIZER": settings.summarizer,
+            "ERAGRAPH_NER": settings.ner}
+
+
 # ----------------------------------------------------------------------------- the process
 # Variables of one process that are no store setting (nothing records them in a store). Each is
 # read here only: callers take a ProcessSettings (bootstrap hands providers their values).

@@ -243,12 +243,12 @@ class Writer(threading.Thread):
                 "median_ingest_seconds": round(sorted(self.runs)[len(self.runs) // 2], 2) if self.runs else None}
 
 
-def serve_target(args: Any, work: Path, env: dict[str, str]) -> dict:
+def serve_target(args: Any, work: Path, settings: Any, env: dict[str, str]) -> dict:
     from .scale import build_store, questions, write_corpus
 
     corpus = write_corpus(work / "corpus.jsonl", args.chunks, args.seed)
     store = work / "store"
-    build = build_store(store, corpus, 256, env)
+    build = build_store(store, corpus, 256, settings)
     qs = questions(200, args.seed)
     proc, url = start_server(store, env)
     sampler = MemorySampler(proc.pid)
@@ -335,13 +335,13 @@ def find_repo(args: Any) -> Path:
     return find_template(args).parent
 
 
-def lambda_target(args: Any, env: dict[str, str]) -> dict:
+def lambda_target(args: Any, settings: Any) -> dict:
     """The query function's handler over moto (one engine, as a warm container holds it)."""
     import importlib.util
 
     from moto.core.botocore_stubber import BotocoreStubber
 
-    from ..bootstrap.aws import LAMBDA_ENGINE
+    from ..bootstrap.aws import LAMBDA_ENGINE, function_environment
     from ..server import LocalContext, http_event
     from ..services.ingest import SourceDoc, ingest
     from ..services.resummarize import drain
@@ -356,10 +356,10 @@ def lambda_target(args: Any, env: dict[str, str]) -> dict:
             return stock(self, *a, **kw)
 
     BotocoreStubber.__call__ = serialized
-    env = {**env, "POWERTOOLS_METRICS_NAMESPACE": "EragraphBench", "POWERTOOLS_SERVICE_NAME": "eragraph-bench",
-           "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
+    extra = {"POWERTOOLS_METRICS_NAMESPACE": "EragraphBench", "POWERTOOLS_SERVICE_NAME": "eragraph-bench",
+             "POWERTOOLS_TRACE_DISABLED": "true", "POWERTOOLS_LOG_LEVEL": "WARNING"}
     try:
-        with moto_engine("load", args, env) as (engine, _url, _sqs):
+        with function_environment(settings, extra), moto_engine("load", args, settings) as (engine, _url, _sqs):
             rows = list(synthetic_rows(args.lambda_chunks, args.seed))
             started = time.perf_counter()
             ingest(engine, [SourceDoc(source=f"synthetic/{r['id']}", doc_id=r["id"], text=r["text"]) for r in rows])
@@ -447,9 +447,11 @@ def run(args: Any) -> dict:
     if args.smoke:
         for key, value in SMOKE.items():
             setattr(args, key, value)
-    from .scale import model_env
+    from ..config import child_environment
+    from .scale import model_settings
 
-    env = {**os.environ, **model_env(args)}
+    settings = model_settings(args)
+    env = child_environment(settings)
     result: dict[str, Any] = {"smoke": bool(args.smoke), "settings": {"clients": args.clients, "graph_clients": args.graph_clients,
                                            "seconds_per_phase": args.seconds, "embedder": env["ERAGRAPH_EMBEDDER"],
                                            "writer": not args.no_writer}}
@@ -457,9 +459,9 @@ def run(args: Any) -> dict:
     work.mkdir(parents=True, exist_ok=True)
     try:
         if args.target in ("serve", "both"):
-            result["serve"] = serve_target(args, work, env)
+            result["serve"] = serve_target(args, work, settings, env)
         if args.target in ("lambda", "both"):
-            result["lambda"] = lambda_target(args, model_env(args))
+            result["lambda"] = lambda_target(args, settings)
     finally:
         if not args.store:
             shutil.rmtree(work, ignore_errors=True)
