@@ -109,9 +109,17 @@ def test_roles_are_least_privilege():
     assert "s3:PutObject" not in ingest and "s3:DeleteObject" not in ingest
 
 
+# the template's conditions at its parameters' defaults (a test names those it sets otherwise)
+DEFAULT_CONDITIONS = {"UseJwt": False, "HasAlarmEmail": False, "NoAlarmEmail": True, "UseEventBridge": False,
+                      "MultiAz": False, "FineGrainedAccess": False, "UseVpc": False, "ReserveQuery": True,
+                      "ReserveReindex": True}
+
+
 def resolve_conditions(node, conditions: dict):
-    """``node`` with every Fn::If decided by ``conditions`` and AWS::NoValue dropped (for
-    resources: those whose Condition is false removed)."""
+    """``node`` with every Fn::If decided by ``conditions`` (over DEFAULT_CONDITIONS) and
+    AWS::NoValue dropped (for resources: those whose Condition is false removed)."""
+    if set(conditions) != set(DEFAULT_CONDITIONS):
+        conditions = {**DEFAULT_CONDITIONS, **conditions}
     if isinstance(node, dict):
         if set(node) == {"Fn::If"}:
             name, yes, no = node["Fn::If"]
