@@ -384,10 +384,13 @@ class DynamoGraphStore:
             self.Item(PK="COUNT", SK="DOCS").update(actions=[self.Item.version.add(delta)])
 
     def document_count(self) -> int | None:
-        """Live documents of this namespace, from the counter (one GetItem); None for a store
+        """Live documents of this namespace, from the counter (one GetItem). Without a counter:
+        0 for a namespace without chunks (no layer counter either: one Query), None for a store
         written before the counter existed, until the reindex counts it."""
         item = self._get("COUNT", "DOCS")
-        return None if item is None or item.version is None else max(0, int(item.version))
+        if item is None or item.version is None:
+            return 0 if not self.layer_sizes() else None
+        return max(0, int(item.version))
 
     def repair_document_count(self, live: int) -> int:
         """Set the counter to ``live`` (the reindex's listing); the correction made."""
