@@ -8,6 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from eragraph.api import QueryRequest, make_app  # noqa: F401  (QueryRequest: the request schema)
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
 from eragraph.bootstrap.identity import TenantIdentity
+from eragraph.bootstrap.limits import api_limits
 
 logger, metrics, tracer = powertools()
 # fails the init if a provider it uses is missing; spaCy is found, not imported: only the graph
@@ -25,11 +26,12 @@ def publish(response) -> None:
 
 # the caller's tenant from its identity only: the JWT claim, or the IAM principal's tag
 IDENTITY = TenantIdentity.from_env()
+LIMITS, ADMIT = api_limits()  # the answer budget cap; the per-tenant token bucket (429)
 app = make_app(lambda tenant: LAMBDA_ENGINE.get(tenant, register=False), on_query=publish,
-               tenant_of=IDENTITY.tenant)
+               tenant_of=IDENTITY.tenant, limits=LIMITS, admit=ADMIT, logger=logger)
 
 
-@logger.inject_lambda_context
+@logger.inject_lambda_context(clear_state=True)  # a request's tenant/caller keys end with it
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 def handler(event, context):

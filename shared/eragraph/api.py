@@ -22,7 +22,12 @@ The fuzz corpus of these cases is tests/api_corpus.py.
 Tenants: every route answers from the caller's tenant's engine. The tenant comes from the
 caller's identity (``tenant_of``: bootstrap.identity, the JWT claim or IAM principal tag), never
 from the body: a body whose ``tenant`` names another tenant is refused (403), and a filter on
-``tenant`` only ever selects inside the caller's own."""
+``tenant`` only ever selects inside the caller's own.
+
+Cost bounds (config.ApiLimits, bootstrap.limits): with ``answer: true`` a ``budget`` over the
+cap is a 422; each tenant's requests take a token of its bucket (``admit``), and a tenant out of
+tokens gets a 429 with ``Retry-After`` (seconds). With a ``logger``, every log line of a request
+carries its tenant, the API request id and the caller (IAM ARN or JWT subject)."""
 
 from __future__ import annotations
 
@@ -166,19 +171,44 @@ class ForeignTenant(PermissionError):
     """A request that names a tenant other than the caller's (answered 403)."""
 
 
+class RateLimited(Exception):
+    """The caller's tenant is out of tokens (answered 429 with Retry-After)."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"too many requests for this tenant: retry after {retry_after} s")
+        self.retry_after = retry_after
+
+
+class BudgetTooLarge(ValueError):
+    """A budget over the answer cap with answer=true (answered 422)."""
+
+
 def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = None,
-             tenant_of: Callable[[dict], str] | None = None) -> APIGatewayHttpResolver:
+             tenant_of: Callable[[dict], str] | None = None, limits: Any = None,
+             admit: Callable[[str], Any] | None = None, logger: Any = None) -> APIGatewayHttpResolver:
     """The resolver with every route; ``get_engine(tenant)`` is called per request (the warm
     engine of that tenant: the Lambda container's, or the local server's); ``tenant_of(event)``
     is the caller's tenant from its identity (None: everyone is the default tenant);
-    ``on_query`` sees each query response (the Lambda function publishes metrics from it)."""
-    from .bootstrap.identity import TenantForbidden
+    ``on_query`` sees each query response (the Lambda function publishes metrics from it);
+    ``limits`` (config.ApiLimits) caps the answer budget; ``admit(tenant)`` takes a token of the
+    tenant's bucket (a services.rate_limit.Decision); ``logger`` (powertools) gets the request's
+    tenant, request id and caller as keys."""
+    from .bootstrap.identity import TenantForbidden, caller_of
     from .services import stats as stats_service
 
     app = QueryApiResolver()
 
     def caller() -> str:
-        return tenant_of(app.current_event.raw_event) if tenant_of is not None else ""
+        event = app.current_event.raw_event
+        tenant = tenant_of(event) if tenant_of is not None else ""
+        if logger is not None:
+            logger.append_keys(tenant=tenant or "(default)", caller=caller_of(event),
+                               api_request_id=(event.get("requestContext") or {}).get("requestId", ""))
+        if admit is not None:
+            decision = admit(tenant)
+            if not decision.allowed:
+                raise RateLimited(decision.retry_after)
+        return tenant
 
     def engine() -> Engine:
         return get_engine(caller())
@@ -190,6 +220,16 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
     @app.exception_handler(ForeignTenant)
     def foreign_tenant(exc: ForeignTenant) -> Response:
         return _error_json(403, str(exc))
+
+    @app.exception_handler(RateLimited)
+    def rate_limited(exc: RateLimited) -> Response:
+        return Response(status_code=429, content_type=content_types.APPLICATION_JSON,
+                        headers={"Retry-After": str(exc.retry_after)},
+                        body={"statusCode": 429, "message": str(exc), "retry_after": exc.retry_after})
+
+    @app.exception_handler(BudgetTooLarge)
+    def budget_too_large(exc: BudgetTooLarge) -> Response:
+        return _error_json(422, str(exc), detail=[{"loc": ["body", "budget"], "type": "less_than_equal"}])
 
     @app.exception_handler(BadRequestBody)
     def bad_body(exc: BadRequestBody) -> Response:
@@ -219,6 +259,9 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
 
     @app.post("/query")
     def post_query(request: QueryRequest) -> dict:
+        cap = getattr(limits, "answer_max_budget", 0)
+        if request.answer and cap and request.budget is not None and request.budget > cap:
+            raise BudgetTooLarge(f"budget must be at most {cap} when answer is true (got {request.budget})")
         tenant = caller()
         if request.tenant is not None and request.tenant != tenant:
             raise ForeignTenant("the request names another tenant than the caller's: the tenant comes from the "

@@ -246,6 +246,41 @@ def settings_from_env(environ: dict[str, str] | None = None, **overrides: Any) -
     return Settings(**values).with_overrides(**overrides)
 
 
+@dataclass(frozen=True)
+class ApiLimits:
+    """Cost bounds of the query API (no graph setting: a store never records them).
+
+    - ``answer_max_budget`` (ERAGRAPH_ANSWER_MAX_BUDGET): the largest evidence budget in tokens
+      a request with ``answer: true`` may ask for; more is a 422 (each answer sends about that
+      many input tokens to the text model). 0: no cap beyond the request model's.
+    - ``tenant_rate`` (ERAGRAPH_TENANT_RATE): requests per second each tenant may make (a token
+      bucket per tenant; over it: 429 with Retry-After). 0: no per-tenant limit.
+    - ``tenant_burst`` (ERAGRAPH_TENANT_BURST): the bucket's size, requests a tenant may make at
+      once."""
+
+    answer_max_budget: int = 0
+    tenant_rate: float = 0.0
+    tenant_burst: int = 20
+
+    def __post_init__(self) -> None:
+        if self.answer_max_budget < 0 or self.tenant_rate < 0 or self.tenant_burst < 1:
+            raise ValueError(f"invalid API limits {self}: budget and rate >= 0, burst >= 1")
+
+    @classmethod
+    def from_env(cls, environ: Any = None) -> ApiLimits:
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for f in fields(cls):
+            raw = env.get("ERAGRAPH_" + {"answer_max_budget": "ANSWER_MAX_BUDGET", "tenant_rate": "TENANT_RATE",
+                                         "tenant_burst": "TENANT_BURST"}[f.name])
+            if raw is not None and raw.strip() != "":
+                try:
+                    values[f.name] = type(getattr(cls(), f.name))(raw)
+                except ValueError as exc:
+                    raise ValueError(f"{f.name}={raw!r}: {exc}") from None
+        return cls(**values)
+
+
 def child_environment(settings: Settings) -> dict[str, str]:
     """The environment of a child process (a benchmark's `eragraph serve` or `eragraph ingest`):
     this process's, with ``settings``' provider choices (ERAGRAPH_EMBEDDER, _SUMMARIZER, _NER)."""

@@ -28,7 +28,10 @@ def lambda_context() -> LambdaContext:
 def aws_environment(queue_url: str, table: str = "eragraph-test-graph", endpoint: str | None = None) -> dict:
     env = {"AWS_REGION": REGION, "ERAGRAPH_TABLE": table, "ERAGRAPH_BUCKET": BUCKET,
            "ERAGRAPH_SUMMARIZE_QUEUE_URL": queue_url, "ERAGRAPH_OPENSEARCH_ENDPOINT": "https://search.invalid",
-           "ERAGRAPH_OPENSEARCH_INDEX": "eragraph-nodes", **TEST_SETTINGS}
+           "ERAGRAPH_OPENSEARCH_INDEX": "eragraph-nodes", **TEST_SETTINGS,
+           # these suites query the default tenant as an untagged caller: the explicit opt-in
+           # (the deployed default refuses such a caller: TenantRequired=true)
+           "ERAGRAPH_TENANT_REQUIRED": "false"}
     if endpoint:
         env["ERAGRAPH_AWS_ENDPOINT_URL"] = endpoint
     return env

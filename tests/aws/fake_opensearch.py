@@ -151,6 +151,9 @@ class FakeOpenSearch:
         self.requests: list[tuple[str, str, Any]] = []
         self.indices = _Indices(self)
         self.fail_next: list[int] = []  # statuses to return for the next bulk items (tests)
+        # the domain's rest.action.multi.allow_explicit_index (template.yaml: false): a multi
+        # request (_bulk, _mget) naming an index in its body is refused, as OpenSearch does
+        self.allow_explicit_index = False
         # tests: a filtered k-NN search whose allowed set is larger than k returns at most this
         # many hits (an engine whose filtered graph search falls short); None: exact
         self.filtered_ann_limit: int | None = None
@@ -306,6 +309,8 @@ class FakeOpenSearch:
             _need(len(action) == 1, "action line must have one key")
             (op, meta), = action.items()
             _need(op in {"index", "create", "delete", "update"}, f"unknown bulk action {op}")
+            _need(self.allow_explicit_index or "_index" not in meta,
+                  "explicit index in bulk is not allowed (rest.action.multi.allow_explicit_index is false)")
             name = meta.get("_index", index)
             idx = self._index(name)
             _need("_id" in meta, "bulk action needs _id")
@@ -420,6 +425,7 @@ class FakeOpenSearch:
         self.requests.append(("POST", f"/{index}/_mget", body))
         idx = self._index(index)
         _need("ids" in body, "mget needs ids")
+        _need(self.allow_explicit_index or "docs" not in body, "explicit index in multi get is not allowed")
         return {"docs": [{"_id": i, "found": i in idx["docs"], **({"_source": idx["docs"][i]} if i in idx["docs"] else {})}
                          for i in body["ids"]]}
 

@@ -264,7 +264,7 @@ def test_an_index_from_before_attributes_gains_their_fields_with_the_first_attri
     client.indices.create(index="nodes", body=old)
     v = np.eye(4, dtype=np.float32)
     with pytest.raises(ShapeError, match="strict"):  # what the old mapping does to an attribute
-        client.bulk('{"index": {"_index": "nodes", "_id": "x"}}\n{"has_attrs": true}\n')
+        client.bulk('{"index": {"_id": "x"}}\n{"has_attrs": true}\n', index="nodes")
     below_two = parse_filter({"lessThan": {"key": "n", "value": 2}})
     reader = OpenSearchVectorIndex(client, "nodes", 4)  # the query function: it may only read
     reader.upsert(["z"], v[3:4], [{"layer": 1, "doc_id": ""}])  # a summary: no attributes, no mapping change
@@ -328,6 +328,29 @@ def test_the_fake_refuses_what_it_does_not_evaluate():
         with pytest.raises(ShapeError):
             client.select("nodes", clause)
     with pytest.raises(ShapeError):  # a double takes numbers only
-        client.bulk('{"index": {"_index": "nodes", "_id": "b"}}\n{"attrs_n": {"lang": "en"}}\n')
+        client.bulk('{"index": {"_id": "b"}}\n{"attrs_n": {"lang": "en"}}\n', index="nodes")
     assert client.select("nodes", {"bool": {"filter": where_clauses(parse_filter(
         {"startsWith": {"key": "lang", "value": "e"}}))}}) == {"a"}
+
+
+def test_the_adapter_never_names_an_index_in_a_multi_request_body():
+    """The domain refuses explicit indexes in _bulk/_mget bodies (template.yaml:
+    rest.action.multi.allow_explicit_index false), and so does the fake: every write, delete,
+    lexical rebuild and vector read of the adapter still works, with the index in the path."""
+    from eragraph.adapters.aws.opensearch import OpenSearchLexicalIndex
+    from eragraph.domain.model import Node
+
+    client = FakeOpenSearch()
+    client.indices.create(index="other", body=opensearch.index_body(4))
+    with pytest.raises(ShapeError, match="explicit index"):
+        client.bulk('{"index": {"_index": "other", "_id": "x"}}\n{"layer": 0}\n')
+    index = OpenSearchVectorIndex(client, "nodes", 4, refresh=True, tenant="acme")
+    v = np.eye(4, dtype=np.float32)
+    index.upsert(["a", "b"], v[:2], [{"layer": 0, "doc_id": "d", "text": "alpha", "attrs": {"lang": "en"}},
+                                     {"layer": 0, "doc_id": "d", "text": "beta"}])
+    assert set(index.get_vectors(["a", "b"])) == {"a", "b"}
+    OpenSearchLexicalIndex(index).rebuild([Node(node_id="a", layer=0, text="alpha", tokens=1, code=0)])
+    index.delete(["b"])
+    assert index.count() == 1
+    bulks = [body for method, path, body in client.requests if path == "/_bulk"][1:]  # after the refused one
+    assert len(bulks) == 3 and not any("_index" in body for body in bulks)

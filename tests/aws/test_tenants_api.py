@@ -396,6 +396,8 @@ def test_reindex_deletes_one_tenant_and_leaves_the_other(two_tenants, lambda_con
 
     reindex, summarize = load_handler("reindex"), load_handler("summarize")
     s3 = boto3.client("s3", region_name="us-east-1")
+    s3.put_bucket_versioning(Bucket=BUCKET, VersioningConfiguration={"Status": "Enabled"})  # as deployed
+    s3.put_object(Bucket=BUCKET, Key="tenants/a/comets.txt", Body=b"an older version")
     s3.put_object(Bucket=BUCKET, Key="tenants/a/comets.txt", Body=A_TEXT.encode())
     s3.put_object(Bucket=BUCKET, Key="tenants/b/harbor.txt", Body=B_TEXT.encode())
     a, b = two_tenants["a"], two_tenants["b"]
@@ -417,9 +419,12 @@ def test_reindex_deletes_one_tenant_and_leaves_the_other(two_tenants, lambda_con
     assert set(report["after"]) == set(report["before"]) == {"items", "vectors", "entity_vectors"}
     assert all(v == 0 for v in report["after"].values()), report
     assert report["objects_deleted"] == 1
+    assert report["versions_deleted"] == 3  # both versions and the delete marker: nothing left to restore
     assert namespace_items("a") == 0
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])]
     assert keys == ["tenants/b/harbor.txt"]
+    left = s3.list_object_versions(Bucket=BUCKET)
+    assert [v["Key"] for v in left.get("Versions", []) + left.get("DeleteMarkers", [])] == ["tenants/b/harbor.txt"]
     assert LAMBDA_ENGINE.tenancy.tenants() == ["b"] and not LAMBDA_ENGINE.tenancy.exists("a")
     assert b_state() == b_before
     # the message queued before the deletion is dropped: it does not bring the namespace back

@@ -65,6 +65,30 @@ def load_template(path: Path = TEMPLATE) -> dict:
         return yaml.load(fh, Loader=CfnLoader)
 
 
+def bucket_notifications(template: dict, queue_arn: str, parameters: dict | None = None) -> dict:
+    """The documents bucket's S3 notification configuration as the template writes it
+    (NotificationMode=direct), in the S3 API's shape (put_bucket_notification_configuration):
+    the template's events and prefix/suffix rules, parameters at their defaults unless given,
+    the ingest queue's ARN for its GetAtt. Empty rules are left out, as S3 does."""
+    params = {name: p.get("Default") for name, p in template["Parameters"].items()}
+    params.update(parameters or {})
+    out = []
+    for config in template["Resources"]["DocumentsBucket"]["Properties"]["NotificationConfiguration"][
+            "QueueConfigurations"]["Fn::If"][2]:
+        assert config["Queue"] == {"Fn::GetAtt": ["IngestQueue", "Arn"]}, config["Queue"]
+        rules = []
+        for rule in config.get("Filter", {}).get("S3Key", {}).get("Rules", []):
+            value = rule["Value"]
+            value = params[value["Ref"]] if isinstance(value, dict) else value
+            if value:
+                rules.append({"Name": rule["Name"], "Value": value})
+        entry = {"QueueArn": queue_arn, "Events": [config["Event"]]}
+        if rules:
+            entry["Filter"] = {"Key": {"FilterRules": rules}}
+        out.append(entry)
+    return {"QueueConfigurations": out}
+
+
 def create_graph_table(client: Any, name: str) -> None:
     """Create the graph table ``name`` exactly as the template declares it (idempotent)."""
     if name in client.list_tables()["TableNames"]:

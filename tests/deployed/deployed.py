@@ -38,7 +38,10 @@ SMALL_GRAPH = {"ERAGRAPH_EMBEDDER": "hash", "ERAGRAPH_SUMMARIZER": "extractive",
                "ERAGRAPH_NER": "spacy", "ERAGRAPH_PARSER": "spacy", "ERAGRAPH_EMBED_CACHE": "false",
                "ERAGRAPH_S_MIN": "3", "ERAGRAPH_S_MAX": "5", "ERAGRAPH_N_PLANES": "4", "ERAGRAPH_CHUNK_TOKENS": "60",
                "ERAGRAPH_CHUNK_OVERLAP": "8", "ERAGRAPH_SUMMARY_TOKENS": "40", "ERAGRAPH_GRAPH_EXACT": "false",
-               "POWERTOOLS_METRICS_NAMESPACE": "EragraphTest"}
+               "POWERTOOLS_METRICS_NAMESPACE": "EragraphTest",
+               # these suites query the default tenant as an untagged caller: the explicit opt-in
+               # (the template's default, TenantRequired=true, refuses one: test_deployed_tenancy)
+               "ERAGRAPH_TENANT_REQUIRED": "false"}
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                     "AWS_SESSION_TOKEN": "testing"}
 
@@ -574,7 +577,7 @@ class LoopbackCloud:
     def start(self) -> LoopbackCloud:
         import boto3
 
-        from contract.aws_factories import create_graph_table
+        from contract.aws_factories import bucket_notifications, create_graph_table
         from opensearch_http import OpenSearchHttpFake
 
         for k, v in FAKE_CREDENTIALS.items():
@@ -596,9 +599,9 @@ class LoopbackCloud:
         self.summarize_arn = self.queue_arn(self.summarize_url)
         self.s3.create_bucket(Bucket=self.bucket)
         self.s3.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
-        self.s3.put_bucket_notification_configuration(Bucket=self.bucket, NotificationConfiguration={
-            "QueueConfigurations": [{"QueueArn": self.ingest_arn, "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"],
-                                     "Filter": {"Key": {"FilterRules": [{"Name": "prefix", "Value": "docs/"}]}}}]})
+        # the template's own notification filter, at its default parameters
+        self.s3.put_bucket_notification_configuration(Bucket=self.bucket, NotificationConfiguration=bucket_notifications(
+            load_template(ROOT / "template.yaml"), self.ingest_arn))
         create_graph_table(self.ddb, self.table)
         return self
 

@@ -120,21 +120,21 @@ def iam_event(arn: str) -> dict:
 
 
 def test_jwt_claim():
-    identity = TenantIdentity()
+    identity = TenantIdentity(required=False)
     assert identity.tenant(jwt_event({"sub": "u1", "tenant": "acme"})) == "acme"
     assert identity.tenant(jwt_event({"sub": "u1"})) == DEFAULT
-    assert TenantIdentity(claim="custom:tenant").tenant(jwt_event({"custom:tenant": "acme", "tenant": "x"})) == "acme"
+    assert TenantIdentity(claim="custom:tenant", required=False).tenant(jwt_event({"custom:tenant": "acme", "tenant": "x"})) == "acme"
 
 
 def test_lambda_authorizer_context():
-    identity = TenantIdentity()
+    identity = TenantIdentity(required=False)
     assert identity.tenant(lambda_event({"tenant": "acme", "user": "u1"})) == "acme"
     assert identity.tenant(lambda_event({"user": "u1"})) == DEFAULT
     assert identity.tenant(lambda_event({"tenant": ""})) == DEFAULT
 
 
 def test_no_authorizer_is_the_default_tenant():
-    identity = TenantIdentity()
+    identity = TenantIdentity(required=False)
     for event in ({}, {"requestContext": {}}, {"requestContext": {"authorizer": None}},
                   {"requestContext": {"authorizer": {}}}):
         assert identity.tenant(event) == DEFAULT
@@ -142,7 +142,7 @@ def test_no_authorizer_is_the_default_tenant():
 
 @pytest.mark.parametrize("value", ["Acme", "BAD!", "../b", "x" * 64, 7, ["acme"], {"id": "acme"}])
 def test_an_invalid_tenant_value_is_forbidden(value):
-    identity = TenantIdentity()
+    identity = TenantIdentity(required=False)
     with pytest.raises(TenantForbidden, match="no valid tenant"):
         identity.tenant(jwt_event({"tenant": value}))
     with pytest.raises(TenantForbidden):
@@ -166,10 +166,11 @@ def test_from_env():
     identity = TenantIdentity.from_env({"ERAGRAPH_TENANT_CLAIM": "custom:tenant", "ERAGRAPH_TENANT_TAG": "team",
                                         "ERAGRAPH_TENANT_REQUIRED": "True"})
     assert (identity.claim, identity.tag, identity.required) == ("custom:tenant", "team", True)
-    default = TenantIdentity.from_env({})
-    assert (default.claim, default.tag, default.required) == ("tenant", "eragraph-tenant", False)
+    default = TenantIdentity.from_env({})  # fail closed unless told otherwise
+    assert (default.claim, default.tag, default.required) == ("tenant", "eragraph-tenant", True)
+    assert TenantIdentity().required is True
     for word, required in (("1", True), ("yes", True), (" TRUE ", True), ("false", False), ("0", False),
-                           ("", False), ("no", False)):
+                           ("", True), ("no", False), (" False ", False)):
         assert TenantIdentity.from_env({"ERAGRAPH_TENANT_REQUIRED": word}).required is required, word
 
 
@@ -238,32 +239,32 @@ def iam():
 
 
 def test_iam_assumed_role_tag(iam):
-    identity = TenantIdentity(iam_client=iam)
+    identity = TenantIdentity(required=False, iam_client=iam)
     assert identity.tenant(iam_event(f"arn:aws:sts::{ACCOUNT}:assumed-role/Reader/session-1")) == "acme"
     assert identity.tenant(iam_event(f"arn:aws:iam::{ACCOUNT}:role/Reader")) == "acme"
 
 
 def test_iam_user_tag(iam):
-    identity = TenantIdentity(iam_client=iam)
+    identity = TenantIdentity(required=False, iam_client=iam)
     assert identity.tenant(iam_event(f"arn:aws:iam::{ACCOUNT}:user/alice")) == "globex"
 
 
 def test_iam_tag_name_is_configurable(iam):
-    identity = TenantIdentity(tag="team", iam_client=iam)
+    identity = TenantIdentity(tag="team", required=False, iam_client=iam)
     assert identity.tenant(iam_event(f"arn:aws:sts::{ACCOUNT}:assumed-role/Reader/s")) == "x"
 
 
 def test_iam_principal_without_the_tag(iam):
     arns = (f"arn:aws:sts::{ACCOUNT}:assumed-role/Untagged/s", f"arn:aws:iam::{ACCOUNT}:user/bob")
     for arn in arns:
-        assert TenantIdentity(iam_client=iam).tenant(iam_event(arn)) == DEFAULT
+        assert TenantIdentity(required=False, iam_client=iam).tenant(iam_event(arn)) == DEFAULT
         with pytest.raises(TenantForbidden, match="requires one"):
             TenantIdentity(required=True, iam_client=iam).tenant(iam_event(arn))
 
 
 def test_iam_tag_with_an_invalid_tenant_is_forbidden(iam):
     with pytest.raises(TenantForbidden, match="no valid tenant"):
-        TenantIdentity(iam_client=iam).tenant(iam_event(f"arn:aws:sts::{ACCOUNT}:assumed-role/BadTag/s"))
+        TenantIdentity(required=False, iam_client=iam).tenant(iam_event(f"arn:aws:sts::{ACCOUNT}:assumed-role/BadTag/s"))
 
 
 class DenyingIam:
@@ -298,14 +299,14 @@ def test_a_principal_iam_does_not_know_has_no_tenant(iam):
     """A role of another account is not found here: no tag, so the default tenant, or a 403
     when a tenant is required."""
     arn = f"arn:aws:sts::{ACCOUNT}:assumed-role/NoSuchRole/s"
-    assert TenantIdentity(iam_client=iam).tenant(iam_event(arn)) == ""
+    assert TenantIdentity(required=False, iam_client=iam).tenant(iam_event(arn)) == ""
     with pytest.raises(TenantForbidden, match="requires one"):
         TenantIdentity(iam_client=iam, required=True).tenant(iam_event(arn))
 
 
 def test_iam_arn_without_tags_reads_nothing(iam):
     counting = CountingIam(iam)
-    identity = TenantIdentity(iam_client=counting)
+    identity = TenantIdentity(required=False, iam_client=counting)
     for arn in (f"arn:aws:iam::{ACCOUNT}:root", "", None, 5):
         assert identity.tenant(iam_event(arn)) == DEFAULT
     assert counting.calls == []
@@ -314,7 +315,7 @@ def test_iam_arn_without_tags_reads_nothing(iam):
 def test_iam_tags_are_cached_per_principal_until_the_ttl(iam):
     clock = Clock()
     counting = CountingIam(iam)
-    identity = TenantIdentity(iam_client=counting, clock=clock)
+    identity = TenantIdentity(required=False, iam_client=counting, clock=clock)
     role = iam_event(f"arn:aws:sts::{ACCOUNT}:assumed-role/Reader/s")
     user = iam_event(f"arn:aws:iam::{ACCOUNT}:user/alice")
     assert identity.tenant(role) == "acme"
@@ -338,7 +339,7 @@ def test_iam_tags_are_cached_per_principal_until_the_ttl(iam):
 def test_iam_cache_keeps_an_absent_tag_too(iam):
     clock = Clock()
     counting = CountingIam(iam)
-    identity = TenantIdentity(iam_client=counting, clock=clock)
+    identity = TenantIdentity(required=False, iam_client=counting, clock=clock)
     event = iam_event(f"arn:aws:sts::{ACCOUNT}:assumed-role/Untagged/s")
     assert identity.tenant(event) == DEFAULT
     iam.tag_role(RoleName="Untagged", Tags=[{"Key": "eragraph-tenant", "Value": "acme"}])
@@ -347,12 +348,51 @@ def test_iam_cache_keeps_an_absent_tag_too(iam):
     assert identity.tenant(event) == "acme" and len(counting.calls) == 2
 
 
-def test_iam_cache_is_per_arn_sessions_of_one_role_each_read(iam):
+def test_iam_cache_is_per_principal_every_session_of_a_role_shares_it(iam):
     counting = CountingIam(iam)
-    identity = TenantIdentity(iam_client=counting, clock=Clock())
-    for session in ("s1", "s2", "s1"):
+    identity = TenantIdentity(required=False, iam_client=counting, clock=Clock())
+    for session in ("s1", "s2", "s1", "s3"):
         assert identity.tenant(iam_event(f"arn:aws:sts::{ACCOUNT}:assumed-role/Reader/{session}")) == "acme"
-    assert counting.calls == [("role", "Reader"), ("role", "Reader")]
+    assert identity.tenant(iam_event(f"arn:aws:iam::{ACCOUNT}:role/Reader")) == "acme"
+    assert counting.calls == [("role", "Reader")]
+
+
+def test_iam_cache_is_bounded(iam, monkeypatch):
+    from eragraph.bootstrap import identity as module
+
+    monkeypatch.setattr(module, "TAG_CACHE_SIZE", 3)
+    counting = CountingIam(iam)
+    identity = TenantIdentity(required=False, iam_client=counting, clock=Clock())
+    for n in range(10):
+        identity.tenant(iam_event(f"arn:aws:iam::{ACCOUNT}:user/u{n}"))
+    assert len(identity._tags) == 3
+    identity.tenant(iam_event(f"arn:aws:iam::{ACCOUNT}:user/u0"))  # dropped: read again
+    assert counting.calls[-1] == ("user", "u0") and len(counting.calls) == 11
+
+
+def test_a_principal_of_another_account_is_never_looked_up_here(iam):
+    """Role "Reader" exists (tagged acme) in the API's account; the same name in another
+    account is another principal: no tag read, no tenant."""
+    counting = CountingIam(iam)
+    event = iam_event("arn:aws:sts::999999999999:assumed-role/Reader/s")
+    event["requestContext"]["accountId"] = ACCOUNT
+    with pytest.raises(TenantForbidden, match="requires one"):
+        TenantIdentity(iam_client=counting).tenant(event)
+    assert TenantIdentity(required=False, iam_client=counting).tenant(event) == DEFAULT
+    assert counting.calls == []
+    own = iam_event(f"arn:aws:sts::{ACCOUNT}:assumed-role/Reader/s")
+    own["requestContext"]["accountId"] = ACCOUNT
+    assert TenantIdentity(iam_client=counting).tenant(own) == "acme"
+
+
+def test_each_fallback_to_the_default_tenant_is_logged(caplog):
+    identity = TenantIdentity(required=False)
+    with caplog.at_level("WARNING", logger="eragraph.bootstrap.identity"):
+        assert identity.tenant(jwt_event({"sub": "user-7"})) == DEFAULT
+        assert identity.tenant(jwt_event({"sub": "user-8"})) == DEFAULT
+        assert identity.tenant(jwt_event({"sub": "user-9", "tenant": "acme"})) == "acme"
+    fallbacks = [r for r in caplog.records if "tenant fallback" in r.getMessage()]
+    assert [r.caller for r in fallbacks] == ["user-7", "user-8"]
 
 
 def test_a_failed_read_is_not_cached(iam):
@@ -367,7 +407,7 @@ def test_a_failed_read_is_not_cached(iam):
 
 def test_jwt_wins_over_other_authorizer_kinds(iam):
     counting = CountingIam(iam)
-    identity = TenantIdentity(iam_client=counting)
+    identity = TenantIdentity(required=False, iam_client=counting)
     event = {"requestContext": {"authorizer": {
         "jwt": {"claims": {"tenant": "acme"}},
         "lambda": {"tenant": "other"},

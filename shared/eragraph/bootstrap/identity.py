@@ -10,25 +10,33 @@ API Gateway (HTTP API, payload v2) puts what the authorizer established in
 - ``iam``: SigV4 (IAM) auth. The event carries the caller's ARN, not its principal tags, so the
   tenant is the tag ``ERAGRAPH_TENANT_TAG`` (default ``eragraph-tenant``) of the caller's IAM role
   or user, read with ``iam:ListRoleTags`` / ``iam:ListUserTags`` and kept for five minutes per
-  principal (a tag changed in IAM takes effect within that time). ``ERAGRAPH_TENANT_TAG=""``
-  turns this off (a single-tenant deployment: no IAM read per caller).
+  principal (a tag changed in IAM takes effect within that time). The cache is keyed by the
+  principal (account, kind, name: every session of a role shares one entry) and holds at most
+  TAG_CACHE_SIZE entries. ``ERAGRAPH_TENANT_TAG=""`` turns this off (no IAM read per caller).
 
-A caller without a tenant gets the default tenant, unless ``ERAGRAPH_TENANT_REQUIRED`` is true:
-then it is refused (403). A principal IAM does not know in this account (a role of another
-account) has no tag, so no tenant. A tenant value that is not a valid tenant id is refused
-(403), as is an IAM principal whose tags cannot be read (access denied, throttling)."""
+Fail closed: a caller without a tenant is refused (403) unless ``ERAGRAPH_TENANT_REQUIRED`` is
+false (the default is true); then it gets the default tenant, and each such fallback is logged
+(``tenant fallback``, with the caller). A principal of another account than the
+API's has no tag here (its tags are never looked up by name in this account), so no tenant; nor
+has one IAM does not know. A tenant value that is not a valid tenant id is refused (403), as is
+an IAM principal whose tags cannot be read (access denied, throttling)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
 from ..domain.tenants import DEFAULT, TenantError, check_tenant
 
 TAG_TTL_SECONDS = 300.0
+TAG_CACHE_SIZE = 1024  # principals whose tag is kept; the least recently read is dropped first
+
+LOG = logging.getLogger(__name__)
 
 
 class TenantForbidden(PermissionError):
@@ -36,7 +44,7 @@ class TenantForbidden(PermissionError):
 
 
 class TenantIdentity:
-    def __init__(self, claim: str = "tenant", tag: str = "eragraph-tenant", required: bool = False,
+    def __init__(self, claim: str = "tenant", tag: str = "eragraph-tenant", required: bool = True,
                  iam_client: Any = None, clock=time.monotonic, endpoint: str | None = None) -> None:
         """``tag`` "": IAM callers' tags are not read (they have no tenant); ``endpoint``: the
         IAM endpoint (a local cloud)."""
@@ -46,7 +54,7 @@ class TenantIdentity:
         self.required = required
         self._iam = iam_client
         self._clock = clock
-        self._tags: dict[str, tuple[float, str | None]] = {}
+        self._tags: OrderedDict[tuple[str, str, str], tuple[float, str | None]] = OrderedDict()
         self._lock = threading.Lock()
 
     @classmethod
@@ -56,7 +64,7 @@ class TenantIdentity:
         return cls(claim=env.get("ERAGRAPH_TENANT_CLAIM") or "tenant",
                    tag="eragraph-tenant" if tag is None else tag.strip(),
                    endpoint=env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None,
-                   required=(env.get("ERAGRAPH_TENANT_REQUIRED") or "false").strip().lower() in ("1", "true", "yes"))
+                   required=(env.get("ERAGRAPH_TENANT_REQUIRED") or "true").strip().lower() not in ("0", "false", "no"))
 
     def tenant(self, event: Mapping[str, Any]) -> str:
         """The caller's tenant ("" the default), or TenantForbidden."""
@@ -68,10 +76,12 @@ class TenantIdentity:
         elif isinstance(auth.get("lambda"), Mapping):
             value = auth["lambda"].get(self.claim)
         elif isinstance(auth.get("iam"), Mapping) and self.tag:
-            value = self._iam_tenant(auth["iam"].get("userArn"))
+            value = self._iam_tenant(auth["iam"].get("userArn"), (context or {}).get("accountId"))
         if value is None or value == "":
             if self.required:
                 raise TenantForbidden("the caller's identity names no tenant, and this API requires one")
+            LOG.warning("tenant fallback: the caller's identity names no tenant; serving the default tenant "
+                        "(ERAGRAPH_TENANT_REQUIRED=false)", extra={"caller": caller_of(event)})
             return DEFAULT
         try:
             return check_tenant(value)
@@ -79,23 +89,31 @@ class TenantIdentity:
             raise TenantForbidden(f"the caller's identity names no valid tenant: {exc}") from None
 
     # ----- IAM principal tags -----
-    def _iam_tenant(self, arn: Any) -> str | None:
+    def _iam_tenant(self, arn: Any, api_account: Any = None) -> str | None:
+        """The tag of the principal ``arn``; None for a principal of another account than
+        ``api_account`` (the API's, from the event): a name is looked up in this account only."""
         if not isinstance(arn, str) or not arn:
             return None
+        kind, name = principal_of(arn)
+        account = arn.split(":")[4] if arn.count(":") >= 5 else ""
+        if kind is None or (api_account and account != api_account):
+            return None
+        key = (account, kind, name)
         now = self._clock()
         with self._lock:
-            cached = self._tags.get(arn)
+            cached = self._tags.get(key)
             if cached is not None and now - cached[0] < TAG_TTL_SECONDS:
+                self._tags.move_to_end(key)
                 return cached[1]
-        value = self._read_tag(arn)
+        value = self._read_tag(kind, name)
         with self._lock:
-            self._tags[arn] = (now, value)
+            self._tags[key] = (now, value)
+            self._tags.move_to_end(key)
+            while len(self._tags) > TAG_CACHE_SIZE:
+                self._tags.popitem(last=False)
         return value
 
-    def _read_tag(self, arn: str) -> str | None:
-        kind, name = principal_of(arn)
-        if kind is None:
-            return None
+    def _read_tag(self, kind: str, name: str) -> str | None:
         if self._iam is None:
             import boto3
 
@@ -110,6 +128,17 @@ class TenantIdentity:
                 return None
             raise TenantForbidden(f"the caller's tenant tag could not be read ({type(exc).__name__})") from None
         return next((t["Value"] for t in tags if t.get("Key") == self.tag), None)
+
+
+def caller_of(event: Mapping[str, Any]) -> str:
+    """Who called, for logs: the IAM principal's ARN or the JWT subject ("" if neither)."""
+    context = event.get("requestContext") if isinstance(event, Mapping) else None
+    auth = (context or {}).get("authorizer") or {}
+    if isinstance(auth.get("iam"), Mapping):
+        return str(auth["iam"].get("userArn") or "")
+    if isinstance(auth.get("jwt"), Mapping):
+        return str((auth["jwt"].get("claims") or {}).get("sub") or "")
+    return ""
 
 
 def _no_such_entity(exc: Exception) -> bool:

@@ -176,6 +176,10 @@ class Tenancy:
             for key in engine.blobs.list(f"{KEY_PREFIX}{tenant}/"):
                 engine.blobs.delete(key)
                 objects += 1
+        versions = 0
+        purge = getattr(engine.blobs, "purge_versions", None)  # S3: the old versions and delete markers too
+        if purge is not None:
+            versions = purge(f"{KEY_PREFIX}{tenant}/")
         namespaces: list[Namespaced] = [engine.vectors, *([entity_vectors] if entity_vectors is not None else []),
                                         engine.graph]
         for store in namespaces:
@@ -184,7 +188,8 @@ class Tenancy:
         self._engines.pop(tenant, None)
         after = {"items": engine.graph.namespace_size(), "vectors": engine.vectors.count(),
                  "entity_vectors": entity_vectors.count() if entity_vectors is not None else 0}
-        return {"tenant": tenant, "before": before, "after": after, "objects_deleted": objects}
+        return {"tenant": tenant, "before": before, "after": after, "objects_deleted": objects,
+                "versions_deleted": versions}
 
 
 def _memory_counts(engine: Engine | None) -> dict[str, int]:

@@ -73,6 +73,9 @@ def repair_counts(engine: Engine, report: dict) -> None:
 
 def audit_documents(engine: Engine, report: dict) -> None:
     docs = engine.graph.list_documents()
+    repair = getattr(engine.graph, "repair_document_count", None)  # stores that keep a counter (DynamoDB)
+    if repair is not None:
+        report["document_count_correction"] = repair(len(docs))
     listed = {c for d in docs for c in d.chunk_ids}
     chunks = {r.node_id: r.code for r in engine.graph.layer_refs(0)}
     orphans = sorted(set(chunks) - listed)

@@ -1,4 +1,4 @@
-"""Store statistics: documents, layers and segments, settings, vectors, the cost ledger (every
+"""Store statistics: documents (a counter where the store keeps one), layers and segments, settings, vectors, the cost ledger (every
 model call by kind and model, priced: services.cost). One service that the CLI (`eragraph
 stats`) and the query API (GET /stats) both call."""
 
@@ -8,6 +8,16 @@ from typing import Any
 
 from . import cost
 from .engine import Engine
+
+
+def document_count(engine: Engine) -> int | None:
+    """Live documents: a store's counter where it keeps one (DynamoDB: one read, never a scan of
+    the table; None until the reindex has counted a store older than the counter), else the
+    listing (the local stores)."""
+    counted = getattr(engine.graph, "document_count", None)
+    if counted is not None:
+        return counted()
+    return len(engine.graph.list_documents())
 
 
 def stats(engine: Engine) -> dict[str, Any]:
@@ -21,7 +31,7 @@ def stats(engine: Engine) -> dict[str, Any]:
                        "largest_segment": max(lens) if lens else None})
     lsh = engine.graph.get_lsh()
     return {
-        "documents": len(engine.graph.list_documents()),
+        "documents": document_count(engine),
         "layers": layers,
         "s_min": s.s_min, "s_max": s.s_max, "n_planes": s.n_planes, "max_layers": s.max_layers,
         "chunk_tokens": s.chunk_tokens, "chunk_overlap": s.chunk_overlap,

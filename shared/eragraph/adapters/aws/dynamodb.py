@@ -357,7 +357,9 @@ class DynamoGraphStore:
         self.check_fits(doc)
         item = self.Item(**self._document_attrs(doc))
         if expected is ANY_VERSION:
+            before = self.get_document(doc.doc_id)  # live or not: what the counter had
             item.save()
+            self._count_documents(int(not doc.is_tombstone) - int(before is not None))
             return
         try:
             item.save(condition=self._stamp_condition(expected))
@@ -365,9 +367,37 @@ class DynamoGraphStore:
             if _is_condition_failure(exc):
                 raise ConflictError(f"document {doc.doc_id} changed concurrently") from None
             raise
+        # the condition held: the stored record was ``expected``
+        self._count_documents(int(not doc.is_tombstone) - int(expected is not None and not expected.is_tombstone))
 
     def delete_document(self, doc_id: str) -> None:
+        before = self.get_document(doc_id)
         self.Item(PK=f"DOC#{doc_id}", SK="DOC").delete()
+        self._count_documents(-int(before is not None))
+
+    # ----- the live-document counter (GET /stats reads it: no scan on the query path) -----
+    def _count_documents(self, delta: int) -> None:
+        """ADD ``delta`` to this namespace's live-document counter (COUNT / DOCS), written
+        after the document: a crash in between, or two unconditional writers of one document
+        at once, leaves it off by one until the reindex recounts (repair_document_count)."""
+        if delta:
+            self.Item(PK="COUNT", SK="DOCS").update(actions=[self.Item.version.add(delta)])
+
+    def document_count(self) -> int | None:
+        """Live documents of this namespace, from the counter (one GetItem). Without a counter:
+        0 for a namespace without chunks (no layer counter either: one Query), None for a store
+        written before the counter existed, until the reindex counts it."""
+        item = self._get("COUNT", "DOCS")
+        if item is None or item.version is None:
+            return 0 if not self.layer_sizes() else None
+        return max(0, int(item.version))
+
+    def repair_document_count(self, live: int) -> int:
+        """Set the counter to ``live`` (the reindex's listing); the correction made."""
+        stored = self.document_count()
+        if stored != live:
+            self.Item(PK="COUNT", SK="DOCS", version=live).save()
+        return live - (stored or 0)
 
     def list_documents(self) -> list[Document]:
         items = self.Item.scan((self.Item.SK == "DOC") & self.models.in_namespace(), consistent_read=True)

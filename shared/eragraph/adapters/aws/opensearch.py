@@ -19,7 +19,10 @@ their fields with the first write of attributes (a mapping can gain fields; the 
 may only read, and a filter on an unmapped field matches nothing); its vectors match no filter
 until re-upserted.
 
-Writes go through ``_bulk`` (index / delete actions, NDJSON) with per-item error handling:
+Multi requests name their index in the path only (``/<index>/_bulk``, ``/<index>/_mget`` with
+ids): the domain runs with ``rest.action.multi.allow_explicit_index`` false, so that an index
+policy on the path is the whole truth. Writes go through ``_bulk`` (index / delete actions,
+NDJSON) with per-item error handling:
 items that failed with a retryable status (429, 5xx) are re-sent with backoff, any other item
 error raises with the ids and reasons. ``ids()`` pages with ``search_after`` on the ``node_id``
 keyword; ``get_vectors`` uses ``_mget``.
@@ -185,7 +188,7 @@ class OpenSearchVectorIndex:
             for attempt in range(6):
                 body = "".join(json.dumps(a) + "\n" + (json.dumps(s) + "\n" if s is not None else "")
                                for a, s in pending)
-                response = self.client.bulk(body=body, refresh=self.refresh)
+                response = self.client.bulk(index=self.index, body=body, refresh=self.refresh)
                 if not response.get("errors"):
                     break
                 retry, failures = [], []
@@ -215,7 +218,7 @@ class OpenSearchVectorIndex:
         if len(ids) and vectors.shape[1] != self.dim:
             raise ValueError(f"vectors have dimension {vectors.shape[1]}, index has {self.dim}")
         tenant = {"tenant": self.tenant} if self.tenant else {}
-        lines = [({"index": {"_index": self.index, "_id": self._doc_id(i)}},
+        lines = [({"index": {"_id": self._doc_id(i)}},
                   {"node_id": i, "layer": int(m["layer"]), "doc_id": str(m.get("doc_id", "")), **tenant,
                    **({"text": str(m["text"])} if m.get("text") is not None else {}),
                    **attr_fields(m.get("attrs")),
@@ -227,7 +230,7 @@ class OpenSearchVectorIndex:
         self._bulk(lines)
 
     def delete(self, ids: Iterable[str]) -> None:
-        lines = [({"delete": {"_index": self.index, "_id": self._doc_id(i)}}, None) for i in dict.fromkeys(ids)]
+        lines = [({"delete": {"_id": self._doc_id(i)}}, None) for i in dict.fromkeys(ids)]
         if lines:
             self._bulk(lines)
 
@@ -360,7 +363,7 @@ class OpenSearchLexicalIndex:
         v.ensure_index()
         v.client.indices.put_mapping(index=v.index, body={"properties": {"text": {"type": "text"}}})
         leaves = [n for n in nodes if n.layer == 0]
-        v._bulk([({"update": {"_index": v.index, "_id": v._doc_id(n.node_id)}}, {"doc": {"text": n.text}})
+        v._bulk([({"update": {"_id": v._doc_id(n.node_id)}}, {"doc": {"text": n.text}})
                  for n in leaves])
         v.client.indices.put_mapping(index=v.index, body={"_meta": {"lexical": 1}})
         if v.refresh:

@@ -1,0 +1,29 @@
+"""The query API's cost bounds from the environment (config.ApiLimits): the answer budget cap,
+and the per-tenant rate limiter on the graph table (adapters/aws/rate_limit.py) when
+ERAGRAPH_TENANT_RATE > 0."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+
+from ..config import ApiLimits
+from ..services.rate_limit import Decision
+
+
+def api_limits(environ: Mapping[str, str] | None = None,
+               client=None) -> tuple[ApiLimits, Callable[[str], Decision] | None]:
+    """(limits, admit): ``admit(tenant)`` takes one token of the tenant's bucket (None: no
+    per-tenant limit)."""
+    env = os.environ if environ is None else environ
+    limits = ApiLimits.from_env(env)
+    if limits.tenant_rate <= 0:
+        return limits, None
+    from ..adapters.aws.rate_limit import DynamoRateLimiter
+
+    if client is None:
+        import boto3
+
+        client = boto3.client("dynamodb", endpoint_url=env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None)
+    limiter = DynamoRateLimiter(env["ERAGRAPH_TABLE"], client, limits.tenant_rate, limits.tenant_burst)
+    return limits, limiter.acquire

@@ -1,0 +1,160 @@
+"""The query API's cost bounds: the answer budget cap (422), and the per-tenant token bucket in
+DynamoDB (moto) behind a 429 with Retry-After; the tenant and request id on the request's logs."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from lambda_support import event
+
+from contract.aws_factories import REGION, create_graph_table, fake_credentials
+from eragraph.config import ApiLimits, Settings
+from eragraph.services.rate_limit import Bucket, take
+
+TABLE = "graph-limits"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def ddb():
+    fake_credentials()
+    import boto3
+    from moto import mock_aws
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name=REGION)
+        create_graph_table(client, TABLE)
+        yield client
+
+
+def test_take_refills_at_the_rate_up_to_the_burst():
+    d = take(None, 10.0, rate=2.0, burst=3)
+    assert d.allowed and d.bucket == Bucket(2.0, 10.0)
+    d = take(Bucket(0.0, 10.0), 10.25, rate=2.0, burst=3)  # half a token back
+    assert not d.allowed and d.retry_after == 1
+    assert take(Bucket(0.0, 10.0), 10.5, rate=2.0, burst=3).allowed
+    assert take(Bucket(0.0, 0.0), 1e6, rate=2.0, burst=3).bucket.tokens == 2.0  # capped at the burst
+    assert take(Bucket(0.0, 10.0), 10.0, rate=0.1, burst=3).retry_after == 10
+    assert not take(Bucket(0.5, 10.0), 5.0, rate=1.0, burst=3).allowed  # a clock that went back
+
+
+def test_the_bucket_in_dynamodb_limits_each_tenant(ddb):
+    from eragraph.adapters.aws.rate_limit import DynamoRateLimiter
+
+    clock = Clock()
+    limiter = DynamoRateLimiter(TABLE, ddb, rate=1.0, burst=3, clock=clock)
+    assert [limiter.acquire("acme").allowed for _ in range(4)] == [True, True, True, False]
+    assert limiter.acquire("acme").retry_after == 1
+    assert limiter.acquire("").allowed and limiter.acquire("globex").allowed  # buckets of their own
+    clock.now += 1.0
+    assert limiter.acquire("acme").allowed and not limiter.acquire("acme").allowed
+    item = ddb.get_item(TableName=TABLE, Key=DynamoRateLimiter.key("acme"))["Item"]
+    assert item["PK"]["S"] == "RATE#acme"  # the key the query role may write (dynamodb:LeadingKeys)
+
+
+def test_a_concurrent_request_never_spends_the_same_token(ddb):
+    """Between this request's read and write another one takes the last token: the conditional
+    write fails, the bucket is read again, and this request is refused."""
+    from eragraph.adapters.aws.rate_limit import DynamoRateLimiter
+
+    clock = Clock()
+    other = DynamoRateLimiter(TABLE, ddb, rate=0.001, burst=1, clock=clock)
+
+    class Racing:
+        """The DynamoDB client; the other request takes its token right after our first read."""
+
+        def __init__(self) -> None:
+            self.exceptions = ddb.exceptions
+            self.raced = False
+
+        def get_item(self, **kw):
+            out = ddb.get_item(**kw)
+            if not self.raced:
+                self.raced = True
+                clock.now += 0.5
+                assert other.acquire("acme").allowed
+            return out
+
+        def put_item(self, **kw):
+            return ddb.put_item(**kw)
+
+    mine = DynamoRateLimiter(TABLE, Racing(), rate=0.001, burst=1, clock=clock)
+    decision = mine.acquire("acme")
+    assert not decision.allowed and decision.retry_after > 1
+
+
+def _app(limits, admit, logger=None):
+    from eragraph.api import make_app
+    from eragraph.bootstrap.identity import TenantIdentity
+    from eragraph.bootstrap.memory import build_memory_engine
+
+    engine = build_memory_engine(Settings(embedder="hash", summarizer="extractive", generator="none"))
+    return make_app(lambda tenant: engine, tenant_of=TenantIdentity(required=True).tenant, limits=limits,
+                    admit=admit, logger=logger)
+
+
+def jwt_request(path: str, body: dict | None = None, tenant: str = "acme") -> dict:
+    ev = copy.deepcopy(event("api_query_valid.json"))
+    ev["requestContext"]["authorizer"] = {"jwt": {"claims": {"sub": "user-1", "tenant": tenant}, "scopes": None}}
+    if body is None:
+        ev.update(routeKey=f"GET {path}", rawPath=path, body=None)
+        ev["requestContext"]["http"].update(method="GET", path=path)
+    else:
+        ev["body"] = json.dumps(body)
+    return ev
+
+
+def test_a_tenant_over_its_rate_gets_429_with_retry_after(ddb):
+    from eragraph.adapters.aws.rate_limit import DynamoRateLimiter
+
+    clock = Clock()
+    limiter = DynamoRateLimiter(TABLE, ddb, rate=0.5, burst=2, clock=clock)
+    app = _app(ApiLimits(), limiter.acquire)
+    statuses = [app.resolve(jwt_request("/stats"), None)["statusCode"] for _ in range(3)]
+    assert statuses == [200, 200, 429]
+    out = app.resolve(jwt_request("/stats"), None)
+    assert out["statusCode"] == 429 and out["headers"]["Retry-After"] == "2"
+    assert json.loads(out["body"])["retry_after"] == 2
+    assert app.resolve(jwt_request("/stats", tenant="globex"), None)["statusCode"] == 200
+    clock.now += 2.0
+    assert app.resolve(jwt_request("/stats"), None)["statusCode"] == 200
+
+
+def test_the_answer_budget_is_capped():
+    app = _app(ApiLimits(answer_max_budget=4000), None)
+    out = app.resolve(jwt_request("/query", {"query": "q", "answer": True, "budget": 4001}), None)
+    assert out["statusCode"] == 422
+    assert "at most 4000 when answer is true" in json.loads(out["body"])["message"]
+    ok = app.resolve(jwt_request("/query", {"query": "q", "answer": True, "budget": 4000}), None)
+    assert ok["statusCode"] == 200
+    no_answer = app.resolve(jwt_request("/query", {"query": "q", "budget": 50000}), None)
+    assert no_answer["statusCode"] == 200  # retrieval only: no model reads the evidence
+
+
+def test_the_request_logs_carry_tenant_request_id_and_caller():
+    from aws_lambda_powertools import Logger
+
+    logger = Logger(service="eragraph-test")
+    app = _app(ApiLimits(), None, logger=logger)
+    assert app.resolve(jwt_request("/stats"), None)["statusCode"] == 200
+    keys = logger.get_current_keys()
+    assert (keys["tenant"], keys["caller"], keys["api_request_id"]) == ("acme", "user-1", "JKJaXmPLvHcESHA=")
+
+
+def test_limits_from_the_environment():
+    assert ApiLimits.from_env({}) == ApiLimits()
+    assert ApiLimits.from_env({"ERAGRAPH_ANSWER_MAX_BUDGET": "8000", "ERAGRAPH_TENANT_RATE": "5",
+                               "ERAGRAPH_TENANT_BURST": "20"}) == ApiLimits(8000, 5.0, 20)
+    with pytest.raises(ValueError):
+        ApiLimits.from_env({"ERAGRAPH_TENANT_BURST": "0"})
+    with pytest.raises(ValueError, match="tenant_rate"):
+        ApiLimits.from_env({"ERAGRAPH_TENANT_RATE": "fast"})
