@@ -191,7 +191,7 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
     is the caller's tenant from its identity (None: everyone is the default tenant);
     ``on_query`` sees each query response (the Lambda function publishes metrics from it);
     ``limits`` (config.ApiLimits) caps the answer budget; ``admit(tenant)`` takes a token of the
-    tenant's bucket (a services.rate_limit.Decision); ``logger`` (powertools) gets the request's
+    tenant's bucket (a domain.rate_limit.Decision); ``logger`` (powertools) gets the request's
     tenant, request id and caller as keys."""
     from .bootstrap.identity import TenantForbidden, caller_of
     from .services import stats as stats_service

@@ -11,7 +11,7 @@ from lambda_support import event
 
 from contract.aws_factories import REGION, create_graph_table, fake_credentials
 from eragraph.config import ApiLimits, Settings
-from eragraph.services.rate_limit import Bucket, take
+from eragraph.domain.rate_limit import Bucket, take
 
 TABLE = "graph-limits"
 

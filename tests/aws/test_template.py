@@ -537,7 +537,10 @@ def test_the_alarms_an_operator_needs():
     assert ages == {"IngestQueue", "SummarizeQueue"}
     assert all(a["Properties"]["AlarmActions"] == [{"Ref": "AlarmTopic"}] for a in alarms)
     # the rejected-documents alarm watches the metric the ingest function emits
-    assert '"DocumentsRejected"' in (ROOT / "functions/ingest/app.py").read_text()
+    from eragraph.services.object_events import METRICS
+
+    assert METRICS["rejected"] == "DocumentsRejected"
+    assert "for name, metric in METRICS.items()" in (ROOT / "functions/ingest/app.py").read_text()
     # no subscriber: said loudly
     warning = TEMPLATE["Outputs"]["AlarmsHaveNoSubscriber"]
     assert warning["Condition"] == "NoAlarmEmail" and "WARNING" in warning["Description"]

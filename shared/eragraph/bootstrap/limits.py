@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from ..config import ApiLimits
-from ..services.rate_limit import Decision
+from ..domain.rate_limit import Decision
 
 
 def api_limits(environ: Mapping[str, str] | None = None,

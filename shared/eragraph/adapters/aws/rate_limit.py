@@ -1,6 +1,6 @@
 """The per-tenant token buckets of the query API in the graph table: one item per tenant,
 ``PK = RATE#<tenant>`` (``RATE#-`` the default tenant), ``SK = BUCKET``, read consistently and
-written back on the condition that no other request wrote it meanwhile (services.rate_limit is
+written back on the condition that no other request wrote it meanwhile (domain.rate_limit is
 the arithmetic). The query role may write these keys and its ledger's only (template.yaml:
 dynamodb:LeadingKeys)."""
 
@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ...services.rate_limit import Bucket, Decision, take
+from ...domain.rate_limit import Bucket, Decision, take
 
 ATTEMPTS = 4  # conditional writes lost to concurrent requests of one tenant before refusing
 
