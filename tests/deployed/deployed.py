@@ -725,7 +725,8 @@ def drain_summarize(cloud, summarize, limit: int = 400) -> list[int]:
                 return layers
             continue
         for m in messages:
-            assert m["Attributes"]["MessageGroupId"].startswith("layer-"), m["Attributes"]
+            # "layer-<l>-<shard>", a tenant's prefixed with "<tenant>:"
+            assert m["Attributes"]["MessageGroupId"].rsplit(":", 1)[-1].startswith("layer-"), m["Attributes"]
         layers += [json.loads(m["Body"])["layer"] for m in messages]
         out = summarize.result(cloud.sqs_event(messages, cloud.summarize_arn))
         failed = {f["itemIdentifier"] for f in out["batchItemFailures"]}
