@@ -41,7 +41,10 @@ SMALL_GRAPH = {"ERAGRAPH_EMBEDDER": "hash", "ERAGRAPH_SUMMARIZER": "extractive",
                "POWERTOOLS_METRICS_NAMESPACE": "EragraphTest",
                # these suites query the default tenant as an untagged caller: the explicit opt-in
                # (the template's default, TenantRequired=true, refuses one: test_deployed_tenancy)
-               "ERAGRAPH_TENANT_REQUIRED": "false"}
+               "ERAGRAPH_TENANT_REQUIRED": "false",
+               # they ask many questions a second of one tenant: the template's per-tenant rate
+               # limit (TenantRateLimit) would answer 429 (tests/aws/test_api_limits.py covers it)
+               "ERAGRAPH_TENANT_RATE": "0"}
 FAKE_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                     "AWS_SESSION_TOKEN": "testing"}
 

@@ -43,7 +43,9 @@ RESOURCE_SETTINGS = ("ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QU
                      # timeout): it bounds one function's reading, and writes nothing different
                      "ERAGRAPH_EXTRACT_SECONDS",
                      # the query function's caller identity (which tenant asks): no store setting
-                     "ERAGRAPH_TENANT_")
+                     "ERAGRAPH_TENANT_",
+                     # the query API's cost bound on answers (AnswerMaxBudget): no store setting
+                     "ERAGRAPH_ANSWER_MAX_BUDGET")
 
 
 @pytest.fixture(scope="module", autouse=True)
