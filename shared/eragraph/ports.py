@@ -209,9 +209,22 @@ class RevisingSummarizer(Summarizer, Protocol):
 
 @runtime_checkable
 class Generator(Protocol):
+    """Writes an answer from evidence. A generator that can stream also has
+    ``stream(question, evidence) -> Iterator[str | Answer]``: the text in pieces, in order, as
+    it is generated, then one Answer (the whole text, its citations and token counts) as the
+    last item. services.generation.stream_answer gives every generator that shape."""
     identity: str
     def answer(self, question: str, evidence: Sequence[tuple[str, str]]) -> Answer:
         """evidence: (result id, text) pairs; the answer cites result ids."""
+        ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores (query, passage) pairs for a second-stage re-ordering of retrieved results."""
+    identity: str
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        """One relevance score per text, in the order given (higher is more relevant)."""
         ...
 
 

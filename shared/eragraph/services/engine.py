@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..config import GRAPH_SETTINGS, Settings
 from ..domain.lsh import check_embedder, draw_hyperplanes
 from ..domain.model import EragraphError, LshConfig
-from ..ports import (BlobStore, Embedder, Generator, GraphStore, LexicalIndex, MessageQueue, Summarizer, Tokenizer,
-                     VectorIndex)
+from ..ports import (BlobStore, Embedder, Generator, GraphStore, LexicalIndex, MessageQueue, Reranker, Summarizer,
+                     Tokenizer, VectorIndex)
 
 if TYPE_CHECKING:
     from ..domain.model import Document, Node
@@ -47,6 +47,7 @@ class Engine:
     summarizer: Summarizer
     blobs: BlobStore | None = None
     generator: Generator | None = None
+    reranker: Reranker | None = None  # the second stage of a query that asks for reranking (None: none configured)
     lexical: LexicalIndex | None = None  # BM25 over the leaf chunks (None: the profile has none)
     # the entity graph (services.entity_index); None: this engine has none and the graph modes
     # are not offered

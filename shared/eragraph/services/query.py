@@ -13,6 +13,7 @@ import numpy as np
 
 from ..domain.filters import Filter, FilterError, parse_filter, to_json
 from ..domain.ranking import Candidate
+from ..domain.rerank import RerankSpec
 from . import cost
 from .engine import LEAF_ATTRS, Engine
 from .modes import LEAVES_ONLY, MODES, available_modes, mode_names
@@ -94,10 +95,12 @@ def as_filter(where: Filter | dict | str | None) -> Filter | None:
 
 def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = None,
           budget: int | None = None, p: float | None = None, answer: bool = False,
-          vector: np.ndarray | None = None, where: Filter | dict | str | None = None) -> QueryResponse:
+          vector: np.ndarray | None = None, where: Filter | dict | str | None = None,
+          rerank: RerankSpec | None = None) -> QueryResponse:
     """``vector``: the question's embedding when the caller already has it (a benchmark embeds
     each question once, before any mode); else it is made on first use by the mode. ``where``:
-    a metadata filter (a parsed tree, or its JSON); every result is a leaf chunk inside it."""
+    a metadata filter (a parsed tree, or its JSON); every result is a leaf chunk inside it.
+    ``rerank``: re-order the results with the engine's reranker (a BadQueryError when it has none)."""
     started = time.perf_counter()
     if not isinstance(text, str) or not text.strip():
         raise BadQueryError("query text is empty")
@@ -115,6 +118,8 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     if mode not in available_modes(engine):
         known = "unknown" if mode not in MODES else "unavailable on this store"
         raise BadQueryError(f"{known} mode {mode!r}; choose one of {', '.join(available_modes(engine))}")
+    if rerank is not None and engine.reranker is None:
+        raise BadQueryError("reranking was asked for, but no reranker is configured for this store")
     where = as_filter(where)
     # refuses a store built with another embedder; a store without hyperplanes holds nothing (never
     # ingested, or its tenant deleted): nothing is embedded, searched or written (a read never writes)
