@@ -656,13 +656,27 @@ def cmd_serve(args: argparse.Namespace) -> int:
     server = make_server(engine, args.host, args.port, log=not args.quiet)
     tenant = f" (tenant {engine.tenant})" if engine.tenant else ""
     print(f"eragraph: serving {args.store}{tenant} on {server.url} (POST /query, GET /documents/ID, GET /stats, "
-          f"GET /health); Ctrl-C stops", file=sys.stderr, flush=True)
+          f"GET /health, MCP at /mcp); Ctrl-C stops", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
         server.server_close()
+    return EXIT_OK
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the store's tools over MCP on stdin/stdout (eragraph.mcp_server), bound to --tenant."""
+    existing_store(args.store)
+    try:
+        from .mcp_server import build_server, run_stdio
+    except ImportError as exc:
+        raise CommandError(f"mcp needs the mcp extra (pip install 'eragraph[mcp]'): {exc}") from None
+    engine = _engine(args)
+    print(f"eragraph: MCP over stdio for {args.store}" + (f" (tenant {engine.tenant})" if engine.tenant else "")
+          + "; the client closes it", file=sys.stderr, flush=True)
+    run_stdio(build_server(lambda _tenant: engine, tenant=engine.tenant))
     return EXIT_OK
 
 
@@ -991,6 +1005,9 @@ def build_parser() -> argparse.ArgumentParser:
                 providers=("embedder", "generator"), json_out=False, quiet="no request log on stderr")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one; default 8765)")
+
+    command("mcp", "serve the store's tools (retrieve, answer, get_document, stats) to an MCP client over stdio",
+            cmd_mcp, providers=("embedder", "generator"), json_out=False)
 
     p = command("delete", "remove documents by id or source", cmd_delete, providers=("embedder", "summarizer"),
                 quiet="no progress on stderr")

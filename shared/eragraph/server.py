@@ -62,6 +62,8 @@ BACKLOG = 2048
 FAST_WORKERS = 4
 SLOW_WORKERS = 1
 SLOW_FAMILIES = frozenset({"graph", "fusion", "router"})
+MCP_PATH = "/mcp"  # the MCP endpoint (streamable HTTP, stateless): eragraph.mcp_server
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @dataclass
@@ -128,6 +130,8 @@ class ApiApp:
         self.pools = {"fast": ThreadPoolExecutor(fast_workers, thread_name_prefix="eragraph-fast"),
                       "slow": ThreadPoolExecutor(slow_workers, thread_name_prefix="eragraph-slow")}
         self._local = threading.local()
+        self._mcp = None  # the MCP server, built on the first request to MCP_PATH
+        self.mcp_security = None  # MCP's Host/Origin check (ApiServer: loopback only when bound to loopback)
 
     def resolver(self):
         app = getattr(self._local, "app", None)
@@ -155,6 +159,9 @@ class ApiApp:
                     await send({"type": "lifespan.shutdown.complete"})
                     return
         if scope["type"] != "http":
+            return
+        if scope["path"].rstrip("/") == MCP_PATH:
+            await self.serve_mcp(scope, receive, send)
             return
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
@@ -190,6 +197,27 @@ class ApiApp:
         out_headers = {k: (", ".join(v) if isinstance(v, list) else str(v)) for k, v in (out.get("headers") or {}).items()}
         await self._send(send, scope, int(out.get("statusCode", 500)), out_headers, payload)
 
+    async def serve_mcp(self, scope: dict, receive, send) -> None:
+        """POST /mcp: the MCP tools over stateless streamable HTTP (eragraph.mcp_server), for the
+        served engine's tenant; its blocking work runs in the pool of the mode's family."""
+        try:
+            from .mcp_server import build_server, serve_http
+        except ImportError as exc:
+            await self._send(send, scope, 501, {"content-type": "application/json"}, json.dumps(
+                {"statusCode": 501, "message": f"MCP needs the mcp extra (pip install 'eragraph[mcp]'): {exc}"}).encode())
+            return
+        if self._mcp is None:
+            engine = self.engine
+            self._mcp = build_server(lambda _tenant: engine, run_blocking=self._run_in_pool)
+        await serve_http(self._mcp, scope, receive, send, self.engine.tenant, security=self.mcp_security)
+
+    async def _run_in_pool(self, fn, mode: str | None):
+        from .services.modes import MODES
+
+        spec = MODES.get(mode) if mode else None
+        pool = self.pools["slow" if spec is not None and spec.family in SLOW_FAMILIES else "fast"]
+        return await asyncio.get_running_loop().run_in_executor(pool, fn)
+
     async def _send(self, send, scope: dict, status: int, headers: dict[str, str], payload: bytes) -> None:
         raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
                if k.lower() not in ("content-length", "connection")]
@@ -209,6 +237,13 @@ class ApiServer:
 
         self.engine = engine
         self.app = ApiApp(engine, fast_workers, slow_workers, log=log)
+        if host in LOOPBACK:  # a page in a browser must not reach /mcp by DNS rebinding
+            try:
+                from .mcp_server import loopback_security
+            except ImportError:  # no mcp extra: /mcp answers 501
+                pass
+            else:
+                self.app.mcp_security = loopback_security()
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.socket = socket.socket(family, socket.SOCK_STREAM)
         self.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

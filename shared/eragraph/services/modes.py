@@ -42,6 +42,7 @@ class RetrievalMode:
     under_filter: str = LEAVES_ONLY  # NATIVE | LEAVES_ONLY
     reads_summaries: bool = False    # draws on summary nodes (layers > 0) when unfiltered
     variant_of: str | None = None    # a parameter variant of another mode (benchmarks compare the base)
+    purpose: str = ""                # when to choose it, in a client's words (the MCP tools' descriptions)
 
     @property
     def needs_spacy(self) -> bool:
@@ -65,26 +66,37 @@ _PARSE = frozenset({"parse"})
 
 _TABLE = (
     RetrievalMode("collapsed", "summary", "one top-k over every layer under the token budget (EraRAG Alg. 2)",
-                  _summary("collapsed"), reads_summaries=True),
+                  _summary("collapsed"), reads_summaries=True,
+                  purpose="the default: broad questions and overviews; mixes summaries of whole topics with exact passages"),
     RetrievalMode("detailed", "summary", "top-pk leaves, the rest from summaries (EraRAG §III-D)", _summary("detailed"),
-                  reads_summaries=True, variant_of="collapsed"),
+                  reads_summaries=True, variant_of="collapsed",
+                  purpose="like collapsed, leaning to exact passages (the share p of leaves)"),
     RetrievalMode("summarized", "summary", "top-pk summaries, the rest from leaves (EraRAG §III-D)",
-                  _summary("summarized"), reads_summaries=True, variant_of="collapsed"),
-    RetrievalMode("dense", "summary", "leaf chunks by embedding similarity", _summary("dense")),
+                  _summary("summarized"), reads_summaries=True, variant_of="collapsed",
+                  purpose="like collapsed, leaning to summaries (the share p of summaries)"),
+    RetrievalMode("dense", "summary", "leaf chunks by embedding similarity", _summary("dense"),
+                  purpose="specific facts phrased differently from the text: the closest passages by meaning"),
     RetrievalMode("bm25", "lexical", "leaf chunks by BM25 over the lexical index", lexical_search.bm25,
-                  needs_lexical=True, needs_embedding=False, under_filter=NATIVE),
+                  needs_lexical=True, needs_embedding=False, under_filter=NATIVE,
+                  purpose="exact words, names, codes or identifiers that must appear in the passage"),
     RetrievalMode("hybrid", "hybrid", "BM25 and dense leaf lists fused by reciprocal rank fusion",
-                  lexical_search.hybrid, needs_lexical=True, under_filter=NATIVE),
+                  lexical_search.hybrid, needs_lexical=True, under_filter=NATIVE,
+                  purpose="specific facts with exact names or terms: keyword and meaning matches combined"),
     RetrievalMode("tri_graph", "graph", "LinearRAG tri-graph activation + PPR", _graph(graph_query.tri_graph),
-                  needs_entity_graph=True, spacy=_ENTITIES),
+                  needs_entity_graph=True, spacy=_ENTITIES,
+                  purpose="questions linking named entities across documents (multi-hop)"),
     RetrievalMode("concept_ppr", "graph", "TERAG concept PPR", _graph(graph_query.concept_ppr),
-                  needs_entity_graph=True, spacy=_ENTITIES),
+                  needs_entity_graph=True, spacy=_ENTITIES,
+                  purpose="questions about how concepts or entities relate across many passages"),
     RetrievalMode("local_global", "graph", "E2GraphRAG local/global retrieval", _graph(graph_query.local_global),
-                  needs_entity_graph=True, spacy=_ENTITIES, reads_summaries=True),
+                  needs_entity_graph=True, spacy=_ENTITIES, reads_summaries=True,
+                  purpose="questions about one entity's neighbourhood, with summaries for context"),
     RetrievalMode("fusion", "fusion", "EA-GraphRAG eq. 8: RRF of the dense-side and tri_graph lists weighted "
-                  "1 - s(q) and s(q)", routing.fusion, spacy=_ENTITIES | _PARSE),
+                  "1 - s(q) and s(q)", routing.fusion, spacy=_ENTITIES | _PARSE,
+                  purpose="unsure whether a question is simple or multi-hop: blends the dense side and the entity graph"),
     RetrievalMode("auto", "router", "EA-GraphRAG complexity router: s(q) picks the dense side, fusion or the graph",
-                  routing.auto, spacy=_PARSE),
+                  routing.auto, spacy=_PARSE,
+                  purpose="let the router choose per question (simple: dense side; multi-hop: the entity graph)"),
 )
 
 MODES: dict[str, RetrievalMode] = {m.name: m for m in _TABLE}
