@@ -1,7 +1,8 @@
-"""HTTP API (payload v2) -> query, documents, stats, health. The routes and the pydantic request
-model live in eragraph.api (shared with the local `eragraph serve`); the OpenAPI schema they
-generate is kept in openapi.json. The caller's tenant comes from its identity
-(bootstrap.identity: ERAGRAPH_TENANT_CLAIM, ERAGRAPH_TENANT_TAG, ERAGRAPH_TENANT_REQUIRED)."""
+"""HTTP API (payload v2) -> query, documents, stats, health, and the MCP tools (POST /mcp:
+eragraph.mcp_server). The routes and the pydantic request model live in eragraph.api (shared
+with the local `eragraph serve`); the OpenAPI schema they generate is kept in openapi.json. The
+caller's tenant comes from its identity (bootstrap.identity: ERAGRAPH_TENANT_CLAIM,
+ERAGRAPH_TENANT_TAG, ERAGRAPH_TENANT_REQUIRED)."""
 
 from aws_lambda_powertools.metrics import MetricUnit
 
@@ -24,11 +25,28 @@ def publish(response) -> None:
     metrics.add_metric("QueryTokens", MetricUnit.Count, total.get("tokens_in", 0) + total.get("tokens_out", 0))
 
 
+def engine_of(tenant: str):
+    return LAMBDA_ENGINE.get(tenant, register=False)
+
+
+MCP = []  # the MCP server, built by the first POST /mcp: the other routes' cold starts never import mcp
+
+
+def serve_mcp(event: dict, body: bytes, tenant: str):
+    """POST /mcp: the MCP tools (stateless streamable HTTP, JSON) for the caller's tenant."""
+    from eragraph.mcp_server import build_server, event_response
+
+    if not MCP:
+        MCP.append(build_server(engine_of))
+    metrics.add_metric("McpRequests", MetricUnit.Count, 1)
+    return event_response(MCP[0], event, body, tenant)
+
+
 # the caller's tenant from its identity only: the JWT claim, or the IAM principal's tag
 IDENTITY = TenantIdentity.from_env()
 LIMITS, ADMIT = api_limits()  # the answer budget cap; the per-tenant token bucket (429)
-app = make_app(lambda tenant: LAMBDA_ENGINE.get(tenant, register=False), on_query=publish,
-               tenant_of=IDENTITY.tenant, limits=LIMITS, admit=ADMIT, logger=logger)
+app = make_app(engine_of, on_query=publish, tenant_of=IDENTITY.tenant, limits=LIMITS, admit=ADMIT, logger=logger,
+               mcp=serve_mcp)
 
 
 @logger.inject_lambda_context(clear_state=True)  # a request's tenant/caller keys end with it

@@ -1,4 +1,5 @@
-"""The HTTP query API (payload v2): POST /query, GET /documents/{id}, GET /stats, GET /health.
+"""The HTTP query API (payload v2): POST /query, GET /documents/{id}, GET /stats, GET /health, and
+POST /mcp when given an MCP server (eragraph.mcp_server).
 
 One definition serves both the API Gateway function (functions/query/app.py) and the local warm
 server (``eragraph serve``, eragraph.server): ``make_app`` builds the powertools resolver over an
@@ -185,14 +186,17 @@ class BudgetTooLarge(ValueError):
 
 def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = None,
              tenant_of: Callable[[dict], str] | None = None, limits: Any = None,
-             admit: Callable[[str], Any] | None = None, logger: Any = None) -> APIGatewayHttpResolver:
+             admit: Callable[[str], Any] | None = None, logger: Any = None,
+             mcp: Callable[[dict, bytes, str], tuple[int, dict, str]] | None = None) -> APIGatewayHttpResolver:
     """The resolver with every route; ``get_engine(tenant)`` is called per request (the warm
     engine of that tenant: the Lambda container's, or the local server's); ``tenant_of(event)``
     is the caller's tenant from its identity (None: everyone is the default tenant);
     ``on_query`` sees each query response (the Lambda function publishes metrics from it);
     ``limits`` (config.ApiLimits) caps the answer budget; ``admit(tenant)`` takes a token of the
     tenant's bucket (a domain.rate_limit.Decision); ``logger`` (powertools) gets the request's
-    tenant, request id and caller as keys."""
+    tenant, request id and caller as keys; ``mcp(event, body, tenant)`` serves POST /mcp (the MCP
+    tools over stateless streamable HTTP: mcp_server.event_response) for the caller's tenant, after
+    the same identity, rate limit and logging as every route (None: no such route)."""
     from .bootstrap.identity import TenantForbidden, caller_of
     from .services import stats as stats_service
 
@@ -283,6 +287,18 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
     @app.get("/stats")
     def get_stats() -> dict:
         return stats_service.stats(engine())
+
+    if mcp is not None:
+        @app.post("/mcp", summary="MCP (Model Context Protocol) tools over stateless streamable HTTP",
+                  description="JSON-RPC 2.0 messages of MCP: tools retrieve, answer (with a generator), "
+                              "get_document, stats; JSON responses, no sessions")
+        def post_mcp():
+            tenant = caller()
+            event = app.current_event
+            body = event.decoded_body or ""
+            status, headers, text = mcp(event.raw_event, body.encode("utf-8"), tenant)
+            return Response(status_code=status, content_type=headers.pop("content-type", None), body=text,
+                            headers=headers)
 
     @app.get("/health")
     def health() -> dict:

@@ -31,6 +31,9 @@ NEEDS_SPACY = {
 }
 # Functions that read documents (PDF, DOCX, HTML: providers.extractors.PACKAGES) and why.
 NEEDS_READERS = {"IngestFunction": "reads the S3 objects: PDF (pypdf), DOCX (python-docx), HTML (lxml)"}
+# Functions that serve MCP (eragraph.mcp_server, imported by the first POST /mcp) and the packages.
+NEEDS_MCP = {"QueryFunction": "POST /mcp: the MCP tools over streamable HTTP"}
+MCP_PACKAGES = ("mcp", "mcp_types", "anyio", "starlette", "httpx2")
 # Top-level packages no function may ship: the runtime provides boto3/botocore (a copy would
 # shadow it), scipy is imported lazily by the local profile only and is 139 MB.
 FORBIDDEN = ("scipy", "scipy.libs", "boto3", "botocore", "s3transfer", "jmespath")
@@ -122,6 +125,14 @@ def test_functions_that_run_spacy_have_it_and_its_model():
             assert _has_top_level(paths, pkg), f"{name} needs {pkg} ({why}); its layers lack it"
 
 
+def test_the_functions_that_serve_mcp_have_it():
+    functions = _functions(_built_template())
+    for name, why in NEEDS_MCP.items():
+        paths = _python_paths(functions[name])
+        for pkg in MCP_PACKAGES:
+            assert _has_top_level(paths, pkg), f"{name} needs {pkg} ({why}); its layers lack it"
+
+
 def test_functions_that_read_documents_have_the_readers():
     from eragraph.providers.extractors import PACKAGES
 
@@ -148,7 +159,7 @@ def test_every_function_has_eragraph_and_the_packages_it_imports():
     from eragraph.providers.extractors import PACKAGES
 
     # spacy and the readers: the tests above, for the functions that use them
-    needed = third_party - RUNTIME_PROVIDED - NOT_SHIPPED - {"spacy"} - set(PACKAGES)
+    needed = third_party - RUNTIME_PROVIDED - NOT_SHIPPED - {"spacy"} - set(PACKAGES) - set(MCP_PACKAGES)
     assert {"numpy", "pydantic", "pynamodb", "opensearchpy", "aws_lambda_powertools"} <= needed
     for name, fn in _functions(_built_template()).items():
         paths = _python_paths(fn)

@@ -1,0 +1,145 @@
+"""The MCP endpoint of the query function (POST /mcp, stateless streamable HTTP with JSON
+responses) driven by the MCP SDK's own client: its HTTP requests become API Gateway HTTP API
+(payload v2) events, built from the real sample event with the caller's authorizer context, and
+go to the Lambda handler (moto + the OpenSearch fake). The tenant is the caller's identity's, as
+on every route: a caller of tenant a never sees b's documents through any tool, and a caller
+without a valid tenant gets the API's 403."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import anyio
+import pytest
+
+pytest.importorskip("mcp")
+
+import httpx2  # noqa: E402
+from mcp import Client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+
+from aws_helpers import load_handler  # noqa: E402
+from test_tenants_api import A_SOURCE, A_WORDS, B_SOURCE, B_WORDS, call, http_event, jwt  # noqa: E402
+from test_tenants_api import tenant_env, two_tenants  # noqa: E402,F401  (fixtures)
+
+URL = "https://abc123.execute-api.us-east-1.amazonaws.com/mcp"
+
+
+class LambdaTransport(httpx2.AsyncBaseTransport):
+    """Each HTTP request of the client becomes a payload v2 event for the query handler."""
+
+    def __init__(self, handler, context, authorizer: dict | None) -> None:
+        self.handler, self.context, self.authorizer = handler, context, authorizer
+        self.events: list[dict] = []
+        self.statuses: list[int] = []
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        body = await request.aread()
+        ev = http_event(request.method, request.url.path, None, self.authorizer)
+        ev["routeKey"] = ev["requestContext"]["routeKey"] = f"{request.method} {request.url.path}"
+        ev["headers"] = {k.lower(): v for k, v in request.headers.items()}
+        if body:
+            ev["body"], ev["isBase64Encoded"] = base64.b64encode(body).decode(), True  # as API Gateway may send it
+        self.events.append(ev)
+        out = await anyio.to_thread.run_sync(self.handler, ev, self.context)
+        self.statuses.append(out["statusCode"])
+        raw = out.get("body") or ""
+        content = base64.b64decode(raw) if out.get("isBase64Encoded") else raw.encode()
+        return httpx2.Response(out["statusCode"], headers=out.get("headers") or {}, content=content)
+
+
+def client(transport: LambdaTransport, **options) -> Client:
+    return Client(streamable_http_client(URL, http_client=httpx2.AsyncClient(transport=transport)), **options)
+
+
+def text(result) -> str:
+    return "".join(c.text for c in result.content)
+
+
+def results_of(result) -> str:
+    return json.dumps(json.loads(text(result))["results"])  # not the echo of the question
+
+
+def test_initialize_list_and_retrieve_through_the_handler(two_tenants, lambda_context):
+    query = load_handler("query")
+    transport = LambdaTransport(query.handler, lambda_context, jwt("a"))
+
+    async def session():
+        async with client(transport, mode="legacy") as mcp:  # initialize, tools/list, tools/call
+            tools = {t.name: t for t in (await mcp.list_tools()).tools}
+            assert set(tools) == {"retrieve", "get_document", "stats"}
+            assert "bm25" in tools["retrieve"].input_schema["properties"]["mode"]["enum"]
+            result = await mcp.call_tool("retrieve", {"query": "Which telescope observed the comet?", "k": 3})
+            assert not result.is_error, text(result)
+            assert any(w in results_of(result) for w in A_WORDS)
+            result = await mcp.call_tool("retrieve", {"query": "comet", "mode": "warp"})
+            assert result.is_error and "unknown mode 'warp'" in text(result)
+
+    anyio.run(session)
+    methods = [json.loads(base64.b64decode(e["body"])).get("method") for e in transport.events]
+    assert methods[:2] == ["initialize", "notifications/initialized"] and "tools/list" in methods
+    assert "tools/call" in methods
+    assert {e["rawPath"] for e in transport.events} == {"/mcp"}
+    assert set(transport.statuses) <= {200, 202}
+
+
+def test_a_tenants_caller_sees_only_its_tenant_through_every_tool(two_tenants, lambda_context):
+    query = load_handler("query")
+    a_id, b_id = two_tenants["a_doc"].doc_id, two_tenants["b_doc"].doc_id
+
+    async def as_a():
+        async with client(LambdaTransport(query.handler, lambda_context, jwt("a"))) as mcp:
+            for question in ("Which lighthouse guided the freighter Marrowind?", "Which telescope observed the comet?"):
+                for mode in ("collapsed", "bm25", "hybrid", "dense"):
+                    result = await mcp.call_tool("retrieve", {"query": question, "mode": mode, "k": 5})
+                    assert not result.is_error, (mode, text(result))
+                    shown = results_of(result)
+                    assert not any(w in shown for w in B_WORDS + (B_SOURCE,)), (question, mode)
+            other = {"equals": {"key": "tenant", "value": "b"}}
+            result = await mcp.call_tool("retrieve", {"query": "lighthouse freighter", "filter": other})
+            assert not result.is_error and json.loads(text(result))["results"] == []
+            result = await mcp.call_tool("get_document", {"doc_id": b_id})
+            assert result.is_error and not any(w in text(result) for w in B_WORDS + (B_SOURCE, "Harbor"))
+            own = await mcp.call_tool("get_document", {"doc_id": a_id})
+            stats = await mcp.call_tool("stats", {})
+            return own.structured_content, stats.structured_content
+
+    own, stats = anyio.run(as_a)
+    # the same JSON as the API's routes for the same caller
+    status, body, _ = call(query.handler, http_event("GET", f"/documents/{a_id}", authorizer=jwt("a")), lambda_context)
+    assert status == 200 and own == body and own["source"] == A_SOURCE
+    status, body, _ = call(query.handler, http_event("GET", "/stats", authorizer=jwt("a")), lambda_context)
+    assert status == 200 and stats == body and stats["documents"] == 1
+
+    async def as_b():
+        async with client(LambdaTransport(query.handler, lambda_context, jwt("b"))) as mcp:
+            result = await mcp.call_tool("retrieve", {"query": "Which telescope observed the comet?"})
+            assert not any(w in results_of(result) for w in A_WORDS + (A_SOURCE,))
+            assert (await mcp.call_tool("get_document", {"doc_id": b_id})).structured_content["source"] == B_SOURCE
+            assert (await mcp.call_tool("get_document", {"doc_id": a_id})).is_error
+
+    anyio.run(as_b)
+
+
+def test_a_caller_without_a_valid_tenant_is_refused_before_mcp(two_tenants, lambda_context):
+    query = load_handler("query")
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                  "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                             "clientInfo": {"name": "t", "version": "1"}}}
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "retrieve", "arguments": {"query": "lighthouse freighter"}}}
+    for claim in ("B", "../b", "b!"):
+        for message in (initialize, listing):
+            ev = http_event("POST", "/mcp", message, jwt(claim))
+            ev["routeKey"] = ev["requestContext"]["routeKey"] = "POST /mcp"
+            ev["headers"]["accept"] = "application/json, text/event-stream"
+            status, body, raw = call(query.handler, ev, lambda_context)
+            assert status == 403, (claim, body)
+            assert not any(w in raw for w in A_WORDS + B_WORDS)
+    # a valid caller's raw request answers JSON-RPC, as the client expects
+    ev = http_event("POST", "/mcp", initialize, jwt("a"))
+    ev["routeKey"] = ev["requestContext"]["routeKey"] = "POST /mcp"
+    ev["headers"]["accept"] = "application/json, text/event-stream"
+    status, body, _ = call(query.handler, ev, lambda_context)
+    assert status == 200 and body["id"] == 1 and body["result"]["serverInfo"]["name"] == "eragraph"
