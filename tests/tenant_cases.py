@@ -31,6 +31,7 @@ ERAGRAPH_TENANT_CASES sets the cases per profile (default 1,000)."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import re
@@ -323,12 +324,14 @@ def oracles(engines: Mapping[str, object], corpus: Mapping[str, Sequence[SourceD
 def run_tenant_cases(engines: Mapping[str, object], corpus: Mapping[str, Sequence[SourceDoc]], n_cases: int,
                      seed: int, modes: list[str] | None = None,
                      checks: Mapping[str, TenantOracle] | None = None,
-                     tenant_filter_modes: Collection[str] | None = None, ks: Sequence[int] = (1, 3, 5, 8)) -> Counts:
+                     tenant_filter_modes: Collection[str] | None = None, ks: Sequence[int] = (1, 3, 5, 8),
+                     ask: Callable | None = None) -> Counts:
     """Run ``n_cases`` random (tenant, filter, question, mode, k) cases over the tenants'
     engines (each tenant and mode in turn); raise AssertionError on the first leak or wrong
     top-k. ``checks``: the tenants' oracles when already made; ``tenant_filter_modes``: the
     modes whose filters may name the ``tenant`` attribute (None: every mode); ``ks``: the k drawn
-    from."""
+    from; ``ask(tenant, text, mode, k, filter)``: the results of the question asked as that
+    tenant's caller through another door (None: services.query on the tenant's engine)."""
     rng = random.Random(seed)
     tenants = list(engines)
     checks = checks or oracles(engines, corpus)
@@ -344,13 +347,16 @@ def run_tenant_cases(engines: Mapping[str, object], corpus: Mapping[str, Sequenc
         f = random_tenant_filter(rng, tenant_filter_modes is None or mode in tenant_filter_modes)
         text = random_question(rng, tenant)
         k = rng.choice(ks)
-        response = query(engine, text, mode=mode, k=k, budget=BIG_BUDGET, where=f)
+        if ask is None:
+            results = query(engine, text, mode=mode, k=k, budget=BIG_BUDGET, where=f).results
+        else:
+            results = ask(tenant, text, mode, k, f)
         allowed = oracle.allowed(f)
-        got = [r.id for r in response.results]
+        got = [r.id for r in results]
         where = (f"case {i}: tenant {tenant!r}, mode {mode}, k {k}, question {text!r}, "
                  f"filter {None if f is None else to_json(f)}")
         assert len(set(got)) == len(got), f"{where}: a result twice"
-        for r in response.results:
+        for r in results:
             oracle.check_node(r.id, r.text, where)
             node = oracle.all_nodes[r.id]
             assert (r.layer, r.doc_id, r.source) == (node.layer, node.doc_id, node.source), where
@@ -386,6 +392,32 @@ def run_tenant_cases(engines: Mapping[str, object], corpus: Mapping[str, Sequenc
         counts.cases += 1
         counts.tenant_filters += f is not None and "tenant" in keys(f)
     return counts
+
+
+def mcp_ask(engines: Mapping[str, object]) -> Callable:
+    """``ask`` through the MCP retrieve tool over streamable HTTP (mcp_server.event_response, the
+    query function's POST /mcp), the tenant being the caller's (the request's), one server for
+    every tenant. A call that fails fails the case."""
+    from types import SimpleNamespace
+
+    from eragraph.mcp_server import build_server, event_response
+
+    server = build_server(lambda tenant: engines[tenant])
+    event = {"version": "2.0", "rawPath": "/mcp", "rawQueryString": "",
+             "headers": {"content-type": "application/json", "accept": "application/json, text/event-stream",
+                         "host": "abc123.execute-api.us-east-1.amazonaws.com"},
+             "requestContext": {"http": {"method": "POST", "path": "/mcp", "sourceIp": "198.51.100.7"}}}
+
+    def ask(tenant: str, text: str, mode: str, k: int, f: Filter | None) -> list:
+        arguments = {"query": text, "mode": mode, "k": k, **({} if f is None else {"filter": to_json(f)})}
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "retrieve", "arguments": arguments}}).encode()
+        status, _, raw = event_response(server, event, body, tenant)
+        result = json.loads(raw)["result"]
+        assert status == 200 and not result.get("isError"), (tenant, arguments, raw[:500])
+        return [SimpleNamespace(**r) for r in result["structuredContent"]["results"]]
+
+    return ask
 
 
 def still_answers(engine, tenant: str, corpus: Mapping[str, Sequence[SourceDoc]]) -> None:

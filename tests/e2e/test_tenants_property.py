@@ -16,7 +16,7 @@ from eragraph.bootstrap.local import tenant_store
 from eragraph.bootstrap.tenancy import Tenancy
 from eragraph.services.modes import mode_names
 from tenant_cases import (TENANTS, answers_nothing, build_tenants, cases_per_profile, check_delete, corpora,
-                          run_tenant_cases, tenant_settings)
+                          mcp_ask, run_tenant_cases, tenant_settings)
 
 # longer than the suite's per-test limit (pyproject.toml): 1,000 random cases per profile
 pytestmark = pytest.mark.timeout(900)
@@ -55,6 +55,17 @@ def test_local_profile_tenants_leak_nothing(tmp_path):
     assert sorted(p.name for p in (tmp_path / "tenants").iterdir()) == ["t-a", "t-ab"]
     n = cases_per_profile()
     check_counts(run_tenant_cases(engines, corpus, n, seed=2, tenant_filter_modes=TENANT_FILTER_MODES), n)
+
+
+def test_mcp_tenants_leak_nothing():
+    """The same cases through the MCP retrieve tool, the tenant coming with each request."""
+    pytest.importorskip("mcp")
+    ten = Tenancy("memory", settings=tenant_settings())
+    corpus = corpora(N_DOCS, seed=23)
+    engines = build_tenants(ten, corpus)
+    n = max(cases_per_profile() // 4, 4 * len(TENANTS) * len(mode_names()))
+    check_counts(run_tenant_cases(engines, corpus, n, seed=3, tenant_filter_modes=TENANT_FILTER_MODES,
+                                  ask=mcp_ask(engines)), n)
 
 
 def test_memory_profile_deletes_one_tenant_only():
