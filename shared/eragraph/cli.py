@@ -1,5 +1,5 @@
-"""The `eragraph` command line: ingest, query, serve, delete, stats, rebuild, reindex, demo, bench,
-router (train the auto retrieval router)."""
+"""The `eragraph` command line: ingest, query, serve, mcp (the MCP tools over stdio), delete, stats,
+rebuild, reindex, demo, bench, router (train the auto retrieval router)."""
 
 from __future__ import annotations
 

@@ -15,42 +15,18 @@ import pytest
 
 pytest.importorskip("mcp")
 
-import httpx2  # noqa: E402
-from mcp import Client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-
 from aws_helpers import load_handler  # noqa: E402
+from mcp_support import LambdaTransport, lambda_client  # noqa: E402
 from test_tenants_api import A_SOURCE, A_WORDS, B_SOURCE, B_WORDS, call, http_event, jwt  # noqa: E402
 from test_tenants_api import tenant_env, two_tenants  # noqa: E402,F401  (fixtures)
 
-URL = "https://abc123.execute-api.us-east-1.amazonaws.com/mcp"
+
+def transport(handler, context, authorizer) -> LambdaTransport:
+    return LambdaTransport(lambda ev: handler(ev, context), authorizer)
 
 
-class LambdaTransport(httpx2.AsyncBaseTransport):
-    """Each HTTP request of the client becomes a payload v2 event for the query handler."""
-
-    def __init__(self, handler, context, authorizer: dict | None) -> None:
-        self.handler, self.context, self.authorizer = handler, context, authorizer
-        self.events: list[dict] = []
-        self.statuses: list[int] = []
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        body = await request.aread()
-        ev = http_event(request.method, request.url.path, None, self.authorizer)
-        ev["routeKey"] = ev["requestContext"]["routeKey"] = f"{request.method} {request.url.path}"
-        ev["headers"] = {k.lower(): v for k, v in request.headers.items()}
-        if body:
-            ev["body"], ev["isBase64Encoded"] = base64.b64encode(body).decode(), True  # as API Gateway may send it
-        self.events.append(ev)
-        out = await anyio.to_thread.run_sync(self.handler, ev, self.context)
-        self.statuses.append(out["statusCode"])
-        raw = out.get("body") or ""
-        content = base64.b64decode(raw) if out.get("isBase64Encoded") else raw.encode()
-        return httpx2.Response(out["statusCode"], headers=out.get("headers") or {}, content=content)
-
-
-def client(transport: LambdaTransport, **options) -> Client:
-    return Client(streamable_http_client(URL, http_client=httpx2.AsyncClient(transport=transport)), **options)
+def client(t: LambdaTransport, **options):
+    return lambda_client(t, **options)
 
 
 def text(result) -> str:
@@ -63,10 +39,10 @@ def results_of(result) -> str:
 
 def test_initialize_list_and_retrieve_through_the_handler(two_tenants, lambda_context):
     query = load_handler("query")
-    transport = LambdaTransport(query.handler, lambda_context, jwt("a"))
+    seen = transport(query.handler, lambda_context, jwt("a"))
 
     async def session():
-        async with client(transport, mode="legacy") as mcp:  # initialize, tools/list, tools/call
+        async with client(seen, mode="legacy") as mcp:  # initialize, tools/list, tools/call
             tools = {t.name: t for t in (await mcp.list_tools()).tools}
             assert set(tools) == {"retrieve", "get_document", "stats"}
             assert "bm25" in tools["retrieve"].input_schema["properties"]["mode"]["enum"]
@@ -77,11 +53,11 @@ def test_initialize_list_and_retrieve_through_the_handler(two_tenants, lambda_co
             assert result.is_error and "unknown mode 'warp'" in text(result)
 
     anyio.run(session)
-    methods = [json.loads(base64.b64decode(e["body"])).get("method") for e in transport.events]
+    methods = [json.loads(base64.b64decode(e["body"])).get("method") for e in seen.events]
     assert methods[:2] == ["initialize", "notifications/initialized"] and "tools/list" in methods
     assert "tools/call" in methods
-    assert {e["rawPath"] for e in transport.events} == {"/mcp"}
-    assert set(transport.statuses) <= {200, 202}
+    assert {e["rawPath"] for e in seen.events} == {"/mcp"}
+    assert set(seen.statuses) <= {200, 202}
 
 
 def test_a_tenants_caller_sees_only_its_tenant_through_every_tool(two_tenants, lambda_context):
@@ -89,7 +65,7 @@ def test_a_tenants_caller_sees_only_its_tenant_through_every_tool(two_tenants, l
     a_id, b_id = two_tenants["a_doc"].doc_id, two_tenants["b_doc"].doc_id
 
     async def as_a():
-        async with client(LambdaTransport(query.handler, lambda_context, jwt("a"))) as mcp:
+        async with client(transport(query.handler, lambda_context, jwt("a"))) as mcp:
             for question in ("Which lighthouse guided the freighter Marrowind?", "Which telescope observed the comet?"):
                 for mode in ("collapsed", "bm25", "hybrid", "dense"):
                     result = await mcp.call_tool("retrieve", {"query": question, "mode": mode, "k": 5})
@@ -113,7 +89,7 @@ def test_a_tenants_caller_sees_only_its_tenant_through_every_tool(two_tenants, l
     assert status == 200 and stats == body and stats["documents"] == 1
 
     async def as_b():
-        async with client(LambdaTransport(query.handler, lambda_context, jwt("b"))) as mcp:
+        async with client(transport(query.handler, lambda_context, jwt("b"))) as mcp:
             result = await mcp.call_tool("retrieve", {"query": "Which telescope observed the comet?"})
             assert not any(w in results_of(result) for w in A_WORDS + (A_SOURCE,))
             assert (await mcp.call_tool("get_document", {"doc_id": b_id})).structured_content["source"] == B_SOURCE

@@ -126,6 +126,30 @@ def test_api_events(functions, ingested):
     assert q.result(event("api_query_invalid.json"))["statusCode"] == 422
 
 
+def test_mcp_through_the_query_function(functions, ingested):
+    """The MCP SDK's client, its requests as API Gateway events to the built query function:
+    initialize, tools/list, tools/call retrieve and a tool error (the layer carries mcp)."""
+    import anyio
+
+    pytest.importorskip("mcp")
+    from mcp_support import LambdaTransport, lambda_client
+
+    transport = LambdaTransport(functions["query"].result)
+
+    async def session():
+        async with lambda_client(transport, mode="legacy") as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            assert {"retrieve", "get_document", "stats"} <= names
+            result = await client.call_tool("retrieve", {"query": QUESTION, "k": 3, "mode": "hybrid"})
+            assert not result.is_error and len(result.structured_content["results"]) == 3
+            assert any("Europa" in r["text"] for r in result.structured_content["results"])
+            result = await client.call_tool("retrieve", {"query": QUESTION, "k": 0})
+            assert result.is_error and "k must be at least 1" in result.content[0].text
+
+    anyio.run(session)
+    assert set(transport.statuses) <= {200, 202}
+
+
 def test_reindex_on_the_schedule_event(cloud, functions, ingested):
     report = functions["reindex"].result(event("schedule.json"))
     assert report["metrics"], report
