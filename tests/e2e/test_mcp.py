@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import sys
+import urllib.error
+import urllib.request
 
 import anyio
 import pytest
@@ -155,6 +157,19 @@ def test_streamable_http_on_serve(store):
                 result = await client.call_tool("retrieve", {"query": "comet telescope", "k": 2})
                 assert not result.is_error and len(json.loads(text(result))["results"]) == 2
         run(session)
+        # bound to loopback, /mcp answers loopback Host and Origin headers only (no DNS rebinding)
+        initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode()
+        for headers, ok in (({}, True), ({"Host": "evil.example"}, False), ({"Origin": "http://evil.example"}, False),
+                            ({"Origin": url}, True)):
+            request = urllib.request.Request(url + "/mcp", data=initialize, method="POST", headers={
+                "content-type": "application/json", "accept": "application/json, text/event-stream", **headers})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    status, body = response.status, json.loads(response.read())
+            except urllib.error.HTTPError as exc:
+                status, body = exc.code, None
+            assert (status == 200 and body["result"]["serverInfo"]["name"] == "eragraph") == ok, (headers, status)
     with serving(store, "--tenant", "t-b") as url:  # the served tenant only
         async def tenant_b():
             async with Client(url + "/mcp") as client:
