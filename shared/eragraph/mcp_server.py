@@ -256,7 +256,15 @@ def loopback_security() -> TransportSecuritySettings:
 
 async def serve_http(server: Server, scope: dict, receive, send, tenant: str,
                      security: TransportSecuritySettings | None = None) -> None:
-    """One streamable-HTTP request (ASGI) for ``tenant``: stateless, JSON responses."""
+    """One streamable-HTTP request (ASGI) for ``tenant``: stateless, JSON responses. Only POST:
+    a stateless server offers no GET stream and has no session to DELETE (405, as the spec asks)."""
+    if scope.get("method") != "POST":
+        await send({"type": "http.response.start", "status": 405,
+                    "headers": [(b"allow", b"POST"), (b"content-type", b"application/json")]})
+        await send({"type": "http.response.body", "body": json.dumps(
+            {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "this MCP endpoint is stateless: "
+                                                     "POST JSON-RPC messages to it (no GET stream, no sessions)"}}).encode()})
+        return
     scope = dict(scope)
     scope[TENANT_KEY] = tenant
     manager = StreamableHTTPSessionManager(server, json_response=True, stateless=True, security_settings=security,
@@ -317,4 +325,4 @@ def event_response(server: Server, event: dict, body: bytes, tenant: str) -> tup
 
     anyio.run(drive)
     headers.pop("content-length", None)
-    return status, headers, b"".join(chunks).decode("utf-8")
+    return int(status), headers, b"".join(chunks).decode("utf-8")

@@ -119,3 +119,26 @@ def test_a_caller_without_a_valid_tenant_is_refused_before_mcp(two_tenants, lamb
     ev["headers"]["accept"] = "application/json, text/event-stream"
     status, body, _ = call(query.handler, ev, lambda_context)
     assert status == 200 and body["id"] == 1 and body["result"]["serverInfo"]["name"] == "eragraph"
+
+
+def test_malformed_mcp_requests_are_4xx_in_words(two_tenants, lambda_context):
+    query = load_handler("query")
+    cases = [(b"{not json", "application/json", 400, "Parse error"),
+             (b"", "application/json", 400, "Parse error"),
+             (b"[1, 2]", "application/json", 400, "Validation error"),
+             (b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}', "text/plain", 400, "Content-Type")]
+    for body, content_type, status, words in cases:
+        ev = http_event("POST", "/mcp", None, jwt("a"))
+        ev["routeKey"] = ev["requestContext"]["routeKey"] = "POST /mcp"
+        ev["headers"].update({"content-type": content_type, "accept": "application/json, text/event-stream"})
+        if body:
+            ev["body"] = body.decode()
+        out = query.handler(ev, lambda_context)  # the SDK answers a bad content-type in plain text
+        got, raw = out["statusCode"], out.get("body") or ""
+        assert got == status and words in raw, (body, got, raw)
+    # a JSON-RPC error for an unknown method, a tool error for a bad call: both 200, as MCP has them
+    ev = http_event("POST", "/mcp", {"jsonrpc": "2.0", "id": 7, "method": "resources/nothing"}, jwt("a"))
+    ev["routeKey"] = ev["requestContext"]["routeKey"] = "POST /mcp"
+    ev["headers"]["accept"] = "application/json, text/event-stream"
+    got, body, _ = call(query.handler, ev, lambda_context)
+    assert got == 200 and body["id"] == 7 and body["error"]["code"] == -32601

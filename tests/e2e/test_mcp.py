@@ -170,6 +170,12 @@ def test_streamable_http_on_serve(store):
             except urllib.error.HTTPError as exc:
                 status, body = exc.code, None
             assert (status == 200 and body["result"]["serverInfo"]["name"] == "eragraph") == ok, (headers, status)
+        for method in ("GET", "DELETE"):  # stateless: no GET stream, no session to delete
+            try:
+                urllib.request.urlopen(urllib.request.Request(url + "/mcp", method=method), timeout=30)
+                raise AssertionError(f"{method} /mcp answered 2xx")
+            except urllib.error.HTTPError as exc:
+                assert exc.code == 405 and exc.headers["allow"] == "POST", method
     with serving(store, "--tenant", "t-b") as url:  # the served tenant only
         async def tenant_b():
             async with Client(url + "/mcp") as client:
