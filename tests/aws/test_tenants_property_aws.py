@@ -3,7 +3,8 @@ every key of a tenant under ``T#<tenant>#``), one OpenSearch node index and one 
 (the recording fake; documents tagged ``tenant``, every request scoped by the adapter), one SQS
 FIFO queue (messages carrying the tenant, grouped under ``<tenant>:``). The random cases of
 tenant_cases.py (every mode, filters on ``tenant`` included, ERAGRAPH_TENANT_CASES cases,
-default 1,000) run over three tenants' engines from bootstrap.tenancy; the first
+default 1,000, and 33 more through the MCP retrieve tool of POST /mcp) run over three tenants'
+engines from bootstrap.tenancy; the first
 ``STOCK_CASES`` on stock moto, the rest, like the build, with moto's two table-size costs taken
 out (bench/moto_lean.py: the same answers, tested there), which keeps the file within its time.
 moto serves one request at a time (``atomic_requests``): the lean query sets and removes an
@@ -15,11 +16,12 @@ vectors and objects, counted raw before and after, and nothing of the other tena
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import pytest
 from aws_helpers import BUCKET, aws_environment
-from tenant_cases import (TENANTS, build_tenants, cases_per_profile, check_delete, corpora, oracles,
+from tenant_cases import (TENANTS, build_tenants, cases_per_profile, check_delete, corpora, mcp_ask, oracles,
                           run_tenant_cases)
 
 from contract.aws_factories import REGION, create_graph_table, fake_credentials, fake_opensearch_module
@@ -32,6 +34,7 @@ pytestmark = pytest.mark.timeout(900)
 N_DOCS = 8  # per tenant: a summary layer each
 N_DELETE_DOCS = 6
 STOCK_CASES = 33  # every (tenant, mode) once on stock moto
+MCP_CASES = 33  # every (tenant, mode) once more, through the MCP retrieve tool
 DELETE_CASES = 33
 KS = (1, 2, 3, 5)  # each result costs moto a node read and a document read: smaller k than elsewhere
 VICTIM = "t-a"  # a prefix of "t-ab", which must survive it
@@ -183,6 +186,14 @@ def test_aws_profile_tenants_leak_nothing(aws_tenancy, atomic_requests):
     if n >= 4 * STOCK_CASES:
         assert all(counts.by_mode.values()) and all(counts.by_tenant.values()), counts
         assert counts.exact_checked and counts.summaries_checked and counts.tenant_filters, counts
+
+    # the same kind of cases through the MCP retrieve tool (the query function's POST /mcp app),
+    # the tenant coming with each request
+    if importlib.util.find_spec("mcp") is not None:
+        with lean_moto():
+            through_mcp = run_tenant_cases(engines, corpus, MCP_CASES, seed=7, checks=checks, ks=KS,
+                                           ask=mcp_ask(engines))
+        assert through_mcp.cases == MCP_CASES and all(through_mcp.by_tenant.values()), through_mcp
 
 
 def test_aws_profile_deletes_one_tenant_only(aws_tenancy, atomic_requests):
