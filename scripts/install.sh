@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install Eragraph with its local (MiniLM, spaCy, FAISS), AWS, benchmark and test extras into an
+# Install Eragraph with its local (MiniLM, spaCy, FAISS), AWS, MCP, benchmark and test extras into an
 # isolated virtual environment, .venv beside this script's project (ERAGRAPH_VENV moves it),
 # created on the first run and reused after: never into the interpreter that happens to be first on
 # PATH. The other scripts put .venv/bin first on PATH, so `eragraph` and `python` are the
@@ -26,4 +26,4 @@ if [ -n "${ERAGRAPH_TORCH_INDEX:-}" ]; then
 else
   "${pip[@]}" torch==2.13.0
 fi
-"${pip[@]}" -e ".[local,aws,bench,dev]"
+"${pip[@]}" -e ".[local,aws,mcp,bench,dev]"
