@@ -41,7 +41,7 @@ def test_initialize_list_and_retrieve_through_the_handler(two_tenants, lambda_co
     query = load_handler("query")
     seen = transport(query.handler, lambda_context, jwt("a"))
 
-    async def session():
+    async def converse():
         async with client(seen, mode="legacy") as mcp:  # initialize, tools/list, tools/call
             tools = {t.name: t for t in (await mcp.list_tools()).tools}
             assert set(tools) == {"retrieve", "get_document", "stats"}
@@ -52,7 +52,7 @@ def test_initialize_list_and_retrieve_through_the_handler(two_tenants, lambda_co
             result = await mcp.call_tool("retrieve", {"query": "comet", "mode": "warp"})
             assert result.is_error and "unknown mode 'warp'" in text(result)
 
-    anyio.run(session)
+    anyio.run(converse)
     methods = [json.loads(base64.b64decode(e["body"])).get("method") for e in seen.events]
     assert methods[:2] == ["initialize", "notifications/initialized"] and "tools/list" in methods
     assert "tools/call" in methods

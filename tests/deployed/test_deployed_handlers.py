@@ -136,7 +136,7 @@ def test_mcp_through_the_query_function(functions, ingested):
 
     transport = LambdaTransport(functions["query"].result)
 
-    async def session():
+    async def converse():
         async with lambda_client(transport, mode="legacy") as client:
             names = {t.name for t in (await client.list_tools()).tools}
             assert {"retrieve", "get_document", "stats"} <= names
@@ -146,7 +146,7 @@ def test_mcp_through_the_query_function(functions, ingested):
             result = await client.call_tool("retrieve", {"query": QUESTION, "k": 0})
             assert result.is_error and "k must be at least 1" in result.content[0].text
 
-    anyio.run(session)
+    anyio.run(converse)
     assert set(transport.statuses) <= {200, 202}
 
 

@@ -62,7 +62,7 @@ def text(result) -> str:
     return "".join(c.text for c in result.content)
 
 
-async def _session_checks(client: Client, served_url: str) -> None:
+async def _tool_checks(client: Client, served_url: str) -> None:
     tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == {"retrieve", "get_document", "stats"}  # no generator: no answer tool
     retrieve = tools["retrieve"]
@@ -115,15 +115,15 @@ async def _bad_calls(client: Client) -> None:
 
 def test_stdio_tools_answer_as_the_http_api(store):
     with serving(store) as url:
-        async def session():
+        async def converse():
             async with stdio(store) as client:
-                await _session_checks(client, url)
+                await _tool_checks(client, url)
                 await _bad_calls(client)
-        run(session)
+        run(converse)
 
 
 def test_stdio_is_bound_to_its_tenant(store):
-    async def session():
+    async def converse():
         async with stdio(store, "--tenant", "t-b") as client:
             result = await client.call_tool("retrieve", {"query": "Which telescope follows the comet?", "k": 5})
             assert not result.is_error
@@ -134,7 +134,7 @@ def test_stdio_is_bound_to_its_tenant(store):
             assert stats.structured_content["documents"] == 1
             return body["results"][0]["doc_id"]
 
-    b_doc = run(session)
+    b_doc = run(converse)
 
     async def default_tenant():
         async with stdio(store) as client:
@@ -149,14 +149,14 @@ def test_stdio_is_bound_to_its_tenant(store):
 
 def test_streamable_http_on_serve(store):
     with serving(store) as url:
-        async def session():
+        async def converse():
             async with Client(url + "/mcp") as client:  # the SDK's streamable-HTTP client
-                await _session_checks(client, url)
+                await _tool_checks(client, url)
                 await _bad_calls(client)
             async with Client(url + "/mcp", mode="legacy") as client:  # initialize handshake
                 result = await client.call_tool("retrieve", {"query": "comet telescope", "k": 2})
                 assert not result.is_error and len(json.loads(text(result))["results"]) == 2
-        run(session)
+        run(converse)
         # bound to loopback, /mcp answers loopback Host and Origin headers only (no DNS rebinding)
         initialize = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}).encode()

@@ -83,12 +83,12 @@ def test_a_request_without_a_tenant_gets_nothing(engine):
         asked.append(tenant)
         return engine
 
-    async def session():
+    async def converse():
         async with Client(build_server(get_engine)) as client:  # HTTP-style: the tenant comes with the request
             result = await client.call_tool("retrieve", {"query": "bond"})
             assert result.is_error and "carries no tenant" in text(result)
 
-    anyio.run(session)
+    anyio.run(converse)
     assert asked == []
 
 
@@ -107,7 +107,7 @@ def test_a_failure_inside_a_tool_is_a_tool_error(engine):
             return broken
         return engine
 
-    async def session():
+    async def converse():
         async with Client(build_server(get_engine, tenant="")) as client:
             result = await client.call_tool("stats", {})
             assert result.is_error and "the tool stats failed on the server (OSError)" in text(result)
@@ -115,4 +115,4 @@ def test_a_failure_inside_a_tool_is_a_tool_error(engine):
             result = await client.call_tool("stats", {})
             assert not result.is_error and result.structured_content["documents"] == 8
 
-    anyio.run(session)
+    anyio.run(converse)
