@@ -89,12 +89,15 @@ def test_server_answers_like_the_lambda_handler(served, name):
     from eragraph.bootstrap.aws import LAMBDA_ENGINE
 
     LAMBDA_ENGINE.set(engine)
-    tag, function.IDENTITY.tag = function.IDENTITY.tag, ""  # the server has no identity: the default tenant
+    # the server has no identity: everyone is the default tenant (whatever environment the cached
+    # handler module was imported under: TenantRequired defaults to true)
+    tag, function.IDENTITY.tag = function.IDENTITY.tag, ""
+    required, function.IDENTITY.required = function.IDENTITY.required, False
     try:
         expected = function.handler(request, LambdaContext())
     finally:
         LAMBDA_ENGINE.set(None)
-        function.IDENTITY.tag = tag
+        function.IDENTITY.tag, function.IDENTITY.required = tag, required
     expected_body = json.loads(expected["body"]) if expected.get("body") else None
     method = request["requestContext"]["http"]["method"]
     status, body = http(server.url + request["rawPath"], method, request.get("body"))
