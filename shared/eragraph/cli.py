@@ -447,6 +447,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     for tenant, tenant_docs in sorted(others.items()):
         args.tenant = tenant
         _merge_counts(out, ingest_docs(_engine(args, create=True), tenant_docs, args))
+    from .services import doc_status
+    doc_status.record_failures(engine, errors)  # the readers' refusals (the ingest records its own)
     out["errors"] = errors + out["errors"]
     for err in out["errors"]:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)

@@ -42,7 +42,7 @@ from ..domain.object_changes import ObjectChange, UnusableRecord
 from ..domain.tenants import TenantError, tenant_of_key
 from ..domain.text import check_size
 from ..providers.extractors import ReadLimits
-from . import ingest, remove
+from . import doc_status, ingest, remove
 from .sources import SIDECAR_SUFFIX, is_sidecar, merged_metadata, read_document, sidecar_metadata
 
 SETTLE_ATTEMPTS = 3  # re-tags after an ingest while the sidecar read again differs from the store
@@ -140,6 +140,7 @@ class ObjectEvents:
             return
         except (BadInputError, MetadataError) as exc:  # a bad file is reported, never retried forever
             self.log.error("document rejected", extra={"source": source, "error": str(exc)})
+            doc_status.record_failed(engine, source, str(exc))
             counts["rejected"] += 1
             return
         doc = ingest.SourceDoc(source=source, text=read.text, title=read.title, version=version,
