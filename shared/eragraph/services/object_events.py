@@ -196,7 +196,20 @@ class ObjectEvents:
             counts["removed"] += report.documents_removed
             counts["stale"] += report.documents_stale
             return
-        self.ingest_object(engine, change.key, source, version, counts, change.shape)
+        try:
+            self.ingest_object(engine, change.key, source, version, counts, change.shape)
+        except Exception as exc:  # a fault: SQS retries the message, then keeps it in the DLQ
+            self._record_fault(engine, source, exc)
+            raise
+
+    def _record_fault(self, engine, source: str, exc: Exception) -> None:
+        """The document's status says why its message is being retried (and, once the retries
+        are spent, why it sits in the dead-letter queue); a later success replaces it."""
+        try:
+            doc_status.record_failed(engine, source, f"ingest error, retried from the queue and then kept "
+                                                     f"in its dead-letter queue: {type(exc).__name__}: {exc}")
+        except Exception:  # the store itself failing: the log line of the caller is what is left
+            self.log.exception("document status not recorded", extra={"source": source})
 
     def _log_unusable(self, exc: UnusableRecord, **where) -> None:
         self.log.error("event record not usable", extra={"reason": exc.reason, "detail": exc.detail, **where})
