@@ -59,3 +59,20 @@ def test_a_retried_fault_is_a_failed_status_until_a_delivery_succeeds(aws_engine
     assert "embedding endpoint timed out" in failed["reason"]
     assert ingest.handler(batch, lambda_context) == {"batchItemFailures": []}  # the retry
     assert status(engine, "in/flaky.txt")["state"] == "summaries_pending"
+
+
+def test_an_invocation_killed_mid_ingest_leaves_received(aws_engine, lambda_context, monkeypatch):
+    engine, _, _ = aws_engine
+    ingest = load_handler("ingest")
+    engine.blobs.put("in/slow.txt", TEXT.encode())
+
+    def killed(*args, **kwargs):  # the Lambda's timeout: no except clause runs
+        raise SystemExit("timed out")
+
+    monkeypatch.setattr("eragraph.services.ingest.ingest", killed)
+    try:
+        ingest.handler(sqs_batch([s3_put("in/slow.txt")]), lambda_context)
+    except SystemExit:
+        pass
+    received = status(engine, "in/slow.txt")
+    assert received["state"] == "received" and received["received_at"] > 0

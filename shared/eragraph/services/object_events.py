@@ -124,6 +124,8 @@ class ObjectEvents:
                             extra={"reason": "document-not-stored", "source": source, "shape": shape})
                 return
             version = stored.version
+        if engine.graph.get_doc_status(document_id_for_source(source)) is None:  # first sight of it
+            doc_status.record_received(engine, document_id_for_source(source), source)
         limits = ReadLimits.from_settings(engine.settings)
         try:
             # ContentLength: a huge object is refused unread
@@ -137,6 +139,8 @@ class ObjectEvents:
             self.log.info("skipped: object vanished before its ObjectCreated event was handled",
                         extra={"reason": "object-vanished", "source": source, "shape": shape})
             counts["vanished"] += 1
+            if engine.graph.get_document(document_id_for_source(source)) is None:
+                doc_status.forget(engine, document_id_for_source(source))  # not "received" forever
             return
         except (BadInputError, MetadataError) as exc:  # a bad file is reported, never retried forever
             self.log.error("document rejected", extra={"source": source, "error": str(exc)})
