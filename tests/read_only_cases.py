@@ -5,6 +5,7 @@ holds) for a tenant that is unknown or deleted."""
 
 from __future__ import annotations
 
+from eragraph.services import doc_status
 from eragraph.services.ingest import SourceDoc, ingest
 from eragraph.services.modes import available_modes
 from eragraph.services.query import query
@@ -33,6 +34,8 @@ def read_everything(engine) -> list:
                                                        k=5).results]))
     answers.append(("stats", stats(engine)["documents"]))
     answers.append(("document", engine.graph.get_document("skarvik")))
+    answers.append(("document status", doc_status.read(engine, "skarvik")))
+    answers.append(("statuses", doc_status.listing(engine, "notes/")[1]))
     return answers
 
 

@@ -42,6 +42,7 @@ from eragraph.config import Settings
 from eragraph.domain.bm25 import query_terms, tokens
 from eragraph.domain.filters import All, AnyOf, Cond, Filter, chunk_attrs, keys, matches, to_json
 from eragraph.domain.ranking import Candidate, biased_merge, rank_key
+from eragraph.services import doc_status
 from eragraph.services.ingest import SourceDoc, ingest
 from eragraph.services.modes import available_modes, mode_names
 from eragraph.services.query import query
@@ -184,6 +185,9 @@ class TenantOracle(Oracle):
         for source, doc in stored.items():
             assert doc.doc_id == self.ingested[source].doc_id, f"{where}: {source} stored as {doc.doc_id}"
             assert "tenant" not in (doc.metadata or {}), f"{where}: {doc.doc_id} keeps a tenant attribute"
+        _, statuses = doc_status.listing(self.engine)  # a tenant's statuses are its documents' only, all done
+        assert {v["source"] for v in statuses} == set(self.ingested), f"{where}: statuses of other sources"
+        assert {v["state"] for v in statuses} == {"done"}, f"{where}: statuses {statuses[:3]}"
         assert self.leaves, where
         assert set(self.all_vectors) == set(self.all_nodes), f"{where}: nodes without a vector"
         assert self.engine.vectors.ids() == set(self.all_nodes), f"{where}: the vector index holds other ids"

@@ -46,7 +46,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import (
     RequestUnsupportedContentType,
     RequestValidationError,
 )
-from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -163,9 +163,32 @@ def _error_json(status: int, message: str, **extra: Any) -> Response:
                     body={"statusCode": status, "message": message, **extra})
 
 
-def document_body(doc) -> dict:
-    return {"doc_id": doc.doc_id, "source": doc.source, "title": doc.title, "content_hash": doc.content_hash,
+def document_body(doc, status: dict | None = None) -> dict:
+    """A document's JSON; with ``status`` (services.doc_status.read) its ingestion state
+    (received, indexed, summaries_pending, done, failed), the reason of a failure and the times
+    it was received and last updated (Unix seconds)."""
+    body = {"doc_id": doc.doc_id, "source": doc.source, "title": doc.title, "content_hash": doc.content_hash,
             "chunks": len(doc.chunk_ids), "chunk_ids": list(doc.chunk_ids), "status": doc.status}
+    return body if status is None else {**body, **_status_fields(status)}
+
+
+def _status_fields(status: dict) -> dict:
+    out = {"status": status["state"], "received_at": status["received_at"], "updated_at": status["updated_at"]}
+    return {**out, "reason": status["reason"]} if "reason" in status else out
+
+
+def document_json(engine: Engine, doc_id: str) -> dict | None:
+    """GET /documents/{id}: the stored document with its status, or (a document refused before it
+    was stored: a binary or empty file...) its status alone; None when neither is known."""
+    from .services import doc_status
+
+    doc = engine.graph.get_document(doc_id)
+    status = doc_status.read(engine, doc_id)
+    if doc is not None:
+        return document_body(doc, status)
+    if status is None:
+        return None
+    return {"doc_id": doc_id, "source": status["source"], "chunks": 0, "chunk_ids": [], **_status_fields(status)}
 
 
 class ForeignTenant(PermissionError):
@@ -279,10 +302,20 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
 
     @app.get("/documents/<doc_id>")
     def get_document(doc_id: Annotated[str, Path(min_length=1, max_length=512)]) -> dict:
-        doc = engine().graph.get_document(doc_id)
-        if doc is None:
+        body = document_json(engine(), doc_id)
+        if body is None:
             raise NotFoundError(f"no document {doc_id!r}")
-        return document_body(doc)
+        return body
+
+    @app.get("/documents")
+    def list_statuses(prefix: Annotated[str, Query(max_length=1024)] = "",
+                      limit: Annotated[int, Query(ge=0, le=1000)] = 100) -> dict:
+        """Counts of each status of the caller's documents whose source starts with ``prefix``
+        (and Bedrock's ingestion-job statistic names for them), with up to ``limit`` documents."""
+        from .services import doc_status
+
+        counts, views = doc_status.listing(engine(), prefix)
+        return {**counts.to_json(), "documents": views[:limit], "truncated": len(views) > limit}
 
     @app.get("/stats")
     def get_stats() -> dict:

@@ -447,6 +447,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     for tenant, tenant_docs in sorted(others.items()):
         args.tenant = tenant
         _merge_counts(out, ingest_docs(_engine(args, create=True), tenant_docs, args))
+    from .services import doc_status
+    doc_status.record_failures(engine, errors)  # the readers' refusals (the ingest records its own)
     out["errors"] = errors + out["errors"]
     for err in out["errors"]:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
@@ -769,6 +771,37 @@ def cmd_stats(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    """Document statuses (services.doc_status): one document's (--doc, an id or its source), or the
+    counts of each state under --prefix with the documents listed. Read only, like stats."""
+    from dataclasses import replace
+
+    from .api import document_json
+    from .bootstrap.local import tenant_store
+    from .domain.doc_status import STATES
+    from .domain.ids import document_id_for_source
+    from .services import doc_status
+
+    settings = _settings(args)
+    built_with = recorded_embedder(tenant_store(existing_store(args.store), _tenant(args)))
+    engine = _engine(args, replace(settings, embedder=built_with) if built_with else settings)
+    if args.doc is not None:
+        body = document_json(engine, args.doc) or document_json(engine, document_id_for_source(args.doc))
+        if body is None:
+            print(f"eragraph: no document {args.doc!r} (neither an id nor a source with a status)", file=sys.stderr)
+            return EXIT_ERROR
+        _emit(args, body, f"{body['doc_id']}  {body['status']}  {body['source']}"
+                          + (f"\n  reason: {body['reason']}" if body.get("reason") else ""))
+        return EXIT_OK
+    counts, views = doc_status.listing(engine, args.prefix)
+    out = {**counts.to_json(), "documents": views}
+    rows = [f"{out['total']} documents under {args.prefix or '(all)'}: "
+            + ", ".join(f"{out[s]} {s.replace('_', ' ')}" for s in STATES)]
+    rows += [f"  {v['state']:<18} {v['source']}" + (f"  ({v['reason']})" if v.get("reason") else "") for v in views]
+    _emit(args, out, "\n".join(rows))
+    return EXIT_OK
+
+
 def stored_sources(engine, skipped: list[str] | None = None):
     """The store's documents as SourceDocs, their texts read from the blob store one at a time
     (a document without stored text is skipped and its id appended to ``skipped``)."""
@@ -1016,6 +1049,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "source it came from: a file's path, or CORPUS.jsonl#ID")
 
     command("stats", "documents, layers, segments, cost ledger", cmd_stats)
+
+    p = command("status", "documents' ingestion status: received, indexed, summaries pending, done, failed (why)",
+                cmd_status)
+    p.add_argument("--prefix", default="", help="count and list the documents whose source starts with this")
+    p.add_argument("--doc", metavar="DOC_ID_OR_SOURCE", help="one document's status (with the reason of a failure)")
 
     p = command("rebuild", "build the same corpus from scratch for comparison", cmd_rebuild,
                 providers=("embedder", "summarizer"), quiet="no progress bars", tenant=False)

@@ -156,13 +156,13 @@ def call(engine: Engine, name: str, arguments: dict[str, Any] | None) -> dict:
                                        where=args.filter)
         return response.to_dict()
     if name == "get_document":
-        from .api import document_body  # GET /documents/{id}'s own JSON
+        from .api import document_json  # GET /documents/{id}'s own JSON, with the document's status
 
         args = _args(DocumentArgs, arguments)
-        doc = engine.graph.get_document(args.doc_id)
-        if doc is None:
+        body = document_json(engine, args.doc_id)
+        if body is None:
             raise ToolFailed(f"no document {args.doc_id!r} in this knowledge base")
-        return document_body(doc)
+        return body
     if name == "stats":
         _args(NoArgs, arguments)
         return stats_service.stats(engine)

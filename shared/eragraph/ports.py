@@ -13,6 +13,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from .domain.doc_status import DocStatus
 from .domain.filters import Filter
 from .domain.model import (ANY_VERSION, Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment,
                            SegmentsAffected)
@@ -86,6 +87,14 @@ class GraphStore(Protocol):
         ...
     def delete_document(self, doc_id: str) -> None: ...
     def list_documents(self) -> list[Document]: ...
+
+    # document statuses (domain.doc_status): one record per doc id, listed by source prefix
+    def put_doc_status(self, status: DocStatus) -> None: ...  # replaces the doc id's record
+    def get_doc_status(self, doc_id: str) -> DocStatus | None: ...  # one read
+    def doc_statuses(self, prefix: str = "") -> list[DocStatus]:
+        """The records whose source starts with ``prefix``, by source: reads that prefix only."""
+        ...
+    def delete_doc_status(self, doc_id: str) -> None: ...  # no error when absent
 
     # --- nodes and the code-ordered ref index ---
     def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from eragraph.domain.doc_status import FAILED, INDEXED, RECEIVED, DocStatus
 from eragraph.domain.lsh import draw_hyperplanes
 from eragraph.domain.model import DELETED, ConflictError, Document, Node, NodeRef, RefState, RegionChange, Segment
 
@@ -178,6 +179,34 @@ def test_document_metadata_round_trips(graph_store):
 
 
 # --- nodes -----------------------------------------------------------------------------------
+
+def test_document_statuses_by_id_and_by_source_prefix(graph_store):
+    ok = DocStatus(doc_id="d1", source="s3://b/docs/a.txt", state=INDEXED, received_at=1.0,
+                   updated_at=2.0, pending_shards=(3, 7), content_hash="h1")
+    bad = DocStatus(doc_id="d2", source="s3://b/docs/b.bin", state=FAILED, reason="binary file")
+    other = DocStatus(doc_id="d3", source="s3://b/other/c.txt", state=RECEIVED)
+    weird = DocStatus(doc_id="d4", source="s3://b/docs%_x", state=RECEIVED)  # LIKE wildcards
+    assert graph_store.get_doc_status("d1") is None
+    assert graph_store.doc_statuses("") == []
+    for status in (other, bad, ok, weird):
+        graph_store.put_doc_status(status)
+    assert graph_store.get_doc_status("d1") == ok
+    assert graph_store.get_doc_status("d2").reason == "binary file"
+    assert [s.doc_id for s in graph_store.doc_statuses("s3://b/docs/")] == ["d1", "d2"]
+    assert [s.doc_id for s in graph_store.doc_statuses("s3://b/docs%")] == ["d4"]
+    assert [s.doc_id for s in graph_store.doc_statuses("")] == ["d4", "d1", "d2", "d3"]  # by source: "%" sorts before "/"
+    assert graph_store.doc_statuses("s3://c/") == []
+    # a record replaced under a new source is listed under the new source only
+    moved = replace(ok, source="s3://b/other/a.txt", state=FAILED, reason="extraction error: x")
+    graph_store.put_doc_status(moved)
+    assert graph_store.get_doc_status("d1") == moved
+    assert [s.doc_id for s in graph_store.doc_statuses("s3://b/docs/")] == ["d2"]
+    assert [s.doc_id for s in graph_store.doc_statuses("s3://b/other/")] == ["d1", "d3"]
+    graph_store.delete_doc_status("d1")
+    graph_store.delete_doc_status("never-there")
+    assert graph_store.get_doc_status("d1") is None
+    assert [s.doc_id for s in graph_store.doc_statuses("s3://b/other/")] == ["d3"]
+
 
 def test_nodes_put_get_delete(graph_store):
     nodes = [node("c2", code=5), node("c1", code=2 ** 61 + 7), node("s1", layer=1, children=("c1", "c2"))]

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..domain.bm25 import Bm25Corpus, query_terms, score
 from ..domain.filters import Filter, chunk_attrs, matches
+from ..domain.doc_status import DocStatus
 from ..domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState,
                             RegionChange, Segment, SegmentsAffected)
 from ..domain.ranking import rank_key
@@ -45,6 +46,7 @@ class MemoryGraphStore:
         self._meta: dict[str, Any] = {}
         self._ledger: dict[str, dict[str, float]] = {}
         self._docs: dict[str, Document] = {}
+        self._statuses: dict[str, DocStatus] = {}
         self._nodes: dict[str, Node] = {}
         self._leaf_text = Bm25Corpus()  # the lexical index of the leaves, kept with the nodes
         self._segments: dict[int, dict[str, Segment]] = {}
@@ -103,6 +105,19 @@ class MemoryGraphStore:
 
     def list_documents(self) -> list[Document]:
         return [copy.deepcopy(self._docs[k]) for k in sorted(self._docs) if not self._docs[k].is_tombstone]
+
+    def put_doc_status(self, status: DocStatus) -> None:
+        self._statuses[status.doc_id] = status
+
+    def get_doc_status(self, doc_id: str) -> DocStatus | None:
+        return self._statuses.get(doc_id)
+
+    def doc_statuses(self, prefix: str = "") -> list[DocStatus]:
+        return sorted((s for s in self._statuses.values() if s.source.startswith(prefix)),
+                      key=lambda s: (s.source, s.doc_id))
+
+    def delete_doc_status(self, doc_id: str) -> None:
+        self._statuses.pop(doc_id, None)
 
     def _leaf_matches(self, node_id: str, where: Filter) -> bool:
         """Whether a leaf chunk's attributes (domain.filters.chunk_attrs of its document) match

@@ -28,6 +28,7 @@ from ..domain import tenants
 from ..domain.tenants import TenantError
 from ..domain.text import chunk_text
 from . import followup
+from . import doc_status
 from .announce import announce
 from .engine import Engine
 from .reports import ChangeReport
@@ -315,6 +316,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
     for batch in batches(docs, batch_docs, again):
         pending: list[tuple[SourceDoc, str, list, Document | None, dict]] = []
         retags: list[_Retag] = []
+        errors_before = len(report.errors)
         seen: set[str] = set()
         for src in batch:
             doc_id = src.resolved_id
@@ -403,8 +405,11 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         if nodes or retags:
             engine.vectors.flush()  # durable before any document that lists them is committed
         token = _begin_followup(engine, written) if written else None
+        committed: list[tuple[Document, list[tuple[str, int]]]] = []
         for item in written:
             live, gone = _commit(engine, item, report)
+            if live or not item.nodes:
+                committed.append((item.doc, live))
             added_ids += live
             removed_ids += gone
             report.chunks_added += len(live)
@@ -412,6 +417,10 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         if added_ids or removed_ids:  # per batch: a message names one batch's chunks, never the corpus's
             announce(engine, 0, added=added_ids, removed=removed_ids, reason="ingest")
             added_ids, removed_ids = [], []
+        for doc, live in committed:  # after the announcement: its shards' markers are set
+            doc_status.record_indexed(engine, doc.doc_id, doc.source, (code for _, code in live), doc.content_hash)
+        doc_status.record_failures(engine, report.errors[errors_before:],
+                                   {src.source: src.resolved_id for src in batch})
         engine.vectors.flush()  # the dropped chunks' deletes, before the record that redoes them goes
         if token:
             followup.end(engine, token)

@@ -42,7 +42,7 @@ from ..domain.object_changes import ObjectChange, UnusableRecord
 from ..domain.tenants import TenantError, tenant_of_key
 from ..domain.text import check_size
 from ..providers.extractors import ReadLimits
-from . import ingest, remove
+from . import doc_status, ingest, remove
 from .sources import SIDECAR_SUFFIX, is_sidecar, merged_metadata, read_document, sidecar_metadata
 
 SETTLE_ATTEMPTS = 3  # re-tags after an ingest while the sidecar read again differs from the store
@@ -124,6 +124,8 @@ class ObjectEvents:
                             extra={"reason": "document-not-stored", "source": source, "shape": shape})
                 return
             version = stored.version
+        if engine.graph.get_doc_status(document_id_for_source(source)) is None:  # first sight of it
+            doc_status.record_received(engine, document_id_for_source(source), source)
         limits = ReadLimits.from_settings(engine.settings)
         try:
             # ContentLength: a huge object is refused unread
@@ -137,9 +139,12 @@ class ObjectEvents:
             self.log.info("skipped: object vanished before its ObjectCreated event was handled",
                         extra={"reason": "object-vanished", "source": source, "shape": shape})
             counts["vanished"] += 1
+            if engine.graph.get_document(document_id_for_source(source)) is None:
+                doc_status.forget(engine, document_id_for_source(source))  # not "received" forever
             return
         except (BadInputError, MetadataError) as exc:  # a bad file is reported, never retried forever
             self.log.error("document rejected", extra={"source": source, "error": str(exc)})
+            doc_status.record_failed(engine, source, str(exc))
             counts["rejected"] += 1
             return
         doc = ingest.SourceDoc(source=source, text=read.text, title=read.title, version=version,
@@ -195,7 +200,20 @@ class ObjectEvents:
             counts["removed"] += report.documents_removed
             counts["stale"] += report.documents_stale
             return
-        self.ingest_object(engine, change.key, source, version, counts, change.shape)
+        try:
+            self.ingest_object(engine, change.key, source, version, counts, change.shape)
+        except Exception as exc:  # a fault: SQS retries the message, then keeps it in the DLQ
+            self._record_fault(engine, source, exc)
+            raise
+
+    def _record_fault(self, engine, source: str, exc: Exception) -> None:
+        """The document's status says why its message is being retried (and, once the retries
+        are spent, why it sits in the dead-letter queue); a later success replaces it."""
+        try:
+            doc_status.record_failed(engine, source, f"ingest error, retried from the queue and then kept "
+                                                     f"in its dead-letter queue: {type(exc).__name__}: {exc}")
+        except Exception:  # the store itself failing: the log line of the caller is what is left
+            self.log.exception("document status not recorded", extra={"source": source})
 
     def _log_unusable(self, exc: UnusableRecord, **where) -> None:
         self.log.error("event record not usable", extra={"reason": exc.reason, "detail": exc.detail, **where})

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from ..domain.ids import document_id_for_source
 from ..domain.model import DELETED, ConflictError, Document
 from ..domain.sequencer import supersedes
+from . import doc_status
 from . import followup
 from .engine import Engine
 from .announce import announce
@@ -63,6 +64,7 @@ def remove_versioned(engine: Engine, source: str, version: str, report: ChangeRe
                 engine.graph.put_document(dead, expected=stored)
             except ConflictError:
                 continue
+            doc_status.forget(engine, doc_id)
             if stored is not None and not stored.is_tombstone:
                 removed += drop_chunks(engine, stored, stored.chunk_ids)
                 report.documents_removed += 1
@@ -89,6 +91,7 @@ def remove(engine: Engine, refs: Sequence[str], version: str = "") -> ChangeRepo
             continue
         for doc in docs:
             removed += remove_document_nodes(engine, doc)
+            doc_status.forget(engine, doc.doc_id)
             report.documents_removed += 1
             report.chunks_removed += len(doc.chunk_ids)
     if removed:

@@ -31,6 +31,7 @@ from typing import Any
 
 from ...domain.bm25 import query_terms
 from ...domain.filters import Filter
+from ...domain.doc_status import DocStatus
 from ...domain.model import (ANY_VERSION, DELETED, ConflictError, Document, EragraphError, LexicalIndexMissing,
                              LshConfig, Node,
                              NodeRef, RefState, RegionChange, Segment)
@@ -73,6 +74,12 @@ CREATE TABLE IF NOT EXISTS documents (
     metadata     TEXT NOT NULL DEFAULT '{}'
 );
 CREATE INDEX IF NOT EXISTS documents_source ON documents (source);
+CREATE TABLE IF NOT EXISTS doc_status (
+    doc_id  TEXT PRIMARY KEY,
+    source  TEXT NOT NULL,
+    record  TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS doc_status_source ON doc_status (source, doc_id);
 CREATE TABLE IF NOT EXISTS nodes (
     node_id  TEXT PRIMARY KEY,
     layer    INTEGER NOT NULL,
@@ -349,6 +356,29 @@ class SqliteGraphStore:
 
     def list_documents(self) -> list[Document]:
         return [_doc(r) for r in self._query(f"SELECT {_DOC_COLS} FROM documents WHERE {_LIVE} ORDER BY doc_id")]
+
+    # ------------------------------------------------------------------ document statuses
+    def put_doc_status(self, status: DocStatus) -> None:
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO doc_status (doc_id, source, record) VALUES (?, ?, ?)",
+                         (status.doc_id, status.source, json.dumps(status.to_json())))
+
+    def get_doc_status(self, doc_id: str) -> DocStatus | None:
+        rows = self._query("SELECT record FROM doc_status WHERE doc_id = ?", (doc_id,))
+        return DocStatus.from_json(json.loads(rows[0][0])) if rows else None
+
+    def doc_statuses(self, prefix: str = "") -> list[DocStatus]:
+        # a range on the source index (not LIKE, whose wildcards a prefix could contain)
+        if prefix:
+            rows = self._query("SELECT record FROM doc_status WHERE source >= ? AND substr(source, 1, ?) = ? "
+                               "ORDER BY source, doc_id", (prefix, len(prefix), prefix))
+        else:
+            rows = self._query("SELECT record FROM doc_status ORDER BY source, doc_id")
+        return [DocStatus.from_json(json.loads(r[0])) for r in rows]
+
+    def delete_doc_status(self, doc_id: str) -> None:
+        with self._write() as conn:
+            conn.execute("DELETE FROM doc_status WHERE doc_id = ?", (doc_id,))
 
     # ------------------------------------------------------------------ nodes and refs
     def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:

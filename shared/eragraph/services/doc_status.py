@@ -1,0 +1,102 @@
+"""Record and read document statuses (domain.doc_status) through the GraphStore.
+
+Writes: the ingest records ``indexed`` (with the layer-0 shards its chunks were announced in)
+after the announcement, so the shards' dirty markers exist before the record names them; every
+path that refuses a document (a reader's error, the ingest's own, an S3 object rejected)
+records ``failed`` with the reason. The summarize pass writes nothing per document: reading
+derives ``summaries_pending`` / ``done`` from the dirty markers ``dirty:0:<shard>``
+(services.announce), which a reconcile that started after the last announcement clears.
+
+Reads: a document's status is one record read plus one read per shard it touched (at most
+2**GROUP_BITS); counts under a prefix read that prefix's records and the layer's markers once.
+Reads never write."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping
+
+from ..domain.doc_status import FAILED, INDEXED, RECEIVED, DocStatus, StatusCounts, effective_state
+from ..domain.ids import document_id_for_source
+from .announce import dirty_key, shard_of
+from .engine import Engine
+
+
+def _put(engine: Engine, doc_id: str, source: str, state: str, now: float | None = None, **fields) -> DocStatus:
+    stamp = time.time() if now is None else now
+    before = engine.graph.get_doc_status(doc_id)
+    keep = before is not None and before.source == source and before.state == RECEIVED
+    status = DocStatus(doc_id=doc_id, source=source, state=state,
+                       received_at=before.received_at if keep else stamp, updated_at=stamp, **fields)
+    engine.graph.put_doc_status(status)
+    return status
+
+
+def record_received(engine: Engine, doc_id: str, source: str, now: float | None = None) -> DocStatus:
+    return _put(engine, doc_id, source, RECEIVED, now)
+
+
+def record_indexed(engine: Engine, doc_id: str, source: str, codes: Iterable[int], content_hash: str = "",
+                   now: float | None = None) -> DocStatus:
+    shards = tuple(sorted({shard_of(int(c), engine.settings.n_planes) for c in codes}))
+    return _put(engine, doc_id, source, INDEXED, now, pending_shards=shards, content_hash=content_hash)
+
+
+def record_failed(engine: Engine, source: str, reason: str, doc_id: str = "", now: float | None = None) -> DocStatus:
+    return _put(engine, doc_id or document_id_for_source(source), source, FAILED, now,
+                reason=reason or "failed (no reason given)")
+
+
+def record_failures(engine: Engine, errors: Iterable[Mapping[str, str]], ids: Mapping[str, str] | None = None) -> int:
+    """A ``failed`` status for each ``{"source", "error"}`` entry (a reader's or the ingest's);
+    ``ids``: source -> document id where the document named its own."""
+    n = 0
+    for err in errors:
+        source = err.get("source", "")
+        record_failed(engine, source, err.get("error", ""), (ids or {}).get(source, ""))
+        n += 1
+    return n
+
+
+def forget(engine: Engine, doc_id: str) -> None:
+    """A removed document has no status (its delete is the last word)."""
+    engine.graph.delete_doc_status(doc_id)
+
+
+def _dirty_shards(engine: Engine, shards: Iterable[int] | None = None) -> set[int]:
+    if shards is None:
+        return {int(k.rsplit(":", 1)[1]) for k in engine.graph.meta_keys("dirty:0:")}
+    return {s for s in shards if engine.graph.get_meta(dirty_key(0, s)) is not None}
+
+
+def _whole_layer_dirty(engine: Engine) -> bool:
+    return engine.graph.get_meta(dirty_key(0, None)) is not None
+
+
+def view(status: DocStatus, dirty: set[int], whole_layer: bool) -> dict:
+    state = effective_state(status, set(status.pending_shards) if whole_layer else dirty)
+    out = {"state": state, "source": status.source, "received_at": status.received_at,
+           "updated_at": status.updated_at}
+    if status.reason:
+        out["reason"] = status.reason
+    return out
+
+
+def read(engine: Engine, doc_id: str) -> dict | None:
+    """The owner's view of one document's status, or None when none is recorded."""
+    status = engine.graph.get_doc_status(doc_id)
+    if status is None:
+        return None
+    pending = status.state == INDEXED
+    dirty = _dirty_shards(engine, status.pending_shards) if pending else set()
+    return view(status, dirty, pending and _whole_layer_dirty(engine))
+
+
+def listing(engine: Engine, prefix: str = "") -> tuple[StatusCounts, list[dict]]:
+    """Counts of each state under ``prefix`` and the documents' views, by source."""
+    statuses = engine.graph.doc_statuses(prefix)
+    any_indexed = any(s.state == INDEXED for s in statuses)
+    dirty = _dirty_shards(engine) if any_indexed else set()
+    whole = any_indexed and _whole_layer_dirty(engine)
+    views = [{"doc_id": s.doc_id, **view(s, dirty, whole)} for s in statuses]
+    return StatusCounts(prefix).add(v["state"] for v in views), views
