@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -88,22 +88,23 @@ class _BedrockCaller:
 
 
 def _converse(caller: _BedrockCaller, model_id: str, system: str, prompt: str, max_tokens: int,
-              what: str) -> dict[str, Any]:
-    """One Converse call. Models that take no system prompt get the system text folded into
-    the user turn instead (Bedrock answers them with a ValidationException)."""
+              what: str, operation: str = "converse") -> dict[str, Any]:
+    """One Converse (or ConverseStream: ``operation="converse_stream"``) call. Models that take
+    no system prompt get the system text folded into the user turn instead (Bedrock answers
+    them with a ValidationException)."""
     from botocore.exceptions import ClientError
 
-    client = caller.client
+    call = getattr(caller.client, operation)
     config = {"maxTokens": max_tokens, "temperature": 0.0}
 
     def with_system() -> dict[str, Any]:
-        return client.converse(modelId=model_id, messages=[{"role": "user", "content": [{"text": prompt}]}],
-                               system=[{"text": system}], inferenceConfig=config)
+        return call(modelId=model_id, messages=[{"role": "user", "content": [{"text": prompt}]}],
+                    system=[{"text": system}], inferenceConfig=config)
 
     def folded() -> dict[str, Any]:
-        return client.converse(modelId=model_id,
-                               messages=[{"role": "user", "content": [{"text": f"{system}\n\n{prompt}"}]}],
-                               inferenceConfig=config)
+        return call(modelId=model_id,
+                    messages=[{"role": "user", "content": [{"text": f"{system}\n\n{prompt}"}]}],
+                    inferenceConfig=config)
 
     try:
         return caller.call(what, with_system)
@@ -236,3 +237,37 @@ class BedrockGenerator:
         tokens_in, tokens_out = _usage(response)
         return Answer(text=text, cited_ids=parse_citations(text, [eid for eid, _ in evidence]),
                       tokens_in=tokens_in, tokens_out=tokens_out, model=self.identity)
+
+    def stream(self, question: str, evidence: Sequence[tuple[str, str]]) -> Iterator[str | Answer]:
+        """ConverseStream: the text deltas as Bedrock sends them, then the Answer, whose token
+        counts come from the stream's metadata event. Opening the stream is retried like any
+        call; an error event after text has been sent raises ModelCallError (not retried: the
+        caller has already been given part of the answer)."""
+        from botocore.exceptions import ClientError
+
+        evidence = list(evidence)
+        if not evidence:
+            yield NO_EVIDENCE_ANSWER
+            yield Answer(text=NO_EVIDENCE_ANSWER, cited_ids=(), tokens_in=0, tokens_out=0, model=self.identity)
+            return
+        response = _converse(self._caller, self.model_id, ANSWER_SYSTEM, answer_prompt(question, evidence),
+                             self.max_tokens, f"answer stream ({self.model_id})", operation="converse_stream")
+        parts: list[str] = []
+        tokens_in = tokens_out = 0
+        try:
+            for event in response["stream"]:
+                delta = event.get("contentBlockDelta", {}).get("delta", {}).get("text")
+                if delta:
+                    parts.append(delta)
+                    yield delta
+                elif "metadata" in event:
+                    usage = event["metadata"].get("usage") or {}
+                    tokens_in = int(usage.get("inputTokens", 0))
+                    tokens_out = int(usage.get("outputTokens", 0))
+        except ClientError as exc:
+            err = exc.response.get("Error", {})
+            raise ModelCallError(f"Bedrock answer stream ({self.model_id}) broke after {len(parts)} pieces: "
+                                 f"{err.get('Code', '')}: {err.get('Message', exc)}") from exc
+        text = "".join(parts).strip()
+        yield Answer(text=text, cited_ids=parse_citations(text, [eid for eid, _ in evidence]),
+                     tokens_in=tokens_in, tokens_out=tokens_out, model=self.identity)
