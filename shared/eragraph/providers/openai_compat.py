@@ -8,12 +8,13 @@ else, or running out of attempts, raises ModelCallError."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from ..ports import Answer, SummaryResult, Tokenizer
@@ -52,14 +53,18 @@ class ChatClient:
     def retries(self) -> int:
         return self.backoff.retries
 
-    def complete(self, system: str, prompt: str, max_tokens: int) -> dict[str, Any]:
-        body = json.dumps({
+    def _body(self, system: str, prompt: str, max_tokens: int, **extra: Any) -> bytes:
+        return json.dumps({
             "model": self.model,
             "messages": [{"role": "system", "content": system}, {"role": "user", "content": prompt}],
             "max_tokens": max_tokens,
             "temperature": 0,
+            **extra,
         }).encode("utf-8")
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+
+    def _open(self, body: bytes, accept: str) -> Any:
+        """The open HTTP response to one POST, after retrying 429/5xx and network errors."""
+        headers = {"Content-Type": "application/json", "Accept": accept}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
         last = ""
@@ -68,12 +73,7 @@ class ChatClient:
             wait: float | None = None
             request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
             try:
-                with urllib.request.urlopen(request, timeout=self.timeout) as resp:
-                    raw = resp.read()
-                try:
-                    return json.loads(raw)
-                except ValueError as exc:
-                    raise ModelCallError(f"{self.url} answered with invalid JSON: {raw[:200]!r}") from exc
+                return urllib.request.urlopen(request, timeout=self.timeout)
             except urllib.error.HTTPError as exc:
                 detail = exc.read()[:300].decode("utf-8", "replace")
                 if exc.code != 429 and exc.code < 500:
@@ -88,6 +88,39 @@ class ChatClient:
                                      f"(last error {last})") from error
             self.backoff.wait(attempt, wait)
         raise AssertionError("unreachable")
+
+    def complete(self, system: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+        with self._open(self._body(system, prompt, max_tokens), "application/json") as resp:
+            raw = resp.read()
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise ModelCallError(f"{self.url} answered with invalid JSON: {raw[:200]!r}") from exc
+
+    def stream(self, system: str, prompt: str, max_tokens: int) -> Iterator[dict[str, Any]]:
+        """``stream: true``: each server-sent ``data:`` chunk as it arrives, until ``[DONE]``.
+        Usage is asked for (``stream_options.include_usage``) and comes in a last chunk with no
+        choices on servers that support it. Opening is retried; a break after that is a
+        ModelCallError (part of the answer has already been handed on)."""
+        body = self._body(system, prompt, max_tokens, stream=True, stream_options={"include_usage": True})
+        with self._open(body, "text/event-stream") as resp:
+            try:
+                for line in resp:
+                    line = line.strip()
+                    if not line.startswith(b"data:"):
+                        continue  # blank separators, comments (":"), event:/id: fields
+                    data = line[5:].strip()
+                    if data == b"[DONE]":
+                        return
+                    try:
+                        chunk = json.loads(data)
+                    except ValueError as exc:
+                        raise ModelCallError(f"{self.url} streamed invalid JSON: {data[:200]!r}") from exc
+                    if isinstance(chunk, dict) and chunk.get("error"):
+                        raise ModelCallError(f"{self.url} streamed an error: {json.dumps(chunk['error'])[:300]}")
+                    yield chunk
+            except (socket.timeout, TimeoutError, ConnectionError, http.client.HTTPException) as exc:
+                raise ModelCallError(f"{self.url} stream broke: {type(exc).__name__}: {exc}") from exc
 
 
 def _reply(payload: dict[str, Any], url: str) -> str:
@@ -141,3 +174,26 @@ class OpenAICompatGenerator:
         tokens_in, tokens_out = _usage(payload, self.tokenizer, (ANSWER_SYSTEM, prompt), text)
         return Answer(text=text, cited_ids=parse_citations(text, [eid for eid, _ in evidence]),
                       tokens_in=tokens_in, tokens_out=tokens_out, model=self.identity)
+
+    def stream(self, question: str, evidence: Sequence[tuple[str, str]]) -> Iterator[str | Answer]:
+        """The answer's text deltas as the server sends them (SSE), then the Answer; token counts
+        from the server's usage chunk, else counted with the tokenizer."""
+        evidence = list(evidence)
+        if not evidence:
+            yield NO_EVIDENCE_ANSWER
+            yield Answer(text=NO_EVIDENCE_ANSWER, cited_ids=(), tokens_in=0, tokens_out=0, model=self.identity)
+            return
+        prompt = answer_prompt(question, evidence)
+        parts: list[str] = []
+        usage: dict[str, Any] = {}
+        for chunk in self.client.stream(ANSWER_SYSTEM, prompt, self.max_tokens):
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or []:
+                piece = (choice.get("delta") or {}).get("content")
+                if piece:
+                    parts.append(piece)
+                    yield piece
+        text = "".join(parts).strip()
+        tokens_in, tokens_out = _usage({"usage": usage}, self.tokenizer, (ANSWER_SYSTEM, prompt), text)
+        yield Answer(text=text, cited_ids=parse_citations(text, [eid for eid, _ in evidence]),
+                     tokens_in=tokens_in, tokens_out=tokens_out, model=self.identity)

@@ -1,0 +1,114 @@
+"""OpenAICompatGenerator.stream against a stand-in OpenAI-compatible server on 127.0.0.1 that
+answers ``stream: true`` with server-sent events, one chunk at a time: the test holds the last
+chunk back until the client has already yielded the first piece."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from eragraph.ports import Answer
+from eragraph.providers.openai_compat import OpenAICompatGenerator
+from eragraph.providers.prompts import ModelCallError
+from eragraph.services.generation import stream_answer
+
+EVIDENCE = [("chk-aaa111", "Marie Curie won two Nobel prizes."), ("sum-bbb222", "Curie worked in Paris.")]
+
+
+def delta(text: str) -> dict:
+    return {"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": {"content": text}}]}
+
+
+class SSEServer:
+    """Streams ``events`` (dicts, or raw str lines) as SSE; before the event at ``hold_before``
+    it waits until ``release`` is set. ``sent`` counts events flushed to the socket."""
+
+    def __init__(self, events: list, hold_before: int | None = None, status: int = 200) -> None:
+        self.events, self.hold_before, self.status = events, hold_before, status
+        self.release, self.sent, self.requests = threading.Event(), 0, []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                length = int(self.headers.get("Content-Length", 0))
+                outer.requests.append({"headers": dict(self.headers), "body": json.loads(self.rfile.read(length))})
+                self.send_response(outer.status)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for i, event in enumerate(outer.events):
+                    if i == outer.hold_before:
+                        outer.release.wait(5)
+                    line = event if isinstance(event, str) else "data: " + json.dumps(event)
+                    self.wfile.write((line + "\n\n").encode())
+                    self.wfile.flush()
+                    outer.sent += 1
+                self.close_connection = True
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def serve():
+    servers: list[SSEServer] = []
+
+    def make(*args, **kwargs) -> SSEServer:
+        servers.append(SSEServer(*args, **kwargs))
+        return servers[-1]
+    yield make
+    for s in servers:
+        s.close()
+
+
+def test_first_piece_arrives_before_the_server_sends_the_last(serve):
+    events = [delta("Marie Curie "), ": keep-alive comment", delta("won two prizes "), delta("[chk-aaa111]."),
+              {"id": "c1", "choices": [], "usage": {"prompt_tokens": 90, "completion_tokens": 7}}, "data: [DONE]"]
+    srv = serve(events, hold_before=3)
+    gen = OpenAICompatGenerator(srv.base_url, "m1", "sk-test", max_tokens=200)
+    items = gen.stream("Who won?", EVIDENCE)
+    assert next(items) == "Marie Curie "
+    assert srv.sent < len(events)  # the last chunks are still held by the server
+    srv.release.set()
+    rest = list(items)
+    assert rest[:2] == ["won two prizes ", "[chk-aaa111]."]
+    final = rest[-1]
+    assert isinstance(final, Answer) and len(rest) == 3
+    assert final.text == "Marie Curie won two prizes [chk-aaa111]." and final.cited_ids == ("chk-aaa111",)
+    assert (final.tokens_in, final.tokens_out) == (90, 7)
+    body = srv.requests[0]["body"]
+    assert body["stream"] is True and body["stream_options"] == {"include_usage": True}
+    assert body["max_tokens"] == 200 and srv.requests[0]["headers"]["Authorization"] == "Bearer sk-test"
+
+
+def test_without_a_usage_chunk_tokens_are_counted(serve):
+    srv = serve([delta("one two three"), "data: [DONE]"])
+    out = list(stream_answer(OpenAICompatGenerator(srv.base_url, "m1"), "q?", EVIDENCE))
+    assert out[0] == "one two three" and out[-1].tokens_out == 3 and out[-1].tokens_in > 0
+
+
+def test_error_chunk_is_a_model_call_error_in_words(serve):
+    srv = serve([delta("par"), {"error": {"message": "context length exceeded"}}])
+    items = OpenAICompatGenerator(srv.base_url, "m1").stream("q?", EVIDENCE)
+    assert next(items) == "par"
+    with pytest.raises(ModelCallError, match="streamed an error.*context length exceeded"):
+        list(items)
+
+
+def test_http_400_is_not_retried(serve):
+    srv = serve([], status=400)
+    with pytest.raises(ModelCallError, match="HTTP 400"):
+        list(OpenAICompatGenerator(srv.base_url, "m1").stream("q?", EVIDENCE))
+    assert len(srv.requests) == 1
