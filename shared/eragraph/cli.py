@@ -574,6 +574,9 @@ def query_filter(expressions: list[str] | None):
 
 def cmd_query(args: argparse.Namespace) -> int:
     where = query_filter(args.filter)
+    if args.stream and (args.server or args.json):
+        raise CommandError("query: --stream prints the answer as it is written from a local --store; it does not "
+                           "combine with " + ("--server" if args.server else "--json"), EXIT_USAGE)
     if args.server:
         from .domain.filters import to_json
 
@@ -602,10 +605,23 @@ def cmd_query(args: argparse.Namespace) -> int:
                            f"first")
     preload(engine, args.mode)
     loading = time.perf_counter() - started
+    on_piece = None
+    if args.stream:
+        def on_piece(piece: str) -> None:
+            if not streamed:
+                sys.stdout.write("answer: ")
+            streamed.append(piece)
+            sys.stdout.write(piece)
+            sys.stdout.flush()
+    streamed: list[str] = []
     response = query(engine, args.text, mode=args.mode, k=args.k, budget=args.budget, p=args.p,
-                     answer=args.answer, where=where)
+                     answer=args.answer or args.stream, where=where, on_piece=on_piece)
     out = response.to_dict()
-    text = render_query(out)
+    if streamed:  # already printed, as it was written
+        sys.stdout.write("\n\n")
+        text = render_query({**out, "answer": None})
+    else:
+        text = render_query(out)
     usage = response.usage.get("total", {})
     if usage:
         text += (f"\n(this query: {usage['tokens_in']} tokens in, {usage['tokens_out']} out, "
@@ -1026,6 +1042,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, default=None, help="token budget for the evidence (default ERAGRAPH_TOKEN_BUDGET)")
     p.add_argument("--p", type=float, default=None, help="proportion for detailed/summarized")
     p.add_argument("--answer", action="store_true", help="generate an answer (needs a generator)")
+    p.add_argument("--stream", action="store_true",
+                   help="with a local --store: print the answer as the generator writes it (implies --answer)")
     p.add_argument("--filter", action="append", metavar="EXPR",
                    help="only chunks of documents whose metadata match: KEY OP VALUE with OP one of = != > >= < "
                         "<= ^= (starts with), 'KEY in [a,b]', 'KEY not in [a,b]', or a Bedrock KB JSON filter; "

@@ -112,3 +112,26 @@ def test_http_400_is_not_retried(serve):
     with pytest.raises(ModelCallError, match="HTTP 400"):
         list(OpenAICompatGenerator(srv.base_url, "m1").stream("q?", EVIDENCE))
     assert len(srv.requests) == 1
+
+
+def test_cli_query_stream_prints_the_pieces_then_the_evidence(serve, monkeypatch, tmp_path, capsys):
+    from eragraph.cli import main
+
+    monkeypatch.setenv("ERAGRAPH_EMBEDDER", "hash")
+    monkeypatch.delenv("ERAGRAPH_STORE", raising=False)
+    docs, store = tmp_path / "docs", tmp_path / "store"
+    docs.mkdir()
+    (docs / "a.txt").write_text("The Danube flows through Vienna and Budapest to the Black Sea.", encoding="utf-8")
+    assert main(["ingest", str(docs), "--store", str(store), "--quiet"]) == 0
+    capsys.readouterr()
+    srv = serve([delta("The Danube "), delta("reaches the Black Sea."), "data: [DONE]"])
+    monkeypatch.setenv("ERAGRAPH_OPENAI_BASE_URL", srv.base_url)
+    monkeypatch.setenv("ERAGRAPH_OPENAI_MODEL", "m1")
+    code = main(["query", "Where does the Danube go?", "--store", str(store), "--generator", "openai",
+                 "--stream", "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.startswith("answer: The Danube reaches the Black Sea.\n\n1. [")
+    assert out.count("The Danube reaches") == 1 and srv.requests[0]["body"]["stream"] is True
+    assert main(["query", "x", "--store", str(store), "--stream", "--json"]) == 2  # usage error, in words
+    assert "--stream" in capsys.readouterr().err

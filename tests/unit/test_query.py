@@ -168,3 +168,28 @@ def test_empty_store_returns_no_results():
     resp = query(make_engine(), Q, mode="collapsed")
     assert resp.results == []
     assert np.isfinite(resp.seconds)
+
+
+class PiecewiseGenerator(EchoGenerator):
+    """Streams its answer in three pieces; answer() is never used when the caller streams."""
+
+    identity = "piecewise"
+
+    def stream(self, question, evidence):
+        first = evidence[0][0]
+        yield from ("see ", f"[{first}]", " first")
+        yield Answer(text=f"see [{first}] first", cited_ids=(first,), tokens_in=9, tokens_out=4, model="piecewise")
+
+
+def test_on_piece_streams_the_answer_in_order_and_ledgers_it():
+    e = make_engine()
+    ingest(e, synthetic_docs(20))
+    drain(e)
+    e.generator = PiecewiseGenerator()
+    pieces = []
+    resp = query(e, Q, k=4, answer=True, on_piece=pieces.append)
+    first = resp.results[0].id
+    assert pieces == ["see ", f"[{first}]", " first"] and not e.generator.calls
+    assert resp.answer == f"see [{first}] first" and resp.cited_ids == [first]
+    assert e.graph.ledger()["generate|piecewise"]["tokens_in"] == 9
+    assert resp.usage["by_kind"]["generate"]["tokens_out"] == 4

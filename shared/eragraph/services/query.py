@@ -7,6 +7,7 @@ parsed tree) narrows every mode to the leaf chunks inside it."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -15,7 +16,9 @@ from ..domain.filters import Filter, FilterError, parse_filter, to_json
 from ..domain.ranking import Candidate
 from ..domain.rerank import RerankSpec
 from . import cost
+from ..ports import Answer
 from .engine import LEAF_ATTRS, Engine
+from .generation import stream_answer
 from .modes import LEAVES_ONLY, MODES, available_modes, mode_names
 from .query_context import QueryContext
 from .summary_search import FILTER_NOTE, OVERFETCH, BadQueryError, search, summary_layers
@@ -96,7 +99,7 @@ def as_filter(where: Filter | dict | str | None) -> Filter | None:
 def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = None,
           budget: int | None = None, p: float | None = None, answer: bool = False,
           vector: np.ndarray | None = None, where: Filter | dict | str | None = None,
-          rerank: RerankSpec | None = None) -> QueryResponse:
+          rerank: RerankSpec | None = None, on_piece: Callable[[str], None] | None = None) -> QueryResponse:
     """``vector``: the question's embedding when the caller already has it (a benchmark embeds
     each question once, before any mode); else it is made on first use by the mode. ``where``:
     a metadata filter (a parsed tree, or its JSON); every result is a leaf chunk inside it.
@@ -143,10 +146,14 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
             if engine.generator is None:
                 notes.append("no generator configured: evidence only, no answer generated")
             else:
-                started_gen = time.perf_counter()
-                ans = engine.generator.answer(text, [(r.id, r.text) for r in response.results])
-                cost.record(engine.graph, "generate", ans.model or engine.generator.identity, ans.tokens_in,
-                            ans.tokens_out, time.perf_counter() - started_gen)
+                evidence = [(r.id, r.text) for r in response.results]
+                if on_piece is not None:  # streamed: each piece to the caller as it is written
+                    ans = _streamed(engine, text, evidence, on_piece)
+                else:
+                    started_gen = time.perf_counter()
+                    ans = engine.generator.answer(text, evidence)
+                    cost.record(engine.graph, "generate", ans.model or engine.generator.identity, ans.tokens_in,
+                                ans.tokens_out, time.perf_counter() - started_gen)
                 response.answer = ans.text
                 response.cited_ids = list(ans.cited_ids)
         elif engine.generator is None:
@@ -155,3 +162,17 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     response.usage = cost.calls_report(calls, engine.settings.price_table())
     response.seconds = time.perf_counter() - started
     return response
+
+
+def _streamed(engine: Engine, text: str, evidence: list[tuple[str, str]],
+              on_piece: Callable[[str], None]) -> Answer:
+    """The answer through generation.stream_answer (which records its cost), each text piece
+    handed to ``on_piece`` as it arrives."""
+    final = None
+    for item in stream_answer(engine.generator, text, evidence, graph=engine.graph):
+        if isinstance(item, Answer):
+            final = item
+        else:
+            on_piece(item)
+    assert final is not None  # stream_answer ends with the Answer or raises
+    return final
