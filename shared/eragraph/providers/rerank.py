@@ -1,0 +1,121 @@
+"""Second-stage rerankers behind ports.Reranker: Amazon Bedrock's Rerank API
+(bedrock-agent-runtime ``rerank``: amazon.rerank-v1:0, cohere.rerank-v3-5:0) and a local
+sentence-transformers CrossEncoder loaded from a model folder on disk (never downloaded)."""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .prompts import ModelCallError
+from .bedrock import _BedrockCaller
+
+BEDROCK_RERANK_MODELS = ("amazon.rerank-v1:0", "cohere.rerank-v3-5:0")
+BEDROCK_RERANK_MAX_SOURCES = 1000   # the API's limit on sources per call
+BEDROCK_DOCS_PER_QUERY = 100        # Bedrock bills a rerank "query" per 100 documents
+
+
+def make_agent_runtime_client(region_name: str | None = None) -> Any:
+    """A bedrock-agent-runtime client with botocore's retries off (the caller retries)."""
+    import boto3
+    from botocore.config import Config
+
+    config = Config(retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=10, read_timeout=60)
+    return boto3.client("bedrock-agent-runtime", region_name=region_name, config=config)
+
+
+def model_arn(model: str, region: str) -> str:
+    """``model`` as the ARN Rerank wants (an ARN is kept as given)."""
+    if model.startswith("arn:"):
+        return model
+    if not region:
+        raise ValueError(f"the Bedrock reranker {model!r} needs an AWS region to build its model ARN")
+    return f"arn:aws:bedrock:{region}::foundation-model/{model}"
+
+
+class BedrockReranker:
+    """Scores passages with one Rerank call (up to 1000 of them)."""
+
+    def __init__(self, model: str = "amazon.rerank-v1:0", client: Any = None, *, region_name: str | None = None,
+                 max_attempts: int = 6, base_delay: float = 0.5, max_delay: float = 20.0,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
+        if client is None:
+            client = make_agent_runtime_client(region_name)
+        self.region = region_name or client.meta.region_name
+        self.model = model
+        self.arn = model_arn(model, self.region)
+        self.identity = f"bedrock:{model}"
+        self._caller = _BedrockCaller(client, self.region, max_attempts, base_delay, max_delay, sleep)
+        self._options = dict(max_attempts=max_attempts, base_delay=base_delay, max_delay=max_delay, sleep=sleep)
+
+    def with_model(self, model: str) -> BedrockReranker:
+        """The same client asking another rerank model (a query's RerankSpec.model)."""
+        return BedrockReranker(model, self._caller.client, region_name=self.region, **self._options)
+
+    @staticmethod
+    def billed_queries(n: int) -> int:
+        return math.ceil(n / BEDROCK_DOCS_PER_QUERY) if n else 0
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        texts = list(texts)
+        if not texts:
+            return []
+        if len(texts) > BEDROCK_RERANK_MAX_SOURCES:
+            raise ValueError(f"Bedrock Rerank takes at most {BEDROCK_RERANK_MAX_SOURCES} passages, not {len(texts)}")
+        client = self._caller.client
+        request = {
+            "queries": [{"type": "TEXT", "textQuery": {"text": query}}],
+            "sources": [{"type": "INLINE", "inlineDocumentSource": {"type": "TEXT", "textDocument": {"text": t}}}
+                        for t in texts],
+            "rerankingConfiguration": {"type": "BEDROCK_RERANKING_MODEL", "bedrockRerankingConfiguration": {
+                "numberOfResults": len(texts), "modelConfiguration": {"modelArn": self.arn}}},
+        }
+        response = self._caller.call(f"rerank ({self.model})", lambda: client.rerank(**request))
+        scores: list[float | None] = [None] * len(texts)
+        for r in response.get("results", []):
+            scores[int(r["index"])] = float(r["relevanceScore"])
+        missing = [i for i, s in enumerate(scores) if s is None]
+        if missing:
+            raise ModelCallError(f"Bedrock rerank ({self.model}) returned no score for passages {missing[:10]}")
+        return [float(s) for s in scores]  # type: ignore[arg-type]
+
+
+class CrossEncoderReranker:
+    """A sentence-transformers CrossEncoder from a local folder (ERAGRAPH_RERANK_MODEL), loaded
+    on first use; its score is the model's single relevance logit per (query, passage)."""
+
+    def __init__(self, path: str, *, batch_size: int = 32, max_length: int = 512) -> None:
+        if not path or not os.path.isdir(path):
+            raise ValueError(f"ERAGRAPH_RERANK_MODEL must be the folder of a saved cross-encoder for the "
+                             f"cross-encoder reranker; {path!r} is not a folder")
+        self.path = path
+        self.model = os.path.basename(os.path.normpath(path))
+        self.identity = f"cross-encoder:{self.model}"
+        self.batch_size, self.max_length = batch_size, max_length
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                from sentence_transformers import CrossEncoder
+
+                try:
+                    self._model = CrossEncoder(self.path, device="cpu", max_length=self.max_length,
+                                               local_files_only=True)
+                except Exception as exc:  # a folder that is not a model: say which setting
+                    raise ValueError(f"ERAGRAPH_RERANK_MODEL={self.path!r} is not a loadable cross-encoder: "
+                                     f"{type(exc).__name__}: {exc}") from exc
+            return self._model
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        texts = list(texts)
+        if not texts:
+            return []
+        scores = self.load().predict([(query, t) for t in texts], batch_size=self.batch_size,
+                                     show_progress_bar=False)
+        return [float(s) for s in scores]
