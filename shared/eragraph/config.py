@@ -21,6 +21,7 @@ GRAPH_SETTINGS = ("s_min", "s_max", "n_planes", "seed", "max_layers", "chunk_tok
 EMBEDDERS = ("minilm", "bedrock", "hash")
 SUMMARIZERS = ("extractive", "bedrock", "openai")
 GENERATORS = ("none", "bedrock", "openai")
+RERANKERS = ("none", "bedrock", "cross-encoder")
 ENTITY_EXTRACTORS = ("auto", "spacy", "spacy+nouns", "capitalized")
 QUESTION_PARSERS = ("spacy", "none")
 
@@ -79,6 +80,10 @@ DEFAULT_PRICES: dict[str, tuple[float, float]] = {
     "bedrock:amazon.nova-micro-v1:0": (0.035, 0.14),
     "bedrock:amazon.nova-lite-v1:0": (0.06, 0.24),
     "bedrock:meta.llama3-1-8b-instruct-v1:0": (0.22, 0.22),
+    # Bedrock Rerank is billed per query of up to 100 passages, not per token: its ledger rows
+    # count billed queries as tokens_in, so the price is USD per million queries
+    "bedrock:amazon.rerank-v1:0": (1000.0, 0.0),
+    "bedrock:cohere.rerank-v3-5:0": (2000.0, 0.0),
     # OpenAI-compatible endpoints (OpenAI's list prices; a self-hosted model: override with 0)
     "openai:gpt-4o-mini": (0.15, 0.60),
     "openai:gpt-4o": (2.50, 10.00),
@@ -140,6 +145,13 @@ class Settings:
     embedder: str = "minilm"          # minilm | bedrock | hash (tests only)
     summarizer: str = "extractive"    # extractive | bedrock | openai
     generator: str = "none"           # none | bedrock | openai
+    # the rerank stage of a query that asks for it (ERAGRAPH_RERANKER): none | bedrock (Bedrock
+    # Rerank) | cross-encoder (a local sentence-transformers CrossEncoder); ERAGRAPH_RERANK_MODEL:
+    # the Bedrock model id or ARN ("" = amazon.rerank-v1:0), or the cross-encoder's folder;
+    # ERAGRAPH_RERANK_CANDIDATES: results retrieved for the reranker when a query names no count
+    reranker: str = "none"
+    rerank_model: str = ""
+    rerank_candidates: int = 20
     # the entity graph's NER (ERAGRAPH_NER): spacy | spacy+nouns | capitalized (a model-free
     # capitalized-phrase extractor) | auto = capitalized with the hash embedder, else spacy
     ner: str = "auto"
@@ -175,6 +187,7 @@ class Settings:
         if isinstance(self.graph_retrieval, dict):  # a round trip through to_dict()
             object.__setattr__(self, "graph_retrieval", GraphSettings(**self.graph_retrieval))
         for name, allowed in (("embedder", EMBEDDERS), ("summarizer", SUMMARIZERS), ("generator", GENERATORS),
+                              ("reranker", RERANKERS),
                               ("ner", ENTITY_EXTRACTORS), ("parser", QUESTION_PARSERS)):
             if getattr(self, name) not in allowed:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r} (choose {', '.join(allowed)})")
@@ -196,6 +209,11 @@ class Settings:
             raise ValueError("top_k must be >= 1")
         if self.token_budget < 1:
             raise ValueError("token_budget must be >= 1")
+        if not 1 <= self.rerank_candidates <= 1000:
+            raise ValueError("rerank_candidates must be within 1..1000")
+        if self.reranker == "cross-encoder" and not self.rerank_model:
+            raise ValueError("ERAGRAPH_RERANKER=cross-encoder needs ERAGRAPH_RERANK_MODEL, the folder of a saved "
+                             "cross-encoder (none is downloaded)")
         for name in ("max_document_bytes", "max_pdf_pages", "max_unzipped_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")

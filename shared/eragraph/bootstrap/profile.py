@@ -16,7 +16,7 @@ from typing import Any
 from ..config import Settings
 from ..ports import BlobStore, GraphStore, LexicalIndex, MessageQueue, Tokenizer, VectorIndex
 from ..services.engine import Engine, open_settings
-from .providers import attach_query_side, make_embedder, make_generator, make_summarizer, make_tokenizer
+from .providers import attach_query_side, make_embedder, make_generator, make_reranker, make_summarizer, make_tokenizer
 
 
 class Profile:
@@ -65,7 +65,7 @@ def compose(profile: Profile, settings: Settings, tenant: str = "") -> Engine:
     vectors = profile.vectors(embedder.dim, tenant)
     engine = Engine(settings=settings, graph=graph, vectors=vectors, queue=profile.queue(tenant),
                     embedder=embedder, tokenizer=tokenizer, summarizer=make_summarizer(settings, tokenizer),
-                    blobs=profile.blobs(tenant), generator=make_generator(settings),
+                    blobs=profile.blobs(tenant), generator=make_generator(settings), reranker=make_reranker(settings),
                     lexical=profile.lexical(graph, vectors), tenant=tenant)
     return attach_query_side(engine, settings, profile.entity_store(graph, tenant),
                              profile.entity_vectors(embedder.dim, tenant))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ProcessSettings, Settings
-from ..ports import Embedder, Generator, GraphStore, Summarizer, Tokenizer
+from ..ports import Embedder, Generator, GraphStore, Reranker, Summarizer, Tokenizer
 from ..services.engine import Engine
 
 MINILM_READS = 254  # word pieces MiniLM reads from one text (256 with [CLS]/[SEP])
@@ -98,6 +98,20 @@ def make_generator(settings: Settings) -> Generator | None:
         return OpenAICompatGenerator(settings.openai_base_url, settings.openai_model,
                                      ProcessSettings.from_env().openai_api_key)
     raise ValueError(f"unknown generator {settings.generator!r} (none, bedrock, openai)")
+
+
+def make_reranker(settings: Settings) -> Reranker | None:
+    if settings.reranker == "none":
+        return None
+    if settings.reranker == "bedrock":
+        from ..providers.rerank import BedrockReranker
+
+        return BedrockReranker(settings.rerank_model or "amazon.rerank-v1:0")
+    if settings.reranker == "cross-encoder":
+        from ..providers.rerank import CrossEncoderReranker
+
+        return CrossEncoderReranker(settings.rerank_model)
+    raise ValueError(f"unknown reranker {settings.reranker!r} (none, bedrock, cross-encoder)")
 
 
 def make_extractor(settings: Settings):

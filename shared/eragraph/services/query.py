@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -55,6 +55,7 @@ class QueryResponse:
     router_score: float | None = None    # s(q) when the router scored the question (auto, fusion)
     router_ms: float | None = None       # the router's own time (parse, features, score)
     filter: dict | None = None           # the metadata filter applied (Bedrock KB's JSON shape)
+    rerank: dict | None = None           # when reranked: {model, candidates, ms}
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -121,17 +122,22 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     if mode not in available_modes(engine):
         known = "unknown" if mode not in MODES else "unavailable on this store"
         raise BadQueryError(f"{known} mode {mode!r}; choose one of {', '.join(available_modes(engine))}")
-    if rerank is not None and engine.reranker is None:
-        raise BadQueryError("reranking was asked for, but no reranker is configured for this store")
+    reranker, fetch = None, k
+    if rerank is not None:
+        reranker = _reranker_for(engine, rerank)
+        fetch = max(k, rerank.candidates if rerank.candidates is not None else engine.settings.rerank_candidates)
     where = as_filter(where)
     # refuses a store built with another embedder; a store without hyperplanes holds nothing (never
     # ingested, or its tenant deleted): nothing is embedded, searched or written (a read never writes)
     empty = engine.stored_lsh() is None
     with cost.track() as calls:
-        ctx = QueryContext(engine=engine, text=text, k=k, budget=budget, p=p,  # embeds on first use
+        ctx = QueryContext(engine=engine, text=text, k=fetch, budget=budget, p=p,  # embeds on first use
                            given_vector=vector, where=where)
         ranked = [] if empty else MODES[mode].run(ctx)
-        response = QueryResponse(query=text, mode=mode, results=to_results(engine, ranked),
+        results, rerank_report = to_results(engine, ranked), None
+        if reranker is not None:
+            results, rerank_report = _rerank(engine, reranker, text, results, k)
+        response = QueryResponse(query=text, mode=mode, results=results, rerank=rerank_report,
                                  route=ctx.route or mode, router_score=ctx.router_score, router_ms=ctx.router_ms,
                                  filter=None if where is None else to_json(where))
         notes = list(ctx.notes)
@@ -162,6 +168,41 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     response.usage = cost.calls_report(calls, engine.settings.price_table())
     response.seconds = time.perf_counter() - started
     return response
+
+
+def _reranker_for(engine: Engine, spec: RerankSpec):
+    """The engine's reranker, or the same provider asking the model ``spec`` names (Bedrock);
+    a BadQueryError in words when none is configured or a local one is asked for another model."""
+    if not isinstance(spec, RerankSpec):
+        raise BadQueryError("rerank must be a RerankSpec")
+    if spec.candidates is not None and (not isinstance(spec.candidates, int) or not 1 <= spec.candidates <= 1000):
+        raise BadQueryError("rerank candidates must be an integer within 1..1000")
+    reranker = engine.reranker
+    if reranker is None:
+        raise BadQueryError("reranking was asked for, but no reranker is configured for this store")
+    model = spec.model
+    if not model or model in (getattr(reranker, "model", None), getattr(reranker, "arn", None), reranker.identity):
+        return reranker
+    with_model = getattr(reranker, "with_model", None)
+    if with_model is None:
+        raise BadQueryError(f"rerank model {model!r} is not available: this store's reranker is "
+                            f"{reranker.identity} (ERAGRAPH_RERANK_MODEL), and a local reranker runs only that model")
+    return with_model(model)
+
+
+def _rerank(engine: Engine, reranker, text: str, results: list[Result], k: int) -> tuple[list[Result], dict]:
+    """The results re-scored by ``reranker``, the best k in its order (ties keep retrieval order),
+    each with its rerank score; the call is ledgered as kind "rerank"."""
+    started = time.perf_counter()
+    scores = reranker.score(text, [r.text for r in results]) if results else []
+    if len(scores) != len(results):
+        raise RuntimeError(f"reranker {reranker.identity} gave {len(scores)} scores for {len(results)} passages")
+    seconds = time.perf_counter() - started
+    billed = getattr(reranker, "billed_queries", None)
+    cost.record(engine.graph, "rerank", reranker.identity, billed(len(results)) if billed else 0, 0, seconds)
+    order = sorted(range(len(results)), key=lambda i: -scores[i])  # sorted() is stable: ties keep retrieval order
+    kept = [replace(results[i], score=float(scores[i])) for i in order[:k]]
+    return kept, {"model": reranker.identity, "candidates": len(results), "ms": round(seconds * 1000, 3)}
 
 
 def _streamed(engine: Engine, text: str, evidence: list[tuple[str, str]],
