@@ -38,7 +38,7 @@ import json
 import re
 from collections.abc import Callable
 from functools import cached_property
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any, Optional, Union
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
@@ -51,6 +51,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from pydantic import BaseModel, ConfigDict, Field
 
 from .domain.model import LexicalIndexMissing
+from .domain.rerank import RerankSpec
 from .domain.tenants import MAX_LENGTH as TENANT_MAX_LENGTH
 from .validation import describe_all
 from .services import query as query_service
@@ -62,6 +63,14 @@ OPENAPI_VERSION = "0.1.0"
 
 
 MAX_BODY_DEPTH = 16  # nested JSON arrays/objects; a query needs 1
+
+
+class RerankRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    candidates: Optional[int] = Field(None, ge=1, le=1000, description="Results retrieved for the reranker "
+                                      "(default ERAGRAPH_RERANK_CANDIDATES; never fewer than k)")
+    model: Optional[str] = Field(None, min_length=1, max_length=256, description="A Bedrock rerank model id or ARN "
+                                 "(default: the configured reranker's; a local reranker runs only its own)")
 
 
 class QueryRequest(BaseModel):
@@ -81,6 +90,16 @@ class QueryRequest(BaseModel):
         '{"andAll": [{"equals": {"key": "lang", "value": "en"}}, {"greaterThanOrEquals": {"key": "year", '
         '"value": 2020}}]}; operators: equals, notEquals, in, notIn, greaterThan(OrEquals), lessThan(OrEquals), '
         "startsWith, andAll, orAll. Every result is a leaf chunk whose document matches")
+    rerank: Union[bool, RerankRequest] = Field(False, description="Re-order the results with the configured reranker: "
+                                               "true, or {candidates, model}; the response's rerank says it ran")
+
+
+def rerank_spec(value: bool | RerankRequest) -> RerankSpec | None:
+    if value is False:
+        return None
+    if value is True:
+        return RerankSpec()
+    return RerankSpec(candidates=value.candidates, model=value.model)
 
 
 class BadRequestBody(ValueError):
@@ -295,7 +314,7 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
                                 "caller's identity (JWT claim or IAM principal tag), never from the body")
         response = query_service.query(get_engine(tenant), request.query, mode=request.mode, k=request.k,
                                        budget=request.budget, p=request.p, answer=request.answer,
-                                       where=request.filter)
+                                       where=request.filter, rerank=rerank_spec(request.rerank))
         if on_query is not None:
             on_query(response)
         return response.to_dict()
