@@ -535,6 +535,9 @@ def render_query(out: dict) -> str:
                                      else f" summary of {len(r['children'])}")
         snippet = " ".join(r["text"].split())[:300]
         lines.append(f"{i}. [{r['score']:.3f}] {label} ({r['id']})\n   {snippet}")
+    if out.get("rerank"):
+        rr = out["rerank"]
+        lines.append(f"(reranked by {rr['model']} from {rr['candidates']} candidates in {rr['ms']:.0f} ms)")
     route = out.get("route") or out.get("mode")
     if out.get("router_score") is not None:
         lines.append(f"(route: {route}, s(q) = {out['router_score']:.3f})")
@@ -581,6 +584,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         from .domain.filters import to_json
 
         body = {"query": args.text, "mode": args.mode, "answer": args.answer}
+        if args.rerank is not None:
+            body["rerank"] = True if args.rerank is True else {"candidates": args.rerank}
         body.update({k: v for k, v in (("k", args.k), ("budget", args.budget), ("p", args.p)) if v is not None})
         if where is not None:
             body["filter"] = to_json(where)
@@ -596,6 +601,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     if not args.store:
         raise CommandError("query: give --store DIR (or ERAGRAPH_STORE), or --server URL of a running "
                            "`eragraph serve` (or ERAGRAPH_SERVER)", EXIT_USAGE)
+    from .domain.rerank import RerankSpec
     from .services.query import query
 
     started = time.perf_counter()
@@ -615,7 +621,8 @@ def cmd_query(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     streamed: list[str] = []
     response = query(engine, args.text, mode=args.mode, k=args.k, budget=args.budget, p=args.p,
-                     answer=args.answer or args.stream, where=where, on_piece=on_piece)
+                     answer=args.answer or args.stream, where=where, on_piece=on_piece,
+                     rerank=None if args.rerank is None else RerankSpec(candidates=None if args.rerank is True else args.rerank))
     out = response.to_dict()
     if streamed:  # already printed, as it was written
         sys.stdout.write("\n\n")
@@ -1042,6 +1049,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", type=int, default=None, help="token budget for the evidence (default ERAGRAPH_TOKEN_BUDGET)")
     p.add_argument("--p", type=float, default=None, help="proportion for detailed/summarized")
     p.add_argument("--answer", action="store_true", help="generate an answer (needs a generator)")
+    p.add_argument("--rerank", type=int, nargs="?", const=True, default=None, metavar="N",
+                   help="re-order the results with the configured reranker (ERAGRAPH_RERANKER), from N "
+                        "candidates (default ERAGRAPH_RERANK_CANDIDATES)")
     p.add_argument("--stream", action="store_true",
                    help="with a local --store: print the answer as the generator writes it (implies --answer)")
     p.add_argument("--filter", action="append", metavar="EXPR",

@@ -181,7 +181,7 @@ def test_version_and_help_lines():
     ("stats", {"--json"}),
     ("delete", {"--json", "--quiet", "--embedder", "--summarizer"}),
     ("serve", {"--quiet", "--embedder", "--generator", "--host", "--port"}),
-    ("query", {"--json", "--quiet", "--embedder", "--generator", "--mode", "--k", "--budget", "--p", "--answer", "--stream",
+    ("query", {"--json", "--quiet", "--embedder", "--generator", "--mode", "--k", "--budget", "--p", "--answer", "--stream", "--rerank",
                "--server", "--filter"}),
     ("ingest", {"--json", "--quiet", "--embedder", "--summarizer", "--batch-docs", "--csv-text", "--csv-id",
                 "--csv-title"}),

@@ -102,3 +102,28 @@ def test_cross_encoder_bad_paths_name_the_setting(tmp_path):
     (tmp_path / "junk" / "config.json").write_text("{not json", encoding="utf-8")
     with pytest.raises(ValueError, match="ERAGRAPH_RERANK_MODEL=.*not a loadable cross-encoder"):
         CrossEncoderReranker(str(tmp_path / "junk")).score("q", ["t"])
+
+
+def test_cli_query_rerank_with_a_cross_encoder_from_settings(tmp_path, monkeypatch, capsys):
+    from eragraph.cli import main
+
+    folder = tmp_path / "tiny-ce"
+    tiny_cross_encoder(folder)
+    monkeypatch.setenv("ERAGRAPH_EMBEDDER", "hash")
+    monkeypatch.delenv("ERAGRAPH_STORE", raising=False)
+    docs, store = tmp_path / "docs", tmp_path / "store"
+    docs.mkdir()
+    for i, text in enumerate(TEXTS):
+        (docs / f"{i}.txt").write_text(text, encoding="utf-8")
+    assert main(["ingest", str(docs), "--store", str(store), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["query", "where is paris?", "--store", str(store), "--rerank", "--quiet"]) == 2
+    assert "no reranker is configured" in capsys.readouterr().err
+    monkeypatch.setenv("ERAGRAPH_RERANKER", "cross-encoder")
+    monkeypatch.setenv("ERAGRAPH_RERANK_MODEL", str(folder))
+    assert main(["query", "where is paris?", "--store", str(store), "--rerank", "3", "--json", "--quiet"]) == 0
+    out = __import__("json").loads(capsys.readouterr().out)
+    assert out["rerank"]["model"] == "cross-encoder:tiny-ce" and out["rerank"]["candidates"] == 3
+    want = CrossEncoderReranker(str(folder)).score("where is paris?", [r["text"] for r in out["results"]])
+    assert [r["score"] for r in out["results"]] == pytest.approx(want, abs=1e-6)
+    assert want == sorted(want, reverse=True)  # kept in the reranker's order
