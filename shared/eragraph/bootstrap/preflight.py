@@ -21,6 +21,8 @@ NEEDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("embedder", "bedrock"): ("boto3",),
     ("summarizer", "bedrock"): ("boto3",),
     ("generator", "bedrock"): ("boto3",),
+    ("reranker", "bedrock"): ("boto3",),
+    ("reranker", "cross-encoder"): ("sentence_transformers",),
     ("ner", "spacy"): ("spacy", SPACY_MODEL),
     ("ner", "spacy+nouns"): ("spacy", SPACY_MODEL),
     ("parser", "spacy"): ("spacy", SPACY_MODEL),
@@ -31,7 +33,7 @@ PROFILE_NEEDS: dict[str, tuple[str, ...]] = {
     "memory": (),
 }
 # what a configuration can choose; a caller that uses only some of them names those
-USES = ("embedder", "summarizer", "generator", "ner", "parser")
+USES = ("embedder", "summarizer", "generator", "reranker", "ner", "parser")
 
 
 class ProviderUnavailable(EragraphError):
