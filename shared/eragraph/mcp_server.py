@@ -43,6 +43,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .domain.model import LexicalIndexMissing
+from .domain.rerank import RerankSpec
 from .services import query as query_service
 from .services import stats as stats_service
 from .services.engine import Engine
@@ -74,6 +75,8 @@ class SearchArgs(BaseModel):
     k: int = Field(5, ge=1, le=100, description="How many results (1..100)")
     mode: str = Field("collapsed", description="The retrieval mode (see the tool's description)")
     filter: Optional[dict[str, Any]] = Field(None, description=FILTER_HELP)
+    rerank: bool = Field(False, description="Re-order the results with the knowledge base's reranker (when one is "
+                         "configured; else the call fails saying so)")
 
 
 class DocumentArgs(BaseModel):
@@ -153,7 +156,7 @@ def call(engine: Engine, name: str, arguments: dict[str, Any] | None) -> dict:
             raise ToolFailed("no generator is configured for this knowledge base, so it cannot answer: use the "
                              "retrieve tool for the evidence")
         response = query_service.query(engine, args.query, mode=args.mode, k=args.k, answer=name == "answer",
-                                       where=args.filter)
+                                       where=args.filter, rerank=RerankSpec() if args.rerank else None)
         return response.to_dict()
     if name == "get_document":
         from .api import document_json  # GET /documents/{id}'s own JSON, with the document's status

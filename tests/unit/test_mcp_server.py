@@ -116,3 +116,29 @@ def test_a_failure_inside_a_tool_is_a_tool_error(engine):
             assert not result.is_error and result.structured_content["documents"] == 8
 
     anyio.run(converse)
+
+
+def test_retrieve_reranks_when_asked_and_says_why_not_without_a_reranker(engine):
+    class Reversed:
+        identity = model = "test:reversed"
+
+        def score(self, query, texts):
+            return [float(i) for i in range(len(texts))]
+
+    async def converse():
+        async with Client(build_server(lambda _t: engine, tenant="")) as client:
+            result = await client.call_tool("retrieve", {"query": "bond yield", "rerank": True})
+            assert result.is_error and "no reranker is configured" in text(result)
+            engine.reranker = Reversed()
+            plain = json.loads(text(await client.call_tool("retrieve", {"query": "bond yield", "k": 8,
+                                                                        "mode": "dense"})))
+            body = json.loads(text(await client.call_tool("retrieve", {"query": "bond yield", "k": 2, "mode": "dense",
+                                                                       "rerank": True})))
+            n = body["rerank"]["candidates"]
+            assert body["rerank"]["model"] == "test:reversed" and n > 2
+            assert [r["id"] for r in body["results"]] == [r["id"] for r in plain["results"][:n]][::-1][:2]
+
+    try:
+        anyio.run(converse)
+    finally:
+        engine.reranker = None
