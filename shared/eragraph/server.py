@@ -139,7 +139,7 @@ class ApiApp:
             from .api import make_app
 
             engine = self.engine
-            app = self._local.app = make_app(lambda _tenant: engine)
+            app = self._local.app = make_app(lambda _tenant: engine, tenant_of=lambda _event: engine.tenant)
         return app
 
     def resolve(self, event: dict) -> dict:

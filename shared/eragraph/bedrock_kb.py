@@ -1,0 +1,145 @@
+"""The Amazon Bedrock Knowledge Bases runtime API over Eragraph: ``POST
+/knowledgebases/{knowledgeBaseId}/retrieve``, so that an app written for Bedrock KB (boto3's
+``bedrock-agent-runtime`` client, langchain-aws's ``AmazonKnowledgeBasesRetriever``) switches to
+Eragraph by changing its endpoint, not its code.
+
+The shapes are those of the ``bedrock-agent-runtime`` service model that botocore ships: a request
+is validated against the operation's input shape with botocore's own validator (types, required
+members, ``numberOfResults`` 1..100, enums), and errors are the modelled ones -- the
+``x-amzn-errortype`` header and a JSON body with ``message`` -- so that the client raises
+``ValidationException``, ``ResourceNotFoundException`` or ``AccessDeniedException``.
+
+Mapping: ``retrievalQuery.text`` is the query; ``numberOfResults`` is k (default 5);
+``overrideSearchType`` SEMANTIC is ``dense``, HYBRID is ``hybrid``, absent is DEFAULT_MODE;
+``filter`` is Eragraph's filter language (already Bedrock's shape); ``rerankingConfiguration``
+is a domain.rerank.RerankSpec; ``nextToken`` is an offset into the ranked results (at most
+100 deep). The knowledge base id names a tenant (domain.knowledge_base); the caller's identity
+still decides the tenant, so another tenant's id is AccessDeniedException and an id of no
+tenant is ResourceNotFoundException. Needs the ``aws`` extra (botocore)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+from typing import Any
+
+from .domain.knowledge_base import knowledge_base_id, tenant_of
+from .domain.model import BadInputError
+from .domain.rerank import RerankSpec
+from .services import query as query_service
+from .services.engine import Engine
+
+SERVICE = "bedrock-agent-runtime"
+DEFAULT_MODE = "auto"          # the mode of a Retrieve without overrideSearchType
+DEFAULT_RESULTS = 5            # numberOfResults when absent (Bedrock's default)
+MAX_DEPTH = 100                # results reachable through nextToken
+SEARCH_TYPES = {"SEMANTIC": "dense", "HYBRID": "hybrid"}
+META_PREFIX = "x-eragraph-"
+
+
+class KbError(Exception):
+    """A modelled error of the service: ``code`` is its shape name (the x-amzn-errortype)."""
+
+    STATUS = {"ValidationException": 400, "AccessDeniedException": 403, "ResourceNotFoundException": 404}
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = self.STATUS[code]
+
+    def response(self) -> tuple[int, dict[str, str], str]:
+        return (self.status, {"x-amzn-errortype": self.code, "content-type": "application/json"},
+                json.dumps({"message": str(self)}))
+
+
+@lru_cache(maxsize=1)
+def service_model():
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model(SERVICE)
+
+
+def validate(operation: str, params: dict[str, Any]) -> None:
+    """ValidationException unless ``params`` fit the operation's modelled input shape."""
+    from botocore.validate import ParamValidator
+
+    report = ParamValidator().validate(params, service_model().operation_model(operation).input_shape)
+    if report.has_errors():
+        raise KbError("ValidationException", report.generate_report())
+
+
+def resolve_tenant(kb_id: str, caller: str, tenants: Callable[[], Iterable[str]] | None) -> str:
+    """The caller's tenant when ``kb_id`` is its knowledge base id, else the modelled error."""
+    if kb_id == knowledge_base_id(caller):
+        return caller
+    if tenants is not None and tenant_of(kb_id, tenants()) is not None:
+        raise KbError("AccessDeniedException", f"knowledge base {kb_id} belongs to another tenant than the caller's")
+    raise KbError("ResourceNotFoundException", f"no knowledge base {kb_id} (the caller's is {knowledge_base_id(caller)})")
+
+
+def _offset(token: str | None) -> int:
+    if token is None:
+        return 0
+    try:
+        offset = int(base64.urlsafe_b64decode(token.encode("ascii")).decode("ascii").removeprefix("offset:"))
+    except (ValueError, UnicodeError):
+        raise KbError("ValidationException", "nextToken is not a token this service returned") from None
+    if not 0 < offset < MAX_DEPTH:
+        raise KbError("ValidationException", "nextToken is not a token this service returned")
+    return offset
+
+
+def _token(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"offset:{offset}".encode("ascii")).decode("ascii")
+
+
+def location(source: str) -> dict[str, Any]:
+    """S3 with its URI for an S3 document; CUSTOM with the source as id for any other."""
+    if source.startswith("s3://"):
+        return {"type": "S3", "s3Location": {"uri": source}}
+    return {"type": "CUSTOM", "customDocumentLocation": {"id": source}}
+
+
+def _result(result, route: str, doc_meta: dict[str, Any]) -> dict[str, Any]:
+    meta = dict(doc_meta)
+    meta.update({f"{META_PREFIX}node-id": result.id, f"{META_PREFIX}layer": result.layer,
+                 f"{META_PREFIX}doc-id": result.doc_id, f"{META_PREFIX}source": result.source,
+                 f"{META_PREFIX}route": route})
+    if result.children:
+        meta[f"{META_PREFIX}summary-members"] = list(result.children)
+    if result.title:
+        meta[f"{META_PREFIX}title"] = result.title
+    return {"content": {"type": "TEXT", "text": result.text}, "location": location(result.source),
+            "score": float(result.score), "metadata": meta, "documentId": result.doc_id}
+
+
+def retrieve(engine: Engine, body: dict[str, Any], kb_id: str) -> dict[str, Any]:
+    """The Retrieve response for a validated request ``body`` on ``engine`` (the caller's)."""
+    validate("Retrieve", {**body, "knowledgeBaseId": kb_id})
+    config = (body.get("retrievalConfiguration") or {}).get("vectorSearchConfiguration") or {}
+    wanted = config.get("numberOfResults", DEFAULT_RESULTS)
+    offset = _offset(body.get("nextToken"))
+    if offset + wanted > MAX_DEPTH:
+        raise KbError("ValidationException", f"nextToken and numberOfResults reach past the first {MAX_DEPTH} results")
+    mode = SEARCH_TYPES.get(config.get("overrideSearchType", ""), DEFAULT_MODE)
+    rerank = None
+    if "rerankingConfiguration" in config:
+        bedrock = config["rerankingConfiguration"].get("bedrockRerankingConfiguration") or {}
+        rerank = RerankSpec(candidates=bedrock.get("numberOfRerankedResults"),
+                            model=(bedrock.get("modelConfiguration") or {}).get("modelArn"))
+    try:
+        response = query_service.query(engine, body["retrievalQuery"]["text"], mode=mode, k=offset + wanted,
+                                       where=config.get("filter"), rerank=rerank)
+    except (query_service.BadQueryError, BadInputError) as exc:
+        raise KbError("ValidationException", str(exc)) from None
+    page = response.results[offset:offset + wanted]
+    metas: dict[str, dict] = {}
+    for doc_id in {r.doc_id for r in page}:  # at most k reads, never the store
+        doc = engine.graph.get_document(doc_id)
+        metas[doc_id] = dict(doc.meta) if doc is not None else {}
+    out: dict[str, Any] = {"retrievalResults": [_result(r, response.route or mode, metas[r.doc_id]) for r in page]}
+    if len(page) == wanted and offset + wanted < MAX_DEPTH and len(response.results) == offset + wanted:
+        out["nextToken"] = _token(offset + wanted)
+    return out
