@@ -75,7 +75,8 @@ def resolve_tenant(kb_id: str, caller: str, tenants: Callable[[], Iterable[str]]
     if kb_id == knowledge_base_id(caller):
         return caller
     if tenants is not None and tenant_of(kb_id, tenants()) is not None:
-        raise KbError("AccessDeniedException", f"knowledge base {kb_id} belongs to another tenant than the caller's")
+        raise KbError("AccessDeniedException",
+                      f"knowledge base {kb_id} belongs to another tenant than the caller's")
     raise KbError("ResourceNotFoundException", f"no knowledge base {kb_id} (the caller's is {knowledge_base_id(caller)})")
 
 
