@@ -315,6 +315,20 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
             return Response(status_code=status, content_type=headers.pop("content-type"), body=text, headers=headers)
         return body
 
+    @app.post("/retrieveAndGenerate", summary="Amazon Bedrock Knowledge Bases RetrieveAndGenerate")
+    def post_kb_retrieve_and_generate():
+        from . import bedrock_kb
+
+        try:
+            body = app.current_event.json_body or {}
+            bedrock_kb.validate("RetrieveAndGenerate", body)
+            kb_id = bedrock_kb.knowledge_base_config(body)["knowledgeBaseId"]
+            tenant = bedrock_kb.resolve_tenant(kb_id, caller(), tenants)
+            return bedrock_kb.retrieve_and_generate(get_engine(tenant), body)
+        except bedrock_kb.KbError as exc:
+            status, headers, text = exc.response()
+            return Response(status_code=status, content_type=headers.pop("content-type"), body=text, headers=headers)
+
     @app.get("/health")
     def health() -> dict:
         return {"status": "ok"}

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import json
+import uuid
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 from typing import Any
@@ -77,7 +78,8 @@ def resolve_tenant(kb_id: str, caller: str, tenants: Callable[[], Iterable[str]]
     if tenants is not None and tenant_of(kb_id, tenants()) is not None:
         raise KbError("AccessDeniedException",
                       f"knowledge base {kb_id} belongs to another tenant than the caller's")
-    raise KbError("ResourceNotFoundException", f"no knowledge base {kb_id} (the caller's is {knowledge_base_id(caller)})")
+    raise KbError("ResourceNotFoundException",
+                  f"no knowledge base {kb_id} (the caller's is {knowledge_base_id(caller)})")
 
 
 def _offset(token: str | None) -> int:
@@ -116,12 +118,12 @@ def _result(result, route: str, doc_meta: dict[str, Any]) -> dict[str, Any]:
             "score": float(result.score), "metadata": meta, "documentId": result.doc_id}
 
 
-def retrieve(engine: Engine, body: dict[str, Any], kb_id: str) -> dict[str, Any]:
-    """The Retrieve response for a validated request ``body`` on ``engine`` (the caller's)."""
-    validate("Retrieve", {**body, "knowledgeBaseId": kb_id})
-    config = (body.get("retrievalConfiguration") or {}).get("vectorSearchConfiguration") or {}
+def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | None = None, answer: bool = False):
+    """The query behind Retrieve and RetrieveAndGenerate: (the response, its page of results,
+    the results as Bedrock's, the offset after the page)."""
+    config = retrieval.get("vectorSearchConfiguration") or {}
     wanted = config.get("numberOfResults", DEFAULT_RESULTS)
-    offset = _offset(body.get("nextToken"))
+    offset = _offset(token)
     if offset + wanted > MAX_DEPTH:
         raise KbError("ValidationException", f"nextToken and numberOfResults reach past the first {MAX_DEPTH} results")
     mode = SEARCH_TYPES.get(config.get("overrideSearchType", ""), DEFAULT_MODE)
@@ -131,8 +133,8 @@ def retrieve(engine: Engine, body: dict[str, Any], kb_id: str) -> dict[str, Any]
         rerank = RerankSpec(candidates=bedrock.get("numberOfRerankedResults"),
                             model=(bedrock.get("modelConfiguration") or {}).get("modelArn"))
     try:
-        response = query_service.query(engine, body["retrievalQuery"]["text"], mode=mode, k=offset + wanted,
-                                       where=config.get("filter"), rerank=rerank)
+        response = query_service.query(engine, text, mode=mode, k=offset + wanted, where=config.get("filter"),
+                                       rerank=rerank, answer=answer)
     except (query_service.BadQueryError, BadInputError) as exc:
         raise KbError("ValidationException", str(exc)) from None
     page = response.results[offset:offset + wanted]
@@ -140,7 +142,47 @@ def retrieve(engine: Engine, body: dict[str, Any], kb_id: str) -> dict[str, Any]
     for doc_id in {r.doc_id for r in page}:  # at most k reads, never the store
         doc = engine.graph.get_document(doc_id)
         metas[doc_id] = dict(doc.meta) if doc is not None else {}
-    out: dict[str, Any] = {"retrievalResults": [_result(r, response.route or mode, metas[r.doc_id]) for r in page]}
-    if len(page) == wanted and offset + wanted < MAX_DEPTH and len(response.results) == offset + wanted:
-        out["nextToken"] = _token(offset + wanted)
+    shaped = [_result(r, response.route or mode, metas[r.doc_id]) for r in page]
+    more = len(page) == wanted and offset + wanted < MAX_DEPTH and len(response.results) == offset + wanted
+    return response, page, shaped, (offset + wanted if more else None)
+
+
+def retrieve(engine: Engine, body: dict[str, Any], kb_id: str) -> dict[str, Any]:
+    """The Retrieve response for a request ``body`` on ``engine`` (the caller's)."""
+    validate("Retrieve", {**body, "knowledgeBaseId": kb_id})
+    _, _, shaped, after = _search(engine, body["retrievalQuery"]["text"], body.get("retrievalConfiguration") or {},
+                                  body.get("nextToken"))
+    out: dict[str, Any] = {"retrievalResults": shaped}
+    if after is not None:
+        out["nextToken"] = _token(after)
     return out
+
+
+def knowledge_base_config(body: dict[str, Any]) -> dict[str, Any]:
+    """The KNOWLEDGE_BASE configuration of a validated RetrieveAndGenerate request."""
+    config = body.get("retrieveAndGenerateConfiguration")
+    if not config or config.get("type") != "KNOWLEDGE_BASE" or "knowledgeBaseConfiguration" not in config:
+        raise KbError("ValidationException", "retrieveAndGenerateConfiguration must be of type KNOWLEDGE_BASE with a "
+                      "knowledgeBaseConfiguration (knowledgeBaseId, modelArn): Eragraph answers from its knowledge "
+                      "bases only")
+    return config["knowledgeBaseConfiguration"]
+
+
+def retrieve_and_generate(engine: Engine, body: dict[str, Any]) -> dict[str, Any]:
+    """The RetrieveAndGenerate response on ``engine`` (the tenant of the request's knowledge
+    base, already resolved): the configured generator answers from the retrieved results, and
+    one citation spans the answer with the results it cites (all of them when it names none)."""
+    config = knowledge_base_config(body)
+    if engine.generator is None:
+        raise KbError("ValidationException", "RetrieveAndGenerate needs a generator and none is configured "
+                      "(set ERAGRAPH_GENERATOR, or call Retrieve for the evidence only)")
+    response, page, shaped, _ = _search(engine, body["input"]["text"], config.get("retrievalConfiguration") or {},
+                                        answer=True)
+    text = response.answer or ""
+    cited = set(response.cited_ids)
+    refs = [{k: v for k, v in s.items() if k in ("content", "location", "metadata")}
+            for r, s in zip(page, shaped) if not cited or r.id in cited]
+    span = {"start": 0, "end": max(len(text) - 1, 0)}
+    citations = [{"generatedResponsePart": {"textResponsePart": {"text": text, "span": span}},
+                  "retrievedReferences": refs}] if text else []
+    return {"output": {"text": text}, "citations": citations, "sessionId": body.get("sessionId") or str(uuid.uuid4())}

@@ -86,7 +86,7 @@ def test_api_is_authenticated_and_throttled():
     routes = of_type("AWS::ApiGatewayV2::Route")
     assert {r["Properties"]["RouteKey"] for r in routes.values()} == {
         "POST /query", "GET /documents/{id}", "GET /stats", "GET /health", "POST /mcp",
-        "POST /knowledgebases/{knowledgeBaseId}/retrieve"}
+        "POST /knowledgebases/{knowledgeBaseId}/retrieve", "POST /retrieveAndGenerate"}
     for r in routes.values():
         auth = r["Properties"]["AuthorizationType"]
         assert auth == {"Fn::If": ["UseJwt", "JWT", "AWS_IAM"]}  # never NONE

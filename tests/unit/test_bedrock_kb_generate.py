@@ -1,0 +1,114 @@
+"""RetrieveAndGenerate with boto3's ``bedrock-agent-runtime`` client, unchanged, against the
+shared resolver (eragraph.api.make_app, what `eragraph serve` and the query function run): a
+``before-send`` hook hands each prepared request to the resolver as a payload v2 event. The
+generator is a stand-in that cites its first piece of evidence; without one the request is a
+ValidationException that says so."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.config import Config
+from support import make_engine
+
+pytest.importorskip("aws_lambda_powertools")
+
+from eragraph.api import make_app  # noqa: E402
+from eragraph.domain.knowledge_base import knowledge_base_id  # noqa: E402
+from eragraph.ports import Answer  # noqa: E402
+from eragraph.services import ingest  # noqa: E402
+
+TEXT = "The lighthouse keeper of Skarvik island writes the ship log every night. " * 3
+
+
+class CitingGenerator:
+    identity = "stand-in"
+
+    def __init__(self) -> None:
+        self.questions: list[str] = []
+
+    def answer(self, question, evidence, **_):
+        self.questions.append(question)
+        first_id, first_text = evidence[0]
+        return Answer(text=f"From the log: {first_text[:40]}", cited_ids=(first_id,), tokens_in=10, tokens_out=5,
+                      model="stand-in")
+
+
+class _Raw:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, **_):
+        yield self.data
+
+
+def client_of(engine):
+    app = make_app(lambda _tenant: engine, tenant_of=lambda _event: engine.tenant)
+    client = boto3.client("bedrock-agent-runtime", region_name="us-east-1", endpoint_url="https://kb.example.com",
+                          aws_access_key_id="x", aws_secret_access_key="x", config=Config(retries={"max_attempts": 1}))
+
+    def send(request, **_):
+        path = request.url.split("kb.example.com", 1)[1]
+        body = request.body.decode() if isinstance(request.body, bytes) else (request.body or "")
+        event = {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
+                 "headers": {"content-type": "application/json"}, "body": body, "isBase64Encoded": False,
+                 "requestContext": {"http": {"method": "POST", "path": path}, "requestId": "r1", "stage": "$default"}}
+        out = app.resolve(event, None)
+        headers = {k.lower(): v for k, v in (out.get("headers") or {}).items()}
+        return AWSResponse(request.url, out["statusCode"], headers, _Raw((out.get("body") or "").encode()))
+
+    client.meta.events.register_first("before-send.bedrock-agent-runtime.*", send)
+    return client
+
+
+@pytest.fixture
+def kb_engine():
+    engine = make_engine()
+    ingest.ingest(engine, [ingest.SourceDoc(source="s3://bucket/skarvik.txt", text=TEXT, title="Skarvik")])
+    return engine
+
+
+def request(kb_id: str, **extra):
+    return {"input": {"text": "Who writes the ship log?"}, "retrieveAndGenerateConfiguration": {
+        "type": "KNOWLEDGE_BASE", "knowledgeBaseConfiguration": {
+            "knowledgeBaseId": kb_id, "modelArn": "arn:aws:bedrock:us-east-1::foundation-model/stand-in",
+            "retrievalConfiguration": {"vectorSearchConfiguration": {"numberOfResults": 2,
+                                                                     "overrideSearchType": "SEMANTIC"}}}}, **extra}
+
+
+def test_the_answer_cites_the_retrieved_references(kb_engine):
+    kb_engine.generator = CitingGenerator()
+    client = client_of(kb_engine)
+    out = client.retrieve_and_generate(**request(knowledge_base_id(""), sessionId="session-1"))
+    assert out["output"]["text"].startswith("From the log: ") and out["sessionId"] == "session-1"
+    [citation] = out["citations"]
+    part = citation["generatedResponsePart"]["textResponsePart"]
+    assert part["text"] == out["output"]["text"] and part["span"] == {"start": 0, "end": len(part["text"]) - 1}
+    [ref] = citation["retrievedReferences"]  # the generator cited one piece of evidence
+    assert "lighthouse" in ref["content"]["text"] and ref["location"]["s3Location"]["uri"] == "s3://bucket/skarvik.txt"
+    assert kb_engine.generator.questions == ["Who writes the ship log?"]
+
+
+def test_no_generator_is_a_validation_exception_that_says_so(kb_engine):
+    client = client_of(kb_engine)
+    with pytest.raises(client.exceptions.ValidationException) as info:
+        client.retrieve_and_generate(**request(knowledge_base_id("")))
+    assert "generator" in str(info.value)
+
+
+def test_an_unknown_knowledge_base_and_a_foreign_configuration_are_refused(kb_engine):
+    kb_engine.generator = CitingGenerator()
+    client = client_of(kb_engine)
+    with pytest.raises(client.exceptions.ResourceNotFoundException):
+        client.retrieve_and_generate(**request(knowledge_base_id("other")))
+    with pytest.raises(client.exceptions.ValidationException) as info:
+        client.retrieve_and_generate(input={"text": "q"}, retrieveAndGenerateConfiguration={
+            "type": "EXTERNAL_SOURCES", "externalSourcesConfiguration": {
+                "modelArn": "arn:aws:bedrock:us-east-1::foundation-model/x",
+                "sources": [{"sourceType": "BYTE_CONTENT", "byteContent": {
+                    "contentType": "text/plain", "data": b"x", "identifier": "x"}}]}})
+    assert "KNOWLEDGE_BASE" in str(info.value)
+    assert kb_engine.generator.questions == []
