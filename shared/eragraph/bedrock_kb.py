@@ -22,14 +22,17 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from functools import lru_cache
 from typing import Any
 
+from . import eventstream
 from .domain.knowledge_base import knowledge_base_id, tenant_of
 from .domain.model import BadInputError
 from .domain.rerank import RerankSpec
+from .ports import Answer
 from .services import query as query_service
+from .services.generation import stream_answer
 from .services.engine import Engine
 
 SERVICE = "bedrock-agent-runtime"
@@ -168,20 +171,54 @@ def knowledge_base_config(body: dict[str, Any]) -> dict[str, Any]:
     return config["knowledgeBaseConfiguration"]
 
 
-def retrieve_and_generate(engine: Engine, body: dict[str, Any]) -> dict[str, Any]:
-    """The RetrieveAndGenerate response on ``engine`` (the tenant of the request's knowledge
-    base, already resolved): the configured generator answers from the retrieved results, and
-    one citation spans the answer with the results it cites (all of them when it names none)."""
+def _references(page, shaped, cited: set[str]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in s.items() if k in ("content", "location", "metadata")}
+            for r, s in zip(page, shaped) if not cited or r.id in cited]
+
+
+def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any]) -> Iterator[bytes]:
+    """RetrieveAndGenerateStream's event stream frames on ``engine``: one ``output`` event per
+    piece the generator yields, each sent as it comes, then one ``citation`` event spanning the
+    answer with the results it cites. Errors before the first frame are raised (a KbError);
+    the caller validates the request and checks the generator first (``check_generate``)."""
+    config = check_generate(engine, body)
+    question = body["input"]["text"]
+    _, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {})
+    pieces: list[str] = []
+    final: Answer | None = None
+    for item in stream_answer(engine.generator, question, [(r.id, r.text) for r in page], graph=engine.graph):
+        if isinstance(item, Answer):
+            final = item
+        else:
+            pieces.append(item)
+            yield eventstream.event("output", {"text": item})
+    text = "".join(pieces)
+    refs = _references(page, shaped, set(final.cited_ids) if final else set())
+    part = {"textResponsePart": {"text": text, "span": {"start": 0, "end": max(len(text) - 1, 0)}}}
+    yield eventstream.event("citation", {"citation": {"generatedResponsePart": part, "retrievedReferences": refs},
+                                         "generatedResponsePart": part, "retrievedReferences": refs})
+
+
+def check_generate(engine: Engine, body: dict[str, Any]) -> dict[str, Any]:
+    """The knowledge base configuration of a RetrieveAndGenerate(Stream) request, once a
+    generator is known to answer it."""
     config = knowledge_base_config(body)
     if engine.generator is None:
         raise KbError("ValidationException", "RetrieveAndGenerate needs a generator and none is configured "
                       "(set ERAGRAPH_GENERATOR, or call Retrieve for the evidence only)")
+    return config
+
+
+def retrieve_and_generate(engine: Engine, body: dict[str, Any]) -> dict[str, Any]:
+    """The RetrieveAndGenerate response on ``engine`` (the tenant of the request's knowledge
+    base, already resolved): the configured generator answers from the retrieved results, and
+    one citation spans the answer with the results it cites (all of them when it names none)."""
+    config = check_generate(engine, body)
     response, page, shaped, _ = _search(engine, body["input"]["text"], config.get("retrievalConfiguration") or {},
                                         answer=True)
     text = response.answer or ""
     cited = set(response.cited_ids)
-    refs = [{k: v for k, v in s.items() if k in ("content", "location", "metadata")}
-            for r, s in zip(page, shaped) if not cited or r.id in cited]
+    refs = _references(page, shaped, cited)
     span = {"start": 0, "end": max(len(text) - 1, 0)}
     citations = [{"generatedResponsePart": {"textResponsePart": {"text": text, "span": span}},
                   "retrievedReferences": refs}] if text else []

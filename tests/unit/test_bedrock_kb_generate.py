@@ -112,3 +112,47 @@ def test_an_unknown_knowledge_base_and_a_foreign_configuration_are_refused(kb_en
                     "contentType": "text/plain", "data": b"x", "identifier": "x"}}]}})
     assert "KNOWLEDGE_BASE" in str(info.value)
     assert kb_engine.generator.questions == []
+
+
+class SlowStreamingGenerator(CitingGenerator):
+    """Streams three pieces, ``pause`` seconds apart, then its Answer."""
+
+    pause = 0.3
+
+    def stream(self, question, evidence, **_):
+        import time
+
+        self.questions.append(question)
+        for piece in ("From ", "the ", "log."):
+            time.sleep(self.pause)
+            yield piece
+        yield Answer(text="From the log.", cited_ids=(evidence[0][0],), tokens_in=10, tokens_out=3, model="stand-in")
+
+
+def test_the_stream_frames_leave_as_the_generator_writes(kb_engine):
+    import time
+
+    from botocore.eventstream import EventStream
+    from botocore.parsers import EventStreamJSONParser
+
+    from eragraph.bedrock_kb import retrieve_and_generate_stream, service_model
+
+    kb_engine.generator = SlowStreamingGenerator()
+    frames = retrieve_and_generate_stream(kb_engine, request(knowledge_base_id("")))
+
+    class Raw:
+        def stream(self, **_):
+            yield from frames
+
+    shape = service_model().operation_model("RetrieveAndGenerateStream").output_shape.members["stream"]
+    started = time.perf_counter()
+    seen = []
+    for ev in EventStream(Raw(), shape, EventStreamJSONParser(), "RetrieveAndGenerateStream"):
+        seen.append((time.perf_counter() - started, ev))
+    first_at, first = seen[0]
+    assert first == {"output": {"text": "From "}}
+    assert first_at < 2 * SlowStreamingGenerator.pause < seen[-1][0]  # the first piece did not wait for the rest
+    assert "".join(ev["output"]["text"] for _, ev in seen if "output" in ev) == "From the log."
+    citation = seen[-1][1]["citation"]
+    assert citation["generatedResponsePart"]["textResponsePart"]["text"] == "From the log."
+    assert len(citation["retrievedReferences"]) == 1
