@@ -156,3 +156,35 @@ def test_the_stream_frames_leave_as_the_generator_writes(kb_engine):
     citation = seen[-1][1]["citation"]
     assert citation["generatedResponsePart"]["textResponsePart"]["text"] == "From the log."
     assert len(citation["retrievedReferences"]) == 1
+
+
+def test_serve_streams_the_first_event_before_the_generator_finishes(kb_engine):
+    """boto3's retrieve_and_generate_stream against the real ASGI server (eragraph.server),
+    read event by event."""
+    import threading
+    import time
+
+    from eragraph.server import make_server
+
+    kb_engine.generator = SlowStreamingGenerator()
+    server = make_server(kb_engine, port=0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = boto3.client("bedrock-agent-runtime", region_name="us-east-1", endpoint_url=server.url,
+                              aws_access_key_id="x", aws_secret_access_key="x",
+                              config=Config(retries={"max_attempts": 1}))
+        started = time.perf_counter()
+        out = client.retrieve_and_generate_stream(**request(knowledge_base_id(""), sessionId="s-7"))
+        assert out["sessionId"] == "s-7"
+        seen = [(time.perf_counter() - started, ev) for ev in out["stream"]]
+        assert seen[0][1] == {"output": {"text": "From "}}
+        assert seen[0][0] < 2 * SlowStreamingGenerator.pause < seen[-1][0]
+        assert "citation" in seen[-1][1]
+        kb_engine.generator = None
+        with pytest.raises(client.exceptions.ValidationException) as info:
+            client.retrieve_and_generate_stream(**request(knowledge_base_id("")))
+        assert "generator" in str(info.value)
+    finally:
+        server.shutdown()
+        server.server_close()
