@@ -15,7 +15,13 @@ Mapping: ``retrievalQuery.text`` is the query; ``numberOfResults`` is k (default
 is a domain.rerank.RerankSpec; ``nextToken`` is an offset into the ranked results (at most
 100 deep). The knowledge base id names a tenant (domain.knowledge_base); the caller's identity
 still decides the tenant, so another tenant's id is AccessDeniedException and an id of no
-tenant is ResourceNotFoundException. Needs the ``aws`` extra (botocore)."""
+tenant is ResourceNotFoundException. Needs the ``aws`` extra (botocore).
+
+RetrieveAndGenerate answers with the engine's generator; RetrieveAndGenerateStream's frames
+(``retrieve_and_generate_stream``, framed by eragraph.eventstream) are sent as they are made by
+``eragraph serve`` (eragraph.server). The API Gateway function does not stream: Python Lambda has
+no native response streaming, so the AWS path (a function URL in RESPONSE_STREAM mode with the
+Lambda Web Adapter running eragraph.server's ASGI app) is not built yet."""
 
 from __future__ import annotations
 
