@@ -1,0 +1,44 @@
+"""services.ingest rules a user would notice, on the memory engine: a document's ``tenant``
+attribute must name the store's tenant (refused with the source and both tenants named, the
+others of the batch ingested), and re-ingesting with ``true`` where ``1`` was is a change."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from support import make_engine, synthetic_docs
+
+from eragraph.services.ingest import ingest, same_attributes
+
+
+def test_metadata_naming_another_tenant_is_refused_with_both_tenants_named():
+    engine = replace(make_engine(), tenant="acme")
+    good, bad = (replace(d, doc_id="") for d in synthetic_docs(2))
+    bad = replace(bad, metadata={"tenant": "globex", "team": "x"})
+    good = replace(good, metadata={"tenant": "acme", "team": "y"})
+    report = ingest(engine, [good, bad])
+    assert report.errors == [{"source": bad.source, "error":
+                              f"{bad.source}: its metadata names tenant 'globex' but it belongs to tenant 'acme'"}]
+    assert engine.graph.get_document(bad.resolved_id) is None
+    stored = engine.graph.get_document(good.resolved_id)
+    # the tenant attribute is the namespace, not metadata: the rest is kept as given
+    assert stored is not None and stored.metadata == {"team": "y"}
+
+
+def test_default_tenant_store_refuses_a_document_naming_a_tenant():
+    engine = make_engine()
+    doc = replace(synthetic_docs(1)[0], doc_id="", metadata={"tenant": "acme"})
+    report = ingest(engine, [doc])
+    assert report.errors == [{"source": doc.source, "error":
+                              f"{doc.source}: its metadata names tenant 'acme', not this store's (the default tenant)"}]
+    assert engine.graph.get_document(doc.resolved_id) is None
+
+
+def test_true_is_not_the_number_one_but_a_tuple_is_the_list_it_was():
+    engine = make_engine()
+    doc = replace(synthetic_docs(1)[0], doc_id="", metadata={"flag": 1, "tags": ["a", "b"]})
+    ingest(engine, [doc])
+    stored = engine.graph.get_document(doc.resolved_id)
+    assert same_attributes(stored, {"flag": 1.0, "tags": ("a", "b")}, stored.title)
+    assert not same_attributes(stored, {"flag": True, "tags": ["a", "b"]}, stored.title)
+    assert not same_attributes(stored, {"flag": "1", "tags": ["a", "b"]}, stored.title)
