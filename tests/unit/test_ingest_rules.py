@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from support import make_engine, synthetic_docs
 
-from eragraph.services.ingest import ingest, same_attributes
+from eragraph.services.ingest import batches, ingest, same_attributes
 
 
 def test_metadata_naming_another_tenant_is_refused_with_both_tenants_named():
@@ -42,3 +43,35 @@ def test_true_is_not_the_number_one_but_a_tuple_is_the_list_it_was():
     assert same_attributes(stored, {"flag": 1.0, "tags": ("a", "b")}, stored.title)
     assert not same_attributes(stored, {"flag": True, "tags": ["a", "b"]}, stored.title)
     assert not same_attributes(stored, {"flag": "1", "tags": ["a", "b"]}, stored.title)
+
+
+def test_a_document_id_given_twice_in_one_batch_is_refused_once_and_named():
+    engine = make_engine()
+    first, second = synthetic_docs(2)
+    twin = replace(second, doc_id=first.resolved_id)
+    report = ingest(engine, [first, twin])
+    assert report.errors == [{"source": twin.source,
+                              "error": f"duplicate document id {first.resolved_id} in batch"}]
+    assert engine.graph.get_document(first.resolved_id).source == first.source
+
+
+def test_batches_hold_at_most_size_documents_in_order_and_size_zero_is_refused():
+    docs = synthetic_docs(7)
+    assert [len(b) for b in batches(iter(docs), 3)] == [3, 3, 1]
+    assert [d for b in batches(iter(docs), 1) for d in b] == docs
+    again = []
+    stream = batches(iter(docs), 3, again)
+    assert next(stream) == docs[:3]
+    again += docs[:2]  # put back: they come first in the next batch, which stays at 3
+    assert next(stream) == [*docs[:2], docs[3]]
+    with pytest.raises(ValueError, match="batch size must be at least 1"):
+        next(batches(iter(docs), 0))
+
+
+def test_every_document_is_ingested_whatever_the_batch_size():
+    for size in (1, 2, 256):
+        engine = make_engine()
+        docs = synthetic_docs(5)
+        report = ingest(engine, docs, batch_docs=size)
+        assert report.errors == [] and report.documents_added == 5
+        assert all(engine.graph.get_document(d.resolved_id) is not None for d in docs)
