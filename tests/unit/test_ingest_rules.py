@@ -75,3 +75,27 @@ def test_every_document_is_ingested_whatever_the_batch_size():
         report = ingest(engine, docs, batch_docs=size)
         assert report.errors == [] and report.documents_added == 5
         assert all(engine.graph.get_document(d.resolved_id) is not None for d in docs)
+
+
+def test_an_older_version_is_stale_and_a_newer_one_of_the_same_text_only_restamps():
+    engine = make_engine()
+    doc = replace(synthetic_docs(1)[0], doc_id="", version="0000000000000002")
+    ingest(engine, [doc])
+    chunks = engine.graph.get_document(doc.resolved_id).chunk_ids
+
+    older = ingest(engine, [replace(doc, version="0000000000000001", text=doc.text + " changed")])
+    assert (older.documents_stale, older.documents_unchanged, older.documents_replaced) == (1, 0, 0)
+    assert engine.graph.get_document(doc.resolved_id).version == "0000000000000002"
+
+    older_same = ingest(engine, [replace(doc, version="0000000000000001")])
+    assert (older_same.documents_stale, older_same.documents_unchanged) == (1, 0)
+
+    newer = ingest(engine, [replace(doc, version="0000000000000003")])
+    assert (newer.documents_stale, newer.documents_unchanged, newer.chunks_added) == (0, 1, 0)
+    stored = engine.graph.get_document(doc.resolved_id)
+    assert stored.version == "0000000000000003" and stored.chunk_ids == chunks
+
+    # the same event delivered again is not newer than what it wrote: stale, nothing changes
+    again = ingest(engine, [replace(doc, version="0000000000000003")])
+    assert (again.documents_stale, again.documents_unchanged) == (1, 0)
+    assert engine.graph.get_document(doc.resolved_id) == stored
