@@ -99,3 +99,30 @@ def test_an_older_version_is_stale_and_a_newer_one_of_the_same_text_only_restamp
     again = ingest(engine, [replace(doc, version="0000000000000003")])
     assert (again.documents_stale, again.documents_unchanged) == (1, 0)
     assert engine.graph.get_document(doc.resolved_id) == stored
+
+
+def test_replacing_documents_counts_each_and_the_chunks_they_dropped():
+    engine = make_engine()
+    docs = [replace(d, doc_id="") for d in synthetic_docs(3)]
+    ingest(engine, docs)
+    before = {d.resolved_id: set(engine.graph.get_document(d.resolved_id).chunk_ids) for d in docs}
+    changed = [replace(d, text="Entirely new words for this one. " * 3) for d in docs[:2]]
+    report = ingest(engine, [*changed, docs[2]])
+    after = {d.resolved_id: set(engine.graph.get_document(d.resolved_id).chunk_ids) for d in changed}
+    dropped = sum(len(before[i] - after[i]) for i in after)
+    assert (report.documents_replaced, report.documents_unchanged, report.documents_added) == (2, 1, 0)
+    assert dropped > 0 and report.chunks_removed == dropped
+    assert not engine.graph.get_nodes([c for i in after for c in before[i] - after[i]])
+
+
+def test_every_chunk_carries_the_lsh_code_of_its_own_text():
+    from eragraph.domain.lsh import hash_vectors
+    engine = make_engine(chunk_tokens=10, chunk_overlap=2)
+    docs = synthetic_docs(4)  # several documents of several chunks in one batch
+    ingest(engine, docs)
+    ids = [c for d in docs for c in engine.graph.get_document(d.resolved_id).chunk_ids]
+    nodes = engine.graph.get_nodes(ids)
+    assert len(ids) > len(docs) and len(nodes) == len(ids)
+    texts = [nodes[c].text for c in ids]
+    expected = hash_vectors(engine.lsh(), engine.embedder.embed(texts))
+    assert [nodes[c].code for c in ids] == [int(x) for x in expected]
