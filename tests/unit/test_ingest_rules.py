@@ -1,6 +1,8 @@
-"""services.ingest rules a user would notice, on the memory engine: a document's ``tenant``
-attribute must name the store's tenant (refused with the source and both tenants named, the
-others of the batch ingested), and re-ingesting with ``true`` where ``1`` was is a change."""
+"""services.ingest rules a user would notice, on the memory engine: a ``tenant`` attribute must
+name the store's tenant; ``true`` is not ``1``; a document id twice in a batch is refused; batches
+keep their size and order; versions order the writes (older is stale, newer same text restamps);
+replacements count what they dropped; every chunk has its own text's LSH code; a retag keeps the
+chunks findable by tenant and by the new metadata."""
 
 from __future__ import annotations
 
@@ -126,3 +128,21 @@ def test_every_chunk_carries_the_lsh_code_of_its_own_text():
     texts = [nodes[c].text for c in ids]
     expected = hash_vectors(engine.lsh(), engine.embedder.embed(texts))
     assert [nodes[c].code for c in ids] == [int(x) for x in expected]
+
+
+def test_a_retag_in_a_tenant_store_keeps_the_chunks_findable_by_tenant_and_new_metadata():
+    from eragraph.domain.filters import parse_filter
+    engine = replace(make_engine(), tenant="acme")
+    doc = replace(synthetic_docs(1)[0], doc_id="", metadata={"team": "red"})
+    ingest(engine, [doc])
+    chunks = set(engine.graph.get_document(doc.resolved_id).chunk_ids)
+    report = ingest(engine, [replace(doc, metadata={"team": "blue"})])
+    assert (report.documents_retagged, report.chunks_added) == (1, 0)
+    query = engine.embedder.embed([doc.text])[0]
+
+    def found(where):
+        return {h.node_id for h in engine.vectors.search(query, 50, layers=[0], where=parse_filter(where))}
+    assert found({"andAll": [{"equals": {"key": "team", "value": "blue"}},
+                             {"equals": {"key": "tenant", "value": "acme"}}]}) == chunks
+    assert found({"equals": {"key": "team", "value": "red"}}) == set()
+    assert engine.graph.get_document(doc.resolved_id).metadata == {"team": "blue"}
