@@ -19,7 +19,7 @@ def test_metadata_naming_another_tenant_is_refused_with_both_tenants_named():
     good, bad = (replace(d, doc_id="") for d in synthetic_docs(2))
     bad = replace(bad, metadata={"tenant": "globex", "team": "x"})
     good = replace(good, metadata={"tenant": "acme", "team": "y"})
-    report = ingest(engine, [good, bad])
+    report = ingest(engine, [bad, good])  # the refused one does not stop the batch
     assert report.errors == [{"source": bad.source, "error":
                               f"{bad.source}: its metadata names tenant 'globex' but it belongs to tenant 'acme'"}]
     assert engine.graph.get_document(bad.resolved_id) is None
@@ -49,12 +49,13 @@ def test_true_is_not_the_number_one_but_a_tuple_is_the_list_it_was():
 
 def test_a_document_id_given_twice_in_one_batch_is_refused_once_and_named():
     engine = make_engine()
-    first, second = synthetic_docs(2)
+    first, second, third = synthetic_docs(3)
     twin = replace(second, doc_id=first.resolved_id)
-    report = ingest(engine, [first, twin])
+    report = ingest(engine, [first, twin, third])
     assert report.errors == [{"source": twin.source,
                               "error": f"duplicate document id {first.resolved_id} in batch"}]
     assert engine.graph.get_document(first.resolved_id).source == first.source
+    assert engine.graph.get_document(third.resolved_id) is not None and report.documents_added == 2
 
 
 def test_batches_hold_at_most_size_documents_in_order_and_size_zero_is_refused():
@@ -72,11 +73,13 @@ def test_batches_hold_at_most_size_documents_in_order_and_size_zero_is_refused()
 
 def test_every_document_is_ingested_whatever_the_batch_size():
     for size in (1, 2, 256):
-        engine = make_engine()
+        engine = make_engine(chunk_tokens=10, chunk_overlap=2)
         docs = synthetic_docs(5)
-        report = ingest(engine, docs, batch_docs=size)
-        assert report.errors == [] and report.documents_added == 5
-        assert all(engine.graph.get_document(d.resolved_id) is not None for d in docs)
+        done = []
+        report = ingest(engine, docs, progress=done.append, batch_docs=size)
+        assert report.errors == [] and report.documents_added == 5 and sum(done) == 5
+        stored = [engine.graph.get_document(d.resolved_id) for d in docs]
+        assert report.chunks_added == sum(len(d.chunk_ids) for d in stored) > 5
 
 
 def test_an_older_version_is_stale_and_a_newer_one_of_the_same_text_only_restamps():
@@ -136,9 +139,11 @@ def test_a_retag_in_a_tenant_store_keeps_the_chunks_findable_by_tenant_and_new_m
     doc = replace(synthetic_docs(1)[0], doc_id="", metadata={"team": "red"})
     ingest(engine, [doc])
     chunks = set(engine.graph.get_document(doc.resolved_id).chunk_ids)
+    query = engine.embedder.embed([doc.text])[0]
+    tenant_acme = parse_filter({"equals": {"key": "tenant", "value": "acme"}})
+    assert {h.node_id for h in engine.vectors.search(query, 50, layers=[0], where=tenant_acme)} == chunks
     report = ingest(engine, [replace(doc, metadata={"team": "blue"})])
     assert (report.documents_retagged, report.chunks_added) == (1, 0)
-    query = engine.embedder.embed([doc.text])[0]
 
     def found(where):
         return {h.node_id for h in engine.vectors.search(query, 50, layers=[0], where=parse_filter(where))}
