@@ -114,3 +114,22 @@ def test_rerank_without_a_reranker_is_a_validation_exception(served):
     with pytest.raises(client.exceptions.ValidationException) as info:
         retrieve(client, kb_id, "Skarvik", rerankingConfiguration=rerank)
     assert "rerank" in str(info.value).lower()
+
+
+def test_langchain_retriever_reads_the_knowledge_base_unchanged(served):
+    """langchain-aws's AmazonKnowledgeBasesRetriever, as an app written for Bedrock KB builds it,
+    with only the endpoint changed: Documents with the result text, the score and the location."""
+    import langchain_aws  # the dev extra
+
+    client, kb_id = served
+    retriever = langchain_aws.AmazonKnowledgeBasesRetriever(
+        knowledge_base_id=kb_id, client=client,
+        retrieval_config={"vectorSearchConfiguration": {
+            "numberOfResults": 2, "filter": {"equals": {"key": "lang", "value": "no"}}}})
+    docs = retriever.invoke("Who writes the ship log?")
+    assert 1 <= len(docs) <= 2
+    for doc in docs:
+        assert "lighthouse" in doc.page_content
+        assert doc.metadata["location"]["customDocumentLocation"]["id"].endswith("lighthouse.txt")
+        assert isinstance(doc.metadata["score"], float)
+        assert doc.metadata["source_metadata"]["x-eragraph-source"].endswith("lighthouse.txt")
