@@ -68,7 +68,7 @@ TARGETS: dict[str, dict] = {
     },
     "ingest": {
         "files": ["services/ingest.py"],
-        "tests": [*_unit("ingest_race", "metadata_sources", "remove", "diff"), "tests/e2e/test_metadata_ingest.py",
+        "tests": [*_unit("ingest_rules", "ingest_race", "metadata_sources", "remove", "diff"), "tests/e2e/test_metadata_ingest.py",
                   "-m", "not model"],
         "only": None,
     },

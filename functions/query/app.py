@@ -46,7 +46,7 @@ def serve_mcp(event: dict, body: bytes, tenant: str):
 IDENTITY = TenantIdentity.from_env()
 LIMITS, ADMIT = api_limits()  # the answer budget cap; the per-tenant token bucket (429)
 app = make_app(engine_of, on_query=publish, tenant_of=IDENTITY.tenant, limits=LIMITS, admit=ADMIT, logger=logger,
-               mcp=serve_mcp)
+               mcp=serve_mcp, tenants=lambda: LAMBDA_ENGINE.tenancy.tenants())  # tenants: a foreign KB id is a 403
 
 
 @logger.inject_lambda_context(clear_state=True)  # a request's tenant/caller keys end with it

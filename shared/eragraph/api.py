@@ -229,7 +229,8 @@ class BudgetTooLarge(ValueError):
 def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = None,
              tenant_of: Callable[[dict], str] | None = None, limits: Any = None,
              admit: Callable[[str], Any] | None = None, logger: Any = None,
-             mcp: Callable[[dict, bytes, str], tuple[int, dict, str]] | None = None) -> APIGatewayHttpResolver:
+             mcp: Callable[[dict, bytes, str], tuple[int, dict, str]] | None = None,
+             tenants: Callable[[], Any] | None = None) -> APIGatewayHttpResolver:
     """The resolver with every route; ``get_engine(tenant)`` is called per request (the warm
     engine of that tenant: the Lambda container's, or the local server's); ``tenant_of(event)``
     is the caller's tenant from its identity (None: everyone is the default tenant);
@@ -238,7 +239,9 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
     tenant's bucket (a domain.rate_limit.Decision); ``logger`` (powertools) gets the request's
     tenant, request id and caller as keys; ``mcp(event, body, tenant)`` serves POST /mcp (the MCP
     tools over stateless streamable HTTP: mcp_server.event_response) for the caller's tenant, after
-    the same identity, rate limit and logging as every route (None: no such route)."""
+    the same identity, rate limit and logging as every route (None: no such route); ``tenants()``
+    lists the store's tenants, so that the Bedrock KB routes (eragraph.bedrock_kb) tell another
+    tenant's knowledge base id (403) from an unknown one (404)."""
     from .bootstrap.identity import TenantForbidden, caller_of
     from .services import stats as stats_service
 
@@ -351,6 +354,32 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
             status, headers, text = mcp(event.raw_event, body.encode("utf-8"), tenant)
             return Response(status_code=status, content_type=headers.pop("content-type", None), body=text,
                             headers=headers)
+
+    @app.post("/knowledgebases/<knowledgeBaseId>/retrieve", summary="Amazon Bedrock Knowledge Bases Retrieve")
+    def post_kb_retrieve(knowledgeBaseId: str):  # noqa: N803 (the service model's name)
+        from . import bedrock_kb
+
+        try:
+            tenant = bedrock_kb.resolve_tenant(knowledgeBaseId, caller(), tenants)
+            body = bedrock_kb.retrieve(get_engine(tenant), app.current_event.json_body or {}, knowledgeBaseId)
+        except bedrock_kb.KbError as exc:
+            status, headers, text = exc.response()
+            return Response(status_code=status, content_type=headers.pop("content-type"), body=text, headers=headers)
+        return body
+
+    @app.post("/retrieveAndGenerate", summary="Amazon Bedrock Knowledge Bases RetrieveAndGenerate")
+    def post_kb_retrieve_and_generate():
+        from . import bedrock_kb
+
+        try:
+            body = app.current_event.json_body or {}
+            bedrock_kb.validate("RetrieveAndGenerate", body)
+            kb_id = bedrock_kb.knowledge_base_config(body)["knowledgeBaseId"]
+            tenant = bedrock_kb.resolve_tenant(kb_id, caller(), tenants)
+            return bedrock_kb.retrieve_and_generate(get_engine(tenant), body)
+        except bedrock_kb.KbError as exc:
+            status, headers, text = exc.response()
+            return Response(status_code=status, content_type=headers.pop("content-type"), body=text, headers=headers)
 
     @app.get("/health")
     def health() -> dict:

@@ -500,8 +500,12 @@ def cmd_tenants(args: argparse.Namespace) -> int:
     path = existing_store(args.store)
     tenancy = Tenancy("local", store=path, settings=_settings(args))
     if not args.delete:
+        from .domain.knowledge_base import knowledge_base_id
+
         names = tenancy.tenants()
-        _emit(args, {"tenants": names}, "\n".join(names) if names else "no tenants (only the default one)")
+        ids = {name: knowledge_base_id(name) for name in ["", *names]}  # "" is the default tenant
+        _emit(args, {"tenants": names, "knowledge_base_ids": ids},
+              "\n".join(f"{name or '(default)'}\tknowledge base {kb}" for name, kb in ids.items()))
         return EXIT_OK
     try:
         tenant = check_tenant(args.delete)

@@ -279,3 +279,17 @@ class TenantRegistry(Protocol):
     def tenants(self) -> list[str]: ...  # sorted
 
     def forget_tenant(self, tenant: str) -> None: ...
+
+    def record_audit(self, tenant: str, at: float) -> None:
+        """``tenant`` ("" the default) was audited whole, its audit ending at ``at`` (epoch s)."""
+        ...
+
+    def watch_audits(self, tenant: str, at: float) -> None:
+        """Start the audit clock of a tenant that has no time yet (the default tenant is never
+        registered): from ``at`` it counts as due. No effect once it has one."""
+        ...
+
+    def audit_since(self) -> dict[str, float]:
+        """Every tenant with a time -> its last completed audit or, never audited, when its
+        clock started (registration, or watch_audits). One read of the registry."""
+        ...

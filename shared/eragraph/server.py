@@ -62,6 +62,7 @@ BACKLOG = 2048
 FAST_WORKERS = 4
 SLOW_WORKERS = 1
 SLOW_FAMILIES = frozenset({"graph", "fusion", "router"})
+KB_STREAM_PATH = "/retrieveAndGenerateStream"  # Bedrock KB streaming (eragraph.bedrock_kb)
 MCP_PATH = "/mcp"  # the MCP endpoint (streamable HTTP, stateless): eragraph.mcp_server
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -139,7 +140,7 @@ class ApiApp:
             from .api import make_app
 
             engine = self.engine
-            app = self._local.app = make_app(lambda _tenant: engine)
+            app = self._local.app = make_app(lambda _tenant: engine, tenant_of=lambda _event: engine.tenant)
         return app
 
     def resolve(self, event: dict) -> dict:
@@ -182,6 +183,9 @@ class ApiApp:
             chunks.append(piece)
             more = message.get("more_body", False)
         body = b"".join(chunks)
+        if scope["path"].rstrip("/") == KB_STREAM_PATH and scope["method"] == "POST":
+            await self.serve_kb_stream(scope, send, body)
+            return
         path = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
         query = scope.get("query_string", b"").decode("latin-1")
         headers: dict[str, str] = {}
@@ -210,6 +214,42 @@ class ApiApp:
             engine = self.engine
             self._mcp = build_server(lambda _tenant: engine, run_blocking=self._run_in_pool)
         await serve_http(self._mcp, scope, receive, send, self.engine.tenant, security=self.mcp_security)
+
+    async def serve_kb_stream(self, scope: dict, send, body: bytes) -> None:
+        """POST /retrieveAndGenerateStream (eragraph.bedrock_kb): the event stream, each frame sent
+        as the generator yields it (a chunked response, no content-length); an error before the
+        first frame is the modelled JSON error."""
+        from . import bedrock_kb
+        from .api import BadRequestBody, parse_body
+
+        loop = asyncio.get_running_loop()
+        pool = self.pools["slow"]
+        try:
+            request = parse_body(body.decode("utf-8", errors="replace"))
+            bedrock_kb.validate("RetrieveAndGenerateStream", request)
+            kb_id = bedrock_kb.knowledge_base_config(request)["knowledgeBaseId"]
+            engine = self.engine
+            bedrock_kb.resolve_tenant(kb_id, engine.tenant, None)
+            frames = bedrock_kb.retrieve_and_generate_stream(engine, request)
+            first = await loop.run_in_executor(pool, next, frames, None)  # errors before any frame: JSON
+        except BadRequestBody as exc:
+            error = bedrock_kb.KbError("ValidationException", str(exc))
+            status, headers, text = error.response()
+            await self._send(send, scope, status, headers, text.encode())
+            return
+        except bedrock_kb.KbError as exc:
+            status, headers, text = exc.response()
+            await self._send(send, scope, status, headers, text.encode())
+            return
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/vnd.amazon.eventstream"),
+                                (b"x-amzn-bedrock-knowledge-base-session-id",
+                                 str(request.get("sessionId") or uuid.uuid4()).encode())]})
+        frame = first
+        while frame is not None:
+            await send({"type": "http.response.body", "body": frame, "more_body": True})
+            frame = await loop.run_in_executor(pool, next, frames, None)
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
     async def _run_in_pool(self, fn, mode: str | None):
         from .services.modes import MODES

@@ -37,6 +37,22 @@ def aws_environment(queue_url: str, table: str = "eragraph-test-graph", endpoint
     return env
 
 
+def identity_from(env: dict, monkeypatch) -> None:
+    """The query handler module is imported once per process (load_handler): when an earlier
+    suite imported it under another environment, its caller identity rules (TenantRequired, the
+    claim, the tag) are set to this environment's for the test."""
+    import sys
+
+    from eragraph.bootstrap.identity import TenantIdentity
+
+    module = sys.modules.get("eragraph_fn_query_app")
+    if module is None:
+        return
+    fresh = TenantIdentity.from_env(env)
+    for attr in ("claim", "tag", "required", "endpoint"):
+        monkeypatch.setattr(module.IDENTITY, attr, getattr(fresh, attr))
+
+
 @pytest.fixture
 def aws_engine(monkeypatch):
     """The engine the handlers get, on moto + the OpenSearch fake; yields (engine, env, fake)."""
@@ -55,6 +71,7 @@ def aws_engine(monkeypatch):
         create_graph_table(boto3.client("dynamodb", region_name=REGION), env["ERAGRAPH_TABLE"])
         for k, v in env.items():
             monkeypatch.setenv(k, v)
+        identity_from(env, monkeypatch)
         fake = fake_opensearch_module().FakeOpenSearch()
         engine = build_aws_engine(environ=env, opensearch_client=fake, refresh=True)
         LAMBDA_ENGINE.set(engine)

@@ -85,7 +85,8 @@ def test_queues_have_dlqs_timeouts_and_alarms():
 def test_api_is_authenticated_and_throttled():
     routes = of_type("AWS::ApiGatewayV2::Route")
     assert {r["Properties"]["RouteKey"] for r in routes.values()} == {
-        "POST /query", "GET /documents/{id}", "GET /documents", "GET /stats", "GET /health", "POST /mcp"}
+        "POST /query", "GET /documents/{id}", "GET /documents", "GET /stats", "GET /health", "POST /mcp",
+        "POST /knowledgebases/{knowledgeBaseId}/retrieve", "POST /retrieveAndGenerate"}
     for r in routes.values():
         auth = r["Properties"]["AuthorizationType"]
         assert auth == {"Fn::If": ["UseJwt", "JWT", "AWS_IAM"]}  # never NONE

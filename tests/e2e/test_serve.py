@@ -84,24 +84,11 @@ def test_server_binds_loopback_on_the_port_it_was_given(served):
                                   "api_health.json"])
 def test_server_answers_like_the_lambda_handler(served, name):
     engine, server, _ = served
-    function = load_handler("query")
     request = event(name)
-    from eragraph.bootstrap.aws import LAMBDA_ENGINE
-
-    LAMBDA_ENGINE.set(engine)
-    # the server has no identity: everyone is the default tenant (whatever environment the cached
-    # handler module was imported under: TenantRequired defaults to true)
-    tag, function.IDENTITY.tag = function.IDENTITY.tag, ""
-    required, function.IDENTITY.required = function.IDENTITY.required, False
-    try:
-        expected = function.handler(request, LambdaContext())
-    finally:
-        LAMBDA_ENGINE.set(None)
-        function.IDENTITY.tag, function.IDENTITY.required = tag, required
-    expected_body = json.loads(expected["body"]) if expected.get("body") else None
+    expected_status, expected_body = _lambda_answer(engine, request)
     method = request["requestContext"]["http"]["method"]
     status, body = http(server.url + request["rawPath"], method, request.get("body"))
-    assert status == expected["statusCode"], (name, body)
+    assert status == expected_status, (name, body)
     assert without_seconds(body) == without_seconds(expected_body)
 
 
@@ -154,12 +141,15 @@ def _lambda_answer(engine, request: dict) -> tuple[int, dict | None]:
 
     LAMBDA_ENGINE.set(engine)
     function = load_handler("query")
-    tag, function.IDENTITY.tag = function.IDENTITY.tag, ""  # the server has no identity: the default tenant
+    # the server has no identity: everyone is the default tenant (whatever environment the cached
+    # handler module was imported under: TenantRequired defaults to true)
+    tag, function.IDENTITY.tag = function.IDENTITY.tag, ""
+    required, function.IDENTITY.required = function.IDENTITY.required, False
     try:
         out = function.handler(request, LambdaContext())
     finally:
         LAMBDA_ENGINE.set(None)
-        function.IDENTITY.tag = tag
+        function.IDENTITY.tag, function.IDENTITY.required = tag, required
     return int(out["statusCode"]), json.loads(out["body"]) if out.get("body") else None
 
 

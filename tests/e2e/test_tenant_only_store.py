@@ -6,6 +6,7 @@ which tenants it holds, and no read creates the default tenant's store."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from serve_support import eragraph, get, post, serving
@@ -33,15 +34,20 @@ def test_every_command_works_on_a_root_that_holds_only_a_tenant(tmp_path):
 
     answer = run_json("query", "Who keeps the Skarvik lighthouse?", "--store", str(root), "--tenant", "acme")
     assert "Skarvik" in answer["results"][0]["text"]
-    assert run_json("stats", "--store", str(root), "--tenant", "acme")["documents"] == 2
-    assert run_json("tenants", "--store", str(root))["tenants"] == ["acme"]
+    acme_stats = run_json("stats", "--store", str(root), "--tenant", "acme")
+    assert acme_stats["documents"] == 2
+    kb_id = acme_stats["knowledge_base_id"]
+    assert re.fullmatch(r"[0-9a-zA-Z]{10}", kb_id)
+    listing = run_json("tenants", "--store", str(root))
+    assert listing["tenants"] == ["acme"]
+    assert listing["knowledge_base_ids"]["acme"] == kb_id != listing["knowledge_base_ids"][""]
     assert eragraph("reindex", "--store", str(root), "--tenant", "acme", "--json").returncode == 0
 
     with serving(root, "--tenant", "acme") as url:
         status, body = post(url, {"query": "Skarvik lighthouse keeper", "mode": "dense"})
         assert status == 200 and "Skarvik" in body["results"][0]["text"]
         status, stats = get(url, "/stats")
-        assert status == 200 and stats["documents"] == 2
+        assert status == 200 and stats["documents"] == 2 and stats["knowledge_base_id"] == kb_id
 
     # the default tenant of this root: one line naming its tenants, and nothing is created
     out = eragraph("query", "lighthouse", "--store", str(root))

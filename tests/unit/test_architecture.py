@@ -21,7 +21,8 @@ FLOORS = (
     (2, ("eragraph.adapters", "eragraph.providers")),
     (3, ("eragraph.services",)),
     (4, ("eragraph.bootstrap",)),
-    (5, ("eragraph.api", "eragraph.server", "eragraph.mcp_server")),
+    (5, ("eragraph.api", "eragraph.server", "eragraph.mcp_server", "eragraph.bedrock_kb",
+          "eragraph.eventstream")),
     (6, ("eragraph.bench", "eragraph.training")),
     (7, ("eragraph.cli",)),
 )

@@ -60,6 +60,8 @@ def test_bedrock_rerank_other_model_and_errors(client):
     assert rr.score("q", []) == []
     assert BedrockReranker.billed_queries(100) == 1 and BedrockReranker.billed_queries(101) == 2
     assert model_arn("arn:aws:bedrock:x", "") == "arn:aws:bedrock:x"
+    by_arn = BedrockReranker("arn:aws:bedrock:eu-central-1::foundation-model/cohere.rerank-v3-5:0", client)
+    assert by_arn.identity == "bedrock:cohere.rerank-v3-5:0" and by_arn.arn.startswith("arn:aws:bedrock:")
 
 
 def tiny_cross_encoder(folder) -> None:

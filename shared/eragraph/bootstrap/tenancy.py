@@ -120,6 +120,13 @@ class Tenancy:
 
         return DynamoTenantRegistry(self.engine(DEFAULT).graph.Item)
 
+    def registry(self) -> TenantRegistry:
+        """The tenants and their audit times (the aws profile: local and memory tenants are
+        their directories or engines, audited whole by `eragraph reindex`)."""
+        if self.profile != "aws":
+            raise ValueError(f"the {self.profile} profile keeps no tenant registry")
+        return self._registry()
+
     def _register(self, tenant: str) -> None:
         if self.profile == "aws" and not self._registered(tenant):  # one read per tenant and process
             self._registry().register_tenant(tenant)

@@ -46,9 +46,10 @@ class BedrockReranker:
         if client is None:
             client = make_agent_runtime_client(region_name)
         self.region = region_name or client.meta.region_name
-        self.model = model
         self.arn = model_arn(model, self.region)
-        self.identity = f"bedrock:{model}"
+        # a foundation-model ARN is named (and priced) by its model id
+        self.model = model.rsplit("foundation-model/", 1)[-1] if model.startswith("arn:") else model
+        self.identity = f"bedrock:{self.model}"
         self._caller = _BedrockCaller(client, self.region, max_attempts, base_delay, max_delay, sleep)
         self._options = dict(max_attempts=max_attempts, base_delay=base_delay, max_delay=max_delay, sleep=sleep)
 

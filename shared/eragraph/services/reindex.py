@@ -49,8 +49,9 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..domain.audit import AuditProgress
 from ..domain.diff import diff_segments
-from ..domain.model import APPLYING
+from ..domain.model import APPLYING, BadInputError
 from . import followup, invariants
 from .engine import Engine
 from .announce import announce
@@ -58,6 +59,9 @@ from .engine import LEAF_ATTRS
 from .ingest import leaf_meta, remove_document_nodes
 from .resummarize import drain as drain_queue
 from .resummarize import finish_outbox, reconcile, requeue_dirty, target_segments
+
+
+REF_PAGE = 1000  # refs per page of the paged vector audit
 
 
 def _layers(engine: Engine) -> list[int]:
@@ -126,27 +130,81 @@ def repair_layers(engine: Engine, stuck_after: float, now: float, report: dict) 
     report["layers_repaired"] = repaired
 
 
-def audit_vectors(engine: Engine, report: dict) -> None:
-    live: set[str] = set()
-    for layer in _layers(engine):
-        live |= {r.node_id for r in engine.graph.layer_refs(layer)}
-    indexed = engine.vectors.ids()
-    missing = sorted(live - indexed)
-    orphans = sorted(indexed - live)
-    for start in range(0, len(missing), 256):
-        nodes = engine.graph.get_nodes(missing[start:start + 256])
-        batch = [nodes[i] for i in missing[start:start + 256] if i in nodes]
+def _reembed(engine: Engine, node_ids: list[str]) -> None:
+    """Embed the stored text of ``node_ids`` again and upsert their vectors (a leaf chunk's meta
+    with its document's attributes, as ingest writes it)."""
+    for start in range(0, len(node_ids), 256):
+        nodes = engine.graph.get_nodes(node_ids[start:start + 256])
+        batch = [nodes[i] for i in node_ids[start:start + 256] if i in nodes]
         if batch:
             vectors = engine.embedder.embed([n.text for n in batch])
             docs = {d: engine.graph.get_document(d) for d in {n.doc_id for n in batch if n.layer == 0}}
             engine.vectors.upsert([n.node_id for n in batch], vectors,
                                   [leaf_meta(n, docs[n.doc_id], engine.tenant) if n.layer == 0 and docs[n.doc_id] is not None
                                    else {"layer": n.layer, "doc_id": n.doc_id} for n in batch])
+
+
+Cursor = tuple[int, int, str]  # (layer, code, node id) of the last ref a paged step looked at
+
+
+def _never() -> bool:
+    return False
+
+
+def reembed_missing(engine: Engine, report: dict, cursor: Cursor | None = None,
+                    out_of_time: Callable[[], bool] = _never, page: int | None = None) -> Cursor | None:
+    """Live nodes without a vector are re-embedded, a page of refs at a time in (layer, code,
+    node id) order (GraphStore.prefix_refs: one range read per page, never a whole layer),
+    asking the index for that page's vectors only. After each page, when ``out_of_time()``,
+    returns the cursor to resume after (the pages before it are done, the page after it is
+    untouched); None when every layer is done."""
+    report["vectors_missing_reembedded"] = report.get("vectors_missing_reembedded", 0)
+    hi = (1 << engine.lsh().n_planes) - 1
+    layer, code, last = cursor or (0, 0, "")
+    top = _layers(engine)[-1]
+    page = page or REF_PAGE
+    limit = page
+    while layer <= top:
+        refs = engine.graph.prefix_refs(layer, code, hi, limit)
+        fresh = [r for r in refs if (r.code, r.node_id) > (code, last)]
+        full = len(refs) >= limit
+        if not fresh and full:  # more than a page of refs share the cursor's code: read more
+            limit *= 2
+            continue
+        limit = page
+        live = [r.node_id for r in fresh if r.live]
+        present = engine.vectors.get_vectors(live) if live else {}
+        missing = [i for i in live if i not in present]
+        _reembed(engine, missing)
+        report["vectors_missing_reembedded"] += len(missing)
+        if fresh:
+            code, last = fresh[-1].code, fresh[-1].node_id
+        if not full:  # the layer is done
+            layer, code, last = layer + 1, 0, ""
+        if out_of_time() and layer <= top:
+            engine.vectors.flush()
+            return (layer, code, last)
+    engine.vectors.flush()
+    return None
+
+
+def delete_orphan_vectors(engine: Engine, report: dict) -> None:
+    """Vectors of no live node are deleted (reads every live id and every indexed id)."""
+    live: set[str] = set()
+    for layer in _layers(engine):
+        live |= {r.node_id for r in engine.graph.layer_refs(layer)}
+    orphans = sorted(engine.vectors.ids() - live)
     if orphans:
         engine.vectors.delete(orphans)
     engine.vectors.flush()
-    report["vectors_missing_reembedded"] = len(missing)
     report["vectors_orphaned_deleted"] = len(orphans)
+
+
+def audit_vectors(engine: Engine, report: dict) -> None:
+    """Graph store and vector index agree: missing vectors re-embedded, orphans deleted."""
+    report.pop("vectors_missing_reembedded", None)
+    reembed_missing(engine, report)
+    delete_orphan_vectors(engine, report)
 
 
 def audit_entities(engine: Engine, report: dict, batch: int = 256) -> None:
@@ -236,49 +294,103 @@ def audit_attributes(engine: Engine, report: dict, batch: int = 256) -> None:
     engine.graph.put_meta(LEAF_ATTRS, 1)
 
 
-def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: float | None = None) -> dict:
-    """Audit and repair; returns a JSON-able report with a flat ``metrics`` dict."""
+def _steps(engine: Engine, stuck_after: float, drain: bool, now: float, report: dict) -> list[tuple[str, Callable]]:
+    """The audit in order, each step ``(name, fn(cursor, out_of_time) -> cursor | None)``; only
+    the vector step is paged (it returns a cursor when it stops early), the others run whole."""
+    def whole(fn: Callable[[], None]) -> Callable:
+        return lambda cursor, out_of_time: fn()
+
+    def outboxes() -> None:
+        report["outboxes_finished"] = sum(finish_outbox(engine, layer, None, older_than=stuck_after)
+                                          for layer in _layers(engine))
+
+    def followups() -> None:
+        report["followups_expired"] = followup.expire(engine, older_than=stuck_after, now=now)
+
+    def requeue() -> None:
+        report["layers_requeued"] = requeue_dirty(engine, older_than=stuck_after, now=now)
+        if drain:
+            drain_queue(engine)
+
+    def layers() -> None:
+        # locally nothing else is reconciling, so no layer is "in progress"
+        repair_layers(engine, 0.0 if drain else stuck_after, now, report)
+        if drain:
+            drain_queue(engine)
+
+    def check() -> None:
+        report["invariants"] = invariants.check(engine).to_dict()
+
+    return [("counts", whole(lambda: repair_counts(engine, report))),
+            ("documents", whole(lambda: audit_documents(engine, report))),
+            ("entities", whole(lambda: audit_entities(engine, report))),
+            ("outboxes", whole(outboxes)), ("followups", whole(followups)), ("requeue", whole(requeue)),
+            ("layers", whole(layers)),
+            ("vectors", lambda cursor, out_of_time: reembed_missing(engine, report, cursor, out_of_time)),
+            ("orphan_vectors", whole(lambda: delete_orphan_vectors(engine, report))),
+            ("lexical", whole(lambda: audit_lexical(engine, report))),
+            ("attributes", whole(lambda: audit_attributes(engine, report))),
+            ("invariants", whole(check))]
+
+
+STEPS = ("counts", "documents", "entities", "outboxes", "followups", "requeue", "layers", "vectors",
+         "orphan_vectors", "lexical", "attributes", "invariants")
+
+# report key -> (metric, how it counts); a piece that did not run a step reports none of its metrics
+METRICS = {"layer_counts_repaired": ("LayerCountsRepaired", len), "orphan_chunks_removed": ("OrphanChunksRemoved", int),
+           "incomplete_documents_removed": ("IncompleteDocumentsRemoved", len),
+           "layers_requeued": ("LayersRequeued", len), "outboxes_finished": ("OutboxesFinished", int),
+           "followups_expired": ("FollowupsExpired", int), "layers_repaired": ("LayersRepaired", len),
+           "vectors_missing_reembedded": ("VectorsReembedded", int),
+           "vectors_orphaned_deleted": ("VectorsOrphanedDeleted", int),
+           "entity_chunks_reextracted": ("EntityChunksReextracted", int),
+           "entity_chunks_orphaned_removed": ("EntityChunksOrphanedRemoved", int),
+           "entity_counts_repaired": ("EntityCountsRepaired", lambda v: sum(v.values())),
+           "entity_vectors_reembedded": ("EntityVectorsReembedded", int),
+           "entity_vectors_orphaned_deleted": ("EntityVectorsOrphanedDeleted", int),
+           "lexical_index_built": ("LexicalIndexBuilt", int), "leaf_attributes_added": ("LeafAttributesAdded", int),
+           "invariants": ("InvariantViolations", lambda v: v["violation_count"])}
+
+
+def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: float | None = None,
+        out_of_time: Callable[[], bool] | None = None, progress: AuditProgress | None = None) -> dict:
+    """Audit and repair; returns a JSON-able report with a flat ``metrics`` dict (this run's).
+
+    ``out_of_time`` (the reindex worker's deadline) is asked after each step and each page of
+    the vector step, so every run does at least one of them: when it says so the run stops and
+    the report's ``resume`` is the AuditProgress to continue from (``run(..., progress=)``);
+    the steps before it are not run again, the pages before its cursor not read again. Without
+    it (``eragraph reindex``) the run goes to the end. ``complete``: the audit reached its end;
+    ``totals``: the metrics of every piece of it."""
     started = time.perf_counter()
     now = time.time() if now is None else now
+    progress = progress or AuditProgress()
     engine.lsh()  # refuses a store built with another embedder before touching anything
     report: dict = {}
-    repair_counts(engine, report)
-    audit_documents(engine, report)
-    audit_entities(engine, report)
-    report["outboxes_finished"] = sum(finish_outbox(engine, layer, None, older_than=stuck_after)
-                                      for layer in _layers(engine))
-    report["followups_expired"] = followup.expire(engine, older_than=stuck_after, now=now)
-    report["layers_requeued"] = requeue_dirty(engine, older_than=stuck_after, now=now)
-    if drain:
-        drain_queue(engine)
-    # locally nothing else is reconciling, so no layer is "in progress"
-    repair_layers(engine, 0.0 if drain else stuck_after, now, report)
-    if drain:
-        drain_queue(engine)
-    audit_vectors(engine, report)
-    audit_lexical(engine, report)
-    audit_attributes(engine, report)
-    check = invariants.check(engine)
-    report["invariants"] = check.to_dict()
-    report["metrics"] = {
-        "LayerCountsRepaired": len(report["layer_counts_repaired"]),
-        "OrphanChunksRemoved": report["orphan_chunks_removed"],
-        "IncompleteDocumentsRemoved": len(report["incomplete_documents_removed"]),
-        "LayersRequeued": len(report["layers_requeued"]),
-        "OutboxesFinished": report["outboxes_finished"],
-        "FollowupsExpired": report["followups_expired"],
-        "LayersRepaired": len(report["layers_repaired"]),
-        "VectorsReembedded": report["vectors_missing_reembedded"],
-        "VectorsOrphanedDeleted": report["vectors_orphaned_deleted"],
-        "EntityChunksReextracted": report["entity_chunks_reextracted"],
-        "EntityChunksOrphanedRemoved": report["entity_chunks_orphaned_removed"],
-        "EntityCountsRepaired": sum(report["entity_counts_repaired"].values()),
-        "EntityVectorsReembedded": report["entity_vectors_reembedded"],
-        "EntityVectorsOrphanedDeleted": report["entity_vectors_orphaned_deleted"],
-        "LexicalIndexBuilt": report["lexical_index_built"],
-        "LeafAttributesAdded": report["leaf_attributes_added"],
-        "InvariantViolations": len(check.violations),
-    }
+    steps = _steps(engine, stuck_after, drain, now, report)
+    step, cursor = progress.step, progress.cursor
+    if not 0 <= step <= len(steps):
+        raise BadInputError(f"audit step {step} is not one of 0..{len(steps)}")
+    stop = out_of_time or _never
+    ran = []
+    while step < len(steps):
+        ran.append(steps[step][0])
+        cursor = steps[step][1](cursor, stop)
+        if cursor is None:
+            step += 1
+        if step < len(steps) and stop():
+            break
+    report["metrics"] = {name: count(report[key]) for key, (name, count) in METRICS.items() if key in report}
+    totals = dict(progress.metrics)
+    for name, value in report["metrics"].items():
+        totals[name] = totals.get(name, 0) + value
+    report["complete"] = step == len(steps)
+    report["steps_run"] = ran
+    if report["complete"]:
+        report["totals"] = totals
+    else:
+        report["resume"] = AuditProgress(run=progress.run, step=step, cursor=cursor, metrics=totals,
+                                         pieces=progress.pieces + 1).to_dict()
     report["seconds"] = round(time.perf_counter() - started, 4)
     return report
 

@@ -48,3 +48,11 @@ def parse_event(event) -> ReindexRequest:
     except ValidationError as exc:
         words = describe_all(exc.errors(), skip=(), known=ReindexRequest.model_fields, whole="the event")
         raise InvalidReindexEvent(f"invalid reindex event: {words}") from None
+
+
+def run_id(event, request_id: str) -> str:
+    """The id of a reindex run: the schedule's EventBridge event id (the same on its retries, so
+    the audits they queue are deduplicated), else the invocation's request id."""
+    if isinstance(event, dict) and "detail-type" in event and isinstance(event.get("id"), str):
+        return event["id"]
+    return request_id

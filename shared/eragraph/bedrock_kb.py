@@ -1,0 +1,231 @@
+"""The Amazon Bedrock Knowledge Bases runtime API over Eragraph: ``POST
+/knowledgebases/{knowledgeBaseId}/retrieve``, so that an app written for Bedrock KB (boto3's
+``bedrock-agent-runtime`` client, langchain-aws's ``AmazonKnowledgeBasesRetriever``) switches to
+Eragraph by changing its endpoint, not its code.
+
+The shapes are those of the ``bedrock-agent-runtime`` service model that botocore ships: a request
+is validated against the operation's input shape with botocore's own validator (types, required
+members, ``numberOfResults`` 1..100, enums), and errors are the modelled ones -- the
+``x-amzn-errortype`` header and a JSON body with ``message`` -- so that the client raises
+``ValidationException``, ``ResourceNotFoundException`` or ``AccessDeniedException``.
+
+Mapping: ``retrievalQuery.text`` is the query; ``numberOfResults`` is k (default 5);
+``overrideSearchType`` SEMANTIC is ``dense``, HYBRID is ``hybrid``, absent is DEFAULT_MODE;
+``filter`` is Eragraph's filter language (already Bedrock's shape); ``rerankingConfiguration``
+is a domain.rerank.RerankSpec; ``nextToken`` is an offset into the ranked results (at most
+100 deep). The knowledge base id names a tenant (domain.knowledge_base); the caller's identity
+still decides the tenant, so another tenant's id is AccessDeniedException and an id of no
+tenant is ResourceNotFoundException. Needs the ``aws`` extra (botocore).
+
+RetrieveAndGenerate answers with the engine's generator; RetrieveAndGenerateStream's frames
+(``retrieve_and_generate_stream``, framed by eragraph.eventstream) are sent as they are made by
+``eragraph serve`` (eragraph.server). The API Gateway function does not stream: Python Lambda has
+no native response streaming, so the AWS path (a function URL in RESPONSE_STREAM mode with the
+Lambda Web Adapter running eragraph.server's ASGI app) is not built yet."""
+
+from __future__ import annotations
+
+import base64
+import json
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from functools import lru_cache
+from typing import Any
+
+from . import eventstream
+from .domain.knowledge_base import knowledge_base_id, tenant_of
+from .domain.model import BadInputError
+from .domain.rerank import RerankSpec
+from .ports import Answer
+from .services import query as query_service
+from .services.generation import stream_answer
+from .services.engine import Engine
+
+SERVICE = "bedrock-agent-runtime"
+DEFAULT_MODE = "auto"          # the mode of a Retrieve without overrideSearchType
+DEFAULT_RESULTS = 5            # numberOfResults when absent (Bedrock's default)
+MAX_DEPTH = 100                # results reachable through nextToken
+SEARCH_TYPES = {"SEMANTIC": "dense", "HYBRID": "hybrid"}
+META_PREFIX = "x-eragraph-"
+
+
+class KbError(Exception):
+    """A modelled error of the service: ``code`` is its shape name (the x-amzn-errortype)."""
+
+    STATUS = {"ValidationException": 400, "AccessDeniedException": 403, "ResourceNotFoundException": 404}
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = self.STATUS[code]
+
+    def response(self) -> tuple[int, dict[str, str], str]:
+        return (self.status, {"x-amzn-errortype": self.code, "content-type": "application/json"},
+                json.dumps({"message": str(self)}))
+
+
+@lru_cache(maxsize=1)
+def service_model():
+    import botocore.session
+
+    return botocore.session.get_session().get_service_model(SERVICE)
+
+
+def validate(operation: str, params: dict[str, Any]) -> None:
+    """ValidationException unless ``params`` fit the operation's modelled input shape."""
+    from botocore.validate import ParamValidator
+
+    report = ParamValidator().validate(params, service_model().operation_model(operation).input_shape)
+    if report.has_errors():
+        raise KbError("ValidationException", report.generate_report())
+
+
+def resolve_tenant(kb_id: str, caller: str, tenants: Callable[[], Iterable[str]] | None) -> str:
+    """The caller's tenant when ``kb_id`` is its knowledge base id, else the modelled error."""
+    if kb_id == knowledge_base_id(caller):
+        return caller
+    if tenants is not None and tenant_of(kb_id, tenants()) is not None:
+        raise KbError("AccessDeniedException",
+                      f"knowledge base {kb_id} belongs to another tenant than the caller's")
+    raise KbError("ResourceNotFoundException",
+                  f"no knowledge base {kb_id} (the caller's is {knowledge_base_id(caller)})")
+
+
+def _offset(token: str | None) -> int:
+    if token is None:
+        return 0
+    try:
+        offset = int(base64.urlsafe_b64decode(token.encode("ascii")).decode("ascii").removeprefix("offset:"))
+    except (ValueError, UnicodeError):
+        raise KbError("ValidationException", "nextToken is not a token this service returned") from None
+    if not 0 < offset < MAX_DEPTH:
+        raise KbError("ValidationException", "nextToken is not a token this service returned")
+    return offset
+
+
+def _token(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"offset:{offset}".encode("ascii")).decode("ascii")
+
+
+def location(source: str) -> dict[str, Any]:
+    """S3 with its URI for an S3 document; CUSTOM with the source as id for any other."""
+    if source.startswith("s3://"):
+        return {"type": "S3", "s3Location": {"uri": source}}
+    return {"type": "CUSTOM", "customDocumentLocation": {"id": source}}
+
+
+def _result(result, route: str, doc_meta: dict[str, Any]) -> dict[str, Any]:
+    meta = dict(doc_meta)
+    meta.update({f"{META_PREFIX}node-id": result.id, f"{META_PREFIX}layer": result.layer,
+                 f"{META_PREFIX}doc-id": result.doc_id, f"{META_PREFIX}source": result.source,
+                 f"{META_PREFIX}route": route})
+    if result.children:
+        meta[f"{META_PREFIX}summary-members"] = list(result.children)
+    if result.title:
+        meta[f"{META_PREFIX}title"] = result.title
+    return {"content": {"type": "TEXT", "text": result.text}, "location": location(result.source),
+            "score": float(result.score), "metadata": meta, "documentId": result.doc_id}
+
+
+def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | None = None, answer: bool = False):
+    """The query behind Retrieve and RetrieveAndGenerate: (the response, its page of results,
+    the results as Bedrock's, the offset after the page)."""
+    config = retrieval.get("vectorSearchConfiguration") or {}
+    wanted = config.get("numberOfResults", DEFAULT_RESULTS)
+    offset = _offset(token)
+    if offset + wanted > MAX_DEPTH:
+        raise KbError("ValidationException", f"nextToken and numberOfResults reach past the first {MAX_DEPTH} results")
+    mode = SEARCH_TYPES.get(config.get("overrideSearchType", ""), DEFAULT_MODE)
+    rerank = None
+    if "rerankingConfiguration" in config:
+        bedrock = config["rerankingConfiguration"].get("bedrockRerankingConfiguration") or {}
+        rerank = RerankSpec(candidates=bedrock.get("numberOfRerankedResults"),
+                            model=(bedrock.get("modelConfiguration") or {}).get("modelArn"))
+    try:
+        response = query_service.query(engine, text, mode=mode, k=offset + wanted, where=config.get("filter"),
+                                       rerank=rerank, answer=answer)
+    except (query_service.BadQueryError, BadInputError) as exc:
+        raise KbError("ValidationException", str(exc)) from None
+    page = response.results[offset:offset + wanted]
+    metas: dict[str, dict] = {}
+    for doc_id in {r.doc_id for r in page}:  # at most k reads, never the store
+        doc = engine.graph.get_document(doc_id)
+        metas[doc_id] = dict(doc.meta) if doc is not None else {}
+    shaped = [_result(r, response.route or mode, metas[r.doc_id]) for r in page]
+    more = len(page) == wanted and offset + wanted < MAX_DEPTH and len(response.results) == offset + wanted
+    return response, page, shaped, (offset + wanted if more else None)
+
+
+def retrieve(engine: Engine, body: dict[str, Any], kb_id: str) -> dict[str, Any]:
+    """The Retrieve response for a request ``body`` on ``engine`` (the caller's)."""
+    validate("Retrieve", {**body, "knowledgeBaseId": kb_id})
+    _, _, shaped, after = _search(engine, body["retrievalQuery"]["text"], body.get("retrievalConfiguration") or {},
+                                  body.get("nextToken"))
+    out: dict[str, Any] = {"retrievalResults": shaped}
+    if after is not None:
+        out["nextToken"] = _token(after)
+    return out
+
+
+def knowledge_base_config(body: dict[str, Any]) -> dict[str, Any]:
+    """The KNOWLEDGE_BASE configuration of a validated RetrieveAndGenerate request."""
+    config = body.get("retrieveAndGenerateConfiguration")
+    if not config or config.get("type") != "KNOWLEDGE_BASE" or "knowledgeBaseConfiguration" not in config:
+        raise KbError("ValidationException", "retrieveAndGenerateConfiguration must be of type KNOWLEDGE_BASE with a "
+                      "knowledgeBaseConfiguration (knowledgeBaseId, modelArn): Eragraph answers from its knowledge "
+                      "bases only")
+    return config["knowledgeBaseConfiguration"]
+
+
+def _references(page, shaped, cited: set[str]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in s.items() if k in ("content", "location", "metadata")}
+            for r, s in zip(page, shaped) if not cited or r.id in cited]
+
+
+def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any]) -> Iterator[bytes]:
+    """RetrieveAndGenerateStream's event stream frames on ``engine``: one ``output`` event per
+    piece the generator yields, each sent as it comes, then one ``citation`` event spanning the
+    answer with the results it cites. Errors before the first frame are raised (a KbError);
+    the caller validates the request and checks the generator first (``check_generate``)."""
+    config = check_generate(engine, body)
+    question = body["input"]["text"]
+    _, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {})
+    pieces: list[str] = []
+    final: Answer | None = None
+    for item in stream_answer(engine.generator, question, [(r.id, r.text) for r in page], graph=engine.graph):
+        if isinstance(item, Answer):
+            final = item
+        else:
+            pieces.append(item)
+            yield eventstream.event("output", {"text": item})
+    text = "".join(pieces)
+    refs = _references(page, shaped, set(final.cited_ids) if final else set())
+    part = {"textResponsePart": {"text": text, "span": {"start": 0, "end": max(len(text) - 1, 0)}}}
+    yield eventstream.event("citation", {"citation": {"generatedResponsePart": part, "retrievedReferences": refs},
+                                         "generatedResponsePart": part, "retrievedReferences": refs})
+
+
+def check_generate(engine: Engine, body: dict[str, Any]) -> dict[str, Any]:
+    """The knowledge base configuration of a RetrieveAndGenerate(Stream) request, once a
+    generator is known to answer it."""
+    config = knowledge_base_config(body)
+    if engine.generator is None:
+        raise KbError("ValidationException", "RetrieveAndGenerate needs a generator and none is configured "
+                      "(set ERAGRAPH_GENERATOR, or call Retrieve for the evidence only)")
+    return config
+
+
+def retrieve_and_generate(engine: Engine, body: dict[str, Any]) -> dict[str, Any]:
+    """The RetrieveAndGenerate response on ``engine`` (the tenant of the request's knowledge
+    base, already resolved): the configured generator answers from the retrieved results, and
+    one citation spans the answer with the results it cites (all of them when it names none)."""
+    config = check_generate(engine, body)
+    response, page, shaped, _ = _search(engine, body["input"]["text"], config.get("retrievalConfiguration") or {},
+                                        answer=True)
+    text = response.answer or ""
+    cited = set(response.cited_ids)
+    refs = _references(page, shaped, cited)
+    span = {"start": 0, "end": max(len(text) - 1, 0)}
+    citations = [{"generatedResponsePart": {"textResponsePart": {"text": text, "span": span}},
+                  "retrievedReferences": refs}] if text else []
+    return {"output": {"text": text}, "citations": citations, "sessionId": body.get("sessionId") or str(uuid.uuid4())}

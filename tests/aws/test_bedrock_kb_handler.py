@@ -1,0 +1,67 @@
+"""boto3's ``bedrock-agent-runtime`` client, unchanged, against the query Lambda handler: a
+``before-send`` hook turns each prepared request into the API Gateway (payload v2) event of the
+caller's identity, calls functions/query/app.handler and hands its response back to botocore.
+Each tenant retrieves from its own knowledge base only; another tenant's id is refused."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from botocore.awsrequest import AWSResponse
+from botocore.config import Config
+from test_tenants_api import A_WORDS, B_WORDS, http_event, jwt, tenant_env, two_tenants  # noqa: F401 (fixtures)
+
+from aws_helpers import load_handler
+from eragraph.domain.knowledge_base import knowledge_base_id
+
+
+class _Raw:
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, **_):
+        yield self.data
+
+
+def client_as(tenant: str | None, lambda_context):
+    """A bedrock-agent-runtime client whose requests reach the query handler as ``tenant``."""
+    handler = load_handler("query").handler
+    client = boto3.client("bedrock-agent-runtime", region_name="us-east-1", endpoint_url="https://api.example.com",
+                          config=Config(retries={"max_attempts": 1}))
+
+    def send(request, **_):
+        path = request.url.split("api.example.com", 1)[1]
+        body = request.body.decode() if isinstance(request.body, bytes) else (request.body or "")
+        ev = http_event("POST", path, json.loads(body) if body else {}, authorizer=jwt(tenant))
+        ev["routeKey"] = ev["requestContext"]["routeKey"] = "POST /knowledgebases/{knowledgeBaseId}/retrieve"
+        out = handler(ev, lambda_context)
+        headers = {k.lower(): v for k, v in (out.get("headers") or {}).items()}
+        data = (out.get("body") or "").encode()
+        return AWSResponse(request.url, out["statusCode"], headers, _Raw(data))
+
+    client.meta.events.register_first("before-send.bedrock-agent-runtime.*", send)
+    return client
+
+
+def test_each_tenant_retrieves_from_its_own_knowledge_base_only(two_tenants, lambda_context):
+    a = client_as("a", lambda_context)
+    out = a.retrieve(knowledgeBaseId=knowledge_base_id("a"),
+                     retrievalQuery={"text": "Which comet did Starglass follow?"},
+                     retrievalConfiguration={"vectorSearchConfiguration": {"numberOfResults": 3,
+                                                                           "overrideSearchType": "SEMANTIC"}})
+    shown = json.dumps(out["retrievalResults"])
+    assert any(w in shown for w in A_WORDS) and not any(w in shown for w in B_WORDS)
+    top = out["retrievalResults"][0]
+    assert top["location"]["type"] == "S3" and top["location"]["s3Location"]["uri"].startswith("s3://")
+    # b's id, asked by a: refused, and nothing of b's shows
+    with pytest.raises(a.exceptions.AccessDeniedException) as info:
+        a.retrieve(knowledgeBaseId=knowledge_base_id("b"), retrievalQuery={"text": "Quillorn lighthouse"})
+    assert not any(w in str(info.value) for w in B_WORDS)
+    with pytest.raises(a.exceptions.ResourceNotFoundException):  # an id of no tenant
+        a.retrieve(knowledgeBaseId=knowledge_base_id("nobody"), retrievalQuery={"text": "Quillorn"})
+    b = client_as("b", lambda_context)
+    out = b.retrieve(knowledgeBaseId=knowledge_base_id("b"), retrievalQuery={"text": "Quillorn lighthouse"},
+                     retrievalConfiguration={"vectorSearchConfiguration": {"overrideSearchType": "HYBRID"}})
+    assert any(w in json.dumps(out["retrievalResults"]) for w in B_WORDS)
