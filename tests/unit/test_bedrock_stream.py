@@ -1,16 +1,15 @@
 """BedrockGenerator.stream over ConverseStream, against a real boto3 bedrock-runtime client whose
-HTTP reply is an AWS event stream encoded here byte for byte: botocore's own event-stream parser
+HTTP reply is an AWS event stream framed byte for byte (eragraph.eventstream): botocore's own event-stream parser
 decodes it, so the frames, the order of pieces and the metadata token counts are the real path."""
 
 from __future__ import annotations
 
-import binascii
 import json
-import struct
 
 import pytest
 from botocore.awsrequest import AWSResponse
 
+from eragraph.eventstream import event, exception
 from eragraph.ports import Answer
 from eragraph.providers.bedrock import BedrockGenerator, make_client
 from eragraph.providers.prompts import ModelCallError
@@ -20,22 +19,9 @@ TEXT_MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 EVIDENCE = [("chk-aaa111", "Marie Curie won two Nobel prizes."), ("sum-bbb222", "Curie worked in Paris.")]
 
 
-def _header(name: str, value: str) -> bytes:
-    n, v = name.encode(), value.encode()
-    return struct.pack("B", len(n)) + n + b"\x07" + struct.pack(">H", len(v)) + v
-
-
 def frame(event_type: str, payload: dict, message_type: str = "event") -> bytes:
-    """One event-stream message: prelude (lengths + CRC), headers, JSON payload, message CRC."""
-    kind = ":event-type" if message_type == "event" else ":exception-type"
-    headers = (_header(":message-type", message_type) + _header(kind, event_type)
-               + _header(":content-type", "application/json"))
-    body = json.dumps(payload).encode()
-    total = 12 + len(headers) + len(body) + 4
-    prelude = struct.pack(">II", total, len(headers))
-    prelude += struct.pack(">I", binascii.crc32(prelude) & 0xFFFFFFFF)
-    message = prelude + headers + body
-    return message + struct.pack(">I", binascii.crc32(message) & 0xFFFFFFFF)
+    """One event-stream message, framed by eragraph.eventstream (prelude, headers, CRCs)."""
+    return event(event_type, payload) if message_type == "event" else exception(event_type, payload["message"])
 
 
 class Raw:
