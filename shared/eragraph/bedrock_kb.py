@@ -138,9 +138,11 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
     mode = SEARCH_TYPES.get(config.get("overrideSearchType", ""), DEFAULT_MODE)
     rerank = None
     if "rerankingConfiguration" in config:
+        # as in Bedrock: numberOfResults are retrieved and reranked, numberOfRerankedResults of
+        # them returned (absent: all of them)
         bedrock = config["rerankingConfiguration"].get("bedrockRerankingConfiguration") or {}
-        rerank = RerankSpec(candidates=bedrock.get("numberOfRerankedResults"),
-                            model=(bedrock.get("modelConfiguration") or {}).get("modelArn"))
+        rerank = RerankSpec(candidates=offset + wanted, model=(bedrock.get("modelConfiguration") or {}).get("modelArn"))
+        wanted = min(wanted, bedrock.get("numberOfRerankedResults") or wanted)
     try:
         response = query_service.query(engine, text, mode=mode, k=offset + wanted, where=config.get("filter"),
                                        rerank=rerank, answer=answer)

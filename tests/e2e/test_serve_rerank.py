@@ -73,3 +73,30 @@ def test_rerank_needs_a_reranker_then_reorders(served):
 def test_bad_rerank_is_422_in_words(served, rerank, words):
     status, body = post(served[1], {"query": "comet", "rerank": rerank})
     assert status == 422 and words in body["message"], body
+
+
+def test_bedrock_retrieve_reranks_number_of_results_and_returns_number_of_reranked_results(served):
+    """Bedrock's reranking configuration through boto3's own client: numberOfResults are
+    retrieved and reranked, numberOfRerankedResults of them come back, in the reranker's order."""
+    import boto3
+    from botocore.config import Config
+
+    from eragraph.domain.knowledge_base import knowledge_base_id
+
+    engine, url = served
+    client = boto3.client("bedrock-agent-runtime", region_name="us-east-1", endpoint_url=url[: -len("/query")],
+                          aws_access_key_id="x", aws_secret_access_key="x", config=Config(retries={"max_attempts": 1}))
+    _, plain = post(url, {"query": "comet orbit", "mode": "dense", "k": 6})
+    engine.reranker = Reversed()
+    try:
+        out = client.retrieve(knowledgeBaseId=knowledge_base_id(""), retrievalQuery={"text": "comet orbit"},
+                              retrievalConfiguration={"vectorSearchConfiguration": {
+                                  "numberOfResults": 6, "overrideSearchType": "SEMANTIC",
+                                  "rerankingConfiguration": {"type": "BEDROCK_RERANKING_MODEL",
+                                                             "bedrockRerankingConfiguration": {
+                                                                 "numberOfRerankedResults": 2,
+                                                                 "modelConfiguration": {"modelArn": "reversed"}}}}})
+    finally:
+        engine.reranker = None
+    got = [r["metadata"]["x-eragraph-node-id"] for r in out["retrievalResults"]]
+    assert got == [r["id"] for r in plain["results"]][::-1][:2]
