@@ -5,7 +5,7 @@ answer. Run from the repository root:
 
 Rerank: a cross-encoder of the real MiniLM-L6 shape (6 layers, 384 wide), built from the shipped
 all-MiniLM-L6-v2 weights with a fresh, untrained one-logit classification head, scoring
-passages of about 120 words through providers.rerank.CrossEncoderReranker. Its latency is real;
+passages of about 120 words through providers.cross_encoder.CrossEncoderReranker. Its latency is real;
 its quality is not claimed (the head is untrained).
 
 Streaming: OpenAICompatGenerator.stream against a stand-in OpenAI-compatible server on
@@ -41,7 +41,7 @@ def build_cross_encoder(folder: str) -> None:
 
 
 def bench_rerank(repeats: int, counts=(10, 20, 50, 100)) -> dict[int, float]:
-    from eragraph.providers.rerank import CrossEncoderReranker
+    from eragraph.providers.cross_encoder import CrossEncoderReranker
 
     out = {}
     with tempfile.TemporaryDirectory() as folder:

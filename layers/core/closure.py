@@ -34,6 +34,8 @@ NOT_ON_LAMBDA = {
         "the local profile's tenant directories (Tenancy('local')); the functions' is 'aws'",
     ("eragraph.bootstrap.providers", "eragraph.providers.minilm"):
         "ERAGRAPH_EMBEDDER=minilm needs torch, which no layer holds (Bedrock embeds on AWS)",
+    ("eragraph.bootstrap.providers", "eragraph.providers.cross_encoder"):
+        "ERAGRAPH_RERANKER=cross-encoder needs torch, which no layer holds (Bedrock reranks on AWS)",
 }
 
 # Package data the AWS path reads (importlib.resources), relative to the package.

@@ -9,7 +9,8 @@ from botocore.stub import Stubber
 
 from eragraph.ports import Reranker
 from eragraph.providers.prompts import ModelCallError
-from eragraph.providers.rerank import BedrockReranker, CrossEncoderReranker, make_agent_runtime_client, model_arn
+from eragraph.providers.cross_encoder import CrossEncoderReranker
+from eragraph.providers.rerank import BedrockReranker, make_agent_runtime_client, model_arn
 
 TEXTS = ["Otters hold hands.", "Paris is in France.", "Rivers flow to the sea."]
 

@@ -108,7 +108,7 @@ def make_reranker(settings: Settings) -> Reranker | None:
 
         return BedrockReranker(settings.rerank_model or "amazon.rerank-v1:0")
     if settings.reranker == "cross-encoder":
-        from ..providers.rerank import CrossEncoderReranker
+        from ..providers.cross_encoder import CrossEncoderReranker
 
         return CrossEncoderReranker(settings.rerank_model)
     raise ValueError(f"unknown reranker {settings.reranker!r} (none, bedrock, cross-encoder)")
