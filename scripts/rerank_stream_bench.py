@@ -106,12 +106,27 @@ def bench_stream(repeats: int, pieces: int = 40, delay: float = 0.025) -> tuple[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--out", help="write the results as JSON here (with the command, commit and machine)")
     args = parser.parse_args()
+    rerank = bench_rerank(args.repeats)
     print("| candidates | rerank median (ms) | per candidate (ms) |\n|---|---|---|")
-    for n, ms in bench_rerank(args.repeats).items():
+    for n, ms in rerank.items():
         print(f"| {n} | {ms:.1f} | {ms / n:.2f} |")
     first, whole = bench_stream(args.repeats)
     print(f"\nstream (40 pieces, 25 ms apart): first piece {first:.1f} ms, whole answer {whole:.1f} ms (medians)")
+    if args.out:
+        import json
+        import sys
+
+        from eragraph.bench.common import run_record
+
+        result = {"benchmark": "rerank-stream", "command": "python scripts/rerank_stream_bench.py " + " ".join(sys.argv[1:]),
+                  "run": run_record(), "repeats": args.repeats,
+                  "rerank_median_ms": {str(n): round(ms, 1) for n, ms in rerank.items()},
+                  "stream_first_piece_ms": round(first, 1), "stream_whole_answer_ms": round(whole, 1)}
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=2)
+            f.write("\n")
 
 
 if __name__ == "__main__":
