@@ -315,8 +315,12 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
         if request.tenant is not None and request.tenant != tenant:
             raise ForeignTenant("the request names another tenant than the caller's: the tenant comes from the "
                                 "caller's identity (JWT claim or IAM principal tag), never from the body")
-        response = query_service.query(get_engine(tenant), request.query, mode=request.mode, k=request.k,
-                                       budget=request.budget, p=request.p, answer=request.answer,
+        served = get_engine(tenant)
+        budget = request.budget
+        if request.answer and cap and budget is None and served.settings.token_budget > cap:
+            budget = cap  # the default budget (ERAGRAPH_TOKEN_BUDGET) is capped too, not only an explicit one
+        response = query_service.query(served, request.query, mode=request.mode, k=request.k,
+                                       budget=budget, p=request.p, answer=request.answer,
                                        where=request.filter, rerank=rerank_spec(request.rerank))
         if on_query is not None:
             on_query(response)

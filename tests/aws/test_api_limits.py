@@ -92,6 +92,26 @@ def test_a_concurrent_request_never_spends_the_same_token(ddb):
     assert not decision.allowed and decision.retry_after > 1
 
 
+def test_a_throttled_bucket_table_answers_429_not_500(ddb):
+    """DynamoDB throttling the bucket's read is "too many requests": a 429 with Retry-After, not
+    an error of the server; any other DynamoDB error still surfaces."""
+    from botocore.stub import Stubber
+
+    from eragraph.adapters.aws.rate_limit import DynamoRateLimiter
+
+    limiter = DynamoRateLimiter(TABLE, ddb, rate=1.0, burst=3, clock=Clock())
+    app = _app(ApiLimits(), limiter.acquire)
+    with Stubber(ddb) as stub:
+        stub.add_client_error("get_item", service_error_code="ProvisionedThroughputExceededException",
+                              http_status_code=400)
+        out = app.resolve(jwt_request("/stats"), None)
+        assert out["statusCode"] == 429 and out["headers"]["Retry-After"] == "1"
+        stub.add_client_error("get_item", service_error_code="ResourceNotFoundException", http_status_code=400)
+        with pytest.raises(ddb.exceptions.ResourceNotFoundException):
+            limiter.acquire("acme")
+    assert app.resolve(jwt_request("/stats"), None)["statusCode"] == 200  # the table answers again
+
+
 def _app(limits, admit, logger=None):
     from eragraph.api import make_app
     from eragraph.bootstrap.identity import TenantIdentity
@@ -138,6 +158,32 @@ def test_the_answer_budget_is_capped():
     assert ok["statusCode"] == 200
     no_answer = app.resolve(jwt_request("/query", {"query": "q", "budget": 50000}), None)
     assert no_answer["statusCode"] == 200  # retrieval only: no model reads the evidence
+
+
+def test_the_default_budget_is_capped_too_when_answering():
+    """A request without a budget uses the default (ERAGRAPH_TOKEN_BUDGET); with answer=true it
+    is held to the cap as well, so a large default cannot bypass it."""
+    from eragraph.api import make_app
+    from eragraph.bootstrap.identity import TenantIdentity
+    from eragraph.bootstrap.memory import build_memory_engine
+    from eragraph.services.ingest import SourceDoc, ingest
+
+    engine = build_memory_engine(Settings(embedder="hash", summarizer="extractive", generator="none",
+                                          token_budget=50000))
+    words = " ".join(f"word{i}" for i in range(120))
+    ingest(engine, [SourceDoc(source=f"docs/{i}.txt", text=f"Document {i}. {words}.", doc_id=f"d{i}") for i in range(12)])
+    app = make_app(lambda tenant: engine, tenant_of=TenantIdentity(required=True).tenant,
+                   limits=ApiLimits(answer_max_budget=300))
+
+    def evidence_tokens(body: dict) -> int:
+        out = app.resolve(jwt_request("/query", body), None)
+        assert out["statusCode"] == 200, out["body"]
+        return sum(engine.tokenizer.count(r["text"]) for r in json.loads(out["body"])["results"])
+
+    retrieval = evidence_tokens({"query": "word7 word9", "mode": "dense", "k": 12})
+    answered = evidence_tokens({"query": "word7 word9", "mode": "dense", "k": 12, "answer": True})
+    assert retrieval > 300  # without an answer the default budget holds: nothing caps it
+    assert 0 < answered <= 300
 
 
 def test_the_request_logs_carry_tenant_request_id_and_caller():

@@ -13,6 +13,11 @@ from typing import Any
 from ...domain.rate_limit import Bucket, Decision, take
 
 ATTEMPTS = 4  # conditional writes lost to concurrent requests of one tenant before refusing
+# DynamoDB's answers that mean "too many requests now": the caller is refused with a 429 and a
+# retry time, never a 500
+THROTTLED = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+                       "TransactionConflictException"})
+THROTTLED_RETRY_AFTER = 1
 
 
 class DynamoRateLimiter:
@@ -25,6 +30,15 @@ class DynamoRateLimiter:
         return {"PK": {"S": f"RATE#{tenant or '-'}"}, "SK": {"S": "BUCKET"}}
 
     def acquire(self, tenant: str) -> Decision:
+        try:
+            return self._acquire(tenant)
+        except Exception as exc:  # botocore's ClientError, without importing botocore here
+            code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")
+            if code not in THROTTLED:
+                raise
+            return Decision(False, Bucket(0.0, self.clock()), THROTTLED_RETRY_AFTER)
+
+    def _acquire(self, tenant: str) -> Decision:
         key = self.key(tenant)
         bucket = None
         for _ in range(ATTEMPTS):
