@@ -84,7 +84,8 @@ def resolve_tenant(kb_id: str, caller: str, tenants: Callable[[], Iterable[str]]
     """The caller's tenant when ``kb_id`` is its knowledge base id, else the modelled error."""
     if kb_id == knowledge_base_id(caller):
         return caller
-    if tenants is not None and tenant_of(kb_id, tenants()) is not None:
+    # the default tenant ("") is a tenant too, though no registry lists it
+    if tenants is not None and tenant_of(kb_id, ["", *tenants()]) is not None:
         raise KbError("AccessDeniedException",
                       f"knowledge base {kb_id} belongs to another tenant than the caller's")
     raise KbError("ResourceNotFoundException",
@@ -152,7 +153,7 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
     metas: dict[str, dict] = {}
     for doc_id in {r.doc_id for r in page}:  # at most k reads, never the store
         doc = engine.graph.get_document(doc_id)
-        metas[doc_id] = dict(doc.meta) if doc is not None else {}
+        metas[doc_id] = dict(doc.metadata) if doc is not None else {}  # the user's attributes, not .meta (bookkeeping)
     shaped = [_result(r, response.route or mode, metas[r.doc_id]) for r in page]
     more = len(page) == wanted and offset + wanted < MAX_DEPTH and len(response.results) == offset + wanted
     return response, page, shaped, (offset + wanted if more else None)

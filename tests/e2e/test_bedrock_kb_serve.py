@@ -133,3 +133,4 @@ def test_langchain_retriever_reads_the_knowledge_base_unchanged(served):
         assert doc.metadata["location"]["customDocumentLocation"]["id"].endswith("lighthouse.txt")
         assert isinstance(doc.metadata["score"], float)
         assert doc.metadata["source_metadata"]["x-eragraph-source"].endswith("lighthouse.txt")
+        assert doc.metadata["source_metadata"]["lang"] == "no"  # the document's own metadata, beside Eragraph's
