@@ -462,3 +462,157 @@ def check_delete(ten, engines: Mapping[str, object], corpus: Mapping[str, Sequen
     run_tenant_cases(survivors, corpus, n_cases, seed, **options)
     report["counted_before"] = before
     return report
+
+
+# --------------------------------------------------------------------------- Bedrock KB routes
+
+KB_SEARCH_TYPES = {"dense": "SEMANTIC", "hybrid": "HYBRID", "auto": None}  # the modes Retrieve can ask for
+
+
+class QuotingGenerator:
+    """A stand-in generator for RetrieveAndGenerate: its answer quotes every evidence text it was
+    given and cites it (``text [i]``), so whatever reached the generator shows in the answer."""
+
+    identity = "quoting"
+
+    def answer(self, question: str, evidence: Sequence[tuple[str, str]]):
+        from eragraph.ports import Answer
+
+        text = " ".join(f"{t.strip()} [{i}]" for i, (_, t) in enumerate(evidence, 1))
+        return Answer(text=text, cited_ids=tuple(eid for eid, _ in evidence), tokens_in=0, tokens_out=0,
+                      model=self.identity)
+
+
+def kb_clients(engines: Mapping[str, object]) -> dict:
+    """boto3's bedrock-agent-runtime client per tenant, unchanged, its requests as API Gateway
+    events through api.make_app (the query function's and serve's routes): the caller's tenant
+    from its JWT claim only (bootstrap.identity), the registry listing the others' ids."""
+    from kb_support import kb_client, kb_event
+
+    from eragraph.api import make_app
+    from eragraph.bootstrap.identity import TenantIdentity
+
+    app = make_app(lambda tenant: engines[tenant], tenant_of=TenantIdentity(required=False, tag="").tenant,
+                   tenants=lambda: [t for t in engines if t])
+
+    def client(tenant: str):
+        claims = {"sub": "user-1", **({"tenant": tenant} if tenant else {})}
+        authorizer = {"jwt": {"claims": claims, "scopes": None}}
+        return kb_client(lambda ev: app.resolve(ev, None),
+                         lambda method, path, body: kb_event(method, path, body, authorizer))
+
+    return {tenant: client(tenant) for tenant in engines}
+
+
+def bedrock_filter(f: dict) -> dict:
+    """A filter as Bedrock's model takes it: an andAll/orAll of one member (which the filter
+    language allows and the model does not: at least 2) is that member, the same condition."""
+    for op in ("andAll", "orAll"):
+        if op in f:
+            members = [bedrock_filter(m) for m in f[op]]
+            return members[0] if len(members) == 1 else {op: members}
+    return f
+
+
+def _vector_config(mode: str, k: int, f: Filter | None) -> dict:
+    config = {"numberOfResults": k, **({} if f is None else {"filter": bedrock_filter(to_json(f))})}
+    if KB_SEARCH_TYPES[mode] is not None:
+        config["overrideSearchType"] = KB_SEARCH_TYPES[mode]
+    return config
+
+
+def _as_result(r: Mapping):
+    """A Retrieve result as the fields run_tenant_cases checks (its x-eragraph- metadata)."""
+    from types import SimpleNamespace
+
+    meta = r["metadata"]
+    return SimpleNamespace(id=meta["x-eragraph-node-id"], text=r["content"]["text"],
+                           layer=int(meta["x-eragraph-layer"]), doc_id=meta["x-eragraph-doc-id"], source=meta["x-eragraph-source"])
+
+
+def refuses_foreign_ids(client, tenant: str, tenants: Sequence[str], text: str) -> None:
+    """A caller naming another tenant's knowledge base id is AccessDeniedException, and the
+    message shows nothing of that tenant but its id."""
+    from eragraph.domain.knowledge_base import knowledge_base_id
+
+    other = tenants[(tenants.index(tenant) + 1) % len(tenants)]
+    try:
+        client.retrieve(knowledgeBaseId=knowledge_base_id(other), retrievalQuery={"text": text})
+    except client.exceptions.AccessDeniedException as exc:
+        assert "Marker" not in str(exc) and not words_of(str(exc)) & set(VOCAB[other]), str(exc)
+    else:
+        raise AssertionError(f"tenant {tenant!r} retrieved from tenant {other!r}'s knowledge base")
+
+
+def kb_ask(engines: Mapping[str, object]) -> Callable:
+    """``ask`` through Bedrock KB Retrieve (boto3's client, kb_clients), the caller's own
+    knowledge base id in the path; every case also asks with the next tenant's id, which must be
+    AccessDeniedException. Modes: KB_SEARCH_TYPES."""
+    from eragraph.domain.knowledge_base import knowledge_base_id
+
+    clients = kb_clients(engines)
+    tenants = list(engines)
+
+    def ask(tenant: str, text: str, mode: str, k: int, f: Filter | None) -> list:
+        client = clients[tenant]
+        out = client.retrieve(knowledgeBaseId=knowledge_base_id(tenant), retrievalQuery={"text": text},
+                              retrievalConfiguration={"vectorSearchConfiguration": _vector_config(mode, k, f)})
+        refuses_foreign_ids(client, tenant, tenants, text)
+        return [_as_result(r) for r in out["retrievalResults"]]
+
+    return ask
+
+
+def run_kb_generate_cases(engines: Mapping[str, object], corpus: Mapping[str, Sequence[SourceDoc]], n_cases: int,
+                          seed: int, checks: Mapping[str, TenantOracle]) -> int:
+    """RetrieveAndGenerate through boto3's client for random (tenant, filter, question, mode, k),
+    the engines' generator a QuotingGenerator: every cited reference is a node of the caller's
+    tenant (its oracle, checked against the generated documents) inside the filter, the answer
+    is exactly the quotes of those references (so the generator saw nothing else), and another
+    tenant's knowledge base id in the configuration is AccessDeniedException. Returns the
+    references checked."""
+    from eragraph.domain.knowledge_base import knowledge_base_id
+
+    rng = random.Random(seed)
+    clients = kb_clients(engines)
+    tenants = list(engines)
+    checked = 0
+    for i in range(n_cases):
+        tenant = tenants[i % len(tenants)]
+        mode = list(KB_SEARCH_TYPES)[(i // len(tenants)) % len(KB_SEARCH_TYPES)]
+        f = random_tenant_filter(rng)
+        text, k = random_question(rng, tenant), rng.choice((1, 3, 5))
+        where = (f"generate case {i}: tenant {tenant!r}, mode {mode}, k {k}, {text!r}, "
+                 f"filter {None if f is None else to_json(f)}")
+
+        def request(kb_tenant: str) -> dict:
+            return {"input": {"text": text}, "retrieveAndGenerateConfiguration": {
+                "type": "KNOWLEDGE_BASE", "knowledgeBaseConfiguration": {
+                    "knowledgeBaseId": knowledge_base_id(kb_tenant),
+                    "modelArn": "arn:aws:bedrock:us-east-1::foundation-model/amazon.nova-lite-v1:0",
+                    "retrievalConfiguration": {"vectorSearchConfiguration": _vector_config(mode, k, f)}}}}
+
+        client = clients[tenant]
+        out = client.retrieve_and_generate(**request(tenant))
+        oracle, allowed = checks[tenant], checks[tenant].allowed(f)
+        refs = [ref for c in out["citations"] for ref in c["retrievedReferences"]]
+        for ref in refs:
+            r = _as_result(ref)
+            oracle.check_node(r.id, r.text, where)
+            node = oracle.all_nodes[r.id]
+            assert (r.layer, r.doc_id, r.source) == (node.layer, node.doc_id, node.source), where
+            assert r.layer > 0 or r.id in allowed, f"{where}: {r.id} is outside the filter"
+            assert r.layer == 0 or f is None, f"{where}: a summary under a filter"
+        quotes = " ".join(f"{ref['content']['text'].strip()} [{j}]" for j, ref in enumerate(refs, 1))
+        assert out["output"]["text"] == quotes, f"{where}: the answer is not the quotes of its references"
+        assert not words_of(out["output"]["text"]) & oracle.foreign, where
+        assert bool(refs) == bool(allowed) or f is None, f"{where}: {len(refs)} references, {len(allowed)} allowed"
+        other = tenants[(i + 1) % len(tenants)]
+        try:
+            client.retrieve_and_generate(**request(other))
+        except client.exceptions.AccessDeniedException:
+            pass
+        else:
+            raise AssertionError(f"{where}: answered from tenant {other!r}'s knowledge base")
+        checked += len(refs)
+    return checked

@@ -7,42 +7,19 @@ from __future__ import annotations
 
 import json
 
-import boto3
 import pytest
-from botocore.awsrequest import AWSResponse
-from botocore.config import Config
+from kb_support import kb_client
 from test_tenants_api import A_WORDS, B_WORDS, http_event, jwt, tenant_env, two_tenants  # noqa: F401 (fixtures)
 
 from aws_helpers import load_handler
 from eragraph.domain.knowledge_base import knowledge_base_id
 
 
-class _Raw:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def stream(self, **_):
-        yield self.data
-
-
 def client_as(tenant: str | None, lambda_context):
     """A bedrock-agent-runtime client whose requests reach the query handler as ``tenant``."""
     handler = load_handler("query").handler
-    client = boto3.client("bedrock-agent-runtime", region_name="us-east-1", endpoint_url="https://api.example.com",
-                          config=Config(retries={"max_attempts": 1}))
-
-    def send(request, **_):
-        path = request.url.split("api.example.com", 1)[1]
-        body = request.body.decode() if isinstance(request.body, bytes) else (request.body or "")
-        ev = http_event("POST", path, json.loads(body) if body else {}, authorizer=jwt(tenant))
-        ev["routeKey"] = ev["requestContext"]["routeKey"] = "POST /knowledgebases/{knowledgeBaseId}/retrieve"
-        out = handler(ev, lambda_context)
-        headers = {k.lower(): v for k, v in (out.get("headers") or {}).items()}
-        data = (out.get("body") or "").encode()
-        return AWSResponse(request.url, out["statusCode"], headers, _Raw(data))
-
-    client.meta.events.register_first("before-send.bedrock-agent-runtime.*", send)
-    return client
+    return kb_client(lambda ev: handler(ev, lambda_context),
+                     lambda method, path, body: http_event(method, path, body, authorizer=jwt(tenant)))
 
 
 def test_each_tenant_retrieves_from_its_own_knowledge_base_only(two_tenants, lambda_context):
@@ -59,6 +36,8 @@ def test_each_tenant_retrieves_from_its_own_knowledge_base_only(two_tenants, lam
     with pytest.raises(a.exceptions.AccessDeniedException) as info:
         a.retrieve(knowledgeBaseId=knowledge_base_id("b"), retrievalQuery={"text": "Quillorn lighthouse"})
     assert not any(w in str(info.value) for w in B_WORDS)
+    with pytest.raises(a.exceptions.AccessDeniedException):  # the default tenant is another tenant too
+        a.retrieve(knowledgeBaseId=knowledge_base_id(""), retrievalQuery={"text": "Quillorn"})
     with pytest.raises(a.exceptions.ResourceNotFoundException):  # an id of no tenant
         a.retrieve(knowledgeBaseId=knowledge_base_id("nobody"), retrievalQuery={"text": "Quillorn"})
     b = client_as("b", lambda_context)

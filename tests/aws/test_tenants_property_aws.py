@@ -3,7 +3,8 @@ every key of a tenant under ``T#<tenant>#``), one OpenSearch node index and one 
 (the recording fake; documents tagged ``tenant``, every request scoped by the adapter), one SQS
 FIFO queue (messages carrying the tenant, grouped under ``<tenant>:``). The random cases of
 tenant_cases.py (every mode, filters on ``tenant`` included, ERAGRAPH_TENANT_CASES cases,
-default 1,000, and 33 more through the MCP retrieve tool of POST /mcp) run over three tenants'
+default 1,000, 33 more through the MCP retrieve tool of POST /mcp and 18 through Bedrock KB
+Retrieve with boto3's client) run over three tenants'
 engines from bootstrap.tenancy; the first
 ``STOCK_CASES`` on stock moto, the rest, like the build, with moto's two table-size costs taken
 out (bench/moto_lean.py: the same answers, tested there), which keeps the file within its time.
@@ -21,8 +22,8 @@ import json
 
 import pytest
 from aws_helpers import BUCKET, aws_environment
-from tenant_cases import (TENANTS, build_tenants, cases_per_profile, check_delete, corpora, mcp_ask, oracles,
-                          run_tenant_cases)
+from tenant_cases import (KB_SEARCH_TYPES, TENANTS, build_tenants, cases_per_profile, check_delete, corpora, kb_ask,
+                          mcp_ask, oracles, run_tenant_cases)
 
 from contract.aws_factories import REGION, create_graph_table, fake_credentials, fake_opensearch_module
 from eragraph.bench.moto_lean import lean_moto
@@ -35,6 +36,7 @@ N_DOCS = 8  # per tenant: a summary layer each
 N_DELETE_DOCS = 6
 STOCK_CASES = 33  # every (tenant, mode) once on stock moto
 MCP_CASES = 33  # every (tenant, mode) once more, through the MCP retrieve tool
+KB_CASES = 18  # every (tenant, Retrieve's modes) twice, through Bedrock KB Retrieve
 DELETE_CASES = 33
 KS = (1, 2, 3, 5)  # each result costs moto a node read and a document read: smaller k than elsewhere
 VICTIM = "t-a"  # a prefix of "t-ab", which must survive it
@@ -194,6 +196,13 @@ def test_aws_profile_tenants_leak_nothing(aws_tenancy, atomic_requests):
             through_mcp = run_tenant_cases(engines, corpus, MCP_CASES, seed=7, checks=checks, ks=KS,
                                            ask=mcp_ask(engines))
         assert through_mcp.cases == MCP_CASES and all(through_mcp.by_tenant.values()), through_mcp
+
+    # and through Bedrock KB Retrieve (boto3's client, the API's routes): another tenant's
+    # knowledge base id is AccessDeniedException in every case
+    with lean_moto():
+        through_kb = run_tenant_cases(engines, corpus, KB_CASES, seed=8, checks=checks, ks=KS,
+                                      modes=list(KB_SEARCH_TYPES), ask=kb_ask(engines))
+    assert through_kb.cases == KB_CASES and all(through_kb.by_tenant.values()), through_kb
 
 
 def test_aws_profile_deletes_one_tenant_only(aws_tenancy, atomic_requests):

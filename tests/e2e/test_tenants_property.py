@@ -15,8 +15,9 @@ import pytest
 from eragraph.bootstrap.local import tenant_store
 from eragraph.bootstrap.tenancy import Tenancy
 from eragraph.services.modes import mode_names
-from tenant_cases import (TENANTS, answers_nothing, build_tenants, cases_per_profile, check_delete, corpora,
-                          mcp_ask, run_tenant_cases, tenant_settings)
+from tenant_cases import (KB_SEARCH_TYPES, TENANTS, QuotingGenerator, answers_nothing, build_tenants,
+                          cases_per_profile, check_delete, corpora, kb_ask, mcp_ask, oracles, run_kb_generate_cases,
+                          run_tenant_cases, tenant_settings)
 
 # longer than the suite's per-test limit (pyproject.toml): 1,000 random cases per profile
 pytestmark = pytest.mark.timeout(900)
@@ -66,6 +67,26 @@ def test_mcp_tenants_leak_nothing():
     n = max(cases_per_profile() // 4, 4 * len(TENANTS) * len(mode_names()))
     check_counts(run_tenant_cases(engines, corpus, n, seed=3, tenant_filter_modes=TENANT_FILTER_MODES,
                                   ask=mcp_ask(engines)), n)
+
+
+def test_bedrock_kb_tenants_leak_nothing():
+    """The same cases through Bedrock KB Retrieve (boto3's client, the API's routes), the
+    tenant from the caller's JWT claim, each case also naming another tenant's knowledge base id
+    (AccessDeniedException); then RetrieveAndGenerate, its answer made only of the caller's nodes."""
+    pytest.importorskip("aws_lambda_powertools")
+    ten = Tenancy("memory", settings=tenant_settings())
+    corpus = corpora(N_DOCS, seed=27)
+    engines = build_tenants(ten, corpus)
+    checks = oracles(engines, corpus)
+    modes = list(KB_SEARCH_TYPES)
+    n = max(cases_per_profile() // 4, 4 * len(TENANTS) * len(modes))
+    counts = run_tenant_cases(engines, corpus, n, seed=8, modes=modes, checks=checks,
+                              tenant_filter_modes=TENANT_FILTER_MODES, ask=kb_ask(engines))
+    assert counts.cases == n and all(counts.by_mode.values()) and all(counts.by_tenant.values()), counts
+    assert counts.exact_checked and counts.tenant_filters and counts.nothing_allowed < n, counts
+    for engine in engines.values():
+        engine.generator = QuotingGenerator()
+    assert run_kb_generate_cases(engines, corpus, 4 * len(TENANTS) * len(modes), seed=9, checks=checks) > 0
 
 
 def test_memory_profile_deletes_one_tenant_only():
