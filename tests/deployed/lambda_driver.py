@@ -19,8 +19,9 @@ from stdin, one JSON line {"ok": true, "result", "ms"} or {"ok": false, "error"}
 handler prints (powertools logs and metrics) goes to stderr, so stdout carries only results.
 
 ``--stub-bedrock DIM`` answers bedrock-runtime InvokeModel (Titan Text Embeddings V2) inside
-botocore, without a network, with vectors that depend on the input text (hashed words); see
-``BedrockStub`` for why this uses the before-call event rather than botocore's Stubber.
+botocore, without a network, with vectors that depend on the input text (hashed words), and
+Converse with an answer taken from the prompt's first evidence; see ``BedrockStub`` for why this
+uses the before-call event rather than botocore's Stubber.
 
 This file imports nothing but the standard library before sys.path is set, and afterwards only
 what the deployed function has (botocore from a layer or the runtime, the function's own code).
@@ -77,7 +78,9 @@ class BedrockStub:
     client's ``before-call.bedrock-runtime`` event: a handler that returns (http response,
     parsed response) short-circuits the HTTP call, after botocore has validated and serialized
     the request. The request body is checked as Titan V2 checks it (a ValidationException
-    otherwise); any other bedrock-runtime operation is refused, so nothing leaves the machine."""
+    otherwise). Converse (the generator) answers with the first sentence of the prompt's first
+    evidence block and cites it as ``[1]``, so an answer depends on what was retrieved; any
+    other bedrock-runtime operation is refused, so nothing leaves the machine."""
 
     MODEL = "amazon.titan-embed-text-v2:0"
 
@@ -85,6 +88,7 @@ class BedrockStub:
         self.dim = int(dim)
         self.calls = 0
         self.refused = []
+        self.conversations = []
 
     def install(self):
         import botocore.session
@@ -108,7 +112,7 @@ class BedrockStub:
         norm = math.sqrt(sum(x * x for x in vec)) or 1.0
         return [x / norm for x in vec]
 
-    def _response(self, status, payload, request_id):
+    def _response(self, status, payload, request_id, parsed=False):
         from botocore.awsrequest import AWSResponse
         from botocore.response import StreamingBody
 
@@ -119,11 +123,30 @@ class BedrockStub:
             return AWSResponse(None, status, headers, None), {"Error": {"Code": payload["__type"], "Message":
                                                                          payload["message"]},
                                                                "ResponseMetadata": meta}
+        if parsed:  # a JSON operation: the parsed response is the payload itself
+            return AWSResponse(None, status, headers, None), {**payload, "ResponseMetadata": meta}
         return AWSResponse(None, status, headers, None), {"ResponseMetadata": meta, "contentType": "application/json",
                                                          "body": StreamingBody(io.BytesIO(data), len(data))}
 
+    def converse(self, params, request_id):
+        body = json.loads(params["body"])
+        prompt = " ".join(part.get("text", "") for message in body.get("messages", [])
+                          for part in message.get("content", []))
+        match = re.search(r"Evidence 1 \[[^\]]*\]:\n(.+?)(?:\n\n(?:Evidence|Question)|$)", prompt, re.S)
+        block = " ".join(match.group(1).split()) if match else ""
+        text = (re.split(r"(?<=[.!?])\s", block)[0] + " [1]") if block else "I do not know."
+        self.calls += 1
+        self.conversations.append(text)
+        words = len(re.findall(r"\w+", prompt))
+        return self._response(200, {"output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+                                    "stopReason": "end_turn", "metrics": {"latencyMs": 1},
+                                    "usage": {"inputTokens": words, "outputTokens": len(text.split()),
+                                              "totalTokens": words + len(text.split())}}, request_id, parsed=True)
+
     def answer(self, model, params, **kwargs):
         request_id = str(uuid.uuid4())
+        if model.name == "Converse":
+            return self.converse(params, request_id)
         if model.name != "InvokeModel":
             self.refused.append(model.name)
             return self._response(400, {"__type": "AccessDeniedException",
@@ -255,6 +278,7 @@ def main():
         if stub is not None:
             reply["bedrock_calls"] = stub.calls
             reply["bedrock_refused"] = list(stub.refused)
+            reply["bedrock_answers"] = list(stub.conversations)
         emit(reply)
     return 0
 
