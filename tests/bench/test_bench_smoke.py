@@ -420,3 +420,30 @@ def test_filters_smoke(tmp_path):
     assert report.main(["--results", str(tmp_path / "results"), "--out", str(tmp_path / "B.md")]) == 0
     text = (tmp_path / "B.md").read_text()
     assert "## Metadata filters: query latency by selectivity" in text and "filters-full" in text
+
+
+def test_rerank_stream_bench_routes_smoke(tmp_path):
+    """scripts/rerank_stream_bench.py --routes-only on the sample corpus with the hashing
+    embedder: it builds the store, serves it, checks that Retrieve returns what POST /query does
+    for each question, streams through boto3's client, and writes its record."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("aws_lambda_powertools")
+    root = Path(__file__).resolve().parents[2]
+    out = tmp_path / "routes.json"
+    done = subprocess.run([sys.executable, str(root / "scripts" / "rerank_stream_bench.py"), "--routes-only",
+                           "--repeats", "1", "--questions", "2", "--embedder", "hash", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["command"].startswith("python scripts/rerank_stream_bench.py --routes-only")
+    assert result["run"]["commit"] and "rerank_median_ms" not in result
+    routes = result["routes"]
+    assert routes["embedder"] == "hash" and routes["questions"] == 2
+    for mode in ("dense", "hybrid"):
+        o = routes[f"overhead_{mode}"]
+        assert o["query"]["n"] == o["retrieve"]["n"] == 2 and o["ratio_median"] > 0
+    stream = routes["stream"]
+    assert {"first_output_event", "last_event", "whole_retrieve_and_generate"} <= set(stream)
+    assert stream["first_output_event"]["median_ms"] <= stream["last_event"]["median_ms"]
