@@ -616,3 +616,76 @@ def run_kb_generate_cases(engines: Mapping[str, object], corpus: Mapping[str, Se
             raise AssertionError(f"{where}: answered from tenant {other!r}'s knowledge base")
         checked += len(refs)
     return checked
+
+
+def run_kb_stream_cases(engines: Mapping[str, object], corpus: Mapping[str, Sequence[SourceDoc]], n_cases: int,
+                        seed: int, checks: Mapping[str, TenantOracle]) -> int:
+    """RetrieveAndGenerateStream on ``eragraph serve`` (server.make_server, one tenant's engine per
+    server, as ``serve --tenant``), read event by event by boto3's client, the engines' generator
+    a QuotingGenerator: the ``output`` pieces make exactly the quotes of the ``citation`` event's
+    references, each a node of the served tenant inside the filter; another tenant's knowledge
+    base id is refused (serve knows no other tenant: ResourceNotFoundException) and shows nothing
+    of that tenant. Returns the references checked."""
+    import threading
+
+    import boto3
+    from botocore.config import Config
+
+    from eragraph.domain.knowledge_base import knowledge_base_id
+    from eragraph.server import make_server
+
+    rng = random.Random(seed)
+    tenants = list(engines)
+    servers, clients = {}, {}
+    for tenant in tenants:
+        server = servers[tenant] = make_server(engines[tenant], port=0)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        clients[tenant] = boto3.client("bedrock-agent-runtime", region_name="us-east-1", endpoint_url=server.url,
+                                       aws_access_key_id="x", aws_secret_access_key="x",
+                                       config=Config(retries={"max_attempts": 1}))
+    checked = 0
+    try:
+        for i in range(n_cases):
+            tenant = tenants[i % len(tenants)]
+            mode = list(KB_SEARCH_TYPES)[(i // len(tenants)) % len(KB_SEARCH_TYPES)]
+            f = random_tenant_filter(rng)
+            text, k = random_question(rng, tenant), rng.choice((1, 3, 5))
+            where = (f"stream case {i}: tenant {tenant!r}, mode {mode}, k {k}, {text!r}, "
+                     f"filter {None if f is None else to_json(f)}")
+
+            def request(kb_tenant: str) -> dict:
+                return {"input": {"text": text}, "retrieveAndGenerateConfiguration": {
+                    "type": "KNOWLEDGE_BASE", "knowledgeBaseConfiguration": {
+                        "knowledgeBaseId": knowledge_base_id(kb_tenant), "modelArn": "stand-in",
+                        "retrievalConfiguration": {"vectorSearchConfiguration": _vector_config(mode, k, f)}}}}
+
+            client = clients[tenant]
+            pieces, refs = [], []
+            for event in client.retrieve_and_generate_stream(**request(tenant))["stream"]:
+                if "output" in event:
+                    pieces.append(event["output"]["text"])
+                elif "citation" in event:
+                    refs += event["citation"]["retrievedReferences"]
+            oracle, allowed = checks[tenant], checks[tenant].allowed(f)
+            for ref in refs:
+                r = _as_result(ref)
+                oracle.check_node(r.id, r.text, where)
+                node = oracle.all_nodes[r.id]
+                assert (r.layer, r.doc_id, r.source) == (node.layer, node.doc_id, node.source), where
+                assert r.layer > 0 or r.id in allowed, f"{where}: {r.id} is outside the filter"
+                assert r.layer == 0 or f is None, f"{where}: a summary under a filter"
+            quotes = " ".join(f"{ref['content']['text'].strip()} [{j}]" for j, ref in enumerate(refs, 1))
+            assert "".join(pieces) == quotes, f"{where}: the streamed answer is not the quotes of its references"
+            other = tenants[(i + 1) % len(tenants)]
+            try:
+                client.retrieve_and_generate_stream(**request(other))
+            except client.exceptions.ResourceNotFoundException as exc:
+                assert not words_of(str(exc)) & oracle.foreign, str(exc)
+            else:
+                raise AssertionError(f"{where}: streamed from tenant {other!r}'s knowledge base")
+            checked += len(refs)
+    finally:
+        for server in servers.values():
+            server.shutdown()
+            server.server_close()
+    return checked
