@@ -527,7 +527,8 @@ def _as_result(r: Mapping):
 
     meta = r["metadata"]
     return SimpleNamespace(id=meta["x-eragraph-node-id"], text=r["content"]["text"],
-                           layer=int(meta["x-eragraph-layer"]), doc_id=meta["x-eragraph-doc-id"], source=meta["x-eragraph-source"])
+                           layer=int(meta["x-eragraph-layer"]), doc_id=meta["x-eragraph-doc-id"],
+                           source=meta["x-eragraph-source"])
 
 
 def refuses_foreign_ids(client, tenant: str, tenants: Sequence[str], text: str) -> None:
