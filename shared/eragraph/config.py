@@ -318,9 +318,9 @@ class ProcessSettings:
     server: str = ""                     # ERAGRAPH_SERVER: `eragraph query` asks this `eragraph serve` URL
     stuck_after_seconds: float = 3600.0  # ERAGRAPH_STUCK_AFTER_SECONDS: the reindex function's default age of stuck work
     openai_api_key: str = field(default="", repr=False)  # OPENAI_API_KEY: the bearer key of the OpenAI-compatible server
-    # ERAGRAPH_ANSWER_MODELS: Bedrock model ids a RetrieveAndGenerate request's modelArn may name
-    # besides the configured generator's (comma-separated; "" = that model only), so that a caller
-    # cannot pick any (expensive) model; the function's role must allow invoking each of them
+    # ERAGRAPH_ANSWER_MODELS: Bedrock models (ids or foundation-model ARNs, comma-separated) a
+    # RetrieveAndGenerate request's modelArn may name besides the configured generator's ("" = that
+    # model only), so that a caller cannot pick any (expensive) model; the role must allow each
     answer_models: tuple[str, ...] = ()
 
     @classmethod

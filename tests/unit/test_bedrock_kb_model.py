@@ -41,7 +41,8 @@ def with_model(kb_id: str, model: str) -> dict:
 def bedrock(kb_engine):
     runtime = boto3.client("bedrock-runtime", region_name="us-east-1", aws_access_key_id="x",
                            aws_secret_access_key="x")
-    kb_engine.generator = BedrockGenerator(CONFIGURED, client=runtime, models=(ALLOWED,), max_attempts=1)
+    kb_engine.generator = BedrockGenerator(CONFIGURED, client=runtime, max_attempts=1,  # as the template's ARN list
+                                           models=(f"arn:aws:bedrock:us-east-1::foundation-model/{ALLOWED}",))
     with Stubber(runtime) as stub:
         yield kb_engine, stub
 

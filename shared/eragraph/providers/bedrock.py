@@ -244,7 +244,7 @@ class BedrockGenerator:
         self.model_id = model_id
         self.max_tokens = max_tokens
         self.identity = f"bedrock:{model_id}"
-        self.models = tuple(models)
+        self.models = tuple(bedrock_model_id(m) for m in models)  # ids or model ARNs (the template's)
         self._caller = _BedrockCaller(client, region_name, max_attempts, base_delay, max_delay, sleep)
 
     def for_model(self, name: str) -> BedrockGenerator:
