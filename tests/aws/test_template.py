@@ -127,7 +127,7 @@ def test_roles_are_least_privilege():
 DEFAULT_CONDITIONS = {"UseJwt": False, "HasAlarmEmail": False, "NoAlarmEmail": True, "UseEventBridge": False,
                       "MultiAz": False, "FineGrainedAccess": False, "UseVpc": False, "ReserveQuery": True,
                       "ReserveReindex": True, "UseBedrockReranker": False, "HasAnswerModels": False,
-                      "PublicWebAdapter": True}
+                      "PublicWebAdapter": True, "ReserveStream": True}
 
 
 def resolve_conditions(node, conditions: dict):
@@ -618,6 +618,9 @@ def test_the_stream_function_streams_behind_the_web_adapter_on_an_iam_function_u
     assert ":753240598075:layer:LambdaAdapterLayerX86:" in layer[1]["Fn::Sub"]
     assert TEMPLATE["Parameters"]["WebAdapterLayerArn"]["Default"] == ""
     assert TEMPLATE["Conditions"]["PublicWebAdapter"] == {"Fn::Equals": [{"Ref": "WebAdapterLayerArn"}, ""]}
+    assert fn["ReservedConcurrentExecutions"] == {"Fn::If": ["ReserveStream", {"Ref": "StreamReservedConcurrency"},
+                                                             {"Ref": "AWS::NoValue"}]}
+    assert TEMPLATE["Parameters"]["StreamReservedConcurrency"]["Default"] == 10
     assert TEMPLATE["Outputs"]["StreamUrl"]["Value"] == {"Fn::GetAtt": ["StreamFunctionUrl", "FunctionUrl"]}
 
 
