@@ -153,3 +153,30 @@ def test_trust_comes_from_the_environment():
     assert TenantIdentity.from_env({}).trust_request_context is False
     assert TenantIdentity.from_env({"ERAGRAPH_TRUST_REQUEST_CONTEXT": "true"}).trust_request_context is True
     assert TenantIdentity.from_env({"ERAGRAPH_TRUST_REQUEST_CONTEXT": "false"}).trust_request_context is False
+
+
+def test_the_readmes_recipe_signs_for_the_function_url():
+    """The README's client for the function URL: SigV4 with the service name ``lambda``."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    recipe = re.search(r"def sign_as_lambda\(request, \*\*_\):.*\n.*\n", readme).group(0)
+    scope: dict = {}
+    exec(recipe, scope)  # noqa: S102 (the README's own lines)
+    client = boto3.client("bedrock-agent-runtime", region_name="us-east-1", aws_access_key_id="AKIDEXAMPLE",
+                          aws_secret_access_key="secret", endpoint_url="https://abc.lambda-url.us-east-1.on.aws")
+    client.meta.events.register("before-sign.bedrock-agent-runtime", scope["sign_as_lambda"])
+    seen = []
+
+    class Signed(Exception):
+        pass
+
+    def capture(request, **_):
+        seen.append(request.headers["Authorization"].decode())
+        raise Signed  # sent nowhere
+
+    client.meta.events.register_first("before-send.bedrock-agent-runtime.*", capture)
+    with pytest.raises(Signed):
+        client.retrieve_and_generate_stream(**ask(knowledge_base_id("a")))
+    assert "/us-east-1/lambda/aws4_request" in seen[0]
