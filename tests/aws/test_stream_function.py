@@ -46,7 +46,7 @@ def request_context(role: str | None) -> dict:
     if role is None:
         context.pop("authorizer")
     else:
-        context["authorizer"]["iam"]["userArn"] = f"arn:aws:sts::123456789012:assumed-role/{role}/session-1"
+        context["authorizer"]["iam"]["userArn"] = f"arn:aws:sts::123456789012:assumed-role/{role}/reader-1"
     return context
 
 
