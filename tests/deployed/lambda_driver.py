@@ -135,8 +135,10 @@ class BedrockStub:
         match = re.search(r"Evidence 1 \[[^\]]*\]:\n(.+?)(?:\n\n(?:Evidence|Question)|$)", prompt, re.S)
         block = " ".join(match.group(1).split()) if match else ""
         text = (re.split(r"(?<=[.!?])\s", block)[0] + " [1]") if block else "I do not know."
+        from urllib.parse import unquote
+
         self.calls += 1
-        self.conversations.append(text)
+        self.conversations.append({"model": unquote(params["url_path"].split("/")[2]), "text": text})
         words = len(re.findall(r"\w+", prompt))
         return self._response(200, {"output": {"message": {"role": "assistant", "content": [{"text": text}]}},
                                     "stopReason": "end_turn", "metrics": {"latencyMs": 1},

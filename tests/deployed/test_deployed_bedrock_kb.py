@@ -21,7 +21,9 @@ pytestmark = pytest.mark.timeout(900)
 
 SKY = ("sample-jupiter", "sample-europa", "sample-galileo", "sample-titan", "sample-saturn")
 EARTH = ("sample-nile", "sample-amazon", "sample-danube", "sample-vistula")
-GENERATING = {**SMALL_GRAPH, "ERAGRAPH_GENERATOR": "bedrock"}
+MODEL = "anthropic.claude-3-haiku-20240307-v1:0"  # one the deployment allows (the template's AnswerModelArns)
+MODEL_ARN = f"arn:aws:bedrock:us-east-1::foundation-model/{MODEL}"
+GENERATING = {**SMALL_GRAPH, "ERAGRAPH_GENERATOR": "bedrock", "ERAGRAPH_ANSWER_MODELS": MODEL_ARN}
 
 
 def topic(key: str) -> str:
@@ -44,9 +46,19 @@ def ingested(cloud, functions):
     return {f"s3://{cloud.bucket}/{key}": topic(key) for key in docs}
 
 
+REPLIES: list[dict] = []  # the driver's replies to the query function's events, newest last
+
+
+def invoke(query_fn, event: dict) -> dict:
+    reply = query_fn.invoke(event)
+    REPLIES.append(reply)
+    assert reply["ok"], reply
+    return reply["result"]
+
+
 @pytest.fixture(scope="module")
 def client(functions):
-    return kb_client(functions["query"].result)
+    return kb_client(lambda event: invoke(functions["query"], event))
 
 
 KB = knowledge_base_id("")  # the default tenant's (SMALL_GRAPH: an untagged caller)
@@ -82,8 +94,7 @@ def test_retrieve_and_generate(client, functions, ingested):
                                        retrieveAndGenerateConfiguration={
                                            "type": "KNOWLEDGE_BASE", "knowledgeBaseConfiguration": {
                                                "knowledgeBaseId": KB,
-                                               "modelArn": "arn:aws:bedrock:us-east-1::foundation-model/"
-                                                           "anthropic.claude-3-haiku-20240307-v1:0",
+                                               "modelArn": MODEL_ARN,
                                                "retrievalConfiguration": {"vectorSearchConfiguration": {
                                                    "numberOfResults": 3, "overrideSearchType": "SEMANTIC"}}}})
     text = out["output"]["text"]
@@ -95,6 +106,9 @@ def test_retrieve_and_generate(client, functions, ingested):
     assert refs and text[:-4].strip() in " ".join(refs[0]["content"]["text"].split())
     assert refs[0]["location"]["s3Location"]["uri"] in ingested
     assert out["sessionId"]
+    # the function's Bedrock client called Converse with the model modelArn names
+    assert REPLIES[-1]["bedrock_answers"][-1] == {"model": MODEL, "text": text}
+    assert REPLIES[-1]["bedrock_refused"] == []
 
 
 def test_langchain_retriever(client, ingested):
