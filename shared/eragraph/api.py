@@ -51,6 +51,7 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from pydantic import BaseModel, ConfigDict, Field
 
 from .domain.model import LexicalIndexMissing
+from .providers.prompts import ModelCallError
 from .domain.rerank import RerankSpec
 from .domain.tenants import MAX_LENGTH as TENANT_MAX_LENGTH
 from .validation import describe_all
@@ -300,6 +301,13 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
     def bad_query(exc: query_service.BadQueryError) -> Response:
         return Response(status_code=400, content_type=content_types.APPLICATION_JSON,
                         body={"statusCode": 400, "message": str(exc)})
+
+    @app.exception_handler(ModelCallError)
+    def model_failed(exc: ModelCallError) -> Response:
+        # a model provider (embedder, reranker, generator) gave up after its retries: the
+        # request was sound, an upstream service was not
+        return Response(status_code=502, content_type=content_types.APPLICATION_JSON,
+                        body={"statusCode": 502, "message": f"a model call failed: {exc}"})
 
     @app.exception_handler(LexicalIndexMissing)
     def lexical_missing(exc: LexicalIndexMissing) -> Response:

@@ -39,6 +39,7 @@ from .domain.knowledge_base import knowledge_base_id, tenant_of
 from .domain.model import BadInputError
 from .domain.rerank import RerankSpec
 from .ports import Answer
+from .providers.prompts import ModelCallError
 from .services import query as query_service
 from .services.generation import stream_answer
 from .services.engine import Engine
@@ -55,7 +56,7 @@ class KbError(Exception):
     """A modelled error of the service: ``code`` is its shape name (the x-amzn-errortype)."""
 
     STATUS = {"ValidationException": 400, "AccessDeniedException": 403, "ResourceNotFoundException": 404,
-              "ThrottlingException": 429}
+              "ThrottlingException": 429, "DependencyFailedException": 424}
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -152,6 +153,8 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
                                        rerank=rerank, answer=answer)
     except (query_service.BadQueryError, BadInputError) as exc:
         raise KbError("ValidationException", str(exc)) from None
+    except ModelCallError as exc:  # the embedder, reranker or generator gave up: Bedrock's dependency error
+        raise KbError("DependencyFailedException", f"a model call failed: {exc}") from None
     page = response.results[offset:offset + wanted]
     metas: dict[str, dict] = {}
     for doc_id in {r.doc_id for r in page}:  # at most k reads, never the store
@@ -198,7 +201,18 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any]) -> Iterat
     _, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {})
     pieces: list[str] = []
     final: Answer | None = None
-    for item in stream_answer(engine.generator, question, [(r.id, r.text) for r in page], graph=engine.graph):
+    answer = stream_answer(engine.generator, question, [(r.id, r.text) for r in page], graph=engine.graph)
+    while True:
+        try:
+            item = next(answer, None)
+        except ModelCallError as exc:
+            if not pieces:  # nothing sent yet: the modelled JSON error
+                raise KbError("DependencyFailedException", f"a model call failed: {exc}") from None
+            # mid-stream: the stream's own exception event, which boto3's EventStream raises
+            yield eventstream.exception("dependencyFailedException", f"the answer broke off: {exc}")
+            return
+        if item is None:
+            break
         if isinstance(item, Answer):
             final = item
         else:

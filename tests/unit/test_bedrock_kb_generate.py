@@ -188,3 +188,70 @@ def test_serve_streams_the_first_event_before_the_generator_finishes(kb_engine):
     finally:
         server.shutdown()
         server.server_close()
+
+
+class FailingGenerator(CitingGenerator):
+    """A model that gives up (providers.prompts.ModelCallError), at once or after ``after`` pieces."""
+
+    def __init__(self, after: int | None = None) -> None:
+        super().__init__()
+        self.after = after
+
+    def answer(self, question, evidence, **_):
+        from eragraph.providers.prompts import ModelCallError
+
+        raise ModelCallError("Bedrock answer failed: ModelErrorException: the model broke")
+
+    def stream(self, question, evidence, **_):
+        from eragraph.providers.prompts import ModelCallError
+
+        for n in range(self.after or 0):
+            yield f"piece{n} "
+        raise ModelCallError("Bedrock answer stream broke")
+
+
+def test_a_failed_model_call_is_a_dependency_failure_not_a_500(kb_engine):
+    """The model gave up: RetrieveAndGenerate raises boto3's DependencyFailedException, the
+    stream raises it before its first frame, or ends in the stream's own exception event after
+    pieces were sent; POST /query answers 502 with the reason."""
+    from botocore.exceptions import EventStreamError
+    from botocore.eventstream import EventStream
+    from botocore.parsers import EventStreamJSONParser
+
+    from eragraph.bedrock_kb import retrieve_and_generate_stream, service_model
+
+    kb_engine.generator = FailingGenerator()
+    client = client_of(kb_engine)
+    with pytest.raises(client.exceptions.DependencyFailedException) as info:
+        client.retrieve_and_generate(**request(knowledge_base_id("")))
+    assert "the model broke" in str(info.value)
+
+    from eragraph.bedrock_kb import KbError
+
+    with pytest.raises(KbError) as before:
+        next(retrieve_and_generate_stream(kb_engine, request(knowledge_base_id(""))))
+    assert before.value.code == "DependencyFailedException" and before.value.status == 424
+
+    kb_engine.generator = FailingGenerator(after=2)
+    frames = retrieve_and_generate_stream(kb_engine, request(knowledge_base_id("")))
+
+    class Raw:
+        def stream(self, **_):
+            yield from frames
+
+    shape = service_model().operation_model("RetrieveAndGenerateStream").output_shape.members["stream"]
+    seen = []
+    with pytest.raises(EventStreamError) as mid:
+        for ev in EventStream(Raw(), shape, EventStreamJSONParser(), "RetrieveAndGenerateStream"):
+            seen.append(ev)
+    assert seen == [{"output": {"text": "piece0 "}}, {"output": {"text": "piece1 "}}]
+    assert mid.value.response["Error"]["Code"] == "dependencyFailedException"
+
+    kb_engine.generator = FailingGenerator()
+    app = make_app(lambda _tenant: kb_engine, tenant_of=lambda _event: kb_engine.tenant)
+    event = {"version": "2.0", "routeKey": "$default", "rawPath": "/query", "rawQueryString": "",
+             "headers": {"content-type": "application/json"}, "isBase64Encoded": False,
+             "body": json.dumps({"query": "Who writes the ship log?", "mode": "dense", "answer": True}),
+             "requestContext": {"http": {"method": "POST", "path": "/query"}, "requestId": "r2", "stage": "$default"}}
+    out = app.resolve(event, None)
+    assert out["statusCode"] == 502 and "the model broke" in json.loads(out["body"])["message"]
