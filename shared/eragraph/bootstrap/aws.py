@@ -8,6 +8,8 @@ the SAM template sets on every function:
     ERAGRAPH_OPENSEARCH_INDEX      index name (default ``eragraph-nodes``)
     ERAGRAPH_OPENSEARCH_ENTITY_INDEX  index of entity-name (and sentence) vectors
                                    (default ``eragraph-entities``)
+    ERAGRAPH_REINDEX_QUEUE_URL     FIFO queue of the reindex's per-tenant audits (the reindex
+                                   function only: reindex_queue)
     ERAGRAPH_OPENSEARCH_REPLICAS   replicas of a newly created index: data nodes - 1
                                    (the template derives it from the domain's node count)
     AWS_REGION                     set by Lambda itself
@@ -216,6 +218,25 @@ class LazyEngine:
 
 
 LAMBDA_ENGINE = LazyEngine("aws")
+_REINDEX_QUEUE: list[Any] = []
+
+
+def reindex_queue(environ: Mapping[str, str] | None = None) -> Any:
+    """The reindex function's queue of tenant audits (adapters.aws.reindex_queue), from
+    ERAGRAPH_REINDEX_QUEUE_URL; built once per container."""
+    env = os.environ if environ is None else environ
+    _require(env, "ERAGRAPH_REINDEX_QUEUE_URL")
+    url = env["ERAGRAPH_REINDEX_QUEUE_URL"]
+    if not _REINDEX_QUEUE or _REINDEX_QUEUE[0].url != url:
+        import boto3
+
+        from ..adapters.aws.reindex_queue import ReindexQueue
+
+        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
+        client = boto3.session.Session(region_name=region).client(
+            "sqs", endpoint_url=env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None)
+        _REINDEX_QUEUE[:] = [ReindexQueue(url, client)]
+    return _REINDEX_QUEUE[0]
 
 
 @contextmanager
