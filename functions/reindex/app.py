@@ -21,6 +21,7 @@ from eragraph.services import reindex, reindex_schedule
 logger, metrics, tracer = powertools()
 LAMBDA_ENGINE.cold_start("embedder", "ner", "summarizer")  # fails the init if a provider it uses is missing
 processor = SqsFifoPartialProcessor(skip_group_on_error=True)  # one group per tenant
+processor.raise_on_entire_batch_failure = False  # BatchSize 1: a poison record is a failure item, redriven to the DLQ
 
 
 def stuck_after(request: ReindexRequest) -> float:

@@ -20,8 +20,20 @@ TEXT = ("Comet observers at the mountain observatory used the great telescope to
         "The telescope is called Starglass and the comet is named Vellichor. ") * 6
 
 
+@pytest.fixture(autouse=True)
+def few_partitions(monkeypatch):
+    """Fewer ref and segment partitions, before any write. The store pays one Query per
+    partition of a layer read whole (layer_refs: 2^8 at layer 0, 64 segment buckets), which
+    costs about 30 ms each in moto and is what made this file's audits take minutes; the layout
+    itself (what a page or a continuation reads) is the same at any partition count."""
+    from eragraph.adapters.aws import dynamodb
+
+    monkeypatch.setattr(dynamodb, "SHARD_BITS", 2)
+    monkeypatch.setattr(dynamodb, "SEGMENT_BUCKETS", 2)
+
+
 @pytest.fixture
-def audit_queue(aws_engine, monkeypatch):
+def audit_queue(few_partitions, aws_engine, monkeypatch):
     """The template's ReindexQueue in moto; its URL where the reindex function reads it."""
     import boto3
 
