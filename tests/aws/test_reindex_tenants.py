@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from aws_helpers import BUCKET, LambdaContext, event, load_handler
-from contract.aws_factories import REGION, load_template
+from aws_helpers import BUCKET, LambdaContext, deliver, event, load_handler, published, receive
+from contract.aws_factories import load_template
 from eragraph.services import reindex as reindex_service
 from eragraph.services import reindex_schedule
 
@@ -21,76 +21,8 @@ TEXT = ("Comet observers at the mountain observatory used the great telescope to
 
 
 @pytest.fixture(autouse=True)
-def few_partitions(monkeypatch):
-    """Fewer ref and segment partitions, before any write. The store pays one Query per
-    partition of a layer read whole (layer_refs: 2^8 at layer 0, 64 segment buckets), which
-    costs about 30 ms each in moto and is what made this file's audits take minutes; the layout
-    itself (what a page or a continuation reads) is the same at any partition count."""
-    from eragraph.adapters.aws import dynamodb
-
-    monkeypatch.setattr(dynamodb, "SHARD_BITS", 2)
-    monkeypatch.setattr(dynamodb, "SEGMENT_BUCKETS", 2)
-
-
-@pytest.fixture
-def audit_queue(few_partitions, aws_engine, monkeypatch):
-    """The template's ReindexQueue in moto; its URL where the reindex function reads it."""
-    import boto3
-
-    props = load_template()["Resources"]["ReindexQueue"]["Properties"]
-    keep = ("FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
-    attributes = {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in props.items() if k in keep}
-    attributes["VisibilityTimeout"] = "30"
-    url = boto3.client("sqs", region_name=REGION).create_queue(QueueName="eragraph-test-reindex.fifo",
-                                                               Attributes=attributes)["QueueUrl"]
-    monkeypatch.setenv("ERAGRAPH_REINDEX_QUEUE_URL", url)
-    return url
-
-
-def receive(url: str) -> list[dict]:
-    import boto3
-
-    sqs = boto3.client("sqs", region_name=REGION)
-    return sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]).get("Messages", [])
-
-
-def as_records(messages: list[dict]) -> dict:
-    """The SQS event source's event for ``messages`` (as moto returned them)."""
-    return {"Records": [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
-                         "attributes": m["Attributes"], "messageAttributes": {}, "md5OfBody": m["MD5OfBody"],
-                         "eventSource": "aws:sqs", "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:eragraph-test-reindex.fifo",
-                         "awsRegion": REGION} for m in messages]}
-
-
-def deliver(url: str, reindex, context, caplog, limit: int = 200) -> list[dict]:
-    """Run the queue's messages through the handler one at a time (BatchSize 1), deleting each
-    handled one (the event source does), until the queue is empty; the reports logged."""
-    import boto3
-
-    sqs = boto3.client("sqs", region_name=REGION)
-    reports = []
-    for _ in range(limit):
-        got = receive(url)
-        if not got:
-            return reports
-        for message in got:
-            caplog.clear()
-            out = reindex.handler(as_records([message]), context)
-            assert out == {"batchItemFailures": []}, out
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-            reports += [r.report for r in caplog.records if r.getMessage().startswith("tenant audit")]
-    raise AssertionError("the reindex queue never emptied")
-
-
-def published(out: str) -> dict:
-    values = {}
-    for line in out.splitlines():
-        if line.startswith("{") and "_aws" in line:
-            blob = json.loads(line)
-            for spec in blob["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
-                value = blob[spec["Name"]]
-                values[spec["Name"]] = value[0] if isinstance(value, list) else value
-    return values
+def _few_partitions(few_partitions):
+    """Every test here runs on the smaller partition layout (aws_helpers.few_partitions)."""
 
 
 def ingest_docs(engine, n: int = 3) -> None:
@@ -158,7 +90,7 @@ def test_a_deadline_continues_the_audit_with_nothing_audited_twice_or_skipped(aw
     the margin): the audit goes on in continuations, each step runs once, and the vector step
     asks for each live node's vector exactly once across its pages."""
     engine, _, _ = aws_engine
-    ingest_docs(engine, 3)
+    ingest_docs(engine, 2)
     live = {r.node_id for layer in engine.graph.layer_sizes() for r in engine.graph.layer_refs(layer)}
     dropped = sorted(live)[::4]
     engine.vectors.delete(dropped)
