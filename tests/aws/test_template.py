@@ -56,7 +56,10 @@ def test_every_environment_variable_read_is_set_by_the_template():
         assert reads <= env | own, (name, reads - env - own)
     bootstrap = _env_reads(ROOT / "shared/eragraph/bootstrap/aws.py")
     optional = {"ERAGRAPH_AWS_ENDPOINT_URL", "ERAGRAPH_OPENSEARCH_SERVICE"}  # local clouds / serverless only
-    assert bootstrap - optional <= env, bootstrap - optional - env
+    one_function = {"ERAGRAPH_REINDEX_QUEUE_URL": "ReindexFunction"}  # read by that function's wiring only
+    for name, fn in one_function.items():
+        assert name in RES[fn]["Properties"]["Environment"]["Variables"], (fn, name)
+    assert bootstrap - optional - set(one_function) <= env, bootstrap - optional - set(one_function) - env
     from eragraph.bootstrap.aws import REQUIRED
     assert set(REQUIRED) <= env
 
@@ -75,7 +78,7 @@ def test_queues_have_dlqs_timeouts_and_alarms():
             redrive = queue["RedrivePolicy"]
             assert 1 <= redrive["maxReceiveCount"] <= 10
             dlqs.add(redrive["deadLetterTargetArn"]["Fn::GetAtt"][0])
-    assert dlqs == {"IngestDeadLetterQueue", "SummarizeDeadLetterQueue"}
+    assert dlqs == {"IngestDeadLetterQueue", "SummarizeDeadLetterQueue", "ReindexDeadLetterQueue"}
     assert RES["SummarizeQueue"]["Properties"]["FifoQueue"] is True
     alarmed = {a["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in of_type("AWS::CloudWatch::Alarm").values()
                if a["Properties"]["Namespace"] == "AWS/SQS"}
@@ -519,8 +522,33 @@ def test_concurrency_is_bounded_by_parameters():
         reserved = resolve_conditions(RES[fn]["Properties"], {})["ReservedConcurrentExecutions"]
         assert reserved == {"Ref": param}
         assert TEMPLATE["Parameters"][param]["Default"] > 0
-    for param in ("IngestMaxConcurrency", "SummarizeMaxConcurrency"):
+    for param in ("IngestMaxConcurrency", "SummarizeMaxConcurrency", "ReindexMaxConcurrency"):
         assert TEMPLATE["Parameters"][param]["MinValue"] >= 2  # Lambda's minimum
+
+
+def test_the_reindex_audits_tenants_from_a_fifo_queue_with_a_dlq():
+    """One message per tenant on a FIFO queue (a group per tenant), one record per invocation,
+    at most ReindexMaxConcurrency at once, below the reserved concurrency so the schedule's
+    fan-out still finds room; a message failing 3 times lands in an alarmed DLQ."""
+    queue = RES["ReindexQueue"]["Properties"]
+    assert queue["FifoQueue"] is True and queue["ContentBasedDeduplication"] is False
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["ReindexDeadLetterQueue", "Arn"]}
+    assert RES["ReindexDeadLetterQueue"]["Properties"]["FifoQueue"] is True
+    fn = RES["ReindexFunction"]["Properties"]
+    source = fn["Events"]["TenantAudits"]["Properties"]
+    assert source["Queue"] == {"Fn::GetAtt": ["ReindexQueue", "Arn"]} and source["BatchSize"] == 1
+    assert source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert source["ScalingConfig"]["MaximumConcurrency"] == {"Ref": "ReindexMaxConcurrency"}
+    params = TEMPLATE["Parameters"]
+    assert params["ReindexMaxConcurrency"]["Default"] < params["ReindexReservedConcurrency"]["Default"]
+    assert fn["Environment"]["Variables"]["ERAGRAPH_REINDEX_QUEUE_URL"] == {"Ref": "ReindexQueue"}
+    role = json.dumps(RES["ReindexRole"]["Properties"]["Policies"])
+    assert json.dumps({"Fn::GetAtt": ["ReindexQueue", "Arn"]}) in role
+    dlq = RES["ReindexDeadLetterAlarm"]["Properties"]
+    assert dlq["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["ReindexDeadLetterQueue", "QueueName"]}
+    assert dlq["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+    late = RES["TenantsNotAuditedAlarm"]["Properties"]
+    assert late["MetricName"] == "TenantsNotAudited24h" and late["TreatMissingData"] == "breaching"
 
 
 ALARMED = {("AWS/SQS", "ApproximateAgeOfOldestMessage"), ("AWS/ApiGateway", "5xx"), ("AWS/ApiGateway", "Latency"),
