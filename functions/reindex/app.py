@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, proce
 
 from eragraph.adapters.aws.reindex_event import InvalidReindexEvent, ReindexRequest, parse_event, run_id  # noqa: F401
 from eragraph.adapters.aws.reindex_queue import audit_message, is_sqs_event, parse_body
-from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools, reindex_queue
+from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools, priced, reindex_queue
 from eragraph.config import ProcessSettings
 from eragraph.services import reindex, reindex_schedule
 
@@ -53,6 +53,7 @@ def audit_record(record, lambda_context=None) -> None:
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@priced(metrics, logger)  # the invocation's Bedrock spend, priced from the ledger's table
 @tracer.capture_lambda_handler
 def handler(event, context):
     if is_sqs_event(event):

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -55,6 +55,35 @@ def powertools() -> tuple[Any, Any, Any]:
 
     namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Eragraph"
     return Logger(), Metrics(namespace=namespace), Tracer()
+
+
+def priced(metrics: Any, logger: Any = None, environ: Mapping[str, str] | None = None) -> Callable:
+    """Handler decorator (inside ``metrics.log_metrics``): the model calls the invocation records
+    in the cost ledger (services.cost.track), Bedrock's priced with the ledger's price table
+    (config.DEFAULT_PRICES with ERAGRAPH_PRICES), published as the ``BedrockSpendUSD`` metric
+    that the BedrockSpend alarm sums per day. A Bedrock model without a price is logged, not
+    counted as free."""
+    import functools
+
+    from ..services import cost
+
+    prices = settings_from_env(dict(os.environ if environ is None else environ)).price_table()
+
+    def wrap(handler: Callable) -> Callable:
+        @functools.wraps(handler)
+        def run(event: Any, context: Any) -> Any:
+            with cost.track() as calls:
+                try:
+                    return handler(event, context)
+                finally:
+                    usd, unpriced = cost.bedrock_spend(calls, prices)
+                    if any(c.model.startswith("bedrock:") for c in calls):
+                        metrics.add_metric("BedrockSpendUSD", "None", round(usd, 8))
+                    if unpriced and logger is not None:
+                        logger.warning("Bedrock calls without a price (set ERAGRAPH_PRICES)",
+                                       extra={"reason": "unpriced-model", "models": unpriced})
+        return run
+    return wrap
 
 
 DEFAULT_INDEX = "eragraph-nodes"
