@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from aws_helpers import ROOT, load_handler
+from aws_helpers import ROOT, load_handler, production_template
 
 from contract.aws_factories import load_template
 
@@ -116,7 +116,7 @@ def test_roles_are_least_privilege():
 # the template's conditions at its parameters' defaults (a test names those it sets otherwise)
 DEFAULT_CONDITIONS = {"UseJwt": False, "HasAlarmEmail": False, "NoAlarmEmail": True, "UseEventBridge": False,
                       "MultiAz": False, "FineGrainedAccess": False, "UseVpc": False, "ReserveQuery": True,
-                      "ReserveReindex": True}
+                      "ReserveReindex": True, "CreateVpcEndpoints": False, "CreateGatewayEndpoints": False}
 
 
 def resolve_conditions(node, conditions: dict):
@@ -480,28 +480,10 @@ def test_checkov_finds_nothing_unexplained():
 
 def test_cfn_lint_clean_in_the_production_settings(tmp_path):
     """The template with the production options on (multi-AZ with a replica, fine-grained access
-    control, a VPC endpoint, JWT, an alarm subscriber) is as clean as with the defaults."""
+    control, a VPC with its endpoints, JWT, an alarm subscriber) is as clean as with the defaults."""
     if shutil.which("cfn-lint") is None:
         pytest.skip("cfn-lint not installed")
-    text = (ROOT / "template.yaml").read_text()
-    production = {"OpenSearchMultiAz": '"true"', "OpenSearchFineGrainedAccess": '"true"',
-                  "OpenSearchInstanceCount": '"2"', "OpenSearchSubnetIds": "subnet-0a1b2c3d,subnet-4e5f6a7b",
-                  "OpenSearchSecurityGroupIds": "sg-0a1b2c3d", "ApiAuthMode": "JWT",
-                  "JwtIssuer": "https://issuer.example.com", "JwtAudience": "client",
-                  "AlarmEmail": "ops@example.com", "QueryReservedConcurrency": "0"}
-    lines = text.splitlines()
-    current = None
-    for i, line in enumerate(lines):
-        if line.startswith("  ") and not line.startswith("   ") and line.rstrip().endswith(":"):
-            current = line.strip()[:-1]
-        if current in production and line.startswith("    Default:"):
-            lines[i] = f"    Default: {production[current]}"
-    copy = tmp_path / "template.yaml"
-    copy.write_text("\n".join(lines) + "\n")
-    from contract.aws_factories import load_template as load
-
-    params = load(copy)["Parameters"]
-    assert all(str(params[k]["Default"]) == production[k].strip('"') for k in production), "defaults not replaced"
+    copy = production_template(tmp_path)
     out = subprocess.run(["cfn-lint", str(copy)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -604,3 +586,35 @@ def test_production_options_are_parameters():
     dev = resolve_conditions(RES, {})["SearchDomain"]["Properties"]
     assert dev["ClusterConfig"]["ZoneAwarenessEnabled"] is False
     assert "VPCOptions" not in dev and "AdvancedSecurityOptions" not in dev
+
+
+ENDPOINTS = {"SqsEndpoint": ("sqs", "Interface"), "BedrockRuntimeEndpoint": ("bedrock-runtime", "Interface"),
+             "LogsEndpoint": ("logs", "Interface"), "MonitoringEndpoint": ("monitoring", "Interface"),
+             "S3GatewayEndpoint": ("s3", "Gateway"), "DynamoDbGatewayEndpoint": ("dynamodb", "Gateway")}
+
+
+def test_vpc_endpoints_exist_only_when_the_vpc_is_given():
+    """With VpcId (and OpenSearchSubnetIds) the functions reach S3, DynamoDB, SQS, Bedrock and
+    CloudWatch without a NAT; with the defaults no endpoint is created."""
+    conditions = TEMPLATE["Conditions"]
+    vpc, given = conditions["CreateVpcEndpoints"]["Fn::And"]  # (the loader spells !Condition Fn::Condition)
+    assert list(vpc.values()) == ["UseVpc"] and given == {"Fn::Not": [{"Fn::Equals": [{"Ref": "VpcId"}, ""]}]}
+    assert list(conditions["CreateGatewayEndpoints"]["Fn::And"][0].values()) == ["CreateVpcEndpoints"]
+    endpoints = of_type("AWS::EC2::VPCEndpoint")
+    assert set(endpoints) == set(ENDPOINTS)
+    for name, (service, kind) in ENDPOINTS.items():
+        props = endpoints[name]["Properties"]
+        assert props["ServiceName"] == {"Fn::Sub": f"com.amazonaws.${{AWS::Region}}.{service}"}
+        assert props["VpcEndpointType"] == kind and props["VpcId"] == {"Ref": "VpcId"}
+        if kind == "Interface":
+            assert endpoints[name]["Condition"] == "CreateVpcEndpoints" and props["PrivateDnsEnabled"] is True
+            assert props["SubnetIds"] == {"Ref": "OpenSearchSubnetIds"}  # where the functions run
+            assert props["SecurityGroupIds"] == {"Ref": "OpenSearchSecurityGroupIds"}
+        else:
+            assert endpoints[name]["Condition"] == "CreateGatewayEndpoints"
+            assert props["RouteTableIds"] == {"Ref": "VpcRouteTableIds"}
+    assert not set(ENDPOINTS) & set(resolve_conditions(RES, {}))
+    on = resolve_conditions(RES, {"UseVpc": True, "CreateVpcEndpoints": True, "CreateGatewayEndpoints": True})
+    assert set(ENDPOINTS) <= set(on)
+    params = TEMPLATE["Parameters"]
+    assert params["VpcId"]["Default"] == "" and params["VpcRouteTableIds"]["Default"] == ""
