@@ -618,3 +618,10 @@ def test_vpc_endpoints_exist_only_when_the_vpc_is_given():
     assert set(ENDPOINTS) <= set(on)
     params = TEMPLATE["Parameters"]
     assert params["VpcId"]["Default"] == "" and params["VpcRouteTableIds"]["Default"] == ""
+
+
+def test_every_parameter_is_in_the_readme():
+    """The README names every parameter (with its default and why)."""
+    readme = (ROOT / "README.md").read_text()
+    missing = [p for p in TEMPLATE["Parameters"] if f"`{p}`" not in readme]
+    assert not missing, f"add to the README (Deploy to AWS): {missing}"
