@@ -1,5 +1,6 @@
 """Which parts of the ``eragraph`` package the Lambda functions can import, so that CoreLayer
-ships those and nothing else (no CLI, server, benchmarks, training, local adapters, samples).
+ships those and nothing else (no CLI, benchmarks, training, local adapters, samples; the ASGI
+server module is there for the stream function, which runs it behind the Lambda Web Adapter).
 
 The closure starts at the handlers (``functions/*/app.py``) and follows every import it can see
 in the source: module-level imports, imports inside functions (eragraph imports most adapters

@@ -17,11 +17,12 @@ is a domain.rerank.RerankSpec; ``nextToken`` is an offset into the ranked result
 still decides the tenant, so another tenant's id is AccessDeniedException and an id of no
 tenant is ResourceNotFoundException. Needs the ``aws`` extra (botocore).
 
-RetrieveAndGenerate answers with the engine's generator; RetrieveAndGenerateStream's frames
+RetrieveAndGenerate answers with the engine's generator (on AWS, the Bedrock model ``modelArn``
+names, if the deployment allows it: ``check_generate``); RetrieveAndGenerateStream's frames
 (``retrieve_and_generate_stream``, framed by eragraph.eventstream) are sent as they are made by
-``eragraph serve`` (eragraph.server). The API Gateway function does not stream: Python Lambda has
-no native response streaming, so the AWS path (a function URL in RESPONSE_STREAM mode with the
-Lambda Web Adapter running eragraph.server's ASGI app) is not built yet."""
+eragraph.server's ASGI app: under ``eragraph serve``, and on AWS in the stream function (a
+function URL in RESPONSE_STREAM mode, the Lambda Web Adapter running that app: Python Lambda has
+no native response streaming, and the API Gateway function answers whole responses only)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import base64
 import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from functools import lru_cache
 from typing import Any
 
@@ -52,7 +54,8 @@ META_PREFIX = "x-eragraph-"
 class KbError(Exception):
     """A modelled error of the service: ``code`` is its shape name (the x-amzn-errortype)."""
 
-    STATUS = {"ValidationException": 400, "AccessDeniedException": 403, "ResourceNotFoundException": 404}
+    STATUS = {"ValidationException": 400, "AccessDeniedException": 403, "ResourceNotFoundException": 404,
+              "ThrottlingException": 429}
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -189,7 +192,7 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any]) -> Iterat
     piece the generator yields, each sent as it comes, then one ``citation`` event spanning the
     answer with the results it cites. Errors before the first frame are raised (a KbError);
     the caller validates the request and checks the generator first (``check_generate``)."""
-    config = check_generate(engine, body)
+    config, engine = check_generate(engine, body)
     question = body["input"]["text"]
     _, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {})
     pieces: list[str] = []
@@ -207,21 +210,32 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any]) -> Iterat
                                          "generatedResponsePart": part, "retrievedReferences": refs})
 
 
-def check_generate(engine: Engine, body: dict[str, Any]) -> dict[str, Any]:
-    """The knowledge base configuration of a RetrieveAndGenerate(Stream) request, once a
-    generator is known to answer it."""
+def check_generate(engine: Engine, body: dict[str, Any]) -> tuple[dict[str, Any], Engine]:
+    """The knowledge base configuration of a RetrieveAndGenerate(Stream) request and the engine
+    that answers it, once a generator is known to answer it. A generator that can choose its
+    model (the Bedrock one: ``for_model``) answers with the model ``modelArn`` names, if it is a
+    Bedrock model this deployment allows (else ValidationException); any other generator (a
+    local or OpenAI-compatible one) is the configured one, whatever ``modelArn`` says."""
     config = knowledge_base_config(body)
     if engine.generator is None:
         raise KbError("ValidationException", "RetrieveAndGenerate needs a generator and none is configured "
                       "(set ERAGRAPH_GENERATOR, or call Retrieve for the evidence only)")
-    return config
+    choose = getattr(engine.generator, "for_model", None)
+    if choose is not None:
+        try:
+            generator = choose(config["modelArn"])
+        except BadInputError as exc:
+            raise KbError("ValidationException", str(exc)) from None
+        if generator is not engine.generator:
+            engine = replace(engine, generator=generator)
+    return config, engine
 
 
 def retrieve_and_generate(engine: Engine, body: dict[str, Any]) -> dict[str, Any]:
     """The RetrieveAndGenerate response on ``engine`` (the tenant of the request's knowledge
     base, already resolved): the configured generator answers from the retrieved results, and
     one citation spans the answer with the results it cites (all of them when it names none)."""
-    config = check_generate(engine, body)
+    config, engine = check_generate(engine, body)
     response, page, shaped, _ = _search(engine, body["input"]["text"], config.get("retrievalConfiguration") or {},
                                         answer=True)
     text = response.answer or ""

@@ -318,6 +318,10 @@ class ProcessSettings:
     server: str = ""                     # ERAGRAPH_SERVER: `eragraph query` asks this `eragraph serve` URL
     stuck_after_seconds: float = 3600.0  # ERAGRAPH_STUCK_AFTER_SECONDS: the reindex function's default age of stuck work
     openai_api_key: str = field(default="", repr=False)  # OPENAI_API_KEY: the bearer key of the OpenAI-compatible server
+    # ERAGRAPH_ANSWER_MODELS: Bedrock models (ids or foundation-model ARNs, comma-separated) a
+    # RetrieveAndGenerate request's modelArn may name besides the configured generator's ("" = that
+    # model only), so that a caller cannot pick any (expensive) model; the role must allow each
+    answer_models: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessSettings:
@@ -329,7 +333,9 @@ class ProcessSettings:
             raise ValueError(f"ERAGRAPH_STUCK_AFTER_SECONDS={stuck!r}: not a number of seconds") from None
         return cls(store=env.get("ERAGRAPH_STORE") or "", tenant=env.get("ERAGRAPH_TENANT") or "",
                    server=env.get("ERAGRAPH_SERVER") or "", stuck_after_seconds=stuck_after,
-                   openai_api_key=env.get("OPENAI_API_KEY") or "")
+                   openai_api_key=env.get("OPENAI_API_KEY") or "",
+                   answer_models=tuple(m.strip() for m in (env.get("ERAGRAPH_ANSWER_MODELS") or "").split(",")
+                                       if m.strip()))
 
 
 # Variables the libraries eragraph loads read, which eragraph sets (set through here only).

@@ -48,6 +48,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -122,11 +123,28 @@ def family_of(method: str, path: str, body: bytes) -> str:
 
 
 class ApiApp:
-    """The ASGI app: each HTTP request is resolved in its family's thread pool."""
+    """The ASGI app: each HTTP request is resolved in its family's thread pool.
 
-    def __init__(self, engine: Engine, fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS,
-                 log: bool = False) -> None:
+    ``eragraph serve`` builds it over one engine (every route, the engine's tenant). The stream
+    function on AWS (functions/stream, behind the Lambda Web Adapter) builds it ``stream_only``
+    (POST /retrieveAndGenerateStream and GET /health; anything else is 404) with ``engine`` None and
+    ``identity`` (bootstrap.identity.TenantIdentity: the caller's tenant from the adapter's
+    request-context header), ``engines(tenant)`` (that tenant's engine), ``tenants()`` (another
+    tenant's knowledge base id is AccessDeniedException) and ``admit(tenant)`` (the per-tenant
+    rate limit: 429 ThrottlingException)."""
+
+    def __init__(self, engine: Engine | None, fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS,
+                 log: bool = False, *, identity: Any = None, engines: Callable[[str], Engine] | None = None,
+                 tenants: Callable[[], Any] | None = None, admit: Callable[[str], Any] | None = None,
+                 stream_only: bool = False) -> None:
+        if engine is None and (identity is None or engines is None):
+            raise ValueError("ApiApp needs an engine, or an identity and engines(tenant)")
         self.engine = engine
+        self.identity = identity
+        self.engines = engines
+        self.tenants = tenants
+        self.admit = admit
+        self.stream_only = stream_only
         self.log = log
         self.pools = {"fast": ThreadPoolExecutor(fast_workers, thread_name_prefix="eragraph-fast"),
                       "slow": ThreadPoolExecutor(slow_workers, thread_name_prefix="eragraph-slow")}
@@ -161,7 +179,7 @@ class ApiApp:
                     return
         if scope["type"] != "http":
             return
-        if scope["path"].rstrip("/") == MCP_PATH:
+        if scope["path"].rstrip("/") == MCP_PATH and not self.stream_only:
             await self.serve_mcp(scope, receive, send)
             return
         length = dict(scope["headers"]).get(b"content-length")
@@ -185,6 +203,14 @@ class ApiApp:
         body = b"".join(chunks)
         if scope["path"].rstrip("/") == KB_STREAM_PATH and scope["method"] == "POST":
             await self.serve_kb_stream(scope, send, body)
+            return
+        if self.stream_only:  # the stream function: its readiness check, and nothing else
+            if scope["path"].rstrip("/") == "/health" and scope["method"] in ("GET", "HEAD"):
+                status, message = 200, {"status": "ok"}
+            else:
+                status, message = 404, {"statusCode": 404, "message": f"no route {scope['method']} {scope['path']} "
+                                        f"here: this endpoint serves POST {KB_STREAM_PATH} only"}
+            await self._send(send, scope, status, {"content-type": "application/json"}, json.dumps(message).encode())
             return
         path = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
         query = scope.get("query_string", b"").decode("latin-1")
@@ -225,11 +251,12 @@ class ApiApp:
         loop = asyncio.get_running_loop()
         pool = self.pools["slow"]
         try:
+            caller = self.caller_tenant(scope)  # first: a caller without a tenant gets no work done
             request = parse_body(body.decode("utf-8", errors="replace"))
             bedrock_kb.validate("RetrieveAndGenerateStream", request)
             kb_id = bedrock_kb.knowledge_base_config(request)["knowledgeBaseId"]
-            engine = self.engine
-            bedrock_kb.resolve_tenant(kb_id, engine.tenant, None)
+            tenant = bedrock_kb.resolve_tenant(kb_id, caller, self.tenants)
+            engine = self.engine if self.engines is None else self.engines(tenant)
             frames = bedrock_kb.retrieve_and_generate_stream(engine, request)
             first = await loop.run_in_executor(pool, next, frames, None)  # errors before any frame: JSON
         except BadRequestBody as exc:
@@ -251,6 +278,26 @@ class ApiApp:
             frame = await loop.run_in_executor(pool, next, frames, None)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
+    def caller_tenant(self, scope: dict) -> str:
+        """The caller's tenant: the served engine's, or (``identity``) the one its identity names,
+        after a token of its rate bucket; the refusals are the service's modelled errors."""
+        if self.identity is None:
+            return self.engine.tenant
+        from .bedrock_kb import KbError
+        from .bootstrap.identity import TenantForbidden
+
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            tenant = self.identity.tenant_from_headers(headers)
+        except TenantForbidden as exc:
+            raise KbError("AccessDeniedException", str(exc)) from None
+        if self.admit is not None:
+            decision = self.admit(tenant)
+            if not decision.allowed:
+                raise KbError("ThrottlingException", f"too many requests for this tenant: retry after "
+                              f"{decision.retry_after} s")
+        return tenant
+
     async def _run_in_pool(self, fn, mode: str | None):
         from .services.modes import MODES
 
@@ -271,12 +318,13 @@ class ApiServer:
     at once from ``server_address``/``url``). ``serve_forever`` runs until ``shutdown`` (from
     another thread) or Ctrl-C; ``server_close`` releases the pools and the socket."""
 
-    def __init__(self, engine: Engine, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
-                 fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS) -> None:
+    def __init__(self, engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
+                 fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, *, app: ApiApp | None = None) -> None:
+        """``app``: an app built already (the stream function's), served instead of one over ``engine``."""
         import uvicorn
 
         self.engine = engine
-        self.app = ApiApp(engine, fast_workers, slow_workers, log=log)
+        self.app = app if app is not None else ApiApp(engine, fast_workers, slow_workers, log=log)
         if host in LOOPBACK:  # a page in a browser must not reach /mcp by DNS rebinding
             try:
                 from .mcp_server import loopback_security

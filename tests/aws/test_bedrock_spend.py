@@ -87,10 +87,12 @@ def test_no_bedrock_call_publishes_no_spend(aws_engine, lambda_context, capsys):
 
 def test_every_function_publishes_its_spend_and_the_alarm_sums_it_per_day():
     template = load_template()
-    for name, res in template["Resources"].items():
-        if res["Type"] == "AWS::Serverless::Function" and res["Properties"]["CodeUri"].startswith("functions/"):
-            source = (ROOT / res["Properties"]["CodeUri"] / "app.py").read_text()
-            assert "@metrics.log_metrics\n@priced(metrics, logger)" in source, name
+    handlers = {name for name, res in template["Resources"].items()
+                if res["Type"] == "AWS::Serverless::Function" and res["Properties"]["Handler"] == "app.handler"}
+    assert {"IngestFunction", "SummarizeFunction", "QueryFunction", "ReindexFunction"} <= handlers
+    for name in handlers:
+        source = (ROOT / template["Resources"][name]["Properties"]["CodeUri"] / "app.py").read_text()
+        assert "@metrics.log_metrics\n@priced(metrics, logger)" in source, name
     alarm = template["Resources"]["BedrockSpendAlarm"]["Properties"]
     env = template["Globals"]["Function"]["Environment"]["Variables"]
     assert alarm["MetricName"] == "BedrockSpendUSD" and alarm["Namespace"] == env["POWERTOOLS_METRICS_NAMESPACE"]

@@ -29,9 +29,20 @@ def test_cfn_lint_clean():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+# the functions whose code is an ASGI app the Lambda Web Adapter runs (run.sh), not a handler
+WEB_ADAPTER_FUNCTIONS = {"StreamFunction"}
+
+
 def test_every_handler_is_importable():
     functions = of_type("AWS::Serverless::Function")
-    assert set(functions) == {"IngestFunction", "SummarizeFunction", "QueryFunction", "ReindexFunction"}
+    assert set(functions) == {"IngestFunction", "SummarizeFunction", "QueryFunction", "ReindexFunction",
+                              "StreamFunction"}
+    for name in WEB_ADAPTER_FUNCTIONS:
+        properties = functions.pop(name)["Properties"]
+        folder = ROOT / properties["CodeUri"]
+        assert properties["Handler"] == "run.sh" and (folder / "run.sh").stat().st_mode & 0o111, name
+        assert "app:app" in (folder / "run.sh").read_text()
+        assert callable(load_handler(folder.name).app)  # the ASGI app uvicorn serves
     for fn in functions.values():
         folder = Path(fn["Properties"]["CodeUri"]).name
         module_name, attr = fn["Properties"]["Handler"].split(".")
@@ -98,14 +109,16 @@ def test_api_is_authenticated_and_throttled():
 
 
 def test_roles_are_least_privilege():
-    modes = [{"UseJwt": jwt, "HasAlarmEmail": False, "UseEventBridge": False} for jwt in (False, True)]
+    modes = [{"UseJwt": jwt, "HasAlarmEmail": False, "UseEventBridge": False, "UseBedrockReranker": rerank}
+             for jwt in (False, True) for rerank in (False, True)]
     for name, role in of_type("AWS::IAM::Role").items():
         for policy, mode in ((p, m) for p in role["Properties"]["Policies"] for m in modes):
             for st in resolve_conditions(policy, mode)["PolicyDocument"]["Statement"]:
                 actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
                 assert all("*" not in a for a in actions), (name, actions)
                 resources = st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]
-                assert "*" not in resources, (name, st)
+                # bedrock:Rerank has no resource type (its model is scoped by the RerankModel statement)
+                assert "*" not in resources or actions == ["bedrock:Rerank"], (name, st)
     query = json.dumps(RES["QueryRole"]["Properties"]["Policies"])
     assert "DeleteItem" not in query and "BatchWriteItem" not in query and "ESHttpDelete" not in query
     assert "sqs:" not in query and "s3:" not in query
@@ -116,7 +129,8 @@ def test_roles_are_least_privilege():
 # the template's conditions at its parameters' defaults (a test names those it sets otherwise)
 DEFAULT_CONDITIONS = {"UseJwt": False, "HasAlarmEmail": False, "NoAlarmEmail": True, "UseEventBridge": False,
                       "MultiAz": False, "FineGrainedAccess": False, "UseVpc": False, "ReserveQuery": True,
-                      "ReserveReindex": True, "CreateVpcEndpoints": False, "CreateGatewayEndpoints": False}
+                      "ReserveReindex": True, "CreateVpcEndpoints": False, "CreateGatewayEndpoints": False,
+                      "UseBedrockReranker": False, "HasAnswerModels": False, "PublicWebAdapter": True, "ReserveStream": True}
 
 
 def resolve_conditions(node, conditions: dict):
@@ -261,7 +275,7 @@ def test_every_provider_choice_is_explicit_in_the_environment():
 
 
 def _layer_ids(fn: dict) -> list[str]:
-    return [ref["Ref"] for ref in fn["Properties"].get("Layers", [])]
+    return [ref["Ref"] if "Ref" in ref else "WebAdapterLayer" for ref in fn["Properties"].get("Layers", [])]
 
 
 def test_each_function_gets_exactly_the_layers_it_needs():
@@ -271,9 +285,10 @@ def test_each_function_gets_exactly_the_layers_it_needs():
     expected = {"IngestFunction": ["NlpLayer", "DocsLayer", "CoreLayer"],  # NER of new chunks; PDF/DOCX/HTML
                 "QueryFunction": ["NlpLayer", "CoreLayer"],      # NER of the question, question parser
                 "ReindexFunction": ["NlpLayer", "CoreLayer"],    # re-extracts missing entities
-                "SummarizeFunction": ["BaseLayer", "CoreLayer"]}  # neither
+                "SummarizeFunction": ["BaseLayer", "CoreLayer"],  # neither
+                "StreamFunction": ["WebAdapterLayer", "NlpLayer", "CoreLayer"]}  # the query's, and the adapter
     assert {name: _layer_ids(fn) for name, fn in of_type("AWS::Serverless::Function").items()} == expected
-    used = {layer for ids in expected.values() for layer in ids}
+    used = {layer for ids in expected.values() for layer in ids} - {"WebAdapterLayer"}
     assert used == set(layers)
 
 
@@ -335,6 +350,8 @@ def _decorators(path: Path, name: str = "handler") -> set[str]:
 def test_every_handler_is_traced_and_x_ray_is_on():
     assert TEMPLATE["Globals"]["Function"]["Tracing"] == "Active"
     for name, fn in of_type("AWS::Serverless::Function").items():
+        if name in WEB_ADAPTER_FUNCTIONS:  # no handler to decorate: Lambda traces the invocation
+            continue
         path = ROOT / fn["Properties"]["CodeUri"] / "app.py"
         decorators = _decorators(path)
         assert "tracer.capture_lambda_handler" in decorators, name
@@ -625,3 +642,47 @@ def test_every_parameter_is_in_the_readme():
     readme = (ROOT / "README.md").read_text()
     missing = [p for p in TEMPLATE["Parameters"] if f"`{p}`" not in readme]
     assert not missing, f"add to the README (Deploy to AWS): {missing}"
+def test_the_stream_function_streams_behind_the_web_adapter_on_an_iam_function_url():
+    fn = RES["StreamFunction"]["Properties"]
+    assert fn["FunctionUrlConfig"] == {"AuthType": "AWS_IAM", "InvokeMode": "RESPONSE_STREAM"}
+    env = fn["Environment"]["Variables"]
+    assert env["AWS_LAMBDA_EXEC_WRAPPER"] == "/opt/bootstrap" and env["AWS_LWA_INVOKE_MODE"] == "response_stream"
+    assert f'${{AWS_LWA_PORT:-{env["AWS_LWA_PORT"]}}}' in (ROOT / "functions/stream/run.sh").read_text()
+    assert env["AWS_LWA_READINESS_CHECK_PATH"] == "/health"
+    # the request context is trusted on this function only, and the tenant rules are the query's
+    assert env["ERAGRAPH_TRUST_REQUEST_CONTEXT"] == "true"
+    for name, fn_other in of_type("AWS::Serverless::Function").items():
+        if name != "StreamFunction":
+            assert "ERAGRAPH_TRUST_REQUEST_CONTEXT" not in fn_other["Properties"].get("Environment", {}).get(
+                "Variables", {}), name
+    assert "ERAGRAPH_TRUST_REQUEST_CONTEXT" not in TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]
+    query = RES["QueryFunction"]["Properties"]["Environment"]["Variables"]
+    for name in ("ERAGRAPH_TENANT_TAG", "ERAGRAPH_TENANT_REQUIRED", "ERAGRAPH_TENANT_RATE", "ERAGRAPH_TENANT_BURST"):
+        assert env[name] == query[name], name
+    # the adapter's layer: a parameter, empty = the public layer of this Region
+    layer = fn["Layers"][0]["Fn::If"]
+    assert layer[0] == "PublicWebAdapter" and layer[2] == {"Ref": "WebAdapterLayerArn"}
+    assert ":753240598075:layer:LambdaAdapterLayerX86:" in layer[1]["Fn::Sub"]
+    assert TEMPLATE["Parameters"]["WebAdapterLayerArn"]["Default"] == ""
+    assert TEMPLATE["Conditions"]["PublicWebAdapter"] == {"Fn::Equals": [{"Ref": "WebAdapterLayerArn"}, ""]}
+    assert fn["ReservedConcurrentExecutions"] == {"Fn::If": ["ReserveStream", {"Ref": "StreamReservedConcurrency"},
+                                                             {"Ref": "AWS::NoValue"}]}
+    assert TEMPLATE["Parameters"]["StreamReservedConcurrency"]["Default"] == 10
+    assert TEMPLATE["Outputs"]["StreamUrl"]["Value"] == {"Fn::GetAtt": ["StreamFunctionUrl", "FunctionUrl"]}
+
+
+def test_rerank_and_answer_model_settings_are_parameters_of_the_query_and_stream_functions():
+    params = TEMPLATE["Parameters"]
+    assert params["Reranker"]["Default"] == "none" and params["Reranker"]["AllowedValues"] == ["none", "bedrock"]
+    assert params["RerankModelId"]["Default"] == "amazon.rerank-v1:0"
+    assert params["RerankCandidates"]["Default"] == 20 and params["AnswerModelArns"]["Default"] == ""
+    from eragraph.config import Settings
+
+    Settings(reranker="bedrock", rerank_model=params["RerankModelId"]["Default"],
+             rerank_candidates=params["RerankCandidates"]["Default"])  # values the settings accept
+    for name in ("QueryFunction", "StreamFunction"):
+        env = RES[name]["Properties"]["Environment"]["Variables"]
+        assert env["ERAGRAPH_RERANKER"] == {"Ref": "Reranker"}, name
+        assert env["ERAGRAPH_RERANK_MODEL"] == {"Ref": "RerankModelId"}, name
+        assert env["ERAGRAPH_RERANK_CANDIDATES"] == {"Ref": "RerankCandidates"}, name
+        assert env["ERAGRAPH_ANSWER_MODELS"] == {"Fn::Join": [",", {"Ref": "AnswerModelArns"}]}, name

@@ -12,12 +12,14 @@ from policy_eval import allowed, domain_statements_for, resolve, resource_arns, 
 
 TEMPLATE = load_template()
 IAM = {"UseJwt": False, "HasAlarmEmail": False, "NoAlarmEmail": True, "UseEventBridge": False, "MultiAz": False,
-       "FineGrainedAccess": False, "UseVpc": False, "ReserveQuery": True, "ReserveReindex": True}
+       "FineGrainedAccess": False, "UseVpc": False, "ReserveQuery": True, "ReserveReindex": True,
+       "UseBedrockReranker": False, "HasAnswerModels": False, "PublicWebAdapter": True, "ReserveStream": True}
 JWT = {**IAM, "UseJwt": True}
 ARNS = resource_arns(TEMPLATE)
 DOMAIN = "arn:aws:es:us-east-1:123456789012:domain/eragraph-dev"
 TABLE = ARNS["GraphTable.Arn"]
-ROLES = ("IngestRole", "SummarizeRole", "QueryRole", "ReindexRole")
+ROLES = ("IngestRole", "SummarizeRole", "QueryRole", "ReindexRole", "StreamRole")
+READERS = ("QueryRole", "StreamRole")  # the query function's and the stream function's
 
 
 def es(method: str, path: str) -> tuple[str, str]:
@@ -35,25 +37,28 @@ QUERY_MAY_NOT = [es("POST", "eragraph-nodes/_bulk"), es("PUT", "eragraph-nodes/_
                  es("DELETE", "eragraph-entities")]
 
 
+@pytest.mark.parametrize("role", READERS)
 @pytest.mark.parametrize("conditions", [IAM, JWT], ids=["iam", "jwt"])
 @pytest.mark.parametrize("action, resource", QUERY_MAY_NOT)
-def test_the_query_role_cannot_write_or_delete_in_opensearch(conditions, action, resource):
-    assert not allowed(role_statements(TEMPLATE, "QueryRole", conditions), action, resource)
-    assert not allowed(domain_statements_for(TEMPLATE, "QueryRole", conditions), action, resource)
+def test_the_query_role_cannot_write_or_delete_in_opensearch(conditions, action, resource, role):
+    assert not allowed(role_statements(TEMPLATE, role, conditions), action, resource)
+    assert not allowed(domain_statements_for(TEMPLATE, role, conditions), action, resource)
 
 
+@pytest.mark.parametrize("role", READERS)
 @pytest.mark.parametrize("action, resource", QUERY_MAY)
-def test_the_query_role_reads_what_a_query_reads(action, resource):
-    assert allowed(role_statements(TEMPLATE, "QueryRole", IAM), action, resource)
-    assert allowed(domain_statements_for(TEMPLATE, "QueryRole", IAM), action, resource)
+def test_the_query_role_reads_what_a_query_reads(action, resource, role):
+    assert allowed(role_statements(TEMPLATE, role, IAM), action, resource)
+    assert allowed(domain_statements_for(TEMPLATE, role, IAM), action, resource)
 
 
 def leading(key: str) -> dict:
     return {"dynamodb:LeadingKeys": [key]}
 
 
-def test_the_query_role_cannot_delete_bulk_write_or_scan_the_table():
-    query = role_statements(TEMPLATE, "QueryRole", IAM)
+@pytest.mark.parametrize("role", READERS)
+def test_the_query_role_cannot_delete_bulk_write_or_scan_the_table(role):
+    query = role_statements(TEMPLATE, role, IAM)
     for action in ("DeleteItem", "BatchWriteItem", "Scan", "DeleteTable", "UpdateTable", "TransactWriteItems"):
         assert not allowed(query, f"dynamodb:{action}", TABLE, leading("LEDGER")), action
     for key in ("DOC#a", "NODE#n", "T#acme#DOC#a", "T#acme#NODE#n", "COUNT", "TENANTS"):
@@ -98,7 +103,8 @@ def test_each_domain_statement_names_one_role():
 
 
 def test_logs_go_to_the_roles_own_log_group_only():
-    groups = {"IngestRole": "ingest", "SummarizeRole": "summarize", "QueryRole": "query", "ReindexRole": "reindex"}
+    groups = {"IngestRole": "ingest", "SummarizeRole": "summarize", "QueryRole": "query", "ReindexRole": "reindex",
+              "StreamRole": "stream"}
     for role, own in groups.items():
         managed = TEMPLATE["Resources"][role]["Properties"]["ManagedPolicyArns"]
         assert not any("AWSLambdaBasicExecutionRole" in str(m) for m in managed), role
@@ -109,15 +115,17 @@ def test_logs_go_to_the_roles_own_log_group_only():
         assert not allowed(statements, "logs:CreateLogGroup", "arn:aws:logs:us-east-1:123456789012:log-group:x")
 
 
-def test_tag_reads_are_scoped_to_the_tenant_principal_path():
+@pytest.mark.parametrize("role", READERS)
+def test_tag_reads_are_scoped_to_the_tenant_principal_path(role):
     path = TEMPLATE["Parameters"]["TenantPrincipalPath"]["Default"]
-    query = role_statements(TEMPLATE, "QueryRole", IAM)
+    query = role_statements(TEMPLATE, role, IAM)
     assert allowed(query, "iam:ListRoleTags", f"arn:aws:iam::123456789012:role{path}reader")
     assert allowed(query, "iam:ListUserTags", f"arn:aws:iam::123456789012:user{path}team/alice")
     assert not allowed(query, "iam:ListRoleTags", "arn:aws:iam::123456789012:role/admin")
     assert not allowed(query, "iam:ListUserTags", "arn:aws:iam::123456789012:user/alice")
-    assert not allowed(role_statements(TEMPLATE, "QueryRole", JWT), "iam:ListRoleTags",
-                       f"arn:aws:iam::123456789012:role{path}reader")
+    # JWT mode: the query function reads no tags; the stream function's URL is IAM-only, so it does
+    assert allowed(role_statements(TEMPLATE, role, JWT), "iam:ListRoleTags",
+                   f"arn:aws:iam::123456789012:role{path}reader") is (role == "StreamRole")
 
 
 def test_a_tenant_deletion_may_remove_object_versions_under_tenants_only():
@@ -127,3 +135,27 @@ def test_a_tenant_deletion_may_remove_object_versions_under_tenants_only():
     assert not allowed(reindex, "s3:DeleteObjectVersion", f"{bucket}/docs/a.txt")
     assert allowed(reindex, "s3:ListBucketVersions", bucket, {"s3:prefix": "tenants/acme/"})
     assert not allowed(reindex, "s3:ListBucketVersions", bucket, {"s3:prefix": "docs/"})
+
+
+MODEL = "arn:aws:bedrock:us-east-1::foundation-model/"
+RERANK = {**IAM, "UseBedrockReranker": True}
+
+
+@pytest.mark.parametrize("role", READERS)
+def test_rerank_is_granted_only_with_the_bedrock_reranker_and_on_its_model_only(role):
+    model = TEMPLATE["Parameters"]["RerankModelId"]["Default"]
+    off, on = role_statements(TEMPLATE, role, IAM), role_statements(TEMPLATE, role, RERANK)
+    assert not allowed(off, "bedrock:Rerank", "*") and not allowed(off, "bedrock:InvokeModel", MODEL + model)
+    assert allowed(on, "bedrock:Rerank", "*") and allowed(on, "bedrock:InvokeModel", MODEL + model)
+    assert not allowed(on, "bedrock:InvokeModel", MODEL + "cohere.rerank-v3-5:0")  # the chosen model only
+    assert not allowed(on, "bedrock:InvokeModel", MODEL + "anthropic.claude-3-opus-20240229-v1:0")
+
+
+def test_the_stream_role_streams_the_answer_model_and_only_the_allowed_others():
+    text = TEMPLATE["Parameters"]["TextModelId"]["Default"]
+    stream = role_statements(TEMPLATE, "StreamRole", IAM)
+    assert allowed(stream, "bedrock:InvokeModelWithResponseStream", MODEL + text)
+    assert not allowed(stream, "bedrock:InvokeModelWithResponseStream", MODEL + "amazon.nova-pro-v1:0")
+    assert not allowed(stream, "bedrock:InvokeModel", MODEL + text)  # it answers by ConverseStream only
+    for action in ("dynamodb:Scan", "dynamodb:DeleteItem", "s3:GetObject", "sqs:SendMessage"):
+        assert not allowed(stream, action, "*"), action

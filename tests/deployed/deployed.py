@@ -172,6 +172,8 @@ def load_build(folder: Path | None = None) -> dict[str, BuiltFunction]:
             raise ValueError(f"{logical_id}: runtime {runtime}, the harness emulates python3.12")
         layers = []
         for ref in list(glob_fn.get("Layers") or []) + list(props.get("Layers") or []):
+            if isinstance(ref, dict) and set(ref) == {"Fn::If"} and ref["Fn::If"][0] == "PublicWebAdapter":
+                continue  # the Lambda Web Adapter's layer: published outside the stack, a binary, not Python
             if not (isinstance(ref, dict) and set(ref) == {"Ref"} and
                     resources.get(ref["Ref"], {}).get("Type") == "AWS::Serverless::LayerVersion"):
                 raise ValueError(f"{logical_id}: layer {ref!r} is not a layer of this build")
@@ -293,6 +295,11 @@ def resolve(value: Any, template: dict, resources: Mapping[str, str]) -> str:
                 text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], {k: go(x) for k, x in arg[1].items()})
                 return re.sub(r"\$\{([^}!]+)\}",
                               lambda m: extra.get(m[1]) or (resources[m[1]] if "." in m[1] else ref(m[1])), text)
+            if kind == "Fn::Join":  # a list, or a Ref to a CommaDelimitedList (its default: joined by ",")
+                delimiter, items = arg
+                if isinstance(items, dict):
+                    return go(items).replace(",", delimiter)
+                return delimiter.join(go(x) for x in items)
         raise ValueError(f"the harness cannot resolve {v!r}")
 
     return go(value)

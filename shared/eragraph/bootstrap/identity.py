@@ -19,10 +19,18 @@ false (the default is true); then it gets the default tenant, and each such fall
 (``tenant fallback``, with the caller). A principal of another account than the
 API's has no tag here (its tags are never looked up by name in this account), so no tenant; nor
 has one IAM does not know. A tenant value that is not a valid tenant id is refused (403), as is
-an IAM principal whose tags cannot be read (access denied, throttling)."""
+an IAM principal whose tags cannot be read (access denied, throttling).
+
+Behind the Lambda Web Adapter (the stream function: a function URL with AWS_IAM auth) the app
+gets HTTP requests, not events: the adapter puts the event's ``requestContext`` (with
+``authorizer.iam``) in the ``x-amzn-request-context`` header, replacing any header of that name
+the client sent. ``tenant_from_headers`` reads the tenant from it exactly as ``tenant`` reads it
+from an event, and only when ``ERAGRAPH_TRUST_REQUEST_CONTEXT`` is true (the template sets it on
+that function alone): anywhere else (``eragraph serve``) the header is whatever the client wrote."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import threading
@@ -35,6 +43,7 @@ from ..domain.tenants import DEFAULT, TenantError, check_tenant
 
 TAG_TTL_SECONDS = 300.0
 TAG_CACHE_SIZE = 1024  # principals whose tag is kept; the least recently read is dropped first
+REQUEST_CONTEXT_HEADER = "x-amzn-request-context"  # the Lambda Web Adapter's copy of the event's requestContext
 
 LOG = logging.getLogger(__name__)
 
@@ -45,10 +54,13 @@ class TenantForbidden(PermissionError):
 
 class TenantIdentity:
     def __init__(self, claim: str = "tenant", tag: str = "eragraph-tenant", required: bool = True,
-                 iam_client: Any = None, clock=time.monotonic, endpoint: str | None = None) -> None:
+                 iam_client: Any = None, clock=time.monotonic, endpoint: str | None = None,
+                 trust_request_context: bool = False) -> None:
         """``tag`` "": IAM callers' tags are not read (they have no tenant); ``endpoint``: the
-        IAM endpoint (a local cloud)."""
+        IAM endpoint (a local cloud); ``trust_request_context``: this process runs behind the
+        Lambda Web Adapter, whose ``x-amzn-request-context`` header carries the caller's identity."""
         self.endpoint = endpoint
+        self.trust_request_context = trust_request_context
         self.claim = claim
         self.tag = tag
         self.required = required
@@ -64,7 +76,26 @@ class TenantIdentity:
         return cls(claim=env.get("ERAGRAPH_TENANT_CLAIM") or "tenant",
                    tag="eragraph-tenant" if tag is None else tag.strip(),
                    endpoint=env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None,
-                   required=(env.get("ERAGRAPH_TENANT_REQUIRED") or "true").strip().lower() not in ("0", "false", "no"))
+                   required=_flag(env.get("ERAGRAPH_TENANT_REQUIRED"), True),
+                   trust_request_context=_flag(env.get("ERAGRAPH_TRUST_REQUEST_CONTEXT"), False))
+
+    def tenant_from_headers(self, headers: Mapping[str, str]) -> str:
+        """The caller's tenant from the Lambda Web Adapter's ``x-amzn-request-context`` header
+        (``headers``: lower-case names), as ``tenant`` takes it from an event's requestContext;
+        TenantForbidden when this process does not trust that header, or it is no JSON object."""
+        if not self.trust_request_context:
+            raise TenantForbidden("this endpoint takes the caller's identity from the Lambda Web Adapter's request "
+                                  "context, which is not trusted here (ERAGRAPH_TRUST_REQUEST_CONTEXT is off)")
+        raw = headers.get(REQUEST_CONTEXT_HEADER)
+        context: Any = {}
+        if raw:
+            try:
+                context = json.loads(raw)
+            except ValueError:
+                context = None
+            if not isinstance(context, dict):
+                raise TenantForbidden(f"the {REQUEST_CONTEXT_HEADER} header is not a JSON object") from None
+        return self.tenant({"requestContext": context})
 
     def tenant(self, event: Mapping[str, Any]) -> str:
         """The caller's tenant ("" the default), or TenantForbidden."""
@@ -139,6 +170,12 @@ def caller_of(event: Mapping[str, Any]) -> str:
     if isinstance(auth.get("jwt"), Mapping):
         return str((auth["jwt"].get("claims") or {}).get("sub") or "")
     return ""
+
+
+def _flag(value: str | None, default: bool) -> bool:
+    if value is None or not value.strip():
+        return default
+    return value.strip().lower() not in ("0", "false", "no")
 
 
 def _no_such_entity(exc: Exception) -> bool:

@@ -91,7 +91,7 @@ def make_generator(settings: Settings) -> Generator | None:
     if settings.generator == "bedrock":
         from ..providers.bedrock import BedrockGenerator
 
-        return BedrockGenerator(settings.bedrock_text_model)
+        return BedrockGenerator(settings.bedrock_text_model, models=ProcessSettings.from_env().answer_models)
     if settings.generator == "openai":
         from ..providers.openai_compat import OpenAICompatGenerator
 

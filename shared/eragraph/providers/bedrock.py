@@ -8,7 +8,9 @@ two do not multiply. Anything else, or running out of attempts, raises ModelCall
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -17,6 +19,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from ..domain.model import BadInputError
 from ..ports import Answer, SummaryResult, Tokenizer
 from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
                       Backoff, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
@@ -211,16 +214,54 @@ class BedrockSummarizer(PromptedSummarizer):
         return SummaryResult(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
 
 
+# a Bedrock model as a request names it (RetrieveAndGenerate's modelArn): a model ARN, or a bare id
+MODEL_ARN = re.compile(r"arn:aws(?:-[a-z]+)*:bedrock:[a-z0-9-]*:(?:\d{12})?:"
+                       r"(foundation-model|inference-profile)/([A-Za-z0-9][A-Za-z0-9._:-]{0,200})")
+MODEL_ID = re.compile(r"[a-z0-9-]+(?:\.[A-Za-z0-9-]+)+(?:[.:][A-Za-z0-9-]+)*")
+
+
+def bedrock_model_id(name: str) -> str:
+    """The model id of a Bedrock model ARN (``arn:aws:bedrock:REGION::foundation-model/ID``, or a
+    system inference profile's, whose id Converse takes as well) or of a bare id (``anthropic.claude-3-haiku-20240307-v1:0``);
+    BadInputError, in words, for anything else."""
+    match = MODEL_ARN.fullmatch(name)
+    if match is not None:
+        return match.group(2)
+    if MODEL_ID.fullmatch(name):
+        return name
+    raise BadInputError(f"modelArn {name[:200]!r} is not a Bedrock model ARN "
+                        "(arn:aws:bedrock:REGION::foundation-model/MODEL_ID) nor a model id")
+
+
 class BedrockGenerator:
-    """Answers from numbered evidence with [id] citations, from a Converse model."""
+    """Answers from numbered evidence with [id] citations, from a Converse model. ``models``: the
+    other model ids a request may name (``for_model``; RetrieveAndGenerate's modelArn)."""
 
     def __init__(self, model_id: str, client: Any = None, *, max_tokens: int = 512,
                  region_name: str | None = None, max_attempts: int = 6, base_delay: float = 0.5,
-                 max_delay: float = 20.0, sleep: Callable[[float], None] = time.sleep) -> None:
+                 max_delay: float = 20.0, sleep: Callable[[float], None] = time.sleep,
+                 models: Sequence[str] = ()) -> None:
         self.model_id = model_id
         self.max_tokens = max_tokens
         self.identity = f"bedrock:{model_id}"
+        self.models = tuple(bedrock_model_id(m) for m in models)  # ids or model ARNs (the template's)
         self._caller = _BedrockCaller(client, region_name, max_attempts, base_delay, max_delay, sleep)
+
+    def for_model(self, name: str) -> BedrockGenerator:
+        """The generator that answers with the model ``name`` (an ARN or id): this one for its own
+        model, a copy sharing its client for an allowed one; BadInputError for a name that is no
+        Bedrock model, or a model this deployment does not allow."""
+        model_id = bedrock_model_id(name)
+        if model_id == self.model_id:
+            return self
+        if model_id not in self.models:
+            allowed = ", ".join((self.model_id, *self.models))
+            raise BadInputError(f"modelArn names {model_id}, which this deployment does not answer with; "
+                                f"allowed: {allowed} (ERAGRAPH_ANSWER_MODELS)")
+        other = copy.copy(self)
+        other.model_id = model_id
+        other.identity = f"bedrock:{model_id}"
+        return other
 
     @property
     def retries(self) -> int:

@@ -1,0 +1,27 @@
+"""POST /retrieveAndGenerateStream on AWS: the Bedrock KB event stream, each frame sent as the
+generator writes it. Python Lambda has no native response streaming, so this function runs
+eragraph.server's ASGI app under uvicorn (run.sh) behind the Lambda Web Adapter (a layer;
+AWS_LWA_INVOKE_MODE=response_stream), fronted by a function URL in RESPONSE_STREAM mode with
+AWS_IAM auth. The caller's tenant comes from its identity only: the adapter's copy of the
+function URL's requestContext (authorizer.iam), read as the query function reads API Gateway's
+(bootstrap.identity; ERAGRAPH_TRUST_REQUEST_CONTEXT, ERAGRAPH_TENANT_TAG, ERAGRAPH_TENANT_REQUIRED).
+The per-tenant rate limit is the query function's (ERAGRAPH_TENANT_RATE, ERAGRAPH_TENANT_BURST)."""
+
+from eragraph.bootstrap.aws import LAMBDA_ENGINE
+from eragraph.bootstrap.identity import TenantIdentity
+from eragraph.bootstrap.limits import api_limits
+from eragraph.server import ApiApp
+
+# fails the init if a provider it uses is missing (found, not loaded: see the query function)
+LAMBDA_ENGINE.cold_start("embedder", "ner", "parser", "generator", load=False)
+
+IDENTITY = TenantIdentity.from_env()
+_, ADMIT = api_limits()
+
+
+def engine_of(tenant: str):
+    return LAMBDA_ENGINE.get(tenant, register=False)
+
+
+app = ApiApp(None, identity=IDENTITY, engines=engine_of, tenants=lambda: LAMBDA_ENGINE.tenancy.tenants(),
+             admit=ADMIT, stream_only=True)

@@ -1,0 +1,182 @@
+"""The stream function (functions/stream) as the Lambda Web Adapter fronts it: its ASGI app under
+uvicorn on a local port, each request carrying the adapter's ``x-amzn-request-context`` header
+(the function URL's requestContext, from a real function URL event with IAM auth), read by
+boto3's ``bedrock-agent-runtime`` client unchanged. The caller's tenant is its IAM role's tag
+(moto's IAM), never the body; a caller without one is refused; another tenant's knowledge base
+id is AccessDeniedException; the first ``output`` event leaves before a slow generator ends."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+
+import boto3
+import pytest
+from botocore.config import Config
+from test_tenants_api import A_WORDS, B_WORDS, tenant_env, two_tenants  # noqa: F401 (fixtures)
+
+from aws_helpers import event, load_handler
+from eragraph.bootstrap.identity import REQUEST_CONTEXT_HEADER, TenantIdentity
+from eragraph.domain.knowledge_base import knowledge_base_id
+from eragraph.ports import Answer
+
+PAUSE = 0.4
+
+
+class SlowStreamingGenerator:
+    identity = "slow-stand-in"
+
+    def answer(self, question, evidence, **_):
+        return Answer(text="From the log.", cited_ids=(evidence[0][0],), tokens_in=1, tokens_out=1, model="slow")
+
+    def stream(self, question, evidence, **_):
+        yield "Starglass "
+        time.sleep(PAUSE)
+        yield "followed it."
+        time.sleep(PAUSE)
+        yield Answer(text="Starglass followed it.", cited_ids=(evidence[0][0],), tokens_in=1, tokens_out=2,
+                     model="slow")
+
+
+def request_context(role: str | None) -> dict:
+    """The requestContext of a function URL request signed by ``role`` (None: no IAM caller)."""
+    context = copy.deepcopy(event("function_url_iam_stream.json")["requestContext"])
+    if role is None:
+        context.pop("authorizer")
+    else:
+        context["authorizer"]["iam"]["userArn"] = f"arn:aws:sts::123456789012:assumed-role/{role}/reader-1"
+    return context
+
+
+def client_as(url: str, role: str | None, header: bool = True):
+    """A bedrock-agent-runtime client on ``url`` whose requests carry the adapter's header."""
+    client = boto3.client("bedrock-agent-runtime", region_name="us-east-1", endpoint_url=url,
+                          config=Config(retries={"max_attempts": 1}))
+
+    def add_context(request, **_):
+        if header:
+            request.headers[REQUEST_CONTEXT_HEADER] = json.dumps(request_context(role))
+
+    client.meta.events.register_first("before-send.bedrock-agent-runtime.*", add_context)
+    return client
+
+
+def ask(kb_id: str) -> dict:
+    return {"input": {"text": "Which comet did Starglass follow?"}, "retrieveAndGenerateConfiguration": {
+        "type": "KNOWLEDGE_BASE", "knowledgeBaseConfiguration": {
+            "knowledgeBaseId": kb_id, "modelArn": "arn:aws:bedrock:us-east-1::foundation-model/stand-in",
+            "retrievalConfiguration": {"vectorSearchConfiguration": {"numberOfResults": 2,
+                                                                     "overrideSearchType": "SEMANTIC"}}}}}
+
+
+@pytest.fixture
+def stream_url(two_tenants, monkeypatch):
+    """The stream function's app served as the adapter would run it (run.sh: uvicorn), its
+    identity that of the template (TenantRequired true, the request context trusted), tenants a
+    and b tagged on the roles kb-reader-a and kb-reader-b."""
+    from eragraph.bootstrap.aws import LAMBDA_ENGINE
+    from eragraph.server import ApiServer
+
+    iam = boto3.client("iam", region_name="us-east-1")
+    for tenant in ("a", "b"):
+        iam.create_role(RoleName=f"kb-reader-{tenant}", AssumeRolePolicyDocument="{}",
+                        Tags=[{"Key": "eragraph-tenant", "Value": tenant}])
+    iam.create_role(RoleName="kb-reader-untagged", AssumeRolePolicyDocument="{}")
+    module = load_handler("stream")
+    monkeypatch.setattr(module.app, "identity", TenantIdentity(required=True, trust_request_context=True))
+    for tenant in ("a", "b"):
+        LAMBDA_ENGINE.get(tenant, register=False).generator = SlowStreamingGenerator()
+    server = ApiServer(None, port=0, app=module.app)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.url
+    finally:
+        server.shutdown()
+        server._server.should_exit = True  # the app's pools belong to the module: not closed here
+        server.socket.close()
+
+
+def test_the_stream_leaves_event_by_event_for_the_callers_tenant(stream_url):
+    client = client_as(stream_url, "kb-reader-a")
+    started = time.perf_counter()
+    out = client.retrieve_and_generate_stream(**ask(knowledge_base_id("a")), sessionId="s-1")
+    assert out["sessionId"] == "s-1"
+    seen = [(time.perf_counter() - started, ev) for ev in out["stream"]]
+    assert seen[0][1] == {"output": {"text": "Starglass "}}
+    assert seen[0][0] < PAUSE < 2 * PAUSE <= seen[-1][0]  # the first event before the generator ended
+    refs = json.dumps(seen[-1][1]["citation"]["retrievedReferences"])
+    assert any(w in refs for w in A_WORDS) and not any(w in refs for w in B_WORDS)
+
+
+def test_another_tenants_knowledge_base_is_access_denied(stream_url):
+    client = client_as(stream_url, "kb-reader-a")
+    with pytest.raises(client.exceptions.AccessDeniedException) as info:
+        client.retrieve_and_generate_stream(**ask(knowledge_base_id("b")))
+    assert not any(w in str(info.value) for w in B_WORDS)
+    with pytest.raises(client.exceptions.ResourceNotFoundException):
+        client.retrieve_and_generate_stream(**ask(knowledge_base_id("nobody")))
+
+
+@pytest.mark.parametrize("role, header", [(None, True), ("kb-reader-untagged", True), ("kb-reader-a", False)])
+def test_a_caller_without_a_tenant_is_refused(stream_url, role, header):
+    """No IAM caller, a role without the tag, or no request context at all: 403, nothing streamed."""
+    client = client_as(stream_url, role, header=header)
+    with pytest.raises(client.exceptions.AccessDeniedException) as info:
+        client.retrieve_and_generate_stream(**ask(knowledge_base_id("")))
+    assert "tenant" in str(info.value)
+
+
+def test_the_header_is_not_trusted_unless_the_setting_says_so(stream_url, monkeypatch):
+    module = load_handler("stream")
+    monkeypatch.setattr(module.app, "identity", TenantIdentity(required=True))  # ERAGRAPH_TRUST_REQUEST_CONTEXT off
+    client = client_as(stream_url, "kb-reader-a")
+    with pytest.raises(client.exceptions.AccessDeniedException) as info:
+        client.retrieve_and_generate_stream(**ask(knowledge_base_id("a")))
+    assert "ERAGRAPH_TRUST_REQUEST_CONTEXT" in str(info.value)
+
+
+def test_only_the_stream_route_and_health_are_served(stream_url):
+    import urllib.error
+    import urllib.request
+
+    with urllib.request.urlopen(f"{stream_url}/health") as response:
+        assert json.loads(response.read()) == {"status": "ok"}
+    with pytest.raises(urllib.error.HTTPError) as info:
+        urllib.request.urlopen(urllib.request.Request(f"{stream_url}/query", data=b'{"query": "x"}', method="POST"))
+    assert info.value.code == 404
+
+
+def test_trust_comes_from_the_environment():
+    assert TenantIdentity.from_env({}).trust_request_context is False
+    assert TenantIdentity.from_env({"ERAGRAPH_TRUST_REQUEST_CONTEXT": "true"}).trust_request_context is True
+    assert TenantIdentity.from_env({"ERAGRAPH_TRUST_REQUEST_CONTEXT": "false"}).trust_request_context is False
+
+
+def test_the_readmes_recipe_signs_for_the_function_url():
+    """The README's client for the function URL: SigV4 with the service name ``lambda``."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    recipe = re.search(r"def sign_as_lambda\(request, \*\*_\):.*\n.*\n", readme).group(0)
+    scope: dict = {}
+    exec(recipe, scope)  # noqa: S102 (the README's own lines)
+    client = boto3.client("bedrock-agent-runtime", region_name="us-east-1", aws_access_key_id="AKIDEXAMPLE",
+                          aws_secret_access_key="secret", endpoint_url="https://abc.lambda-url.us-east-1.on.aws")
+    client.meta.events.register("before-sign.bedrock-agent-runtime", scope["sign_as_lambda"])
+    seen = []
+
+    class Signed(Exception):
+        pass
+
+    def capture(request, **_):
+        seen.append(request.headers["Authorization"].decode())
+        raise Signed  # sent nowhere
+
+    client.meta.events.register_first("before-send.bedrock-agent-runtime.*", capture)
+    with pytest.raises(Signed):
+        client.retrieve_and_generate_stream(**ask(knowledge_base_id("a")))
+    assert "/us-east-1/lambda/aws4_request" in seen[0]
