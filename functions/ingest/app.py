@@ -11,7 +11,7 @@ from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, pro
 from aws_lambda_powertools.utilities.data_classes import SQSRecord
 
 from eragraph.adapters.aws.s3_events import EVENTBRIDGE_TYPES, decode_key, is_sqs_batch, parse_changes  # noqa: F401
-from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
+from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools, priced
 from eragraph.domain.object_changes import UnusableRecord
 from eragraph.services.object_events import METRICS, ObjectEvents, new_counts
 
@@ -62,6 +62,7 @@ def record_handler(record: SQSRecord) -> None:
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@priced(metrics, logger)  # the invocation's Bedrock spend, priced from the ledger's table
 @tracer.capture_lambda_handler
 def handler(event, context):
     if not is_sqs_batch(event):

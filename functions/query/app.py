@@ -7,7 +7,7 @@ ERAGRAPH_TENANT_TAG, ERAGRAPH_TENANT_REQUIRED)."""
 from aws_lambda_powertools.metrics import MetricUnit
 
 from eragraph.api import QueryRequest, make_app  # noqa: F401  (QueryRequest: the request schema)
-from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
+from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools, priced
 from eragraph.bootstrap.identity import TenantIdentity
 from eragraph.bootstrap.limits import api_limits
 
@@ -51,6 +51,7 @@ app = make_app(engine_of, on_query=publish, tenant_of=IDENTITY.tenant, limits=LI
 
 @logger.inject_lambda_context(clear_state=True)  # a request's tenant/caller keys end with it
 @metrics.log_metrics
+@priced(metrics, logger)  # the invocation's Bedrock spend, priced from the ledger's table
 @tracer.capture_lambda_handler
 def handler(event, context):
     return app.resolve(event, context)

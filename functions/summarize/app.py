@@ -8,7 +8,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 
 from eragraph.adapters.aws.sqs import tenant_of
-from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools
+from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools, priced
 from eragraph.domain.model import SegmentsAffected
 from eragraph.services import resummarize
 
@@ -45,6 +45,7 @@ def record_handler(record, lambda_context=None) -> None:
 
 @logger.inject_lambda_context
 @metrics.log_metrics
+@priced(metrics, logger)  # the invocation's Bedrock spend, priced from the ledger's table
 @tracer.capture_lambda_handler
 def handler(event, context):
     return process_partial_response(event=event, record_handler=record_handler,

@@ -4,12 +4,13 @@ functions/*/app.py, and a Lambda context."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 import pytest
 from lambda_support import EVENTS, ROOT, LambdaContext, event, load_handler  # noqa: F401  (re-exported)
 
-from contract.aws_factories import REGION, create_graph_table, fake_credentials, fake_opensearch_module
+from contract.aws_factories import REGION, create_graph_table, fake_credentials, fake_opensearch_module, load_template
 
 BUCKET = "eragraph-test-docs"
 
@@ -99,3 +100,104 @@ def atomic_requests(monkeypatch):
             return call(self, *args, **kwargs)
 
     monkeypatch.setattr(BotocoreStubber, "__call__", serialized)
+
+
+# ---------------------------------------------------------------- the reindex queue
+@pytest.fixture
+def few_partitions(monkeypatch):
+    """Fewer ref and segment partitions, before any write. The store pays one Query per
+    partition of a layer read whole (layer_refs: 2^8 at layer 0, 64 segment buckets), which
+    costs about 30 ms each in moto and is what made the reindex tests take minutes; the layout
+    itself (what a page or a continuation reads) is the same at any partition count."""
+    from eragraph.adapters.aws import dynamodb
+
+    monkeypatch.setattr(dynamodb, "SHARD_BITS", 2)
+    monkeypatch.setattr(dynamodb, "SEGMENT_BUCKETS", 2)
+
+
+@pytest.fixture
+def audit_queue(few_partitions, aws_engine, monkeypatch):
+    """The template's ReindexQueue in moto; its URL where the reindex function reads it."""
+    import boto3
+
+    props = load_template()["Resources"]["ReindexQueue"]["Properties"]
+    keep = ("FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit")
+    attributes = {k: ("true" if v is True else "false" if v is False else str(v)) for k, v in props.items() if k in keep}
+    attributes["VisibilityTimeout"] = "30"
+    url = boto3.client("sqs", region_name=REGION).create_queue(QueueName="eragraph-test-reindex.fifo",
+                                                               Attributes=attributes)["QueueUrl"]
+    monkeypatch.setenv("ERAGRAPH_REINDEX_QUEUE_URL", url)
+    return url
+
+
+def receive(url: str) -> list[dict]:
+    import boto3
+
+    sqs = boto3.client("sqs", region_name=REGION)
+    return sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"]).get("Messages", [])
+
+
+def as_records(messages: list[dict]) -> dict:
+    """The SQS event source's event for ``messages`` (as moto returned them)."""
+    return {"Records": [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                         "attributes": m["Attributes"], "messageAttributes": {}, "md5OfBody": m["MD5OfBody"],
+                         "eventSource": "aws:sqs", "eventSourceARN": f"arn:aws:sqs:{REGION}:123456789012:eragraph-test-reindex.fifo",
+                         "awsRegion": REGION} for m in messages]}
+
+
+def deliver(url: str, reindex, context, caplog, limit: int = 200) -> list[dict]:
+    """Run the queue's messages through the handler one at a time (BatchSize 1), deleting each
+    handled one (the event source does), until the queue is empty; the reports logged."""
+    import boto3
+
+    sqs = boto3.client("sqs", region_name=REGION)
+    reports = []
+    for _ in range(limit):
+        got = receive(url)
+        if not got:
+            return reports
+        for message in got:
+            caplog.clear()
+            out = reindex.handler(as_records([message]), context)
+            assert out == {"batchItemFailures": []}, out
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+            reports += [r.report for r in caplog.records if r.getMessage().startswith("tenant audit")]
+    raise AssertionError("the reindex queue never emptied")
+
+
+def published(out: str) -> dict:
+    values = {}
+    for line in out.splitlines():
+        if line.startswith("{") and "_aws" in line:
+            blob = json.loads(line)
+            for spec in blob["_aws"]["CloudWatchMetrics"][0]["Metrics"]:
+                value = blob[spec["Name"]]
+                values[spec["Name"]] = value[0] if isinstance(value, list) else value
+    return values
+
+
+# ---------------------------------------------------------------- the template in production settings
+PRODUCTION = {"OpenSearchMultiAz": '"true"', "OpenSearchFineGrainedAccess": '"true"',
+              "OpenSearchInstanceCount": '"2"', "OpenSearchSubnetIds": "subnet-0a1b2c3d,subnet-4e5f6a7b",
+              "OpenSearchSecurityGroupIds": "sg-0a1b2c3d", "ApiAuthMode": "JWT",
+              "JwtIssuer": "https://issuer.example.com", "JwtAudience": "client",
+              "AlarmEmail": "ops@example.com", "QueryReservedConcurrency": "0",
+              "VpcId": "vpc-0a1b2c3d", "VpcRouteTableIds": "rtb-0a1b2c3d,rtb-4e5f6a7b"}
+
+
+def production_template(directory):
+    """A copy of template.yaml in ``directory`` whose parameter defaults are PRODUCTION (the
+    linters take no parameter overrides: the defaults are what they check)."""
+    text = (ROOT / "template.yaml").read_text()
+    lines = text.splitlines()
+    current = None
+    for i, line in enumerate(lines):
+        if line.startswith("  ") and not line.startswith("   ") and line.rstrip().endswith(":"):
+            current = line.strip()[:-1]
+        if current in PRODUCTION and line.startswith("    Default:"):
+            lines[i] = f"    Default: {PRODUCTION[current]}"
+    copy = directory / "template.yaml"
+    copy.write_text("\n".join(lines) + "\n")
+    params = load_template(copy)["Parameters"]
+    assert all(str(params[k]["Default"]) == PRODUCTION[k].strip('"') for k in PRODUCTION), "defaults not replaced"
+    return copy

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from aws_helpers import BUCKET, event, load_handler
+from aws_helpers import BUCKET, LambdaContext, deliver, event, load_handler, receive
 
 
 TEXT = ("Comet observers at the mountain observatory used the great telescope to follow the comet. "
@@ -150,7 +150,8 @@ def test_api_fuzz_corpus_on_the_lambda_function(aws_engine, lambda_context):
         assert out["statusCode"] == status and words in body["message"], (name, out["statusCode"], body)
 
 
-def test_reindex_on_schedule_event(aws_engine, lambda_context):
+def test_reindex_on_schedule_event(aws_engine, audit_queue, lambda_context, caplog):
+    """The schedule queues the default tenant's audit; its SQS record audits and repairs it."""
     engine, _, fake = aws_engine
     ingest, summarize, reindex = load_handler("ingest"), load_handler("summarize"), load_handler("reindex")
     put_doc(engine)
@@ -158,13 +159,16 @@ def test_reindex_on_schedule_event(aws_engine, lambda_context):
     drain(engine, summarize, lambda_context)
     ghost = engine.graph.find_documents(f"s3://{BUCKET}/docs/Field Notes (draft).txt")[0].chunk_ids[0]
     engine.vectors.delete([ghost])
-    report = reindex.handler(event("schedule.json"), lambda_context)
-    assert report["vectors_missing_reembedded"] == 1
+    assert reindex.handler(event("schedule.json"), lambda_context)["tenants_queued"] == 1
+    assert ghost not in engine.vectors.ids()  # the fan-out audits nothing itself
+    [report] = deliver(audit_queue, reindex, LambdaContext(remaining_ms=900_000), caplog)
+    assert report["tenant"] == "" and report["complete"] and report["vectors_missing_reembedded"] == 1
     assert ghost in engine.vectors.ids()
     assert report["invariants"]["ok"], report["invariants"]
 
 
-def test_reindex_handler_repairs_the_entity_graph_and_publishes_counts(aws_engine, lambda_context, capsys):
+def test_reindex_handler_repairs_the_entity_graph_and_publishes_counts(aws_engine, audit_queue, lambda_context, capsys,
+                                                                       caplog):
     engine, _, _ = aws_engine
     ingest, summarize, reindex = load_handler("ingest"), load_handler("summarize"), load_handler("reindex")
     put_doc(engine)
@@ -185,8 +189,9 @@ def test_reindex_handler_repairs_the_entity_graph_and_publishes_counts(aws_engin
     Item = store.Item
     Item(PK="ENT#starglass", SK="ENT").update(actions=[Item.freq.add(4)])  # a drifted count
     Item(PK="COUNT", SK="LAYER#0").update(actions=[Item.version.add(2)])  # a drifted layer counter
+    reindex.handler(event("schedule.json"), lambda_context)
     capsys.readouterr()
-    report = reindex.handler(event("schedule.json"), lambda_context)
+    [report] = deliver(audit_queue, reindex, LambdaContext(remaining_ms=900_000), caplog)
     metrics = report["metrics"]
     assert metrics["EntityChunksReextracted"] == 1
     assert metrics["EntityChunksOrphanedRemoved"] == len(dead.chunk_ids)
@@ -246,16 +251,16 @@ def test_api_new_retrieval_modes(aws_engine, lambda_context):
     (None, 1234.0),
     ("schedule.json", 1234.0),  # the schedule's EventBridge envelope, detail {}
 ])
-def test_reindex_event_parameters(lambda_context, monkeypatch, payload, expected):
+def test_reindex_event_parameters(aws_engine, audit_queue, lambda_context, monkeypatch, payload, expected):
+    """The schedule's (or a direct) event's stuck_after_seconds reaches every tenant's audit
+    message, ERAGRAPH_STUCK_AFTER_SECONDS when absent."""
     reindex = load_handler("reindex")
     monkeypatch.setenv("ERAGRAPH_STUCK_AFTER_SECONDS", "1234")
-    seen = []
-    monkeypatch.setattr(reindex.reindex, "run", lambda engine, stuck_after, drain: seen.append(stuck_after) or {
-        "metrics": {}})
-    monkeypatch.setattr(reindex.LAMBDA_ENGINE, "get", lambda tenant="", register=True: None)
-    monkeypatch.setattr(reindex.LAMBDA_ENGINE, "_tenancy", type("NoTenants", (), {"tenants": lambda self: []})())
-    reindex.handler(event(payload) if isinstance(payload, str) else payload, lambda_context)
-    assert seen == [expected]
+    monkeypatch.setattr(reindex.reindex, "run", lambda *a, **k: pytest.fail("the fan-out audited"))
+    report = reindex.handler(event(payload) if isinstance(payload, str) else payload, lambda_context)
+    assert report["tenants_queued"] == 1
+    [message] = receive(audit_queue)
+    assert json.loads(message["Body"])["stuck_after_seconds"] == expected
 
 
 def _scheduled(detail):

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from aws_helpers import ROOT, load_handler
+from aws_helpers import ROOT, load_handler, production_template
 
 from contract.aws_factories import load_template
 
@@ -67,7 +67,10 @@ def test_every_environment_variable_read_is_set_by_the_template():
         assert reads <= env | own, (name, reads - env - own)
     bootstrap = _env_reads(ROOT / "shared/eragraph/bootstrap/aws.py")
     optional = {"ERAGRAPH_AWS_ENDPOINT_URL", "ERAGRAPH_OPENSEARCH_SERVICE"}  # local clouds / serverless only
-    assert bootstrap - optional <= env, bootstrap - optional - env
+    one_function = {"ERAGRAPH_REINDEX_QUEUE_URL": "ReindexFunction"}  # read by that function's wiring only
+    for name, fn in one_function.items():
+        assert name in RES[fn]["Properties"]["Environment"]["Variables"], (fn, name)
+    assert bootstrap - optional - set(one_function) <= env, bootstrap - optional - set(one_function) - env
     from eragraph.bootstrap.aws import REQUIRED
     assert set(REQUIRED) <= env
 
@@ -86,7 +89,7 @@ def test_queues_have_dlqs_timeouts_and_alarms():
             redrive = queue["RedrivePolicy"]
             assert 1 <= redrive["maxReceiveCount"] <= 10
             dlqs.add(redrive["deadLetterTargetArn"]["Fn::GetAtt"][0])
-    assert dlqs == {"IngestDeadLetterQueue", "SummarizeDeadLetterQueue"}
+    assert dlqs == {"IngestDeadLetterQueue", "SummarizeDeadLetterQueue", "ReindexDeadLetterQueue"}
     assert RES["SummarizeQueue"]["Properties"]["FifoQueue"] is True
     alarmed = {a["Properties"]["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in of_type("AWS::CloudWatch::Alarm").values()
                if a["Properties"]["Namespace"] == "AWS/SQS"}
@@ -126,8 +129,8 @@ def test_roles_are_least_privilege():
 # the template's conditions at its parameters' defaults (a test names those it sets otherwise)
 DEFAULT_CONDITIONS = {"UseJwt": False, "HasAlarmEmail": False, "NoAlarmEmail": True, "UseEventBridge": False,
                       "MultiAz": False, "FineGrainedAccess": False, "UseVpc": False, "ReserveQuery": True,
-                      "ReserveReindex": True, "UseBedrockReranker": False, "HasAnswerModels": False,
-                      "PublicWebAdapter": True, "ReserveStream": True}
+                      "ReserveReindex": True, "CreateVpcEndpoints": False, "CreateGatewayEndpoints": False,
+                      "UseBedrockReranker": False, "HasAnswerModels": False, "PublicWebAdapter": True, "ReserveStream": True}
 
 
 def resolve_conditions(node, conditions: dict):
@@ -494,28 +497,10 @@ def test_checkov_finds_nothing_unexplained():
 
 def test_cfn_lint_clean_in_the_production_settings(tmp_path):
     """The template with the production options on (multi-AZ with a replica, fine-grained access
-    control, a VPC endpoint, JWT, an alarm subscriber) is as clean as with the defaults."""
+    control, a VPC with its endpoints, JWT, an alarm subscriber) is as clean as with the defaults."""
     if shutil.which("cfn-lint") is None:
         pytest.skip("cfn-lint not installed")
-    text = (ROOT / "template.yaml").read_text()
-    production = {"OpenSearchMultiAz": '"true"', "OpenSearchFineGrainedAccess": '"true"',
-                  "OpenSearchInstanceCount": '"2"', "OpenSearchSubnetIds": "subnet-0a1b2c3d,subnet-4e5f6a7b",
-                  "OpenSearchSecurityGroupIds": "sg-0a1b2c3d", "ApiAuthMode": "JWT",
-                  "JwtIssuer": "https://issuer.example.com", "JwtAudience": "client",
-                  "AlarmEmail": "ops@example.com", "QueryReservedConcurrency": "0"}
-    lines = text.splitlines()
-    current = None
-    for i, line in enumerate(lines):
-        if line.startswith("  ") and not line.startswith("   ") and line.rstrip().endswith(":"):
-            current = line.strip()[:-1]
-        if current in production and line.startswith("    Default:"):
-            lines[i] = f"    Default: {production[current]}"
-    copy = tmp_path / "template.yaml"
-    copy.write_text("\n".join(lines) + "\n")
-    from contract.aws_factories import load_template as load
-
-    params = load(copy)["Parameters"]
-    assert all(str(params[k]["Default"]) == production[k].strip('"') for k in production), "defaults not replaced"
+    copy = production_template(tmp_path)
     out = subprocess.run(["cfn-lint", str(copy)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
 
@@ -536,8 +521,33 @@ def test_concurrency_is_bounded_by_parameters():
         reserved = resolve_conditions(RES[fn]["Properties"], {})["ReservedConcurrentExecutions"]
         assert reserved == {"Ref": param}
         assert TEMPLATE["Parameters"][param]["Default"] > 0
-    for param in ("IngestMaxConcurrency", "SummarizeMaxConcurrency"):
+    for param in ("IngestMaxConcurrency", "SummarizeMaxConcurrency", "ReindexMaxConcurrency"):
         assert TEMPLATE["Parameters"][param]["MinValue"] >= 2  # Lambda's minimum
+
+
+def test_the_reindex_audits_tenants_from_a_fifo_queue_with_a_dlq():
+    """One message per tenant on a FIFO queue (a group per tenant), one record per invocation,
+    at most ReindexMaxConcurrency at once, below the reserved concurrency so the schedule's
+    fan-out still finds room; a message failing 3 times lands in an alarmed DLQ."""
+    queue = RES["ReindexQueue"]["Properties"]
+    assert queue["FifoQueue"] is True and queue["ContentBasedDeduplication"] is False
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["ReindexDeadLetterQueue", "Arn"]}
+    assert RES["ReindexDeadLetterQueue"]["Properties"]["FifoQueue"] is True
+    fn = RES["ReindexFunction"]["Properties"]
+    source = fn["Events"]["TenantAudits"]["Properties"]
+    assert source["Queue"] == {"Fn::GetAtt": ["ReindexQueue", "Arn"]} and source["BatchSize"] == 1
+    assert source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert source["ScalingConfig"]["MaximumConcurrency"] == {"Ref": "ReindexMaxConcurrency"}
+    params = TEMPLATE["Parameters"]
+    assert params["ReindexMaxConcurrency"]["Default"] < params["ReindexReservedConcurrency"]["Default"]
+    assert fn["Environment"]["Variables"]["ERAGRAPH_REINDEX_QUEUE_URL"] == {"Ref": "ReindexQueue"}
+    role = json.dumps(RES["ReindexRole"]["Properties"]["Policies"])
+    assert json.dumps({"Fn::GetAtt": ["ReindexQueue", "Arn"]}) in role
+    dlq = RES["ReindexDeadLetterAlarm"]["Properties"]
+    assert dlq["Dimensions"][0]["Value"] == {"Fn::GetAtt": ["ReindexDeadLetterQueue", "QueueName"]}
+    assert dlq["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+    late = RES["TenantsNotAuditedAlarm"]["Properties"]
+    assert late["MetricName"] == "TenantsNotAudited24h" and late["TreatMissingData"] == "breaching"
 
 
 ALARMED = {("AWS/SQS", "ApproximateAgeOfOldestMessage"), ("AWS/ApiGateway", "5xx"), ("AWS/ApiGateway", "Latency"),
@@ -595,6 +605,43 @@ def test_production_options_are_parameters():
     assert "VPCOptions" not in dev and "AdvancedSecurityOptions" not in dev
 
 
+ENDPOINTS = {"SqsEndpoint": ("sqs", "Interface"), "BedrockRuntimeEndpoint": ("bedrock-runtime", "Interface"),
+             "LogsEndpoint": ("logs", "Interface"), "MonitoringEndpoint": ("monitoring", "Interface"),
+             "S3GatewayEndpoint": ("s3", "Gateway"), "DynamoDbGatewayEndpoint": ("dynamodb", "Gateway")}
+
+
+def test_vpc_endpoints_exist_only_when_the_vpc_is_given():
+    """With VpcId (and OpenSearchSubnetIds) the functions reach S3, DynamoDB, SQS, Bedrock and
+    CloudWatch without a NAT; with the defaults no endpoint is created."""
+    conditions = TEMPLATE["Conditions"]
+    vpc, given = conditions["CreateVpcEndpoints"]["Fn::And"]  # (the loader spells !Condition Fn::Condition)
+    assert list(vpc.values()) == ["UseVpc"] and given == {"Fn::Not": [{"Fn::Equals": [{"Ref": "VpcId"}, ""]}]}
+    assert list(conditions["CreateGatewayEndpoints"]["Fn::And"][0].values()) == ["CreateVpcEndpoints"]
+    endpoints = of_type("AWS::EC2::VPCEndpoint")
+    assert set(endpoints) == set(ENDPOINTS)
+    for name, (service, kind) in ENDPOINTS.items():
+        props = endpoints[name]["Properties"]
+        assert props["ServiceName"] == {"Fn::Sub": f"com.amazonaws.${{AWS::Region}}.{service}"}
+        assert props["VpcEndpointType"] == kind and props["VpcId"] == {"Ref": "VpcId"}
+        if kind == "Interface":
+            assert endpoints[name]["Condition"] == "CreateVpcEndpoints" and props["PrivateDnsEnabled"] is True
+            assert props["SubnetIds"] == {"Ref": "OpenSearchSubnetIds"}  # where the functions run
+            assert props["SecurityGroupIds"] == {"Ref": "OpenSearchSecurityGroupIds"}
+        else:
+            assert endpoints[name]["Condition"] == "CreateGatewayEndpoints"
+            assert props["RouteTableIds"] == {"Ref": "VpcRouteTableIds"}
+    assert not set(ENDPOINTS) & set(resolve_conditions(RES, {}))
+    on = resolve_conditions(RES, {"UseVpc": True, "CreateVpcEndpoints": True, "CreateGatewayEndpoints": True})
+    assert set(ENDPOINTS) <= set(on)
+    params = TEMPLATE["Parameters"]
+    assert params["VpcId"]["Default"] == "" and params["VpcRouteTableIds"]["Default"] == ""
+
+
+def test_every_parameter_is_in_the_readme():
+    """The README names every parameter (with its default and why)."""
+    readme = (ROOT / "README.md").read_text()
+    missing = [p for p in TEMPLATE["Parameters"] if f"`{p}`" not in readme]
+    assert not missing, f"add to the README (Deploy to AWS): {missing}"
 def test_the_stream_function_streams_behind_the_web_adapter_on_an_iam_function_url():
     fn = RES["StreamFunction"]["Properties"]
     assert fn["FunctionUrlConfig"] == {"AuthType": "AWS_IAM", "InvokeMode": "RESPONSE_STREAM"}

@@ -605,8 +605,11 @@ class LoopbackCloud:
             template["IngestQueue"]["Properties"]))["QueueUrl"]
         self.summarize_url = self.sqs.create_queue(QueueName=f"{self.prefix}-summarize.fifo", Attributes=_sqs_attributes(
             template["SummarizeQueue"]["Properties"]))["QueueUrl"]
+        self.reindex_url = self.sqs.create_queue(QueueName=f"{self.prefix}-reindex.fifo", Attributes=_sqs_attributes(
+            template["ReindexQueue"]["Properties"]))["QueueUrl"]
         self.ingest_arn = self.queue_arn(self.ingest_url)
         self.summarize_arn = self.queue_arn(self.summarize_url)
+        self.reindex_arn = self.queue_arn(self.reindex_url)
         self.s3.create_bucket(Bucket=self.bucket)
         self.s3.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
         # the template's own notification filter, at its default parameters
@@ -630,7 +633,8 @@ class LoopbackCloud:
         """Values of the template's Refs/GetAtts in this cloud."""
         return {"GraphTable": self.table, "DocumentsBucket": self.bucket, "SummarizeQueue": self.summarize_url,
                 "IngestQueue": self.ingest_url, "SearchDomain.DomainEndpoint": self.search.endpoint,
-                "SummarizeQueue.Arn": self.summarize_arn, "IngestQueue.Arn": self.ingest_arn}
+                "SummarizeQueue.Arn": self.summarize_arn, "IngestQueue.Arn": self.ingest_arn,
+                "ReindexQueue": self.reindex_url, "ReindexQueue.Arn": self.reindex_arn}
 
     def environment(self, fn: BuiltFunction, overrides: Mapping[str, str] | None = None) -> dict[str, str]:
         """The function's environment as Lambda would set it: the template's variables (resolved

@@ -8,6 +8,8 @@ the SAM template sets on every function:
     ERAGRAPH_OPENSEARCH_INDEX      index name (default ``eragraph-nodes``)
     ERAGRAPH_OPENSEARCH_ENTITY_INDEX  index of entity-name (and sentence) vectors
                                    (default ``eragraph-entities``)
+    ERAGRAPH_REINDEX_QUEUE_URL     FIFO queue of the reindex's per-tenant audits (the reindex
+                                   function only: reindex_queue)
     ERAGRAPH_OPENSEARCH_REPLICAS   replicas of a newly created index: data nodes - 1
                                    (the template derives it from the domain's node count)
     AWS_REGION                     set by Lambda itself
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -53,6 +55,35 @@ def powertools() -> tuple[Any, Any, Any]:
 
     namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "Eragraph"
     return Logger(), Metrics(namespace=namespace), Tracer()
+
+
+def priced(metrics: Any, logger: Any = None, environ: Mapping[str, str] | None = None) -> Callable:
+    """Handler decorator (inside ``metrics.log_metrics``): the model calls the invocation records
+    in the cost ledger (services.cost.track), Bedrock's priced with the ledger's price table
+    (config.DEFAULT_PRICES with ERAGRAPH_PRICES), published as the ``BedrockSpendUSD`` metric
+    that the BedrockSpend alarm sums per day. A Bedrock model without a price is logged, not
+    counted as free."""
+    import functools
+
+    from ..services import cost
+
+    prices = settings_from_env(dict(os.environ if environ is None else environ)).price_table()
+
+    def wrap(handler: Callable) -> Callable:
+        @functools.wraps(handler)
+        def run(event: Any, context: Any) -> Any:
+            with cost.track() as calls:
+                try:
+                    return handler(event, context)
+                finally:
+                    usd, unpriced = cost.bedrock_spend(calls, prices)
+                    if any(c.model.startswith("bedrock:") for c in calls):
+                        metrics.add_metric("BedrockSpendUSD", "None", round(usd, 8))
+                    if unpriced and logger is not None:
+                        logger.warning("Bedrock calls without a price (set ERAGRAPH_PRICES)",
+                                       extra={"reason": "unpriced-model", "models": unpriced})
+        return run
+    return wrap
 
 
 DEFAULT_INDEX = "eragraph-nodes"
@@ -216,6 +247,25 @@ class LazyEngine:
 
 
 LAMBDA_ENGINE = LazyEngine("aws")
+_REINDEX_QUEUE: list[Any] = []
+
+
+def reindex_queue(environ: Mapping[str, str] | None = None) -> Any:
+    """The reindex function's queue of tenant audits (adapters.aws.reindex_queue), from
+    ERAGRAPH_REINDEX_QUEUE_URL; built once per container."""
+    env = os.environ if environ is None else environ
+    _require(env, "ERAGRAPH_REINDEX_QUEUE_URL")
+    url = env["ERAGRAPH_REINDEX_QUEUE_URL"]
+    if not _REINDEX_QUEUE or _REINDEX_QUEUE[0].url != url:
+        import boto3
+
+        from ..adapters.aws.reindex_queue import ReindexQueue
+
+        region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
+        client = boto3.session.Session(region_name=region).client(
+            "sqs", endpoint_url=env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None)
+        _REINDEX_QUEUE[:] = [ReindexQueue(url, client)]
+    return _REINDEX_QUEUE[0]
 
 
 @contextmanager

@@ -101,6 +101,21 @@ def cost_usd(model: str, tokens_in: int, tokens_out: int, prices: Mapping[str, t
     return (tokens_in * price[0] + tokens_out * price[1]) / 1e6
 
 
+def bedrock_spend(calls: Sequence[Call], prices: Mapping[str, tuple[float, float]]) -> tuple[float, list[str]]:
+    """Dollars of the Bedrock calls among ``calls`` (models ``bedrock:...``, priced from the
+    ledger's table) and the Bedrock models without a price (left out, never counted as free)."""
+    usd, unpriced = 0.0, set()
+    for c in calls:
+        if not c.model.startswith("bedrock:"):
+            continue
+        cost = cost_usd(c.model, c.tokens_in, c.tokens_out, prices)
+        if cost is None:
+            unpriced.add(c.model)
+        else:
+            usd += cost
+    return usd, sorted(unpriced)
+
+
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 8)
 
