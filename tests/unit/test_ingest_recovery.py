@@ -270,3 +270,90 @@ def test_a_retag_too_large_for_the_store_is_refused_and_keeps_the_old_attributes
     assert report.errors == [{"source": doc.source, "error": f"{doc.source}: too large for one item"}]
     assert _doc(engine, doc).metadata == {"size": "small"} and report.documents_added == 1
     assert engine.graph.get_doc_status(doc.resolved_id).state == FAILED
+
+
+# ---------------------------------------------------------------- raced restamps and retags
+
+def _found(engine, doc, where: dict) -> set:
+    from eragraph.domain.filters import parse_filter
+    query = engine.embedder.embed([doc.text])[0]
+    return {h.node_id for h in engine.vectors.search(query, 50, layers=[0], where=parse_filter(where))}
+
+
+def test_a_restamp_that_loses_to_a_newer_delete_does_not_bring_the_document_back():
+    engine = _engine(graph=RacingStore())
+    doc = replace(synthetic_docs(1)[0], doc_id="", version=V1)
+    ingest(engine, [doc])
+    engine.graph.doc_id = doc.resolved_id
+    engine.graph.before = lambda: remove(engine, [doc.source], version=V4)
+    report = ingest(engine, [replace(doc, version=V3)])  # same text, newer: a restamp
+    assert report.documents_stale == 1 and report.documents_unchanged == 0
+    assert _doc(engine, doc).is_tombstone and engine.vectors.ids() == set()
+
+
+def test_a_restamp_that_loses_to_a_newer_write_of_the_same_text_is_stale():
+    engine = _engine(graph=RacingStore())
+    doc = replace(synthetic_docs(1)[0], doc_id="", version=V1)
+    ingest(engine, [doc])
+    engine.graph.doc_id = doc.resolved_id
+    engine.graph.before = lambda: ingest(engine, [replace(doc, version=V4)])
+    report = ingest(engine, [replace(doc, version=V3)])
+    assert (report.documents_stale, report.documents_unchanged) == (1, 0) and _doc(engine, doc).version == V4
+
+
+def test_a_restamp_that_loses_to_an_older_write_of_other_text_writes_its_own_text_in_full():
+    engine = _engine(graph=RacingStore())
+    doc = replace(synthetic_docs(1)[0], doc_id="", version=V1)
+    ingest(engine, [doc])
+    first = set(_doc(engine, doc).chunk_ids)
+    engine.graph.doc_id = doc.resolved_id
+    engine.graph.before = lambda: ingest(engine, [replace(doc, text=NEW_TEXT, version=V2)])
+    report = ingest(engine, [replace(doc, version=V3)])  # the first text again, newest
+    stored = _doc(engine, doc)
+    assert stored.version == V3 and stored.content_hash == content_hash(doc.text)
+    assert set(stored.chunk_ids) == first and _held(engine, first) == first
+    assert report.documents_replaced == 1 and report.chunks_added == len(first)
+
+
+def test_a_retag_that_loses_to_a_newer_retag_leaves_the_winners_attributes_on_the_chunks():
+    engine = replace(_engine(graph=RacingStore()), tenant="acme")
+    doc = replace(synthetic_docs(1)[0], doc_id="", version=V1, metadata={"team": "red"})
+    ingest(engine, [doc])
+    chunks = set(_doc(engine, doc).chunk_ids)
+    engine.graph.doc_id = doc.resolved_id
+    engine.graph.before = lambda: ingest(engine, [replace(doc, version=V4, metadata={"team": "green"})])
+    report = ingest(engine, [replace(doc, version=V3, metadata={"team": "blue"})])
+    assert (report.documents_stale, report.documents_retagged) == (1, 0)
+    assert _doc(engine, doc).metadata == {"team": "green"}
+    green_here = {"andAll": [{"equals": {"key": "team", "value": "green"}},
+                             {"equals": {"key": "tenant", "value": "acme"}}]}
+    assert _found(engine, doc, green_here) == chunks
+    assert _found(engine, doc, {"equals": {"key": "team", "value": "blue"}}) == set()
+
+
+def test_a_retag_written_over_an_older_retag_puts_its_own_attributes_back_on_the_chunks():
+    engine = _engine(graph=RacingStore())
+    doc = replace(synthetic_docs(1)[0], doc_id="", version=V1, metadata={"team": "red"})
+    ingest(engine, [doc])
+    chunks = set(_doc(engine, doc).chunk_ids)
+    engine.graph.doc_id = doc.resolved_id
+    engine.graph.before = lambda: ingest(engine, [replace(doc, version=V2, metadata={"team": "green"})])
+    report = ingest(engine, [replace(doc, version=V3, metadata={"team": "blue"})])
+    assert report.documents_retagged == 1 and _doc(engine, doc).metadata == {"team": "blue"}
+    assert _found(engine, doc, {"equals": {"key": "team", "value": "blue"}}) == chunks
+    assert _found(engine, doc, {"equals": {"key": "team", "value": "green"}}) == set()
+
+
+def test_a_retag_that_loses_to_other_text_is_ingested_in_full_after_all():
+    engine = _engine(graph=RacingStore())
+    doc = replace(synthetic_docs(1)[0], doc_id="", version=V1, metadata={"team": "red"})
+    ingest(engine, [doc])
+    first = set(_doc(engine, doc).chunk_ids)
+    engine.graph.doc_id = doc.resolved_id
+    engine.graph.before = lambda: ingest(engine, [replace(doc, text=NEW_TEXT, version=V2)])
+    done = []
+    report = ingest(engine, [replace(doc, version=V3, metadata={"team": "blue"})], progress=done.append)
+    stored = _doc(engine, doc)
+    assert (stored.version, stored.metadata, stored.content_hash) == (V3, {"team": "blue"}, content_hash(doc.text))
+    assert _found(engine, doc, {"equals": {"key": "team", "value": "blue"}}) == first == set(stored.chunk_ids)
+    assert sum(done) == 1 and report.errors == []  # counted once, when it was ingested
