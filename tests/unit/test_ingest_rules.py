@@ -204,3 +204,15 @@ def test_a_document_keeps_the_meta_it_was_given():
     doc = replace(synthetic_docs(1)[0], doc_id="", meta={"origin": "upload"})
     ingest(engine, [doc])
     assert engine.graph.get_document(doc.resolved_id).meta["origin"] == "upload"
+
+
+def test_removing_a_document_tells_the_remove_hooks_which_document_lost_which_chunks():
+    engine = make_engine()
+    doc = replace(synthetic_docs(1)[0], doc_id="")
+    ingest(engine, [doc])
+    stored = engine.graph.get_document(doc.resolved_id)
+    told = []
+    engine.remove_hooks.append(lambda eng, d, ids: told.append((eng is engine, d.doc_id, list(ids))))
+    remove(engine, [doc.resolved_id])
+    assert told == [(True, doc.resolved_id, list(stored.chunk_ids))]
+    assert engine.vectors.ids() == set() and engine.graph.get_document(doc.resolved_id) is None
