@@ -20,7 +20,7 @@ from support import make_engine, synthetic_docs
 from eragraph.adapters.memory import MemoryGraphStore, MemoryQueue
 from eragraph.domain.doc_status import FAILED, INDEXED
 from eragraph.domain.ids import content_hash
-from eragraph.domain.model import ANY_VERSION, ItemTooLargeError
+from eragraph.domain.model import ANY_VERSION, ConflictError, ItemTooLargeError
 from eragraph.services import followup
 from eragraph.services.announce import shard_of
 from eragraph.services.ingest import SourceDoc, ingest
@@ -70,6 +70,8 @@ class LimitedStore(MemoryGraphStore):
     def check_fits(self, doc=None, nodes=()):
         if doc is not None and (doc.source.startswith("huge") or (doc.metadata or {}).get("size") == "huge"):
             raise ItemTooLargeError(f"{doc.source}: too large for one item")
+        if any("enormous" in n.text for n in nodes):
+            raise ItemTooLargeError("a chunk too large for one item")
 
 
 def _engine(**graph) -> object:
@@ -186,15 +188,16 @@ def test_chunks_a_newer_winner_shares_with_the_replaced_version_stay():
 
 def test_chunks_a_concurrent_writer_took_away_are_put_back_with_their_vectors():
     engine = _engine(graph=RacingStore())
-    doc = replace(synthetic_docs(1)[0], doc_id="")
+    first, doc = (replace(d, doc_id="") for d in synthetic_docs(2))  # the raced one second in its batch
 
     def stale_writer_drops_some():  # what a losing writer's undo can do to shared chunks
-        ids = [n.node_id for n in engine.graph.get_nodes(engine.vectors.ids()).values()][:2]
+        ids = [n.node_id for n in engine.graph.get_nodes(engine.vectors.ids()).values()
+               if n.doc_id == doc.resolved_id][:2]
         engine.graph.delete_nodes(ids)
         engine.vectors.delete(ids)
     engine.graph.doc_id = doc.resolved_id
     engine.graph.before = stale_writer_drops_some
-    ingest(engine, [doc])
+    ingest(engine, [first, doc])
     stored = _doc(engine, doc)
     assert len(stored.chunk_ids) > 2 and _held(engine, stored.chunk_ids) == set(stored.chunk_ids)
     nodes = engine.graph.get_nodes(stored.chunk_ids)
@@ -357,3 +360,130 @@ def test_a_retag_that_loses_to_other_text_is_ingested_in_full_after_all():
     assert (stored.version, stored.metadata, stored.content_hash) == (V3, {"team": "blue"}, content_hash(doc.text))
     assert _found(engine, doc, {"equals": {"key": "team", "value": "blue"}}) == first == set(stored.chunk_ids)
     assert sum(done) == 1 and report.errors == []  # counted once, when it was ingested
+
+
+# ---------------------------------------------------------------- more interleavings
+
+class DiesAtAnnouncement(RecordingQueue):
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+
+    def send(self, messages) -> None:
+        if self.armed:
+            self.armed = False
+            raise RuntimeError("killed")
+        super().send(messages)
+
+
+class AlwaysLoses(MemoryGraphStore):
+    """Every conditional document write loses (another writer keeps winning)."""
+
+    losing = False
+
+    def put_document(self, doc, expected=ANY_VERSION):
+        if self.losing and expected is not ANY_VERSION:
+            raise ConflictError(f"document {doc.doc_id} changed concurrently")
+        super().put_document(doc, expected)
+
+
+def test_a_versioned_batch_that_died_at_its_announcement_is_announced_by_its_rerun():
+    engine = replace(_engine(), queue=DiesAtAnnouncement())
+    a, b = (replace(d, doc_id="", version=V1) for d in synthetic_docs(2))
+    ingest(engine, [a, b])
+    old = {d.resolved_id: set(_doc(engine, d).chunk_ids) for d in (a, b)}
+    changed = [replace(a, text=NEW_TEXT, version=V2), replace(b, text=OTHER_TEXT, version=V2)]
+    engine.queue.armed = True
+    with pytest.raises(RuntimeError, match="killed"):
+        ingest(engine, changed)
+    engine.queue.messages.clear()
+    report = ingest(engine, changed)  # both events delivered again: their own versions are stored
+    assert (report.documents_unchanged, report.documents_stale, report.chunks_added) == (2, 0, 0)
+    new = {d.resolved_id: set(_doc(engine, d).chunk_ids) for d in changed}
+    added, removed, _ = _announced(engine)
+    assert added == new[a.resolved_id] | new[b.resolved_id]
+    assert removed == (old[a.resolved_id] - new[a.resolved_id]) | (old[b.resolved_id] - new[b.resolved_id])
+    assert engine.graph.meta_keys(followup.PREFIX) == []
+
+
+def test_a_writer_that_loses_to_a_newer_version_of_the_same_text_keeps_the_winners_chunks():
+    engine = _engine(graph=RacingStore())
+    doc = replace(synthetic_docs(1)[0], doc_id="", version=V1)
+    ingest(engine, [doc])
+    engine.graph.doc_id = doc.resolved_id
+    engine.graph.before = lambda: ingest(engine, [replace(doc, text=NEW_TEXT, version=V3)])
+    report = ingest(engine, [replace(doc, text=NEW_TEXT, version=V2)])
+    winner = _doc(engine, doc)
+    assert winner.version == V3 and report.documents_stale == 1
+    assert _held(engine, winner.chunk_ids) == set(winner.chunk_ids)
+
+
+def test_a_document_deleted_right_after_this_writers_commit_leaves_no_old_chunks():
+    engine = _engine(graph=RacingStore())
+    doc = replace(synthetic_docs(1)[0], doc_id="")
+    ingest(engine, [doc])
+    old = set(_doc(engine, doc).chunk_ids)
+    engine.graph.doc_id = doc.resolved_id
+    engine.graph.after = lambda: remove(engine, [doc.resolved_id])
+    ingest(engine, [replace(doc, text=NEW_TEXT)])
+    assert _held(engine, old) == set()
+
+
+def test_a_write_that_keeps_losing_gives_up_naming_the_document():
+    engine = _engine(graph=AlwaysLoses())
+    doc = replace(synthetic_docs(1)[0], doc_id="", version=V1)
+    ingest(engine, [doc])
+    engine.graph.losing = True
+    with pytest.raises(ConflictError, match=f"^document {doc.resolved_id}: 8 conditional writes lost in a row$"):
+        ingest(engine, [replace(doc, text=NEW_TEXT, version=V2)])
+    with pytest.raises(ConflictError, match=f"^document {doc.resolved_id}: 8 conditional writes lost in a row$"):
+        ingest(engine, [replace(doc, version=V2)])  # a restamp
+
+
+def test_a_restamp_that_loses_to_an_older_restamp_of_the_same_text_only_restamps_again():
+    engine = _engine(graph=RacingStore())
+    doc = replace(synthetic_docs(1)[0], doc_id="", version=V1)
+    ingest(engine, [doc])
+    engine.graph.doc_id = doc.resolved_id
+    engine.graph.before = lambda: ingest(engine, [replace(doc, version=V2)])
+    report = ingest(engine, [replace(doc, version=V3)])
+    assert (report.documents_unchanged, report.chunks_added, report.documents_stale) == (1, 0, 0)
+    assert _doc(engine, doc).version == V3
+
+
+def test_a_restamp_that_loses_to_an_unversioned_delete_writes_the_document_again():
+    engine = _engine(graph=RacingStore())
+    doc = replace(synthetic_docs(1)[0], doc_id="", version=V1)
+    ingest(engine, [doc])
+    engine.graph.doc_id = doc.resolved_id
+    engine.graph.before = lambda: remove(engine, [doc.resolved_id])
+    report = ingest(engine, [replace(doc, version=V3)])
+    stored = _doc(engine, doc)
+    assert stored.version == V3 and report.documents_added == 1
+    assert _held(engine, stored.chunk_ids) == set(stored.chunk_ids)
+
+
+def test_a_retag_that_loses_to_a_newer_delete_leaves_no_vector_behind():
+    engine = _engine(graph=RacingStore())
+    doc = replace(synthetic_docs(1)[0], doc_id="", version=V1, metadata={"team": "red"})
+    ingest(engine, [doc])
+    engine.graph.doc_id = doc.resolved_id
+    engine.graph.before = lambda: remove(engine, [doc.source], version=V4)
+    report = ingest(engine, [replace(doc, version=V3, metadata={"team": "blue"})])
+    assert report.documents_stale == 1 and engine.vectors.ids() == set()
+
+
+def test_a_document_with_a_chunk_too_large_for_the_store_is_refused_whole():
+    engine = _engine(graph=LimitedStore())
+    ok = replace(synthetic_docs(1)[0], doc_id="")
+    big = SourceDoc(source="big.txt", text="Some ordinary words first. " * 5 + "enormous " * 3)
+    report = ingest(engine, [big, ok])
+    assert report.errors == [{"source": "big.txt", "error": "a chunk too large for one item"}]
+    assert _doc(engine, big) is None and engine.vectors.ids() == set(_doc(engine, ok).chunk_ids)
+
+
+def test_an_empty_document_alone_is_stored_without_chunks():
+    engine = _engine()
+    report = ingest(engine, [SourceDoc(source="empty.txt", text="")])
+    stored = _doc(engine, SourceDoc(source="empty.txt", text=""))
+    assert report.documents_added == 1 and stored.chunk_ids == () and engine.vectors.ids() == set()
