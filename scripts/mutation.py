@@ -64,7 +64,7 @@ TARGETS: dict[str, dict] = {
     # services, one module each with the tests that drive it
     "resummarize": {
         "files": ["services/resummarize.py"],
-        "tests": [*_unit("resummarize", "resummarize_outbox", "streamed_pass", "scoped", "progress", "reindex"),
+        "tests": [*_unit("resummarize", "resummarize_outbox", "resummarize_rules", "streamed_pass", "scoped", "progress", "reindex"),
                   "-m", "not model"],
         "only": None,
     },
