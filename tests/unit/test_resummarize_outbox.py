@@ -118,3 +118,22 @@ def test_entries_of_another_shard_or_younger_than_asked_are_left():
     assert resummarize.finish_outbox(engine, 0, None, older_than=3600.0) == 0
     assert engine.graph.get_meta(key) == entry and engine.queue.messages == []
     assert resummarize.finish_outbox(engine, 0, None, older_than=0.0) == 1
+
+
+def test_an_old_entry_is_finished_when_asked_for_entries_older_than_an_hour():
+    engine, message, key, entry = _died("vectors", "upsert", lambda ids, v, metas: metas and metas[0]["layer"] > 0)
+    engine.graph.put_meta(key, {**entry, "at": entry["at"] - 7200})
+    assert resummarize.finish_outbox(engine, 0, None, older_than=3600.0) == 1
+    assert engine.graph.get_meta(key) is None
+
+
+def test_a_scoped_reconcile_finishes_its_own_shards_entries_only():
+    from eragraph.domain.model import SegmentsAffected
+    from eragraph.services.announce import shard_of
+    engine, message, key, entry = _died("vectors", "upsert", lambda ids, v, metas: metas and metas[0]["layer"] > 0)
+    bits = engine.settings.n_planes
+    other = next(r for r in engine.graph.layer_refs(0) if shard_of(r.code, bits) != message.group)
+    resummarize.reconcile(engine, SegmentsAffected(layer=0, codes=(other.code,), group=shard_of(other.code, bits)))
+    assert engine.graph.get_meta(key) == entry
+    resummarize.reconcile(engine, message)
+    assert engine.graph.get_meta(key) is None

@@ -77,3 +77,64 @@ def test_one_reconcile_reports_every_summary_it_made_and_removed_and_announces_t
     for node_id in made:  # each new summary is found in its own layer
         vector = engine.vectors.get_vectors([node_id])[node_id]
         assert node_id in {h.node_id for h in engine.vectors.search(vector, 3, layers=[1])}
+
+
+def test_a_continuation_is_a_new_operation_marked_once_as_continued():
+    from eragraph.domain.model import SegmentsAffected
+    message = SegmentsAffected(layer=0, codes=(3,), group=0, reason="ingest", op="op-1")
+    once = resummarize.continuation(message)
+    twice = resummarize.continuation(once)
+    assert once.reason == "ingest+continue" and twice.reason == "ingest+continue"
+    assert len({message.op, once.op, twice.op}) == 3 and all(m.op for m in (once, twice))
+    assert (once.layer, once.codes, once.group) == (0, (3,), 0)
+
+
+def test_drain_delivers_every_message_or_stops_after_the_batch_that_reaches_the_limit():
+    from eragraph.domain.model import SegmentsAffected
+
+    def queued(n):
+        engine = make_engine()
+        engine.queue.send([SegmentsAffected(layer=layer, reason="test") for layer in range(n)])
+        return engine
+    engine = queued(25)
+    seen = []
+    report = resummarize.drain(engine, on_message=seen.append)
+    assert isinstance(report, resummarize.ChangeReport) and engine.queue.pending() == 0
+    assert [m.layer for m in seen] == list(range(25))
+    for limit, left in ((10, 15), (11, 5), (15, 5), (20, 5)):  # batches of ten
+        engine = queued(25)
+        assert isinstance(resummarize.drain(engine, max_messages=limit), resummarize.ChangeReport)
+        assert engine.queue.pending() == left, limit
+
+
+def test_a_whole_layer_pass_records_when_it_started_unless_a_later_pass_did():
+    import time
+    engine = make_engine()
+    ingest(engine, synthetic_docs(20))
+    resummarize.drain(engine)
+    before = time.time()
+    resummarize.reconcile(engine, 0)
+    swept = float(engine.graph.get_meta(resummarize.swept_key(0)))
+    assert before - 1 <= swept <= time.time()
+    engine.graph.put_meta(resummarize.swept_key(0), before + 3600)  # a later pass finished first
+    resummarize.reconcile(engine, 0)
+    assert float(engine.graph.get_meta(resummarize.swept_key(0))) == before + 3600
+
+
+def test_a_split_apply_cut_short_is_repaired_and_the_layer_above_announced_whole():
+    import time
+    from eragraph.domain.model import applying_key
+    engine = replace(make_engine(), queue=RecordingQueue())
+    ingest(engine, synthetic_docs(20))
+    resummarize.drain(engine)
+    old = applying_key(0, "cut-short")
+    engine.graph.put_meta(old, time.time() - 60)
+    later = applying_key(0, "another-writer-now")
+    engine.queue.messages.clear()
+    resummarize.reconcile(engine, 0)
+    assert engine.graph.get_meta(old) is None
+    above = [m for m in engine.queue.messages if m.reason == "unfinished:0"]
+    assert len(above) == 1 and above[0].layer == 1 and not above[0].codes  # the whole layer above
+    engine.graph.put_meta(later, time.time() + 60)  # written after the pass started: not its to clear
+    resummarize.reconcile(engine, 0)
+    assert engine.graph.get_meta(later) is not None
