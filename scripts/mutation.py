@@ -282,20 +282,21 @@ def changed_targets(base: str) -> list[str]:
 def collect(names: list[str], out: Path) -> int:
     import platform
 
-    targets = {}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    # the targets not collected now keep their entries of the earlier collection
+    targets = json.loads(out.read_text()).get("targets", {}) if out.exists() else {}
     for name in names:
         path = SCRATCH / name / "result.json"
         if not path.exists():
             continue
         r = json.loads(path.read_text())
-        targets[name] = {"files": r["files"], "tests": TARGETS[name]["tests"], "only": TARGETS[name]["only"],
+        targets[name] = {"commit": commit, "files": r["files"], "tests": TARGETS[name]["tests"], "only": TARGETS[name]["only"],
                          "counts": r["counts"], "score": r["score"], "per_module": r["per_module"],
                          "survivors": [{"mutant": s["mutant"], "status": s["status"],
                                         "change": [line for line in s["diff"].splitlines()
                                                    if line[:1] in "-+" and line[:3] not in ("---", "+++")]}
                                        for s in r["survivors"]]}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
     out.write_text(json.dumps({"tool": "mutmut 3.8.1", "command": "python scripts/mutation.py <target>",
                                "commit": commit, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                                "targets": targets}, indent=1, ensure_ascii=False) + "\n")
