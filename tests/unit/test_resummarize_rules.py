@@ -138,3 +138,13 @@ def test_a_split_apply_cut_short_is_repaired_and_the_layer_above_announced_whole
     engine.graph.put_meta(later, time.time() + 60)  # written after the pass started: not its to clear
     resummarize.reconcile(engine, 0)
     assert engine.graph.get_meta(later) is not None
+
+
+def test_requeue_names_each_layer_marked_dirty_at_least_older_than_ago_as_a_requeue():
+    from eragraph.services.announce import mark_dirty
+    engine = replace(make_engine(), queue=RecordingQueue())
+    mark_dirty(engine, 0, [5], now=1000.0)
+    mark_dirty(engine, 2, [7], now=1050.0)
+    assert resummarize.requeue_dirty(engine, older_than=50.0, now=1050.0) == [0]
+    assert [(m.layer, m.reason, m.codes) for m in engine.queue.messages] == [(0, "requeue", ())]
+    assert resummarize.requeue_dirty(engine, now=1050.0) == [0, 2]  # by default every marked layer
