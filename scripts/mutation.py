@@ -18,6 +18,7 @@ import argparse
 import fnmatch
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -63,12 +64,13 @@ TARGETS: dict[str, dict] = {
     # services, one module each with the tests that drive it
     "resummarize": {
         "files": ["services/resummarize.py"],
-        "tests": [*_unit("resummarize", "streamed_pass", "scoped", "progress", "reindex"), "-m", "not model"],
+        "tests": [*_unit("resummarize", "resummarize_outbox", "resummarize_rules", "streamed_pass", "scoped", "progress", "reindex"),
+                  "-m", "not model"],
         "only": None,
     },
     "ingest": {
         "files": ["services/ingest.py"],
-        "tests": [*_unit("ingest_rules", "ingest_race", "metadata_sources", "remove", "diff"), "tests/e2e/test_metadata_ingest.py",
+        "tests": [*_unit("ingest_rules", "ingest_recovery", "ingest_race", "metadata_sources", "remove", "diff"), "tests/e2e/test_metadata_ingest.py",
                   "-m", "not model"],
         "only": None,
     },
@@ -103,6 +105,9 @@ TARGETS: dict[str, dict] = {
         # ref state changes
         "only": ["*put_document__mutmut_*", "*apply_region__mutmut_*", "*put_lsh__mutmut_*",
                  "*.x__make_live__mutmut_*", "*.x__make_gone__mutmut_*", "*.x__count__mutmut_*"],
+        # SQLite keywords and identifiers are case-insensitive: a survivor that only changes the
+        # case of its lines (an SQL statement) is equivalent, listed but not scored
+        "case_insensitive": True,
     },
 }
 
@@ -153,6 +158,11 @@ def rerun_survivors(name: str, children: int) -> dict:
     """Run the survivors of the last run again, against the current tests (the package copy,
     hence the mutants, stay as they were)."""
     work = SCRATCH / name
+    if not (work / "result.json").exists() or not (work / "mutants").exists():
+        # no earlier run in this checkout (.mutation/ is not committed): nothing to rerun yet
+        print(f"{name}: no earlier run in {work.relative_to(ROOT)} to take the survivors from; "
+              "running every mutant of the target instead", flush=True)
+        return run(name, children)
     survivors = [s["mutant"] for s in json.loads((work / "result.json").read_text())["survivors"]]
     shutil.copytree(ROOT / "tests", work / "tests", dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -179,6 +189,18 @@ def _statuses(work: Path) -> dict[str, str]:
 
 
 CAUGHT = ("killed", "timeout", "segfault")
+EQUIVALENT = "equivalent (case only)"
+
+
+_SQL = re.compile(r"\b(select|insert|update|delete|on conflict)\b", re.IGNORECASE)
+
+
+def case_only(diff: str) -> bool:
+    """Whether a mutant's diff changes nothing but the case of lines that hold an SQL statement."""
+    minus = [line[1:] for line in diff.splitlines() if line[:1] == "-" and line[:3] != "---"]
+    plus = [line[1:] for line in diff.splitlines() if line[:1] == "+" and line[:3] != "+++"]
+    return (bool(minus) and minus != plus and [m.lower() for m in minus] == [p.lower() for p in plus]
+            and all(_SQL.search(m) for m, p in zip(minus, plus) if m != p))
 
 
 def score(name: str, work: Path) -> dict:
@@ -200,17 +222,21 @@ def score(name: str, work: Path) -> dict:
             continue
         module = key.split(".x")[0] if ".x" in key else key.rsplit(".", 1)[0]
         module = module.replace("ǁ", ".").split(".x")[0]
+        diff = None
+        if status not in (*CAUGHT, "not checked", "skipped"):
+            diff = "" if os.environ.get("MUTATION_NO_DIFFS") and not target.get("case_insensitive") else \
+                subprocess.run([sys.executable, "-m", "mutmut", "show", key], cwd=work, capture_output=True,
+                               text=True, env=_env(work)).stdout
+            if target.get("case_insensitive") and case_only(diff):
+                status = EQUIVALENT
         counts[status] = counts.get(status, 0) + 1
         per = per_file.setdefault(module, {})
         per[status] = per.get(status, 0) + 1
-        if status not in (*CAUGHT, "not checked", "skipped"):
-            diff = "" if os.environ.get("MUTATION_NO_DIFFS") else subprocess.run(
-                [sys.executable, "-m", "mutmut", "show", key], cwd=work, capture_output=True, text=True,
-                env=_env(work)).stdout
+        if diff is not None:
             survivors.append({"mutant": key, "status": status, "diff": diff})
 
     def pct(c: dict[str, int]) -> float | None:
-        tested = sum(v for k, v in c.items() if k not in ("skipped", "not checked"))
+        tested = sum(v for k, v in c.items() if k not in ("skipped", "not checked", EQUIVALENT))
         caught = sum(v for k, v in c.items() if k in CAUGHT)
         return round(100.0 * caught / tested, 1) if tested else None
 
@@ -256,20 +282,21 @@ def changed_targets(base: str) -> list[str]:
 def collect(names: list[str], out: Path) -> int:
     import platform
 
-    targets = {}
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    # the targets not collected now keep their entries of the earlier collection
+    targets = json.loads(out.read_text()).get("targets", {}) if out.exists() else {}
     for name in names:
         path = SCRATCH / name / "result.json"
         if not path.exists():
             continue
         r = json.loads(path.read_text())
-        targets[name] = {"files": r["files"], "tests": TARGETS[name]["tests"], "only": TARGETS[name]["only"],
+        targets[name] = {"commit": commit, "files": r["files"], "tests": TARGETS[name]["tests"], "only": TARGETS[name]["only"],
                          "counts": r["counts"], "score": r["score"], "per_module": r["per_module"],
                          "survivors": [{"mutant": s["mutant"], "status": s["status"],
                                         "change": [line for line in s["diff"].splitlines()
                                                    if line[:1] in "-+" and line[:3] not in ("---", "+++")]}
                                        for s in r["survivors"]]}
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
     out.write_text(json.dumps({"tool": "mutmut 3.8.1", "command": "python scripts/mutation.py <target>",
                                "commit": commit, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                                "targets": targets}, indent=1, ensure_ascii=False) + "\n")
@@ -283,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--changed", nargs="?", const="main", metavar="BASE",
                     help="the targets whose files a change touches (git diff BASE...HEAD, and the work tree)")
     ap.add_argument("--all", action="store_true")
-    ap.add_argument("--children", type=int, default=2)
+    ap.add_argument("--children", "--workers", type=int, default=2, help="mutmut workers (1 on a shared machine)")
     ap.add_argument("--min-score", type=float, default=85.0)
     ap.add_argument("--score-only", action="store_true", help="rescore an earlier run, run nothing")
     ap.add_argument("--survivors", action="store_true",
@@ -302,6 +329,10 @@ def main(argv: list[str] | None = None) -> int:
     low = []
     for name in names:
         if args.score_only:
+            if not (SCRATCH / name / "mutants").exists():
+                print(f"{name}: no earlier run to score (python scripts/mutation.py {name} runs it)")
+                low.append(f"{name}: not run")
+                continue
             result = score(name, SCRATCH / name)
         elif args.survivors:
             result = rerun_survivors(name, args.children)

@@ -33,7 +33,9 @@ def test_keep_alive_health_requests_take_milliseconds(tmp_path):
             response = conn.getresponse()
             assert response.status == 200 and response.read()
             times.append(time.perf_counter() - started)
-        assert sorted(times)[10] < 0.030, sorted(times)  # the median; the delayed-ACK stall is 40 ms
+        # a low percentile, not the median: the delayed-ACK stall (40 ms) hits every request, while a
+        # loaded machine's preemptions hit some; the third fastest of 21 stays fast unless it stalls
+        assert sorted(times)[2] < 0.030, sorted(times)
     finally:
         server.shutdown()
         server.server_close()

@@ -11,7 +11,9 @@ from dataclasses import replace
 import pytest
 from support import make_engine, synthetic_docs
 
-from eragraph.services.ingest import batches, ingest, same_attributes
+from eragraph.domain.ids import content_hash
+from eragraph.services.ingest import SourceDoc, batches, ingest, same_attributes
+from eragraph.services.remove import remove
 
 
 def test_metadata_naming_another_tenant_is_refused_with_both_tenants_named():
@@ -67,7 +69,7 @@ def test_batches_hold_at_most_size_documents_in_order_and_size_zero_is_refused()
     assert next(stream) == docs[:3]
     again += docs[:2]  # put back: they come first in the next batch, which stays at 3
     assert next(stream) == [*docs[:2], docs[3]]
-    with pytest.raises(ValueError, match="batch size must be at least 1"):
+    with pytest.raises(ValueError, match="^batch size must be at least 1$"):
         next(batches(iter(docs), 0))
 
 
@@ -151,3 +153,66 @@ def test_a_retag_in_a_tenant_store_keeps_the_chunks_findable_by_tenant_and_new_m
                              {"equals": {"key": "tenant", "value": "acme"}}]}) == chunks
     assert found({"equals": {"key": "team", "value": "red"}}) == set()
     assert engine.graph.get_document(doc.resolved_id).metadata == {"team": "blue"}
+
+
+V1, V2, V3 = (f"{n:016d}" for n in (1, 2, 3))
+
+
+def test_every_stale_document_of_a_batch_is_counted_and_none_stops_the_batch():
+    engine = make_engine()
+    a, b, c, d = (replace(x, doc_id="", version=V2) for x in synthetic_docs(4))
+    ingest(engine, [a, b, c])
+    report = ingest(engine, [replace(a, version=V1, text="older"), replace(b, version=V1, text="older too"),
+                             replace(c, version=V3), d])
+    assert (report.documents_stale, report.documents_unchanged, report.documents_added) == (2, 1, 1)
+    assert engine.graph.get_document(a.resolved_id).content_hash == content_hash(a.text)
+    assert engine.graph.get_document(c.resolved_id).version == V3
+
+
+def test_an_unversioned_reingest_of_unchanged_text_keeps_the_stored_version():
+    engine = make_engine()
+    doc = replace(synthetic_docs(1)[0], doc_id="", version=V2)
+    ingest(engine, [doc])
+    report = ingest(engine, [replace(doc, version="")])  # a local file: no sequencer
+    assert report.documents_unchanged == 1 and engine.graph.get_document(doc.resolved_id).version == V2
+
+
+def test_a_newer_delete_makes_an_older_write_of_the_document_stale():
+    engine = make_engine()
+    doc = replace(synthetic_docs(1)[0], doc_id="", version=V1)
+    ingest(engine, [doc])
+    remove(engine, [doc.source], version=V3)
+    report = ingest(engine, [replace(doc, version=V2)])
+    assert (report.documents_stale, report.documents_added) == (1, 0)
+    assert engine.graph.get_document(doc.resolved_id) is None and engine.vectors.ids() == set()
+
+
+def test_repeated_passages_of_one_document_are_kept_as_separate_chunks():
+    engine = make_engine(chunk_tokens=10, chunk_overlap=0)
+    doc = SourceDoc(source="refrain.txt", text="the same five words here " * 20)
+    ingest(engine, [doc])
+    ids = engine.graph.get_document(doc.resolved_id).chunk_ids
+    texts = {n.text for n in engine.graph.get_nodes(ids).values()}
+    assert len(ids) > 2 and len(texts) < len(ids)  # identical texts, yet one chunk each
+    assert len(set(ids)) == len(ids) and len(engine.graph.get_nodes(ids)) == len(ids)
+    query = engine.embedder.embed([doc.text])[0]
+    assert {h.node_id for h in engine.vectors.search(query, 50, doc_ids=[doc.resolved_id])} == set(ids)
+
+
+def test_a_document_keeps_the_meta_it_was_given():
+    engine = make_engine()
+    doc = replace(synthetic_docs(1)[0], doc_id="", meta={"origin": "upload"})
+    ingest(engine, [doc])
+    assert engine.graph.get_document(doc.resolved_id).meta["origin"] == "upload"
+
+
+def test_removing_a_document_tells_the_remove_hooks_which_document_lost_which_chunks():
+    engine = make_engine()
+    doc = replace(synthetic_docs(1)[0], doc_id="")
+    ingest(engine, [doc])
+    stored = engine.graph.get_document(doc.resolved_id)
+    told = []
+    engine.remove_hooks.append(lambda eng, d, ids: told.append((eng is engine, d.doc_id, list(ids))))
+    remove(engine, [doc.resolved_id])
+    assert told == [(True, doc.resolved_id, list(stored.chunk_ids))]
+    assert engine.vectors.ids() == set() and engine.graph.get_document(doc.resolved_id) is None

@@ -1,0 +1,150 @@
+"""resummarize rules a user (or the summarizer) would notice, on the memory engine: where each
+member of a segment comes from (its document, whether it starts it, whether it is a summary);
+the report counts, per layer, every summary made and removed across the regions of one
+reconcile; the layer above is announced with what came and went; a new summary's vector is
+found in its own layer; the summarize time is counted."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from support import make_engine, synthetic_docs
+
+from eragraph.adapters.memory import MemoryQueue
+from eragraph.domain.ids import chunk_id
+from eragraph.domain.model import Node
+from eragraph.ports import MemberSource
+from eragraph.services import resummarize
+from eragraph.services.ingest import ingest
+
+
+class RecordingQueue(MemoryQueue):
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list = []
+
+    def send(self, messages) -> None:
+        self.messages += list(messages)
+        super().send(messages)
+
+
+def test_a_members_source_is_its_document_and_only_the_first_chunk_starts_it():
+    first = Node(node_id=chunk_id("doc-1", 0, "Opening words."), layer=0, text="Opening words.", tokens=2,
+                 code=0, doc_id="doc-1", source="a.txt")
+    later = Node(node_id=chunk_id("doc-1", 1, "later words"), layer=0, text="later words", tokens=2, code=0,
+                 doc_id="doc-1", source="a.txt")
+    same_text_later = Node(node_id=chunk_id("doc-1", 3, "Opening words."), layer=0, text="Opening words.",
+                           tokens=2, code=0, doc_id="doc-1", source="a.txt")
+    orphan = Node(node_id="chk-x", layer=0, text="no document", tokens=2, code=0)
+    summary = Node(node_id="sum-1", layer=1, text="A summary.", tokens=2, code=0, children=("a", "b"))
+    assert resummarize.member_source(first) == MemberSource("doc-1", True, summary=False)
+    assert resummarize.member_source(later) == MemberSource("doc-1", False, summary=False)
+    assert resummarize.member_source(same_text_later) == MemberSource("doc-1", False, summary=False)
+    assert resummarize.member_source(orphan) == MemberSource("chk-x", True, summary=False)
+    assert resummarize.member_source(summary) == MemberSource("sum-1", True, summary=True)
+
+
+def _layer(engine, layer: int) -> set:
+    return {r.node_id for r in engine.graph.layer_refs(layer)}
+
+
+def test_one_reconcile_reports_every_summary_it_made_and_removed_and_announces_them():
+    engine = replace(make_engine(), queue=RecordingQueue())
+    docs = synthetic_docs(60)
+    ingest(engine, docs)
+    resummarize.drain(engine)
+    before = _layer(engine, 1)
+    # changes spread over the layer: one message, several regions
+    ingest(engine, [replace(d, text=d.text + " A closing line about harbours.") for d in docs[::3]])
+    engine.queue.messages.clear()
+    report = resummarize.ChangeReport()
+    while engine.queue.pending():
+        for receipt, message in engine.queue.receive(10):
+            if message.layer == 0:
+                report.merge(resummarize.reconcile(engine, message))
+            engine.queue.ack([receipt])
+        break
+    after = _layer(engine, 1)
+    made, gone = after - before, before - after
+    assert made and gone
+    assert report.segments_resummarized.get(1, 0) == len(made)
+    assert report.summaries_removed.get(1, 0) == len(gone)
+    assert set(report.summaries_removed) <= {1, 2} and set(report.segments_resummarized) <= {1, 2}
+    above = [m for m in engine.queue.messages if m.layer == 1]
+    assert above and {m.reason for m in above} == {"reconcile:0"}
+    assert {i for m in above for i in m.added} == made and {i for m in above for i in m.removed} == gone
+    assert report.cost.summarize_seconds > 0 and report.cost.summarize_calls >= len(made)
+    for node_id in made:  # each new summary is found in its own layer
+        vector = engine.vectors.get_vectors([node_id])[node_id]
+        assert node_id in {h.node_id for h in engine.vectors.search(vector, 3, layers=[1])}
+
+
+def test_a_continuation_is_a_new_operation_marked_once_as_continued():
+    from eragraph.domain.model import SegmentsAffected
+    message = SegmentsAffected(layer=0, codes=(3,), group=0, reason="ingest", op="op-1")
+    once = resummarize.continuation(message)
+    twice = resummarize.continuation(once)
+    assert once.reason == "ingest+continue" and twice.reason == "ingest+continue"
+    assert len({message.op, once.op, twice.op}) == 3 and all(m.op for m in (once, twice))
+    assert (once.layer, once.codes, once.group) == (0, (3,), 0)
+
+
+def test_drain_delivers_every_message_or_stops_after_the_batch_that_reaches_the_limit():
+    from eragraph.domain.model import SegmentsAffected
+
+    def queued(n):
+        engine = make_engine()
+        engine.queue.send([SegmentsAffected(layer=layer, reason="test") for layer in range(n)])
+        return engine
+    engine = queued(25)
+    seen = []
+    report = resummarize.drain(engine, on_message=seen.append)
+    assert isinstance(report, resummarize.ChangeReport) and engine.queue.pending() == 0
+    assert [m.layer for m in seen] == list(range(25))
+    for limit, left in ((10, 15), (11, 5), (15, 5), (20, 5)):  # batches of ten
+        engine = queued(25)
+        assert isinstance(resummarize.drain(engine, max_messages=limit), resummarize.ChangeReport)
+        assert engine.queue.pending() == left, limit
+
+
+def test_a_whole_layer_pass_records_when_it_started_unless_a_later_pass_did():
+    import time
+    engine = make_engine()
+    ingest(engine, synthetic_docs(20))
+    resummarize.drain(engine)
+    before = time.time()
+    resummarize.reconcile(engine, 0)
+    swept = float(engine.graph.get_meta(resummarize.swept_key(0)))
+    assert before - 1 <= swept <= time.time()
+    engine.graph.put_meta(resummarize.swept_key(0), before + 3600)  # a later pass finished first
+    resummarize.reconcile(engine, 0)
+    assert float(engine.graph.get_meta(resummarize.swept_key(0))) == before + 3600
+
+
+def test_a_split_apply_cut_short_is_repaired_and_the_layer_above_announced_whole():
+    import time
+    from eragraph.domain.model import applying_key
+    engine = replace(make_engine(), queue=RecordingQueue())
+    ingest(engine, synthetic_docs(20))
+    resummarize.drain(engine)
+    old = applying_key(0, "cut-short")
+    engine.graph.put_meta(old, time.time() - 60)
+    later = applying_key(0, "another-writer-now")
+    engine.queue.messages.clear()
+    resummarize.reconcile(engine, 0)
+    assert engine.graph.get_meta(old) is None
+    above = [m for m in engine.queue.messages if m.reason == "unfinished:0"]
+    assert len(above) == 1 and above[0].layer == 1 and not above[0].codes  # the whole layer above
+    engine.graph.put_meta(later, time.time() + 60)  # written after the pass started: not its to clear
+    resummarize.reconcile(engine, 0)
+    assert engine.graph.get_meta(later) is not None
+
+
+def test_requeue_names_each_layer_marked_dirty_at_least_older_than_ago_as_a_requeue():
+    from eragraph.services.announce import mark_dirty
+    engine = replace(make_engine(), queue=RecordingQueue())
+    mark_dirty(engine, 0, [5], now=1000.0)
+    mark_dirty(engine, 2, [7], now=1050.0)
+    assert resummarize.requeue_dirty(engine, older_than=50.0, now=1050.0) == [0]
+    assert [(m.layer, m.reason, m.codes) for m in engine.queue.messages] == [(0, "requeue", ())]
+    assert resummarize.requeue_dirty(engine, now=1050.0) == [0, 2]  # by default every marked layer
