@@ -7,6 +7,7 @@ caller's own knowledge base (whose engine, here without a generator, says so in 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -34,18 +35,24 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def stream_url(sam_build, python312, lambda_runtime, cloud, tmp_path_factory):
-    fn = dp.function_for(sam_build, "stream")
-    assert fn.handler == "run.sh"
+def roles(cloud):
     iam = boto3.client("iam", endpoint_url=cloud.endpoint, region_name=dp.REGION,
                        **{k.lower(): v for k, v in dp.FAKE_CREDENTIALS.items()})
     iam.create_role(RoleName="stream-reader", AssumeRolePolicyDocument="{}",
                     Tags=[{"Key": "eragraph-tenant", "Value": "acme"}])
     iam.create_role(RoleName="stream-untagged", AssumeRolePolicyDocument="{}")
+
+
+@contextlib.contextmanager
+def started(sam_build, python312, lambda_runtime, cloud, tmp_path_factory, settings: dict[str, str]):
+    """The built run.sh started as the adapter starts it, with ``settings`` over the template's
+    environment; yields its URL once the readiness check answers."""
+    fn = dp.function_for(sam_build, "stream")
+    assert fn.handler == "run.sh"
     bin_dir = tmp_path_factory.mktemp("bin")
     (bin_dir / "python").symlink_to(python312)  # run.sh runs `python`: the runtime's 3.12
     port = free_port()
-    env = cloud.environment(fn, DEFAULTS)
+    env = cloud.environment(fn, settings)
     env.update({"PATH": f"{bin_dir}:{env['PATH']}", "AWS_LWA_PORT": str(port),
                 "PYTHONPATH": os.pathsep.join(str(p) for p in [*fn.layer_paths, lambda_runtime])})
     log = tmp_path_factory.mktemp("stream-log") / "stream.log"
@@ -67,6 +74,12 @@ def stream_url(sam_build, python312, lambda_runtime, cloud, tmp_path_factory):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def stream_url(sam_build, python312, lambda_runtime, cloud, tmp_path_factory, roles):
+    with started(sam_build, python312, lambda_runtime, cloud, tmp_path_factory, DEFAULTS) as url:
+        yield url
 
 
 def client_as(url: str, role: str | None):
@@ -107,3 +120,45 @@ def test_the_built_stream_function_reaches_the_callers_knowledge_base(stream_url
     assert "needs a generator" in str(info.value)
     with pytest.raises(client.exceptions.ResourceNotFoundException):  # an id of no tenant
         client.retrieve_and_generate_stream(**ask(knowledge_base_id("nobody")))
+
+
+LIGHTHOUSE = ("The keeper of the Skarvik lighthouse is Ingrid Dahl. She lights the lamp at dusk and "
+              "writes the ship log every night before the morning watch.")
+
+
+@pytest.fixture(scope="module")
+def answering_url(sam_build, python312, lambda_runtime, cloud, tmp_path_factory, roles, launch):
+    """The stream function over tenant acme's one document, its generator an OpenAI-compatible
+    stand-in that streams (ERAGRAPH_GENERATOR=openai) and holds its last pieces back until the
+    test has read the first event."""
+    from sse_support import SSEServer, delta
+
+    dp.upload_and_ingest(cloud, launch("ingest"), {"tenants/acme/lighthouse.txt": LIGHTHOUSE})
+    pieces = [delta("Ingrid Dahl "), delta("keeps the "), delta("lighthouse.")]
+    server = SSEServer([*pieces, {"id": "c1", "choices": [], "usage": {"prompt_tokens": 50, "completion_tokens": 5}},
+                        "data: [DONE]"], hold_before=1, hold_seconds=120)
+    settings = {**DEFAULTS, "ERAGRAPH_GENERATOR": "openai", "ERAGRAPH_OPENAI_BASE_URL": server.base_url,
+                "ERAGRAPH_OPENAI_MODEL": "stand-in"}
+    try:
+        with started(sam_build, python312, lambda_runtime, cloud, tmp_path_factory, settings) as url:
+            yield url, server
+    finally:
+        server.close()
+
+
+def test_the_built_stream_function_streams_the_answer_event_by_event(answering_url):
+    """boto3 reads the built function's event stream one event at a time: the first output event
+    arrives while the model still holds back the rest, and the citation rests on acme's document."""
+    url, server = answering_url
+    client = client_as(url, "stream-reader")
+    out = client.retrieve_and_generate_stream(**ask(knowledge_base_id("acme")))
+    events = iter(out["stream"])
+    assert next(events) == {"output": {"text": "Ingrid Dahl "}}
+    assert server.sent == 1  # the model has sent one piece: the event left before the answer was written
+    server.release.set()
+    rest = list(events)
+    assert "".join(e["output"]["text"] for e in rest if "output" in e) == "keeps the lighthouse."
+    citation = rest[-1]["citation"]
+    assert citation["generatedResponsePart"]["textResponsePart"]["text"] == "Ingrid Dahl keeps the lighthouse."
+    [uri] = {r["location"]["s3Location"]["uri"] for r in citation["retrievedReferences"]}
+    assert uri.endswith("/tenants/acme/lighthouse.txt")
