@@ -322,6 +322,10 @@ class ProcessSettings:
     # RetrieveAndGenerate request's modelArn may name besides the configured generator's ("" = that
     # model only), so that a caller cannot pick any (expensive) model; the role must allow each
     answer_models: tuple[str, ...] = ()
+    # ERAGRAPH_RERANK_MODELS: the Bedrock rerank models a request may name (Retrieve's
+    # rerankingConfiguration, POST /query's rerank.model) besides ERAGRAPH_RERANK_MODEL ("" = that
+    # one only); the role must allow each
+    rerank_models: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessSettings:
@@ -334,8 +338,13 @@ class ProcessSettings:
         return cls(store=env.get("ERAGRAPH_STORE") or "", tenant=env.get("ERAGRAPH_TENANT") or "",
                    server=env.get("ERAGRAPH_SERVER") or "", stuck_after_seconds=stuck_after,
                    openai_api_key=env.get("OPENAI_API_KEY") or "",
-                   answer_models=tuple(m.strip() for m in (env.get("ERAGRAPH_ANSWER_MODELS") or "").split(",")
-                                       if m.strip()))
+                   answer_models=_names(env.get("ERAGRAPH_ANSWER_MODELS")),
+                   rerank_models=_names(env.get("ERAGRAPH_RERANK_MODELS")))
+
+
+def _names(raw: str | None) -> tuple[str, ...]:
+    """A comma-separated list of names ("" or unset: none)."""
+    return tuple(m.strip() for m in (raw or "").split(",") if m.strip())
 
 
 # Variables the libraries eragraph loads read, which eragraph sets (set through here only).

@@ -48,8 +48,15 @@ def test_bedrock_rerank_request_and_scores_in_input_order(client):
 
 
 def test_bedrock_rerank_other_model_and_errors(client):
-    rr = BedrockReranker("amazon.rerank-v1:0", client).with_model("cohere.rerank-v3-5:0")
-    assert rr.identity == "bedrock:cohere.rerank-v3-5:0"
+    from eragraph.domain.model import BadInputError
+
+    # another model only when the deployment allows it (ERAGRAPH_RERANK_MODELS): never sent to
+    # Bedrock under a role that may not call it
+    with pytest.raises(BadInputError, match="rerank model cohere.rerank-v3-5:0 is not one this deployment"):
+        BedrockReranker("amazon.rerank-v1:0", client).with_model("cohere.rerank-v3-5:0")
+    allowing = BedrockReranker("amazon.rerank-v1:0", client, models=["cohere.rerank-v3-5:0"])
+    rr = allowing.with_model(f"arn:aws:bedrock:{client.meta.region_name}::foundation-model/cohere.rerank-v3-5:0")
+    assert rr.identity == "bedrock:cohere.rerank-v3-5:0" and rr.models == allowing.models
     with Stubber(client) as stub:
         stub.add_response("rerank", {"results": [{"index": 0, "relevanceScore": 0.5}]},
                           rerank_params("cohere.rerank-v3-5:0", TEXTS[:2]))
@@ -130,3 +137,25 @@ def test_cli_query_rerank_with_a_cross_encoder_from_settings(tmp_path, monkeypat
     want = CrossEncoderReranker(str(folder)).score("where is paris?", [r["text"] for r in out["results"]])
     assert [r["score"] for r in out["results"]] == pytest.approx(want, abs=1e-6)
     assert want == sorted(want, reverse=True)  # kept in the reranker's order
+
+
+def test_a_query_naming_a_rerank_model_the_deployment_does_not_allow_is_refused(client):
+    """Through the query service (what Retrieve's rerankingConfiguration and POST /query's
+    rerank reach): a BadQueryError in words, and Bedrock is never called."""
+    from support import make_engine
+
+    from eragraph.config import ProcessSettings
+    from eragraph.domain.rerank import RerankSpec
+    from eragraph.services import ingest
+    from eragraph.services.query import BadQueryError, query
+
+    engine = make_engine()
+    ingest.ingest(engine, [ingest.SourceDoc(source="a.txt", text="Paris is the capital of France.")])
+    engine.reranker = BedrockReranker("amazon.rerank-v1:0", client)
+    with Stubber(client) as stub:  # no response queued: a call to Bedrock would fail the test
+        with pytest.raises(BadQueryError, match="allowed: amazon.rerank-v1:0 \\(ERAGRAPH_RERANK_MODEL"):
+            query(engine, "where is Paris?", rerank=RerankSpec(model="cohere.rerank-v3-5:0"))
+        stub.assert_no_pending_responses()
+    assert ProcessSettings.from_env({}).rerank_models == ()
+    assert ProcessSettings.from_env({"ERAGRAPH_RERANK_MODELS": " cohere.rerank-v3-5:0, ,x"}).rerank_models == (
+        "cohere.rerank-v3-5:0", "x")

@@ -106,7 +106,8 @@ def make_reranker(settings: Settings) -> Reranker | None:
     if settings.reranker == "bedrock":
         from ..providers.rerank import BedrockReranker
 
-        return BedrockReranker(settings.rerank_model or "amazon.rerank-v1:0")
+        return BedrockReranker(settings.rerank_model or "amazon.rerank-v1:0",
+                               models=ProcessSettings.from_env().rerank_models)
     if settings.reranker == "cross-encoder":
         from ..providers.cross_encoder import CrossEncoderReranker
 

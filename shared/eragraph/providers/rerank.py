@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..domain.model import BadInputError
 from .prompts import ModelCallError
 from .bedrock import _BedrockCaller
 
@@ -26,6 +27,11 @@ def make_agent_runtime_client(region_name: str | None = None) -> Any:
     return boto3.client("bedrock-agent-runtime", region_name=region_name, config=config)
 
 
+def _model_id(model: str) -> str:
+    """A foundation-model ARN's model id (an id is kept as given)."""
+    return model.rsplit("foundation-model/", 1)[-1] if model.startswith("arn:") else model
+
+
 def model_arn(model: str, region: str) -> str:
     """``model`` as the ARN Rerank wants (an ARN is kept as given)."""
     if model.startswith("arn:"):
@@ -40,20 +46,30 @@ class BedrockReranker:
 
     def __init__(self, model: str = "amazon.rerank-v1:0", client: Any = None, *, region_name: str | None = None,
                  max_attempts: int = 6, base_delay: float = 0.5, max_delay: float = 20.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, models: Sequence[str] = ()) -> None:
+        """``models``: the other rerank models (ids or ARNs) a query may name (``with_model``);
+        by default none: a request naming another model is refused, never sent to Bedrock under
+        a role that may not call it (the template grants the configured model only)."""
         if client is None:
             client = make_agent_runtime_client(region_name)
         self.region = region_name or client.meta.region_name
         self.arn = model_arn(model, self.region)
         # a foundation-model ARN is named (and priced) by its model id
-        self.model = model.rsplit("foundation-model/", 1)[-1] if model.startswith("arn:") else model
+        self.model = _model_id(model)
         self.identity = f"bedrock:{self.model}"
         self._caller = _BedrockCaller(client, self.region, max_attempts, base_delay, max_delay, sleep)
         self._options = dict(max_attempts=max_attempts, base_delay=base_delay, max_delay=max_delay, sleep=sleep)
+        self.models = tuple(_model_id(m) for m in models)
 
     def with_model(self, model: str) -> BedrockReranker:
-        """The same client asking another rerank model (a query's RerankSpec.model)."""
-        return BedrockReranker(model, self._caller.client, region_name=self.region, **self._options)
+        """The same client asking another rerank model (a query's RerankSpec.model), if allowed:
+        BadInputError in words for one this deployment does not rerank with."""
+        if _model_id(model) not in self.models:
+            allowed = ", ".join((self.model, *self.models))
+            raise BadInputError(f"rerank model {_model_id(model)} is not one this deployment reranks with; "
+                                f"allowed: {allowed} (ERAGRAPH_RERANK_MODEL, ERAGRAPH_RERANK_MODELS)")
+        return BedrockReranker(model, self._caller.client, region_name=self.region, models=self.models,
+                               **self._options)
 
     @staticmethod
     def billed_queries(n: int) -> int:

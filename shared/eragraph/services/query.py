@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from ..domain.filters import Filter, FilterError, parse_filter, to_json
+from ..domain.model import BadInputError
 from ..domain.ranking import Candidate
 from ..domain.rerank import RerankSpec
 from . import cost
@@ -187,7 +188,10 @@ def _reranker_for(engine: Engine, spec: RerankSpec):
     if with_model is None:
         raise BadQueryError(f"rerank model {model!r} is not available: this store's reranker is "
                             f"{reranker.identity} (ERAGRAPH_RERANK_MODEL), and a local reranker runs only that model")
-    return with_model(model)
+    try:
+        return with_model(model)
+    except BadInputError as exc:  # a model this deployment does not rerank with
+        raise BadQueryError(str(exc)) from None
 
 
 def _rerank(engine: Engine, reranker, text: str, results: list[Result], k: int) -> tuple[list[Result], dict]:
