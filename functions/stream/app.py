@@ -7,7 +7,7 @@ function URL's requestContext (authorizer.iam), read as the query function reads
 (bootstrap.identity; ERAGRAPH_TRUST_REQUEST_CONTEXT, ERAGRAPH_TENANT_TAG, ERAGRAPH_TENANT_REQUIRED).
 The per-tenant rate limit is the query function's (ERAGRAPH_TENANT_RATE, ERAGRAPH_TENANT_BURST)."""
 
-from eragraph.bootstrap.aws import LAMBDA_ENGINE
+from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools, spend_publisher
 from eragraph.bootstrap.identity import TenantIdentity
 from eragraph.bootstrap.limits import api_limits
 from eragraph.server import ApiApp
@@ -23,5 +23,17 @@ def engine_of(tenant: str):
     return LAMBDA_ENGINE.get(tenant, register=False)
 
 
+logger, metrics, _ = powertools()
+publish = spend_publisher(metrics, logger)
+
+
+def spent(calls: list) -> None:
+    """A streamed answer's Bedrock spend, as every handler publishes its invocation's
+    (BedrockSpendUSD, summed by the BedrockSpend alarm): flushed per answer, there is no handler."""
+    publish(calls)
+    if any(c.model.startswith("bedrock:") for c in calls):
+        metrics.flush_metrics()
+
+
 app = ApiApp(None, identity=IDENTITY, engines=engine_of, tenants=lambda: LAMBDA_ENGINE.tenancy.tenants(),
-             admit=ADMIT, stream_only=True)
+             admit=ADMIT, stream_only=True, on_model_calls=spent)

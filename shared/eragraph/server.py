@@ -41,6 +41,7 @@ Bound to 127.0.0.1 unless told otherwise; there is no authentication, so do not 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import base64
 import json
 import socket
@@ -136,7 +137,7 @@ class ApiApp:
     def __init__(self, engine: Engine | None, fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS,
                  log: bool = False, *, identity: Any = None, engines: Callable[[str], Engine] | None = None,
                  tenants: Callable[[], Any] | None = None, admit: Callable[[str], Any] | None = None,
-                 stream_only: bool = False) -> None:
+                 stream_only: bool = False, on_model_calls: Callable[[list], None] | None = None) -> None:
         if engine is None and (identity is None or engines is None):
             raise ValueError("ApiApp needs an engine, or an identity and engines(tenant)")
         self.engine = engine
@@ -145,6 +146,7 @@ class ApiApp:
         self.tenants = tenants
         self.admit = admit
         self.stream_only = stream_only
+        self.on_model_calls = on_model_calls  # sees each streamed answer's model calls (the spend metric)
         self.log = log
         self.pools = {"fast": ThreadPoolExecutor(fast_workers, thread_name_prefix="eragraph-fast"),
                       "slow": ThreadPoolExecutor(slow_workers, thread_name_prefix="eragraph-slow")}
@@ -257,8 +259,10 @@ class ApiApp:
             kb_id = bedrock_kb.knowledge_base_config(request)["knowledgeBaseId"]
             tenant = bedrock_kb.resolve_tenant(kb_id, caller, self.tenants)
             engine = self.engine if self.engines is None else self.engines(tenant)
-            frames = bedrock_kb.retrieve_and_generate_stream(engine, request)
-            first = await loop.run_in_executor(pool, next, frames, None)  # errors before any frame: JSON
+            # one context for every step, so that the cost ledger's track() block spans the answer
+            context = contextvars.copy_context()
+            frames = self._tracked(bedrock_kb.retrieve_and_generate_stream(engine, request))
+            first = await loop.run_in_executor(pool, context.run, next, frames, None)  # errors before any frame: JSON
         except BadRequestBody as exc:
             error = bedrock_kb.KbError("ValidationException", str(exc))
             status, headers, text = error.response()
@@ -273,10 +277,27 @@ class ApiApp:
                                 (b"x-amzn-bedrock-knowledge-base-session-id",
                                  str(request.get("sessionId") or uuid.uuid4()).encode())]})
         frame = first
-        while frame is not None:
-            await send({"type": "http.response.body", "body": frame, "more_body": True})
-            frame = await loop.run_in_executor(pool, next, frames, None)
+        try:
+            while frame is not None:
+                await send({"type": "http.response.body", "body": frame, "more_body": True})
+                frame = await loop.run_in_executor(pool, context.run, next, frames, None)
+        finally:
+            await loop.run_in_executor(pool, context.run, frames.close)  # the client left: the calls so far count
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+    def _tracked(self, frames):
+        """``frames``, with the model calls made while they are produced handed to
+        ``on_model_calls`` at the end (also when an error or the client cut them short)."""
+        if self.on_model_calls is None:
+            yield from frames
+            return
+        from .services import cost
+
+        with cost.track() as calls:
+            try:
+                yield from frames
+            finally:
+                self.on_model_calls(list(calls))
 
     def caller_tenant(self, scope: dict) -> str:
         """The caller's tenant: the served engine's, or (``identity``) the one its identity names,

@@ -180,3 +180,31 @@ def test_the_readmes_recipe_signs_for_the_function_url():
     with pytest.raises(Signed):
         client.retrieve_and_generate_stream(**ask(knowledge_base_id("a")))
     assert "/us-east-1/lambda/aws4_request" in seen[0]
+
+
+class BedrockNamedGenerator(SlowStreamingGenerator):
+    """Streams as the Bedrock generator reports: its Answer names the Bedrock model it called."""
+
+    def stream(self, question, evidence, **_):
+        yield "Starglass followed it."
+        yield Answer(text="Starglass followed it.", cited_ids=(evidence[0][0],), tokens_in=1000, tokens_out=500,
+                     model="bedrock:anthropic.claude-3-haiku-20240307-v1:0")
+
+
+def test_a_streamed_answer_publishes_its_bedrock_spend(stream_url, capsys):
+    """No handler wraps the stream function: each streamed answer's Bedrock calls are priced from
+    the ledger's table and flushed as BedrockSpendUSD, the metric the BedrockSpend alarm sums."""
+    from eragraph.bootstrap.aws import LAMBDA_ENGINE
+    from eragraph.config import DEFAULT_PRICES
+    from test_bedrock_spend import emitted
+
+    LAMBDA_ENGINE.get("a", register=False).generator = BedrockNamedGenerator()
+    capsys.readouterr()
+    out = client_as(stream_url, "kb-reader-a").retrieve_and_generate_stream(**ask(knowledge_base_id("a")))
+    assert "citation" in list(out["stream"])[-1]
+    price_in, price_out = DEFAULT_PRICES["bedrock:anthropic.claude-3-haiku-20240307-v1:0"]
+    deadline = time.monotonic() + 10
+    while "BedrockSpendUSD" not in (metrics := emitted(capsys.readouterr().out)) and time.monotonic() < deadline:
+        time.sleep(0.05)  # the metric is flushed as the stream closes, just after its last frame
+    value, _, _ = metrics["BedrockSpendUSD"]
+    assert value == pytest.approx((1000 * price_in + 500 * price_out) / 1e6)

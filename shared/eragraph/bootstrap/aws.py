@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -57,17 +57,34 @@ def powertools() -> tuple[Any, Any, Any]:
     return Logger(), Metrics(namespace=namespace), Tracer()
 
 
+def spend_publisher(metrics: Any, logger: Any = None, environ: Mapping[str, str] | None = None
+                    ) -> Callable[[Sequence[Any]], None]:
+    """``publish(calls)``: the Bedrock calls among ``calls`` (services.cost.Call, the cost ledger's
+    entries) priced with the ledger's price table (config.DEFAULT_PRICES with ERAGRAPH_PRICES) and
+    added as the ``BedrockSpendUSD`` metric that the BedrockSpend alarm sums per day. A Bedrock
+    model without a price is logged, not counted as free."""
+    from ..services import cost
+
+    prices = settings_from_env(dict(os.environ if environ is None else environ)).price_table()
+
+    def publish(calls: Sequence[Any]) -> None:
+        usd, unpriced = cost.bedrock_spend(calls, prices)
+        if any(c.model.startswith("bedrock:") for c in calls):
+            metrics.add_metric("BedrockSpendUSD", "None", round(usd, 8))
+        if unpriced and logger is not None:
+            logger.warning("Bedrock calls without a price (set ERAGRAPH_PRICES)",
+                           extra={"reason": "unpriced-model", "models": unpriced})
+    return publish
+
+
 def priced(metrics: Any, logger: Any = None, environ: Mapping[str, str] | None = None) -> Callable:
     """Handler decorator (inside ``metrics.log_metrics``): the model calls the invocation records
-    in the cost ledger (services.cost.track), Bedrock's priced with the ledger's price table
-    (config.DEFAULT_PRICES with ERAGRAPH_PRICES), published as the ``BedrockSpendUSD`` metric
-    that the BedrockSpend alarm sums per day. A Bedrock model without a price is logged, not
-    counted as free."""
+    in the cost ledger (services.cost.track), published by ``spend_publisher``."""
     import functools
 
     from ..services import cost
 
-    prices = settings_from_env(dict(os.environ if environ is None else environ)).price_table()
+    publish = spend_publisher(metrics, logger, environ)
 
     def wrap(handler: Callable) -> Callable:
         @functools.wraps(handler)
@@ -76,12 +93,7 @@ def priced(metrics: Any, logger: Any = None, environ: Mapping[str, str] | None =
                 try:
                     return handler(event, context)
                 finally:
-                    usd, unpriced = cost.bedrock_spend(calls, prices)
-                    if any(c.model.startswith("bedrock:") for c in calls):
-                        metrics.add_metric("BedrockSpendUSD", "None", round(usd, 8))
-                    if unpriced and logger is not None:
-                        logger.warning("Bedrock calls without a price (set ERAGRAPH_PRICES)",
-                                       extra={"reason": "unpriced-model", "models": unpriced})
+                    publish(calls)
         return run
     return wrap
 
