@@ -45,7 +45,10 @@ RESOURCE_SETTINGS = ("ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QU
                      # the query function's caller identity (which tenant asks): no store setting
                      "ERAGRAPH_TENANT_",
                      # the query API's cost bound on answers (AnswerMaxBudget): no store setting
-                     "ERAGRAPH_ANSWER_MAX_BUDGET")
+                     "ERAGRAPH_ANSWER_MAX_BUDGET",
+                     # the models a request may name, and the rerank stage a request must ask for
+                     # (Reranker, default none): neither changes what is stored or retrieved unasked
+                     "ERAGRAPH_ANSWER_MODELS", "ERAGRAPH_RERANK")
 
 
 @pytest.fixture(scope="module", autouse=True)
