@@ -143,23 +143,6 @@ def _post(url: str, body: dict) -> tuple[float, dict]:
     return time.perf_counter() - started, data
 
 
-def _serve(store: str, env: dict):
-    import os
-    import re
-    import subprocess
-    import sys
-
-    proc = subprocess.Popen([sys.executable, "-m", "eragraph.cli", "serve", "--store", store, "--port", "0", "--quiet"],
-                            env={**os.environ, **env}, stderr=subprocess.PIPE, text=True)
-    line = proc.stderr.readline()
-    found = re.search(r"on (http://127\.0\.0\.1:\d+) ", line)
-    if not found:
-        proc.kill()
-        raise RuntimeError(f"eragraph serve did not start: {line}{proc.stderr.read()}")
-    threading.Thread(target=proc.stderr.read, daemon=True).start()
-    return proc, found.group(1)
-
-
 def bench_routes(repeats: int, embedder: str = "minilm", k: int = 5, modes=("dense", "hybrid"), pieces: int = 40,
                  delay: float = 0.025, questions: int | None = None) -> dict:
     import subprocess
@@ -184,7 +167,9 @@ def bench_routes(repeats: int, embedder: str = "minilm", k: int = 5, modes=("den
                               capture_output=True, text=True)
         if done.returncode:
             raise RuntimeError(done.stderr)
-        proc, url = _serve(folder, env)
+        from eragraph.bench.load import start_server
+
+        proc, url = start_server(Path(folder), {**os.environ, **env})
         try:
             import urllib.request
 

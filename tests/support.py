@@ -135,3 +135,15 @@ def load_sources(paths, max_bytes=None, csv_mapping=None):
     raw: dict = {}
     docs = list(iter_sources(paths, errors, MAX_DOCUMENT_BYTES if max_bytes is None else max_bytes, raw, csv_mapping))
     return docs, errors, raw
+
+
+class RecordingQueue(MemoryQueue):
+    """The memory queue, keeping every message sent (the queue coalesces what it holds)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list = []
+
+    def send(self, messages) -> None:
+        self.messages += list(messages)
+        super().send(messages)

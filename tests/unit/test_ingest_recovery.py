@@ -15,9 +15,9 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from support import make_engine, synthetic_docs
+from support import RecordingQueue, make_engine, synthetic_docs
 
-from eragraph.adapters.memory import MemoryGraphStore, MemoryQueue
+from eragraph.adapters.memory import MemoryGraphStore
 from eragraph.domain.doc_status import FAILED, INDEXED
 from eragraph.domain.ids import content_hash
 from eragraph.domain.model import ANY_VERSION, ConflictError, ItemTooLargeError
@@ -29,18 +29,6 @@ from eragraph.services.remove import remove
 V1, V2, V3, V4 = (f"{n:016d}" for n in (1, 2, 3, 4))
 NEW_TEXT = "Entirely new words for this one, nothing like the first. " * 3
 OTHER_TEXT = "A third text about something else again, rivers and bridges. " * 3
-
-
-class RecordingQueue(MemoryQueue):
-    """The memory queue, keeping every message sent (the queue coalesces what it holds)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list = []
-
-    def send(self, messages) -> None:
-        self.messages += list(messages)
-        super().send(messages)
 
 
 class RacingStore(MemoryGraphStore):

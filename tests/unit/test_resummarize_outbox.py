@@ -9,21 +9,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from support import make_engine, synthetic_docs
+from support import RecordingQueue, make_engine, synthetic_docs
 
-from eragraph.adapters.memory import MemoryQueue
 from eragraph.services import invariants, resummarize
 from eragraph.services.ingest import ingest
-
-
-class RecordingQueue(MemoryQueue):
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list = []
-
-    def send(self, messages) -> None:
-        self.messages += list(messages)
-        super().send(messages)
 
 
 class Dies:

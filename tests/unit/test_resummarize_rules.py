@@ -8,24 +8,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from support import make_engine, synthetic_docs
+from support import RecordingQueue, make_engine, synthetic_docs
 
-from eragraph.adapters.memory import MemoryQueue
 from eragraph.domain.ids import chunk_id
 from eragraph.domain.model import Node
 from eragraph.ports import MemberSource
 from eragraph.services import resummarize
 from eragraph.services.ingest import ingest
-
-
-class RecordingQueue(MemoryQueue):
-    def __init__(self) -> None:
-        super().__init__()
-        self.messages: list = []
-
-    def send(self, messages) -> None:
-        self.messages += list(messages)
-        super().send(messages)
 
 
 def test_a_members_source_is_its_document_and_only_the_first_chunk_starts_it():
