@@ -252,16 +252,22 @@ class ApiApp:
 
         loop = asyncio.get_running_loop()
         pool = self.pools["slow"]
-        try:
+
+        def prepare():
+            """The caller's tenant (an IAM tag lookup, a rate-bucket write), the request and the
+            tenant's engine: blocking calls, made in the pool so that the loop serves others."""
             caller = self.caller_tenant(scope)  # first: a caller without a tenant gets no work done
             request = parse_body(body.decode("utf-8", errors="replace"))
             bedrock_kb.validate("RetrieveAndGenerateStream", request)
             kb_id = bedrock_kb.knowledge_base_config(request)["knowledgeBaseId"]
             tenant = bedrock_kb.resolve_tenant(kb_id, caller, self.tenants)
             engine = self.engine if self.engines is None else self.engines(tenant)
-            # one context for every step, so that the cost ledger's track() block spans the answer
-            context = contextvars.copy_context()
-            frames = self._tracked(bedrock_kb.retrieve_and_generate_stream(engine, request))
+            return request, self._tracked(bedrock_kb.retrieve_and_generate_stream(engine, request))
+
+        # one context for every step, so that the cost ledger's track() block spans the answer
+        context = contextvars.copy_context()
+        try:
+            request, frames = await loop.run_in_executor(pool, context.run, prepare)
             first = await loop.run_in_executor(pool, context.run, next, frames, None)  # errors before any frame: JSON
         except BadRequestBody as exc:
             error = bedrock_kb.KbError("ValidationException", str(exc))

@@ -149,6 +149,39 @@ def test_only_the_stream_route_and_health_are_served(stream_url):
     assert info.value.code == 404
 
 
+def test_a_slow_tenant_lookup_holds_only_its_own_request(stream_url, monkeypatch):
+    """The caller's tenant is an IAM call (and a rate-bucket write): it is made off the event
+    loop, so while one caller's lookup hangs the app still answers others."""
+    import urllib.request
+
+    identity = load_handler("stream").app.identity
+    lookup, entered, release = identity.tenant_from_headers, threading.Event(), threading.Event()
+
+    def slow_lookup(headers):
+        entered.set()
+        release.wait(10)
+        return lookup(headers)
+
+    monkeypatch.setattr(identity, "tenant_from_headers", slow_lookup)
+    result: dict = {}
+
+    def stream():
+        out = client_as(stream_url, "kb-reader-a").retrieve_and_generate_stream(**ask(knowledge_base_id("a")))
+        result["events"] = list(out["stream"])
+
+    caller = threading.Thread(target=stream)
+    caller.start()
+    try:
+        assert entered.wait(10)
+        with urllib.request.urlopen(f"{stream_url}/health", timeout=3) as response:  # while the lookup hangs
+            assert json.loads(response.read()) == {"status": "ok"}
+        assert not result  # the slow caller is still waiting
+    finally:
+        release.set()
+        caller.join(30)
+    assert result["events"][0] == {"output": {"text": "Starglass "}}
+
+
 def test_trust_comes_from_the_environment():
     assert TenantIdentity.from_env({}).trust_request_context is False
     assert TenantIdentity.from_env({"ERAGRAPH_TRUST_REQUEST_CONTEXT": "true"}).trust_request_context is True
