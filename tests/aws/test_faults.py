@@ -23,12 +23,8 @@ N_KEYS = 2
 
 
 @pytest.fixture
-def chaos_engine(few_partitions, aws_engine, monkeypatch):
-    """The AWS engine rebuilt with revised summaries off and a chaos bus for its queue, on the
-    smaller partition layout (aws_helpers.few_partitions): on the full one a summarize message
-    of these small layers reads about 1,000 mostly empty partitions, 30 ms each under moto,
-    and one seed took over 10 minutes. Reads across partition boundaries still happen (4 at
-    layer 0); tests/aws/test_dynamodb_graph.py covers the full layout."""
+def chaos_engine(aws_engine, monkeypatch):
+    """The AWS engine rebuilt with revised summaries off and a chaos bus for its queue."""
     _, env, fake = aws_engine
     monkeypatch.setenv("ERAGRAPH_DELTA_SUMMARIES", "false")
     env = {**env, "ERAGRAPH_DELTA_SUMMARIES": "false"}

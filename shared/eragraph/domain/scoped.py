@@ -37,7 +37,8 @@ the other, each before the next is read; until the last is, the layer holds part
 (services.resummarize marks it, and a later reconcile walks it again).
 
 Cost: one changed node reads about 2 * n_bits capped half-counts (each at most ~2K refs) and
-one region, usually one segment's worth; a region is large only where a decision flips at a
+one region, usually one segment's worth (a group inside one read whole already is not read
+again: ``remembering``); a region is large only where a decision flips at a
 large group, which needs a half of at most K nodes next to a large one.
 """
 
@@ -114,6 +115,7 @@ def plan_regions(dirty: Iterable[int], read: Reader, n_bits: int, s_min: int, s_
     codes = sorted(set(dirty))
     if not codes:
         return []
+    read = remembering(read, n_bits)
     cap = count_cap(s_min, s_max)
     root = _count(read, 0, 0, cap)
     if not summarized or root.old <= s_max or root.new <= s_max:
@@ -159,6 +161,28 @@ def plan_regions(dirty: Iterable[int], read: Reader, n_bits: int, s_min: int, s_
         more_codes = [e.code for e in own if e.changed]
         stack.append((depth + 1, prefix * 2 + (1 - s), extra + own, group_codes + more_codes))
     return regions
+
+
+def remembering(read: Reader, n_bits: int) -> Reader:
+    """``read``, answering a group that lies inside a group read whole before from that read
+    instead of reading it again. A read is whole when it returned fewer refs than its limit (or
+    had none); its refs, in (code, node id) order, include every ref of its sub-groups in the
+    same order. Within one plan the walk reads a half, then its halves, then a region made of
+    them: on a small or sparse layer the root's count already holds everything (a store that
+    spreads a layer over partitions pays one query per partition for each such read)."""
+    whole: list[tuple[int, int, list[RefState]]] = []  # (prefix, depth, refs)
+
+    def read_once(prefix: int, depth: int, limit: int | None) -> list[RefState]:
+        for p, d, refs in whole:
+            if d <= depth and prefix >> (depth - d) == p:
+                inside = [r for r in refs if code_prefix(r.code, depth, n_bits) == prefix]
+                return inside if limit is None else inside[:limit]
+        refs = read(prefix, depth, limit)
+        if limit is None or len(refs) < limit:
+            whole.append((prefix, depth, refs))
+        return refs
+
+    return read_once
 
 
 def _region(read: Reader, depth: int, prefix: int, extra: Sequence[RefState],
