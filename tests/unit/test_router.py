@@ -294,7 +294,9 @@ def test_json_keeps_the_routes_info_and_deviations_and_older_files_load_with_def
     d = json.loads(json.dumps(m.to_dict()))
     back = RouterModel.from_dict(d)
     phi = np.arange(len(FEATURE_NAMES), dtype=float)
-    assert back.score(phi) == pytest.approx(m.score(phi), abs=1e-12)
+    assert back.z(phi).tolist() == pytest.approx(m.z(phi).tolist())  # deviations under 1 kept too
+    near = 1.0 + 0.01 * np.arange(len(FEATURE_NAMES))  # close to the mean: a score short of 0 or 1
+    assert 0.01 < m.score(near) < 0.99 and back.score(near) == pytest.approx(m.score(near), abs=1e-12)
     assert (back.low_route, back.fusion_dense, back.info) == ("dense", "dense", {"trained_on": "hotpotqa"})
     older = {k: v for k, v in d.items() if k not in ("low_route", "fusion_dense", "info")}
     old = RouterModel.from_dict(older)
