@@ -192,7 +192,10 @@ def test_empty_token_spans_are_no_tokens():
     from eragraph.domain.text import split_long_spans
 
     assert split_long_spans([(0, 0), (0, 5), (5, 5), (6, 300)], 100) == [(0, 5), (6, 106), (106, 206), (206, 300)]
-    with_specials = lambda text: [(0, 0), *regex_offsets(text), (0, 0)]  # noqa: E731
+
+    def with_specials(text):  # [CLS] ... [SEP]
+        return [(0, 0), *regex_offsets(text), (0, 0)]
+
     assert [(c.text, c.tokens) for c in chunk_text("one two three", with_specials, 2, 0)] == \
         [("one two", 2), ("three", 1)]
 
