@@ -57,7 +57,7 @@ TARGETS: dict[str, dict] = {
     },
     "domain-text": {
         "files": [f"domain/{m}.py" for m in ("text", "bm25", "question_features", "router_model", "filekind")],
-        "tests": [*_unit("text", "router", "filekind", "extractive"), "tests/contract/test_lexical_index.py",
+        "tests": [*_unit("text", "router", "filekind", "extractive", "bm25"), "tests/contract/test_lexical_index.py",
                   "-m", "not model"],
         "only": None,
     },

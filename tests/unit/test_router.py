@@ -96,6 +96,91 @@ def test_features_survive_a_cyclic_head_table():
     assert np.isfinite(features(q)).all()
 
 
+# "Was the longest bridge in Paris built by Gustave Eiffel 's firm more quickly ?" with its head
+# table (root: "built", 6); every feature counted by hand below
+PASSIVE = ParsedQuestion(tokens=(
+    tok("Was", "AUX", "auxpass", 6, "VBD", True), tok("the", "DET", "det", 3, "DT", True),
+    tok("longest", "ADJ", "amod", 3, "JJS"), tok("bridge", "NOUN", "nsubjpass", 6, "NN"),
+    tok("in", "ADP", "prep", 3, "IN", True), tok("Paris", "PROPN", "pobj", 4, "NNP"),
+    tok("built", "VERB", "ROOT", 6, "VBN"), tok("by", "ADP", "agent", 6, "IN", True),
+    tok("Gustave", "PROPN", "compound", 9, "NNP"), tok("Eiffel", "PROPN", "poss", 11, "NNP"),
+    tok("'s", "PART", "case", 9, "POS", True), tok("firm", "NOUN", "pobj", 7, "NN"),
+    tok("more", "ADV", "advmod", 13, "RBR", True), tok("quickly", "ADV", "advmod", 6, "RB"),
+    tok("?", "PUNCT", "punct", 6, ".")),
+    entities=(("Paris", "GPE"), ("Gustave Eiffel", "PERSON")), noun_chunks=3)
+# "Name the river that flows where Caesar crossed ?": the root first, a relative and an adverbial clause
+CLAUSES = ParsedQuestion(tokens=(
+    tok("Name", "VERB", "ROOT", 0, "VB"), tok("the", "DET", "det", 2, "DT", True),
+    tok("river", "NOUN", "dobj", 0, "NN"), tok("that", "PRON", "nsubj", 4, "WDT", True),
+    tok("flows", "VERB", "relcl", 2, "VBZ"), tok("where", "ADV", "advmod", 7, "WRB", True),
+    tok("Caesar", "PROPN", "nsubj", 7, "NNP"), tok("crossed", "VERB", "advcl", 4, "VBD"),
+    tok("?", "PUNCT", "punct", 0, ".")),
+    entities=(("Caesar", "PERSON"),), noun_chunks=2)
+
+
+def test_every_feature_of_two_questions_counted_by_hand():
+    zero = dict.fromkeys(FEATURE_NAMES, 0.0)
+    # 14 words (the "?" is no word), 63 letters; dependency distances 6 2 1 3 1 1 1 1 2 1 4 1 7
+    # (the root and the punctuation have none): three longer than 3 ("bridge" at exactly 3 is
+    # not); depths 1 2 2 1 2 3 0 1 4 3 4 2 2 1 1, five tokens at depth 1 and five at depth 2
+    want = {**zero, "tokens": 14, "chars_per_token": 63 / 14, "sentences": 1,
+            "dep_dist_mean": 31 / 13, "dep_dist_max": 7, "long_range_share": 3 / 13, "long_range": 3,
+            "depth_max": 4, "depth_mean": 29 / 15, "width_max": 5,
+            "preps": 2, "possessives": 2, "noun_chunks": 3,  # prep + agent; poss + case
+            "nouns": 2, "propn": 3, "verbs": 2, "adjs": 1,  # Was (AUX) and built
+            "content_share": 8 / 14, "type_token_ratio": 1.0,  # six stop words
+            "entities": 2, "distinct_entity_types": 2, "entity_token_share": 3 / 14, "ent_name": 2,
+            "yes_no": 1, "comparison": 1, "comparatives": 2}  # "Was" opens; "more"; JJS and RBR
+    assert f(PASSIVE) == pytest.approx(want)
+    # 8 words of 39 letters; distances 1 2 1 2 2 1 3 (none long); depths 0 2 1 3 2 4 4 3 1
+    want = {**zero, "tokens": 8, "chars_per_token": 39 / 8, "sentences": 1,
+            "dep_dist_mean": 12 / 7, "dep_dist_max": 3, "depth_max": 4, "depth_mean": 20 / 9, "width_max": 2,
+            "clauses": 2, "subordinate": 2, "noun_chunks": 2,  # relcl and advcl are both
+            "nouns": 1, "propn": 1, "verbs": 3, "content_share": 5 / 8, "type_token_ratio": 1.0,
+            "entities": 1, "distinct_entity_types": 1, "entity_token_share": 1 / 8, "ent_name": 1,
+            "wh_where": 1}  # "that" is no question word
+    assert f(CLAUSES) == pytest.approx(want)
+
+
+def test_a_one_word_question_and_one_of_punctuation_only():
+    # "Napoleon ?" with a trailing space token: one word, all of it content and entity
+    x = f(ParsedQuestion(tokens=(tok("Napoleon", "PROPN", "ROOT", 0, "NNP"), tok("?", "PUNCT", "punct", 0, "."),
+                                 tok(" ", "SPACE", "dep", 1, "_SP")), entities=(("Napoleon", "PERSON"),)))
+    assert (x["tokens"], x["chars_per_token"], x["content_share"], x["type_token_ratio"],
+            x["entity_token_share"]) == (1, 8, 1, 1, 1)
+    # no word at all: nothing opens a yes/no question, every feature finite
+    q = ParsedQuestion(tokens=(tok("?", "PUNCT", "ROOT", 0, "."), tok("!", "PUNCT", "punct", 0, ".")))
+    x = f(q)
+    assert x["tokens"] == 0 and x["yes_no"] == 0 and np.isfinite(features(q)).all()
+
+
+def test_quotes_count_pairs_of_straight_and_curly_marks():
+    def quotes(texts):
+        return f(ParsedQuestion(tokens=tuple(tok(t, "PUNCT" if t in "\"'“”" else "NOUN", "dep", 0)
+                                             for t in texts)))["quotes"]
+
+    marks = ["Who", "sang", "“", "Help", "”", "and", '"', "Yesterday", '"', "or", "'", "Girl", "'"]
+    assert quotes(marks) == 3
+    assert quotes(marks[:-1]) == 2  # an unclosed mark is no pair
+
+
+def test_comparatives_and_superlatives_of_adjectives_and_adverbs():
+    words = [("Which", "WDT"), ("is", "VBZ"), ("older", "JJR"), ("the", "DT"), ("most", "RBS"), ("visited", "VBN"),
+             ("or", "CC"), ("the", "DT"), ("largest", "JJS"), ("park", "NN"), ("which", "WDT"), ("grew", "VBD"),
+             ("faster", "RBR"), ("?", ".")]
+    x = f(ParsedQuestion(tokens=tuple(tok(w, "PUNCT" if w == "?" else "X", "dep", 1, t) for w, t in words)))
+    assert x["comparatives"] == 4 and x["comparison"] == 2  # cues: "older", "or"
+    assert x["wh_which"] == 1
+
+
+def test_heads_outside_the_question_are_read_as_its_first_or_last_token():
+    # a parse with a head before the start (read as token 0, the root) and one past the end
+    # (read as the last token, its own root)
+    q = ParsedQuestion(tokens=(tok("a", "NOUN", "ROOT", 0), tok("b", "NOUN", "dep", -5), tok("c", "NOUN", "dep", 99)))
+    x = f(q)
+    assert (x["depth_max"], x["width_max"]) == (1, 2) and x["depth_mean"] == pytest.approx(1 / 3)
+
+
 # ------------------------------------------------------------------ scorer
 
 
@@ -160,6 +245,66 @@ def test_round_trip_through_json_and_zero_std_is_guarded():
     d = m.to_dict()
     d["std"] = [0.0] * len(FEATURE_NAMES)
     assert np.isfinite(RouterModel.from_dict(d).score(phi))
+
+
+def test_the_attention_bias_alone_gives_the_same_attention():
+    """The worked example above with the attention from b_a instead of W_a: b_a = (ln 3, 0) ->
+    a = (3/4, 1/4) for any z, so phi = (5, -1) scores sigmoid(3) again."""
+    m = two_feature_model("mlp", {"Wa": [[0.0, 0.0], [0.0, 0.0]], "ba": [math.log(3), 0.0],
+                                  "W1": [[1, 0], [0, 1], [0, -2], [1, 1]], "b1": [0, 0, 0, -1],
+                                  "w2": [0.5, 7, -1, 2], "b2": -0.5})
+    assert m.score(np.array([5.0, -1.0])) == pytest.approx(0.9525741268224334, abs=1e-12)
+
+
+def test_a_batch_scores_each_question_as_alone_even_with_extreme_attention_logits():
+    """Attention logits of 2,000 in one row and 0 in the other: each row's softmax stays its own
+    and finite; extreme scores saturate at 0 and 1 without an overflow."""
+    m = two_feature_model("mlp", {"Wa": [[100.0, 0.0], [0.0, 0.0]], "ba": [0.0, 0.0],
+                                  "W1": [[1, 0], [0, 1]], "b1": [0, 0], "w2": [1, 1], "b2": 0.0})
+    rows = np.array([[20.0, 0.0], [0.0, 0.0], [4.0, 2.0]])
+    with np.errstate(over="raise", invalid="raise", divide="raise", under="ignore"):
+        batch = m.score_z(rows)
+        alone = [float(m.score_z(r)) for r in rows]
+        assert np.isfinite(batch).all() and batch.tolist() == pytest.approx(alone, abs=1e-12)
+        assert batch[0] == pytest.approx(sigmoid(40.0))  # all attention on feature 0: h = (2 * 20, 0)
+        assert batch[1] == pytest.approx(0.5)
+        assert sigmoid(np.array([-1000.0, 1000.0])).tolist() == pytest.approx([0.0, 1.0], abs=1e-20)
+
+
+def test_thresholds_at_the_ends_and_equal_are_valid_and_the_errors_say_what_is_wrong():
+    for low, high in ((0.0, 1.0), (0.5, 0.5), (0.0, 0.0), (1.0, 1.0)):
+        model(tau_low=low, tau_high=high)
+    assert [model(tau_low=0.5, tau_high=0.5).route(s) for s in (0.49, 0.5)] == ["hybrid", "tri_graph"]
+    assert model(fusion_dense="dense").fusion_dense == "dense"
+    d = len(FEATURE_NAMES)
+    for kw, message in (({"tau_low": -0.1}, "thresholds must satisfy 0 <= tau_low <= tau_high <= 1"),
+                        ({"tau_high": 1.5}, "thresholds must satisfy 0 <= tau_low <= tau_high <= 1"),
+                        ({"fusion_dense": "bm25"}, "the dense side is dense or hybrid"),
+                        ({"kind": "forest"}, "unknown scorer kind 'forest'"),
+                        ({"std": np.ones(d - 1)}, "mean/std must have one entry per feature"),
+                        ({"mean": np.ones(d + 1)}, "mean/std must have one entry per feature")):
+        with pytest.raises(ValueError) as info:
+            model(**kw)
+        assert str(info.value) == message
+
+
+def test_json_keeps_the_routes_info_and_deviations_and_older_files_load_with_defaults():
+    m = model("mlp", low_route="dense", fusion_dense="dense", info={"trained_on": "hotpotqa"},
+              std=np.linspace(0.5, 3.0, len(FEATURE_NAMES)))
+    d = json.loads(json.dumps(m.to_dict()))
+    back = RouterModel.from_dict(d)
+    phi = np.arange(len(FEATURE_NAMES), dtype=float)
+    assert back.z(phi).tolist() == pytest.approx(m.z(phi).tolist())  # deviations under 1 kept too
+    near = 1.0 + 0.01 * np.arange(len(FEATURE_NAMES))  # close to the mean: a score short of 0 or 1
+    assert 0.01 < m.score(near) < 0.99 and back.score(near) == pytest.approx(m.score(near), abs=1e-12)
+    assert (back.low_route, back.fusion_dense, back.info) == ("dense", "dense", {"trained_on": "hotpotqa"})
+    older = {k: v for k, v in d.items() if k not in ("low_route", "fusion_dense", "info")}
+    old = RouterModel.from_dict(older)
+    assert (old.low_route, old.fusion_dense, old.info) == ("hybrid", "hybrid", {})
+    # a feature constant in training (deviation 0) counts its raw distance from the mean, as
+    # training fit it (training.router: a zero deviation is 1)
+    flat = dict(d, std=[0.0] * len(FEATURE_NAMES))
+    assert RouterModel.from_dict(flat).z(phi).tolist() == pytest.approx((phi - 1.0).tolist())
 
 
 def test_shipped_weights_load_without_torch():

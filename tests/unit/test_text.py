@@ -142,3 +142,76 @@ def test_titled_text_opens_with_the_title():
     assert titled_text("Silene", "Silene is a genus.") == "Silene\n\nSilene is a genus."
     assert titled_text("  ", "Body.") == "Body."
     assert titled_text("A  spaced\ttitle", "Body.").startswith("A spaced title\n\n")
+
+
+def test_one_token_windows_and_a_cap_of_one_character_are_valid():
+    assert [c.text for c in chunk_text("a b c", regex_offsets, 1, 0)] == ["a", "b", "c"]
+    chunks = chunk_text("ab cd", regex_offsets, 3, 0, max_token_chars=1, max_chunk_chars=1)
+    assert [c.text for c in chunks] == ["a", "b", "c", "d"]
+
+
+@pytest.mark.parametrize("kw,message", [
+    ({"size": 0, "overlap": 0}, "need size >= 1 and 0 <= overlap < size"),
+    ({"size": 5, "overlap": 5}, "need size >= 1 and 0 <= overlap < size"),
+    ({"max_token_chars": 0}, "need 1 <= max_token_chars <= max_chunk_chars"),
+    ({"max_token_chars": 11, "max_chunk_chars": 10}, "need 1 <= max_token_chars <= max_chunk_chars"),
+])
+def test_bad_chunk_parameters_say_which_rule(kw, message):
+    with pytest.raises(ValueError) as info:
+        chunk_text(TEXT, regex_offsets, **{"size": 10, "overlap": 2, **kw})
+    assert str(info.value) == message
+
+
+def test_a_long_word_counts_as_pieces_of_the_token_cap():
+    chunks = chunk_text("x" * 35, regex_offsets, 2, 0, max_token_chars=10, max_chunk_chars=100)
+    assert [(c.text, c.tokens) for c in chunks] == [("x" * 20, 2), ("x" * 15, 2)]
+
+
+WORDS10 = "aaaaaaaaaa bbbbbbbbbb cccccccccc dddddddddd"  # token i spans [11 i, 11 i + 10)
+
+
+@pytest.mark.parametrize("cap,want", [
+    (21, ["aaaaaaaaaa bbbbbbbbbb", "cccccccccc dddddddddd"]),  # two words are exactly 21 characters
+    (30, ["aaaaaaaaaa bbbbbbbbbb", "cccccccccc dddddddddd"]),  # three would be 32
+    (32, ["aaaaaaaaaa bbbbbbbbbb cccccccccc", "dddddddddd"]),
+    (20, ["aaaaaaaaaa", "bbbbbbbbbb", "cccccccccc", "dddddddddd"]),
+])
+def test_the_character_cap_keeps_the_longest_window_that_fits(cap, want):
+    chunks = chunk_text(WORDS10, regex_offsets, 10, 0, max_token_chars=10, max_chunk_chars=cap)
+    assert [c.text for c in chunks] == want
+
+
+def test_a_window_cut_to_the_overlap_moves_on_without_overlapping():
+    # windows of 2 tokens (the cap) with an overlap of 2: the next window starts after this one
+    chunks = chunk_text(WORDS10, regex_offsets, 4, 2, max_token_chars=10, max_chunk_chars=21)
+    assert [c.text for c in chunks] == ["aaaaaaaaaa bbbbbbbbbb", "cccccccccc dddddddddd"]
+
+
+def test_empty_token_spans_are_no_tokens():
+    """A tokenizer's special tokens have empty offsets, (0, 0): they count for nothing."""
+    from eragraph.domain.text import split_long_spans
+
+    assert split_long_spans([(0, 0), (0, 5), (5, 5), (6, 300)], 100) == [(0, 5), (6, 106), (106, 206), (206, 300)]
+
+    def with_specials(text):  # [CLS] ... [SEP]
+        return [(0, 0), *regex_offsets(text), (0, 0)]
+
+    assert [(c.text, c.tokens) for c in chunk_text("one two three", with_specials, 2, 0)] == \
+        [("one two", 2), ("three", 1)]
+
+
+def test_decode_refusals_name_the_file_and_say_why():
+    for data, message in ((b"", "a.txt: empty file"),
+                          (b"abc\x00def", "a.txt: binary file (NUL bytes), not text"),
+                          (b"x" * 11, "a.txt: 11 bytes is over the 10-byte limit"),
+                          (b" \n ", "a.txt: no text in file")):
+        with pytest.raises(BadInputError) as info:
+            decode_document(data, "a.txt", max_bytes=10)
+        assert str(info.value) == message
+    assert decode_document(b"x", "a.txt") == "x"
+
+
+def test_titled_text_without_a_title():
+    from eragraph.domain.text import titled_text
+
+    assert titled_text(None, "Body.") == "Body."

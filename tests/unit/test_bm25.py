@@ -1,0 +1,24 @@
+"""BM25 in pure Python (domain.bm25): the order of equal scores and the size of a top-k."""
+
+from __future__ import annotations
+
+from eragraph.domain.bm25 import Bm25Corpus, top_k
+
+
+def test_equal_scores_are_ordered_by_id_whatever_the_insertion_order():
+    corpus = Bm25Corpus()
+    for doc_id in ("c", "a", "b"):
+        corpus.add(doc_id, "radium glows in the dark")
+    corpus.add("z", "polonium was named for Poland")
+    hits = corpus.search("radium", 5)
+    assert [d for d, _ in hits] == ["a", "b", "c"]
+    assert hits[0][1] == hits[1][1] == hits[2][1] > 0
+    assert [d for d, _ in top_k([("y", 1.0), ("x", 1.0), ("w", 2.0)], 3)] == ["w", "x", "y"]
+
+
+def test_a_top_k_of_zero_or_less_is_empty():
+    corpus = Bm25Corpus()
+    corpus.add("a", "radium")
+    corpus.add("b", "polonium")
+    assert corpus.search("radium", 1) == corpus.search("radium", 5)[:1] != []
+    assert corpus.search("radium", 0) == [] and corpus.search("radium", -3) == []
