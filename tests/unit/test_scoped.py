@@ -297,3 +297,24 @@ def test_a_small_layer_streams_as_one_root_region():
         index.add(f"s{i}", i)
     [region] = list(stream_regions(index.read, 8, 3, 6, 64))
     assert region.root and cut_region(region, 8, 3, 6) == []
+
+
+@pytest.mark.parametrize("s_min,s_max,n_bits", [(6, 12, 10), (3, 5, 12)])
+@pytest.mark.parametrize("keep", [7, 20, 45])
+def test_a_layer_of_mostly_tombstones_streams_to_the_rules_cut(s_min, s_max, n_bits, keep):
+    """A group that holds more refs than the limit but few live nodes (the rest removed since
+    the last cut) is one region: its tombstones are dropped and its live nodes cut as the rule
+    cuts them."""
+    rng = random.Random(keep)
+    index = _random_layer(rng, n_bits, 700, clumpy=False)
+    index.apply(whole_layer(index.read), full(index.live(), n_bits, s_min, s_max))
+    live = sorted(r.node_id for r in index.refs.values())
+    for victim in rng.sample(live, len(live) - keep):
+        index.remove(victim)
+    regions = list(stream_regions(index.read, n_bits, s_min, s_max, 1))
+    assert sorted(r.node_id for region in regions for r in region.refs) == sorted(index.refs)
+    assert sorted(seg for region in regions for seg in cut_region(region, n_bits, s_min, s_max)) == \
+        full(index.live(), n_bits, s_min, s_max)
+    _stream(index, n_bits, s_min, s_max, 1)
+    assert index.stored() == full(index.live(), n_bits, s_min, s_max)
+    assert sorted(r.node_id for r in index.refs.values()) == sorted(r.node_id for r in index.live())
