@@ -62,3 +62,16 @@ def test_sentence_delta_keeps_a_title_line_apart_from_the_next_sentence():
 
     added, _ = sentence_delta([titled_text("Ethan of Athos", "It is a novel by Lois Bujold.")], [])
     assert split_sentences(added[0]) == ["Ethan of Athos", "It is a novel by Lois Bujold."]
+
+
+def test_a_new_segment_descends_from_the_old_one_that_held_most_of_its_members():
+    from eragraph.domain.diff import predecessors
+    from eragraph.domain.model import Segment
+
+    old = [Segment("s-a", 0, ("1",), "x-a"), Segment("s-z", 0, ("2", "3", "4"), "x-z"),
+           Segment("s-m", 0, ("5", "6"), "x-m"), Segment("s-b", 0, ("7", "8"), "x-b")]
+    new = [Segment("n1", 0, ("1", "2", "3", "9"), "y1"),  # s-z holds 2 of them, s-a 1
+           Segment("n2", 0, ("5", "6", "7", "8"), "y2"),  # s-m and s-b tie: the smaller id
+           Segment("n3", 0, ("10", "11"), "y3")]  # only new nodes: no predecessor
+    got = predecessors(new, old)
+    assert {k: v.segment_id for k, v in got.items()} == {"n1": "s-z", "n2": "s-b"}

@@ -172,6 +172,23 @@ def test_a_degree_bound_keeps_a_hub_unread_and_is_asked_once_per_node():
     assert "h" not in asked
     assert len(bounded) == len(set(bounded)) and "h" in bounded
     assert res.complete
+    # h first receives 0.85 / 71 ~ 0.012, under epsilon * 201 = 0.015; s's second push brings it
+    # over, and h is read then, its bound not asked again
+    asked.clear()
+    bounded.clear()
+    gm.push_ppr_rounds({"s": 1.0}, many, damping=0.85, epsilon=0.015 / 201, degree_bounds=bounds)
+    assert "h" in asked and len(asked) == len(set(asked))
+    assert len(bounded) == len(set(bounded)) and "h" in bounded
+
+
+@pytest.mark.parametrize("bounds", [None, lambda nodes: {"b": 1.0}])
+def test_a_residual_exactly_epsilon_times_the_degree_is_pushed(bounds):
+    # a - b, weight 1, damping 0.5: b receives exactly 0.5 = epsilon * deg(b)
+    edges = {"a": ([("b", 1.0)], 1.0), "b": ([("a", 1.0)], 1.0)}
+    res = gm.push_ppr_rounds({"a": 1.0}, lambda nodes: {u: edges[u] for u in nodes}, damping=0.5, epsilon=0.5,
+                             degree_bounds=bounds)
+    assert res.estimate == {"a": 0.5, "b": 0.25}
+    assert res.residual_mass == 0.25 and res.complete
 
 
 def test_a_degree_bound_the_store_does_not_know_changes_nothing():
@@ -327,8 +344,9 @@ def test_the_local_form_keeps_the_best_score_or_the_sum_of_an_entity_reached_twi
     def sentence_info(sids):
         return {s: info[s] for s in sids}
 
-    act, _ = gm.semantic_bridging_local({"e1": 1.0, "e0": 1.0}, sentences_of, sentence_info, top_sentences=1)
-    assert act["x"] == pytest.approx(0.9)
+    for seeds in ({"e0": 1.0, "e1": 1.0}, {"e1": 1.0, "e0": 1.0}):
+        act, _ = gm.semantic_bridging_local(seeds, sentences_of, sentence_info, top_sentences=1)
+        assert act["x"] == pytest.approx(0.9)
     act, _ = gm.semantic_bridging_local({"e0": 1.0, "e1": 1.0}, sentences_of, sentence_info, top_sentences=0)
     assert act["x"] == pytest.approx(1.2)
     act, tiers = gm.semantic_bridging_local({"e1": 1.0}, sentences_of, sentence_info, threshold=0.25)
@@ -358,7 +376,9 @@ def test_hop_distance_of_a_node_to_itself_is_zero_and_each_node_is_read_once():
     assert gm.hop_distance(2, 2, neighbours, 3) == 0
     assert gm.hop_distance(0, 3, neighbours, 5) == 3
     assert len(read) == len(set(read))
-    assert gm.hop_distance(0, 9, neighbours, 10) is None
+    read.clear()
+    assert gm.hop_distance(0, 9, neighbours, 10) is None  # the whole ring searched
+    assert sorted(read) == list(range(6))
 
 
 def test_pairs_within_hops_batched_when_nodes_have_no_neighbours():
