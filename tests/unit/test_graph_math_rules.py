@@ -1,7 +1,7 @@
 """Rules of domain.graph_math a caller relies on, each checked against a reference computed here
 (a linear solve for PPR, hand-built graphs whose answer is known): the push's mass, budgets,
 reads and hub cap; the restart weights; LinearRAG's bridging (matrix and local forms); the
-E2GraphRAG helpers' edge cases."""
+E2GraphRAG functions' edge cases."""
 
 from __future__ import annotations
 
@@ -362,7 +362,7 @@ def test_bipartite_adjacency_carries_the_entity_edges_as_csr():
     assert gm.bipartite_adjacency(contain).toarray()[2:, 2:].tolist() == [[0, 0], [0, 0]]
 
 
-# ---------------------------------------------------------------- E2GraphRAG helpers
+# ---------------------------------------------------------------- E2GraphRAG functions
 
 
 def test_hop_distance_of_a_node_to_itself_is_zero_and_each_node_is_read_once():
