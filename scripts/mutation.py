@@ -51,7 +51,7 @@ TARGETS: dict[str, dict] = {
     },
     "domain-graph": {
         "files": [f"domain/{m}.py" for m in ("scoped", "diff", "graph_math", "model")],
-        "tests": [*_unit("scoped", "diff", "graph_math", "graph_modes", "streamed_pass", "resummarize", "model",
+        "tests": [*_unit("scoped", "scoped_reads", "diff", "graph_math", "graph_modes", "streamed_pass", "resummarize", "model",
                          "graph_math_rules"),
                   "-m", "not model"],
         "only": None,
