@@ -47,6 +47,17 @@ def test_older_files_say_not_recorded_instead_of_inventing():
                             "Python not recorded.")
 
 
+def test_a_machine_described_in_one_line_is_its_cpu(tmp_path):
+    """bench-results/mutation.json records its machine as one string: the report reads it, and
+    a results folder holding such a file still renders (it raised AttributeError)."""
+    mutation = {"tool": "mutmut 3.8.1", "commit": "abc1234", "machine": "x86_64, 2 cores", "targets": {}}
+    assert run_info(mutation)["cpu"] == "x86_64, 2 cores" and run_info(mutation)["commit"] == "abc1234"
+    (tmp_path / "mutation.json").write_text(json.dumps(mutation))
+    (tmp_path / "retrieval-new.json").write_text(json.dumps(retrieval_result(run=run_record())))
+    text, _ = render(tmp_path)
+    assert "x86_64, 2 cores: 1 file" in text[:text.index("## Targets")]
+
+
 def test_report_prints_each_runs_own_machine(tmp_path):
     new = retrieval_result(run=run_record())
     old = retrieval_result(finished_at="2026-11-21T23:51:23+0000",

@@ -39,6 +39,8 @@ def run_info(data: dict) -> dict:
     does not record is "not recorded", never filled in from this machine."""
     run = data.get("run") or {}
     m = run.get("machine") or data.get("machine") or {}
+    if isinstance(m, str):  # a one-line description (mutation.json): "x86_64, 2 cores"
+        m = {"cpu": m}
     date = run.get("date") or data.get("finished_at") or data.get("date")
     return {"date": str(date) if date else NOT_RECORDED,
             "commit": str(run.get("commit") or data.get("commit") or NOT_RECORDED),
