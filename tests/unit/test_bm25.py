@@ -22,3 +22,20 @@ def test_a_top_k_of_zero_or_less_is_empty():
     corpus.add("b", "polonium")
     assert corpus.search("radium", 1) == corpus.search("radium", 5)[:1] != []
     assert corpus.search("radium", 0) == [] and corpus.search("radium", -3) == []
+
+
+def test_a_removed_documents_words_are_forgotten_and_scores_are_as_if_never_added():
+    """Removal leaves the corpus as if the document never came: its words leave the document
+    frequencies (a long-lived process would otherwise keep every word it ever saw), and the
+    scores equal those of a corpus built without it."""
+    corpus, fresh = Bm25Corpus(), Bm25Corpus()
+    for doc_id, text in (("a", "radium glows in the dark"), ("b", "polonium was named for Poland")):
+        corpus.add(doc_id, text)
+        fresh.add(doc_id, text)
+    corpus.add("gone", "curium and radium were found later")
+    corpus.remove("gone")
+    assert set(corpus.df) == set(fresh.df) and "curium" not in corpus.df
+    assert corpus.df["radium"] == 1 and corpus.total_len == fresh.total_len
+    assert corpus.search("radium polonium", 5) == fresh.search("radium polonium", 5)
+    corpus.remove("gone")  # twice: nothing changes
+    assert dict(corpus.df) == dict(fresh.df)

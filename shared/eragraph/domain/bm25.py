@@ -55,6 +55,9 @@ class Bm25Corpus:
         if old is None:
             return
         self.df.subtract(old.keys())
+        for term in old:  # a term no document holds any more is forgotten (a long-lived corpus
+            if self.df[term] <= 0:  # would otherwise keep every word it ever saw)
+                del self.df[term]
         self.total_len -= sum(old.values())
 
     def search(self, text: str, k: int) -> list[tuple[str, float]]:
