@@ -203,3 +203,222 @@ def test_region_writes_carry_the_state_they_read(store):
     assert "attribute_not_exists" in above["ConditionExpression"]
     assert sum(c is not None for c in conditions) >= 4
     assert store.layer_sizes() == {0: 3, 1: 1}
+
+
+def readable(part: dict) -> str:
+    """A request part's ConditionExpression with its attribute names and values filled in."""
+    expression = part["ConditionExpression"]
+    for alias, name in part.get("ExpressionAttributeNames", {}).items():
+        expression = expression.replace(alias, name)
+    for alias, value in sorted(part.get("ExpressionAttributeValues", {}).items(), key=lambda kv: -len(kv[0])):
+        expression = expression.replace(alias, str(next(iter(value.values()))))
+    return expression
+
+
+# --- the version stamp of a conditional document write ----------------------------------------
+
+def test_a_document_stored_before_statuses_matches_an_indexed_stamp_only(store):
+    # an item written before the status attribute existed: an indexed document, which a writer
+    # expecting "indexed" may replace; one expecting any other status finds a change
+    import boto3
+
+    boto3.client("dynamodb", region_name=REGION).put_item(TableName=TABLE, Item={
+        "PK": {"S": "DOC#d1"}, "SK": {"S": "DOC"}, "source": {"S": "s3://b/d1"}, "content_hash": {"S": "h1"}})
+    old = Document(doc_id="d1", source="s3://b/d1", content_hash="h1", chunk_ids=())
+    assert store.get_document("d1") == old and old.status == "indexed"
+    with pytest.raises(ConflictError):
+        store.put_document(Document(doc_id="d1", source="s3://b/d1", content_hash="h2"),
+                           expected=Document(doc_id="d1", source="s3://b/d1", content_hash="h1", status="received"))
+    new = Document(doc_id="d1", source="s3://b/d1", content_hash="h2", chunk_ids=("c1",))
+    store.put_document(new, expected=old)
+    assert store.get_document("d1") == new
+
+
+def test_a_stamp_with_another_status_is_compared_exactly(store):
+    requests = sent(store, "PutItem")
+    doc = Document(doc_id="d1", source="s3://b/d1", content_hash="h1", status="received")
+    store.put_document(doc, expected=None)
+    store.put_document(Document(doc_id="d1", source="s3://b/d1", content_hash="h2"), expected=doc)
+    first, second = (readable(r) for r in requests)
+    assert first == "attribute_not_exists (PK)"
+    assert "status = received" in second and "attribute_not_exists (status)" not in second, second
+    assert "content_hash = h1" in second and "attribute_not_exists (doc_version)" in second, second
+
+
+def test_a_too_large_document_is_refused_before_any_write(store):
+    from eragraph.domain.model import ItemTooLargeError
+
+    huge = Document(doc_id="d1", source="s3://b/d1", content_hash="h1",
+                    chunk_ids=tuple(f"chunk-{i:06d}" for i in range(40_000)))
+    requests = sent(store, "PutItem")
+    for expected in (None, "any"):
+        with pytest.raises(ItemTooLargeError, match="d1"):
+            store.put_document(huge) if expected == "any" else store.put_document(huge, expected=None)
+    assert requests == [] and store.get_document("d1") is None
+
+
+# --- the state a region's ref writes are conditioned on ---------------------------------------
+
+def test_a_region_ref_condition_names_its_existence_liveness_and_segment(store):
+    store.put_nodes([node("n0", code=1), node("n1", code=2)])
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n1", 2, None, True),), assign=(("n1", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n1",), "sum-a"),)))
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True), RefState("n1", 2, "seg-a", True)),
+                                    assign=(("n0", "seg-b"), ("n1", "seg-b")),
+                                    add=(Segment("seg-b", 0, ("n0", "n1"), "sum-b"),), remove=("seg-a",)))
+    [request] = requests
+    by_node = {i["Update"]["Key"]["SK"]["S"].split("#")[1]: readable(i["Update"])
+               for i in request["TransactItems"] if "Update" in i and i["Update"]["Key"]["PK"]["S"].startswith("REF#")}
+    assert by_node == {"n0": "((attribute_exists (PK) AND live = 1) AND attribute_not_exists (seg))",
+                       "n1": "((attribute_exists (PK) AND live = 1) AND seg = seg-a)"}
+
+
+@pytest.mark.parametrize("change", ["segment", "liveness"])
+def test_a_region_read_before_another_writer_changed_a_ref_conflicts(store, change):
+    # the ref still exists: only its segment or its liveness tells the region that it changed
+    store.put_nodes([node("n0", code=1), node("n1", code=2)])
+    read = (RefState("n0", 1, None, True), RefState("n1", 2, None, True))
+    if change == "segment":
+        store.apply_region(RegionChange(layer=0, expected=read[1:], assign=(("n1", "seg-x"),),
+                                        add=(Segment("seg-x", 0, ("n1",), "sum-x"),)))
+    else:
+        pk, sk = store._ref_key(0, 2, "n1")
+        store.Item(PK=pk, SK=sk, live=0).save()
+    before = sorted((r.node_id, r.seg, r.live) for r in store.prefix_refs(0, 1, 2))
+    with pytest.raises(ConflictError, match="changed concurrently"):
+        store.apply_region(RegionChange(layer=0, expected=read, assign=(("n0", "seg-y"), ("n1", "seg-y")),
+                                        add=(Segment("seg-y", 0, ("n0", "n1"), "sum-y"),)))
+    assert sorted((r.node_id, r.seg, r.live) for r in store.prefix_refs(0, 1, 2)) == before
+    assert "seg-y" not in {s.segment_id for s in store.get_segments(0)}
+
+
+def added(update: dict) -> int:
+    """The number a counter Update ADDs."""
+    [value] = update["ExpressionAttributeValues"].values()
+    return int(value["N"])
+
+
+def counter_updates(request: dict) -> dict[str, int]:
+    return {i["Update"]["Key"]["SK"]["S"]: added(i["Update"]) for i in request["TransactItems"]
+            if "Update" in i and i["Update"]["Key"]["PK"]["S"] == "COUNT"}
+
+
+# --- transactions past DynamoDB's 100-item limit ----------------------------------------------
+
+def test_ref_writes_split_into_transactions_each_counting_its_own_refs(store):
+    nodes = [node(f"a{i:03d}", layer=0, code=i % 256) for i in range(130)]
+    nodes += [node(f"b{i:03d}", layer=1, code=i % 256) for i in range(40)]
+    requests = sent(store, "TransactWriteItems")
+    store.put_nodes(nodes)
+    assert len(requests) == 2
+    for request in requests:
+        items = request["TransactItems"]
+        assert len(items) <= 100
+        puts = [i["Put"]["Key"]["PK"]["S"] if "Key" in i["Put"] else i["Put"]["Item"]["PK"]["S"]
+                for i in items if "Put" in i]
+        per_layer = {f"LAYER#{layer}": sum(p.startswith(f"REF#{layer}#") for p in puts) for layer in (0, 1)}
+        assert counter_updates(request) == {k: v for k, v in per_layer.items() if v}
+    assert sum(len(r["TransactItems"]) for r in requests) == 170 + 3  # 170 refs, 3 counter updates
+    assert store.layer_sizes() == {0: 130, 1: 40}
+
+
+@pytest.mark.parametrize("members, split", [(97, False), (98, True), (200, True)])
+def test_a_region_past_the_transaction_limit_is_applied_under_an_applying_mark(store, members, split):
+    # the region's ops: one new segment, a ref update per member, the summary's ref above:
+    # members + 2; up to 99 fit one transaction with the counter change, more are split and
+    # the first transaction writes an ``applying`` mark the last one deletes
+    ids = [f"n{i:03d}" for i in range(members)]
+    store.put_nodes([node(i, code=k % 256) for k, i in enumerate(ids)])
+    expected = tuple(RefState(i, k % 256, None, True) for k, i in enumerate(ids))
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=expected, assign=tuple((i, "seg-a") for i in ids),
+                                    add=(Segment("seg-a", 0, tuple(ids), "sum-a"),),
+                                    above_add=(NodeRef("sum-a", 7),)))
+    assert all(len(r["TransactItems"]) <= 100 for r in requests)
+    marks = [[(kind, i[kind]["Key"]["SK"]["S"] if "Key" in i[kind] else i[kind]["Item"]["SK"]["S"])
+              for i in r["TransactItems"] for kind in i if "applying" in str(i[kind])] for r in requests]
+    if not split:
+        assert len(requests) == 1 and marks == [[]]
+    else:
+        assert len(requests) == -(-(members + 2) // 98)
+        [(put, key)] = marks[0]
+        assert put == "Put" and key.startswith("KEY#applying:0:")
+        assert marks[-1] == [("Delete", key)] and all(m == [] for m in marks[1:-1])
+    assert [sum(counter_updates(r).values()) for r in requests].count(1) == 1  # the summary, once
+    assert store.meta_keys("applying") == []
+    assert store.layer_sizes() == {0: members, 1: 1}
+    assert {r.seg for r in store.prefix_refs(0, 0, 3)} <= {"seg-a"}
+
+
+def test_a_region_writing_refs_it_did_not_read_is_refused(store):
+    store.put_nodes([node("n0", code=1), node("n1", code=2)])
+    requests = sent(store, "TransactWriteItems")
+    for change in (dict(assign=(("n0", "s"), ("n1", "s"))), dict(drop=("n1",))):
+        with pytest.raises(ValueError, match="apply_region writes only refs it expects"):
+            store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), **change))
+    assert requests == []
+
+
+def test_a_summary_already_live_above_is_not_counted_again(store):
+    # a region re-cut with the same summary: its ref above is live already; the write is
+    # conditioned on that and the layer-above counter does not move
+    store.put_nodes([node("n0", code=1), node("sum-a", layer=1, code=7)])
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n0",), "sum-a"),), above_add=(NodeRef("sum-a", 7),)))
+    [request] = requests
+    [above] = [i["Update"] for i in request["TransactItems"]
+               if "Update" in i and i["Update"]["Key"]["PK"]["S"].startswith("REF#1#")]
+    assert readable(above) == "live = 1"
+    assert counter_updates(request) == {}
+    assert store.layer_sizes() == {0: 1, 1: 1}
+
+
+# --- put_nodes: moved refs and retries --------------------------------------------------------
+
+def test_a_node_rewritten_with_another_code_moves_its_ref_and_keeps_its_segment(store):
+    store.put_nodes([node("n1", code=5)])
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n1", 5, None, True),), assign=(("n1", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n1",), "sum-a"),)))
+    requests = sent(store, "TransactWriteItems")
+    store.put_nodes([node("n1", code=200)])
+    [request] = requests
+    [delete] = [i["Delete"] for i in request["TransactItems"] if "Delete" in i]
+    assert delete["Key"]["SK"]["S"] == "05#n1"
+    assert readable(delete) == "((attribute_exists (PK) AND live = 1) AND seg = seg-a)"
+    assert counter_updates(request) == {}  # one ref gone, one made, in one layer
+    assert store.prefix_refs(0, 5, 5) == []
+    assert store.prefix_refs(0, 200, 200) == [RefState("n1", 200, "seg-a", True)]
+    assert store.layer_sizes() == {0: 1}
+
+
+def test_a_node_moved_to_another_layer_leaves_its_segment_behind(store):
+    store.put_nodes([node("n1", code=5)])
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n1", 5, None, True),), assign=(("n1", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n1",), "sum-a"),)))
+    store.put_nodes([node("n1", layer=1, code=5)])
+    assert store.prefix_refs(0, 5, 5) == []
+    assert store.prefix_refs(1, 5, 5) == [RefState("n1", 5, None, True)]
+    assert store.layer_sizes() == {1: 1}  # layer 0 counted down to nothing
+
+
+def test_put_nodes_gives_up_after_its_attempts(store, monkeypatch):
+    from eragraph.adapters.aws import dynamodb
+
+    calls = []
+
+    def always_lost(ops):
+        calls.append(len(ops))
+        raise ConflictError("a ref changed concurrently")
+
+    monkeypatch.setattr(store, "_transact_refs", always_lost)
+    with pytest.raises(ConflictError, match=f"{dynamodb.REF_WRITE_ATTEMPTS} conditional ref writes lost in a row"):
+        store.put_nodes([node("n1")])
+    assert calls == [1] * dynamodb.REF_WRITE_ATTEMPTS
+
+
+def test_nodes_written_outside_the_index_get_no_ref(store):
+    requests = sent(store, "TransactWriteItems")
+    store.put_nodes([node("n1")], index=False)
+    assert requests == [] and store.get_nodes(["n1"]) and store.prefix_refs(0, 5, 5) == []
