@@ -355,7 +355,7 @@ def test_a_region_writing_refs_it_did_not_read_is_refused(store):
     store.put_nodes([node("n0", code=1), node("n1", code=2)])
     requests = sent(store, "TransactWriteItems")
     for change in (dict(assign=(("n0", "s"), ("n1", "s"))), dict(drop=("n1",))):
-        with pytest.raises(ValueError, match="apply_region writes only refs it expects"):
+        with pytest.raises(ValueError, match="^apply_region writes only refs it expects$"):
             store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), **change))
     assert requests == []
 
@@ -422,3 +422,57 @@ def test_nodes_written_outside_the_index_get_no_ref(store):
     requests = sent(store, "TransactWriteItems")
     store.put_nodes([node("n1")], index=False)
     assert requests == [] and store.get_nodes(["n1"]) and store.prefix_refs(0, 5, 5) == []
+
+
+def test_a_summary_back_from_a_tombstone_above_is_counted_once(store):
+    # its ref above is a tombstone (live 0, still a member of a layer-1 segment): the write is
+    # conditioned on that and counts one more live summary
+    store.put_nodes([node("n0", code=1)])
+    pk, sk = store._ref_key(1, 7, "sum-a")
+    store.Item(PK=pk, SK=sk, seg="seg-up", live=0).save()
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n0",), "sum-a"),), above_add=(NodeRef("sum-a", 7),)))
+    [request] = requests
+    [above] = [i["Update"] for i in request["TransactItems"]
+               if "Update" in i and i["Update"]["Key"]["PK"]["S"].startswith("REF#1#")]
+    assert readable(above) == "live = 0"
+    assert counter_updates(request) == {"LAYER#1": 1}
+    assert store.prefix_refs(1, 7, 7) == [RefState("sum-a", 7, "seg-up", True)]
+    # stored as live = 1, the value the next region's condition on a live ref compares
+    store.apply_region(RegionChange(layer=1, expected=(RefState("sum-a", 7, "seg-up", True),),
+                                    assign=(("sum-a", "seg-up2"),), add=(Segment("seg-up2", 1, ("sum-a",), "top"),)))
+    assert store.prefix_refs(1, 7, 7) == [RefState("sum-a", 7, "seg-up2", True)]
+
+
+def test_summaries_gone_from_above_are_skipped_and_the_rest_removed(store):
+    # above_remove naming a summary whose ref is already gone: that one is skipped, the next
+    # one is still removed and counted
+    store.put_nodes([node("n0", code=1), node("s-old", layer=1, code=4)])
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n0",), "sum-a"),),
+                                    above_remove=(NodeRef("s-gone", 3), NodeRef("s-old", 4))))
+    assert store.prefix_refs(1, 3, 4) == []
+    assert store.layer_sizes() == {0: 1}
+
+
+def test_a_region_leaving_refs_unassigned_removes_their_segment_and_counts_nothing(store):
+    # ``assign`` to None removes the attribute (a NULL value would fail the next
+    # attribute_not_exists (seg) condition); a dropped tombstone moves no counter
+    store.put_nodes([node("n0", code=1), node("n1", code=2)])
+    both = (RefState("n0", 1, None, True), RefState("n1", 2, None, True))
+    store.apply_region(RegionChange(layer=0, expected=both, assign=(("n0", "seg-a"), ("n1", "seg-a")),
+                                    add=(Segment("seg-a", 0, ("n0", "n1"), "sum-a"),)))
+    store.delete_nodes(["n1"])  # a member of a segment: kept as a tombstone
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, "seg-a", True), RefState("n1", 2, "seg-a", False)),
+                                    assign=(("n0", None),), drop=("n1",), remove=("seg-a",)))
+    [request] = requests
+    [update] = [i["Update"] for i in request["TransactItems"] if "Update" in i]
+    assert update["UpdateExpression"].startswith("REMOVE"), update
+    assert counter_updates(request) == {}
+    assert store.prefix_refs(0, 1, 2) == [RefState("n0", 1, None, True)]
+    assert store.layer_sizes() == {0: 1}
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-b"),),
+                                    add=(Segment("seg-b", 0, ("n0",), "sum-b"),)))
+    assert store.prefix_refs(0, 1, 1) == [RefState("n0", 1, "seg-b", True)]
