@@ -476,3 +476,21 @@ def test_a_region_leaving_refs_unassigned_removes_their_segment_and_counts_nothi
     store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-b"),),
                                     add=(Segment("seg-b", 0, ("n0",), "sum-b"),)))
     assert store.prefix_refs(0, 1, 1) == [RefState("n0", 1, "seg-b", True)]
+
+
+def test_summaries_removed_from_above_are_conditioned_on_the_liveness_read(store):
+    # a live summary without a segment above goes (counted); one already a tombstone stays one
+    # (a layer-1 segment names it), and its write is conditioned on its being dead
+    store.put_nodes([node("n0", code=1), node("s-live", layer=1, code=4)])
+    pk, sk = store._ref_key(1, 6, "s-dead")
+    store.Item(PK=pk, SK=sk, seg="seg-up", live=0).save()
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n0",), "sum-a"),),
+                                    above_remove=(NodeRef("s-live", 4), NodeRef("s-dead", 6))))
+    [request] = requests
+    above = {i[kind]["Key"]["SK"]["S"].split("#")[1]: (kind, readable(i[kind])) for i in request["TransactItems"]
+             for kind in i if "Key" in i[kind] and i[kind]["Key"]["PK"]["S"].startswith("REF#1#")}
+    assert above == {"s-live": ("Delete", "live = 1"), "s-dead": ("Update", "live = 0")}
+    assert counter_updates(request) == {"LAYER#1": -1}
+    assert store.prefix_refs(1, 4, 6) == [RefState("s-dead", 6, "seg-up", False)]
