@@ -494,3 +494,17 @@ def test_summaries_removed_from_above_are_conditioned_on_the_liveness_read(store
     assert above == {"s-live": ("Delete", "live = 1"), "s-dead": ("Update", "live = 0")}
     assert counter_updates(request) == {"LAYER#1": -1}
     assert store.prefix_refs(1, 4, 6) == [RefState("s-dead", 6, "seg-up", False)]
+
+
+def test_a_region_whose_summaries_fill_its_first_transaction_stays_within_the_limit(store):
+    # 98 new summaries above a 2-ref region: 101 ops, split; the first transaction holds the
+    # segment, both refs and 95 summaries, plus the layer-above counter and the applying mark
+    store.put_nodes([node("n0", code=1), node("n1", code=2)])
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True), RefState("n1", 2, None, True)),
+                                    assign=(("n0", "seg-a"), ("n1", "seg-a")),
+                                    add=(Segment("seg-a", 0, ("n0", "n1"), "s000"),),
+                                    above_add=tuple(NodeRef(f"s{i:03d}", i) for i in range(98))))
+    assert [len(r["TransactItems"]) for r in requests] == [100, 5]
+    assert [counter_updates(r) for r in requests] == [{"LAYER#1": 95}, {"LAYER#1": 3}]
+    assert store.layer_sizes() == {0: 2, 1: 98} and store.meta_keys("applying") == []
