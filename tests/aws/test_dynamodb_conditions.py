@@ -496,6 +496,21 @@ def test_summaries_removed_from_above_are_conditioned_on_the_liveness_read(store
     assert store.prefix_refs(1, 4, 6) == [RefState("s-dead", 6, "seg-up", False)]
 
 
+def test_a_live_summary_in_a_segment_above_becomes_a_tombstone_that_can_come_back(store):
+    # removed while a layer-1 segment names it: kept with live = 0, the value put_nodes'
+    # condition on a dead ref compares when the summary is written again
+    store.put_nodes([node("n0", code=1), node("s-kept", layer=1, code=8)])
+    store.apply_region(RegionChange(layer=1, expected=(RefState("s-kept", 8, None, True),), assign=(("s-kept", "seg-up"),),
+                                    add=(Segment("seg-up", 1, ("s-kept",), "top"),)))
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n0",), "sum-a"),), above_remove=(NodeRef("s-kept", 8),)))
+    assert store.prefix_refs(1, 8, 8) == [RefState("s-kept", 8, "seg-up", False)]
+    assert store.layer_sizes() == {0: 1}
+    store.put_nodes([node("s-kept", layer=1, code=8)])
+    assert store.prefix_refs(1, 8, 8) == [RefState("s-kept", 8, "seg-up", True)]
+    assert store.layer_sizes() == {0: 1, 1: 1}
+
+
 def test_a_region_whose_summaries_fill_its_first_transaction_stays_within_the_limit(store):
     # 98 new summaries above a 2-ref region: 101 ops, split; the first transaction holds the
     # segment, both refs and 95 summaries, plus the layer-above counter and the applying mark
