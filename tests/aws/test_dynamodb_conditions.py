@@ -309,8 +309,10 @@ def counter_updates(request: dict) -> dict[str, int]:
 # --- transactions past DynamoDB's 100-item limit ----------------------------------------------
 
 def test_ref_writes_split_into_transactions_each_counting_its_own_refs(store):
+    # the two layers interleaved: every transaction carries refs (and a counter) of both
     nodes = [node(f"a{i:03d}", layer=0, code=i % 256) for i in range(130)]
-    nodes += [node(f"b{i:03d}", layer=1, code=i % 256) for i in range(40)]
+    for k, i in enumerate(range(40)):
+        nodes.insert(3 * k, node(f"b{i:03d}", layer=1, code=i % 256))
     requests = sent(store, "TransactWriteItems")
     store.put_nodes(nodes)
     assert len(requests) == 2
@@ -321,7 +323,7 @@ def test_ref_writes_split_into_transactions_each_counting_its_own_refs(store):
                 for i in items if "Put" in i]
         per_layer = {f"LAYER#{layer}": sum(p.startswith(f"REF#{layer}#") for p in puts) for layer in (0, 1)}
         assert counter_updates(request) == {k: v for k, v in per_layer.items() if v}
-    assert sum(len(r["TransactItems"]) for r in requests) == 170 + 3  # 170 refs, 3 counter updates
+    assert sum(len(r["TransactItems"]) for r in requests) == 170 + 4  # 170 refs, both counters twice
     assert store.layer_sizes() == {0: 130, 1: 40}
 
 
