@@ -11,6 +11,7 @@ two writers happen to interleave (test_concurrent_counters.py)."""
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from botocore.stub import Stubber
@@ -349,6 +350,9 @@ def test_a_region_past_the_transaction_limit_is_applied_under_an_applying_mark(s
         [(put, key)] = marks[0]
         assert put == "Put" and re.fullmatch(r"KEY#applying:0:[0-9a-f]{32}", key)  # this apply's own mark
         assert marks[-1] == [("Delete", key)] and all(m == [] for m in marks[1:-1])
+        # the mark holds when the apply began (the repair of an apply cut short reads its age)
+        [mark] = [i["Put"]["Item"] for i in requests[0]["TransactItems"] if "Put" in i and i["Put"]["Item"]["SK"]["S"] == key]
+        assert abs(float(mark["value"]["S"]) - time.time()) < 300
     assert [sum(counter_updates(r).values()) for r in requests].count(1) == 1  # the summary, once
     assert store.meta_keys("applying") == []
     assert store.layer_sizes() == {0: members, 1: 1}
