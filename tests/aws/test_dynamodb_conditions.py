@@ -428,9 +428,10 @@ def test_put_nodes_gives_up_after_its_attempts(store, monkeypatch):
 
 
 def test_nodes_written_outside_the_index_get_no_ref(store):
-    requests = sent(store, "TransactWriteItems")
+    requests, reads = sent(store, "TransactWriteItems"), sent(store, "BatchGetItem")
     store.put_nodes([node("n1")], index=False)
-    assert requests == [] and store.get_nodes(["n1"]) and store.prefix_refs(0, 5, 5) == []
+    assert requests == [] and reads == []  # no ref written, nothing read for one
+    assert store.get_nodes(["n1"]) and store.prefix_refs(0, 5, 5) == []
 
 
 def test_a_summary_back_from_a_tombstone_above_is_counted_once(store):
