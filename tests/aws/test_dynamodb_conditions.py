@@ -10,6 +10,9 @@ two writers happen to interleave (test_concurrent_counters.py)."""
 
 from __future__ import annotations
 
+import re
+import time
+
 import pytest
 from botocore.stub import Stubber
 
@@ -203,3 +206,330 @@ def test_region_writes_carry_the_state_they_read(store):
     assert "attribute_not_exists" in above["ConditionExpression"]
     assert sum(c is not None for c in conditions) >= 4
     assert store.layer_sizes() == {0: 3, 1: 1}
+
+
+def readable(part: dict) -> str:
+    """A request part's ConditionExpression with its attribute names and values filled in."""
+    expression = part["ConditionExpression"]
+    for alias, name in part.get("ExpressionAttributeNames", {}).items():
+        expression = expression.replace(alias, name)
+    for alias, value in sorted(part.get("ExpressionAttributeValues", {}).items(), key=lambda kv: -len(kv[0])):
+        expression = expression.replace(alias, str(next(iter(value.values()))))
+    return expression
+
+
+# --- the version stamp of a conditional document write ----------------------------------------
+
+def test_a_document_stored_before_statuses_matches_an_indexed_stamp_only(store):
+    # an item written before the status attribute existed: an indexed document, which a writer
+    # expecting "indexed" may replace; one expecting any other status finds a change
+    import boto3
+
+    boto3.client("dynamodb", region_name=REGION).put_item(TableName=TABLE, Item={
+        "PK": {"S": "DOC#d1"}, "SK": {"S": "DOC"}, "source": {"S": "s3://b/d1"}, "content_hash": {"S": "h1"}})
+    old = Document(doc_id="d1", source="s3://b/d1", content_hash="h1", chunk_ids=())
+    assert store.get_document("d1") == old and old.status == "indexed"
+    with pytest.raises(ConflictError):
+        store.put_document(Document(doc_id="d1", source="s3://b/d1", content_hash="h2"),
+                           expected=Document(doc_id="d1", source="s3://b/d1", content_hash="h1", status="received"))
+    new = Document(doc_id="d1", source="s3://b/d1", content_hash="h2", chunk_ids=("c1",))
+    store.put_document(new, expected=old)
+    assert store.get_document("d1") == new
+
+
+def test_a_stamp_with_another_status_is_compared_exactly(store):
+    requests = sent(store, "PutItem")
+    doc = Document(doc_id="d1", source="s3://b/d1", content_hash="h1", status="received")
+    store.put_document(doc, expected=None)
+    store.put_document(Document(doc_id="d1", source="s3://b/d1", content_hash="h2"), expected=doc)
+    first, second = (readable(r) for r in requests)
+    assert first == "attribute_not_exists (PK)"
+    assert "status = received" in second and "attribute_not_exists (status)" not in second, second
+    assert "content_hash = h1" in second and "attribute_not_exists (doc_version)" in second, second
+
+
+def test_a_too_large_document_is_refused_before_any_write(store):
+    from eragraph.domain.model import ItemTooLargeError
+
+    huge = Document(doc_id="d1", source="s3://b/d1", content_hash="h1",
+                    chunk_ids=tuple(f"chunk-{i:06d}" for i in range(40_000)))
+    requests = sent(store, "PutItem")
+    for expected in (None, "any"):
+        with pytest.raises(ItemTooLargeError, match="d1"):
+            store.put_document(huge) if expected == "any" else store.put_document(huge, expected=None)
+    assert requests == [] and store.get_document("d1") is None
+
+
+# --- the state a region's ref writes are conditioned on ---------------------------------------
+
+def test_a_region_ref_condition_names_its_existence_liveness_and_segment(store):
+    store.put_nodes([node("n0", code=1), node("n1", code=2)])
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n1", 2, None, True),), assign=(("n1", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n1",), "sum-a"),)))
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True), RefState("n1", 2, "seg-a", True)),
+                                    assign=(("n0", "seg-b"), ("n1", "seg-b")),
+                                    add=(Segment("seg-b", 0, ("n0", "n1"), "sum-b"),), remove=("seg-a",)))
+    [request] = requests
+    by_node = {i["Update"]["Key"]["SK"]["S"].split("#")[1]: readable(i["Update"])
+               for i in request["TransactItems"] if "Update" in i and i["Update"]["Key"]["PK"]["S"].startswith("REF#")}
+    assert by_node == {"n0": "((attribute_exists (PK) AND live = 1) AND attribute_not_exists (seg))",
+                       "n1": "((attribute_exists (PK) AND live = 1) AND seg = seg-a)"}
+
+
+@pytest.mark.parametrize("change", ["segment", "liveness"])
+def test_a_region_read_before_another_writer_changed_a_ref_conflicts(store, change):
+    # the ref still exists: only its segment or its liveness tells the region that it changed
+    store.put_nodes([node("n0", code=1), node("n1", code=2)])
+    read = (RefState("n0", 1, None, True), RefState("n1", 2, None, True))
+    if change == "segment":
+        store.apply_region(RegionChange(layer=0, expected=read[1:], assign=(("n1", "seg-x"),),
+                                        add=(Segment("seg-x", 0, ("n1",), "sum-x"),)))
+    else:
+        pk, sk = store._ref_key(0, 2, "n1")
+        store.Item(PK=pk, SK=sk, live=0).save()
+    before = sorted((r.node_id, r.seg, r.live) for r in store.prefix_refs(0, 1, 2))
+    with pytest.raises(ConflictError, match="changed concurrently"):
+        store.apply_region(RegionChange(layer=0, expected=read, assign=(("n0", "seg-y"), ("n1", "seg-y")),
+                                        add=(Segment("seg-y", 0, ("n0", "n1"), "sum-y"),)))
+    assert sorted((r.node_id, r.seg, r.live) for r in store.prefix_refs(0, 1, 2)) == before
+    assert "seg-y" not in {s.segment_id for s in store.get_segments(0)}
+
+
+def added(update: dict) -> int:
+    """The number a counter Update ADDs."""
+    [value] = update["ExpressionAttributeValues"].values()
+    return int(value["N"])
+
+
+def counter_updates(request: dict) -> dict[str, int]:
+    return {i["Update"]["Key"]["SK"]["S"]: added(i["Update"]) for i in request["TransactItems"]
+            if "Update" in i and i["Update"]["Key"]["PK"]["S"] == "COUNT"}
+
+
+# --- transactions past DynamoDB's 100-item limit ----------------------------------------------
+
+def test_ref_writes_split_into_transactions_each_counting_its_own_refs(store):
+    # the two layers interleaved: every transaction carries refs (and a counter) of both
+    nodes = [node(f"a{i:03d}", layer=0, code=i % 256) for i in range(130)]
+    for k, i in enumerate(range(40)):
+        nodes.insert(3 * k, node(f"b{i:03d}", layer=1, code=i % 256))
+    requests = sent(store, "TransactWriteItems")
+    store.put_nodes(nodes)
+    assert len(requests) == 2
+    for request in requests:
+        items = request["TransactItems"]
+        assert len(items) <= 100
+        puts = [i["Put"]["Key"]["PK"]["S"] if "Key" in i["Put"] else i["Put"]["Item"]["PK"]["S"]
+                for i in items if "Put" in i]
+        per_layer = {f"LAYER#{layer}": sum(p.startswith(f"REF#{layer}#") for p in puts) for layer in (0, 1)}
+        assert counter_updates(request) == {k: v for k, v in per_layer.items() if v}
+    assert sum(len(r["TransactItems"]) for r in requests) == 170 + 4  # 170 refs, both counters twice
+    assert store.layer_sizes() == {0: 130, 1: 40}
+
+
+@pytest.mark.parametrize("members, split", [(97, False), (98, True), (200, True)])
+def test_a_region_past_the_transaction_limit_is_applied_under_an_applying_mark(store, members, split):
+    # the region's ops: one new segment, a ref update per member, the summary's ref above:
+    # members + 2; up to 99 fit one transaction with the counter change, more are split and
+    # the first transaction writes an ``applying`` mark the last one deletes
+    ids = [f"n{i:03d}" for i in range(members)]
+    store.put_nodes([node(i, code=k % 256) for k, i in enumerate(ids)])
+    expected = tuple(RefState(i, k % 256, None, True) for k, i in enumerate(ids))
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=expected, assign=tuple((i, "seg-a") for i in ids),
+                                    add=(Segment("seg-a", 0, tuple(ids), "sum-a"),),
+                                    above_add=(NodeRef("sum-a", 7),)))
+    assert all(len(r["TransactItems"]) <= 100 for r in requests)
+    marks = [[(kind, i[kind]["Key"]["SK"]["S"] if "Key" in i[kind] else i[kind]["Item"]["SK"]["S"])
+              for i in r["TransactItems"] for kind in i if "applying" in str(i[kind])] for r in requests]
+    if not split:
+        assert len(requests) == 1 and marks == [[]]
+    else:
+        assert len(requests) == -(-(members + 2) // 98)
+        [(put, key)] = marks[0]
+        assert put == "Put" and re.fullmatch(r"KEY#applying:0:[0-9a-f]{32}", key)  # this apply's own mark
+        assert marks[-1] == [("Delete", key)] and all(m == [] for m in marks[1:-1])
+        # the mark holds when the apply began (the repair of an apply cut short reads its age)
+        [mark] = [i["Put"]["Item"] for i in requests[0]["TransactItems"] if "Put" in i and i["Put"]["Item"]["SK"]["S"] == key]
+        assert abs(float(mark["value"]["S"]) - time.time()) < 300
+    assert [sum(counter_updates(r).values()) for r in requests].count(1) == 1  # the summary, once
+    assert store.meta_keys("applying") == []
+    assert store.layer_sizes() == {0: members, 1: 1}
+    assert {r.seg for r in store.prefix_refs(0, 0, 3)} <= {"seg-a"}
+    assert store.get_segments_by_id(0, ["seg-a"]) == {"seg-a": Segment("seg-a", 0, tuple(ids), "sum-a")}
+
+
+def test_a_region_writing_refs_it_did_not_read_is_refused(store):
+    store.put_nodes([node("n0", code=1), node("n1", code=2)])
+    requests = sent(store, "TransactWriteItems")
+    for change in (dict(assign=(("n0", "s"), ("n1", "s"))), dict(drop=("n1",))):
+        with pytest.raises(ValueError, match="^apply_region writes only refs it expects$"):
+            store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), **change))
+    assert requests == []
+
+
+def test_a_summary_already_live_above_is_not_counted_again(store):
+    # a region re-cut with the same summary: its ref above is live already; the write is
+    # conditioned on that and the layer-above counter does not move
+    store.put_nodes([node("n0", code=1), node("sum-a", layer=1, code=7)])
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n0",), "sum-a"),), above_add=(NodeRef("sum-a", 7),)))
+    [request] = requests
+    [above] = [i["Update"] for i in request["TransactItems"]
+               if "Update" in i and i["Update"]["Key"]["PK"]["S"].startswith("REF#1#")]
+    assert readable(above) == "live = 1"
+    assert counter_updates(request) == {}
+    assert store.layer_sizes() == {0: 1, 1: 1}
+
+
+# --- put_nodes: moved refs and retries --------------------------------------------------------
+
+def test_a_node_rewritten_with_another_code_moves_its_ref_and_keeps_its_segment(store):
+    store.put_nodes([node("n1", code=5)])
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n1", 5, None, True),), assign=(("n1", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n1",), "sum-a"),)))
+    requests = sent(store, "TransactWriteItems")
+    store.put_nodes([node("n1", code=200)])
+    [request] = requests
+    [delete] = [i["Delete"] for i in request["TransactItems"] if "Delete" in i]
+    assert delete["Key"]["SK"]["S"] == "05#n1"
+    assert readable(delete) == "((attribute_exists (PK) AND live = 1) AND seg = seg-a)"
+    assert counter_updates(request) == {}  # one ref gone, one made, in one layer
+    assert store.prefix_refs(0, 5, 5) == []
+    assert store.prefix_refs(0, 200, 200) == [RefState("n1", 200, "seg-a", True)]
+    assert store.layer_sizes() == {0: 1}
+
+
+def test_a_node_moved_to_another_layer_leaves_its_segment_behind(store):
+    store.put_nodes([node("n1", code=5)])
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n1", 5, None, True),), assign=(("n1", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n1",), "sum-a"),)))
+    store.put_nodes([node("n1", layer=1, code=5)])
+    assert store.prefix_refs(0, 5, 5) == []
+    assert store.prefix_refs(1, 5, 5) == [RefState("n1", 5, None, True)]
+    assert store.layer_sizes() == {1: 1}  # layer 0 counted down to nothing
+
+
+def test_put_nodes_gives_up_after_its_attempts(store, monkeypatch):
+    from eragraph.adapters.aws import dynamodb
+
+    calls = []
+
+    def always_lost(ops):
+        calls.append(len(ops))
+        raise ConflictError("a ref changed concurrently")
+
+    monkeypatch.setattr(store, "_transact_refs", always_lost)
+    with pytest.raises(ConflictError, match=f"{dynamodb.REF_WRITE_ATTEMPTS} conditional ref writes lost in a row"):
+        store.put_nodes([node("n1")])
+    assert calls == [1] * dynamodb.REF_WRITE_ATTEMPTS
+
+
+def test_nodes_written_outside_the_index_get_no_ref(store):
+    requests, reads = sent(store, "TransactWriteItems"), sent(store, "BatchGetItem")
+    store.put_nodes([node("n1")], index=False)
+    assert requests == [] and reads == []  # no ref written, nothing read for one
+    assert store.get_nodes(["n1"]) and store.prefix_refs(0, 5, 5) == []
+
+
+def test_a_summary_back_from_a_tombstone_above_is_counted_once(store):
+    # its ref above is a tombstone (live 0, still a member of a layer-1 segment): the write is
+    # conditioned on that and counts one more live summary
+    store.put_nodes([node("n0", code=1)])
+    pk, sk = store._ref_key(1, 7, "sum-a")
+    store.Item(PK=pk, SK=sk, seg="seg-up", live=0).save()
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n0",), "sum-a"),), above_add=(NodeRef("sum-a", 7),)))
+    [request] = requests
+    [above] = [i["Update"] for i in request["TransactItems"]
+               if "Update" in i and i["Update"]["Key"]["PK"]["S"].startswith("REF#1#")]
+    assert readable(above) == "live = 0"
+    assert counter_updates(request) == {"LAYER#1": 1}
+    assert store.prefix_refs(1, 7, 7) == [RefState("sum-a", 7, "seg-up", True)]
+    # stored as live = 1, the value the next region's condition on a live ref compares
+    store.apply_region(RegionChange(layer=1, expected=(RefState("sum-a", 7, "seg-up", True),),
+                                    assign=(("sum-a", "seg-up2"),), add=(Segment("seg-up2", 1, ("sum-a",), "top"),)))
+    assert store.prefix_refs(1, 7, 7) == [RefState("sum-a", 7, "seg-up2", True)]
+
+
+def test_summaries_gone_from_above_are_skipped_and_the_rest_removed(store):
+    # above_remove naming a summary whose ref is already gone: that one is skipped, the next
+    # one is still removed and counted
+    store.put_nodes([node("n0", code=1), node("s-old", layer=1, code=4)])
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n0",), "sum-a"),),
+                                    above_remove=(NodeRef("s-gone", 3), NodeRef("s-old", 4))))
+    assert store.prefix_refs(1, 3, 4) == []
+    assert store.layer_sizes() == {0: 1}
+
+
+def test_a_region_leaving_refs_unassigned_removes_their_segment_and_counts_nothing(store):
+    # ``assign`` to None removes the attribute (a NULL value would fail the next
+    # attribute_not_exists (seg) condition); a dropped tombstone moves no counter
+    store.put_nodes([node("n0", code=1), node("n1", code=2)])
+    both = (RefState("n0", 1, None, True), RefState("n1", 2, None, True))
+    store.apply_region(RegionChange(layer=0, expected=both, assign=(("n0", "seg-a"), ("n1", "seg-a")),
+                                    add=(Segment("seg-a", 0, ("n0", "n1"), "sum-a"),)))
+    store.delete_nodes(["n1"])  # a member of a segment: kept as a tombstone
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, "seg-a", True), RefState("n1", 2, "seg-a", False)),
+                                    assign=(("n0", None),), drop=("n1",), remove=("seg-a",)))
+    [request] = requests
+    [update] = [i["Update"] for i in request["TransactItems"] if "Update" in i]
+    assert update["UpdateExpression"].startswith("REMOVE"), update
+    assert counter_updates(request) == {}
+    assert store.prefix_refs(0, 1, 2) == [RefState("n0", 1, None, True)]
+    assert store.layer_sizes() == {0: 1}
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-b"),),
+                                    add=(Segment("seg-b", 0, ("n0",), "sum-b"),)))
+    assert store.prefix_refs(0, 1, 1) == [RefState("n0", 1, "seg-b", True)]
+
+
+def test_summaries_removed_from_above_are_conditioned_on_the_liveness_read(store):
+    # a live summary without a segment above goes (counted); one already a tombstone stays one
+    # (a layer-1 segment names it), and its write is conditioned on its being dead
+    store.put_nodes([node("n0", code=1), node("s-live", layer=1, code=4)])
+    pk, sk = store._ref_key(1, 6, "s-dead")
+    store.Item(PK=pk, SK=sk, seg="seg-up", live=0).save()
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n0",), "sum-a"),),
+                                    above_remove=(NodeRef("s-live", 4), NodeRef("s-dead", 6))))
+    [request] = requests
+    above = {i[kind]["Key"]["SK"]["S"].split("#")[1]: (kind, readable(i[kind])) for i in request["TransactItems"]
+             for kind in i if "Key" in i[kind] and i[kind]["Key"]["PK"]["S"].startswith("REF#1#")}
+    assert above == {"s-live": ("Delete", "live = 1"), "s-dead": ("Update", "live = 0")}
+    assert counter_updates(request) == {"LAYER#1": -1}
+    assert store.prefix_refs(1, 4, 6) == [RefState("s-dead", 6, "seg-up", False)]
+
+
+def test_a_live_summary_in_a_segment_above_becomes_a_tombstone_that_can_come_back(store):
+    # removed while a layer-1 segment names it: kept with live = 0, the value put_nodes'
+    # condition on a dead ref compares when the summary is written again
+    store.put_nodes([node("n0", code=1), node("s-kept", layer=1, code=8)])
+    store.apply_region(RegionChange(layer=1, expected=(RefState("s-kept", 8, None, True),), assign=(("s-kept", "seg-up"),),
+                                    add=(Segment("seg-up", 1, ("s-kept",), "top"),)))
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n0",), "sum-a"),), above_remove=(NodeRef("s-kept", 8),)))
+    assert store.prefix_refs(1, 8, 8) == [RefState("s-kept", 8, "seg-up", False)]
+    assert store.layer_sizes() == {0: 1}
+    store.put_nodes([node("s-kept", layer=1, code=8)])
+    assert store.prefix_refs(1, 8, 8) == [RefState("s-kept", 8, "seg-up", True)]
+    assert store.layer_sizes() == {0: 1, 1: 1}
+
+
+def test_a_region_whose_summaries_fill_its_first_transaction_stays_within_the_limit(store):
+    # 98 new summaries above a 2-ref region: 101 ops, split; the first transaction holds the
+    # segment, both refs and 95 summaries, plus the layer-above counter and the applying mark
+    store.put_nodes([node("n0", code=1), node("n1", code=2)])
+    requests = sent(store, "TransactWriteItems")
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True), RefState("n1", 2, None, True)),
+                                    assign=(("n0", "seg-a"), ("n1", "seg-a")),
+                                    add=(Segment("seg-a", 0, ("n0", "n1"), "s000"),),
+                                    above_add=tuple(NodeRef(f"s{i:03d}", i) for i in range(98))))
+    assert [len(r["TransactItems"]) for r in requests] == [100, 5]
+    assert [counter_updates(r) for r in requests] == [{"LAYER#1": 95}, {"LAYER#1": 3}]
+    assert store.layer_sizes() == {0: 2, 1: 98} and store.meta_keys("applying") == []
