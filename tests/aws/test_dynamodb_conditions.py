@@ -369,16 +369,23 @@ def test_a_region_writing_refs_it_did_not_read_is_refused(store):
     assert requests == []
 
 
-def test_a_summary_already_live_above_is_not_counted_again(store):
-    # a region re-cut with the same summary: its ref above is live already; the write is
-    # conditioned on that and the layer-above counter does not move
-    store.put_nodes([node("n0", code=1), node("sum-a", layer=1, code=7)])
+def apply_with_summary_above(store):
+    """n0 cut into seg-a, whose summary sum-a (code 7) is added above: the one transaction sent,
+    and its update of sum-a's ref in layer 1."""
     requests = sent(store, "TransactWriteItems")
     store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
                                     add=(Segment("seg-a", 0, ("n0",), "sum-a"),), above_add=(NodeRef("sum-a", 7),)))
     [request] = requests
     [above] = [i["Update"] for i in request["TransactItems"]
                if "Update" in i and i["Update"]["Key"]["PK"]["S"].startswith("REF#1#")]
+    return request, above
+
+
+def test_a_summary_already_live_above_is_not_counted_again(store):
+    # a region re-cut with the same summary: its ref above is live already; the write is
+    # conditioned on that and the layer-above counter does not move
+    store.put_nodes([node("n0", code=1), node("sum-a", layer=1, code=7)])
+    request, above = apply_with_summary_above(store)
     assert readable(above) == "live = 1"
     assert counter_updates(request) == {}
     assert store.layer_sizes() == {0: 1, 1: 1}
@@ -440,12 +447,7 @@ def test_a_summary_back_from_a_tombstone_above_is_counted_once(store):
     store.put_nodes([node("n0", code=1)])
     pk, sk = store._ref_key(1, 7, "sum-a")
     store.Item(PK=pk, SK=sk, seg="seg-up", live=0).save()
-    requests = sent(store, "TransactWriteItems")
-    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
-                                    add=(Segment("seg-a", 0, ("n0",), "sum-a"),), above_add=(NodeRef("sum-a", 7),)))
-    [request] = requests
-    [above] = [i["Update"] for i in request["TransactItems"]
-               if "Update" in i and i["Update"]["Key"]["PK"]["S"].startswith("REF#1#")]
+    request, above = apply_with_summary_above(store)
     assert readable(above) == "live = 0"
     assert counter_updates(request) == {"LAYER#1": 1}
     assert store.prefix_refs(1, 7, 7) == [RefState("sum-a", 7, "seg-up", True)]
