@@ -523,6 +523,26 @@ def test_a_live_summary_in_a_segment_above_becomes_a_tombstone_that_can_come_bac
     assert store.layer_sizes() == {0: 1, 1: 1}
 
 
+def test_a_tombstone_above_rewritten_with_another_code_moves_without_counting_the_dead_ref(store):
+    # the summary's node item stays while its ref above is a tombstone; written again with
+    # another code, the dead ref is deleted on the state read (live = 0) and counts nothing,
+    # the new ref keeps the segment and counts one
+    store.put_nodes([node("n0", code=1), node("s-kept", layer=1, code=8)])
+    store.apply_region(RegionChange(layer=1, expected=(RefState("s-kept", 8, None, True),), assign=(("s-kept", "seg-up"),),
+                                    add=(Segment("seg-up", 1, ("s-kept",), "top"),)))
+    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
+                                    add=(Segment("seg-a", 0, ("n0",), "sum-a"),), above_remove=(NodeRef("s-kept", 8),)))
+    requests = sent(store, "TransactWriteItems")
+    store.put_nodes([node("s-kept", layer=1, code=9)])
+    [request] = requests
+    [delete] = [i["Delete"] for i in request["TransactItems"] if "Delete" in i]
+    assert delete["Key"]["SK"]["S"] == "08#s-kept"
+    assert readable(delete) == "((attribute_exists (PK) AND live = 0) AND seg = seg-up)"
+    assert counter_updates(request) == {"LAYER#1": 1}
+    assert store.prefix_refs(1, 8, 9) == [RefState("s-kept", 9, "seg-up", True)]
+    assert store.layer_sizes() == {0: 1, 1: 1}
+
+
 def test_a_region_whose_summaries_fill_its_first_transaction_stays_within_the_limit(store):
     # 98 new summaries above a 2-ref region: 101 ops, split; the first transaction holds the
     # segment, both refs and 95 summaries, plus the layer-above counter and the applying mark
