@@ -240,15 +240,48 @@ def all_summaries(engine):
             for n in engine.graph.get_nodes([r.node_id for r in engine.graph.layer_refs(layer)]).values()]
 
 
+class Counting:
+    """A summarizer that counts its calls by kind (summarize, revise) and passes them on."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.calls = inner, {"summarize": 0, "revise": 0}
+        self.sources: list = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def summarize(self, texts, max_tokens, sources=None):
+        self.calls["summarize"] += 1
+        self.sources.append(sources)
+        return self.inner.summarize(texts, max_tokens, sources)
+
+    def revise(self, previous, added, removed, max_tokens, previous_share=0.5):
+        self.calls["revise"] += 1
+        return self.inner.revise(previous, added, removed, max_tokens, previous_share)
+
+
 def test_growth_revises_summaries_and_reads_fewer_tokens():
     from eragraph.domain.text import split_sentences
+
+    from eragraph.services import cost
 
     reports = {}
     for delta in (True, False):
         engine = built(delta_summaries=delta)
         ingest(engine, synthetic_docs(12, seed=3, prefix="grow"))
-        reports[delta] = drain(engine)
+        counting = Counting(engine.summarizer)
+        with cost.track() as calls:
+            reports[delta] = drain(replace(engine, summarizer=counting))
         assert invariants.check(engine).ok
+        # the report adds up every call the ledger saw, and counts each revision it asked for
+        summarized = [c for c in calls if c.kind == "summarize"]
+        report = reports[delta]
+        assert report.cost.summarize_calls == len(summarized) == counting.calls["summarize"] + counting.calls["revise"]
+        assert report.cost.tokens_in == sum(c.tokens_in for c in summarized)
+        assert report.cost.tokens_out == sum(c.tokens_out for c in summarized) > 0
+        assert report.cost.summarize_seconds == pytest.approx(sum(c.seconds for c in summarized))
+        assert 0 < report.cost.summarize_seconds < 60
+        assert sum(report.summaries_revised.values()) == counting.calls["revise"] + sum(report.summaries_carried.values())
         assert engine.graph.meta_keys("retired:") == []
         if delta:
             grown = engine
@@ -323,6 +356,52 @@ def test_unchanged_children_carry_the_summary_without_a_call():
     assert node.text == previous.text
     assert report.cost.summarize_calls == 0
     assert report.summaries_carried == {2: 1} and report.summaries_revised == {2: 1}
+
+
+def test_a_replaced_summary_gone_below_is_revised_from_its_retired_text():
+    """A child summary replaced and deleted leaves its text under ``retired:<layer>:<id>`` only:
+    the segment above is revised from that text (what it said is removed, what the new child
+    says is added); without it, the segment is summarized afresh from its members, each a
+    source of its own. A segment with no predecessor beside it changes neither."""
+    from eragraph.domain.diff import segments_for
+    from eragraph.ports import MemberSource
+    from eragraph.services.reports import ChangeReport
+    from eragraph.services.resummarize import retired_key, summarize_segments
+
+    engine = built(n=40, delta_summaries=True)
+    old, other = sorted(engine.graph.get_segments(1), key=lambda seg: -len(seg.members))[:2]
+    child = engine.graph.get_nodes([old.members[0]])[old.members[0]]
+    newer = replace(child, node_id="sum-newer", text="Another summary says this instead.", tokens=5)
+    engine.graph.put_nodes([newer])
+    engine.graph.delete_nodes([child.node_id])
+    [new] = segments_for(1, [tuple(m for m in old.members[1:]) + (newer.node_id,)])
+    [apart] = segments_for(1, [other.members[1:]])  # no member of ``old``: no predecessor
+    one_a_line = lambda text: "\n".join(split_sentences(text))  # noqa: E731 (sentence_delta's form)
+
+    fresh = Counting(engine.summarizer)
+    report = ChangeReport()
+    summarize_segments(replace(engine, summarizer=fresh), [new], report, (old,))
+    assert report.summaries_revised == {} and fresh.calls == {"summarize": 1, "revise": 0}  # no text: afresh
+    assert fresh.sources == [[MemberSource(m, True, summary=True) for m in new.members]]
+
+    engine.graph.put_meta(retired_key(1, child.node_id), child.text)
+    engine.graph.delete_nodes([new.summary_id])
+    revised = []
+
+    class Spy(Counting):
+        def revise(self, previous, added, removed, max_tokens, previous_share=0.5):
+            revised.append((previous, tuple(added), tuple(removed), previous_share))
+            return super().revise(previous, added, removed, max_tokens, previous_share)
+
+    spy = Spy(engine.summarizer)
+    report = ChangeReport()
+    summarize_segments(replace(engine, summarizer=spy), [apart, new], report, (old,))
+    previous = engine.graph.get_nodes([old.summary_id])[old.summary_id]
+    assert revised == [(previous.text, (one_a_line(newer.text),), (one_a_line(child.text),),
+                        (len(new.members) - 1) / len(new.members))]
+    assert spy.calls == {"summarize": 1, "revise": 1}  # ``apart`` afresh
+    assert report.summaries_revised == {2: 1} and report.summaries_carried == {}
+    assert report.cost.summarize_calls == 2
 
 
 def test_a_bulk_build_sweeps_each_layer_once_not_once_per_shard(monkeypatch):

@@ -11,6 +11,7 @@ from dataclasses import replace
 import numpy as np
 from support import RecordingQueue, make_engine, synthetic_docs
 
+from eragraph.domain.model import Node
 from eragraph.services import invariants, resummarize
 from eragraph.services.ingest import ingest
 
@@ -32,6 +33,20 @@ class Dies:
                 raise RuntimeError("consumer died")
             return attr(*args, **kwargs)
         return call
+
+
+class Seen:
+    """Wraps an embedder: the texts it was asked to embed."""
+
+    def __init__(self, inner) -> None:
+        self._inner, self.texts = inner, []
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def embed(self, texts):
+        self.texts.extend(texts)
+        return self._inner.embed(texts)
 
 
 def _died(port: str, method: str, when=lambda *a: True):
@@ -126,3 +141,81 @@ def test_a_scoped_reconcile_finishes_its_own_shards_entries_only():
     assert engine.graph.get_meta(key) == entry
     resummarize.reconcile(engine, message)
     assert engine.graph.get_meta(key) is None
+
+
+def test_an_entry_stamped_ahead_of_this_clock_is_finished_when_no_age_is_asked():
+    # another machine's clock ran ahead: with no minimum age every entry is finished
+    engine, message, key, entry = _died("vectors", "upsert", lambda ids, v, metas: metas and metas[0]["layer"] > 0)
+    engine.graph.put_meta(key, {**entry, "at": entry["at"] + 600})
+    assert resummarize.finish_outbox(engine, 0, None) == 1
+    assert engine.graph.get_meta(key) is None
+
+
+def test_finishing_keeps_the_text_of_replaced_summaries_still_held_above_and_forgets_the_dropped():
+    # a revising summarizer (the default engine's) revises a segment above from the text of a
+    # member that left it: a replaced summary still a tombstone in a layer-2 segment keeps its
+    # text (retired under layer 1) when the outbox deletes its node; one no longer in the index
+    # keeps nothing; the retired texts of the layer-0 refs the region dropped are forgotten
+    engine, message, key, entry = _died("vectors", "upsert", lambda ids, v, metas: metas and metas[0]["layer"] > 0)
+    assert resummarize.can_revise(engine)
+    # and a replaced summary whose ref the write deleted (it was in no segment above): its
+    # node is still there, its ref is not
+    loose = Node(node_id="sum-loose", layer=1, text="A summary no segment above holds.", tokens=6, code=3)
+    engine.graph.put_nodes([loose], index=False)
+    entry = {**entry, "gone": [*entry["gone"], [loose.node_id, loose.code]]}
+    engine.graph.put_meta(key, entry)
+    gone = [i for i, _ in entry["gone"]]
+    tombstones = {r.node_id for i, c in entry["gone"] for r in engine.graph.prefix_refs(1, c, c)
+                  if r.node_id == i and not r.live}
+    assert tombstones and set(gone) - tombstones == {"sum-loose"}  # both kinds
+    texts = {i: n.text for i, n in engine.graph.get_nodes(gone).items()}
+    assert entry["drop"]
+    for node_id in entry["drop"]:
+        engine.graph.put_meta(resummarize.retired_key(0, node_id), f"kept text of {node_id}")
+
+    assert resummarize.finish_outbox(engine, 0, message.group) == 1
+    assert not engine.graph.get_nodes(gone)
+    for node_id in gone:
+        held = engine.graph.get_meta(resummarize.retired_key(1, node_id))
+        assert held == (texts[node_id] if node_id in tombstones else None), node_id
+        assert engine.graph.get_meta(resummarize.retired_key(0, node_id)) is None
+        assert engine.graph.get_meta(resummarize.retired_key(2, node_id)) is None
+    assert all(engine.graph.get_meta(resummarize.retired_key(0, d)) is None for d in entry["drop"])
+
+
+def test_a_write_keeps_the_text_of_each_replaced_summary_a_segment_above_still_holds():
+    # the reconcile dies after the write and after keeping the texts, before deleting the
+    # replaced summaries: each one that is a tombstone in a layer-2 segment has its text kept
+    # under layer 1 (the layer above revises from it); none other does
+    engine, message, key, entry = _died("graph", "delete_nodes", lambda ids: any(i.startswith("sum-") for i in ids))
+    gone = [i for i, _ in entry["gone"]]
+    tombstones = {r.node_id for i, c in entry["gone"] for r in engine.graph.prefix_refs(1, c, c)
+                  if r.node_id == i and not r.live}
+    assert tombstones
+    texts = {i: n.text for i, n in engine.graph.get_nodes(gone).items()}
+    assert set(texts) == set(gone)  # not deleted yet
+    for node_id in gone:
+        held = engine.graph.get_meta(resummarize.retired_key(1, node_id))
+        assert held == (texts[node_id] if node_id in tombstones else None), node_id
+
+
+def test_a_young_entry_is_passed_over_and_every_old_one_after_it_finished():
+    # entries are read in key order; a young one is skipped, not an end: the old ones after it
+    # are each finished and counted, and a summary whose vector is there already is not embedded
+    engine, message, key, entry = _died("vectors", "upsert", lambda ids, v, metas: metas and metas[0]["layer"] > 0)
+    young = resummarize.outbox_key(0, message.group, "")  # sorts before the entry's own key
+    assert young < key
+    engine.graph.put_meta(young, {**entry, "at": entry["at"] + 3600})
+    second = resummarize.outbox_key(0, message.group, "f" * 32)
+    engine.graph.put_meta(second, {**entry, "at": entry["at"] - 7200})
+    engine.graph.put_meta(key, {**entry, "at": entry["at"] - 7200})
+    made = [i for i, _ in entry["made"]]
+    kept = engine.embedder.embed(["a vector already stored"])
+    engine.vectors.upsert([made[0]], kept, [{"layer": 1, "doc_id": ""}])
+    engine.embedder = Seen(engine.embedder)
+    assert resummarize.finish_outbox(engine, 0, message.group, older_than=3600.0) == 2
+    assert engine.graph.meta_keys(resummarize.OUTBOX) == [young]
+    nodes = engine.graph.get_nodes(made)
+    assert nodes[made[0]].text not in engine.embedder.texts  # it had its vector
+    assert sorted(engine.embedder.texts) == sorted(nodes[i].text for i in made[1:])  # the others, once
+    assert np.allclose(engine.vectors.get_vectors([made[0]])[made[0]], kept[0])

@@ -137,3 +137,76 @@ def test_requeue_names_each_layer_marked_dirty_at_least_older_than_ago_as_a_requ
     assert resummarize.requeue_dirty(engine, older_than=50.0, now=1050.0) == [0]
     assert [(m.layer, m.reason, m.codes) for m in engine.queue.messages] == [(0, "requeue", ())]
     assert resummarize.requeue_dirty(engine, now=1050.0) == [0, 2]  # by default every marked layer
+
+
+def test_the_summary_graph_stops_at_max_layers_at_a_build_and_as_it_grows():
+    # layers 0..max_layers hold nodes, the top one unsummarized; no summary above it
+    from eragraph.services import invariants
+
+    natural = make_engine()
+    ingest(natural, synthetic_docs(40))
+    resummarize.drain(natural)
+    assert max(natural.graph.layer_sizes()) >= 2
+    for cap in (0, 1):
+        engine = make_engine(max_layers=cap)
+        ingest(engine, synthetic_docs(40))
+        resummarize.drain(engine)
+        assert sorted(engine.graph.layer_sizes()) == list(range(cap + 1)), cap
+        assert engine.graph.get_segments(cap) == [], cap
+        assert invariants.check(engine).ok
+        ingest(engine, synthetic_docs(12, seed=3, prefix="grow"))
+        resummarize.drain(engine)
+        assert sorted(engine.graph.layer_sizes()) == list(range(cap + 1)), cap
+        assert engine.graph.get_segments(cap) == [], cap
+        assert invariants.check(engine).ok
+
+
+def test_a_removed_documents_tombstones_leave_the_index_at_the_reconcile():
+    # a deleted chunk's ref stays as a tombstone until its region is re-cut; then it is deleted,
+    # not kept without a segment
+    from eragraph.services.remove import remove
+
+    engine = make_engine()
+    docs = synthetic_docs(30)
+    ingest(engine, docs)
+    resummarize.drain(engine)
+    remove(engine, [d.doc_id for d in docs[:6]])
+    assert any(not r.live for r in engine.graph.prefix_refs(0, 0, 2 ** engine.settings.n_planes - 1))
+    resummarize.drain(engine)
+    assert all(r.live for r in engine.graph.prefix_refs(0, 0, 2 ** engine.settings.n_planes - 1))
+
+
+def test_a_whole_layer_repair_removes_a_summary_no_segment_names():
+    from eragraph.services import invariants
+
+    engine = make_engine()
+    ingest(engine, synthetic_docs(30))
+    resummarize.drain(engine)
+    orphan = Node(node_id="sum-orphan", layer=1, text="A summary of nothing stored.", tokens=5, code=7)
+    engine.graph.put_nodes([orphan])
+    assert "sum-orphan" in _layer(engine, 1)
+    resummarize.reconcile(engine, 0)  # a bare layer: the whole layer, repaired
+    assert "sum-orphan" not in _layer(engine, 1)
+    assert engine.graph.get_nodes(["sum-orphan"]) == {}
+    assert invariants.check(engine).ok
+
+
+def test_a_scoped_message_after_a_split_apply_cut_short_repairs_the_whole_layer():
+    # a split apply cut short may have left anything anywhere in its region (here: a summary no
+    # segment names); the next message of the layer, scoped or not, repairs the layer whole
+    import time
+
+    from eragraph.domain.model import SegmentsAffected, applying_key
+    from eragraph.services.announce import shard_of
+
+    engine = replace(make_engine(), queue=RecordingQueue())
+    ingest(engine, synthetic_docs(30))
+    resummarize.drain(engine)
+    engine.graph.put_meta(applying_key(0, "cut-short"), time.time() - 60)
+    engine.graph.put_nodes([Node(node_id="sum-orphan", layer=1, text="A summary of nothing stored.", tokens=5, code=7)])
+    ref = engine.graph.layer_refs(0)[0]
+    message = SegmentsAffected(layer=0, codes=(ref.code,), group=shard_of(ref.code, engine.settings.n_planes))
+    assert message.scoped
+    resummarize.reconcile(engine, message)
+    assert "sum-orphan" not in _layer(engine, 1)
+    assert engine.graph.meta_keys("applying:0:") == []
