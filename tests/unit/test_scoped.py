@@ -502,3 +502,21 @@ def test_a_streamed_half_of_few_live_nodes_among_tombstones_is_counted_exactly()
     assert got == reference_stream(list(index.refs.values()), n_bits, s_min, s_max, limit)
     assert sorted(seg for region in regions for seg in cut_region(region, n_bits, s_min, s_max)) == \
         full(index.live(), n_bits, s_min, s_max)
+
+
+def test_a_skip_with_no_half_small_in_both_states_is_a_region_and_the_walk_goes_on():
+    """Every old node of a group left one half and every new one came into the other: both
+    decisions skip, but neither half is small in both states, so the group is a region -- and
+    the other changed paths are still walked (here the right half's added node)."""
+    n_bits, s_min, s_max = 4, 3, 5
+    refs = ([RefState(f"r{i}", i % 4, "s", False) for i in range(6)] +  # removed from 00
+            [RefState(f"a{i}", 4 + i % 4, None, True) for i in range(6)] +  # added to 01
+            [RefState(f"k{i:02d}", 8 + i % 8, "t", True) for i in range(12)] +
+            [RefState("new", 8, None, True)])
+    index = RefIndex(n_bits)
+    index.refs = {r.node_id: r for r in refs}
+    dirty = [r.code for r in refs if r.changed]
+    regions = plan_regions(dirty, index.read, n_bits, s_min, s_max)
+    assert _regions(regions) == reference_plan(refs, dirty, n_bits, s_min, s_max)
+    assert (1, _ids(refs[:12]), False) in _regions(regions)
+    assert any(r.node_id == "new" for region in regions for r in region.refs)
