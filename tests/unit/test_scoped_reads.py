@@ -157,3 +157,14 @@ def test_k_live_nodes_among_many_tombstones_stream_as_one_root_region():
     [region] = list(stream_regions(read, n_bits, s_min, s_max, limit))
     assert region.root and len(region.refs) == cap + 100
     assert read.calls == [(0, 0, limit + 1), (0, 0, None)]
+
+
+def test_the_same_group_read_again_comes_from_memory():
+    """A group read whole is answered from that read when asked again, with or without a limit
+    (the plan counts a half, then reads it whole as a region or a carried small half)."""
+    index = _layer(random.Random(4), 6, 30)
+    read = remembering(index.read, 6)
+    half = read(1, 1, 40)
+    assert len(half) < 40 and index.reads == 1
+    assert read(1, 1, None) == half and read(1, 1, 3) == half[:3]
+    assert index.reads == 1
