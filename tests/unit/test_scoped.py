@@ -14,8 +14,8 @@ import random
 import pytest
 
 from eragraph.domain.model import NodeRef, RefState
-from eragraph.domain.partition import largest_unpartitionable, partition
-from eragraph.domain.scoped import (code_prefix, count_cap, cut_region, plan_regions, stream_regions,
+from eragraph.domain.partition import decide, largest_unpartitionable, partition
+from eragraph.domain.scoped import (bit, code_prefix, count_cap, cut_region, plan_regions, stream_regions,
                                      whole_layer)
 
 
@@ -318,3 +318,205 @@ def test_a_layer_of_mostly_tombstones_streams_to_the_rules_cut(s_min, s_max, n_b
     _stream(index, n_bits, s_min, s_max, 1)
     assert index.stored() == full(index.live(), n_bits, s_min, s_max)
     assert sorted(r.node_id for r in index.refs.values()) == sorted(r.node_id for r in index.live())
+
+
+# --- each region against a reference walk of the rule over whole node sets ---
+
+def _ids(refs) -> frozenset[str]:
+    return frozenset(r.node_id for r in refs)
+
+
+def reference_plan(refs, dirty, n_bits, s_min, s_max, summarized=True):
+    """The regions the scoped plan must return, from the whole ref list with exact counts:
+    the rule's recursion run on the old and the new node set side by side, following the
+    changed codes; a region is the first group where the decisions differ or both say terminal,
+    or a skip with no half small (at most K) in both states; a skip goes on with the whole
+    group one bit down. (depth, node ids, root) per region."""
+    cap = count_cap(s_min, s_max)
+    dirty = sorted(set(dirty))
+    if not dirty:
+        return set()
+    if not summarized or sum(r.old for r in refs) <= s_max or sum(r.live for r in refs) <= s_max:
+        return {(0, _ids(refs), True)}
+    out = set()
+
+    def walk(group, depth, codes):
+        if depth >= n_bits:
+            out.add((depth, _ids(group), False))
+            return
+        halves = [[r for r in group if bit(r.code, depth, n_bits) == b] for b in (0, 1)]
+        old = decide(*(sum(r.old for r in h) for h in halves), depth, n_bits, s_min, s_max)
+        new = decide(*(sum(r.live for r in h) for h in halves), depth, n_bits, s_min, s_max)
+        small = [h for h in halves if cap is not None
+                 and max(sum(r.old for r in h), sum(r.live for r in h)) <= cap]
+        if old != new or new == "terminal" or (new == "skip" and not small):
+            out.add((depth, _ids(group), depth == 0))
+        elif new == "split":
+            for b in (0, 1):
+                sub = [c for c in codes if bit(c, depth, n_bits) == b]
+                if sub:
+                    walk(halves[b], depth + 1, sub)
+        else:  # the smaller small half is carried: its changed refs are followed as well
+            carried = min(small, key=lambda h: (max(sum(r.old for r in h), sum(r.live for r in h)),
+                                                 halves.index(h)))
+            walk(group, depth + 1, codes + [r.code for r in carried if r.changed])
+
+    walk(list(refs), 0, dirty)
+    return out
+
+
+def _regions(regions):
+    got = [(region.depth, _ids(region.refs), region.root) for region in regions]
+    assert len(got) == len(set(got))
+    return set(got)
+
+
+def _mixed_layer(rng: random.Random, n_bits: int, size: int, centres: list[int]) -> RefIndex:
+    """Refs in all four states: stable (old and live), added (live, no segment), removed
+    (a tombstone with a segment), added and removed (a tombstone without one)."""
+    index = RefIndex(n_bits)
+    for i in range(size):
+        state = rng.choice(["stable", "stable", "added", "removed", "gone"])
+        index.refs[f"m{i:05d}"] = RefState(f"m{i:05d}", _code(rng, n_bits, centres),
+                                           "s" if state in ("stable", "removed") else None,
+                                           state in ("stable", "added"))
+    return index
+
+
+REFERENCE_BOUNDS = [(6, 12, 6), (8, 12, 6), (3, 5, 5), (2, 3, 4), (5, 5, 5), (4, 9, 6), (1, 4, 4)]
+
+
+@pytest.mark.parametrize("s_min,s_max,n_bits", REFERENCE_BOUNDS)
+@pytest.mark.parametrize("seed", range(25))
+def test_each_region_is_the_reference_walks_own(s_min, s_max, n_bits, seed):
+    """Not only the final partition: the very regions (depth, members, root) are those of the
+    rule's walk over the whole old and new node sets -- a region found too low, too high, merged
+    or split differently is a difference, even where its re-cut happens to come out the same."""
+    rng = random.Random(seed * 101 + s_min * 7 + s_max)
+    centres = [rng.getrandbits(n_bits) for _ in range(rng.choice([1, 2, 4]))]
+    index = _mixed_layer(rng, n_bits, rng.choice([8, 20, 40, 80, 160]), centres)
+    changed = [r.code for r in index.refs.values() if r.changed]
+    dirty = rng.sample(changed, rng.randint(0, len(changed))) if rng.random() < 0.5 else changed
+    if rng.random() < 0.3:  # a code announced with nothing left under it
+        dirty.append(rng.getrandbits(n_bits))
+    summarized = rng.random() < 0.9
+    refs = list(index.refs.values())
+    plan = plan_regions(dirty, index.read, n_bits, s_min, s_max, summarized=summarized)
+    expected = reference_plan(refs, dirty, n_bits, s_min, s_max, summarized)
+    assert _regions(plan) == expected
+
+
+def reference_stream(refs, n_bits, s_min, s_max, limit):
+    """The regions a streamed pass must yield, from the whole ref list: the rule's recursion over
+    the live nodes, where a group (its own code prefix, without carried refs) is *held* when it
+    holds at most ``limit`` refs or at most K live ones among its first ``limit`` + 1; a held half
+    of a split is a region, a held other half of a skip is one with the carried refs, a group
+    not held is walked on. (depth, node ids, root) per region."""
+    cap = count_cap(s_min, s_max)
+    if cap is None:
+        return [(0, _ids(refs), True)]
+    limit = max(limit, 2 * cap + 2)
+    order = sorted(refs, key=lambda r: (r.code, r.node_id))
+
+    def held(own):
+        return len(own) <= limit or sum(r.live for r in own[:limit + 1]) <= cap
+
+    if held(order):
+        return [(0, _ids(order), True)]
+    out = []
+
+    def walk(own, depth, extra):
+        if depth >= n_bits:
+            out.append((depth, _ids(own + extra), False))
+            return
+        halves = [[r for r in own if bit(r.code, depth, n_bits) == b] for b in (0, 1)]
+        carried = [[e for e in extra if bit(e.code, depth, n_bits) == b] for b in (0, 1)]
+        counts = [sum(r.live for r in halves[b] + carried[b]) for b in (0, 1)]
+        decision = decide(*counts, depth, n_bits, s_min, s_max)
+        if decision == "split":
+            for b in (0, 1):
+                if held(halves[b]):
+                    out.append((depth + 1, _ids(halves[b] + carried[b]), False))
+                else:
+                    walk(halves[b], depth + 1, carried[b])
+        else:
+            assert decision == "skip"  # a group walked on holds more than K live nodes
+            s = min((b for b in (0, 1) if held(halves[b]) and counts[b] <= cap), key=lambda b: (counts[b], b))
+            if held(halves[1 - s]):
+                out.append((depth + 1, _ids(halves[1 - s] + extra + halves[s]), False))
+            else:
+                walk(halves[1 - s], depth + 1, extra + halves[s])
+
+    walk(order, 0, [])
+    return out
+
+
+@pytest.mark.parametrize("s_min,s_max,n_bits", REFERENCE_BOUNDS)
+@pytest.mark.parametrize("seed", range(20))
+def test_each_streamed_region_is_the_reference_walks_own(s_min, s_max, n_bits, seed):
+    """The streamed pass yields the reference's regions, in its order (left to right)."""
+    rng = random.Random(seed * 313 + s_min * 5 + s_max)
+    centres = [rng.getrandbits(n_bits) for _ in range(rng.choice([1, 2, 4]))]
+    index = _mixed_layer(rng, n_bits, rng.choice([10, 40, 90, 200]), centres)
+    limit = rng.choice([1, 16, 30])
+    got = [(region.depth, _ids(region.refs), region.root)
+           for region in stream_regions(index.read, n_bits, s_min, s_max, limit)]
+    assert got == reference_stream(list(index.refs.values()), n_bits, s_min, s_max, limit)
+
+
+@pytest.mark.parametrize("side", ["old", "new"])
+def test_a_half_of_exactly_k_among_many_refs_is_counted_exactly(side):
+    """A half whose first 2K + 2 refs hold exactly K nodes of one state (and more of the other)
+    is read on until that count is exact: with bounds 8-12, K = 15 cannot be cut and 16 can, so
+    the root's decisions (skip for one state, split for the other) differ and the whole layer
+    is the region."""
+    n_bits, s_min, s_max = 4, 8, 12
+    cap = count_cap(s_min, s_max)
+    assert cap == 15
+    index = RefIndex(n_bits)
+    for i in range(cap):
+        index.refs[f"a{i:02d}"] = RefState(f"a{i:02d}", 0b0000, "s", True)
+    for i in range(cap + 2):  # added (for "old": exactly K old) or removed (for "new")
+        index.refs[f"b{i:02d}"] = RefState(f"b{i:02d}", 0b0001, None if side == "old" else "s",
+                                           side == "old")
+    for i in range(20):
+        index.refs[f"c{i:02d}"] = RefState(f"c{i:02d}", 0b1000 + i % 8, "s", True)
+    refs = list(index.refs.values())
+    regions = plan_regions([0b0001], index.read, n_bits, s_min, s_max)
+    assert _regions(regions) == reference_plan(refs, [0b0001], n_bits, s_min, s_max)
+    assert [(region.depth, region.root, len(region.refs)) for region in regions] == [(0, True, len(refs))]
+
+
+def test_a_streamed_half_of_few_live_nodes_among_tombstones_is_counted_exactly():
+    """A half over the limit whose live nodes are few is read whole and its live nodes counted
+    exactly: 2 live nodes among 30 tombstones cannot be cut with 3-5, so the rule merges that
+    half into the other (a skip), never splits it off as a region of its own."""
+    n_bits, s_min, s_max, limit = 6, 3, 5, 1
+    index = RefIndex(n_bits)
+    for i in range(40):
+        index.refs[f"a{i:02d}"] = RefState(f"a{i:02d}", i % 32, "s", True)
+    for i in range(32):
+        index.refs[f"b{i:02d}"] = RefState(f"b{i:02d}", 32 + i, "s", i in (7, 21))
+    regions = list(stream_regions(index.read, n_bits, s_min, s_max, limit))
+    got = [(region.depth, _ids(region.refs), region.root) for region in regions]
+    assert got == reference_stream(list(index.refs.values()), n_bits, s_min, s_max, limit)
+    assert sorted(seg for region in regions for seg in cut_region(region, n_bits, s_min, s_max)) == \
+        full(index.live(), n_bits, s_min, s_max)
+
+
+def test_a_skip_with_no_half_small_in_both_states_is_a_region_and_the_walk_goes_on():
+    """Every old node of a group left one half and every new one came into the other: both
+    decisions skip, but neither half is small in both states, so the group is a region -- and
+    the other changed paths are still walked (here the right half's added node)."""
+    n_bits, s_min, s_max = 4, 3, 5
+    refs = ([RefState(f"r{i}", i % 4, "s", False) for i in range(6)] +  # removed from 00
+            [RefState(f"a{i}", 4 + i % 4, None, True) for i in range(6)] +  # added to 01
+            [RefState(f"k{i:02d}", 8 + i % 8, "t", True) for i in range(12)] +
+            [RefState("new", 8, None, True)])
+    index = RefIndex(n_bits)
+    index.refs = {r.node_id: r for r in refs}
+    dirty = [r.code for r in refs if r.changed]
+    regions = plan_regions(dirty, index.read, n_bits, s_min, s_max)
+    assert _regions(regions) == reference_plan(refs, dirty, n_bits, s_min, s_max)
+    assert (1, _ids(refs[:12]), False) in _regions(regions)
+    assert any(r.node_id == "new" for region in regions for r in region.refs)
