@@ -508,14 +508,20 @@ def test_summaries_removed_from_above_are_conditioned_on_the_liveness_read(store
     assert store.prefix_refs(1, 4, 6) == [RefState("s-dead", 6, "seg-up", False)]
 
 
-def test_a_live_summary_in_a_segment_above_becomes_a_tombstone_that_can_come_back(store):
-    # removed while a layer-1 segment names it: kept with live = 0, the value put_nodes'
-    # condition on a dead ref compares when the summary is written again
+def tombstone_above(store):
+    """s-kept (code 8), live in the layer-1 segment seg-up, removed from above by a layer-0
+    region: its node item stays, its ref becomes a tombstone (live = 0) still in seg-up."""
     store.put_nodes([node("n0", code=1), node("s-kept", layer=1, code=8)])
     store.apply_region(RegionChange(layer=1, expected=(RefState("s-kept", 8, None, True),), assign=(("s-kept", "seg-up"),),
                                     add=(Segment("seg-up", 1, ("s-kept",), "top"),)))
     store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
                                     add=(Segment("seg-a", 0, ("n0",), "sum-a"),), above_remove=(NodeRef("s-kept", 8),)))
+
+
+def test_a_live_summary_in_a_segment_above_becomes_a_tombstone_that_can_come_back(store):
+    # removed while a layer-1 segment names it: kept with live = 0, the value put_nodes'
+    # condition on a dead ref compares when the summary is written again
+    tombstone_above(store)
     assert store.prefix_refs(1, 8, 8) == [RefState("s-kept", 8, "seg-up", False)]
     assert store.layer_sizes() == {0: 1}
     store.put_nodes([node("s-kept", layer=1, code=8)])
@@ -527,11 +533,7 @@ def test_a_tombstone_above_rewritten_with_another_code_moves_without_counting_th
     # the summary's node item stays while its ref above is a tombstone; written again with
     # another code, the dead ref is deleted on the state read (live = 0) and counts nothing,
     # the new ref keeps the segment and counts one
-    store.put_nodes([node("n0", code=1), node("s-kept", layer=1, code=8)])
-    store.apply_region(RegionChange(layer=1, expected=(RefState("s-kept", 8, None, True),), assign=(("s-kept", "seg-up"),),
-                                    add=(Segment("seg-up", 1, ("s-kept",), "top"),)))
-    store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
-                                    add=(Segment("seg-a", 0, ("n0",), "sum-a"),), above_remove=(NodeRef("s-kept", 8),)))
+    tombstone_above(store)
     requests = sent(store, "TransactWriteItems")
     store.put_nodes([node("s-kept", layer=1, code=9)])
     [request] = requests

@@ -170,10 +170,15 @@ def test_a_removed_documents_tombstones_leave_the_index_at_the_reconcile():
     docs = synthetic_docs(30)
     ingest(engine, docs)
     resummarize.drain(engine)
+    every_ref = lambda: engine.graph.prefix_refs(0, 0, 2 ** engine.settings.n_planes - 1)  # noqa: E731
     remove(engine, [d.doc_id for d in docs[:6]])
-    assert any(not r.live for r in engine.graph.prefix_refs(0, 0, 2 ** engine.settings.n_planes - 1))
+    assert any(not r.live for r in every_ref())
     resummarize.drain(engine)
-    assert all(r.live for r in engine.graph.prefix_refs(0, 0, 2 ** engine.settings.n_planes - 1))
+    assert all(r.live for r in every_ref())
+
+
+# a layer-1 summary that no segment names (what a lost write or a cut-short apply can leave)
+ORPHAN = Node(node_id="sum-orphan", layer=1, text="A summary of nothing stored.", tokens=5, code=7)
 
 
 def test_a_whole_layer_repair_removes_a_summary_no_segment_names():
@@ -182,8 +187,7 @@ def test_a_whole_layer_repair_removes_a_summary_no_segment_names():
     engine = make_engine()
     ingest(engine, synthetic_docs(30))
     resummarize.drain(engine)
-    orphan = Node(node_id="sum-orphan", layer=1, text="A summary of nothing stored.", tokens=5, code=7)
-    engine.graph.put_nodes([orphan])
+    engine.graph.put_nodes([ORPHAN])
     assert "sum-orphan" in _layer(engine, 1)
     resummarize.reconcile(engine, 0)  # a bare layer: the whole layer, repaired
     assert "sum-orphan" not in _layer(engine, 1)
@@ -203,7 +207,7 @@ def test_a_scoped_message_after_a_split_apply_cut_short_repairs_the_whole_layer(
     ingest(engine, synthetic_docs(30))
     resummarize.drain(engine)
     engine.graph.put_meta(applying_key(0, "cut-short"), time.time() - 60)
-    engine.graph.put_nodes([Node(node_id="sum-orphan", layer=1, text="A summary of nothing stored.", tokens=5, code=7)])
+    engine.graph.put_nodes([ORPHAN])
     ref = engine.graph.layer_refs(0)[0]
     message = SegmentsAffected(layer=0, codes=(ref.code,), group=shard_of(ref.code, engine.settings.n_planes))
     assert message.scoped
