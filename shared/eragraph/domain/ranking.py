@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +53,31 @@ def fill_budget(candidates: Sequence[Candidate], k: int, budget: int | None) -> 
         seen.add(cand.node_id)
         used += cand.tokens
     return out
+
+
+def best_per_document(candidates: Sequence[Candidate], doc_of: Mapping[str, str], k: int,
+                       budget: int | None) -> list[Candidate]:
+    """k places filled one document at a time: each document's best chunk first, best first (a
+    document ranks by its best chunk, MaxP), so a long document split into several chunks takes
+    one place, not several; only when fewer than k documents are among the candidates do their
+    next-best chunks fill the places left. The token budget applies to the whole result. A
+    candidate without a document counts as a document of its own."""
+    firsts: list[Candidate] = []
+    rest: list[Candidate] = []
+    seen: set[str] = set()
+    for cand in sorted(candidates, key=rank_key):
+        doc = doc_of.get(cand.node_id) or cand.node_id
+        (rest if doc in seen else firsts).append(cand)
+        seen.add(doc)
+    out = fill_budget(firsts, k, budget)
+    if len(out) < k and rest:
+        used = sum(c.tokens for c in out)
+        out += fill_budget(rest, k - len(out), None if budget is None else budget - used)
+    return out
+
+
+def documents_among(candidates: Sequence[Candidate], doc_of: Mapping[str, str]) -> int:
+    return len({doc_of.get(c.node_id) or c.node_id for c in candidates})
 
 
 def biased_split(k: int, p: float) -> tuple[int, int]:

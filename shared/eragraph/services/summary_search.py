@@ -1,6 +1,6 @@
 """Search over the summary graph's vectors: collapsed (one top-k over every layer, then fill
 the token budget: EraRAG Alg. 2), detailed / summarized (biased merge of leaves and summaries,
-§III-D) and dense (leaf chunks only).
+§III-D) and dense (leaf chunks only, one document at a time: dense_leaves).
 
 Under a metadata filter (``where``) every one of them searches the leaves inside the filter
 only: a summary mixes chunks of several documents, so no summary is returned under a filter
@@ -12,10 +12,11 @@ import numpy as np
 
 from ..domain.filters import Filter
 from ..domain.model import EragraphError
-from ..domain.ranking import Candidate, biased_merge, fill_budget
+from ..domain.ranking import Candidate, best_per_document, biased_merge, documents_among, fill_budget
 from .engine import Engine
 
 OVERFETCH = 4
+MAX_LEAF_FETCH = 1000  # dense: the widest leaf read while looking for k distinct documents
 
 
 class BadQueryError(EragraphError):
@@ -28,6 +29,24 @@ def _candidates(engine: Engine, vector: np.ndarray, k: int, layers: list[int] | 
     nodes = engine.graph.get_nodes(h.node_id for h in hits)
     return [Candidate(h.node_id, nodes[h.node_id].layer, h.score, nodes[h.node_id].tokens)
             for h in hits if h.node_id in nodes]
+
+
+def dense_leaves(engine: Engine, vector: np.ndarray, k: int, budget: int | None,
+                 where: Filter | None = None) -> list[Candidate]:
+    """``dense``: the top k leaf chunks, one document at a time (domain.ranking.best_per_document:
+    a document ranks by its best chunk, and its other chunks only fill places no other document
+    takes). The leaf read widens (x4, up to MAX_LEAF_FETCH) while it comes back full but holds
+    fewer than k documents."""
+    fetch = k * OVERFETCH
+    while True:
+        hits = engine.vectors.search(vector, fetch, layers=[0], where=where)
+        nodes = engine.graph.get_nodes(h.node_id for h in hits)
+        cands = [Candidate(h.node_id, nodes[h.node_id].layer, h.score, nodes[h.node_id].tokens)
+                 for h in hits if h.node_id in nodes]
+        doc_of = {c.node_id: nodes[c.node_id].doc_id for c in cands}
+        if len(hits) < fetch or fetch >= MAX_LEAF_FETCH or documents_among(cands, doc_of) >= k:
+            return best_per_document(cands, doc_of, k, budget)
+        fetch = min(fetch * OVERFETCH, MAX_LEAF_FETCH)
 
 
 def summary_layers(engine: Engine) -> list[int]:
@@ -43,11 +62,13 @@ def search(engine: Engine, mode: str, vector: np.ndarray, k: int, budget: int | 
     if where is not None:
         if mode not in ("collapsed", "dense", "detailed", "summarized"):
             raise BadQueryError(f"unknown mode {mode!r}")
+        if mode == "dense":
+            return dense_leaves(engine, vector, k, budget, where)
         return fill_budget(_candidates(engine, vector, fetch, [0], where), k, budget)
     if mode == "collapsed":
         return fill_budget(_candidates(engine, vector, fetch, None), k, budget)
     if mode == "dense":
-        return fill_budget(_candidates(engine, vector, fetch, [0]), k, budget)
+        return dense_leaves(engine, vector, k, budget)
     if mode in ("detailed", "summarized"):
         leaves = _candidates(engine, vector, fetch, [0])
         upper_layers = summary_layers(engine)
