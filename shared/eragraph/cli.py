@@ -653,8 +653,8 @@ def preload(engine, mode: str) -> None:
     """Load now what ``mode`` will use, and only that, so that a query's time splits into
     loading and answering: the embedder for every mode but bm25 (MiniLM embeds any question:
     torch and sentence-transformers are most of a cold query), spaCy for the entity-graph modes
-    (the question's entities) and for fusion and auto (the router's parse; one loaded pipeline
-    serves both). A mode the registry does not know is left to query() to refuse."""
+    (the question's entities) and for fusion and auto when the router's weights read a parse (one
+    loaded pipeline serves both). A mode the registry does not know is left to query() to refuse."""
     spec = MODES.get(mode)
     if spec is None:
         return
@@ -664,7 +664,10 @@ def preload(engine, mode: str) -> None:
     if "entities" in spec.spacy and engine.entities is not None:
         wanted.append(engine.entities.extractor)
     if "parse" in spec.spacy:
-        wanted.append(engine.question_parser)
+        from .services.routing import router_of
+
+        if router_of(engine).needs_parse:  # weights on text+vector inputs never parse
+            wanted.append(engine.question_parser)
     for provider in wanted:
         while provider is not None and not hasattr(provider, "load"):
             provider = getattr(provider, "inner", None)  # through the cache and metering wrappers

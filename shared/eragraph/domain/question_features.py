@@ -9,6 +9,7 @@ diversity. Counts are raw; the router z-scores them with its stored means and de
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from dataclasses import dataclass
 
@@ -123,3 +124,62 @@ def features(q: ParsedQuestion) -> np.ndarray:
     out["comparatives"] = float(sum(t.tag in ("JJR", "JJS", "RBR", "RBS") for t in toks))
     out["quotes"] = float(sum(t.text in ('"', "“", "”", "'") for t in toks) // 2)
     return np.array([out[f] for f in FEATURE_NAMES], dtype=np.float64)
+
+
+# ----------------------------------------------------------------------------- without a parse
+# The router's default inputs (RouterModel.inputs == "text+vector"): cues read off the
+# question's characters in microseconds, next to a projection of the embedding every route
+# computes anyway. No tagger, parser or NER: a parse cost 4-7 ms a question, more than the
+# router's whole 5 ms budget.
+
+WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+NAME_RUN = re.compile(r"(?:\b[A-Z][\w'’.-]*(?:\s+(?:of|the|de|von|van|and|&)?\s*[A-Z][\w'’.-]*)*)")
+YEAR = re.compile(r"\b(1[0-9]{3}|20[0-9]{2})s?\b")
+NUMBER = re.compile(r"\b\d[\d,.]*\b")
+RELATIVES = frozenset({"that", "which", "who", "whom", "whose", "where", "when", "while", "because", "although",
+                       "whereas", "after", "before", "since", "if"})
+STOP = frozenset({"a", "an", "the", "of", "in", "on", "at", "to", "for", "by", "with", "from", "and", "or", "is",
+                  "was", "are", "were", "be", "been", "did", "does", "do", "that", "this", "it", "its", "as", "what",
+                  "which", "who", "whom", "whose", "when", "where", "how", "why", "has", "have", "had", "not"})
+
+LEXICAL_FEATURE_NAMES: tuple[str, ...] = (
+    "words", "chars_per_word", "commas", "names", "name_words_share", "numbers", "years",
+    "relatives", "of_count", "possessive", "and_or", "type_token_ratio", "stop_share", "long_words",
+    *(f"wh_{w}" for w in WH_WORDS), "wh_first", "yes_no", "comparison", "quotes", "question_mark",
+)
+
+
+def lexical_features(text: str) -> np.ndarray:
+    """phi_lex(q): counts and shares read off the question's characters (no model)."""
+    out = dict.fromkeys(LEXICAL_FEATURE_NAMES, 0.0)
+    words = WORD.findall(text)
+    n = len(words)
+    out["words"] = float(n)
+    if not n:
+        return np.array([out[f] for f in LEXICAL_FEATURE_NAMES], dtype=np.float64)
+    lower = [w.lower() for w in words]
+    out["chars_per_word"] = sum(len(w) for w in words) / n
+    out["commas"] = float(text.count(","))
+    # capitalized runs after the first word (the first is capitalized as a sentence start)
+    first_end = WORD.search(text).end()
+    runs = [m.group(0) for m in NAME_RUN.finditer(text, first_end)]
+    out["names"] = float(len(runs))
+    out["name_words_share"] = sum(len(r.split()) for r in runs) / n
+    years = YEAR.findall(text)
+    out["years"] = float(len(years))
+    out["numbers"] = float(max(len(NUMBER.findall(text)) - len(years), 0))
+    out["relatives"] = float(sum(w in RELATIVES for w in lower[1:]))
+    out["of_count"] = float(lower.count("of"))
+    out["possessive"] = float(sum(w.endswith(("'s", "’s")) for w in lower))
+    out["and_or"] = float(sum(w in ("and", "or") for w in lower))
+    out["type_token_ratio"] = len(set(lower)) / n
+    out["stop_share"] = sum(w in STOP for w in lower) / n
+    out["long_words"] = float(sum(len(w) >= 9 for w in words))
+    for w in WH_WORDS:
+        out[f"wh_{w}"] = float(w in lower)
+    out["wh_first"] = float(lower[0] in WH_WORDS)
+    out["yes_no"] = float(lower[0] in YES_NO_OPENERS)
+    out["comparison"] = float(sum(w in COMPARISON_CUES for w in lower))
+    out["quotes"] = float(sum(text.count(q) for q in ('"', "“", "”")) // 2)
+    out["question_mark"] = float(text.rstrip().endswith("?"))
+    return np.array([out[f] for f in LEXICAL_FEATURE_NAMES], dtype=np.float64)

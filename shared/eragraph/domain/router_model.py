@@ -7,6 +7,14 @@ numpy over weights loaded from JSON: no torch at query time.
                h = relu(W_1 (a * z * d) + b_1)      (d = number of features)
                s(q) = sigmoid(w_2 . h + b_2)
     route:     s < tau_low -> low route (dense or hybrid); s >= tau_high -> graph; else fusion
+
+phi(q) is one of two input sets (``inputs``):
+    "text+vector"  lexical cues of the question's text (domain.question_features.lexical_features)
+                   followed by the question's embedding projected on the leading principal
+                   directions of the training questions (``projection``, ``projection_mean``):
+                   no model runs for it, the embedding is the one every route computes anyway
+    "parse"        the syntactic features of a spaCy parse (question_features.features), the
+                   router's earlier inputs; kept so that weights trained on them still load
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ from typing import Any
 import numpy as np
 
 ROUTES = ("dense", "hybrid", "fusion", "tri_graph")
+INPUTS = ("parse", "text+vector")
 
 
 def sigmoid(x: np.ndarray | float) -> np.ndarray | float:
@@ -40,6 +49,9 @@ class RouterModel:
     low_route: str = "hybrid"                  # dense | hybrid
     fusion_dense: str = "hybrid"               # the dense-side list fusion fuses with the graph's
     info: dict[str, Any] = field(default_factory=dict)
+    inputs: str = "parse"                      # parse | text+vector
+    projection: np.ndarray | None = None       # (m, dim): text+vector's embedding directions
+    projection_mean: np.ndarray | None = None  # (dim,): the training questions' mean embedding
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.tau_low <= self.tau_high <= 1.0:
@@ -50,6 +62,30 @@ class RouterModel:
             raise ValueError(f"unknown scorer kind {self.kind!r}")
         if len(self.mean) != len(self.feature_names) or len(self.std) != len(self.feature_names):
             raise ValueError("mean/std must have one entry per feature")
+        if self.inputs not in INPUTS:
+            raise ValueError(f"unknown router inputs {self.inputs!r} (choose {', '.join(INPUTS)})")
+        if self.inputs == "text+vector" and (self.projection is None or self.projection_mean is None):
+            raise ValueError("text+vector inputs need a projection and its mean")
+
+    @property
+    def needs_parse(self) -> bool:
+        return self.inputs == "parse"
+
+    def phi_text_vector(self, text: str, vector: np.ndarray | None) -> tuple[np.ndarray, str]:
+        """(phi(q), note) for text+vector inputs: the lexical cues, then the projected embedding.
+        An embedding of another dimension than the training one (another embedder) cannot be
+        projected: its part is the training mean (zeros), and the note says so."""
+        from .question_features import lexical_features
+
+        lex = lexical_features(text)
+        m = self.projection.shape[0]
+        v = None if vector is None else np.asarray(vector, dtype=np.float64).ravel()
+        if v is None or v.shape != self.projection_mean.shape:
+            got = "no embedding" if v is None else f"a {v.shape[0]}-dimensional embedding"
+            return (np.concatenate([lex, np.zeros(m)]),
+                    f"router trained on {self.projection_mean.shape[0]}-dimensional embeddings, given {got}: "
+                    "s(q) from the question's text only")
+        return np.concatenate([lex, self.projection @ (v - self.projection_mean)]), ""
 
     def z(self, phi: np.ndarray) -> np.ndarray:
         return (np.asarray(phi, dtype=np.float64) - self.mean) / self.std
@@ -77,7 +113,9 @@ class RouterModel:
         return {"feature_names": list(self.feature_names), "mean": self.mean.tolist(), "std": self.std.tolist(),
                 "kind": self.kind, "params": {k: np.asarray(v).tolist() for k, v in self.params.items()},
                 "tau_low": self.tau_low, "tau_high": self.tau_high, "low_route": self.low_route,
-                "fusion_dense": self.fusion_dense, "info": self.info}
+                "fusion_dense": self.fusion_dense, "info": self.info, "inputs": self.inputs,
+                **({} if self.projection is None else {"projection": self.projection.tolist(),
+                                                       "projection_mean": self.projection_mean.tolist()})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RouterModel:
@@ -87,4 +125,7 @@ class RouterModel:
                    params={k: np.asarray(v, dtype=np.float64) for k, v in d["params"].items()},
                    tau_low=float(d["tau_low"]), tau_high=float(d["tau_high"]),
                    low_route=d.get("low_route", "hybrid"), fusion_dense=d.get("fusion_dense", "hybrid"),
-                   info=dict(d.get("info", {})))
+                   info=dict(d.get("info", {})), inputs=d.get("inputs", "parse"),
+                   projection=None if d.get("projection") is None else np.asarray(d["projection"], dtype=np.float64),
+                   projection_mean=(None if d.get("projection_mean") is None
+                                    else np.asarray(d["projection_mean"], dtype=np.float64)))

@@ -1,7 +1,8 @@
 """``fusion`` and ``auto``: EA-GraphRAG's complexity router (§3.2-3.4, Algorithm 1).
 
-s(q) = the trained scorer over the z-scored features of the question's parse
-(domain.question_features, providers.question_parser, domain.router_model). ``auto`` routes
+s(q) = the trained scorer over the z-scored features of the question (domain.router_model):
+its lexical cues and its embedding projected (the shipped weights), or the features of a spaCy
+parse (weights trained on ``parse`` inputs; providers.question_parser). ``auto`` routes
 s < tau_low to the dense side (dense or hybrid, as trained), s >= tau_high to ``tri_graph``
 and anything between to ``fusion``: the dense-side list and the tri_graph list fused by RRF
 weighted 1 - s(q) and s(q) (eq. 8). The weights ship in ``eragraph/weights/router.json``
@@ -19,6 +20,8 @@ import threading
 import time
 from importlib import resources
 from pathlib import Path
+
+import numpy as np
 
 from ..domain.fusion import weighted_rrf
 from ..domain.question_features import features
@@ -48,11 +51,17 @@ def router_of(engine) -> RouterModel:
     return engine.router if engine.router is not None else load_router()
 
 
-def score_question(text: str, model: RouterModel, parser) -> tuple[float, str]:
-    """(s(q), note): s(q) = 0 with a note when there is no parser, or the question has no words
-    to parse."""
+def score_question(text: str, model: RouterModel, parser, vector: np.ndarray | None = None) -> tuple[float, str]:
+    """(s(q), note). Weights on text+vector inputs read the question's text and its embedding
+    (no parser); weights on a parse need the parser: without one, or for a question with no
+    words to parse, s(q) = 0 with a note."""
     if parser is None:
         return 0.0, "no question parser configured (parser = none): s(q) = 0"
+    if not model.needs_parse:
+        if not any(ch.isalnum() for ch in text):
+            return 0.0, "question has no words to read: s(q) = 0"
+        phi, note = model.phi_text_vector(text, vector)
+        return model.score(phi), note
     try:
         parsed = parser.parse(text)
     except Exception as exc:  # a parser failure must not fail the query
@@ -67,8 +76,9 @@ def lexical_ready(ctx: QueryContext) -> bool:
 
 
 def _score(ctx: QueryContext, model: RouterModel) -> float:
+    vector = None if model.needs_parse else ctx.vector  # every route embeds it: not the router's time
     t0 = time.perf_counter()
-    s, note = score_question(ctx.text, model, ctx.engine.question_parser)
+    s, note = score_question(ctx.text, model, ctx.engine.question_parser, vector)
     ctx.router_ms = (time.perf_counter() - t0) * 1000.0
     ctx.router_score = s
     if note:

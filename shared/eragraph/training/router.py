@@ -8,7 +8,12 @@ questions and write its weights (numpy-free JSON, loaded without torch) and a re
 1. Runs. For every dataset, the store ``STORES/<dataset>`` (built by `eragraph bench retrieval`)
    answers each dev question with dense, bm25 and tri_graph (top 20 leaf chunks each); the
    hybrid list is their RRF, exactly as the ``hybrid`` mode computes it. The runs and the
-   question's features phi(q) are cached in ``STORES/<dataset>/router-runs.json``.
+   question's embedding are cached in ``STORES/<dataset>/router-runs.json`` (delete it after a
+   change to retrieval: the lists are the code's of the day they were run).
+   Inputs phi(q) (``--inputs``): ``text+vector`` (the default) is the question's lexical cues
+   and its embedding projected on the leading ``--components`` principal directions of the
+   training questions' embeddings (fitted on the training datasets only, fold by fold); no
+   parser runs. ``parse`` is the features of a spaCy parse (the router's earlier inputs).
 2. Labels. The dense side (dense or hybrid: whichever has the higher pooled Recall@5) against
    tri_graph; the disagreement set is the questions where exactly one of them gets more
    supporting passages into the top 5; y = 1 when the graph does.
@@ -35,13 +40,14 @@ import numpy as np
 
 from ..bench.common import run_record
 from ..domain.fusion import rrf, weighted_rrf
-from ..domain.question_features import FEATURE_NAMES, features
+from ..domain.question_features import FEATURE_NAMES, LEXICAL_FEATURE_NAMES, features, lexical_features
 from ..domain.router_model import RouterModel
 
 FETCH = 20
 K = 5
 GRAPH_PRICE = 0.002  # Recall@5 a question must gain to be worth sending to the graph
 SEED = 20250601
+COMPONENTS = 8
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -53,6 +59,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=300, help="dev questions per dataset (file order)")
     p.add_argument("--weights", required=True, help="where to write the router weights (JSON)")
     p.add_argument("--report", required=True, help="where to write the training report (JSON)")
+    p.add_argument("--inputs", choices=("text+vector", "parse"), default="text+vector",
+                   help="the router's features: lexical cues + projected embedding (default), or a spaCy parse")
+    p.add_argument("--components", type=int, default=COMPONENTS,
+                   help="principal directions of the question embedding (text+vector inputs)")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -60,8 +70,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 # ----------------------------------------------------------------------------- runs
 
 
-def collect(store: Path, questions_path: Path, limit: int, show: bool) -> list[dict]:
-    """Per question: phi(q), the supporting ids and the dense / bm25 / tri_graph leaf lists."""
+def collect(store: Path, questions_path: Path, limit: int, show: bool, parse: bool = False) -> list[dict]:
+    """Per question: its embedding (and with ``parse`` its parse features), the supporting ids
+    and the dense / bm25 / tri_graph leaf lists."""
     cache_path = store / "router-runs.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     from ..bench.common import load_questions, progress
@@ -76,11 +87,14 @@ def collect(store: Path, questions_path: Path, limit: int, show: bool) -> list[d
     corpus = {d.doc_id for d in engine.graph.list_documents()}
     questions = load_questions(questions_path, limit, corpus_ids=corpus)
     rows = []
-    todo = [q for q in questions if str(q["id"]) not in cache]
+    def stale(key: str) -> bool:
+        return key not in cache or "vector" not in cache[key] or (parse and "phi" not in cache[key])
+
+    todo = [q for q in questions if stale(str(q["id"]))]
     bar = progress(len(todo), f"runs {store.name}", show)
     for q in questions:
         key = str(q["id"])
-        if key not in cache:
+        if stale(key):
             text = q["question"]
             vector = engine.embedder.embed([text])[0]
             dense = [c.node_id for c in search(engine, "dense", vector, FETCH, None, 0.6)]
@@ -88,8 +102,10 @@ def collect(store: Path, questions_path: Path, limit: int, show: bool) -> list[d
             graph = [c.node_id for c in graph_query.tri_graph(engine, text, vector, FETCH, None)]
             ids = set(dense) | set(bm25) | set(graph)
             nodes = engine.graph.get_nodes(ids)
-            cache[key] = {"phi": features(engine.question_parser.parse(text)).tolist(), "dense": dense, "bm25": bm25,
+            cache[key] = {"vector": [round(float(x), 6) for x in vector], "dense": dense, "bm25": bm25,
                           "graph": graph, "doc": {i: nodes[i].doc_id for i in ids if i in nodes}}
+            if parse:
+                cache[key]["phi"] = features(engine.question_parser.parse(text)).tolist()
             bar.update(1)
         rows.append({"id": key, "question": q["question"], "support": list(q["supporting_ids"]), **cache[key]})
     bar.close()
@@ -106,7 +122,10 @@ class Dataset:
     def __init__(self, name: str, rows: list[dict]) -> None:
         self.name = name
         self.rows = rows
-        self.phi = np.array([r["phi"] for r in rows], dtype=np.float64)
+        self.lex = np.array([lexical_features(r["question"]) for r in rows], dtype=np.float64)
+        self.vec = np.array([r["vector"] for r in rows], dtype=np.float64)
+        self.parse_phi = (np.array([r["phi"] for r in rows], dtype=np.float64) if rows and "phi" in rows[0]
+                          else None)
         for r in rows:
             r["hybrid"] = [i for i, _ in rrf([r["dense"], r["bm25"]])][:FETCH]
         self.r = {m: np.array([recall(r[m], r["doc"], r["support"]) for r in rows])
@@ -161,18 +180,54 @@ def auc(s: np.ndarray, y: np.ndarray) -> float | None:
     return float(wins / (len(pos) * len(neg)))
 
 
-def model_for(kind: str, sets: list[Dataset], side: str, tau=(0.5, 0.5)) -> RouterModel:
-    phi = np.vstack([d.phi for d in sets])
+class Inputs:
+    """phi(q) for one fold: text+vector (lexical cues + the embedding projected on the leading
+    principal directions of the training questions' embeddings), or the parse features."""
+
+    def __init__(self, kind: str, train: list[Dataset], components: int = COMPONENTS) -> None:
+        self.kind = kind
+        self.projection = self.projection_mean = None
+        if kind == "text+vector":
+            vecs = np.vstack([d.vec for d in train])
+            self.projection_mean = vecs.mean(axis=0)
+            _, _, vt = np.linalg.svd(vecs - self.projection_mean, full_matrices=False)
+            self.projection = vt[:components]
+            self.names = (*LEXICAL_FEATURE_NAMES, *(f"embedding_pc{i + 1}" for i in range(len(self.projection))))
+        else:
+            self.names = tuple(FEATURE_NAMES)
+
+    def phi(self, d: Dataset) -> np.ndarray:
+        if self.kind == "parse":
+            if d.parse_phi is None:
+                raise SystemExit(f"{d.name}: no parse features cached; rerun with the parser available")
+            return d.parse_phi
+        return np.hstack([d.lex, (d.vec - self.projection_mean) @ self.projection.T])
+
+
+def model_for(kind: str, sets: list[Dataset], side: str, tau=(0.5, 0.5), inputs: str = "text+vector",
+              components: int = COMPONENTS) -> RouterModel:
+    fold = Inputs(inputs, sets, components)
+    phis = [fold.phi(d) for d in sets]
+    phi = np.vstack(phis)
     mean, std = phi.mean(axis=0), phi.std(axis=0)
     std = np.where(std > 1e-9, std, 1.0)
     zs, ys = [], []
-    for d in sets:
+    for d, ph in zip(sets, phis):
         g, o = d.r["graph"], d.r[side]
         mask = g != o
-        zs.append((d.phi[mask] - mean) / std)
+        zs.append((ph[mask] - mean) / std)
         ys.append((g[mask] > o[mask]).astype(np.float64))
     params = fit(kind, np.vstack(zs), np.concatenate(ys))
-    return RouterModel(tuple(FEATURE_NAMES), mean, std, kind, params, tau[0], tau[1], side, side)
+    return RouterModel(fold.names, mean, std, kind, params, tau[0], tau[1], side, side, inputs=inputs,
+                       projection=fold.projection, projection_mean=fold.projection_mean)
+
+
+def scores(model: RouterModel, d: Dataset) -> np.ndarray:
+    """s(q) of every question of d, with the model's own inputs (its projection, for text+vector)."""
+    if model.needs_parse:
+        return model.score_z(model.z(d.parse_phi))
+    phi = np.hstack([d.lex, (d.vec - model.projection_mean) @ model.projection.T])
+    return model.score_z(model.z(phi))
 
 
 def routed(d: Dataset, s: np.ndarray, fused: np.ndarray, side: str, lo: float, hi: float) -> tuple[float, dict]:
@@ -201,7 +256,10 @@ def run(args: Any) -> dict:
     started = time.perf_counter()
     names = [n.strip() for n in args.datasets.split(",") if n.strip()]
     show = not args.no_progress
-    sets = [Dataset(n, collect(Path(args.stores) / n, Path(args.data) / n / "questions.jsonl", args.limit, show))
+    inputs = getattr(args, "inputs", "text+vector")
+    components = getattr(args, "components", COMPONENTS)
+    sets = [Dataset(n, collect(Path(args.stores) / n, Path(args.data) / n / "questions.jsonl", args.limit, show,
+                               parse=inputs == "parse"))
             for n in names]
     pooled = {m: float(np.mean(np.concatenate([d.r[m] for d in sets]))) for m in ("dense", "hybrid")}
     side = "hybrid" if pooled["hybrid"] >= pooled["dense"] else "dense"
@@ -211,7 +269,8 @@ def run(args: Any) -> dict:
                               "disagreement": int((d.r["graph"] != d.r[side]).sum()),
                               "graph_wins": int((d.r["graph"] > d.r[side]).sum())} for d in sets},
         "dense_side": side, "dense_side_reason": f"pooled Recall@5 dense {pooled['dense']:.4f}, hybrid {pooled['hybrid']:.4f}",
-        "features": list(FEATURE_NAMES), "graph_price": GRAPH_PRICE, "lodo": {},
+        "inputs": inputs, "features": list(Inputs(inputs, sets, components).names), "graph_price": GRAPH_PRICE,
+        "lodo": {},
     }
     oof: dict[str, dict[str, np.ndarray]] = {}
     for kind in ("logistic", "mlp"):
@@ -219,13 +278,13 @@ def run(args: Any) -> dict:
         oof[kind] = {}
         for held in sets:
             train = [d for d in sets if d is not held]
-            model = model_for(kind, train, side)
+            model = model_for(kind, train, side, inputs=inputs, components=components)
             parts = []
             for d in train:
-                s = model.score_z(model.z(d.phi))
+                s = scores(model, d)
                 parts.append((d, s, d.fused(s, side)))
             lo, hi = choose_thresholds(parts, side)
-            s = model.score_z(model.z(held.phi))
+            s = scores(model, held)
             oof[kind][held.name] = s
             fused = held.fused(s, side)
             r, shares = routed(held, s, fused, side, lo, hi)
@@ -244,15 +303,16 @@ def run(args: Any) -> dict:
                                                     report["lodo"][k]["mean_auc"] or 0))
     parts = [(d, oof[kind][d.name], d.fused(oof[kind][d.name], side)) for d in sets]
     lo, hi = choose_thresholds(parts, side)
-    final = model_for(kind, sets, side, (lo, hi))
+    final = model_for(kind, sets, side, (lo, hi), inputs=inputs, components=components)
     in_sample = {}
     for d in sets:
-        s = final.score_z(final.z(d.phi))
+        s = scores(final, d)
         r, shares = routed(d, s, d.fused(s, side), side, lo, hi)
         in_sample[d.name] = {"recall@5_auto": round(r, 4), "route_shares": {k: round(v, 3) for k, v in shares.items()}}
     info = {"trained_on": {d.name: len(d.rows) for d in sets}, "kind_chosen_by": "leave-one-dataset-out Recall@5",
             "lodo_mean_recall@5": report["lodo"][kind]["mean_recall@5_auto"], "command": "eragraph router train"}
-    model = RouterModel(final.feature_names, final.mean, final.std, kind, final.params, lo, hi, side, side, info)
+    model = RouterModel(final.feature_names, final.mean, final.std, kind, final.params, lo, hi, side, side, info,
+                        inputs=final.inputs, projection=final.projection, projection_mean=final.projection_mean)
     Path(args.weights).parent.mkdir(parents=True, exist_ok=True)
     Path(args.weights).write_text(json.dumps(model.to_dict(), indent=1) + "\n")
     import shlex
