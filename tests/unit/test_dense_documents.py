@@ -91,3 +91,38 @@ def test_a_one_document_store_still_returns_k_chunks():
     res = query(e, Q, mode="dense", k=5).results
     assert len(res) == 5 and {r.doc_id for r in res} == {"only"}
     assert [r.score for r in res] == sorted((r.score for r in res), reverse=True)
+
+
+@pytest.fixture(scope="module")
+def full_engine():
+    """The memory profile with the lexical index and the entity graph (every leaf-level mode)."""
+    import dataclasses
+
+    from eragraph.bootstrap import build_engine
+    from eragraph.config import settings_from_env
+
+    eng = build_engine("memory", settings=dataclasses.replace(settings_from_env({}), embedder="hash", ner="capitalized"))
+    radium = "Marie Curie studied Radium in Paris with Pierre Curie at the Radium Institute."
+    long_text = " ".join([radium] * 120)  # many chunks, each mentioning the query's words
+    short = [f"Radium note {i}: Marie Curie and Radium in Paris, item {i}." for i in range(4)]
+    docs = [SourceDoc(source="long", text=long_text, doc_id="long")]
+    docs += [SourceDoc(source=f"s{i}", text=t, doc_id=f"s{i}") for i, t in enumerate(short)]
+    docs += [SourceDoc(source="other", text="The Eiffel Tower is in Paris, France.", doc_id="other")]
+    ingest(eng, docs)
+    drain(eng)
+    return eng
+
+
+@pytest.mark.parametrize("mode", ["dense", "bm25", "hybrid", "tri_graph", "concept_ppr", "fusion", "auto"])
+def test_every_leaf_mode_gives_a_document_one_place_first(full_engine, mode):
+    n_long = sum(1 for r in full_engine.graph.layer_refs(0)
+                 if full_engine.graph.get_nodes([r.node_id])[r.node_id].doc_id == "long")
+    assert n_long >= 8
+    res = query(full_engine, "Who studied Radium with Marie Curie in Paris?", mode=mode, k=5).results
+    docs = [r.doc_id for r in res]
+    assert len(res) == 5 and len(set(docs)) == 5, docs
+    # more places than documents: the best documents' other chunks fill the rest, none twice
+    res = query(full_engine, "Who studied Radium with Marie Curie in Paris?", mode=mode, k=9).results
+    ids = [r.id for r in res]
+    assert len(ids) == 9 and len(set(ids)) == 9
+    assert len({r.doc_id for r in res[:6]}) == 6  # every document once before any twice

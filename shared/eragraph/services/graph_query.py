@@ -36,6 +36,7 @@ from ..domain.ranking import Candidate, fill_budget
 from .chunk_filter import ChunkFilter
 from .chunk_filter import of as chunk_filter_of
 from .engine import Engine
+from .leaf_ranking import fill_by_document
 
 DEFAULT_OVERFETCH = 4
 
@@ -186,15 +187,11 @@ def _query_entity_vectors(engine: Engine, text: str) -> tuple[list[str], np.ndar
     return names, engine.embedder.embed(names)
 
 
-def _to_candidates(engine: Engine, scored: list[tuple[str, float]]) -> list[Candidate]:
-    nodes = engine.graph.get_nodes(c for c, _ in scored)
-    return [Candidate(c, nodes[c].layer, float(s), nodes[c].tokens) for c, s in scored if c in nodes]
-
-
 def _finish(engine: Engine, ranked: list[tuple[str, float]], vector: np.ndarray, k: int,
             budget: int | None, where: Filter | None = None) -> list[Candidate]:
-    """Top k of a graph ranking under the budget; dense results fill any places left."""
-    cands = fill_budget(_to_candidates(engine, ranked[: max(k * DEFAULT_OVERFETCH, k)]), k, budget)
+    """Top k of a graph ranking under the budget, one document at a time (services.leaf_ranking);
+    dense results fill any places left."""
+    cands = fill_by_document(engine, ranked[: max(k * DEFAULT_OVERFETCH, k)], k, budget)
     if len(cands) < k:
         taken = {c.node_id for c in cands}
         used = sum(c.tokens for c in cands)

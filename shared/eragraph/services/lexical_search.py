@@ -1,5 +1,6 @@
 """Lexical retrieval over the LexicalIndex port: ``bm25`` (leaf chunks by BM25) and ``hybrid``
-(the BM25 and dense leaf lists fused by reciprocal rank fusion, domain.fusion).
+(the BM25 and dense leaf lists fused by reciprocal rank fusion, domain.fusion); both cut to k
+one document at a time (services.leaf_ranking).
 
 On OpenSearch the hybrid mode sends two queries (``match`` and k-NN) and fuses them here,
 rather than one hybrid query with a normalization search pipeline: the fusion is then the same
@@ -9,18 +10,14 @@ search pipeline has to be deployed and versioned with the index."""
 from __future__ import annotations
 
 from ..domain.fusion import rrf
-from ..domain.ranking import Candidate, fill_budget
+from ..domain.ranking import Candidate
+from .leaf_ranking import fill_by_document
 from .query_context import QueryContext
 from .summary_search import OVERFETCH, search
 
 
 def fetch_size(k: int) -> int:
     return max(k * OVERFETCH, 20)
-
-
-def _to_candidates(engine, scored: list[tuple[str, float]]) -> list[Candidate]:
-    nodes = engine.graph.get_nodes(i for i, _ in scored)
-    return [Candidate(i, nodes[i].layer, s, nodes[i].tokens) for i, s in scored if i in nodes]
 
 
 def _lexical(ctx: QueryContext, n: int):
@@ -37,7 +34,7 @@ def dense_list(ctx: QueryContext, n: int) -> list[str]:
 
 def bm25(ctx: QueryContext) -> list[Candidate]:
     hits = _lexical(ctx, fetch_size(ctx.k))
-    return fill_budget(_to_candidates(ctx.engine, [(h.node_id, h.score) for h in hits]), ctx.k, ctx.budget)
+    return fill_by_document(ctx.engine, [(h.node_id, h.score) for h in hits], ctx.k, ctx.budget)
 
 
 def hybrid_ranked(ctx: QueryContext, n: int) -> list[tuple[str, float]]:
@@ -46,4 +43,4 @@ def hybrid_ranked(ctx: QueryContext, n: int) -> list[tuple[str, float]]:
 
 def hybrid(ctx: QueryContext) -> list[Candidate]:
     n = fetch_size(ctx.k)
-    return fill_budget(_to_candidates(ctx.engine, hybrid_ranked(ctx, n)[:n]), ctx.k, ctx.budget)
+    return fill_by_document(ctx.engine, hybrid_ranked(ctx, n)[:n], ctx.k, ctx.budget)

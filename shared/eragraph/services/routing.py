@@ -25,10 +25,11 @@ import numpy as np
 
 from ..domain.fusion import weighted_rrf
 from ..domain.question_features import features
-from ..domain.ranking import Candidate, fill_budget
+from ..domain.ranking import Candidate
 from ..domain.router_model import RouterModel
 from .graph_query import tri_graph
-from .lexical_search import _to_candidates, dense_list, fetch_size, hybrid_ranked
+from .leaf_ranking import fill_by_document
+from .lexical_search import dense_list, fetch_size, hybrid_ranked
 from .query_context import QueryContext, has_entity_graph
 
 _lock = threading.Lock()
@@ -101,7 +102,7 @@ def _graph_ids(ctx: QueryContext, n: int) -> list[str]:
 
 
 def _finish(ctx: QueryContext, scored: list[tuple[str, float]]) -> list[Candidate]:
-    return fill_budget(_to_candidates(ctx.engine, scored), ctx.k, ctx.budget)
+    return fill_by_document(ctx.engine, scored, ctx.k, ctx.budget)
 
 
 def _fused(ctx: QueryContext, model: RouterModel, s: float, n: int) -> list[Candidate]:

@@ -114,7 +114,10 @@ def collect(store: Path, questions_path: Path, limit: int, show: bool, parse: bo
 
 
 def recall(ids: list[str], doc: dict, support: list[str], k: int = K) -> float:
-    docs = list(dict.fromkeys(doc.get(i, "") for i in ids[:k] if doc.get(i)))
+    """Recall@k over the first k documents of a chunk list: every leaf-level mode cuts its list
+    one document at a time (services.leaf_ranking), so a second chunk of a document never takes
+    a place another document could have."""
+    docs = list(dict.fromkeys(doc[i] for i in ids if doc.get(i)))[:k]
     return len(set(support) & set(docs)) / len(support)
 
 
