@@ -115,3 +115,13 @@ def test_vectors_section_names_its_run_and_every_backend(tmp_path):
     text = "\n".join(vectors_section(tmp_path))
     assert "### vectors-x" in text and "2026-01-01" in text and "| usearch | 1,000 |" in text
     assert "error: boom" in text and "0.5 and 1.5" in text
+
+
+def test_hand_written_sections_survive_regeneration(tmp_path):
+    """A ``*.md`` beside the results is part of the report, verbatim, before the list of runs."""
+    (tmp_path / "b-notes.md").write_text("## Second note\n\nwritten by hand\n", encoding="utf-8")
+    (tmp_path / "a-notes.md").write_text("## First note\n\nalso by hand\n", encoding="utf-8")
+    (tmp_path / "cold-start.json").write_text(json.dumps({"command": "x", "run": {"commit": "abc"}}), encoding="utf-8")
+    text, _ = render(tmp_path)
+    first, second, runs = text.index("## First note"), text.index("## Second note"), text.index("## Runs")
+    assert first < second < runs and "written by hand" in text and "also by hand" in text

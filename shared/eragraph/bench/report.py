@@ -4,7 +4,8 @@
 
 Reads growth-*.json, ingest-*.json, query-*.json, retrieval-*.json and scale-*.json (each written by
 `eragraph bench NAME --out FILE`), draws the plots into bench-results/plots/ and writes the
-report, including a Targets section that says for every target of the benchmark issue
+report, with every hand-written ``bench-results/*.md`` section (an analysis no generator makes)
+kept verbatim before the list of runs, including a Targets section that says for every target of the benchmark issue
 whether it is met, missed (with the gap) or not measured, and by which run."""
 
 from __future__ import annotations
@@ -1106,6 +1107,16 @@ def vectors_section(results: Path) -> list[str]:
     return out
 
 
+def written_sections(results: Path) -> list[str]:
+    """The hand-written sections: every ``*.md`` file under the results folder (an analysis of
+    runs no generator reads, beside the JSON it cites), verbatim, in file-name order, so that
+    regenerating the report keeps them."""
+    out: list[str] = []
+    for path in sorted(results.glob("*.md")):
+        out += [path.read_text(encoding="utf-8").strip(), ""]
+    return out
+
+
 def render(results: Path) -> tuple[str, list[Path]]:
     plots = results / "plots"
     plots.mkdir(parents=True, exist_ok=True)
@@ -1153,6 +1164,7 @@ def render(results: Path) -> tuple[str, list[Path]]:
     lines += deadline_section(results)
     lines += filters_section(results)
     lines += load_section(results)
+    lines += written_sections(results)
     lines += runs_section(results)
     return "\n".join(lines).rstrip() + "\n", [plots / img for img in images_all]
 
