@@ -315,9 +315,13 @@ def test_shipped_weights_load_without_torch():
             "from eragraph.services.routing import load_router\n"
             "m = load_router(); import numpy as np\n"
             "s = m.score(np.zeros(len(m.feature_names))); assert 0 < s < 1\n"
-            "from eragraph.domain.question_features import FEATURE_NAMES\n"
-            "assert tuple(m.feature_names) == FEATURE_NAMES\n"
-            "assert 0 <= m.tau_low <= m.tau_high <= 1\n")
+            "from eragraph.domain.question_features import LEXICAL_FEATURE_NAMES\n"
+            "assert m.inputs == 'text+vector' and not m.needs_parse\n"
+            "assert tuple(m.feature_names[:len(LEXICAL_FEATURE_NAMES)]) == LEXICAL_FEATURE_NAMES\n"
+            "assert m.projection.shape == (len(m.feature_names) - len(LEXICAL_FEATURE_NAMES), 384)\n"
+            "assert 0 <= m.tau_low <= m.tau_high <= 1\n"
+            "phi, note = m.phi_text_vector('Who wrote Hamlet?', np.ones(384) / 384 ** 0.5)\n"
+            "assert note == '' and 0 < m.score(phi) < 1\n")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
