@@ -125,3 +125,25 @@ def test_hand_written_sections_survive_regeneration(tmp_path):
     text, _ = render(tmp_path)
     first, second, runs = text.index("## First note"), text.index("## Second note"), text.index("## Runs")
     assert first < second < runs and "written by hand" in text and "also by hand" in text
+
+
+def test_pairs_pool_within_their_study_only():
+    """Two studies of before / after pairs (the last word of their names) pool apart: a pooled row
+    never mixes another change's questions in."""
+    from eragraph.bench.report import before_after_section
+
+    def run(values):
+        r = retrieval_result(question_ids=["q1", "q2", "q3"])
+        r["modes"]["dense"]["per_question"] = {"recall@5": values, "recall@5_with_summaries": values}
+        return r
+
+    runs = [("retrieval-a-one-before", run([0.0, 0.0, 0.0])), ("retrieval-a-one-after", run([1.0, 1.0, 0.0])),
+            ("retrieval-b-one-before", run([0.0, 0.0, 0.0])), ("retrieval-b-one-after", run([1.0, 0.0, 0.0])),
+            ("retrieval-a-two-before", run([1.0, 1.0, 1.0])), ("retrieval-a-two-after", run([0.0, 1.0, 1.0])),
+            ("retrieval-b-two-before", run([1.0, 1.0, 1.0])), ("retrieval-b-two-after", run([1.0, 1.0, 1.0]))]
+    text = "\n".join(before_after_section(runs))
+    one = text[text.index("### Before / after, pooled: one"):text.index("### Before / after, pooled: two")]
+    two = text[text.index("### Before / after, pooled: two"):]
+    assert "| dense | recall@5 | 6 | 3 | 0 | +0.5000 |" in one      # 3 of 6 questions rose by 1
+    assert "| dense | recall@5 | 6 | 0 | 1 | -0.1667 |" in two
+    assert "retrieval-a-two" not in one and "retrieval-a-one" not in two
