@@ -377,7 +377,7 @@ def retrieval_section(runs: list[tuple[str, dict]]) -> list[str]:
         out += table(header, rows) + [""]
         routed = [(mode, row) for mode, row in data["modes"].items() if row.get("route_shares")]
         if routed:
-            out += ["Routes taken and the router's own latency (parse + features + score):", ""]
+            out += ["Routes taken and the router's own latency (features + score, and the parse for weights that read one):", ""]
             out += table(["mode", "routes", "router p50 ms", "router p95 ms"],
                          [[mode, ", ".join(f"{r} {100 * v:.0f} %" for r, v in row["route_shares"].items()),
                            row.get("router_ms_p50"), row.get("router_ms_p95")] for mode, row in routed]) + [""]

@@ -19,7 +19,7 @@ runs (``question_embedding_ms_p50/p95``, timed on its own), and every mode is gi
 a mode's latency is its own work, the same for the first mode run as for the last, so the
 modes' latencies compare (``bm25`` never embeds). ``bm25`` runs the store's lexical index (SQLite
 FTS5) like every other mode, through ``query``. For ``fusion`` and ``auto`` the row also has the
-share of each route taken and the router's own latency (parse, features, score; p50/p95 ms).
+share of each route taken and the router's own latency (features and score; p50/p95 ms).
 Each mode's row also keeps every question's recall (``per_question``: one list per measure, in
 the order of the result's ``question_ids``), so two runs on the same questions compare question
 by question (``eragraph bench report`` pairs NAME-before with NAME-after and bootstraps the

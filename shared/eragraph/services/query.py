@@ -54,7 +54,7 @@ class QueryResponse:
     usage: dict = field(default_factory=dict)  # this query's model calls, tokens and cost (services.cost)
     route: str = ""                      # the mode that produced the results (auto: the one it chose)
     router_score: float | None = None    # s(q) when the router scored the question (auto, fusion)
-    router_ms: float | None = None       # the router's own time (parse, features, score)
+    router_ms: float | None = None       # the router's own time (features and score)
     filter: dict | None = None           # the metadata filter applied (Bedrock KB's JSON shape)
     rerank: dict | None = None           # when reranked: {model, candidates, ms}
 
