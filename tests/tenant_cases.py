@@ -248,7 +248,7 @@ class TenantOracle(Oracle):
             return [c.node_id for c in self.candidates(vector, self.all_nodes)[:k]]
         leaves = self.candidates(vector, self.leaves)
         if mode == "dense":
-            return [c.node_id for c in leaves[:k]]
+            return self.by_document([c.node_id for c in leaves], k)
         summaries = self.candidates(vector, set(self.all_nodes) - self.leaves)
         fetch = k * OVERFETCH
         primary, secondary = (leaves, summaries) if mode == "detailed" else (summaries, leaves)
@@ -385,7 +385,7 @@ def run_tenant_cases(engines: Mapping[str, object], corpus: Mapping[str, Sequenc
             if mode == "bm25":
                 want = oracle.bm25(text, allowed, k)
             elif f is not None:
-                want = oracle.dense(engine.embedder.embed([text])[0], allowed, k)
+                want = oracle.dense(engine.embedder.embed([text])[0], allowed, k, per_document=mode == "dense")
             else:
                 want = oracle.unfiltered(mode, engine.embedder.embed([text])[0], k)
             assert got == want, f"{where}: got {got}, brute force {want}"
