@@ -56,7 +56,7 @@ def long_doc(doc_id: str, words: str, n_words: int, seed: int = 1) -> SourceDoc:
 def engine():
     e = make_engine()
     # one long document all about the query's words (many chunks that outrank everything else)
-    ingest(e, [long_doc("long", Q, 6000)] + synthetic_docs(20))
+    ingest(e, [long_doc("long", Q, 2000)] + synthetic_docs(20))
     drain(e)
     return e
 
@@ -126,3 +126,24 @@ def test_every_leaf_mode_gives_a_document_one_place_first(full_engine, mode):
     ids = [r.id for r in res]
     assert len(ids) == 9 and len(set(ids)) == 9
     assert len({r.doc_id for r in res[:6]}) == 6  # every document once before any twice
+
+
+def test_the_leaf_read_widens_a_bounded_number_of_times():
+    """A document with more top chunks than the widest read (k * 4 * 4**WIDEN) still leaves k
+    results; the read stops widening there instead of reading the whole store."""
+    from eragraph.services import summary_search
+
+    e = make_engine()
+    ingest(e, [long_doc("huge", Q, 6000)] + synthetic_docs(5))
+    drain(e)
+    sizes = []
+    search = e.vectors.search
+
+    def counting(vector, k, **kw):
+        sizes.append(k)
+        return search(vector, k, **kw)
+
+    e.vectors.search = counting
+    res = query(e, Q, mode="dense", k=3).results
+    assert len(res) == 3 and res[0].doc_id == "huge"
+    assert sizes == [12 * 4 ** i for i in range(summary_search.WIDEN + 1)]

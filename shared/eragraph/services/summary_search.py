@@ -16,7 +16,7 @@ from ..domain.ranking import Candidate, best_per_document, biased_merge, documen
 from .engine import Engine
 
 OVERFETCH = 4
-MAX_LEAF_FETCH = 1000  # dense: the widest leaf read while looking for k distinct documents
+WIDEN = 2  # dense: widenings of the leaf read (x4 each) while looking for k distinct documents
 
 
 class BadQueryError(EragraphError):
@@ -35,18 +35,20 @@ def dense_leaves(engine: Engine, vector: np.ndarray, k: int, budget: int | None,
                  where: Filter | None = None) -> list[Candidate]:
     """``dense``: the top k leaf chunks, one document at a time (domain.ranking.best_per_document:
     a document ranks by its best chunk, and its other chunks only fill places no other document
-    takes). The leaf read widens (x4, up to MAX_LEAF_FETCH) while it comes back full but holds
-    fewer than k documents."""
+    takes). The leaf read widens (x4, at most WIDEN times) while it comes back full but holds
+    fewer than k documents; each widening reads the nodes of its new hits only."""
     fetch = k * OVERFETCH
-    while True:
+    nodes: dict = {}
+    for attempt in range(WIDEN + 1):
         hits = engine.vectors.search(vector, fetch, layers=[0], where=where)
-        nodes = engine.graph.get_nodes(h.node_id for h in hits)
+        nodes.update(engine.graph.get_nodes(h.node_id for h in hits if h.node_id not in nodes))
         cands = [Candidate(h.node_id, nodes[h.node_id].layer, h.score, nodes[h.node_id].tokens)
                  for h in hits if h.node_id in nodes]
         doc_of = {c.node_id: nodes[c.node_id].doc_id for c in cands}
-        if len(hits) < fetch or fetch >= MAX_LEAF_FETCH or documents_among(cands, doc_of) >= k:
-            return best_per_document(cands, doc_of, k, budget)
-        fetch = min(fetch * OVERFETCH, MAX_LEAF_FETCH)
+        if len(hits) < fetch or attempt == WIDEN or documents_among(cands, doc_of) >= k:
+            break
+        fetch *= OVERFETCH
+    return best_per_document(cands, doc_of, k, budget)
 
 
 def summary_layers(engine: Engine) -> list[int]:
