@@ -147,3 +147,26 @@ def test_the_leaf_read_widens_a_bounded_number_of_times():
     res = query(e, Q, mode="dense", k=3).results
     assert len(res) == 3 and res[0].doc_id == "huge"
     assert sizes == [12 * 4 ** i for i in range(summary_search.WIDEN + 1)]
+
+
+def test_each_widening_reads_the_nodes_of_its_new_hits_only():
+    """The widened reads return the earlier hits again; their nodes are not read a second time."""
+    from eragraph.services import summary_search
+
+    e = make_engine()
+    ingest(e, [long_doc("huge", Q, 6000)] + synthetic_docs(5))
+    drain(e)
+    read: list[str] = []
+    get_nodes = e.graph.get_nodes
+
+    def counting(ids):
+        ids = list(ids)
+        read.extend(ids)
+        return get_nodes(ids)
+
+    e.graph.get_nodes = counting
+    res = summary_search.dense_leaves(e, e.embedder.embed([Q])[0], 3, None)
+    assert len(res) == 3
+    leaf_reads = [i for i in read if i.startswith("chk-")]
+    assert len(leaf_reads) > 12  # the read widened past its first 12 hits
+    assert len(leaf_reads) == len(set(leaf_reads))

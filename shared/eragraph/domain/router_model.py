@@ -37,6 +37,12 @@ def softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def project(vectors: np.ndarray, mean: np.ndarray, projection: np.ndarray) -> np.ndarray:
+    """The embedding part of text+vector phi(q): one vector (d,) or a batch (n, d), centred on the
+    training mean and projected on the principal directions (rows of ``projection``)."""
+    return (vectors - mean) @ projection.T
+
+
 @dataclass(frozen=True)
 class RouterModel:
     feature_names: tuple[str, ...]
@@ -85,7 +91,7 @@ class RouterModel:
             return (np.concatenate([lex, np.zeros(m)]),
                     f"router trained on {self.projection_mean.shape[0]}-dimensional embeddings, given {got}: "
                     "s(q) from the question's text only")
-        return np.concatenate([lex, self.projection @ (v - self.projection_mean)]), ""
+        return np.concatenate([lex, project(v, self.projection_mean, self.projection)]), ""
 
     def z(self, phi: np.ndarray) -> np.ndarray:
         return (np.asarray(phi, dtype=np.float64) - self.mean) / self.std

@@ -10,10 +10,14 @@ from collections.abc import Iterable
 from ..domain.ranking import Candidate, best_per_document
 
 
-def leaf_candidates(engine, scored: Iterable[tuple[str, float]]) -> tuple[list[Candidate], dict[str, str]]:
-    """Candidates for the (node id, score) pairs whose node exists, and each one's document."""
+def leaf_candidates(engine, scored: Iterable[tuple[str, float]],
+                    known: dict | None = None) -> tuple[list[Candidate], dict[str, str]]:
+    """Candidates for the (node id, score) pairs whose node exists, and each one's document.
+    ``known`` (node id -> node) is a cache across calls: only ids missing from it are read, and
+    what is read is added to it."""
     scored = list(scored)
-    nodes = engine.graph.get_nodes(i for i, _ in scored)
+    nodes = {} if known is None else known
+    nodes.update(engine.graph.get_nodes(i for i, _ in scored if i not in nodes))
     cands = [Candidate(i, nodes[i].layer, float(s), nodes[i].tokens) for i, s in scored if i in nodes]
     return cands, {c.node_id: nodes[c.node_id].doc_id for c in cands}
 

@@ -14,6 +14,7 @@ from ..domain.filters import Filter
 from ..domain.model import EragraphError
 from ..domain.ranking import Candidate, best_per_document, biased_merge, documents_among, fill_budget
 from .engine import Engine
+from .leaf_ranking import leaf_candidates
 
 OVERFETCH = 4
 WIDEN = 2  # dense: widenings of the leaf read (x4 each) while looking for k distinct documents
@@ -41,10 +42,7 @@ def dense_leaves(engine: Engine, vector: np.ndarray, k: int, budget: int | None,
     nodes: dict = {}
     for attempt in range(WIDEN + 1):
         hits = engine.vectors.search(vector, fetch, layers=[0], where=where)
-        nodes.update(engine.graph.get_nodes(h.node_id for h in hits if h.node_id not in nodes))
-        cands = [Candidate(h.node_id, nodes[h.node_id].layer, h.score, nodes[h.node_id].tokens)
-                 for h in hits if h.node_id in nodes]
-        doc_of = {c.node_id: nodes[c.node_id].doc_id for c in cands}
+        cands, doc_of = leaf_candidates(engine, ((h.node_id, h.score) for h in hits), known=nodes)
         if len(hits) < fetch or attempt == WIDEN or documents_among(cands, doc_of) >= k:
             break
         fetch *= OVERFETCH

@@ -45,7 +45,7 @@ import numpy as np
 from ..bench.common import run_record
 from ..domain.fusion import rrf, weighted_rrf
 from ..domain.question_features import FEATURE_NAMES, LEXICAL_FEATURE_NAMES, features, lexical_features
-from ..domain.router_model import RouterModel
+from ..domain.router_model import RouterModel, project
 
 FETCH = 20
 K = 5
@@ -208,7 +208,7 @@ class Inputs:
             if d.parse_phi is None:
                 raise SystemExit(f"{d.name}: no parse features cached; rerun with the parser available")
             return d.parse_phi
-        return np.hstack([d.lex, (d.vec - self.projection_mean) @ self.projection.T])
+        return np.hstack([d.lex, project(d.vec, self.projection_mean, self.projection)])
 
 
 def model_for(kind: str, sets: list[Dataset], side: str, tau=(0.5, 0.5), inputs: str = "text+vector",
@@ -233,7 +233,7 @@ def scores(model: RouterModel, d: Dataset) -> np.ndarray:
     """s(q) of every question of d, with the model's own inputs (its projection, for text+vector)."""
     if model.needs_parse:
         return model.score_z(model.z(d.parse_phi))
-    phi = np.hstack([d.lex, (d.vec - model.projection_mean) @ model.projection.T])
+    phi = np.hstack([d.lex, project(d.vec, model.projection_mean, model.projection)])
     return model.score_z(model.z(phi))
 
 
