@@ -147,3 +147,17 @@ def test_pairs_pool_within_their_study_only():
     assert "| dense | recall@5 | 6 | 3 | 0 | +0.5000 |" in one      # 3 of 6 questions rose by 1
     assert "| dense | recall@5 | 6 | 0 | 1 | -0.1667 |" in two
     assert "retrieval-a-two" not in one and "retrieval-a-one" not in two
+
+
+def test_a_growth_run_of_older_code_says_so_in_the_targets_table():
+    from eragraph.bench.report import growth_target_rows
+
+    totals = {"steps": 2, "rebuild_steps": 2,
+              "ratio_incremental_to_rebuild": {"summarize_calls": 0.4, "tokens_in": 0.19, "seconds": 0.09}}
+    d = {"documents": 10, "embedder": "hash", "totals": totals,
+         "steps": [{"step": 1, "rebuild": {}}, {"step": 2, "rebuild": {}, "recall@5": {"incremental": 0.5, "rebuild": 0.5}}]}
+    current = growth_target_rows("growth-x", d)
+    older = growth_target_rows("growth-x", {**d, "code_note": "measured with older code"})
+    assert current and len(older) == len(current)
+    assert all("older code" not in row[1] for row in current)
+    assert all("**older code**" in row[1] for row in older)

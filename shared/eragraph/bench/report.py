@@ -813,6 +813,8 @@ def growth_target_rows(name: str, d: dict) -> list[list[str]]:
     if d["totals"]["rebuild_steps"] < d["totals"]["steps"]:
         rebuilt = [str(s["step"]) for s in d["steps"] if s.get("rebuild")]
         run += f", ratios over steps {', '.join(rebuilt)} only (the rebuilt ones; see its notes)"
+    if d.get("code_note"):
+        run += ", **older code** (see its notes)"
     r = d["totals"]["ratio_incremental_to_rebuild"]
     for key, label in (("tokens_in", "summarize input tokens ≤ 0.20 of rebuild"),
                        ("seconds", "wall time ≤ 0.20 of rebuild"),
