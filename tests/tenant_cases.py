@@ -35,11 +35,12 @@ import json
 import os
 import random
 import re
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from eragraph.config import Settings
-from eragraph.domain.bm25 import query_terms, tokens
+from eragraph.domain.bm25 import informative_terms, query_terms, tokens
 from eragraph.domain.filters import All, AnyOf, Cond, Filter, chunk_attrs, keys, matches, to_json
 from eragraph.domain.ranking import Candidate, biased_merge, rank_key
 from eragraph.services import doc_status
@@ -235,8 +236,16 @@ class TenantOracle(Oracle):
         return {c for c, n in self.nodes.items() if n.doc_id in ok}
 
     def lexical_matches(self, text: str, allowed: set[str]) -> set[str]:
-        terms = set(query_terms(text))
-        return {c for c in allowed if terms & set(tokens(self.nodes[c].text))}
+        """The allowed leaves sharing a word with the question. The FTS5 and memory indexes
+        leave out the words whose IDF bm25() clamps, counted over the tenant's own leaves
+        (domain.bm25.informative_terms); OpenSearch keeps every word."""
+        from eragraph.adapters.aws.opensearch import OpenSearchLexicalIndex
+
+        terms = query_terms(text)
+        if not isinstance(self.engine.lexical, OpenSearchLexicalIndex):
+            words = [set(tokens(self.nodes[c].text)) for c in self.leaves]
+            terms = informative_terms(terms, Counter(w for ws in words for w in ws), len(words))
+        return {c for c in allowed if set(terms) & set(tokens(self.nodes[c].text))}
 
     def candidates(self, vector, ids) -> list[Candidate]:
         return sorted((Candidate(i, self.all_nodes[i].layer, float(self.all_vectors[i] @ vector),

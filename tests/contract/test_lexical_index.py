@@ -40,6 +40,8 @@ def node(i: str, text: str, layer: int = 0) -> Node:
 class GraphBackend:
     """A lexical index read from a graph store: the chunks' attributes come from their documents."""
 
+    informative = True  # terms whose IDF FTS5's bm25() clamps are left out (domain.bm25.informative_terms)
+
     def write(self, nodes):
         self.graph.put_nodes(nodes)
 
@@ -70,6 +72,8 @@ class MemoryBackend(GraphBackend):
 
 
 class OpenSearchBackend:
+    informative = False  # OpenSearch's BM25 gives every term a positive IDF: every term is sent
+
     def __init__(self, tmp: Path) -> None:
         from eragraph.adapters.aws.opensearch import OpenSearchLexicalIndex, OpenSearchVectorIndex
 
@@ -111,6 +115,22 @@ def test_ranks_by_bm25_best_first(backend):
     assert all(a.score >= b.score for a, b in zip(hits, hits[1:]))
     assert all(h.score > 0 for h in hits)
     assert backend.lexical.search("Who discovered radium?", 1) == hits[:1]
+
+
+def test_a_term_in_half_the_leaves_or_more_decides_nothing(backend):
+    """"in" is in all 5 leaves: FTS5's bm25() clamps its IDF to 1e-6. The FTS5 and memory
+    indexes leave it out of the match (domain.bm25.informative_terms), so c3 and c5, which only
+    "in" matched, are not returned; OpenSearch scores every term and returns them last. The
+    ranking of the rest is the same either way, and a question made only of such terms still
+    finds its rows."""
+    backend.write([node(i, t) for i, t in TEXTS.items()])
+    ids = [h.node_id for h in backend.lexical.search("radium in France", 5)]
+    assert ids[:3] == ["c2", "c4", "c1"]  # "france" is rarer than "radium": a higher IDF
+    if backend.informative:
+        assert ids == ["c2", "c4", "c1"]
+    else:
+        assert set(ids[3:]) == {"c3", "c5"}
+    assert {h.node_id for h in backend.lexical.search("in", 5)} == set(TEXTS)
 
 
 def test_every_adapter_orders_the_same(tmp_path):
@@ -182,22 +202,28 @@ def filtered_corpus(seed: int) -> tuple[list[Document], list[Node]]:
     return docs, nodes
 
 
-def brute_force_bm25(nodes, docs, question, where) -> list[Hit]:
+def brute_force_bm25(nodes, docs, question, where, informative: bool = True) -> list[Hit]:
     """BM25 (domain.bm25: FTS5's formula, the whole corpus's statistics) of the leaves whose
-    document's attributes match ``where``, best first, ties by id (domain.ranking)."""
+    document's attributes match ``where``, best first, ties by id (domain.ranking). The FTS5
+    and memory indexes leave out the terms whose IDF bm25() clamps (``informative``, from the
+    leaves' own counts); OpenSearch sends every term."""
     attrs = {d.doc_id: doc_attrs(d) for d in docs}
     leaves = {n.node_id: Counter(bm25.tokens(n.text)) for n in nodes if n.layer == 0}
     df = Counter(t for counts in leaves.values() for t in counts)
-    scores = bm25.score(leaves, df, sum(sum(c.values()) for c in leaves.values()), bm25.query_terms(question))
+    terms = bm25.query_terms(question)
+    if informative:
+        terms = bm25.informative_terms(terms, df, len(leaves))
+    scores = bm25.score(leaves, df, sum(sum(c.values()) for c in leaves.values()), terms)
     by_doc = {n.node_id: n.doc_id for n in nodes}
     return sorted((Hit(i, s) for i, s in scores.items()
                    if by_doc[i] in attrs and matches(where, attrs[by_doc[i]])), key=rank_key)
 
 
-def assert_filtered_is_restricted_ranking(lexical, nodes, docs, question, where, ks=(1, 4, 500)):
+def assert_filtered_is_restricted_ranking(lexical, nodes, docs, question, where, ks=(1, 4, 500),
+                                          informative: bool = True):
     """Every hit matches, and the hits are the unfiltered ranking (the whole corpus's BM25)
     restricted to the chunks the filter allows, cut at k: the brute-force BM25 of those."""
-    want = brute_force_bm25(nodes, docs, question, where)
+    want = brute_force_bm25(nodes, docs, question, where, informative)
     full = lexical.search(question, 10_000)
     allowed = {h.node_id for h in want}
     assert [h.node_id for h in full if h.node_id in allowed] == [h.node_id for h in want]
@@ -215,7 +241,8 @@ def test_where_is_the_ranking_restricted_to_the_allowed_chunks(backend):
     nonempty = 0
     for where in random_filters(29, 50):
         question = " ".join(rng.sample(WORDS, rng.randint(1, 3)))
-        nonempty += assert_filtered_is_restricted_ranking(backend.lexical, nodes, docs, question, where) > 0
+        nonempty += assert_filtered_is_restricted_ranking(backend.lexical, nodes, docs, question, where,
+                                                          informative=backend.informative) > 0
     assert nonempty >= 15
 
 
@@ -230,7 +257,8 @@ def test_where_follows_a_metadata_change(backend):
     docs = changed + docs[3:]
     hits = backend.lexical.search(question, 100, where=marked)
     assert {h.node_id.split("-")[0] for h in hits} == {d.doc_id for d in changed}
-    assert_filtered_is_restricted_ranking(backend.lexical, nodes, docs, question, Cond("notEquals", "lang", "zz-new"))
+    assert_filtered_is_restricted_ranking(backend.lexical, nodes, docs, question, Cond("notEquals", "lang", "zz-new"),
+                                          informative=backend.informative)
 
 
 def test_opensearch_request_bodies():

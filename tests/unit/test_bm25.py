@@ -39,3 +39,15 @@ def test_a_removed_documents_words_are_forgotten_and_scores_are_as_if_never_adde
     assert corpus.search("radium polonium", 5) == fresh.search("radium polonium", 5)
     corpus.remove("gone")  # twice: nothing changes
     assert dict(corpus.df) == dict(fresh.df)
+
+
+def test_informative_terms_are_those_whose_idf_fts5_does_not_clamp():
+    from eragraph.domain.bm25 import idf, informative_terms
+
+    df = {"the": 5, "half": 5, "under": 4, "rare": 1}
+    # n = 10: "the" and "half" are in half the rows (log(5.5 / 5.5) = 0, clamped); "under" is not
+    assert informative_terms(["the", "rare", "half", "under", "absent"], df, 10) == ["rare", "under"]
+    assert idf(10, 5) == 1e-6 and idf(10, 4) > 1e-6
+    # nothing informative left: every term is kept (the ranking is FTS5's, noise and all)
+    assert informative_terms(["the", "absent"], df, 10) == ["the", "absent"]
+    assert informative_terms([], df, 10) == []

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..domain.bm25 import Bm25Corpus, query_terms, score
+from ..domain.bm25 import Bm25Corpus, informative_terms, query_terms, score
 from ..domain.filters import Filter, chunk_attrs, matches
 from ..domain.doc_status import DocStatus
 from ..domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState,
@@ -238,7 +238,8 @@ class MemoryLexicalIndex:
         top k of the chunks the filter allows, scored with the whole corpus's statistics (as
         FTS5 and OpenSearch score a filtered query)."""
         corpus = self.graph._leaf_text
-        scores = score(corpus.tf, corpus.df, corpus.total_len, query_terms(text))
+        terms = informative_terms(query_terms(text), corpus.df, len(corpus))
+        scores = score(corpus.tf, corpus.df, corpus.total_len, terms)
         hits = [Hit(i, s) for i, s in scores.items() if where is None or self.graph._leaf_matches(i, where)]
         hits.sort(key=rank_key)
         return hits[:max(int(k), 0)]

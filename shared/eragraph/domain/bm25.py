@@ -32,6 +32,19 @@ def query_terms(text: str) -> list[str]:
     return list(dict.fromkeys(tokens(text)))[:MAX_QUERY_TERMS]
 
 
+def informative_terms(terms: Sequence[str], df: Mapping[str, int], n_docs: int) -> list[str]:
+    """The terms that can move an FTS5 ranking: ``bm25()`` gives a term held by half the rows
+    or more an IDF of log((N - n + 0.5) / (n + 0.5)) <= 0, which it clamps to 1e-6, so such a
+    term adds at most ~2e-6 to a score. The FTS5 and memory indexes leave it out of the match:
+    the ranking stays (up to those 1e-6 terms), the longest posting lists are not walked, and
+    the rows such a term alone matched, whose scores were ~1e-6 noise, are not returned. A term
+    no row holds goes too (it matches nothing). A query with no term left keeps them all: its
+    ranking is that noise, as before. (OpenSearch's BM25 gives every term a positive IDF: its
+    adapter sends every term.)"""
+    keep = [t for t in terms if 0 < 2 * df.get(t, 0) < n_docs]
+    return keep or list(terms)
+
+
 class Bm25Corpus:
     """An incremental BM25 corpus: add and remove documents, score a query."""
 

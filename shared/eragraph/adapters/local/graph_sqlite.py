@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ...domain.bm25 import query_terms
+from ...domain.bm25 import informative_terms, query_terms
 from ...domain.filters import Filter
 from ...domain.doc_status import DocStatus
 from ...domain.model import (ANY_VERSION, DELETED, ConflictError, Document, EragraphError, LexicalIndexMissing,
@@ -201,6 +201,7 @@ class SqliteGraphStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._lsh_parsed: tuple[str, LshConfig] | None = None  # (stored JSON, its parse): get_lsh
+        self._vocab = False  # temp.leaf_vocab made on this connection (_leaf_df)
         # autocommit mode: transactions are opened explicitly with BEGIN
         self._conn = sqlite3.connect(str(path), timeout=timeout, isolation_level=None,
                                      check_same_thread=False)
@@ -439,6 +440,8 @@ class SqliteGraphStore:
         terms = query_terms(text)
         if not terms or k <= 0:
             return []
+        df, n_rows = self._leaf_df(terms)
+        terms = informative_terms(terms, df, n_rows)
         match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
         # FTS5's own "ORDER BY rank" (rank = bm25()) is its fast path; a few more rows than k
         # let equal scores at the cut be ordered by id, like every other index
@@ -460,6 +463,21 @@ class SqliteGraphStore:
                 "ORDER BY f.rank LIMIT ?", (*([self.tenant] if self.tenant else []), match, *params, int(k) + 20))
         hits = sorted((Hit(node_id, float(s)) for node_id, s in rows), key=rank_key)
         return hits[:int(k)]
+
+    def _leaf_df(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """(how many leaves hold each term, how many leaves there are), both as FTS5's bm25()
+        counts them: the first from an fts5vocab table of this connection (a lookup walks each
+        term's posting list once, without scoring), the second from FTS5's one-row-per-row
+        ``leaf_text_docsize`` table (a b-tree count)."""
+        with self._lock:
+            if not self._vocab:
+                self._conn.execute("CREATE VIRTUAL TABLE IF NOT EXISTS temp.leaf_vocab "
+                                   "USING fts5vocab(main, leaf_text, 'row')")
+                self._vocab = True
+            marks = ",".join("?" * len(terms))
+            df = dict(self._conn.execute(f"SELECT term, doc FROM temp.leaf_vocab WHERE term IN ({marks})",
+                                         list(terms)).fetchall())
+            return df, int(self._conn.execute("SELECT count(*) FROM leaf_text_docsize").fetchone()[0])
 
     def lexical_rebuild(self, nodes: Iterable[Node]) -> int:
         rows = [(n.node_id, n.text) for n in nodes if n.layer == 0]
