@@ -51,6 +51,21 @@ def test_ppr_agrees_with_networkx_pagerank(seed):
     assert got == pytest.approx([expected[n] for n in nodes], abs=1e-7)
 
 
+def test_one_walk_serves_every_personalization_of_its_graph():
+    """gm.walk made once gives the same PageRank as the adjacency itself, for any restart."""
+    g = nx.gnm_random_graph(25, 50, seed=3)
+    g.add_node(25)  # a dangling node
+    adj = nx.to_scipy_sparse_array(g, nodelist=sorted(g.nodes))
+    w = gm.walk(adj)
+    assert w.n == 26 and w.dangling[25]
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        p = rng.random(26)
+        assert np.array_equal(gm.ppr(w, p, tol=1e-10), gm.ppr(adj, p, tol=1e-10))
+    with pytest.raises(ValueError):
+        gm.ppr(w, np.ones(5))
+
+
 def test_ppr_rejects_empty_personalization():
     with pytest.raises(ValueError):
         gm.ppr(sp.csr_matrix((2, 2)), np.zeros(2))

@@ -128,3 +128,26 @@ def test_a_filter_cuts_the_graph_not_only_the_results(mode, exact):
     keep_bridge = {"in": {"key": "doc_id", "value": ["birth", "river", "d1", "d2", "d3"]}}
     docs = filtered_docs(engine, mode, keep_bridge)
     assert "birth" in docs and "river" in docs and "nobel" not in docs, docs
+
+
+@pytest.mark.parametrize("mode", ["tri_graph", "concept_ppr"])
+def test_the_walk_is_made_once_per_snapshot_and_anew_for_a_filter(mode, monkeypatch):
+    """The exact execution keeps its graph's random walk with the snapshot: unfiltered queries
+    after the first do not rebuild it; a filtered query walks its own cut graph; a write (a new
+    snapshot generation) makes a new one."""
+    from eragraph.domain import graph_math as gm
+
+    engine = build()
+    made = []
+    real = gm.walk
+    monkeypatch.setattr(gm, "walk", lambda adjacency: made.append(adjacency.shape) or real(adjacency))
+    first = top_docs(engine, mode)
+    assert top_docs(engine, mode) == first and len(made) == 1
+    filtered_docs(engine, mode, {"notEquals": {"key": "doc_id", "value": "birth"}})
+    assert len(made) == 2
+    top_docs(engine, mode)
+    assert len(made) == 2
+    ingest(engine, [SourceDoc(source="mem://more", doc_id="more", text="Pierre Curie was born in Paris.")])
+    drain(engine)
+    top_docs(engine, mode)
+    assert len(made) == 3 and made[2][0] > made[0][0]

@@ -24,17 +24,44 @@ NeighboursMany = Callable[[Sequence[Hashable]], Mapping[Hashable, tuple[Sequence
 # ---------------------------------------------------------------- PageRank
 
 
-def ppr(adjacency: sp.spmatrix, personalization: np.ndarray, damping: float = 0.85,
+@dataclass(frozen=True)
+class Walk:
+    """The random walk of one graph: the transposed row-stochastic transition matrix and its
+    dangling nodes (no out-edges). Made once per graph (``walk``), it serves every
+    personalization of that graph (``ppr``)."""
+
+    transition_t: sp.csr_matrix
+    dangling: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return int(self.transition_t.shape[0])
+
+
+def walk(adjacency: sp.spmatrix) -> Walk:
+    """``adjacency[i, j]`` is the weight of the edge i -> j (symmetric for an undirected graph);
+    a walker follows an out-edge with probability proportional to its weight."""
+    import scipy.sparse as sp
+
+    a = sp.csr_matrix(adjacency, dtype=np.float64)
+    n = a.shape[0]
+    out = np.asarray(a.sum(axis=1)).reshape(-1)
+    dangling = out <= 0
+    inv = np.zeros(n)
+    inv[~dangling] = 1.0 / out[~dangling]
+    return Walk((sp.diags(inv) @ a).T.tocsr(), dangling)  # column-stochastic: x_new = T^T x
+
+
+def ppr(adjacency: sp.spmatrix | Walk, personalization: np.ndarray, damping: float = 0.85,
         tol: float = 1e-8, max_iter: int = 100) -> np.ndarray:
     """Personalized PageRank by sparse power iteration.
 
-    ``adjacency[i, j]`` is the weight of the edge i -> j (symmetric for an undirected graph).
-    A walker follows an out-edge with probability ``damping`` (proportional to its weight) and
-    restarts at the normalized ``personalization`` otherwise; a node without out-edges restarts
-    (the networkx convention for dangling nodes). Returns a probability vector."""
-    import scipy.sparse as sp
-
-    n = adjacency.shape[0]
+    ``adjacency``: the graph (see ``walk``), or its ``Walk`` made beforehand. A walker follows an
+    out-edge with probability ``damping`` (proportional to its weight) and restarts at the
+    normalized ``personalization`` otherwise; a node without out-edges restarts (the networkx
+    convention for dangling nodes). Returns a probability vector."""
+    w = adjacency if isinstance(adjacency, Walk) else walk(adjacency)
+    n = w.n
     p = np.asarray(personalization, dtype=np.float64).reshape(-1)
     if p.shape[0] != n:
         raise ValueError("personalization length must equal the number of nodes")
@@ -44,12 +71,7 @@ def ppr(adjacency: sp.spmatrix, personalization: np.ndarray, damping: float = 0.
     if total <= 0:
         raise ValueError("personalization has no mass")
     p = p / total
-    a = sp.csr_matrix(adjacency, dtype=np.float64)
-    out = np.asarray(a.sum(axis=1)).reshape(-1)
-    dangling = out <= 0
-    inv = np.zeros(n)
-    inv[~dangling] = 1.0 / out[~dangling]
-    transition_t = (sp.diags(inv) @ a).T.tocsr()  # column-stochastic: x_new = T^T x
+    transition_t, dangling = w.transition_t, w.dangling
     x = p.copy()
     for _ in range(max_iter):
         x_new = damping * (transition_t @ x + x[dangling].sum() * p) + (1.0 - damping) * p

@@ -81,6 +81,15 @@ class Snapshot:
                                  if index.embed_sentences else None)
         self.tri_adjacency = gm.bipartite_adjacency(self.contain)
         self.concept_adjacency = gm.bipartite_adjacency(self.contain, self.cooc)
+        self._walks: dict[str, gm.Walk] = {}
+
+    def walk(self, graph: str) -> gm.Walk:
+        """The random walk over ``tri_adjacency`` or ``concept_adjacency``, made on first use
+        and kept with the snapshot: a query without a filter does not rebuild it."""
+        w = self._walks.get(graph)
+        if w is None:
+            w = self._walks[graph] = gm.walk(getattr(self, graph))
+        return w
 
 
 def _matrix(vectors, ids, dim) -> np.ndarray:
@@ -145,13 +154,15 @@ class _View:
             self._cooc = c
         return self._cooc
 
-    def tri_adjacency(self):
-        return self.snap.tri_adjacency if self.allowed is None else gm.bipartite_adjacency(self.contain)
-
-    def concept_adjacency(self):
+    def tri_walk(self) -> gm.Walk:
         if self.allowed is None:
-            return self.snap.concept_adjacency
-        return gm.bipartite_adjacency(self.contain, self.cooc)
+            return self.snap.walk("tri_adjacency")
+        return gm.walk(gm.bipartite_adjacency(self.contain))
+
+    def concept_walk(self) -> gm.Walk:
+        if self.allowed is None:
+            return self.snap.walk("concept_adjacency")
+        return gm.walk(gm.bipartite_adjacency(self.contain, self.cooc))
 
     def top(self, scores: np.ndarray, n: int, positive: bool = False) -> list[tuple[str, float]]:
         """The n best allowed chunks by ``scores`` (chunk positions first)."""
@@ -259,7 +270,7 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
         personal = np.concatenate([np.maximum(pinit, 0.0), act])
         if personal.sum() <= 0:
             return _finish(engine, [], vector, k, budget, where)
-        scores = gm.ppr(view.tri_adjacency(), personal, gs.damping, tol=1e-7, max_iter=60)
+        scores = gm.ppr(view.tri_walk(), personal, gs.damping, tol=1e-7, max_iter=60)
         return _finish(engine, view.top(scores, k * DEFAULT_OVERFETCH), vector, k, budget, where)
     return _tri_graph_push(engine, vector, qvecs, k, budget, gs, chunk_filter_of(engine, where))
 
@@ -424,7 +435,7 @@ def concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: i
                 personal[n_p + i] += w
         if personal.sum() <= 0:
             return dense(engine, vector, k, budget, where)
-        scores = gm.ppr(view.concept_adjacency(), personal, gs.concept_damping, tol=1e-7, max_iter=60)
+        scores = gm.ppr(view.concept_walk(), personal, gs.concept_damping, tol=1e-7, max_iter=60)
         ranked = view.top(scores, k * DEFAULT_OVERFETCH, positive=True)
     else:
         ranked = _push({("e", e): w for e, w in weights.items()}, index.store, True, gs.concept_damping, gs,
