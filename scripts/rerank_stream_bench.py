@@ -162,7 +162,7 @@ def bench_routes(repeats: int, embedder: str = "minilm", k: int = 5, modes=("den
     with tempfile.TemporaryDirectory() as folder:
         import os
 
-        done = subprocess.run([sys.executable, "-m", "eragraph.cli", "ingest", str(samples / "corpus.jsonl"),
+        done = subprocess.run([sys.executable, "-m", "eragraph", "ingest", str(samples / "corpus.jsonl"),
                                "--store", folder, "--quiet", "--json"], env={**os.environ, **env},
                               capture_output=True, text=True)
         if done.returncode:

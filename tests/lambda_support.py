@@ -10,7 +10,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from eragraph.server import LocalContext
+from eragraph.entrypoints.http.server import LocalContext
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "tests" / "events"

@@ -26,14 +26,14 @@ def environment(**extra: str) -> dict[str, str]:
 
 
 def eragraph(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "eragraph.cli", *argv], env=environment(),
+    return subprocess.run([sys.executable, "-m", "eragraph", *argv], env=environment(),
                           capture_output=True, text=True, timeout=300)
 
 
 @contextmanager
 def serving(store: Path, *extra: str):
     """`eragraph serve --port 0` in its own process; yields its URL, stops it after."""
-    proc = subprocess.Popen([sys.executable, "-m", "eragraph.cli", "serve", "--store", str(store), "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "eragraph", "serve", "--store", str(store), "--port", "0",
                              "--quiet", *extra], env=environment(), stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()

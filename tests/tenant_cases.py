@@ -413,7 +413,7 @@ def mcp_ask(engines: Mapping[str, object]) -> Callable:
     every tenant. A call that fails fails the case."""
     from types import SimpleNamespace
 
-    from eragraph.mcp_server import build_server, event_response
+    from eragraph.entrypoints.mcp import build_server, event_response
 
     server = build_server(lambda tenant: engines[tenant])
     event = {"version": "2.0", "rawPath": "/mcp", "rawQueryString": "",
@@ -498,7 +498,7 @@ def kb_clients(engines: Mapping[str, object]) -> dict:
     from its JWT claim only (bootstrap.identity), the registry listing the others' ids."""
     from kb_support import kb_client, kb_event
 
-    from eragraph.api import make_app
+    from eragraph.entrypoints.http.api import make_app
     from eragraph.bootstrap.identity import TenantIdentity
 
     app = make_app(lambda tenant: engines[tenant], tenant_of=TenantIdentity(required=False, tag="").tenant,
@@ -642,7 +642,7 @@ def run_kb_stream_cases(engines: Mapping[str, object], corpus: Mapping[str, Sequ
     from botocore.config import Config
 
     from eragraph.domain.knowledge_base import knowledge_base_id
-    from eragraph.server import make_server
+    from eragraph.entrypoints.http.server import make_server
 
     rng = random.Random(seed)
     tenants = list(engines)

@@ -1,12 +1,12 @@
 """HTTP API (payload v2) -> query, documents, stats, health, and the MCP tools (POST /mcp:
-eragraph.mcp_server). The routes and the pydantic request model live in eragraph.api (shared
+eragraph.entrypoints.mcp). The routes and the pydantic request model live in eragraph.entrypoints.http.api (shared
 with the local `eragraph serve`); the OpenAPI schema they generate is kept in openapi.json. The
 caller's tenant comes from its identity (bootstrap.identity: ERAGRAPH_TENANT_CLAIM,
 ERAGRAPH_TENANT_TAG, ERAGRAPH_TENANT_REQUIRED)."""
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from eragraph.api import QueryRequest, make_app  # noqa: F401  (QueryRequest: the request schema)
+from eragraph.entrypoints.http.api import QueryRequest, make_app  # noqa: F401  (QueryRequest: the request schema)
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools, priced
 from eragraph.bootstrap.identity import TenantIdentity
 from eragraph.bootstrap.limits import api_limits
@@ -34,7 +34,7 @@ MCP = []  # the MCP server, built by the first POST /mcp: the other routes' cold
 
 def serve_mcp(event: dict, body: bytes, tenant: str):
     """POST /mcp: the MCP tools (stateless streamable HTTP, JSON) for the caller's tenant."""
-    from eragraph.mcp_server import build_server, event_response
+    from eragraph.entrypoints.mcp import build_server, event_response
 
     if not MCP:
         MCP.append(build_server(engine_of))

@@ -1,6 +1,6 @@
 """POST /retrieveAndGenerateStream on AWS: the Bedrock KB event stream, each frame sent as the
 generator writes it. Python Lambda has no native response streaming, so this function runs
-eragraph.server's ASGI app under uvicorn (run.sh) behind the Lambda Web Adapter (a layer;
+eragraph.entrypoints.http.server's ASGI app under uvicorn (run.sh) behind the Lambda Web Adapter (a layer;
 AWS_LWA_INVOKE_MODE=response_stream), fronted by a function URL in RESPONSE_STREAM mode with
 AWS_IAM auth. The caller's tenant comes from its identity only: the adapter's copy of the
 function URL's requestContext (authorizer.iam), read as the query function reads API Gateway's
@@ -10,7 +10,7 @@ The per-tenant rate limit is the query function's (ERAGRAPH_TENANT_RATE, ERAGRAP
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools, spend_publisher
 from eragraph.bootstrap.identity import TenantIdentity
 from eragraph.bootstrap.limits import api_limits
-from eragraph.server import ApiApp
+from eragraph.entrypoints.http.server import ApiApp
 
 # fails the init if a provider it uses is missing (found, not loaded: see the query function)
 LAMBDA_ENGINE.cold_start("embedder", "ner", "parser", "generator", load=False)

@@ -113,7 +113,7 @@ def test_a_throttled_bucket_table_answers_429_not_500(ddb):
 
 
 def _app(limits, admit, logger=None):
-    from eragraph.api import make_app
+    from eragraph.entrypoints.http.api import make_app
     from eragraph.bootstrap.identity import TenantIdentity
     from eragraph.bootstrap.memory import build_memory_engine
 
@@ -163,7 +163,7 @@ def test_the_answer_budget_is_capped():
 def test_the_default_budget_is_capped_too_when_answering():
     """A request without a budget uses the default (ERAGRAPH_TOKEN_BUDGET); with answer=true it
     is held to the cap as well, so a large default cannot bypass it."""
-    from eragraph.api import make_app
+    from eragraph.entrypoints.http.api import make_app
     from eragraph.bootstrap.identity import TenantIdentity
     from eragraph.bootstrap.memory import build_memory_engine
     from eragraph.services.ingest import SourceDoc, ingest

@@ -77,7 +77,7 @@ def stream_url(two_tenants, monkeypatch):
     identity that of the template (TenantRequired true, the request context trusted), tenants a
     and b tagged on the roles kb-reader-a and kb-reader-b."""
     from eragraph.bootstrap.aws import LAMBDA_ENGINE
-    from eragraph.server import ApiServer
+    from eragraph.entrypoints.http.server import ApiServer
 
     iam = boto3.client("iam", region_name="us-east-1")
     for tenant in ("a", "b"):

@@ -243,7 +243,7 @@ def test_iam_caller_gets_its_principal_tags_tenant(two_tenants, lambda_context):
 
 
 def test_required_tenant_refuses_a_caller_without_one(two_tenants, lambda_context):
-    from eragraph.api import make_app
+    from eragraph.entrypoints.http.api import make_app
     from eragraph.bootstrap.aws import LAMBDA_ENGINE
     from eragraph.bootstrap.identity import TenantIdentity
 

@@ -31,10 +31,10 @@ NEEDS_SPACY = {
 }
 # Functions that read documents (PDF, DOCX, HTML: providers.extractors.PACKAGES) and why.
 NEEDS_READERS = {"IngestFunction": "reads the S3 objects: PDF (pypdf), DOCX (python-docx), HTML (lxml)"}
-# Functions that serve MCP (eragraph.mcp_server, imported by the first POST /mcp) and the packages.
+# Functions that serve MCP (eragraph.entrypoints.mcp, imported by the first POST /mcp) and the packages.
 NEEDS_MCP = {"QueryFunction": "POST /mcp: the MCP tools over streamable HTTP"}
 MCP_PACKAGES = ("mcp", "mcp_types", "anyio", "starlette", "httpx2")
-# Functions that run eragraph.server's ASGI app behind the Lambda Web Adapter, and the server it needs
+# Functions that run eragraph.entrypoints.http.server's ASGI app behind the Lambda Web Adapter, and the server it needs
 # (uvicorn and its dependencies, from the function's own requirements.txt).
 NEEDS_ASGI = {"StreamFunction": "POST /retrieveAndGenerateStream: uvicorn serves the app the adapter forwards to"}
 ASGI_PACKAGES = ("uvicorn", "h11", "click")
@@ -206,7 +206,7 @@ def test_core_layer_is_the_handlers_import_closure():
     shipped = {p.relative_to(python).as_posix() for p in python.rglob("*")
                if p.is_file() and "__pycache__" not in p.parts}
     assert shipped == expected, {"extra": sorted(shipped - expected), "missing": sorted(expected - shipped)}
-    assert (python / "eragraph/server.py").is_file()  # the stream function's ASGI app
-    for unused in ("eragraph/cli.py", "eragraph/bench", "eragraph/training",
+    assert (python / "eragraph/entrypoints/http/server.py").is_file()  # the stream function's ASGI app
+    for unused in ("eragraph/entrypoints/cli", "eragraph/bench", "eragraph/training",
                    "eragraph/adapters/local", "eragraph/samples"):
         assert not (python / unused).exists(), unused

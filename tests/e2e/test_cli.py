@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from eragraph.cli import main
+from eragraph.entrypoints.cli.app import main
 
 GOOD = {
     "a.txt": "The Danube rises in the Black Forest. It flows through Vienna and Budapest to the Black Sea.",

@@ -32,7 +32,7 @@ def environment(**extra: str) -> dict[str, str]:
 
 def eragraph(*argv: str, env: dict[str, str] | None = None, timeout: float = 300, **kwargs
              ) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "eragraph.cli", *argv], env=env or environment(),
+    return subprocess.run([sys.executable, "-m", "eragraph", *argv], env=env or environment(),
                           capture_output=True, text=True, timeout=timeout, **kwargs)
 
 
@@ -57,7 +57,7 @@ def closed_stdout_run(argv: list[str]) -> tuple[int, str]:
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
-        proc = subprocess.run([sys.executable, "-m", "eragraph.cli", *argv], env=environment(), stdout=write_end,
+        proc = subprocess.run([sys.executable, "-m", "eragraph", *argv], env=environment(), stdout=write_end,
                               stderr=subprocess.PIPE, text=True, timeout=300)
     finally:
         os.close(write_end)
@@ -78,7 +78,7 @@ def test_a_closed_stdout_ends_the_command_quietly(store, argv):
 
 def test_head_of_a_long_output_has_no_traceback(store):
     """A real `| head -n 1` of the JSON output (many lines), three times."""
-    command = (f"{sys.executable} -m eragraph.cli query 'river delta harbour' --store '{store}' --json --k 20 "
+    command = (f"{sys.executable} -m eragraph.entrypoints.cli query 'river delta harbour' --store '{store}' --json --k 20 "
                f"| head -n 1")
     for _ in range(3):
         proc = subprocess.run(["bash", "-c", command], env=environment(), capture_output=True, text=True, timeout=300)
@@ -160,7 +160,7 @@ def test_a_file_or_a_plain_folder_is_not_a_store(tmp_path):
 
 
 def test_version_and_help_lines():
-    from eragraph.cli import package_version
+    from eragraph.entrypoints.cli.app import package_version
 
     out = eragraph("--version")
     assert out.returncode == 0 and out.stdout.strip() == f"eragraph {package_version()}"
@@ -227,7 +227,7 @@ def test_a_query_loads_only_what_its_mode_needs_and_says_when_loading_dominated(
     assert eragraph("ingest", str(docs), "--store", store, "--quiet", env=env).returncode == 0
 
     def timed_query(mode: str, *flags: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-X", "importtime", "-m", "eragraph.cli", "query",
+        return subprocess.run([sys.executable, "-X", "importtime", "-m", "eragraph", "query",
                                "Which river flows through Warsaw?", "--store", store, "--mode", mode, *flags],
                               env=env, capture_output=True, text=True, timeout=300)
 
@@ -247,7 +247,7 @@ def test_the_serve_hint_is_one_stderr_line_and_never_with_json_or_quiet(tmp_path
     """In process, with loading made slow: the hint's wording and when it is left out."""
     import time
 
-    from eragraph import cli
+    from eragraph.entrypoints.cli import app as cli
 
     for k, v in environment().items():
         if k.startswith("ERAGRAPH_"):

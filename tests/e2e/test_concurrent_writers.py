@@ -42,7 +42,7 @@ def test_ingest_processes_lose_no_vector(tmp_path, monkeypatch, prefixes, shared
     for prefix in prefixes:
         files.append(tmp_path / f"{prefix}.jsonl")
         corpus(files[-1], prefix, own, shared)
-    procs = [subprocess.Popen([sys.executable, "-m", "eragraph.cli", "ingest", str(f), "--store", str(store),
+    procs = [subprocess.Popen([sys.executable, "-m", "eragraph", "ingest", str(f), "--store", str(store),
                                "--json", "--quiet"], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for f in files]
     outs = [p.communicate(timeout=600) for p in procs]

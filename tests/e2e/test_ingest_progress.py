@@ -9,7 +9,7 @@ import json
 
 from support import make_engine
 
-from eragraph import cli
+from eragraph.entrypoints.cli import app as cli
 from eragraph.services.sources import iter_sources
 
 

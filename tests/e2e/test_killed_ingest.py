@@ -117,7 +117,7 @@ BIG_AT = [float(x) for x in os.environ.get("ERAGRAPH_KILL_BIG_AT", "0.2,0.4,0.6,
 
 @pytest.mark.skipif(not BIG_DOCS, reason="set ERAGRAPH_KILL_BIG_DOCS (e.g. 1500) for the large run")
 def test_killed_large_ingest_recovers_on_the_next_run(tmp_path, cli_env):
-    """A ``python -m eragraph.cli ingest`` of ERAGRAPH_KILL_BIG_DOCS documents (a fresh
+    """A ``python -m eragraph ingest`` of ERAGRAPH_KILL_BIG_DOCS documents (a fresh
     interpreter each time, as a user runs it), SIGKILLed at each of ERAGRAPH_KILL_BIG_AT (fractions
     of a clean run's time) after its start, then run again: the digest equals a clean run's, no
     node lacks its vector and no work marker is left."""
@@ -131,7 +131,7 @@ def test_killed_large_ingest_recovers_on_the_next_run(tmp_path, cli_env):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root / "shared"), os.environ.get("PYTHONPATH", "")])}
 
     def command(store):
-        return [sys.executable, "-m", "eragraph.cli", *ingest_argv(corpus, store)]
+        return [sys.executable, "-m", "eragraph", *ingest_argv(corpus, store)]
 
     clean = tmp_path / "clean"
     started = time.perf_counter()

@@ -50,7 +50,7 @@ def store(tmp_path_factory):
 
 
 def stdio(store, *extra: str) -> Client:
-    return Client(StdioServerParameters(command=sys.executable, args=["-m", "eragraph.cli", "mcp", "--store",
+    return Client(StdioServerParameters(command=sys.executable, args=["-m", "eragraph", "mcp", "--store",
                                                                       str(store), *extra], env=environment()))
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from eragraph.cli import main
+from eragraph.entrypoints.cli.app import main
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

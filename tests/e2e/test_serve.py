@@ -16,7 +16,7 @@ from lambda_support import LambdaContext, event, load_handler
 pytest.importorskip("aws_lambda_powertools")
 
 from eragraph.bootstrap import build_engine  # noqa: E402
-from eragraph.cli import main  # noqa: E402
+from eragraph.entrypoints.cli.app import main  # noqa: E402
 from eragraph.config import Settings  # noqa: E402
 from eragraph.services import resummarize  # noqa: E402
 from eragraph.services.ingest import SourceDoc, ingest  # noqa: E402
@@ -29,7 +29,7 @@ TEXT = ("Comet observers at the mountain observatory used the great telescope to
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """A local store with a few documents, served on 127.0.0.1:<free port> from a thread."""
-    from eragraph.server import make_server
+    from eragraph.entrypoints.http.server import make_server
 
     store = tmp_path_factory.mktemp("served")
     engine = build_engine("local", store, Settings(embedder="hash", s_min=2, s_max=3, n_planes=8,

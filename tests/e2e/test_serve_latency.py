@@ -18,7 +18,7 @@ from eragraph.config import Settings  # noqa: E402
 
 
 def test_keep_alive_health_requests_take_milliseconds(tmp_path):
-    from eragraph.server import make_server
+    from eragraph.entrypoints.http.server import make_server
 
     engine = build_engine("local", tmp_path, Settings(embedder="hash", embed_cache=False))
     server = make_server(engine, "127.0.0.1", 0)

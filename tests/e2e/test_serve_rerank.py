@@ -27,7 +27,7 @@ class Reversed:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    from eragraph.server import make_server
+    from eragraph.entrypoints.http.server import make_server
 
     engine = build_engine("local", tmp_path_factory.mktemp("rr"), Settings(embedder="hash", s_min=2, s_max=3,
                                                                              n_planes=8, embed_cache=False))

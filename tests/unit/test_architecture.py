@@ -14,17 +14,17 @@ REPO = Path(__file__).resolve().parents[2]
 SRC = REPO / "shared"
 HANDLER_MAX_LINES = 80
 
-# domain < ports < adapters/providers < services < bootstrap < api/server < bench/training < cli
+# domain < ports < adapters/providers < services < bootstrap < entrypoints < bench/training < cli:
+# each floor is a package (the longest prefix names a module's floor), never a module list
 FLOORS = (
-    (0, ("eragraph", "eragraph.config", "eragraph.validation", "eragraph.domain")),
+    (0, ("eragraph", "eragraph.config", "eragraph.domain")),
     (1, ("eragraph.ports", "eragraph.ports_entity")),
     (2, ("eragraph.adapters", "eragraph.providers")),
     (3, ("eragraph.services",)),
     (4, ("eragraph.bootstrap",)),
-    (5, ("eragraph.api", "eragraph.server", "eragraph.mcp_server", "eragraph.bedrock_kb",
-          "eragraph.eventstream")),
+    (5, ("eragraph.entrypoints",)),
     (6, ("eragraph.bench", "eragraph.training")),
-    (7, ("eragraph.cli",)),
+    (7, ("eragraph.entrypoints.cli", "eragraph.__main__")),
 )
 ENV_READERS = ("eragraph.config", "eragraph.bootstrap")
 
@@ -131,12 +131,12 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_checker_sees_imports_inside_functions():
-    tree = ast.parse("def f():\n    from .modes import MODES\n    import eragraph.cli\n"
+    tree = ast.parse("def f():\n    from .modes import MODES\n    import eragraph.entrypoints.cli\n"
                      "if TYPE_CHECKING:\n    from .engine import Engine\n")
     TREES["eragraph.services.__probe__"] = tree
     MODULES["eragraph.services.__probe__"] = SRC / "eragraph/services/__probe__.py"
     try:
-        assert imports_of("eragraph.services.__probe__") == {"eragraph.services.modes", "eragraph.cli"}
+        assert imports_of("eragraph.services.__probe__") == {"eragraph.services.modes", "eragraph.entrypoints.cli"}
     finally:
         del TREES["eragraph.services.__probe__"], MODULES["eragraph.services.__probe__"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]

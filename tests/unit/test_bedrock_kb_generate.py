@@ -1,5 +1,5 @@
 """RetrieveAndGenerate with boto3's ``bedrock-agent-runtime`` client, unchanged, against the
-shared resolver (eragraph.api.make_app, what `eragraph serve` and the query function run): a
+shared resolver (eragraph.entrypoints.http.api.make_app, what `eragraph serve` and the query function run): a
 ``before-send`` hook hands each prepared request to the resolver as a payload v2 event. The
 generator is a stand-in that cites its first piece of evidence; without one the request is a
 ValidationException that says so."""
@@ -16,7 +16,7 @@ from support import make_engine
 
 pytest.importorskip("aws_lambda_powertools")
 
-from eragraph.api import make_app  # noqa: E402
+from eragraph.entrypoints.http.api import make_app  # noqa: E402
 from eragraph.domain.knowledge_base import knowledge_base_id  # noqa: E402
 from eragraph.ports import Answer  # noqa: E402
 from eragraph.services import ingest  # noqa: E402
@@ -135,7 +135,7 @@ def test_the_stream_frames_leave_as_the_generator_writes(kb_engine):
     from botocore.eventstream import EventStream
     from botocore.parsers import EventStreamJSONParser
 
-    from eragraph.bedrock_kb import retrieve_and_generate_stream, service_model
+    from eragraph.entrypoints.bedrock_kb.runtime import retrieve_and_generate_stream, service_model
 
     kb_engine.generator = SlowStreamingGenerator()
     frames = retrieve_and_generate_stream(kb_engine, request(knowledge_base_id("")))
@@ -161,12 +161,12 @@ def test_the_stream_frames_leave_as_the_generator_writes(kb_engine):
 
 
 def test_serve_streams_the_first_event_before_the_generator_finishes(kb_engine):
-    """boto3's retrieve_and_generate_stream against the real ASGI server (eragraph.server),
+    """boto3's retrieve_and_generate_stream against the real ASGI server (eragraph.entrypoints.http.server),
     read event by event."""
     import threading
     import time
 
-    from eragraph.server import make_server
+    from eragraph.entrypoints.http.server import make_server
 
     kb_engine.generator = SlowStreamingGenerator()
     server = make_server(kb_engine, port=0)
@@ -220,7 +220,7 @@ def test_a_failed_model_call_is_a_dependency_failure_not_a_500(kb_engine):
     from botocore.eventstream import EventStream
     from botocore.parsers import EventStreamJSONParser
 
-    from eragraph.bedrock_kb import retrieve_and_generate_stream, service_model
+    from eragraph.entrypoints.bedrock_kb.runtime import retrieve_and_generate_stream, service_model
 
     kb_engine.generator = FailingGenerator()
     client = client_of(kb_engine)
@@ -228,7 +228,7 @@ def test_a_failed_model_call_is_a_dependency_failure_not_a_500(kb_engine):
         client.retrieve_and_generate(**request(knowledge_base_id("")))
     assert "the model broke" in str(info.value)
 
-    from eragraph.bedrock_kb import KbError
+    from eragraph.entrypoints.bedrock_kb.runtime import KbError
 
     with pytest.raises(KbError) as before:
         next(retrieve_and_generate_stream(kb_engine, request(knowledge_base_id(""))))

@@ -1,5 +1,5 @@
 """BedrockGenerator.stream over ConverseStream, against a real boto3 bedrock-runtime client whose
-HTTP reply is an AWS event stream framed byte for byte (eragraph.eventstream): botocore's own event-stream parser
+HTTP reply is an AWS event stream framed byte for byte (eragraph.entrypoints.bedrock_kb.eventstream): botocore's own event-stream parser
 decodes it, so the frames, the order of pieces and the metadata token counts are the real path."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import json
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from eragraph.eventstream import event, exception
+from eragraph.entrypoints.bedrock_kb.eventstream import event, exception
 from eragraph.ports import Answer
 from eragraph.providers.bedrock import BedrockGenerator, make_client
 from eragraph.providers.prompts import ModelCallError
@@ -20,7 +20,7 @@ EVIDENCE = [("chk-aaa111", "Marie Curie won two Nobel prizes."), ("sum-bbb222", 
 
 
 def frame(event_type: str, payload: dict, message_type: str = "event") -> bytes:
-    """One event-stream message, framed by eragraph.eventstream (prelude, headers, CRCs)."""
+    """One event-stream message, framed by eragraph.entrypoints.bedrock_kb.eventstream (prelude, headers, CRCs)."""
     return event(event_type, payload) if message_type == "event" else exception(event_type, payload["message"])
 
 

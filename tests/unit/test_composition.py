@@ -148,7 +148,7 @@ def test_the_lambda_code_paths_import_no_scipy():
         "import sys\n"
         "sys.modules['scipy'] = None\n"  # any import of scipy now raises ImportError
         "import eragraph.bootstrap.aws, eragraph.services.graph_query, eragraph.services.reindex\n"
-        "import eragraph.services.invariants, eragraph.services.routing, eragraph.api\n"
+        "import eragraph.services.invariants, eragraph.services.routing, eragraph.entrypoints.http.api\n"
         "import eragraph.adapters.aws.entity_dynamodb, eragraph.domain.graph_math\n"
         "from eragraph.ports_entity import build_matrices\n"
         "m = build_matrices(1, [('paris', 'c1', 2), ('curie', 'c1', 1)], [('c1#s0', 'paris')], [('curie', 'paris', 1)])\n"

@@ -1,4 +1,4 @@
-"""The event stream encoder (eragraph.eventstream) read back by botocore's own decoder and by
+"""The event stream encoder (eragraph.entrypoints.bedrock_kb.eventstream) read back by botocore's own decoder and by
 boto3's EventStream over the RetrieveAndGenerateStream output shape: the events come out as the
 client's dicts, in order, and a corrupted byte is caught by the checksums."""
 
@@ -9,7 +9,7 @@ import pytest
 from botocore.eventstream import ChecksumMismatch, EventStream, EventStreamBuffer
 from botocore.parsers import EventStreamJSONParser
 
-from eragraph.eventstream import event, exception
+from eragraph.entrypoints.bedrock_kb.eventstream import event, exception
 
 
 class _Raw:

@@ -1,4 +1,4 @@
-"""eragraph.mcp_server through the MCP SDK's client, in process: the answer tool exists only with
+"""eragraph.entrypoints.mcp through the MCP SDK's client, in process: the answer tool exists only with
 a generator and answers from the retrieved evidence; a server without a bound tenant answers a
 request that carries none with a tool error; a failure inside a tool is a tool error, and the
 server goes on answering."""
@@ -14,7 +14,7 @@ pytest.importorskip("mcp")
 
 from mcp import Client  # noqa: E402
 
-from eragraph.mcp_server import build_server  # noqa: E402
+from eragraph.entrypoints.mcp import build_server  # noqa: E402
 from eragraph.ports import Answer  # noqa: E402
 from eragraph.services.ingest import ingest  # noqa: E402
 from support import make_engine, synthetic_docs  # noqa: E402

@@ -197,7 +197,7 @@ def http_client(url: str) -> Callable[[str, str], None]:
 
 
 def start_server(store: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "eragraph.cli", "serve", "--store", str(store), "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "eragraph", "serve", "--store", str(store), "--port", "0",
                              "--quiet"], env=env, stderr=subprocess.PIPE, text=True)
     line = proc.stderr.readline()
     found = re.search(r"on (http://127\.0\.0\.1:\d+) ", line)
@@ -229,7 +229,7 @@ class Writer(threading.Thread):
                 for row in synthetic_rows(self.batch, self.seed + 1000 + n, prefix=f"w{n}-"):
                     fh.write(json.dumps(row) + "\n")
             started = time.perf_counter()
-            out = subprocess.run([sys.executable, "-m", "eragraph.cli", "ingest", str(path), "--store",
+            out = subprocess.run([sys.executable, "-m", "eragraph", "ingest", str(path), "--store",
                                   str(self.store), "--quiet"], env=self.env, capture_output=True, text=True)
             self.runs.append(time.perf_counter() - started)
             if out.returncode != 0:
@@ -342,7 +342,7 @@ def lambda_target(args: Any, settings: Any) -> dict:
     from moto.core.botocore_stubber import BotocoreStubber
 
     from ..bootstrap.aws import LAMBDA_ENGINE, function_environment
-    from ..server import LocalContext, http_event
+    from ..entrypoints.http.server import LocalContext, http_event
     from ..services.ingest import SourceDoc, ingest
     from ..services.resummarize import drain
     from .scale import moto_engine, questions, synthetic_rows

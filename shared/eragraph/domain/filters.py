@@ -277,7 +277,7 @@ def _scalar_ok(v: Any) -> bool:
 
 
 def _value(op: str, value: Any, where: str) -> Any:
-    from ..validation import shown
+    from .validation import shown
 
     if op in RANGES:
         if not _is_number(value) or not math.isfinite(value):
@@ -299,7 +299,7 @@ def _value(op: str, value: Any, where: str) -> Any:
 
 
 def _message(exc: ValidationError) -> str:
-    from ..validation import describe
+    from .validation import describe
 
     lines = []
     for error in exc.errors(include_url=False)[:5]:

@@ -2,7 +2,7 @@
 direct invoke is ReindexRequest itself (``{"stuck_after_seconds": 600}``, or ``{}``); the
 schedule's event is an EventBridge envelope whose ``detail`` is one (the schedule sends
 ``{}``). Unknown keys, wrong types or a negative value are an error naming the field and the
-rule (eragraph.validation), before any work."""
+rule (eragraph.domain.validation), before any work."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from aws_lambda_powertools.utilities.parser.models import EventBridgeModel
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...domain.tenants import ID_PATTERN, MAX_LENGTH
-from ...validation import describe_all
+from ...domain.validation import describe_all
 
 TENANT_ID = f"^{ID_PATTERN}$"
 

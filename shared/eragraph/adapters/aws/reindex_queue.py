@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...domain.audit import AuditProgress
 from ...domain.tenants import ID_PATTERN, MAX_LENGTH
-from ...validation import describe_all
+from ...domain.validation import describe_all
 
 TYPE = "TenantAudit"
 

@@ -19,8 +19,8 @@ tenant is ResourceNotFoundException. Needs the ``aws`` extra (botocore).
 
 RetrieveAndGenerate answers with the engine's generator (on AWS, the Bedrock model ``modelArn``
 names, if the deployment allows it: ``check_generate``); RetrieveAndGenerateStream's frames
-(``retrieve_and_generate_stream``, framed by eragraph.eventstream) are sent as they are made by
-eragraph.server's ASGI app: under ``eragraph serve``, and on AWS in the stream function (a
+(``retrieve_and_generate_stream``, framed by eragraph.entrypoints.bedrock_kb.eventstream) are sent as they are made by
+eragraph.entrypoints.http.server's ASGI app: under ``eragraph serve``, and on AWS in the stream function (a
 function URL in RESPONSE_STREAM mode, the Lambda Web Adapter running that app: Python Lambda has
 no native response streaming, and the API Gateway function answers whole responses only)."""
 
@@ -35,14 +35,14 @@ from functools import lru_cache
 from typing import Any
 
 from . import eventstream
-from .domain.knowledge_base import knowledge_base_id, tenant_of
-from .domain.model import BadInputError
-from .domain.rerank import RerankSpec
-from .ports import Answer
-from .providers.prompts import ModelCallError
-from .services import query as query_service
-from .services.generation import stream_answer
-from .services.engine import Engine
+from ...domain.knowledge_base import knowledge_base_id, tenant_of
+from ...domain.model import BadInputError
+from ...domain.rerank import RerankSpec
+from ...ports import Answer
+from ...providers.prompts import ModelCallError
+from ...services import query as query_service
+from ...services.generation import stream_answer
+from ...services.engine import Engine
 
 SERVICE = "bedrock-agent-runtime"
 DEFAULT_MODE = "auto"          # the mode of a Retrieve without overrideSearchType

@@ -16,9 +16,9 @@ from pathlib import Path
 from collections.abc import Iterable
 from typing import Any
 
-from .config import ProcessSettings, Settings, settings_from_env
-from .domain.model import EragraphError
-from .services.modes import MODES, mode_names
+from ...config import ProcessSettings, Settings, settings_from_env
+from ...domain.model import EragraphError
+from ...services.modes import MODES, mode_names
 
 BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters", "load")
 DEFAULT_STORE = "eragraph-store"
@@ -89,7 +89,7 @@ def new_or_existing_store(store: str | Path) -> Path:
 
 def _engine(args: argparse.Namespace, settings: Settings | None = None, create: bool = False):
     """The local engine over ``args.store``; only ``create`` (ingest, demo) may make the store."""
-    from .bootstrap import build_engine
+    from ...bootstrap import build_engine
 
     path = new_or_existing_store(args.store) if create else existing_store(args.store)
     tenant = _tenant(args)
@@ -106,7 +106,7 @@ def _engine(args: argparse.Namespace, settings: Settings | None = None, create: 
 
 def _tenant(args: argparse.Namespace) -> str:
     """``--tenant`` validated ("" the default tenant)."""
-    from .domain.tenants import TenantError, check_tenant
+    from ...domain.tenants import TenantError, check_tenant
 
     tenant = getattr(args, "tenant", None) or ""
     if not tenant:
@@ -124,7 +124,7 @@ def _writing(store: str | Path, create: bool = False):
     (queries take no lock and keep working). Only ``create`` (ingest, demo) may make the store."""
     from filelock import Timeout
 
-    from .adapters.local.files import writer_lock
+    from ...adapters.local.files import writer_lock
 
     path = new_or_existing_store(store) if create else existing_store(store)
     path.mkdir(parents=True, exist_ok=True)
@@ -141,7 +141,7 @@ def _writing(store: str | Path, create: bool = False):
 
 
 def _text_key(doc_id: str) -> str:
-    from .services.sources import text_key
+    from ...services.sources import text_key
 
     return text_key(doc_id)
 
@@ -155,7 +155,7 @@ def count_inputs(paths: Iterable[str | Path], csv_rows: bool = False) -> int:
     other file or missing path; folders walked as ingest walks them. One quick read of each
     JSONL (and CSV) file, for the progress bar's total (a CSV field spanning lines counts
     each line: the total is corrected at the end)."""
-    from .services.sources import iter_files
+    from ...services.sources import iter_files
 
     n = 0
     for path in iter_files(paths):
@@ -175,7 +175,7 @@ def count_inputs(paths: Iterable[str | Path], csv_rows: bool = False) -> int:
 
 def input_bytes(paths: Iterable[str | Path]) -> int:
     """The bytes of every file under ``paths`` (stat only), for the progress bar's byte total."""
-    from .services.sources import iter_files
+    from ...services.sources import iter_files
 
     total = 0
     for path in iter_files(paths):
@@ -384,8 +384,8 @@ def ingest_docs(engine, docs: Iterable, args, total: int | None = None,
     as done). ``documents_read`` counts the documents the iterable gave. Layers an earlier run
     left dirty (it died before its drain ended) are announced again first, so the same command
     run again recovers."""
-    from .services import ingest as ingest_service
-    from .services import resummarize
+    from ...services import ingest as ingest_service
+    from ...services import resummarize
 
     seen = 0
 
@@ -432,8 +432,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from .providers.extractors import ReadLimits
-    from .services.sources import CsvMapping, iter_sources
+    from ...providers.extractors import ReadLimits
+    from ...services.sources import CsvMapping, iter_sources
 
     engine = _engine(args, create=True)
     errors: list[dict[str, str]] = []
@@ -447,7 +447,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     for tenant, tenant_docs in sorted(others.items()):
         args.tenant = tenant
         _merge_counts(out, ingest_docs(_engine(args, create=True), tenant_docs, args))
-    from .services import doc_status
+    from ...services import doc_status
     doc_status.record_failures(engine, errors)  # the readers' refusals (the ingest records its own)
     out["errors"] = errors + out["errors"]
     for err in out["errors"]:
@@ -494,13 +494,13 @@ def _merge_counts(out: dict, more: dict) -> None:
 
 def cmd_tenants(args: argparse.Namespace) -> int:
     """List the store's tenants, or delete one (``--delete ID``) with its counts."""
-    from .bootstrap.tenancy import Tenancy
-    from .domain.tenants import TenantError, check_tenant
+    from ...bootstrap.tenancy import Tenancy
+    from ...domain.tenants import TenantError, check_tenant
 
     path = existing_store(args.store)
     tenancy = Tenancy("local", store=path, settings=_settings(args))
     if not args.delete:
-        from .domain.knowledge_base import knowledge_base_id
+        from ...domain.knowledge_base import knowledge_base_id
 
         names = tenancy.tenants()
         ids = {name: knowledge_base_id(name) for name in ["", *names]}  # "" is the default tenant
@@ -571,7 +571,7 @@ def query_server(url: str, body: dict, timeout: float = 120.0) -> tuple[int, dic
 
 def query_filter(expressions: list[str] | None):
     """The --filter flags as one filter (all must hold), or a usage error naming the bad one."""
-    from .domain.filters import FilterError, combine, parse_expression
+    from ...domain.filters import FilterError, combine, parse_expression
 
     try:
         return combine([parse_expression(e) for e in expressions or ()])
@@ -585,7 +585,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         raise CommandError("query: --stream prints the answer as it is written from a local --store; it does not "
                            "combine with " + ("--server" if args.server else "--json"), EXIT_USAGE)
     if args.server:
-        from .domain.filters import to_json
+        from ...domain.filters import to_json
 
         body = {"query": args.text, "mode": args.mode, "answer": args.answer}
         if args.rerank is not None:
@@ -605,8 +605,8 @@ def cmd_query(args: argparse.Namespace) -> int:
     if not args.store:
         raise CommandError("query: give --store DIR (or ERAGRAPH_STORE), or --server URL of a running "
                            "`eragraph serve` (or ERAGRAPH_SERVER)", EXIT_USAGE)
-    from .domain.rerank import RerankSpec
-    from .services.query import query
+    from ...domain.rerank import RerankSpec
+    from ...services.query import query
 
     started = time.perf_counter()
     engine = _engine(args)
@@ -664,7 +664,7 @@ def preload(engine, mode: str) -> None:
     if "entities" in spec.spacy and engine.entities is not None:
         wanted.append(engine.entities.extractor)
     if "parse" in spec.spacy:
-        from .services.routing import router_of
+        from ...services.routing import router_of
 
         if router_of(engine).needs_parse:  # weights on text+vector inputs never parse
             wanted.append(engine.question_parser)
@@ -680,7 +680,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn  # noqa: F401 (the server's)
 
-        from .server import make_server
+        from ..http.server import make_server
     except ImportError as exc:
         raise CommandError(f"serve needs the aws extra (powertools, pydantic) and the local extra (uvicorn): "
                            f"{exc}") from None
@@ -699,10 +699,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    """Serve the store's tools over MCP on stdin/stdout (eragraph.mcp_server), bound to --tenant."""
+    """Serve the store's tools over MCP on stdin/stdout (eragraph.entrypoints.mcp), bound to --tenant."""
     existing_store(args.store)
     try:
-        from .mcp_server import build_server, run_stdio
+        from ..mcp import build_server, run_stdio
     except ImportError as exc:
         raise CommandError(f"mcp needs the mcp extra (pip install 'eragraph[mcp]'): {exc}") from None
     engine = _engine(args)
@@ -718,7 +718,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
-    from .services import remove, resummarize
+    from ...services import remove, resummarize
 
     engine = _engine(args)
     started = time.perf_counter()
@@ -754,7 +754,7 @@ def recorded_embedder(store: Path) -> str | None:
     """The ERAGRAPH_EMBEDDER choice a local store was built with (from the embedder id its
     hyperplanes record), or None when it records none or one this cannot name (or has no graph:
     it is not created here)."""
-    from .adapters.local.graph_sqlite import SqliteGraphStore
+    from ...adapters.local.graph_sqlite import SqliteGraphStore
 
     if not (store / STORE_MARK).is_file():
         return None
@@ -776,10 +776,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
     vectors' dimension), whatever ERAGRAPH_EMBEDDER says; stats take no provider flags."""
     from dataclasses import replace
 
-    from .services.stats import stats
+    from ...services.stats import stats
 
     settings = _settings(args)
-    from .bootstrap.local import tenant_store
+    from ...bootstrap.local import tenant_store
 
     built_with = recorded_embedder(tenant_store(existing_store(args.store), _tenant(args)))
     engine = _engine(args, replace(settings, embedder=built_with) if built_with else settings)
@@ -806,11 +806,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     counts of each state under --prefix with the documents listed. Read only, like stats."""
     from dataclasses import replace
 
-    from .api import document_json
-    from .bootstrap.local import tenant_store
-    from .domain.doc_status import STATES
-    from .domain.ids import document_id_for_source
-    from .services import doc_status
+    from ..http.api import document_json
+    from ...bootstrap.local import tenant_store
+    from ...domain.doc_status import STATES
+    from ...domain.ids import document_id_for_source
+    from ...services import doc_status
 
     settings = _settings(args)
     built_with = recorded_embedder(tenant_store(existing_store(args.store), _tenant(args)))
@@ -835,7 +835,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def stored_sources(engine, skipped: list[str] | None = None):
     """The store's documents as SourceDocs, their texts read from the blob store one at a time
     (a document without stored text is skipped and its id appended to ``skipped``)."""
-    from .services.ingest import SourceDoc
+    from ...services.ingest import SourceDoc
 
     for doc in engine.graph.list_documents():
         try:
@@ -857,7 +857,7 @@ def cmd_rebuild(args: argparse.Namespace) -> int:
     target = Path(args.into) if args.into else Path(tempfile.mkdtemp(prefix="eragraph-rebuild-"))
     if target.exists() and any(target.iterdir()):
         raise CommandError(f"{target} is not empty; choose an empty --into folder", EXIT_USAGE)
-    from .bootstrap import build_engine
+    from ...bootstrap import build_engine
 
     fresh = build_engine("local", target, replace(engine.settings, embed_cache=False))
     skipped: list[str] = []
@@ -883,7 +883,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def _cmd_reindex(args: argparse.Namespace) -> int:
-    from .services import reindex
+    from ...services import reindex
 
     engine = _engine(args)
     out = reindex.run(engine, stuck_after=args.stuck_after)
@@ -940,8 +940,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .services.query import query
-    from .services.sources import iter_sources
+    from ...services.query import query
+    from ...services.sources import iter_sources
 
     sample = Path(__file__).parent / "samples"
     args.store = args.store or DEFAULT_STORE
@@ -973,7 +973,7 @@ def package_version() -> str:
     try:
         return version("eragraph")
     except PackageNotFoundError:
-        from . import __version__
+        from ... import __version__
 
         return __version__
 
@@ -1121,14 +1121,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     router = sub.add_parser("router", help="the auto retrieval router (train)")
     router_sub = router.add_subparsers(dest="router_command", required=True)
-    from .training import router as router_training
+    from ...training import router as router_training
 
     router_training.add_parser(router_sub).set_defaults(func=cmd_router_train)
     return parser
 
 
 def cmd_router_train(args: argparse.Namespace) -> int:
-    from .training import router as router_training
+    from ...training import router as router_training
 
     router_training.run(args)
     return 0
@@ -1168,7 +1168,7 @@ def _fail(message: str, status: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit status (EXIT_HELP lists them)."""
-    from .services.summary_search import BadQueryError
+    from ...services.summary_search import BadQueryError
 
     try:
         parser = build_parser()

@@ -1,8 +1,8 @@
 """The HTTP query API (payload v2): POST /query, GET /documents/{id}, GET /stats, GET /health, and
-POST /mcp when given an MCP server (eragraph.mcp_server).
+POST /mcp when given an MCP server (eragraph.entrypoints.mcp).
 
 One definition serves both the API Gateway function (functions/query/app.py) and the local warm
-server (``eragraph serve``, eragraph.server): ``make_app`` builds the powertools resolver over an
+server (``eragraph serve``, eragraph.entrypoints.http.server): ``make_app`` builds the powertools resolver over an
 engine getter, so both validate requests with the same pydantic model and answer with the same
 JSON and the same 4xx errors. Requests are validated from the models below; the OpenAPI schema
 they generate is kept in functions/query/openapi.json. Needs the ``aws`` extra (powertools,
@@ -50,14 +50,14 @@ from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from pydantic import BaseModel, ConfigDict, Field
 
-from .domain.model import LexicalIndexMissing
-from .providers.prompts import ModelCallError
-from .domain.rerank import RerankSpec
-from .domain.tenants import MAX_LENGTH as TENANT_MAX_LENGTH
-from .validation import describe_all
-from .services import query as query_service
-from .services.modes import MODES, mode_names
-from .services.engine import Engine
+from ...domain.model import LexicalIndexMissing
+from ...providers.prompts import ModelCallError
+from ...domain.rerank import RerankSpec
+from ...domain.tenants import MAX_LENGTH as TENANT_MAX_LENGTH
+from ...domain.validation import describe_all
+from ...services import query as query_service
+from ...services.modes import MODES, mode_names
+from ...services.engine import Engine
 
 OPENAPI_TITLE = "Eragraph query API"
 OPENAPI_VERSION = "0.1.0"
@@ -200,7 +200,7 @@ def _status_fields(status: dict) -> dict:
 def document_json(engine: Engine, doc_id: str) -> dict | None:
     """GET /documents/{id}: the stored document with its status, or (a document refused before it
     was stored: a binary or empty file...) its status alone; None when neither is known."""
-    from .services import doc_status
+    from ...services import doc_status
 
     doc = engine.graph.get_document(doc_id)
     status = doc_status.read(engine, doc_id)
@@ -241,10 +241,10 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
     tenant, request id and caller as keys; ``mcp(event, body, tenant)`` serves POST /mcp (the MCP
     tools over stateless streamable HTTP: mcp_server.event_response) for the caller's tenant, after
     the same identity, rate limit and logging as every route (None: no such route); ``tenants()``
-    lists the store's tenants, so that the Bedrock KB routes (eragraph.bedrock_kb) tell another
+    lists the store's tenants, so that the Bedrock KB routes (eragraph.entrypoints.bedrock_kb) tell another
     tenant's knowledge base id (403) from an unknown one (404)."""
-    from .bootstrap.identity import TenantForbidden, caller_of
-    from .services import stats as stats_service
+    from ...bootstrap.identity import TenantForbidden, caller_of
+    from ...services import stats as stats_service
 
     app = QueryApiResolver()
 
@@ -346,7 +346,7 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
                       limit: Annotated[int, Query(ge=0, le=1000)] = 100) -> dict:
         """Counts of each status of the caller's documents whose source starts with ``prefix``
         (and Bedrock's ingestion-job statistic names for them), with up to ``limit`` documents."""
-        from .services import doc_status
+        from ...services import doc_status
 
         counts, views = doc_status.listing(engine(), prefix)
         return {**counts.to_json(), "documents": views[:limit], "truncated": len(views) > limit}
@@ -369,7 +369,7 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
 
     @app.post("/knowledgebases/<knowledgeBaseId>/retrieve", summary="Amazon Bedrock Knowledge Bases Retrieve")
     def post_kb_retrieve(knowledgeBaseId: str):  # noqa: N803 (the service model's name)
-        from . import bedrock_kb
+        from ..bedrock_kb import runtime as bedrock_kb
 
         try:
             tenant = bedrock_kb.resolve_tenant(knowledgeBaseId, caller(), tenants)
@@ -381,7 +381,7 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
 
     @app.post("/retrieveAndGenerate", summary="Amazon Bedrock Knowledge Bases RetrieveAndGenerate")
     def post_kb_retrieve_and_generate():
-        from . import bedrock_kb
+        from ..bedrock_kb import runtime as bedrock_kb
 
         try:
             body = app.current_event.json_body or {}

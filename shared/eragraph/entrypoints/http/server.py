@@ -1,7 +1,7 @@
 """`eragraph serve`: the query API of the API Gateway function over one warm local engine.
 
 A small ASGI app, served by uvicorn, turns each request into an API Gateway HTTP API (payload
-v2) event and hands it to the very resolver the Lambda function uses (eragraph.api.make_app),
+v2) event and hands it to the very resolver the Lambda function uses (eragraph.entrypoints.http.api.make_app),
 then writes the resolver's status, headers and body back. Routes, request validation, JSON
 bodies and 4xx errors are therefore those of the deployed API: one definition of the routes.
 
@@ -55,7 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
-from .services.engine import Engine
+from ...services.engine import Engine
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -64,8 +64,8 @@ BACKLOG = 2048
 FAST_WORKERS = 4
 SLOW_WORKERS = 1
 SLOW_FAMILIES = frozenset({"graph", "fusion", "router"})
-KB_STREAM_PATH = "/retrieveAndGenerateStream"  # Bedrock KB streaming (eragraph.bedrock_kb)
-MCP_PATH = "/mcp"  # the MCP endpoint (streamable HTTP, stateless): eragraph.mcp_server
+KB_STREAM_PATH = "/retrieveAndGenerateStream"  # Bedrock KB streaming (eragraph.entrypoints.bedrock_kb)
+MCP_PATH = "/mcp"  # the MCP endpoint (streamable HTTP, stateless): eragraph.entrypoints.mcp
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -113,7 +113,7 @@ def family_of(method: str, path: str, body: bytes) -> str:
     that is no JSON object goes to ``fast``: the resolver answers it with a 4xx)."""
     if method != "POST" or path.rstrip("/") != "/query" or b'"mode"' not in body:
         return "fast"
-    from .services.modes import MODES
+    from ...services.modes import MODES
 
     try:
         mode = json.loads(body).get("mode")
@@ -230,10 +230,10 @@ class ApiApp:
         await self._send(send, scope, int(out.get("statusCode", 500)), out_headers, payload)
 
     async def serve_mcp(self, scope: dict, receive, send) -> None:
-        """POST /mcp: the MCP tools over stateless streamable HTTP (eragraph.mcp_server), for the
+        """POST /mcp: the MCP tools over stateless streamable HTTP (eragraph.entrypoints.mcp), for the
         served engine's tenant; its blocking work runs in the pool of the mode's family."""
         try:
-            from .mcp_server import build_server, serve_http
+            from ..mcp import build_server, serve_http
         except ImportError as exc:
             await self._send(send, scope, 501, {"content-type": "application/json"}, json.dumps(
                 {"statusCode": 501, "message": f"MCP needs the mcp extra (pip install 'eragraph[mcp]'): {exc}"}).encode())
@@ -244,10 +244,10 @@ class ApiApp:
         await serve_http(self._mcp, scope, receive, send, self.engine.tenant, security=self.mcp_security)
 
     async def serve_kb_stream(self, scope: dict, send, body: bytes) -> None:
-        """POST /retrieveAndGenerateStream (eragraph.bedrock_kb): the event stream, each frame sent
+        """POST /retrieveAndGenerateStream (eragraph.entrypoints.bedrock_kb): the event stream, each frame sent
         as the generator yields it (a chunked response, no content-length); an error before the
         first frame is the modelled JSON error."""
-        from . import bedrock_kb
+        from ..bedrock_kb import runtime as bedrock_kb
         from .api import BadRequestBody, parse_body
 
         loop = asyncio.get_running_loop()
@@ -297,7 +297,7 @@ class ApiApp:
         if self.on_model_calls is None:
             yield from frames
             return
-        from .services import cost
+        from ...services import cost
 
         with cost.track() as calls:
             try:
@@ -310,8 +310,8 @@ class ApiApp:
         after a token of its rate bucket; the refusals are the service's modelled errors."""
         if self.identity is None:
             return self.engine.tenant
-        from .bedrock_kb import KbError
-        from .bootstrap.identity import TenantForbidden
+        from ..bedrock_kb.runtime import KbError
+        from ...bootstrap.identity import TenantForbidden
 
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         try:
@@ -326,7 +326,7 @@ class ApiApp:
         return tenant
 
     async def _run_in_pool(self, fn, mode: str | None):
-        from .services.modes import MODES
+        from ...services.modes import MODES
 
         spec = MODES.get(mode) if mode else None
         pool = self.pools["slow" if spec is not None and spec.family in SLOW_FAMILIES else "fast"]
@@ -354,7 +354,7 @@ class ApiServer:
         self.app = app if app is not None else ApiApp(engine, fast_workers, slow_workers, log=log)
         if host in LOOPBACK:  # a page in a browser must not reach /mcp by DNS rebinding
             try:
-                from .mcp_server import loopback_security
+                from ..mcp import loopback_security
             except ImportError:  # no mcp extra: /mcp answers 501
                 pass
             else:

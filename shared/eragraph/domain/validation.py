@@ -1,6 +1,6 @@
 """Readable sentences for pydantic validation errors: the field, the rule and the limit in words,
 and what was given (``k must be at most 100 (got 100000)``). Shared by the HTTP API
-(eragraph.api) and the reindex function's event check. Only what the sentence needs is read from
+(eragraph.entrypoints.http.api) and the reindex function's event check. Only what the sentence needs is read from
 an error (its loc, type, ctx and input), so no Python or pydantic internals reach a client."""
 
 from __future__ import annotations

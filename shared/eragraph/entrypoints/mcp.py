@@ -42,13 +42,13 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .domain.model import LexicalIndexMissing
-from .domain.rerank import RerankSpec
-from .services import query as query_service
-from .services import stats as stats_service
-from .services.engine import Engine
-from .services.modes import MODES, available_modes
-from .validation import describe_all
+from ..domain.model import LexicalIndexMissing
+from ..domain.rerank import RerankSpec
+from ..services import query as query_service
+from ..services import stats as stats_service
+from ..services.engine import Engine
+from ..services.modes import MODES, available_modes
+from ..domain.validation import describe_all
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def call(engine: Engine, name: str, arguments: dict[str, Any] | None) -> dict:
                                        where=args.filter, rerank=RerankSpec() if args.rerank else None)
         return response.to_dict()
     if name == "get_document":
-        from .api import document_json  # GET /documents/{id}'s own JSON, with the document's status
+        from .http.api import document_json  # GET /documents/{id}'s own JSON, with the document's status
 
         args = _args(DocumentArgs, arguments)
         body = document_json(engine, args.doc_id)

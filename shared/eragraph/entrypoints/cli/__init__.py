@@ -1,0 +1,1 @@
+"""The ``eragraph`` command (``python -m eragraph`` runs it too)."""
