@@ -12,6 +12,7 @@ pyproject.toml stays free of mutmut settings and targets run independently. mutm
 package under src/ (its mutant names come from the file path; the project keeps it in shared/).
 Results: .mutation/<target>/result.json (score, survivors with their diff; MUTATION_NO_DIFFS=1
 skips the diffs, which take mutmut a second each). Run it niced: it is CPU-heavy.
+The targets, their scores and what the survivors taught: docs/testing/mutation.md.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 # Mutation testing of the modules a change touches (git diff against BASE, default main), each
 # on its fast tests; fails when a touched module scores under 85 % killed. CPU-heavy: niced.
 #   bash scripts/mutation.sh            # the targets the branch changed
-#   bash scripts/mutation.sh --all      # every target (MUTATION.md)
+#   bash scripts/mutation.sh --all      # every target (docs/testing/mutation.md)
 #   bash scripts/mutation.sh domain-core services
 set -euo pipefail
 cd "$(dirname "$0")/.."

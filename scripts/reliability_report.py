@@ -1,10 +1,11 @@
 """Render the reliability suite's cases (the JSON written with ERAGRAPH_RELIABILITY_OUT set)
-into the table of RELIABILITY.md, between its ``<!-- cases -->`` and ``<!-- /cases -->`` lines.
+into the table of docs/reliability.md (the default target), between its ``<!-- cases -->`` and
+``<!-- /cases -->`` lines.
 
     ERAGRAPH_RELIABILITY_OUT=bench-results/reliability.json python -m pytest -q -m "not live" \\
         tests/e2e/test_faults.py tests/aws/test_faults.py tests/e2e/test_concurrent_writers.py \\
         tests/aws/test_concurrent_counters.py tests/e2e/test_killed_ingest.py
-    python scripts/reliability_report.py bench-results/reliability.json RELIABILITY.md
+    python scripts/reliability_report.py bench-results/reliability.json [docs/reliability.md]
 
 The cases of another pytest run (one with a knob set, e.g. the full killed-process run) are
 added to the results file first with
@@ -22,6 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "shared"))
 from eragraph.bench.report import run_line  # noqa: E402
 
+# the page the table is written into when no target is given
+DEFAULT_TARGET = Path(__file__).resolve().parents[1] / "docs" / "reliability.md"
 COLUMNS = ("operations", "s3_deliveries", "messages_sent", "message_deliveries", "failed_deliveries")
 
 
@@ -55,7 +58,7 @@ def main(argv: list[str]) -> int:
     if argv[1] == "--add":
         add(Path(argv[2]), Path(argv[3]))
         return 0
-    source, target = Path(argv[1]), Path(argv[2])
+    source, target = Path(argv[1]), Path(argv[2]) if len(argv) > 2 else DEFAULT_TARGET
     data = json.loads(source.read_text())
     doc = target.read_text()
     start, end = doc.index("<!-- cases -->"), doc.index("<!-- /cases -->")

@@ -1,6 +1,6 @@
 """The reliability suite's record of cases tried and held. Each fault-injection test calls
 ``record``; with ERAGRAPH_RELIABILITY_OUT set, tests/conftest.py writes them as JSON at the
-end of the session and ``scripts/reliability_report.py`` renders RELIABILITY.md from it."""
+end of the session and ``scripts/reliability_report.py`` renders docs/reliability.md from it."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ def test_layer_counter_is_exact_under_concurrent_ingests_of_the_same_documents(a
 
 def test_requests_per_inserted_node(aws_engine, monkeypatch, capsys):
     """One writer: the DynamoDB requests of put_nodes per inserted node stay batched (printed
-    for RELIABILITY.md; bounded here)."""
+    for docs/reliability.md; bounded here)."""
     engine, _, _ = aws_engine
     from eragraph.domain.model import Node
 

@@ -10,7 +10,7 @@ the real handlers (tests/chaos.py):
 
 Summaries are compared byte for byte, so these runs summarize every changed segment afresh
 (``delta_summaries=False``): revised summaries depend on the path taken, as the README says.
-Each test adds its cases to tests/reliability_cases (RELIABILITY.md is made from them)."""
+Each test adds its cases to tests/reliability_cases (docs/reliability.md is made from them)."""
 
 from __future__ import annotations
 

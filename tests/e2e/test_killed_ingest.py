@@ -9,7 +9,7 @@ must hold, and no dirty marker, outbox or follow-up record may be left.
 Two scenarios: a first ingest into an empty store, and an ingest that replaces, adds and keeps
 documents of a store already built. The default covers every ``ERAGRAPH_KILL_STEP``-th write
 (default 3) of each and ``ERAGRAPH_KILL_RANDOM`` (default 10) random-time kills of each; set
-ERAGRAPH_KILL_STEP=1 ERAGRAPH_KILL_RANDOM=100 for the full run RELIABILITY.md records."""
+ERAGRAPH_KILL_STEP=1 ERAGRAPH_KILL_RANDOM=100 for the full run docs/reliability.md records."""
 
 from __future__ import annotations
 

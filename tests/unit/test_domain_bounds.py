@@ -1,6 +1,6 @@
 """The domain's input bounds and their messages, at the exact boundary (the last value allowed
 and the first refused), and the few rules the seeded and property tests did not pin down
-(mutation testing, MUTATION.md, found them unchecked): the error a caller reads says what is
+(mutation testing, docs/testing/mutation.md, found them unchecked): the error a caller reads says what is
 wrong, a 62-plane LSH code is exact, sequencers pad on the right."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What a user reads when a filter or document metadata is wrong, word for word, and the bounds
 of metadata at the exact limit (the last size allowed, the first refused). The CLI short form's
-quoting and scalar typing. Mutation testing (MUTATION.md) found these unchecked: a message that
+quoting and scalar typing. Mutation testing (docs/testing/mutation.md) found these unchecked: a message that
 names the wrong place or the wrong operator is a bug a user meets first."""
 
 from __future__ import annotations
