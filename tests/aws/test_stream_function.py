@@ -188,15 +188,16 @@ def test_trust_comes_from_the_environment():
     assert TenantIdentity.from_env({"ERAGRAPH_TRUST_REQUEST_CONTEXT": "false"}).trust_request_context is False
 
 
-def test_the_readmes_recipe_signs_for_the_function_url():
-    """The README's client for the function URL: SigV4 with the service name ``lambda``."""
+def test_the_docs_recipe_signs_for_the_function_url():
+    """The client for the function URL on the Bedrock KB page (docs/bedrock-kb.md): SigV4 with the
+    service name ``lambda``."""
     import re
     from pathlib import Path
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    recipe = re.search(r"def sign_as_lambda\(request, \*\*_\):.*\n.*\n", readme).group(0)
+    page = (Path(__file__).resolve().parents[2] / "docs" / "bedrock-kb.md").read_text(encoding="utf-8")
+    recipe = re.search(r"def sign_as_lambda\(request, \*\*_\):.*\n.*\n", page).group(0)
     scope: dict = {}
-    exec(recipe, scope)  # noqa: S102 (the README's own lines)
+    exec(recipe, scope)  # noqa: S102 (the page's own lines)
     client = boto3.client("bedrock-agent-runtime", region_name="us-east-1", aws_access_key_id="AKIDEXAMPLE",
                           aws_secret_access_key="secret", endpoint_url="https://abc.lambda-url.us-east-1.on.aws")
     client.meta.events.register("before-sign.bedrock-agent-runtime", scope["sign_as_lambda"])

@@ -1,5 +1,6 @@
-"""The README's examples against a rerun: its example questions are answered by the bundled
-sample corpus, and its measured cost example is what the documented commands make."""
+"""The examples of the README and the docs pages against a rerun: their example questions are
+answered by the bundled sample corpus, and the measured cost example (docs/cost.md) is what the
+documented commands make."""
 
 from __future__ import annotations
 
@@ -13,15 +14,18 @@ from eragraph.entrypoints.cli.app import main
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+COST_PAGE = REPO / "docs" / "cost.md"
+# the pages whose `eragraph query` examples are checked (the benchmark pages quote runs, not examples)
+PAGES = [README, *sorted(p for p in (REPO / "docs").rglob("*.md") if "benchmarks" not in p.parts)]
 SAMPLES = REPO / "shared" / "eragraph" / "samples" / "corpus.jsonl"
-# every question the README asks with `eragraph query`, and the sample document that answers it
+# every question the README and the docs ask with `eragraph query`, and the sample document that answers it
 ANSWERED_BY = {
     "who discovered radium?": "sample-marie_curie",
 }
 
 
 def readme_questions() -> set[str]:
-    return set(re.findall(r'eragraph query "([^"]+)"', README.read_text(encoding="utf-8")))
+    return {q for page in PAGES for q in re.findall(r'eragraph query "([^"]+)"', page.read_text(encoding="utf-8"))}
 
 
 def run_json(capsys, *argv) -> dict:
@@ -45,8 +49,8 @@ def test_every_readme_question_is_answered_by_the_sample_corpus(tmp_path, capsys
 
 
 def cost_table() -> dict[str, list[str]]:
-    """The README's measured cost table: first cell -> the other cells."""
-    text = README.read_text(encoding="utf-8")
+    """The measured cost table (docs/cost.md): first cell -> the other cells."""
+    text = COST_PAGE.read_text(encoding="utf-8")
     block = text[text.index("<!-- cost-example -->"):text.index("<!-- /cost-example -->")]
     rows = {}
     for line in block.splitlines():
@@ -66,7 +70,7 @@ def test_readme_cost_example_is_what_a_rerun_makes(tmp_path, capsys, monkeypatch
     again: every count and dollar figure of the table."""
     for name in ("ERAGRAPH_EMBEDDER", "ERAGRAPH_SUMMARIZER", "ERAGRAPH_NER", "ERAGRAPH_STORE"):
         monkeypatch.delenv(name, raising=False)
-    text = README.read_text(encoding="utf-8")
+    text = COST_PAGE.read_text(encoding="utf-8")
     block = text[text.index("<!-- cost-example -->"):text.index("<!-- /cost-example -->")]
     [question] = re.findall(r'eragraph query "([^"]+)"', block)
     [prices] = re.findall(r"ERAGRAPH_PRICES='([^']+)'", block)
