@@ -160,7 +160,7 @@ def test_a_file_or_a_plain_folder_is_not_a_store(tmp_path):
 
 
 def test_version_and_help_lines():
-    from eragraph.entrypoints.cli.app import package_version
+    from eragraph.entrypoints.cli.parser import package_version
 
     out = eragraph("--version")
     assert out.returncode == 0 and out.stdout.strip() == f"eragraph {package_version()}"
@@ -248,6 +248,7 @@ def test_the_serve_hint_is_one_stderr_line_and_never_with_json_or_quiet(tmp_path
     import time
 
     from eragraph.entrypoints.cli import app as cli
+    from eragraph.entrypoints.cli import query
 
     for k, v in environment().items():
         if k.startswith("ERAGRAPH_"):
@@ -259,8 +260,8 @@ def test_the_serve_hint_is_one_stderr_line_and_never_with_json_or_quiet(tmp_path
     store = str(tmp_path / "store")
     assert cli.main(["ingest", str(docs), "--store", store, "--quiet"]) == 0
     capsys.readouterr()
-    monkeypatch.setattr(cli, "preload", lambda engine, mode: time.sleep(0.3))
-    monkeypatch.setattr(cli, "HINT_LOADING_SECONDS", 0.2)
+    monkeypatch.setattr(query, "preload", lambda engine, mode: time.sleep(0.3))
+    monkeypatch.setattr(query, "HINT_LOADING_SECONDS", 0.2)
     assert cli.main(["query", "Danube", "--store", store]) == 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "went to opening the store and loading models" in err and "eragraph serve" in err
