@@ -50,3 +50,34 @@ def test_one_big_document_moves_the_byte_bar_with_docs_chunks_and_eta(tmp_path, 
     err = capsys.readouterr().err
     assert f"docs 1/1, chunks {chunks}" in err  # the bar's last state
 
+
+def test_every_event_draws_a_frame_whatever_the_clock(monkeypatch, capsys):
+    """With a clock that never moves (a machine so fast that no 0.1 s passes between events),
+    each event still draws its frame, and the first frame already has the counts: what the bars
+    show depends on the events only."""
+    import re
+    from types import SimpleNamespace
+
+    import tqdm.std
+
+    monkeypatch.setattr(tqdm.std, "time", lambda: 1000.0)
+
+    def frames(prefix: str) -> list[str]:
+        text = capsys.readouterr().err.replace("\r", "\n")
+        return [line[line.index(prefix):] for line in text.splitlines() if prefix in line]
+
+    bar = progress.IngestProgress(argparse.Namespace(quiet=False), total=2, total_bytes=100)
+    [first] = frames("ingest:")
+    assert first.startswith("ingest:   0%") and first.endswith("docs 0/2, chunks 0]")
+    bar.drawn(SimpleNamespace(input_bytes=60, text=""))
+    bar.embedding(0, 4)
+    bar.embedding(2, 4)  # half the chunks embedded: a quarter of the batch's bytes
+    err = capsys.readouterr().err.replace("\r", "\n")
+    assert re.search(r"embedding: +50%\|.*\| 2/4 ", err)
+    assert re.search(r"ingest: +15%\|.*docs 0/2, chunks 2\]", err)
+    bar.stage("writing")
+    assert frames("writing:")
+    bar.documents(1)
+    assert re.search(r"^ingest: +60%\|.*docs 1/2, chunks 2\]$", frames("ingest:")[-1])
+    bar.close()  # the other document was never read: the totals say what was
+    assert re.search(r"^ingest: 100%\|.*docs 1/1, chunks 2\]$", frames("ingest:")[-1])

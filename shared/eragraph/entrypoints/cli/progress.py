@@ -11,6 +11,12 @@ from pathlib import Path
 
 EMBED_SLICE = 1024  # chunk texts per embedder call in a CLI ingest: the chunk bar moves per slice
 
+# The document and chunk bars draw a frame at every event they are given (a slice embedded, a
+# batch written, a stage begun): those events are few (one per EMBED_SLICE chunks or per batch),
+# and what the bars show then depends on the events only, never on how fast they came (tqdm's
+# default draws at most one frame per 0.1 s and skips the rest).
+EVERY_EVENT = {"mininterval": 0, "miniters": 0}
+
 
 def count_inputs(paths: Iterable[str | Path], csv_rows: bool = False) -> int:
     """How many documents (or skip messages) ``paths`` will give: a .jsonl file's non-blank
@@ -52,12 +58,12 @@ def input_bytes(paths: Iterable[str | Path]) -> int:
 class IngestProgress:
     """An ingest's progress on stderr (nothing with --quiet). With a byte total (the input
     files' sizes) the bar counts bytes of input, with documents ("docs" done/total) and chunks
-    written beside it, and an ETA; a batch's bytes count half as its chunks are embedded (the
-    embedding is most of a batch's time) and in full once it is written, so one huge document
-    moves the bar too. Without one it counts documents. Under it, the chunks of the batch at
-    hand as they are embedded (slices of EMBED_SLICE) and its stage (embedding, entities,
-    writing); then, while the bus drains, a stage line counting the summaries written on each
-    layer."""
+    written beside it from its first frame on, and an ETA; a batch's bytes count half as its
+    chunks are embedded (the embedding is most of a batch's time) and in full once it is
+    written, so one huge document moves the bar too. Without one it counts documents. Under it,
+    the chunks of the batch at hand as they are embedded (slices of EMBED_SLICE) and its stage
+    (embedding, entities, writing); then, while the bus drains, a stage line counting the
+    summaries written on each layer."""
 
     def __init__(self, args: argparse.Namespace, total: int | None, errors: list | None = None,
                  documents: bool = True, total_bytes: int | None = None) -> None:
@@ -74,17 +80,17 @@ class IngestProgress:
         self.bytes_done = 0  # of written batches
         self.bytes_pending = 0  # of the batch at hand
         self.by_bytes = bool(total_bytes)
-        if self.by_bytes:
+        if self.by_bytes:  # the counts are the first frame's postfix already
             self.docs = tqdm(total=total_bytes, desc="ingest", unit="B", unit_scale=True, unit_divisor=1024,
-                             file=sys.stderr, disable=self.off or not documents, dynamic_ncols=True)
+                             file=sys.stderr, disable=self.off or not documents, dynamic_ncols=True,
+                             postfix=self._counts(), **EVERY_EVENT)
         else:
             self.docs = tqdm(total=total, desc="ingest", unit=" docs", file=sys.stderr,
-                             disable=self.off or not documents, dynamic_ncols=True)
+                             disable=self.off or not documents, dynamic_ncols=True, **EVERY_EVENT)
         self.chunks = None
         self.summaries = None
         self.layer_counts: dict[int, int] = {}
         self.layer = 0
-        self._show_counts()
 
     # documents and chunks
     def drawn(self, doc) -> None:
@@ -106,19 +112,22 @@ class IngestProgress:
         self._end_chunks()
 
     def _advance(self, to: float) -> None:
+        """Move the bar to ``to``, its frame showing the counts of now."""
         if self.docs is None:
             return
+        self._show_counts()
         if self.docs.total is not None:
             to = min(to, self.docs.total)
         if to > self.docs.n:
             self.docs.update(to - self.docs.n)
-        self._show_counts()
+
+    def _counts(self) -> str:
+        total = f"/{self.total_docs}" if self.total_docs is not None else ""
+        return f"docs {self.docs_done}{total}, chunks {self.chunks_done + self.chunks_now}"
 
     def _show_counts(self) -> None:
         if self.docs is not None and self.by_bytes:
-            total = f"/{self.total_docs}" if self.total_docs is not None else ""
-            self.docs.set_postfix_str(f"docs {self.docs_done}{total}, chunks {self.chunks_done + self.chunks_now}",
-                                      refresh=False)
+            self.docs.set_postfix_str(self._counts(), refresh=False)
 
     def embedding(self, done: int, total: int) -> None:
         if self.off:
@@ -126,8 +135,9 @@ class IngestProgress:
         if self.chunks is None or self.chunks.total != total or done == 0:
             self._end_chunks()
             self.chunks = self.tqdm(total=total, desc="  embedding", unit=" chunks", file=sys.stderr, leave=False,
-                                    dynamic_ncols=True)
-        self.chunks.update(done - self.chunks.n)
+                                    dynamic_ncols=True, **EVERY_EVENT)
+        if done > self.chunks.n:
+            self.chunks.update(done - self.chunks.n)
         self.chunks_now = done
         if self.by_bytes and total:
             self._advance(self.bytes_done + self.bytes_pending * done / total / 2)
@@ -169,15 +179,14 @@ class IngestProgress:
         skipped = len(self.errors) - self.counted_errors
         self.counted_errors = len(self.errors)
         self.docs_done += skipped
+        if self.total_docs is not None and self.docs_done != self.total_docs:
+            self.total_docs = self.docs_done  # a corpus line was counted that held no document
         if self.by_bytes:  # the bytes of skipped files and lines were never drawn: all are read now
             self._advance(self.docs.total or self.docs.n)
         else:
             self._advance(self.docs_done)
-        if self.total_docs is not None and self.docs_done != self.total_docs:
-            self.total_docs = self.docs_done  # a corpus line was counted that held no document
         if not self.by_bytes and self.docs.total is not None and self.docs.n != self.docs.total:
             self.docs.total = self.docs.n
-        self._show_counts()
         self.docs.close()
         self.docs = None
 
