@@ -72,7 +72,7 @@ def warm(directory: Path) -> None:
     no FAISS search runs in the parent."""
     import chaos  # noqa: F401
 
-    import eragraph.entrypoints.cli  # noqa: F401
+    import eragraph.entrypoints.cli.app  # noqa: F401
     from eragraph.bootstrap import build_engine
     from eragraph.config import settings_from_env
     from eragraph.services import ingest, invariants, resummarize, sources  # noqa: F401

@@ -1,0 +1,54 @@
+"""What the command line needs of a local store directory besides its engine (``build_engine``):
+the file every store holds, the writer lock its write commands hold, the embedder it was built
+with, and its tenancy. The CLI reaches the local adapters only through here and
+``build_engine``, so a renamed adapter or a changed store layout is one edit here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import Settings
+from .local import tenant_store
+
+STORE_MARK = "graph.sqlite"  # what every local store holds (bootstrap.local)
+WRITER_LOCK = ".writer.lock"  # STORE/.writer.lock: one write command at a time on a store
+
+# the ERAGRAPH_EMBEDDER choice of each embedder id prefix a store's hyperplanes record
+EMBEDDER_PREFIXES = (("hashing-bow-", "hash"), ("bedrock:", "bedrock"),
+                     ("sentence-transformers/all-MiniLM-L6-v2", "minilm"))
+
+
+def writer_lock(store: Path):
+    """The store's inter-process writer lock (``STORE/.writer.lock``, a ``filelock.FileLock``:
+    ``acquire(timeout=0)`` raises ``filelock.Timeout`` while another process holds it)."""
+    from ..adapters.local.files import writer_lock as file_lock
+
+    return file_lock(Path(store) / WRITER_LOCK)
+
+
+def recorded_embedder(store: Path, tenant: str = "") -> str | None:
+    """The ERAGRAPH_EMBEDDER choice ``tenant``'s store inside ``store`` was built with (from the
+    embedder id its hyperplanes record), or None when it records none or one this cannot name
+    (or has no graph: it is not created here)."""
+    from ..adapters.local.graph_sqlite import SqliteGraphStore
+
+    root = tenant_store(Path(store), tenant)
+    if not (root / STORE_MARK).is_file():
+        return None
+    graph = SqliteGraphStore(root / STORE_MARK)
+    try:
+        lsh = graph.get_lsh()
+    finally:
+        graph.close()
+    ident = lsh.embedder_id if lsh is not None else ""
+    for prefix, name in EMBEDDER_PREFIXES:
+        if ident.startswith(prefix):
+            return name
+    return None
+
+
+def local_tenancy(store: Path, settings: Settings):
+    """The tenants of the local store ``store`` (``tenants()``, ``delete(tenant)``)."""
+    from .tenancy import Tenancy
+
+    return Tenancy("local", store=store, settings=settings)

@@ -1,0 +1,89 @@
+"""The commands that look at a store and look after it: stats and status (read only, opened with
+the embedder the store was built with), tenants (list, or delete one), and reindex (audit and
+repair)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CommandError
+from .render import emit, render_reindex, render_stats, render_status
+from .store import existing_store, open_as_built, open_engine, settings_of, writing
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """Stats read the store only: it is opened with the embedder it was built with (its
+    vectors' dimension), whatever ERAGRAPH_EMBEDDER says; stats take no provider flags."""
+    from ...services.stats import stats
+
+    out = stats(open_as_built(args))
+    emit(args, out, render_stats(out))
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Document statuses (services.doc_status): one document's (--doc, an id or its source), or the
+    counts of each state under --prefix with the documents listed. Read only, like stats."""
+    from ..http.api import document_json
+    from ...domain.doc_status import STATES
+    from ...domain.ids import document_id_for_source
+    from ...services import doc_status
+
+    engine = open_as_built(args)
+    if args.doc is not None:
+        body = document_json(engine, args.doc) or document_json(engine, document_id_for_source(args.doc))
+        if body is None:
+            print(f"eragraph: no document {args.doc!r} (neither an id nor a source with a status)", file=sys.stderr)
+            return EXIT_ERROR
+        emit(args, body, f"{body['doc_id']}  {body['status']}  {body['source']}"
+                         + (f"\n  reason: {body['reason']}" if body.get("reason") else ""))
+        return EXIT_OK
+    counts, views = doc_status.listing(engine, args.prefix)
+    out = {**counts.to_json(), "documents": views}
+    emit(args, out, render_status(out, args.prefix, STATES))
+    return EXIT_OK
+
+
+def cmd_tenants(args: argparse.Namespace) -> int:
+    """List the store's tenants, or delete one (``--delete ID``) with its counts."""
+    from ...bootstrap.store_access import local_tenancy
+    from ...domain.tenants import TenantError, check_tenant
+
+    path = existing_store(args.store)
+    tenancy = local_tenancy(path, settings_of(args))
+    if not args.delete:
+        from ...domain.knowledge_base import knowledge_base_id
+
+        names = tenancy.tenants()
+        ids = {name: knowledge_base_id(name) for name in ["", *names]}  # "" is the default tenant
+        emit(args, {"tenants": names, "knowledge_base_ids": ids},
+             "\n".join(f"{name or '(default)'}\tknowledge base {kb}" for name, kb in ids.items()))
+        return EXIT_OK
+    try:
+        tenant = check_tenant(args.delete)
+    except TenantError as exc:
+        raise CommandError(f"--delete: {exc}", EXIT_USAGE) from None
+    if tenant not in tenancy.tenants():
+        raise CommandError(f"the store {args.store} has no tenant {tenant!r}")
+    with writing(path):
+        report = tenancy.delete(tenant)
+    before = ", ".join(f"{v} {k}" for k, v in report["before"].items())
+    emit(args, report, f"deleted tenant {tenant}: {before}; left: "
+                       + ", ".join(f"{v} {k}" for k, v in report["after"].items()))
+    return EXIT_OK
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    with writing(args.store):
+        return _cmd_reindex(args)
+
+
+def _cmd_reindex(args: argparse.Namespace) -> int:
+    from ...services import reindex
+
+    engine = open_engine(args)
+    out = reindex.run(engine, stuck_after=args.stuck_after)
+    out = out if isinstance(out, dict) else out.to_dict()
+    emit(args, out, render_reindex(args.store, out))
+    return EXIT_OK if out["invariants"]["ok"] else EXIT_ERROR
