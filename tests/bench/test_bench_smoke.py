@@ -169,13 +169,16 @@ def test_report_renders_targets_and_plots(tiny, tmp_path):
     growth.run(parse(growth, ["growth", "--corpus", str(corpus), "--questions", str(questions), "--steps", "2",
                               "--store", str(tmp_path / "g"), "--profile", "memory", "--embedder", "hash",
                               "--no-progress", "--out", str(results / "growth-tiny.json")]))
-    out = tmp_path / "BENCHMARKS.md"
+    out = tmp_path / "docs" / "benchmarks"
     assert report.main(["--results", str(results), "--out", str(out)]) == 0
-    text = out.read_text()
-    assert "## Targets" in text and "summarize input tokens ≤ 0.20 of rebuild" in text
+    text = (out / "index.md").read_text()
+    assert "## Current targets" in text and "summarize input tokens ≤ 0.20 of rebuild" in text
     assert ("**met**" in text) or ("**missed**" in text)
-    assert (results / "plots" / "growth-tiny-cost.png").stat().st_size > 0
-    assert (results / "plots" / "growth-tiny-recall.png").stat().st_size > 0
+    assert "[`growth-tiny.json`](growth.md)" in text
+    growth_page = (out / "growth.md").read_text()
+    assert "### growth-tiny" in growth_page and "![growth-tiny-cost.png](plots/growth-tiny-cost.png)" in growth_page
+    assert (out / "plots" / "growth-tiny-cost.png").stat().st_size > 0
+    assert (out / "plots" / "growth-tiny-recall.png").stat().st_size > 0
 
 
 def test_growth_on_a_multihop_slice(tmp_path):
@@ -264,10 +267,12 @@ def test_scale_smoke(tmp_path):
     assert not any(p.name.startswith(("store-", "corpus-")) for p in (tmp_path / "work").iterdir())
     print(f"scale smoke: {elapsed:.1f}s")
 
-    assert report.main(["--results", str(tmp_path / "results"), "--out", str(tmp_path / "B.md")]) == 0
-    text = (tmp_path / "B.md").read_text()
-    assert "## Scale: cost against store size" in text and "eragraph bench scale --smoke" in text
-    assert (tmp_path / "results" / "plots" / "scale-smoke-scale.png").stat().st_size > 0
+    site = tmp_path / "site"
+    assert report.main(["--results", str(tmp_path / "results"), "--out", str(site)]) == 0
+    text = (site / "scale.md").read_text()
+    assert text.startswith("# Scale: cost against store size") and "eragraph bench scale --smoke" in text
+    assert "![scale-smoke-scale.png](plots/scale-smoke-scale.png)" in text
+    assert (site / "plots" / "scale-smoke-scale.png").stat().st_size > 0
     # two sizes spanning 10k -> 1M get verdicts; the ratios come from the two rows
     import copy
 
@@ -276,7 +281,7 @@ def test_scale_smoke(tmp_path):
     big["insert"]["median"]["seconds"] = local["insert"]["median"]["seconds"] * 3
     small = copy.deepcopy(local)
     small["chunks"] = 10_000
-    rows = report.scale_target_rows("x", {"local": [small, big], "embedder": "hash"})
+    rows = report.scale.targets("x", {"local": [small, big], "embedder": "hash"})
     by_label = {r[0]: r for r in rows}
     wall = by_label["scale: single insert wall time at 1M ≤ 1.5× at 10k"]
     assert wall[2] == "3.00×" and "missed" in wall[3]
@@ -417,9 +422,11 @@ def test_filters_smoke(tmp_path):
     # a smoke run is not reported; a full one is
     full = tmp_path / "results" / "filters-full.json"
     full.write_text(json.dumps({**res, "smoke": False}))
-    assert report.main(["--results", str(tmp_path / "results"), "--out", str(tmp_path / "B.md")]) == 0
-    text = (tmp_path / "B.md").read_text()
-    assert "## Metadata filters: query latency by selectivity" in text and "filters-full" in text
+    site = tmp_path / "site"
+    assert report.main(["--results", str(tmp_path / "results"), "--out", str(site)]) == 0
+    text = (site / "filters.md").read_text()
+    assert text.startswith("# Metadata filters: query latency by selectivity")
+    assert "### filters-full" in text and "### filters-smoke" not in text
 
 
 def test_rerank_stream_bench_routes_smoke(tmp_path):

@@ -27,18 +27,21 @@ def test_deadline_smoke(tmp_path):
     assert res["paid_twice"] == 0
     assert res["invariants"]["ok"], res["invariants"]["violations"]
 
-    # BENCHMARKS.md: a full run (not a smoke one) gets its section and its target row
+    # the benchmark pages: a full run (not a smoke one) gets its section and its target row
     from eragraph.bench import report
 
-    results = tmp_path / "results"
+    results, site = tmp_path / "results", tmp_path / "site"
     results.mkdir()
     (results / "deadline-x.json").write_text(json.dumps({**res, "smoke": False}))
-    text, _ = report.render(results)
-    assert "## Deadline: a layer of new summaries" in text and "eragraph bench deadline --smoke" in text
-    [row] = [line for line in text.splitlines() if line.startswith("| AWS deadline run completes")]
+    pages, _ = report.render(results, site)
+    text = pages["deadline.md"]
+    assert text.startswith("# Deadline: a layer of new summaries") and "eragraph bench deadline --smoke" in text
+    assert "### deadline-x" in text
+    [row] = [line for line in pages["index.md"].splitlines() if line.startswith("| AWS deadline run completes")]
     assert "**met**" in row and f"ledger {res['ledger_summarize_calls']} calls" in row
     (results / "deadline-x.json").write_text(json.dumps({**res, "smoke": False, "paid_twice": 1}))
-    [row] = [line for line in report.render(results)[0].splitlines() if line.startswith("| AWS deadline")]
+    index = report.render(results, site)[0]["index.md"]
+    [row] = [line for line in index.splitlines() if line.startswith("| AWS deadline")]
     assert "**missed**" in row
 
 

@@ -2,7 +2,8 @@
 threads in every phase (collapsed alone, beside tri_graph, mixed, beside a writer process), and
 the query handler under moto; every request answered, the JSON carries each phase's figures per
 mode, the writer's ingests, the server's memory over time, and the run record. No timing is
-asserted (the figures are BENCHMARKS.md's, from the full run)."""
+asserted (the figures are on the load benchmark's page, docs/benchmarks/load.md, from the full
+run)."""
 
 from __future__ import annotations
 

@@ -54,8 +54,8 @@ def test_a_machine_described_in_one_line_is_its_cpu(tmp_path):
     assert run_info(mutation)["cpu"] == "x86_64, 2 cores" and run_info(mutation)["commit"] == "abc1234"
     (tmp_path / "mutation.json").write_text(json.dumps(mutation))
     (tmp_path / "retrieval-new.json").write_text(json.dumps(retrieval_result(run=run_record())))
-    text, _ = render(tmp_path)
-    assert "x86_64, 2 cores: 1 file" in text[:text.index("## Targets")]
+    index = render(tmp_path, tmp_path / "site")[0]["index.md"]
+    assert "x86_64, 2 cores: 1 file" in index[:index.index("## Current targets")]
 
 
 def test_report_prints_each_runs_own_machine(tmp_path):
@@ -64,16 +64,18 @@ def test_report_prints_each_runs_own_machine(tmp_path):
                            machine={"cpu": "Old CPU", "cores": 4, "python": "3.11.7"})
     (tmp_path / "retrieval-new.json").write_text(json.dumps(new))
     (tmp_path / "retrieval-old.json").write_text(json.dumps(old))
-    text, _ = render(tmp_path)
+    pages, _ = render(tmp_path, tmp_path / "site")
+    text = pages["retrieval.md"]  # two data sets ("new", "old"): each run is current
     sections = {name: text[text.index(f"### {name}"):] for name in ("retrieval-new", "retrieval-old")}
     assert run_line(new) in sections["retrieval-new"].split("###")[1]
     assert run_line(old) in sections["retrieval-old"].split("###")[1]
     this_cpu = new["run"]["machine"]["cpu"]
-    header = text[:text.index("## Targets")]
+    header = pages["index.md"][:pages["index.md"].index("## Current targets")]
     assert "Old CPU: 1 file" in header and f"{this_cpu}: 1 file" in header
-    runs = text[text.index("## Runs"):]
-    assert "| `retrieval-old.json` | 2026-11-21T23:51:23+0000 | not recorded | Old CPU | 4 | 3.11.7 |" in runs
-    assert f"| `retrieval-new.json` | {new['run']['date']} |" in runs
+    runs = pages["runs.md"]
+    assert ("| `retrieval-old.json` | [retrieval](retrieval.md) | current | 2026-11-21T23:51:23+0000 | not recorded "
+            "| Old CPU | 4 | 3.11.7 |") in runs
+    assert f"| `retrieval-new.json` | [retrieval](retrieval.md) | current | {new['run']['date']} |" in runs
 
 
 def test_before_and_after_runs_are_compared_per_mode():
@@ -103,7 +105,7 @@ def test_scale_plot_ticks_are_short_size_labels():
 def test_vectors_section_names_its_run_and_every_backend(tmp_path):
     import json
 
-    from eragraph.bench.report import vectors_section
+    from eragraph.bench.report import vectors
 
     row = {"backend": "usearch", "n": 1000, "build_seconds": 1.0, "query_ms_p50": 0.1, "query_ms_p95": 0.2,
            "recall_at_10": 0.99, "delete_ms_median": 0.01, "replace_ms_median": 0.02, "reclaims_deleted_space": True,
@@ -111,20 +113,27 @@ def test_vectors_section_names_its_run_and_every_backend(tmp_path):
     data = {"command": "eragraph bench vectors --sizes 1000", "rows": [row, {"backend": "hnswlib", "n": 1000, "error": "boom"}],
             "run": {"date": "2026-01-01T00:00:00Z", "commit": "abc", "machine": {"cpu": "X", "cores": 2, "python": "3.11"}},
             "load_average": [0.5, 1.5]}
-    (tmp_path / "vectors-x.json").write_text(json.dumps(data))
-    text = "\n".join(vectors_section(tmp_path))
+    text = "\n".join(vectors.section("vectors-x", data, tmp_path))
     assert "### vectors-x" in text and "2026-01-01" in text and "| usearch | 1,000 |" in text
     assert "error: boom" in text and "0.5 and 1.5" in text
 
 
 def test_hand_written_sections_survive_regeneration(tmp_path):
-    """A ``*.md`` beside the results is part of the report, verbatim, before the list of runs."""
+    """A ``*.md`` beside the results is part of the pages, verbatim: on its benchmark's page after
+    the runs when its name starts with the benchmark's, else a page of its own (headings one
+    level up), listed on the index."""
     (tmp_path / "b-notes.md").write_text("## Second note\n\nwritten by hand\n", encoding="utf-8")
     (tmp_path / "a-notes.md").write_text("## First note\n\nalso by hand\n", encoding="utf-8")
+    (tmp_path / "retrieval-notes.md").write_text("## Retrieval note\n\nby hand too\n", encoding="utf-8")
+    (tmp_path / "retrieval-new.json").write_text(json.dumps(retrieval_result(run=run_record())), encoding="utf-8")
     (tmp_path / "cold-start.json").write_text(json.dumps({"command": "x", "run": {"commit": "abc"}}), encoding="utf-8")
-    text, _ = render(tmp_path)
-    first, second, runs = text.index("## First note"), text.index("## Second note"), text.index("## Runs")
-    assert first < second < runs and "written by hand" in text and "also by hand" in text
+    pages, _ = render(tmp_path, tmp_path / "site")
+    assert pages["a-notes.md"] == "# First note\n\nalso by hand\n"
+    assert pages["b-notes.md"] == "# Second note\n\nwritten by hand\n"
+    index = pages["index.md"]
+    assert index.index("[First note](a-notes.md)") < index.index("[Second note](b-notes.md)")
+    retrieval = pages["retrieval.md"]
+    assert retrieval.index("### retrieval-new") < retrieval.index("## Retrieval note\n\nby hand too")
 
 
 def test_pairs_pool_within_their_study_only():

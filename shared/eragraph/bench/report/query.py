@@ -1,0 +1,38 @@
+"""The query latency page: warm latency per mode on a full store, and the collapsed-mode
+target (`eragraph bench query`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .markdown import fmt, table, verdict
+from .runs import command, corpus_name, run_line
+
+PAGE = PREFIX = "query"
+TITLE = "Query latency"
+INTRO: list[str] = []
+COLLAPSED_P95_MS = 30.0
+
+
+def dataset(name: str, data: dict) -> str:
+    return corpus_name(name, data)
+
+
+def section(name: str, d: dict, plots: Path) -> list[str]:
+    out = [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
+           f"Store with {fmt(d['nodes'])} nodes (layers {d['layers']}), embedder `{d['embedder']}`, "
+           f"{d['questions']} questions per mode, k={d['k']}. {d.get('measure', '')}.", ""]
+    out += table(["mode", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms", "max ms"],
+                 [[m, r["n"], r["latency_ms_p50"], r["latency_ms_p95"], r["latency_ms_p99"], r["latency_ms_mean"],
+                   r["latency_ms_max"]] for m, r in d["modes"].items()]) + [""]
+    return out
+
+
+def targets(name: str, d: dict) -> list[list[str]]:
+    row = d["modes"].get("collapsed")
+    v = row["latency_ms_p95"] if row else None
+    ok = None if v is None else v <= COLLAPSED_P95_MS
+    return [["query: collapsed p95 ≤ 30 ms (full MultiHop-RAG store, warm)",
+             f"`{name}` ({fmt(d['nodes'])} nodes, {d.get('embedder')})", fmt(v), verdict(ok),
+             (f"{COLLAPSED_P95_MS - v:.1f} ms to spare" if ok else f"{v - COLLAPSED_P95_MS:.1f} ms over")
+             if v is not None else ""]]
