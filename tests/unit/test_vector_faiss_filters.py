@@ -14,7 +14,7 @@ import numpy as np
 from random_filters import random_attrs, random_filters
 from test_vector_faiss_ivf import DIM, clustered
 
-from eragraph.adapters.local import vector_faiss
+from eragraph.adapters.local import vector_faiss_search, vector_log
 from eragraph.adapters.local.vector_faiss import IDMAP_FILE, LOG_FILE, FaissVectorIndex
 from eragraph.domain.filters import All, Cond, matches
 
@@ -73,13 +73,13 @@ def test_ivf_where_is_exact_when_narrow_and_never_short_when_wide(tmp_path, monk
     checked = 0
     for n, where in enumerate(random_filters(9, 40)):
         keep = allowed_rows(len(vecs), attrs, where)
-        if not 0 < keep.sum() <= vector_faiss.EXACT_MAX:
+        if not 0 < keep.sum() <= vector_faiss_search.EXACT_MAX:
             continue
         q = queries[n % len(queries)]
         assert [h.node_id for h in index.search(q, 10, where=where)] == exact(vecs, q, 10, keep), where
         checked += 1
     assert checked >= 10
-    monkeypatch.setattr(vector_faiss, "EXACT_MAX", 0)  # the IVF path for every filter
+    monkeypatch.setattr(vector_faiss_search, "EXACT_MAX", 0)  # the IVF path for every filter
     scopes = [(None, None), ([0], None), (None, [f"d{d}" for d in range(0, N_DOCS, 3)]), ([0, 2], ["d4", "d8", "d40"])]
     for n, where in enumerate(random_filters(10, 40)):
         layers, docs = scopes[n % len(scopes)]
@@ -102,7 +102,7 @@ def test_attrs_persist_in_snapshot_and_log_and_survive_a_change_of_shape(tmp_pat
     index.upsert(["n8", "n108"], vecs[8:9].repeat(2, axis=0), [{"layer": 0, "doc_id": "d8", "attrs": late}] * 2)
     index.flush()  # a log record
     data = (folder / LOG_FILE).read_bytes()
-    records, _ = vector_faiss._decode_records(data, vector_faiss._HEADER_LEN, DIM)
+    records, _ = vector_log.decode_records(data, vector_log._HEADER_LEN, DIM)
     assert [row[4] for row in records[-1][2]] == [late, late]
     marked = Cond("equals", "lang", "late")
     q = vecs[8]

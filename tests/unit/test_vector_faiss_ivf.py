@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eragraph.adapters.local import vector_faiss
+from eragraph.adapters.local import vector_faiss, vector_faiss_ivf, vector_faiss_search
 from eragraph.adapters.local.vector_faiss import FaissVectorIndex
 
 DIM = 32
@@ -45,7 +45,7 @@ def test_flat_below_ivf_min_then_ivf_then_retrained_then_flat_again(tmp_path):
     assert index.shape() == {"kind": "flat"}
     fill(index, vecs[1500:2000], start=1500)
     first = index.shape()
-    assert first["kind"] == "ivf" and first["nlist"] == vector_faiss._nlist(2000)
+    assert first["kind"] == "ivf" and first["nlist"] == vector_faiss_ivf.nlist(2000)
     fill(index, vecs[2000:4000], start=2000)
     assert index.shape() == first  # grown 2x: the same centroids
     fill(index, vecs[4000:], start=4000)
@@ -80,7 +80,7 @@ def test_narrow_filters_are_exact_and_wide_ones_never_short(tmp_path, monkeypatc
     for q in clustered(20, 5):
         hits = index.search(q, 10, doc_ids=["d7"])
         assert [h.node_id for h in hits] == exact(vecs, q, 10, keep=doc)  # 120 allowed: exact
-    monkeypatch.setattr(vector_faiss, "EXACT_MAX", 0)  # force the IVF path for a narrow filter too
+    monkeypatch.setattr(vector_faiss_search, "EXACT_MAX", 0)  # force the IVF path for a narrow filter too
     layer3 = np.array([i % 4 == 3 for i in range(len(vecs))])
     for q in clustered(20, 6):
         hits = index.search(q, 10, layers=[3], doc_ids=["d7", "d11"])
@@ -187,7 +187,7 @@ def test_a_failed_change_of_shape_keeps_every_vector(tmp_path, monkeypatch):
     def fail(*_a, **_kw):
         raise MemoryError("no room for the new index")
 
-    monkeypatch.setattr(FaissVectorIndex, "_new_shape", fail)
+    monkeypatch.setattr(vector_faiss_ivf, "new_shape", fail)
     with pytest.raises(MemoryError):
         fill(index, vecs[1999:], start=1999)
     assert index.shape() == {"kind": "flat"} and index.count() == 2000  # the vectors, back from the spill

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eragraph.adapters.local import vector_faiss
+from eragraph.adapters.local import vector_faiss, vector_faiss_ivf, vector_faiss_snapshot, vector_log
 from eragraph.adapters.local.files import file_stamp
 from eragraph.adapters.local.vector_faiss import INDEX_FILE, IDMAP_FILE, LOCK_FILE, LOG_FILE, FaissVectorIndex
 from eragraph.domain.filters import AnyOf, Cond
@@ -24,11 +24,11 @@ def shape(request):
     """Every test of the log, the compactions and the crashes runs on both shapes of the index:
     flat, and IVF from the first vector on (scanning every bucket, so answers stay exact). Set
     directly, not through monkeypatch: several tests call ``monkeypatch.undo()`` mid-way."""
-    saved = vector_faiss.IVF_MIN, vector_faiss.NPROBE_FRACTION
+    saved = vector_faiss_ivf.IVF_MIN, vector_faiss_ivf.NPROBE_FRACTION
     if request.param == "ivf":
-        vector_faiss.IVF_MIN, vector_faiss.NPROBE_FRACTION = 1, 1.0
+        vector_faiss_ivf.IVF_MIN, vector_faiss_ivf.NPROBE_FRACTION = 1, 1.0
     yield request.param
-    vector_faiss.IVF_MIN, vector_faiss.NPROBE_FRACTION = saved
+    vector_faiss_ivf.IVF_MIN, vector_faiss_ivf.NPROBE_FRACTION = saved
 
 
 def unit(rows: int, seed: int) -> np.ndarray:
@@ -162,7 +162,7 @@ def test_a_torn_log_tail_is_ignored_and_cut_by_the_next_writer(tmp_path):
     reopened = FaissVectorIndex(folder, DIM)
     assert reopened.ids() == set(before) | {"d"}
     data = (folder / LOG_FILE).read_bytes()
-    records, end = vector_faiss._decode_records(data, vector_faiss._HEADER_LEN, DIM)
+    records, end = vector_log.decode_records(data, vector_log._HEADER_LEN, DIM)
     assert len(records) == 2 and end == len(data)  # the garbage was cut off, not left behind the record
 
 
@@ -181,7 +181,7 @@ def test_compaction_triggers_and_preserves_the_content(tmp_path):
         if snapshot_stamps(folder) != snap:
             break
         appended += 1
-        assert log_size(folder) <= vector_faiss.COMPACT_FRACTION * snapshot_bytes
+        assert log_size(folder) <= vector_log.COMPACT_FRACTION * snapshot_bytes
     else:
         pytest.fail("the log was never compacted")
     assert appended > 5  # several appends before the compaction
@@ -243,9 +243,9 @@ def test_handles_merge_across_a_compaction_by_another_writer(tmp_path, monkeypat
     one.upsert(["a"], unit(1, 13), [meta(0, "a")])
     one.flush()  # appended
     two.upsert(["b"], unit(1, 14), [meta(1, "b")])
-    monkeypatch.setattr(vector_faiss, "COMPACT_FRACTION", 0.0)
+    monkeypatch.setattr(vector_log, "COMPACT_FRACTION", 0.0)
     two.flush()  # catches up with one's record, then compacts
-    monkeypatch.setattr(vector_faiss, "COMPACT_FRACTION", 0.25)
+    monkeypatch.setattr(vector_log, "COMPACT_FRACTION", 0.25)
     assert not (folder / LOG_FILE).exists()
     one.upsert(["c"], unit(1, 15), [meta(2, "c")])
     one.delete(["b"])  # written by two, which compacted since
@@ -259,11 +259,11 @@ def test_handles_merge_across_a_compaction_by_another_writer(tmp_path, monkeypat
 # --- crashes between the steps of a compaction --------------------------------------------------
 
 def _compacting_flush(index, monkeypatch):
-    monkeypatch.setattr(vector_faiss, "COMPACT_FRACTION", 0.0)
+    monkeypatch.setattr(vector_log, "COMPACT_FRACTION", 0.0)
     try:
         index.flush()
     finally:
-        monkeypatch.setattr(vector_faiss, "COMPACT_FRACTION", 0.25)
+        monkeypatch.setattr(vector_log, "COMPACT_FRACTION", 0.25)
 
 
 def test_crash_before_the_id_map_of_a_compaction_leaves_the_old_snapshot_and_log(tmp_path, monkeypatch):
@@ -271,14 +271,14 @@ def test_crash_before_the_id_map_of_a_compaction_leaves_the_old_snapshot_and_log
     index = seeded(folder, n=300)
     index.upsert(["a"], unit(1, 16), [meta(0, "a")])
     index.flush()  # a log record
-    real = vector_faiss.atomic_write
+    real = vector_faiss_snapshot.atomic_write
 
     def crash_before_the_id_map(path, data, *args):
         if path.name == IDMAP_FILE:
             raise KeyboardInterrupt("crash")
         real(path, data, *args)
 
-    monkeypatch.setattr(vector_faiss, "atomic_write", crash_before_the_id_map)
+    monkeypatch.setattr(vector_faiss_snapshot, "atomic_write", crash_before_the_id_map)
     monkeypatch.setattr(vector_faiss.time, "sleep", lambda s: None)
     index.upsert(["b"], unit(1, 17), [meta(0, "b")])
     with pytest.raises(KeyboardInterrupt):
@@ -297,7 +297,7 @@ def test_crash_before_a_compaction_removes_the_log_is_recovered(tmp_path, monkey
     index.upsert(["a", "gone"], np.stack([old_a, old_a]), [meta(0, "a")] * 2)
     index.flush()  # a log record
     stale_log = (folder / LOG_FILE).read_bytes()
-    monkeypatch.setattr(index, "_remove_log", lambda: (_ for _ in ()).throw(KeyboardInterrupt("crash")))
+    monkeypatch.setattr(index._log, "delete", lambda: (_ for _ in ()).throw(KeyboardInterrupt("crash")))
     index.upsert(["a"], new_a[None], [meta(3, "new")])
     index.delete(["gone"])
     with pytest.raises(KeyboardInterrupt):
@@ -361,7 +361,7 @@ def test_a_format_1_snapshot_opens_and_is_compacted_on_the_next_flush(tmp_path):
     assert old.count() == 200
     old.upsert(["a"], unit(1, 22), [meta(0, "a")])
     old.flush()
-    assert json.loads((folder / IDMAP_FILE).read_text())["format"] == vector_faiss.FORMAT
+    assert json.loads((folder / IDMAP_FILE).read_text())["format"] == vector_faiss_snapshot.FORMAT
     assert not (folder / LOG_FILE).exists()
     assert FaissVectorIndex(folder, DIM).ids() == old.ids()
 
@@ -371,23 +371,23 @@ class Died(RuntimeError):
 
 
 def _die_on(monkeypatch, name: str, target: str) -> None:
-    """Make ``vector_faiss.<name>`` (atomic_write or os.replace) die when it writes ``target``."""
+    """Make ``vector_faiss_snapshot.<name>`` (atomic_write or os.replace) die when it writes ``target``."""
     if name == "atomic_write":
-        real = vector_faiss.atomic_write
+        real = vector_faiss_snapshot.atomic_write
 
         def fake(path, data, *a, **k):
             if path.name == target:
                 raise Died(target)
             return real(path, data, *a, **k)
-        monkeypatch.setattr(vector_faiss, "atomic_write", fake)
+        monkeypatch.setattr(vector_faiss_snapshot, "atomic_write", fake)
     else:
-        real_replace = vector_faiss.os.replace
+        real_replace = vector_faiss_snapshot.os.replace
 
         def replace(src, dst):
             if str(src).endswith(target):
                 raise Died(target)
             return real_replace(src, dst)
-        monkeypatch.setattr(vector_faiss.os, "replace", replace)
+        monkeypatch.setattr(vector_faiss_snapshot.os, "replace", replace)
 
 
 @pytest.mark.parametrize("first", [True, False], ids=["first-snapshot", "later-snapshot"])

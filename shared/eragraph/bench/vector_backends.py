@@ -167,13 +167,13 @@ class FaissIvf(FaissFlat):
         self._note_layers(ids, layers)
 
     def finish_build(self) -> None:
-        from ..adapters.local.vector_faiss import _nlist
+        from ..adapters.local.vector_faiss_ivf import nlist as buckets_for
 
         faiss = self.faiss
         ids = np.concatenate([i for i, _ in self.pending])
         vecs = np.concatenate([v for _, v in self.pending])
         self.pending = []
-        nlist = self.NLIST or _nlist(len(ids))
+        nlist = self.NLIST or buckets_for(len(ids))
         quantizer = faiss.IndexFlatIP(self.dim)
         index = faiss.IndexIVFFlat(quantizer, self.dim, nlist, faiss.METRIC_INNER_PRODUCT)
         sample = np.random.default_rng(0).choice(len(vecs), size=min(len(vecs), self.TRAIN_PER_LIST * nlist),
@@ -218,10 +218,10 @@ class EragraphFaiss:
         self.building = True
 
     def params(self) -> dict:
-        from ..adapters.local import vector_faiss
+        from ..adapters.local import vector_faiss_search
 
         return {"index": "FaissVectorIndex", **self.index.shape(), "ivf_min": self.index.ivf_min,
-                "nprobe_fraction": self.index.nprobe_fraction, "exact_max": vector_faiss.EXACT_MAX}
+                "nprobe_fraction": self.index.nprobe_fraction, "exact_max": vector_faiss_search.EXACT_MAX}
 
     def add(self, ids: np.ndarray, vecs: np.ndarray, layers: np.ndarray) -> None:
         if self.index is None:
