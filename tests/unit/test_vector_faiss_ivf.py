@@ -3,7 +3,7 @@ turns flat again when most of it is deleted, keeps recall on clustered data with
 nprobe, answers narrow filters exactly and wide ones in full (never a short top-k), and persists
 and replays like the flat shape. The port's contract tests run on it too (``faiss-ivf`` in
 tests/contract/factories.py, every bucket scanned); its speed and recall at a million vectors
-are measured by ``eragraph bench vectors`` (BENCHMARKS.md)."""
+are measured by ``eragraph bench vectors`` (docs/benchmarks/vectors.md)."""
 
 from __future__ import annotations
 
