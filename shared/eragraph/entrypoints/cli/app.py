@@ -806,7 +806,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     counts of each state under --prefix with the documents listed. Read only, like stats."""
     from dataclasses import replace
 
-    from ..http.api import document_json
+    from ..documents import document_json
     from ...bootstrap.local import tenant_store
     from ...domain.doc_status import STATES
     from ...domain.ids import document_id_for_source
