@@ -1,12 +1,14 @@
 """HTTP API (payload v2) -> query, documents, stats, health, and the MCP tools (POST /mcp:
-eragraph.entrypoints.mcp). The routes and the pydantic request model live in eragraph.entrypoints.http.api (shared
-with the local `eragraph serve`); the OpenAPI schema they generate is kept in openapi.json. The
+eragraph.entrypoints.mcp). The routes are the route table's (eragraph.entrypoints.http.routes), served by
+eragraph.entrypoints.http.api's resolver (shared with the local `eragraph serve`); the OpenAPI schema they
+generate is kept in openapi.json. The
 caller's tenant comes from its identity (bootstrap.identity: ERAGRAPH_TENANT_CLAIM,
 ERAGRAPH_TENANT_TAG, ERAGRAPH_TENANT_REQUIRED)."""
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from eragraph.entrypoints.http.api import QueryRequest, make_app  # noqa: F401  (QueryRequest: the request schema)
+from eragraph.entrypoints.http.api import make_app
+from eragraph.entrypoints.http.models import QueryRequest  # noqa: F401  (the request schema)
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools, priced
 from eragraph.bootstrap.identity import TenantIdentity
 from eragraph.bootstrap.limits import api_limits

@@ -7,7 +7,7 @@ Tools (``build_server``):
   ``purpose``: services.modes), so an agent can choose;
 - ``answer(query, k, mode, filter)``: the evidence and a generated answer with citations; listed
   only when the store has a generator (called without one: a tool error saying so);
-- ``get_document(doc_id)``: the JSON of GET /documents/{id} (api.document_body, the same code);
+- ``get_document(doc_id)``: the JSON of GET /documents/{id} (entrypoints.documents, the same code);
 - ``stats``: the JSON of GET /stats (services.stats).
 Every failure is an MCP tool error in words (``isError``: a bad argument, mode or filter, an
 unknown document), never a protocol error or a crash.
@@ -49,6 +49,7 @@ from ..services import stats as stats_service
 from ..services.engine import Engine
 from ..services.modes import MODES, available_modes
 from ..domain.validation import describe_all
+from .documents import document_json  # GET /documents/{id}'s own JSON, with the document's status
 
 log = logging.getLogger(__name__)
 
@@ -159,8 +160,6 @@ def call(engine: Engine, name: str, arguments: dict[str, Any] | None) -> dict:
                                        where=args.filter, rerank=RerankSpec() if args.rerank else None)
         return response.to_dict()
     if name == "get_document":
-        from .http.api import document_json  # GET /documents/{id}'s own JSON, with the document's status
-
         args = _args(DocumentArgs, arguments)
         body = document_json(engine, args.doc_id)
         if body is None:

@@ -20,9 +20,12 @@ tenant is ResourceNotFoundException. Needs the ``aws`` extra (botocore).
 RetrieveAndGenerate answers with the engine's generator (on AWS, the Bedrock model ``modelArn``
 names, if the deployment allows it: ``check_generate``); RetrieveAndGenerateStream's frames
 (``retrieve_and_generate_stream``, framed by eragraph.entrypoints.bedrock_kb.eventstream) are sent as they are made by
-eragraph.entrypoints.http.server's ASGI app: under ``eragraph serve``, and on AWS in the stream function (a
+eragraph.entrypoints.http.stream: under ``eragraph serve``, and on AWS in the stream function (a
 function URL in RESPONSE_STREAM mode, the Lambda Web Adapter running that app: Python Lambda has
-no native response streaming, and the API Gateway function answers whole responses only)."""
+no native response streaming, and the API Gateway function answers whole responses only).
+
+The HTTP routes (eragraph.entrypoints.http.routes) call these functions; a KbError raised here is
+answered by ``KbError.response``, the one HTTP form of the service's modelled errors."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     """Document statuses (services.doc_status): one document's (--doc, an id or its source), or the
     counts of each state under --prefix with the documents listed. Read only, like stats."""
-    from ..http.api import document_json
+    from ..documents import document_json
     from ...domain.doc_status import STATES
     from ...domain.ids import document_id_for_source
     from ...services import doc_status

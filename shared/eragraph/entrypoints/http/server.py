@@ -41,7 +41,6 @@ Bound to 127.0.0.1 unless told otherwise; there is no authentication, so do not 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import base64
 import json
 import socket
@@ -56,6 +55,9 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from ...services.engine import Engine
+from .admission import Admission
+from .errors import error_body
+from .routes import ASGI_KB_STREAM, ASGI_MCP, ROUTES, STREAM, route
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -64,8 +66,9 @@ BACKLOG = 2048
 FAST_WORKERS = 4
 SLOW_WORKERS = 1
 SLOW_FAMILIES = frozenset({"graph", "fusion", "router"})
-KB_STREAM_PATH = "/retrieveAndGenerateStream"  # Bedrock KB streaming (eragraph.entrypoints.bedrock_kb)
-MCP_PATH = "/mcp"  # the MCP endpoint (streamable HTTP, stateless): eragraph.entrypoints.mcp
+KB_STREAM = route(ASGI_KB_STREAM)  # Bedrock KB streaming (eragraph.entrypoints.http.stream)
+MCP = route(ASGI_MCP)  # the MCP endpoint (streamable HTTP, stateless): eragraph.entrypoints.mcp
+STREAM_ROUTES = tuple(r for r in ROUTES if STREAM in r.on)  # the stream function's
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
@@ -124,7 +127,9 @@ def family_of(method: str, path: str, body: bytes) -> str:
 
 
 class ApiApp:
-    """The ASGI app: each HTTP request is resolved in its family's thread pool.
+    """The ASGI app: each HTTP request is resolved in its family's thread pool. The routes are the
+    route table's (eragraph.entrypoints.http.routes): those with an ``asgi`` handler are served
+    here (MCP, the Bedrock KB stream), every other through the API's resolver.
 
     ``eragraph serve`` builds it over one engine (every route, the engine's tenant). The stream
     function on AWS (functions/stream, behind the Lambda Web Adapter) builds it ``stream_only``
@@ -151,7 +156,7 @@ class ApiApp:
         self.pools = {"fast": ThreadPoolExecutor(fast_workers, thread_name_prefix="eragraph-fast"),
                       "slow": ThreadPoolExecutor(slow_workers, thread_name_prefix="eragraph-slow")}
         self._local = threading.local()
-        self._mcp = None  # the MCP server, built on the first request to MCP_PATH
+        self._mcp = None  # the MCP server, built on the first request to MCP.path
         self.mcp_security = None  # MCP's Host/Origin check (ApiServer: loopback only when bound to loopback)
 
     def resolver(self):
@@ -181,13 +186,13 @@ class ApiApp:
                     return
         if scope["type"] != "http":
             return
-        if scope["path"].rstrip("/") == MCP_PATH and not self.stream_only:
+        if scope["path"].rstrip("/") == MCP.path and not self.stream_only:  # MCP's transport reads the body
             await self.serve_mcp(scope, receive, send)
             return
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            await self._send(send, scope, 413, {"content-type": "application/json"},
-                             json.dumps({"statusCode": 413, "message": "request body too large"}).encode())
+            await self.send_whole(send, scope, 413, {"content-type": "application/json"},
+                                  json.dumps(error_body(413, "request body too large")).encode())
             return
         chunks, size, more = [], 0, True
         while more:
@@ -197,22 +202,19 @@ class ApiApp:
             piece = message.get("body", b"")
             size += len(piece)
             if size > MAX_BODY_BYTES:
-                await self._send(send, scope, 413, {"content-type": "application/json"},
-                                 json.dumps({"statusCode": 413, "message": "request body too large"}).encode())
+                await self.send_whole(send, scope, 413, {"content-type": "application/json"},
+                                      json.dumps(error_body(413, "request body too large")).encode())
                 return
             chunks.append(piece)
             more = message.get("more_body", False)
         body = b"".join(chunks)
-        if scope["path"].rstrip("/") == KB_STREAM_PATH and scope["method"] == "POST":
-            await self.serve_kb_stream(scope, send, body)
+        if scope["path"].rstrip("/") == KB_STREAM.path and scope["method"] == KB_STREAM.method:
+            from .stream import serve_kb_stream
+
+            await serve_kb_stream(self, scope, send, body)
             return
-        if self.stream_only:  # the stream function: its readiness check, and nothing else
-            if scope["path"].rstrip("/") == "/health" and scope["method"] in ("GET", "HEAD"):
-                status, message = 200, {"status": "ok"}
-            else:
-                status, message = 404, {"statusCode": 404, "message": f"no route {scope['method']} {scope['path']} "
-                                        f"here: this endpoint serves POST {KB_STREAM_PATH} only"}
-            await self._send(send, scope, status, {"content-type": "application/json"}, json.dumps(message).encode())
+        if self.stream_only:  # the stream function: its routes (the stream, and its readiness check), nothing else
+            await self.serve_stream_only(scope, send)
             return
         path = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
         query = scope.get("query_string", b"").decode("latin-1")
@@ -227,7 +229,7 @@ class ApiApp:
         data = out.get("body") or ""
         payload = base64.b64decode(data) if out.get("isBase64Encoded") else str(data).encode("utf-8")
         out_headers = {k: (", ".join(v) if isinstance(v, list) else str(v)) for k, v in (out.get("headers") or {}).items()}
-        await self._send(send, scope, int(out.get("statusCode", 500)), out_headers, payload)
+        await self.send_whole(send, scope, int(out.get("statusCode", 500)), out_headers, payload)
 
     async def serve_mcp(self, scope: dict, receive, send) -> None:
         """POST /mcp: the MCP tools over stateless streamable HTTP (eragraph.entrypoints.mcp), for the
@@ -235,95 +237,42 @@ class ApiApp:
         try:
             from ..mcp import build_server, serve_http
         except ImportError as exc:
-            await self._send(send, scope, 501, {"content-type": "application/json"}, json.dumps(
-                {"statusCode": 501, "message": f"MCP needs the mcp extra (pip install 'eragraph[mcp]'): {exc}"}).encode())
+            await self.send_whole(send, scope, 501, {"content-type": "application/json"}, json.dumps(
+                error_body(501, f"MCP needs the mcp extra (pip install 'eragraph[mcp]'): {exc}")).encode())
             return
         if self._mcp is None:
             engine = self.engine
             self._mcp = build_server(lambda _tenant: engine, run_blocking=self._run_in_pool)
-        await serve_http(self._mcp, scope, receive, send, self.engine.tenant, security=self.mcp_security)
+        await serve_http(self._mcp, scope, receive, send, self.caller_tenant(scope), security=self.mcp_security)
 
-    async def serve_kb_stream(self, scope: dict, send, body: bytes) -> None:
-        """POST /retrieveAndGenerateStream (eragraph.entrypoints.bedrock_kb): the event stream, each frame sent
-        as the generator yields it (a chunked response, no content-length); an error before the
-        first frame is the modelled JSON error."""
-        from ..bedrock_kb import runtime as bedrock_kb
-        from .api import BadRequestBody, parse_body
+    async def serve_stream_only(self, scope: dict, send) -> None:
+        """A request to the stream function other than the stream: its routes without a request
+        (routes.STREAM: GET /health, HEAD too), else 404."""
+        method = "GET" if scope["method"] == "HEAD" else scope["method"]
+        path = scope["path"].rstrip("/")
+        found = next((r for r in STREAM_ROUTES if r.handler and (r.method, r.path) == (method, path)), None)
+        if found is not None:
+            from . import handlers
 
-        loop = asyncio.get_running_loop()
-        pool = self.pools["slow"]
+            status, message = 200, getattr(handlers, found.handler)()
+        else:
+            status, message = 404, error_body(404, f"no route {scope['method']} {scope['path']} here: this endpoint "
+                                                   f"serves {KB_STREAM.key} only")
+        await self.send_whole(send, scope, status, {"content-type": "application/json"}, json.dumps(message).encode())
 
-        def prepare():
-            """The caller's tenant (an IAM tag lookup, a rate-bucket write), the request and the
-            tenant's engine: blocking calls, made in the pool so that the loop serves others."""
-            caller = self.caller_tenant(scope)  # first: a caller without a tenant gets no work done
-            request = parse_body(body.decode("utf-8", errors="replace"))
-            bedrock_kb.validate("RetrieveAndGenerateStream", request)
-            kb_id = bedrock_kb.knowledge_base_config(request)["knowledgeBaseId"]
-            tenant = bedrock_kb.resolve_tenant(kb_id, caller, self.tenants)
-            engine = self.engine if self.engines is None else self.engines(tenant)
-            return request, self._tracked(bedrock_kb.retrieve_and_generate_stream(engine, request))
-
-        # one context for every step, so that the cost ledger's track() block spans the answer
-        context = contextvars.copy_context()
-        try:
-            request, frames = await loop.run_in_executor(pool, context.run, prepare)
-            first = await loop.run_in_executor(pool, context.run, next, frames, None)  # errors before any frame: JSON
-        except BadRequestBody as exc:
-            error = bedrock_kb.KbError("ValidationException", str(exc))
-            status, headers, text = error.response()
-            await self._send(send, scope, status, headers, text.encode())
-            return
-        except bedrock_kb.KbError as exc:
-            status, headers, text = exc.response()
-            await self._send(send, scope, status, headers, text.encode())
-            return
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/vnd.amazon.eventstream"),
-                                (b"x-amzn-bedrock-knowledge-base-session-id",
-                                 str(request.get("sessionId") or uuid.uuid4()).encode())]})
-        frame = first
-        try:
-            while frame is not None:
-                await send({"type": "http.response.body", "body": frame, "more_body": True})
-                frame = await loop.run_in_executor(pool, context.run, next, frames, None)
-        finally:
-            await loop.run_in_executor(pool, context.run, frames.close)  # the client left: the calls so far count
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
-
-    def _tracked(self, frames):
-        """``frames``, with the model calls made while they are produced handed to
-        ``on_model_calls`` at the end (also when an error or the client cut them short)."""
-        if self.on_model_calls is None:
-            yield from frames
-            return
-        from ...services import cost
-
-        with cost.track() as calls:
-            try:
-                yield from frames
-            finally:
-                self.on_model_calls(list(calls))
+    @property
+    def admission(self) -> Admission:
+        """The caller's tenant: the one its identity names, after a token of its rate bucket (the
+        stream function), else the served engine's."""
+        if self.identity is None:
+            return Admission(lambda _headers: self.engine.tenant)
+        return Admission(self.identity.tenant_from_headers, self.admit)
 
     def caller_tenant(self, scope: dict) -> str:
-        """The caller's tenant: the served engine's, or (``identity``) the one its identity names,
-        after a token of its rate bucket; the refusals are the service's modelled errors."""
-        if self.identity is None:
-            return self.engine.tenant
-        from ..bedrock_kb.runtime import KbError
-        from ...bootstrap.identity import TenantForbidden
-
+        """The caller's tenant (admission.Admission): the served engine's, or (``identity``) the one
+        its identity names, after a token of its rate bucket."""
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        try:
-            tenant = self.identity.tenant_from_headers(headers)
-        except TenantForbidden as exc:
-            raise KbError("AccessDeniedException", str(exc)) from None
-        if self.admit is not None:
-            decision = self.admit(tenant)
-            if not decision.allowed:
-                raise KbError("ThrottlingException", f"too many requests for this tenant: retry after "
-                              f"{decision.retry_after} s")
-        return tenant
+        return self.admission.caller(headers)
 
     async def _run_in_pool(self, fn, mode: str | None):
         from ...services.modes import MODES
@@ -332,7 +281,7 @@ class ApiApp:
         pool = self.pools["slow" if spec is not None and spec.family in SLOW_FAMILIES else "fast"]
         return await asyncio.get_running_loop().run_in_executor(pool, fn)
 
-    async def _send(self, send, scope: dict, status: int, headers: dict[str, str], payload: bytes) -> None:
+    async def send_whole(self, send, scope: dict, status: int, headers: dict[str, str], payload: bytes) -> None:
         raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
                if k.lower() not in ("content-length", "connection")]
         raw.append((b"content-length", str(len(payload)).encode()))

@@ -1,0 +1,35 @@
+"""A document's JSON, as GET /documents/{id} answers it and the MCP tool ``get_document`` returns
+it: its fields, chunk ids and ingestion status (services.doc_status). No web framework is
+imported here, so the MCP server and the CLI use it without the ``aws`` extra."""
+
+from __future__ import annotations
+
+from ..services.engine import Engine
+
+
+def document_body(doc, status: dict | None = None) -> dict:
+    """A document's JSON; with ``status`` (services.doc_status.read) its ingestion state
+    (received, indexed, summaries_pending, done, failed), the reason of a failure and the times
+    it was received and last updated (Unix seconds)."""
+    body = {"doc_id": doc.doc_id, "source": doc.source, "title": doc.title, "content_hash": doc.content_hash,
+            "chunks": len(doc.chunk_ids), "chunk_ids": list(doc.chunk_ids), "status": doc.status}
+    return body if status is None else {**body, **_status_fields(status)}
+
+
+def _status_fields(status: dict) -> dict:
+    out = {"status": status["state"], "received_at": status["received_at"], "updated_at": status["updated_at"]}
+    return {**out, "reason": status["reason"]} if "reason" in status else out
+
+
+def document_json(engine: Engine, doc_id: str) -> dict | None:
+    """GET /documents/{id}: the stored document with its status, or (a document refused before it
+    was stored: a binary or empty file...) its status alone; None when neither is known."""
+    from ..services import doc_status
+
+    doc = engine.graph.get_document(doc_id)
+    status = doc_status.read(engine, doc_id)
+    if doc is not None:
+        return document_body(doc, status)
+    if status is None:
+        return None
+    return {"doc_id": doc_id, "source": status["source"], "chunks": 0, "chunk_ids": [], **_status_fields(status)}

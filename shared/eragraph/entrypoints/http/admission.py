@@ -1,0 +1,55 @@
+"""Caller admission, the one gate every request of the HTTP API and of the Bedrock KB stream
+passes before any work: the caller's tenant from its identity (never from the request's body),
+the request's log keys, then a token of that tenant's rate bucket.
+
+- The API (eragraph.entrypoints.http.api) admits API Gateway events: ``tenant_of`` is
+  bootstrap.identity.TenantIdentity.tenant (the JWT claim or the IAM principal's tag), or the
+  served engine's tenant under ``eragraph serve``.
+- The stream function (eragraph.entrypoints.http.stream) admits the request's headers:
+  ``tenant_of`` is TenantIdentity.tenant_from_headers (the Lambda Web Adapter's copy of the
+  request context).
+
+A caller whose identity names no tenant it may use raises bootstrap.identity.TenantForbidden; a
+tenant out of tokens raises ``RateLimited``. eragraph.entrypoints.http.errors answers both, as
+the API's JSON errors or as the Bedrock KB service's modelled ones."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ...bootstrap.identity import caller_of
+
+
+class RateLimited(Exception):
+    """The caller's tenant is out of tokens (answered 429 with Retry-After)."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"too many requests for this tenant: retry after {retry_after} s")
+        self.retry_after = retry_after
+
+
+class Admission:
+    """``tenant_of(request)``: the caller's tenant from its identity (None: everyone is the default
+    tenant); ``admit(tenant)`` takes a token of the tenant's bucket (a domain.rate_limit.Decision;
+    None: no rate limit); ``logger`` (powertools, given with API Gateway events only) gets the
+    request's tenant, caller (IAM ARN or JWT subject) and API request id as keys."""
+
+    def __init__(self, tenant_of: Callable[[Any], str] | None = None, admit: Callable[[str], Any] | None = None,
+                 logger: Any = None) -> None:
+        self.tenant_of = tenant_of
+        self.admit = admit
+        self.logger = logger
+
+    def caller(self, request: Mapping[str, Any]) -> str:
+        """The tenant of the caller of ``request`` (an API Gateway event, or the stream's headers),
+        once admitted."""
+        tenant = self.tenant_of(request) if self.tenant_of is not None else ""
+        if self.logger is not None:
+            self.logger.append_keys(tenant=tenant or "(default)", caller=caller_of(request),
+                                    api_request_id=(request.get("requestContext") or {}).get("requestId", ""))
+        if self.admit is not None:
+            decision = self.admit(tenant)
+            if not decision.allowed:
+                raise RateLimited(decision.retry_after)
+        return tenant

@@ -1,0 +1,58 @@
+"""A request body as a JSON object, or the 400 saying why not (``BadRequestBody``): invalid JSON,
+nesting deeper than MAX_BODY_DEPTH (checked by one linear scan before parsing, so a body nested
+100,000 deep costs one scan, not a RecursionError), a JSON constant that is no number (NaN,
+Infinity) or a JSON value other than an object. The HTTP API's resolver parses every body with
+``parse_body`` (eragraph.entrypoints.http.api), and so does the Bedrock KB stream
+(eragraph.entrypoints.http.stream)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+
+MAX_BODY_DEPTH = 16  # nested JSON arrays/objects; a query needs 1
+
+
+class BadRequestBody(ValueError):
+    """A request body that is no JSON object (answered 400 with this message)."""
+
+
+# a JSON string (so brackets inside strings are not counted), or one bracket
+_JSON_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def nesting_exceeds(text: str, limit: int) -> bool:
+    """Whether JSON ``text`` nests arrays/objects deeper than ``limit`` (one linear scan)."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for match in _JSON_TOKEN.finditer(text):
+        token = match.group()
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in "]}":
+            depth -= 1
+    return False
+
+
+def _no_constant(name: str):
+    raise BadRequestBody(f"the body is not valid JSON: {name} is not a JSON number")
+
+
+def parse_body(text: str) -> dict:
+    """The request body as a JSON object, or BadRequestBody saying why not."""
+    if nesting_exceeds(text, MAX_BODY_DEPTH):
+        raise BadRequestBody(f"the body nests arrays/objects deeper than {MAX_BODY_DEPTH} levels")
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise BadRequestBody(f"the body is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:  # not reached after the scan above; never a 500 all the same
+        raise BadRequestBody(f"the body nests arrays/objects deeper than {MAX_BODY_DEPTH} levels") from None
+    if not isinstance(value, dict):
+        kind = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+        raise BadRequestBody(f"the body must be a JSON object, not {kind}")
+    return value

@@ -1,0 +1,43 @@
+"""What a route handler of the HTTP API reads besides its own parameters (eragraph.entrypoints.http.handlers):
+the request being served and what ``make_app`` was given. A handler is a function whose first
+parameter is this context; ``make_app`` binds it, so that the resolver sees the handler's own
+parameters only (it validates them and documents them in the OpenAPI schema)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ...services.engine import Engine
+from .admission import Admission
+
+
+@dataclass
+class RouteContext:
+    """``app``: the resolver (its ``current_event`` is the request); ``admission``: the caller's
+    tenant and rate limit; ``get_engine(tenant)``: that tenant's warm engine; ``limits``
+    (config.ApiLimits) caps the answer budget; ``on_query`` sees each query response;
+    ``mcp(event, body, tenant)`` serves POST /mcp; ``tenants()`` lists the store's tenants (a
+    foreign knowledge base id is then a 403, not a 404)."""
+
+    app: Any
+    admission: Admission
+    get_engine: Callable[[str], Engine]
+    limits: Any = None
+    on_query: Callable | None = None
+    mcp: Callable[[dict, bytes, str], tuple[int, dict, str]] | None = None
+    tenants: Callable[[], Any] | None = None
+
+    @property
+    def event(self):
+        """The request being served (api.StrictHttpEvent)."""
+        return self.app.current_event
+
+    def caller(self) -> str:
+        """The caller's tenant, once admitted (admission.Admission)."""
+        return self.admission.caller(self.app.current_event.raw_event)
+
+    def engine(self) -> Engine:
+        """The caller's tenant's engine."""
+        return self.get_engine(self.caller())

@@ -1,0 +1,147 @@
+"""Every refusal of the HTTP API, converted to its HTTP answer once.
+
+``ANSWERS`` maps each exception a route may raise to its status and JSON body
+(``{"statusCode", "message", ...}``); ``install`` registers them on the API's resolver
+(eragraph.entrypoints.http.api), so a route raises and never builds an error response itself:
+
+- 400: a body that is no JSON object (body.BadRequestBody), a bad mode or filter (BadQueryError);
+- 403: a caller whose identity names no tenant (TenantForbidden), a body naming another tenant
+  (``ForeignTenant``);
+- 409: a lexical mode before its index is built (LexicalIndexMissing);
+- 415: a content-type that is not JSON; 422: a body that breaks the request model (its message
+  names the field, the rule and the limit), or an answer budget over the cap (``BudgetTooLarge``);
+- 429 with Retry-After: a tenant out of tokens (admission.RateLimited);
+- 502: a model provider that gave up after its retries (ModelCallError): the request was sound,
+  an upstream service was not;
+- the Bedrock KB routes' modelled errors (bedrock_kb.runtime.KbError: the ``x-amzn-errortype``
+  header and a JSON ``message``), whose HTTP form is ``KbError.response``.
+
+The Bedrock KB stream answers the refusals of admission and of the body in the service's
+modelled shape instead: ``kb_error`` converts them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...bootstrap.identity import TenantForbidden
+from ...domain.model import LexicalIndexMissing
+from ...domain.validation import describe_all
+from ...providers.prompts import ModelCallError
+from ...services.query import BadQueryError
+from ..bedrock_kb.runtime import KbError
+from .admission import RateLimited
+from .body import BadRequestBody
+
+
+class ForeignTenant(PermissionError):
+    """A request that names a tenant other than the caller's (answered 403)."""
+
+
+class BudgetTooLarge(ValueError):
+    """A budget over the answer cap with answer=true (answered 422)."""
+
+
+def error_body(status: int, message: str, **extra: Any) -> dict:
+    """The JSON body of every error the API and the local server answer."""
+    return {"statusCode": status, "message": message, **extra}
+
+
+# (status, body, headers) of an exception; the current event is read by the 415 (its content-type)
+Answer = tuple[int, Any, dict[str, str]]
+
+
+def _plain(status: int) -> Callable[[Exception, Any], Answer]:
+    return lambda exc, _event: (status, error_body(status, str(exc)), {})
+
+
+def _details(exc) -> list[dict]:
+    return [{"loc": e["loc"], "type": e["type"]} for e in exc.errors()]
+
+
+def _rate_limited(exc: RateLimited, _event: Any) -> Answer:
+    return (429, error_body(429, str(exc), retry_after=exc.retry_after), {"Retry-After": str(exc.retry_after)})
+
+
+def _budget_too_large(exc: BudgetTooLarge, _event: Any) -> Answer:
+    return 422, error_body(422, str(exc), detail=[{"loc": ["body", "budget"], "type": "less_than_equal"}]), {}
+
+
+def _invalid_request(exc, _event: Any) -> Answer:
+    from .models import QueryRequest
+
+    message = describe_all(exc.errors(), known=QueryRequest.model_fields)
+    return 422, error_body(422, message, detail=_details(exc)), {}
+
+
+def _unsupported_type(exc, event: Any) -> Answer:
+    given = event.headers.get("content-type", "")
+    return 415, error_body(415, f"the body must be JSON: content-type must be application/json (got {given!r})",
+                           detail=_details(exc)), {}
+
+
+def _model_failed(exc: ModelCallError, _event: Any) -> Answer:
+    return 502, error_body(502, f"a model call failed: {exc}"), {}
+
+
+def _kb(exc: KbError, _event: Any) -> Answer:
+    status, headers, text = exc.response()
+    return status, text, headers
+
+
+ANSWERS: dict[type[Exception], Callable[[Any, Any], Answer]] = {
+    TenantForbidden: _plain(403),
+    ForeignTenant: _plain(403),
+    RateLimited: _rate_limited,
+    BudgetTooLarge: _budget_too_large,
+    BadRequestBody: _plain(400),
+    BadQueryError: _plain(400),
+    ModelCallError: _model_failed,
+    LexicalIndexMissing: _plain(409),
+    KbError: _kb,
+}
+
+
+def validation_answers() -> dict[type[Exception], Callable[[Any, Any], Answer]]:
+    """The answers to the resolver's own validation errors (422, 415): powertools' exceptions,
+    imported here only, so that the ASGI server imports this module without the ``aws`` extra."""
+    from aws_lambda_powertools.event_handler.openapi.exceptions import (
+        RequestUnsupportedContentType,
+        RequestValidationError,
+    )
+
+    return {RequestValidationError: _invalid_request, RequestUnsupportedContentType: _unsupported_type}
+
+
+def install(app) -> None:
+    """Register on the resolver ``app`` the answer to each exception of ``ANSWERS`` and
+    ``validation_answers``, as a JSON response (a KbError's: its own content-type)."""
+    for kind, answer in {**ANSWERS, **validation_answers()}.items():
+        app.exception_handler(kind)(_handler(app, answer))
+
+
+def _handler(app, answer: Callable[[Any, Any], Answer]):
+    from aws_lambda_powertools.event_handler import Response, content_types
+
+    def handle(exc: Exception) -> Response:
+        status, body, headers = answer(exc, app.current_event)
+        headers = dict(headers)
+        return Response(status_code=status, content_type=headers.pop("content-type", content_types.APPLICATION_JSON),
+                        body=body, headers=headers or None)
+    return handle
+
+
+# the Bedrock KB service's modelled error of each refusal met before the stream's first frame
+KB_CODES: dict[type[Exception], str] = {
+    BadRequestBody: "ValidationException",
+    TenantForbidden: "AccessDeniedException",
+    RateLimited: "ThrottlingException",
+}
+
+
+def kb_error(exc: Exception) -> KbError:
+    """``exc`` (a KbError, or a refusal of ``KB_CODES``) as the service's modelled error."""
+    if isinstance(exc, KbError):
+        return exc
+    code = next(code for kind, code in KB_CODES.items() if isinstance(exc, kind))
+    return KbError(code, str(exc))

@@ -1,0 +1,97 @@
+"""The handlers of the HTTP API's routes (the route table, eragraph.entrypoints.http.routes, lists
+each with its method and path). Each takes the request's context (context.RouteContext) first,
+then its own parameters, which the resolver validates and documents in the OpenAPI schema. A
+handler answers a dict (the JSON body, 200) and raises to refuse: eragraph.entrypoints.http.errors
+converts each exception to its status and body. Every route answers from the caller's tenant's
+engine, the caller admitted first (admission.Admission)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
+
+from ...services import query as query_service
+from ..bedrock_kb import runtime as bedrock_kb
+from ..documents import document_json
+from .context import RouteContext
+from .errors import BudgetTooLarge, ForeignTenant
+from .models import QueryRequest, rerank_spec
+
+
+def post_query(ctx: RouteContext, request: QueryRequest) -> dict:
+    """POST /query: the evidence (and with ``answer``, the answer) of a question."""
+    cap = getattr(ctx.limits, "answer_max_budget", 0)
+    if request.answer and cap and request.budget is not None and request.budget > cap:
+        raise BudgetTooLarge(f"budget must be at most {cap} when answer is true (got {request.budget})")
+    tenant = ctx.caller()
+    if request.tenant is not None and request.tenant != tenant:
+        raise ForeignTenant("the request names another tenant than the caller's: the tenant comes from the "
+                            "caller's identity (JWT claim or IAM principal tag), never from the body")
+    served = ctx.get_engine(tenant)
+    budget = request.budget
+    if request.answer and cap and budget is None and served.settings.token_budget > cap:
+        budget = cap  # the default budget (ERAGRAPH_TOKEN_BUDGET) is capped too, not only an explicit one
+    response = query_service.query(served, request.query, mode=request.mode, k=request.k,
+                                   budget=budget, p=request.p, answer=request.answer,
+                                   where=request.filter, rerank=rerank_spec(request.rerank))
+    if ctx.on_query is not None:
+        ctx.on_query(response)
+    return response.to_dict()
+
+
+def get_document(ctx: RouteContext, doc_id: Annotated[str, Path(min_length=1, max_length=512)]) -> dict:
+    """GET /documents/{doc_id}: a document with its status (entrypoints.documents)."""
+    body = document_json(ctx.engine(), doc_id)
+    if body is None:
+        raise NotFoundError(f"no document {doc_id!r}")
+    return body
+
+
+def list_statuses(ctx: RouteContext, prefix: Annotated[str, Query(max_length=1024)] = "",
+                  limit: Annotated[int, Query(ge=0, le=1000)] = 100) -> dict:
+    """Counts of each status of the caller's documents whose source starts with ``prefix``
+    (and Bedrock's ingestion-job statistic names for them), with up to ``limit`` documents."""
+    from ...services import doc_status
+
+    counts, views = doc_status.listing(ctx.engine(), prefix)
+    return {**counts.to_json(), "documents": views[:limit], "truncated": len(views) > limit}
+
+
+def get_stats(ctx: RouteContext) -> dict:
+    """GET /stats: the store's statistics (services.stats)."""
+    from ...services import stats as stats_service
+
+    return stats_service.stats(ctx.engine())
+
+
+def post_mcp(ctx: RouteContext):
+    """POST /mcp: the MCP tools (``ctx.mcp``: mcp.event_response) for the caller's tenant, after
+    the same identity, rate limit and logging as every route."""
+    tenant = ctx.caller()
+    event = ctx.event
+    body = event.decoded_body or ""
+    status, headers, text = ctx.mcp(event.raw_event, body.encode("utf-8"), tenant)
+    return Response(status_code=status, content_type=headers.pop("content-type", None), body=text, headers=headers)
+
+
+def post_kb_retrieve(ctx: RouteContext, knowledgeBaseId: str):  # noqa: N803 (the service model's name)
+    """Bedrock Knowledge Bases' Retrieve (bedrock_kb.runtime) on the knowledge base's tenant."""
+    tenant = bedrock_kb.resolve_tenant(knowledgeBaseId, ctx.caller(), ctx.tenants)
+    return bedrock_kb.retrieve(ctx.get_engine(tenant), ctx.event.json_body or {}, knowledgeBaseId)
+
+
+def post_kb_retrieve_and_generate(ctx: RouteContext):
+    """Bedrock Knowledge Bases' RetrieveAndGenerate (bedrock_kb.runtime) on the knowledge base's tenant."""
+    body = ctx.event.json_body or {}
+    bedrock_kb.validate("RetrieveAndGenerate", body)
+    kb_id = bedrock_kb.knowledge_base_config(body)["knowledgeBaseId"]
+    tenant = bedrock_kb.resolve_tenant(kb_id, ctx.caller(), ctx.tenants)
+    return bedrock_kb.retrieve_and_generate(ctx.get_engine(tenant), body)
+
+
+def health() -> dict:
+    """GET /health: the readiness check (the stream function answers it with this too)."""
+    return {"status": "ok"}

@@ -1,0 +1,50 @@
+"""The request models of the HTTP API: pydantic validates each request body against them (types
+are strict: ``"k": "5"`` is refused, not converted), and the OpenAPI schema kept in
+functions/query/openapi.json is generated from them."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ...domain.rerank import RerankSpec
+from ...domain.tenants import MAX_LENGTH as TENANT_MAX_LENGTH
+from ...services.modes import MODES, mode_names
+
+
+class RerankRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    candidates: Optional[int] = Field(None, ge=1, le=1000, description="Results retrieved for the reranker "
+                                      "(default ERAGRAPH_RERANK_CANDIDATES; never fewer than k)")
+    model: Optional[str] = Field(None, min_length=1, max_length=256, description="A Bedrock rerank model id or ARN "
+                                 "(default: the configured reranker's; a local reranker runs only its own)")
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    query: str = Field(min_length=1, max_length=4000, description="The question or search text")
+    # the registry (services.modes) is the one list of modes; an unknown one gets the service's 400
+    mode: str = Field("collapsed", description="; ".join(f"{m.name}: {m.description}" for m in MODES.values()),
+                      json_schema_extra={"enum": mode_names()})
+    k: int = Field(5, ge=1, le=100, description="Number of results")
+    budget: Optional[int] = Field(None, ge=1, le=100000, description="Token budget of the evidence (default: ERAGRAPH_TOKEN_BUDGET)")
+    p: Optional[float] = Field(None, ge=0.0, le=1.0, description="Bias proportion (detailed/summarized)")
+    answer: bool = Field(False, description="Generate an answer with citations from the evidence")
+    tenant: Optional[str] = Field(None, max_length=TENANT_MAX_LENGTH, description="Optional; must be the caller's own tenant, which "
+                                  "comes from its identity (JWT claim or IAM principal tag), never from here")
+    filter: Optional[dict[str, Any]] = Field(
+        None, description="Metadata filter in Amazon Bedrock Knowledge Bases' shape, e.g. "
+        '{"andAll": [{"equals": {"key": "lang", "value": "en"}}, {"greaterThanOrEquals": {"key": "year", '
+        '"value": 2020}}]}; operators: equals, notEquals, in, notIn, greaterThan(OrEquals), lessThan(OrEquals), '
+        "startsWith, andAll, orAll. Every result is a leaf chunk whose document matches")
+    rerank: Union[bool, RerankRequest] = Field(False, description="Re-order the results with the configured reranker: "
+                                               "true, or {candidates, model}; the response's rerank says it ran")
+
+
+def rerank_spec(value: bool | RerankRequest) -> RerankSpec | None:
+    if value is False:
+        return None
+    if value is True:
+        return RerankSpec()
+    return RerankSpec(candidates=value.candidates, model=value.model)
