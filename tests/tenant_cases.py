@@ -485,7 +485,7 @@ class QuotingGenerator:
     identity = "quoting"
 
     def answer(self, question: str, evidence: Sequence[tuple[str, str]]):
-        from eragraph.ports import Answer
+        from eragraph.ports.records import Answer
 
         text = " ".join(f"{t.strip()} [{i}]" for i, (_, t) in enumerate(evidence, 1))
         return Answer(text=text, cited_ids=tuple(eid for eid, _ in evidence), tokens_in=0, tokens_out=0,

@@ -13,7 +13,7 @@ import pytest
 from contract.aws_factories import REGION, create_graph_table, fake_credentials
 from eragraph.adapters.aws.entity_dynamodb import DynamoEntityStore
 from eragraph.adapters.memory_entity import MemoryEntityStore
-from eragraph.ports_entity import ChunkEntities, SentenceMentions
+from eragraph.ports.entity import ChunkEntities, SentenceMentions
 
 TABLE = "entity-test-graph"
 

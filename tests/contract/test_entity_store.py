@@ -12,7 +12,7 @@ from itertools import combinations
 import pytest
 
 from eragraph.adapters.memory_entity import MemoryEntityStore
-from eragraph.ports_entity import ChunkEntities, EntityStore, SentenceMentions
+from eragraph.ports.entity import ChunkEntities, EntityStore, SentenceMentions
 
 from .conftest import Backend, _backend
 

@@ -19,7 +19,7 @@ from eragraph.domain import bm25
 from eragraph.domain.filters import Cond, chunk_attrs, matches
 from eragraph.domain.model import Document, LexicalIndexMissing, Node
 from eragraph.domain.ranking import rank_key
-from eragraph.ports import Hit
+from eragraph.ports.records import Hit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "aws"))
 from fake_opensearch import FakeOpenSearch  # noqa: E402

@@ -18,7 +18,7 @@ HANDLER_MAX_LINES = 80
 # each floor is a package (the longest prefix names a module's floor), never a module list
 FLOORS = (
     (0, ("eragraph", "eragraph.config", "eragraph.domain")),
-    (1, ("eragraph.ports", "eragraph.ports_entity")),
+    (1, ("eragraph.ports",)),
     (2, ("eragraph.adapters", "eragraph.providers")),
     (3, ("eragraph.services",)),
     (4, ("eragraph.bootstrap",)),

@@ -16,7 +16,7 @@ from ..domain.doc_status import DocStatus
 from ..domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState,
                             RegionChange, Segment, SegmentsAffected)
 from ..domain.ranking import rank_key
-from ..ports import Hit
+from ..ports.records import Hit
 
 
 class MemoryBlobStore:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ProcessSettings, Settings
-from ..ports import Embedder, Generator, GraphStore, Reranker, Summarizer, Tokenizer
+from ..ports.graph import GraphStore
+from ..ports.providers import Embedder, Generator, Reranker, Summarizer, Tokenizer
 from ..services.engine import Engine
 
 MINILM_READS = 254  # word pieces MiniLM reads from one text (256 with [CLS]/[SEP])

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..config import Settings, settings_from_env
 from ..domain.tenants import DEFAULT, KEY_PREFIX, check_tenant
-from ..ports import Namespaced, TenantRegistry
+from ..ports.tenants import Namespaced, TenantRegistry
 from ..services.engine import Engine
 from .preflight import USES, preflight
 

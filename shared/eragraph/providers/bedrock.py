@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..domain.model import BadInputError
-from ..ports import Answer, SummaryResult, Tokenizer
+from ..ports.providers import Tokenizer
+from ..ports.records import Answer, SummaryResult
 from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
                       Backoff, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
                       PromptedSummarizer)

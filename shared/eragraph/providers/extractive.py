@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..domain.text import sentence_key, split_sentences
-from ..ports import MemberSource, SummaryResult, Tokenizer
+from ..ports.providers import Tokenizer
+from ..ports.records import MemberSource, SummaryResult
 
 PROMPT = ("Summarize the following passages into one concise paragraph that keeps the key "
           "entities, facts and relations.\n\n")

@@ -17,7 +17,8 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ..ports import Answer, SummaryResult, Tokenizer
+from ..ports.providers import Tokenizer
+from ..ports.records import Answer, SummaryResult
 from .hashing import RegexTokenizer
 from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
                       Backoff, clean_summary, clip_to_tokens, parse_citations, summary_max_output,

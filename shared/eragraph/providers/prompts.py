@@ -11,7 +11,8 @@ import threading
 from collections.abc import Callable, Sequence
 
 from ..domain.text import split_sentences
-from ..ports import MemberSource, SummaryResult, Tokenizer
+from ..ports.providers import Tokenizer
+from ..ports.records import MemberSource, SummaryResult
 
 
 class ModelCallError(RuntimeError):

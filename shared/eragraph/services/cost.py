@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from ..domain.lsh import WEIGHTS_TAG
-from ..ports import Embedder, GraphStore
+from ..ports.graph import GraphStore
+from ..ports.providers import Embedder
 
 SEP = "|"
 KINDS = ("embed", "summarize", "generate")

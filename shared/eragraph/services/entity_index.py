@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..domain.model import Document, Node
-from ..ports_entity import ChunkEntities, EntityStore
+from ..ports.entity import ChunkEntities, EntityStore
 from .engine import Engine
 
 from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER, entity_vector_id

@@ -47,7 +47,8 @@ from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRe
 from ..domain.partition import partition, should_summarize
 from ..domain.scoped import Region, cut_region, plan_regions, stream_regions, whole_layer
 from ..domain.ids import chunk_id
-from ..ports import MemberSource, RevisingSummarizer
+from ..ports.providers import RevisingSummarizer
+from ..ports.records import MemberSource
 from . import cost
 from .announce import announce, clear_dirty, dirty_key, mark_dirty
 from .engine import Engine

@@ -65,7 +65,7 @@ from pynamodb.constants import UPDATED_OLD
 from pynamodb.exceptions import DeleteError, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
-from ...ports_entity import (
+from ...ports.entity import (
     ChunkEntities,
     EntityMatrices,
     Sentence,

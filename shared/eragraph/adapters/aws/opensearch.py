@@ -41,7 +41,7 @@ import numpy as np
 
 from ...domain.filters import Filter
 from ...domain.ranking import rank_key, rank_score
-from ...ports import Hit
+from ...ports.records import Hit
 from .filter_dsl import ATTR_PROPERTIES, MARKER, attr_fields, where_clauses
 
 BULK_ACTIONS = 500

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from itertools import combinations
 from pathlib import Path
 
-from ...ports_entity import ChunkEntities, EntityMatrices, Sentence, build_matrices
+from ...ports.entity import ChunkEntities, EntityMatrices, Sentence, build_matrices
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ent_sentences (sentence_id TEXT PRIMARY KEY, chunk_id TEXT NOT NULL,

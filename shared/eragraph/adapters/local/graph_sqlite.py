@@ -36,7 +36,7 @@ from ...domain.model import (ANY_VERSION, DELETED, ConflictError, Document, Erag
                              LshConfig, Node,
                              NodeRef, RefState, RegionChange, Segment)
 from ...domain.ranking import rank_key
-from ...ports import Hit
+from ...ports.records import Hit
 from . import filter_sql
 
 SCHEMA_VERSION = 2

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 from ...domain.filters import Filter
 from ...domain.model import Node
-from ...ports import Hit
+from ...ports.records import Hit
 from .graph_sqlite import SqliteGraphStore
 
 

@@ -96,7 +96,7 @@ import numpy as np
 from ...domain.filters import Filter, cache_key
 from ...domain.model import EragraphError
 from ...domain.ranking import rank_key, rank_score
-from ...ports import Hit
+from ...ports.records import Hit
 from .files import atomic_write, file_stamp, writer_lock
 from .id_map import IdMap
 
