@@ -64,7 +64,7 @@ def with_entity_graph(engine: Engine, extractor=None, store=None, vectors=None):
     built by make_engine; returns its EntityIndex."""
     from eragraph.adapters.memory_entity import MemoryEntityStore
     from eragraph.providers.spacy_ner import CapitalizedPhraseExtractor
-    from eragraph.services.entity_index import install
+    from eragraph.services.entity_hooks import install
 
     return install(engine, extractor or CapitalizedPhraseExtractor(), store or MemoryEntityStore(),
                    vectors or MemoryVectorIndex())

@@ -36,7 +36,8 @@ def _docs():
 def test_engine_delete_removes_a_documents_entities(backend, tmp_path):
     from support import make_engine
 
-    from eragraph.services.entity_index import entity_vector_id, install
+    from eragraph.services.entity_hooks import install
+    from eragraph.services.entity_index import entity_vector_id
     from eragraph.services.ingest import ingest
     from eragraph.services.remove import remove
     from eragraph.services.resummarize import drain

@@ -144,7 +144,7 @@ def make_question_parser(settings: Settings):
 def attach_query_side(engine: Engine, settings: Settings, entity_store, entity_vectors) -> Engine:
     """What every profile adds after its adapters: the entity graph over the given storage, the
     router's parser and weights."""
-    from ..services.entity_index import install
+    from ..services.entity_hooks import install
     from ..services.routing import load_router
 
     install(engine, make_extractor(settings), entity_store, entity_vectors, settings.sentence_vectors)
