@@ -148,7 +148,7 @@ CHUNKS = [node(f"c{i:03d}", code=i * 25 % 2 ** CODE_BITS) for i in range(160)]
 def test_a_region_of_several_transactions_applies_like_memory(stores, monkeypatch):
     """160 refs re-assigned, 32 segments and their summaries; then a re-cut after deletes and
     adds: tombstones dropped, every segment replaced, old summaries out, new ones in."""
-    from eragraph.adapters.memory import MemoryGraphStore
+    from eragraph.adapters.memory.graph_memory import MemoryGraphStore
 
     store, _ = stores
     memory = MemoryGraphStore()
@@ -218,7 +218,9 @@ def dynamo_engine(name: str):
     import boto3
 
     from eragraph.adapters.aws.dynamodb import DynamoGraphStore
-    from eragraph.adapters.memory import MemoryBlobStore, MemoryQueue, MemoryVectorIndex
+    from eragraph.adapters.memory.blob_memory import MemoryBlobStore
+    from eragraph.adapters.memory.queue_memory import MemoryQueue
+    from eragraph.adapters.memory.vector_memory import MemoryVectorIndex
     from eragraph.providers.extractive import ExtractiveSummarizer
     from eragraph.providers.hashing import HashingEmbedder, RegexTokenizer
     from eragraph.services.engine import Engine

@@ -12,7 +12,7 @@ import pytest
 
 from contract.aws_factories import REGION, create_graph_table, fake_credentials
 from eragraph.adapters.aws.entity_dynamodb import DynamoEntityStore
-from eragraph.adapters.memory_entity import MemoryEntityStore
+from eragraph.adapters.memory.entity_memory import MemoryEntityStore
 from eragraph.ports.entity import ChunkEntities, SentenceMentions
 
 TABLE = "entity-test-graph"

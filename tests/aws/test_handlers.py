@@ -199,7 +199,7 @@ def test_reindex_handler_repairs_the_entity_graph_and_publishes_counts(aws_engin
     assert report["layer_counts_repaired"] == [{"layer": 0, "correction": -2}] and metrics["LayerCountsRepaired"] == 1
     assert engine.graph.layer_sizes()[0] == len(engine.graph.layer_refs(0))
     assert stripped in store.chunk_ids() and not set(dead.chunk_ids) & store.chunk_ids()
-    from eragraph.adapters.memory_entity import MemoryEntityStore
+    from eragraph.adapters.memory.entity_memory import MemoryEntityStore
     from eragraph.ports.entity import ChunkEntities
 
     live = engine.graph.get_nodes(doc.chunk_ids)  # the recount from scratch of the live chunks

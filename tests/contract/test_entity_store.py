@@ -11,7 +11,7 @@ from itertools import combinations
 
 import pytest
 
-from eragraph.adapters.memory_entity import MemoryEntityStore
+from eragraph.adapters.memory.entity_memory import MemoryEntityStore
 from eragraph.ports.entity import ChunkEntities, EntityStore, SentenceMentions
 
 from .conftest import Backend, _backend

@@ -65,7 +65,8 @@ class SqliteBackend(GraphBackend):
 
 class MemoryBackend(GraphBackend):
     def __init__(self, tmp: Path) -> None:
-        from eragraph.adapters.memory import MemoryGraphStore, MemoryLexicalIndex
+        from eragraph.adapters.memory.graph_memory import MemoryGraphStore
+        from eragraph.adapters.memory.lexical_memory import MemoryLexicalIndex
 
         self.graph = MemoryGraphStore()
         self.lexical = MemoryLexicalIndex(self.graph)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from support import make_engine, synthetic_docs
 
-from eragraph.adapters.memory import MemoryGraphStore
+from eragraph.adapters.memory.graph_memory import MemoryGraphStore
 from eragraph.domain.filters import chunk_attrs, matches, parse_expression
 from eragraph.domain.ids import content_hash
 from eragraph.domain.ranking import rank_key

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from support import make_engine, synthetic_docs, with_entity_graph
 
-from eragraph.adapters.memory_entity import MemoryEntityStore
+from eragraph.adapters.memory.entity_memory import MemoryEntityStore
 from eragraph.ports.entity import ChunkEntities
 from eragraph.providers.spacy_ner import CapitalizedPhraseExtractor
 from eragraph.services import entity_index, ingest, reindex, resummarize

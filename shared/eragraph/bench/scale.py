@@ -586,7 +586,8 @@ def moto_engine(name: str, args: Any, settings: Settings) -> Iterator[tuple[Any,
     from ..adapters.aws.dynamodb import DynamoGraphStore
     from ..adapters.aws.entity_dynamodb import DynamoEntityStore
     from ..adapters.aws.s3 import S3BlobStore
-    from ..adapters.memory import MemoryQueue, MemoryVectorIndex
+    from ..adapters.memory.queue_memory import MemoryQueue
+    from ..adapters.memory.vector_memory import MemoryVectorIndex
     from ..bootstrap.providers import attach_query_side, make_embedder, make_generator, make_summarizer
     from ..providers.hashing import RegexTokenizer
     from ..services.engine import Engine, open_settings

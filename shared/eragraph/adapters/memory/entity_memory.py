@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..ports.entity import ChunkEntities, EntityMatrices, Sentence, build_matrices
+from ...ports.entity import ChunkEntities, EntityMatrices, Sentence, build_matrices
 
 
 class MemoryEntityStore:
