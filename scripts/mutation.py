@@ -83,7 +83,7 @@ TARGETS: dict[str, dict] = {
         "only": None,
     },
     "dynamodb": {
-        "files": ["adapters/aws/dynamodb.py"],
+        "files": [f"adapters/aws/{m}.py" for m in ("dynamodb_table", "meta_dynamodb", "documents_dynamodb", "nodes_dynamodb")],
         # the deterministic condition tests (Stubber, the requests sent) and the contract's
         # conditional-write tests on moto; the whole moto contract and the threaded counter tests
         # take minutes per mutant on a shared 2-core machine

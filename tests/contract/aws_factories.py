@@ -113,7 +113,7 @@ def _mock():
 def _dynamo_graph(workdir: Path) -> Any:
     import boto3
 
-    from eragraph.adapters.aws.dynamodb import DynamoGraphStore
+    from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
 
     name = f"graph-{workdir.name}"
     create_graph_table(boto3.client("dynamodb", region_name=REGION), name)

@@ -583,7 +583,7 @@ def moto_engine(name: str, args: Any, settings: Settings) -> Iterator[tuple[Any,
     import boto3
     from moto import mock_aws
 
-    from ..adapters.aws.dynamodb import DynamoGraphStore
+    from ..adapters.aws.graph_dynamodb import DynamoGraphStore
     from ..adapters.aws.entity_dynamodb import DynamoEntityStore
     from ..adapters.aws.s3 import S3BlobStore
     from ..adapters.memory.queue_memory import MemoryQueue

@@ -134,12 +134,12 @@ class AwsProfile(Profile):
         self.replicas = int(env["ERAGRAPH_OPENSEARCH_REPLICAS"]) if env.get("ERAGRAPH_OPENSEARCH_REPLICAS") else None
 
     def graph(self, tenant):
-        from ..adapters.aws.dynamodb import DynamoGraphStore
+        from ..adapters.aws.graph_dynamodb import DynamoGraphStore
 
         return DynamoGraphStore(self.env["ERAGRAPH_TABLE"], region=self.region, host=self.endpoint, tenant=tenant)
 
     def settled(self, graph, settings):
-        from ..adapters.aws.dynamodb import DynamoGraphStore
+        from ..adapters.aws.graph_dynamodb import DynamoGraphStore
 
         return DynamoGraphStore(self.env["ERAGRAPH_TABLE"], models=graph.models, code_bits=settings.n_planes)
 

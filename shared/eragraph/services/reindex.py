@@ -17,7 +17,7 @@ and ``eragraph reindex`` run this same function).
 4. Every layer whose stored segments differ from the partition of its current nodes (segments
    out of bounds after deletes, segments naming gone nodes, missing or orphan summaries), or
    that holds part of a region apply that stopped between its writes (an ``applying:`` mark,
-   see adapters.aws.dynamodb), is reconciled, bottom-up. Layers marked dirty more recently
+   see adapters.aws.nodes_dynamodb), is reconciled, bottom-up. Layers marked dirty more recently
    than ``stuck_after`` are being worked on by a consumer and are left to it.
 5. Graph store ⇄ vector index: live nodes without a vector are re-embedded from their text
    (a leaf chunk's meta with its document's attributes, as ingest writes it); vectors of no

@@ -16,7 +16,7 @@ stopped before its deadline (DeadlineReached) -- finds it by its content-derived
 never pays for it again. Idempotent: a region with nothing changed writes nothing. A message
 without codes (a reindex requeue) reconciles the whole layer and also repairs missing and
 orphan summaries. A layer with an ``applying:`` mark holds part of a region apply that stopped
-between its writes (adapters.aws.dynamodb: a region larger than one transaction): any
+between its writes (adapters.aws.nodes_dynamodb: a region larger than one transaction): any
 reconcile of it is a whole-layer repair pass, which removes the marks older than its start
 and announces the layer above as a whole. A whole-layer pass for many codes, or over a large
 layer without segments (a bulk build: a scoped plan would make such a layer one region), does

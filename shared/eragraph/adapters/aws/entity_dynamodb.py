@@ -73,7 +73,7 @@ from ...ports.entity import (
     build_matrices,
     chunk_of_sentence,
 )
-from .dynamodb import BATCH_GET, _is_condition_failure
+from .dynamodb_table import BATCH_GET, _is_condition_failure
 from .models import TableModels, build_models
 
 T = TypeVar("T")
