@@ -107,7 +107,7 @@ TARGETS: dict[str, dict] = {
                  "*_ref_condition__mutmut_*", "*apply_region__mutmut_*", "*put_lsh__mutmut_*"],
     },
     "graph_sqlite": {
-        "files": ["adapters/local/graph_sqlite.py"],
+        "files": [f"adapters/local/{m}.py" for m in ("meta_sqlite", "documents_sqlite", "nodes_sqlite")],
         "tests": ["tests/contract/test_graph_store.py", "tests/unit/test_sqlite_leaf_rows.py", "-k", "sqlite"],
         # the conditional writes: the document stamp, the region's expected refs, the counted
         # ref state changes
