@@ -116,7 +116,7 @@ class Tenancy:
     # ----- the registry -----
     def _registry(self) -> TenantRegistry:
         """The aws profile's registry port, over the default namespace's table."""
-        from ..adapters.aws.tenant_registry import DynamoTenantRegistry
+        from ..adapters.aws.tenants_dynamodb import DynamoTenantRegistry
 
         return DynamoTenantRegistry(self.engine(DEFAULT).graph.Item)
 
