@@ -182,7 +182,7 @@ def test_reindex_handler_repairs_the_entity_graph_and_publishes_counts(aws_engin
     [doc] = engine.graph.find_documents(f"s3://{BUCKET}/docs/Field Notes (draft).txt")
     [dead] = engine.graph.find_documents(f"s3://{BUCKET}/docs/other.txt")
     stripped = doc.chunk_ids[0]
-    store.remove_chunks([stripped])                        # a chunk whose entity records are gone
+    store.delete_chunks([stripped])                        # a chunk whose entity records are gone
     engine.graph.delete_nodes(dead.chunk_ids)              # a removal that died before its hook
     engine.vectors.delete(dead.chunk_ids)
     engine.graph.delete_document(dead.doc_id)

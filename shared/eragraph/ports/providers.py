@@ -7,7 +7,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .records import Answer, MemberSource, SummaryResult
+from .records import Answer, MemberSource, Summary
 
 
 @runtime_checkable
@@ -30,7 +30,7 @@ class Tokenizer(Protocol):
 class Summarizer(Protocol):
     identity: str
     def summarize(self, texts: Sequence[str], max_tokens: int,
-                  sources: Sequence[MemberSource] | None = None) -> SummaryResult:
+                  sources: Sequence[MemberSource] | None = None) -> Summary:
         """One summary of ``texts`` (a segment's members) in at most ``max_tokens``;
         ``sources`` says where each text comes from (a summarizer may ignore it)."""
         ...
@@ -41,7 +41,7 @@ class RevisingSummarizer(Summarizer, Protocol):
     """A summarizer that can update an earlier summary of a segment instead of reading all of
     its children again (services.resummarize uses it when that is cheaper)."""
     def revise(self, previous: str, added: Sequence[str], removed: Sequence[str], max_tokens: int,
-               previous_share: float = 0.5) -> SummaryResult:
+               previous_share: float = 0.5) -> Summary:
         """``previous`` summarized the segment before ``added`` children joined and ``removed``
         ones left; ``previous_share`` is the fraction of the new segment it stands for."""
         ...

@@ -13,7 +13,7 @@ class Hit:
 
 
 @dataclass(frozen=True)
-class SummaryResult:
+class Summary:
     text: str
     tokens_in: int
     tokens_out: int

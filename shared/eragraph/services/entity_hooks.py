@@ -26,7 +26,7 @@ def install(engine: Engine, extractor, store: EntityStore, vectors, embed_senten
         index.add_nodes(nodes)
 
     def on_remove(eng: Engine, doc: Document, chunk_ids: Sequence[str]) -> None:
-        index.remove_chunks(chunk_ids)
+        index.delete_chunks(chunk_ids)
 
     engine.ingest_hooks.append(on_ingest)
     engine.remove_hooks.append(on_remove)

@@ -64,7 +64,7 @@ class EntityIndex:
             self.vectors.flush()
         return len(new)
 
-    def remove_chunks(self, chunk_ids: Sequence[str]) -> list[str]:
+    def delete_chunks(self, chunk_ids: Sequence[str]) -> list[str]:
         """Vectors first, records second: a call that dies in between leaves records whose
         vectors are gone, which the redelivered call (or reindex) finishes; the other order
         would leave vectors that nothing names any more once the records are gone."""
@@ -79,4 +79,4 @@ class EntityIndex:
         going = [e for e, f in self.store.frequencies(held).items() if f <= held[e]]
         self.vectors.delete([entity_vector_id(e) for e in going] + sentence_ids)
         self.vectors.flush()
-        return self.store.remove_chunks(chunk_ids)
+        return self.store.delete_chunks(chunk_ids)

@@ -145,7 +145,7 @@ class MemoryGraphStore:
         for i in node_ids:
             self._nodes.pop(i, None)
             self._make_gone(i)
-            self._leaf_text.remove(i)
+            self._leaf_text.delete(i)
 
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
         rows = sorted((r for lay, r in self._refs.values() if lay == layer and lo <= r.code <= hi),
