@@ -1,4 +1,5 @@
-"""Record and read document statuses (domain.doc_status) through the GraphStore.
+"""Record and read document statuses (domain.doc_status) through the graph store's StatusStore
+(ports.documents).
 
 Writes: the ingest records ``indexed`` (with the layer-0 shards its chunks were announced in)
 after the announcement, so the shards' dirty markers exist before the record names them; every
