@@ -191,7 +191,7 @@ class Tenancy:
                                         engine.graph]
         for store in namespaces:
             store.drop_namespace()
-        self._registry().forget_tenant(tenant)
+        self._registry().delete_tenant(tenant)
         self._engines.pop(tenant, None)
         after = {"items": engine.graph.namespace_size(), "vectors": engine.vectors.count(),
                  "entity_vectors": entity_vectors.count() if entity_vectors is not None else 0}

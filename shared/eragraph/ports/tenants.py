@@ -26,7 +26,7 @@ class TenantRegistry(Protocol):
 
     def tenants(self) -> list[str]: ...  # sorted
 
-    def forget_tenant(self, tenant: str) -> None: ...
+    def delete_tenant(self, tenant: str) -> None: ...
 
     def record_audit(self, tenant: str, at: float) -> None:
         """``tenant`` ("" the default) was audited whole, its audit ending at ``at`` (epoch s)."""

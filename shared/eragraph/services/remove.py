@@ -64,7 +64,7 @@ def remove_versioned(engine: Engine, source: str, version: str, report: ChangeRe
                 engine.graph.put_document(dead, expected=stored)
             except ConflictError:
                 continue
-            doc_status.forget(engine, doc_id)
+            doc_status.delete(engine, doc_id)
             if stored is not None and not stored.is_tombstone:
                 removed += remove_chunks(engine, stored, stored.chunk_ids)
                 report.documents_removed += 1
@@ -91,7 +91,7 @@ def remove(engine: Engine, refs: Sequence[str], version: str = "") -> ChangeRepo
             continue
         for doc in docs:
             removed += remove_document(engine, doc)
-            doc_status.forget(engine, doc.doc_id)
+            doc_status.delete(engine, doc.doc_id)
             report.documents_removed += 1
             report.chunks_removed += len(doc.chunk_ids)
     if removed:
