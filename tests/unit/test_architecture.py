@@ -1,7 +1,8 @@
 """The package's shape, drawn from its source with imports inside functions counted: no import
 cycle and no import up a floor (type-only imports, under ``if TYPE_CHECKING:``, counted too), no
-environment read outside config.py and bootstrap/, and every Lambda handler at most 80 lines. Run `pytest tests/unit/test_architecture.py -q`; a failure
-names the modules (and the edge) to move."""
+environment read outside config.py and bootstrap/, and every Lambda handler at most 80 lines.
+Run `pytest tests/unit/test_architecture.py -q`; a failure names the modules (and the edge) to
+move."""
 
 from __future__ import annotations
 
