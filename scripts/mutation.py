@@ -84,7 +84,7 @@ TARGETS: dict[str, dict] = {
         "only": None,
     },
     "dynamodb": {
-        "files": ["adapters/aws/dynamodb.py"],
+        "files": [f"adapters/aws/{m}.py" for m in ("dynamodb_table", "meta_dynamodb", "documents_dynamodb", "nodes_dynamodb")],
         # the deterministic condition tests (Stubber, the requests sent) and the contract's
         # conditional-write tests on moto; the whole moto contract and the threaded counter tests
         # take minutes per mutant on a shared 2-core machine
@@ -108,7 +108,7 @@ TARGETS: dict[str, dict] = {
                  "*_ref_condition__mutmut_*", "*apply_region__mutmut_*", "*put_lsh__mutmut_*"],
     },
     "graph_sqlite": {
-        "files": ["adapters/local/graph_sqlite.py"],
+        "files": [f"adapters/local/{m}.py" for m in ("meta_sqlite", "documents_sqlite", "nodes_sqlite")],
         "tests": ["tests/contract/test_graph_store.py", "tests/unit/test_sqlite_leaf_rows.py", "-k", "sqlite"],
         # the conditional writes: the document stamp, the region's expected refs, the counted
         # ref state changes

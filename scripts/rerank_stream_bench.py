@@ -102,7 +102,7 @@ def serve_sse(pieces: int, delay: float) -> ThreadingHTTPServer:
 
 
 def bench_stream(repeats: int, pieces: int = 40, delay: float = 0.025) -> tuple[float, float]:
-    from eragraph.ports import Answer
+    from eragraph.ports.records import Answer
     from eragraph.providers.openai_compat import OpenAICompatGenerator
 
     httpd = serve_sse(pieces, delay)

@@ -15,7 +15,7 @@ from dataclasses import replace
 
 from eragraph.domain.filters import chunk_attrs, matches, to_json
 from eragraph.domain.ranking import rank_key
-from eragraph.ports import Hit
+from eragraph.ports.records import Hit
 from eragraph.services.ingest import ingest
 from eragraph.services.modes import available_modes
 from eragraph.services.query import query

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 WRITES = {"put_nodes", "delete_nodes", "put_document", "delete_document", "apply_region", "put_meta",
-          "delete_meta", "upsert", "delete", "add_chunks", "remove_chunks", "put_lsh", "flush", "put"}
+          "delete_meta", "upsert", "delete", "add_chunks", "delete_chunks", "put_lsh", "flush", "put"}
 
 
 class KillAfter:

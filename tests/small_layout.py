@@ -11,7 +11,7 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _small_dynamodb_layout(monkeypatch):
-    from eragraph.adapters.aws import dynamodb
+    from eragraph.adapters.aws import nodes_dynamodb
 
-    monkeypatch.setattr(dynamodb, "SHARD_BITS", 2)
-    monkeypatch.setattr(dynamodb, "SEGMENT_BUCKETS", 2)
+    monkeypatch.setattr(nodes_dynamodb, "SHARD_BITS", 2)
+    monkeypatch.setattr(nodes_dynamodb, "SEGMENT_BUCKETS", 2)

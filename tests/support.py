@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import random
 
-from eragraph.adapters.memory import MemoryBlobStore, MemoryGraphStore, MemoryQueue, MemoryVectorIndex
+from eragraph.adapters.memory.blob_memory import MemoryBlobStore
+from eragraph.adapters.memory.graph_memory import MemoryGraphStore
+from eragraph.adapters.memory.queue_memory import MemoryQueue
+from eragraph.adapters.memory.vector_memory import MemoryVectorIndex
 from eragraph.config import Settings
 from eragraph.providers.extractive import ExtractiveSummarizer
 from eragraph.providers.hashing import HashingEmbedder, RegexTokenizer
@@ -62,9 +65,9 @@ def make_engine(**overrides) -> Engine:
 def with_entity_graph(engine: Engine, extractor=None, store=None, vectors=None):
     """Attach an entity graph (capitalized-phrase NER, memory storage unless given) to an engine
     built by make_engine; returns its EntityIndex."""
-    from eragraph.adapters.memory_entity import MemoryEntityStore
+    from eragraph.adapters.memory.entity_memory import MemoryEntityStore
     from eragraph.providers.spacy_ner import CapitalizedPhraseExtractor
-    from eragraph.services.entity_index import install
+    from eragraph.services.entity_hooks import install
 
     return install(engine, extractor or CapitalizedPhraseExtractor(), store or MemoryEntityStore(),
                    vectors or MemoryVectorIndex())

@@ -239,7 +239,7 @@ class TenantOracle(Oracle):
         """The allowed leaves sharing a word with the question. The FTS5 and memory indexes
         leave out the words whose IDF bm25() clamps, counted over the tenant's own leaves
         (domain.bm25.informative_terms); OpenSearch keeps every word."""
-        from eragraph.adapters.aws.opensearch import OpenSearchLexicalIndex
+        from eragraph.adapters.aws.lexical_opensearch import OpenSearchLexicalIndex
 
         terms = query_terms(text)
         if not isinstance(self.engine.lexical, OpenSearchLexicalIndex):
@@ -485,7 +485,7 @@ class QuotingGenerator:
     identity = "quoting"
 
     def answer(self, question: str, evidence: Sequence[tuple[str, str]]):
-        from eragraph.ports import Answer
+        from eragraph.ports.records import Answer
 
         text = " ".join(f"{t.strip()} [{i}]" for i, (_, t) in enumerate(evidence, 1))
         return Answer(text=text, cited_ids=tuple(eid for eid, _ in evidence), tokens_in=0, tokens_out=0,

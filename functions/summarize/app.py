@@ -1,5 +1,5 @@
 """SegmentsAffected messages (FIFO, grouped per tenant, layer and code-prefix shard) -> reconcile
-the part of the layer they name, in the engine of the tenant the message names (adapters.aws.sqs). A run that nears its deadline stops between summaries (all made
+the part of the layer they name, in the engine of the tenant the message names (adapters.aws.queue_sqs). A run that nears its deadline stops between summaries (all made
 so far are stored) and sends the rest of its work as a new message."""
 
 import json
@@ -7,7 +7,7 @@ import json
 from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.utilities.batch import SqsFifoPartialProcessor, process_partial_response
 
-from eragraph.adapters.aws.sqs import tenant_of
+from eragraph.adapters.aws.queue_sqs import tenant_of
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools, priced
 from eragraph.domain.model import SegmentsAffected
 from eragraph.services import resummarize

@@ -41,7 +41,7 @@ NOT_ON_LAMBDA = {
 
 # Package data the AWS path reads (importlib.resources), relative to the package.
 DATA = {
-    "adapters/aws/index_mapping.json": "adapters.aws.opensearch creates the indexes with this mapping",
+    "adapters/aws/index_mapping.json": "adapters.aws.vector_opensearch creates the indexes with this mapping",
     "weights/router.json": "services.routing: the router weights when ERAGRAPH_ROUTER_WEIGHTS is empty",
     "py.typed": "PEP 561 marker (a few bytes)",
 }

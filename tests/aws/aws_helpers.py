@@ -109,10 +109,10 @@ def few_partitions(monkeypatch):
     partition of a layer read whole (layer_refs: 2^8 at layer 0, 64 segment buckets), which
     costs about 30 ms each in moto and is what made the reindex tests take minutes; the layout
     itself (what a page or a continuation reads) is the same at any partition count."""
-    from eragraph.adapters.aws import dynamodb
+    from eragraph.adapters.aws import nodes_dynamodb
 
-    monkeypatch.setattr(dynamodb, "SHARD_BITS", 2)
-    monkeypatch.setattr(dynamodb, "SEGMENT_BUCKETS", 2)
+    monkeypatch.setattr(nodes_dynamodb, "SHARD_BITS", 2)
+    monkeypatch.setattr(nodes_dynamodb, "SEGMENT_BUCKETS", 2)
 
 
 @pytest.fixture

@@ -48,7 +48,7 @@ def test_take_refills_at_the_rate_up_to_the_burst():
 
 
 def test_the_bucket_in_dynamodb_limits_each_tenant(ddb):
-    from eragraph.adapters.aws.rate_limit import DynamoRateLimiter
+    from eragraph.adapters.aws.rate_limit_dynamodb import DynamoRateLimiter
 
     clock = Clock()
     limiter = DynamoRateLimiter(TABLE, ddb, rate=1.0, burst=3, clock=clock)
@@ -64,7 +64,7 @@ def test_the_bucket_in_dynamodb_limits_each_tenant(ddb):
 def test_a_concurrent_request_never_spends_the_same_token(ddb):
     """Between this request's read and write another one takes the last token: the conditional
     write fails, the bucket is read again, and this request is refused."""
-    from eragraph.adapters.aws.rate_limit import DynamoRateLimiter
+    from eragraph.adapters.aws.rate_limit_dynamodb import DynamoRateLimiter
 
     clock = Clock()
     other = DynamoRateLimiter(TABLE, ddb, rate=0.001, burst=1, clock=clock)
@@ -97,7 +97,7 @@ def test_a_throttled_bucket_table_answers_429_not_500(ddb):
     an error of the server; any other DynamoDB error still surfaces."""
     from botocore.stub import Stubber
 
-    from eragraph.adapters.aws.rate_limit import DynamoRateLimiter
+    from eragraph.adapters.aws.rate_limit_dynamodb import DynamoRateLimiter
 
     limiter = DynamoRateLimiter(TABLE, ddb, rate=1.0, burst=3, clock=Clock())
     app = _app(ApiLimits(), limiter.acquire)
@@ -134,7 +134,7 @@ def jwt_request(path: str, body: dict | None = None, tenant: str = "acme") -> di
 
 
 def test_a_tenant_over_its_rate_gets_429_with_retry_after(ddb):
-    from eragraph.adapters.aws.rate_limit import DynamoRateLimiter
+    from eragraph.adapters.aws.rate_limit_dynamodb import DynamoRateLimiter
 
     clock = Clock()
     limiter = DynamoRateLimiter(TABLE, ddb, rate=0.5, burst=2, clock=clock)

@@ -21,7 +21,7 @@ def stores():
     import boto3
     from moto import mock_aws
 
-    from eragraph.adapters.aws.dynamodb import DynamoGraphStore
+    from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
 
     with mock_aws():
         create_graph_table(boto3.client("dynamodb", region_name=REGION), TABLE)

@@ -28,7 +28,7 @@ def store():
     import boto3
     from moto import mock_aws
 
-    from eragraph.adapters.aws.dynamodb import DynamoGraphStore
+    from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
 
     with mock_aws():
         create_graph_table(boto3.client("dynamodb", region_name=REGION), TABLE)
@@ -172,7 +172,7 @@ def test_a_node_written_twice_is_counted_once(store):
 def test_a_lost_new_ref_condition_rereads_and_does_not_count_twice(store):
     # the condition fails on the server (another writer made the ref between the read and the
     # write): put_nodes re-reads, sees the ref, and writes nothing more
-    from eragraph.adapters.aws.dynamodb import DynamoGraphStore
+    from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
 
     other = DynamoGraphStore(TABLE, region=REGION, code_bits=8)
     read = store._get_refs
@@ -420,7 +420,7 @@ def test_a_node_moved_to_another_layer_leaves_its_segment_behind(store):
 
 
 def test_put_nodes_gives_up_after_its_attempts(store, monkeypatch):
-    from eragraph.adapters.aws import dynamodb
+    from eragraph.adapters.aws import nodes_dynamodb
 
     calls = []
 
@@ -429,9 +429,9 @@ def test_put_nodes_gives_up_after_its_attempts(store, monkeypatch):
         raise ConflictError("a ref changed concurrently")
 
     monkeypatch.setattr(store, "_transact_refs", always_lost)
-    with pytest.raises(ConflictError, match=f"{dynamodb.REF_WRITE_ATTEMPTS} conditional ref writes lost in a row"):
+    with pytest.raises(ConflictError, match=f"{nodes_dynamodb.REF_WRITE_ATTEMPTS} conditional ref writes lost in a row"):
         store.put_nodes([node("n1")])
-    assert calls == [1] * dynamodb.REF_WRITE_ATTEMPTS
+    assert calls == [1] * nodes_dynamodb.REF_WRITE_ATTEMPTS
 
 
 def test_nodes_written_outside_the_index_get_no_ref(store):

@@ -23,7 +23,7 @@ def store():
     import boto3
     from moto import mock_aws
 
-    from eragraph.adapters.aws.dynamodb import DynamoGraphStore
+    from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
 
     with mock_aws():
         client = boto3.client("dynamodb", region_name=REGION)

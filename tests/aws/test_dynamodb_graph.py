@@ -34,7 +34,7 @@ def stores():
     import boto3
     from moto import mock_aws
 
-    from eragraph.adapters.aws.dynamodb import DynamoGraphStore
+    from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
 
     with mock_aws():
         create_graph_table(boto3.client("dynamodb", region_name=REGION), "graph-counts")
@@ -75,7 +75,7 @@ def test_repair_does_not_overwrite_an_add_made_meanwhile(stores):
 
 
 def test_repair_leaves_a_counter_that_keeps_moving_to_the_next_run(stores):
-    from eragraph.adapters.aws.dynamodb import COUNT_REPAIR_ATTEMPTS
+    from eragraph.adapters.aws.nodes_dynamodb import COUNT_REPAIR_ATTEMPTS
 
     store, other = stores
     store.put_nodes([node(f"n{i}", code=i) for i in range(5)])
@@ -148,7 +148,7 @@ CHUNKS = [node(f"c{i:03d}", code=i * 25 % 2 ** CODE_BITS) for i in range(160)]
 def test_a_region_of_several_transactions_applies_like_memory(stores, monkeypatch):
     """160 refs re-assigned, 32 segments and their summaries; then a re-cut after deletes and
     adds: tombstones dropped, every segment replaced, old summaries out, new ones in."""
-    from eragraph.adapters.memory import MemoryGraphStore
+    from eragraph.adapters.memory.graph_memory import MemoryGraphStore
 
     store, _ = stores
     memory = MemoryGraphStore()
@@ -217,8 +217,10 @@ def test_a_split_apply_does_not_count_a_summary_made_live_meanwhile(stores, monk
 def dynamo_engine(name: str):
     import boto3
 
-    from eragraph.adapters.aws.dynamodb import DynamoGraphStore
-    from eragraph.adapters.memory import MemoryBlobStore, MemoryQueue, MemoryVectorIndex
+    from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
+    from eragraph.adapters.memory.blob_memory import MemoryBlobStore
+    from eragraph.adapters.memory.queue_memory import MemoryQueue
+    from eragraph.adapters.memory.vector_memory import MemoryVectorIndex
     from eragraph.providers.extractive import ExtractiveSummarizer
     from eragraph.providers.hashing import HashingEmbedder, RegexTokenizer
     from eragraph.services.engine import Engine
@@ -354,7 +356,8 @@ def test_upper_layers_spread_their_refs_over_fewer_partitions():
     import boto3
     from moto import mock_aws
 
-    from eragraph.adapters.aws.dynamodb import DynamoGraphStore, shard_bits
+    from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
+    from eragraph.adapters.aws.nodes_dynamodb import shard_bits
 
     bits = 12
     with mock_aws():

@@ -12,8 +12,8 @@ import pytest
 
 from contract.aws_factories import REGION, create_graph_table, fake_credentials
 from eragraph.adapters.aws.entity_dynamodb import DynamoEntityStore
-from eragraph.adapters.memory_entity import MemoryEntityStore
-from eragraph.ports_entity import ChunkEntities, SentenceMentions
+from eragraph.adapters.memory.entity_memory import MemoryEntityStore
+from eragraph.ports.entity import ChunkEntities, SentenceMentions
 
 TABLE = "entity-test-graph"
 
@@ -44,11 +44,11 @@ def test_counts_that_reach_zero_delete_their_items(table):
     keys = all_keys(table)
     assert {("ENT#alice", "ENT"), ("ENT#alice", "CHUNK#k1"), ("ENT#alice", "SENT#k1#s1"),
             ("ENT#alice", "COOC#bob"), ("ENT#bob", "COOC#alice"), ("CHUNK#k1", "ENTITIES")} <= keys
-    assert sorted(store.remove_chunks(["k1"])) == ["alice"]
+    assert sorted(store.delete_chunks(["k1"])) == ["alice"]
     keys = all_keys(table)
     assert not {k for k in keys if k[0] in ("ENT#alice", "CHUNK#k1")}
     assert ("ENT#bob", "COOC#alice") not in keys and ("ENT#bob", "COOC#carol") in keys
-    store.remove_chunks(["k2"])
+    store.delete_chunks(["k2"])
     assert {k[0] for k in all_keys(table)} == {"META"}  # only the generation and count counters
     assert store.entity_count() == 0 and store.export().entities == []
 
@@ -99,7 +99,7 @@ def test_an_ingest_between_decrement_and_delete_keeps_the_entity(table):
     events = remover.Item._get_connection().connection.client.meta.events
     events.register("before-parameter-build.dynamodb.TransactWriteItems", ingest_in_between)
     try:
-        gone = remover.remove_chunks(["k1"])
+        gone = remover.delete_chunks(["k1"])
     finally:
         events.unregister("before-parameter-build.dynamodb.TransactWriteItems", ingest_in_between)
     assert fired == ["alice"]
@@ -147,7 +147,7 @@ OPERATIONS = {
     "add": lambda s: s.add_chunks([chunk("k1", ("bob", "frank"), ("frank",)),
                                    chunk("k4", ("alice", "erin", "grace"), ("grace", "heidi"))]),
     # k2 and k3 leave: dave and erin die, bob and carol lose co-occurrences
-    "remove": lambda s: s.remove_chunks(["k2", "k3"]),
+    "remove": lambda s: s.delete_chunks(["k2", "k3"]),
 }
 AFTER = {
     "add": [chunk("k1", ("bob", "frank"), ("frank",)), BEFORE[1], BEFORE[2],
@@ -215,12 +215,12 @@ def test_records_written_before_part_markers_are_removed_and_repaired_exactly(ta
         raw = json.dumps({"s": [[s.text, list(s.entities)] for s in c.sentences]})
         client.put_item(TableName=table, Item={"PK": {"S": f"CHUNK#{c.chunk_id}"}, "SK": {"S": "ENTITIES"},
                                                "value": {"S": raw}})
-    assert store.remove_chunks(["k1"]) == ["alice"]
+    assert store.delete_chunks(["k1"]) == ["alice"]
     names = ["alice", "bob", "carol"]
     expected = recount(old[1:])
     assert store.frequencies(names) == expected["frequencies"]
     assert store.cooccurring(names) == expected["cooccurring"]
     fixed = store.repair_counts()
     assert fixed["markers"] == 2 and not fixed["frequencies"] and not fixed["cooccurrence"]
-    assert store.remove_chunks(["k2"]) == ["bob"]
+    assert store.delete_chunks(["k2"]) == ["bob"]
     assert store.frequencies(names) == {"carol": 1} and store.entity_count() == 1

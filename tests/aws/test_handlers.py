@@ -182,7 +182,7 @@ def test_reindex_handler_repairs_the_entity_graph_and_publishes_counts(aws_engin
     [doc] = engine.graph.find_documents(f"s3://{BUCKET}/docs/Field Notes (draft).txt")
     [dead] = engine.graph.find_documents(f"s3://{BUCKET}/docs/other.txt")
     stripped = doc.chunk_ids[0]
-    store.remove_chunks([stripped])                        # a chunk whose entity records are gone
+    store.delete_chunks([stripped])                        # a chunk whose entity records are gone
     engine.graph.delete_nodes(dead.chunk_ids)              # a removal that died before its hook
     engine.vectors.delete(dead.chunk_ids)
     engine.graph.delete_document(dead.doc_id)
@@ -199,8 +199,8 @@ def test_reindex_handler_repairs_the_entity_graph_and_publishes_counts(aws_engin
     assert report["layer_counts_repaired"] == [{"layer": 0, "correction": -2}] and metrics["LayerCountsRepaired"] == 1
     assert engine.graph.layer_sizes()[0] == len(engine.graph.layer_refs(0))
     assert stripped in store.chunk_ids() and not set(dead.chunk_ids) & store.chunk_ids()
-    from eragraph.adapters.memory_entity import MemoryEntityStore
-    from eragraph.ports_entity import ChunkEntities
+    from eragraph.adapters.memory.entity_memory import MemoryEntityStore
+    from eragraph.ports.entity import ChunkEntities
 
     live = engine.graph.get_nodes(doc.chunk_ids)  # the recount from scratch of the live chunks
     extracted = engine.entities.extractor.extract([n.text for n in live.values()])

@@ -149,7 +149,7 @@ def test_s3_adapter_maps_a_missing_key_and_keeps_access_denied():
     from botocore.exceptions import ClientError
     from botocore.stub import Stubber
 
-    from eragraph.adapters.aws.s3 import S3BlobStore
+    from eragraph.adapters.aws.blob_s3 import S3BlobStore
 
     client = boto3.client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     store = S3BlobStore("bucket", client=client)

@@ -67,10 +67,10 @@ def test_an_object_over_the_size_limit_is_refused_unread(aws_engine, lambda_cont
 
 
 def test_a_document_too_large_for_one_item_is_refused_whole(aws_engine, lambda_context, caplog, monkeypatch):
-    from eragraph.adapters.aws import dynamodb
+    from eragraph.adapters.aws import nodes_dynamodb
 
     engine, _, _ = aws_engine
-    monkeypatch.setattr(dynamodb, "ITEM_LIMIT", 3000)  # a record of ~150 chunk ids, not 400 KB worth
+    monkeypatch.setattr(nodes_dynamodb, "ITEM_LIMIT", 3000)  # a record of ~150 chunk ids, not 400 KB worth
     long_doc = " ".join(f"Sentence {i} about the lighthouse keeper." for i in range(1000))
     lines = run_batch(engine, lambda_context, {"docs/long.txt": long_doc.encode()}, caplog)
     line = lines[f"s3://{BUCKET}/docs/long.txt"]

@@ -1,4 +1,4 @@
-"""The DynamoDB store's metadata spread over partitions (adapters.aws.dynamodb.meta_partition):
+"""The DynamoDB store's metadata spread over partitions (adapters.aws.meta_dynamodb.meta_partition):
 the keys the services really write land on the partitions of their kind and shard, every
 listing the services make finds exactly the keys a scan of the whole table finds, and one
 shard's reconcile reads one partition."""
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from contract.aws_factories import REGION, create_graph_table, fake_credentials
-from eragraph.adapters.aws.dynamodb import META_SHARDS, meta_partition, meta_partitions
+from eragraph.adapters.aws.meta_dynamodb import META_SHARDS, meta_partition, meta_partitions
 from eragraph.domain.model import applying_key
 from eragraph.services import followup
 from eragraph.services.announce import dirty_key
@@ -52,7 +52,7 @@ def store():
     import boto3
     from moto import mock_aws
 
-    from eragraph.adapters.aws.dynamodb import DynamoGraphStore
+    from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
 
     with mock_aws():
         create_graph_table(boto3.client("dynamodb", region_name=REGION), "graph-meta")

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from contract.aws_factories import fake_opensearch_module
-from eragraph.adapters.aws import opensearch
+from eragraph.adapters.aws import vector_opensearch
 from eragraph.adapters.aws.filter_dsl import ATTR_PROPERTIES, attr_fields, compile_filter, where_clauses
-from eragraph.adapters.aws.opensearch import OpenSearchLexicalIndex, OpenSearchVectorIndex
+from eragraph.adapters.aws.lexical_opensearch import OpenSearchLexicalIndex
+from eragraph.adapters.aws.vector_opensearch import OpenSearchVectorIndex
 from eragraph.domain.bm25 import Bm25Corpus
 from eragraph.domain.filters import (COMPARISONS, All, AnyOf, Cond, FilterError, chunk_attrs, matches,
                                      parse_filter)
@@ -257,7 +258,7 @@ def test_a_re_upsert_replaces_the_attributes(corpus):
 
 def test_an_index_from_before_attributes_gains_their_fields_with_the_first_attributes():
     client = FakeOpenSearch()
-    old = opensearch.index_body(4)
+    old = vector_opensearch.index_body(4)
     del old["mappings"]["dynamic_templates"]
     for name in ATTR_PROPERTIES:
         del old["mappings"]["properties"][name]
@@ -273,7 +274,7 @@ def test_an_index_from_before_attributes_gains_their_fields_with_the_first_attri
                                                     ("POST", "/nodes/_search"), ("POST", "/nodes/_search")]
     index = OpenSearchVectorIndex(client, "nodes", 4, refresh=True)
     index.upsert(["a", "b"], v[:2], [{"layer": 0, "doc_id": "d", "attrs": {"n": 1}}, {"layer": 0, "doc_id": "d"}])
-    new = opensearch.index_body(4)["mappings"]
+    new = vector_opensearch.index_body(4)["mappings"]
     added = {n: new["properties"][n] for n in ATTR_PROPERTIES}
     assert ("PUT", "/nodes/_mapping", {"dynamic_templates": new["dynamic_templates"], "properties": added}) \
         in client.requests
@@ -337,11 +338,11 @@ def test_the_adapter_never_names_an_index_in_a_multi_request_body():
     """The domain refuses explicit indexes in _bulk/_mget bodies (template.yaml:
     rest.action.multi.allow_explicit_index false), and so does the fake: every write, delete,
     lexical rebuild and vector read of the adapter still works, with the index in the path."""
-    from eragraph.adapters.aws.opensearch import OpenSearchLexicalIndex
+    from eragraph.adapters.aws.lexical_opensearch import OpenSearchLexicalIndex
     from eragraph.domain.model import Node
 
     client = FakeOpenSearch()
-    client.indices.create(index="other", body=opensearch.index_body(4))
+    client.indices.create(index="other", body=vector_opensearch.index_body(4))
     with pytest.raises(ShapeError, match="explicit index"):
         client.bulk('{"index": {"_index": "other", "_id": "x"}}\n{"layer": 0}\n')
     index = OpenSearchVectorIndex(client, "nodes", 4, refresh=True, tenant="acme")

@@ -6,7 +6,7 @@ import json
 
 from aws_helpers import REGION, fake_credentials
 
-from eragraph.adapters.aws.sqs import SqsQueue, dedup_id, message_entry
+from eragraph.adapters.aws.queue_sqs import SqsQueue, dedup_id, message_entry
 from eragraph.domain.model import SegmentsAffected
 
 

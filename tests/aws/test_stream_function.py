@@ -20,7 +20,7 @@ from test_tenants_api import A_WORDS, B_WORDS, tenant_env, two_tenants  # noqa: 
 from aws_helpers import event, load_handler
 from eragraph.bootstrap.identity import REQUEST_CONTEXT_HEADER, TenantIdentity
 from eragraph.domain.knowledge_base import knowledge_base_id
-from eragraph.ports import Answer
+from eragraph.ports.records import Answer
 
 PAUSE = 0.4
 

@@ -210,7 +210,7 @@ def test_command_line_names_the_benchmark_once():
 
 
 def test_counting_proxy_counts_calls_and_items_per_method():
-    from eragraph.adapters.memory import MemoryGraphStore
+    from eragraph.adapters.memory.graph_memory import MemoryGraphStore
     from eragraph.domain.model import Node, RegionChange, Segment
 
     counts: dict = {}

@@ -113,7 +113,7 @@ def _mock():
 def _dynamo_graph(workdir: Path) -> Any:
     import boto3
 
-    from eragraph.adapters.aws.dynamodb import DynamoGraphStore
+    from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
 
     name = f"graph-{workdir.name}"
     create_graph_table(boto3.client("dynamodb", region_name=REGION), name)
@@ -133,7 +133,7 @@ def _dynamo_entities(workdir: Path) -> Any:
 def _s3_blobs(workdir: Path) -> Any:
     import boto3
 
-    from eragraph.adapters.aws.s3 import S3BlobStore
+    from eragraph.adapters.aws.blob_s3 import S3BlobStore
 
     client = boto3.client("s3", region_name=REGION)
     bucket = f"docs-{workdir.name}".lower().replace("_", "-")[:63]
@@ -151,7 +151,7 @@ def _sqs_queue(workdir: Path) -> Any:
 
     import boto3
 
-    from eragraph.adapters.aws.sqs import SqsQueue
+    from eragraph.adapters.aws.queue_sqs import SqsQueue
 
     client = boto3.client("sqs", region_name=REGION)
     name = f"q-{workdir.name}"[:60]
@@ -180,7 +180,7 @@ _FAKE_CLUSTERS: dict[str, Any] = {}
 
 
 def _opensearch_vectors(workdir: Path) -> Any:
-    from eragraph.adapters.aws.opensearch import OpenSearchVectorIndex
+    from eragraph.adapters.aws.vector_opensearch import OpenSearchVectorIndex
 
     cluster = _FAKE_CLUSTERS.setdefault(str(workdir), fake_opensearch_module().FakeOpenSearch())
     return OpenSearchVectorIndex(cluster, "eragraph-nodes", CONTRACT_DIM, refresh=True)

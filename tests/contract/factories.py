@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from eragraph.adapters.memory import MemoryBlobStore, MemoryGraphStore, MemoryQueue, MemoryVectorIndex
+from eragraph.adapters.memory.blob_memory import MemoryBlobStore
+from eragraph.adapters.memory.graph_memory import MemoryGraphStore
+from eragraph.adapters.memory.queue_memory import MemoryQueue
+from eragraph.adapters.memory.vector_memory import MemoryVectorIndex
 
 CONTRACT_DIM = 32  # vector dimension used by the vector index contract
 
@@ -77,7 +80,7 @@ def _local_queue(workdir: Path) -> Any:
 
 
 def _memory_entities(workdir: Path) -> Any:
-    from eragraph.adapters.memory_entity import MemoryEntityStore
+    from eragraph.adapters.memory.entity_memory import MemoryEntityStore
 
     return MemoryEntityStore()
 

@@ -11,8 +11,8 @@ from itertools import combinations
 
 import pytest
 
-from eragraph.adapters.memory_entity import MemoryEntityStore
-from eragraph.ports_entity import ChunkEntities, EntityStore, SentenceMentions
+from eragraph.adapters.memory.entity_memory import MemoryEntityStore
+from eragraph.ports.entity import ChunkEntities, EntityStore, SentenceMentions
 
 from .conftest import Backend, _backend
 
@@ -108,7 +108,7 @@ def test_counts_and_neighbourhood_reads(entity_store):
     # a new chunk reuses known entities: only the unseen one is new
     assert store.add_chunks([ChunkEntities("k3", (SentenceMentions("C, D.", ("carol", "dave")),))]) == ["dave"]
     assert store.generation() == 2 and store.entity_count() == 4
-    assert store.remove_chunks(["k1"]) == ["alice"]
+    assert store.delete_chunks(["k1"]) == ["alice"]
     assert store.generation() == 3 and store.entity_count() == 3
     assert store.postings(["alice", "bob"]) == {"bob": {"k2": 1}}
     assert store.cooccurring(["bob", "alice"]) == {"bob": {"carol": 1}}
@@ -117,7 +117,7 @@ def test_counts_and_neighbourhood_reads(entity_store):
     m = store.export()
     assert m.contain.shape == (2, 3) and set(m.entities) == {"bob", "carol", "dave"}
     # removing unknown chunks changes nothing
-    assert store.remove_chunks(["k1", "nope"]) == []
+    assert store.delete_chunks(["k1", "nope"]) == []
     assert store.generation() == 3
 
 
@@ -163,7 +163,7 @@ def test_incremental_equals_recount(entity_store_backend, seed):
             before = set(recount(live.values())["existing"])
             for c in drop:
                 del live[c]
-            gone = store.remove_chunks(drop + ["never-added"])
+            gone = store.delete_chunks(drop + ["never-added"])
             assert set(gone) == before - recount(live.values())["existing"]
         ever |= set(live)
         assert reads_of(store) == recount(live.values())
@@ -195,7 +195,7 @@ def test_export_equals_the_recount_of_the_live_chunks(entity_store):
     replaced = random_chunk(random.Random(9), "c7")
     entity_store.add_chunks(chunks[:16])
     entity_store.add_chunks(chunks[16:])
-    entity_store.remove_chunks(["c2", "c7", "c19"])
+    entity_store.delete_chunks(["c2", "c7", "c19"])
     entity_store.add_chunks([replaced])
     live = [c for c in chunks if c.chunk_id not in ("c2", "c7", "c19")] + [replaced]
     mine = matrices_by_name(entity_store)

@@ -343,7 +343,7 @@ def test_apply_region_conflicts_and_writes_nothing(graph_store):
 def set_counter(store, layer: int, value: int | None) -> None:
     """Write a layer counter straight into the adapter's storage (None: remove it), as a
     drift would leave it."""
-    from eragraph.adapters.memory import MemoryGraphStore
+    from eragraph.adapters.memory.graph_memory import MemoryGraphStore
 
     if isinstance(store, MemoryGraphStore):
         if value is None:
@@ -370,7 +370,7 @@ def set_counter(store, layer: int, value: int | None) -> None:
 
 def stored_counters(store) -> dict[int, int]:
     """Every layer counter in the adapter's storage, zero and negative ones included."""
-    from eragraph.adapters.memory import MemoryGraphStore
+    from eragraph.adapters.memory.graph_memory import MemoryGraphStore
 
     if isinstance(store, MemoryGraphStore):
         return dict(store._sizes)

@@ -19,7 +19,7 @@ from eragraph.domain import bm25
 from eragraph.domain.filters import Cond, chunk_attrs, matches
 from eragraph.domain.model import Document, LexicalIndexMissing, Node
 from eragraph.domain.ranking import rank_key
-from eragraph.ports import Hit
+from eragraph.ports.records import Hit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "aws"))
 from fake_opensearch import FakeOpenSearch  # noqa: E402
@@ -65,7 +65,8 @@ class SqliteBackend(GraphBackend):
 
 class MemoryBackend(GraphBackend):
     def __init__(self, tmp: Path) -> None:
-        from eragraph.adapters.memory import MemoryGraphStore, MemoryLexicalIndex
+        from eragraph.adapters.memory.graph_memory import MemoryGraphStore
+        from eragraph.adapters.memory.lexical_memory import MemoryLexicalIndex
 
         self.graph = MemoryGraphStore()
         self.lexical = MemoryLexicalIndex(self.graph)
@@ -75,7 +76,8 @@ class OpenSearchBackend:
     informative = False  # OpenSearch's BM25 gives every term a positive IDF: every term is sent
 
     def __init__(self, tmp: Path) -> None:
-        from eragraph.adapters.aws.opensearch import OpenSearchLexicalIndex, OpenSearchVectorIndex
+        from eragraph.adapters.aws.lexical_opensearch import OpenSearchLexicalIndex
+        from eragraph.adapters.aws.vector_opensearch import OpenSearchVectorIndex
 
         self.client = FakeOpenSearch()
         self.vectors = OpenSearchVectorIndex(self.client, "nodes", 4, refresh=True)
@@ -276,16 +278,16 @@ def test_opensearch_request_bodies():
 
 
 def test_opensearch_index_without_text_field_is_refused_until_rebuilt():
-    from eragraph.adapters.aws import opensearch
+    from eragraph.adapters.aws import lexical_opensearch, vector_opensearch
 
     client = FakeOpenSearch()
-    old = opensearch.index_body(4)
+    old = vector_opensearch.index_body(4)
     del old["mappings"]["properties"]["text"]
     del old["mappings"]["_meta"]
     client.indices.create(index="nodes", body=old)
-    vectors = opensearch.OpenSearchVectorIndex(client, "nodes", 4, refresh=True)
+    vectors = vector_opensearch.OpenSearchVectorIndex(client, "nodes", 4, refresh=True)
     vectors.upsert(["c1"], np.ones((1, 4), dtype=np.float32) / 2, [{"layer": 0, "doc_id": "d"}])
-    lexical = opensearch.OpenSearchLexicalIndex(vectors)
+    lexical = lexical_opensearch.OpenSearchLexicalIndex(vectors)
     assert not lexical.ready()
     with pytest.raises(LexicalIndexMissing, match="eragraph reindex"):
         lexical.search("radium", 5)

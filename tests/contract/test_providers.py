@@ -125,7 +125,7 @@ def test_summarizer_is_deterministic_bounded_and_extractive():
 
 
 def test_summarizer_refuses_sources_that_do_not_match_the_texts():
-    from eragraph.ports import MemberSource
+    from eragraph.ports.records import MemberSource
 
     with pytest.raises(ValueError, match="2 sources for 3 texts"):
         _extractive().summarize(MEMBERS, 40, sources=[MemberSource("a"), MemberSource("b")])

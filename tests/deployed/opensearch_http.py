@@ -2,7 +2,7 @@
 on 127.0.0.1, speaking the OpenSearch REST API, so that the opensearch-py client of a deployed
 function (RequestsHttpConnection, SigV4-signed) talks to it over the wire.
 
-Routes (every one the adapter in eragraph.adapters.aws.opensearch uses):
+Routes (every one the adapter in eragraph.adapters.aws.vector_opensearch and lexical_opensearch use):
 
     HEAD /{index}                    indices.exists          200 | 404
     PUT  /{index}                    indices.create          200 | 400 resource_already_exists_exception

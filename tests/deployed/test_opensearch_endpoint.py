@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from contract.aws_factories import REGION, fake_credentials
-from eragraph.adapters.aws.opensearch import (OpenSearchLexicalIndex, OpenSearchVectorIndex, endpoint_address,
-                                              make_client)
+from eragraph.adapters.aws.lexical_opensearch import OpenSearchLexicalIndex
+from eragraph.adapters.aws.vector_opensearch import OpenSearchVectorIndex, endpoint_address, make_client
 
 
 @pytest.mark.parametrize("endpoint, expected", [

@@ -125,7 +125,7 @@ class CrashAfter:
     """Wraps a port: counts its write calls and raises Crash after the k-th one (once)."""
 
     WRITES = {"put_nodes", "delete_nodes", "put_document", "delete_document", "apply_region", "put_meta",
-              "delete_meta", "upsert", "delete", "add_chunks", "remove_chunks", "put_lsh", "flush"}
+              "delete_meta", "upsert", "delete", "add_chunks", "delete_chunks", "put_lsh", "flush"}
 
     def __init__(self, inner, budget: dict) -> None:
         self._inner, self._budget = inner, budget

@@ -11,7 +11,7 @@ import pytest
 from eragraph.adapters.local import FaissVectorIndex, FsBlobStore, LocalQueue, SqliteGraphStore
 from eragraph.adapters.local.entity_sqlite import SqliteEntityStore
 from eragraph.adapters.local.lexical_fts5 import Fts5LexicalIndex
-from eragraph.adapters.memory import MemoryLexicalIndex
+from eragraph.adapters.memory.lexical_memory import MemoryLexicalIndex
 from filter_cases import build, cases_per_profile, corpus, run_cases
 from support import make_engine, with_entity_graph
 

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from support import make_engine, synthetic_docs
 
-from eragraph.adapters.memory import MemoryGraphStore
+from eragraph.adapters.memory.graph_memory import MemoryGraphStore
 from eragraph.domain.filters import chunk_attrs, matches, parse_expression
 from eragraph.domain.ids import content_hash
 from eragraph.domain.ranking import rank_key
-from eragraph.ports import Hit
+from eragraph.ports.records import Hit
 from eragraph.providers.hashing import HashingEmbedder
 from eragraph.services import reindex, resummarize
 from eragraph.services.ingest import SourceDoc, ingest

@@ -11,7 +11,7 @@ import pytest
 from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
-from eragraph.ports import Embedder, Generator, Summarizer
+from eragraph.ports.providers import Embedder, Generator, Summarizer
 from eragraph.providers.bedrock import BedrockEmbedder, BedrockGenerator, BedrockSummarizer, make_client
 from eragraph.providers.hashing import RegexTokenizer
 from eragraph.providers.prompts import ANSWER_SYSTEM, SUMMARY_SYSTEM, ModelCallError, answer_prompt, summary_prompt

@@ -18,7 +18,7 @@ pytest.importorskip("aws_lambda_powertools")
 
 from eragraph.entrypoints.http.api import make_app  # noqa: E402
 from eragraph.domain.knowledge_base import knowledge_base_id  # noqa: E402
-from eragraph.ports import Answer  # noqa: E402
+from eragraph.ports.records import Answer  # noqa: E402
 from eragraph.services import ingest  # noqa: E402
 
 TEXT = "The lighthouse keeper of Skarvik island writes the ship log every night. " * 3

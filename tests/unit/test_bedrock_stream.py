@@ -10,7 +10,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from eragraph.entrypoints.bedrock_kb.eventstream import event, exception
-from eragraph.ports import Answer
+from eragraph.ports.records import Answer
 from eragraph.providers.bedrock import BedrockGenerator, make_client
 from eragraph.providers.prompts import ModelCallError
 from eragraph.services.generation import stream_answer

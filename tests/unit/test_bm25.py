@@ -33,11 +33,11 @@ def test_a_removed_documents_words_are_forgotten_and_scores_are_as_if_never_adde
         corpus.add(doc_id, text)
         fresh.add(doc_id, text)
     corpus.add("gone", "curium and radium were found later")
-    corpus.remove("gone")
+    corpus.delete("gone")
     assert set(corpus.df) == set(fresh.df) and "curium" not in corpus.df
     assert corpus.df["radium"] == 1 and corpus.total_len == fresh.total_len
     assert corpus.search("radium polonium", 5) == fresh.search("radium polonium", 5)
-    corpus.remove("gone")  # twice: nothing changes
+    corpus.delete("gone")  # twice: nothing changes
     assert dict(corpus.df) == dict(fresh.df)
 
 

@@ -150,7 +150,7 @@ def test_the_lambda_code_paths_import_no_scipy():
         "import eragraph.bootstrap.aws, eragraph.services.graph_query, eragraph.services.reindex\n"
         "import eragraph.services.invariants, eragraph.services.routing, eragraph.entrypoints.http.api\n"
         "import eragraph.adapters.aws.entity_dynamodb, eragraph.domain.graph_math\n"
-        "from eragraph.ports_entity import build_matrices\n"
+        "from eragraph.ports.entity import build_matrices\n"
         "m = build_matrices(1, [('paris', 'c1', 2), ('curie', 'c1', 1)], [('c1#s0', 'paris')], [('curie', 'paris', 1)])\n"
         "assert m.entities == ['curie', 'paris'] and m.sentences == ['c1#s0'] and list(m.frequency) == [1.0, 2.0]\n"
         "try:\n    m.contain\nexcept ImportError:\n    print('matrices need scipy')\n"
@@ -163,7 +163,7 @@ def test_the_lambda_code_paths_import_no_scipy():
 def test_matrices_built_lazily_equal_the_eager_construction():
     import numpy as np
 
-    from eragraph.ports_entity import build_matrices
+    from eragraph.ports.entity import build_matrices
 
     m = build_matrices(3, [("b", "c2", 1), ("a", "c1", 2), ("b", "c1", 1)],
                        [("c1#s0", "a"), ("c1#s0", "b"), ("c2#s0", "b")], [("a", "b", 1)])

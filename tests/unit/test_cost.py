@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from botocore.stub import Stubber
 
-from eragraph.adapters.memory import MemoryGraphStore
+from eragraph.adapters.memory.graph_memory import MemoryGraphStore
 from eragraph.bootstrap import build_engine
 from eragraph.bootstrap.providers import make_embedder
 from eragraph.config import DEFAULT_PRICES, Settings, settings_from_env

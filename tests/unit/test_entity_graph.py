@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from eragraph.adapters.local.entity_sqlite import SqliteEntityStore
-from eragraph.adapters.memory_entity import MemoryEntityStore
+from eragraph.adapters.memory.entity_memory import MemoryEntityStore
 from eragraph.providers.spacy_ner import CapitalizedPhraseExtractor, normalize_entity
 
 
@@ -36,14 +36,15 @@ def _docs():
 def test_engine_delete_removes_a_documents_entities(backend, tmp_path):
     from support import make_engine
 
-    from eragraph.services.entity_index import entity_vector_id, install
+    from eragraph.services.entity_hooks import install
+    from eragraph.services.entity_index import entity_vector_id
     from eragraph.services.ingest import ingest
     from eragraph.services.remove import remove
     from eragraph.services.resummarize import drain
 
     engine = make_engine()
     store = SqliteEntityStore(tmp_path / "e.sqlite") if backend == "sqlite" else MemoryEntityStore()
-    from eragraph.adapters.memory import MemoryVectorIndex
+    from eragraph.adapters.memory.vector_memory import MemoryVectorIndex
 
     index = install(engine, CapitalizedPhraseExtractor(), store, MemoryVectorIndex())
     ingest(engine, _docs())

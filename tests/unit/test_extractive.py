@@ -114,7 +114,7 @@ def test_revise_previous_share_weighs_the_old_majority():
 
 def test_title_lines_and_cut_pieces_are_not_sentences():
     from eragraph.domain.text import titled_text
-    from eragraph.ports import MemberSource
+    from eragraph.ports.records import MemberSource
 
     first = titled_text("Comet Halley", ON_TOPIC[0] + " " + ON_TOPIC[1][:30])
     later = "orbit with a large telescope. " + ON_TOPIC[2]
@@ -126,7 +126,7 @@ def test_title_lines_and_cut_pieces_are_not_sentences():
 
 
 def test_labels_survive_a_summary_of_summaries_and_merge_per_document():
-    from eragraph.ports import MemberSource
+    from eragraph.ports.records import MemberSource
     from eragraph.providers.extractive import summary_lines
 
     s = ExtractiveSummarizer(TOK, redundancy=0.0, duplicate=1.01)
@@ -160,7 +160,7 @@ def test_a_sentence_with_a_dash_is_not_taken_for_a_label():
 
 
 def test_a_documents_first_chunk_leads_its_group_and_groups_follow_member_order():
-    from eragraph.ports import MemberSource
+    from eragraph.ports.records import MemberSource
 
     texts = ["cut start. " + ON_TOPIC[1], ON_TOPIC[3], ON_TOPIC[0]]
     sources = [MemberSource("doc-a", False), MemberSource("doc-b", True), MemberSource("doc-a", True)]
@@ -178,7 +178,7 @@ def test_near_duplicates_are_left_out():
 def test_sources_must_match_texts():
     import pytest
 
-    from eragraph.ports import MemberSource
+    from eragraph.ports.records import MemberSource
 
     with pytest.raises(ValueError):
         ExtractiveSummarizer(TOK).summarize(["A b c d."], 10, [MemberSource("a"), MemberSource("b")])
@@ -193,7 +193,7 @@ def test_a_piece_opening_with_a_number_is_not_taken_for_a_sentence():
 
 
 def test_a_child_summary_without_labels_stays_one_line():
-    from eragraph.ports import MemberSource
+    from eragraph.ports.records import MemberSource
     from eragraph.providers.extractive import summary_lines
 
     s = ExtractiveSummarizer(TOK, redundancy=0.0, duplicate=1.01)

@@ -7,7 +7,7 @@ import pytest
 
 from support import make_engine
 from eragraph.domain.rerank import RerankSpec
-from eragraph.ports import Answer
+from eragraph.ports.records import Answer
 from eragraph.services.generation import stream_answer
 from eragraph.services.query import BadQueryError, query
 

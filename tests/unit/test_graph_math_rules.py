@@ -47,7 +47,7 @@ def random_graph(n: int, seed: int, low: float = 1.0, high: float = 3.0) -> np.n
 def test_seeds_without_mass_read_nothing_and_settle_nothing(seeds):
     many, asked = graph_of(np.zeros((1, 1)))
     res = gm.push_ppr_rounds(seeds, many)
-    assert res == gm.PushResult({}, 0.0, 0.0, 0, 0, 0, 0, True)
+    assert res == gm.PushOutcome({}, 0.0, 0.0, 0, 0, 0, 0, True)
     assert asked == []
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from support import make_engine, with_entity_graph
 
-from eragraph.adapters.memory import MemoryGraphStore
+from eragraph.adapters.memory.graph_memory import MemoryGraphStore
 from eragraph.services import remove
 from eragraph.services.ingest import SourceDoc, ingest
 

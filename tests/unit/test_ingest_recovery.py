@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from support import RecordingQueue, make_engine, synthetic_docs
 
-from eragraph.adapters.memory import MemoryGraphStore
+from eragraph.adapters.memory.graph_memory import MemoryGraphStore
 from eragraph.domain.doc_status import FAILED, INDEXED
 from eragraph.domain.ids import content_hash
 from eragraph.domain.model import ANY_VERSION, ConflictError, ItemTooLargeError

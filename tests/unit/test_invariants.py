@@ -187,7 +187,7 @@ def test_a_chunk_listed_by_no_document(healthy):
 def test_the_entity_graph_lacks_a_live_chunk():
     engine = _fresh()
     chunk = sorted(engine.entities.store.chunk_ids())[0]
-    engine.entities.store.remove_chunks([chunk])
+    engine.entities.store.delete_chunks([chunk])
     one_of(violations(engine), f"entity graph lacks live chunk {chunk}")
 
 

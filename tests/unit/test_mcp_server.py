@@ -15,7 +15,7 @@ pytest.importorskip("mcp")
 from mcp import Client  # noqa: E402
 
 from eragraph.entrypoints.mcp import build_server  # noqa: E402
-from eragraph.ports import Answer  # noqa: E402
+from eragraph.ports.records import Answer  # noqa: E402
 from eragraph.services.ingest import ingest  # noqa: E402
 from support import make_engine, synthetic_docs  # noqa: E402
 

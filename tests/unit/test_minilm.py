@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from eragraph.ports import Embedder, Tokenizer
+from eragraph.ports.providers import Embedder, Tokenizer
 from eragraph.providers.minilm import MiniLMEmbedder, MiniLMTokenizer
 
 

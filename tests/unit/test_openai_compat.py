@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from eragraph.ports import Generator, Summarizer
+from eragraph.ports.providers import Generator, Summarizer
 from eragraph.providers.hashing import RegexTokenizer
 from eragraph.providers.openai_compat import OpenAICompatGenerator, OpenAICompatSummarizer
 from eragraph.providers.prompts import (ANSWER_SYSTEM, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
@@ -220,7 +220,7 @@ def test_clip_to_tokens():
 
 
 def test_revise_sends_previous_summary_new_and_gone_passages(server):
-    from eragraph.ports import RevisingSummarizer
+    from eragraph.ports.providers import RevisingSummarizer
 
     summ = OpenAICompatSummarizer(server.base_url, "qwen-small", api_key="k", tokenizer=RegexTokenizer())
     assert isinstance(summ, RevisingSummarizer)

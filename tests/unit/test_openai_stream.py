@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from eragraph.ports import Answer
+from eragraph.ports.records import Answer
 from eragraph.providers.openai_compat import OpenAICompatGenerator
 from eragraph.providers.prompts import ModelCallError
 from eragraph.services.generation import stream_answer

@@ -8,7 +8,7 @@ import pytest
 from support import make_engine, synthetic_docs
 from eragraph.domain.model import EmbedderMismatchError
 from eragraph.domain.ranking import Candidate, fill_budget
-from eragraph.ports import Answer
+from eragraph.ports.records import Answer
 from eragraph.providers.hashing import HashingEmbedder
 from eragraph.services.ingest import ingest
 from eragraph.services.query import BadQueryError, query

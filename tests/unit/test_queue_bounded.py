@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from eragraph.adapters.local.queue_local import LocalQueue
-from eragraph.adapters.memory import MemoryQueue
+from eragraph.adapters.memory.queue_memory import MemoryQueue
 from eragraph.domain.model import SegmentsAffected
 
 

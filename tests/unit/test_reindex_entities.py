@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from support import make_engine, synthetic_docs, with_entity_graph
 
-from eragraph.adapters.memory_entity import MemoryEntityStore
-from eragraph.ports_entity import ChunkEntities
+from eragraph.adapters.memory.entity_memory import MemoryEntityStore
+from eragraph.ports.entity import ChunkEntities
 from eragraph.providers.spacy_ner import CapitalizedPhraseExtractor
 from eragraph.services import entity_index, ingest, reindex, resummarize
 
@@ -59,7 +59,7 @@ def test_reindex_repairs_the_entity_graph(profile, tmp_path):
     # 1. a chunk whose entity records were deleted (its unique entities' vectors stay behind)
     docs = engine.graph.list_documents()
     stripped = docs[0].chunk_ids[0]
-    store.remove_chunks([stripped])
+    store.delete_chunks([stripped])
     # 2. a removal that died after deleting a document's chunks, before the entity hook
     dead = docs[1]
     engine.graph.delete_nodes(dead.chunk_ids)

@@ -137,17 +137,17 @@ def test_a_versioned_delete_that_died_before_dropping_its_chunks_is_finished_by_
 
     engine, docs = built(version="0A")
     doc = engine.graph.get_document(docs[2].resolved_id)
-    real = remove_module.drop_chunks
+    real = remove_module.remove_chunks
 
     def crash(*_a, **_kw):
         raise Crash()
 
-    monkeypatch.setattr(remove_module, "drop_chunks", crash)
+    monkeypatch.setattr(remove_module, "remove_chunks", crash)
     with pytest.raises(Crash):
         remove(engine, [doc.source], version="0B")
     assert engine.graph.get_document(doc.doc_id, include_deleted=True).is_tombstone  # written ...
     assert set(doc.chunk_ids) <= leaves(engine)  # ... but its chunks are still there
-    monkeypatch.setattr(remove_module, "drop_chunks", real)
+    monkeypatch.setattr(remove_module, "remove_chunks", real)
     again = remove(engine, [doc.source], version="0B")  # the event, redelivered
     assert not set(doc.chunk_ids) & leaves(engine)
     assert again.documents_stale == 0

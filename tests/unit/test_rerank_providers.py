@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from botocore.stub import Stubber
 
-from eragraph.ports import Reranker
+from eragraph.ports.providers import Reranker
 from eragraph.providers.prompts import ModelCallError
 from eragraph.providers.cross_encoder import CrossEncoderReranker
 from eragraph.providers.rerank import BedrockReranker, make_agent_runtime_client, model_arn

@@ -364,7 +364,7 @@ def test_a_replaced_summary_gone_below_is_revised_from_its_retired_text():
     says is added); without it, the segment is summarized afresh from its members, each a
     source of its own. A segment with no predecessor beside it changes neither."""
     from eragraph.domain.diff import segments_for
-    from eragraph.ports import MemberSource
+    from eragraph.ports.records import MemberSource
     from eragraph.services.reports import ChangeReport
     from eragraph.services.resummarize import retired_key, summarize_segments
 

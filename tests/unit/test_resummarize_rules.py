@@ -12,7 +12,7 @@ from support import RecordingQueue, make_engine, synthetic_docs
 
 from eragraph.domain.ids import chunk_id
 from eragraph.domain.model import Node
-from eragraph.ports import MemberSource
+from eragraph.ports.records import MemberSource
 from eragraph.services import resummarize
 from eragraph.services.ingest import ingest
 

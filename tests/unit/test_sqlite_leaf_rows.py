@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import sqlite3
 
-from eragraph.adapters.local.graph_sqlite import SqliteGraphStore, _leaf_rowid
+from eragraph.adapters.local.graph_sqlite import SqliteGraphStore
+from eragraph.adapters.local.lexical_fts5 import _leaf_rowid
 from eragraph.domain.model import Node
 
 

@@ -193,7 +193,7 @@ def deliver(engine: Any, handler: Any, sqs: Any, url: str, fn: dict, latency: Si
 
 
 def run(args: Any) -> dict:
-    from ..adapters.aws.sqs import SqsQueue
+    from ..adapters.aws.queue_sqs import SqsQueue
     from ..services import cost, invariants
 
     summaries = SMOKE_SUMMARIES if args.smoke else args.summaries

@@ -403,7 +403,8 @@ def lambda_target(args: Any, settings: Any) -> dict:
             if not args.no_writer:
                 from dataclasses import replace
 
-                from ..adapters.memory import MemoryQueue, MemoryVectorIndex
+                from ..adapters.memory.queue_memory import MemoryQueue
+                from ..adapters.memory.vector_memory import MemoryVectorIndex
 
                 # the writer is another container (the ingest and summarize functions): the same
                 # table, its own in-memory vectors and queue, no entity graph (whose in-memory

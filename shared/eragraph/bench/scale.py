@@ -583,10 +583,11 @@ def moto_engine(name: str, args: Any, settings: Settings) -> Iterator[tuple[Any,
     import boto3
     from moto import mock_aws
 
-    from ..adapters.aws.dynamodb import DynamoGraphStore
+    from ..adapters.aws.graph_dynamodb import DynamoGraphStore
     from ..adapters.aws.entity_dynamodb import DynamoEntityStore
-    from ..adapters.aws.s3 import S3BlobStore
-    from ..adapters.memory import MemoryQueue, MemoryVectorIndex
+    from ..adapters.aws.blob_s3 import S3BlobStore
+    from ..adapters.memory.queue_memory import MemoryQueue
+    from ..adapters.memory.vector_memory import MemoryVectorIndex
     from ..bootstrap.providers import attach_query_side, make_embedder, make_generator, make_summarizer
     from ..providers.hashing import RegexTokenizer
     from ..services.engine import Engine, open_settings
@@ -614,7 +615,7 @@ def moto_engine(name: str, args: Any, settings: Settings) -> Iterator[tuple[Any,
 
 
 def aws_size(n: int, args: Any, settings: Settings) -> dict:
-    from ..adapters.aws.sqs import SqsQueue
+    from ..adapters.aws.queue_sqs import SqsQueue
     from ..services.ingest import SourceDoc, ingest
     from ..services.resummarize import drain
 

@@ -4,7 +4,7 @@
     finish_build()                (optional) what must follow the adds before queries: an ANN index
     search(q, k) -> ids           top-k by inner product
     search_layer(q, k, layer)     top-k among the rows of one layer (see ``filter_method``)
-    remove(ids)                   drop these ids
+    delete(ids)                   delete these ids
     save(folder) / open(folder)   write to and read back from ``folder``
     maintain() -> dict            (optional) the library's own compaction, timed by the caller
 
@@ -92,7 +92,7 @@ class FaissFlat:
         found = self.index.search(q[None, :], k, params=self.search_params(self._selector(layer)))[1][0]
         return found[found >= 0]
 
-    def remove(self, ids: np.ndarray) -> None:
+    def delete(self, ids: np.ndarray) -> None:
         self.index.remove_ids(np.asarray(ids, dtype=np.int64))
 
     def save(self, folder: Path) -> None:
@@ -133,7 +133,7 @@ class FaissHnsw(FaissFlat):
         self.selector = (batch, skip)  # the selectors must outlive the call
         return self.index.search(q[None, :], k, params=self.search_params(skip))[1][0]
 
-    def remove(self, ids: np.ndarray) -> None:
+    def delete(self, ids: np.ndarray) -> None:
         self.deleted.update(int(i) for i in ids)
 
 
@@ -187,7 +187,7 @@ class FaissIvf(FaissFlat):
     def search_params(self, sel: Any) -> Any:
         return self.faiss.SearchParametersIVF(nprobe=self.ef, sel=sel)
 
-    def remove(self, ids: np.ndarray) -> None:
+    def delete(self, ids: np.ndarray) -> None:
         arr = np.ascontiguousarray(ids, dtype=np.int64)
         self.index.remove_ids(self.faiss.IDSelectorArray(len(arr), self.faiss.swig_ptr(arr)))
 
@@ -244,7 +244,7 @@ class EragraphFaiss:
     def search_layer(self, q: np.ndarray, k: int, layer: int) -> np.ndarray:
         return self._ints(self.index.search(q, k, layers=[layer]))
 
-    def remove(self, ids: np.ndarray) -> None:
+    def delete(self, ids: np.ndarray) -> None:
         self.index.delete([f"n{i}" for i in ids.tolist()])
 
     def save(self, folder: Path) -> None:
@@ -283,7 +283,7 @@ class Usearch:
     def search_layer(self, q: np.ndarray, k: int, layer: int) -> np.ndarray:
         return postfilter(self.search, q, k, layer, self.layers, len(self.index))
 
-    def remove(self, ids: np.ndarray) -> None:
+    def delete(self, ids: np.ndarray) -> None:
         self.index.remove(np.asarray(ids, dtype=np.uint64))
 
     def save(self, folder: Path) -> None:
@@ -332,7 +332,7 @@ class Hnswlib:
         layers = self.layers
         return self.index.knn_query(q[None, :], k=k, num_threads=1, filter=lambda i: layers.get(i) == layer)[0][0]
 
-    def remove(self, ids: np.ndarray) -> None:
+    def delete(self, ids: np.ndarray) -> None:
         for i in ids:
             self.index.mark_deleted(int(i))
 
@@ -439,7 +439,7 @@ class LanceDB:
     def search_layer(self, q: np.ndarray, k: int, layer: int) -> np.ndarray:
         return self._ids(self._query(q, k).where(f"layer = {int(layer)}", prefilter=True))
 
-    def remove(self, ids: np.ndarray) -> None:
+    def delete(self, ids: np.ndarray) -> None:
         self.table.delete("id IN (" + ",".join(str(int(i)) for i in ids) + ")")
 
     def save(self, folder: Path) -> None:

@@ -327,11 +327,11 @@ def measure(backend: str, n: int, data_kind: str, dim: int, clusters: int, queri
         delete_ms, replace_ms = [], []
         for v in victims[:ops]:
             t0 = time.perf_counter()
-            index.remove(np.array([v], dtype=np.int64))
+            index.delete(np.array([v], dtype=np.int64))
             delete_ms.append((time.perf_counter() - t0) * 1000.0)
         for v in victims[ops:]:  # a summary replaced: the old id out, a new id in
             t0 = time.perf_counter()
-            index.remove(np.array([v], dtype=np.int64))
+            index.delete(np.array([v], dtype=np.int64))
             index.add(current_ids[v:v + 1], data[v:v + 1], layers[v:v + 1])
             replace_ms.append((time.perf_counter() - t0) * 1000.0)
         row.update({"operations": ops, "delete_ms_median": round(statistics.median(delete_ms), 4),

@@ -134,12 +134,12 @@ class AwsProfile(Profile):
         self.replicas = int(env["ERAGRAPH_OPENSEARCH_REPLICAS"]) if env.get("ERAGRAPH_OPENSEARCH_REPLICAS") else None
 
     def graph(self, tenant):
-        from ..adapters.aws.dynamodb import DynamoGraphStore
+        from ..adapters.aws.graph_dynamodb import DynamoGraphStore
 
         return DynamoGraphStore(self.env["ERAGRAPH_TABLE"], region=self.region, host=self.endpoint, tenant=tenant)
 
     def settled(self, graph, settings):
-        from ..adapters.aws.dynamodb import DynamoGraphStore
+        from ..adapters.aws.graph_dynamodb import DynamoGraphStore
 
         return DynamoGraphStore(self.env["ERAGRAPH_TABLE"], models=graph.models, code_bits=settings.n_planes)
 
@@ -151,7 +151,7 @@ class AwsProfile(Profile):
         return RegexTokenizer()
 
     def _index(self, name: str, default: str, dim: int, tenant: str):
-        from ..adapters.aws.opensearch import OpenSearchVectorIndex, make_client
+        from ..adapters.aws.vector_opensearch import OpenSearchVectorIndex, make_client
 
         if self.opensearch_client is None:
             _require(self.env, "ERAGRAPH_OPENSEARCH_ENDPOINT")
@@ -164,17 +164,17 @@ class AwsProfile(Profile):
         return self._index("ERAGRAPH_OPENSEARCH_INDEX", DEFAULT_INDEX, dim, tenant)
 
     def queue(self, tenant):
-        from ..adapters.aws.sqs import SqsQueue
+        from ..adapters.aws.queue_sqs import SqsQueue
 
         return SqsQueue(self.env["ERAGRAPH_SUMMARIZE_QUEUE_URL"], client=self.sqs, tenant=tenant)
 
     def blobs(self, tenant):
-        from ..adapters.aws.s3 import S3BlobStore
+        from ..adapters.aws.blob_s3 import S3BlobStore
 
         return S3BlobStore(self.env["ERAGRAPH_BUCKET"], client=self.s3)
 
     def lexical(self, graph, vectors):
-        from ..adapters.aws.opensearch import OpenSearchLexicalIndex
+        from ..adapters.aws.lexical_opensearch import OpenSearchLexicalIndex
 
         return OpenSearchLexicalIndex(vectors)
 

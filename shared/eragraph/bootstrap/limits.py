@@ -1,5 +1,5 @@
 """The query API's cost bounds from the environment (config.ApiLimits): the answer budget cap,
-and the per-tenant rate limiter on the graph table (adapters/aws/rate_limit.py) when
+and the per-tenant rate limiter on the graph table (adapters/aws/rate_limit_dynamodb.py) when
 ERAGRAPH_TENANT_RATE > 0."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def api_limits(environ: Mapping[str, str] | None = None,
     limits = ApiLimits.from_env(env)
     if limits.tenant_rate <= 0:
         return limits, None
-    from ..adapters.aws.rate_limit import DynamoRateLimiter
+    from ..adapters.aws.rate_limit_dynamodb import DynamoRateLimiter
 
     if client is None:
         import boto3

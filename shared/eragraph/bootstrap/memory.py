@@ -14,37 +14,37 @@ class MemoryProfile(Profile):
     name = "memory"
 
     def graph(self, tenant):
-        from ..adapters.memory import MemoryGraphStore
+        from ..adapters.memory.graph_memory import MemoryGraphStore
 
         return MemoryGraphStore(tenant)
 
     def vectors(self, dim, tenant):
-        from ..adapters.memory import MemoryVectorIndex
+        from ..adapters.memory.vector_memory import MemoryVectorIndex
 
         return MemoryVectorIndex()
 
     def queue(self, tenant):
-        from ..adapters.memory import MemoryQueue
+        from ..adapters.memory.queue_memory import MemoryQueue
 
         return MemoryQueue()
 
     def blobs(self, tenant):
-        from ..adapters.memory import MemoryBlobStore
+        from ..adapters.memory.blob_memory import MemoryBlobStore
 
         return MemoryBlobStore()
 
     def lexical(self, graph, vectors):
-        from ..adapters.memory import MemoryLexicalIndex
+        from ..adapters.memory.lexical_memory import MemoryLexicalIndex
 
         return MemoryLexicalIndex(graph)
 
     def entity_store(self, graph, tenant):
-        from ..adapters.memory_entity import MemoryEntityStore
+        from ..adapters.memory.entity_memory import MemoryEntityStore
 
         return MemoryEntityStore()
 
     def entity_vectors(self, dim, tenant):
-        from ..adapters.memory import MemoryVectorIndex
+        from ..adapters.memory.vector_memory import MemoryVectorIndex
 
         return MemoryVectorIndex()
 

@@ -14,7 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from ..config import Settings
-from ..ports import BlobStore, GraphStore, LexicalIndex, MessageQueue, Tokenizer, VectorIndex
+from ..ports.blobs import BlobStore
+from ..ports.graph import GraphStore
+from ..ports.lexical import LexicalIndex
+from ..ports.providers import Tokenizer
+from ..ports.queue import MessageQueue
+from ..ports.vectors import VectorIndex
 from ..services.engine import Engine, open_settings
 from .providers import attach_query_side, make_embedder, make_generator, make_reranker, make_summarizer, make_tokenizer
 

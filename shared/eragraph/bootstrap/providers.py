@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import ProcessSettings, Settings
-from ..ports import Embedder, Generator, GraphStore, Reranker, Summarizer, Tokenizer
+from ..ports.graph import GraphStore
+from ..ports.providers import Embedder, Generator, Reranker, Summarizer, Tokenizer
 from ..services.engine import Engine
 
 MINILM_READS = 254  # word pieces MiniLM reads from one text (256 with [CLS]/[SEP])
@@ -143,7 +144,7 @@ def make_question_parser(settings: Settings):
 def attach_query_side(engine: Engine, settings: Settings, entity_store, entity_vectors) -> Engine:
     """What every profile adds after its adapters: the entity graph over the given storage, the
     router's parser and weights."""
-    from ..services.entity_index import install
+    from ..services.entity_hooks import install
     from ..services.routing import load_router
 
     install(engine, make_extractor(settings), entity_store, entity_vectors, settings.sentence_vectors)

@@ -28,7 +28,7 @@ from typing import Any
 
 from ..config import Settings, settings_from_env
 from ..domain.tenants import DEFAULT, KEY_PREFIX, check_tenant
-from ..ports import Namespaced, TenantRegistry
+from ..ports.tenants import Namespaced, TenantRegistry
 from ..services.engine import Engine
 from .preflight import USES, preflight
 
@@ -116,7 +116,7 @@ class Tenancy:
     # ----- the registry -----
     def _registry(self) -> TenantRegistry:
         """The aws profile's registry port, over the default namespace's table."""
-        from ..adapters.aws.tenant_registry import DynamoTenantRegistry
+        from ..adapters.aws.tenants_dynamodb import DynamoTenantRegistry
 
         return DynamoTenantRegistry(self.engine(DEFAULT).graph.Item)
 
@@ -191,7 +191,7 @@ class Tenancy:
                                         engine.graph]
         for store in namespaces:
             store.drop_namespace()
-        self._registry().forget_tenant(tenant)
+        self._registry().delete_tenant(tenant)
         self._engines.pop(tenant, None)
         after = {"items": engine.graph.namespace_size(), "vectors": engine.vectors.count(),
                  "entity_vectors": entity_vectors.count() if entity_vectors is not None else 0}

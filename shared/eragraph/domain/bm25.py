@@ -57,13 +57,13 @@ class Bm25Corpus:
         return len(self.tf)
 
     def add(self, doc_id: str, text: str) -> None:
-        self.remove(doc_id)
+        self.delete(doc_id)
         counts = Counter(tokens(text))
         self.tf[doc_id] = counts
         self.df.update(counts.keys())
         self.total_len += sum(counts.values())
 
-    def remove(self, doc_id: str) -> None:
+    def delete(self, doc_id: str) -> None:
         old = self.tf.pop(doc_id, None)
         if old is None:
             return

@@ -82,7 +82,7 @@ def ppr(adjacency: sp.spmatrix | Walk, personalization: np.ndarray, damping: flo
 
 
 @dataclass(frozen=True)
-class PushResult:
+class PushOutcome:
     """Outcome of ``push_ppr_rounds``.
 
     ``estimate``: settled PPR mass per node (a componentwise lower bound of the exact PPR).
@@ -107,7 +107,7 @@ class PushResult:
 def push_ppr_rounds(seeds: Mapping[Hashable, float], neighbours_many: NeighboursMany, damping: float = 0.85,
                     epsilon: float = 1e-4, hub_cap: int = 0, max_rounds: int = 1000,
                     max_pushes: int = 2_000_000,
-                    degree_bounds: Callable[[list], Mapping[Hashable, float]] | None = None) -> PushResult:
+                    degree_bounds: Callable[[list], Mapping[Hashable, float]] | None = None) -> PushOutcome:
     """Approximate Personalized PageRank by local push (Andersen, Chung, Lang 2006) in rounds,
     reading neighbourhoods on demand and in batches.
 
@@ -138,13 +138,13 @@ def push_ppr_rounds(seeds: Mapping[Hashable, float], neighbours_many: Neighbours
     heaviest edges, still dividing by its full degree; the share of the other edges is parked
     (kept out of the residual, never pushed). Parking withholds non-negative mass, so the
     estimate stays a lower bound of the exact PPR and the parked total ``P`` adds at most ``P``
-    to the error of any node and to the L1 error (``PushResult.parked_mass`` reports it:
+    to the error of any node and to the L1 error (``PushOutcome.parked_mass`` reports it:
     ``P <= damping * sum over pushes of r(u) * (1 - kept weight of u / deg(u))``).
 
     A node without neighbours keeps its residual as settled mass (it restarts onto itself)."""
     total = float(sum(w for w in seeds.values() if w > 0))
     if total <= 0:
-        return PushResult({}, 0.0, 0.0, 0, 0, 0, 0, True)
+        return PushOutcome({}, 0.0, 0.0, 0, 0, 0, 0, True)
     alpha = 1.0 - damping
     keys: list = []
     ids: dict = {}
@@ -258,7 +258,7 @@ def push_ppr_rounds(seeds: Mapping[Hashable, float], neighbours_many: Neighbours
                 np.maximum.at(bound, t, edge)
     n = len(keys)
     out = {keys[i]: float(estimate[i]) for i in np.flatnonzero(estimate[:n] > 0).tolist()}
-    return PushResult(out, float(residual[:n].sum()), parked, rounds, fetches, pushes,
+    return PushOutcome(out, float(residual[:n].sum()), parked, rounds, fetches, pushes,
                       int((degree[:n] >= 0).sum()), complete)
 
 

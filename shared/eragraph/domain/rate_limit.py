@@ -1,5 +1,5 @@
 """A per-tenant token bucket (the query API's rate limit), as a pure step: the stored state and
-the time in, the decision and the state to store out. The store (adapters/aws/rate_limit.py)
+the time in, the decision and the state to store out. The store (adapters/aws/rate_limit_dynamodb.py)
 keeps the state and writes it back conditionally, so concurrent requests of one tenant
 never spend the same token twice."""
 

@@ -20,7 +20,8 @@ from typing import Any, TypeVar
 import numpy as np
 
 from ..domain.model import BadInputError
-from ..ports import Answer, SummaryResult, Tokenizer
+from ..ports.providers import Tokenizer
+from ..ports.records import Answer, Summary
 from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
                       Backoff, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
                       PromptedSummarizer)
@@ -206,12 +207,12 @@ class BedrockSummarizer(PromptedSummarizer):
     def retries(self) -> int:
         return self._caller.retries
 
-    def _summary(self, prompt: str, max_tokens: int) -> SummaryResult:
+    def _summary(self, prompt: str, max_tokens: int) -> Summary:
         response = _converse(self._caller, self.model_id, SUMMARY_SYSTEM, prompt,
                              summary_max_output(max_tokens), f"summary ({self.model_id})")
         text = clip_to_tokens(clean_summary(_converse_text(response)), self.tokenizer, max_tokens)
         tokens_in, tokens_out = _usage(response)
-        return SummaryResult(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
+        return Summary(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
 
 
 # a Bedrock model as a request names it (RetrieveAndGenerate's modelArn): a model ARN, or a bare id

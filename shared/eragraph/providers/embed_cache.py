@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..ports import Embedder
+from ..ports.providers import Embedder
 
 _QUERY_CHUNK = 500  # bound on SQL variables per lookup (old SQLite builds allow 999)
 

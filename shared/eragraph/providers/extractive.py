@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..domain.text import sentence_key, split_sentences
-from ..ports import MemberSource, SummaryResult, Tokenizer
+from ..ports.providers import Tokenizer
+from ..ports.records import MemberSource, Summary
 
 PROMPT = ("Summarize the following passages into one concise paragraph that keeps the key "
           "entities, facts and relations.\n\n")
@@ -160,7 +161,7 @@ class ExtractiveSummarizer:
         self.duplicate = duplicate  # cosine at or above which a sentence repeats a picked one
 
     def summarize(self, texts: Sequence[str], max_tokens: int,
-                  sources: Sequence[MemberSource] | None = None) -> SummaryResult:
+                  sources: Sequence[MemberSource] | None = None) -> Summary:
         tokens_in = self.tokenizer.count(PROMPT) + sum(self.tokenizer.count(t) for t in texts)
         if sources is None:
             sources = [MemberSource(f"#{i}") for i in range(len(texts))]
@@ -187,10 +188,10 @@ class ExtractiveSummarizer:
             units = [_Sentence(s, groups.number(("text", i)), 1.0)
                      for i, t in enumerate(texts) for s in split_sentences(t)]
         text = self._select(units, max_tokens, groups.labels)
-        return SummaryResult(text=text, tokens_in=tokens_in, tokens_out=self.tokenizer.count(text) if text else 0)
+        return Summary(text=text, tokens_in=tokens_in, tokens_out=self.tokenizer.count(text) if text else 0)
 
     def revise(self, previous: str, added: Sequence[str], removed: Sequence[str], max_tokens: int,
-               previous_share: float = 0.5) -> SummaryResult:
+               previous_share: float = 0.5) -> Summary:
         """Update ``previous`` for children that joined (``added``) and left (``removed``).
         Priced as an LLM would see it: the revision instruction, the previous summary and the
         joined and departed children. A previous sentence that occurs in a departed child and
@@ -217,7 +218,7 @@ class ExtractiveSummarizer:
         units = ([_Sentence(s, g, share / len(kept)) for g, s in kept]
                  + [_Sentence(s, g, (1.0 - share) / len(fresh)) for g, s in fresh])
         text = self._select(units, max_tokens, groups.labels)
-        return SummaryResult(text=text, tokens_in=tokens_in, tokens_out=self.tokenizer.count(text) if text else 0)
+        return Summary(text=text, tokens_in=tokens_in, tokens_out=self.tokenizer.count(text) if text else 0)
 
     def _select(self, units: list[_Sentence], max_tokens: int, labels: dict[int, str] | None = None) -> str:
         """Maximal marginal relevance under the token budget: the most central sentence

@@ -17,7 +17,8 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from ..ports import Answer, SummaryResult, Tokenizer
+from ..ports.providers import Tokenizer
+from ..ports.records import Answer, Summary
 from .hashing import RegexTokenizer
 from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
                       Backoff, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
@@ -148,12 +149,12 @@ class OpenAICompatSummarizer(PromptedSummarizer):
         self.client = ChatClient(base_url, model, api_key, **client_options)
         self.identity = f"openai:{model}"
 
-    def _summary(self, prompt: str, max_tokens: int) -> SummaryResult:
+    def _summary(self, prompt: str, max_tokens: int) -> Summary:
         payload = self.client.complete(SUMMARY_SYSTEM, prompt, summary_max_output(max_tokens))
         reply = _reply(payload, self.client.url)
         tokens_in, tokens_out = _usage(payload, self.tokenizer, (SUMMARY_SYSTEM, prompt), reply)
         text = clip_to_tokens(clean_summary(reply), self.tokenizer, max_tokens)
-        return SummaryResult(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
+        return Summary(text=text, tokens_in=tokens_in, tokens_out=tokens_out)
 
 
 class OpenAICompatGenerator:

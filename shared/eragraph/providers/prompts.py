@@ -11,7 +11,8 @@ import threading
 from collections.abc import Callable, Sequence
 
 from ..domain.text import split_sentences
-from ..ports import MemberSource, SummaryResult, Tokenizer
+from ..ports.providers import Tokenizer
+from ..ports.records import MemberSource, Summary
 
 
 class ModelCallError(RuntimeError):
@@ -83,19 +84,19 @@ class PromptedSummarizer(ABC):
     which each LLM provider implements."""
 
     def summarize(self, texts: Sequence[str], max_tokens: int,
-                  sources: Sequence[MemberSource] | None = None) -> SummaryResult:
+                  sources: Sequence[MemberSource] | None = None) -> Summary:
         # a model reads the passages whole: where they come from does not change the prompt
         texts = [t for t in texts if t and t.strip()]
         if not texts:
-            return SummaryResult(text="", tokens_in=0, tokens_out=0)
+            return Summary(text="", tokens_in=0, tokens_out=0)
         return self._summary(summary_prompt(texts, max_tokens), max_tokens)
 
     def revise(self, previous: str, added: Sequence[str], removed: Sequence[str], max_tokens: int,
-               previous_share: float = 0.5) -> SummaryResult:
+               previous_share: float = 0.5) -> Summary:
         return self._summary(revision_prompt(previous, added, removed, max_tokens), max_tokens)
 
     @abstractmethod
-    def _summary(self, prompt: str, max_tokens: int) -> SummaryResult:
+    def _summary(self, prompt: str, max_tokens: int) -> Summary:
         """Send ``prompt`` to the provider's model; the reply clipped to ``max_tokens``."""
 
 

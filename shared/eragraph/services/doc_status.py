@@ -1,4 +1,5 @@
-"""Record and read document statuses (domain.doc_status) through the GraphStore.
+"""Record and read document statuses (domain.doc_status) through the graph store's StatusStore
+(ports.documents).
 
 Writes: the ingest records ``indexed`` (with the layer-0 shards its chunks were announced in)
 after the announcement, so the shards' dirty markers exist before the record names them; every
@@ -58,8 +59,8 @@ def record_failures(engine: Engine, errors: Iterable[Mapping[str, str]], ids: Ma
     return n
 
 
-def forget(engine: Engine, doc_id: str) -> None:
-    """A removed document has no status (its delete is the last word)."""
+def delete(engine: Engine, doc_id: str) -> None:
+    """Delete a document's status record: a removed document has none."""
     engine.graph.delete_doc_status(doc_id)
 
 

@@ -9,8 +9,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..config import GRAPH_SETTINGS, Settings
 from ..domain.lsh import check_embedder, draw_hyperplanes
 from ..domain.model import EragraphError, LshConfig
-from ..ports import (BlobStore, Embedder, Generator, GraphStore, LexicalIndex, MessageQueue, Reranker, Summarizer,
-                     Tokenizer, VectorIndex)
+from ..ports.blobs import BlobStore
+from ..ports.graph import GraphStore, MetaStore
+from ..ports.lexical import LexicalIndex
+from ..ports.providers import Embedder, Generator, Reranker, Summarizer, Tokenizer
+from ..ports.queue import MessageQueue
+from ..ports.vectors import VectorIndex
 
 if TYPE_CHECKING:
     from ..domain.model import Document, Node
@@ -90,7 +94,7 @@ class Engine:
         return config
 
 
-def open_settings(graph: GraphStore, requested: Settings) -> Settings:
+def open_settings(graph: MetaStore, requested: Settings) -> Settings:
     """Record the graph-shaping settings in a new store; a store that has them keeps its own
     (changing S_min/S_max or the hyperplanes of a built graph needs `eragraph rebuild`)."""
     stored = graph.get_meta("settings")

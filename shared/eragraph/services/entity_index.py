@@ -1,7 +1,8 @@
 """The entity graph, built at ingestion without an LLM and kept incremental.
 
-``install(engine, extractor, store, vectors)`` (called by each profile's bootstrap, which picks
-the NER provider and the storage) attaches an ``EntityIndex`` as ``engine.entities``:
+``services.entity_hooks.install(engine, extractor, store, vectors)`` (called by each profile's
+bootstrap, which picks the NER provider and the storage) attaches an ``EntityIndex`` as
+``engine.entities``:
 - an ingest hook: sentence segmentation + NER of the new layer-0 chunks, their postings,
   mentions and co-occurrences written to the entity store, embeddings of new entity names and
   of entity-bearing sentences written to a second vector index (entity names under layer -1,
@@ -21,13 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..domain.model import Document, Node
-from ..ports_entity import ChunkEntities, EntityStore
-from .engine import Engine
-
+from ..domain.model import Node
+from ..ports.entity import ChunkEntities, EntityStore
 from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER, entity_vector_id
 
-__all__ = ["ENTITY_LAYER", "SENTENCE_LAYER", "EntityIndex", "entity_vector_id", "install"]
+__all__ = ["ENTITY_LAYER", "SENTENCE_LAYER", "EntityIndex", "entity_vector_id"]
 
 
 class EntityIndex:
@@ -65,7 +64,7 @@ class EntityIndex:
             self.vectors.flush()
         return len(new)
 
-    def remove_chunks(self, chunk_ids: Sequence[str]) -> list[str]:
+    def delete_chunks(self, chunk_ids: Sequence[str]) -> list[str]:
         """Vectors first, records second: a call that dies in between leaves records whose
         vectors are gone, which the redelivered call (or reindex) finishes; the other order
         would leave vectors that nothing names any more once the records are gone."""
@@ -80,24 +79,4 @@ class EntityIndex:
         going = [e for e, f in self.store.frequencies(held).items() if f <= held[e]]
         self.vectors.delete([entity_vector_id(e) for e in going] + sentence_ids)
         self.vectors.flush()
-        return self.store.remove_chunks(chunk_ids)
-
-
-def install(engine: Engine, extractor, store: EntityStore, vectors, embed_sentences: bool = False) -> EntityIndex:
-    """Attach the entity graph to ``engine`` (idempotent): its index, the ingest hook (NER of
-    new chunks) and the remove hook. The profile's bootstrap picks the extractor and the
-    storage; this service never chooses an adapter."""
-    if engine.entities is not None:
-        return engine.entities
-    index = EntityIndex(store, vectors, extractor, engine.embedder, embed_sentences)
-    engine.entities = index
-
-    def on_ingest(eng: Engine, nodes: Sequence[Node]) -> None:
-        index.add_nodes(nodes)
-
-    def on_remove(eng: Engine, doc: Document, chunk_ids: Sequence[str]) -> None:
-        index.remove_chunks(chunk_ids)
-
-    engine.ingest_hooks.append(on_ingest)
-    engine.remove_hooks.append(on_remove)
-    return index
+        return self.store.delete_chunks(chunk_ids)

@@ -1,17 +1,17 @@
 """What must follow a document write, kept until it is done (an outbox per ingest batch).
 
-An ingest commits each document conditionally (its chunks are already written), then drops the
+An ingest commits each document conditionally (its chunks are already written), then removes the
 chunks the old version had and the new one has not, then announces the batch's changes to the
-reconcile of layer 0. A delete writes its tombstone, then drops the chunks, then announces. A
+reconcile of layer 0. A remove writes its tombstone, then removes the chunks, then announces. A
 process that dies between the commit and the announce leaves a state that looks finished: a
 redelivered event finds its own version stored and would be a no-op, so the chunks it added
-would never be partitioned and the ones it replaced never dropped.
+would never be partitioned and the ones it replaced never removed.
 
 So before its commits a batch writes one meta record ``followup:<token>`` naming, per document,
-the (chunk id, code) pairs to drop; each committed document (or tombstone) carries the token in
+the (chunk id, code) pairs to remove; each committed document (or tombstone) carries the token in
 its meta (``_followup``); the record is deleted once the batch has announced. An event that
 finds its exact version stored with a token whose record still exists (``pending``) redoes the
-follow-up: drops what is left to drop and announces the document's chunks and the dropped ones
+follow-up: removes what is left to remove and announces the document's chunks and the removed ones
 again (an extra announcement costs a reconcile that finds nothing to change), and then deletes
 the record once none of the documents it lists still carries its token unredone (``settle``:
 a rerun of a killed CLI ingest leaves no record behind). Reindex removes records older than
@@ -80,7 +80,7 @@ def settle(engine: Engine, token: str, redone: set[str]) -> bool:
 
 
 def pending(engine: Engine, doc: Document | None) -> list[tuple[str, int]] | None:
-    """The chunks still to drop of ``doc``'s unfinished write (possibly none), or None when its
+    """The chunks still to remove of ``doc``'s unfinished write (possibly none), or None when its
     write was followed through."""
     token = (doc.meta or {}).get(TOKEN) if doc is not None else None
     if not token:

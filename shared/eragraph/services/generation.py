@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 
-from ..ports import Answer, Generator
+from ..ports.providers import Generator
+from ..ports.records import Answer
 from . import cost
 
 

@@ -87,10 +87,11 @@ def same_attributes(doc: Document, metadata: Mapping[str, Any], title: str) -> b
     return doc.title == title and _typed(doc.metadata or {}) == _typed(metadata)
 
 
-def drop_chunks(engine: Engine, doc: Document, ids: Sequence[str]) -> list[tuple[str, int]]:
-    """Delete chunks from the graph store and the vector index; the remove hooks see them
-    first (the entity graph drops their postings). Returns the (chunk id, code) pairs that
-    were there, for the announcement."""
+def remove_chunks(engine: Engine, doc: Document, ids: Sequence[str]) -> list[tuple[str, int]]:
+    """Take chunks out of the store (the remove act, for some chunks of ``doc``): the remove
+    hooks see them first (the entity graph deletes their postings), then their nodes and
+    vectors are deleted. Returns the (chunk id, code) pairs that were there, for the
+    announcement."""
     ids = list(ids)
     if not ids:
         return []
@@ -102,9 +103,10 @@ def drop_chunks(engine: Engine, doc: Document, ids: Sequence[str]) -> list[tuple
     return [(i, codes[i]) for i in ids if i in codes]
 
 
-def remove_document_nodes(engine: Engine, doc: Document) -> list[tuple[str, int]]:
-    """Delete a document's chunks and then the document. Returns the removed (id, code) pairs."""
-    removed = drop_chunks(engine, doc, doc.chunk_ids)
+def remove_document(engine: Engine, doc: Document) -> list[tuple[str, int]]:
+    """Remove a document: its chunks out of the store, then its record deleted. Returns the
+    removed (id, code) pairs."""
+    removed = remove_chunks(engine, doc, doc.chunk_ids)
     engine.graph.delete_document(doc.doc_id)
     return removed
 
@@ -194,7 +196,7 @@ def _commit(engine: Engine, written: _Written, report: ChangeReport
                                         or not supersedes(doc.version, current.version)):
                 keep = set(_live(current).chunk_ids) if _live(current) else set()
                 extra = [c for c in mine if c not in keep]
-                undone = drop_chunks(engine, doc, extra)
+                undone = remove_chunks(engine, doc, extra)
                 report.documents_stale += 1
                 return [], undone
             expected = current
@@ -209,7 +211,7 @@ def _commit(engine: Engine, written: _Written, report: ChangeReport
             now = _live(engine.graph.get_document(doc.doc_id))
             if now is not None and now.stamp() != doc.stamp():  # a newer writer already won
                 gone = [c for c in gone if c not in set(now.chunk_ids)]
-            gone_codes = drop_chunks(engine, old, gone)
+            gone_codes = remove_chunks(engine, old, gone)
             report.chunks_removed += len(gone)
         # a concurrent stale writer may have deleted chunks this version shares with it
         present = engine.graph.get_nodes(mine)
@@ -338,7 +340,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
                 todo = followup.pending(engine, old)
                 if todo is not None:  # this very write died before its follow-up: redo it
                     redone.setdefault(followup.token_of(old), set()).add(doc_id)
-                    drop_chunks(engine, old, [i for i, _ in todo])
+                    remove_chunks(engine, old, [i for i, _ in todo])
                     removed_ids += todo
                     added_ids += [(i, n.code) for i, n in engine.graph.get_nodes(old.chunk_ids).items()]
                     if not retag:
@@ -421,7 +423,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
             doc_status.record_indexed(engine, doc.doc_id, doc.source, (code for _, code in live), doc.content_hash)
         doc_status.record_failures(engine, report.errors[errors_before:],
                                    {src.source: src.resolved_id for src in batch})
-        engine.vectors.flush()  # the dropped chunks' deletes, before the record that redoes them goes
+        engine.vectors.flush()  # the removed chunks' deletes, before the record that redoes them goes
         if token:
             followup.end(engine, token)
         for earlier in [t for t, ids in redone.items() if followup.settle(engine, t, ids)]:

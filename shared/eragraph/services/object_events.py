@@ -140,7 +140,7 @@ class ObjectEvents:
                         extra={"reason": "object-vanished", "source": source, "shape": shape})
             counts["vanished"] += 1
             if engine.graph.get_document(document_id_for_source(source)) is None:
-                doc_status.forget(engine, document_id_for_source(source))  # not "received" forever
+                doc_status.delete(engine, document_id_for_source(source))  # not "received" forever
             return
         except (BadInputError, MetadataError) as exc:  # a bad file is reported, never retried forever
             self.log.error("document rejected", extra={"source": source, "error": str(exc)})

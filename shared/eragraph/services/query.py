@@ -17,7 +17,7 @@ from ..domain.model import BadInputError
 from ..domain.ranking import Candidate
 from ..domain.rerank import RerankSpec
 from . import cost
-from ..ports import Answer
+from ..ports.records import Answer
 from .engine import LEAF_ATTRS, Engine
 from .generation import stream_answer
 from .modes import LEAVES_ONLY, MODES, available_modes, mode_names

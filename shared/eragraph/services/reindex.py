@@ -17,7 +17,7 @@ and ``eragraph reindex`` run this same function).
 4. Every layer whose stored segments differ from the partition of its current nodes (segments
    out of bounds after deletes, segments naming gone nodes, missing or orphan summaries), or
    that holds part of a region apply that stopped between its writes (an ``applying:`` mark,
-   see adapters.aws.dynamodb), is reconciled, bottom-up. Layers marked dirty more recently
+   see adapters.aws.nodes_dynamodb), is reconciled, bottom-up. Layers marked dirty more recently
    than ``stuck_after`` are being worked on by a consumer and are left to it.
 5. Graph store ⇄ vector index: live nodes without a vector are re-embedded from their text
    (a leaf chunk's meta with its document's attributes, as ingest writes it); vectors of no
@@ -56,7 +56,7 @@ from . import followup, invariants
 from .engine import Engine
 from .announce import announce
 from .engine import LEAF_ATTRS
-from .ingest import leaf_meta, remove_document_nodes
+from .ingest import leaf_meta, remove_document
 from .resummarize import drain as drain_queue
 from .resummarize import finish_outbox, reconcile, requeue_dirty, target_segments
 
@@ -95,7 +95,7 @@ def audit_documents(engine: Engine, report: dict) -> None:
         engine.graph.delete_nodes(orphans)
         engine.vectors.delete(orphans)
     for doc in incomplete:
-        removed += [(c, code) for c, code in remove_document_nodes(engine, doc) if c in chunks]
+        removed += [(c, code) for c, code in remove_document(engine, doc) if c in chunks]
     if removed:
         announce(engine, 0, removed=removed, reason="reindex:documents")
     report["orphan_chunks_removed"] = len(orphans)
@@ -223,7 +223,7 @@ def audit_entities(engine: Engine, report: dict, batch: int = 256) -> None:
     recorded = store.chunk_ids()
     leftover = sorted(recorded - live)
     if leftover:
-        index.remove_chunks(leftover)
+        index.delete_chunks(leftover)
     missing = sorted(live - recorded)
     for start in range(0, len(missing), batch):
         nodes = engine.graph.get_nodes(missing[start:start + batch])

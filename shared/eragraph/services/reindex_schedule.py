@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..domain.audit import AuditProgress, audit_staleness
-from ..ports import TenantRegistry
+from ..ports.tenants import TenantRegistry
 from . import reindex
 from .engine import Engine
 

@@ -17,7 +17,7 @@ from . import doc_status
 from . import followup
 from .engine import Engine
 from .announce import announce
-from .ingest import COMMIT_ATTEMPTS, drop_chunks, remove_document_nodes
+from .ingest import COMMIT_ATTEMPTS, remove_chunks, remove_document
 from .reports import ChangeReport
 
 
@@ -46,10 +46,10 @@ def remove_versioned(engine: Engine, source: str, version: str, report: ChangeRe
             stored = engine.graph.get_document(doc_id, include_deleted=True)
             todo = followup.pending(engine, stored) if stored is not None and stored.is_tombstone \
                 and stored.source == source and stored.version == version else None
-            if todo is not None:  # this very delete died before its follow-up: redo it
-                drop_chunks(engine, stored, [i for i, _ in todo])
+            if todo is not None:  # this very remove died before its follow-up: redo it
+                remove_chunks(engine, stored, [i for i, _ in todo])
                 removed += todo
-                tokens.append(followup.token_of(stored))  # a delete's record names this document alone
+                tokens.append(followup.token_of(stored))  # a remove's record names this document alone
                 break
             if stored is not None and (stored.source != source or not supersedes(version, stored.version)):
                 report.documents_stale += stored.source == source
@@ -64,9 +64,9 @@ def remove_versioned(engine: Engine, source: str, version: str, report: ChangeRe
                 engine.graph.put_document(dead, expected=stored)
             except ConflictError:
                 continue
-            doc_status.forget(engine, doc_id)
+            doc_status.delete(engine, doc_id)
             if stored is not None and not stored.is_tombstone:
-                removed += drop_chunks(engine, stored, stored.chunk_ids)
+                removed += remove_chunks(engine, stored, stored.chunk_ids)
                 report.documents_removed += 1
                 report.chunks_removed += len(stored.chunk_ids)
             break
@@ -90,8 +90,8 @@ def remove(engine: Engine, refs: Sequence[str], version: str = "") -> ChangeRepo
             report.errors.append({"source": ref, "error": "no such document"})
             continue
         for doc in docs:
-            removed += remove_document_nodes(engine, doc)
-            doc_status.forget(engine, doc.doc_id)
+            removed += remove_document(engine, doc)
+            doc_status.delete(engine, doc.doc_id)
             report.documents_removed += 1
             report.chunks_removed += len(doc.chunk_ids)
     if removed:

@@ -16,7 +16,7 @@ stopped before its deadline (DeadlineReached) -- finds it by its content-derived
 never pays for it again. Idempotent: a region with nothing changed writes nothing. A message
 without codes (a reindex requeue) reconciles the whole layer and also repairs missing and
 orphan summaries. A layer with an ``applying:`` mark holds part of a region apply that stopped
-between its writes (adapters.aws.dynamodb: a region larger than one transaction): any
+between its writes (adapters.aws.nodes_dynamodb: a region larger than one transaction): any
 reconcile of it is a whole-layer repair pass, which removes the marks older than its start
 and announces the layer above as a whole. A whole-layer pass for many codes, or over a large
 layer without segments (a bulk build: a scoped plan would make such a layer one region), does
@@ -47,7 +47,8 @@ from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRe
 from ..domain.partition import partition, should_summarize
 from ..domain.scoped import Region, cut_region, plan_regions, stream_regions, whole_layer
 from ..domain.ids import chunk_id
-from ..ports import MemberSource, RevisingSummarizer
+from ..ports.providers import RevisingSummarizer
+from ..ports.records import MemberSource
 from . import cost
 from .announce import announce, clear_dirty, dirty_key, mark_dirty
 from .engine import Engine

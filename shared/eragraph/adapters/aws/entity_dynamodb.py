@@ -65,7 +65,7 @@ from pynamodb.constants import UPDATED_OLD
 from pynamodb.exceptions import DeleteError, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
-from ...ports_entity import (
+from ...ports.entity import (
     ChunkEntities,
     EntityMatrices,
     Sentence,
@@ -73,7 +73,7 @@ from ...ports_entity import (
     build_matrices,
     chunk_of_sentence,
 )
-from .dynamodb import BATCH_GET, _is_condition_failure
+from .dynamodb_table import BATCH_GET, _is_condition_failure
 from .models import TableModels, build_models
 
 T = TypeVar("T")
@@ -281,7 +281,7 @@ class DynamoEntityStore:
                 batch.save(self.Item(PK=f"{CHUNK}{cid}", SK=f"{PART}{k}"))
         self.Item(PK=f"{CHUNK}{cid}", SK="ENTITIES", value=_chunk_to_json(chunk)).save()
 
-    def _remove_one(self, cid: str, chunk: ChunkEntities, legacy: bool = False) -> list[str]:
+    def _delete_one(self, cid: str, chunk: ChunkEntities, legacy: bool = False) -> list[str]:
         if legacy:
             self._upgrade(cid, chunk)
         for k, part in enumerate(_parts(chunk)):
@@ -326,12 +326,12 @@ class DynamoEntityStore:
         for chunk in unique:  # first take away what the chunks replace, as in the memory store
             cid = chunk.chunk_id
             if cid in records:  # a complete earlier record
-                self._remove_one(cid, records[cid], cid in legacy)
+                self._delete_one(cid, records[cid], cid in legacy)
             elif cid in pending:
                 if pending[cid]["record"] == chunk:  # the same add died: resume it
                     tokens[cid] = pending[cid]["token"]
                 else:  # another add died: undo what it applied
-                    self._remove_one(cid, pending[cid]["record"])
+                    self._delete_one(cid, pending[cid]["record"])
         new: list[str] = []
         for chunk in unique:
             for e in self._add_one(chunk, tokens.get(chunk.chunk_id) or uuid.uuid4().hex):
@@ -340,7 +340,7 @@ class DynamoEntityStore:
         self._bump_generation()
         return new
 
-    def remove_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
+    def delete_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
         records, pending, legacy = self._state(chunk_ids)
         for cid, p in pending.items():
             records.setdefault(cid, p["record"])
@@ -348,7 +348,7 @@ class DynamoEntityStore:
             return []
         gone: list[str] = []
         for cid, chunk in records.items():
-            gone += [e for e in self._remove_one(cid, chunk, cid in legacy) if e not in gone]
+            gone += [e for e in self._delete_one(cid, chunk, cid in legacy) if e not in gone]
         self._bump_generation()
         return gone
 

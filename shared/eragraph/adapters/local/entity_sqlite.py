@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from itertools import combinations
 from pathlib import Path
 
-from ...ports_entity import ChunkEntities, EntityMatrices, Sentence, build_matrices
+from ...ports.entity import ChunkEntities, EntityMatrices, Sentence, build_matrices
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ent_sentences (sentence_id TEXT PRIMARY KEY, chunk_id TEXT NOT NULL,
@@ -72,7 +72,7 @@ class SqliteEntityStore:
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                self._remove([c.chunk_id for c in chunks])
+                self._delete([c.chunk_id for c in chunks])
                 freq: dict[str, int] = {}
                 cooc: dict[tuple[str, str], int] = {}
                 sentences, mentions, postings = [], [], []
@@ -103,18 +103,18 @@ class SqliteEntityStore:
                 raise
         return new
 
-    def remove_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
+    def delete_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
-                gone = self._remove(list(chunk_ids))
+                gone = self._delete(list(chunk_ids))
                 self._conn.execute("COMMIT")
             except BaseException:
                 self._conn.execute("ROLLBACK")
                 raise
         return gone
 
-    def _remove(self, chunk_ids: list[str]) -> list[str]:
+    def _delete(self, chunk_ids: list[str]) -> list[str]:
         postings = self._select_in("SELECT entity, chunk_id, n FROM ent_postings WHERE chunk_id IN ({marks})", chunk_ids)
         sentences = [r[0] for r in self._select_in(
             "SELECT sentence_id FROM ent_sentences WHERE chunk_id IN ({marks})", chunk_ids)]

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Sequence
 
 from ...domain.model import SegmentsAffected
-from ..memory import MemoryQueue
+from ..memory.queue_memory import MemoryQueue
 
 
 class LocalQueue(MemoryQueue):

@@ -56,7 +56,7 @@ import numpy as np
 
 from ...domain.filters import Filter
 from ...domain.ranking import rank_key
-from ...ports import Hit
+from ...ports.records import Hit
 from . import vector_faiss_ivf as ivf
 from . import vector_faiss_snapshot as snapshot
 from .files import file_stamp, writer_lock

@@ -41,7 +41,7 @@ from . import eventstream
 from ...domain.knowledge_base import knowledge_base_id, tenant_of
 from ...domain.model import BadInputError
 from ...domain.rerank import RerankSpec
-from ...ports import Answer
+from ...ports.records import Answer
 from ...providers.prompts import ModelCallError
 from ...services import query as query_service
 from ...services.generation import stream_answer

@@ -147,8 +147,8 @@ class EntityStore(Protocol):
     def add_chunks(self, chunks: Sequence[ChunkEntities]) -> list[str]:
         """Add (or replace) the entity records of chunks; returns entities that are new."""
         ...
-    def remove_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
-        """Drop the chunks' postings, sentences, mentions and co-occurrences; returns the
+    def delete_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
+        """Delete the chunks' postings, sentences, mentions and co-occurrences; returns the
         entities that no live chunk mentions any more (they are gone from the store)."""
         ...
     def sentence_ids_of_chunks(self, chunk_ids: Iterable[str]) -> list[str]: ...

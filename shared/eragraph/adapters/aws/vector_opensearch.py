@@ -9,8 +9,8 @@ score ``ip + 1`` when ``ip >= 0`` and ``1 / (1 - ip)`` otherwise; ``search`` map
 hits carry the same inner product as every other VectorIndex.
 
 A leaf's text (``meta["text"]``) goes into the same document as its vector: the ``text``
-field is the lexical (BM25) index that ``OpenSearchLexicalIndex`` queries with ``match``. Its
-attributes (``meta["attrs"]``) go there too, as the typed fields of ``filter_dsl``; ``where``
+field is the lexical (BM25) index that ``lexical_opensearch.OpenSearchLexicalIndex`` queries
+with ``match``. Its attributes (``meta["attrs"]``) go there too, as the typed fields of ``filter_dsl``; ``where``
 compiles to a bool query in the ``filter`` of the ``knn`` clause (efficient k-NN filtering:
 the engine searches the allowed set, it does not cut a top-k afterwards) or beside the
 ``match``. An upsert is an ``index`` action, which replaces the whole document: a chunk's new
@@ -41,7 +41,7 @@ import numpy as np
 
 from ...domain.filters import Filter
 from ...domain.ranking import rank_key, rank_score
-from ...ports import Hit
+from ...ports.records import Hit
 from .filter_dsl import ATTR_PROPERTIES, MARKER, attr_fields, where_clauses
 
 BULK_ACTIONS = 500
@@ -311,62 +311,3 @@ class OpenSearchVectorIndex:
     def flush(self) -> None:
         if self._ready:
             self.client.indices.refresh(index=self.index)
-
-
-class OpenSearchLexicalIndex:
-    """BM25 over the ``text`` field of the leaf documents of an OpenSearchVectorIndex (the
-    index's default similarity is BM25, k1 = 1.2, b = 0.75), queried with ``match`` and a
-    ``layer = 0`` filter, plus ``where`` (filter_dsl) in the same ``filter``: the statistics
-    are the index's, the filter only selects. An index created before the field existed has no
-    ``_meta.lexical`` in its mapping: search refuses with LexicalIndexMissing until ``rebuild``
-    (eragraph reindex) adds the field, writes every leaf's text and sets the marker."""
-
-    def __init__(self, vectors: OpenSearchVectorIndex) -> None:
-        self.vectors = vectors
-        self._ready = False
-
-    def ready(self) -> bool:
-        if self._ready:
-            return True
-        v = self.vectors
-        v.ensure_index()
-        mapping = v.client.indices.get_mapping(index=v.index)
-        meta = next(iter(mapping.values()))["mappings"].get("_meta") or {}
-        self._ready = bool(meta.get("lexical"))
-        return self._ready
-
-    def search(self, text: str, k: int, where: Filter | None = None) -> list[Hit]:
-        from ...domain.bm25 import MAX_QUERY_TERMS, query_terms
-        from ...domain.model import LexicalIndexMissing
-
-        if not self.ready():
-            raise LexicalIndexMissing(f"OpenSearch index {self.vectors.index}")
-        terms = query_terms(text)
-        if k <= 0 or not terms:
-            return []
-        fetch = min(int(k) + TIE_WINDOW, MAX_K)
-        filters = [self.vectors.scope(), {"term": {"layer": 0}}, *where_clauses(where)]
-        while True:
-            body = {"size": fetch, "_source": False,
-                    "query": {"bool": {"must": [{"match": {"text": " ".join(terms[:MAX_QUERY_TERMS])}}],
-                                       "filter": filters}}}
-            response = self.vectors.client.search(index=self.vectors.index, body=body)
-            hits = [Hit(self.vectors._node_id(h["_id"]), float(h["_score"])) for h in response["hits"]["hits"]]
-            if not _tie_at_cut([h.score for h in hits], k, fetch):
-                break
-            fetch = min(2 * fetch, MAX_K)
-        hits.sort(key=rank_key)
-        return hits[:k]
-
-    def rebuild(self, nodes: Iterable) -> int:
-        v = self.vectors
-        v.ensure_index()
-        v.client.indices.put_mapping(index=v.index, body={"properties": {"text": {"type": "text"}}})
-        leaves = [n for n in nodes if n.layer == 0]
-        v._bulk([({"update": {"_id": v._doc_id(n.node_id)}}, {"doc": {"text": n.text}})
-                 for n in leaves])
-        v.client.indices.put_mapping(index=v.index, body={"_meta": {"lexical": 1}})
-        if v.refresh:
-            v.client.indices.refresh(index=v.index)
-        self._ready = True
-        return len(leaves)

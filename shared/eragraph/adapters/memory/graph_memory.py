@@ -1,42 +1,18 @@
-"""In-memory adapters: the reference behaviour of every port, used by unit tests."""
+"""GraphStore in dicts: the reference behaviour of the graph store's ports (documents, statuses,
+nodes and refs, segments, meta), with the leaves' lexical corpus kept beside the nodes
+(lexical_memory reads it)."""
 
 from __future__ import annotations
 
 import copy
-import itertools
-from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
-
-from ..domain.bm25 import Bm25Corpus, informative_terms, query_terms, score
-from ..domain.filters import Filter, chunk_attrs, matches
-from ..domain.doc_status import DocStatus
-from ..domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState,
-                            RegionChange, Segment, SegmentsAffected)
-from ..domain.ranking import rank_key
-from ..ports import Hit
-
-
-class MemoryBlobStore:
-    def __init__(self) -> None:
-        self._data: dict[str, bytes] = {}
-
-    def put(self, key: str, data: bytes) -> None:
-        self._data[key] = bytes(data)
-
-    def get(self, key: str) -> bytes:
-        return self._data[key]
-
-    def size(self, key: str) -> int:
-        return len(self._data[key])
-
-    def delete(self, key: str) -> None:
-        self._data.pop(key, None)
-
-    def list(self, prefix: str = "") -> list[str]:
-        return sorted(k for k in self._data if k.startswith(prefix))
+from ...domain.bm25 import Bm25Corpus
+from ...domain.doc_status import DocStatus
+from ...domain.filters import Filter, chunk_attrs, matches
+from ...domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState, RegionChange,
+                             Segment)
 
 
 class MemoryGraphStore:
@@ -169,7 +145,7 @@ class MemoryGraphStore:
         for i in node_ids:
             self._nodes.pop(i, None)
             self._make_gone(i)
-            self._leaf_text.remove(i)
+            self._leaf_text.delete(i)
 
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
         rows = sorted((r for lay, r in self._refs.values() if lay == layer and lo <= r.code <= hi),
@@ -225,138 +201,3 @@ class MemoryGraphStore:
             self._make_live(change.layer + 1, ref)
         for ref in change.above_remove:
             self._make_gone(ref.node_id)
-
-
-class MemoryLexicalIndex:
-    """BM25 (FTS5's formula, domain.bm25) over the memory graph store's leaves."""
-
-    def __init__(self, graph: MemoryGraphStore) -> None:
-        self.graph = graph
-
-    def search(self, text: str, k: int, where: Filter | None = None) -> list[Hit]:
-        """Best first, ties (domain.ranking) by id, like the FTS5 index; with ``where``, the
-        top k of the chunks the filter allows, scored with the whole corpus's statistics (as
-        FTS5 and OpenSearch score a filtered query)."""
-        corpus = self.graph._leaf_text
-        terms = informative_terms(query_terms(text), corpus.df, len(corpus))
-        scores = score(corpus.tf, corpus.df, corpus.total_len, terms)
-        hits = [Hit(i, s) for i, s in scores.items() if where is None or self.graph._leaf_matches(i, where)]
-        hits.sort(key=rank_key)
-        return hits[:max(int(k), 0)]
-
-    def ready(self) -> bool:
-        return True
-
-    def rebuild(self, nodes: Iterable[Node]) -> int:
-        corpus = Bm25Corpus()
-        for n in nodes:
-            if n.layer == 0:
-                corpus.add(n.node_id, n.text)
-        self.graph._leaf_text = corpus
-        return len(corpus)
-
-
-class MemoryVectorIndex:
-    """Exact inner-product search over a dict of vectors."""
-
-    def __init__(self) -> None:
-        self._vectors: dict[str, np.ndarray] = {}
-        self._metas: dict[str, dict[str, Any]] = {}
-
-    def upsert(self, ids: Sequence[str], vectors: np.ndarray, metas: Sequence[Mapping[str, Any]]) -> None:
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if len(ids) != len(vectors) or len(ids) != len(metas):
-            raise ValueError("ids, vectors and metas must have the same length")
-        for i, v, m in zip(ids, vectors, metas):
-            self._vectors[i] = v.copy()
-            self._metas[i] = copy.deepcopy(dict(m))  # a re-upsert replaces the meta, attrs included
-
-    def delete(self, ids: Iterable[str]) -> None:
-        for i in ids:
-            self._vectors.pop(i, None)
-            self._metas.pop(i, None)
-
-    def search(self, vector: np.ndarray, k: int, layers: Sequence[int] | None = None,
-               doc_ids: Sequence[str] | None = None, where: Filter | None = None) -> list[Hit]:
-        layer_set = None if layers is None else set(layers)
-        doc_set = None if doc_ids is None else set(doc_ids)
-        q = np.asarray(vector, dtype=np.float32).reshape(-1)
-        hits = []
-        for i, v in self._vectors.items():
-            m = self._metas[i]
-            if layer_set is not None and m.get("layer") not in layer_set:
-                continue
-            if doc_set is not None and m.get("doc_id") not in doc_set:
-                continue
-            if where is not None and (m.get("attrs") is None or not matches(where, m["attrs"])):
-                continue  # a vector without attributes (a summary) matches no filter
-            hits.append(Hit(i, float(v @ q)))
-        hits.sort(key=rank_key)
-        return hits[: max(k, 0)]
-
-    def ids(self) -> set[str]:
-        return set(self._vectors)
-
-    def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        return {i: self._vectors[i].copy() for i in ids if i in self._vectors}
-
-    def count(self) -> int:
-        return len(self._vectors)
-
-    def flush(self) -> None:
-        return None
-
-
-class MemoryQueue:
-    """FIFO queue; a message whose dedup key (layer and shard) is already pending is coalesced
-    into it, as a burst into one part of a layer needs one reconcile. Coalescing keeps the
-    union of codes and ids in sets, so a bulk ingest announcing batch after batch costs each
-    message its own size, not the size of everything pending before it. The codes (at most
-    2^n_planes a layer) are what a reconcile reads; the ids only record what changed, and a
-    coalesced message keeps the first ``ids_max`` of each kind, so what is pending stays
-    bounded however many documents one drain follows (a million-document ingest would
-    otherwise hold every chunk id until its drain)."""
-
-    ids_max = 4096
-
-    def __init__(self) -> None:
-        self._pending: OrderedDict[str, list] = OrderedDict()  # key -> [first message, codes, added, removed, reasons]
-        self._inflight: dict[str, SegmentsAffected] = {}
-        self._receipts = itertools.count(1)
-        self.sent = 0
-
-    def send(self, messages: Sequence[SegmentsAffected]) -> None:
-        for msg in messages:
-            self.sent += 1
-            key = msg.dedup_key()
-            entry = self._pending.get(key)
-            if entry is None:
-                self._pending[key] = [msg, set(msg.codes), dict.fromkeys(msg.added[:self.ids_max]),
-                                      dict.fromkeys(msg.removed[:self.ids_max]), [msg.reason], msg.scoped]
-                continue
-            entry[1].update(msg.codes)
-            for ids, more in ((entry[2], msg.added), (entry[3], msg.removed)):
-                if len(ids) < self.ids_max:
-                    ids.update(dict.fromkeys(more[:self.ids_max - len(ids)]))
-            if msg.reason not in entry[4]:
-                entry[4].append(msg.reason)
-            entry[5] = entry[5] and msg.scoped  # a whole-layer message absorbs scoped ones
-
-    def receive(self, max_messages: int = 10) -> list[tuple[str, SegmentsAffected]]:
-        out = []
-        while self._pending and len(out) < max_messages:
-            _, (first, codes, added, removed, reasons, scoped) = self._pending.popitem(last=False)
-            msg = SegmentsAffected(layer=first.layer, added=tuple(added), removed=tuple(removed),
-                                   reason="+".join(reasons), codes=tuple(sorted(codes)) if scoped else (),
-                                   group=first.group, op=first.op)
-            receipt = f"r{next(self._receipts)}"
-            self._inflight[receipt] = msg
-            out.append((receipt, msg))
-        return out
-
-    def ack(self, receipts: Sequence[str]) -> None:
-        for r in receipts:
-            self._inflight.pop(r, None)
-
-    def pending(self) -> int:
-        return len(self._pending)

@@ -1,7 +1,6 @@
-"""DynamoDB graph store (single table, see ``models``).
+"""The NodeStore part of the DynamoDB graph store: nodes, the code-ordered ref index, layer
+counters, segments and the regions' conditional writes.
 
-* Reads of many nodes use BatchGetItem (pynamodb re-requests UnprocessedKeys until done);
-  writes use BatchWriteItem (pynamodb re-sends UnprocessedItems up to ``max_retry_attempts``).
 * The ref index: one small item per indexed node under ``REF#<layer>#<shard>`` (the code's top
   ``shard_bits(layer)`` bits), sort key ``<code hex>#<node id>``: a code range is a Query on one
   or a few partitions with a Limit, strongly consistent, and a layer is spread over
@@ -43,18 +42,6 @@
     record and rebuilds whatever the cut left (services.resummarize), then removes the marks
     older than its start and announces the layer above as a whole (the partial apply's
     summaries there were never announced).
-* Metadata (``put_meta``/``get_meta``/``meta_keys``) is spread over partitions by its key
-  (``meta_partition``). The services write keys ``<kind>:<layer>:<shard>:...``; the kinds
-  written on every insert have 16 partitions each: a dirty marker or an outbox entry goes to
-  ``META#<kind>#<its message group mod 16>`` (a whole-layer one to ``META#<kind>#all``), a
-  retired summary text or a follow-up record to the partition of a hash of its node id or
-  token. Layers share a kind's partitions (the shard, not the layer, is where the write volume
-  is, and a listing then never needs to know which layers exist). Applying marks and swept
-  stamps (written by multi-transaction applies and whole-layer passes only) and store-wide keys
-  (``settings``) have one partition each. A key read by name is one GetItem as before;
-  ``meta_keys`` queries only the partitions its prefix can reach: one for a shard's outbox (the
-  reconcile of a message), all of a kind's, side by side, for a listing (reindex, stats, a
-  whole-layer pass).
 * Layer sizes are counters (atomic ADD under ``COUNT``), never a count over the items. Every
   ref write that changes a layer's size (``put_nodes``, ``delete_nodes``, ``apply_region``) is
   conditioned on the ref's state as read and carries its ADD in the same TransactWriteItems,
@@ -73,36 +60,20 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
+from pynamodb.exceptions import DeleteError, TransactWriteError, UpdateError
 
-from ...domain.doc_status import DocStatus
-from ...domain.model import (ANY_VERSION, ConflictError, Document, ItemTooLargeError, LshConfig, Node, NodeRef,
-                             RefState, RegionChange, Segment, applying_key)
-from .models import TableModels, build_models
+from ...domain.model import (ConflictError, Document, ItemTooLargeError, Node, NodeRef, RefState, RegionChange,
+                             Segment, applying_key)
+from .dynamodb_table import BATCH_GET, TRANSACT_LIMIT, DynamoTable, _is_condition_failure, item_bytes
+from .meta_dynamodb import meta_partition
 
-TRANSACT_LIMIT = 100
+
 COUNT_REPAIR_ATTEMPTS = 5  # repair_layer_counts: re-reads of a counter that moved meanwhile
 REF_WRITE_ATTEMPTS = 8  # put_nodes/delete_nodes: re-reads of refs another writer changed meanwhile
-BATCH_GET = 100
 SHARD_BITS = 8  # ref partitions of layer 0: 2^SHARD_BITS
 LAYER_SHARD_STEP = 3  # each layer up has 2^3 times fewer (it holds about a ninth of the one below)
 SEGMENT_BUCKETS = 64  # segment partitions per layer
 ITEM_LIMIT = 400 * 1024  # DynamoDB's item size limit (attribute names and values)
-META_SHARDS = 16  # partitions of each metadata kind written on every insert
-SHARDED_META = ("dirty", "outbox", "retired", "followup")  # keys <kind>:<layer>:<shard>:... (followup:<token>)
-SINGLE_META = ("applying", "swept")  # rare writes: one partition each
-GROUPED_META = ("dirty", "outbox")  # sharded by the message group in the key (the others by a hash)
-META_QUERY_THREADS = 8  # meta_keys over many partitions
-
-
-def _hash_shard(text: str) -> int:
-    import zlib
-
-    return zlib.crc32(text.encode("utf-8")) % META_SHARDS
-
-
-def _shards(kind: str) -> list[str]:
-    return [str(s) for s in range(META_SHARDS)] + (["all"] if kind in GROUPED_META else [])
 
 
 def shard_bits(layer: int) -> int:
@@ -110,98 +81,7 @@ def shard_bits(layer: int) -> int:
     return max(SHARD_BITS - LAYER_SHARD_STEP * layer, 0)
 
 
-def meta_partition(key: str) -> str:
-    """The partition key of a metadata key (see the module docstring)."""
-    kind, sep, rest = key.partition(":")
-    if not sep or kind not in SHARDED_META + SINGLE_META:
-        return "META"
-    if kind in SINGLE_META:
-        return f"META#{kind}"
-    if kind not in GROUPED_META:
-        return f"META#{kind}#{_hash_shard(rest)}"
-    parts = rest.split(":")  # dirty:<layer>[:<group>], outbox:<layer>:<group|all>:<token>
-    if len(parts) < 2 or not parts[1]:
-        return f"META#{kind}#all"
-    return f"META#{kind}#{int(parts[1]) % META_SHARDS if parts[1].isdigit() else parts[1]}"
-
-
-def meta_partitions(prefix: str) -> list[str]:
-    """Every partition that can hold a key starting with ``prefix``: one when the prefix names
-    the shard (a shard's outbox), all of a kind's otherwise, all of every kind for a prefix that
-    does not name its kind whole."""
-    kind, sep, rest = prefix.partition(":")
-    if not sep:
-        kinds = [k for k in SHARDED_META + SINGLE_META if k.startswith(kind)]
-        return ["META"] + [p for k in kinds for p in meta_partitions(k + ":")]
-    if kind in SINGLE_META:
-        return [f"META#{kind}"]
-    if kind not in SHARDED_META:
-        return ["META"]
-    parts = rest.split(":")
-    if kind in GROUPED_META and len(parts) >= 3:  # <layer>:<shard>: is complete
-        return [meta_partition(prefix)]
-    return [f"META#{kind}#{s}" for s in _shards(kind)]
-
-
-def item_bytes(attrs: dict[str, Any]) -> int:
-    """An upper estimate of a DynamoDB item's size: names and UTF-8 strings as their bytes, a
-    number 21 bytes at most, a list 3 bytes plus 1 per element plus the elements."""
-    def size(value) -> int:
-        if value is None:
-            return 0
-        if isinstance(value, str):
-            return len(value.encode("utf-8"))
-        if isinstance(value, bool):
-            return 1
-        if isinstance(value, (int, float)):
-            return 21
-        if isinstance(value, (list, tuple)):
-            return 3 + sum(1 + size(v) for v in value)
-        return len(str(value).encode("utf-8"))
-    return sum(len(k.encode("utf-8")) + size(v) for k, v in attrs.items() if v is not None)
-
-
-def _metadata_json(metadata: dict[str, Any]) -> str | None:
-    """A document's metadata as the item's ``metadata`` string: JSON rather than a map attribute,
-    so that it reads back exactly as written (a DynamoDB number loses int/float, 2020.0 comes
-    back 2020), its stored size is its UTF-8 length (what ``check_fits`` counts), and nothing
-    queries it in DynamoDB (filters run in the vector and lexical indexes). None when empty."""
-    if not metadata:
-        return None
-    return json.dumps(metadata, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
-def _lsh_to_json(c: LshConfig) -> str:
-    return json.dumps({"embedder_id": c.embedder_id, "dim": c.dim, "n_planes": c.n_planes,
-                       "seed": c.seed, "planes": [list(p) for p in c.planes]})
-
-
-def _lsh_from_json(raw: str) -> LshConfig:
-    d = json.loads(raw)
-    return LshConfig(embedder_id=d["embedder_id"], dim=int(d["dim"]), n_planes=int(d["n_planes"]),
-                     seed=int(d["seed"]), planes=tuple(tuple(float(x) for x in p) for p in d["planes"]))
-
-
-def _is_condition_failure(exc: Exception) -> bool:
-    code = getattr(exc, "cause_response_code", None)
-    if code in ("ConditionalCheckFailedException", "TransactionCanceledException"):
-        reasons = getattr(exc, "cancellation_reasons", None) or []
-        if code == "TransactionCanceledException" and reasons:
-            return any(r is not None and r.code == "ConditionalCheckFailed" for r in reasons)
-        return True
-    return False
-
-
-class DynamoGraphStore:
-    def __init__(self, table_name: str, region: str | None = None, host: str | None = None,
-                 models: TableModels | None = None, code_bits: int | None = None, tenant: str = "") -> None:
-        """``code_bits``: the LSH code width (the store's n_planes); read from the stored
-        hyperplanes when not given. ``tenant``: the namespace (models.NamespacedKey) this store
-        reads and writes ("" the default)."""
-        self.models = models or build_models(table_name, region, host, tenant)
-        self.Item = self.models.item
-        self._code_bits = code_bits
-
+class DynamoNodeStore(DynamoTable):
     # ----- keys of the ref index -----
     @property
     def code_bits(self) -> int:
@@ -229,113 +109,7 @@ class DynamoGraphStore:
         bucket = int(hashlib.sha256(segment_id.encode()).hexdigest()[:4], 16) % SEGMENT_BUCKETS
         return f"SEGS#{layer}#{bucket}"
 
-    # ----- store-wide configuration -----
-    def _get(self, pk: str, sk: str):
-        try:
-            return self.Item.get(pk, sk, consistent_read=True)
-        except self.Item.DoesNotExist:
-            return None
-
-    def get_lsh(self) -> LshConfig | None:
-        item = self._get("META", "LSH")
-        return None if item is None else _lsh_from_json(item.value)
-
-    def put_lsh(self, config: LshConfig) -> LshConfig:
-        try:
-            self.Item(PK="META", SK="LSH", value=_lsh_to_json(config)).save(
-                condition=self.Item.PK.does_not_exist())
-        except PutError as exc:
-            if not _is_condition_failure(exc):
-                raise
-        stored = self.get_lsh()
-        assert stored is not None
-        return stored
-
-    def get_meta(self, key: str) -> Any | None:
-        item = self._get(meta_partition(key), f"KEY#{key}")
-        return None if item is None else json.loads(item.value)
-
-    def put_meta(self, key: str, value: Any) -> None:
-        self.Item(PK=meta_partition(key), SK=f"KEY#{key}", value=json.dumps(value)).save()
-
-    def delete_meta(self, key: str) -> None:
-        self.Item(PK=meta_partition(key), SK=f"KEY#{key}").delete()
-
-    def meta_keys(self, prefix: str) -> list[str]:
-        def keys_in(pk: str) -> list[str]:
-            items = self.Item.query(pk, self.Item.SK.startswith(f"KEY#{prefix}"),
-                                    consistent_read=True, attributes_to_get=["PK", "SK"])
-            return [i.SK[len("KEY#"):] for i in items]
-
-        partitions = list(dict.fromkeys(meta_partitions(prefix)))
-        if len(partitions) <= 2:
-            found = [keys_in(pk) for pk in partitions]
-        else:  # a listing over many partitions (reindex, stats): queried side by side, after a
-            # first query on this thread has made the connection's client (botocore does not
-            # create clients safely from several threads at once)
-            from concurrent.futures import ThreadPoolExecutor
-
-            found = [keys_in(partitions[0])]
-            with ThreadPoolExecutor(max_workers=min(META_QUERY_THREADS, len(partitions) - 1)) as pool:
-                found += pool.map(keys_in, partitions[1:])
-        return sorted({k for keys in found for k in keys})
-
-    def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float) -> None:
-        item = self.Item(PK="LEDGER", SK=f"KIND#{kind}")
-        item.update(actions=[self.Item.calls.add(calls), self.Item.tokens_in.add(tokens_in),
-                             self.Item.tokens_out.add(tokens_out),
-                             # 0.1 ms steps: a plain decimal (json writes 7e-05 for smaller values)
-                             self.Item.seconds.add(round(float(seconds), 4))])
-
-    def ledger(self) -> dict[str, dict[str, float]]:
-        out = {}
-        for i in self.Item.query("LEDGER", self.Item.SK.startswith("KIND#"), consistent_read=True):
-            out[i.SK[len("KIND#"):]] = {"calls": int(i.calls or 0), "tokens_in": int(i.tokens_in or 0),
-                                        "tokens_out": int(i.tokens_out or 0),
-                                        "seconds": float(i.seconds or 0.0)}
-        return out
-
-    # ----- documents -----
-    def _doc(self, item) -> Document:
-        return Document(doc_id=item.PK[len("DOC#"):], source=item.source or "",
-                        content_hash=item.content_hash or "", title=item.title or "",
-                        chunk_ids=tuple(item.chunk_ids or ()), status=item.status or "indexed",
-                        meta=json.loads(item.meta) if item.meta else {}, version=item.doc_version or "",
-                        metadata=json.loads(item.metadata) if item.metadata else {})
-
-    def get_document(self, doc_id: str, include_deleted: bool = False) -> Document | None:
-        item = self._get(f"DOC#{doc_id}", "DOC")
-        doc = None if item is None else self._doc(item)
-        return doc if doc is not None and (include_deleted or not doc.is_tombstone) else None
-
-    def find_documents(self, source: str) -> list[Document]:
-        # the index is eventually consistent; re-read each hit strongly
-        ids = sorted(i.GSI2SK for i in self.models.by_source.query(f"SRC#{source}"))
-        docs = [self.get_document(i) for i in ids]
-        return [d for d in docs if d is not None and d.source == source]
-
-    def _stamp_condition(self, expected: Document | None):
-        """The stored document still has ``expected``'s stamp (or, for None, there is none)."""
-        Item = self.Item
-        if expected is None:
-            return Item.PK.does_not_exist()
-        hash_, version, status = expected.stamp()
-        condition = Item.PK.exists() & (Item.content_hash == hash_)
-        condition &= (Item.doc_version == version) if version else Item.doc_version.does_not_exist()
-        if status == "indexed":  # documents written before statuses were stored explicitly
-            return condition & ((Item.status == status) | Item.status.does_not_exist())
-        return condition & (Item.status == status)
-
-    @staticmethod
-    def _document_attrs(doc: Document) -> dict[str, Any]:
-        live = not doc.is_tombstone  # a tombstone stays out of the BySource index
-        return dict(PK=f"DOC#{doc.doc_id}", SK="DOC", GSI2PK=f"SRC#{doc.source}" if live else None,
-                    GSI2SK=doc.doc_id if live else None, source=doc.source,
-                    content_hash=doc.content_hash, title=doc.title or None,
-                    chunk_ids=list(doc.chunk_ids), status=doc.status,
-                    meta=json.dumps(doc.meta) if doc.meta else None, doc_version=doc.version or None,
-                    metadata=_metadata_json(doc.metadata))
-
+    # ----- nodes and the ref index -----
     @staticmethod
     def _node_attrs(n: Node) -> dict[str, Any]:
         return dict(PK=f"NODE#{n.node_id}", SK="NODE", layer=n.layer, text=n.text, tokens=n.tokens, code=n.code,
@@ -354,105 +128,6 @@ class DynamoGraphStore:
         for n in nodes:
             self._fits(self._node_attrs(n), f"node {n.node_id} ({len(n.text)} characters)")
 
-    def put_document(self, doc: Document, expected: Document | None = ANY_VERSION) -> None:
-        self.check_fits(doc)
-        item = self.Item(**self._document_attrs(doc))
-        if expected is ANY_VERSION:
-            before = self.get_document(doc.doc_id)  # live or not: what the counter had
-            item.save()
-            self._count_documents(int(not doc.is_tombstone) - int(before is not None))
-            return
-        try:
-            item.save(condition=self._stamp_condition(expected))
-        except PutError as exc:
-            if _is_condition_failure(exc):
-                raise ConflictError(f"document {doc.doc_id} changed concurrently") from None
-            raise
-        # the condition held: the stored record was ``expected``
-        self._count_documents(int(not doc.is_tombstone) - int(expected is not None and not expected.is_tombstone))
-
-    def delete_document(self, doc_id: str) -> None:
-        before = self.get_document(doc_id)
-        self.Item(PK=f"DOC#{doc_id}", SK="DOC").delete()
-        self._count_documents(-int(before is not None))
-
-    # ----- document statuses -----
-    # The record at STATUS#<doc id> (one GetItem to read), and a copy in the listing partition
-    # STATUSBY under SK <source>\0<doc id>, so that the statuses of a prefix are one Query
-    # reading that prefix's items only (about 150 bytes each: ~27 per read unit). One listing
-    # partition per namespace takes ~1000 writes/s (two writes per status change).
-    def put_doc_status(self, status: DocStatus) -> None:
-        before = self.get_doc_status(status.doc_id)
-        value = json.dumps(status.to_json())
-        self.Item(PK="STATUSBY", SK=f"{status.source}\0{status.doc_id}", value=value).save()
-        self.Item(PK=f"STATUS#{status.doc_id}", SK="STATUS", value=value).save()
-        if before is not None and before.source != status.source:
-            self.Item(PK="STATUSBY", SK=f"{before.source}\0{before.doc_id}").delete()
-
-    def get_doc_status(self, doc_id: str) -> DocStatus | None:
-        item = self._get(f"STATUS#{doc_id}", "STATUS")
-        return None if item is None else DocStatus.from_json(json.loads(item.value))
-
-    def doc_statuses(self, prefix: str = "") -> list[DocStatus]:
-        items = self.Item.query("STATUSBY", self.Item.SK.startswith(prefix) if prefix else None,
-                                consistent_read=True)
-        return [DocStatus.from_json(json.loads(i.value)) for i in items]
-
-    def delete_doc_status(self, doc_id: str) -> None:
-        before = self.get_doc_status(doc_id)
-        if before is not None:
-            self.Item(PK="STATUSBY", SK=f"{before.source}\0{doc_id}").delete()
-            self.Item(PK=f"STATUS#{doc_id}", SK="STATUS").delete()
-
-    # ----- the live-document counter (GET /stats reads it: no scan on the query path) -----
-    def _count_documents(self, delta: int) -> None:
-        """ADD ``delta`` to this namespace's live-document counter (COUNT / DOCS), written
-        after the document: a crash in between, or two unconditional writers of one document
-        at once, leaves it off by one until the reindex recounts (repair_document_count)."""
-        if delta:
-            self.Item(PK="COUNT", SK="DOCS").update(actions=[self.Item.version.add(delta)])
-
-    def document_count(self) -> int | None:
-        """Live documents of this namespace, from the counter (one GetItem). Without a counter:
-        0 for a namespace without chunks (no layer counter either: one Query), None for a store
-        written before the counter existed, until the reindex counts it."""
-        item = self._get("COUNT", "DOCS")
-        if item is None or item.version is None:
-            return 0 if not self.layer_sizes() else None
-        return max(0, int(item.version))
-
-    def repair_document_count(self, live: int) -> int:
-        """Set the counter to ``live`` (the reindex's listing); the correction made."""
-        stored = self.document_count()
-        if stored != live:
-            self.Item(PK="COUNT", SK="DOCS", version=live).save()
-        return live - (stored or 0)
-
-    def list_documents(self) -> list[Document]:
-        items = self.Item.scan((self.Item.SK == "DOC") & self.models.in_namespace(), consistent_read=True)
-        return sorted((d for d in map(self._doc, items) if not d.is_tombstone), key=lambda d: d.doc_id)
-
-    # ----- the whole namespace (a tenant's deletion: bootstrap.tenancy) -----
-    def namespace_size(self) -> int:
-        """How many items this namespace holds (a scan of the table: an audit, not a query path)."""
-        return sum(1 for _ in self.Item.scan(self.models.in_namespace(), attributes_to_get=["PK", "SK"]))
-
-    def drop_namespace(self) -> int:
-        """Delete every item of this tenant's namespace; the number deleted. A scan of the table
-        filtered on the key prefix: a tenant's deletion is rare, and a sparse index that found
-        its items without a scan would cost one more write on every write of every tenant.
-        Idempotent: a second run (after a timeout) deletes what the first did not."""
-        if not self.models.tenant:
-            raise ValueError("the default namespace is not a tenant's: it is never dropped")
-        deleted = 0
-        with self.Item.batch_write() as batch:
-            for item in self.Item.scan(self.models.in_namespace(), consistent_read=True,
-                                       attributes_to_get=["PK", "SK"]):
-                batch.delete(item)
-                deleted += 1
-        return deleted
-
-    # ----- nodes and the ref index -----
     def _node(self, item) -> Node:
         return Node(node_id=item.PK[len("NODE#"):], layer=int(item.layer), text=item.text or "",
                     tokens=int(item.tokens), code=int(item.code), doc_id=item.doc_id or "",
@@ -473,12 +148,6 @@ class DynamoGraphStore:
         for layer, delta in deltas.items():
             if delta:
                 self.Item(PK="COUNT", SK=f"LAYER#{layer}").update(actions=[self.Item.version.add(delta)])
-
-    def _connection(self):
-        """The model's own connection (one botocore client for every request of this store; a
-        client per transaction cost its creation each time, and hid the transactions from
-        anything watching the model's client)."""
-        return self.Item._get_connection().connection
 
     def _transact_refs(self, ops: list) -> None:
         """Ref writes, each conditioned on the state read, with the layer counters' changes they

@@ -36,7 +36,7 @@ class DynamoTenantRegistry:
         return sorted(i.SK[len(TENANT):] for i in self.item.query(REGISTRY_PK, self.item.SK.startswith(TENANT),
                                                                    consistent_read=True))
 
-    def forget_tenant(self, tenant: str) -> None:
+    def delete_tenant(self, tenant: str) -> None:
         self.item(PK=REGISTRY_PK, SK=f"{TENANT}{tenant}").delete()
         self.item(PK=REGISTRY_PK, SK=f"{AUDIT}{tenant}").delete()
 

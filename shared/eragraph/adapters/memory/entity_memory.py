@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..ports_entity import ChunkEntities, EntityMatrices, Sentence, build_matrices
+from ...ports.entity import ChunkEntities, EntityMatrices, Sentence, build_matrices
 
 
 class MemoryEntityStore:
@@ -22,7 +22,7 @@ class MemoryEntityStore:
     def add_chunks(self, chunks: Sequence[ChunkEntities]) -> list[str]:
         replaced = [c.chunk_id for c in chunks if c.chunk_id in self._chunks]
         if replaced:
-            self.remove_chunks(replaced)
+            self.delete_chunks(replaced)
         new: list[str] = []
         for chunk in chunks:
             self._chunks[chunk.chunk_id] = chunk
@@ -41,7 +41,7 @@ class MemoryEntityStore:
         self._generation += 1
         return new
 
-    def remove_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
+    def delete_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
         gone: list[str] = []
         changed = False
         for cid in chunk_ids:

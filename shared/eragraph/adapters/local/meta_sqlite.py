@@ -1,0 +1,68 @@
+"""The MetaStore part of the SQLite graph store: the hyperplanes (``lsh``), the ``meta`` table
+and the cost ``ledger``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ...domain.model import LshConfig
+from .sqlite_db import SqliteDb, _dumps
+
+
+class SqliteMetaStore(SqliteDb):
+    _lsh_parsed: tuple[str, LshConfig] | None
+
+    def get_lsh(self) -> LshConfig | None:
+        rows = self._query("SELECT config FROM lsh WHERE id = 1")
+        if not rows:
+            return None
+        cached = self._lsh_parsed  # every query reads it: parsing n x dim floats is most of a fast query
+        if cached is not None and cached[0] == rows[0][0]:
+            return cached[1]
+        data = json.loads(rows[0][0])
+        config = LshConfig(embedder_id=data["embedder_id"], dim=int(data["dim"]),
+                           n_planes=int(data["n_planes"]), seed=int(data["seed"]),
+                           planes=tuple(tuple(float(x) for x in plane) for plane in data["planes"]))
+        self._lsh_parsed = (rows[0][0], config)
+        return config
+
+    def put_lsh(self, config: LshConfig) -> LshConfig:
+        data = {"embedder_id": config.embedder_id, "dim": config.dim, "n_planes": config.n_planes,
+                "seed": config.seed, "planes": [list(p) for p in config.planes]}
+        with self._write() as conn:
+            conn.execute("INSERT OR IGNORE INTO lsh (id, config) VALUES (1, ?)", (_dumps(data),))
+        stored = self.get_lsh()
+        assert stored is not None
+        return stored
+
+    def get_meta(self, key: str) -> Any | None:
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        return json.loads(rows[0][0]) if rows else None
+
+    def put_meta(self, key: str, value: Any) -> None:
+        with self._write() as conn:
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, _dumps(value)))
+
+    def delete_meta(self, key: str) -> None:
+        with self._write() as conn:
+            conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+
+    def meta_keys(self, prefix: str) -> list[str]:
+        rows = self._query("SELECT key FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key",
+                           (len(prefix), prefix))
+        return [r[0] for r in rows]
+
+    def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO ledger (kind, calls, tokens_in, tokens_out, seconds) VALUES (?, ?, ?, ?, ?) "
+                "ON CONFLICT (kind) DO UPDATE SET calls = calls + excluded.calls, "
+                "tokens_in = tokens_in + excluded.tokens_in, tokens_out = tokens_out + excluded.tokens_out, "
+                "seconds = seconds + excluded.seconds",
+                (kind, int(calls), int(tokens_in), int(tokens_out), float(seconds)))
+
+    def ledger(self) -> dict[str, dict[str, float]]:
+        rows = self._query("SELECT kind, calls, tokens_in, tokens_out, seconds FROM ledger ORDER BY kind")
+        return {kind: {"calls": calls, "tokens_in": t_in, "tokens_out": t_out, "seconds": float(sec)}
+                for kind, calls, t_in, t_out, sec in rows}

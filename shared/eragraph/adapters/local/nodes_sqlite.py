@@ -1,0 +1,173 @@
+"""The NodeStore part of the SQLite graph store: ``nodes``, the ref index ``refs`` (layer,
+code, segment, live), the ``layer_counts`` kept in the same transactions, ``segments`` and
+the regions' conditional writes. A leaf's FTS5 row (lexical_fts5) is written and deleted with
+its node."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ...domain.model import ConflictError, Document, Node, NodeRef, RefState, RegionChange, Segment
+from .lexical_fts5 import _insert_leaves, _leaf_rowid
+from .sqlite_db import SqliteDb, _chunks, _dumps
+
+
+_NODE_COLS = "node_id, layer, text, tokens, code, doc_id, source, children"
+
+
+def _node(row: tuple) -> Node:
+    node_id, layer, text, tokens, code, doc_id, source, children = row
+    return Node(node_id=node_id, layer=int(layer), text=text, tokens=int(tokens), code=int(code),
+                doc_id=doc_id, source=source, children=tuple(json.loads(children)))
+
+
+class SqliteNodeStore(SqliteDb):
+    def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
+        rows = [(n.node_id, int(n.layer), n.text, int(n.tokens), int(n.code), n.doc_id, n.source,
+                 _dumps(list(n.children))) for n in nodes]
+        if not rows:
+            return
+        with self._write() as conn:
+            conn.executemany(f"INSERT OR REPLACE INTO nodes ({_NODE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            if index:
+                for n in nodes:
+                    _make_live(conn, int(n.layer), n.node_id, int(n.code))
+            leaves = [(n.node_id, n.text) for n in nodes if n.layer == 0]
+            if leaves:
+                _insert_leaves(conn, leaves)
+
+    def check_fits(self, doc: Document | None = None, nodes: Sequence[Node] = ()) -> None:
+        """No item limit here (only DynamoDB has one)."""
+
+    def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
+        wanted = list(dict.fromkeys(node_ids))
+        found: dict[str, Node] = {}
+        with self._lock:
+            for chunk in _chunks(wanted):
+                marks = ",".join("?" * len(chunk))
+                for row in self._conn.execute(f"SELECT {_NODE_COLS} FROM nodes WHERE node_id IN ({marks})", chunk):
+                    found[row[0]] = _node(row)
+        return {i: found[i] for i in wanted if i in found}
+
+    def delete_nodes(self, node_ids: Iterable[str]) -> None:
+        ids = list(dict.fromkeys(node_ids))
+        if not ids:
+            return
+        with self._write() as conn:
+            conn.executemany("DELETE FROM nodes WHERE node_id = ?", [(i,) for i in ids])
+            for i in ids:
+                _make_gone(conn, i)
+            conn.executemany("DELETE FROM leaf_text WHERE rowid = ?", [(_leaf_rowid(i),) for i in ids])
+
+    def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
+        sql = ("SELECT node_id, code, seg, live FROM refs WHERE layer = ? AND code BETWEEN ? AND ? "
+               "ORDER BY code, node_id")
+        params: list[Any] = [int(layer), int(lo), int(hi)]
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(int(limit))
+        return [RefState(node_id, int(code), seg, bool(live)) for node_id, code, seg, live in self._query(sql, params)]
+
+    def layer_refs(self, layer: int) -> list[NodeRef]:
+        rows = self._query("SELECT node_id, code FROM refs WHERE layer = ? AND live = 1 ORDER BY node_id",
+                           (int(layer),))
+        return [NodeRef(node_id, int(code)) for node_id, code in rows]
+
+    def layer_sizes(self) -> dict[int, int]:
+        rows = self._query("SELECT layer, live FROM layer_counts WHERE live > 0 ORDER BY layer")
+        return {int(layer): int(n) for layer, n in rows}
+
+    def repair_layer_counts(self) -> dict[int, int]:
+        with self._write() as conn:  # the write lock: no counter moves while we recount
+            live = {int(layer): int(n) for layer, n in conn.execute(
+                "SELECT layer, COUNT(*) FROM refs WHERE live = 1 GROUP BY layer")}
+            have = {int(layer): int(n) for layer, n in conn.execute("SELECT layer, live FROM layer_counts")}
+            fixed = {}
+            for layer in sorted(set(live) | set(have)):
+                want = live.get(layer, 0)
+                if want != have.get(layer, 0):
+                    fixed[layer] = want - have.get(layer, 0)
+                if want == 0:
+                    conn.execute("DELETE FROM layer_counts WHERE layer = ?", (layer,))
+                elif want != have.get(layer):
+                    conn.execute("INSERT OR REPLACE INTO layer_counts (layer, live) VALUES (?, ?)", (layer, want))
+        return fixed
+
+    # ------------------------------------------------------------------ segments
+    def get_segments(self, layer: int) -> list[Segment]:
+        rows = self._query("SELECT segment_id, layer, members, summary_id FROM segments WHERE layer = ? "
+                           "ORDER BY segment_id", (int(layer),))
+        return [Segment(segment_id=sid, layer=int(lay), members=tuple(json.loads(members)), summary_id=summary)
+                for sid, lay, members, summary in rows]
+
+    def get_segments_by_id(self, layer: int, segment_ids: Iterable[str]) -> dict[str, Segment]:
+        wanted = list(dict.fromkeys(segment_ids))
+        found: dict[str, Segment] = {}
+        with self._lock:
+            for chunk in _chunks(wanted):
+                marks = ",".join("?" * len(chunk))
+                for sid, lay, members, summary in self._conn.execute(
+                        f"SELECT segment_id, layer, members, summary_id FROM segments WHERE layer = ? "
+                        f"AND segment_id IN ({marks})", [int(layer), *chunk]):
+                    found[sid] = Segment(segment_id=sid, layer=int(lay), members=tuple(json.loads(members)),
+                                         summary_id=summary)
+        return {i: found[i] for i in wanted if i in found}
+
+    def apply_region(self, change: RegionChange) -> None:
+        layer = int(change.layer)
+        with self._write() as conn:
+            for ref in change.expected:
+                row = conn.execute("SELECT layer, code, seg, live FROM refs WHERE node_id = ?",
+                                   (ref.node_id,)).fetchone()
+                if row is None or (int(row[0]), int(row[1]), row[2], bool(row[3])) != (
+                        layer, ref.code, ref.seg, ref.live):
+                    raise ConflictError(f"layer {layer}: node {ref.node_id} changed concurrently")
+            if change.remove:
+                conn.executemany("DELETE FROM segments WHERE layer = ? AND segment_id = ?",
+                                 [(layer, sid) for sid in change.remove])
+            if change.add:
+                conn.executemany(
+                    "INSERT OR REPLACE INTO segments (layer, segment_id, members, summary_id) VALUES (?, ?, ?, ?)",
+                    [(layer, seg.segment_id, _dumps(list(seg.members)), seg.summary_id) for seg in change.add])
+            conn.executemany("UPDATE refs SET seg = ? WHERE node_id = ?", [(sid, i) for i, sid in change.assign])
+            conn.executemany("DELETE FROM refs WHERE node_id = ? AND live = 0", [(i,) for i in change.drop])
+            for ref in change.above_add:
+                _make_live(conn, layer + 1, ref.node_id, ref.code)
+            for ref in change.above_remove:
+                _make_gone(conn, ref.node_id)
+
+
+def _count(conn: sqlite3.Connection, layer: int, delta: int) -> None:
+    conn.execute("INSERT INTO layer_counts (layer, live) VALUES (?, ?) "
+                 "ON CONFLICT (layer) DO UPDATE SET live = live + excluded.live", (layer, delta))
+
+
+def _make_live(conn: sqlite3.Connection, layer: int, node_id: str, code: int) -> None:
+    row = conn.execute("SELECT layer, code, seg, live FROM refs WHERE node_id = ?", (node_id,)).fetchone()
+    if row is not None and int(row[0]) != layer:  # re-put in another layer: a new node there
+        _make_gone(conn, node_id)
+        conn.execute("DELETE FROM refs WHERE node_id = ?", (node_id,))
+        row = None
+    if row is None:
+        conn.execute("INSERT INTO refs (node_id, layer, code, seg, live) VALUES (?, ?, ?, NULL, 1)",
+                     (node_id, layer, code))
+        _count(conn, layer, 1)
+        return
+    if not row[3]:
+        _count(conn, layer, 1)
+    conn.execute("UPDATE refs SET code = ?, live = 1 WHERE node_id = ?", (code, node_id))
+
+
+def _make_gone(conn: sqlite3.Connection, node_id: str) -> None:
+    row = conn.execute("SELECT layer, seg, live FROM refs WHERE node_id = ?", (node_id,)).fetchone()
+    if row is None:
+        return
+    if row[2]:
+        _count(conn, int(row[0]), -1)
+    if row[1] is None:
+        conn.execute("DELETE FROM refs WHERE node_id = ?", (node_id,))
+    else:
+        conn.execute("UPDATE refs SET live = 0 WHERE node_id = ?", (node_id,))

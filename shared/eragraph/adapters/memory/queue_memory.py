@@ -1,0 +1,64 @@
+"""MessageQueue in a list: FIFO with coalescing by dedup key."""
+
+from __future__ import annotations
+
+import itertools
+from collections import OrderedDict
+from collections.abc import Sequence
+
+from ...domain.model import SegmentsAffected
+
+
+class MemoryQueue:
+    """FIFO queue; a message whose dedup key (layer and shard) is already pending is coalesced
+    into it, as a burst into one part of a layer needs one reconcile. Coalescing keeps the
+    union of codes and ids in sets, so a bulk ingest announcing batch after batch costs each
+    message its own size, not the size of everything pending before it. The codes (at most
+    2^n_planes a layer) are what a reconcile reads; the ids only record what changed, and a
+    coalesced message keeps the first ``ids_max`` of each kind, so what is pending stays
+    bounded however many documents one drain follows (a million-document ingest would
+    otherwise hold every chunk id until its drain)."""
+
+    ids_max = 4096
+
+    def __init__(self) -> None:
+        self._pending: OrderedDict[str, list] = OrderedDict()  # key -> [first message, codes, added, removed, reasons]
+        self._inflight: dict[str, SegmentsAffected] = {}
+        self._receipts = itertools.count(1)
+        self.sent = 0
+
+    def send(self, messages: Sequence[SegmentsAffected]) -> None:
+        for msg in messages:
+            self.sent += 1
+            key = msg.dedup_key()
+            entry = self._pending.get(key)
+            if entry is None:
+                self._pending[key] = [msg, set(msg.codes), dict.fromkeys(msg.added[:self.ids_max]),
+                                      dict.fromkeys(msg.removed[:self.ids_max]), [msg.reason], msg.scoped]
+                continue
+            entry[1].update(msg.codes)
+            for ids, more in ((entry[2], msg.added), (entry[3], msg.removed)):
+                if len(ids) < self.ids_max:
+                    ids.update(dict.fromkeys(more[:self.ids_max - len(ids)]))
+            if msg.reason not in entry[4]:
+                entry[4].append(msg.reason)
+            entry[5] = entry[5] and msg.scoped  # a whole-layer message absorbs scoped ones
+
+    def receive(self, max_messages: int = 10) -> list[tuple[str, SegmentsAffected]]:
+        out = []
+        while self._pending and len(out) < max_messages:
+            _, (first, codes, added, removed, reasons, scoped) = self._pending.popitem(last=False)
+            msg = SegmentsAffected(layer=first.layer, added=tuple(added), removed=tuple(removed),
+                                   reason="+".join(reasons), codes=tuple(sorted(codes)) if scoped else (),
+                                   group=first.group, op=first.op)
+            receipt = f"r{next(self._receipts)}"
+            self._inflight[receipt] = msg
+            out.append((receipt, msg))
+        return out
+
+    def ack(self, receipts: Sequence[str]) -> None:
+        for r in receipts:
+            self._inflight.pop(r, None)
+
+    def pending(self) -> int:
+        return len(self._pending)

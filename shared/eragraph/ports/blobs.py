@@ -1,0 +1,14 @@
+"""The blob store: bytes by key (source files, snapshots)."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class BlobStore(Protocol):
+    def put(self, key: str, data: bytes) -> None: ...
+    def get(self, key: str) -> bytes: ...  # KeyError when absent
+    def size(self, key: str) -> int: ...  # bytes, without reading them; KeyError when absent
+    def delete(self, key: str) -> None: ...  # no error when absent
+    def list(self, prefix: str = "") -> list[str]: ...

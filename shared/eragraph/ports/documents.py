@@ -1,0 +1,35 @@
+"""The document ports: documents with their tombstones, and the documents' statuses (their own
+port, as callers that report status need nothing else of the store)."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from ..domain.doc_status import DocStatus
+from ..domain.model import ANY_VERSION, Document
+
+
+@runtime_checkable
+class DocumentStore(Protocol):
+    # --- documents (tombstones, ``status == DELETED``, are only seen with include_deleted) ---
+    def get_document(self, doc_id: str, include_deleted: bool = False) -> Document | None: ...
+    def find_documents(self, source: str) -> list[Document]: ...
+    def put_document(self, doc: Document, expected: Document | None = ANY_VERSION) -> None:
+        """Store ``doc`` (a document or a tombstone). With ``expected`` the write is
+        conditional: it happens only if the stored record (tombstones included) still has
+        ``expected.stamp()`` (content hash, version, status), or, for ``expected=None``, if
+        there is none; otherwise ConflictError and nothing is written."""
+        ...
+    def delete_document(self, doc_id: str) -> None: ...
+    def list_documents(self) -> list[Document]: ...
+
+
+@runtime_checkable
+class StatusStore(Protocol):
+    # document statuses (domain.doc_status): one record per doc id, listed by source prefix
+    def put_doc_status(self, status: DocStatus) -> None: ...  # replaces the doc id's record
+    def get_doc_status(self, doc_id: str) -> DocStatus | None: ...  # one read
+    def doc_statuses(self, prefix: str = "") -> list[DocStatus]:
+        """The records whose source starts with ``prefix``, by source: reads that prefix only."""
+        ...
+    def delete_doc_status(self, doc_id: str) -> None: ...  # no error when absent

@@ -1,0 +1,81 @@
+"""The graph store's ports by what callers use: MetaStore (store-wide settings, meta keys, the
+cost ledger) and NodeStore (nodes, the code-ordered ref index, layers, segments, regions).
+GraphStore combines them with documents.DocumentStore and documents.StatusStore: it is what
+an adapter implements and what the engine holds; a service that needs one part types its
+parameter with that part."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ..domain.model import Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
+from .documents import DocumentStore, StatusStore
+
+
+@runtime_checkable
+class MetaStore(Protocol):
+    # --- store-wide configuration ---
+    def get_lsh(self) -> LshConfig | None: ...
+    def put_lsh(self, config: LshConfig) -> LshConfig:
+        """Store ``config`` unless one is stored already; return the stored one."""
+        ...
+    def get_meta(self, key: str) -> Any | None: ...
+    def put_meta(self, key: str, value: Any) -> None: ...
+    def delete_meta(self, key: str) -> None: ...
+    def meta_keys(self, prefix: str) -> list[str]: ...
+    def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float) -> None: ...
+    def ledger(self) -> dict[str, dict[str, float]]: ...
+
+
+@runtime_checkable
+class NodeStore(Protocol):
+    # --- nodes and the code-ordered ref index ---
+    def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
+        """Write nodes; with ``index`` each also becomes live in its layer's ref index (a ref
+        it had keeps its segment). Summaries are written with ``index=False`` as they are made
+        and enter the index with their segment (apply_region)."""
+        ...
+    def check_fits(self, doc: Document | None = None, nodes: Sequence[Node] = ()) -> None:
+        """Raise ItemTooLargeError (naming the item) when ``doc`` or one of ``nodes`` would not
+        fit one stored item; put_document and put_nodes check the same before writing."""
+        ...
+    def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]: ...
+    def delete_nodes(self, node_ids: Iterable[str]) -> None:
+        """Delete nodes; a ref that is in a segment stays as a tombstone until its layer is
+        reconciled, any other ref goes."""
+        ...
+    def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
+        """Refs of ``layer`` (tombstones included) with lo <= code <= hi, in (code, node id)
+        order, at most ``limit``: one range read, never the whole layer for a narrow range."""
+        ...
+    def layer_refs(self, layer: int) -> list[NodeRef]:
+        """Every live node of a layer (audits and rebuilds; never on an insert or query path)."""
+        ...
+    def layer_sizes(self) -> dict[int, int]:
+        """Live nodes per layer, from maintained counters (no count over the nodes)."""
+        ...
+    def repair_layer_counts(self) -> dict[int, int]:
+        """Recount every layer's live refs from the ref index and rewrite the counters that
+        differ (without losing an update made meanwhile); counters of layers without live refs
+        are removed. Returns layer -> correction applied (new - old), only non-zero ones
+        (reindex: reads whole layers)."""
+        ...
+
+    # --- segments (membership is the ref's ``seg``: a node is in at most one segment) ---
+    def get_segments(self, layer: int) -> list[Segment]:
+        """Every segment of a layer (audits only)."""
+        ...
+    def get_segments_by_id(self, layer: int, segment_ids: Iterable[str]) -> dict[str, Segment]: ...
+    def apply_region(self, change: RegionChange) -> None:
+        """Apply one region's re-cut atomically if its refs are still as read, else raise
+        ConflictError and write nothing. An adapter that has to split a large region in
+        several writes (DynamoDB) writes a ``domain.model.applying_key`` meta key with the
+        first and deletes it with the last, so that a partial apply is seen (and repaired by
+        a whole-layer reconcile)."""
+        ...
+
+
+@runtime_checkable
+class GraphStore(MetaStore, DocumentStore, StatusStore, NodeStore, Protocol):
+    """The whole graph store (every adapter implements it)."""

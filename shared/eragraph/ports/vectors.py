@@ -1,0 +1,38 @@
+"""The vector index: nodes' embeddings, searched by inner product with filters."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..domain.filters import Filter
+from .records import Hit
+
+
+@runtime_checkable
+class VectorIndex(Protocol):
+    def upsert(self, ids: Sequence[str], vectors: np.ndarray, metas: Sequence[Mapping[str, Any]]) -> None:
+        """metas carry at least ``layer`` (int) and ``doc_id`` (str); a leaf chunk's also carry
+        ``attrs`` (domain.filters.chunk_attrs: its document's metadata and the built-in
+        attributes), what ``where`` filters on. An upsert of a present id replaces its meta."""
+        ...
+    def delete(self, ids: Iterable[str]) -> None: ...
+    def search(
+        self,
+        vector: np.ndarray,
+        k: int,
+        layers: Sequence[int] | None = None,
+        doc_ids: Sequence[str] | None = None,
+        where: Filter | None = None,
+    ) -> list[Hit]:
+        """Top-k by inner product (vectors are normalized), best first, optionally filtered:
+        the true top-k of the allowed set, never a short post-filtered list. ``where`` keeps the
+        vectors whose ``attrs`` match (domain.filters.matches); a vector without ``attrs`` (a
+        summary, an entity) never matches a filter."""
+        ...
+    def ids(self) -> set[str]: ...
+    def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+    def count(self) -> int: ...
+    def flush(self) -> None: ...
