@@ -1,5 +1,5 @@
 """The package's shape, drawn from its source with imports inside functions counted: no import
-cycle, no import up a floor, no environment read outside config.py and bootstrap/, and every
+cycle, no import up a floor, no environment read outside config.py, and every
 Lambda handler at most 80 lines. Run `pytest tests/unit/test_architecture.py -q`; a failure
 names the modules (and the edge) to move."""
 
@@ -26,7 +26,7 @@ FLOORS = (
     (6, ("eragraph.bench", "eragraph.training")),
     (7, ("eragraph.entrypoints.cli", "eragraph.__main__")),
 )
-ENV_READERS = ("eragraph.config", "eragraph.bootstrap")
+ENV_READERS = ("eragraph.config",)
 
 
 def _modules() -> dict[str, Path]:
@@ -162,7 +162,7 @@ def _reads_environment(tree: ast.AST) -> list[int]:
     return lines
 
 
-def test_the_environment_is_read_in_config_and_bootstrap_only():
+def test_the_environment_is_read_in_config_only():
     readers = {m: _reads_environment(TREES[m]) for m in MODULES
                if not any(m == p or m.startswith(p + ".") for p in ENV_READERS)}
     assert {m: lines for m, lines in readers.items() if lines} == {}
