@@ -1,6 +1,15 @@
-"""Validated settings. Values come from defaults, then ERAGRAPH_* environment variables, then
-explicit overrides (CLI flags). The graph-shaping ones are recorded in a store when it is
-created, and a reopened store keeps its own (see services.engine.open_settings)."""
+"""Every environment variable eragraph reads is declared here, with its doc line, and read
+nowhere else (tests/unit/test_architecture.py checks it):
+
+- ``Settings`` (ERAGRAPH_<FIELD>, ERAGRAPH_GRAPH_<FIELD>): validated settings. Values come from
+  defaults, then the environment, then explicit overrides (CLI flags). The graph-shaping ones are
+  recorded in a store when it is created, and a reopened store keeps its own (see
+  services.engine.open_settings);
+- ``ApiLimits``: the query API's cost bounds;
+- ``ProcessSettings``: one process's variables that are no store setting;
+- ``AWS_ENV``: the AWS profile's resources, as the SAM template sets them;
+- ``IdentitySettings``: how the API finds its caller's tenant;
+- ``LIBRARY_ENV``: variables of the libraries eragraph loads, which eragraph sets."""
 
 from __future__ import annotations
 
