@@ -19,3 +19,8 @@ def profile_named(name: str, store: str | Path | None = None) -> Profile:
     if name not in PROFILES:
         raise ValueError(f"unknown profile {name!r} (local, memory, aws)")
     return PROFILES[name].opened(store)
+
+
+def keeps_store(name: str) -> bool:
+    """Whether the profile ``name`` keeps its data in a store directory (local)."""
+    return PROFILES[name].keeps_store
