@@ -178,3 +178,27 @@ def test_handlers_read_no_environment_directly():
 def test_each_handler_is_at_most_80_lines(app):
     lines = len(app.read_text(encoding="utf-8").splitlines())
     assert lines <= HANDLER_MAX_LINES, f"{app.parent.name}/app.py has {lines} lines"
+
+
+PROFILE_NAMES = ("local", "memory", "aws", "moto")
+
+
+def _profile_switches(tree: ast.AST) -> list[int]:
+    """The lines that compare something with a profile's name (``x == "local"``,
+    ``x in ("aws", "memory")``): a switch only the profile itself may hold."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                if any(isinstance(n, ast.Constant) and n.value in PROFILE_NAMES for n in items):
+                    lines.append(node.lineno)
+    return lines
+
+
+def test_nothing_switches_on_a_profile_name():
+    """The profile (bootstrap/profile.py and a subclass per backend) is the only place that
+    knows a backend: callers ask it (``keeps_store``, ``exists``, ``delete``, ...)."""
+    found = {m: _profile_switches(TREES[m]) for m in MODULES}
+    assert {m: lines for m, lines in found.items() if lines} == {}
+    assert _profile_switches(ast.parse("if profile == 'local':\n    pass\n")) == [1]
