@@ -57,6 +57,7 @@ class AwsProfile(Profile):
     process's config.aws_environment) on first use."""
 
     name = "aws"
+    packages = ("boto3", "pynamodb", "opensearchpy")
 
     def __init__(self, env: Mapping[str, str] | None = None, opensearch_client: Any = None,
                  refresh: bool | str = False) -> None:

@@ -32,6 +32,7 @@ class LocalProfile(Profile):
     name = "local"
     recheck_kept = True  # another process may delete a tenant's directory under a kept engine
 
+    packages = ("faiss", "filelock")
     keeps_store = True
 
     @classmethod

@@ -11,9 +11,9 @@ The tenant is resolved once: ``bind(tenant)`` gives the profile of that tenant's
 whose methods then take no tenant.
 
 A new vector or graph backend is its adapter module, the line of the profile that builds it,
-and its registration in the contract tests (tests/contract). A new profile is a subclass here
-in a module of its own, its name in bootstrap.profiles and its packages in
-bootstrap.preflight.PROFILE_NEEDS."""
+and its registration in the contract tests (tests/contract). A new profile is a subclass of
+``Profile`` in a module of its own (its ports, its tenants, the packages it imports), and its
+class in bootstrap.profiles.PROFILES."""
 
 from __future__ import annotations
 
@@ -58,6 +58,7 @@ class Profile(ABC):
     # so a read path checks a kept engine's tenant still exists
     recheck_kept = False
 
+    packages: tuple[str, ...] = ()  # what its adapters import (bootstrap.preflight checks them)
     keeps_store = False  # whether the profile keeps its data in a store directory (local)
 
     @classmethod

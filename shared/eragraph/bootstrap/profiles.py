@@ -10,7 +10,7 @@ from .local import LocalProfile
 from .memory import MemoryProfile
 from .profile import Profile
 
-PROFILES: dict[str, type[Profile]] = {p.name: p for p in (LocalProfile, MemoryProfile, AwsProfile)}
+PROFILES: dict[str, type[Profile]] = {p.name: p for p in (AwsProfile, LocalProfile, MemoryProfile)}
 
 
 def profile_named(name: str, store: str | Path | None = None) -> Profile:
