@@ -107,8 +107,8 @@ class LazyEngine:
         return self._tenancy
 
     def _build(self, tenant: str) -> Engine:
-        """A tenant's engine from the environment the SAM template sets (bootstrap.build_engine's
-        aws branch: the settings, their providers checked, the adapters)."""
+        """A tenant's engine from the environment the SAM template sets as it is now (the
+        settings, their providers checked, the aws profile's adapters)."""
         settings = settings_from_env()
         preflight(settings, self.profile, self.uses)
         return build_aws_engine(settings, tenant=tenant)
