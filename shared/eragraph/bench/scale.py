@@ -16,7 +16,7 @@ the figures measure the engine, not a model. Per size (``--sizes``, chunks):
   question vectors computed before the clock starts (embedding excluded).
 
 With ``--aws-sizes``: the same single-document insert and delete on the AWS profile's storage
-under moto (DynamoDB table from template.yaml, S3, SQS FIFO; vectors in memory instead of
+under moto (bench/moto.MotoProfile: DynamoDB table from template.yaml, S3, SQS FIFO; vectors in memory instead of
 OpenSearch), counting DynamoDB requests and items read/written with botocore event hooks on the
 DynamoDB client (items from the requests and the returned items/Count). The AWS store is built
 through the services with an in-process queue (one drain), then the measured inserts go through
