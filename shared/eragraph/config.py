@@ -1,14 +1,24 @@
-"""Validated settings. Values come from defaults, then ERAGRAPH_* environment variables, then
-explicit overrides (CLI flags). The graph-shaping ones are recorded in a store when it is
-created, and a reopened store keeps its own (see services.engine.open_settings)."""
+"""Every environment variable eragraph reads is declared here, with its doc line, and read
+nowhere else (tests/unit/test_architecture.py checks it):
+
+- ``Settings`` (ERAGRAPH_<FIELD>, ERAGRAPH_GRAPH_<FIELD>): validated settings. Values come from
+  defaults, then the environment, then explicit overrides (CLI flags). The graph-shaping ones are
+  recorded in a store when it is created, and a reopened store keeps its own (see
+  services.engine.open_settings);
+- ``ApiLimits``: the query API's cost bounds;
+- ``ProcessSettings``: one process's variables that are no store setting;
+- ``AWS_ENV``: the AWS profile's resources, as the SAM template sets them;
+- ``IdentitySettings``: how the API finds its caller's tenant;
+- ``LIBRARY_ENV``: variables of the libraries eragraph loads, which eragraph sets."""
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, replace
 from functools import lru_cache
-from collections.abc import Mapping
 from typing import Any
 
 # Settings that shape the graph: fixed per store once it exists.
@@ -342,6 +352,66 @@ class ProcessSettings:
                    rerank_models=_names(env.get("ERAGRAPH_RERANK_MODELS")))
 
 
+# ----------------------------------------------------------------------------- the AWS profile
+# Variables the SAM template sets on every function (bootstrap.aws_profile builds its clients and
+# adapters from them). Read here only: ``aws_environment`` hands the profile the ones that are set.
+AWS_ENV: dict[str, str] = {
+    "ERAGRAPH_TABLE": "DynamoDB table (single-table graph store, entity graph, tenant registry)",
+    "ERAGRAPH_BUCKET": "documents bucket",
+    "ERAGRAPH_SUMMARIZE_QUEUE_URL": "FIFO queue of SegmentsAffected messages",
+    "ERAGRAPH_OPENSEARCH_ENDPOINT": "OpenSearch domain endpoint (SigV4-signed requests)",
+    "ERAGRAPH_OPENSEARCH_INDEX": "index of node vectors (default eragraph-nodes)",
+    "ERAGRAPH_OPENSEARCH_ENTITY_INDEX": "index of entity-name (and sentence) vectors (default eragraph-entities)",
+    "ERAGRAPH_OPENSEARCH_REPLICAS": "replicas of a newly created index: data nodes - 1 (the template derives it)",
+    "ERAGRAPH_OPENSEARCH_SERVICE": "optional: es (a domain, the default) or aoss (serverless)",
+    "ERAGRAPH_REINDEX_QUEUE_URL": "FIFO queue of the reindex's per-tenant audits (the reindex function only)",
+    "ERAGRAPH_AWS_ENDPOINT_URL": "optional: one endpoint for S3/SQS/DynamoDB/IAM (a local cloud)",
+    "AWS_REGION": "the region (set by Lambda itself)",
+    "AWS_DEFAULT_REGION": "the region when AWS_REGION is not set (default us-east-1)",
+    "POWERTOOLS_METRICS_NAMESPACE": "the handlers' metrics namespace (default Eragraph)",
+}
+
+
+def aws_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The variables of AWS_ENV that are set in ``environ`` (default: this process's)."""
+    env = os.environ if environ is None else environ
+    return {name: env[name] for name in AWS_ENV if env.get(name) is not None}
+
+
+def aws_region(env: Mapping[str, str]) -> str:
+    """The region of ``env`` (an aws_environment): AWS_REGION, else AWS_DEFAULT_REGION, else us-east-1."""
+    return env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1"
+
+
+@dataclass(frozen=True)
+class IdentitySettings:
+    """How the API finds its caller's tenant (bootstrap.identity.TenantIdentity)."""
+
+    claim: str = "tenant"          # ERAGRAPH_TENANT_CLAIM: the JWT claim / Lambda authorizer key naming the tenant
+    tag: str = "eragraph-tenant"   # ERAGRAPH_TENANT_TAG: the IAM principal tag naming it ("" = tags are not read)
+    required: bool = True          # ERAGRAPH_TENANT_REQUIRED: a caller without a tenant is refused (false: default tenant)
+    # ERAGRAPH_TRUST_REQUEST_CONTEXT: this process runs behind the Lambda Web Adapter, whose
+    # x-amzn-request-context header carries the caller's identity (the stream function only)
+    trust_request_context: bool = False
+    endpoint: str | None = None    # ERAGRAPH_AWS_ENDPOINT_URL: the IAM endpoint (a local cloud)
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> IdentitySettings:
+        env = os.environ if environ is None else environ
+        tag = env.get("ERAGRAPH_TENANT_TAG")
+        return cls(claim=env.get("ERAGRAPH_TENANT_CLAIM") or "tenant",
+                   tag="eragraph-tenant" if tag is None else tag.strip(),
+                   endpoint=env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None,
+                   required=_flag(env.get("ERAGRAPH_TENANT_REQUIRED"), True),
+                   trust_request_context=_flag(env.get("ERAGRAPH_TRUST_REQUEST_CONTEXT"), False))
+
+
+def _flag(value: str | None, default: bool) -> bool:
+    if value is None or not value.strip():
+        return default
+    return value.strip().lower() not in ("0", "false", "no")
+
+
 def _names(raw: str | None) -> tuple[str, ...]:
     """A comma-separated list of names ("" or unset: none)."""
     return tuple(m.strip() for m in (raw or "").split(",") if m.strip())
@@ -354,6 +424,25 @@ LIBRARY_ENV = {
     "TOKENIZERS_PARALLELISM": "false unless set: no tokenizer thread pool beside torch's",
     "LANCE_CPU_THREADS": "the vector-backend benchmark caps lance's pool at the cores the others get",
 }
+
+
+@contextmanager
+def function_environment(settings: Settings, extra: Mapping[str, str] | None = None) -> Iterator[None]:
+    """The process environment a Lambda function reads at its import (the handler's cold start,
+    powertools), set while the block runs and restored after: ``settings``' provider choices
+    (ERAGRAPH_EMBEDDER, _SUMMARIZER, _NER; the benchmarks run a handler in-process) and ``extra``."""
+    values = {"ERAGRAPH_EMBEDDER": settings.embedder, "ERAGRAPH_SUMMARIZER": settings.summarizer,
+              "ERAGRAPH_NER": settings.ner, **(extra or {})}
+    old = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def set_library_env(name: str, value: str, *, keep_existing: bool = False) -> str:

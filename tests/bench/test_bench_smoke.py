@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from eragraph.bench import common, growth, report
+from eragraph.bench import counting as bench_counting
 from eragraph.bench import ingest as bench_ingest
 from eragraph.bench import query as bench_query
 from eragraph.bench import retrieval as bench_retrieval
@@ -214,7 +215,7 @@ def test_counting_proxy_counts_calls_and_items_per_method():
     from eragraph.domain.model import Node, RegionChange, Segment
 
     counts: dict = {}
-    store = bench_scale.Counting(MemoryGraphStore(), counts)
+    store = bench_counting.Counting(MemoryGraphStore(), counts)
     store.put_nodes([Node(node_id=f"n{i}", layer=0, text="t", tokens=1, code=i) for i in range(3)])
     assert set(store.get_nodes(["n0", "n1", "missing"])) == {"n0", "n1"}
     store.delete_nodes(i for i in ("n0", "n2"))  # a one-shot iterator is counted and still applied
@@ -226,7 +227,7 @@ def test_counting_proxy_counts_calls_and_items_per_method():
     assert counts["get_nodes"] == {"calls": 1, "items_in": 3, "items_out": 2}
     assert counts["delete_nodes"]["items_in"] == 2 and counts["layer_refs"]["items_out"] == 1
     assert counts["apply_region"]["items_in"] == 2
-    total = bench_scale.totals({"graph": counts})
+    total = bench_counting.totals({"graph": counts})
     assert total["items_written"] == 3 + 2 + 2
     assert total["items_read"] == 2 + 1 + 1  # get_nodes, layer_refs, prefix_refs
     assert total["calls"] == 6

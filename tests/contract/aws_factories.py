@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from eragraph.bench.scale import table_definition  # the benchmark creates its table the same way
+from eragraph.bench.moto import table_definition  # the benchmark creates its table the same way
 
 from .factories import (
     BLOB_STORE_FACTORIES,

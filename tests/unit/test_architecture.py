@@ -1,8 +1,8 @@
 """The package's shape, drawn from its source with imports inside functions counted: no import
 cycle and no import up a floor (type-only imports, under ``if TYPE_CHECKING:``, counted too), no
-environment read outside config.py and bootstrap/, and every Lambda handler at most 80 lines.
-Run `pytest tests/unit/test_architecture.py -q`; a failure names the modules (and the edge) to
-move."""
+environment read outside config.py, no comparison with a profile's name outside the profiles, and
+every Lambda handler at most 80 lines. Run `pytest tests/unit/test_architecture.py -q`; a failure
+names the modules (and the edge) to move."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ FLOORS = (
     (6, ("eragraph.bench", "eragraph.training")),
     (7, ("eragraph.entrypoints.cli", "eragraph.__main__")),
 )
-ENV_READERS = ("eragraph.config", "eragraph.bootstrap")
+ENV_READERS = ("eragraph.config",)
 
 
 def _modules() -> dict[str, Path]:
@@ -166,7 +166,7 @@ def _reads_environment(tree: ast.AST) -> list[int]:
     return lines
 
 
-def test_the_environment_is_read_in_config_and_bootstrap_only():
+def test_the_environment_is_read_in_config_only():
     readers = {m: _reads_environment(TREES[m]) for m in MODULES
                if not any(m == p or m.startswith(p + ".") for p in ENV_READERS)}
     assert {m: lines for m, lines in readers.items() if lines} == {}
@@ -182,3 +182,27 @@ def test_handlers_read_no_environment_directly():
 def test_each_handler_is_at_most_80_lines(app):
     lines = len(app.read_text(encoding="utf-8").splitlines())
     assert lines <= HANDLER_MAX_LINES, f"{app.parent.name}/app.py has {lines} lines"
+
+
+PROFILE_NAMES = ("local", "memory", "aws", "moto")
+
+
+def _profile_switches(tree: ast.AST) -> list[int]:
+    """The lines that compare something with a profile's name (``x == "local"``,
+    ``x in ("aws", "memory")``): a switch only the profile itself may hold."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            for side in (node.left, *node.comparators):
+                items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+                if any(isinstance(n, ast.Constant) and n.value in PROFILE_NAMES for n in items):
+                    lines.append(node.lineno)
+    return lines
+
+
+def test_nothing_switches_on_a_profile_name():
+    """The profile (bootstrap/profile.py and a subclass per backend) is the only place that
+    knows a backend: callers ask it (``keeps_store``, ``exists``, ``delete``, ...)."""
+    found = {m: _profile_switches(TREES[m]) for m in MODULES}
+    assert {m: lines for m, lines in found.items() if lines} == {}
+    assert _profile_switches(ast.parse("if profile == 'local':\n    pass\n")) == [1]

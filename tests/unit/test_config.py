@@ -62,3 +62,22 @@ def test_graph_settings_and_dict():
     assert g["s_min"] == 5 and g["s_max"] == 9
     assert s.to_dict()["s_max"] == 9 and "embedder" in s.to_dict()
     assert Settings(**s.to_dict()) == s
+
+
+def test_every_variable_the_package_names_is_declared_in_config():
+    """One settings surface: an ERAGRAPH_* name anywhere in the package is a Settings or
+    GraphSettings field or is declared in config.py (where alone the environment is read)."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from eragraph import config
+
+    package = Path(config.__file__).parent
+    declared = set(re.findall(r"\bERAGRAPH_[A-Z0-9_]+\b", Path(config.__file__).read_text(encoding="utf-8")))
+    declared |= {"ERAGRAPH_" + f.name.upper() for f in dataclasses.fields(Settings)}
+    declared |= {"ERAGRAPH_GRAPH_" + f.name.upper() for f in dataclasses.fields(config.GraphSettings)}
+    named = {(n, str(p.relative_to(package))) for p in package.rglob("*.py")
+             for n in re.findall(r"\bERAGRAPH_[A-Z0-9_]*[A-Z0-9]\b", p.read_text(encoding="utf-8"))}
+    assert sorted(pair for pair in named if pair[0] not in declared) == []
+    assert set(config.aws_environment({"ERAGRAPH_TABLE": "t", "UNRELATED": "x"})) == {"ERAGRAPH_TABLE"}

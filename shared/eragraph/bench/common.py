@@ -150,9 +150,7 @@ def bench_settings(args: Any, **overrides: Any) -> Settings:
 def open_engine(profile: str, store: Path | None, settings: Settings):
     from ..bootstrap import build_engine
 
-    if profile == "memory":
-        return build_engine("memory", settings=settings)
-    return build_engine("local", store, settings)
+    return build_engine(profile, store, settings)  # a profile that keeps no store ignores ``store``
 
 
 def fresh_dir(path: Path) -> Path:

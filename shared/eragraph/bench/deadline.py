@@ -2,7 +2,7 @@
 Lambda handler, each invocation under the function's own timeout, and the ledger's proof that
 no summary was paid for twice.
 
-The AWS profile's storage under moto (bench/scale.moto_engine: the DynamoDB table of
+The AWS profile's storage under moto (bench/moto.moto_engine: the DynamoDB table of
 template.yaml, an SQS FIFO queue; vectors in memory, as moto has no OpenSearch). Synthetic
 one-chunk documents (``bench scale``'s corpus; the hashing embedder unless ``--embedder``) are
 ingested until layer 0's partition holds ``--summaries`` segments, with nothing summarized yet.
@@ -35,7 +35,8 @@ from typing import Any
 
 from .common import add_common_options, finish, progress
 from ..bootstrap.aws import function_environment
-from .scale import find_template, load_template, model_settings, moto_engine, synthetic_rows
+from .moto import find_template, load_template, moto_engine
+from .scale import model_settings, synthetic_rows
 
 CHUNKS_PER_SUMMARY = 8.3  # layer 0 -> 1 at the default S_min 6 / S_max 12 (bench scale: 10,000 -> 1,202)
 SMOKE_SUMMARIES = 24

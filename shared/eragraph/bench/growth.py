@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..bootstrap.profiles import keeps_store
 from ..services.ingest import SourceDoc, ingest
 from ..services.query import search, to_results
 from ..services.resummarize import drain
@@ -146,14 +147,14 @@ class Builder:
 
     def rebuild(self, name: str) -> Any:
         path = self.root / name
-        if self.profile == "local":
+        if keeps_store(self.profile):
             fresh_dir(path)
         return self._open(path, self.rebuild_settings)
 
     def copy_of(self, engine: Any, name: str, docs: list[SourceDoc]) -> Any:
         """A second store in the state of ``engine`` (which holds exactly ``docs``): a copy of
         the store directory, or for the memory profile the same documents replayed (untimed)."""
-        if self.profile == "memory":
+        if not keeps_store(self.profile):
             twin = self._open(None, self.settings)
             ingest(twin, docs)
             drain(twin)
@@ -168,7 +169,7 @@ class Builder:
 
     def discard(self, engine: Any, name: str) -> None:
         close_engine(engine)
-        if self.profile == "local" and not self.keep:
+        if keeps_store(self.profile) and not self.keep:
             shutil.rmtree(self.root / name, ignore_errors=True)
 
 
@@ -228,7 +229,7 @@ def run(args: Any) -> dict:
                   "rebuild": single_reb,
                   "rebuild_over_incremental": {key: ratio(single_reb[key], single_inc[key])
                                                for key in ("summarize_calls", "tokens_in", "tokens_out", "seconds")}}
-        if args.profile == "local":
+        if keeps_store(args.profile):
             inc = build.incremental()
 
     rows = []

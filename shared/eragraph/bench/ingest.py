@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..bootstrap.profiles import keeps_store
 from ..services.ingest import ingest
 from ..services.resummarize import drain
 from .common import (StageClock, add_common_options, bench_settings, close_engine, finish, fresh_dir,
@@ -60,7 +61,7 @@ def rate(n: int, seconds: float) -> float | None:
 def run_in(store: Path, args: Any) -> dict:
     docs = load_corpus(args.corpus, limit=args.limit)
     settings = bench_settings(args, embed_cache=False)
-    engine = open_engine(args.profile, fresh_dir(store / "pipeline") if args.profile == "local" else None, settings)
+    engine = open_engine(args.profile, fresh_dir(store / "pipeline") if keeps_store(args.profile) else None, settings)
     extractor = find_extractor(engine)
     # load and warm the models outside every clock
     engine.embedder.embed(["warm up the embedder"])

@@ -15,7 +15,7 @@ request when the last is answered, one keep-alive connection each) run these pha
   batches of new documents into the same store, one `eragraph ingest` after another.
 
 ``lambda`` target: the query function (functions/query/app.py, its handler as deployed) over
-the AWS profile's storage under moto (bench/scale.moto_engine: the DynamoDB table of
+the AWS profile's storage under moto (bench/moto.moto_engine: the DynamoDB table of
 template.yaml; vectors in memory, moto having no OpenSearch), ``--lambda-chunks`` chunks. A Lambda
 container serves one request at a time, so the handler is driven by one client per container
 (``--lambda-clients``, default 1; the mixed phase: one container per mode, sharing the warm engine
@@ -330,7 +330,7 @@ def checks(phases: list[dict]) -> dict:
 
 
 def find_repo(args: Any) -> Path:
-    from .scale import find_template
+    from .moto import find_template
 
     return find_template(args).parent
 
@@ -345,7 +345,8 @@ def lambda_target(args: Any, settings: Any) -> dict:
     from ..entrypoints.http.server import LocalContext, http_event
     from ..services.ingest import SourceDoc, ingest
     from ..services.resummarize import drain
-    from .scale import moto_engine, questions, synthetic_rows
+    from .moto import moto_engine
+    from .scale import questions, synthetic_rows
 
     repo = find_repo(args)
     lock = threading.RLock()  # moto serves one request at a time (DynamoDB applies each atomically)

@@ -109,7 +109,7 @@ def run(args: Any) -> dict:
     show = not getattr(args, "no_progress", False)
     settings = bench_settings(args)
     profile = getattr(args, "profile", "local")
-    engine = build_engine("memory", settings=settings) if profile == "memory" else build_engine("local", args.store, settings)
+    engine = build_engine(profile, args.store, settings)
     unknown = [m for m in modes if m not in available_modes(engine)]
     if unknown:
         raise ValueError(f"unknown modes {unknown}; available: {available_modes(engine)}")

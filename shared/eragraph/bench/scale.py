@@ -16,7 +16,7 @@ the figures measure the engine, not a model. Per size (``--sizes``, chunks):
   question vectors computed before the clock starts (embedding excluded).
 
 With ``--aws-sizes``: the same single-document insert and delete on the AWS profile's storage
-under moto (DynamoDB table from template.yaml, S3, SQS FIFO; vectors in memory instead of
+under moto (bench/moto.MotoProfile: DynamoDB table from template.yaml, S3, SQS FIFO; vectors in memory instead of
 OpenSearch), counting DynamoDB requests and items read/written with botocore event hooks on the
 DynamoDB client (items from the requests and the returned items/Count). The AWS store is built
 through the services with an in-process queue (one drain), then the measured inserts go through
@@ -32,13 +32,11 @@ import os
 import random
 import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +45,14 @@ import numpy as np
 from ..config import Settings, settings_from_env
 from ..services.modes import modes_of
 from .common import add_common_options, close_engine, finish, percentile, progress
+from .counting import DynamoCounter, count_ports, median_dynamo, median_methods, median_row, reset, totals
+from .moto import moto_engine
 
 CORE_MODES = tuple(modes_of("summary"))
 DEFAULT_SIZES = "10000,100000,1000000"
 SMOKE_SIZE = 300
 SMOKE_AWS_SIZE = 60  # moto answers each request in-process, slowly
 WORDS_PER_DOC = 40
-WRITE_METHODS = ("put_", "delete_", "upsert", "apply_", "add_", "flush", "remove_", "set_")
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -123,109 +122,7 @@ def questions(n: int, seed: int) -> list[str]:
     return [" ".join(rng.choice(vocab) for _ in range(8)) + "?" for _ in range(n)]
 
 
-# ----------------------------------------------------------------------------- counting ports
-
-
-def size_of(x: Any) -> int:
-    """Items in an argument or a result: a collection counts its members, an array its rows,
-    None nothing, anything else (a key, a node, a number) one."""
-    if x is None:
-        return 0
-    if isinstance(x, (str, bytes, int, float, bool)):
-        return 1
-    if isinstance(x, np.ndarray):
-        return int(x.shape[0]) if x.ndim > 1 else 1
-    if isinstance(x, (Mapping, list, tuple, set, frozenset)):
-        return len(x)
-    return 1
-
-
-def is_write(method: str) -> bool:
-    return method.startswith(WRITE_METHODS)
-
-
-class Counting:
-    """A proxy around one port: every public method call is counted under its name with the
-    items it was given (the first argument's size; ``apply_region``: the items it writes) and
-    the items it returned. One-shot iterators among the arguments are materialized first so
-    they can be counted (the port sees the same items)."""
-
-    def __init__(self, inner: Any, counts: dict[str, dict[str, int]]) -> None:
-        self._inner = inner
-        self._counts = counts
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._inner, name)
-        if name.startswith("_") or not callable(attr):
-            return attr
-        counts = self._counts
-
-        def counted(*a, **kw):
-            a = tuple(list(x) if isinstance(x, Iterator) else x for x in a)
-            result = attr(*a, **kw)
-            if name == "apply_region":
-                change = a[0] if a else kw["change"]
-                given = sum(len(x) for x in (change.assign, change.drop, change.add, change.remove,
-                                             change.above_add, change.above_remove))
-            else:
-                given = size_of(a[0]) if a else size_of(next(iter(kw.values()), None))
-            row = counts.setdefault(name, {"calls": 0, "items_in": 0, "items_out": 0})
-            row["calls"] += 1
-            row["items_in"] += given
-            row["items_out"] += size_of(result)
-            return result
-
-        return counted
-
-
-def count_ports(engine: Any) -> dict[str, dict[str, dict[str, int]]]:
-    """Wrap the engine's graph store and vector index (and the entity graph's store and vector
-    index when installed) in counting proxies, in place; returns the live counters."""
-    counters: dict[str, dict[str, dict[str, int]]] = {"graph": {}, "vectors": {}}
-    engine.graph = Counting(engine.graph, counters["graph"])
-    engine.vectors = Counting(engine.vectors, counters["vectors"])
-    index = engine.entities
-    if index is not None:
-        for attr, key in (("store", "entity_store"), ("vectors", "entity_vectors")):
-            if hasattr(index, attr):
-                counters[key] = {}
-                setattr(index, attr, Counting(getattr(index, attr), counters[key]))
-    return counters
-
-
-def totals(counters: dict[str, dict[str, dict[str, int]]]) -> dict[str, int]:
-    out = {"calls": 0, "items_read": 0, "items_written": 0}
-    for methods in counters.values():
-        for method, row in methods.items():
-            out["calls"] += row["calls"]
-            if is_write(method):
-                out["items_written"] += row["items_in"]
-            else:
-                out["items_read"] += row["items_out"]
-    return out
-
-
-def reset(counters: dict) -> None:
-    for methods in counters.values():
-        methods.clear()
-
-
 # ----------------------------------------------------------------------------- measurements
-
-
-def median_row(rows: list[dict]) -> dict:
-    keys = [k for k in rows[0] if isinstance(rows[0][k], (int, float))]
-    return {k: round(statistics.median(r[k] for r in rows), 6) for k in keys}
-
-
-def median_methods(runs: list[dict[str, dict[str, dict[str, int]]]]) -> dict:
-    out: dict[str, dict[str, dict[str, float]]] = {}
-    for port in sorted({p for run in runs for p in run}):
-        for method in sorted({m for run in runs for m in run.get(port, {})}):
-            vals = [run.get(port, {}).get(method, {"calls": 0, "items_in": 0, "items_out": 0}) for run in runs]
-            out.setdefault(port, {})[method] = {k: statistics.median(v[k] for v in vals)
-                                                for k in ("calls", "items_in", "items_out")}
-    return out
 
 
 def insert_delete(engine: Any, counters: dict, docs: list, extra_counter: Any = None) -> dict:
@@ -443,175 +340,6 @@ def local_size(n: int, work: Path, args: Any, settings: Settings) -> dict:
 
 
 # ----------------------------------------------------------------------------- AWS under moto
-
-
-class DynamoCounter:
-    """Counts DynamoDB requests and items with botocore event hooks on one client:
-    ``before-parameter-build`` (the request: items written by PutItem/UpdateItem/DeleteItem,
-    BatchWriteItem, TransactWriteItems) and ``after-call`` (the response: items returned by
-    GetItem, BatchGetItem, TransactGetItems, Query/Scan ``Count`` and ``ScannedCount``, and
-    ``ConsumedCapacity`` when the response carries it; unprocessed batch items are not counted
-    as written). Written items are also tallied by partition key, to show how one insert's
-    writes spread over partitions (a partition takes at most 1,000 write units a second):
-    ``partitions_written``, ``hottest_partition_writes`` and, per kind of partition (the key
-    up to its first ``#``), ``writes_by_kind``; ``meta_*`` for the store's metadata
-    partitions (dirty markers, outbox, follow-ups, retired texts: keys starting ``META``)."""
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.requests: dict[str, int] = {}
-        self.items_read = 0
-        self.items_scanned = 0
-        self.items_written = 0
-        self.capacity = 0.0
-        self.partitions: dict[str, int] = {}
-
-    def _wrote(self, key: dict | None) -> None:
-        pk = ((key or {}).get("PK") or {}).get("S")
-        if pk is not None:
-            self.partitions[pk] = self.partitions.get(pk, 0) + 1
-
-    def _tally(self, op: str, params: dict) -> None:
-        if op == "PutItem":
-            self._wrote(params.get("Item"))
-        elif op in ("UpdateItem", "DeleteItem"):
-            self._wrote(params.get("Key"))
-        elif op == "BatchWriteItem":
-            for requests in (params.get("RequestItems") or {}).values():
-                for r in requests:
-                    self._wrote((r.get("PutRequest") or {}).get("Item") or (r.get("DeleteRequest") or {}).get("Key"))
-        elif op == "TransactWriteItems":
-            for t in params.get("TransactItems") or []:
-                if "Put" in t:
-                    self._wrote(t["Put"].get("Item"))
-                elif "Update" in t or "Delete" in t:
-                    self._wrote((t.get("Update") or t.get("Delete")).get("Key"))
-
-    def attach(self, client: Any) -> None:
-        client.meta.events.register("before-parameter-build.dynamodb", self.before)
-        client.meta.events.register("after-call.dynamodb", self.after)
-
-    def before(self, params: dict, model: Any, **_: Any) -> None:
-        op = model.name
-        self.requests[op] = self.requests.get(op, 0) + 1
-        self._tally(op, params)
-        if op in ("PutItem", "UpdateItem", "DeleteItem"):
-            self.items_written += 1
-        elif op == "BatchWriteItem":
-            self.items_written += sum(len(v) for v in (params.get("RequestItems") or {}).values())
-        elif op == "TransactWriteItems":
-            self.items_written += len(params.get("TransactItems") or [])
-
-    def after(self, http_response: Any, parsed: dict, model: Any, **_: Any) -> None:
-        op = model.name
-        if op == "GetItem":
-            self.items_read += 1 if parsed.get("Item") else 0
-        elif op == "BatchGetItem":
-            self.items_read += sum(len(v) for v in (parsed.get("Responses") or {}).values())
-        elif op == "TransactGetItems":
-            self.items_read += sum(1 for r in parsed.get("Responses") or [] if r.get("Item"))
-        elif op in ("Query", "Scan"):
-            self.items_read += int(parsed.get("Count") or 0)
-            self.items_scanned += int(parsed.get("ScannedCount") or 0)
-        elif op == "BatchWriteItem":
-            self.items_written -= sum(len(v) for v in (parsed.get("UnprocessedItems") or {}).values())
-        cap = parsed.get("ConsumedCapacity")
-        for c in cap if isinstance(cap, list) else [cap] if cap else []:
-            self.capacity += float(c.get("CapacityUnits") or 0.0)
-
-    def snapshot(self) -> dict:
-        kinds: dict[str, int] = {}
-        for pk, n in self.partitions.items():
-            kinds[pk.split("#", 1)[0]] = kinds.get(pk.split("#", 1)[0], 0) + n
-        meta = [n for pk, n in self.partitions.items() if pk.startswith("META")]
-        return {"requests": sum(self.requests.values()), "items_read": self.items_read,
-                "items_scanned": self.items_scanned, "items_written": self.items_written,
-                "consumed_capacity": self.capacity, "by_operation": dict(self.requests),
-                "partitions_written": len(self.partitions),
-                "hottest_partition_writes": max(self.partitions.values(), default=0),
-                "meta_partitions_written": len(meta), "meta_hottest_partition_writes": max(meta, default=0),
-                "writes_by_kind": kinds}
-
-
-def median_dynamo(rows: list[dict]) -> dict:
-    out = median_row(rows)
-    for field in ("by_operation", "writes_by_kind"):
-        names = sorted({name for r in rows for name in r[field]})
-        out[field] = {name: statistics.median(r[field].get(name, 0) for r in rows) for name in names}
-    return out
-
-
-def load_template(template: Path) -> dict:
-    """template.yaml as data; CloudFormation's tags (!Ref, !GetAtt, ...) read as None."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
-    with open(template, encoding="utf-8") as fh:
-        return yaml.load(fh, Loader=Loader)
-
-
-def table_definition(template: Path, logical_id: str = "GraphTable") -> dict:
-    props = load_template(template)["Resources"][logical_id]["Properties"]
-    definition = {k: props[k] for k in ("AttributeDefinitions", "KeySchema") if k in props}
-    if "GlobalSecondaryIndexes" in props:
-        definition["GlobalSecondaryIndexes"] = [
-            {k: v for k, v in gsi.items() if k in ("IndexName", "KeySchema", "Projection")}
-            for gsi in props["GlobalSecondaryIndexes"]]
-    definition["BillingMode"] = props.get("BillingMode", "PAY_PER_REQUEST")
-    return definition
-
-
-def find_template(args: Any) -> Path:
-    for candidate in ([Path(args.template)] if args.template else
-                      [Path.cwd() / "template.yaml", Path(__file__).resolve().parents[3] / "template.yaml"]):
-        if candidate.exists():
-            return candidate
-    raise FileNotFoundError("template.yaml not found (pass --template)")
-
-
-@contextmanager
-def moto_engine(name: str, args: Any, settings: Settings) -> Iterator[tuple[Any, str, Any]]:
-    """The AWS profile's storage under moto (lean: bench/moto_lean.py) for one run: the
-    DynamoDB table of template.yaml, an S3 bucket and an SQS FIFO queue; vectors in memory
-    (moto has no OpenSearch), an in-process queue until the caller swaps in the SQS one.
-    Yields (engine, the queue's URL, the SQS client)."""
-    import boto3
-    from moto import mock_aws
-
-    from ..adapters.aws.graph_dynamodb import DynamoGraphStore
-    from ..adapters.aws.entity_dynamodb import DynamoEntityStore
-    from ..adapters.aws.blob_s3 import S3BlobStore
-    from ..adapters.memory.queue_memory import MemoryQueue
-    from ..adapters.memory.vector_memory import MemoryVectorIndex
-    from ..bootstrap.providers import attach_query_side, make_embedder, make_generator, make_summarizer
-    from ..providers.hashing import RegexTokenizer
-    from ..services.engine import Engine, open_settings
-    from .moto_lean import lean_moto
-
-    region, table, bucket = "us-east-1", f"eragraph-{name}", "eragraph-bench-docs"
-    definition = table_definition(find_template(args))
-    # mock_aws sets fake credentials for the process; every client below names its region
-    with mock_aws(), lean_moto():
-        boto3.client("s3", region_name=region).create_bucket(Bucket=bucket)
-        sqs = boto3.client("sqs", region_name=region)
-        url = sqs.create_queue(QueueName=f"eragraph-{name}.fifo",
-                               Attributes={"FifoQueue": "true", "VisibilityTimeout": "60"})["QueueUrl"]
-        boto3.client("dynamodb", region_name=region).create_table(TableName=table, **definition)
-        graph = DynamoGraphStore(table, region=region)
-        settings = open_settings(graph, settings.with_overrides(embed_cache=False))
-        tokenizer = RegexTokenizer()
-        engine = Engine(settings=settings, graph=graph, vectors=MemoryVectorIndex(), queue=MemoryQueue(),
-                        embedder=make_embedder(settings, None), tokenizer=tokenizer,
-                        summarizer=make_summarizer(settings, tokenizer),
-                        blobs=S3BlobStore(bucket, client=boto3.client("s3", region_name=region)),
-                        generator=make_generator(settings))
-        attach_query_side(engine, settings, DynamoEntityStore(table, models=graph.models), MemoryVectorIndex())
-        yield engine, url, sqs
 
 
 def aws_size(n: int, args: Any, settings: Settings) -> dict:

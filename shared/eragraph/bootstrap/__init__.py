@@ -1,8 +1,9 @@
 """Composition root: the one place that reads configuration and picks adapters/providers by
-name, for each profile (local, memory, aws): embedder, tokenizer, summarizer, generator, the
-entity graph's NER and storage, the router's question parser and weights. Services never read
-the environment nor choose an adapter. Imports are lazy, so importing a handler or the CLI never
-loads a model or touches AWS; ``preflight`` checks that the named providers can be imported."""
+name, for each profile (local, memory, aws; bootstrap.profiles names them): embedder, tokenizer,
+summarizer, generator, the entity graph's NER and storage, the router's question parser and
+weights. Services never read the environment nor choose an adapter. Imports are lazy, so
+importing a handler or the CLI never loads a model or touches AWS; ``preflight`` checks that
+the named providers can be imported."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from ..config import Settings, settings_from_env
 from ..services.engine import Engine
 from .preflight import USES
 from .preflight import preflight as check_providers
+from .profile import compose
+from .profiles import profile_named
 
 
 def build_engine(profile: str = "local", store: str | Path | None = None,
@@ -25,18 +28,4 @@ def build_engine(profile: str = "local", store: str | Path | None = None,
     # a missing provider package: one line now, not at first use (``uses``: the providers the
     # caller needs; a Lambda function names its own, e.g. summarize needs no NER)
     check_providers(settings, profile, uses)
-    if profile == "local":
-        from .local import build_local_engine
-
-        if store is None:
-            raise ValueError("the local profile needs a store directory")
-        return build_local_engine(Path(store), settings, tenant)
-    if profile == "memory":
-        from .memory import build_memory_engine
-
-        return build_memory_engine(settings, tenant)
-    if profile == "aws":
-        from .aws import build_aws_engine
-
-        return build_aws_engine(settings, tenant=tenant)
-    raise ValueError(f"unknown profile {profile!r} (local, memory, aws)")
+    return compose(profile_named(profile, store), settings, tenant)

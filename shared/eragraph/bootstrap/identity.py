@@ -32,13 +32,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from ..config import IdentitySettings
 from ..domain.tenants import DEFAULT, TenantError, check_tenant
 
 TAG_TTL_SECONDS = 300.0
@@ -71,13 +71,9 @@ class TenantIdentity:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TenantIdentity:
-        env = os.environ if environ is None else environ
-        tag = env.get("ERAGRAPH_TENANT_TAG")
-        return cls(claim=env.get("ERAGRAPH_TENANT_CLAIM") or "tenant",
-                   tag="eragraph-tenant" if tag is None else tag.strip(),
-                   endpoint=env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None,
-                   required=_flag(env.get("ERAGRAPH_TENANT_REQUIRED"), True),
-                   trust_request_context=_flag(env.get("ERAGRAPH_TRUST_REQUEST_CONTEXT"), False))
+        given = IdentitySettings.from_env(environ)
+        return cls(claim=given.claim, tag=given.tag, endpoint=given.endpoint, required=given.required,
+                   trust_request_context=given.trust_request_context)
 
     def tenant_from_headers(self, headers: Mapping[str, str]) -> str:
         """The caller's tenant from the Lambda Web Adapter's ``x-amzn-request-context`` header
@@ -170,12 +166,6 @@ def caller_of(event: Mapping[str, Any]) -> str:
     if isinstance(auth.get("jwt"), Mapping):
         return str((auth["jwt"].get("claims") or {}).get("sub") or "")
     return ""
-
-
-def _flag(value: str | None, default: bool) -> bool:
-    if value is None or not value.strip():
-        return default
-    return value.strip().lower() not in ("0", "false", "no")
 
 
 def _no_such_entity(exc: Exception) -> bool:

@@ -4,10 +4,9 @@ ERAGRAPH_TENANT_RATE > 0."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping
 
-from ..config import ApiLimits
+from ..config import ApiLimits, aws_environment
 from ..domain.rate_limit import Decision
 
 
@@ -15,12 +14,12 @@ def api_limits(environ: Mapping[str, str] | None = None,
                client=None) -> tuple[ApiLimits, Callable[[str], Decision] | None]:
     """(limits, admit): ``admit(tenant)`` takes one token of the tenant's bucket (None: no
     per-tenant limit)."""
-    env = os.environ if environ is None else environ
-    limits = ApiLimits.from_env(env)
+    limits = ApiLimits.from_env(environ)
     if limits.tenant_rate <= 0:
         return limits, None
     from ..adapters.aws.rate_limit_dynamodb import DynamoRateLimiter
 
+    env = aws_environment(environ)
     if client is None:
         import boto3
 

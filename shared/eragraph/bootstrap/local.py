@@ -6,16 +6,19 @@
     STORE/embeddings.sqlite  embedding cache keyed by (embedder id, content hash)
     STORE/entities.sqlite    entity graph (postings, mentions, co-occurrences)
     STORE/entity_vectors/    FAISS index of entity-name (and sentence) vectors
-    STORE/tenants/<id>/      a tenant's own store, laid out as above (bootstrap.tenancy)
-"""
+    STORE/tenants/<id>/      a tenant's own store, laid out as above
+
+The tenants are the directories under ``STORE/tenants/`` (bootstrap.tenancy asks here)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from typing import Any
 
 from ..config import Settings
 from ..services.engine import Engine
-from .profile import Profile, compose
+from .profile import Engines, Profile, UnknownTenant, compose
 
 
 def tenant_store(store: Path, tenant: str) -> Path:
@@ -27,52 +30,99 @@ class LocalProfile(Profile):
     """One store directory (per tenant) holds everything."""
 
     name = "local"
+    recheck_kept = True  # another process may delete a tenant's directory under a kept engine
+
+    packages = ("faiss", "filelock")
+    keeps_store = True
+
+    @classmethod
+    def opened(cls, store=None):
+        if store is None:
+            raise ValueError("the local profile needs a store directory")
+        return cls(Path(store))
 
     def __init__(self, store: Path) -> None:
         self.store = Path(store)
+        self.root = self.store
 
-    def root(self, tenant: str) -> Path:
-        return tenant_store(self.store, tenant)
+    def bind(self, tenant: str) -> LocalProfile:
+        bound = super().bind(tenant)
+        assert isinstance(bound, LocalProfile)
+        bound.root = tenant_store(self.store, tenant)
+        return bound
 
-    def graph(self, tenant):
+    def graph(self):
         from ..adapters.local.graph_sqlite import SqliteGraphStore
 
-        root = self.root(tenant)
-        root.mkdir(parents=True, exist_ok=True)
-        return SqliteGraphStore(root / "graph.sqlite", tenant=tenant)
+        self.root.mkdir(parents=True, exist_ok=True)
+        return SqliteGraphStore(self.root / "graph.sqlite", tenant=self.tenant)
 
-    def embed_cache(self, tenant):
-        return self.root(tenant) / "embeddings.sqlite"
+    def embed_cache(self):
+        return self.root / "embeddings.sqlite"
 
-    def vectors(self, dim, tenant):
+    def vectors(self, dim):
         from ..adapters.local.vector_faiss import FaissVectorIndex
 
-        return FaissVectorIndex(self.root(tenant) / "vectors", dim)
+        return FaissVectorIndex(self.root / "vectors", dim)
 
-    def queue(self, tenant):
+    def queue(self):
         from ..adapters.local.queue_local import LocalQueue
 
         return LocalQueue()
 
-    def blobs(self, tenant):
+    def blobs(self):
         from ..adapters.local.blob_fs import FsBlobStore
 
-        return FsBlobStore(self.root(tenant) / "blobs")
+        return FsBlobStore(self.root / "blobs")
 
     def lexical(self, graph, vectors):
         from ..adapters.local.lexical_fts5 import Fts5LexicalIndex
 
         return Fts5LexicalIndex(graph)
 
-    def entity_store(self, graph, tenant):
+    def entity_store(self, graph):
         from ..adapters.local.entity_sqlite import SqliteEntityStore
 
-        return SqliteEntityStore(self.root(tenant) / "entities.sqlite")
+        return SqliteEntityStore(self.root / "entities.sqlite")
 
-    def entity_vectors(self, dim, tenant):
+    def entity_vectors(self, dim):
         from ..adapters.local.vector_faiss import FaissVectorIndex
 
-        return FaissVectorIndex(self.root(tenant) / "entity_vectors", dim)
+        return FaissVectorIndex(self.root / "entity_vectors", dim)
+
+    # ----- tenants: the directories under STORE/tenants/ -----
+    def exists(self, engines: Engines, tenant: str) -> bool:
+        return tenant_store(self.store, tenant).is_dir()
+
+    def tenants(self, engines: Engines) -> list[str]:
+        root = self.store / "tenants"
+        return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+    def delete(self, engines: Engines, tenant: str) -> dict[str, Any]:
+        path = tenant_store(self.store, tenant)
+        if not path.is_dir():
+            raise UnknownTenant(f"no tenant {tenant!r} in {self.store}")
+        engine = engines.engine(tenant, register=False)
+        before = {"documents": len(engine.graph.list_documents()), "vectors": engine.vectors.count(),
+                  "files": sum(1 for p in path.rglob("*") if p.is_file())}
+        engines.forget(tenant)
+        close(engine)
+        shutil.rmtree(path)
+        after = {"documents": 0, "vectors": 0, "files": 0 if not path.exists() else
+                 sum(1 for p in path.rglob("*") if p.is_file())}
+        return {"tenant": tenant, "before": before, "after": after}
+
+
+def close(engine: Engine) -> None:
+    """Release what an engine holds open (SQLite connections, FAISS files) before its files go."""
+    for part in (engine.graph, engine.vectors, engine.entities and getattr(engine.entities, "store", None),
+                 engine.entities and getattr(engine.entities, "vectors", None)):
+        done = getattr(part, "close", None)
+        if callable(done):
+            try:
+                done()
+            except Exception:  # noqa: BLE001 (a close that fails leaves files rmtree removes anyway)
+                pass
 
 
 def build_local_engine(store: Path, settings: Settings, tenant: str = "") -> Engine:

