@@ -40,7 +40,16 @@ export ERAGRAPH_SAM_CLI="${ERAGRAPH_SAM_CLI:-$PWD/.venv-sam/bin/sam}"
 export ERAGRAPH_REQUIRE_BUILD=1
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # per-test limits come from pyproject.toml (pytest-timeout); --durations shows where the time goes.
-# --dist loadgroup: the tests of a module that share a module-scoped fixture (a served store, a
-# started Lambda function, a loopback cloud) run on one worker (tests/conftest.py groups them).
+# First, by themselves, the tests marked `alone`: they rewrite what the others run in (rerunning
+# install.sh reinstalls the package into .venv under any test starting `eragraph` meanwhile).
+# Then the rest on the workers; --dist loadgroup: the tests of a file that share a module-scoped
+# fixture (a served store, a started Lambda function, a loopback cloud) run on one worker
+# (tests/conftest.py groups them). Both always run; the first failure's status is the result.
 workers=${ERAGRAPH_TEST_WORKERS:-auto}
-python -m pytest -q -m "not live" -n "$workers" --dist loadgroup --durations=25 "$@"
+status=0
+python -m pytest -q -m "alone and not live" "$@" || status=$?
+[ "$status" = 5 ] && status=0  # 5: no test selected (arguments that name none of them)
+rest=0
+python -m pytest -q -m "not alone and not live" -n "$workers" --dist loadgroup --durations=25 "$@" || rest=$?
+[ "$status" != 0 ] || status=$rest
+exit "$status"
