@@ -7,12 +7,16 @@ import functools
 import json
 from pathlib import Path
 
+import moto_transactions
 import pytest
 from support import make_engine
 
 from eragraph.services.engine import Engine
 
 TESTS = Path(__file__).resolve().parent
+
+# moto's TransactWriteItems copies each table it names once, not once per item (the same backup)
+moto_transactions.install()
 
 
 @pytest.fixture
