@@ -1,11 +1,22 @@
-"""Shared fixtures."""
+"""Shared fixtures, and what the suite needs to run on pytest-xdist workers (scripts/test.sh)."""
 
 from __future__ import annotations
 
+import ast
+import functools
+import json
+from pathlib import Path
+
+import moto_transactions
 import pytest
 from support import make_engine
 
 from eragraph.services.engine import Engine
+
+TESTS = Path(__file__).resolve().parent
+
+# moto's TransactWriteItems copies each table it names once, not once per item (the same backup)
+moto_transactions.install()
 
 
 @pytest.fixture
@@ -13,7 +24,78 @@ def engine() -> Engine:
     return make_engine()
 
 
-def pytest_sessionfinish(session, exitstatus):
-    from reliability_cases import write
+# --- pytest-xdist ----------------------------------------------------------------------------
+# scripts/test.sh runs the suite with `-n auto --dist loadgroup`. A test file whose tests share a
+# module- or class-scoped fixture (a served store, a started Lambda function, a loopback cloud, a
+# corpus ingested once) is one group, run whole on one worker, so that the fixture is set up
+# once, not once per worker; every other test is a group of its own. The groups are read from the
+# test files' source by the controller (which collects nothing): xdist's own loadgroup marks a
+# group by rewriting the test's node id, which pytest 9.2 no longer reads.
 
+SHARED_SCOPES = {"module", "class", "package"}
+
+
+def _defines_shared_fixture(path: Path) -> bool:
+    """Whether the file defines a fixture with a module, class or package scope."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for dec in node.decorator_list:
+                if isinstance(dec, ast.Call) and any(
+                        kw.arg == "scope" and isinstance(kw.value, ast.Constant) and kw.value.value in SHARED_SCOPES
+                        for kw in dec.keywords):
+                    return True
+    return False
+
+
+@functools.cache
+def shares_fixtures(test_file: str) -> bool:
+    """Whether ``test_file`` (relative to the root) or a conftest.py above it within tests/
+    defines a fixture its tests share."""
+    path = (TESTS.parent / test_file).resolve()
+    if _defines_shared_fixture(path):
+        return True
+    folder = path.parent
+    while folder == TESTS or TESTS in folder.parents:
+        conftest = folder / "conftest.py"
+        if folder != TESTS and conftest.is_file() and _defines_shared_fixture(conftest):
+            return True
+        folder = folder.parent
+    return False
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        """One work unit per test, except a file whose tests share a fixture: one unit."""
+
+        def _split_scope(self, nodeid: str) -> str:
+            test_file = nodeid.split("::", 1)[0]
+            return test_file if shares_fixtures(test_file) else nodeid
+
+    return SharedFixtureScheduling(config, log)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from reliability_cases import CASES, write
+
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:  # an xdist worker: its cases go to the controller, which writes them all
+        workeroutput["reliability_cases"] = json.dumps(CASES)
+        return
     write()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """xdist (controller): a worker ended; keep the reliability cases it recorded."""
+    from reliability_cases import CASES
+
+    CASES.extend(json.loads(getattr(node, "workeroutput", {}).get("reliability_cases", "[]")))

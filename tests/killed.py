@@ -80,6 +80,28 @@ def warm(directory: Path) -> None:
     build_engine("local", directory, settings_from_env())
 
 
+def _own_tqdm_locks() -> None:
+    """In a child: tqdm's write locks of its own. tqdm shares one multiprocessing lock (a
+    semaphore in shared memory) with every process forked after the parent's first progress bar
+    (a test that ran before in the same process, e.g. under pytest-xdist); a child SIGKILLed while
+    holding it (a bar being made or written) would leave it held, and the next bar in any of
+    them waits forever. Its thread lock too, which a thread of the parent may have held."""
+    std = sys.modules.get("tqdm.std")
+    if std is None:  # never imported before the fork: the child makes its own on first use
+        return
+    import threading
+
+    std.TqdmDefaultWriteLock.th_lock = threading.RLock()
+    if "mp_lock" in vars(std.TqdmDefaultWriteLock):
+        del std.TqdmDefaultWriteLock.mp_lock  # made again, the child's own, on first use
+    classes = [std.tqdm]
+    while classes:
+        cls = classes.pop()
+        if "_lock" in vars(cls):
+            delattr(cls, "_lock")
+        classes.extend(cls.__subclasses__())
+
+
 def fork(body: Callable[[], int]) -> int:
     """Run ``body`` in a forked child; returns its pid (the caller waits)."""
     sys.stdout.flush()
@@ -88,6 +110,7 @@ def fork(body: Callable[[], int]) -> int:
     if pid == 0:
         status = 70
         try:
+            _own_tqdm_locks()
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
             os.dup2(devnull, 2)

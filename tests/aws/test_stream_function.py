@@ -22,20 +22,30 @@ from eragraph.bootstrap.identity import REQUEST_CONTEXT_HEADER, TenantIdentity
 from eragraph.domain.knowledge_base import knowledge_base_id
 from eragraph.ports.records import Answer
 
-PAUSE = 0.4
+# how long a gated generator waits for its reader (a bound for a broken stream, never reached)
+GATE_SECONDS = 60
 
 
 class SlowStreamingGenerator:
+    """Streams its first piece, then (given a ``gate``) waits until the reader opens it: a reader
+    that opens it on seeing the first event proves the event left before the generator ended,
+    whatever the machine's load (a buffered stream would end the generator first)."""
+
     identity = "slow-stand-in"
+
+    def __init__(self, gate: threading.Event | None = None) -> None:
+        self.gate = gate
+        self.ended = threading.Event()
 
     def answer(self, question, evidence, **_):
         return Answer(text="From the log.", cited_ids=(evidence[0][0],), tokens_in=1, tokens_out=1, model="slow")
 
     def stream(self, question, evidence, **_):
         yield "Starglass "
-        time.sleep(PAUSE)
+        if self.gate is not None:
+            self.gate.wait(GATE_SECONDS)
+        self.ended.set()
         yield "followed it."
-        time.sleep(PAUSE)
         yield Answer(text="Starglass followed it.", cited_ids=(evidence[0][0],), tokens_in=1, tokens_out=2,
                      model="slow")
 
@@ -100,14 +110,21 @@ def stream_url(two_tenants, monkeypatch):
 
 
 def test_the_stream_leaves_event_by_event_for_the_callers_tenant(stream_url):
+    from eragraph.bootstrap.aws import LAMBDA_ENGINE
+
+    LAMBDA_ENGINE.get("a", register=False).generator = generator = SlowStreamingGenerator(gate=threading.Event())
     client = client_as(stream_url, "kb-reader-a")
-    started = time.perf_counter()
     out = client.retrieve_and_generate_stream(**ask(knowledge_base_id("a")), sessionId="s-1")
     assert out["sessionId"] == "s-1"
-    seen = [(time.perf_counter() - started, ev) for ev in out["stream"]]
-    assert seen[0][1] == {"output": {"text": "Starglass "}}
-    assert seen[0][0] < PAUSE < 2 * PAUSE <= seen[-1][0]  # the first event before the generator ended
-    refs = json.dumps(seen[-1][1]["citation"]["retrievedReferences"])
+    events = iter(out["stream"])
+    first = next(events)
+    ended_before_first = generator.ended.is_set()
+    generator.gate.set()
+    seen = [first, *events]
+    assert seen[0] == {"output": {"text": "Starglass "}}
+    assert not ended_before_first  # the first event came while the generator still waited for its reader
+    assert seen[1] == {"output": {"text": "followed it."}}
+    refs = json.dumps(seen[-1]["citation"]["retrievedReferences"])
     assert any(w in refs for w in A_WORDS) and not any(w in refs for w in B_WORDS)
 
 
@@ -159,7 +176,7 @@ def test_a_slow_tenant_lookup_holds_only_its_own_request(stream_url, monkeypatch
 
     def slow_lookup(headers):
         entered.set()
-        release.wait(10)
+        release.wait(120)  # a bound for a broken test, never reached: the test releases it
         return lookup(headers)
 
     monkeypatch.setattr(identity, "tenant_from_headers", slow_lookup)
@@ -172,8 +189,10 @@ def test_a_slow_tenant_lookup_holds_only_its_own_request(stream_url, monkeypatch
     caller = threading.Thread(target=stream)
     caller.start()
     try:
-        assert entered.wait(10)
-        with urllib.request.urlopen(f"{stream_url}/health", timeout=3) as response:  # while the lookup hangs
+        assert entered.wait(60)
+        # while the lookup hangs: an app that waited for it would answer only after release.wait's
+        # 120 s, so the 60 s limit fails it whatever the machine's load
+        with urllib.request.urlopen(f"{stream_url}/health", timeout=60) as response:
             assert json.loads(response.read()) == {"status": "ok"}
         assert not result  # the slow caller is still waiting
     finally:
@@ -237,7 +256,7 @@ def test_a_streamed_answer_publishes_its_bedrock_spend(stream_url, capsys):
     out = client_as(stream_url, "kb-reader-a").retrieve_and_generate_stream(**ask(knowledge_base_id("a")))
     assert "citation" in list(out["stream"])[-1]
     price_in, price_out = DEFAULT_PRICES["bedrock:anthropic.claude-3-haiku-20240307-v1:0"]
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a bound for a metric never flushed: the loop ends when it is
     while "BedrockSpendUSD" not in (metrics := emitted(capsys.readouterr().out)) and time.monotonic() < deadline:
         time.sleep(0.05)  # the metric is flushed as the stream closes, just after its last frame
     value, _, _ = metrics["BedrockSpendUSD"]

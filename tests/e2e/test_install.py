@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
-# longer than the suite's per-test limit (pyproject.toml): reruns scripts/install.sh
-pytestmark = pytest.mark.timeout(900)
+# longer than the suite's per-test limit (pyproject.toml): reruns scripts/install.sh; alone: that
+# reinstalls the package into the environment every other test runs in (scripts/test.sh runs
+# these first, by themselves)
+pytestmark = [pytest.mark.timeout(900), pytest.mark.alone]
 
 ROOT = Path(__file__).resolve().parents[2]
 VIA_TEST_SH = os.environ.get("ERAGRAPH_REQUIRE_BUILD") == "1"

@@ -18,7 +18,8 @@ from eragraph.providers.prompts import (ANSWER_SYSTEM, SUMMARY_SYSTEM, ModelCall
 
 
 class FakeChatServer:
-    """Replies are (status, body dict, headers, delay seconds), served in order."""
+    """Replies are (status, body dict, headers, delay), served in order; a delay is seconds, or an
+    Event the reply waits for."""
 
     def __init__(self) -> None:
         self.replies: list[tuple[int, dict, dict, float]] = []
@@ -34,7 +35,9 @@ class FakeChatServer:
                 outer.requests.append({"path": self.path, "headers": dict(self.headers),
                                        "body": json.loads(self.rfile.read(length))})
                 status, body, headers, delay = outer.replies.pop(0)
-                if delay:
+                if isinstance(delay, threading.Event):
+                    delay.wait(60)
+                elif delay:
                     time.sleep(delay)
                 data = json.dumps(body).encode()
                 try:
@@ -55,7 +58,8 @@ class FakeChatServer:
                                        daemon=True)
         self.thread.start()
 
-    def reply(self, status: int, body: dict, headers: dict | None = None, delay: float = 0.0) -> None:
+    def reply(self, status: int, body: dict, headers: dict | None = None,
+              delay: float | threading.Event = 0.0) -> None:
         self.replies.append((status, body, headers or {}, delay))
 
     def close(self) -> None:
@@ -177,10 +181,16 @@ def test_client_error_is_not_retried(server):
 
 def test_timeout_is_retried(server):
     sleeps = Sleeps()
-    gen = OpenAICompatGenerator(server.base_url, "m", api_key="k", timeout=0.2, max_attempts=2, sleep=sleeps)
-    server.reply(200, completion("late"), delay=0.6)
+    # the first reply is held until the test ends, so its timeout fires however slow the machine;
+    # the limit is generous, so the second (answered at once) meets it however slow the machine
+    held = threading.Event()
+    gen = OpenAICompatGenerator(server.base_url, "m", api_key="k", timeout=2.0, max_attempts=2, sleep=sleeps)
+    server.reply(200, completion("late"), delay=held)
     server.reply(200, completion("on time [a]", {"prompt_tokens": 3, "completion_tokens": 3}))
-    ans = gen.answer("q", [("a", "b")])
+    try:
+        ans = gen.answer("q", [("a", "b")])
+    finally:
+        held.set()
     assert ans.text == "on time [a]" and ans.cited_ids == ("a",)
     assert len(sleeps) == 1
 
