@@ -29,10 +29,9 @@ HANDLERS = sorted((REPO / "functions").glob("*/app.py"))
 
 # (importer, imported): lazy imports the Lambda functions never execute.
 NOT_ON_LAMBDA = {
-    ("eragraph.bootstrap", "eragraph.bootstrap.local"):
-        "build_engine('local' | 'memory'); the handlers' LAMBDA_ENGINE builds the 'aws' profile",
-    ("eragraph.bootstrap.tenancy", "eragraph.bootstrap.local"):
-        "the local profile's tenant directories (Tenancy('local')); the functions' is 'aws'",
+    ("eragraph.bootstrap.local", "eragraph.adapters.local"):
+        "the local profile's adapters (SQLite, FAISS, files), imported when it builds a store; "
+        "bootstrap.profiles names every profile class, but the functions build the 'aws' profile",
     ("eragraph.bootstrap.providers", "eragraph.providers.minilm"):
         "ERAGRAPH_EMBEDDER=minilm needs torch, which no layer holds (Bedrock embeds on AWS)",
     ("eragraph.bootstrap.providers", "eragraph.providers.cross_encoder"):
