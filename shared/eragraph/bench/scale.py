@@ -262,14 +262,18 @@ def index_resident_kb(engine: Any) -> int | None:
     import ctypes
     import gc
 
+    try:
+        trim = ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+    # trimmed before as after: pages freed earlier in the process (by whatever ran before the
+    # index was closed) are handed back first, so the difference is what closing it freed
     gc.collect()
+    trim(0)
     before = resident_kb()
     close()
     gc.collect()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        return None
+    trim(0)
     return before - resident_kb()
 
 
