@@ -190,3 +190,20 @@ def test_store_from_before_the_lexical_index_is_told_to_reindex(env, capsys):
     assert code == 0 and "Vistula" in out["results"][0]["text"] and out["route"] == "bm25"
     assert main(["query", "Which river flows through Warsaw?", "--store", str(store), "--mode", "auto"]) == 0
     assert "(route: " in capsys.readouterr().out  # the text output says the route and s(q)
+
+
+def test_demo_ingests_the_bundled_corpus_and_answers_its_questions(env, capsys):
+    """The README's first command ends in `eragraph demo`: the bundled corpus is found wherever
+    the command's modules live, every sample question gets evidence, and a second run adds
+    nothing (its documents are already stored)."""
+    from eragraph.entrypoints.cli.tools import SAMPLES
+
+    questions = json.loads((SAMPLES / "questions.json").read_text(encoding="utf-8"))
+    documents = len((SAMPLES / "corpus.jsonl").read_text(encoding="utf-8").splitlines())
+    store = str(env / "demo-store")
+    for added in (f"ingested {documents} new documents", "ingested 0 new documents"):
+        code = main(["demo", "--store", store, "--quiet"])
+        out = capsys.readouterr().out
+        assert code == 0 and out.startswith(added), out[:200]
+        asked = [line[3:] for line in out.splitlines() if line.startswith("Q: ")]
+        assert asked == questions and out.count("  [") >= len(questions)
