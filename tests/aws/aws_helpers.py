@@ -50,7 +50,8 @@ def identity_from(env: dict, monkeypatch) -> None:
     if module is None:
         return
     fresh = TenantIdentity.from_env(env)
-    for attr in ("claim", "tag", "required", "endpoint"):
+    # the IAM client and the tag cache too: a client made for another test's endpoint is gone
+    for attr in ("claim", "tag", "required", "endpoint", "trust_request_context", "_iam", "_tags"):
         monkeypatch.setattr(module.IDENTITY, attr, getattr(fresh, attr))
 
 

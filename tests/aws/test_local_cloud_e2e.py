@@ -8,7 +8,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from aws_helpers import BUCKET, REGION, aws_environment, fake_credentials, fake_opensearch_module, load_handler
+from aws_helpers import (BUCKET, REGION, aws_environment, fake_credentials, fake_opensearch_module, identity_from,
+                         load_handler)
 
 from contract.aws_factories import create_graph_table
 
@@ -45,6 +46,7 @@ def cloud(monkeypatch):
         create_graph_table(ddb, env["ERAGRAPH_TABLE"])
         for k, v in env.items():
             monkeypatch.setenv(k, v)
+        identity_from(env, monkeypatch)  # a query handler loaded by an earlier test read another environment
         engine = build_aws_engine(environ=env, opensearch_client=fake_opensearch_module().FakeOpenSearch(),
                                   refresh=True)
         LAMBDA_ENGINE.set(engine)
