@@ -55,6 +55,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from ...services.engine import Engine
+from ..console.assets import asset, is_console_path
 from .admission import Admission
 from .errors import error_body
 from .routes import ASGI_KB_STREAM, ASGI_MCP, ROUTES, STREAM, route
@@ -186,6 +187,9 @@ class ApiApp:
                     return
         if scope["type"] != "http":
             return
+        if scope["method"] in ("GET", "HEAD") and not self.stream_only and is_console_path(scope["path"]):
+            await self.serve_console(scope, send)
+            return
         if scope["path"].rstrip("/") == MCP.path and not self.stream_only:  # MCP's transport reads the body
             await self.serve_mcp(scope, receive, send)
             return
@@ -244,6 +248,17 @@ class ApiApp:
             engine = self.engine
             self._mcp = build_server(lambda _tenant: engine, run_blocking=self._run_in_pool)
         await serve_http(self._mcp, scope, receive, send, self.caller_tenant(scope), security=self.mcp_security)
+
+    async def serve_console(self, scope: dict, send) -> None:
+        """GET / and GET /console/<file>: the browser console's static files
+        (eragraph.entrypoints.console.assets); a name that is no file of it is a 404."""
+        found = asset(scope["path"])
+        if found is None:
+            await self.send_whole(send, scope, 404, {"content-type": "application/json"}, json.dumps(
+                error_body(404, f"no console file {scope['path']}")).encode())
+            return
+        await self.send_whole(send, scope, 200, {"content-type": found.content_type, "cache-control": "no-cache",
+                                                 "x-content-type-options": "nosniff"}, found.body)
 
     async def serve_stream_only(self, scope: dict, send) -> None:
         """A request to the stream function other than the stream: its routes without a request
