@@ -82,7 +82,12 @@ def _built(record: dict[str, Any]) -> str:
 def open_providers(graph: MetaStore, requested: Settings) -> Settings:
     """``requested`` with the store's recorded providers in place of the ones it did not choose;
     a chosen embedder or NER that differs from the store's raises ProviderConflict naming both."""
-    record = recorded_providers(graph)
+    return adopt(recorded_providers(graph), requested)
+
+
+def adopt(record: dict[str, Any] | None, requested: Settings) -> Settings:
+    """``requested`` with the providers of ``record`` (a store's, or a dump's) in place of the
+    ones it did not choose (open_providers)."""
     if record is None:
         return requested
     fixed = [f for f in EMBEDDER_FIELDS if f in record]
