@@ -63,6 +63,12 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/documents/{doc_id}", "get_document"),
     Route("GET", "/documents", "list_statuses"),
     Route("GET", "/stats", "get_stats"),
+    Route("GET", "/modes", "get_modes", summary="The retrieval modes and whether this store can run each"),
+    Route("GET", "/tenants", "get_tenants", summary="The tenants the caller may name, the current one, and whether "
+                                                    "it may switch (x-eragraph-tenant)"),
+    Route("GET", "/graph/layers/{layer}", "get_layer", summary="One page of a layer's nodes in code order"),
+    Route("GET", "/nodes/{node_id}", "get_node", summary="A node with its text, document, parent and children"),
+    Route("GET", "/ledger", "get_ledger", summary="The cost ledger in hourly buckets per kind and model, with totals"),
     Route("POST", "/mcp", "post_mcp", needs="mcp", asgi=ASGI_MCP,
           summary="MCP (Model Context Protocol) tools over stateless streamable HTTP",
           description="JSON-RPC 2.0 messages of MCP: tools retrieve, answer (with a generator), "
