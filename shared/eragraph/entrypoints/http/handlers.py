@@ -36,7 +36,8 @@ def post_query(ctx: RouteContext, request: QueryRequest) -> dict:
         budget = cap  # the default budget (ERAGRAPH_TOKEN_BUDGET) is capped too, not only an explicit one
     response = query_service.query(served, request.query, mode=request.mode, k=request.k,
                                    budget=budget, p=request.p, answer=request.answer,
-                                   where=request.filter, rerank=rerank_spec(request.rerank))
+                                   where=request.filter, rerank=rerank_spec(request.rerank),
+                                   explain=request.explain)
     if ctx.on_query is not None:
         ctx.on_query(response)
     return response.to_dict()
