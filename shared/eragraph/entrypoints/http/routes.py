@@ -10,9 +10,10 @@ Who serves which route (``on``):
 - ``eragraph serve`` (the ASGI server, eragraph.entrypoints.http.server) serves every route.
 
 A route whose ``asgi`` is set is served by the ASGI server itself rather than through the
-resolver: POST /mcp (the MCP SDK's streamable HTTP transport reads the request as it comes) and
+resolver: POST /mcp (the MCP SDK's streamable HTTP transport reads the request as it comes),
 POST /retrieveAndGenerateStream (its frames are sent as they are made:
-eragraph.entrypoints.http.stream).
+eragraph.entrypoints.http.stream) and POST /query/stream (NDJSON lines as the answer is written:
+eragraph.entrypoints.http.query_stream; ``eragraph serve`` only, ``on`` empty).
 
 A new route: a line here, its handler (handlers.py, or an ASGI function), and on the HttpApi its
 template.yaml route (tests/aws/test_template.py checks that the two agree) and a test."""
@@ -27,6 +28,7 @@ STREAM = "stream"  # the stream function (a function URL) besides eragraph serve
 # the ASGI server's own handlers (see ``Route.asgi``)
 ASGI_MCP = "mcp"
 ASGI_KB_STREAM = "kb_stream"
+ASGI_QUERY_STREAM = "query_stream"
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,8 @@ ROUTES: tuple[Route, ...] = (
           summary="Amazon Bedrock Knowledge Bases RetrieveAndGenerate"),
     Route("GET", "/health", "health", on=frozenset({API, STREAM})),
     Route("POST", "/retrieveAndGenerateStream", None, on=frozenset({STREAM}), asgi=ASGI_KB_STREAM),
+    Route("POST", "/query/stream", None, on=frozenset(), asgi=ASGI_QUERY_STREAM,
+          summary="POST /query's answer as it is written: NDJSON lines results, piece..., done"),
 )
 
 

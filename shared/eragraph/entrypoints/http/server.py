@@ -58,7 +58,7 @@ from ...services.engine import Engine
 from ..console.assets import asset, is_console_path
 from .admission import Admission
 from .errors import error_body
-from .routes import ASGI_KB_STREAM, ASGI_MCP, ROUTES, STREAM, route
+from .routes import ASGI_KB_STREAM, ASGI_MCP, ASGI_QUERY_STREAM, ROUTES, STREAM, route
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -68,6 +68,7 @@ FAST_WORKERS = 4
 SLOW_WORKERS = 1
 SLOW_FAMILIES = frozenset({"graph", "fusion", "router"})
 KB_STREAM = route(ASGI_KB_STREAM)  # Bedrock KB streaming (eragraph.entrypoints.http.stream)
+QUERY_STREAM = route(ASGI_QUERY_STREAM)  # the answer as NDJSON lines (eragraph.entrypoints.http.query_stream)
 MCP = route(ASGI_MCP)  # the MCP endpoint (streamable HTTP, stateless): eragraph.entrypoints.mcp
 STREAM_ROUTES = tuple(r for r in ROUTES if STREAM in r.on)  # the stream function's
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -223,6 +224,12 @@ class ApiApp:
             from .stream import serve_kb_stream
 
             await serve_kb_stream(self, scope, send, body)
+            return
+        if (scope["path"].rstrip("/") == QUERY_STREAM.path and scope["method"] == QUERY_STREAM.method
+                and not self.stream_only):
+            from .query_stream import serve_query_stream
+
+            await serve_query_stream(self, scope, send, body)
             return
         if self.stream_only:  # the stream function: its routes (the stream, and its readiness check), nothing else
             await self.serve_stream_only(scope, send)
