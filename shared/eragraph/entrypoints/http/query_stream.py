@@ -85,11 +85,11 @@ def _line(obj: dict) -> bytes:
     return (json.dumps(obj, ensure_ascii=False) + "\n").encode("utf-8")
 
 
-async def serve_query_stream(server, scope: dict, send, body: bytes) -> None:
-    """Answer one POST /query/stream of ``server`` (the ApiApp) whose whole ``body`` was read."""
+async def serve_query_stream(server, scope: dict, send, body: bytes, pool) -> None:
+    """Answer one POST /query/stream of ``server`` (the ApiApp) whose whole ``body`` was read;
+    its blocking work runs in ``pool`` (the one of the mode's family, as POST /query's)."""
     from ...services import query as query_service
     from .models import rerank_spec
-    from .server import family_of
 
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
@@ -116,7 +116,6 @@ async def serve_query_stream(server, scope: dict, send, body: bytes) -> None:
         finally:
             put(_END)
 
-    pool = server.pools[family_of("POST", "/query", body)]  # the pool of the mode's family, as POST /query
     future = loop.run_in_executor(pool, contextvars.copy_context().run, run)
     started = False
     try:

@@ -229,7 +229,7 @@ class ApiApp:
                 and not self.stream_only):
             from .query_stream import serve_query_stream
 
-            await serve_query_stream(self, scope, send, body)
+            await serve_query_stream(self, scope, send, body, self.pools[family_of("POST", "/query", body)])
             return
         if self.stream_only:  # the stream function: its routes (the stream, and its readiness check), nothing else
             await self.serve_stream_only(scope, send)
