@@ -286,3 +286,13 @@ def test_query_stream_without_a_generator_and_its_refusals(served):
         assert (status, ctype) == (want, "application/json") and words in json.loads(raw)["message"], raw
     status, _, raw = post(b'{"query": "x"}', "text/plain")
     assert status == 415 and "content-type" in json.loads(raw)["message"]
+
+
+def test_the_cli_asks_a_server_to_explain_and_prints_why(served, capsys, monkeypatch):
+    from eragraph.entrypoints.cli.app import main
+
+    _, server = served
+    monkeypatch.delenv("ERAGRAPH_STORE", raising=False)
+    assert main(["query", QUESTION, "--mode", "tri_graph", "--k", "3", "--explain", "--server", server.url]) == 0
+    out = capsys.readouterr().out
+    assert "why (tri_graph): seeds marie curie" in out and "seeded by marie curie" in out
