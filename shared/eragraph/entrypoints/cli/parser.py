@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "candidates (default ERAGRAPH_RERANK_CANDIDATES)")
     p.add_argument("--stream", action="store_true",
                    help="with a local --store: print the answer as the generator writes it (implies --answer)")
+    p.add_argument("--explain", action="store_true",
+                   help="say why the entity-graph modes ranked the results so: seeds, activated entities, each "
+                        "passage's restart weight, score and connecting entities")
     p.add_argument("--filter", action="append", metavar="EXPR",
                    help="only chunks of documents whose metadata match: KEY OP VALUE with OP one of = != > >= < "
                         "<= ^= (starts with), 'KEY in [a,b]', 'KEY not in [a,b]', or a Bedrock KB JSON filter; "

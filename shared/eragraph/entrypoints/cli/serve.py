@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from .exits import EXIT_OK, CommandError
-from .store import existing_store, open_engine
+from .store import existing_store, open_engine, settings_of, tenant_of
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -19,9 +19,14 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CommandError(f"serve needs the aws extra (powertools, pydantic) and the local extra (uvicorn): "
                            f"{exc}") from None
-    engine = open_engine(args)
-    server = make_server(engine, args.host, args.port, log=not args.quiet)
-    tenant = f" (tenant {engine.tenant})" if engine.tenant else ""
+    choice = switchable_tenants(args)
+    engine = open_engine(args) if choice is None else None
+    server = make_server(engine, args.host, args.port, log=not args.quiet, choice=choice)
+    if choice is not None:
+        names = ", ".join(t or "(default)" for t in choice.tenants())
+        tenant = f" (tenants {names}: the x-eragraph-tenant header picks one)"
+    else:
+        tenant = f" (tenant {engine.tenant})" if engine.tenant else ""
     print(f"eragraph: serving {args.store}{tenant} on {server.url} (the console at {server.url}/, the query API "
           f"as deployed, MCP at /mcp); Ctrl-C stops", file=sys.stderr, flush=True)
     try:
@@ -31,6 +36,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         server.server_close()
     return EXIT_OK
+
+
+def switchable_tenants(args: argparse.Namespace):
+    """The tenants of a store root served without --tenant that holds named tenants (the request
+    header x-eragraph-tenant picks one: http.tenant_choice), else None (one engine is served)."""
+    from ...bootstrap.store_access import STORE_MARK, local_tenancy
+    from ..http.tenant_choice import SwitchableTenants
+
+    if tenant_of(args):
+        return None
+    path = existing_store(args.store)
+    tenancy = local_tenancy(path, settings_of(args))
+    if not tenancy.tenants():
+        return None
+    return SwitchableTenants(tenancy, has_default=(path / STORE_MARK).is_file())
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

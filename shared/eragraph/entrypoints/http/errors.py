@@ -5,8 +5,10 @@
 (eragraph.entrypoints.http.api), so a route raises and never builds an error response itself:
 
 - 400: a body that is no JSON object (body.BadRequestBody), a bad mode or filter (BadQueryError);
-- 403: a caller whose identity names no tenant (TenantForbidden), a body naming another tenant
-  (``ForeignTenant``);
+- 400: no tenant chosen on a served root of tenants without a default, an invalid one
+  (tenant_choice.TenantNotChosen); 404: a tenant the root does not hold (tenant_choice.UnknownTenant);
+- 403: a caller whose identity names no tenant (TenantForbidden), a body or an
+  ``x-eragraph-tenant`` header naming another tenant (admission.ForeignTenant);
 - 409: a lexical mode before its index is built (LexicalIndexMissing);
 - 415: a content-type that is not JSON; 422: a body that breaks the request model (its message
   names the field, the rule and the limit), or an answer budget over the cap (``BudgetTooLarge``);
@@ -33,12 +35,9 @@ from ...providers.prompts import ModelCallError
 from ...services.query import BadQueryError
 from ..bedrock_kb.runtime import KbError
 from ..openai_chat import ChatError
-from .admission import RateLimited
+from .admission import ForeignTenant, RateLimited
 from .body import BadRequestBody
-
-
-class ForeignTenant(PermissionError):
-    """A request that names a tenant other than the caller's (answered 403)."""
+from .tenant_choice import TenantNotChosen, UnknownTenant
 
 
 class BudgetTooLarge(ValueError):
@@ -99,6 +98,8 @@ ANSWERS: dict[type[Exception], Callable[[Any, Any], Answer]] = {
     BudgetTooLarge: _budget_too_large,
     BadRequestBody: _plain(400),
     BadQueryError: _plain(400),
+    TenantNotChosen: _plain(400),
+    UnknownTenant: _plain(404),
     ModelCallError: _model_failed,
     LexicalIndexMissing: _plain(409),
     KbError: _kb,
@@ -139,6 +140,9 @@ def _handler(app, answer: Callable[[Any, Any], Answer]):
 KB_CODES: dict[type[Exception], str] = {
     BadRequestBody: "ValidationException",
     TenantForbidden: "AccessDeniedException",
+    ForeignTenant: "AccessDeniedException",
+    TenantNotChosen: "ValidationException",
+    UnknownTenant: "ResourceNotFoundException",
     RateLimited: "ThrottlingException",
 }
 

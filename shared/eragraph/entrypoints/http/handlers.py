@@ -7,7 +7,7 @@ engine, the caller admitted first (admission.Admission)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
@@ -36,7 +36,8 @@ def post_query(ctx: RouteContext, request: QueryRequest) -> dict:
         budget = cap  # the default budget (ERAGRAPH_TOKEN_BUDGET) is capped too, not only an explicit one
     response = query_service.query(served, request.query, mode=request.mode, k=request.k,
                                    budget=budget, p=request.p, answer=request.answer,
-                                   where=request.filter, rerank=rerank_spec(request.rerank))
+                                   where=request.filter, rerank=rerank_spec(request.rerank),
+                                   explain=request.explain)
     if ctx.on_query is not None:
         ctx.on_query(response)
     return response.to_dict()
@@ -65,6 +66,49 @@ def get_stats(ctx: RouteContext) -> dict:
     from ...services import stats as stats_service
 
     return stats_service.stats(ctx.engine())
+
+
+def get_modes(ctx: RouteContext) -> dict:
+    """GET /modes: the registry's modes, each with whether this store can run it."""
+    from ...services import graph_view
+
+    return graph_view.modes_listing(ctx.engine())
+
+
+def get_tenants(ctx: RouteContext) -> dict:
+    """GET /tenants: the tenants the caller may choose (x-eragraph-tenant) and the current one."""
+    from .tenant_choice import listing
+
+    return listing(ctx.choice, ctx.caller())
+
+
+def get_layer(ctx: RouteContext, layer: Annotated[int, Path(ge=0, le=64)],
+              limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+              cursor: Annotated[str, Query(max_length=1200)] = "") -> dict:
+    """GET /graph/layers/{layer}: one page of the layer's nodes in code order (the band view);
+    pass ``next_cursor`` back as ``cursor`` for the next."""
+    from ...services import graph_view
+
+    return graph_view.layer_page(ctx.engine(), layer, limit, cursor or None)
+
+
+def get_node(ctx: RouteContext, node_id: Annotated[str, Path(min_length=1, max_length=512)]) -> dict:
+    """GET /nodes/{node_id}: a node with its text, document, parent summary and children."""
+    from ...services import graph_view
+
+    body = graph_view.node_detail(ctx.engine(), node_id)
+    if body is None:
+        raise NotFoundError(f"no node {node_id!r}")
+    return body
+
+
+def get_ledger(ctx: RouteContext, bucket: Annotated[str, Query(pattern="^hour$")] = "hour",
+               since: Annotated[Optional[int], Query(ge=0)] = None) -> dict:
+    """GET /ledger: the cost ledger in hourly buckets since ``since`` (epoch seconds; default the
+    last 7 days), one series per kind and model, with the store's totals."""
+    from ...services import graph_view
+
+    return graph_view.ledger_series(ctx.engine(), since)
 
 
 def post_mcp(ctx: RouteContext):

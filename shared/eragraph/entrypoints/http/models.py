@@ -40,6 +40,9 @@ class QueryRequest(BaseModel):
         "startsWith, andAll, orAll. Every result is a leaf chunk whose document matches")
     rerank: Union[bool, RerankRequest] = Field(False, description="Re-order the results with the configured reranker: "
                                                "true, or {candidates, model}; the response's rerank says it ran")
+    explain: bool = Field(False, description="Say why the entity-graph modes ranked the results so: seeds, activated "
+                          "entities, each passage's restart weight, score and connecting entities (other modes: "
+                          "explain is null, with a note)")
 
 
 def rerank_spec(value: bool | RerankRequest) -> RerankSpec | None:

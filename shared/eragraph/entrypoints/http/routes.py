@@ -12,8 +12,10 @@ Who serves which route (``on``):
 A route whose ``asgi`` is set is served by the ASGI server itself rather than through the
 resolver: POST /mcp (the MCP SDK's streamable HTTP transport reads the request as it comes),
 POST /retrieveAndGenerateStream (its frames are sent as they are made:
-eragraph.entrypoints.http.stream) and POST /v1/chat/completions with ``stream: true`` (its events
-are sent as they are made: eragraph.entrypoints.http.chat_stream; the resolver answers it whole).
+eragraph.entrypoints.http.stream), POST /v1/chat/completions with ``stream: true`` (its events
+are sent as they are made: eragraph.entrypoints.http.chat_stream; the resolver answers it whole) and
+POST /query/stream (NDJSON lines as the answer is written: eragraph.entrypoints.http.query_stream;
+``eragraph serve`` only, ``on`` empty).
 
 A new route: a line here, its handler (handlers.py, or an ASGI function), and on the HttpApi its
 template.yaml route (tests/aws/test_template.py checks that the two agree) and a test."""
@@ -29,6 +31,7 @@ STREAM = "stream"  # the stream function (a function URL) besides eragraph serve
 ASGI_MCP = "mcp"
 ASGI_KB_STREAM = "kb_stream"
 ASGI_CHAT_STREAM = "chat_stream"
+ASGI_QUERY_STREAM = "query_stream"
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,12 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/documents/{doc_id}", "get_document"),
     Route("GET", "/documents", "list_statuses"),
     Route("GET", "/stats", "get_stats"),
+    Route("GET", "/modes", "get_modes", summary="The retrieval modes and whether this store can run each"),
+    Route("GET", "/tenants", "get_tenants", summary="The tenants the caller may name, the current one, and whether "
+                                                    "it may switch (x-eragraph-tenant)"),
+    Route("GET", "/graph/layers/{layer}", "get_layer", summary="One page of a layer's nodes in code order"),
+    Route("GET", "/nodes/{node_id}", "get_node", summary="A node with its text, document, parent and children"),
+    Route("GET", "/ledger", "get_ledger", summary="The cost ledger in hourly buckets per kind and model, with totals"),
     Route("POST", "/mcp", "post_mcp", needs="mcp", asgi=ASGI_MCP,
           summary="MCP (Model Context Protocol) tools over stateless streamable HTTP",
           description="JSON-RPC 2.0 messages of MCP: tools retrieve, answer (with a generator), "
@@ -81,6 +90,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/models", "get_models", summary="OpenAI-compatible models: one per retrieval mode"),
     Route("GET", "/health", "health", on=frozenset({API, STREAM})),
     Route("POST", "/retrieveAndGenerateStream", None, on=frozenset({STREAM}), asgi=ASGI_KB_STREAM),
+    Route("POST", "/query/stream", None, on=frozenset(), asgi=ASGI_QUERY_STREAM,
+          summary="POST /query's answer as it is written: NDJSON lines results, piece..., done"),
 )
 
 

@@ -59,7 +59,7 @@ from ..console.assets import asset, is_console_path
 from .admission import Admission
 from .errors import error_body
 from .chat_stream import serve_chat_stream, wants_stream
-from .routes import ASGI_CHAT_STREAM, ASGI_KB_STREAM, ASGI_MCP, ROUTES, STREAM, route
+from .routes import ASGI_CHAT_STREAM, ASGI_KB_STREAM, ASGI_MCP, ASGI_QUERY_STREAM, ROUTES, STREAM, route
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -70,6 +70,7 @@ SLOW_WORKERS = 1
 SLOW_FAMILIES = frozenset({"graph", "fusion", "router"})
 KB_STREAM = route(ASGI_KB_STREAM)  # Bedrock KB streaming (eragraph.entrypoints.http.stream)
 CHAT = route(ASGI_CHAT_STREAM)  # the OpenAI-compatible chat endpoint, streamed (eragraph.entrypoints.http.chat_stream)
+QUERY_STREAM = route(ASGI_QUERY_STREAM)  # the answer as NDJSON lines (eragraph.entrypoints.http.query_stream)
 MCP = route(ASGI_MCP)  # the MCP endpoint (streamable HTTP, stateless): eragraph.entrypoints.mcp
 STREAM_ROUTES = tuple(r for r in ROUTES if STREAM in r.on)  # the stream function's
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -145,13 +146,19 @@ class ApiApp:
     def __init__(self, engine: Engine | None, fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS,
                  log: bool = False, *, identity: Any = None, engines: Callable[[str], Engine] | None = None,
                  tenants: Callable[[], Any] | None = None, admit: Callable[[str], Any] | None = None,
-                 stream_only: bool = False, on_model_calls: Callable[[list], None] | None = None) -> None:
-        if engine is None and (identity is None or engines is None):
-            raise ValueError("ApiApp needs an engine, or an identity and engines(tenant)")
+                 stream_only: bool = False, on_model_calls: Callable[[list], None] | None = None,
+                 choice: Any = None) -> None:
+        if choice is None and engine is not None and identity is None:
+            from .tenant_choice import PinnedTenant
+
+            choice = PinnedTenant(engine)
+        if choice is None and (identity is None or engines is None):
+            raise ValueError("ApiApp needs an engine, a tenant choice, or an identity and engines(tenant)")
+        self.choice = choice  # eragraph serve: how a request's tenant is chosen (tenant_choice)
         self.engine = engine
         self.identity = identity
-        self.engines = engines
-        self.tenants = tenants
+        self.engines = engines if engines is not None or choice is None else choice.engine
+        self.tenants = tenants if tenants is not None or choice is None or not choice.switchable else choice.tenants
         self.admit = admit
         self.stream_only = stream_only
         self.on_model_calls = on_model_calls  # sees each streamed answer's model calls (the spend metric)
@@ -167,8 +174,9 @@ class ApiApp:
         if app is None:
             from .api import make_app
 
-            engine = self.engine
-            app = self._local.app = make_app(lambda _tenant: engine, tenant_of=lambda _event: engine.tenant)
+            choice = self.choice
+            app = self._local.app = make_app(choice.engine, tenant_of=choice.tenant_of, tenants=self.tenants,
+                                             choice=choice)
         return app
 
     def resolve(self, event: dict) -> dict:
@@ -223,6 +231,12 @@ class ApiApp:
                 and wants_stream(body)):  # the chat endpoint's events, sent as they are written
             await serve_chat_stream(self, scope, send, body)
             return
+        if (scope["path"].rstrip("/") == QUERY_STREAM.path and scope["method"] == QUERY_STREAM.method
+                and not self.stream_only):
+            from .query_stream import serve_query_stream
+
+            await serve_query_stream(self, scope, send, body, self.pools[family_of("POST", "/query", body)])
+            return
         if self.stream_only:  # the stream function: its routes (the stream, and its readiness check), nothing else
             await self.serve_stream_only(scope, send)
             return
@@ -251,8 +265,7 @@ class ApiApp:
                 error_body(501, f"MCP needs the mcp extra (pip install 'eragraph[mcp]'): {exc}")).encode())
             return
         if self._mcp is None:
-            engine = self.engine
-            self._mcp = build_server(lambda _tenant: engine, run_blocking=self._run_in_pool)
+            self._mcp = build_server(self.engines, run_blocking=self._run_in_pool)
         await serve_http(self._mcp, scope, receive, send, self.caller_tenant(scope), security=self.mcp_security)
 
     async def serve_console(self, scope: dict, send) -> None:
@@ -284,9 +297,10 @@ class ApiApp:
     @property
     def admission(self) -> Admission:
         """The caller's tenant: the one its identity names, after a token of its rate bucket (the
-        stream function), else the served engine's."""
+        stream function), else the one the tenant choice gives (the served engine's, or the one
+        the x-eragraph-tenant header names: tenant_choice)."""
         if self.identity is None:
-            return Admission(lambda _headers: self.engine.tenant)
+            return Admission(self.choice.tenant_of)
         return Admission(self.identity.tenant_from_headers, self.admit)
 
     def caller_tenant(self, scope: dict) -> str:
@@ -316,12 +330,14 @@ class ApiServer:
     another thread) or Ctrl-C; ``server_close`` releases the pools and the socket."""
 
     def __init__(self, engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
-                 fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, *, app: ApiApp | None = None) -> None:
-        """``app``: an app built already (the stream function's), served instead of one over ``engine``."""
+                 fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, *, app: ApiApp | None = None,
+                 choice: Any = None) -> None:
+        """``app``: an app built already (the stream function's), served instead of one over ``engine``;
+        ``choice``: the tenants served (tenant_choice; default: ``engine``'s alone)."""
         import uvicorn
 
         self.engine = engine
-        self.app = app if app is not None else ApiApp(engine, fast_workers, slow_workers, log=log)
+        self.app = app if app is not None else ApiApp(engine, fast_workers, slow_workers, log=log, choice=choice)
         if host in LOOPBACK:  # a page in a browser must not reach /mcp by DNS rebinding
             try:
                 from ..mcp import loopback_security
@@ -379,11 +395,18 @@ def warm(engine: Engine) -> None:
     engine.graph.layer_sizes()
 
 
-def make_server(engine: Engine, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
-                fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS) -> ApiServer:
-    """A warm server bound to (host, port); port 0 picks a free one (see ``server.url``)."""
-    warm(engine)
-    return ApiServer(engine, host, port, log=log, fast_workers=fast_workers, slow_workers=slow_workers)
+def make_server(engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
+                fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, choice: Any = None) -> ApiServer:
+    """A warm server bound to (host, port); port 0 picks a free one (see ``server.url``).
+    ``choice``: the tenants of a store root the x-eragraph-tenant header picks from
+    (tenant_choice.SwitchableTenants; its default tenant's engine is warmed, the others are
+    opened on their first request); else ``engine`` alone."""
+    if engine is None and choice is not None:
+        engine = choice.default_engine()
+    if engine is not None:
+        warm(engine)
+    return ApiServer(engine, host, port, log=log, fast_workers=fast_workers, slow_workers=slow_workers,
+                     choice=choice)
 
 
 if __name__ == "__main__":  # pragma: no cover
