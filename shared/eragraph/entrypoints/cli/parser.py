@@ -52,7 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, help: str, func, *, providers: tuple[str, ...] = (), json_out: bool = True,
                 quiet: str | None = None, store: str = "required", tenant: bool = True) -> argparse.ArgumentParser:
         """A subcommand with the flags it uses: --store (``required``; ``optional``: a default or
-        --server), --json when it reports, --quiet when it writes anything to stderr besides
+        --server; ``demo``: made if missing, no --tenant; ``default``: the demo's unless told), --json when it reports, --quiet when it writes anything to stderr besides
         errors, and the provider flags of the models it calls."""
         p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".", epilog=EXIT_HELP,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
         elif store == "demo":
             p.add_argument("--store", default=env_store or DEFAULT_STORE, metavar="DIR",
                            help=f"the store directory (or ERAGRAPH_STORE; default {DEFAULT_STORE}); made if missing")
+        elif store == "default":  # a command that reads the store `eragraph demo` made unless told another
+            p.add_argument("--store", default=env_store or DEFAULT_STORE, metavar="DIR",
+                           help=f"the store directory (or ERAGRAPH_STORE; default {DEFAULT_STORE}, the demo's)")
         else:
             p.add_argument("--store", default=env_store, metavar="DIR",
                            help="the store directory (or ERAGRAPH_STORE)")
@@ -122,8 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ask a running `eragraph serve` at URL instead of opening the store "
                         "(or ERAGRAPH_SERVER); --store is then not needed")
 
-    p = command("serve", "serve the query API (as deployed) over one warm engine on 127.0.0.1", cmd_serve,
-                providers=("embedder", "generator"), json_out=False, quiet="no request log on stderr")
+    p = command("serve", "serve the browser console and the query API (as deployed) over one warm engine on "
+                "127.0.0.1", cmd_serve, providers=("embedder", "generator"), json_out=False,
+                quiet="no request log on stderr", store="default")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one; default 8765)")
 
@@ -160,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     command("demo", "ingest the bundled sample corpus and answer a few questions", cmd_demo,
             providers=("embedder", "summarizer"), json_out=False, quiet="no progress bars", store="demo")
 
-    bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query, scale, vectors, load)")
+    bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query, scale, vectors, load, console)")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
     for name in BENCH_MODULES:
         try:

@@ -16,7 +16,8 @@ from .progress import count_inputs, input_bytes
 from .render import emit
 from .store import DEFAULT_STORE, open_engine, writing
 
-BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters", "load")
+BENCH_MODULES = ("retrieval", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters", "load",
+                 "console")
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"  # eragraph/samples: the demo's corpus and questions
 
 
@@ -47,7 +48,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             label = f"L{r.layer} {r.title}" if r.layer == 0 else f"L{r.layer} summary"
             print(f"  [{r.score:.3f}] {label}: {' '.join(r.text.split())[:160]}")
     print(f"\n(evidence only: configure a generator for answers; see README)\n"
-          f"stats: eragraph stats --store {args.store}")
+          f"stats: eragraph stats --store {args.store}\n"
+          f"in the browser: eragraph serve --store {args.store}  (then open the URL it prints)")
     for err in errors:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
     return EXIT_PARTIAL if errors else EXIT_OK
