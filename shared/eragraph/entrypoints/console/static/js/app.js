@@ -3,23 +3,23 @@
 
 import { get, takeTokenFromUrl, tenant, token, whenUnauthorized } from "./api.js";
 import { clear, h } from "./dom.js";
-import documents from "./documents.js";
-import ask from "./ask.js";
-import graph from "./graph.js";
-import entities from "./entities.js";
-import stats from "./stats.js";
-
-const VIEWS = { documents, ask, graph, entities, stats };
+// Each view's module is loaded when it is first shown: the first load reads neither cytoscape nor
+// uPlot unless a graph or the ledger is on screen.
+const LOADERS = {
+  documents: () => import("./documents.js"), ask: () => import("./ask.js"), graph: () => import("./graph.js"),
+  entities: () => import("./entities.js"), stats: () => import("./stats.js"),
+};
+const VIEWS = {}; // name -> the view (mount, show, reset), once loaded
 const DEFAULT = "documents";
 const mounted = new Set();
 let current = null;
 
 function viewOf(hash) {
   const name = hash.replace(/^#/, "").split(/[/&?]/)[0];
-  return name in VIEWS ? name : DEFAULT;
+  return name in LOADERS ? name : DEFAULT;
 }
 
-function show(name, { focus = false } = {}) {
+async function show(name, { focus = false } = {}) {
   for (const tab of document.querySelectorAll('[role="tab"]')) {
     const selected = tab.dataset.view === name;
     tab.setAttribute("aria-selected", String(selected));
@@ -27,13 +27,15 @@ function show(name, { focus = false } = {}) {
     document.getElementById("view-" + tab.dataset.view).hidden = !selected;
   }
   const panel = document.getElementById("view-" + name);
+  current = name;
+  if (focus) document.getElementById("tab-" + name).focus();
   if (!mounted.has(name)) {
+    VIEWS[name] = VIEWS[name] || (await LOADERS[name]()).default;
+    if (mounted.has(name)) return; // mounted meanwhile, by a quicker call
     VIEWS[name].mount(panel);
     mounted.add(name);
   }
-  current = name;
-  VIEWS[name].show();
-  if (focus) document.getElementById("tab-" + name).focus();
+  if (current === name) VIEWS[name].show();
 }
 
 function go(name, focus) {
