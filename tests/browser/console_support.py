@@ -59,15 +59,15 @@ def build_store(root: Path) -> Path:
 
 
 class Generator:
-    """An OpenAI-compatible chat server that streams (SSE) "Gdynia harbour logs tall ships " and,
-    once ``release`` is set (at most ``hold`` seconds later), "[<first evidence id>]." then
-    [DONE]."""
+    """An OpenAI-compatible chat server whose answer is ``pieces`` ("Gdynia harbour logs tall
+    ships ") and then "[<first evidence id>].": asked to stream (SSE), it holds the last piece
+    until ``release`` is set (at most ``hold`` seconds); else it answers whole."""
 
-    def __init__(self, hold: float = 20.0) -> None:
+    def __init__(self, hold: float = 20.0, pieces: tuple[str, ...] = ("Gdynia harbour ", "logs tall ships ")) -> None:
         self.release = threading.Event()
         self.hold = hold
         self.prompts: list[str] = []
-        outer = self
+        outer, pieces_ = self, pieces
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -78,8 +78,17 @@ class Generator:
                 prompt = "\n".join(m.get("content", "") for m in body.get("messages", []))
                 outer.prompts.append(prompt)
                 cited = re.search(r"Evidence 1 \[([^\]]+)\]", prompt)
-                pieces = ["Gdynia harbour ", "logs tall ships "]
+                pieces = list(pieces_)
                 tail = [f"[{cited.group(1) if cited else 'none'}].", ]
+                if not body.get("stream"):
+                    whole = json.dumps({"id": "c1", "object": "chat.completion", "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": "".join(pieces + tail)}}]}).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(whole)))
+                    self.end_headers()
+                    self.wfile.write(whole)
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()

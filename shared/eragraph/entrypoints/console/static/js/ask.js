@@ -4,7 +4,7 @@
 // the cards they rest on.
 
 import { ApiError, get, ndjson, post } from "./api.js";
-import { clear, fmtNumber, h, say } from "./dom.js";
+import { clear, field, fmtNumber, h, say } from "./dom.js";
 import { builder } from "./filters.js";
 
 const ui = {};
@@ -36,7 +36,7 @@ function mount(panel) {
   ui.mode = h("select", { id: "ask-mode", name: "mode", "aria-describedby": "ask-mode-purpose" });
   ui.purpose = h("p", { id: "ask-mode-purpose", class: "hint" });
   ui.k = h("input", { id: "ask-k", type: "number", min: 1, max: 100, value: 5 });
-  ui.budget = h("input", { id: "ask-budget", type: "number", min: 1, max: 100000, placeholder: "store default" });
+  ui.budget = h("input", { id: "ask-budget", type: "number", min: 1, max: 100000, placeholder: "default" });
   ui.rerank = h("input", { id: "ask-rerank", type: "checkbox" });
   ui.answer = h("input", { id: "ask-answer", type: "checkbox", checked: true });
   ui.status = h("p", { id: "ask-status", class: "message", role: "status" });
@@ -47,12 +47,9 @@ function mount(panel) {
   const form = h("form", { id: "ask-form", onsubmit: (event) => { event.preventDefault(); ask(); } },
     h("label", { for: "ask-query" }, "Question"), ui.query,
     h("fieldset", { class: "options" }, h("legend", {}, "Retrieval"),
-      h("div", { class: "row" }, h("label", { for: "ask-mode" }, "Mode"), ui.mode,
-        h("label", { for: "ask-k" }, "k (results)"), ui.k,
-        h("label", { for: "ask-budget" }, "Budget (tokens)"), ui.budget),
+      h("div", { class: "row" }, field(ui.mode, "Mode"), field(ui.k, "k (results)"), field(ui.budget, "Budget (tokens)")),
       ui.purpose,
-      h("div", { class: "row" }, ui.rerank, h("label", { for: "ask-rerank" }, "Rerank the results"),
-        ui.answer, h("label", { for: "ask-answer" }, "Stream an answer"))),
+      h("div", { class: "row" }, field(ui.rerank, "Rerank the results"), field(ui.answer, "Stream an answer"))),
     filters.element,
     h("button", { type: "submit", id: "ask-submit", class: "primary" }, "Ask"));
   panel.append(h("h2", {}, "Ask"), h("div", { class: "split" },

@@ -3,7 +3,7 @@
 // bytes for any other file); delete; polling while anything is not done.
 
 import { ApiError, del, get, post, query } from "./api.js";
-import { clear, fmtTime, h, say } from "./dom.js";
+import { clear, field, fmtTime, h, say } from "./dom.js";
 
 const STATES = [["received", "Received"], ["indexed", "Indexed"], ["summaries_pending", "Summaries pending"],
   ["done", "Done"], ["failed", "Failed"]];
@@ -34,14 +34,13 @@ function mount(panel) {
   ui.next = h("button", { type: "button", id: "doc-next", onclick: () => page(1) }, "Next page");
   ui.pageLabel = h("span", { id: "doc-page" });
   const form = h("form", { class: "row", id: "doc-filter", onsubmit: (event) => { event.preventDefault(); first(); } },
-    h("label", { for: "doc-prefix" }, "Source prefix"), ui.prefix,
-    h("label", { for: "doc-limit" }, "Per page"), ui.limit,
+    field(ui.prefix, "Source prefix"), field(ui.limit, "Per page"),
     h("button", { type: "submit" }, "List"));
   panel.append(
     h("h2", {}, "Documents"),
     h("section", { class: "card", "aria-labelledby": "upload-title" },
       h("h3", { id: "upload-title" }, "Upload"),
-      h("div", { class: "row" }, h("label", { for: "upload-folder" }, "Source folder"), ui.folder),
+      h("div", { class: "row" }, field(ui.folder, "Source folder")),
       ui.drop, ui.uploads),
     h("section", { class: "card", "aria-labelledby": "list-title" },
       h("h3", { id: "list-title" }, "Stored documents"), form, ui.counts, ui.message,

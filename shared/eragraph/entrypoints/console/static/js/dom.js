@@ -50,3 +50,9 @@ export function say(region, text, kind = "info") {
   region.setAttribute("role", kind === "error" ? "alert" : "status");
   region.textContent = text;
 }
+
+// A label and its control kept together on one line (a check box after its label's box).
+export function field(control, text) {
+  const label = h("label", { for: control.id }, text);
+  return h("span", { class: "field" }, control.type === "checkbox" ? [control, label] : [label, control]);
+}

@@ -4,7 +4,7 @@
 
 import cytoscape from "../vendor/cytoscape/cytoscape.esm.min.mjs";
 import { post } from "./api.js";
-import { clear, fmtNumber, h, say } from "./dom.js";
+import { clear, field, fmtNumber, h, say } from "./dom.js";
 import { loadModes } from "./ask.js";
 
 const GRAPH_MODES = new Set(["tri_graph", "concept_ppr", "local_global", "fusion", "auto"]);
@@ -21,8 +21,7 @@ function mount(panel) {
   ui.tables = h("div", { id: "ent-tables" });
   const form = h("form", { id: "ent-form", class: "row", onsubmit: (event) => { event.preventDefault(); explain(); } },
     h("label", { for: "ent-query" }, "Question"), ui.query,
-    h("label", { for: "ent-mode" }, "Mode"), ui.mode,
-    h("label", { for: "ent-k" }, "k"), ui.k,
+    field(ui.mode, "Mode"), field(ui.k, "k"),
     h("button", { type: "submit", class: "primary", id: "ent-submit" }, "Explain"));
   panel.append(h("h2", {}, "Entity graph around a question"),
     h("section", { class: "card" }, form, ui.purpose, ui.status),

@@ -3,7 +3,7 @@
 
 import uPlot from "../vendor/uplot/uPlot.esm.js";
 import { get, query } from "./api.js";
-import { clear, fmtNumber, fmtUsd, h, say } from "./dom.js";
+import { clear, field, fmtNumber, fmtUsd, h, say } from "./dom.js";
 
 const COLORS = ["#2f6b4f", "#d9480f", "#4a7ab0", "#8e44ad", "#b8860b", "#c2185b", "#00838f", "#5d4037"];
 const METRICS = [["tokens", "tokens (in + out)"], ["calls", "calls"], ["tokens_in", "tokens in"], ["tokens_out", "tokens out"], ["usd", "US dollars"]];
@@ -25,7 +25,7 @@ function mount(panel) {
         h("div", { class: "scroll" }, h("table", {}, h("caption", { text: "Layers" }),
           h("thead", {}, h("tr", {}, ["Layer", "Nodes", "Segments", "Smallest", "Largest"].map((t) => h("th", { scope: "col", text: t })))), ui.layers))),
       h("section", { class: "card", "aria-labelledby": "ledger-title" }, h("h3", { id: "ledger-title" }, "Cost ledger"),
-        h("div", { class: "row" }, h("label", { for: "ledger-metric" }, "Plot"), ui.metric, h("label", { for: "ledger-bucket" }, "per"), ui.bucket),
+        h("div", { class: "row" }, field(ui.metric, "Plot"), field(ui.bucket, "per")),
         ui.plot, ui.message,
         h("div", { class: "scroll" }, h("table", {}, h("caption", { text: "Totals per kind and model" }),
           h("thead", {}, h("tr", {}, ["Kind", "Model", "Calls", "Tokens in", "Tokens out", "Cost"].map((t) => h("th", { scope: "col", text: t })))), ui.ledgerTotals)))));
