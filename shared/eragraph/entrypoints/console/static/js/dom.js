@@ -41,6 +41,7 @@ export function fmtTime(epochSeconds) {
 
 export function fmtUsd(value) {
   if (value === null || value === undefined) return "unpriced";
+  if (Number(value) === 0) return "$0";
   return "$" + Number(value).toFixed(value < 0.01 ? 5 : 2);
 }
 

@@ -94,7 +94,7 @@ const STYLE = [
   { selector: "node", style: { width: 10, height: 10, "background-color": "#4a7ab0", label: "", "font-size": 9 } },
   { selector: "node.summary", style: { width: 22, height: 22, shape: "round-rectangle", "background-color": "#2f6b4f" } },
   { selector: "node.band", style: { shape: "round-rectangle", "background-color": "#eef2f6", "background-opacity": 1, "border-width": 1,
-    "border-color": "#c5ced8", label: "data(label)", "text-valign": "top", "text-halign": "left", "font-size": 14, "text-margin-x": 120, "text-margin-y": -4, padding: 18 } },
+    "border-color": "#c5ced8", label: "data(label)", "text-valign": "top", "text-halign": "left", "font-size": 22, "text-margin-x": 190, "text-margin-y": -4, padding: 18 } },
   { selector: "edge", style: { width: 1, "line-color": "#b8c2cc", "curve-style": "straight" } },
   { selector: "node.changed", style: { "background-color": "#d9480f", "border-width": 3, "border-color": "#7a2604" } },
   { selector: "node.open", style: { "border-width": 3, "border-color": "#111" } },

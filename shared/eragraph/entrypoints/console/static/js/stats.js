@@ -106,7 +106,7 @@ function drawPlot() {
     scales: { x: { time: true } },
     axes: [{}, { label, size: 70 }],
     series: [{}, ...ledger.series.map((s, i) => ({ label: `${s.kind} · ${s.model}`, stroke: COLORS[i % COLORS.length], width: 2,
-      points: { show: true, size: 6 }, spanGaps: false }))] }, data, ui.plot);
+      points: { show: true, size: 6 }, spanGaps: true }))] }, data, ui.plot);
 }
 
 export default { mount, show };
