@@ -27,5 +27,7 @@ def build_engine(profile: str = "local", store: str | Path | None = None,
     settings = settings or settings_from_env()
     # a missing provider package: one line now, not at first use (``uses``: the providers the
     # caller needs; a Lambda function names its own, e.g. summarize needs no NER)
-    check_providers(settings, profile, uses)
-    return compose(profile_named(profile, store), settings, tenant)
+    # the store's recorded providers replace the ones the settings do not choose, so the check
+    # runs on the settings the store opens with
+    return compose(profile_named(profile, store), settings, tenant,
+                   check=lambda opened: check_providers(opened, profile, uses))

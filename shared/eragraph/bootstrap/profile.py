@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -136,10 +137,16 @@ class Profile(ABC):
         raise ValueError(f"the {self.name} profile keeps no tenant registry")
 
 
-def compose(profile: Profile, settings: Settings, tenant: str = "") -> Engine:
+def compose(profile: Profile, settings: Settings, tenant: str = "",
+            check: Callable[[Settings], None] | None = None) -> Engine:
+    """The engine of ``tenant``: ``settings`` with the store's recorded ones over them (its graph
+    settings and the providers it was built with); ``check`` (bootstrap.preflight) sees those
+    before a provider is made."""
     scope = profile.bind(tenant)
     graph = scope.graph()
     settings = open_settings(graph, settings)
+    if check is not None:
+        check(settings)
     graph = scope.settled(graph, settings)
     tokenizer = scope.tokenizer(settings)
     embedder = make_embedder(settings, scope.embed_cache(), scope.ledger(graph))

@@ -11,13 +11,14 @@ from ...services.modes import mode_names
 from .admin import cmd_reindex, cmd_stats, cmd_status, cmd_tenants
 from .exits import EXIT_HELP
 from .ingest import cmd_delete, cmd_ingest, cmd_rebuild
+from .portable import cmd_export, cmd_import
 from .query import cmd_query
 from .serve import cmd_mcp, cmd_serve
 from .store import DEFAULT_STORE
 from .tools import BENCH_MODULES, cmd_bench, cmd_demo, cmd_router_train
 
 DESCRIPTION = """The `eragraph` command line: ingest, query, serve, mcp (the MCP tools over stdio), delete, stats,
-rebuild, reindex, demo, bench, router (train the auto retrieval router)."""
+rebuild, reindex, export and import (a portable dump), demo, bench, router (train the auto retrieval router)."""
 
 PROVIDER_FLAGS = {
     "embedder": ("minilm", "bedrock", "hash",
@@ -160,6 +161,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("tenants", "list the store's tenants, or delete one and everything it owns", cmd_tenants,
                 tenant=False)
     p.add_argument("--delete", metavar="ID", help="delete this tenant: its documents, vectors, entity graph and files")
+
+    p = command("export", "write the store to a portable dump file (a backup; eragraph import loads it)", cmd_export)
+    p.add_argument("file", metavar="FILE", help="the dump to write (gzip-compressed JSON lines)")
+
+    p = command("import", "load a dump (eragraph export) into an empty store, no re-embedding or re-summarizing",
+                cmd_import, providers=("embedder",), store="optional")
+    p.add_argument("file", metavar="FILE", help="the dump to load")
+    p.add_argument("--profile", default="local", choices=("local", "aws"),
+                   help="local (--store DIR) or aws: the deployed stack of this environment (ERAGRAPH_TABLE, ...), "
+                        "into --tenant")
 
     command("demo", "ingest the bundled sample corpus and answer a few questions", cmd_demo,
             providers=("embedder", "summarizer"), json_out=False, quiet="no progress bars", store="demo")

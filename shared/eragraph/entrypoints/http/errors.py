@@ -13,6 +13,8 @@
 - 429 with Retry-After: a tenant out of tokens (admission.RateLimited);
 - 502: a model provider that gave up after its retries (ModelCallError): the request was sound,
   an upstream service was not;
+- the OpenAI-compatible chat endpoint's refusals (openai_chat.ChatError: its status, OpenAI's
+  ``error`` object beside the ``message``);
 - the Bedrock KB routes' modelled errors (bedrock_kb.runtime.KbError: the ``x-amzn-errortype``
   header and a JSON ``message``), whose HTTP form is ``KbError.response``.
 
@@ -30,6 +32,7 @@ from ...domain.validation import describe_all
 from ...providers.prompts import ModelCallError
 from ...services.query import BadQueryError
 from ..bedrock_kb.runtime import KbError
+from ..openai_chat import ChatError
 from .admission import RateLimited
 from .body import BadRequestBody
 
@@ -99,6 +102,7 @@ ANSWERS: dict[type[Exception], Callable[[Any, Any], Answer]] = {
     ModelCallError: _model_failed,
     LexicalIndexMissing: _plain(409),
     KbError: _kb,
+    ChatError: lambda exc, _event: (exc.status, exc.body(), {}),
 }
 
 

@@ -92,6 +92,35 @@ def post_kb_retrieve_and_generate(ctx: RouteContext):
     return bedrock_kb.retrieve_and_generate(ctx.get_engine(tenant), body)
 
 
+def post_chat_completions(ctx: RouteContext):
+    """POST /v1/chat/completions (openai_chat) on the caller's tenant, its answer budget capped as
+    POST /query's; ``stream: true`` answers server-sent events (whole here: the resolver answers
+    whole responses; `eragraph serve` sends them as they are written)."""
+    from .. import openai_chat
+
+    engine = ctx.engine()
+    request = openai_chat.parse_request(engine, ctx.event.json_body)
+    budget = answer_budget(ctx, engine)
+    if not request.stream:
+        return openai_chat.completion(engine, request, budget)
+    body = b"".join(openai_chat.sse(openai_chat.chunks(engine, request, budget)))
+    return Response(status_code=200, content_type="text/event-stream", body=body.decode("utf-8"),
+                    headers={"cache-control": "no-cache"})
+
+
+def get_models(ctx: RouteContext) -> dict:
+    """GET /v1/models: the OpenAI-compatible models of the caller's store (openai_chat)."""
+    from .. import openai_chat
+
+    return openai_chat.models(ctx.engine())
+
+
+def answer_budget(ctx: RouteContext, engine) -> int | None:
+    """The evidence budget of a generated answer: the store's default, capped (ApiLimits)."""
+    cap = getattr(ctx.limits, "answer_max_budget", 0)
+    return cap if cap and engine.settings.token_budget > cap else None
+
+
 def health() -> dict:
     """GET /health: the readiness check (the stream function answers it with this too)."""
     return {"status": "ok"}

@@ -10,9 +10,10 @@ Who serves which route (``on``):
 - ``eragraph serve`` (the ASGI server, eragraph.entrypoints.http.server) serves every route.
 
 A route whose ``asgi`` is set is served by the ASGI server itself rather than through the
-resolver: POST /mcp (the MCP SDK's streamable HTTP transport reads the request as it comes) and
+resolver: POST /mcp (the MCP SDK's streamable HTTP transport reads the request as it comes),
 POST /retrieveAndGenerateStream (its frames are sent as they are made:
-eragraph.entrypoints.http.stream).
+eragraph.entrypoints.http.stream) and POST /v1/chat/completions with ``stream: true`` (its events
+are sent as they are made: eragraph.entrypoints.http.chat_stream; the resolver answers it whole).
 
 A new route: a line here, its handler (handlers.py, or an ASGI function), and on the HttpApi its
 template.yaml route (tests/aws/test_template.py checks that the two agree) and a test."""
@@ -27,6 +28,7 @@ STREAM = "stream"  # the stream function (a function URL) besides eragraph serve
 # the ASGI server's own handlers (see ``Route.asgi``)
 ASGI_MCP = "mcp"
 ASGI_KB_STREAM = "kb_stream"
+ASGI_CHAT_STREAM = "chat_stream"
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,12 @@ ROUTES: tuple[Route, ...] = (
           summary="Amazon Bedrock Knowledge Bases Retrieve"),
     Route("POST", "/retrieveAndGenerate", "post_kb_retrieve_and_generate",
           summary="Amazon Bedrock Knowledge Bases RetrieveAndGenerate"),
+    Route("POST", "/v1/chat/completions", "post_chat_completions", asgi=ASGI_CHAT_STREAM,
+          summary="OpenAI-compatible chat completions (a model is a retrieval mode: eragraph-<mode>)",
+          description="The last user message is the question; the configured generator answers from the "
+                      "evidence; citations in the text and in the citations field; stream: true sends "
+                      "server-sent events"),
+    Route("GET", "/v1/models", "get_models", summary="OpenAI-compatible models: one per retrieval mode"),
     Route("GET", "/health", "health", on=frozenset({API, STREAM})),
     Route("POST", "/retrieveAndGenerateStream", None, on=frozenset({STREAM}), asgi=ASGI_KB_STREAM),
 )

@@ -58,7 +58,8 @@ from ...services.engine import Engine
 from ..console.assets import asset, is_console_path
 from .admission import Admission
 from .errors import error_body
-from .routes import ASGI_KB_STREAM, ASGI_MCP, ROUTES, STREAM, route
+from .chat_stream import serve_chat_stream, wants_stream
+from .routes import ASGI_CHAT_STREAM, ASGI_KB_STREAM, ASGI_MCP, ROUTES, STREAM, route
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -68,6 +69,7 @@ FAST_WORKERS = 4
 SLOW_WORKERS = 1
 SLOW_FAMILIES = frozenset({"graph", "fusion", "router"})
 KB_STREAM = route(ASGI_KB_STREAM)  # Bedrock KB streaming (eragraph.entrypoints.http.stream)
+CHAT = route(ASGI_CHAT_STREAM)  # the OpenAI-compatible chat endpoint, streamed (eragraph.entrypoints.http.chat_stream)
 MCP = route(ASGI_MCP)  # the MCP endpoint (streamable HTTP, stateless): eragraph.entrypoints.mcp
 STREAM_ROUTES = tuple(r for r in ROUTES if STREAM in r.on)  # the stream function's
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -216,6 +218,10 @@ class ApiApp:
             from .stream import serve_kb_stream
 
             await serve_kb_stream(self, scope, send, body)
+            return
+        if (scope["path"].rstrip("/") == CHAT.path and scope["method"] == CHAT.method and not self.stream_only
+                and wants_stream(body)):  # the chat endpoint's events, sent as they are written
+            await serve_chat_stream(self, scope, send, body)
             return
         if self.stream_only:  # the stream function: its routes (the stream, and its readiness check), nothing else
             await self.serve_stream_only(scope, send)
