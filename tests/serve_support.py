@@ -31,10 +31,11 @@ def eragraph(*argv: str) -> subprocess.CompletedProcess:
 
 
 @contextmanager
-def serving(store: Path, *extra: str):
-    """`eragraph serve --port 0` in its own process; yields its URL, stops it after."""
+def serving(store: Path, *extra: str, env: dict[str, str] | None = None):
+    """`eragraph serve --port 0` in its own process (``env``: more variables for it); yields its
+    URL, stops it after."""
     proc = subprocess.Popen([sys.executable, "-m", "eragraph", "serve", "--store", str(store), "--port", "0",
-                             "--quiet", *extra], env=environment(), stderr=subprocess.PIPE, text=True)
+                             "--quiet", *extra], env=environment(**(env or {})), stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()
         found = re.search(r"on (http://127\.0\.0\.1:\d+) ", line)
