@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from urllib.parse import quote
 
 from .exits import EXIT_OK, CommandError
 from .store import existing_store, open_engine
@@ -19,11 +20,23 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CommandError(f"serve needs the aws extra (powertools, pydantic) and the local extra (uvicorn): "
                            f"{exc}") from None
+    from ..http.guard import is_loopback
+
+    token = args.token or ""
+    if not is_loopback(args.host) and not token:
+        raise CommandError(f"--host {args.host} serves beyond this machine: give --token (or ERAGRAPH_SERVE_TOKEN), "
+                           f"or anyone who reaches the port can read the store and spend on its models")
     engine = open_engine(args)
-    server = make_server(engine, args.host, args.port, log=not args.quiet)
+    server = make_server(engine, args.host, args.port, log=not args.quiet, token=token)
     tenant = f" (tenant {engine.tenant})" if engine.tenant else ""
     print(f"eragraph: serving {args.store}{tenant} on {server.url} (POST /query, GET /documents/ID, GET /stats, "
           f"GET /health, MCP at /mcp); Ctrl-C stops", file=sys.stderr, flush=True)
+    console = f"{server.url}/" + (f"#token={quote(token, safe='')}" if token else "")
+    print(f"eragraph: console at {console}", file=sys.stderr, flush=True)
+    if not is_loopback(args.host):
+        print(f"eragraph: warning: bound to {args.host}, beyond this machine: whoever reaches the port and holds "
+              f"the token reads this store and spends on its models, and plain HTTP shows the token to anyone on "
+              f"the path; prefer 127.0.0.1 behind an SSH tunnel or a TLS proxy", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

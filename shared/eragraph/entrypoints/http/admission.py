@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...bootstrap.identity import caller_of
+from .. import request_log
 
 
 class RateLimited(Exception):
@@ -44,7 +45,9 @@ class Admission:
     def caller(self, request: Mapping[str, Any]) -> str:
         """The tenant of the caller of ``request`` (an API Gateway event, or the stream's headers),
         once admitted."""
+        request_log.note(caller=caller_of(request) or request_log.current_caller())
         tenant = self.tenant_of(request) if self.tenant_of is not None else ""
+        request_log.note(tenant=tenant)
         if self.logger is not None:
             self.logger.append_keys(tenant=tenant or "(default)", caller=caller_of(request),
                                     api_request_id=(request.get("requestContext") or {}).get("requestId", ""))

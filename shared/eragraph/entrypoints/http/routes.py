@@ -19,6 +19,7 @@ template.yaml route (tests/aws/test_template.py checks that the two agree) and a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 API = "api"  # the HTTP API: the query function behind template.yaml's HttpApi, and eragraph serve
@@ -27,6 +28,7 @@ STREAM = "stream"  # the stream function (a function URL) besides eragraph serve
 # the ASGI server's own handlers (see ``Route.asgi``)
 ASGI_MCP = "mcp"
 ASGI_KB_STREAM = "kb_stream"
+KB = "bedrock-agent-runtime"  # the service model whose errors the Bedrock KB routes answer
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,12 @@ class Route:
     description: str | None = None
     needs: str | None = None
     asgi: str | None = None
+    modelled: str | None = None  # errors in this service model's shape (x-amzn-errortype), e.g. bedrock-agent-runtime
+
+    @property
+    def pattern(self) -> re.Pattern:
+        """The path as a regular expression (a parameter is one non-empty segment)."""
+        return re.compile("^" + re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(self.path)) + "/?$")
 
     @property
     def rule(self) -> str:
@@ -68,14 +76,25 @@ ROUTES: tuple[Route, ...] = (
           description="JSON-RPC 2.0 messages of MCP: tools retrieve, answer (with a generator), "
                       "get_document, stats; JSON responses, no sessions"),
     Route("POST", "/knowledgebases/{knowledgeBaseId}/retrieve", "post_kb_retrieve",
-          summary="Amazon Bedrock Knowledge Bases Retrieve"),
+          summary="Amazon Bedrock Knowledge Bases Retrieve", modelled=KB),
     Route("POST", "/retrieveAndGenerate", "post_kb_retrieve_and_generate",
-          summary="Amazon Bedrock Knowledge Bases RetrieveAndGenerate"),
+          summary="Amazon Bedrock Knowledge Bases RetrieveAndGenerate", modelled=KB),
     Route("GET", "/health", "health", on=frozenset({API, STREAM})),
-    Route("POST", "/retrieveAndGenerateStream", None, on=frozenset({STREAM}), asgi=ASGI_KB_STREAM),
+    Route("POST", "/retrieveAndGenerateStream", None, on=frozenset({STREAM}), asgi=ASGI_KB_STREAM, modelled=KB),
 )
 
 
 def route(asgi: str) -> Route:
     """The route the ASGI server serves with its own handler ``asgi``."""
     return next(r for r in ROUTES if r.asgi == asgi)
+
+
+def route_of(method: str, path: str) -> Route | None:
+    """The route a request of ``method`` to ``path`` is for (None: no route; HEAD is GET's)."""
+    method = "GET" if method == "HEAD" else method
+    return next((r for r in ROUTES if r.method == method and r.pattern.match(path)), None)
+
+
+def route_at(path: str) -> Route | None:
+    """A route at ``path``, whatever its method (None: none)."""
+    return next((r for r in ROUTES if r.pattern.match(path)), None)
