@@ -7,11 +7,16 @@ import argparse
 import sys
 from urllib.parse import quote
 
+from ..http.guard import is_loopback
 from .exits import EXIT_OK, CommandError
 from .store import existing_store, open_engine
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    token = args.token or ""
+    if not is_loopback(args.host) and not token:
+        raise CommandError(f"--host {args.host} serves beyond this machine: give --token (or ERAGRAPH_SERVE_TOKEN), "
+                           f"or anyone who reaches the port can read the store and spend on its models")
     existing_store(args.store)
     try:
         import uvicorn  # noqa: F401 (the server's)
@@ -20,12 +25,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CommandError(f"serve needs the aws extra (powertools, pydantic) and the local extra (uvicorn): "
                            f"{exc}") from None
-    from ..http.guard import is_loopback
-
-    token = args.token or ""
-    if not is_loopback(args.host) and not token:
-        raise CommandError(f"--host {args.host} serves beyond this machine: give --token (or ERAGRAPH_SERVE_TOKEN), "
-                           f"or anyone who reaches the port can read the store and spend on its models")
     engine = open_engine(args)
     server = make_server(engine, args.host, args.port, log=not args.quiet, token=token)
     tenant = f" (tenant {engine.tenant})" if engine.tenant else ""
