@@ -28,9 +28,21 @@ LOG = logging.getLogger("eragraph.request")
 _RECORD: ContextVar[dict | None] = ContextVar("eragraph_request", default=None)
 
 
+class _Stdout(logging.StreamHandler):
+    """A handler writing to this process's stdout as it is at each line (not as it was when made)."""
+
+    @property
+    def stream(self):
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
+
+
 def _handler() -> None:
     if not LOG.handlers:
-        out = logging.StreamHandler(sys.stdout)
+        out = _Stdout()
         out.setFormatter(logging.Formatter("%(message)s"))
         LOG.addHandler(out)
         LOG.setLevel(logging.INFO)
