@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ..config import Settings, settings_from_env
 from ..services.engine import Engine
@@ -29,3 +30,9 @@ def build_engine(profile: str = "local", store: str | Path | None = None,
     # caller needs; a Lambda function names its own, e.g. summarize needs no NER)
     check_providers(settings, profile, uses)
     return compose(profile_named(profile, store), settings, tenant)
+
+
+def document_pipeline(profile: str, store: str | Path | None, settings: Settings, engines) -> Any:
+    """The pipeline of the documents submitted through the API (ports.uploads.DocumentPipeline),
+    as the profile ``profile`` builds it; ``engines(tenant)``: the served engines."""
+    return profile_named(profile, store).uploads(engines, settings)

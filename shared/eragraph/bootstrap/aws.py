@@ -113,6 +113,10 @@ class LazyEngine:
         preflight(settings, self.profile, self.uses)
         return build_aws_engine(settings, tenant=tenant)
 
+    def uploads(self) -> Any:
+        """The pipeline of the documents the query function is given (POST /documents): the bucket."""
+        return AwsProfile().uploads(self.get, settings_from_env())
+
     def get(self, tenant: str = "", register: bool = True) -> Engine:
         """The engine of ``tenant`` ("" the default); ``register``: a write path records a new
         tenant, a read path does not."""

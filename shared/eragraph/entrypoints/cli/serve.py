@@ -19,11 +19,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CommandError(f"serve needs the aws extra (powertools, pydantic) and the local extra (uvicorn): "
                            f"{exc}") from None
+    from ...bootstrap import document_pipeline
+
     engine = open_engine(args)
-    server = make_server(engine, args.host, args.port, log=not args.quiet)
+    uploads = document_pipeline("local", args.store, engine.settings, lambda _tenant: engine)
+    server = make_server(engine, args.host, args.port, log=not args.quiet, uploads=uploads)
     tenant = f" (tenant {engine.tenant})" if engine.tenant else ""
-    print(f"eragraph: serving {args.store}{tenant} on {server.url} (POST /query, GET /documents/ID, GET /stats, "
-          f"GET /health, MCP at /mcp); Ctrl-C stops", file=sys.stderr, flush=True)
+    print(f"eragraph: serving {args.store}{tenant} on {server.url} (POST /query, GET/POST /documents, "
+          f"GET /documents/ID, GET /changes, GET /stats, GET /health, MCP at /mcp); Ctrl-C stops",
+          file=sys.stderr, flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -19,7 +19,8 @@ class RouteContext:
     tenant and rate limit; ``get_engine(tenant)``: that tenant's warm engine; ``limits``
     (config.ApiLimits) caps the answer budget; ``on_query`` sees each query response;
     ``mcp(event, body, tenant)`` serves POST /mcp; ``tenants()`` lists the store's tenants (a
-    foreign knowledge base id is then a 403, not a 404)."""
+    foreign knowledge base id is then a 403, not a 404); ``uploads`` (ports.uploads.DocumentPipeline)
+    takes the documents submitted through POST /documents."""
 
     app: Any
     admission: Admission
@@ -28,6 +29,7 @@ class RouteContext:
     on_query: Callable | None = None
     mcp: Callable[[dict, bytes, str], tuple[int, dict, str]] | None = None
     tenants: Callable[[], Any] | None = None
+    uploads: Any = None  # ports.uploads.DocumentPipeline: POST/DELETE /documents (None: not served)
 
     @property
     def event(self):

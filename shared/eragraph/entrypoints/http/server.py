@@ -63,6 +63,7 @@ from .routes import ASGI_KB_STREAM, ASGI_MCP, ROUTES, STREAM, route
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 MAX_BODY_BYTES = 1 << 20
+UPLOAD_MAX_BODY_BYTES = 6 * (1 << 20)  # POST /documents: Lambda's request payload limit, as on AWS
 BACKLOG = 2048
 FAST_WORKERS = 4
 SLOW_WORKERS = 1
@@ -143,7 +144,8 @@ class ApiApp:
     def __init__(self, engine: Engine | None, fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS,
                  log: bool = False, *, identity: Any = None, engines: Callable[[str], Engine] | None = None,
                  tenants: Callable[[], Any] | None = None, admit: Callable[[str], Any] | None = None,
-                 stream_only: bool = False, on_model_calls: Callable[[list], None] | None = None) -> None:
+                 stream_only: bool = False, on_model_calls: Callable[[list], None] | None = None,
+                 uploads: Any = None) -> None:
         if engine is None and (identity is None or engines is None):
             raise ValueError("ApiApp needs an engine, or an identity and engines(tenant)")
         self.engine = engine
@@ -153,6 +155,7 @@ class ApiApp:
         self.admit = admit
         self.stream_only = stream_only
         self.on_model_calls = on_model_calls  # sees each streamed answer's model calls (the spend metric)
+        self.uploads = uploads  # POST/DELETE /documents: the profile's pipeline (its worker thread locally)
         self.log = log
         self.pools = {"fast": ThreadPoolExecutor(fast_workers, thread_name_prefix="eragraph-fast"),
                       "slow": ThreadPoolExecutor(slow_workers, thread_name_prefix="eragraph-slow")}
@@ -166,7 +169,8 @@ class ApiApp:
             from .api import make_app
 
             engine = self.engine
-            app = self._local.app = make_app(lambda _tenant: engine, tenant_of=lambda _event: engine.tenant)
+            app = self._local.app = make_app(lambda _tenant: engine, tenant_of=lambda _event: engine.tenant,
+                                             uploads=self.uploads)
         return app
 
     def resolve(self, event: dict) -> dict:
@@ -175,6 +179,9 @@ class ApiApp:
     def close(self) -> None:
         for pool in self.pools.values():
             pool.shutdown(wait=True, cancel_futures=True)
+        stop = getattr(self.uploads, "close", None)
+        if stop is not None:
+            stop()  # after the documents it was given (a killed server's are recovered at its next start)
 
     async def __call__(self, scope: dict, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -193,10 +200,11 @@ class ApiApp:
         if scope["path"].rstrip("/") == MCP.path and not self.stream_only:  # MCP's transport reads the body
             await self.serve_mcp(scope, receive, send)
             return
+        cap = UPLOAD_MAX_BODY_BYTES if scope["path"].rstrip("/") == "/documents" else MAX_BODY_BYTES
+        too_large = json.dumps(error_body(413, f"request body too large (at most {cap} bytes)")).encode()
         length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            await self.send_whole(send, scope, 413, {"content-type": "application/json"},
-                                  json.dumps(error_body(413, "request body too large")).encode())
+        if length is not None and length.isdigit() and int(length) > cap:
+            await self.send_whole(send, scope, 413, {"content-type": "application/json"}, too_large)
             return
         chunks, size, more = [], 0, True
         while more:
@@ -205,9 +213,8 @@ class ApiApp:
                 return
             piece = message.get("body", b"")
             size += len(piece)
-            if size > MAX_BODY_BYTES:
-                await self.send_whole(send, scope, 413, {"content-type": "application/json"},
-                                      json.dumps(error_body(413, "request body too large")).encode())
+            if size > cap:
+                await self.send_whole(send, scope, 413, {"content-type": "application/json"}, too_large)
                 return
             chunks.append(piece)
             more = message.get("more_body", False)
@@ -310,12 +317,14 @@ class ApiServer:
     another thread) or Ctrl-C; ``server_close`` releases the pools and the socket."""
 
     def __init__(self, engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
-                 fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, *, app: ApiApp | None = None) -> None:
-        """``app``: an app built already (the stream function's), served instead of one over ``engine``."""
+                 fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, *, app: ApiApp | None = None,
+                 uploads: Any = None) -> None:
+        """``app``: an app built already (the stream function's), served instead of one over ``engine``;
+        ``uploads``: the pipeline of POST /documents (ports.uploads.DocumentPipeline)."""
         import uvicorn
 
         self.engine = engine
-        self.app = app if app is not None else ApiApp(engine, fast_workers, slow_workers, log=log)
+        self.app = app if app is not None else ApiApp(engine, fast_workers, slow_workers, log=log, uploads=uploads)
         if host in LOOPBACK:  # a page in a browser must not reach /mcp by DNS rebinding
             try:
                 from ..mcp import loopback_security
@@ -374,10 +383,15 @@ def warm(engine: Engine) -> None:
 
 
 def make_server(engine: Engine, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
-                fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS) -> ApiServer:
-    """A warm server bound to (host, port); port 0 picks a free one (see ``server.url``)."""
+                fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, uploads: Any = None) -> ApiServer:
+    """A warm server bound to (host, port); port 0 picks a free one (see ``server.url``).
+    ``uploads``: the pipeline of POST /documents, started here (None: those routes are not served)."""
     warm(engine)
-    return ApiServer(engine, host, port, log=log, fast_workers=fast_workers, slow_workers=slow_workers)
+    start = getattr(uploads, "start", None)
+    if start is not None:
+        start([engine])  # its first job: finish what a server stopped mid-ingest accepted
+    return ApiServer(engine, host, port, log=log, fast_workers=fast_workers, slow_workers=slow_workers,
+                     uploads=uploads)
 
 
 if __name__ == "__main__":  # pragma: no cover
