@@ -49,7 +49,7 @@ IDENTITY = TenantIdentity.from_env()
 LIMITS, ADMIT = api_limits()  # the answer budget cap; the per-tenant token bucket (429)
 app = make_app(engine_of, on_query=publish, tenant_of=IDENTITY.tenant, limits=LIMITS, admit=ADMIT, logger=logger,
                mcp=serve_mcp, tenants=lambda: LAMBDA_ENGINE.tenancy.tenants(),  # a foreign KB id is a 403
-               uploads=LAMBDA_ENGINE.uploads())  # POST /documents: the object put in the bucket is the hand-over
+               uploads=LAMBDA_ENGINE.uploads(), write_engine=LAMBDA_ENGINE.writer)  # POST /documents: the bucket
 
 
 @logger.inject_lambda_context(clear_state=True)  # a request's tenant/caller keys end with it

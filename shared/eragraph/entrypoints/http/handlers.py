@@ -69,7 +69,7 @@ def post_documents(ctx: RouteContext, request: DocumentsRequest):
     from ...services import uploads
 
     docs = uploads.decode([d.model_dump() for d in request.documents])
-    accepted = uploads.submit(ctx.engine(), ctx.uploads, docs)
+    accepted = uploads.submit(ctx.writer(), ctx.uploads, docs)
     return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body={"documents": accepted})
 
 
@@ -78,7 +78,7 @@ def delete_document(ctx: RouteContext, doc_id: Annotated[str, Path(min_length=1,
     from ...services import uploads
 
     return Response(status_code=202, content_type=content_types.APPLICATION_JSON,
-                    body=uploads.delete(ctx.engine(), ctx.uploads, doc_id))
+                    body=uploads.delete(ctx.writer(), ctx.uploads, doc_id))
 
 
 def get_changes(ctx: RouteContext, limit: Annotated[int, Query(ge=1, le=200)] = 20) -> dict:
