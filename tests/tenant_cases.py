@@ -699,3 +699,84 @@ def run_kb_stream_cases(engines: Mapping[str, object], corpus: Mapping[str, Sequ
             server.shutdown()
             server.server_close()
     return checked
+
+
+# --------------------------------------------------------------------------- the document routes
+
+def check_document_routes(engines: Mapping[str, object], corpus: Mapping[str, Sequence[SourceDoc]]) -> int:
+    """The write side of the API per tenant, through api.make_app (the caller's tenant from its JWT
+    claim only) and one upload pipeline of the profile for every tenant: each tenant's POST
+    /documents lands in its own store under its own key prefix; GET /documents (paged with its
+    cursor) and GET /changes show only the caller's documents and summaries; another tenant's
+    document is a 404 to DELETE, and a document naming another tenant a 403; DELETE of its own
+    removes it there only. Returns the requests checked."""
+    from kb_support import kb_event
+
+    from eragraph.bootstrap import document_pipeline
+    from eragraph.bootstrap.identity import TenantIdentity
+    from eragraph.domain.tenants import KEY_PREFIX
+    from eragraph.entrypoints.http.api import make_app
+
+    pipeline = document_pipeline("memory", None, next(iter(engines.values())).settings, lambda t: engines[t])
+    app = make_app(lambda tenant: engines[tenant], tenant_of=TenantIdentity(required=False, tag="").tenant,
+                   uploads=pipeline)
+    checked = 0
+
+    def call(tenant: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        nonlocal checked
+        claims = {"sub": "user-1", **({"tenant": tenant} if tenant else {})}
+        path, _, query = path.partition("?")
+        ev = kb_event(method, path, body, {"jwt": {"claims": claims, "scopes": None}})
+        if body is None:
+            ev.pop("body", None)
+        if query:
+            ev["rawQueryString"] = query
+            ev["queryStringParameters"] = dict(p.split("=", 1) for p in query.split("&"))
+        out = app.resolve(ev, None)
+        checked += 1
+        return out["statusCode"], json.loads(out.get("body") or "null")
+
+    uploaded = {}
+    for tenant in engines:
+        status, body = call(tenant, "POST", "/documents", {"documents": [
+            {"source": "up/note.txt", "text": f"Uploaded note of {TAGS[tenant]}: " + " ".join(VOCAB[tenant]) * 3}]})
+        assert status == 202, body
+        [doc] = body["documents"]
+        assert doc["source"] == (f"{KEY_PREFIX}{tenant}/up/note.txt" if tenant else "up/note.txt")
+        uploaded[tenant] = doc
+        other = next(t for t in engines if t and t != tenant)
+        status, body = call(tenant, "POST", "/documents", {"documents": [
+            {"source": "x.txt", "text": "x", "metadata": {"tenant": other}}]})
+        assert status == 403, body
+    assert pipeline.wait_idle(120)
+    for tenant, engine in engines.items():
+        own = {d.source for d in corpus[tenant]} | {uploaded[tenant]["source"]}
+        seen, cursor = [], ""
+        while True:
+            status, body = call(tenant, "GET", "/documents?limit=3" + (f"&cursor={cursor}" if cursor else ""))
+            assert status == 200, body
+            seen += [d["source"] for d in body["documents"]]
+            cursor = body["next_cursor"]
+            if cursor is None:
+                break
+        assert sorted(seen) == sorted(own), tenant  # every own document once, no other tenant's
+        status, body = call(tenant, "GET", "/changes?limit=200")
+        assert status == 200
+        listed = {s for c in body["changes"] for s in c.get("documents", ())}
+        assert listed and listed <= own, tenant
+        written = {s for c in body["changes"] for s in c.get("summaries", ())}
+        foreign = set().union(*(set(e.graph.get_nodes(written)) for t, e in engines.items() if t != tenant))
+        assert written and not foreign - set(engine.graph.get_nodes(written)), tenant
+        for other, doc in uploaded.items():
+            if other != tenant:
+                status, body = call(tenant, "DELETE", f"/documents/{doc['doc_id']}")
+                assert status == 404, (tenant, other, body)
+    victim = next(t for t in engines if t)
+    status, body = call(victim, "DELETE", f"/documents/{uploaded[victim]['doc_id']}")
+    assert status == 202, body
+    assert pipeline.wait_idle(120)
+    for tenant, engine in engines.items():
+        present = engine.graph.get_document(uploaded[tenant]["doc_id"]) is not None
+        assert present is (tenant != victim), tenant
+    pipeline.close()
+    return checked
