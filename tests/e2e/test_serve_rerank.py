@@ -20,6 +20,7 @@ class Reversed:
     """Scores the passages so that the last retrieved comes first."""
     identity = "reversed"
     model = "reversed"
+    arn = "arn:aws:bedrock:us-east-1::foundation-model/reversed"  # Bedrock's request model takes ARNs only
 
     def score(self, query, texts):
         return [float(i) for i in range(len(texts))]
@@ -95,7 +96,7 @@ def test_bedrock_retrieve_reranks_number_of_results_and_returns_number_of_rerank
                                   "rerankingConfiguration": {"type": "BEDROCK_RERANKING_MODEL",
                                                              "bedrockRerankingConfiguration": {
                                                                  "numberOfRerankedResults": 2,
-                                                                 "modelConfiguration": {"modelArn": "reversed"}}}}})
+                                                                 "modelConfiguration": {"modelArn": Reversed.arn}}}}})
     finally:
         engine.reranker = None
     got = [r["metadata"]["x-eragraph-node-id"] for r in out["retrievalResults"]]
