@@ -138,13 +138,19 @@ class ApiApp:
     ``identity`` (bootstrap.identity.TenantIdentity: the caller's tenant from the adapter's
     request-context header), ``engines(tenant)`` (that tenant's engine), ``tenants()`` (another
     tenant's knowledge base id is AccessDeniedException) and ``admit(tenant)`` (the per-tenant
-    rate limit: 429 ThrottlingException)."""
+    rate limit: 429 ThrottlingException).
+
+    A subclass may answer the API routes otherwise: ``eragraph console`` (console.proxy.ProxyApp)
+    forwards them to the deployed API (``needs_engine`` False, ``resolve`` and ``serve_kb_stream``
+    its own)."""
+
+    needs_engine = True
 
     def __init__(self, engine: Engine | None, fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS,
                  log: bool = False, *, identity: Any = None, engines: Callable[[str], Engine] | None = None,
                  tenants: Callable[[], Any] | None = None, admit: Callable[[str], Any] | None = None,
                  stream_only: bool = False, on_model_calls: Callable[[list], None] | None = None) -> None:
-        if engine is None and (identity is None or engines is None):
+        if self.needs_engine and engine is None and (identity is None or engines is None):
             raise ValueError("ApiApp needs an engine, or an identity and engines(tenant)")
         self.engine = engine
         self.identity = identity
@@ -193,33 +199,19 @@ class ApiApp:
         if scope["path"].rstrip("/") == MCP.path and not self.stream_only:  # MCP's transport reads the body
             await self.serve_mcp(scope, receive, send)
             return
-        length = dict(scope["headers"]).get(b"content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            await self.send_whole(send, scope, 413, {"content-type": "application/json"},
-                                  json.dumps(error_body(413, "request body too large")).encode())
+        body = await self.read_body(scope, receive, send)
+        if body is None:
             return
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            piece = message.get("body", b"")
-            size += len(piece)
-            if size > MAX_BODY_BYTES:
-                await self.send_whole(send, scope, 413, {"content-type": "application/json"},
-                                      json.dumps(error_body(413, "request body too large")).encode())
-                return
-            chunks.append(piece)
-            more = message.get("more_body", False)
-        body = b"".join(chunks)
         if scope["path"].rstrip("/") == KB_STREAM.path and scope["method"] == KB_STREAM.method:
-            from .stream import serve_kb_stream
-
-            await serve_kb_stream(self, scope, send, body)
+            await self.serve_kb_stream(scope, send, body)
             return
         if self.stream_only:  # the stream function: its routes (the stream, and its readiness check), nothing else
             await self.serve_stream_only(scope, send)
             return
+        await self.serve_resolved(scope, send, body)
+
+    async def serve_resolved(self, scope: dict, send, body: bytes) -> None:
+        """A request answered by ``resolve`` (the API's resolver) in its family's pool."""
         path = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
         query = scope.get("query_string", b"").decode("latin-1")
         headers: dict[str, str] = {}
@@ -234,6 +226,35 @@ class ApiApp:
         payload = base64.b64decode(data) if out.get("isBase64Encoded") else str(data).encode("utf-8")
         out_headers = {k: (", ".join(v) if isinstance(v, list) else str(v)) for k, v in (out.get("headers") or {}).items()}
         await self.send_whole(send, scope, int(out.get("statusCode", 500)), out_headers, payload)
+
+    async def read_body(self, scope: dict, receive, send) -> bytes | None:
+        """The request's whole body; None when the client left, or it was over MAX_BODY_BYTES
+        (answered 413)."""
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+            await self.send_whole(send, scope, 413, {"content-type": "application/json"},
+                                  json.dumps(error_body(413, "request body too large")).encode())
+            return None
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            piece = message.get("body", b"")
+            size += len(piece)
+            if size > MAX_BODY_BYTES:
+                await self.send_whole(send, scope, 413, {"content-type": "application/json"},
+                                      json.dumps(error_body(413, "request body too large")).encode())
+                return None
+            chunks.append(piece)
+            more = message.get("more_body", False)
+        return b"".join(chunks)
+
+    async def serve_kb_stream(self, scope: dict, send, body: bytes) -> None:
+        """POST /retrieveAndGenerateStream, its whole body read (eragraph.entrypoints.http.stream)."""
+        from .stream import serve_kb_stream
+
+        await serve_kb_stream(self, scope, send, body)
 
     async def serve_mcp(self, scope: dict, receive, send) -> None:
         """POST /mcp: the MCP tools over stateless streamable HTTP (eragraph.entrypoints.mcp), for the
