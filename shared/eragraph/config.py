@@ -352,6 +352,12 @@ class ProcessSettings:
                    rerank_models=_names(env.get("ERAGRAPH_RERANK_MODELS")))
 
 
+def named_variable(name: str) -> str | None:
+    """The value of a variable the user names on the command line (``eragraph console --token-env
+    NAME``: the variable holding a JWT), None when it is unset."""
+    return os.environ.get(name)
+
+
 # ----------------------------------------------------------------------------- the AWS profile
 # Variables the SAM template sets on every function (bootstrap.aws_profile builds its clients and
 # adapters from them). Read here only: ``aws_environment`` hands the profile the ones that are set.

@@ -235,3 +235,58 @@ def test_query_stream_is_the_apis_whole_answer_as_ndjson(gateway):
         assert (method, target) == ("POST", "/query") and json.loads(sent) == {"query": QUESTION, "k": 3, "answer": True}
         status, _, raw = call(proxy, "POST", "/query/stream", {"query": "comet", "mode": "no-such-mode"})
         assert status == api.answers[-1][0] and 400 <= status < 500 and raw == api.answers[-1][1]
+
+
+# --------------------------------------------------------------------------- the command
+
+def test_the_command_serves_the_console_and_signs_with_the_credential_chain(gateway):
+    """`eragraph console` in its own process: botocore's chain finds the environment's keys (a's),
+    the region is --region's (a loopback URL names none), stderr says the URL to open."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from aws_helpers import ROOT
+
+    api, url = gateway
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "ERAGRAPH_"))}
+    key, secret, token = KEYS["a"]
+    env.update({"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret, "AWS_SESSION_TOKEN": token,
+                "AWS_CONFIG_FILE": os.devnull, "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+                "AWS_EC2_METADATA_DISABLED": "true", "PYTHONPATH": str(ROOT / "shared")})
+    proc = subprocess.Popen([sys.executable, "-m", "eragraph", "console", "--api", url, "--region", "us-east-1",
+                             "--port", "0", "--quiet"], env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        found = re.search(r"at (http://127\.0\.0\.1:\d+)/ : open it in a browser", line)
+        assert found, line + (proc.stderr.read() if proc.poll() is not None else "")
+        assert f"console of {url}" in line and "SigV4" in line and "us-east-1" in line
+        proxy = found.group(1)
+        status, headers, raw = call(proxy, "GET", "/")
+        assert status == 200 and headers["content-type"].startswith("text/html")
+        status, _, raw = call(proxy, "POST", "/query", {"query": QUESTION, "k": 5}, headers={"x-eragraph-tenant": "b"})
+        assert status == 200 and shown(raw, A_WORDS) and not shown(raw, B_WORDS)
+        assert api.seen[-1]["authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={key}/")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["--api", "http://example.com"], "use https"),
+    (["--api", "https://abc.execute-api.us-east-1.amazonaws.com", "--auth", "jwt"], "needs --token-env"),
+    (["--api", "https://abc.execute-api.us-east-1.amazonaws.com", "--auth", "iam", "--jwt-file", "t"],
+     "go with --auth jwt"),
+    (["--api", "https://abc.execute-api.us-east-1.amazonaws.com", "--token-env", "NO_SUCH_VARIABLE_SET"],
+     "not set"),
+    (["--api", "https://abc.execute-api.us-east-1.amazonaws.com", "--jwt-file", "/no/such/token.jwt"],
+     "cannot be read"),
+    (["--api", "https://abc.execute-api.us-east-1.amazonaws.com", "--host", "0.0.0.0"], "this machine only"),
+])
+def test_bad_console_arguments_are_usage_errors_in_words(argv, words, capsys):
+    from eragraph.entrypoints.cli.app import main
+
+    assert main(["console", *argv]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err
