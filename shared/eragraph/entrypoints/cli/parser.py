@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     command("demo", "ingest the bundled sample corpus and answer a few questions", cmd_demo,
             providers=("embedder", "summarizer"), json_out=False, quiet="no progress bars", store="demo")
 
-    bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query, scale, vectors, load)")
+    bench = sub.add_parser("bench", help="benchmarks (growth, retrieval, ingest, query, scale, vectors, load, console)")
     bench_sub = bench.add_subparsers(dest="bench_command", required=True)
     for name in BENCH_MODULES:
         try:
