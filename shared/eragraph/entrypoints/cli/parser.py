@@ -54,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, help: str, func, *, providers: tuple[str, ...] = (), json_out: bool = True,
                 quiet: str | None = None, store: str = "required", tenant: bool = True) -> argparse.ArgumentParser:
         """A subcommand with the flags it uses: --store (``required``; ``optional``: a default or
-        --server; ``none``: no store), --json when it reports, --quiet when it writes anything to stderr besides
+        --server; ``demo``: made if missing, no --tenant; ``default``: the demo's unless told; ``none``: no
+        store, no --tenant), --json when it reports, --quiet when it writes anything to stderr besides
         errors, and the provider flags of the models it calls."""
         p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".", epilog=EXIT_HELP,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -66,10 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
         elif store == "demo":
             p.add_argument("--store", default=env_store or DEFAULT_STORE, metavar="DIR",
                            help=f"the store directory (or ERAGRAPH_STORE; default {DEFAULT_STORE}); made if missing")
+        elif store == "default":  # a command that reads the store `eragraph demo` made unless told another
+            p.add_argument("--store", default=env_store or DEFAULT_STORE, metavar="DIR",
+                           help=f"the store directory (or ERAGRAPH_STORE; default {DEFAULT_STORE}, the demo's)")
         elif store == "optional":
             p.add_argument("--store", default=env_store, metavar="DIR",
                            help="the store directory (or ERAGRAPH_STORE)")
-        if tenant and store in ("required", "optional"):
+        if tenant and store in ("required", "optional", "default"):
             p.add_argument("--tenant", default=ProcessSettings.from_env().tenant or None, metavar="ID",
                            help="the tenant whose store to use (or ERAGRAPH_TENANT; default: the default tenant); "
                                 "its store is STORE/tenants/ID")
@@ -124,8 +128,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ask a running `eragraph serve` at URL instead of opening the store "
                         "(or ERAGRAPH_SERVER); --store is then not needed")
 
-    p = command("serve", "serve the query API (as deployed) over one warm engine on 127.0.0.1", cmd_serve,
-                providers=("embedder", "generator"), json_out=False, quiet="no request log on stderr")
+    p = command("serve", "serve the browser console and the query API (as deployed) over one warm engine on "
+                "127.0.0.1", cmd_serve, providers=("embedder", "generator"), json_out=False,
+                quiet="no request log on stderr", store="default")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one; default 8765)")
 

@@ -22,8 +22,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     engine = open_engine(args)
     server = make_server(engine, args.host, args.port, log=not args.quiet)
     tenant = f" (tenant {engine.tenant})" if engine.tenant else ""
-    print(f"eragraph: serving {args.store}{tenant} on {server.url} (POST /query, GET /documents/ID, GET /stats, "
-          f"GET /health, MCP at /mcp); Ctrl-C stops", file=sys.stderr, flush=True)
+    print(f"eragraph: serving {args.store}{tenant} on {server.url} (the console at {server.url}/, the query API "
+          f"as deployed, MCP at /mcp); Ctrl-C stops", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

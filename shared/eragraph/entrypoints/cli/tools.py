@@ -48,7 +48,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             label = f"L{r.layer} {r.title}" if r.layer == 0 else f"L{r.layer} summary"
             print(f"  [{r.score:.3f}] {label}: {' '.join(r.text.split())[:160]}")
     print(f"\n(evidence only: configure a generator for answers; see README)\n"
-          f"stats: eragraph stats --store {args.store}")
+          f"stats: eragraph stats --store {args.store}\n"
+          f"in the browser: eragraph serve --store {args.store}  (then open the URL it prints)")
     for err in errors:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
     return EXIT_PARTIAL if errors else EXIT_OK
