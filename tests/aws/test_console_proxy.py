@@ -290,3 +290,23 @@ def test_bad_console_arguments_are_usage_errors_in_words(argv, words, capsys):
     assert main(["console", *argv]) == 2
     err = capsys.readouterr().err
     assert words in err and "Traceback" not in err
+
+
+def test_another_sites_requests_are_refused_before_anything_is_signed(gateway):
+    """A page of another site (its Origin), or one reaching the port by DNS rebinding (its Host),
+    gets a 403 and the API is not called: the console signs as its user."""
+    api, url = gateway
+    with console(url, signed("a")) as proxy:
+        port = proxy.rsplit(":", 1)[1]
+        before = len(api.seen)
+        for headers in ({"origin": "http://evil.example"}, {"host": f"evil.example:{port}"},
+                        {"origin": "http://127.0.0.1:1"}, {"host": "evil.example"}):
+            for method, path in (("POST", "/query"), ("GET", "/stats"), ("GET", "/")):
+                status, _, raw = call(proxy, method, path, {"query": QUESTION} if method == "POST" else None,
+                                      headers=headers)
+                assert status == 403 and json.loads(raw)["message"], (headers, path)
+                assert not shown(raw, A_WORDS + B_WORDS)
+        assert len(api.seen) == before
+        for origin in (f"http://127.0.0.1:{port}", f"http://localhost:{port}"):  # the console's own pages
+            status, _, raw = call(proxy, "POST", "/query", {"query": QUESTION}, headers={"origin": origin})
+            assert status == 200 and shown(raw, A_WORDS)

@@ -38,6 +38,7 @@ FORWARDED = ("content-type", "accept", "accept-language")
 NOT_RETURNED = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "set-cookie",
                           "proxy-authenticate", "upgrade", "trailer"})
 NDJSON = "application/x-ndjson"
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
 ANSWER_FIELDS = ("answer", "cited_ids", "usage")
 
 
@@ -91,6 +92,29 @@ class ProxyApp(ApiApp):
     def __init__(self, upstream: Upstream, log: bool = False, workers: int = WORKERS) -> None:
         super().__init__(None, workers, workers, log=log)
         self.upstream = upstream
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        if scope["type"] == "http":
+            refused = self.refused(scope)
+            if refused is not None:
+                await self.send_whole(send, scope, 403, {"content-type": "application/json"},
+                                      json.dumps(error_body(403, refused)).encode("utf-8"))
+                return
+        await super().__call__(scope, receive, send)
+
+    def refused(self, scope: dict) -> str | None:
+        """Why a request may not use this machine's credentials (None: it may): its Host is not
+        this machine (DNS rebinding), or its Origin is another site's (a cross-site request)."""
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        host = headers.get("host", "")
+        name = host.rsplit(":", 1)[0] if not host.startswith("[") else host[1:].split("]", 1)[0]
+        if name not in LOOPBACK:
+            return f"Host {host!r} is not this machine: the console answers requests addressed to it only"
+        origin = headers.get("origin")
+        port = (scope.get("server") or ("", 0))[1]
+        if origin is not None and origin not in {f"http://{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]")}:
+            return f"Origin {origin!r} is another site's: the console answers its own pages only"
+        return None
 
     def resolve(self, event: dict) -> dict:
         """Forward the request ``event`` describes (ApiApp.serve_resolved builds it) to the API."""
