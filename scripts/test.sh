@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install, build the Lambda artefacts, then run the whole offline test suite (unit, contract,
-# moto, handlers, end to end, benchmark smoke runs, the template checks and the size of the
-# built packages). Live-cluster tests are skipped.
+# moto, handlers, end to end, the console in headless Chromium, benchmark smoke runs, the
+# template checks and the size of the built packages). Live-cluster tests are skipped.
 #
 # The suite runs on pytest-xdist workers: ERAGRAPH_TEST_WORKERS of them (default: one per CPU,
 # `-n auto`; 0 runs it in this process). Extra arguments go to pytest.
@@ -18,18 +18,22 @@ trap stop EXIT
 # names one): tests/deployed measures .aws-sam/build, and must not skip for want of it. It and
 # the policy scanner (tests/aws/test_template.py, in .venv-checkov) use environments of their
 # own, not .venv: both run while install.sh installs, and their output follows when they end.
-bash scripts/build_lambda.sh >"$logs/build" 2>&1 &
+bash scripts/build_lambda.sh >"$logs/build_lambda" 2>&1 &
 pids+=($!)
-bash scripts/install_checkov.sh >"$logs/checkov" 2>&1 &
+bash scripts/install_checkov.sh >"$logs/install_checkov" 2>&1 &
 pids+=($!)
+# Debian's chromium for the console's browser tests (tests/browser; root only, when missing)
+bash scripts/install_chromium.sh >"$logs/install_chromium" 2>&1 &
+pids+=($!)
+names=(build_lambda install_checkov install_chromium)
 bash scripts/install.sh
 for i in "${!pids[@]}"; do
-  name=$([ "$i" = 0 ] && echo build || echo checkov)
+  name=${names[$i]}
   status=0
   wait "${pids[$i]}" || status=$?
   cat "$logs/$name" >&2
   if [ "$status" != 0 ]; then
-    echo "test.sh: $([ "$name" = build ] && echo scripts/build_lambda.sh || echo scripts/install_checkov.sh) failed ($status)" >&2
+    echo "test.sh: scripts/$name.sh failed ($status)" >&2
     exit "$status"
   fi
 done

@@ -19,9 +19,9 @@ def _q(**fields) -> str:
 
 # (name, body, status, words the message must contain); body None: no body at all
 CASES: list[tuple[str, str | bytes | None, int, str]] = [
-    ("array nested 100,000 deep", "[" * 100_000 + "]" * 100_000, 400, "deeper than 16 levels"),
-    ("object nested 100,000 deep", '{"query": ' + '{"a": ' * 100_000 + "1" + "}" * 100_001, 400, "deeper than 16 levels"),
-    ("unclosed nesting 100,000 deep", "[" * 100_000, 400, "deeper than 16 levels"),
+    ("array nested 100,000 deep", "[" * 100_000 + "]" * 100_000, 400, "deeper than 32 levels"),
+    ("object nested 100,000 deep", '{"query": ' + '{"a": ' * 100_000 + "1" + "}" * 100_001, 400, "deeper than 32 levels"),
+    ("unclosed nesting 100,000 deep", "[" * 100_000, 400, "deeper than 32 levels"),
     ("a list where the object belongs", json.dumps([{"query": "comet"}]), 400, "must be a JSON object, not an array"),
     ("a string where the object belongs", json.dumps("comet"), 400, "must be a JSON object, not a string"),
     ("null body", "null", 400, "must be a JSON object, not null"),
@@ -44,7 +44,7 @@ CASES: list[tuple[str, str | bytes | None, int, str]] = [
     ("p a string", _q(p="half"), 422, "p must be a number (got the string 'half')"),
     ("budget an object", _q(budget={"tokens": 5}), 422, "budget must be an integer (got an object)"),
     ("unknown field", _q(colour="red"), 422,
-     "colour is not a known field (known: query, mode, k, budget, p, answer, tenant, filter, rerank)"),
+     "colour is not a known field (known: query, mode, k, budget, p, answer, tenant, filter, rerank, explain)"),
     ("k of 0", _q(k=0), 422, "k must be at least 1 (got 0)"),
     ("k of 100000", _q(k=100_000), 422, "k must be at most 100 (got 100000)"),
     ("k negative", _q(k=-3), 422, "k must be at least 1 (got -3)"),

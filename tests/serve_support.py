@@ -31,10 +31,11 @@ def eragraph(*argv: str) -> subprocess.CompletedProcess:
 
 
 @contextmanager
-def serving(store: Path, *extra: str):
-    """`eragraph serve --port 0` in its own process; yields its URL, stops it after."""
+def serving(store: Path, *extra: str, env: dict[str, str] | None = None):
+    """`eragraph serve --port 0` in its own process (``env``: more variables for it); yields its
+    URL, stops it after."""
     proc = subprocess.Popen([sys.executable, "-m", "eragraph", "serve", "--store", str(store), "--port", "0",
-                             "--quiet", *extra], env=environment(), stderr=subprocess.PIPE, text=True)
+                             "--quiet", *extra], env=environment(**(env or {})), stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()
         found = re.search(r"on (http://127\.0\.0\.1:\d+) ", line)
@@ -60,6 +61,18 @@ def post(url: str, body: dict, timeout: float = 60) -> tuple[int, dict]:
 def get(url: str, path: str, timeout: float = 60) -> tuple[int, dict]:
     try:
         with urllib.request.urlopen(url + path, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def send(url: str, method: str, path: str, body: object = None, timeout: float = 60) -> tuple[int, dict]:
+    """Any route: ``body`` as JSON (None: no body); the status and the JSON answer."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url + path, data=data, method=method,
+                                     headers={"content-type": "application/json"} if data is not None else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"null")

@@ -192,10 +192,14 @@ class Settings:
     csv_text_column: str = ""
     csv_id_column: str = ""
     csv_title_column: str = ""
+    # the fields the environment or a flag set (settings_from_env, with_overrides): a store's
+    # recorded providers replace the others (services.store_providers); not compared
+    explicit: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if isinstance(self.graph_retrieval, dict):  # a round trip through to_dict()
             object.__setattr__(self, "graph_retrieval", GraphSettings(**self.graph_retrieval))
+        object.__setattr__(self, "explicit", tuple(sorted(set(self.explicit))))
         for name, allowed in (("embedder", EMBEDDERS), ("summarizer", SUMMARIZERS), ("generator", GENERATORS),
                               ("reranker", RERANKERS),
                               ("ner", ENTITY_EXTRACTORS), ("parser", QUESTION_PARSERS)):
@@ -244,11 +248,20 @@ class Settings:
         return {k: getattr(self, k) for k in GRAPH_SETTINGS}
 
     def with_overrides(self, **overrides: Any) -> Settings:
+        """These values over the settings, each then explicit (None: not given)."""
         clean = {k: v for k, v in overrides.items() if v is not None}
-        return replace(self, **clean)
+        return replace(self, **clean, explicit=(*self.explicit, *clean))
+
+    def chosen(self, name: str) -> bool:
+        """Whether field ``name`` was chosen rather than defaulted: set by the environment or a
+        flag, or (settings built in code) given a value other than its default."""
+        return name in self.explicit or getattr(self, name) != getattr(_DEFAULTS, name)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+_DEFAULTS = Settings()
 
 
 def _coerce(kind: type, raw: str) -> Any:
@@ -261,6 +274,8 @@ def settings_from_env(environ: dict[str, str] | None = None, **overrides: Any) -
     env = os.environ if environ is None else environ
     values: dict[str, Any] = {}
     for f in fields(Settings):
+        if f.name == "explicit":
+            continue
         if f.name == "graph_retrieval":
             values[f.name] = GraphSettings.from_env(env)
             continue
@@ -271,7 +286,8 @@ def settings_from_env(environ: dict[str, str] | None = None, **overrides: Any) -
                 values[f.name] = _coerce(kind, raw)
             except ValueError as exc:
                 raise ValueError(f"ERAGRAPH_{f.name.upper()}={raw!r}: {exc}") from None
-    return Settings(**values).with_overrides(**overrides)
+    explicit = tuple(k for k in values if k != "graph_retrieval")
+    return Settings(**values, explicit=explicit).with_overrides(**overrides)
 
 
 @dataclass(frozen=True)
@@ -336,6 +352,9 @@ class ProcessSettings:
     # rerankingConfiguration, POST /query's rerank.model) besides ERAGRAPH_RERANK_MODEL ("" = that
     # one only); the role must allow each
     rerank_models: tuple[str, ...] = ()
+    # ERAGRAPH_SERVE_TOKEN: the bearer token of `eragraph serve` (its --token's default); required
+    # to bind beyond loopback
+    serve_token: str = field(default="", repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessSettings:
@@ -349,7 +368,8 @@ class ProcessSettings:
                    server=env.get("ERAGRAPH_SERVER") or "", stuck_after_seconds=stuck_after,
                    openai_api_key=env.get("OPENAI_API_KEY") or "",
                    answer_models=_names(env.get("ERAGRAPH_ANSWER_MODELS")),
-                   rerank_models=_names(env.get("ERAGRAPH_RERANK_MODELS")))
+                   rerank_models=_names(env.get("ERAGRAPH_RERANK_MODELS")),
+                   serve_token=env.get("ERAGRAPH_SERVE_TOKEN") or "")
 
 
 def named_variable(name: str) -> str | None:

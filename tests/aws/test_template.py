@@ -141,7 +141,13 @@ def test_roles_are_least_privilege():
                 assert "*" not in resources or actions == ["bedrock:Rerank"], (name, st)
     query = json.dumps(RES["QueryRole"]["Properties"]["Policies"])
     assert "DeleteItem" not in query and "BatchWriteItem" not in query and "ESHttpDelete" not in query
-    assert "sqs:" not in query and "s3:" not in query
+    assert "sqs:" not in query
+    # POST/DELETE /documents: the object put in (or deleted from) the documents bucket, nothing else of S3
+    [submit] = [st for p in RES["QueryRole"]["Properties"]["Policies"]
+                for st in resolve_conditions(p, {})["PolicyDocument"]["Statement"]
+                if any(a.startswith("s3:") for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]]))]
+    assert sorted(submit["Action"]) == ["s3:DeleteObject", "s3:PutObject"]
+    assert submit["Resource"] == {"Fn::Sub": "${DocumentsBucket.Arn}/*"} and "Condition" not in submit
     ingest = json.dumps(RES["IngestRole"]["Properties"]["Policies"])
     assert "s3:PutObject" not in ingest and "s3:DeleteObject" not in ingest
 
@@ -706,3 +712,16 @@ def test_rerank_and_answer_model_settings_are_parameters_of_the_query_and_stream
         assert env["ERAGRAPH_RERANK_MODEL"] == {"Ref": "RerankModelId"}, name
         assert env["ERAGRAPH_RERANK_CANDIDATES"] == {"Ref": "RerankCandidates"}, name
         assert env["ERAGRAPH_ANSWER_MODELS"] == {"Fn::Join": [",", {"Ref": "AnswerModelArns"}]}, name
+
+
+def test_stream_5xx_raise_an_alarm():
+    """Behind the Lambda Web Adapter an app 5xx is a successful invocation: the adapter counts
+    5xx as errors, and the app's own request lines feed a metric with its own alarm."""
+    env = TEMPLATE["Resources"]["StreamFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["AWS_LWA_ERROR_STATUS_CODES"] == "500-599"
+    metric = TEMPLATE["Resources"]["StreamServerErrorsMetric"]["Properties"]
+    assert metric["LogGroupName"] == {"Ref": "StreamLogGroup"}
+    assert '$.event = "request"' in metric["FilterPattern"] and "$.status >= 500" in metric["FilterPattern"]
+    alarm = TEMPLATE["Resources"]["StreamServerErrorsAlarm"]["Properties"]
+    assert alarm["MetricName"] == metric["MetricTransformations"][0]["MetricName"]
+    assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]

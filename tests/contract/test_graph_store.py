@@ -76,6 +76,28 @@ def test_ledger_accumulates_per_kind(graph_store):
     assert graph_store.ledger()["generate"]["calls"] == 1
 
 
+def test_ledger_keeps_hourly_buckets_beside_the_totals(graph_store):
+    assert graph_store.ledger_series() == []
+    hour = 1_700_000_000 // 3600 * 3600
+    graph_store.add_ledger("summarize|m", 1, 100, 20, 0.5, at=hour + 10)
+    graph_store.add_ledger("summarize|m", 2, 50, 10, 0.25, at=hour + 3599)
+    graph_store.add_ledger("summarize|m", 1, 5, 1, 0.125, at=hour + 3600)
+    graph_store.add_ledger("embed|e", 4, 40, 0, 0.0625, at=hour - 1)
+    series = graph_store.ledger_series()
+    assert [(kind, t) for kind, t, _ in series] == [("embed|e", hour - 3600), ("summarize|m", hour),
+                                                   ("summarize|m", hour + 3600)]
+    assert series[1][2] == {"calls": 3, "tokens_in": 150, "tokens_out": 30, "seconds": pytest.approx(0.75)}
+    assert series[2][2] == {"calls": 1, "tokens_in": 5, "tokens_out": 1, "seconds": pytest.approx(0.125)}
+    # ``since`` keeps the buckets from its hour on; the totals hold every call
+    assert [(kind, t) for kind, t, _ in graph_store.ledger_series(since=hour + 1800)] == [
+        ("summarize|m", hour), ("summarize|m", hour + 3600)]
+    assert graph_store.ledger_series(since=hour + 7200) == []
+    assert graph_store.ledger()["summarize|m"]["calls"] == 4
+    graph_store.add_ledger("generate|g", 1, 7, 3, 1.0)  # no time given: now's bucket
+    (kind, t, row), = [r for r in graph_store.ledger_series() if r[0] == "generate|g"]
+    assert t > hour and t % 3600 == 0 and row["calls"] == 1
+
+
 # --- documents -------------------------------------------------------------------------------
 
 def test_documents_put_get_replace_delete(graph_store):
@@ -257,6 +279,29 @@ def test_prefix_refs_are_code_ranges_in_order_with_limits(graph_store):
     assert graph_store.prefix_refs(0, 10, 20) == []
     assert refs(graph_store, 1) == [RefState("s", 5, None, True)]
     assert all(r.live and r.seg is None for r in refs(graph_store))
+
+
+def test_refs_page_walks_a_layer_in_code_order_from_a_cursor(graph_store):
+    far = 1 << 60  # another partition of the ref index where the store shards it by code
+    graph_store.put_nodes([node("b", code=5), node("a", code=5), node("e", code=5), node("c", code=2),
+                           node("d", code=far), node("s", layer=1, code=5), node("gone", code=5)])
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(r for r in refs(graph_store) if r.node_id == "gone"),
+                                          assign=(("gone", "sg"),), add=(seg("sg", 0, ("gone",)),)))
+    graph_store.delete_nodes(["gone"])  # a tombstone now (it is in a segment): never on a page
+    assert any(not r.live for r in refs(graph_store))
+    assert [r.node_id for r in graph_store.refs_page(0, None, 10)] == ["c", "a", "b", "e", "d"]
+    pages, after = [], None
+    while True:
+        page = graph_store.refs_page(0, after, 2)
+        if not page:
+            break
+        pages.append([r.node_id for r in page])
+        after = (page[-1].code, page[-1].node_id)
+    assert pages == [["c", "a"], ["b", "e"], ["d"]]  # ties on one code split across pages
+    assert graph_store.refs_page(0, (5, "b"), 1) == [RefState("e", 5, None, True)]
+    assert graph_store.refs_page(0, (far, "d"), 5) == []
+    assert [r.node_id for r in graph_store.refs_page(1, None, 5)] == ["s"]
+    assert graph_store.refs_page(0, None, 0) == [] and graph_store.refs_page(7, None, 5) == []
 
 
 def test_summaries_written_outside_the_index_enter_it_with_their_segment(graph_store):

@@ -180,8 +180,8 @@ def test_version_and_help_lines():
 @pytest.mark.parametrize("command,flags", [
     ("stats", {"--json"}),
     ("delete", {"--json", "--quiet", "--embedder", "--summarizer"}),
-    ("serve", {"--quiet", "--embedder", "--generator", "--host", "--port"}),
-    ("query", {"--json", "--quiet", "--embedder", "--generator", "--mode", "--k", "--budget", "--p", "--answer", "--stream", "--rerank",
+    ("serve", {"--quiet", "--embedder", "--generator", "--host", "--port", "--token"}),
+    ("query", {"--json", "--quiet", "--embedder", "--generator", "--mode", "--k", "--budget", "--p", "--answer", "--stream", "--rerank", "--explain",
                "--server", "--filter"}),
     ("ingest", {"--json", "--quiet", "--embedder", "--summarizer", "--batch-docs", "--csv-text", "--csv-id",
                 "--csv-title"}),

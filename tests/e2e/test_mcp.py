@@ -183,3 +183,25 @@ def test_streamable_http_on_serve(store):
                 assert not result.is_error and "Starglass" not in text(result)
                 assert all(r["source"].endswith("harbor.txt") for r in json.loads(text(result))["results"])
         run(tenant_b)
+
+
+def test_stdio_with_the_sdks_default_environment_opens_a_store_with_its_own_embedder(store):
+    """An MCP client's bare config: no ERAGRAPH_* variable reaches the server (the SDK passes
+    only a safe subset of the environment), and the store, built with the hash embedder (not the
+    default MiniLM), opens with the providers it recorded. The server runs from the package's
+    folder so `python -m eragraph` imports this source."""
+    from serve_support import ROOT
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "eragraph", "mcp", "--store", str(store)],
+                                   cwd=str(ROOT / "shared"))
+    assert params.env is None
+
+    async def check():
+        async with Client(params) as client:
+            result = await client.call_tool("retrieve", {"query": "Which telescope follows the comet?", "k": 2})
+            assert not result.is_error, text(result)
+            assert "Starglass" in json.loads(text(result))["results"][0]["text"]
+            stats = (await client.call_tool("stats", {})).structured_content
+            assert stats["documents"] == 4
+
+    run(check)

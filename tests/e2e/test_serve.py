@@ -65,9 +65,10 @@ def http(url: str, method: str = "GET", body: str | bytes | None = None) -> tupl
 
 
 def without_seconds(body):
-    """The body with every timing field removed, at any depth (the usage ledger times each call)."""
+    """The body with every timing removed, at any depth (the usage ledger times each call; the
+    stages keep their names, not their milliseconds)."""
     if isinstance(body, dict):
-        return {k: without_seconds(v) for k, v in body.items() if k != "seconds"}
+        return {k: sorted(v) if k == "stages" else without_seconds(v) for k, v in body.items() if k != "seconds"}
     if isinstance(body, list):
         return [without_seconds(v) for v in body]
     return body

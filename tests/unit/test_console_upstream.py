@@ -47,13 +47,13 @@ def test_only_content_negotiation_goes_out_and_hop_by_hop_and_cookies_do_not_com
 
 def test_a_whole_answer_becomes_results_one_piece_and_done():
     response = {"query": "q", "mode": "dense", "results": [{"id": "n1", "text": "t"}], "answer": "It is Starglass.",
-                "cited_ids": ["n1"], "usage": {"calls": 1}, "note": "", "stages": {"embed_ms": 1.0}}
+                "cited_ids": ["n1"], "usage": {"calls": 1}, "note": "", "stages": {"embed_ms": 1.0}, "seconds": 0.5}
     lines = [json.loads(line) for line in stream_lines(response).decode().splitlines()]
     assert [line["type"] for line in lines] == ["results", "piece", "done"]
     assert lines[0]["results"] == response["results"] and not {"answer", "cited_ids", "usage"} & set(lines[0])
     assert lines[1]["text"] == "It is Starglass."
     assert lines[2] == {"type": "done", "answer": "It is Starglass.", "cited_ids": ["n1"], "usage": {"calls": 1},
-                        "stages": {"embed_ms": 1.0}}
+                        "stages": {"embed_ms": 1.0}, "note": "", "seconds": 0.5}
     bare = [json.loads(line) for line in stream_lines({"results": [], "answer": None, "note": "no generator"})
             .decode().splitlines()]
     assert [line["type"] for line in bare] == ["results", "done"]

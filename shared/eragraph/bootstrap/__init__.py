@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ..config import Settings, settings_from_env
 from ..services.engine import Engine
@@ -27,5 +28,13 @@ def build_engine(profile: str = "local", store: str | Path | None = None,
     settings = settings or settings_from_env()
     # a missing provider package: one line now, not at first use (``uses``: the providers the
     # caller needs; a Lambda function names its own, e.g. summarize needs no NER)
-    check_providers(settings, profile, uses)
-    return compose(profile_named(profile, store), settings, tenant)
+    # the store's recorded providers replace the ones the settings do not choose, so the check
+    # runs on the settings the store opens with
+    return compose(profile_named(profile, store), settings, tenant,
+                   check=lambda opened: check_providers(opened, profile, uses))
+
+
+def document_pipeline(profile: str, store: str | Path | None, settings: Settings, engines) -> Any:
+    """The pipeline of the documents submitted through the API (ports.uploads.DocumentPipeline),
+    as the profile ``profile`` builds it; ``engines(tenant)``: the served engines."""
+    return profile_named(profile, store).uploads(engines, settings)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,6 +30,7 @@ from ..ports.lexical import LexicalIndex
 from ..ports.providers import Tokenizer
 from ..ports.queue import MessageQueue
 from ..ports.tenants import TenantRegistry
+from ..ports.uploads import DocumentPipeline
 from ..ports.vectors import VectorIndex
 from ..services.engine import Engine, open_settings
 from .providers import attach_query_side, make_embedder, make_generator, make_reranker, make_summarizer, make_tokenizer
@@ -131,15 +133,29 @@ class Profile(ABC):
     def register(self, engines: Engines, tenant: str) -> None:
         """Record a new tenant (a write path's first use of it)."""
 
+    # ----- the documents submitted through the API (services.uploads) -----
+    def uploads(self, engines: Callable[[str], Engine], settings: Settings) -> DocumentPipeline:
+        """Their pipeline: here, a worker thread of this process writing with ``engines(tenant)``
+        (the served engines: the memory profile's store is the process itself)."""
+        from ..services.upload_worker import UploadWorker
+
+        return UploadWorker(engines)
+
     def registry(self, engines: Engines) -> TenantRegistry:
         """The tenants and their audit times (only a profile that keeps a registry)."""
         raise ValueError(f"the {self.name} profile keeps no tenant registry")
 
 
-def compose(profile: Profile, settings: Settings, tenant: str = "") -> Engine:
+def compose(profile: Profile, settings: Settings, tenant: str = "",
+            check: Callable[[Settings], None] | None = None) -> Engine:
+    """The engine of ``tenant``: ``settings`` with the store's recorded ones over them (its graph
+    settings and the providers it was built with); ``check`` (bootstrap.preflight) sees those
+    before a provider is made."""
     scope = profile.bind(tenant)
     graph = scope.graph()
     settings = open_settings(graph, settings)
+    if check is not None:
+        check(settings)
     graph = scope.settled(graph, settings)
     tokenizer = scope.tokenizer(settings)
     embedder = make_embedder(settings, scope.embed_cache(), scope.ledger(graph))

@@ -8,14 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Settings
-from .local import tenant_store
+from .local import WRITER_LOCK, tenant_store
 
 STORE_MARK = "graph.sqlite"  # what every local store holds (bootstrap.local)
-WRITER_LOCK = ".writer.lock"  # STORE/.writer.lock: one write command at a time on a store
-
-# the ERAGRAPH_EMBEDDER choice of each embedder id prefix a store's hyperplanes record
-EMBEDDER_PREFIXES = (("hashing-bow-", "hash"), ("bedrock:", "bedrock"),
-                     ("sentence-transformers/all-MiniLM-L6-v2", "minilm"))
 
 
 def writer_lock(store: Path):
@@ -27,24 +22,21 @@ def writer_lock(store: Path):
 
 
 def recorded_embedder(store: Path, tenant: str = "") -> str | None:
-    """The ERAGRAPH_EMBEDDER choice ``tenant``'s store inside ``store`` was built with (from the
-    embedder id its hyperplanes record), or None when it records none or one this cannot name
-    (or has no graph: it is not created here)."""
+    """The ERAGRAPH_EMBEDDER choice ``tenant``'s store inside ``store`` was built with (its
+    recorded providers, or the embedder id its hyperplanes record), or None when it records none
+    or one this cannot name (or has no graph: it is not created here)."""
     from ..adapters.local.graph_sqlite import SqliteGraphStore
+    from ..services.store_providers import recorded_providers
 
     root = tenant_store(Path(store), tenant)
     if not (root / STORE_MARK).is_file():
         return None
     graph = SqliteGraphStore(root / STORE_MARK)
     try:
-        lsh = graph.get_lsh()
+        record = recorded_providers(graph)
     finally:
         graph.close()
-    ident = lsh.embedder_id if lsh is not None else ""
-    for prefix, name in EMBEDDER_PREFIXES:
-        if ident.startswith(prefix):
-            return name
-    return None
+    return record["embedder"] if record else None
 
 
 def local_tenancy(store: Path, settings: Settings):

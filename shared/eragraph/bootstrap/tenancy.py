@@ -54,8 +54,8 @@ class Tenancy:
         if self._build is not None:
             return self._build(tenant)
         settings = self.settings or settings_from_env()
-        preflight(settings, self.profile, self.uses)
-        return compose(self.backend, settings, tenant)
+        return compose(self.backend, settings, tenant,
+                       check=lambda opened: preflight(opened, self.profile, self.uses))
 
     def engine(self, tenant: str = DEFAULT, register: bool = True) -> Engine:
         """``register``: record a new tenant (a write path); a read path passes False, and an

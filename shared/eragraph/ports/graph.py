@@ -24,8 +24,17 @@ class MetaStore(Protocol):
     def put_meta(self, key: str, value: Any) -> None: ...
     def delete_meta(self, key: str) -> None: ...
     def meta_keys(self, prefix: str) -> list[str]: ...
-    def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float) -> None: ...
+    def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
+                   at: float | None = None) -> None:
+        """Add to the totals of ``kind`` (``<kind>|<model>``: services.cost) and to its hourly
+        bucket of time ``at`` (epoch seconds; None: now)."""
+        ...
     def ledger(self) -> dict[str, dict[str, float]]: ...
+    def ledger_series(self, since: float = 0.0) -> list[tuple[str, int, dict[str, float]]]:
+        """The hourly buckets from the hour of ``since`` on: (kind, bucket start in epoch
+        seconds, {calls, tokens_in, tokens_out, seconds}) in (kind, start) order. A store written
+        before buckets were kept has none for that time (its totals still count it)."""
+        ...
 
 
 @runtime_checkable
@@ -48,6 +57,11 @@ class NodeStore(Protocol):
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
         """Refs of ``layer`` (tombstones included) with lo <= code <= hi, in (code, node id)
         order, at most ``limit``: one range read, never the whole layer for a narrow range."""
+        ...
+    def refs_page(self, layer: int, after: tuple[int, str] | None, limit: int) -> list[RefState]:
+        """Live refs of ``layer`` in (code, node id) order strictly after ``after`` (None: from
+        the start), at most ``limit``: one page of a layer, read as a range (never the whole
+        layer)."""
         ...
     def layer_refs(self, layer: int) -> list[NodeRef]:
         """Every live node of a layer (audits and rebuilds; never on an insert or query path)."""

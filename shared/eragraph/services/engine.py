@@ -15,6 +15,7 @@ from ..ports.lexical import LexicalIndex
 from ..ports.providers import Embedder, Generator, Reranker, Summarizer, Tokenizer
 from ..ports.queue import MessageQueue
 from ..ports.vectors import VectorIndex
+from .store_providers import open_providers, record_providers
 
 if TYPE_CHECKING:
     from ..domain.model import Document, Node
@@ -76,6 +77,7 @@ class Engine:
         config = self.graph.get_lsh()
         if config is None:  # a new store: its leaves carry their attributes from the first on
             self.graph.put_meta(LEAF_ATTRS, 1)
+            record_providers(self.graph, self.settings, self.embedder.identity, self.embedder.dim)
             config = self.graph.put_lsh(
                 draw_hyperplanes(self.embedder.identity, self.embedder.dim,
                                  self.settings.n_planes, self.settings.seed)
@@ -96,7 +98,9 @@ class Engine:
 
 def open_settings(graph: MetaStore, requested: Settings) -> Settings:
     """Record the graph-shaping settings in a new store; a store that has them keeps its own
-    (changing S_min/S_max or the hyperplanes of a built graph needs `eragraph rebuild`)."""
+    (changing S_min/S_max or the hyperplanes of a built graph needs `eragraph rebuild`), and the
+    providers it was built with (services.store_providers)."""
+    requested = open_providers(graph, requested)
     stored = graph.get_meta("settings")
     if stored is None:
         graph.put_meta("settings", requested.graph_settings())

@@ -33,6 +33,7 @@ from ..config import GraphSettings
 from ..domain import graph_math as gm
 from ..domain.filters import Filter
 from ..domain.ranking import Candidate, fill_budget
+from .explain import note
 from .chunk_filter import ChunkFilter
 from .chunk_filter import of as chunk_filter_of
 from .engine import Engine
@@ -267,6 +268,7 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
                                 gs.passage_weight)
         if view.allowed is not None:
             pinit = np.where(view.allowed, pinit, 0.0)
+        note("tri_graph", seeds=seeds, activated=act, restart=pinit, entities=snap.entities, chunks=snap.chunks)
         personal = np.concatenate([np.maximum(pinit, 0.0), act])
         if personal.sum() <= 0:
             return _finish(engine, [], vector, k, budget, where)
@@ -313,6 +315,7 @@ def _tri_graph_push(engine, vector, qvecs, k, budget, gs, cf: ChunkFilter | None
             restart[("c", h.node_id)] = w
     for e, a in act.items():
         restart[("e", e)] = restart.get(("e", e), 0.0) + a
+    note("tri_graph", seeds=seeds, activated=act, restart=restart)
     ranked = _push(restart, store, False, gs.damping, gs, cf)
     return _finish(engine, ranked, vector, k, budget, where)
 
@@ -422,6 +425,7 @@ def concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: i
     weights = gm.restart_weights(exact, semantic, freq)
     if not weights:
         return dense(engine, vector, k, budget, where)
+    note("concept_ppr", seeds={**semantic, **dict.fromkeys(exact, 1.0)}, activated=weights)
     if exact_mode:
         view = _view(engine, where, vector)
         snap = view.snap
@@ -476,6 +480,7 @@ def local_global(engine: Engine, text: str, vector: np.ndarray, k: int, budget: 
     gs = graph_settings(engine)
     store = engine.entities.store
     entities = _map_entities(engine, text)
+    note("local_global", seeds=dict.fromkeys(entities, 1.0))
     if not entities:
         return global_search(engine, vector, k, budget, [], where)
     cf = chunk_filter_of(engine, where)

@@ -17,6 +17,7 @@ from ..domain.model import BadInputError
 from ..domain.ranking import Candidate
 from ..domain.rerank import RerankSpec
 from . import cost
+from . import explain as explaining
 from ..ports.records import Answer
 from .engine import LEAF_ATTRS, Engine
 from .generation import stream_answer
@@ -57,9 +58,14 @@ class QueryResponse:
     router_ms: float | None = None       # the router's own time (features and score)
     filter: dict | None = None           # the metadata filter applied (Bedrock KB's JSON shape)
     rerank: dict | None = None           # when reranked: {model, candidates, ms}
+    stages: dict = field(default_factory=dict)  # ms per stage: embed, retrieve, rerank, generate (when run)
+    explain: dict | None = None          # asked for: why the entity-graph modes ranked so (services.explain)
+    explained: bool = False              # explain was asked for (the key is in the answer, null or not)
 
     def to_dict(self) -> dict:
         out = asdict(self)
+        if not out.pop("explained"):
+            out.pop("explain")
         for r in out["results"]:
             r["children"] = list(r["children"])
         out["seconds"] = round(self.seconds, 4)
@@ -101,11 +107,16 @@ def as_filter(where: Filter | dict | str | None) -> Filter | None:
 def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = None,
           budget: int | None = None, p: float | None = None, answer: bool = False,
           vector: np.ndarray | None = None, where: Filter | dict | str | None = None,
-          rerank: RerankSpec | None = None, on_piece: Callable[[str], None] | None = None) -> QueryResponse:
+          rerank: RerankSpec | None = None, on_piece: Callable[[str], None] | None = None,
+          explain: bool = False, on_results: Callable[[QueryResponse], None] | None = None) -> QueryResponse:
     """``vector``: the question's embedding when the caller already has it (a benchmark embeds
     each question once, before any mode); else it is made on first use by the mode. ``where``:
     a metadata filter (a parsed tree, or its JSON); every result is a leaf chunk inside it.
-    ``rerank``: re-order the results with the engine's reranker (a BadQueryError when it has none)."""
+    ``rerank``: re-order the results with the engine's reranker (a BadQueryError when it has none).
+    ``explain``: say why the entity-graph modes ranked the results so (services.explain; other
+    modes: None and a note). ``on_results`` sees the response once its results are known, before
+    an answer is generated (the streamed /query sends them first); ``on_piece`` each piece of
+    the answer as it is written."""
     started = time.perf_counter()
     if not isinstance(text, str) or not text.strip():
         raise BadQueryError("query text is empty")
@@ -131,17 +142,26 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     # refuses a store built with another embedder; a store without hyperplanes holds nothing (never
     # ingested, or its tenant deleted): nothing is embedded, searched or written (a read never writes)
     empty = engine.stored_lsh() is None
-    with cost.track() as calls:
+    with cost.track() as calls, explaining.recording(explain) as recorder:
         ctx = QueryContext(engine=engine, text=text, k=fetch, budget=budget, p=p,  # embeds on first use
                            given_vector=vector, where=where)
+        retrieve_started = time.perf_counter()
         ranked = [] if empty else MODES[mode].run(ctx)
         results, rerank_report = to_results(engine, ranked), None
+        stages = {"embed_ms": round(ctx.embed_ms, 3),
+                  "retrieve_ms": round((time.perf_counter() - retrieve_started) * 1000.0 - ctx.embed_ms, 3)}
         if reranker is not None:
             results, rerank_report = _rerank(engine, reranker, text, results, k)
+            stages["rerank_ms"] = rerank_report["ms"]
         response = QueryResponse(query=text, mode=mode, results=results, rerank=rerank_report,
                                  route=ctx.route or mode, router_score=ctx.router_score, router_ms=ctx.router_ms,
-                                 filter=None if where is None else to_json(where))
+                                 filter=None if where is None else to_json(where), stages=stages, explained=explain)
         notes = list(ctx.notes)
+        if explain:
+            response.explain = _explained(engine, recorder, response)
+            if response.explain is None:
+                notes.append(f"explain covers the entity-graph modes ({', '.join(explaining.GRAPH_ROUTES)}, and auto "
+                             f"when it routes to one of them); {response.route} has none")
         if where is not None and MODES[mode].under_filter == LEAVES_ONLY:
             notes.append(FILTER_NOTE)
         if where is not None and engine.graph.get_meta(LEAF_ATTRS) is None:
@@ -149,18 +169,21 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
                          "so no filter matches them: run `eragraph reindex` (the scheduled reindex on AWS)")
         if empty:
             notes.append("the store is empty")
+        if on_results is not None:
+            on_results(replace(response, note="; ".join(notes)))
         if answer and not empty:
             if engine.generator is None:
                 notes.append("no generator configured: evidence only, no answer generated")
             else:
                 evidence = [(r.id, r.text) for r in response.results]
+                started_gen = time.perf_counter()
                 if on_piece is not None:  # streamed: each piece to the caller as it is written
                     ans = _streamed(engine, text, evidence, on_piece)
                 else:
-                    started_gen = time.perf_counter()
                     ans = engine.generator.answer(text, evidence)
                     cost.record(engine.graph, "generate", ans.model or engine.generator.identity, ans.tokens_in,
                                 ans.tokens_out, time.perf_counter() - started_gen)
+                stages["generate_ms"] = round((time.perf_counter() - started_gen) * 1000.0, 3)
                 response.answer = ans.text
                 response.cited_ids = list(ans.cited_ids)
         elif engine.generator is None:
@@ -169,6 +192,14 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     response.usage = cost.calls_report(calls, engine.settings.price_table())
     response.seconds = time.perf_counter() - started
     return response
+
+
+def _explained(engine: Engine, recorder, response: QueryResponse) -> dict | None:
+    """The response's explain (services.explain) when it was routed to an entity-graph mode."""
+    entities = engine.entities
+    if entities is None:
+        return None
+    return explaining.report(recorder, response.route, response.results, entities.store.chunk_entities)
 
 
 def _reranker_for(engine: Engine, spec: RerankSpec):

@@ -3,6 +3,7 @@ k, budget and p, the filter, and what a mode records on the way (route, s(q), no
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -27,11 +28,14 @@ class QueryContext:
     notes: list[str] = field(default_factory=list)
     given_vector: np.ndarray | None = field(default=None, repr=False)
     where: Filter | None = None       # the metadata filter: every list is drawn from allowed leaves
+    embed_ms: float = 0.0             # the time spent embedding the question (the response's stages)
 
     @property
     def vector(self) -> np.ndarray:
         if self.given_vector is None:
+            started = time.perf_counter()
             self.given_vector = self.engine.embedder.embed([self.text])[0]
+            self.embed_ms += (time.perf_counter() - started) * 1000.0
         return self.given_vector
 
 

@@ -18,14 +18,17 @@ ledger.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from pynamodb.exceptions import PutError
 
+from ...domain.ledger import bucket_start
 from ...domain.model import LshConfig
 from .dynamodb_table import DynamoTable, _is_condition_failure
 
 
+LEDGER_HOURS = "LEDGER#HOURS"  # the ledger's hourly buckets (the totals are under LEDGER)
 META_SHARDS = 16  # partitions of each metadata kind written on every insert
 SHARDED_META = ("dirty", "outbox", "retired", "followup")  # keys <kind>:<layer>:<shard>:... (followup:<token>)
 SINGLE_META = ("applying", "swept")  # rare writes: one partition each
@@ -132,17 +135,31 @@ class DynamoMetaStore(DynamoTable):
                 found += pool.map(keys_in, partitions[1:])
         return sorted({k for keys in found for k in keys})
 
-    def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float) -> None:
-        item = self.Item(PK="LEDGER", SK=f"KIND#{kind}")
-        item.update(actions=[self.Item.calls.add(calls), self.Item.tokens_in.add(tokens_in),
-                             self.Item.tokens_out.add(tokens_out),
-                             # 0.1 ms steps: a plain decimal (json writes 7e-05 for smaller values)
-                             self.Item.seconds.add(round(float(seconds), 4))])
+    def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
+                   at: float | None = None) -> None:
+        """Two UpdateItems (atomic ADDs): the totals of ``kind`` and its hour's bucket
+        (``LEDGER#HOURS``, sort key ``<hour start>#<kind>``: a time range is one Query)."""
+        hour = bucket_start(time.time() if at is None else at)
+        for item in (self.Item(PK="LEDGER", SK=f"KIND#{kind}"), self.Item(PK=LEDGER_HOURS, SK=f"{hour:012d}#{kind}")):
+            item.update(actions=[self.Item.calls.add(calls), self.Item.tokens_in.add(tokens_in),
+                                 self.Item.tokens_out.add(tokens_out),
+                                 # 0.1 ms steps: a plain decimal (json writes 7e-05 for smaller values)
+                                 self.Item.seconds.add(round(float(seconds), 4))])
 
     def ledger(self) -> dict[str, dict[str, float]]:
         out = {}
         for i in self.Item.query("LEDGER", self.Item.SK.startswith("KIND#"), consistent_read=True):
-            out[i.SK[len("KIND#"):]] = {"calls": int(i.calls or 0), "tokens_in": int(i.tokens_in or 0),
-                                        "tokens_out": int(i.tokens_out or 0),
-                                        "seconds": float(i.seconds or 0.0)}
+            out[i.SK[len("KIND#"):]] = _ledger_row(i)
         return out
+
+    def ledger_series(self, since: float = 0.0) -> list[tuple[str, int, dict[str, float]]]:
+        rows = []
+        for i in self.Item.query(LEDGER_HOURS, self.Item.SK >= f"{bucket_start(since):012d}#", consistent_read=True):
+            hour, _, kind = i.SK.partition("#")
+            rows.append((kind, int(hour), _ledger_row(i)))
+        return sorted(rows, key=lambda r: (r[0], r[1]))
+
+
+def _ledger_row(item) -> dict[str, float]:
+    return {"calls": int(item.calls or 0), "tokens_in": int(item.tokens_in or 0),
+            "tokens_out": int(item.tokens_out or 0), "seconds": float(item.seconds or 0.0)}

@@ -274,6 +274,26 @@ class DynamoNodeStore(DynamoTable):
             out += [self._ref_state(i) for i in items]
         return out
 
+    def refs_page(self, layer: int, after: tuple[int, str] | None, limit: int) -> list[RefState]:
+        """From the cursor's partition on, one Query per partition until ``limit`` live refs
+        (tombstones are skipped as they are read)."""
+        limit = max(int(limit), 0)
+        shift = self._shift(layer)
+        out: list[RefState] = []
+        first = 0 if after is None else int(after[0]) >> shift
+        for shard in range(first, ((1 << self.code_bits) - 1 >> shift) + 1):
+            if len(out) >= limit:
+                break
+            pk = f"REF#{layer}#{shard}"
+            condition = None if after is None or shard != first else self.Item.SK > self._ref_key(layer, *after)[1]
+            for item in self.Item.query(pk, condition, consistent_read=True, page_size=min(limit * 2, 500)):
+                ref = self._ref_state(item)
+                if ref.live:
+                    out.append(ref)
+                    if len(out) >= limit:
+                        break
+        return out
+
     def layer_refs(self, layer: int) -> list[NodeRef]:
         refs = self.prefix_refs(layer, 0, (1 << self.code_bits) - 1)
         return sorted((NodeRef(r.node_id, r.code) for r in refs if r.live), key=lambda r: r.node_id)

@@ -59,6 +59,15 @@ CREATE TABLE IF NOT EXISTS ledger (
     tokens_out INTEGER NOT NULL DEFAULT 0,
     seconds    REAL NOT NULL DEFAULT 0
 );
+CREATE TABLE IF NOT EXISTS ledger_hours (
+    kind       TEXT NOT NULL,
+    hour       INTEGER NOT NULL,
+    calls      INTEGER NOT NULL DEFAULT 0,
+    tokens_in  INTEGER NOT NULL DEFAULT 0,
+    tokens_out INTEGER NOT NULL DEFAULT 0,
+    seconds    REAL NOT NULL DEFAULT 0,
+    PRIMARY KEY (hour, kind)
+);
 CREATE TABLE IF NOT EXISTS documents (
     doc_id       TEXT PRIMARY KEY,
     source       TEXT NOT NULL,

@@ -4,10 +4,16 @@ and the cost ``ledger``."""
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
+from ...domain.ledger import bucket_start
 from ...domain.model import LshConfig
 from .sqlite_db import SqliteDb, _dumps
+
+
+_ADD = ("calls = calls + excluded.calls, tokens_in = tokens_in + excluded.tokens_in, "
+        "tokens_out = tokens_out + excluded.tokens_out, seconds = seconds + excluded.seconds")
 
 
 class SqliteMetaStore(SqliteDb):
@@ -53,14 +59,23 @@ class SqliteMetaStore(SqliteDb):
                            (len(prefix), prefix))
         return [r[0] for r in rows]
 
-    def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float) -> None:
-        with self._write() as conn:
+    def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
+                   at: float | None = None) -> None:
+        hour = bucket_start(time.time() if at is None else at)
+        values = (int(calls), int(tokens_in), int(tokens_out), float(seconds))
+        with self._write() as conn:  # the totals and the hour's bucket in one transaction
             conn.execute(
                 "INSERT INTO ledger (kind, calls, tokens_in, tokens_out, seconds) VALUES (?, ?, ?, ?, ?) "
-                "ON CONFLICT (kind) DO UPDATE SET calls = calls + excluded.calls, "
-                "tokens_in = tokens_in + excluded.tokens_in, tokens_out = tokens_out + excluded.tokens_out, "
-                "seconds = seconds + excluded.seconds",
-                (kind, int(calls), int(tokens_in), int(tokens_out), float(seconds)))
+                f"ON CONFLICT (kind) DO UPDATE SET {_ADD}", (kind, *values))
+            conn.execute(
+                "INSERT INTO ledger_hours (kind, hour, calls, tokens_in, tokens_out, seconds) "
+                f"VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (hour, kind) DO UPDATE SET {_ADD}", (kind, hour, *values))
+
+    def ledger_series(self, since: float = 0.0) -> list[tuple[str, int, dict[str, float]]]:
+        rows = self._query("SELECT kind, hour, calls, tokens_in, tokens_out, seconds FROM ledger_hours "
+                           "WHERE hour >= ? ORDER BY kind, hour", (bucket_start(since),))
+        return [(kind, int(hour), {"calls": calls, "tokens_in": t_in, "tokens_out": t_out, "seconds": float(sec)})
+                for kind, hour, calls, t_in, t_out, sec in rows]
 
     def ledger(self) -> dict[str, dict[str, float]]:
         rows = self._query("SELECT kind, calls, tokens_in, tokens_out, seconds FROM ledger ORDER BY kind")

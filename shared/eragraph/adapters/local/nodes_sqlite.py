@@ -71,6 +71,16 @@ class SqliteNodeStore(SqliteDb):
             params.append(int(limit))
         return [RefState(node_id, int(code), seg, bool(live)) for node_id, code, seg, live in self._query(sql, params)]
 
+    def refs_page(self, layer: int, after: tuple[int, str] | None, limit: int) -> list[RefState]:
+        if after is None:
+            sql, params = "SELECT node_id, code, seg, live FROM refs WHERE layer = ? AND live = 1", [int(layer)]
+        else:  # the row value comparison walks the (layer, code, node_id) index from the cursor
+            sql = ("SELECT node_id, code, seg, live FROM refs WHERE layer = ? AND live = 1 "
+                   "AND (code, node_id) > (?, ?)")
+            params = [int(layer), int(after[0]), str(after[1])]
+        rows = self._query(sql + " ORDER BY code, node_id LIMIT ?", [*params, max(int(limit), 0)])
+        return [RefState(node_id, int(code), seg, bool(live)) for node_id, code, seg, live in rows]
+
     def layer_refs(self, layer: int) -> list[NodeRef]:
         rows = self._query("SELECT node_id, code FROM refs WHERE layer = ? AND live = 1 ORDER BY node_id",
                            (int(layer),))

@@ -5,14 +5,20 @@ nodes and refs, segments, meta), with the leaves' lexical corpus kept beside the
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ...domain.bm25 import Bm25Corpus
 from ...domain.doc_status import DocStatus
 from ...domain.filters import Filter, chunk_attrs, matches
+from ...domain.ledger import bucket_start
 from ...domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState, RegionChange,
                              Segment)
+
+
+def _ledger_row() -> dict[str, float]:
+    return {"calls": 0, "tokens_in": 0, "tokens_out": 0, "seconds": 0.0}
 
 
 class MemoryGraphStore:
@@ -21,6 +27,7 @@ class MemoryGraphStore:
         self._lsh: LshConfig | None = None
         self._meta: dict[str, Any] = {}
         self._ledger: dict[str, dict[str, float]] = {}
+        self._ledger_hours: dict[tuple[str, int], dict[str, float]] = {}
         self._docs: dict[str, Document] = {}
         self._statuses: dict[str, DocStatus] = {}
         self._nodes: dict[str, Node] = {}
@@ -49,15 +56,22 @@ class MemoryGraphStore:
     def meta_keys(self, prefix: str) -> list[str]:
         return sorted(k for k in self._meta if k.startswith(prefix))
 
-    def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float) -> None:
-        row = self._ledger.setdefault(kind, {"calls": 0, "tokens_in": 0, "tokens_out": 0, "seconds": 0.0})
-        row["calls"] += calls
-        row["tokens_in"] += tokens_in
-        row["tokens_out"] += tokens_out
-        row["seconds"] += seconds
+    def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
+                   at: float | None = None) -> None:
+        hour = bucket_start(time.time() if at is None else at)
+        for row in (self._ledger.setdefault(kind, _ledger_row()),
+                    self._ledger_hours.setdefault((kind, hour), _ledger_row())):
+            row["calls"] += calls
+            row["tokens_in"] += tokens_in
+            row["tokens_out"] += tokens_out
+            row["seconds"] += seconds
 
     def ledger(self) -> dict[str, dict[str, float]]:
         return copy.deepcopy(self._ledger)
+
+    def ledger_series(self, since: float = 0.0) -> list[tuple[str, int, dict[str, float]]]:
+        start = bucket_start(since)
+        return [(kind, hour, dict(row)) for (kind, hour), row in sorted(self._ledger_hours.items()) if hour >= start]
 
     # documents are copied in and out (their meta and metadata dicts), as a store would
     def get_document(self, doc_id: str, include_deleted: bool = False) -> Document | None:
@@ -151,6 +165,12 @@ class MemoryGraphStore:
         rows = sorted((r for lay, r in self._refs.values() if lay == layer and lo <= r.code <= hi),
                       key=lambda r: (r.code, r.node_id))
         return rows if limit is None else rows[:limit]
+
+    def refs_page(self, layer: int, after: tuple[int, str] | None, limit: int) -> list[RefState]:
+        rows = sorted((r for lay, r in self._refs.values()
+                       if lay == layer and r.live and (after is None or (r.code, r.node_id) > tuple(after))),
+                      key=lambda r: (r.code, r.node_id))
+        return rows[:max(int(limit), 0)]
 
     def layer_refs(self, layer: int) -> list[NodeRef]:
         return sorted((NodeRef(r.node_id, r.code) for lay, r in self._refs.values() if lay == layer and r.live),

@@ -9,8 +9,6 @@ import sys
 from ...config import named_variable
 from .exits import EXIT_OK, EXIT_USAGE, CommandError
 
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
-
 
 def console_auth(args: argparse.Namespace, url: str):
     """The request signer the flags ask for (console.upstream.SigV4 or Bearer), and how it signs,
@@ -46,9 +44,11 @@ def console_auth(args: argparse.Namespace, url: str):
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-    if args.host not in LOOPBACK:
+    from ..http.guard import is_loopback
+
+    if not is_loopback(args.host):
         raise CommandError(f"--host {args.host}: the console signs with your credentials, so it listens on this "
-                           f"machine only ({', '.join(LOOPBACK)})", EXIT_USAGE)
+                           f"machine only (127.0.0.1, localhost, ::1)", EXIT_USAGE)
     try:
         import botocore  # noqa: F401 (the signer's)
         import uvicorn  # noqa: F401 (the server's)

@@ -193,15 +193,18 @@ def stored_sources(engine, skipped: list[str] | None = None):
 
 def cmd_rebuild(args: argparse.Namespace) -> int:
     """Build the same documents from scratch in a fresh store (no cache, no old summaries)."""
-    from dataclasses import replace
 
-    engine = open_engine(args)
+    from ...config import settings_from_env
+
+    # the store is read with its own providers; the rebuilt one is made with them, or the flags'
+    engine = open_engine(args, settings_from_env())
     target = Path(args.into) if args.into else Path(tempfile.mkdtemp(prefix="eragraph-rebuild-"))
     if target.exists() and any(target.iterdir()):
         raise CommandError(f"{target} is not empty; choose an empty --into folder", EXIT_USAGE)
     from ...bootstrap import build_engine
 
-    fresh = build_engine("local", target, replace(engine.settings, embed_cache=False))
+    fresh = build_engine("local", target, engine.settings.with_overrides(
+        embedder=args.embedder, summarizer=args.summarizer, embed_cache=False))
     skipped: list[str] = []
     out = ingest_docs(fresh, stored_sources(engine, skipped), args, total=len(engine.graph.list_documents()))
     out["store"] = str(target)

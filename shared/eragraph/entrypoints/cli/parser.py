@@ -12,14 +12,15 @@ from .admin import cmd_reindex, cmd_stats, cmd_status, cmd_tenants
 from .console import cmd_console
 from .exits import EXIT_HELP
 from .ingest import cmd_delete, cmd_ingest, cmd_rebuild
+from .portable import cmd_export, cmd_import
 from .query import cmd_query
 from .serve import cmd_mcp, cmd_serve
 from .store import DEFAULT_STORE
 from .tools import BENCH_MODULES, cmd_bench, cmd_demo, cmd_router_train
 
 DESCRIPTION = """The `eragraph` command line: ingest, query, serve, console (the browser console over a deployed
-API), mcp (the MCP tools over stdio), delete, stats, rebuild, reindex, demo, bench, router (train the auto
-retrieval router)."""
+API), mcp (the MCP tools over stdio), delete, stats, rebuild, reindex, export and import (a portable dump), demo,
+bench, router (train the auto retrieval router)."""
 
 PROVIDER_FLAGS = {
     "embedder": ("minilm", "bedrock", "hash",
@@ -120,6 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "candidates (default ERAGRAPH_RERANK_CANDIDATES)")
     p.add_argument("--stream", action="store_true",
                    help="with a local --store: print the answer as the generator writes it (implies --answer)")
+    p.add_argument("--explain", action="store_true",
+                   help="say why the entity-graph modes ranked the results so: seeds, activated entities, each "
+                        "passage's restart weight, score and connecting entities")
     p.add_argument("--filter", action="append", metavar="EXPR",
                    help="only chunks of documents whose metadata match: KEY OP VALUE with OP one of = != > >= < "
                         "<= ^= (starts with), 'KEY in [a,b]', 'KEY not in [a,b]', or a Bedrock KB JSON filter; "
@@ -133,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
                 quiet="no request log on stderr", store="default")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one; default 8765)")
+    p.add_argument("--token", default=ProcessSettings.from_env().serve_token or None, metavar="TOKEN",
+                   help="ask 'authorization: Bearer TOKEN' on every route but GET /health and the console's files "
+                        "(or ERAGRAPH_SERVE_TOKEN); required with a --host beyond this machine")
 
     p = command("console", "the browser console on 127.0.0.1 over a deployed stack's HTTP API, each call signed "
                            "with your credentials (no website is hosted)", cmd_console, json_out=False,
@@ -180,6 +187,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("tenants", "list the store's tenants, or delete one and everything it owns", cmd_tenants,
                 tenant=False)
     p.add_argument("--delete", metavar="ID", help="delete this tenant: its documents, vectors, entity graph and files")
+
+    p = command("export", "write the store to a portable dump file (a backup; eragraph import loads it)", cmd_export)
+    p.add_argument("file", metavar="FILE", help="the dump to write (gzip-compressed JSON lines)")
+
+    p = command("import", "load a dump (eragraph export) into an empty store, no re-embedding or re-summarizing",
+                cmd_import, providers=("embedder",), store="optional")
+    p.add_argument("file", metavar="FILE", help="the dump to load")
+    p.add_argument("--profile", default="local", choices=("local", "aws"),
+                   help="local (--store DIR) or aws: the deployed stack of this environment (ERAGRAPH_TABLE, ...), "
+                        "into --tenant")
 
     command("demo", "ingest the bundled sample corpus and answer a few questions", cmd_demo,
             providers=("embedder", "summarizer"), json_out=False, quiet="no progress bars", store="demo")

@@ -56,7 +56,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             sys.stdout.flush()
     streamed: list[str] = []
     response = query(engine, args.text, mode=args.mode, k=args.k, budget=args.budget, p=args.p,
-                     answer=args.answer or args.stream, where=where, on_piece=on_piece,
+                     answer=args.answer or args.stream, where=where, on_piece=on_piece, explain=args.explain,
                      rerank=None if args.rerank is None else RerankSpec(candidates=None if args.rerank is True else args.rerank))
     out = response.to_dict()
     if streamed:  # already printed, as it was written
@@ -82,6 +82,8 @@ def _ask_server(args: argparse.Namespace, where) -> int:
     from ...domain.filters import to_json
 
     body = {"query": args.text, "mode": args.mode, "answer": args.answer}
+    if args.explain:
+        body["explain"] = True
     if args.rerank is not None:
         body["rerank"] = True if args.rerank is True else {"candidates": args.rerank}
     body.update({k: v for k, v in (("k", args.k), ("budget", args.budget), ("p", args.p)) if v is not None})

@@ -59,9 +59,23 @@ def render_query(out: dict) -> str:
         lines.append(f"(route: {route}, s(q) = {out['router_score']:.3f})")
     elif route:
         lines.append(f"(route: {route})")
+    if out.get("explain"):
+        lines += ["", render_explain(out["explain"])]
     if out.get("note"):
         lines.append(f"({out['note']})")
     return "\n".join(lines) or "no results"
+
+
+def render_explain(ex: dict) -> str:
+    """The human-readable form of a query's explain (services.explain.report)."""
+    seeds = ", ".join(f"{s['entity']} ({s['score']:.2f})" for s in ex.get("seeds") or []) or "none"
+    lines = [f"why ({ex.get('mode')}): seeds {seeds}"]
+    reached = [a for a in ex.get("activated") or [] if a["entity"] not in {s["entity"] for s in ex.get("seeds") or []}]
+    if reached:
+        lines.append("  activated: " + ", ".join(f"{a['entity']} ({a['weight']:.2f})" for a in reached[:12]))
+    for p in ex.get("passages") or []:
+        lines.append(f"  {p['rank']}. {p['id']} restart {p['restart']:.3f} score {p['score']:.4f}: {p['why']}")
+    return "\n".join(lines)
 
 
 def render_stats(out: dict) -> str:

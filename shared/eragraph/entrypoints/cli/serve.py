@@ -5,25 +5,48 @@ from __future__ import annotations
 
 import argparse
 import sys
+from urllib.parse import quote
 
+from ..http.guard import is_loopback
 from .exits import EXIT_OK, CommandError
-from .store import existing_store, open_engine
+from .store import existing_store, open_engine, settings_of, tenant_of
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    token = args.token or ""
+    if not is_loopback(args.host) and not token:
+        raise CommandError(f"--host {args.host} serves beyond this machine: give --token (or ERAGRAPH_SERVE_TOKEN), "
+                           f"or anyone who reaches the port can read the store and spend on its models")
     existing_store(args.store)
     try:
         import uvicorn  # noqa: F401 (the server's)
 
+        from ...bootstrap import document_pipeline
         from ..http.server import make_server
     except ImportError as exc:
         raise CommandError(f"serve needs the aws extra (powertools, pydantic) and the local extra (uvicorn): "
                            f"{exc}") from None
-    engine = open_engine(args)
-    server = make_server(engine, args.host, args.port, log=not args.quiet)
-    tenant = f" (tenant {engine.tenant})" if engine.tenant else ""
-    print(f"eragraph: serving {args.store}{tenant} on {server.url} (the console at {server.url}/, the query API "
-          f"as deployed, MCP at /mcp); Ctrl-C stops", file=sys.stderr, flush=True)
+    choice = switchable_tenants(args)
+    engine = open_engine(args) if choice is None else None
+    # POST /documents: a worker of this process with engines of its own, opened with the store's
+    # recorded providers as every command opens it (bootstrap.local: LocalProfile.uploads)
+    uploads = document_pipeline("local", args.store, settings_of(args),
+                                (lambda _tenant: engine) if choice is None else choice.engine)
+    server = make_server(engine, args.host, args.port, log=not args.quiet, choice=choice, token=token,
+                         uploads=uploads)
+    if choice is not None:
+        names = ", ".join(t or "(default)" for t in choice.tenants())
+        tenant = f" (tenants {names}: the x-eragraph-tenant header picks one)"
+    else:
+        tenant = f" (tenant {engine.tenant})" if engine.tenant else ""
+    console = f"{server.url}/" + (f"#token={quote(token, safe='')}" if token else "")
+    print(f"eragraph: serving {args.store}{tenant} on {server.url} (the query API as deployed, MCP at /mcp); "
+          f"Ctrl-C stops", file=sys.stderr, flush=True)
+    print(f"eragraph: console at {console}", file=sys.stderr, flush=True)
+    if not is_loopback(args.host):
+        print(f"eragraph: warning: bound to {args.host}, beyond this machine: whoever reaches the port and holds "
+              f"the token reads this store and spends on its models, and plain HTTP shows the token to anyone on "
+              f"the path; prefer 127.0.0.1 behind an SSH tunnel or a TLS proxy", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -31,6 +54,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     finally:
         server.server_close()
     return EXIT_OK
+
+
+def switchable_tenants(args: argparse.Namespace):
+    """The tenants of a store root served without --tenant that holds named tenants (the request
+    header x-eragraph-tenant picks one: http.tenant_choice), else None (one engine is served)."""
+    from ...bootstrap.store_access import STORE_MARK, local_tenancy
+    from ..http.tenant_choice import SwitchableTenants
+
+    if tenant_of(args):
+        return None
+    path = existing_store(args.store)
+    tenancy = local_tenancy(path, settings_of(args))
+    if not tenancy.tenants():
+        return None
+    return SwitchableTenants(tenancy, has_default=(path / STORE_MARK).is_file())
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ import json
 from typing import Any
 
 from ..http.errors import error_body
+from ..http.guard import LocalGuard, is_loopback
 from ..http.server import DEFAULT_HOST, ApiApp, ApiServer
 from .upstream import Reply, Unreachable, Upstream
 
@@ -38,7 +39,6 @@ FORWARDED = ("content-type", "accept", "accept-language")
 NOT_RETURNED = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "set-cookie",
                           "proxy-authenticate", "upgrade", "trailer"})
 NDJSON = "application/x-ndjson"
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 ANSWER_FIELDS = ("answer", "cited_ids", "usage")
 
 
@@ -69,18 +69,18 @@ def json_reply(status: int, body: dict, headers: dict[str, str] | None = None) -
 
 
 def stream_lines(response: dict) -> bytes:
-    """The NDJSON of ``POST /query/stream`` from a whole ``POST /query`` answer: ``results`` (the
-    response without its answer), one ``piece`` with the answer's text (none without one), ``done``."""
+    """The NDJSON of ``POST /query/stream`` from a whole ``POST /query`` answer, in the lines of
+    eragraph.entrypoints.http.query_stream: ``results`` (the response without its answer), one
+    ``piece`` with the answer's text (none without one), ``done``."""
     head = {k: v for k, v in response.items() if k not in ANSWER_FIELDS}
     lines: list[dict[str, Any]] = [{"type": "results", **head}]
     answer = response.get("answer")
     if answer:
         lines.append({"type": "piece", "text": answer})
-    done = {"type": "done", "answer": answer, "cited_ids": response.get("cited_ids") or [],
-            "usage": response.get("usage") or {}, "stages": response.get("stages") or {}}
-    if answer is None:
-        done["note"] = response.get("note") or "no answer: the deployed API has no generator"
-    lines.append(done)
+    note = response.get("note") or ("" if answer is not None else "no answer: the deployed API has no generator")
+    lines.append({"type": "done", "answer": answer, "cited_ids": response.get("cited_ids") or [],
+                  "usage": response.get("usage") or {}, "stages": response.get("stages") or {}, "note": note,
+                  "seconds": response.get("seconds")})
     return b"".join(json.dumps(line).encode("utf-8") + b"\n" for line in lines)
 
 
@@ -92,29 +92,6 @@ class ProxyApp(ApiApp):
     def __init__(self, upstream: Upstream, log: bool = False, workers: int = WORKERS) -> None:
         super().__init__(None, workers, workers, log=log)
         self.upstream = upstream
-
-    async def __call__(self, scope: dict, receive, send) -> None:
-        if scope["type"] == "http":
-            refused = self.refused(scope)
-            if refused is not None:
-                await self.send_whole(send, scope, 403, {"content-type": "application/json"},
-                                      json.dumps(error_body(403, refused)).encode("utf-8"))
-                return
-        await super().__call__(scope, receive, send)
-
-    def refused(self, scope: dict) -> str | None:
-        """Why a request may not use this machine's credentials (None: it may): its Host is not
-        this machine (DNS rebinding), or its Origin is another site's (a cross-site request)."""
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        host = headers.get("host", "")
-        name = host.rsplit(":", 1)[0] if not host.startswith("[") else host[1:].split("]", 1)[0]
-        if name not in LOOPBACK:
-            return f"Host {host!r} is not this machine: the console answers requests addressed to it only"
-        origin = headers.get("origin")
-        port = (scope.get("server") or ("", 0))[1]
-        if origin is not None and origin not in {f"http://{h}:{port}" for h in ("127.0.0.1", "localhost", "[::1]")}:
-            return f"Origin {origin!r} is another site's: the console answers its own pages only"
-        return None
 
     def resolve(self, event: dict) -> dict:
         """Forward the request ``event`` describes (ApiApp.serve_resolved builds it) to the API."""
@@ -153,13 +130,23 @@ class ProxyApp(ApiApp):
         if not isinstance(response, dict):
             return json_reply(502, error_body(502, f"the API at {self.upstream.url} answered POST /query with "
                                                    f"no JSON object"))
-        return raw(200, {"content-type": NDJSON, "cache-control": "no-cache"}, stream_lines(response))
+        return raw(200, {"content-type": NDJSON, "cache-control": "no-cache", "x-content-type-options": "nosniff"},
+                   stream_lines(response))
 
     async def serve_mcp(self, scope: dict, receive, send) -> None:
         """POST /mcp: the deployed API's MCP endpoint, forwarded as any other route."""
-        body = await self.read_body(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        body = await self.read_body(scope, receive, send, headers)
         if body is not None:
             await self.serve_resolved(scope, send, body)
+
+    async def serve_query_stream(self, scope: dict, send, body: bytes) -> None:
+        """POST /query/stream: ``resolve`` answers it from POST /query (``stream_answer``)."""
+        await self.serve_resolved(scope, send, body)
+
+    async def serve_chat_stream(self, scope: dict, send, body: bytes) -> None:
+        """POST /v1/chat/completions with ``stream: true``: forwarded; the API answers it whole."""
+        await self.serve_resolved(scope, send, body)
 
     async def serve_kb_stream(self, scope: dict, send, body: bytes) -> None:  # noqa: ARG002
         """POST /retrieveAndGenerateStream is the stream function's (a function URL), not the API's."""
@@ -174,5 +161,11 @@ class ProxyApp(ApiApp):
 
 def console_server(upstream: Upstream, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
                    log: bool = False) -> ApiServer:
-    """The console's server bound to (host, port) (port 0: a free one, see ``server.url``)."""
-    return ApiServer(None, host, port, log=log, app=ProxyApp(upstream, log=log))
+    """The console's server bound to (host, port) (port 0: a free one, see ``server.url``), with
+    the checks of ``eragraph serve`` (guard.LocalGuard: on loopback, a request whose Host is not
+    this machine or whose Origin is another site's is refused before anything is signed; a POST
+    must be JSON). No token: the browser's authorization is never forwarded, and the page
+    is this machine's."""
+    server = ApiServer(None, host, port, log=log, app=ProxyApp(upstream, log=log))
+    server.app.guard = LocalGuard(loopback=is_loopback(host), port=int(server.server_address[1]))
+    return server

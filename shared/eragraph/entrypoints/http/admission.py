@@ -10,7 +10,9 @@ the request's log keys, then a token of that tenant's rate bucket.
   request context).
 
 A caller whose identity names no tenant it may use raises bootstrap.identity.TenantForbidden; a
-tenant out of tokens raises ``RateLimited``. eragraph.entrypoints.http.errors answers both, as
+request whose ``x-eragraph-tenant`` header names another tenant than the caller's raises
+``ForeignTenant`` (403; ``eragraph serve`` on a root of tenants lets the header choose:
+tenant_choice); a tenant out of tokens raises ``RateLimited``. eragraph.entrypoints.http.errors answers both, as
 the API's JSON errors or as the Bedrock KB service's modelled ones."""
 
 from __future__ import annotations
@@ -19,6 +21,25 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...bootstrap.identity import caller_of
+from .. import request_log
+
+
+TENANT_HEADER = "x-eragraph-tenant"  # the tenant a caller asks for (eragraph serve on a root of tenants)
+
+
+class ForeignTenant(PermissionError):
+    """A request that names a tenant other than the caller's (answered 403)."""
+
+
+def header_of(request: Mapping[str, Any], name: str) -> str | None:
+    """Header ``name`` (lower case) of ``request``: an API Gateway event, or plain headers."""
+    headers = request.get("headers") if "requestContext" in request else request
+    if not isinstance(headers, Mapping):
+        return None
+    value = headers.get(name)
+    if value is None:
+        value = next((v for k, v in headers.items() if isinstance(k, str) and k.lower() == name), None)
+    return value
 
 
 class RateLimited(Exception):
@@ -44,7 +65,13 @@ class Admission:
     def caller(self, request: Mapping[str, Any]) -> str:
         """The tenant of the caller of ``request`` (an API Gateway event, or the stream's headers),
         once admitted."""
+        request_log.note(caller=caller_of(request) or request_log.current_caller())
         tenant = self.tenant_of(request) if self.tenant_of is not None else ""
+        named = header_of(request, TENANT_HEADER)
+        if named is not None and named.strip() != tenant:
+            raise ForeignTenant(f"the {TENANT_HEADER} header names another tenant ({named.strip()[:80]!r}) than the "
+                                f"caller's ({tenant or 'the default tenant'!s}): this server does not switch tenants")
+        request_log.note(tenant=tenant)
         if self.logger is not None:
             self.logger.append_keys(tenant=tenant or "(default)", caller=caller_of(request),
                                     api_request_id=(request.get("requestContext") or {}).get("requestId", ""))

@@ -5,14 +5,20 @@
 (eragraph.entrypoints.http.api), so a route raises and never builds an error response itself:
 
 - 400: a body that is no JSON object (body.BadRequestBody), a bad mode or filter (BadQueryError);
-- 403: a caller whose identity names no tenant (TenantForbidden), a body naming another tenant
-  (``ForeignTenant``);
+- 400: no tenant chosen on a served root of tenants without a default, an invalid one
+  (tenant_choice.TenantNotChosen); 404: a tenant the root does not hold (tenant_choice.UnknownTenant);
+- 403: a caller whose identity names no tenant (TenantForbidden), a body or an
+  ``x-eragraph-tenant`` header naming another tenant (admission.ForeignTenant);
+- a submitted document refused (services.uploads.UploadError: 400, 403, 409 or 413, its reason in
+  words), and 404 for the removal of an unknown document (UnknownDocument);
 - 409: a lexical mode before its index is built (LexicalIndexMissing);
 - 415: a content-type that is not JSON; 422: a body that breaks the request model (its message
   names the field, the rule and the limit), or an answer budget over the cap (``BudgetTooLarge``);
 - 429 with Retry-After: a tenant out of tokens (admission.RateLimited);
 - 502: a model provider that gave up after its retries (ModelCallError): the request was sound,
   an upstream service was not;
+- the OpenAI-compatible chat endpoint's refusals (openai_chat.ChatError: its status, OpenAI's
+  ``error`` object beside the ``message``);
 - the Bedrock KB routes' modelled errors (bedrock_kb.runtime.KbError: the ``x-amzn-errortype``
   header and a JSON ``message``), whose HTTP form is ``KbError.response``.
 
@@ -28,14 +34,16 @@ from ...bootstrap.identity import TenantForbidden
 from ...domain.model import LexicalIndexMissing
 from ...domain.validation import describe_all
 from ...providers.prompts import ModelCallError
+from ...services.doc_status import BadCursor
 from ...services.query import BadQueryError
+from ...services.uploads import UnknownDocument, UploadError
 from ..bedrock_kb.runtime import KbError
-from .admission import RateLimited
-from .body import BadRequestBody
-
-
-class ForeignTenant(PermissionError):
-    """A request that names a tenant other than the caller's (answered 403)."""
+from ..openai_chat import ChatError
+from ..request_log import withheld
+from .admission import ForeignTenant, RateLimited
+from .body import BadRequestBody, NotJsonBody
+from .routes import route_of
+from .tenant_choice import TenantNotChosen, UnknownTenant
 
 
 class BudgetTooLarge(ValueError):
@@ -67,10 +75,14 @@ def _budget_too_large(exc: BudgetTooLarge, _event: Any) -> Answer:
     return 422, error_body(422, str(exc), detail=[{"loc": ["body", "budget"], "type": "less_than_equal"}]), {}
 
 
-def _invalid_request(exc, _event: Any) -> Answer:
-    from .models import QueryRequest
+def _invalid_request(exc, event: Any) -> Answer:
+    from .models import DocumentsRequest, DocumentUpload, QueryRequest
 
-    message = describe_all(exc.errors(), known=QueryRequest.model_fields)
+    errors = exc.errors()
+    model = QueryRequest
+    if (event.path or "").rstrip("/") == "/documents":  # POST /documents: its fields, or a document's
+        model = DocumentUpload if any(len(e.get("loc", ())) > 3 for e in errors) else DocumentsRequest
+    message = describe_all(errors, known=model.model_fields)
     return 422, error_body(422, message, detail=_details(exc)), {}
 
 
@@ -81,7 +93,7 @@ def _unsupported_type(exc, event: Any) -> Answer:
 
 
 def _model_failed(exc: ModelCallError, _event: Any) -> Answer:
-    return 502, error_body(502, f"a model call failed: {exc}"), {}
+    return 502, error_body(502, withheld("a model call failed", exc)), {}
 
 
 def _kb(exc: KbError, _event: Any) -> Answer:
@@ -95,10 +107,17 @@ ANSWERS: dict[type[Exception], Callable[[Any, Any], Answer]] = {
     RateLimited: _rate_limited,
     BudgetTooLarge: _budget_too_large,
     BadRequestBody: _plain(400),
+    NotJsonBody: _plain(415),
     BadQueryError: _plain(400),
+    TenantNotChosen: _plain(400),
+    UnknownTenant: _plain(404),
     ModelCallError: _model_failed,
     LexicalIndexMissing: _plain(409),
     KbError: _kb,
+    ChatError: lambda exc, _event: (exc.status, exc.body(), {}),
+    UploadError: lambda exc, _event: (exc.status, error_body(exc.status, str(exc)), {}),
+    UnknownDocument: _plain(404),
+    BadCursor: _plain(400),
 }
 
 
@@ -124,24 +143,50 @@ def _handler(app, answer: Callable[[Any, Any], Answer]):
     from aws_lambda_powertools.event_handler import Response, content_types
 
     def handle(exc: Exception) -> Response:
-        status, body, headers = answer(exc, app.current_event)
+        event = app.current_event
+        found = route_of(event.http_method, event.path)
+        if found is not None and found.modelled:  # a Bedrock KB route: the service's modelled error, always
+            answer_of = _kb
+            status, body, headers = answer_of(kb_error(exc), event)
+        else:
+            status, body, headers = answer(exc, event)
         headers = dict(headers)
         return Response(status_code=status, content_type=headers.pop("content-type", content_types.APPLICATION_JSON),
                         body=body, headers=headers or None)
     return handle
 
 
-# the Bedrock KB service's modelled error of each refusal met before the stream's first frame
+# the Bedrock KB service's modelled error of each refusal of a KB route (the stream's before its
+# first frame, the resolver's whatever the route raised)
 KB_CODES: dict[type[Exception], str] = {
     BadRequestBody: "ValidationException",
+    BadQueryError: "ValidationException",
+    BudgetTooLarge: "ValidationException",
+    LexicalIndexMissing: "ValidationException",
     TenantForbidden: "AccessDeniedException",
+    ForeignTenant: "AccessDeniedException",
+    TenantNotChosen: "ValidationException",
+    UnknownTenant: "ResourceNotFoundException",
     RateLimited: "ThrottlingException",
+    ModelCallError: "DependencyFailedException",
 }
 
 
 def kb_error(exc: Exception) -> KbError:
-    """``exc`` (a KbError, or a refusal of ``KB_CODES``) as the service's modelled error."""
+    """``exc`` as the service's modelled error: a KbError as it is, a refusal of ``KB_CODES`` as
+    its code, the resolver's validation errors as ValidationException in words."""
     if isinstance(exc, KbError):
         return exc
-    code = next(code for kind, code in KB_CODES.items() if isinstance(exc, kind))
-    return KbError(code, str(exc))
+    if isinstance(exc, ModelCallError):
+        return KbError("DependencyFailedException", withheld("a model call failed", exc))
+    code = next((code for kind, code in KB_CODES.items() if isinstance(exc, kind)), None)
+    if code is not None:
+        error = KbError(code, str(exc))
+        if isinstance(exc, RateLimited):
+            error.retry_after = exc.retry_after
+        return error
+    if type(exc).__name__ == "RequestUnsupportedContentType":
+        return KbError("ValidationException", "the body must be JSON: content-type must be application/json")
+    if type(exc).__name__ == "RequestValidationError":
+        return KbError("ValidationException", describe_all(exc.errors(), known={}))
+    return KbError("ValidationException", "the request could not be read")

@@ -7,9 +7,9 @@ engine, the caller admitted first (admission.Admission)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
@@ -18,7 +18,7 @@ from ..bedrock_kb import runtime as bedrock_kb
 from ..documents import document_json
 from .context import RouteContext
 from .errors import BudgetTooLarge, ForeignTenant
-from .models import QueryRequest, rerank_spec
+from .models import DocumentsRequest, QueryRequest, rerank_spec
 
 
 def post_query(ctx: RouteContext, request: QueryRequest) -> dict:
@@ -36,7 +36,8 @@ def post_query(ctx: RouteContext, request: QueryRequest) -> dict:
         budget = cap  # the default budget (ERAGRAPH_TOKEN_BUDGET) is capped too, not only an explicit one
     response = query_service.query(served, request.query, mode=request.mode, k=request.k,
                                    budget=budget, p=request.p, answer=request.answer,
-                                   where=request.filter, rerank=rerank_spec(request.rerank))
+                                   where=request.filter, rerank=rerank_spec(request.rerank),
+                                   explain=request.explain)
     if ctx.on_query is not None:
         ctx.on_query(response)
     return response.to_dict()
@@ -51,13 +52,43 @@ def get_document(ctx: RouteContext, doc_id: Annotated[str, Path(min_length=1, ma
 
 
 def list_statuses(ctx: RouteContext, prefix: Annotated[str, Query(max_length=1024)] = "",
-                  limit: Annotated[int, Query(ge=0, le=1000)] = 100) -> dict:
+                  limit: Annotated[int, Query(ge=0, le=1000)] = 100,
+                  cursor: Annotated[str, Query(max_length=4096)] = "") -> dict:
     """Counts of each status of the caller's documents whose source starts with ``prefix``
-    (and Bedrock's ingestion-job statistic names for them), with up to ``limit`` documents."""
+    (and Bedrock's ingestion-job statistic names for them), with up to ``limit`` documents by
+    source after ``cursor`` (the ``next_cursor`` of the page before; null: the last page)."""
     from ...services import doc_status
 
-    counts, views = doc_status.listing(ctx.engine(), prefix)
-    return {**counts.to_json(), "documents": views[:limit], "truncated": len(views) > limit}
+    counts, views, next_cursor, truncated = doc_status.page(ctx.engine(), prefix, limit, cursor)
+    return {**counts.to_json(), "documents": views, "truncated": truncated,
+            "next_cursor": next_cursor}
+
+
+def post_documents(ctx: RouteContext, request: DocumentsRequest):
+    """POST /documents: 1..25 documents, each stored and ingested asynchronously through the
+    pipeline an upload to the documents bucket takes (services.uploads); 202 with their ids."""
+    from ...services import uploads
+
+    docs = uploads.decode([d.model_dump() for d in request.documents])
+    accepted = uploads.submit(ctx.writer(), ctx.uploads, docs)
+    return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body={"documents": accepted})
+
+
+def delete_document(ctx: RouteContext, doc_id: Annotated[str, Path(min_length=1, max_length=512)]):
+    """DELETE /documents/{doc_id}: the document leaves through the pipeline (202); 404 if unknown."""
+    from ...services import uploads
+
+    return Response(status_code=202, content_type=content_types.APPLICATION_JSON,
+                    body=uploads.delete(ctx.writer(), ctx.uploads, doc_id))
+
+
+def get_changes(ctx: RouteContext, limit: Annotated[int, Query(ge=1, le=200)] = 20) -> dict:
+    """GET /changes: the most recent change records, newest first (services.changes), and the
+    estimated cost of summarizing the whole store again."""
+    from ...services import changes
+
+    engine = ctx.engine()
+    return {"changes": changes.recent(engine, limit), "rebuild": changes.rebuild_estimate(engine)}
 
 
 def get_stats(ctx: RouteContext) -> dict:
@@ -65,6 +96,49 @@ def get_stats(ctx: RouteContext) -> dict:
     from ...services import stats as stats_service
 
     return stats_service.stats(ctx.engine())
+
+
+def get_modes(ctx: RouteContext) -> dict:
+    """GET /modes: the registry's modes, each with whether this store can run it."""
+    from ...services import graph_view
+
+    return graph_view.modes_listing(ctx.engine())
+
+
+def get_tenants(ctx: RouteContext) -> dict:
+    """GET /tenants: the tenants the caller may choose (x-eragraph-tenant) and the current one."""
+    from .tenant_choice import listing
+
+    return listing(ctx.choice, ctx.caller())
+
+
+def get_layer(ctx: RouteContext, layer: Annotated[int, Path(ge=0, le=64)],
+              limit: Annotated[int, Query(ge=1, le=1000)] = 200,
+              cursor: Annotated[str, Query(max_length=1200)] = "") -> dict:
+    """GET /graph/layers/{layer}: one page of the layer's nodes in code order (the band view);
+    pass ``next_cursor`` back as ``cursor`` for the next."""
+    from ...services import graph_view
+
+    return graph_view.layer_page(ctx.engine(), layer, limit, cursor or None)
+
+
+def get_node(ctx: RouteContext, node_id: Annotated[str, Path(min_length=1, max_length=512)]) -> dict:
+    """GET /nodes/{node_id}: a node with its text, document, parent summary and children."""
+    from ...services import graph_view
+
+    body = graph_view.node_detail(ctx.engine(), node_id)
+    if body is None:
+        raise NotFoundError(f"no node {node_id!r}")
+    return body
+
+
+def get_ledger(ctx: RouteContext, bucket: Annotated[str, Query(pattern="^hour$")] = "hour",
+               since: Annotated[Optional[int], Query(ge=0)] = None) -> dict:
+    """GET /ledger: the cost ledger in hourly buckets since ``since`` (epoch seconds; default the
+    last 7 days), one series per kind and model, with the store's totals."""
+    from ...services import graph_view
+
+    return graph_view.ledger_series(ctx.engine(), since)
 
 
 def post_mcp(ctx: RouteContext):
@@ -90,6 +164,35 @@ def post_kb_retrieve_and_generate(ctx: RouteContext):
     kb_id = bedrock_kb.knowledge_base_config(body)["knowledgeBaseId"]
     tenant = bedrock_kb.resolve_tenant(kb_id, ctx.caller(), ctx.tenants)
     return bedrock_kb.retrieve_and_generate(ctx.get_engine(tenant), body)
+
+
+def post_chat_completions(ctx: RouteContext):
+    """POST /v1/chat/completions (openai_chat) on the caller's tenant, its answer budget capped as
+    POST /query's; ``stream: true`` answers server-sent events (whole here: the resolver answers
+    whole responses; `eragraph serve` sends them as they are written)."""
+    from .. import openai_chat
+
+    engine = ctx.engine()
+    request = openai_chat.parse_request(engine, ctx.event.json_body)
+    budget = answer_budget(ctx, engine)
+    if not request.stream:
+        return openai_chat.completion(engine, request, budget)
+    body = b"".join(openai_chat.sse(openai_chat.chunks(engine, request, budget)))
+    return Response(status_code=200, content_type="text/event-stream", body=body.decode("utf-8"),
+                    headers={"cache-control": "no-cache"})
+
+
+def get_models(ctx: RouteContext) -> dict:
+    """GET /v1/models: the OpenAI-compatible models of the caller's store (openai_chat)."""
+    from .. import openai_chat
+
+    return openai_chat.models(ctx.engine())
+
+
+def answer_budget(ctx: RouteContext, engine) -> int | None:
+    """The evidence budget of a generated answer: the store's default, capped (ApiLimits)."""
+    cap = getattr(ctx.limits, "answer_max_budget", 0)
+    return cap if cap and engine.settings.token_budget > cap else None
 
 
 def health() -> dict:

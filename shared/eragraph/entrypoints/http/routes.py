@@ -10,15 +10,19 @@ Who serves which route (``on``):
 - ``eragraph serve`` (the ASGI server, eragraph.entrypoints.http.server) serves every route.
 
 A route whose ``asgi`` is set is served by the ASGI server itself rather than through the
-resolver: POST /mcp (the MCP SDK's streamable HTTP transport reads the request as it comes) and
+resolver: POST /mcp (the MCP SDK's streamable HTTP transport reads the request as it comes),
 POST /retrieveAndGenerateStream (its frames are sent as they are made:
-eragraph.entrypoints.http.stream).
+eragraph.entrypoints.http.stream), POST /v1/chat/completions with ``stream: true`` (its events
+are sent as they are made: eragraph.entrypoints.http.chat_stream; the resolver answers it whole) and
+POST /query/stream (NDJSON lines as the answer is written: eragraph.entrypoints.http.query_stream;
+``eragraph serve`` only, ``on`` empty).
 
 A new route: a line here, its handler (handlers.py, or an ASGI function), and on the HttpApi its
 template.yaml route (tests/aws/test_template.py checks that the two agree) and a test."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 API = "api"  # the HTTP API: the query function behind template.yaml's HttpApi, and eragraph serve
@@ -27,6 +31,9 @@ STREAM = "stream"  # the stream function (a function URL) besides eragraph serve
 # the ASGI server's own handlers (see ``Route.asgi``)
 ASGI_MCP = "mcp"
 ASGI_KB_STREAM = "kb_stream"
+ASGI_CHAT_STREAM = "chat_stream"
+ASGI_QUERY_STREAM = "query_stream"
+KB = "bedrock-agent-runtime"  # the service model whose errors the Bedrock KB routes answer
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,12 @@ class Route:
     description: str | None = None
     needs: str | None = None
     asgi: str | None = None
+    modelled: str | None = None  # errors in this service model's shape (x-amzn-errortype), e.g. bedrock-agent-runtime
+
+    @property
+    def pattern(self) -> re.Pattern:
+        """The path as a regular expression (a parameter is one non-empty segment)."""
+        return re.compile("^" + re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(self.path)) + "/?$")
 
     @property
     def rule(self) -> str:
@@ -62,20 +75,51 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/query", "post_query"),
     Route("GET", "/documents/{doc_id}", "get_document"),
     Route("GET", "/documents", "list_statuses"),
+    Route("POST", "/documents", "post_documents", needs="uploads",
+          summary="Submit 1 to 25 documents (202): each is ingested as an upload to the documents bucket is"),
+    Route("DELETE", "/documents/{doc_id}", "delete_document", needs="uploads",
+          summary="Remove a document (202): it leaves as a deleted object of the documents bucket does"),
+    Route("GET", "/changes", "get_changes",
+          summary="The most recent change records and the cost of summarizing the store again"),
     Route("GET", "/stats", "get_stats"),
+    Route("GET", "/modes", "get_modes", summary="The retrieval modes and whether this store can run each"),
+    Route("GET", "/tenants", "get_tenants", summary="The tenants the caller may name, the current one, and whether "
+                                                    "it may switch (x-eragraph-tenant)"),
+    Route("GET", "/graph/layers/{layer}", "get_layer", summary="One page of a layer's nodes in code order"),
+    Route("GET", "/nodes/{node_id}", "get_node", summary="A node with its text, document, parent and children"),
+    Route("GET", "/ledger", "get_ledger", summary="The cost ledger in hourly buckets per kind and model, with totals"),
     Route("POST", "/mcp", "post_mcp", needs="mcp", asgi=ASGI_MCP,
           summary="MCP (Model Context Protocol) tools over stateless streamable HTTP",
           description="JSON-RPC 2.0 messages of MCP: tools retrieve, answer (with a generator), "
                       "get_document, stats; JSON responses, no sessions"),
     Route("POST", "/knowledgebases/{knowledgeBaseId}/retrieve", "post_kb_retrieve",
-          summary="Amazon Bedrock Knowledge Bases Retrieve"),
+          summary="Amazon Bedrock Knowledge Bases Retrieve", modelled=KB),
     Route("POST", "/retrieveAndGenerate", "post_kb_retrieve_and_generate",
-          summary="Amazon Bedrock Knowledge Bases RetrieveAndGenerate"),
+          summary="Amazon Bedrock Knowledge Bases RetrieveAndGenerate", modelled=KB),
+    Route("POST", "/v1/chat/completions", "post_chat_completions", asgi=ASGI_CHAT_STREAM,
+          summary="OpenAI-compatible chat completions (a model is a retrieval mode: eragraph-<mode>)",
+          description="The last user message is the question; the configured generator answers from the "
+                      "evidence; citations in the text and in the citations field; stream: true sends "
+                      "server-sent events"),
+    Route("GET", "/v1/models", "get_models", summary="OpenAI-compatible models: one per retrieval mode"),
     Route("GET", "/health", "health", on=frozenset({API, STREAM})),
-    Route("POST", "/retrieveAndGenerateStream", None, on=frozenset({STREAM}), asgi=ASGI_KB_STREAM),
+    Route("POST", "/retrieveAndGenerateStream", None, on=frozenset({STREAM}), asgi=ASGI_KB_STREAM, modelled=KB),
+    Route("POST", "/query/stream", None, on=frozenset(), asgi=ASGI_QUERY_STREAM,
+          summary="POST /query's answer as it is written: NDJSON lines results, piece..., done"),
 )
 
 
 def route(asgi: str) -> Route:
     """The route the ASGI server serves with its own handler ``asgi``."""
     return next(r for r in ROUTES if r.asgi == asgi)
+
+
+def route_of(method: str, path: str) -> Route | None:
+    """The route a request of ``method`` to ``path`` is for (None: no route; HEAD is GET's)."""
+    method = "GET" if method == "HEAD" else method
+    return next((r for r in ROUTES if r.method == method and r.pattern.match(path)), None)
+
+
+def route_at(path: str) -> Route | None:
+    """A route at ``path``, whatever its method (None: none)."""
+    return next((r for r in ROUTES if r.pattern.match(path)), None)

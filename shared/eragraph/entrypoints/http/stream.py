@@ -16,9 +16,10 @@ import uuid
 
 from ...bootstrap.identity import TenantForbidden
 from ..bedrock_kb import runtime as bedrock_kb
-from .admission import RateLimited
+from .admission import ForeignTenant, RateLimited
 from .body import BadRequestBody, parse_body
 from .errors import kb_error
+from .tenant_choice import TenantNotChosen, UnknownTenant
 
 
 async def serve_kb_stream(server, scope: dict, send, body: bytes) -> None:
@@ -43,7 +44,8 @@ async def serve_kb_stream(server, scope: dict, send, body: bytes) -> None:
     try:
         request, frames = await loop.run_in_executor(pool, context.run, prepare)
         first = await loop.run_in_executor(pool, context.run, next, frames, None)  # errors before any frame: JSON
-    except (BadRequestBody, TenantForbidden, RateLimited, bedrock_kb.KbError) as exc:
+    except (BadRequestBody, TenantForbidden, ForeignTenant, TenantNotChosen, UnknownTenant, RateLimited,
+            bedrock_kb.KbError) as exc:
         status, headers, text = kb_error(exc).response()
         await server.send_whole(send, scope, status, headers, text.encode())
         return

@@ -1,0 +1,68 @@
+"""`eragraph export` and `eragraph import`: a store as a portable dump file and back
+(services.portable). The file is gzip-compressed JSON, one record a line. Import writes into an
+empty store, local (``--store``) or a deployed stack's tenant (``--profile aws``, with the
+stack's environment), opened with the dump's providers unless a setting chooses them."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+from itertools import chain
+from pathlib import Path
+
+from .exits import EXIT_OK, CommandError
+from .render import emit
+from .store import open_as_built, settings_of, tenant_of, writing
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ...services import portable
+
+    with writing(args.store):  # no ingest in flight while the store is read
+        engine = open_as_built(args)
+        count = 0
+        with gzip.open(Path(args.file), "wt", encoding="utf-8") as out:
+            for record in portable.dump(engine):
+                out.write(json.dumps(record, separators=(",", ":")) + "\n")
+                count += 1
+    emit(args, {"file": str(args.file), "records": count, "version": portable.DUMP_VERSION},
+         f"exported {count} records to {args.file} (dump version {portable.DUMP_VERSION})")
+    return EXIT_OK
+
+
+def _records(path: Path):
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    raise CommandError(f"{path}: line {number} is not JSON: not an eragraph dump") from None
+    except (OSError, EOFError) as exc:
+        raise CommandError(f"{path}: cannot read it as a gzip-compressed eragraph dump ({exc})") from None
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from ...bootstrap import build_engine
+    from ...services import portable
+    from ...services.store_providers import adopt
+
+    path = Path(args.file)
+    if not path.is_file():
+        raise CommandError(f"no dump file at {path}")
+    records = _records(path)
+    header = portable.check_header(next(records, None))
+    settings = adopt(header.get("providers"), settings_of(args))
+    if args.store:
+        with writing(args.store, create=True):
+            engine = build_engine(args.profile, Path(args.store), settings, tenant=tenant_of(args))
+            counts = portable.load(engine, chain([header], records))
+    else:  # a profile without a store directory (aws: the stack of the environment)
+        engine = build_engine(args.profile, None, settings, tenant=tenant_of(args))
+        counts = portable.load(engine, chain([header], records))
+    where = args.store or f"the {args.profile} profile's tenant {engine.tenant or '(default)'}"
+    emit(args, {"file": str(path), "records": counts},
+         f"imported {sum(counts.values())} records into {where}: "
+         + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+    return EXIT_OK

@@ -1,0 +1,190 @@
+// Ask: a question with its mode (each mode's purpose from GET /modes), k, budget, metadata
+// filter and rerank switch; results as cards (text, source, score, layer, the route taken and
+// the time of each stage); the answer streamed from POST /query/stream, its citations linking to
+// the cards they rest on.
+
+import { ApiError, get, ndjson, post } from "./api.js";
+import { clear, field, fmtNumber, h, say } from "./dom.js";
+import { builder } from "./filters.js";
+
+const ui = {};
+let modes = [];
+let filters;
+
+export async function loadModes(select, purpose) {
+  if (!modes.length) {
+    try {
+      modes = (await get("/modes")).modes;
+    } catch (error) {
+      modes = [{ name: "collapsed", family: "summary", description: `the default mode (GET /modes: ${error.message})`, available: true }];
+    }
+  }
+  const keep = select.value;
+  clear(select, modes.map((m) => h("option", { value: m.name, disabled: m.available === false, text: m.available === false ? `${m.name} (not on this store)` : m.name })));
+  if (keep && modes.some((m) => m.name === keep)) select.value = keep;
+  const describe = () => {
+    const mode = modes.find((m) => m.name === select.value);
+    purpose.textContent = mode ? `${mode.family}: ${mode.description}` : "";
+  };
+  select.onchange = describe;
+  describe();
+  return modes;
+}
+
+function mount(panel) {
+  ui.query = h("textarea", { id: "ask-query", name: "query", rows: 3, required: true, maxlength: 4000 });
+  ui.mode = h("select", { id: "ask-mode", name: "mode", "aria-describedby": "ask-mode-purpose" });
+  ui.purpose = h("p", { id: "ask-mode-purpose", class: "hint" });
+  ui.k = h("input", { id: "ask-k", type: "number", min: 1, max: 100, value: 5 });
+  ui.budget = h("input", { id: "ask-budget", type: "number", min: 1, max: 100000, placeholder: "default" });
+  ui.rerank = h("input", { id: "ask-rerank", type: "checkbox" });
+  ui.answer = h("input", { id: "ask-answer", type: "checkbox", checked: true });
+  ui.status = h("p", { id: "ask-status", class: "message", role: "status" });
+  ui.answerText = h("div", { id: "answer", class: "answer", "aria-live": "polite" });
+  ui.route = h("p", { id: "ask-route", class: "route" });
+  ui.results = h("ol", { id: "results", class: "results" });
+  filters = builder("filter", () => { try { filters.refresh(); } catch { /* shown in the preview */ } });
+  const form = h("form", { id: "ask-form", onsubmit: (event) => { event.preventDefault(); ask(); } },
+    h("label", { for: "ask-query" }, "Question"), ui.query,
+    h("fieldset", { class: "options" }, h("legend", {}, "Retrieval"),
+      h("div", { class: "row" }, field(ui.mode, "Mode"), field(ui.k, "k (results)"), field(ui.budget, "Budget (tokens)")),
+      ui.purpose,
+      h("div", { class: "row" }, field(ui.rerank, "Rerank the results"), field(ui.answer, "Stream an answer"))),
+    filters.element,
+    h("button", { type: "submit", id: "ask-submit", class: "primary" }, "Ask"));
+  panel.append(h("h2", {}, "Ask"), h("div", { class: "split" },
+    h("section", { class: "card", "aria-label": "Question" }, form, ui.status),
+    h("section", { class: "card", "aria-labelledby": "answer-title" },
+      h("h3", { id: "answer-title" }, "Answer"), ui.answerText,
+      h("h3", {}, "Results"), ui.route, ui.results)));
+  filters.refresh();
+}
+
+function show() {
+  loadModes(ui.mode, ui.purpose);
+}
+
+function reset() {
+  clear(ui.results);
+  clear(ui.answerText);
+  ui.route.textContent = "";
+}
+
+function body() {
+  const out = { query: ui.query.value.trim(), mode: ui.mode.value || "collapsed", k: Number(ui.k.value) || 5 };
+  if (ui.budget.value) out.budget = Number(ui.budget.value);
+  if (ui.rerank.checked) out.rerank = true;
+  const filter = filters.refresh();
+  if (filter) out.filter = filter;
+  return out;
+}
+
+async function ask() {
+  let request;
+  try {
+    request = body();
+  } catch (error) {
+    say(ui.status, `The filter is not valid: ${error.message}`, "error");
+    return;
+  }
+  if (!request.query) {
+    say(ui.status, "Write a question first.", "error");
+    ui.query.focus();
+    return;
+  }
+  reset();
+  say(ui.status, "Asking…");
+  try {
+    if (ui.answer.checked) await streamed(request);
+    else results(await post("/query", request));
+    if (!ui.status.classList.contains("error")) say(ui.status, "Done.");
+  } catch (error) {
+    say(ui.status, `The question failed: ${error.message}`, "error");
+  }
+}
+
+async function streamed(request) {
+  let lines;
+  try {
+    lines = ndjson("/query/stream", request);
+    const first = await lines.next();
+    if (first.done) throw new Error("the stream ended before its results");
+    results(first.value);
+  } catch (error) {
+    if (!(error instanceof ApiError && error.missingRoute)) throw error;
+    const whole = await post("/query", { ...request, answer: true }); // no stream route: the answer whole
+    results(whole);
+    finish({ answer: whole.answer, cited_ids: whole.cited_ids, note: whole.note });
+    return;
+  }
+  const live = h("span", { class: "streaming" });
+  clear(ui.answerText, live);
+  for await (const line of lines) {
+    if (line.type === "piece") live.textContent += line.text;
+    else if (line.type === "done") finish(line);
+    else if (line.type === "error") say(ui.status, `The answer stopped: ${line.message}`, "error");
+  }
+}
+
+const byId = new Map();
+
+function results(response) {
+  byId.clear();
+  const list = response.results || [];
+  clear(ui.results, list.map((r, i) => card(r, i + 1)));
+  if (!list.length) ui.results.append(h("li", { text: response.note || "No results." }));
+  const stages = response.stages ? Object.entries(response.stages).map(([k, v]) => `${k.replace(/_ms$/, "")} ${fmtNumber(v, 1)} ms`).join(" · ") : "";
+  ui.route.textContent = `Route: ${response.route || response.mode}` +
+    (response.router_score != null ? ` (router score ${fmtNumber(response.router_score, 3)})` : "") +
+    (stages ? ` · stages: ${stages}` : "") + (response.seconds != null ? ` · ${fmtNumber(response.seconds * 1000, 1)} ms in all` : "") +
+    (response.rerank ? " · reranked" : "") + (response.note && list.length ? ` · ${response.note}` : "");
+}
+
+function card(result, n) {
+  byId.set(result.id, n);
+  return h("li", { class: "result", id: "result-" + n, tabindex: -1, dataset: { id: result.id } },
+    h("div", { class: "result-head" },
+      h("strong", { text: `[${n}] ${result.title || result.source || result.id}` }),
+      h("span", { class: "badge", text: `layer ${result.layer}` }),
+      h("span", { class: "badge", text: `score ${fmtNumber(result.score, 3)}` })),
+    h("p", { class: "source", text: result.source || "" }),
+    h("p", { class: "text", text: result.text }),
+    h("p", { class: "hint", text: result.id }));
+}
+
+// The answer with each [evidence id] as a link to its card.
+function finish(done) {
+  if (done.answer == null) {
+    clear(ui.answerText, h("p", { class: "hint", text: done.note || "No answer: this server has no generator configured." }));
+    return;
+  }
+  const parts = [];
+  let last = 0;
+  const text = done.answer;
+  for (const match of text.matchAll(/\[([^\[\]\n]{1,400})\]/g)) {
+    const ids = match[1].split(/[,;]\s*/).map((s) => s.trim());
+    if (!ids.every((id) => byId.has(id))) continue;
+    parts.push(text.slice(last, match.index));
+    ids.forEach((id) => parts.push(citation(id)));
+    last = match.index + match[0].length;
+  }
+  parts.push(text.slice(last));
+  clear(ui.answerText, h("p", {}, parts));
+  const cited = (done.cited_ids || []).filter((id) => byId.has(id));
+  if (cited.length) ui.answerText.append(h("p", { class: "hint" }, "Cites: ", cited.map((id) => citation(id))));
+}
+
+function citation(id) {
+  const n = byId.get(id);
+  return h("a", { class: "cite", href: "#ask", "aria-label": `citation ${n}: result ${n}`, dataset: { target: "result-" + n },
+    onclick: (event) => {
+      event.preventDefault();
+      const target = document.getElementById("result-" + n);
+      for (const other of ui.results.querySelectorAll(".cited")) other.classList.remove("cited");
+      target.classList.add("cited");
+      target.scrollIntoView({ block: "nearest" });
+      target.focus();
+    } }, `[${n}]`);
+}
+
+export default { mount, show, reset };

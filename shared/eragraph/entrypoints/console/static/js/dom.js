@@ -1,0 +1,59 @@
+// Small DOM helpers: elements are built with textContent, never innerHTML, so text from the
+// store (document sources, chunk text, failure reasons) is shown as text, never run as markup.
+
+export function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") el.className = value;
+    else if (key === "text") el.textContent = value;
+    else if (key === "dataset") Object.assign(el.dataset, value);
+    else if (key.startsWith("on") && typeof value === "function") el.addEventListener(key.slice(2), value);
+    else if (value === true) el.setAttribute(key, "");
+    else el.setAttribute(key, String(value));
+  }
+  append(el, children);
+  return el;
+}
+
+export function append(el, children) {
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue;
+    el.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return el;
+}
+
+export function clear(el, ...children) {
+  el.replaceChildren();
+  return append(el, children);
+}
+
+export function fmtNumber(value, digits = 0) {
+  if (value === null || value === undefined || Number.isNaN(value)) return "–";
+  return Number(value).toLocaleString("en", { maximumFractionDigits: digits });
+}
+
+export function fmtTime(epochSeconds) {
+  if (!epochSeconds) return "–";
+  return new Date(epochSeconds * 1000).toLocaleString("en-GB", { hour12: false });
+}
+
+export function fmtUsd(value) {
+  if (value === null || value === undefined) return "unpriced";
+  if (Number(value) === 0) return "$0";
+  return "$" + Number(value).toFixed(value < 0.01 ? 5 : 2);
+}
+
+// A message in a status region: kind "error" (role=alert) or "info".
+export function say(region, text, kind = "info") {
+  region.classList.toggle("error", kind === "error");
+  region.setAttribute("role", kind === "error" ? "alert" : "status");
+  region.textContent = text;
+}
+
+// A label and its control kept together on one line (a check box after its label's box).
+export function field(control, text) {
+  const label = h("label", { for: control.id }, text);
+  return h("span", { class: "field" }, control.type === "checkbox" ? [control, label] : [label, control]);
+}

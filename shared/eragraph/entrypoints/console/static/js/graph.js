@@ -1,0 +1,183 @@
+// The summary graph: each layer a band (GET /stats for the layers, GET /graph/layers/{n} paged
+// and sampled for their nodes), summaries and chunks as nodes, each linked to its parent; a
+// click (or the lists beside it) opens a node (GET /nodes/{id}) and its members down to the
+// chunks' text; the re-summarized summaries of an upload are highlighted layer by layer with
+// their calls and tokens against the rebuild estimate (GET /changes).
+
+import cytoscape from "../vendor/cytoscape/cytoscape.esm.min.mjs";
+import { get, query } from "./api.js";
+import { clear, h, say } from "./dom.js";
+import { changeGroups, costPanel } from "./changes.js";
+
+const PER_LAYER = 150; // nodes drawn per band (a page; the route samples a large layer)
+const BAND = 170;
+const WIDTH = 1400;
+const ui = {};
+let cy = null;
+let bands = []; // {layer, total, nodes, next_cursor, sampled}
+let groups = [];
+let trail = []; // the nodes opened, from the first to the one shown
+
+function mount(panel) {
+  ui.panel = panel;
+  ui.message = h("p", { class: "message", id: "graph-message", role: "status" });
+  ui.canvas = h("div", { class: "graph", id: "summary-graph", role: "img", "aria-label": "Summary graph: layers as bands, nodes linked to their parent summary" });
+  ui.bands = h("ul", { class: "bands", id: "graph-bands", "aria-label": "Layers" });
+  ui.node = h("div", { id: "node-detail", class: "node-detail", "aria-live": "polite" });
+  ui.trail = h("ol", { class: "trail", id: "node-trail", "aria-label": "Path from the summary opened" });
+  ui.changeSelect = h("select", { id: "change-select" });
+  ui.cost = h("div", { id: "change-cost" });
+  panel.append(h("h2", {}, "Summary graph"), ui.message,
+    h("div", { class: "split wide" },
+      h("section", { class: "card graph-card", "aria-label": "Layers" }, ui.canvas, ui.bands),
+      h("section", { class: "card", "aria-labelledby": "node-title" },
+        h("h3", { id: "node-title" }, "Node"), ui.trail, ui.node,
+        h("h3", { id: "change-title" }, "What an upload changed"),
+        h("div", { class: "row" }, h("label", { for: "change-select" }, "Change"), ui.changeSelect,
+          h("button", { type: "button", id: "change-refresh", onclick: () => changes() }, "Refresh")),
+        ui.cost)));
+  ui.changeSelect.addEventListener("change", () => highlight(groups[Number(ui.changeSelect.value)]));
+  clear(ui.node, h("p", { class: "hint", text: "Click a summary (or pick one from a layer below) to see its members." }));
+}
+
+async function show() {
+  ui.panel.dataset.state = "loading";
+  await draw();
+  await changes();
+}
+
+function reset() {
+  trail = [];
+  clear(ui.trail);
+}
+
+async function draw() {
+  let stats;
+  try {
+    stats = await get("/stats");
+  } catch (error) {
+    say(ui.message, `Could not read the layers: ${error.message}`, "error");
+    ui.panel.dataset.state = "ready";
+    return;
+  }
+  const layers = stats.layers.map((l) => l.layer).sort((a, b) => b - a);
+  bands = await Promise.all(layers.map((layer) => get(`/graph/layers/${layer}` + query({ limit: PER_LAYER })).catch((error) => {
+    const size = stats.layers.find((l) => l.layer === layer);
+    return { layer, total: size.nodes, nodes: [], next_cursor: null, sampled: false, error: error.message };
+  })));
+  const missing = bands.find((b) => b.error);
+  say(ui.message, missing ? `The layers' nodes could not be read (${missing.error}); the counts come from GET /stats.` :
+    "Layers top to bottom; an edge joins a node to the summary of its segment. Click a summary to open it.", missing ? "error" : "info");
+  render();
+  listBands();
+  ui.panel.dataset.nodes = String(bands.reduce((n, b) => n + b.nodes.length, 0));
+  ui.panel.dataset.state = "ready"; // its layers are drawn (eragraph bench console waits for it)
+}
+
+function elements() {
+  const out = [];
+  const present = new Set(bands.flatMap((b) => b.nodes.map((n) => n.id)));
+  bands.forEach((band, row) => {
+    if (!band.nodes.length) return;
+    out.push({ data: { id: "band-" + band.layer, label: `Layer ${band.layer} · ${band.total} nodes${band.sampled || band.nodes.length < band.total ? ` (${band.nodes.length} drawn)` : ""}` }, classes: "band" });
+    const step = WIDTH / Math.max(band.nodes.length, 1);
+    band.nodes.forEach((node, i) => {
+      out.push({ data: { id: node.id, parent: "band-" + band.layer, label: node.label, layer: node.layer, members: node.members },
+        position: { x: step * (i + 0.5), y: row * BAND }, classes: node.members ? "summary" : "chunk" });
+      if (node.parent && present.has(node.parent)) out.push({ data: { id: `e-${node.id}`, source: node.id, target: node.parent } });
+    });
+  });
+  return out;
+}
+
+const STYLE = [
+  { selector: "node", style: { width: 10, height: 10, "background-color": "#4a7ab0", label: "", "font-size": 9 } },
+  { selector: "node.summary", style: { width: 22, height: 22, shape: "round-rectangle", "background-color": "#2f6b4f" } },
+  { selector: "node.band", style: { shape: "round-rectangle", "background-color": "#eef2f6", "background-opacity": 1, "border-width": 1,
+    "border-color": "#c5ced8", label: "data(label)", "text-valign": "top", "text-halign": "left", "font-size": 22, "text-margin-x": 190, "text-margin-y": -4, padding: 18 } },
+  { selector: "edge", style: { width: 1, "line-color": "#b8c2cc", "curve-style": "straight" } },
+  { selector: "node.changed", style: { "background-color": "#d9480f", "border-width": 3, "border-color": "#7a2604" } },
+  { selector: "node.open", style: { "border-width": 3, "border-color": "#111" } },
+];
+
+function render() {
+  const total = bands.reduce((n, b) => n + b.nodes.length, 0);
+  if (cy) cy.destroy();
+  cy = cytoscape({ container: ui.canvas, elements: elements(), style: STYLE, layout: { name: "preset" },
+    textureOnViewport: total > 2000, hideEdgesOnViewport: total > 2000, minZoom: 0.05, maxZoom: 4 });
+  cy.fit(undefined, 20);
+  cy.on("tap", "node.summary, node.chunk", (event) => open(event.target.id(), true));
+  window.eragraphSummaryGraph = cy; // for the browser tests and the curious
+}
+
+function listBands() {
+  clear(ui.bands, bands.map((band) => h("li", {},
+    h("span", { text: `Layer ${band.layer}: ${band.total} nodes` + (band.nodes.length < band.total ? `, ${band.nodes.length} drawn${band.sampled ? " (sampled)" : ""}` : "") }),
+    band.nodes.length ? nodePicker(band) : null,
+    band.next_cursor ? h("button", { type: "button", onclick: () => more(band) }, `Draw ${PER_LAYER} more of layer ${band.layer}`) : null)));
+}
+
+function nodePicker(band) {
+  const id = `layer-pick-${band.layer}`;
+  const select = h("select", { id }, band.nodes.map((n) => h("option", { value: n.id, text: `${n.label.slice(0, 60)}${n.members ? ` (${n.members} members)` : ""}` })));
+  return h("span", { class: "row" }, h("label", { for: id, class: "visually-hidden" }, `A node of layer ${band.layer}`), select,
+    h("button", { type: "button", "aria-label": `Open the node picked in layer ${band.layer}`, onclick: () => open(select.value, true) }, "Open"));
+}
+
+async function more(band) {
+  const page = await get(`/graph/layers/${band.layer}` + query({ limit: PER_LAYER, cursor: band.next_cursor }));
+  band.nodes.push(...page.nodes);
+  band.next_cursor = page.next_cursor;
+  render();
+  listBands();
+}
+
+async function open(id, fresh) {
+  let node;
+  try {
+    node = await get("/nodes/" + encodeURIComponent(id));
+  } catch (error) {
+    clear(ui.node, h("p", { class: "error", role: "alert", text: `Could not open ${id}: ${error.message}` }));
+    return;
+  }
+  const at = trail.findIndex((n) => n.id === node.id);
+  if (fresh) trail = [node];
+  else if (at >= 0) trail = trail.slice(0, at + 1);
+  else trail = [...trail, node];
+  if (cy) {
+    cy.nodes(".open").removeClass("open");
+    cy.getElementById(node.id).addClass("open");
+  }
+  clear(ui.trail, trail.map((n) => h("li", {}, h("button", { type: "button", class: "link", onclick: () => open(n.id, false) }, `L${n.layer} ${n.id}`))));
+  clear(ui.node,
+    h("p", { class: "badges" }, h("span", { class: "badge", text: node.layer === 0 ? "chunk" : `summary, layer ${node.layer}` }),
+      h("span", { class: "badge", text: `${node.tokens} tokens` }), node.source ? h("span", { class: "badge", text: node.source }) : null),
+    h("p", { class: "node-text", id: "node-text", text: node.text }),
+    node.children && node.children.length ? h("div", {}, h("h4", { text: `Members (${node.children.length})` }),
+      h("ul", { class: "members", id: "node-members" }, node.children.map((c) => h("li", {},
+        h("button", { type: "button", class: "link", dataset: { id: c.id }, onclick: () => open(c.id, false) }, `L${c.layer} · ${c.label}`))))) : null);
+}
+
+async function changes() {
+  try {
+    const body = await get("/changes" + query({ limit: 50 }));
+    groups = changeGroups(body.changes);
+    clear(ui.changeSelect, groups.map((g, i) => h("option", { value: i, text: g.title })));
+    ui.rebuild = body.rebuild;
+    if (groups.length) highlight(groups[0]);
+    else clear(ui.cost, h("p", { class: "hint", text: "No change recorded yet: upload a document and come back." }));
+  } catch (error) {
+    clear(ui.cost, h("p", { class: "hint", text: `Changes are not available here (GET /changes: ${error.message}).` }));
+  }
+}
+
+function highlight(group) {
+  if (!group) return;
+  if (cy) {
+    cy.nodes(".changed").removeClass("changed");
+    for (const id of group.summaries) cy.getElementById(id).addClass("changed");
+  }
+  clear(ui.cost, costPanel(group, ui.rebuild, (id) => open(id, true)));
+}
+
+export default { mount, show, reset };

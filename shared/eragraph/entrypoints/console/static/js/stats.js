@@ -1,0 +1,112 @@
+// Stats and cost: layers, segments, documents and tenants (GET /stats, GET /tenants); the cost
+// ledger over time per kind and model as a uPlot (GET /ledger).
+
+import uPlot from "../vendor/uplot/uPlot.esm.js";
+import { get, query } from "./api.js";
+import { clear, field, fmtNumber, fmtUsd, h, say } from "./dom.js";
+
+const COLORS = ["#2f6b4f", "#d9480f", "#4a7ab0", "#8e44ad", "#b8860b", "#c2185b", "#00838f", "#5d4037"];
+const METRICS = [["tokens", "tokens (in + out)"], ["calls", "calls"], ["tokens_in", "tokens in"], ["tokens_out", "tokens out"], ["usd", "US dollars"]];
+const ui = {};
+let plot = null;
+let ledger = null;
+
+function mount(panel) {
+  ui.summary = h("dl", { class: "counts", id: "stats-summary" });
+  ui.layers = h("tbody", { id: "stats-layers" });
+  ui.ledgerTotals = h("tbody", { id: "stats-ledger" });
+  ui.metric = h("select", { id: "ledger-metric" }, METRICS.map(([v, t]) => h("option", { value: v, text: t })));
+  ui.bucket = h("select", { id: "ledger-bucket" }, ["minute", "hour", "day"].map((b) => h("option", { value: b, text: b, selected: b === "hour" })));
+  ui.plot = h("div", { id: "ledger-plot", class: "plot", role: "img", "aria-label": "Cost ledger over time, one line per kind and model" });
+  ui.message = h("p", { id: "ledger-message", class: "message", role: "status" });
+  panel.append(h("h2", {}, "Stats and cost"),
+    h("div", { class: "split" },
+      h("section", { class: "card", "aria-labelledby": "store-title" }, h("h3", { id: "store-title" }, "Store"), ui.summary,
+        h("div", { class: "scroll" }, h("table", {}, h("caption", { text: "Layers" }),
+          h("thead", {}, h("tr", {}, ["Layer", "Nodes", "Segments", "Smallest", "Largest"].map((t) => h("th", { scope: "col", text: t })))), ui.layers))),
+      h("section", { class: "card", "aria-labelledby": "ledger-title" }, h("h3", { id: "ledger-title" }, "Cost ledger"),
+        h("div", { class: "row" }, field(ui.metric, "Plot"), field(ui.bucket, "per")),
+        ui.plot, ui.message,
+        h("div", { class: "scroll" }, h("table", {}, h("caption", { text: "Totals per kind and model" }),
+          h("thead", {}, h("tr", {}, ["Kind", "Model", "Calls", "Tokens in", "Tokens out", "Cost"].map((t) => h("th", { scope: "col", text: t })))), ui.ledgerTotals)))));
+  ui.metric.addEventListener("change", () => drawPlot());
+  ui.bucket.addEventListener("change", () => loadLedger());
+  window.addEventListener("resize", () => plot && plot.setSize(size()));
+}
+
+async function show() {
+  let stats;
+  try {
+    stats = await get("/stats");
+  } catch (error) {
+    say(ui.message, `Could not read the stats: ${error.message}`, "error");
+    return;
+  }
+  let tenants = null;
+  try {
+    tenants = await get("/tenants");
+  } catch { /* no tenant route on this server */ }
+  const segments = stats.layers.reduce((n, l) => n + (l.segments || 0), 0);
+  clear(ui.summary, [["Documents", stats.documents], ["Layers", stats.layers.length], ["Segments", segments], ["Vectors", stats.vectors],
+    ["Tenants", tenants ? tenants.tenants.length : "–"], ["Embedder", stats.embedder]]
+    .map(([k, v]) => h("div", {}, h("dt", { text: k }), h("dd", { text: typeof v === "number" ? fmtNumber(v) : v }))));
+  clear(ui.layers, stats.layers.map((l) => h("tr", {}, h("th", { scope: "row", text: l.layer }), h("td", { text: fmtNumber(l.nodes) }),
+    h("td", { text: fmtNumber(l.segments) }), h("td", { text: fmtNumber(l.smallest_segment) }), h("td", { text: fmtNumber(l.largest_segment) }))));
+  clear(ui.ledgerTotals, (stats.ledger.calls || []).map((c) => h("tr", {}, h("td", { text: c.kind }), h("td", { text: c.model }),
+    h("td", { text: fmtNumber(c.calls) }), h("td", { text: fmtNumber(c.tokens_in) }), h("td", { text: fmtNumber(c.tokens_out) }),
+    h("td", { text: fmtUsd(c.cost_usd) }))));
+  await loadLedger();
+}
+
+async function loadLedger() {
+  try {
+    ledger = await get("/ledger" + query({ bucket: ui.bucket.value }));
+  } catch (error) {
+    ledger = null;
+    clear(ui.plot);
+    say(ui.message, `The ledger over time is not available here (GET /ledger: ${error.message}); the totals are below.`);
+    return;
+  }
+  drawPlot();
+}
+
+function size() {
+  return { width: Math.max(260, ui.plot.clientWidth || 600), height: 260 };
+}
+
+function value(point, metric) {
+  if (metric === "tokens") return (point.tokens_in || 0) + (point.tokens_out || 0);
+  return point[metric] ?? null;
+}
+
+// The series on one time axis: every bucket start of any series, null where a series has none.
+export function aligned(series, metric) {
+  const times = [...new Set(series.flatMap((s) => s.points.map((p) => p.t)))].sort((a, b) => a - b);
+  const index = new Map(times.map((t, i) => [t, i]));
+  const columns = series.map((s) => {
+    const column = new Array(times.length).fill(null);
+    for (const p of s.points) column[index.get(p.t)] = value(p, metric);
+    return column;
+  });
+  return [times, ...columns];
+}
+
+function drawPlot() {
+  if (plot) { plot.destroy(); plot = null; }
+  clear(ui.plot);
+  if (!ledger || !ledger.series.length) {
+    say(ui.message, "No model calls recorded yet.");
+    return;
+  }
+  const metric = ui.metric.value;
+  const data = aligned(ledger.series, metric);
+  const label = METRICS.find(([m]) => m === metric)[1];
+  say(ui.message, `${ledger.series.length} series, ${data[0].length} ${ui.bucket.value}s.`);
+  plot = new uPlot({ ...size(), title: `Ledger: ${label} per ${ui.bucket.value}`,
+    scales: { x: { time: true } },
+    axes: [{}, { label, size: 70 }],
+    series: [{}, ...ledger.series.map((s, i) => ({ label: `${s.kind} · ${s.model}`, stroke: COLORS[i % COLORS.length], width: 2,
+      points: { show: true, size: 6 }, spanGaps: true }))] }, data, ui.plot);
+}
+
+export default { mount, show };

@@ -1,0 +1,271 @@
+"""A store as a portable dump, and back: ``eragraph export`` / ``eragraph import``.
+
+A dump is a sequence of JSON records (the CLI writes one a line, gzip-compressed). The first is
+the header: ``{"format": "eragraph-dump", "version": DUMP_VERSION, "providers", "settings",
+"lsh"}``: the providers the store was built with (services.store_providers), its graph settings
+and its hyperplanes. Then, one record each:
+
+- ``document``: a live document (its chunk ids, metadata, version) and its ``stored_text``
+  (the blob rebuilds read), when the store keeps it;
+- ``status``: a document's ingestion status;
+- ``node``: a chunk or summary with its vector (``vector``: base64 of little-endian floats,
+  ``dtype`` f4 or f8), layer by layer from 0;
+- ``segment``: a segment of a layer, its members and its summary;
+- ``entity_chunk``: a chunk's entity record (its sentences, the entities each mentions with
+  their occurrences);
+- ``entity_vector``: an entity-name or sentence vector;
+- ``ledger``: a row of the cost ledger; ``meta``: a store mark (``leaf_attrs``).
+
+``load`` writes a dump into an empty store of any profile (the engine's ports) without calling
+the embedder or the summarizer: nodes, vectors and summaries are the dump's. A chunk's vector
+carries the attributes of its document in the target's tenant. The target is checked first: it
+must be empty, and its providers (once the dump's are adopted) the dump's. A dump of another
+format, or of a version this code does not read, is refused saying which it is and which it
+reads.
+
+Export reads a settled store: run it when no ingest is in flight (the CLI holds the writer
+lock); the summaries of a layer still being reconciled are exported as they stand."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict
+from typing import Any
+
+import numpy as np
+
+from ..domain.doc_status import DocStatus
+from ..domain.model import Document, EragraphError, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
+from ..ports.entity import ChunkEntities, SentenceMentions, chunk_of_sentence
+from .engine import LEAF_ATTRS, Engine
+from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER
+from .ingest import leaf_meta
+from .sources import text_key
+from .store_providers import PROVIDERS_KEY, recorded_providers
+
+FORMAT = "eragraph-dump"
+DUMP_VERSION = 1
+READS = (1,)  # the dump versions ``load`` reads
+BATCH = 256
+
+
+class DumpError(EragraphError):
+    """A dump that cannot be loaded here (its format or version, or a target that is not empty)."""
+
+
+def _vector(v: np.ndarray) -> dict[str, str]:
+    arr = np.asarray(v)
+    dtype = "f4" if arr.dtype == np.float32 else "f8"
+    return {"dtype": dtype, "vector": base64.b64encode(arr.astype("<" + dtype).tobytes()).decode("ascii")}
+
+
+def _array(record: dict) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(record["vector"]), dtype="<" + record["dtype"]).astype(np.float32)
+
+
+def dump(engine: Engine) -> Iterator[dict]:
+    """The records of ``engine``'s store, header first."""
+    g = engine.graph
+    lsh = g.get_lsh()
+    yield {"format": FORMAT, "version": DUMP_VERSION, "providers": recorded_providers(g),
+           "settings": g.get_meta("settings"), "lsh": None if lsh is None else asdict(lsh)}
+    if lsh is None:
+        return
+    for doc in g.list_documents():
+        record: dict[str, Any] = {"kind": "document", **asdict(doc)}
+        if engine.blobs is not None:
+            try:
+                record["stored_text"] = engine.blobs.get(text_key(doc.doc_id)).decode("utf-8")
+            except KeyError:
+                pass
+        yield record
+    for status in g.doc_statuses():
+        yield {"kind": "status", **asdict(status)}
+    layer = 0
+    while True:
+        refs = g.layer_refs(layer)
+        if not refs and layer > 0:
+            break
+        ids = [r.node_id for r in refs]
+        for start in range(0, len(ids), BATCH):
+            part = ids[start:start + BATCH]
+            nodes, vectors = g.get_nodes(part), engine.vectors.get_vectors(part)
+            for i in part:
+                if i in nodes:
+                    extra = _vector(vectors[i]) if i in vectors else {}
+                    yield {"kind": "node", **asdict(nodes[i]), **extra}
+        for seg in g.get_segments(layer):
+            yield {"kind": "segment", **asdict(seg)}
+        layer += 1
+    if engine.entities is not None:
+        yield from _entities(engine)
+    for key, row in g.ledger().items():
+        yield {"kind": "ledger", "key": key, **row}
+    if g.get_meta(LEAF_ATTRS) is not None:
+        yield {"kind": "meta", "key": LEAF_ATTRS, "value": g.get_meta(LEAF_ATTRS)}
+
+
+def _entities(engine: Engine) -> Iterator[dict]:
+    store, vectors = engine.entities.store, engine.entities.vectors
+    chunks = sorted(store.chunk_ids())
+    for start in range(0, len(chunks), BATCH):
+        part = chunks[start:start + BATCH]
+        counts = store.chunk_entities(part)
+        sids = store.sentence_ids_of_chunks(part)
+        found = store.get_sentences(sids)
+        by_chunk: dict[str, dict[int, Any]] = {}
+        for sid, sentence in found.items():
+            by_chunk.setdefault(chunk_of_sentence(sid), {})[int(sid.rpartition("#s")[2])] = sentence
+        for chunk in part:
+            sentences = by_chunk.get(chunk, {})
+            extra = dict(counts.get(chunk, {}))
+            rows = []
+            for index in range(max(sentences, default=-1) + 1):
+                s = sentences.get(index)
+                names = list(s.entities) if s is not None else []
+                for name in names:
+                    extra[name] = extra.get(name, 0) - 1
+                rows.append([s.text if s is not None else "", names])
+            # occurrences beyond one per sentence go to the first sentence that names the entity
+            for name, more in extra.items():
+                if more > 0:
+                    row = next((r for r in rows if name in r[1]), None)
+                    if row is None:
+                        rows.append(["", [name]])
+                        more -= 1
+                        row = rows[-1]
+                    row[1].extend([name] * more)
+            yield {"kind": "entity_chunk", "chunk_id": chunk, "sentences": rows}
+    ids = sorted(vectors.ids())
+    for start in range(0, len(ids), BATCH):
+        got = vectors.get_vectors(ids[start:start + BATCH])
+        for i in ids[start:start + BATCH]:
+            if i in got:
+                yield {"kind": "entity_vector", "id": i, **_vector(got[i])}
+
+
+def check_header(header: Any) -> dict:
+    """The header of a dump this code reads, or a DumpError saying why not."""
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise DumpError("this is not an eragraph dump (its first record has no \"format\": \"eragraph-dump\")")
+    version = header.get("version")
+    if version not in READS:
+        newer = isinstance(version, int) and version > max(READS)
+        raise DumpError(f"this dump is version {version!r}; this eragraph reads version "
+                        f"{', '.join(map(str, READS))}" + (": upgrade eragraph to load it" if newer else ""))
+    return header
+
+
+def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
+    """Write a dump into ``engine``'s empty store; counts of what was written."""
+    it = iter(records)
+    header = check_header(next(it, None))
+    g = engine.graph
+    if g.get_lsh() is not None or g.list_documents():
+        raise DumpError("the target store is not empty: import into a new store (or tenant)")
+    _check_providers(engine, header)
+    counts: dict[str, int] = {}
+    if header.get("lsh") is None:
+        return counts
+    lsh = header["lsh"]
+    g.put_lsh(LshConfig(lsh["embedder_id"], lsh["dim"], lsh["n_planes"], lsh["seed"],
+                        tuple(tuple(row) for row in lsh["planes"])))
+    if header.get("providers"):
+        g.put_meta(PROVIDERS_KEY, header["providers"])
+    docs: dict[str, Document] = {}
+    layer_nodes: list[tuple[Node, np.ndarray | None]] = []
+    layer_segments: list[Segment] = []  # of the layer being read: applied once the layer above is written
+    below: list[Segment] = []  # of the layer below it
+    layer, entity_vecs = 0, []
+    for record in it:
+        kind = record.get("kind")
+        counts[kind] = counts.get(kind, 0) + 1
+        body = {k: v for k, v in record.items() if k not in ("kind", "stored_text", "vector", "dtype")}
+        if kind == "document":
+            doc = Document(**{**body, "chunk_ids": tuple(body.get("chunk_ids") or ())})
+            g.put_document(doc)
+            docs[doc.doc_id] = doc
+            if "stored_text" in record and engine.blobs is not None:
+                engine.blobs.put(text_key(doc.doc_id), record["stored_text"].encode("utf-8"))
+        elif kind == "status":
+            g.put_doc_status(DocStatus(**{**body, "pending_shards": tuple(body.get("pending_shards") or ())}))
+        elif kind == "node":
+            node = Node(**{**body, "children": tuple(body.get("children") or ())})
+            if node.layer != layer:
+                _write_layer(engine, docs, layer, layer_nodes, below)
+                layer, layer_nodes, layer_segments, below = node.layer, [], [], layer_segments
+            layer_nodes.append((node, _array(record) if "vector" in record else None))
+        elif kind == "segment":
+            layer_segments.append(Segment(body["segment_id"], body["layer"], tuple(body["members"]),
+                                          body["summary_id"]))
+        elif kind == "entity_chunk" and engine.entities is not None:
+            engine.entities.store.add_chunks([ChunkEntities(record["chunk_id"], tuple(
+                SentenceMentions(text, tuple(names)) for text, names in record["sentences"]))])
+        elif kind == "entity_vector" and engine.entities is not None:
+            entity_vecs.append((record["id"], _array(record)))
+        elif kind == "ledger":
+            g.add_ledger(body["key"], int(body.get("calls", 0)), int(body.get("tokens_in", 0)),
+                         int(body.get("tokens_out", 0)), float(body.get("seconds", 0.0)))
+        elif kind == "meta" and body.get("key") == LEAF_ATTRS:
+            g.put_meta(LEAF_ATTRS, body.get("value"))
+        elif kind not in ("entity_chunk", "entity_vector"):
+            raise DumpError(f"this dump holds a record of unknown kind {kind!r}")
+    _write_layer(engine, docs, layer, layer_nodes, below)
+    if layer_segments:
+        raise DumpError(f"the dump's segments of layer {layer} name summaries it does not hold")
+    if entity_vecs:
+        vectors = engine.entities.vectors
+        for start in range(0, len(entity_vecs), BATCH):
+            part = entity_vecs[start:start + BATCH]
+            node_doc = g.get_nodes({chunk_of_sentence(i) for i, _ in part if "#s" in i})
+            metas = [{"layer": SENTENCE_LAYER, "doc_id": getattr(node_doc.get(chunk_of_sentence(i)), "doc_id", "")}
+                     if "#s" in i else {"layer": ENTITY_LAYER, "doc_id": ""} for i, _ in part]
+            vectors.upsert([i for i, _ in part], np.stack([v for _, v in part]), metas)
+        vectors.flush()
+    g.repair_layer_counts()
+    engine.vectors.flush()
+    return counts
+
+
+def _check_providers(engine: Engine, header: dict) -> None:
+    lsh = header.get("lsh")
+    if lsh is None:
+        return
+    from ..domain.lsh import same_embedder
+
+    if not same_embedder(lsh["embedder_id"], engine.embedder.identity) or lsh["dim"] != engine.embedder.dim:
+        raise DumpError(f"this dump was built with embedder {lsh['embedder_id']!r} ({lsh['dim']}-d), the target "
+                        f"opens with {engine.embedder.identity!r} ({engine.embedder.dim}-d): open the target with "
+                        f"the dump's embedder (ERAGRAPH_EMBEDDER={(header.get('providers') or {}).get('embedder', '?')})")
+
+
+def _write_layer(engine: Engine, docs: dict[str, Document], layer: int,
+                 nodes: list[tuple[Node, np.ndarray | None]], below: list[Segment]) -> None:
+    """Write one layer: chunks enter the ref index (layer 0); summaries are written outside it and
+    become live there with the segments of the layer below (``below``: each one region, as a
+    reconcile applies it); then the layer's vectors."""
+    if not nodes:
+        if below:
+            raise DumpError(f"the dump's segments of layer {layer - 1} name summaries it does not hold")
+        return
+    g = engine.graph
+    for start in range(0, len(nodes), BATCH):
+        g.put_nodes([n for n, _ in nodes[start:start + BATCH]], index=layer == 0)
+    if below:
+        summaries = {n.node_id: n for n, _ in nodes}
+        members = g.get_nodes({m for seg in below for m in seg.members})
+        for seg in below:
+            summary = summaries.get(seg.summary_id)
+            if summary is None or any(m not in members for m in seg.members):
+                raise DumpError(f"segment {seg.segment_id} of layer {layer - 1} names nodes the dump does not hold")
+            g.apply_region(RegionChange(
+                layer=layer - 1, expected=tuple(RefState(m, members[m].code) for m in seg.members),
+                assign=tuple((m, seg.segment_id) for m in seg.members), add=(seg,),
+                above_add=(NodeRef(summary.node_id, summary.code),)))
+    with_vectors = [(n, v) for n, v in nodes if v is not None]
+    for start in range(0, len(with_vectors), BATCH):
+        part = with_vectors[start:start + BATCH]
+        metas = [leaf_meta(n, docs[n.doc_id], engine.tenant) if n.layer == 0 and n.doc_id in docs
+                 else {"layer": n.layer, "doc_id": n.doc_id if n.layer == 0 else ""} for n, _ in part]
+        engine.vectors.upsert([n.node_id for n, _ in part], np.stack([v for _, v in part]), metas)
