@@ -372,6 +372,12 @@ class ProcessSettings:
                    serve_token=env.get("ERAGRAPH_SERVE_TOKEN") or "")
 
 
+def named_variable(name: str) -> str | None:
+    """The value of a variable the user names on the command line (``eragraph console --token-env
+    NAME``: the variable holding a JWT), None when it is unset."""
+    return os.environ.get(name)
+
+
 # ----------------------------------------------------------------------------- the AWS profile
 # Variables the SAM template sets on every function (bootstrap.aws_profile builds its clients and
 # adapters from them). Read here only: ``aws_environment`` hands the profile the ones that are set.

@@ -9,6 +9,7 @@ import importlib
 from ...config import ProcessSettings
 from ...services.modes import mode_names
 from .admin import cmd_reindex, cmd_stats, cmd_status, cmd_tenants
+from .console import cmd_console
 from .exits import EXIT_HELP
 from .ingest import cmd_delete, cmd_ingest, cmd_rebuild
 from .portable import cmd_export, cmd_import
@@ -17,8 +18,9 @@ from .serve import cmd_mcp, cmd_serve
 from .store import DEFAULT_STORE
 from .tools import BENCH_MODULES, cmd_bench, cmd_demo, cmd_router_train
 
-DESCRIPTION = """The `eragraph` command line: ingest, query, serve, mcp (the MCP tools over stdio), delete, stats,
-rebuild, reindex, export and import (a portable dump), demo, bench, router (train the auto retrieval router)."""
+DESCRIPTION = """The `eragraph` command line: ingest, query, serve, console (the browser console over a deployed
+API), mcp (the MCP tools over stdio), delete, stats, rebuild, reindex, export and import (a portable dump), demo,
+bench, router (train the auto retrieval router)."""
 
 PROVIDER_FLAGS = {
     "embedder": ("minilm", "bedrock", "hash",
@@ -53,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     def command(name: str, help: str, func, *, providers: tuple[str, ...] = (), json_out: bool = True,
                 quiet: str | None = None, store: str = "required", tenant: bool = True) -> argparse.ArgumentParser:
         """A subcommand with the flags it uses: --store (``required``; ``optional``: a default or
-        --server; ``demo``: made if missing, no --tenant; ``default``: the demo's unless told), --json when it reports, --quiet when it writes anything to stderr besides
+        --server; ``demo``: made if missing, no --tenant; ``default``: the demo's unless told; ``none``: no
+        store, no --tenant), --json when it reports, --quiet when it writes anything to stderr besides
         errors, and the provider flags of the models it calls."""
         p = sub.add_parser(name, help=help, description=help[0].upper() + help[1:] + ".", epilog=EXIT_HELP,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -68,10 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
         elif store == "default":  # a command that reads the store `eragraph demo` made unless told another
             p.add_argument("--store", default=env_store or DEFAULT_STORE, metavar="DIR",
                            help=f"the store directory (or ERAGRAPH_STORE; default {DEFAULT_STORE}, the demo's)")
-        else:
+        elif store == "optional":
             p.add_argument("--store", default=env_store, metavar="DIR",
                            help="the store directory (or ERAGRAPH_STORE)")
-        if tenant and store != "demo":
+        if tenant and store in ("required", "optional", "default"):
             p.add_argument("--tenant", default=ProcessSettings.from_env().tenant or None, metavar="ID",
                            help="the tenant whose store to use (or ERAGRAPH_TENANT; default: the default tenant); "
                                 "its store is STORE/tenants/ID")
@@ -137,6 +140,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token", default=ProcessSettings.from_env().serve_token or None, metavar="TOKEN",
                    help="ask 'authorization: Bearer TOKEN' on every route but GET /health and the console's files "
                         "(or ERAGRAPH_SERVE_TOKEN); required with a --host beyond this machine")
+
+    p = command("console", "the browser console on 127.0.0.1 over a deployed stack's HTTP API, each call signed "
+                           "with your credentials (no website is hosted)", cmd_console, json_out=False,
+                quiet="no request log on stderr", store="none", tenant=False)
+    p.add_argument("--api", required=True, metavar="URL",
+                   help="the stack's ApiUrl output (https://ID.execute-api.REGION.amazonaws.com)")
+    p.add_argument("--auth", choices=("iam", "jwt"),
+                   help="how the API authorizes (the stack's ApiAuthMode): iam signs with SigV4 and your AWS "
+                        "credentials (botocore's chain: environment, AWS_PROFILE, SSO, instance role); jwt sends "
+                        "Authorization: Bearer (default iam, jwt when --token-env or --jwt-file is given)")
+    p.add_argument("--region", help="the API's region, when the URL's host does not name it (a custom domain)")
+    token = p.add_mutually_exclusive_group()
+    token.add_argument("--token-env", metavar="NAME", help="with --auth jwt: the variable holding the JWT")
+    token.add_argument("--jwt-file", metavar="FILE",
+                       help="with --auth jwt: a file holding the JWT, read again on every request (renew it there)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind: this machine only (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8766, help="port (0 picks a free one; default 8766)")
 
     command("mcp", "serve the store's tools (retrieve, answer, get_document, stats) to an MCP client over stdio",
             cmd_mcp, providers=("embedder", "generator"), json_out=False)

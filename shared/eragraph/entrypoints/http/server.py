@@ -152,7 +152,13 @@ class ApiApp:
     ``identity`` (bootstrap.identity.TenantIdentity: the caller's tenant from the adapter's
     request-context header), ``engines(tenant)`` (that tenant's engine), ``tenants()`` (another
     tenant's knowledge base id is ResourceNotFoundException, as an unknown one) and ``admit(tenant)`` (the per-tenant
-    rate limit: 429 ThrottlingException)."""
+    rate limit: 429 ThrottlingException).
+
+    A subclass may answer the API routes otherwise: ``eragraph console`` (console.proxy.ProxyApp)
+    forwards them to the deployed API (``needs_engine`` False; its own ``resolve`` and the
+    ``serve_*`` methods of the routes this app serves itself)."""
+
+    needs_engine = True
 
     def __init__(self, engine: Engine | None, fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS,
                  log: bool = False, *, identity: Any = None, engines: Callable[[str], Engine] | None = None,
@@ -163,7 +169,7 @@ class ApiApp:
             from .tenant_choice import PinnedTenant
 
             choice = PinnedTenant(engine)
-        if choice is None and (identity is None or engines is None):
+        if self.needs_engine and choice is None and (identity is None or engines is None):
             raise ValueError("ApiApp needs an engine, a tenant choice, or an identity and engines(tenant)")
         self.choice = choice  # eragraph serve: how a request's tenant is chosen (tenant_choice)
         self.engine = engine
@@ -246,43 +252,66 @@ class ApiApp:
         if scope["path"].rstrip("/") == MCP.path and not self.stream_only:  # MCP's transport reads the body
             await self.serve_mcp(scope, receive, send)
             return
+        body = await self.read_body(scope, receive, send, headers)
+        if body is None:
+            return
+        if scope["path"].rstrip("/") == KB_STREAM.path and scope["method"] == KB_STREAM.method:
+            await self.serve_kb_stream(scope, send, body)
+            return
+        if (scope["path"].rstrip("/") == CHAT.path and scope["method"] == CHAT.method and not self.stream_only
+                and wants_stream(body)):  # the chat endpoint's events, sent as they are written
+            await self.serve_chat_stream(scope, send, body)
+            return
+        if (scope["path"].rstrip("/") == QUERY_STREAM.path and scope["method"] == QUERY_STREAM.method
+                and not self.stream_only):
+            await self.serve_query_stream(scope, send, body)
+            return
+        if self.stream_only:  # the stream function: its routes (the stream, and its readiness check), nothing else
+            await self.serve_stream_only(scope, send)
+            return
+        await self.serve_resolved(scope, send, body)
+
+    async def read_body(self, scope: dict, receive, send, headers: dict[str, str]) -> bytes | None:
+        """The request's whole body; None when the client left, or it was over the route's cap
+        (answered 413)."""
         cap = UPLOAD_MAX_BODY_BYTES if scope["path"].rstrip("/") == "/documents" else MAX_BODY_BYTES
         too_large = f"request body too large (at most {cap} bytes)"
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > cap:
             await self.send_error(send, scope, 413, too_large)
-            return
+            return None
         chunks, size, more = [], 0, True
         while more:
             message = await receive()
             if message["type"] == "http.disconnect":
-                return
+                return None
             piece = message.get("body", b"")
             size += len(piece)
             if size > cap:
                 await self.send_error(send, scope, 413, too_large)
-                return
+                return None
             chunks.append(piece)
             more = message.get("more_body", False)
-        body = b"".join(chunks)
-        if scope["path"].rstrip("/") == KB_STREAM.path and scope["method"] == KB_STREAM.method:
-            from .stream import serve_kb_stream
+        return b"".join(chunks)
 
-            await serve_kb_stream(self, scope, send, body)
-            return
-        if (scope["path"].rstrip("/") == CHAT.path and scope["method"] == CHAT.method and not self.stream_only
-                and wants_stream(body)):  # the chat endpoint's events, sent as they are written
-            await serve_chat_stream(self, scope, send, body)
-            return
-        if (scope["path"].rstrip("/") == QUERY_STREAM.path and scope["method"] == QUERY_STREAM.method
-                and not self.stream_only):
-            from .query_stream import serve_query_stream
+    async def serve_kb_stream(self, scope: dict, send, body: bytes) -> None:
+        """POST /retrieveAndGenerateStream, its whole body read (eragraph.entrypoints.http.stream)."""
+        from .stream import serve_kb_stream
 
-            await serve_query_stream(self, scope, send, body, self.pools[family_of("POST", "/query", body)])
-            return
-        if self.stream_only:  # the stream function: its routes (the stream, and its readiness check), nothing else
-            await self.serve_stream_only(scope, send)
-            return
+        await serve_kb_stream(self, scope, send, body)
+
+    async def serve_chat_stream(self, scope: dict, send, body: bytes) -> None:
+        """POST /v1/chat/completions with ``stream: true`` (eragraph.entrypoints.http.chat_stream)."""
+        await serve_chat_stream(self, scope, send, body)
+
+    async def serve_query_stream(self, scope: dict, send, body: bytes) -> None:
+        """POST /query/stream (eragraph.entrypoints.http.query_stream)."""
+        from .query_stream import serve_query_stream
+
+        await serve_query_stream(self, scope, send, body, self.pools[family_of("POST", "/query", body)])
+
+    async def serve_resolved(self, scope: dict, send, body: bytes) -> None:
+        """A request answered by ``resolve`` (the API's resolver) in its family's pool."""
         path = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
         query = scope.get("query_string", b"").decode("latin-1")
         headers = {}
