@@ -19,9 +19,9 @@ def _q(**fields) -> str:
 
 # (name, body, status, words the message must contain); body None: no body at all
 CASES: list[tuple[str, str | bytes | None, int, str]] = [
-    ("array nested 100,000 deep", "[" * 100_000 + "]" * 100_000, 400, "deeper than 16 levels"),
-    ("object nested 100,000 deep", '{"query": ' + '{"a": ' * 100_000 + "1" + "}" * 100_001, 400, "deeper than 16 levels"),
-    ("unclosed nesting 100,000 deep", "[" * 100_000, 400, "deeper than 16 levels"),
+    ("array nested 100,000 deep", "[" * 100_000 + "]" * 100_000, 400, "deeper than 32 levels"),
+    ("object nested 100,000 deep", '{"query": ' + '{"a": ' * 100_000 + "1" + "}" * 100_001, 400, "deeper than 32 levels"),
+    ("unclosed nesting 100,000 deep", "[" * 100_000, 400, "deeper than 32 levels"),
     ("a list where the object belongs", json.dumps([{"query": "comet"}]), 400, "must be a JSON object, not an array"),
     ("a string where the object belongs", json.dumps("comet"), 400, "must be a JSON object, not a string"),
     ("null body", "null", 400, "must be a JSON object, not null"),

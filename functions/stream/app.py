@@ -36,4 +36,5 @@ def spent(calls: list) -> None:
 
 
 app = ApiApp(None, identity=IDENTITY, engines=engine_of, tenants=lambda: LAMBDA_ENGINE.tenancy.tenants(),
-             admit=ADMIT, stream_only=True, on_model_calls=spent)
+             admit=ADMIT, stream_only=True, on_model_calls=spent,
+             log=True)  # one line per request (request id, caller, tenant, route, status): a function URL keeps no access log

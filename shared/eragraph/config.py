@@ -358,6 +358,9 @@ class ProcessSettings:
     # rerankingConfiguration, POST /query's rerank.model) besides ERAGRAPH_RERANK_MODEL ("" = that
     # one only); the role must allow each
     rerank_models: tuple[str, ...] = ()
+    # ERAGRAPH_SERVE_TOKEN: the bearer token of `eragraph serve` (its --token's default); required
+    # to bind beyond loopback
+    serve_token: str = field(default="", repr=False)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessSettings:
@@ -371,7 +374,8 @@ class ProcessSettings:
                    server=env.get("ERAGRAPH_SERVER") or "", stuck_after_seconds=stuck_after,
                    openai_api_key=env.get("OPENAI_API_KEY") or "",
                    answer_models=_names(env.get("ERAGRAPH_ANSWER_MODELS")),
-                   rerank_models=_names(env.get("ERAGRAPH_RERANK_MODELS")))
+                   rerank_models=_names(env.get("ERAGRAPH_RERANK_MODELS")),
+                   serve_token=env.get("ERAGRAPH_SERVE_TOKEN") or "")
 
 
 # ----------------------------------------------------------------------------- the AWS profile

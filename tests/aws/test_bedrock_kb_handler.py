@@ -32,11 +32,12 @@ def test_each_tenant_retrieves_from_its_own_knowledge_base_only(two_tenants, lam
     assert any(w in shown for w in A_WORDS) and not any(w in shown for w in B_WORDS)
     top = out["retrievalResults"][0]
     assert top["location"]["type"] == "S3" and top["location"]["s3Location"]["uri"].startswith("s3://")
-    # b's id, asked by a: refused, and nothing of b's shows
-    with pytest.raises(a.exceptions.AccessDeniedException) as info:
+    # b's id, asked by a: refused as an id of no tenant is (so a caller cannot learn which tenants
+    # exist), and nothing of b's shows
+    with pytest.raises(a.exceptions.ResourceNotFoundException) as info:
         a.retrieve(knowledgeBaseId=knowledge_base_id("b"), retrievalQuery={"text": "Quillorn lighthouse"})
     assert not any(w in str(info.value) for w in B_WORDS)
-    with pytest.raises(a.exceptions.AccessDeniedException):  # the default tenant is another tenant too
+    with pytest.raises(a.exceptions.ResourceNotFoundException):  # the default tenant is another tenant too
         a.retrieve(knowledgeBaseId=knowledge_base_id(""), retrievalQuery={"text": "Quillorn"})
     with pytest.raises(a.exceptions.ResourceNotFoundException):  # an id of no tenant
         a.retrieve(knowledgeBaseId=knowledge_base_id("nobody"), retrievalQuery={"text": "Quillorn"})

@@ -126,7 +126,7 @@ def test_malformed_mcp_requests_are_4xx_in_words(two_tenants, lambda_context):
     cases = [(b"{not json", "application/json", 400, "Parse error"),
              (b"", "application/json", 400, "Parse error"),
              (b"[1, 2]", "application/json", 400, "Validation error"),
-             (b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}', "text/plain", 400, "Content-Type")]
+             (b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}', "text/plain", 415, "application/json")]
     for body, content_type, status, words in cases:
         ev = http_event("POST", "/mcp", None, jwt("a"))
         ev["routeKey"] = ev["requestContext"]["routeKey"] = "POST /mcp"

@@ -3,7 +3,7 @@ uvicorn on a local port, each request carrying the adapter's ``x-amzn-request-co
 (the function URL's requestContext, from a real function URL event with IAM auth), read by
 boto3's ``bedrock-agent-runtime`` client unchanged. The caller's tenant is its IAM role's tag
 (moto's IAM), never the body; a caller without one is refused; another tenant's knowledge base
-id is AccessDeniedException; the first ``output`` event leaves before a slow generator ends."""
+id is ResourceNotFoundException, as an unknown one; the first ``output`` event leaves before a slow generator ends."""
 
 from __future__ import annotations
 
@@ -128,9 +128,9 @@ def test_the_stream_leaves_event_by_event_for_the_callers_tenant(stream_url):
     assert any(w in refs for w in A_WORDS) and not any(w in refs for w in B_WORDS)
 
 
-def test_another_tenants_knowledge_base_is_access_denied(stream_url):
+def test_another_tenants_knowledge_base_is_not_found_as_an_unknown_one(stream_url):
     client = client_as(stream_url, "kb-reader-a")
-    with pytest.raises(client.exceptions.AccessDeniedException) as info:
+    with pytest.raises(client.exceptions.ResourceNotFoundException) as info:
         client.retrieve_and_generate_stream(**ask(knowledge_base_id("b")))
     assert not any(w in str(info.value) for w in B_WORDS)
     with pytest.raises(client.exceptions.ResourceNotFoundException):

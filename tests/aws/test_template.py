@@ -706,3 +706,16 @@ def test_rerank_and_answer_model_settings_are_parameters_of_the_query_and_stream
         assert env["ERAGRAPH_RERANK_MODEL"] == {"Ref": "RerankModelId"}, name
         assert env["ERAGRAPH_RERANK_CANDIDATES"] == {"Ref": "RerankCandidates"}, name
         assert env["ERAGRAPH_ANSWER_MODELS"] == {"Fn::Join": [",", {"Ref": "AnswerModelArns"}]}, name
+
+
+def test_stream_5xx_raise_an_alarm():
+    """Behind the Lambda Web Adapter an app 5xx is a successful invocation: the adapter counts
+    5xx as errors, and the app's own request lines feed a metric with its own alarm."""
+    env = TEMPLATE["Resources"]["StreamFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["AWS_LWA_ERROR_STATUS_CODES"] == "500-599"
+    metric = TEMPLATE["Resources"]["StreamServerErrorsMetric"]["Properties"]
+    assert metric["LogGroupName"] == {"Ref": "StreamLogGroup"}
+    assert '$.event = "request"' in metric["FilterPattern"] and "$.status >= 500" in metric["FilterPattern"]
+    alarm = TEMPLATE["Resources"]["StreamServerErrorsAlarm"]["Properties"]
+    assert alarm["MetricName"] == metric["MetricTransformations"][0]["MetricName"]
+    assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]

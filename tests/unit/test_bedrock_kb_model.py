@@ -61,8 +61,8 @@ def test_the_request_names_the_model_that_answers(bedrock, model):
 
 @pytest.mark.parametrize("model, words", [
     ("arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-opus-20240229-v1:0", "does not answer with"),
-    ("arn:aws:s3:::bucket/model", "not a Bedrock model ARN"),
-    ("gpt-4o please", "not a Bedrock model ARN"),
+    ("arn:aws:s3:::bucket/model", "modelArn must match the pattern"),  # the service model's own rule
+    ("gpt-4o please", "modelArn must match the pattern"),
 ])
 def test_a_model_outside_the_allow_list_or_no_model_is_a_validation_error(bedrock, model, words):
     engine, stub = bedrock

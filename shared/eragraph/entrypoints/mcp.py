@@ -272,7 +272,45 @@ async def serve_http(server: Server, scope: dict, receive, send, tenant: str,
     manager = StreamableHTTPSessionManager(server, json_response=True, stateless=True, security_settings=security,
                                            max_request_body_size=MAX_BODY_BYTES)
     async with manager.run():
-        await manager.handle_request(scope, receive, send)
+        await manager.handle_request(scope, receive, in_words(send))
+
+
+# the transport's protocol errors carry pydantic's report (class names, links): answered in words
+PROTOCOL_WORDS = {
+    -32700: "Parse error: the body is not valid JSON",
+    -32600: "Invalid request: the body is not a JSON-RPC 2.0 message",
+    -32602: 'Validation error: the body is not a valid JSON-RPC 2.0 message (an object, or an array of them, '
+            'with jsonrpc "2.0", a string method and object params)',
+}
+
+
+def in_words(send):
+    """``send`` with every JSON-RPC error answer of status 400 or more in words (PROTOCOL_WORDS)."""
+    held: list[dict] = []
+
+    async def wrapped(message: dict) -> None:
+        if message["type"] == "http.response.start" and message.get("status", 200) >= 400:
+            held.append(message)
+            return
+        if message["type"] == "http.response.body" and held:
+            start = held.pop()
+            body = message.get("body", b"")
+            try:
+                data = json.loads(body)
+                error = data.get("error") if isinstance(data, dict) else None
+                if isinstance(error, dict) and error.get("code") in PROTOCOL_WORDS:
+                    error["message"] = PROTOCOL_WORDS[error["code"]]
+                    error.pop("data", None)
+                    body = json.dumps(data).encode()
+            except ValueError:
+                pass
+            headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+            headers.append((b"content-length", str(len(body)).encode()))
+            await send({**start, "headers": headers})
+            await send({**message, "body": body, "more_body": False})
+            return
+        await send(message)
+    return wrapped
 
 
 def asgi_scope(event: dict, body: bytes) -> dict:

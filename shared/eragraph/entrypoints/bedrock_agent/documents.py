@@ -105,6 +105,9 @@ def uploads_of(engine: Engine, record: Mapping[str, Any], documents: list[Mappin
     out, total = [], 0
     for n, doc in enumerate(documents):
         where = f"documents[{n}]"
+        if (doc.get("metadata") or {}).get("accessControlList"):
+            raise _bad(f"{where}.metadata.accessControlList is not supported by this service (Eragraph applies "
+                       "no access control lists): remove it from the request")
         key, data = key_and_bytes(engine, record, doc["content"], f"{where}.content")
         total += len(data)
         if total > MAX_PAYLOAD_BYTES:

@@ -4,8 +4,8 @@
 Eragraph by changing its endpoint, not its code.
 
 The shapes are those of the ``bedrock-agent-runtime`` service model that botocore ships: a request
-is validated against the operation's input shape with botocore's own validator (types, required
-members, ``numberOfResults`` 1..100, enums), and errors are the modelled ones -- the
+is validated against the operation's input shape as the service does (bedrock_kb.validation:
+types, required members, enums, patterns, ranges, and what Eragraph does not apply), and errors are the modelled ones -- the
 ``x-amzn-errortype`` header and a JSON body with ``message`` -- so that the client raises
 ``ValidationException``, ``ResourceNotFoundException`` or ``AccessDeniedException``.
 
@@ -14,8 +14,8 @@ Mapping: ``retrievalQuery.text`` is the query; ``numberOfResults`` is k (default
 ``filter`` is Eragraph's filter language (already Bedrock's shape); ``rerankingConfiguration``
 is a domain.rerank.RerankSpec; ``nextToken`` is an offset into the ranked results (at most
 100 deep). The knowledge base id names a tenant (domain.knowledge_base); the caller's identity
-still decides the tenant, so another tenant's id is AccessDeniedException and an id of no
-tenant is ResourceNotFoundException. Needs the ``aws`` extra (botocore).
+still decides the tenant, so another tenant's id and an id of no tenant are the same
+ResourceNotFoundException. Needs the ``aws`` extra (botocore).
 
 RetrieveAndGenerate answers with the engine's generator (on AWS, the Bedrock model ``modelArn``
 names, if the deployment allows it: ``check_generate``); RetrieveAndGenerateStream's frames
@@ -30,6 +30,8 @@ answered by ``KbError.response``, the one HTTP form of the service's modelled er
 from __future__ import annotations
 
 import base64
+import hashlib
+import hmac
 import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -38,7 +40,9 @@ from functools import lru_cache
 from typing import Any
 
 from . import eventstream
-from ...domain.knowledge_base import knowledge_base_id, tenant_of
+from ..request_log import request_id, withheld
+from .validation import ShapeError, check_shape, check_supported
+from ...domain.knowledge_base import knowledge_base_id
 from ...domain.model import BadInputError
 from ...domain.rerank import RerankSpec
 from ...ports.records import Answer
@@ -67,9 +71,15 @@ class KbError(Exception):
         self.code = code
         self.status = self.STATUS[code]
 
+    retry_after: int | None = None  # seconds (a ThrottlingException's Retry-After)
+
     def response(self) -> tuple[int, dict[str, str], str]:
-        return (self.status, {"x-amzn-errortype": self.code, "content-type": "application/json"},
-                json.dumps({"message": str(self)}))
+        headers = {"x-amzn-errortype": self.code, "content-type": "application/json"}
+        if request_id():
+            headers["x-amzn-requestid"] = request_id()
+        if self.retry_after is not None:
+            headers["retry-after"] = str(self.retry_after)
+        return self.status, headers, json.dumps({"message": str(self)})
 
 
 @lru_cache(maxsize=2)
@@ -80,41 +90,51 @@ def service_model(service: str = SERVICE):
 
 
 def validate(operation: str, params: dict[str, Any], service: str = SERVICE) -> None:
-    """ValidationException unless ``params`` fit the operation's modelled input shape (of
-    ``service``: this one, or bedrock-agent's knowledge-base routes)."""
-    from botocore.validate import ParamValidator
+    """ValidationException unless ``params`` fit the operation's modelled input shape in
+    ``service``'s model (this one, or bedrock-agent's knowledge-base operations: required
+    members, types, enums, patterns, ranges: validation.check_shape) and ask only for what
+    Eragraph applies (validation.check_supported)."""
+    try:
+        check_shape(service_model(service).operation_model(operation).input_shape, params)
+        check_supported(operation, params)
+    except ShapeError as exc:
+        raise KbError("ValidationException", str(exc)) from None
 
-    report = ParamValidator().validate(params, service_model(service).operation_model(operation).input_shape)
-    if report.has_errors():
-        raise KbError("ValidationException", report.generate_report())
 
-
-def resolve_tenant(kb_id: str, caller: str, tenants: Callable[[], Iterable[str]] | None) -> str:
-    """The caller's tenant when ``kb_id`` is its knowledge base id, else the modelled error."""
+def resolve_tenant(kb_id: str, caller: str, tenants: Callable[[], Iterable[str]] | None = None) -> str:  # noqa: ARG001
+    """The caller's tenant when ``kb_id`` is its knowledge base id, else ResourceNotFoundException:
+    the same answer for an id of no tenant and for another tenant's, so that a caller cannot learn
+    which tenants exist (``tenants`` is no longer read)."""
     if kb_id == knowledge_base_id(caller):
         return caller
-    # the default tenant ("") is a tenant too, though no registry lists it
-    if tenants is not None and tenant_of(kb_id, ["", *tenants()]) is not None:
-        raise KbError("AccessDeniedException",
-                      f"knowledge base {kb_id} belongs to another tenant than the caller's")
     raise KbError("ResourceNotFoundException",
-                  f"no knowledge base {kb_id} (the caller's is {knowledge_base_id(caller)})")
+                  f"no knowledge base {kb_id} that this caller may read (the caller's is {knowledge_base_id(caller)})")
 
 
-def _offset(token: str | None) -> int:
+def query_key(text: str, retrieval: dict[str, Any]) -> str:
+    """What a nextToken is bound to: the query text and its retrieval configuration."""
+    canon = json.dumps([text, retrieval], sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canon.encode("utf-8", errors="surrogatepass")).hexdigest()[:16]
+
+
+def _offset(token: str | None, key: str) -> int:
     if token is None:
         return 0
     try:
-        offset = int(base64.urlsafe_b64decode(token.encode("ascii")).decode("ascii").removeprefix("offset:"))
+        kind, number, bound = base64.urlsafe_b64decode(token.encode("ascii")).decode("ascii").split(":")
+        offset = int(number)
     except (ValueError, UnicodeError):
         raise KbError("ValidationException", "nextToken is not a token this service returned") from None
-    if not 0 < offset < MAX_DEPTH:
+    if kind != "offset" or not 0 < offset < MAX_DEPTH:
         raise KbError("ValidationException", "nextToken is not a token this service returned")
+    if not hmac.compare_digest(bound, key):
+        raise KbError("ValidationException", "nextToken belongs to another query: pass it back with the same "
+                      "retrievalQuery and retrievalConfiguration")
     return offset
 
 
-def _token(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"offset:{offset}".encode("ascii")).decode("ascii")
+def _token(offset: int, key: str) -> str:
+    return base64.urlsafe_b64encode(f"offset:{offset}:{key}".encode("ascii")).decode("ascii")
 
 
 def location(source: str) -> dict[str, Any]:
@@ -142,7 +162,8 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
     the results as Bedrock's, the offset after the page)."""
     config = retrieval.get("vectorSearchConfiguration") or {}
     wanted = config.get("numberOfResults", DEFAULT_RESULTS)
-    offset = _offset(token)
+    key = query_key(text, retrieval)
+    offset = _offset(token, key)
     if offset + wanted > MAX_DEPTH:
         raise KbError("ValidationException", f"nextToken and numberOfResults reach past the first {MAX_DEPTH} results")
     mode = SEARCH_TYPES.get(config.get("overrideSearchType", ""), DEFAULT_MODE)
@@ -159,7 +180,7 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
     except (query_service.BadQueryError, BadInputError) as exc:
         raise KbError("ValidationException", str(exc)) from None
     except ModelCallError as exc:  # the embedder, reranker or generator gave up: Bedrock's dependency error
-        raise KbError("DependencyFailedException", f"a model call failed: {exc}") from None
+        raise KbError("DependencyFailedException", withheld("a model call failed", exc)) from None
     page = response.results[offset:offset + wanted]
     metas: dict[str, dict] = {}
     for doc_id in {r.doc_id for r in page}:  # at most k reads, never the store
@@ -167,17 +188,17 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
         metas[doc_id] = dict(doc.metadata) if doc is not None else {}  # the user's attributes, not .meta (bookkeeping)
     shaped = [_result(r, response.route or mode, metas[r.doc_id]) for r in page]
     more = len(page) == wanted and offset + wanted < MAX_DEPTH and len(response.results) == offset + wanted
-    return response, page, shaped, (offset + wanted if more else None)
+    return response, page, shaped, (_token(offset + wanted, key) if more else None)
 
 
 def retrieve(engine: Engine, body: dict[str, Any], kb_id: str) -> dict[str, Any]:
     """The Retrieve response for a request ``body`` on ``engine`` (the caller's)."""
     validate("Retrieve", {**body, "knowledgeBaseId": kb_id})
-    _, _, shaped, after = _search(engine, body["retrievalQuery"]["text"], body.get("retrievalConfiguration") or {},
+    _, _, shaped, token = _search(engine, body["retrievalQuery"]["text"], body.get("retrievalConfiguration") or {},
                                   body.get("nextToken"))
     out: dict[str, Any] = {"retrievalResults": shaped}
-    if after is not None:
-        out["nextToken"] = _token(after)
+    if token is not None:
+        out["nextToken"] = token
     return out
 
 
@@ -212,9 +233,9 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any]) -> Iterat
             item = next(answer, None)
         except ModelCallError as exc:
             if not pieces:  # nothing sent yet: the modelled JSON error
-                raise KbError("DependencyFailedException", f"a model call failed: {exc}") from None
+                raise KbError("DependencyFailedException", withheld("a model call failed", exc)) from None
             # mid-stream: the stream's own exception event, which boto3's EventStream raises
-            yield eventstream.exception("dependencyFailedException", f"the answer broke off: {exc}")
+            yield eventstream.exception("dependencyFailedException", withheld("the answer broke off", exc))
             return
         if item is None:
             break

@@ -134,6 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
                 quiet="no request log on stderr", store="default")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765, help="port (0 picks a free one; default 8765)")
+    p.add_argument("--token", default=ProcessSettings.from_env().serve_token or None, metavar="TOKEN",
+                   help="ask 'authorization: Bearer TOKEN' on every route but GET /health and the console's files "
+                        "(or ERAGRAPH_SERVE_TOKEN); required with a --host beyond this machine")
 
     command("mcp", "serve the store's tools (retrieve, answer, get_document, stats) to an MCP client over stdio",
             cmd_mcp, providers=("embedder", "generator"), json_out=False)

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import argparse
 import sys
+from urllib.parse import quote
 
+from ..http.guard import is_loopback
 from .exits import EXIT_OK, CommandError
 from .store import existing_store, open_engine, settings_of, tenant_of
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    token = args.token or ""
+    if not is_loopback(args.host) and not token:
+        raise CommandError(f"--host {args.host} serves beyond this machine: give --token (or ERAGRAPH_SERVE_TOKEN), "
+                           f"or anyone who reaches the port can read the store and spend on its models")
     existing_store(args.store)
     try:
         import uvicorn  # noqa: F401 (the server's)
@@ -21,14 +27,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
                            f"{exc}") from None
     choice = switchable_tenants(args)
     engine = open_engine(args) if choice is None else None
-    server = make_server(engine, args.host, args.port, log=not args.quiet, choice=choice)
+    server = make_server(engine, args.host, args.port, log=not args.quiet, choice=choice, token=token)
     if choice is not None:
         names = ", ".join(t or "(default)" for t in choice.tenants())
         tenant = f" (tenants {names}: the x-eragraph-tenant header picks one)"
     else:
         tenant = f" (tenant {engine.tenant})" if engine.tenant else ""
-    print(f"eragraph: serving {args.store}{tenant} on {server.url} (the console at {server.url}/, the query API "
-          f"as deployed, MCP at /mcp); Ctrl-C stops", file=sys.stderr, flush=True)
+    console = f"{server.url}/" + (f"#token={quote(token, safe='')}" if token else "")
+    print(f"eragraph: serving {args.store}{tenant} on {server.url} (the query API as deployed, MCP at /mcp); "
+          f"Ctrl-C stops", file=sys.stderr, flush=True)
+    print(f"eragraph: console at {console}", file=sys.stderr, flush=True)
+    if not is_loopback(args.host):
+        print(f"eragraph: warning: bound to {args.host}, beyond this machine: whoever reaches the port and holds "
+              f"the token reads this store and spends on its models, and plain HTTP shows the token to anyone on "
+              f"the path; prefer 127.0.0.1 behind an SSH tunnel or a TLS proxy", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

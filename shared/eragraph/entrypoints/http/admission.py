@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...bootstrap.identity import caller_of
+from .. import request_log
 
 
 TENANT_HEADER = "x-eragraph-tenant"  # the tenant a caller asks for (eragraph serve on a root of tenants)
@@ -64,11 +65,13 @@ class Admission:
     def caller(self, request: Mapping[str, Any]) -> str:
         """The tenant of the caller of ``request`` (an API Gateway event, or the stream's headers),
         once admitted."""
+        request_log.note(caller=caller_of(request) or request_log.current_caller())
         tenant = self.tenant_of(request) if self.tenant_of is not None else ""
         named = header_of(request, TENANT_HEADER)
         if named is not None and named.strip() != tenant:
             raise ForeignTenant(f"the {TENANT_HEADER} header names another tenant ({named.strip()[:80]!r}) than the "
                                 f"caller's ({tenant or 'the default tenant'!s}): this server does not switch tenants")
+        request_log.note(tenant=tenant)
         if self.logger is not None:
             self.logger.append_keys(tenant=tenant or "(default)", caller=caller_of(request),
                                     api_request_id=(request.get("requestContext") or {}).get("requestId", ""))

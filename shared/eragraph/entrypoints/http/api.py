@@ -47,9 +47,11 @@ from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 from ...services.engine import Engine
 from . import errors, handlers
 from .admission import Admission
-from .body import BadRequestBody, parse_body
+from .body import BadRequestBody, NotJsonBody, parse_body
+from .guard import is_json_type
 from .context import RouteContext
-from .routes import API, ROUTES
+from .. import request_log
+from .routes import API, ROUTES, route_of
 
 OPENAPI_TITLE = "Eragraph query API"
 OPENAPI_VERSION = "0.1.0"
@@ -63,6 +65,9 @@ class StrictHttpEvent(APIGatewayProxyEventV2):
     @cached_property
     def decoded_body(self) -> Optional[str]:
         body = self.body
+        given = self.headers.get("content-type") if body else None
+        if given is not None and not is_json_type(given):
+            raise NotJsonBody(f"the body must be JSON: content-type must be application/json (got {given[:60]!r})")
         if not (self.is_base64_encoded and body):
             return body
         try:
@@ -79,8 +84,24 @@ class QueryApiResolver(APIGatewayHttpResolver):
     """The HTTP API resolver whose events decode their body strictly (StrictHttpEvent) and
     parse it with parse_body."""
 
-    def __init__(self) -> None:
+    def __init__(self, access_log: bool = False) -> None:
         super().__init__(enable_validation=True, json_body_deserializer=parse_body)
+        self.access_log = access_log
+
+    def resolve(self, event, context):
+        """The response to ``event``, within its request record (request_log: the request id of
+        its error messages; with ``access_log``, its log line: caller, tenant, route, status)."""
+        http = ((event or {}).get("requestContext") or {}).get("http") or {}
+        method, path = str(http.get("method", "")), str((event or {}).get("rawPath") or http.get("path") or "")
+        found = route_of(method, path)
+        rid = ((event or {}).get("requestContext") or {}).get("requestId")
+        record = request_log.current()
+        if record is None or record["request_id"] != rid:  # not one the ASGI server opened already
+            record = request_log.begin(rid, method, found.key if found is not None else "(no route)")
+        out = super().resolve(event, context)
+        if self.access_log:
+            request_log.finish(record, int(out.get("statusCode", 0)) if isinstance(out, dict) else 0)
+        return out
 
     def _to_proxy_event(self, event: dict) -> StrictHttpEvent:  # powertools' hook building current_event
         return StrictHttpEvent(event, self._json_body_deserializer)
@@ -103,7 +124,7 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
     lists the store's tenants, so that the Bedrock KB routes (eragraph.entrypoints.bedrock_kb) tell
     another tenant's knowledge base id (403) from an unknown one (404); ``choice`` (``eragraph
     serve``: tenant_choice) is how a request's tenant is chosen, which GET /tenants reports."""
-    app = QueryApiResolver()
+    app = QueryApiResolver(access_log=logger is not None)
     ctx = RouteContext(app, Admission(tenant_of, admit, logger), get_engine, limits=limits, on_query=on_query,
                        mcp=mcp, tenants=tenants, choice=choice)
     errors.install(app)

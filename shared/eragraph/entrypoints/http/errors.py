@@ -35,8 +35,10 @@ from ...providers.prompts import ModelCallError
 from ...services.query import BadQueryError
 from ..bedrock_kb.runtime import KbError
 from ..openai_chat import ChatError
+from ..request_log import withheld
 from .admission import ForeignTenant, RateLimited
-from .body import BadRequestBody
+from .body import BadRequestBody, NotJsonBody
+from .routes import route_of
 from .tenant_choice import TenantNotChosen, UnknownTenant
 
 
@@ -83,7 +85,7 @@ def _unsupported_type(exc, event: Any) -> Answer:
 
 
 def _model_failed(exc: ModelCallError, _event: Any) -> Answer:
-    return 502, error_body(502, f"a model call failed: {exc}"), {}
+    return 502, error_body(502, withheld("a model call failed", exc)), {}
 
 
 def _kb(exc: KbError, _event: Any) -> Answer:
@@ -97,6 +99,7 @@ ANSWERS: dict[type[Exception], Callable[[Any, Any], Answer]] = {
     RateLimited: _rate_limited,
     BudgetTooLarge: _budget_too_large,
     BadRequestBody: _plain(400),
+    NotJsonBody: _plain(415),
     BadQueryError: _plain(400),
     TenantNotChosen: _plain(400),
     UnknownTenant: _plain(404),
@@ -129,27 +132,50 @@ def _handler(app, answer: Callable[[Any, Any], Answer]):
     from aws_lambda_powertools.event_handler import Response, content_types
 
     def handle(exc: Exception) -> Response:
-        status, body, headers = answer(exc, app.current_event)
+        event = app.current_event
+        found = route_of(event.http_method, event.path)
+        if found is not None and found.modelled:  # a Bedrock KB route: the service's modelled error, always
+            answer_of = _kb
+            status, body, headers = answer_of(kb_error(exc), event)
+        else:
+            status, body, headers = answer(exc, event)
         headers = dict(headers)
         return Response(status_code=status, content_type=headers.pop("content-type", content_types.APPLICATION_JSON),
                         body=body, headers=headers or None)
     return handle
 
 
-# the Bedrock KB service's modelled error of each refusal met before the stream's first frame
+# the Bedrock KB service's modelled error of each refusal of a KB route (the stream's before its
+# first frame, the resolver's whatever the route raised)
 KB_CODES: dict[type[Exception], str] = {
     BadRequestBody: "ValidationException",
+    BadQueryError: "ValidationException",
+    BudgetTooLarge: "ValidationException",
+    LexicalIndexMissing: "ValidationException",
     TenantForbidden: "AccessDeniedException",
     ForeignTenant: "AccessDeniedException",
     TenantNotChosen: "ValidationException",
     UnknownTenant: "ResourceNotFoundException",
     RateLimited: "ThrottlingException",
+    ModelCallError: "DependencyFailedException",
 }
 
 
 def kb_error(exc: Exception) -> KbError:
-    """``exc`` (a KbError, or a refusal of ``KB_CODES``) as the service's modelled error."""
+    """``exc`` as the service's modelled error: a KbError as it is, a refusal of ``KB_CODES`` as
+    its code, the resolver's validation errors as ValidationException in words."""
     if isinstance(exc, KbError):
         return exc
-    code = next(code for kind, code in KB_CODES.items() if isinstance(exc, kind))
-    return KbError(code, str(exc))
+    if isinstance(exc, ModelCallError):
+        return KbError("DependencyFailedException", withheld("a model call failed", exc))
+    code = next((code for kind, code in KB_CODES.items() if isinstance(exc, kind)), None)
+    if code is not None:
+        error = KbError(code, str(exc))
+        if isinstance(exc, RateLimited):
+            error.retry_after = exc.retry_after
+        return error
+    if type(exc).__name__ == "RequestUnsupportedContentType":
+        return KbError("ValidationException", "the body must be JSON: content-type must be application/json")
+    if type(exc).__name__ == "RequestValidationError":
+        return KbError("ValidationException", describe_all(exc.errors(), known={}))
+    return KbError("ValidationException", "the request could not be read")

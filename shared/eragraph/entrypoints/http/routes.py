@@ -22,6 +22,7 @@ template.yaml route (tests/aws/test_template.py checks that the two agree) and a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 API = "api"  # the HTTP API: the query function behind template.yaml's HttpApi, and eragraph serve
@@ -32,6 +33,7 @@ ASGI_MCP = "mcp"
 ASGI_KB_STREAM = "kb_stream"
 ASGI_CHAT_STREAM = "chat_stream"
 ASGI_QUERY_STREAM = "query_stream"
+KB = "bedrock-agent-runtime"  # the service model whose errors the Bedrock KB routes answer
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,12 @@ class Route:
     description: str | None = None
     needs: str | None = None
     asgi: str | None = None
+    modelled: str | None = None  # errors in this service model's shape (x-amzn-errortype), e.g. bedrock-agent-runtime
+
+    @property
+    def pattern(self) -> re.Pattern:
+        """The path as a regular expression (a parameter is one non-empty segment)."""
+        return re.compile("^" + re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(self.path)) + "/?$")
 
     @property
     def rule(self) -> str:
@@ -68,7 +76,8 @@ _DS = _KB + "{dataSourceId}"
 # the bedrock-agent knowledge-base operations (eragraph.entrypoints.bedrock_agent.handlers), with
 # the service model's http.requestUri and method; those that ingest need the document pipeline
 BEDROCK_AGENT: tuple[Route, ...] = tuple(
-    Route(method, path, handler, needs=needs, summary=f"Amazon Bedrock Knowledge Bases {operation}")
+    Route(method, path, handler, needs=needs, summary=f"Amazon Bedrock Knowledge Bases {operation}",
+          modelled="bedrock-agent")
     for operation, method, path, handler, needs in (
         ("CreateDataSource", "PUT", _KB, "create_data_source", None),
         ("ListDataSources", "POST", _KB, "list_data_sources", None),
@@ -99,9 +108,9 @@ ROUTES: tuple[Route, ...] = (
           description="JSON-RPC 2.0 messages of MCP: tools retrieve, answer (with a generator), "
                       "get_document, stats; JSON responses, no sessions"),
     Route("POST", "/knowledgebases/{knowledgeBaseId}/retrieve", "post_kb_retrieve",
-          summary="Amazon Bedrock Knowledge Bases Retrieve"),
+          summary="Amazon Bedrock Knowledge Bases Retrieve", modelled=KB),
     Route("POST", "/retrieveAndGenerate", "post_kb_retrieve_and_generate",
-          summary="Amazon Bedrock Knowledge Bases RetrieveAndGenerate"),
+          summary="Amazon Bedrock Knowledge Bases RetrieveAndGenerate", modelled=KB),
     *BEDROCK_AGENT,
     Route("POST", "/v1/chat/completions", "post_chat_completions", asgi=ASGI_CHAT_STREAM,
           summary="OpenAI-compatible chat completions (a model is a retrieval mode: eragraph-<mode>)",
@@ -110,7 +119,7 @@ ROUTES: tuple[Route, ...] = (
                       "server-sent events"),
     Route("GET", "/v1/models", "get_models", summary="OpenAI-compatible models: one per retrieval mode"),
     Route("GET", "/health", "health", on=frozenset({API, STREAM})),
-    Route("POST", "/retrieveAndGenerateStream", None, on=frozenset({STREAM}), asgi=ASGI_KB_STREAM),
+    Route("POST", "/retrieveAndGenerateStream", None, on=frozenset({STREAM}), asgi=ASGI_KB_STREAM, modelled=KB),
     Route("POST", "/query/stream", None, on=frozenset(), asgi=ASGI_QUERY_STREAM,
           summary="POST /query's answer as it is written: NDJSON lines results, piece..., done"),
 )
@@ -119,3 +128,14 @@ ROUTES: tuple[Route, ...] = (
 def route(asgi: str) -> Route:
     """The route the ASGI server serves with its own handler ``asgi``."""
     return next(r for r in ROUTES if r.asgi == asgi)
+
+
+def route_of(method: str, path: str) -> Route | None:
+    """The route a request of ``method`` to ``path`` is for (None: no route; HEAD is GET's)."""
+    method = "GET" if method == "HEAD" else method
+    return next((r for r in ROUTES if r.method == method and r.pattern.match(path)), None)
+
+
+def route_at(path: str) -> Route | None:
+    """A route at ``path``, whatever its method (None: none)."""
+    return next((r for r in ROUTES if r.pattern.match(path)), None)

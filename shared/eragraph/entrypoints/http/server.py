@@ -36,12 +36,17 @@ connections in autocommit mode (WAL), so each statement sees every transaction c
 it began. A query therefore sees every document whose ingest, delete or replacement committed
 before the query arrived.
 
-Bound to 127.0.0.1 unless told otherwise; there is no authentication, so do not expose it."""
+Safety (guard.LocalGuard, applied to every request before any route): bound to 127.0.0.1 unless
+told otherwise; there, a request addressed to another Host or from another Origin is refused, so
+that a web page cannot drive the server by DNS rebinding or a cross-site POST; a POST must declare
+a JSON body; with a token, every route but GET /health and the console's files asks for it, and
+binding beyond loopback needs one. Each request writes one log line (request_log) unless quiet."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import contextvars
 import json
 import socket
 import sys
@@ -56,10 +61,15 @@ from urllib.parse import parse_qsl
 
 from ...services.engine import Engine
 from ..console.assets import asset, is_console_path
+from ...bootstrap.identity import REQUEST_CONTEXT_HEADER, caller_of
+from .. import request_log
+from ..bedrock_kb.runtime import KbError
 from .admission import Admission
 from .errors import error_body
 from .chat_stream import serve_chat_stream, wants_stream
-from .routes import ASGI_CHAT_STREAM, ASGI_KB_STREAM, ASGI_MCP, ASGI_QUERY_STREAM, ROUTES, STREAM, route
+from .guard import LocalGuard, is_loopback
+from .routes import (ASGI_CHAT_STREAM, ASGI_KB_STREAM, ASGI_MCP, ASGI_QUERY_STREAM, ROUTES, STREAM, route, route_at,
+                     route_of)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -73,7 +83,6 @@ CHAT = route(ASGI_CHAT_STREAM)  # the OpenAI-compatible chat endpoint, streamed 
 QUERY_STREAM = route(ASGI_QUERY_STREAM)  # the answer as NDJSON lines (eragraph.entrypoints.http.query_stream)
 MCP = route(ASGI_MCP)  # the MCP endpoint (streamable HTTP, stateless): eragraph.entrypoints.mcp
 STREAM_ROUTES = tuple(r for r in ROUTES if STREAM in r.on)  # the stream function's
-LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 @dataclass
@@ -89,7 +98,8 @@ class LocalContext:
         return 300_000
 
 
-def http_event(method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str) -> dict:
+def http_event(method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str,
+               request_id: str = "") -> dict:
     """An API Gateway HTTP API payload v2 event for one HTTP request (``target``: path?query)."""
     path, _, query = target.partition("?")
     lowered = {k.lower(): v for k, v in headers.items()}
@@ -99,7 +109,7 @@ def http_event(method: str, target: str, headers: dict[str, str], body: bytes, s
         "requestContext": {
             "http": {"method": method, "path": path or "/", "protocol": "HTTP/1.1",
                      "sourceIp": source_ip, "userAgent": lowered.get("user-agent", "")},
-            "requestId": uuid.uuid4().hex, "routeKey": "$default", "stage": "$default",
+            "requestId": request_id or uuid.uuid4().hex, "routeKey": "$default", "stage": "$default",
             "timeEpoch": int(time.time() * 1000),
         },
         "isBase64Encoded": False,
@@ -140,7 +150,7 @@ class ApiApp:
     (POST /retrieveAndGenerateStream and GET /health; anything else is 404) with ``engine`` None and
     ``identity`` (bootstrap.identity.TenantIdentity: the caller's tenant from the adapter's
     request-context header), ``engines(tenant)`` (that tenant's engine), ``tenants()`` (another
-    tenant's knowledge base id is AccessDeniedException) and ``admit(tenant)`` (the per-tenant
+    tenant's knowledge base id is ResourceNotFoundException, as an unknown one) and ``admit(tenant)`` (the per-tenant
     rate limit: 429 ThrottlingException)."""
 
     def __init__(self, engine: Engine | None, fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS,
@@ -168,6 +178,7 @@ class ApiApp:
         self._local = threading.local()
         self._mcp = None  # the MCP server, built on the first request to MCP.path
         self.mcp_security = None  # MCP's Host/Origin check (ApiServer: loopback only when bound to loopback)
+        self.guard: LocalGuard | None = None  # eragraph serve's checks of every request (ApiServer sets it)
 
     def resolver(self):
         app = getattr(self._local, "app", None)
@@ -197,16 +208,42 @@ class ApiApp:
                     return
         if scope["type"] != "http":
             return
-        if scope["method"] in ("GET", "HEAD") and not self.stream_only and is_console_path(scope["path"]):
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        static = scope["method"] in ("GET", "HEAD") and not self.stream_only and is_console_path(scope["path"])
+        found = route_of(scope["method"], scope["path"])
+        record = request_log.begin(self.request_id_of(headers), scope["method"],
+                                   "console" if static else found.key if found is not None else "(no route)")
+        request_log.note(caller=self.caller_of(scope, headers))
+        sent: list[int] = []
+
+        async def send_logged(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                sent.append(message["status"])
+            await send(message)
+        try:
+            await self.serve(scope, receive, send_logged, headers, static)
+        finally:
+            if self.log:
+                request_log.finish(record, sent[0] if sent else 499)  # 499: the client left before an answer
+
+    async def serve(self, scope: dict, receive, send, headers: dict[str, str], static: bool) -> None:
+        """One HTTP request, after its log record is opened: the guard (eragraph serve), then the
+        console's files, MCP, the KB stream, or the resolver."""
+        if self.guard is not None:
+            refused = self.guard.check(scope["method"], scope["path"], headers, static=static)
+            if refused is not None:
+                status, message, extra = refused
+                await self.send_error(send, scope, status, message, extra)
+                return
+        if static:
             await self.serve_console(scope, send)
             return
         if scope["path"].rstrip("/") == MCP.path and not self.stream_only:  # MCP's transport reads the body
             await self.serve_mcp(scope, receive, send)
             return
-        length = dict(scope["headers"]).get(b"content-length")
+        length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            await self.send_whole(send, scope, 413, {"content-type": "application/json"},
-                                  json.dumps(error_body(413, "request body too large")).encode())
+            await self.send_error(send, scope, 413, "request body too large")
             return
         chunks, size, more = [], 0, True
         while more:
@@ -216,8 +253,7 @@ class ApiApp:
             piece = message.get("body", b"")
             size += len(piece)
             if size > MAX_BODY_BYTES:
-                await self.send_whole(send, scope, 413, {"content-type": "application/json"},
-                                      json.dumps(error_body(413, "request body too large")).encode())
+                await self.send_error(send, scope, 413, "request body too large")
                 return
             chunks.append(piece)
             more = message.get("more_body", False)
@@ -242,18 +278,56 @@ class ApiApp:
             return
         path = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
         query = scope.get("query_string", b"").decode("latin-1")
-        headers: dict[str, str] = {}
+        headers = {}
         for key, value in scope["headers"]:
             name = key.decode("latin-1").lower()
             headers[name] = f"{headers[name]}, {value.decode('latin-1')}" if name in headers else value.decode("latin-1")
         client = scope.get("client") or ("127.0.0.1", 0)
-        event = http_event(scope["method"], path + ("?" + query if query else ""), headers, body, client[0])
+        event = http_event(scope["method"], path + ("?" + query if query else ""), headers, body, client[0],
+                           request_id=request_log.request_id())
         pool = self.pools[family_of(scope["method"], path, body)]
-        out = await asyncio.get_running_loop().run_in_executor(pool, self.resolve, event)
+        context = contextvars.copy_context()  # the request's log record, in the worker thread
+        out = await asyncio.get_running_loop().run_in_executor(pool, context.run, self.resolve, event)
         data = out.get("body") or ""
         payload = base64.b64decode(data) if out.get("isBase64Encoded") else str(data).encode("utf-8")
         out_headers = {k: (", ".join(v) if isinstance(v, list) else str(v)) for k, v in (out.get("headers") or {}).items()}
         await self.send_whole(send, scope, int(out.get("statusCode", 500)), out_headers, payload)
+
+    async def send_error(self, send, scope: dict, status: int, message: str, extra: dict | None = None) -> None:
+        """An error answer: the Bedrock KB service's modelled one on its routes, else the API's JSON."""
+        found = route_at(scope["path"])
+        if found is not None and found.modelled:
+            code = {401: "AccessDeniedException", 403: "AccessDeniedException"}.get(status, "ValidationException")
+            status, headers, text = KbError(code, message).response()
+            await self.send_whole(send, scope, status, {**headers, **(extra or {})}, text.encode())
+            return
+        await self.send_whole(send, scope, status, {"content-type": "application/json", **(extra or {})},
+                              json.dumps(error_body(status, message)).encode())
+
+    def request_id_of(self, headers: dict[str, str]) -> str:
+        """The request id: the function URL's (the Lambda Web Adapter's request context), else a new one."""
+        context = self.request_context(headers)
+        rid = context.get("requestId") if context else None
+        return rid if isinstance(rid, str) and rid else uuid.uuid4().hex
+
+    def request_context(self, headers: dict[str, str]) -> dict:
+        """The Lambda Web Adapter's copy of the request context, when this app trusts it ({} else)."""
+        if self.identity is None or not getattr(self.identity, "trust_request_context", False):
+            return {}
+        try:
+            context = json.loads(headers.get(REQUEST_CONTEXT_HEADER) or "{}")
+        except ValueError:
+            return {}
+        return context if isinstance(context, dict) else {}
+
+    def caller_of(self, scope: dict, headers: dict[str, str]) -> str:
+        """Who called, for the request's log line: the IAM principal of the function URL's request
+        context, else the client's address."""
+        context = self.request_context(headers)
+        if context:
+            return caller_of({"requestContext": context})
+        client = scope.get("client") or ("", 0)
+        return f"address:{client[0]}"
 
     async def serve_mcp(self, scope: dict, receive, send) -> None:
         """POST /mcp: the MCP tools over stateless streamable HTTP (eragraph.entrypoints.mcp), for the
@@ -331,14 +405,19 @@ class ApiServer:
 
     def __init__(self, engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
                  fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, *, app: ApiApp | None = None,
-                 choice: Any = None) -> None:
+                 choice: Any = None, token: str = "") -> None:
         """``app``: an app built already (the stream function's), served instead of one over ``engine``;
-        ``choice``: the tenants served (tenant_choice; default: ``engine``'s alone)."""
+        ``choice``: the tenants served (tenant_choice; default: ``engine``'s alone); ``token``: the
+        bearer token every request but GET /health and the console's files must carry
+        (guard.LocalGuard), required to bind beyond loopback (ValueError)."""
         import uvicorn
 
+        if not is_loopback(host) and not token:
+            raise ValueError(f"binding {host} (beyond this machine) needs a token: anyone who reaches the port "
+                             f"could read the store and spend on its models")
         self.engine = engine
         self.app = app if app is not None else ApiApp(engine, fast_workers, slow_workers, log=log, choice=choice)
-        if host in LOOPBACK:  # a page in a browser must not reach /mcp by DNS rebinding
+        if is_loopback(host):  # a page in a browser must not reach /mcp by DNS rebinding
             try:
                 from ..mcp import loopback_security
             except ImportError:  # no mcp extra: /mcp answers 501
@@ -354,6 +433,8 @@ class ApiServer:
         self.socket.bind((host, port))
         self.socket.listen(BACKLOG)
         self.server_address = self.socket.getsockname()
+        if app is None:  # eragraph serve's own app (not the stream function's, behind IAM)
+            self.app.guard = LocalGuard(loopback=is_loopback(host), port=int(self.server_address[1]), token=token)
         config = uvicorn.Config(self.app, lifespan="off", http="h11", loop="asyncio", backlog=BACKLOG,
                                 access_log=log, log_level="info" if log else "warning",
                                 timeout_keep_alive=30)
@@ -396,17 +477,18 @@ def warm(engine: Engine) -> None:
 
 
 def make_server(engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
-                fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, choice: Any = None) -> ApiServer:
+                fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, choice: Any = None,
+                token: str = "") -> ApiServer:
     """A warm server bound to (host, port); port 0 picks a free one (see ``server.url``).
     ``choice``: the tenants of a store root the x-eragraph-tenant header picks from
     (tenant_choice.SwitchableTenants; its default tenant's engine is warmed, the others are
-    opened on their first request); else ``engine`` alone."""
+    opened on their first request); else ``engine`` alone. ``token``: see ApiServer."""
     if engine is None and choice is not None:
         engine = choice.default_engine()
     if engine is not None:
         warm(engine)
     return ApiServer(engine, host, port, log=log, fast_workers=fast_workers, slow_workers=slow_workers,
-                     choice=choice)
+                     choice=choice, token=token)
 
 
 if __name__ == "__main__":  # pragma: no cover
