@@ -48,7 +48,6 @@ JOB = "kb-job:"
 STEP_DOCUMENTS = 25  # objects read a step (one submit call: services.uploads.MAX_DOCUMENTS)
 STEP_SECONDS = 8.0
 LEASE_SECONDS = 30.0
-MAX_JOBS = 200  # jobs kept per data source (the oldest ended ones are forgotten)
 
 
 def _key(ds_id: str, job_id: str) -> str:
@@ -89,8 +88,6 @@ def start(engine: Engine, pipeline: Any, record: Mapping[str, Any], token: str |
     if running:
         raise kb_sync.SyncError("ConflictException", f"ingestion job {running[0]['ingestionJobId']} of this data "
                                 "source is running: stop it (StopIngestionJob) or wait for it to end")
-    for old in earlier[:max(0, len(earlier) - MAX_JOBS + 1)]:
-        engine.graph.delete_meta(_key(old["dataSourceId"], old["ingestionJobId"]))
     now = time.time()
     job = kb_sync.new_job(kb_sources.new_id(), record["knowledgeBaseId"], record["dataSourceId"], description, now)
     _save(engine, job, now)

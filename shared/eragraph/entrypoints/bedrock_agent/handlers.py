@@ -23,6 +23,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response, content_types
 
 from ...domain import kb_sync
+from ...domain.model import BadInputError
 from ...services import kb_jobs, kb_sources
 from ...services.engine import Engine
 from ..bedrock_kb.runtime import KbError, resolve_tenant, validate
@@ -47,14 +48,13 @@ def _request(ctx, operation: str, write: bool = True, **path: str) -> tuple[dict
 
 def _answer(fn: Callable[[], Any], status: int = 200):
     """``fn``'s result as the response (SyncError and the upload refusals as modelled errors)."""
-    from ...services import uploads
-
     try:
         body = fn()
     except kb_sync.SyncError as exc:
         raise KbError(exc.code, str(exc)) from None
-    except uploads.UploadError as exc:
-        code = {403: "AccessDeniedException", 409: "ConflictException"}.get(exc.status, "ValidationException")
+    except BadInputError as exc:  # services.uploads.UploadError (with its status), or bad input met later
+        code = {403: "AccessDeniedException", 409: "ConflictException"}.get(getattr(exc, "status", 400),
+                                                                            "ValidationException")
         raise KbError(code, str(exc)) from None
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
 

@@ -129,7 +129,7 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
                        mcp=mcp, tenants=tenants, choice=choice)
     errors.install(app)
     for route in ROUTES:
-        if API not in route.on or (route.needs and getattr(ctx, route.needs) is None):
+        if API not in route.on or (route.needs and getattr(ctx, route.needs, None) is None):
             continue
         handler = getattr(handlers, route.handler)
         if next(iter(inspect.signature(handler).parameters), None) == "ctx":
