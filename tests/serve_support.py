@@ -64,3 +64,15 @@ def get(url: str, path: str, timeout: float = 60) -> tuple[int, dict]:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read() or b"null")
+
+
+def send(url: str, method: str, path: str, body: object = None, timeout: float = 60) -> tuple[int, dict]:
+    """Any route: ``body`` as JSON (None: no body); the status and the JSON answer."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url + path, data=data, method=method,
+                                     headers={"content-type": "application/json"} if data is not None else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")

@@ -541,14 +541,15 @@ def _as_result(r: Mapping):
 
 
 def refuses_foreign_ids(client, tenant: str, tenants: Sequence[str], text: str) -> None:
-    """A caller naming another tenant's knowledge base id is AccessDeniedException, and the
-    message shows nothing of that tenant but its id."""
+    """A caller naming another tenant's knowledge base id is ResourceNotFoundException, the error
+    of an unknown id (so a caller cannot learn which tenants exist), and the message shows nothing
+    of that tenant but its id."""
     from eragraph.domain.knowledge_base import knowledge_base_id
 
     other = tenants[(tenants.index(tenant) + 1) % len(tenants)]
     try:
         client.retrieve(knowledgeBaseId=knowledge_base_id(other), retrievalQuery={"text": text})
-    except client.exceptions.AccessDeniedException as exc:
+    except client.exceptions.ResourceNotFoundException as exc:
         assert "Marker" not in str(exc) and not words_of(str(exc)) & set(VOCAB[other]), str(exc)
     else:
         raise AssertionError(f"tenant {tenant!r} retrieved from tenant {other!r}'s knowledge base")
@@ -557,7 +558,7 @@ def refuses_foreign_ids(client, tenant: str, tenants: Sequence[str], text: str) 
 def kb_ask(engines: Mapping[str, object]) -> Callable:
     """``ask`` through Bedrock KB Retrieve (boto3's client, kb_clients), the caller's own
     knowledge base id in the path; every case also asks with the next tenant's id, which must be
-    AccessDeniedException. Modes: KB_SEARCH_TYPES."""
+    ResourceNotFoundException (as an unknown id). Modes: KB_SEARCH_TYPES."""
     from eragraph.domain.knowledge_base import knowledge_base_id
 
     clients = kb_clients(engines)
@@ -579,7 +580,7 @@ def run_kb_generate_cases(engines: Mapping[str, object], corpus: Mapping[str, Se
     the engines' generator a QuotingGenerator: every cited reference is a node of the caller's
     tenant (its oracle, checked against the generated documents) inside the filter, the answer
     is exactly the quotes of those references (so the generator saw nothing else), and another
-    tenant's knowledge base id in the configuration is AccessDeniedException. Returns the
+    tenant's knowledge base id in the configuration is ResourceNotFoundException. Returns the
     references checked."""
     from eragraph.domain.knowledge_base import knowledge_base_id
 
@@ -620,7 +621,7 @@ def run_kb_generate_cases(engines: Mapping[str, object], corpus: Mapping[str, Se
         other = tenants[(i + 1) % len(tenants)]
         try:
             client.retrieve_and_generate(**request(other))
-        except client.exceptions.AccessDeniedException:
+        except client.exceptions.ResourceNotFoundException:
             pass
         else:
             raise AssertionError(f"{where}: answered from tenant {other!r}'s knowledge base")
@@ -698,4 +699,85 @@ def run_kb_stream_cases(engines: Mapping[str, object], corpus: Mapping[str, Sequ
         for server in servers.values():
             server.shutdown()
             server.server_close()
+    return checked
+
+
+# --------------------------------------------------------------------------- the document routes
+
+def check_document_routes(engines: Mapping[str, object], corpus: Mapping[str, Sequence[SourceDoc]]) -> int:
+    """The write side of the API per tenant, through api.make_app (the caller's tenant from its JWT
+    claim only) and one upload pipeline of the profile for every tenant: each tenant's POST
+    /documents lands in its own store under its own key prefix; GET /documents (paged with its
+    cursor) and GET /changes show only the caller's documents and summaries; another tenant's
+    document is a 404 to DELETE, and a document naming another tenant a 403; DELETE of its own
+    removes it there only. Returns the requests checked."""
+    from kb_support import kb_event
+
+    from eragraph.bootstrap import document_pipeline
+    from eragraph.bootstrap.identity import TenantIdentity
+    from eragraph.domain.tenants import KEY_PREFIX
+    from eragraph.entrypoints.http.api import make_app
+
+    pipeline = document_pipeline("memory", None, next(iter(engines.values())).settings, lambda t: engines[t])
+    app = make_app(lambda tenant: engines[tenant], tenant_of=TenantIdentity(required=False, tag="").tenant,
+                   uploads=pipeline)
+    checked = 0
+
+    def call(tenant: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+        nonlocal checked
+        claims = {"sub": "user-1", **({"tenant": tenant} if tenant else {})}
+        path, _, query = path.partition("?")
+        ev = kb_event(method, path, body, {"jwt": {"claims": claims, "scopes": None}})
+        if body is None:
+            ev.pop("body", None)
+        if query:
+            ev["rawQueryString"] = query
+            ev["queryStringParameters"] = dict(p.split("=", 1) for p in query.split("&"))
+        out = app.resolve(ev, None)
+        checked += 1
+        return out["statusCode"], json.loads(out.get("body") or "null")
+
+    uploaded = {}
+    for tenant in engines:
+        status, body = call(tenant, "POST", "/documents", {"documents": [
+            {"source": "up/note.txt", "text": f"Uploaded note of {TAGS[tenant]}: " + " ".join(VOCAB[tenant]) * 3}]})
+        assert status == 202, body
+        [doc] = body["documents"]
+        assert doc["source"] == (f"{KEY_PREFIX}{tenant}/up/note.txt" if tenant else "up/note.txt")
+        uploaded[tenant] = doc
+        other = next(t for t in engines if t and t != tenant)
+        status, body = call(tenant, "POST", "/documents", {"documents": [
+            {"source": "x.txt", "text": "x", "metadata": {"tenant": other}}]})
+        assert status == 403, body
+    assert pipeline.wait_idle(120)
+    for tenant, engine in engines.items():
+        own = {d.source for d in corpus[tenant]} | {uploaded[tenant]["source"]}
+        seen, cursor = [], ""
+        while True:
+            status, body = call(tenant, "GET", "/documents?limit=3" + (f"&cursor={cursor}" if cursor else ""))
+            assert status == 200, body
+            seen += [d["source"] for d in body["documents"]]
+            cursor = body["next_cursor"]
+            if cursor is None:
+                break
+        assert sorted(seen) == sorted(own), tenant  # every own document once, no other tenant's
+        status, body = call(tenant, "GET", "/changes?limit=200")
+        assert status == 200
+        listed = {s for c in body["changes"] for s in c.get("documents", ())}
+        assert listed and listed <= own, tenant
+        written = {s for c in body["changes"] for s in c.get("summaries", ())}
+        foreign = set().union(*(set(e.graph.get_nodes(written)) for t, e in engines.items() if t != tenant))
+        assert written and not foreign - set(engine.graph.get_nodes(written)), tenant
+        for other, doc in uploaded.items():
+            if other != tenant:
+                status, body = call(tenant, "DELETE", f"/documents/{doc['doc_id']}")
+                assert status == 404, (tenant, other, body)
+    victim = next(t for t in engines if t)
+    status, body = call(victim, "DELETE", f"/documents/{uploaded[victim]['doc_id']}")
+    assert status == 202, body
+    assert pipeline.wait_idle(120)
+    for tenant, engine in engines.items():
+        present = engine.graph.get_document(uploaded[tenant]["doc_id"]) is not None
+        assert present is (tenant != victim), tenant
+    pipeline.close()
     return checked

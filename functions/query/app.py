@@ -1,4 +1,4 @@
-"""HTTP API (payload v2) -> query, documents, stats, health, and the MCP tools (POST /mcp:
+"""HTTP API (payload v2) -> query, documents (read, submitted, removed), changes, stats, health, and the MCP tools (POST /mcp:
 eragraph.entrypoints.mcp). The routes are the route table's (eragraph.entrypoints.http.routes), served by
 eragraph.entrypoints.http.api's resolver (shared with the local `eragraph serve`); the OpenAPI schema they
 generate is kept in openapi.json. The
@@ -48,7 +48,8 @@ def serve_mcp(event: dict, body: bytes, tenant: str):
 IDENTITY = TenantIdentity.from_env()
 LIMITS, ADMIT = api_limits()  # the answer budget cap; the per-tenant token bucket (429)
 app = make_app(engine_of, on_query=publish, tenant_of=IDENTITY.tenant, limits=LIMITS, admit=ADMIT, logger=logger,
-               mcp=serve_mcp, tenants=lambda: LAMBDA_ENGINE.tenancy.tenants())  # tenants: a foreign KB id is a 403
+               mcp=serve_mcp, tenants=lambda: LAMBDA_ENGINE.tenancy.tenants(),  # a foreign KB id is a 403
+               uploads=LAMBDA_ENGINE.uploads(), write_engine=LAMBDA_ENGINE.writer)  # POST /documents: the bucket
 
 
 @logger.inject_lambda_context(clear_state=True)  # a request's tenant/caller keys end with it

@@ -141,7 +141,13 @@ def test_roles_are_least_privilege():
                 assert "*" not in resources or actions == ["bedrock:Rerank"], (name, st)
     query = json.dumps(RES["QueryRole"]["Properties"]["Policies"])
     assert "DeleteItem" not in query and "BatchWriteItem" not in query and "ESHttpDelete" not in query
-    assert "sqs:" not in query and "s3:" not in query
+    assert "sqs:" not in query
+    # POST/DELETE /documents: the object put in (or deleted from) the documents bucket, nothing else of S3
+    [submit] = [st for p in RES["QueryRole"]["Properties"]["Policies"]
+                for st in resolve_conditions(p, {})["PolicyDocument"]["Statement"]
+                if any(a.startswith("s3:") for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]]))]
+    assert sorted(submit["Action"]) == ["s3:DeleteObject", "s3:PutObject"]
+    assert submit["Resource"] == {"Fn::Sub": "${DocumentsBucket.Arn}/*"} and "Condition" not in submit
     ingest = json.dumps(RES["IngestRole"]["Properties"]["Policies"])
     assert "s3:PutObject" not in ingest and "s3:DeleteObject" not in ingest
 

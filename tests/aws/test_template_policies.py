@@ -61,11 +61,13 @@ def test_the_query_role_cannot_delete_bulk_write_or_scan_the_table(role):
     query = role_statements(TEMPLATE, role, IAM)
     for action in ("DeleteItem", "BatchWriteItem", "Scan", "DeleteTable", "UpdateTable", "TransactWriteItems"):
         assert not allowed(query, f"dynamodb:{action}", TABLE, leading("LEDGER")), action
-    for key in ("DOC#a", "NODE#n", "T#acme#DOC#a", "T#acme#NODE#n", "COUNT", "TENANTS"):
+    for key in ("DOC#a", "NODE#n", "T#acme#DOC#a", "T#acme#NODE#n", "COUNT", "TENANTS", "T#acme#SEG#0"):
         for action in ("PutItem", "UpdateItem"):
             assert not allowed(query, f"dynamodb:{action}", TABLE, leading(key)), (action, key)
     for key in ("LEDGER", "T#acme#LEDGER", "META", "T#acme#META", "RATE#acme", "RATE#-"):
         assert allowed(query, "dynamodb:UpdateItem", TABLE, leading(key)), key
+    for key in ("STATUS#d1", "T#acme#STATUS#d1", "STATUSBY", "T#acme#STATUSBY"):  # POST /documents: received
+        assert allowed(query, "dynamodb:PutItem", TABLE, leading(key)) is (role == "QueryRole"), key
     for action in ("GetItem", "BatchGetItem", "Query"):
         assert allowed(query, f"dynamodb:{action}", TABLE)
     assert allowed(query, "dynamodb:Query", f"{TABLE}/index/BySource")
@@ -157,5 +159,5 @@ def test_the_stream_role_streams_the_answer_model_and_only_the_allowed_others():
     assert allowed(stream, "bedrock:InvokeModelWithResponseStream", MODEL + text)
     assert not allowed(stream, "bedrock:InvokeModelWithResponseStream", MODEL + "amazon.nova-pro-v1:0")
     assert not allowed(stream, "bedrock:InvokeModel", MODEL + text)  # it answers by ConverseStream only
-    for action in ("dynamodb:Scan", "dynamodb:DeleteItem", "s3:GetObject", "sqs:SendMessage"):
+    for action in ("dynamodb:Scan", "dynamodb:DeleteItem", "s3:GetObject", "s3:PutObject", "sqs:SendMessage"):
         assert not allowed(stream, action, "*"), action

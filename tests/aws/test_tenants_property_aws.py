@@ -198,7 +198,7 @@ def test_aws_profile_tenants_leak_nothing(aws_tenancy, atomic_requests):
         assert through_mcp.cases == MCP_CASES and all(through_mcp.by_tenant.values()), through_mcp
 
     # and through Bedrock KB Retrieve (boto3's client, the API's routes): another tenant's
-    # knowledge base id is AccessDeniedException in every case
+    # knowledge base id is ResourceNotFoundException (as an unknown id) in every case
     with lean_moto():
         through_kb = run_tenant_cases(engines, corpus, KB_CASES, seed=8, checks=checks, ks=KS,
                                       modes=list(KB_SEARCH_TYPES), ask=kb_ask(engines))

@@ -16,7 +16,7 @@ from eragraph.bootstrap.local import tenant_store
 from eragraph.bootstrap.tenancy import Tenancy
 from eragraph.services.modes import mode_names
 from tenant_cases import (KB_SEARCH_TYPES, TENANTS, QuotingGenerator, answers_nothing, build_tenants,
-                          cases_per_profile, check_delete, corpora, kb_ask, mcp_ask, oracles, run_kb_generate_cases,
+                          cases_per_profile, check_delete, check_document_routes, corpora, kb_ask, mcp_ask, oracles, run_kb_generate_cases,
                           run_kb_stream_cases, run_tenant_cases, tenant_settings)
 
 # longer than the suite's per-test limit (pyproject.toml): 1,000 random cases per profile
@@ -72,7 +72,7 @@ def test_mcp_tenants_leak_nothing():
 def test_bedrock_kb_tenants_leak_nothing():
     """The same cases through Bedrock KB Retrieve (boto3's client, the API's routes), the
     tenant from the caller's JWT claim, each case also naming another tenant's knowledge base id
-    (AccessDeniedException); then RetrieveAndGenerate, its answer made only of the caller's nodes,
+    (ResourceNotFoundException, as an unknown id); then RetrieveAndGenerate, its answer made only of the caller's nodes,
     and RetrieveAndGenerateStream on serve, read event by event."""
     pytest.importorskip("aws_lambda_powertools")
     ten = Tenancy("memory", settings=tenant_settings())
@@ -90,6 +90,14 @@ def test_bedrock_kb_tenants_leak_nothing():
     assert run_kb_generate_cases(engines, corpus, 4 * len(TENANTS) * len(modes), seed=9, checks=checks) > 0
     # RetrieveAndGenerateStream, which `eragraph serve` answers (one tenant per server)
     assert run_kb_stream_cases(engines, corpus, 2 * len(TENANTS) * len(modes), seed=10, checks=checks) > 0
+
+
+def test_document_routes_keep_tenants_apart():
+    """POST/DELETE/GET /documents and GET /changes per tenant (tenant_cases.check_document_routes)."""
+    pytest.importorskip("aws_lambda_powertools")
+    ten = Tenancy("memory", settings=tenant_settings())
+    corpus = corpora(N_DELETE_DOCS, seed=29)
+    assert check_document_routes(build_tenants(ten, corpus), corpus) >= 6 * len(TENANTS)
 
 
 def test_memory_profile_deletes_one_tenant_only():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from ..config import Settings, settings_from_env
 from ..services.engine import Engine
@@ -31,3 +32,9 @@ def build_engine(profile: str = "local", store: str | Path | None = None,
     # runs on the settings the store opens with
     return compose(profile_named(profile, store), settings, tenant,
                    check=lambda opened: check_providers(opened, profile, uses))
+
+
+def document_pipeline(profile: str, store: str | Path | None, settings: Settings, engines) -> Any:
+    """The pipeline of the documents submitted through the API (ports.uploads.DocumentPipeline),
+    as the profile ``profile`` builds it; ``engines(tenant)``: the served engines."""
+    return profile_named(profile, store).uploads(engines, settings)

@@ -84,6 +84,7 @@ class LazyEngine:
         self.profile = profile
         self._tenancy: Any = None
         self._builder: Any = None
+        self._writers: dict[str, Engine] = {}  # writer(): engines of tenants not registered yet
         self._lock = threading.Lock()
         self.uses: tuple[str, ...] = USES  # narrowed by cold_start to the function's own
 
@@ -113,6 +114,24 @@ class LazyEngine:
         preflight(settings, self.profile, self.uses)
         return build_aws_engine(settings, tenant=tenant)
 
+    def uploads(self) -> Any:
+        """The pipeline of the documents the query function is given (POST /documents): the bucket."""
+        return AwsProfile().uploads(self.get, settings_from_env())
+
+    def writer(self, tenant: str = "") -> Engine:
+        """The engine of an API write (POST /documents) of ``tenant``, which registers no tenant:
+        the query function may not (its role writes no registry item); the ingest function
+        registers it when the object's event comes. A tenant not registered yet gets an engine of
+        its own namespace, built once and kept apart from the tenancy's (whose kept engine would
+        stand for a registered tenant): until its first object is ingested, reads of the tenant
+        find nothing, as for any unregistered tenant."""
+        if not tenant or self.tenancy.exists(tenant):
+            return self.get(tenant, register=False)
+        with self._lock:
+            if tenant not in self._writers:
+                self._writers[tenant] = self.tenancy.build(tenant)
+            return self._writers[tenant]
+
     def get(self, tenant: str = "", register: bool = True) -> Engine:
         """The engine of ``tenant`` ("" the default); ``register``: a write path records a new
         tenant, a read path does not."""
@@ -122,6 +141,7 @@ class LazyEngine:
         if engine is None:
             self._tenancy = None
             self._builder = None
+            self._writers.clear()
             return
         self.tenancy.set("", engine)
 

@@ -150,6 +150,13 @@ class AwsProfile(Profile):
     def entity_vectors(self, dim):
         return self._index("ERAGRAPH_OPENSEARCH_ENTITY_INDEX", DEFAULT_ENTITY_INDEX, dim)
 
+    def uploads(self, engines, settings):
+        """The documents bucket: the object put is the hand-over, its notification runs the
+        ingest function (services.uploads.BucketPipeline)."""
+        from ..services.uploads import BucketPipeline
+
+        return BucketPipeline()
+
     # ----- tenants: the registry in the default namespace -----
     def registry(self, engines: Engines) -> TenantRegistry:
         from ..adapters.aws.tenants_dynamodb import DynamoTenantRegistry

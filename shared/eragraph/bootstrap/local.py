@@ -21,6 +21,9 @@ from ..services.engine import Engine
 from .profile import Engines, Profile, UnknownTenant, compose
 
 
+WRITER_LOCK = ".writer.lock"  # STORE/.writer.lock: one writer at a time on a store (bootstrap.store_access)
+
+
 def tenant_store(store: Path, tenant: str) -> Path:
     """The directory of ``tenant``'s store inside ``store`` (the default tenant: ``store``)."""
     return store / "tenants" / tenant if tenant else store
@@ -100,6 +103,21 @@ class LocalProfile(Profile):
         from ..adapters.local.vector_faiss import FaissVectorIndex
 
         return FaissVectorIndex(self.root / "entity_vectors", dim)
+
+    def uploads(self, engines, settings):
+        """A worker thread of the serving process with engines of its own (one per tenant, as
+        another writer process would have), holding the store's writer lock as ``eragraph
+        ingest`` does (services.upload_worker)."""
+        from ..adapters.local.files import writer_lock
+        from ..services.upload_worker import UploadWorker
+
+        store, own = self.store, {}
+
+        def writer(tenant: str) -> Engine:  # called by the worker's thread only
+            if tenant not in own:
+                own[tenant] = compose(LocalProfile(store), settings, tenant)
+            return own[tenant]
+        return UploadWorker(writer, writer_lock(store / WRITER_LOCK))
 
     # ----- tenants: the directories under STORE/tenants/ -----
     def exists(self, engines: Engines, tenant: str) -> bool:

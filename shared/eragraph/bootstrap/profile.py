@@ -31,6 +31,7 @@ from ..ports.lexical import LexicalIndex
 from ..ports.providers import Tokenizer
 from ..ports.queue import MessageQueue
 from ..ports.tenants import TenantRegistry
+from ..ports.uploads import DocumentPipeline
 from ..ports.vectors import VectorIndex
 from ..services.engine import Engine, open_settings
 from .providers import attach_query_side, make_embedder, make_generator, make_reranker, make_summarizer, make_tokenizer
@@ -137,6 +138,14 @@ class Profile(ABC):
 
     def register(self, engines: Engines, tenant: str) -> None:
         """Record a new tenant (a write path's first use of it)."""
+
+    # ----- the documents submitted through the API (services.uploads) -----
+    def uploads(self, engines: Callable[[str], Engine], settings: Settings) -> DocumentPipeline:
+        """Their pipeline: here, a worker thread of this process writing with ``engines(tenant)``
+        (the served engines: the memory profile's store is the process itself)."""
+        from ..services.upload_worker import UploadWorker
+
+        return UploadWorker(engines)
 
     def registry(self, engines: Engines) -> TenantRegistry:
         """The tenants and their audit times (only a profile that keeps a registry)."""

@@ -8,10 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Settings
-from .local import tenant_store
+from .local import WRITER_LOCK, tenant_store
 
 STORE_MARK = "graph.sqlite"  # what every local store holds (bootstrap.local)
-WRITER_LOCK = ".writer.lock"  # STORE/.writer.lock: one write command at a time on a store
 
 
 def writer_lock(store: Path):

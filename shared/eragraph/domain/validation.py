@@ -67,6 +67,10 @@ def describe(error: dict, skip: tuple[str, ...] = ("body",), known: Iterable[str
         if isinstance(limit, float) and limit.is_integer():
             limit = int(limit)  # "at least 0", not "at least 0.0"
         return f"{name} must be {words} {limit}{got}"
+    if kind in ("too_short", "too_long"):
+        words, limit = ("at least", ctx.get("min_length")) if kind == "too_short" else ("at most", ctx.get("max_length"))
+        count = len(given) if isinstance(given, (list, dict, str)) else ctx.get("actual_length")
+        return f"{name} must have {words} {limit} items (got {count})"
     if kind == "finite_number":
         return f"{name} must be a finite number{got}"
     if kind == "int_from_float":

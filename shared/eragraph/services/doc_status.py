@@ -14,6 +14,8 @@ Reads never write."""
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from collections.abc import Iterable, Mapping
 
@@ -59,6 +61,18 @@ def record_failures(engine: Engine, errors: Iterable[Mapping[str, str]], ids: Ma
     return n
 
 
+def settle_received(engine: Engine, doc_id: str, source: str, digest: str) -> DocStatus | None:
+    """A document read again with content the store already holds (an upload of the same bytes:
+    the ingest changes nothing, so records nothing) is ``indexed`` again, with the shards of its
+    stored chunks, rather than ``received`` forever. None when there was nothing to settle."""
+    status = engine.graph.get_doc_status(doc_id)
+    stored = engine.graph.get_document(doc_id)
+    if status is None or status.state != RECEIVED or stored is None or stored.content_hash != digest:
+        return None
+    codes = [n.code for n in engine.graph.get_nodes(stored.chunk_ids).values()]
+    return record_indexed(engine, doc_id, source, codes, digest)
+
+
 def delete(engine: Engine, doc_id: str) -> None:
     """Delete a document's status record: a removed document has none."""
     engine.graph.delete_doc_status(doc_id)
@@ -101,3 +115,41 @@ def listing(engine: Engine, prefix: str = "") -> tuple[StatusCounts, list[dict]]
     whole = any_indexed and _whole_layer_dirty(engine)
     views = [{"doc_id": s.doc_id, **view(s, dirty, whole)} for s in statuses]
     return StatusCounts(prefix).add(v["state"] for v in views), views
+
+
+class BadCursor(ValueError):
+    """A ``cursor`` that no page of this listing gave (answered 400)."""
+
+
+def encode_cursor(source: str, doc_id: str) -> str:
+    raw = json.dumps([source, doc_id], separators=(",", ":")).encode("utf-8")
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        source, doc_id = json.loads(raw.decode("utf-8"))
+        if not (isinstance(source, str) and isinstance(doc_id, str)):
+            raise ValueError("not two strings")
+    except (ValueError, TypeError, UnicodeDecodeError):
+        raise BadCursor(f"cursor {cursor[:40]!r} is not one this listing gave (pass back its next_cursor "
+                        "unchanged, or none for the first page)") from None
+    return source, doc_id
+
+
+def page(engine: Engine, prefix: str = "", limit: int = 100, cursor: str = ""
+         ) -> tuple[StatusCounts, list[dict], str | None, bool]:
+    """``listing``'s counts and, of its documents in (source, doc id) order, the ``limit`` after
+    ``cursor``, with the cursor of the next page (None: this is the last). The cursor is the
+    last (source, doc id) given (and whether documents follow this page), so a page is right whatever was added or removed since the one
+    before (it reads the prefix's records, as ``listing``; reading less per page is the status
+    store's to learn)."""
+    after = decode_cursor(cursor) if cursor else None
+    counts, views = listing(engine, prefix)
+    ordered = sorted(views, key=lambda v: (v["source"], v["doc_id"]))
+    if after is not None:
+        ordered = [v for v in ordered if (v["source"], v["doc_id"]) > after]
+    shown = ordered[:limit]
+    more = len(ordered) > limit
+    return counts, shown, encode_cursor(shown[-1]["source"], shown[-1]["doc_id"]) if more and shown else None, more

@@ -12,6 +12,7 @@ nothing announced, so the summary graph is untouched) and then its record is rew
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import islice
@@ -27,7 +28,7 @@ from ..domain.sequencer import supersedes
 from ..domain import tenants
 from ..domain.tenants import TenantError
 from ..domain.text import chunk_text
-from . import followup
+from . import changes, followup
 from . import doc_status
 from .announce import announce
 from .engine import Engine
@@ -204,8 +205,10 @@ def _commit(engine: Engine, written: _Written, report: ChangeReport
         old = _live(expected)
         if old is not None and old.content_hash != doc.content_hash:
             report.documents_replaced += 1
+            report.sources.append(doc.source)
         elif old is None:
             report.documents_added += 1
+            report.sources.append(doc.source)
         gone = [c for c in (old.chunk_ids if old else ()) if c not in set(mine)]
         if gone:
             now = _live(engine.graph.get_document(doc.doc_id))
@@ -279,6 +282,7 @@ def _commit_retags(engine: Engine, retags: Sequence[_Retag], report: ChangeRepor
                                  **{k: v for k, v in r.changes.items() if k != "version"})
         if outcome == "done":
             report.documents_retagged += 1
+            report.sources.append(r.src.source)
             if over is not r.stored:  # written over a record that changed since the vectors were: again
                 _retag_vectors(engine, [replace(r, stored=over)])
             continue
@@ -308,6 +312,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
     chunks or retries. A retag follows the same order (vectors with the new attributes, then
     the record), so a rerun after a crash between the two finds the old attributes and retags
     again."""
+    started = time.perf_counter()
     report = ChangeReport()
     lsh = engine.lsh()
     settings = engine.settings
@@ -431,4 +436,5 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         if progress:
             progress(len(batch) - len(again))  # a document put back counts when it is ingested
     engine.vectors.flush()
+    changes.record_documents(engine, "ingest", report, time.perf_counter() - started)
     return report

@@ -113,16 +113,17 @@ class ObjectEvents:
         counts["rejected"] += len(report.errors)
 
     def ingest_object(self, engine, key: str, source: str, version: str, counts: dict, shape: str,
-                      refresh: bool = False) -> None:
+                      refresh: bool = False) -> ingest.SourceDoc | None:
         """Read one object (size first, then its bytes, user metadata and sidecar) and ingest it at
         ``version``; with ``refresh`` (a sidecar's event) at the version the store holds, and only
-        when the store holds the document. Then settle its metadata (see the module)."""
+        when the store holds the document. Then settle its metadata (see the module). Returns the
+        document read (None: none was: skipped, vanished or rejected)."""
         if refresh:
             stored = engine.graph.get_document(document_id_for_source(source))
             if stored is None:
                 self.log.info("skipped: a metadata sidecar of a document not in the store; its own event reads it",
                             extra={"reason": "document-not-stored", "source": source, "shape": shape})
-                return
+                return None
             version = stored.version
         if engine.graph.get_doc_status(document_id_for_source(source)) is None:  # first sight of it
             doc_status.record_received(engine, document_id_for_source(source), source)
@@ -141,12 +142,12 @@ class ObjectEvents:
             counts["vanished"] += 1
             if engine.graph.get_document(document_id_for_source(source)) is None:
                 doc_status.delete(engine, document_id_for_source(source))  # not "received" forever
-            return
+            return None
         except (BadInputError, MetadataError) as exc:  # a bad file is reported, never retried forever
             self.log.error("document rejected", extra={"source": source, "error": str(exc)})
             doc_status.record_failed(engine, source, str(exc))
             counts["rejected"] += 1
-            return
+            return None
         doc = ingest.SourceDoc(source=source, text=read.text, title=read.title, version=version,
                                input_bytes=read.input_bytes, metadata=metadata)
         chunks = retagged = 0
@@ -156,7 +157,7 @@ class ObjectEvents:
             chunks += report.chunks_added
             retagged += report.documents_retagged
             if report.errors:
-                return
+                return None
             stored = engine.graph.get_document(doc.resolved_id)
             if stored is None or stored.content_hash != content_hash(doc.text):
                 break  # stale: the newer content's own event reads the sidecar
@@ -169,6 +170,8 @@ class ObjectEvents:
             doc = replace(doc, metadata=now, version=stored.version)
         self.log.info("document read", extra={"source": source, "bytes": len(data), "characters": len(doc.text),
                                             "chunks": chunks, "retagged": retagged, "attributes": len(doc.metadata or {})})
+        doc_status.settle_received(engine, doc.resolved_id, doc.source, content_hash(doc.text))
+        return doc
 
     def apply_change(self, engine, change: ObjectChange, counts: dict) -> None:
         """Ingest or remove one object (a sidecar's change: re-read its document) in the engine of

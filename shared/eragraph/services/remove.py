@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from ..domain.ids import document_id_for_source
 from ..domain.model import DELETED, ConflictError, Document
 from ..domain.sequencer import supersedes
-from . import doc_status
+from . import changes, doc_status
 from . import followup
 from .engine import Engine
 from .announce import announce
@@ -68,6 +68,7 @@ def remove_versioned(engine: Engine, source: str, version: str, report: ChangeRe
             if stored is not None and not stored.is_tombstone:
                 removed += remove_chunks(engine, stored, stored.chunk_ids)
                 report.documents_removed += 1
+                report.sources.append(source)
                 report.chunks_removed += len(stored.chunk_ids)
             break
         else:
@@ -78,6 +79,7 @@ def remove_versioned(engine: Engine, source: str, version: str, report: ChangeRe
 def remove(engine: Engine, refs: Sequence[str], version: str = "") -> ChangeReport:
     """Remove documents by id or source. With ``version`` (an S3 sequencer) each ref is a
     source key and the removal is versioned (see the module docstring)."""
+    started = time.perf_counter()
     report = ChangeReport()
     removed: list[tuple[str, int]] = []
     tokens: list[str] = []
@@ -93,10 +95,12 @@ def remove(engine: Engine, refs: Sequence[str], version: str = "") -> ChangeRepo
             removed += remove_document(engine, doc)
             doc_status.delete(engine, doc.doc_id)
             report.documents_removed += 1
+            report.sources.append(doc.source)
             report.chunks_removed += len(doc.chunk_ids)
     if removed:
         announce(engine, 0, removed=removed, reason="delete")
     engine.vectors.flush()  # the deletes are durable before the records that would redo them go
     for token in tokens:
         followup.end(engine, token)
+    changes.record_documents(engine, "remove", report, time.perf_counter() - started)
     return report

@@ -38,6 +38,12 @@ class ChangeReport:
     cost: CostDelta = field(default_factory=CostDelta)
     errors: list[dict[str, str]] = field(default_factory=list)
     seconds: float = 0.0
+    # what the change records (services.changes) list, left out of ``to_dict``: the sources of
+    # the documents added, replaced, retagged or removed, and per layer the ids of the summaries
+    # written or revised and of those removed
+    sources: list[str] = field(default_factory=list)
+    summary_ids: dict[int, list[str]] = field(default_factory=dict)
+    removed_summary_ids: dict[int, list[str]] = field(default_factory=dict)
 
     def merge(self, other: ChangeReport) -> None:
         for name in ("documents_added", "documents_unchanged", "documents_replaced",
@@ -53,9 +59,16 @@ class ChangeReport:
             self.summaries_carried[layer] = self.summaries_carried.get(layer, 0) + n
         self.cost.add(other.cost)
         self.errors.extend(other.errors)
+        self.sources.extend(other.sources)
+        for mine, theirs in ((self.summary_ids, other.summary_ids),
+                             (self.removed_summary_ids, other.removed_summary_ids)):
+            for layer, ids in theirs.items():
+                mine.setdefault(layer, []).extend(ids)
 
     def to_dict(self) -> dict:
         out = asdict(self)
+        for listed in ("sources", "summary_ids", "removed_summary_ids"):
+            del out[listed]
         cost = out.pop("cost")
         out["summarize_calls"] = cost["summarize_calls"]
         out["tokens_in"] = cost["tokens_in"]

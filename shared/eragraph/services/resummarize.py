@@ -49,7 +49,7 @@ from ..domain.scoped import Region, cut_region, plan_regions, stream_regions, wh
 from ..domain.ids import chunk_id
 from ..ports.providers import RevisingSummarizer
 from ..ports.records import MemberSource
-from . import cost
+from . import changes, cost
 from .announce import announce, clear_dirty, dirty_key, mark_dirty
 from .engine import Engine
 from .reports import ChangeReport
@@ -283,6 +283,14 @@ def covered(engine: Engine, layer: int, group: int) -> bool:
 
 
 def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None) -> ChangeReport:
+    """``_reconcile``, then its change record per layer it re-summarized (services.changes)."""
+    started = time.perf_counter()
+    report = _reconcile(engine, target, deadline)
+    changes.record_resummarize(engine, report, time.perf_counter() - started)
+    return report
+
+
+def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None) -> ChangeReport:
     """Bring the part of a layer that ``target`` names (a message; a bare layer number or a
     message without codes: the whole layer) and the summaries above it up to date. Raises
     DeadlineReached, having done nothing, when ``deadline`` leaves less than the margin to
@@ -384,8 +392,10 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
     _forget_retired(engine, layer, change.drop)
     if made:
         report.segments_resummarized[layer + 1] = report.segments_resummarized.get(layer + 1, 0) + len(made)
+        report.summary_ids.setdefault(layer + 1, []).extend(n.node_id for n in made)
     if gone:
         report.summaries_removed[layer + 1] = report.summaries_removed.get(layer + 1, 0) + len(gone)
+        report.removed_summary_ids.setdefault(layer + 1, []).extend(gone)
     if changed_above:
         announce(engine, layer + 1, added=[(n.node_id, n.code) for n in made],
                  removed=[(r.node_id, r.code) for r in change.above_remove], reason=f"reconcile:{layer}")

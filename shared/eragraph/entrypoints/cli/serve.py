@@ -21,13 +21,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn  # noqa: F401 (the server's)
 
+        from ...bootstrap import document_pipeline
         from ..http.server import make_server
     except ImportError as exc:
         raise CommandError(f"serve needs the aws extra (powertools, pydantic) and the local extra (uvicorn): "
                            f"{exc}") from None
     choice = switchable_tenants(args)
     engine = open_engine(args) if choice is None else None
-    server = make_server(engine, args.host, args.port, log=not args.quiet, choice=choice, token=token)
+    # POST /documents: a worker of this process with engines of its own, opened with the store's
+    # recorded providers as every command opens it (bootstrap.local: LocalProfile.uploads)
+    uploads = document_pipeline("local", args.store, settings_of(args),
+                                (lambda _tenant: engine) if choice is None else choice.engine)
+    server = make_server(engine, args.host, args.port, log=not args.quiet, choice=choice, token=token,
+                         uploads=uploads)
     if choice is not None:
         names = ", ".join(t or "(default)" for t in choice.tenants())
         tenant = f" (tenants {names}: the x-eragraph-tenant header picks one)"

@@ -111,7 +111,8 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
              tenant_of: Callable[[dict], str] | None = None, limits: Any = None,
              admit: Callable[[str], Any] | None = None, logger: Any = None,
              mcp: Callable[[dict, bytes, str], tuple[int, dict, str]] | None = None,
-             tenants: Callable[[], Any] | None = None, choice: Any = None) -> APIGatewayHttpResolver:
+             tenants: Callable[[], Any] | None = None, choice: Any = None, uploads: Any = None,
+             write_engine: Callable[[str], Engine] | None = None) -> APIGatewayHttpResolver:
     """The resolver with every API route of the route table; ``get_engine(tenant)`` is called per
     request (the warm engine of that tenant: the Lambda container's, or the local server's);
     ``tenant_of(event)`` is the caller's tenant from its identity (None: everyone is the default
@@ -123,10 +124,13 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
     same identity, rate limit and logging as every route (None: no such route); ``tenants()``
     lists the store's tenants, so that the Bedrock KB routes (eragraph.entrypoints.bedrock_kb) tell
     another tenant's knowledge base id (403) from an unknown one (404); ``choice`` (``eragraph
-    serve``: tenant_choice) is how a request's tenant is chosen, which GET /tenants reports."""
+    serve``: tenant_choice) is how a request's tenant is chosen, which GET /tenants reports;
+    ``uploads`` (the profile's ports.uploads.DocumentPipeline) serves POST /documents and
+    DELETE /documents/{doc_id} (None: no such routes), with ``write_engine(tenant)`` (None:
+    ``get_engine``)."""
     app = QueryApiResolver(access_log=logger is not None)
     ctx = RouteContext(app, Admission(tenant_of, admit, logger), get_engine, limits=limits, on_query=on_query,
-                       mcp=mcp, tenants=tenants, choice=choice)
+                       mcp=mcp, tenants=tenants, choice=choice, uploads=uploads, write_engine=write_engine)
     errors.install(app)
     for route in ROUTES:
         if API not in route.on or (route.needs and getattr(ctx, route.needs, None) is None):

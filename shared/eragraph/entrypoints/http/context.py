@@ -20,7 +20,10 @@ class RouteContext:
     (config.ApiLimits) caps the answer budget; ``on_query`` sees each query response;
     ``mcp(event, body, tenant)`` serves POST /mcp; ``tenants()`` lists the store's tenants (a
     foreign knowledge base id is then a 403, not a 404); ``choice``: under ``eragraph serve``, how
-    a request's tenant is chosen (tenant_choice: GET /tenants lists its choices)."""
+    a request's tenant is chosen (tenant_choice: GET /tenants lists its choices); ``uploads``
+    (ports.uploads.DocumentPipeline) takes the documents submitted through POST /documents,
+    written with ``write_engine(tenant)`` (where the read path's engine of an unregistered tenant
+    is an empty one)."""
 
     app: Any
     admission: Admission
@@ -30,6 +33,8 @@ class RouteContext:
     mcp: Callable[[dict, bytes, str], tuple[int, dict, str]] | None = None
     tenants: Callable[[], Any] | None = None
     choice: Any = None
+    uploads: Any = None  # ports.uploads.DocumentPipeline: POST/DELETE /documents (None: not served)
+    write_engine: Callable[[str], Engine] | None = None  # a write's engine of a tenant (None: get_engine)
 
     @property
     def event(self):
@@ -43,3 +48,7 @@ class RouteContext:
     def engine(self) -> Engine:
         """The caller's tenant's engine."""
         return self.get_engine(self.caller())
+
+    def writer(self) -> Engine:
+        """The caller's tenant's engine for a write (``write_engine``, else ``get_engine``)."""
+        return (self.write_engine or self.get_engine)(self.caller())

@@ -9,6 +9,8 @@
   (tenant_choice.TenantNotChosen); 404: a tenant the root does not hold (tenant_choice.UnknownTenant);
 - 403: a caller whose identity names no tenant (TenantForbidden), a body or an
   ``x-eragraph-tenant`` header naming another tenant (admission.ForeignTenant);
+- a submitted document refused (services.uploads.UploadError: 400, 403, 409 or 413, its reason in
+  words), and 404 for the removal of an unknown document (UnknownDocument);
 - 409: a lexical mode before its index is built (LexicalIndexMissing);
 - 415: a content-type that is not JSON; 422: a body that breaks the request model (its message
   names the field, the rule and the limit), or an answer budget over the cap (``BudgetTooLarge``);
@@ -32,7 +34,9 @@ from ...bootstrap.identity import TenantForbidden
 from ...domain.model import LexicalIndexMissing
 from ...domain.validation import describe_all
 from ...providers.prompts import ModelCallError
+from ...services.doc_status import BadCursor
 from ...services.query import BadQueryError
+from ...services.uploads import UnknownDocument, UploadError
 from ..bedrock_kb.runtime import KbError
 from ..openai_chat import ChatError
 from ..request_log import withheld
@@ -71,10 +75,14 @@ def _budget_too_large(exc: BudgetTooLarge, _event: Any) -> Answer:
     return 422, error_body(422, str(exc), detail=[{"loc": ["body", "budget"], "type": "less_than_equal"}]), {}
 
 
-def _invalid_request(exc, _event: Any) -> Answer:
-    from .models import QueryRequest
+def _invalid_request(exc, event: Any) -> Answer:
+    from .models import DocumentsRequest, DocumentUpload, QueryRequest
 
-    message = describe_all(exc.errors(), known=QueryRequest.model_fields)
+    errors = exc.errors()
+    model = QueryRequest
+    if (event.path or "").rstrip("/") == "/documents":  # POST /documents: its fields, or a document's
+        model = DocumentUpload if any(len(e.get("loc", ())) > 3 for e in errors) else DocumentsRequest
+    message = describe_all(errors, known=model.model_fields)
     return 422, error_body(422, message, detail=_details(exc)), {}
 
 
@@ -107,6 +115,9 @@ ANSWERS: dict[type[Exception], Callable[[Any, Any], Answer]] = {
     LexicalIndexMissing: _plain(409),
     KbError: _kb,
     ChatError: lambda exc, _event: (exc.status, exc.body(), {}),
+    UploadError: lambda exc, _event: (exc.status, error_body(exc.status, str(exc)), {}),
+    UnknownDocument: _plain(404),
+    BadCursor: _plain(400),
 }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Optional
 
-from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler import Response, content_types
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
@@ -31,7 +31,7 @@ from ..bedrock_kb import runtime as bedrock_kb
 from ..documents import document_json
 from .context import RouteContext
 from .errors import BudgetTooLarge, ForeignTenant
-from .models import QueryRequest, rerank_spec
+from .models import DocumentsRequest, QueryRequest, rerank_spec
 
 
 def post_query(ctx: RouteContext, request: QueryRequest) -> dict:
@@ -65,13 +65,43 @@ def get_document(ctx: RouteContext, doc_id: Annotated[str, Path(min_length=1, ma
 
 
 def list_statuses(ctx: RouteContext, prefix: Annotated[str, Query(max_length=1024)] = "",
-                  limit: Annotated[int, Query(ge=0, le=1000)] = 100) -> dict:
+                  limit: Annotated[int, Query(ge=0, le=1000)] = 100,
+                  cursor: Annotated[str, Query(max_length=4096)] = "") -> dict:
     """Counts of each status of the caller's documents whose source starts with ``prefix``
-    (and Bedrock's ingestion-job statistic names for them), with up to ``limit`` documents."""
+    (and Bedrock's ingestion-job statistic names for them), with up to ``limit`` documents by
+    source after ``cursor`` (the ``next_cursor`` of the page before; null: the last page)."""
     from ...services import doc_status
 
-    counts, views = doc_status.listing(ctx.engine(), prefix)
-    return {**counts.to_json(), "documents": views[:limit], "truncated": len(views) > limit}
+    counts, views, next_cursor, truncated = doc_status.page(ctx.engine(), prefix, limit, cursor)
+    return {**counts.to_json(), "documents": views, "truncated": truncated,
+            "next_cursor": next_cursor}
+
+
+def post_documents(ctx: RouteContext, request: DocumentsRequest):
+    """POST /documents: 1..25 documents, each stored and ingested asynchronously through the
+    pipeline an upload to the documents bucket takes (services.uploads); 202 with their ids."""
+    from ...services import uploads
+
+    docs = uploads.decode([d.model_dump() for d in request.documents])
+    accepted = uploads.submit(ctx.writer(), ctx.uploads, docs)
+    return Response(status_code=202, content_type=content_types.APPLICATION_JSON, body={"documents": accepted})
+
+
+def delete_document(ctx: RouteContext, doc_id: Annotated[str, Path(min_length=1, max_length=512)]):
+    """DELETE /documents/{doc_id}: the document leaves through the pipeline (202); 404 if unknown."""
+    from ...services import uploads
+
+    return Response(status_code=202, content_type=content_types.APPLICATION_JSON,
+                    body=uploads.delete(ctx.writer(), ctx.uploads, doc_id))
+
+
+def get_changes(ctx: RouteContext, limit: Annotated[int, Query(ge=1, le=200)] = 20) -> dict:
+    """GET /changes: the most recent change records, newest first (services.changes), and the
+    estimated cost of summarizing the whole store again."""
+    from ...services import changes
+
+    engine = ctx.engine()
+    return {"changes": changes.recent(engine, limit), "rebuild": changes.rebuild_estimate(engine)}
 
 
 def get_stats(ctx: RouteContext) -> dict:

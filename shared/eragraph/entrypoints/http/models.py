@@ -45,6 +45,25 @@ class QueryRequest(BaseModel):
                           "explain is null, with a note)")
 
 
+class DocumentUpload(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    source: str = Field(min_length=1, max_length=900, description="The document's name, a relative '/'-separated "
+                        "path such as notes/a.md: its key in the documents bucket (under the caller's tenant prefix); "
+                        "its id derives from it, and a later upload of the same name replaces it")
+    text: Optional[str] = Field(None, description="The document as text (give text or bytes)")
+    bytes: Optional[str] = Field(None, description="The document's bytes in base64: PDF, DOCX, HTML, CSV, Markdown "
+                                 "or text, told apart by their content (give text or bytes)")
+    metadata: Optional[dict[str, Any]] = Field(None, description="Its attributes (strings, numbers, booleans, lists "
+                                               "of strings), what a query's filter selects on")
+
+
+class DocumentsRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    documents: list[DocumentUpload] = Field(min_length=1, max_length=25, description="1 to 25 documents, each at "
+                                            "most ERAGRAPH_MAX_DOCUMENT_BYTES; each is ingested asynchronously "
+                                            "(poll GET /documents/{doc_id})")
+
+
 def rerank_spec(value: bool | RerankRequest) -> RerankSpec | None:
     if value is False:
         return None

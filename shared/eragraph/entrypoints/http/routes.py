@@ -96,6 +96,12 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/query", "post_query"),
     Route("GET", "/documents/{doc_id}", "get_document"),
     Route("GET", "/documents", "list_statuses"),
+    Route("POST", "/documents", "post_documents", needs="uploads",
+          summary="Submit 1 to 25 documents (202): each is ingested as an upload to the documents bucket is"),
+    Route("DELETE", "/documents/{doc_id}", "delete_document", needs="uploads",
+          summary="Remove a document (202): it leaves as a deleted object of the documents bucket does"),
+    Route("GET", "/changes", "get_changes",
+          summary="The most recent change records and the cost of summarizing the store again"),
     Route("GET", "/stats", "get_stats"),
     Route("GET", "/modes", "get_modes", summary="The retrieval modes and whether this store can run each"),
     Route("GET", "/tenants", "get_tenants", summary="The tenants the caller may name, the current one, and whether "

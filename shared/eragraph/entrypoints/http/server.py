@@ -74,6 +74,7 @@ from .routes import (ASGI_CHAT_STREAM, ASGI_KB_STREAM, ASGI_MCP, ASGI_QUERY_STRE
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 MAX_BODY_BYTES = 1 << 20
+UPLOAD_MAX_BODY_BYTES = 6 * (1 << 20)  # POST /documents: Lambda's request payload limit, as on AWS
 BACKLOG = 2048
 FAST_WORKERS = 4
 SLOW_WORKERS = 1
@@ -157,7 +158,7 @@ class ApiApp:
                  log: bool = False, *, identity: Any = None, engines: Callable[[str], Engine] | None = None,
                  tenants: Callable[[], Any] | None = None, admit: Callable[[str], Any] | None = None,
                  stream_only: bool = False, on_model_calls: Callable[[list], None] | None = None,
-                 choice: Any = None) -> None:
+                 choice: Any = None, uploads: Any = None) -> None:
         if choice is None and engine is not None and identity is None:
             from .tenant_choice import PinnedTenant
 
@@ -172,6 +173,7 @@ class ApiApp:
         self.admit = admit
         self.stream_only = stream_only
         self.on_model_calls = on_model_calls  # sees each streamed answer's model calls (the spend metric)
+        self.uploads = uploads  # POST/DELETE /documents: the profile's pipeline (its worker thread locally)
         self.log = log
         self.pools = {"fast": ThreadPoolExecutor(fast_workers, thread_name_prefix="eragraph-fast"),
                       "slow": ThreadPoolExecutor(slow_workers, thread_name_prefix="eragraph-slow")}
@@ -187,7 +189,7 @@ class ApiApp:
 
             choice = self.choice
             app = self._local.app = make_app(choice.engine, tenant_of=choice.tenant_of, tenants=self.tenants,
-                                             choice=choice)
+                                             choice=choice, uploads=self.uploads)
         return app
 
     def resolve(self, event: dict) -> dict:
@@ -196,6 +198,9 @@ class ApiApp:
     def close(self) -> None:
         for pool in self.pools.values():
             pool.shutdown(wait=True, cancel_futures=True)
+        stop = getattr(self.uploads, "close", None)
+        if stop is not None:
+            stop()  # after the documents it was given (a killed server's are recovered at its next start)
 
     async def __call__(self, scope: dict, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -241,9 +246,11 @@ class ApiApp:
         if scope["path"].rstrip("/") == MCP.path and not self.stream_only:  # MCP's transport reads the body
             await self.serve_mcp(scope, receive, send)
             return
+        cap = UPLOAD_MAX_BODY_BYTES if scope["path"].rstrip("/") == "/documents" else MAX_BODY_BYTES
+        too_large = f"request body too large (at most {cap} bytes)"
         length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            await self.send_error(send, scope, 413, "request body too large")
+        if length is not None and length.isdigit() and int(length) > cap:
+            await self.send_error(send, scope, 413, too_large)
             return
         chunks, size, more = [], 0, True
         while more:
@@ -252,8 +259,8 @@ class ApiApp:
                 return
             piece = message.get("body", b"")
             size += len(piece)
-            if size > MAX_BODY_BYTES:
-                await self.send_error(send, scope, 413, "request body too large")
+            if size > cap:
+                await self.send_error(send, scope, 413, too_large)
                 return
             chunks.append(piece)
             more = message.get("more_body", False)
@@ -405,18 +412,20 @@ class ApiServer:
 
     def __init__(self, engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
                  fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, *, app: ApiApp | None = None,
-                 choice: Any = None, token: str = "") -> None:
+                 choice: Any = None, token: str = "", uploads: Any = None) -> None:
         """``app``: an app built already (the stream function's), served instead of one over ``engine``;
         ``choice``: the tenants served (tenant_choice; default: ``engine``'s alone); ``token``: the
         bearer token every request but GET /health and the console's files must carry
-        (guard.LocalGuard), required to bind beyond loopback (ValueError)."""
+        (guard.LocalGuard), required to bind beyond loopback (ValueError); ``uploads``: the
+        pipeline of POST /documents (ports.uploads.DocumentPipeline)."""
         import uvicorn
 
         if not is_loopback(host) and not token:
             raise ValueError(f"binding {host} (beyond this machine) needs a token: anyone who reaches the port "
                              f"could read the store and spend on its models")
         self.engine = engine
-        self.app = app if app is not None else ApiApp(engine, fast_workers, slow_workers, log=log, choice=choice)
+        self.app = app if app is not None else ApiApp(engine, fast_workers, slow_workers, log=log, choice=choice,
+                                                      uploads=uploads)
         if is_loopback(host):  # a page in a browser must not reach /mcp by DNS rebinding
             try:
                 from ..mcp import loopback_security
@@ -478,17 +487,21 @@ def warm(engine: Engine) -> None:
 
 def make_server(engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
                 fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, choice: Any = None,
-                token: str = "") -> ApiServer:
+                token: str = "", uploads: Any = None) -> ApiServer:
     """A warm server bound to (host, port); port 0 picks a free one (see ``server.url``).
     ``choice``: the tenants of a store root the x-eragraph-tenant header picks from
     (tenant_choice.SwitchableTenants; its default tenant's engine is warmed, the others are
-    opened on their first request); else ``engine`` alone. ``token``: see ApiServer."""
+    opened on their first request); else ``engine`` alone. ``token``: see ApiServer.
+    ``uploads``: the pipeline of POST /documents, started here (None: those routes are not served)."""
     if engine is None and choice is not None:
         engine = choice.default_engine()
     if engine is not None:
         warm(engine)
+    start = getattr(uploads, "start", None)
+    if start is not None:  # its first job: finish what a server stopped mid-ingest accepted
+        start([choice.engine(t) for t in choice.tenants()] if choice is not None else [engine])
     return ApiServer(engine, host, port, log=log, fast_workers=fast_workers, slow_workers=slow_workers,
-                     choice=choice, token=token)
+                     choice=choice, token=token, uploads=uploads)
 
 
 if __name__ == "__main__":  # pragma: no cover

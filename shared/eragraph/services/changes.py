@@ -1,0 +1,137 @@
+"""Change records: what each ingest, each removal and each re-summarization changed, kept in the
+store's meta (MetaStore) under ``change:<time>:<token>`` keys, the most recent ``KEEP`` of them.
+
+A record is written by the operation itself (services.ingest.ingest, services.remove.remove,
+services.resummarize.reconcile) once it has changed something, so every profile keeps them: the
+local worker and the CLI, and on AWS the ingest function (per S3 event) and the summarize
+function (per SQS message). Records are trimmed as they are written: a writer that finds more
+than ``KEEP + SLACK`` deletes the oldest down to ``KEEP`` (two writers trimming at once delete
+the same keys; a delete of an absent key is no error).
+
+Fields: ``id``, ``time`` (epoch seconds), ``kind`` (``ingest``, ``remove``, ``resummarize``);
+ingest/remove: ``documents`` (the sources added, replaced, retagged or removed; at most
+``MAX_LISTED``, ``documents_total`` counts them all), ``chunks_added``, ``chunks_removed``;
+resummarize: ``layer`` (the layer whose summaries were written), ``segments``, ``summaries``
+(the ids of the summaries written or revised there), ``removed`` (the summary ids removed); every
+kind: ``calls``, ``tokens_in``, ``tokens_out`` (its summarize calls) and ``seconds``.
+
+``rebuild_estimate`` prices summarizing the whole current store from scratch: one summarize
+call per summary of every layer, each at the ledger's mean tokens in and out of a summarize call
+(``basis: "ledger"``), or, before any summarize call was recorded, at the settings' sizes (a
+segment of (S_min+S_max)/2 children of CHUNK_TOKENS words each in, SUMMARY_TOKENS out:
+``basis: "words"``)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from . import cost
+from .engine import Engine
+from .reports import ChangeReport
+
+PREFIX = "change:"
+KEEP = 200
+SLACK = 20  # trimmed in steps: a writer lists the keys on each write, deletes only past KEEP + SLACK
+MAX_LISTED = 200  # ids or sources listed in one record (a bulk ingest counts the rest)
+MAX_LIMIT = KEEP
+
+
+def _key(now: float) -> str:
+    # zero-padded nanoseconds first: the keys sort by time; the token keeps two writers apart
+    return f"{PREFIX}{int(now * 1e9):020d}:{uuid.uuid4().hex[:12]}"
+
+
+def _cost(report: ChangeReport, seconds: float) -> dict[str, Any]:
+    return {"calls": report.cost.summarize_calls, "tokens_in": report.cost.tokens_in,
+            "tokens_out": report.cost.tokens_out, "seconds": round(seconds, 4)}
+
+
+def _put(engine: Engine, record: dict[str, Any], now: float) -> dict[str, Any]:
+    key = _key(now)
+    record = {"id": key[len(PREFIX):], "time": round(now, 3), **record}
+    engine.graph.put_meta(key, record)
+    trim(engine)
+    return record
+
+
+def trim(engine: Engine, keep: int = KEEP, slack: int = SLACK) -> int:
+    """Delete the oldest records past ``keep`` once there are more than ``keep + slack``."""
+    keys = engine.graph.meta_keys(PREFIX)
+    if len(keys) <= keep + slack:
+        return 0
+    old = sorted(keys)[:len(keys) - keep]
+    for key in old:
+        engine.graph.delete_meta(key)
+    return len(old)
+
+
+def _listed(items: Iterable[str]) -> tuple[list[str], int]:
+    items = list(dict.fromkeys(items))
+    return items[:MAX_LISTED], len(items)
+
+
+def record_documents(engine: Engine, kind: str, report: ChangeReport, seconds: float,
+                     now: float | None = None) -> dict[str, Any] | None:
+    """The record of an ingest or a removal (``kind``), when it changed a document; else None."""
+    if not (report.sources or report.chunks_added or report.chunks_removed):
+        return None
+    sources, total = _listed(report.sources)
+    return _put(engine, {"kind": kind, "documents": sources, "documents_total": total,
+                         "chunks_added": report.chunks_added, "chunks_removed": report.chunks_removed,
+                         **_cost(report, seconds)}, time.time() if now is None else now)
+
+
+def record_resummarize(engine: Engine, report: ChangeReport, seconds: float,
+                       now: float | None = None) -> list[dict[str, Any]]:
+    """One record per layer whose summaries a reconcile wrote, revised or removed."""
+    layers = sorted(set(report.summary_ids) | set(report.removed_summary_ids))
+    out = []
+    stamp = time.time() if now is None else now
+    for n, layer in enumerate(layers):
+        written, written_total = _listed(report.summary_ids.get(layer, ()))
+        removed, removed_total = _listed(report.removed_summary_ids.get(layer, ()))
+        spent = _cost(report, seconds) if n == 0 else {"calls": 0, "tokens_in": 0, "tokens_out": 0,
+                                                        "seconds": 0.0}  # the cost counted once
+        out.append(_put(engine, {"kind": "resummarize", "layer": layer,
+                                 "segments": report.segments_resummarized.get(layer, 0),
+                                 "summaries": written, "summaries_total": written_total,
+                                 "removed": removed, "removed_total": removed_total, **spent}, stamp))
+    return out
+
+
+def recent(engine: Engine, limit: int = 20) -> list[dict[str, Any]]:
+    """The ``limit`` most recent records, newest first (reads the keys, then those records)."""
+    keys = sorted(engine.graph.meta_keys(PREFIX), reverse=True)[:max(0, min(limit, MAX_LIMIT))]
+    out = []
+    for key in keys:
+        record = engine.graph.get_meta(key)
+        if isinstance(record, dict):  # trimmed between the listing and the read: left out
+            out.append(record)
+    return out
+
+
+def rebuild_estimate(engine: Engine) -> dict[str, Any]:
+    """What summarizing the whole current store from scratch would cost (see the module)."""
+    sizes = engine.graph.layer_sizes()
+    summaries = sum(n for layer, n in sizes.items() if layer >= 1)
+    rows = [c for c in cost.ledger_rows(engine.graph.ledger()) if c.kind == "summarize" and c.calls > 0]
+    calls = sum(c.calls for c in rows)
+    s = engine.settings
+    if calls:
+        mean_in = sum(c.tokens_in for c in rows) / calls
+        mean_out = sum(c.tokens_out for c in rows) / calls
+        basis = "ledger"
+        model = max(rows, key=lambda c: c.calls).model
+    else:
+        mean_in = (s.s_min + s.s_max) / 2 * s.chunk_tokens
+        mean_out = float(s.summary_tokens)
+        basis = "words"
+        model = getattr(engine.summarizer, "identity", "")
+    tokens_in, tokens_out = round(summaries * mean_in), round(summaries * mean_out)
+    usd = cost.cost_usd(model, tokens_in, tokens_out, s.price_table()) if model else None
+    return {"calls": summaries, "tokens_in": tokens_in, "tokens_out": tokens_out,
+            "usd": None if usd is None else round(usd, 6), "basis": basis, "model": model,
+            "summaries": {str(layer): n for layer, n in sorted(sizes.items()) if layer >= 1}}
