@@ -51,11 +51,12 @@ def kb_event(method: str, path: str, body: dict | None, authorizer: dict | None 
 EventOf = Callable[[str, str, dict], dict]
 
 
-def kb_client(invoke: Callable[[dict], dict], event_of: EventOf | None = None):
-    """A bedrock-agent-runtime client whose requests reach ``invoke`` as the events
-    ``event_of(method, path, body)`` makes (default: kb_event with the sample's caller)."""
+def kb_client(invoke: Callable[[dict], dict], event_of: EventOf | None = None, service: str = "bedrock-agent-runtime"):
+    """A ``service`` client (bedrock-agent-runtime, or bedrock-agent for the knowledge-base
+    writes) whose requests reach ``invoke`` as the events ``event_of(method, path, body)`` makes
+    (default: kb_event with the sample's caller)."""
     make = event_of or (lambda method, path, body: kb_event(method, path, body))
-    client = boto3.client("bedrock-agent-runtime", region_name="us-east-1", endpoint_url=ENDPOINT,
+    client = boto3.client(service, region_name="us-east-1", endpoint_url=ENDPOINT,
                           aws_access_key_id="x", aws_secret_access_key="x",
                           config=Config(retries={"max_attempts": 1}))
 
@@ -68,5 +69,5 @@ def kb_client(invoke: Callable[[dict], dict], event_of: EventOf | None = None):
         data = base64.b64decode(raw) if out.get("isBase64Encoded") else raw.encode()
         return AWSResponse(request.url, out["statusCode"], headers, _Raw(data))
 
-    client.meta.events.register_first("before-send.bedrock-agent-runtime.*", send)
+    client.meta.events.register_first(f"before-send.{service}.*", send)
     return client

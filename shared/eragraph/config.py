@@ -192,6 +192,12 @@ class Settings:
     csv_text_column: str = ""
     csv_id_column: str = ""
     csv_title_column: str = ""
+    # the buckets a Bedrock KB data source (services.kb_sources) may sync from: on AWS the names
+    # of the S3 buckets this deployment may read (comma-separated; ERAGRAPH_SOURCE_BUCKETS);
+    # locally a folder whose subfolders are the buckets (ERAGRAPH_BUCKET_FOLDER: bucket NAME is
+    # the folder BUCKET_FOLDER/NAME). Empty: no data source of type S3 can be created.
+    source_buckets: str = ""
+    bucket_folder: str = ""
     # the fields the environment or a flag set (settings_from_env, with_overrides): a store's
     # recorded providers replace the others (services.store_providers); not compared
     explicit: tuple[str, ...] = field(default=(), compare=False, repr=False)

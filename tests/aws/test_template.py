@@ -156,7 +156,7 @@ def test_roles_are_least_privilege():
 DEFAULT_CONDITIONS = {"UseJwt": False, "HasAlarmEmail": False, "NoAlarmEmail": True, "UseEventBridge": False,
                       "MultiAz": False, "FineGrainedAccess": False, "UseVpc": False, "ReserveQuery": True,
                       "ReserveReindex": True, "CreateVpcEndpoints": False, "CreateGatewayEndpoints": False,
-                      "UseBedrockReranker": False, "HasAnswerModels": False, "PublicWebAdapter": True, "ReserveStream": True}
+                      "UseBedrockReranker": False, "HasAnswerModels": False, "HasDataSourceBuckets": False, "PublicWebAdapter": True, "ReserveStream": True}
 
 
 def resolve_conditions(node, conditions: dict):

@@ -13,7 +13,7 @@ from policy_eval import allowed, domain_statements_for, resolve, resource_arns, 
 TEMPLATE = load_template()
 IAM = {"UseJwt": False, "HasAlarmEmail": False, "NoAlarmEmail": True, "UseEventBridge": False, "MultiAz": False,
        "FineGrainedAccess": False, "UseVpc": False, "ReserveQuery": True, "ReserveReindex": True,
-       "UseBedrockReranker": False, "HasAnswerModels": False, "PublicWebAdapter": True, "ReserveStream": True}
+       "UseBedrockReranker": False, "HasAnswerModels": False, "HasDataSourceBuckets": False, "PublicWebAdapter": True, "ReserveStream": True}
 JWT = {**IAM, "UseJwt": True}
 ARNS = resource_arns(TEMPLATE)
 DOMAIN = "arn:aws:es:us-east-1:123456789012:domain/eragraph-dev"

@@ -128,6 +128,15 @@ class AwsProfile(Profile):
 
         return S3BlobStore(self.env["ERAGRAPH_BUCKET"], client=self.s3)
 
+    def source_bucket(self, settings, name):
+        from ..adapters.aws.blob_s3 import S3BlobStore
+
+        allowed = [b.strip() for b in settings.source_buckets.split(",") if b.strip()]
+        if name not in allowed:
+            raise LookupError(f"bucket {name!r} is not one this deployment may read (the DataSourceBuckets "
+                              f"parameter: {', '.join(allowed) or 'none'})")
+        return S3BlobStore(name, client=self.s3)
+
     def lexical(self, graph, vectors):
         from ..adapters.aws.lexical_opensearch import OpenSearchLexicalIndex
 

@@ -78,6 +78,17 @@ class LocalProfile(Profile):
 
         return FsBlobStore(self.root / "blobs")
 
+    def source_bucket(self, settings, name):
+        from ..adapters.local.blob_fs import FsBlobStore
+
+        if not settings.bucket_folder:
+            raise LookupError("no folder holds the data source buckets: set ERAGRAPH_BUCKET_FOLDER "
+                              "(bucket NAME is then the folder ERAGRAPH_BUCKET_FOLDER/NAME)")
+        folder = Path(settings.bucket_folder).expanduser() / name
+        if "/" in name or name in (".", "..") or not folder.is_dir():
+            raise LookupError(f"no bucket {name!r}: no folder {folder}")
+        return FsBlobStore(folder)
+
     def lexical(self, graph, vectors):
         from ..adapters.local.lexical_fts5 import Fts5LexicalIndex
 

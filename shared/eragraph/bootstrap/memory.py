@@ -36,6 +36,14 @@ class MemoryProfile(Profile):
 
         return MemoryBlobStore()
 
+    # the data source buckets of the memory profile, by name: filled by whoever uses them
+    BUCKETS: dict = {}
+
+    def source_bucket(self, settings, name):
+        if name not in self.BUCKETS:
+            raise LookupError(f"no bucket {name!r}")
+        return self.BUCKETS[name]
+
     def lexical(self, graph, vectors):
         from ..adapters.memory.lexical_memory import MemoryLexicalIndex
 

@@ -18,6 +18,7 @@ class in bootstrap.profiles.PROFILES."""
 from __future__ import annotations
 
 import copy
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
@@ -108,6 +109,11 @@ class Profile(ABC):
     @abstractmethod
     def blobs(self) -> BlobStore: ...
 
+    def source_bucket(self, settings: Settings, name: str) -> BlobStore:
+        """The bucket ``name`` a Bedrock KB data source syncs from (services.kb_sources), read
+        only; LookupError, in words, when this deployment may not read it."""
+        raise LookupError(f"the {self.name} profile reads no data source buckets")
+
     @abstractmethod
     def lexical(self, graph: GraphStore, vectors: VectorIndex) -> LexicalIndex | None: ...
 
@@ -163,5 +169,6 @@ def compose(profile: Profile, settings: Settings, tenant: str = "",
     engine = Engine(settings=settings, graph=graph, vectors=vectors, queue=scope.queue(),
                     embedder=embedder, tokenizer=tokenizer, summarizer=make_summarizer(settings, tokenizer),
                     blobs=scope.blobs(), generator=make_generator(settings), reranker=make_reranker(settings),
-                    lexical=scope.lexical(graph, vectors), tenant=tenant)
+                    lexical=scope.lexical(graph, vectors), tenant=tenant,
+                    buckets=functools.partial(scope.source_bucket, settings))
     return attach_query_side(engine, settings, scope.entity_store(graph), scope.entity_vectors(embedder.dim))

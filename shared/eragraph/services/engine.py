@@ -70,6 +70,9 @@ class Engine:
     # "" is the default tenant. The composition root binds the ports to it; services only stamp
     # it on the chunks' attributes and check documents against it.
     tenant: str = ""
+    # the buckets a Bedrock KB data source syncs from, by name (the profile's source_bucket:
+    # an S3 bucket on AWS, a folder locally); None: none can be read
+    buckets: Callable[[str], BlobStore] | None = None
 
     def lsh(self) -> LshConfig:
         """The store's hyperplanes: drawn on first use from the recorded seed, then reused;

@@ -50,7 +50,7 @@ def is_sidecar(name: str) -> bool:
     return len(name) > len(SIDECAR_SUFFIX) and name.endswith(SIDECAR_SUFFIX)
 
 
-def _typed_value(value: Mapping, where: str) -> Any:
+def typed_value(value: Mapping, where: str) -> Any:
     """One attribute in Bedrock's typed form: ``{"value": {"type": T, "<t>Value": v}, ...}``."""
     inner = value.get("value")
     kind = inner.get("type") if isinstance(inner, Mapping) else None
@@ -77,7 +77,7 @@ def parse_sidecar(data: bytes, where: str) -> dict[str, Any]:
         raise MetadataError(f"{where} must be a JSON object with one field, \"metadataAttributes\" (got {got})")
     attrs = body["metadataAttributes"]
     if isinstance(attrs, Mapping):
-        attrs = {k: _typed_value(v, f"{where}.{k}") if isinstance(v, Mapping) else v for k, v in attrs.items()}
+        attrs = {k: typed_value(v, f"{where}.{k}") if isinstance(v, Mapping) else v for k, v in attrs.items()}
     return check_metadata(attrs, where)
 
 

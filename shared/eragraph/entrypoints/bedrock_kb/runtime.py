@@ -63,7 +63,8 @@ class KbError(Exception):
     """A modelled error of the service: ``code`` is its shape name (the x-amzn-errortype)."""
 
     STATUS = {"ValidationException": 400, "AccessDeniedException": 403, "ResourceNotFoundException": 404,
-              "ThrottlingException": 429, "DependencyFailedException": 424}
+              "ThrottlingException": 429, "DependencyFailedException": 424, "ConflictException": 409,
+              "ServiceQuotaExceededException": 402}
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -81,19 +82,20 @@ class KbError(Exception):
         return self.status, headers, json.dumps({"message": str(self)})
 
 
-@lru_cache(maxsize=1)
-def service_model():
+@lru_cache(maxsize=2)
+def service_model(service: str = SERVICE):
     import botocore.session
 
-    return botocore.session.get_session().get_service_model(SERVICE)
+    return botocore.session.get_session().get_service_model(service)
 
 
-def validate(operation: str, params: dict[str, Any]) -> None:
-    """ValidationException unless ``params`` fit the operation's modelled input shape (required
+def validate(operation: str, params: dict[str, Any], service: str = SERVICE) -> None:
+    """ValidationException unless ``params`` fit the operation's modelled input shape in
+    ``service``'s model (this one, or bedrock-agent's knowledge-base operations: required
     members, types, enums, patterns, ranges: validation.check_shape) and ask only for what
     Eragraph applies (validation.check_supported)."""
     try:
-        check_shape(service_model().operation_model(operation).input_shape, params)
+        check_shape(service_model(service).operation_model(operation).input_shape, params)
         check_supported(operation, params)
     except ShapeError as exc:
         raise KbError("ValidationException", str(exc)) from None

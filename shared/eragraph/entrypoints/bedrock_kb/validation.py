@@ -37,6 +37,26 @@ SUPPORTED: dict[str, dict] = {
         "knowledgeBaseConfiguration": {"knowledgeBaseId": ALL, "modelArn": ALL, "retrievalConfiguration": _RETRIEVAL}}},
 }
 SUPPORTED["RetrieveAndGenerateStream"] = SUPPORTED["RetrieveAndGenerate"]
+# bedrock-agent's knowledge-base operations (eragraph.entrypoints.bedrock_agent)
+_PATH = {"knowledgeBaseId": ALL, "dataSourceId": ALL}
+_PAGE = {"maxResults": ALL, "nextToken": ALL}
+_IDENTIFIERS = {**_PATH, "documentIdentifiers": ALL}
+SUPPORTED.update({
+    "CreateDataSource": {"knowledgeBaseId": ALL, "clientToken": ALL, "name": ALL, "description": ALL,
+                         "dataDeletionPolicy": ALL, "dataSourceConfiguration": {
+                             "type": ALL, "s3Configuration": {"bucketArn": ALL, "inclusionPrefixes": ALL}}},
+    "GetDataSource": _PATH,
+    "ListDataSources": {"knowledgeBaseId": ALL, **_PAGE},
+    "StartIngestionJob": {**_PATH, "clientToken": ALL, "description": ALL},
+    "GetIngestionJob": {**_PATH, "ingestionJobId": ALL},
+    "StopIngestionJob": {**_PATH, "ingestionJobId": ALL},
+    "ListIngestionJobs": {**_PATH, **_PAGE, "filters": ALL, "sortBy": ALL},
+    # documents: lists, checked item by item by the handler (no accessControlList: Eragraph has no ACLs)
+    "IngestKnowledgeBaseDocuments": {**_PATH, "clientToken": ALL, "documents": ALL},
+    "GetKnowledgeBaseDocuments": _IDENTIFIERS,
+    "DeleteKnowledgeBaseDocuments": {**_IDENTIFIERS, "clientToken": ALL},
+    "ListKnowledgeBaseDocuments": {**_PATH, **_PAGE},
+})
 
 
 class ShapeError(ValueError):

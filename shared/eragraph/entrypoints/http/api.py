@@ -133,7 +133,7 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
                        mcp=mcp, tenants=tenants, choice=choice, uploads=uploads, write_engine=write_engine)
     errors.install(app)
     for route in ROUTES:
-        if API not in route.on or (route.needs and getattr(ctx, route.needs) is None):
+        if API not in route.on or (route.needs and getattr(ctx, route.needs, None) is None):
             continue
         handler = getattr(handlers, route.handler)
         if next(iter(inspect.signature(handler).parameters), None) == "ctx":

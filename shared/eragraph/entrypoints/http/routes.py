@@ -71,6 +71,27 @@ class Route:
         return f"{self.method} {self.path}"
 
 
+_KB = "/knowledgebases/{knowledgeBaseId}/datasources/"
+_DS = _KB + "{dataSourceId}"
+# the bedrock-agent knowledge-base operations (eragraph.entrypoints.bedrock_agent.handlers), with
+# the service model's http.requestUri and method; those that ingest need the document pipeline
+BEDROCK_AGENT: tuple[Route, ...] = tuple(
+    Route(method, path, handler, needs=needs, summary=f"Amazon Bedrock Knowledge Bases {operation}",
+          modelled="bedrock-agent")
+    for operation, method, path, handler, needs in (
+        ("CreateDataSource", "PUT", _KB, "create_data_source", None),
+        ("ListDataSources", "POST", _KB, "list_data_sources", None),
+        ("GetDataSource", "GET", _DS, "get_data_source", None),
+        ("StartIngestionJob", "PUT", _DS + "/ingestionjobs/", "start_ingestion_job", "uploads"),
+        ("ListIngestionJobs", "POST", _DS + "/ingestionjobs/", "list_ingestion_jobs", "uploads"),
+        ("GetIngestionJob", "GET", _DS + "/ingestionjobs/{ingestionJobId}", "get_ingestion_job", "uploads"),
+        ("StopIngestionJob", "POST", _DS + "/ingestionjobs/{ingestionJobId}/stop", "stop_ingestion_job", None),
+        ("IngestKnowledgeBaseDocuments", "PUT", _DS + "/documents", "ingest_documents", "uploads"),
+        ("ListKnowledgeBaseDocuments", "POST", _DS + "/documents", "list_documents", "uploads"),
+        ("GetKnowledgeBaseDocuments", "POST", _DS + "/documents/getDocuments", "get_documents", "uploads"),
+        ("DeleteKnowledgeBaseDocuments", "POST", _DS + "/documents/deleteDocuments", "delete_documents", "uploads"),
+    ))
+
 ROUTES: tuple[Route, ...] = (
     Route("POST", "/query", "post_query"),
     Route("GET", "/documents/{doc_id}", "get_document"),
@@ -96,6 +117,7 @@ ROUTES: tuple[Route, ...] = (
           summary="Amazon Bedrock Knowledge Bases Retrieve", modelled=KB),
     Route("POST", "/retrieveAndGenerate", "post_kb_retrieve_and_generate",
           summary="Amazon Bedrock Knowledge Bases RetrieveAndGenerate", modelled=KB),
+    *BEDROCK_AGENT,
     Route("POST", "/v1/chat/completions", "post_chat_completions", asgi=ASGI_CHAT_STREAM,
           summary="OpenAI-compatible chat completions (a model is a retrieval mode: eragraph-<mode>)",
           description="The last user message is the question; the configured generator answers from the "

@@ -1,0 +1,242 @@
+"""Bedrock Knowledge Bases' ingestion jobs: a sync of one data source (services.kb_sources)
+into the tenant's store, through THE ingest path (services.uploads: on AWS the object is put in
+the documents bucket and its notification ingests it; locally the serving process's worker
+does), never a second pipeline.
+
+A job is a record in the store's meta (``kb-job:<data source id>:<job id>``). It runs in bounded
+steps (``advance``: at most STEP_DOCUMENTS objects or STEP_SECONDS a step), so that the API
+function, which answers within seconds, needs no worker of its own: StartIngestionJob takes the
+first step, and every GetIngestionJob or ListIngestionJobs of a running job takes the next one
+(a client polls GetIngestionJob until the job ends, as it does Bedrock's). A step:
+
+- **scan**: lists the bucket's keys under the data source's prefix (sorted) and reads those
+  after the job's cursor: each object's size (too large: failed, unread), bytes, sidecar
+  (``<key>.metadata.json``: counted as a metadata document) and text (unreadable, binary or
+  empty: failed, with the reason). Its text's content hash against the stored document's says
+  new, modified, metadata only modified (the attributes differ) or unchanged (skipped); a
+  document the ingest path holds still (``received``) is skipped too. New and modified ones are
+  submitted, 25 at most a call (services.uploads.submit), and the cursor moves past them.
+- once every key is scanned, the data source's stored documents whose object is gone are
+  removed (services.uploads.delete): **deleted**;
+- **wait**: the job is COMPLETE when none of the data source's documents is ``received`` any
+  more and its removals are done; documents that ended ``failed`` since the job started count
+  as failed, with their reasons.
+
+StopIngestionJob stops a running job at once (what it handed over is still ingested); a new
+job resumes the sync: the documents already in are unchanged, so it takes only what is left.
+A data source whose bucket cannot be read any more fails the job, with the reason. Two steps of
+one job at once (two polls) are kept apart by a lease in the record (LEASE_SECONDS)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from ..domain import kb_sync
+from ..domain.doc_status import RECEIVED
+from ..domain.filters import MetadataError
+from ..domain.ids import content_hash, document_id_for_source
+from ..domain.model import BadInputError
+from ..providers.extractors import ReadLimits
+from . import kb_sources
+from .engine import Engine
+from .ingest import same_attributes
+from .sources import SIDECAR_SUFFIX, is_sidecar, read_document, sidecar_metadata
+
+JOB = "kb-job:"
+STEP_DOCUMENTS = 25  # objects read a step (one submit call: services.uploads.MAX_DOCUMENTS)
+STEP_SECONDS = 8.0
+LEASE_SECONDS = 30.0
+
+
+def _key(ds_id: str, job_id: str) -> str:
+    return f"{JOB}{ds_id}:{job_id}"
+
+
+def jobs(engine: Engine, ds_id: str) -> list[dict[str, Any]]:
+    """The data source's jobs, oldest first."""
+    records = [engine.graph.get_meta(k) for k in engine.graph.meta_keys(f"{JOB}{ds_id}:")]
+    return sorted((r for r in records if r is not None), key=lambda r: (r["startedAt"], r["ingestionJobId"]))
+
+
+def get(engine: Engine, ds_id: str, job_id: str) -> dict[str, Any]:
+    job = engine.graph.get_meta(_key(ds_id, job_id))
+    if job is None:
+        raise kb_sync.SyncError("ResourceNotFoundException", f"no ingestion job {job_id} of data source {ds_id}")
+    return job
+
+
+def _save(engine: Engine, job: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+    job["updatedAt"] = time.time() if now is None else now
+    engine.graph.put_meta(_key(job["dataSourceId"], job["ingestionJobId"]), job)
+    return job
+
+
+def start(engine: Engine, pipeline: Any, record: Mapping[str, Any], token: str | None = None,
+          description: str | None = None) -> dict[str, Any]:
+    """StartIngestionJob: a new job of the data source ``record``, its first step taken."""
+    done = kb_sources.remembered(engine, "StartIngestionJob", token)
+    if done is not None:
+        return get(engine, record["dataSourceId"], done)
+    if record["dataSourceConfiguration"]["type"] != "S3":
+        raise kb_sync.SyncError("ValidationException", f"data source {record['dataSourceId']} is of type CUSTOM: "
+                                "its documents are ingested directly (IngestKnowledgeBaseDocuments); there is "
+                                "nothing to sync")
+    earlier = jobs(engine, record["dataSourceId"])
+    running = [j for j in earlier if j["status"] in kb_sync.RUNNING]
+    if running:
+        raise kb_sync.SyncError("ConflictException", f"ingestion job {running[0]['ingestionJobId']} of this data "
+                                "source is running: stop it (StopIngestionJob) or wait for it to end")
+    now = time.time()
+    job = kb_sync.new_job(kb_sources.new_id(), record["knowledgeBaseId"], record["dataSourceId"], description, now)
+    _save(engine, job, now)
+    kb_sources.remember(engine, "StartIngestionJob", token, job["ingestionJobId"])
+    return advance(engine, pipeline, record, job)
+
+
+def stop(engine: Engine, ds_id: str, job_id: str) -> dict[str, Any]:
+    """StopIngestionJob: a running job STOPPED (ConflictException for one that has ended)."""
+    job = get(engine, ds_id, job_id)
+    if job["status"] not in kb_sync.RUNNING:
+        raise kb_sync.SyncError("ConflictException", f"ingestion job {job_id} is {job['status']}: only a running "
+                                "job can be stopped (start a new one to sync again)")
+    job["status"] = kb_sync.STOPPED
+    return _save(engine, job)
+
+
+def advance(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[str, Any]) -> dict[str, Any]:
+    """One step of a running job (nothing for an ended one, or one another step holds)."""
+    now = time.time()
+    if job["status"] not in kb_sync.RUNNING or job.get("lease", 0) > now:
+        return job
+    job["lease"] = now + LEASE_SECONDS
+    _save(engine, job, now)
+    try:
+        if job["phase"] == kb_sync.SCAN:
+            _scan(engine, pipeline, record, job, now + STEP_SECONDS)
+        if job["phase"] == kb_sync.WAIT:
+            _wait(engine, pipeline, record, job)
+    except kb_sync.SyncError as exc:  # the bucket cannot be read any more
+        job["status"] = kb_sync.FAILED
+        job["failureReasons"].append(str(exc))
+    current = engine.graph.get_meta(_key(job["dataSourceId"], job["ingestionJobId"]))
+    if current is not None and current["status"] == kb_sync.STOPPED:  # stopped during the step
+        job["status"] = kb_sync.STOPPED
+    job.pop("lease", None)
+    return _save(engine, job)
+
+
+def _listed(engine: Engine, record: Mapping[str, Any]) -> tuple[Any, list[str], set[str]]:
+    bucket, prefix = kb_sync.bucket_of(record["dataSourceConfiguration"])
+    store = kb_sources.bucket_store(engine, bucket)
+    try:
+        names = store.list(prefix)
+    except Exception as exc:  # noqa: BLE001 (any failure of the listing: the job's reason, in words)
+        raise kb_sync.SyncError("ValidationException", f"bucket {bucket!r} cannot be listed: {exc}") from None
+    return store, sorted(k for k in names if not is_sidecar(k)), {k for k in names if is_sidecar(k)}
+
+
+def _scan(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[str, Any], deadline: float) -> None:
+    from . import uploads
+
+    store, keys, sidecars = _listed(engine, record)
+    todo = [k for k in keys if k > job["cursor"]]
+    batch: list[Any] = []
+    for key in todo[:STEP_DOCUMENTS]:
+        if time.time() > deadline and batch:
+            break
+        job["cursor"] = key
+        up = _compare(engine, pipeline, record, job, store, key, key + SIDECAR_SUFFIX in sidecars)
+        if up is not None:
+            batch.append(up)
+    _submit(engine, pipeline, job, batch)
+    if job["cursor"] >= (keys[-1] if keys else ""):
+        present = {kb_sources.stored_source(engine, pipeline, kb_sources.upload_name(record, k)) for k in keys}
+        prefix = kb_sources.stored_source(engine, pipeline, kb_sources.upload_name(record, ""))
+        gone = [s for s in engine.graph.doc_statuses(prefix) if s.source not in present]
+        job["deleting"] = []
+        for status in gone:
+            try:
+                uploads.delete(engine, pipeline, status.doc_id)
+            except (uploads.UnknownDocument, BadInputError) as exc:
+                kb_sync.fail_document(job, status.source, f"not removed: {exc}")
+                continue
+            job["deleting"].append(status.doc_id)
+            kb_sync.count(job, "numberOfDocumentsDeleted")
+        job["phase"] = kb_sync.WAIT
+
+
+def _compare(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[str, Any], store: Any, key: str,
+             has_sidecar: bool) -> Any:
+    """The Upload of one object when it is new or changed (None: unchanged, in flight or failed)."""
+    from .uploads import Upload
+
+    name = kb_sources.upload_name(record, key)
+    kb_sync.count(job, "numberOfDocumentsScanned")
+    limits = ReadLimits.from_settings(engine.settings)
+    try:
+        size = store.size(key)
+        if size > limits.max_bytes:
+            raise BadInputError(f"{size} bytes; at most {limits.max_bytes} (ERAGRAPH_MAX_DOCUMENT_BYTES)")
+        data = store.get(key)
+        metadata: dict[str, Any] = {}
+        if has_sidecar:
+            kb_sync.count(job, "numberOfMetadataDocumentsScanned")
+            side = key + SIDECAR_SUFFIX
+            metadata = sidecar_metadata(side, store.size(side), lambda: store.get(side))
+        [doc] = read_document(data, key, name, key.rsplit("/", 1)[-1], limits, [])
+    except KeyError:  # deleted since it was listed: the next job removes it
+        kb_sync.count(job, "numberOfDocumentsSkipped")
+        return None
+    except (BadInputError, MetadataError, ValueError) as exc:
+        kb_sync.fail_document(job, name, str(exc))
+        return None
+    source = kb_sources.stored_source(engine, pipeline, name)
+    stored = engine.graph.get_document(document_id_for_source(source))
+    status = engine.graph.get_doc_status(document_id_for_source(source))
+    if stored is None or stored.is_tombstone:
+        if status is not None and status.state == RECEIVED:  # handed over already, not in yet
+            kb_sync.count(job, "numberOfDocumentsSkipped")
+            return None
+        kb_sync.count(job, "numberOfNewDocumentsIndexed")
+    elif stored.content_hash != content_hash(doc.text):
+        kb_sync.count(job, "numberOfModifiedDocumentsIndexed")
+    elif not same_attributes(stored, metadata, stored.title):
+        kb_sync.count(job, "numberOfMetadataDocumentsModified")
+    else:
+        kb_sync.count(job, "numberOfDocumentsSkipped")
+        return None
+    return Upload(source=name, data=data, metadata=metadata)
+
+
+def _submit(engine: Engine, pipeline: Any, job: dict[str, Any], batch: list[Any]) -> None:
+    """Hand ``batch`` to the ingest path; a refused document fails alone, the rest go on."""
+    from . import uploads
+
+    if not batch:
+        return
+    try:
+        uploads.submit(engine, pipeline, batch)
+        return
+    except uploads.UploadError:
+        pass
+    for up in batch:
+        try:
+            uploads.submit(engine, pipeline, [up])
+        except uploads.UploadError as exc:
+            kb_sync.fail_document(job, up.source, str(exc))
+
+
+def _wait(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[str, Any]) -> None:
+    prefix = kb_sources.stored_source(engine, pipeline, kb_sources.upload_name(record, ""))
+    statuses = engine.graph.doc_statuses(prefix)
+    if any(s.state == RECEIVED for s in statuses):
+        return
+    if any(engine.graph.get_doc_status(d) is not None for d in job.get("deleting", ())):
+        return
+    for s in statuses:
+        if s.state == "failed" and s.updated_at >= job["startedAt"]:
+            kb_sync.fail_document(job, s.source, s.reason)
+    job["status"] = kb_sync.COMPLETE
+    job.pop("deleting", None)
