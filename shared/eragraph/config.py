@@ -414,6 +414,8 @@ class IdentitySettings:
     # x-amzn-request-context header carries the caller's identity (the stream function only)
     trust_request_context: bool = False
     endpoint: str | None = None    # ERAGRAPH_AWS_ENDPOINT_URL: the IAM endpoint (a local cloud)
+    # ERAGRAPH_JWT_ISSUER: the JWT issuer; a Cognito user pool's is checked for a claim users may write
+    issuer: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> IdentitySettings:
@@ -422,6 +424,7 @@ class IdentitySettings:
         return cls(claim=env.get("ERAGRAPH_TENANT_CLAIM") or "tenant",
                    tag="eragraph-tenant" if tag is None else tag.strip(),
                    endpoint=env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None,
+                   issuer=(env.get("ERAGRAPH_JWT_ISSUER") or "").strip(),
                    required=_flag(env.get("ERAGRAPH_TENANT_REQUIRED"), True),
                    trust_request_context=_flag(env.get("ERAGRAPH_TRUST_REQUEST_CONTEXT"), False))
 

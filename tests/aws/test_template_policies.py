@@ -161,3 +161,15 @@ def test_the_stream_role_streams_the_answer_model_and_only_the_allowed_others():
     assert not allowed(stream, "bedrock:InvokeModel", MODEL + text)  # it answers by ConverseStream only
     for action in ("dynamodb:Scan", "dynamodb:DeleteItem", "s3:GetObject", "s3:PutObject", "sqs:SendMessage"):
         assert not allowed(stream, action, "*"), action
+
+
+def test_the_query_role_reads_the_app_clients_of_the_jwt_issuers_pool_only():
+    """claim_guard reads the issuer's app clients; no other pool's (DescribeUserPoolClient shows secrets)."""
+    pool = "arn:aws:cognito-idp:us-east-1:123456789012:userpool/"
+    issuer = {"JwtIssuer": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Abc123"}
+    jwt, iam = role_statements(TEMPLATE, "QueryRole", JWT, issuer), role_statements(TEMPLATE, "QueryRole", IAM, issuer)
+    for action in ("cognito-idp:ListUserPoolClients", "cognito-idp:DescribeUserPoolClient"):
+        assert allowed(jwt, action, pool + "us-east-1_Abc123")
+        assert not allowed(jwt, action, pool + "us-east-1_Other9")
+        assert not allowed(iam, action, pool + "us-east-1_Abc123")
+    assert not allowed(jwt, "cognito-idp:UpdateUserPoolClient", pool + "us-east-1_Abc123")
