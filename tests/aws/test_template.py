@@ -261,7 +261,7 @@ def test_packaged_index_mapping_is_the_infra_file():
 # template parameter -> the Settings field its ERAGRAPH_* variable sets
 PARAMETER_SETTINGS = {"SegmentMin": "s_min", "SegmentMax": "s_max", "HyperplaneCount": "n_planes",
                       "ChunkTokens": "chunk_tokens", "EmbedModelId": "bedrock_embed_model",
-                      "EmbedDimension": "bedrock_embed_dim", "TextModelId": "bedrock_text_model"}
+                      "EmbedDimension": "bedrock_embed_dim", "TextModelId": "bedrock_text_model", "ModelPrices": "prices"}
 
 
 def test_template_defaults_are_the_config_defaults():
@@ -725,3 +725,22 @@ def test_stream_5xx_raise_an_alarm():
     alarm = TEMPLATE["Resources"]["StreamServerErrorsAlarm"]["Properties"]
     assert alarm["MetricName"] == metric["MetricTransformations"][0]["MetricName"]
     assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+
+
+def test_a_tenant_cannot_fill_the_stream_function():
+    """The rate limit counts requests; the open streams per tenant count what holds an execution,
+    below what the function holds; every generating function caps the answer budget."""
+    from eragraph.adapters.aws.stream_slots_dynamodb import LEASE_SECONDS
+    from eragraph.config import ApiLimits
+
+    params = TEMPLATE["Parameters"]
+    env = RES["StreamFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["ERAGRAPH_TENANT_STREAMS"] == {"Ref": "TenantStreamLimit"}
+    assert env["ERAGRAPH_STREAM_CAPACITY"] == {"Ref": "StreamReservedConcurrency"}
+    ApiLimits(tenant_streams=params["TenantStreamLimit"]["Default"],
+              stream_capacity=params["StreamReservedConcurrency"]["Default"])  # the defaults agree
+    assert RES["StreamFunction"]["Properties"]["Timeout"] < LEASE_SECONDS  # a lease outlives its stream
+    for name in ("QueryFunction", "StreamFunction"):
+        assert RES[name]["Properties"]["Environment"]["Variables"]["ERAGRAPH_ANSWER_MAX_BUDGET"] == {
+            "Ref": "AnswerMaxBudget"}, name
+    assert TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["ERAGRAPH_PRICES"] == {"Ref": "ModelPrices"}

@@ -50,6 +50,16 @@ class RateLimited(Exception):
         self.retry_after = retry_after
 
 
+class TooManyStreams(RateLimited):
+    """The caller's tenant has as many answers streaming as it may (ApiLimits.tenant_streams):
+    answered as RateLimited, 429 with Retry-After."""
+
+    def __init__(self, retry_after: int, limit: int) -> None:
+        super().__init__(retry_after)
+        self.args = (f"this tenant has {limit} answer(s) streaming already, the most it may have open at once: "
+                     f"retry after {retry_after} s",)
+
+
 class Admission:
     """``tenant_of(request)``: the caller's tenant from its identity (None: everyone is the default
     tenant); ``admit(tenant)`` takes a token of the tenant's bucket (a domain.rate_limit.Decision;
