@@ -95,6 +95,10 @@ def _condition_holds(condition: Mapping[str, Any], context: Mapping[str, Any]) -
                 values = _list(given) if given is not None else []
                 if not all(any(fnmatchcase(v, w) for w in wanted) for v in values):
                     return False
+            elif operator == "ForAnyValue:StringLike":
+                values = _list(given) if given is not None else []
+                if not any(any(fnmatchcase(v, w) for w in wanted) for v in values):
+                    return False
             elif operator == "StringLike":
                 if given is None or not any(fnmatchcase(str(given), w) for w in wanted):
                     return False

@@ -11,7 +11,7 @@ from lambda_support import event
 
 from contract.aws_factories import REGION, create_graph_table, fake_credentials
 from eragraph.config import ApiLimits, Settings
-from eragraph.domain.rate_limit import Bucket, take
+from eragraph.domain.rate_limit import Bucket, LimitStoreUnavailable, take
 
 TABLE = "graph-limits"
 
@@ -107,9 +107,27 @@ def test_a_throttled_bucket_table_answers_429_not_500(ddb):
         out = app.resolve(jwt_request("/stats"), None)
         assert out["statusCode"] == 429 and out["headers"]["Retry-After"] == "1"
         stub.add_client_error("get_item", service_error_code="ResourceNotFoundException", http_status_code=400)
-        with pytest.raises(ddb.exceptions.ResourceNotFoundException):
+        with pytest.raises(LimitStoreUnavailable):
             limiter.acquire("acme")
     assert app.resolve(jwt_request("/stats"), None)["statusCode"] == 200  # the table answers again
+
+
+@pytest.mark.parametrize("code", ["ResourceNotFoundException", "AccessDeniedException", "InternalServerError"])
+def test_any_other_bucket_table_error_is_a_503_with_retry_after_not_a_500(ddb, code):
+    """The limit cannot be checked: refused for now in words (never served unlimited, never a 500)."""
+    from botocore.stub import Stubber
+
+    from eragraph.adapters.aws.rate_limit_dynamodb import DynamoRateLimiter
+
+    limiter = DynamoRateLimiter(TABLE, ddb, rate=1.0, burst=3, clock=Clock())
+    app = _app(ApiLimits(), limiter.acquire)
+    with Stubber(ddb) as stub:
+        stub.add_client_error("get_item", service_error_code=code, http_status_code=400,
+                              service_message="arn:aws:dynamodb:us-east-1:123456789012:table/x is not there")
+        out = app.resolve(jwt_request("/stats"), None)
+    assert out["statusCode"] == 503 and out["headers"]["Retry-After"] == "5"
+    body = json.loads(out["body"])
+    assert "cannot be checked just now" in body["message"] and "123456789012" not in out["body"]
 
 
 def _app(limits, admit, logger=None):

@@ -156,7 +156,8 @@ def test_roles_are_least_privilege():
 DEFAULT_CONDITIONS = {"UseJwt": False, "HasAlarmEmail": False, "NoAlarmEmail": True, "UseEventBridge": False,
                       "MultiAz": False, "FineGrainedAccess": False, "UseVpc": False, "ReserveQuery": True,
                       "ReserveReindex": True, "CreateVpcEndpoints": False, "CreateGatewayEndpoints": False,
-                      "UseBedrockReranker": False, "HasAnswerModels": False, "PublicWebAdapter": True, "ReserveStream": True}
+                      "UseBedrockReranker": False, "HasAnswerModels": False, "PublicWebAdapter": True, "ReserveStream": True,
+                      "CreateRerankEndpoint": False}
 
 
 def resolve_conditions(node, conditions: dict):
@@ -633,7 +634,10 @@ def test_production_options_are_parameters():
 
 ENDPOINTS = {"SqsEndpoint": ("sqs", "Interface"), "BedrockRuntimeEndpoint": ("bedrock-runtime", "Interface"),
              "LogsEndpoint": ("logs", "Interface"), "MonitoringEndpoint": ("monitoring", "Interface"),
-             "S3GatewayEndpoint": ("s3", "Gateway"), "DynamoDbGatewayEndpoint": ("dynamodb", "Gateway")}
+             "S3GatewayEndpoint": ("s3", "Gateway"), "DynamoDbGatewayEndpoint": ("dynamodb", "Gateway"),
+             "BedrockAgentRuntimeEndpoint": ("bedrock-agent-runtime", "Interface")}
+# an endpoint made only when a function calls its service: Rerank, with Reranker=bedrock
+ENDPOINT_CONDITIONS = {"BedrockAgentRuntimeEndpoint": "CreateRerankEndpoint"}
 
 
 def test_vpc_endpoints_exist_only_when_the_vpc_is_given():
@@ -650,15 +654,19 @@ def test_vpc_endpoints_exist_only_when_the_vpc_is_given():
         assert props["ServiceName"] == {"Fn::Sub": f"com.amazonaws.${{AWS::Region}}.{service}"}
         assert props["VpcEndpointType"] == kind and props["VpcId"] == {"Ref": "VpcId"}
         if kind == "Interface":
-            assert endpoints[name]["Condition"] == "CreateVpcEndpoints" and props["PrivateDnsEnabled"] is True
+            assert endpoints[name]["Condition"] == ENDPOINT_CONDITIONS.get(name, "CreateVpcEndpoints")
+            assert props["PrivateDnsEnabled"] is True
             assert props["SubnetIds"] == {"Ref": "OpenSearchSubnetIds"}  # where the functions run
             assert props["SecurityGroupIds"] == {"Ref": "OpenSearchSecurityGroupIds"}
         else:
             assert endpoints[name]["Condition"] == "CreateGatewayEndpoints"
             assert props["RouteTableIds"] == {"Ref": "VpcRouteTableIds"}
     assert not set(ENDPOINTS) & set(resolve_conditions(RES, {}))
-    on = resolve_conditions(RES, {"UseVpc": True, "CreateVpcEndpoints": True, "CreateGatewayEndpoints": True})
+    on = resolve_conditions(RES, {"UseVpc": True, "CreateVpcEndpoints": True, "CreateGatewayEndpoints": True,
+                                  "CreateRerankEndpoint": True})
     assert set(ENDPOINTS) <= set(on)
+    rerank = TEMPLATE["Conditions"]["CreateRerankEndpoint"]["Fn::And"]
+    assert [list(c.values())[0] for c in rerank] == ["CreateVpcEndpoints", "UseBedrockReranker"]
     params = TEMPLATE["Parameters"]
     assert params["VpcId"]["Default"] == "" and params["VpcRouteTableIds"]["Default"] == ""
 

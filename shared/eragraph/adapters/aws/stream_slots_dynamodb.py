@@ -8,14 +8,17 @@ so an environment stopped mid-answer frees its slot by then."""
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ...domain.rate_limit import LimitStoreUnavailable
 from ...domain.stream_slots import SlotDecision, open_slot
 from .rate_limit_dynamodb import ATTEMPTS, THROTTLED
 
+LOG = logging.getLogger(__name__)
 LEASE_SECONDS = 180.0  # the stream function's Timeout (120 s) and a margin
 
 
@@ -40,7 +43,8 @@ class DynamoStreamSlots:
             except Exception as exc:  # botocore's ClientError, without importing botocore here
                 if _code(exc) in THROTTLED:
                     return SlotDecision(False, {}, 1), lease
-                raise
+                LOG.error("the open streams of tenant %r could not be read or written", tenant, exc_info=True)
+                raise LimitStoreUnavailable() from exc
             leases = {k: float(v["N"]) for k, v in ((item or {}).get("leases", {}).get("M") or {}).items()}
             decision = open_slot(leases, self.clock(), self.limit, lease, self.lease_seconds)
             if not decision.allowed:
@@ -58,7 +62,8 @@ class DynamoStreamSlots:
             except Exception as exc:
                 if _code(exc) in THROTTLED:
                     return SlotDecision(False, {}, 1), lease
-                raise
+                LOG.error("the open streams of tenant %r could not be read or written", tenant, exc_info=True)
+                raise LimitStoreUnavailable() from exc
         return SlotDecision(False, decision.leases, 1), lease
 
     def release(self, tenant: str, lease: str) -> None:
@@ -70,9 +75,7 @@ class DynamoStreamSlots:
                                     ExpressionAttributeValues={":one": {"N": "1"}},
                                     ConditionExpression="attribute_exists(PK)")
         except Exception:  # noqa: BLE001 (the lease lapses on its own)
-            import logging
-
-            logging.getLogger(__name__).warning("a stream's lease of tenant %r was not removed; it lapses", tenant,
+            LOG.warning("a stream's lease of tenant %r was not removed; it lapses", tenant,
                                                 exc_info=True)
 
 

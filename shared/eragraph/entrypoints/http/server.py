@@ -64,7 +64,8 @@ from ..console.assets import asset, is_console_path
 from ...bootstrap.identity import REQUEST_CONTEXT_HEADER, caller_of
 from .. import request_log
 from ..bedrock_kb.runtime import KbError
-from .admission import Admission, TooManyStreams
+from ...domain.rate_limit import LimitStoreUnavailable
+from .admission import Admission, LimitUnavailable, TooManyStreams
 from .context import answer_budget
 from .errors import error_body
 from .chat_stream import serve_chat_stream, wants_stream
@@ -400,7 +401,10 @@ class ApiApp:
         slots = self.streams
         if slots is None:
             return lambda: None
-        decision, lease = slots.acquire(tenant)
+        try:
+            decision, lease = slots.acquire(tenant)
+        except LimitStoreUnavailable as exc:
+            raise LimitUnavailable(exc.retry_after) from None
         if not decision.allowed:
             raise TooManyStreams(decision.retry_after, slots.limit)
         return lambda: slots.release(tenant, lease)
