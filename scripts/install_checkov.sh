@@ -9,6 +9,6 @@ if [ -n "${ERAGRAPH_CHECKOV:-}" ]; then
 fi
 if [ ! -x .venv-checkov/bin/checkov ]; then
   python3 -m venv .venv-checkov
-  .venv-checkov/bin/pip install --quiet --disable-pip-version-check "checkov>=3.2,<4"
+  .venv-checkov/bin/pip install --quiet --disable-pip-version-check "checkov==3.3.30"
 fi
 echo "install_checkov.sh: $(.venv-checkov/bin/checkov --version)" >&2

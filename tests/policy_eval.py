@@ -60,7 +60,16 @@ def resolve(node: Any, template: dict, conditions: Mapping[str, bool], parameter
                 name, yes, no = v["Fn::If"]
                 return go(yes if conditions[name] else no)
             if set(v) == {"Fn::Sub"}:
+                if isinstance(v["Fn::Sub"], list):  # [text, {name: value}]
+                    text, names = v["Fn::Sub"]
+                    return _sub(text, {**params, **{k: go(x) for k, x in names.items()}}, arns)
                 return _sub(v["Fn::Sub"], params, arns)
+            if set(v) == {"Fn::Select"}:
+                index, items = v["Fn::Select"]
+                return go(items)[int(index)]
+            if set(v) == {"Fn::Split"}:
+                separator, text = v["Fn::Split"]
+                return go(text).split(separator)
             if set(v) == {"Fn::GetAtt"}:
                 return arns[".".join(v["Fn::GetAtt"])]
             if set(v) == {"Ref"}:
@@ -85,6 +94,10 @@ def _condition_holds(condition: Mapping[str, Any], context: Mapping[str, Any]) -
             if operator == "ForAllValues:StringLike":
                 values = _list(given) if given is not None else []
                 if not all(any(fnmatchcase(v, w) for w in wanted) for v in values):
+                    return False
+            elif operator == "ForAnyValue:StringLike":
+                values = _list(given) if given is not None else []
+                if not any(any(fnmatchcase(v, w) for w in wanted) for v in values):
                     return False
             elif operator == "StringLike":
                 if given is None or not any(fnmatchcase(str(given), w) for w in wanted):
@@ -119,10 +132,12 @@ def allowed(statements: Iterable[Mapping[str, Any]], action: str, resource: str,
     return any(s["Effect"] == "Allow" and _matches(s, action, resource, context) for s in statements)
 
 
-def role_statements(template: dict, role: str, conditions: Mapping[str, bool]) -> list[dict]:
-    """Every statement of the role's inline policies, resolved."""
+def role_statements(template: dict, role: str, conditions: Mapping[str, bool],
+                    parameters: Mapping[str, str] | None = None) -> list[dict]:
+    """Every statement of the role's inline policies, resolved (``parameters``: other than the defaults)."""
     props = template["Resources"][role]["Properties"]
-    return [s for p in props["Policies"] for s in resolve(p, template, conditions)["PolicyDocument"]["Statement"]]
+    return [s for p in props["Policies"]
+            for s in resolve(p, template, conditions, parameters)["PolicyDocument"]["Statement"]]
 
 
 def domain_statements_for(template: dict, role: str, conditions: Mapping[str, bool]) -> list[dict]:

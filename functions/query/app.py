@@ -36,10 +36,11 @@ MCP = []  # the MCP server, built by the first POST /mcp: the other routes' cold
 
 def serve_mcp(event: dict, body: bytes, tenant: str):
     """POST /mcp: the MCP tools (stateless streamable HTTP, JSON) for the caller's tenant."""
+    from eragraph.entrypoints.http.context import answer_budget
     from eragraph.entrypoints.mcp import build_server, event_response
 
-    if not MCP:
-        MCP.append(build_server(engine_of))
+    if not MCP:  # the answer tool's budget capped as every generating route's (AnswerMaxBudget)
+        MCP.append(build_server(engine_of, budget_of=lambda engine: answer_budget(LIMITS, engine)))
     metrics.add_metric("McpRequests", MetricUnit.Count, 1)
     return event_response(MCP[0], event, body, tenant)
 

@@ -9,14 +9,15 @@ The per-tenant rate limit is the query function's (ERAGRAPH_TENANT_RATE, ERAGRAP
 
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools, spend_publisher
 from eragraph.bootstrap.identity import TenantIdentity
-from eragraph.bootstrap.limits import api_limits
+from eragraph.bootstrap.limits import api_limits, stream_slots
 from eragraph.entrypoints.http.server import ApiApp
 
 # fails the init if a provider it uses is missing (found, not loaded: see the query function)
 LAMBDA_ENGINE.cold_start("embedder", "ner", "parser", "generator", load=False)
 
 IDENTITY = TenantIdentity.from_env()
-_, ADMIT = api_limits()
+LIMITS, ADMIT = api_limits()  # the answer budget cap; the per-tenant token bucket (429)
+STREAMS = stream_slots(LIMITS)  # the answers each tenant may have streaming at once (429), in the graph table
 
 
 def engine_of(tenant: str):
@@ -36,5 +37,5 @@ def spent(calls: list) -> None:
 
 
 app = ApiApp(None, identity=IDENTITY, engines=engine_of, tenants=lambda: LAMBDA_ENGINE.tenancy.tenants(),
-             admit=ADMIT, stream_only=True, on_model_calls=spent,
+             admit=ADMIT, stream_only=True, on_model_calls=spent, limits=LIMITS, streams=STREAMS,
              log=True)  # one line per request (request id, caller, tenant, route, status): a function URL keeps no access log

@@ -306,15 +306,28 @@ class ApiLimits:
     - ``tenant_rate`` (ERAGRAPH_TENANT_RATE): requests per second each tenant may make (a token
       bucket per tenant; over it: 429 with Retry-After). 0: no per-tenant limit.
     - ``tenant_burst`` (ERAGRAPH_TENANT_BURST): the bucket's size, requests a tenant may make at
-      once."""
+      once.
+    - ``tenant_streams`` (ERAGRAPH_TENANT_STREAMS): answers each tenant may have streaming at
+      once (the KB stream, /query/stream, the chat endpoint's stream); over it: 429 with
+      Retry-After. 0: no limit.
+    - ``stream_capacity`` (ERAGRAPH_STREAM_CAPACITY): the streams the whole function can hold (the
+      stream function's reserved concurrency; 0: unknown). A tenant's share must stay below it,
+      so that one tenant cannot fill it: refused at cold start otherwise."""
 
     answer_max_budget: int = 0
     tenant_rate: float = 0.0
     tenant_burst: int = 20
+    tenant_streams: int = 0
+    stream_capacity: int = 0
 
     def __post_init__(self) -> None:
-        if self.answer_max_budget < 0 or self.tenant_rate < 0 or self.tenant_burst < 1:
-            raise ValueError(f"invalid API limits {self}: budget and rate >= 0, burst >= 1")
+        if (self.answer_max_budget < 0 or self.tenant_rate < 0 or self.tenant_burst < 1 or self.tenant_streams < 0
+                or self.stream_capacity < 0):
+            raise ValueError(f"invalid API limits {self}: budget, rate, streams and capacity >= 0, burst >= 1")
+        if self.stream_capacity and not 0 < self.tenant_streams < self.stream_capacity:
+            raise ValueError(f"ERAGRAPH_TENANT_STREAMS ({self.tenant_streams}) must be at least 1 and below the "
+                             f"streams the function can hold (ERAGRAPH_STREAM_CAPACITY, {self.stream_capacity}): "
+                             "else one tenant can fill every stream")
 
     @classmethod
     def from_env(cls, environ: Any = None) -> ApiLimits:
@@ -322,7 +335,8 @@ class ApiLimits:
         values: dict[str, Any] = {}
         for f in fields(cls):
             raw = env.get("ERAGRAPH_" + {"answer_max_budget": "ANSWER_MAX_BUDGET", "tenant_rate": "TENANT_RATE",
-                                         "tenant_burst": "TENANT_BURST"}[f.name])
+                                         "tenant_burst": "TENANT_BURST", "tenant_streams": "TENANT_STREAMS",
+                                         "stream_capacity": "STREAM_CAPACITY"}[f.name])
             if raw is not None and raw.strip() != "":
                 try:
                     values[f.name] = type(getattr(cls(), f.name))(raw)
@@ -426,6 +440,8 @@ class IdentitySettings:
     # x-amzn-request-context header carries the caller's identity (the stream function only)
     trust_request_context: bool = False
     endpoint: str | None = None    # ERAGRAPH_AWS_ENDPOINT_URL: the IAM endpoint (a local cloud)
+    # ERAGRAPH_JWT_ISSUER: the JWT issuer; a Cognito user pool's is checked for a claim users may write
+    issuer: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> IdentitySettings:
@@ -434,6 +450,7 @@ class IdentitySettings:
         return cls(claim=env.get("ERAGRAPH_TENANT_CLAIM") or "tenant",
                    tag="eragraph-tenant" if tag is None else tag.strip(),
                    endpoint=env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None,
+                   issuer=(env.get("ERAGRAPH_JWT_ISSUER") or "").strip(),
                    required=_flag(env.get("ERAGRAPH_TENANT_REQUIRED"), True),
                    trust_request_context=_flag(env.get("ERAGRAPH_TRUST_REQUEST_CONTEXT"), False))
 

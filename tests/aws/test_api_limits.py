@@ -11,7 +11,7 @@ from lambda_support import event
 
 from contract.aws_factories import REGION, create_graph_table, fake_credentials
 from eragraph.config import ApiLimits, Settings
-from eragraph.domain.rate_limit import Bucket, take
+from eragraph.domain.rate_limit import Bucket, LimitStoreUnavailable, take
 
 TABLE = "graph-limits"
 
@@ -107,9 +107,27 @@ def test_a_throttled_bucket_table_answers_429_not_500(ddb):
         out = app.resolve(jwt_request("/stats"), None)
         assert out["statusCode"] == 429 and out["headers"]["Retry-After"] == "1"
         stub.add_client_error("get_item", service_error_code="ResourceNotFoundException", http_status_code=400)
-        with pytest.raises(ddb.exceptions.ResourceNotFoundException):
+        with pytest.raises(LimitStoreUnavailable):
             limiter.acquire("acme")
     assert app.resolve(jwt_request("/stats"), None)["statusCode"] == 200  # the table answers again
+
+
+@pytest.mark.parametrize("code", ["ResourceNotFoundException", "AccessDeniedException", "InternalServerError"])
+def test_any_other_bucket_table_error_is_a_503_with_retry_after_not_a_500(ddb, code):
+    """The limit cannot be checked: refused for now in words (never served unlimited, never a 500)."""
+    from botocore.stub import Stubber
+
+    from eragraph.adapters.aws.rate_limit_dynamodb import DynamoRateLimiter
+
+    limiter = DynamoRateLimiter(TABLE, ddb, rate=1.0, burst=3, clock=Clock())
+    app = _app(ApiLimits(), limiter.acquire)
+    with Stubber(ddb) as stub:
+        stub.add_client_error("get_item", service_error_code=code, http_status_code=400,
+                              service_message="arn:aws:dynamodb:us-east-1:123456789012:table/x is not there")
+        out = app.resolve(jwt_request("/stats"), None)
+    assert out["statusCode"] == 503 and out["headers"]["Retry-After"] == "5"
+    body = json.loads(out["body"])
+    assert "cannot be checked just now" in body["message"] and "123456789012" not in out["body"]
 
 
 def _app(limits, admit, logger=None):
@@ -204,3 +222,73 @@ def test_limits_from_the_environment():
         ApiLimits.from_env({"ERAGRAPH_TENANT_BURST": "0"})
     with pytest.raises(ValueError, match="tenant_rate"):
         ApiLimits.from_env({"ERAGRAPH_TENANT_RATE": "fast"})
+
+
+def test_the_open_streams_in_dynamodb_are_per_tenant_released_and_lapse(ddb):
+    from eragraph.adapters.aws.stream_slots_dynamodb import DynamoStreamSlots
+
+    clock = Clock()
+    slots = DynamoStreamSlots(TABLE, ddb, limit=2, clock=clock, lease_seconds=100)
+    (first, a), (second, _), (third, _) = (slots.acquire("acme") for _ in range(3))
+    assert (first.allowed, second.allowed, third.allowed, third.retry_after) == (True, True, False, 1)
+    assert slots.acquire("globex")[0].allowed  # a tenant's own slots
+    slots.release("acme", a)
+    assert slots.acquire("acme")[0].allowed and not slots.acquire("acme")[0].allowed
+    clock.now += 101  # an environment that died mid-answer: its leases lapse
+    assert slots.acquire("acme")[0].allowed
+    item = ddb.get_item(TableName=TABLE, Key=DynamoStreamSlots.key("acme"))["Item"]
+    assert len(item["leases"]["M"]) == 1  # the lapsed ones were dropped as the new one was written
+
+
+def test_concurrent_streams_never_take_more_slots_than_the_limit(ddb):
+    from concurrent.futures import ThreadPoolExecutor
+
+    from eragraph.adapters.aws.stream_slots_dynamodb import DynamoStreamSlots
+
+    slots = DynamoStreamSlots(TABLE, ddb, limit=3)
+    with ThreadPoolExecutor(8) as pool:
+        decisions = list(pool.map(lambda _: slots.acquire("acme")[0].allowed, range(16)))
+    assert sum(decisions) <= 3
+    item = ddb.get_item(TableName=TABLE, Key=DynamoStreamSlots.key("acme"), ConsistentRead=True)["Item"]
+    assert len(item["leases"]["M"]) == sum(decisions)
+
+
+def test_a_throttled_slot_table_is_a_refusal_to_retry():
+    from botocore.stub import Stubber
+
+    fake_credentials()
+    import boto3
+
+    from eragraph.adapters.aws.stream_slots_dynamodb import DynamoStreamSlots
+
+    client = boto3.client("dynamodb", region_name=REGION)
+    slots = DynamoStreamSlots(TABLE, client, limit=2)
+    with Stubber(client) as stub:
+        stub.add_client_error("get_item", service_error_code="ThrottlingException", http_status_code=400)
+        decision, _ = slots.acquire("acme")
+    assert not decision.allowed and decision.retry_after == 1
+
+
+def test_an_answer_model_without_a_price_stops_the_cold_start():
+    from eragraph.bootstrap.preflight import ProviderUnavailable, check_prices
+
+    settings = Settings(generator="bedrock")
+    check_prices(settings, ["arn:aws:bedrock:us-east-1::foundation-model/amazon.nova-lite-v1:0"])
+    with pytest.raises(ProviderUnavailable, match="no price for the answer model.*amazon.nova-pro-v1:0"):
+        check_prices(settings, ["arn:aws:bedrock:us-east-1::foundation-model/amazon.nova-pro-v1:0"])
+    priced = Settings(generator="bedrock", prices='{"bedrock:amazon.nova-pro-v1:0": [0.8, 3.2]}')
+    check_prices(priced, ["arn:aws:bedrock:us-east-1::foundation-model/amazon.nova-pro-v1:0"])
+    with pytest.raises(ProviderUnavailable, match="mistral.unpriced-v1:0"):  # the text model as well
+        check_prices(Settings(generator="bedrock", bedrock_text_model="mistral.unpriced-v1:0"), [])
+    check_prices(Settings(generator="none"), ["amazon.nova-pro-v1:0"])  # no Bedrock answers: nothing to price
+
+
+def test_the_lambda_cold_start_refuses_an_unpriced_answer_model():
+    from eragraph.bootstrap.aws import LazyEngine
+    from eragraph.bootstrap.preflight import ProviderUnavailable
+
+    env = {"ERAGRAPH_GENERATOR": "bedrock", "ERAGRAPH_EMBEDDER": "hash",
+           "ERAGRAPH_ANSWER_MODELS": "arn:aws:bedrock:us-east-1::foundation-model/amazon.nova-pro-v1:0"}
+    with pytest.raises(ProviderUnavailable, match="amazon.nova-pro-v1:0"):
+        LazyEngine().cold_start("embedder", "generator", load=False, environ=env)
+    LazyEngine().cold_start("embedder", load=False, environ=env)  # a function that answers nothing

@@ -19,6 +19,8 @@ from test_tenants_api import A_WORDS, B_WORDS, tenant_env, two_tenants  # noqa: 
 
 from aws_helpers import event, load_handler
 from eragraph.bootstrap.identity import REQUEST_CONTEXT_HEADER, TenantIdentity
+from eragraph.bootstrap.limits import stream_slots
+from eragraph.config import ApiLimits
 from eragraph.domain.knowledge_base import knowledge_base_id
 from eragraph.ports.records import Answer
 
@@ -96,6 +98,8 @@ def stream_url(two_tenants, monkeypatch):
     iam.create_role(RoleName="kb-reader-untagged", AssumeRolePolicyDocument="{}")
     module = load_handler("stream")
     monkeypatch.setattr(module.app, "identity", TenantIdentity(required=True, trust_request_context=True))
+    # one answer streaming per tenant (TenantStreamLimit), counted in this test's graph table
+    monkeypatch.setattr(module.app, "streams", stream_slots(ApiLimits(tenant_streams=1, stream_capacity=10)))
     for tenant in ("a", "b"):
         LAMBDA_ENGINE.get(tenant, register=False).generator = SlowStreamingGenerator()
     server = ApiServer(None, port=0, app=module.app)
@@ -261,3 +265,26 @@ def test_a_streamed_answer_publishes_its_bedrock_spend(stream_url, capsys):
         time.sleep(0.05)  # the metric is flushed as the stream closes, just after its last frame
     value, _, _ = metrics["BedrockSpendUSD"]
     assert value == pytest.approx((1000 * price_in + 500 * price_out) / 1e6)
+
+
+def test_a_tenant_streaming_its_share_is_throttled_in_every_environment(stream_url):
+    """The open streams are counted in the graph table, so a lease taken by another environment
+    of the function (here: taken directly) holds this one's slot; another tenant is served."""
+    slots = load_handler("stream").app.streams
+    assert type(slots).__name__ == "DynamoStreamSlots" and slots.limit == 1
+    held, lease = slots.acquire("a")
+    assert held.allowed
+    try:
+        with pytest.raises(client_as(stream_url, "kb-reader-a").exceptions.ThrottlingException) as info:
+            client_as(stream_url, "kb-reader-a").retrieve_and_generate_stream(**ask(knowledge_base_id("a")))
+        assert "streaming already" in str(info.value)
+        out = client_as(stream_url, "kb-reader-b").retrieve_and_generate_stream(**ask(knowledge_base_id("b")))
+        assert any("citation" in ev for ev in out["stream"])
+    finally:
+        slots.release("a", lease)
+    out = client_as(stream_url, "kb-reader-a").retrieve_and_generate_stream(**ask(knowledge_base_id("a")))
+    assert any("citation" in ev for ev in out["stream"])
+    deadline = time.monotonic() + 10  # the stream's own lease is released as it ends (just after its last byte)
+    while not slots.acquire("a")[0].allowed:
+        assert time.monotonic() < deadline, "the finished stream still holds its slot"
+        time.sleep(0.05)

@@ -156,7 +156,8 @@ def test_roles_are_least_privilege():
 DEFAULT_CONDITIONS = {"UseJwt": False, "HasAlarmEmail": False, "NoAlarmEmail": True, "UseEventBridge": False,
                       "MultiAz": False, "FineGrainedAccess": False, "UseVpc": False, "ReserveQuery": True,
                       "ReserveReindex": True, "CreateVpcEndpoints": False, "CreateGatewayEndpoints": False,
-                      "UseBedrockReranker": False, "HasAnswerModels": False, "HasDataSourceBuckets": False, "PublicWebAdapter": True, "ReserveStream": True}
+                      "UseBedrockReranker": False, "HasAnswerModels": False, "HasDataSourceBuckets": False, "PublicWebAdapter": True, "ReserveStream": True,
+                      "CreateRerankEndpoint": False}
 
 
 def resolve_conditions(node, conditions: dict):
@@ -261,7 +262,7 @@ def test_packaged_index_mapping_is_the_infra_file():
 # template parameter -> the Settings field its ERAGRAPH_* variable sets
 PARAMETER_SETTINGS = {"SegmentMin": "s_min", "SegmentMax": "s_max", "HyperplaneCount": "n_planes",
                       "ChunkTokens": "chunk_tokens", "EmbedModelId": "bedrock_embed_model",
-                      "EmbedDimension": "bedrock_embed_dim", "TextModelId": "bedrock_text_model"}
+                      "EmbedDimension": "bedrock_embed_dim", "TextModelId": "bedrock_text_model", "ModelPrices": "prices"}
 
 
 def test_template_defaults_are_the_config_defaults():
@@ -633,7 +634,10 @@ def test_production_options_are_parameters():
 
 ENDPOINTS = {"SqsEndpoint": ("sqs", "Interface"), "BedrockRuntimeEndpoint": ("bedrock-runtime", "Interface"),
              "LogsEndpoint": ("logs", "Interface"), "MonitoringEndpoint": ("monitoring", "Interface"),
-             "S3GatewayEndpoint": ("s3", "Gateway"), "DynamoDbGatewayEndpoint": ("dynamodb", "Gateway")}
+             "S3GatewayEndpoint": ("s3", "Gateway"), "DynamoDbGatewayEndpoint": ("dynamodb", "Gateway"),
+             "BedrockAgentRuntimeEndpoint": ("bedrock-agent-runtime", "Interface")}
+# an endpoint made only when a function calls its service: Rerank, with Reranker=bedrock
+ENDPOINT_CONDITIONS = {"BedrockAgentRuntimeEndpoint": "CreateRerankEndpoint"}
 
 
 def test_vpc_endpoints_exist_only_when_the_vpc_is_given():
@@ -650,15 +654,19 @@ def test_vpc_endpoints_exist_only_when_the_vpc_is_given():
         assert props["ServiceName"] == {"Fn::Sub": f"com.amazonaws.${{AWS::Region}}.{service}"}
         assert props["VpcEndpointType"] == kind and props["VpcId"] == {"Ref": "VpcId"}
         if kind == "Interface":
-            assert endpoints[name]["Condition"] == "CreateVpcEndpoints" and props["PrivateDnsEnabled"] is True
+            assert endpoints[name]["Condition"] == ENDPOINT_CONDITIONS.get(name, "CreateVpcEndpoints")
+            assert props["PrivateDnsEnabled"] is True
             assert props["SubnetIds"] == {"Ref": "OpenSearchSubnetIds"}  # where the functions run
             assert props["SecurityGroupIds"] == {"Ref": "OpenSearchSecurityGroupIds"}
         else:
             assert endpoints[name]["Condition"] == "CreateGatewayEndpoints"
             assert props["RouteTableIds"] == {"Ref": "VpcRouteTableIds"}
     assert not set(ENDPOINTS) & set(resolve_conditions(RES, {}))
-    on = resolve_conditions(RES, {"UseVpc": True, "CreateVpcEndpoints": True, "CreateGatewayEndpoints": True})
+    on = resolve_conditions(RES, {"UseVpc": True, "CreateVpcEndpoints": True, "CreateGatewayEndpoints": True,
+                                  "CreateRerankEndpoint": True})
     assert set(ENDPOINTS) <= set(on)
+    rerank = TEMPLATE["Conditions"]["CreateRerankEndpoint"]["Fn::And"]
+    assert [list(c.values())[0] for c in rerank] == ["CreateVpcEndpoints", "UseBedrockReranker"]
     params = TEMPLATE["Parameters"]
     assert params["VpcId"]["Default"] == "" and params["VpcRouteTableIds"]["Default"] == ""
 
@@ -725,3 +733,22 @@ def test_stream_5xx_raise_an_alarm():
     alarm = TEMPLATE["Resources"]["StreamServerErrorsAlarm"]["Properties"]
     assert alarm["MetricName"] == metric["MetricTransformations"][0]["MetricName"]
     assert alarm["AlarmActions"] == [{"Ref": "AlarmTopic"}]
+
+
+def test_a_tenant_cannot_fill_the_stream_function():
+    """The rate limit counts requests; the open streams per tenant count what holds an execution,
+    below what the function holds; every generating function caps the answer budget."""
+    from eragraph.adapters.aws.stream_slots_dynamodb import LEASE_SECONDS
+    from eragraph.config import ApiLimits
+
+    params = TEMPLATE["Parameters"]
+    env = RES["StreamFunction"]["Properties"]["Environment"]["Variables"]
+    assert env["ERAGRAPH_TENANT_STREAMS"] == {"Ref": "TenantStreamLimit"}
+    assert env["ERAGRAPH_STREAM_CAPACITY"] == {"Ref": "StreamReservedConcurrency"}
+    ApiLimits(tenant_streams=params["TenantStreamLimit"]["Default"],
+              stream_capacity=params["StreamReservedConcurrency"]["Default"])  # the defaults agree
+    assert RES["StreamFunction"]["Properties"]["Timeout"] < LEASE_SECONDS  # a lease outlives its stream
+    for name in ("QueryFunction", "StreamFunction"):
+        assert RES[name]["Properties"]["Environment"]["Variables"]["ERAGRAPH_ANSWER_MAX_BUDGET"] == {
+            "Ref": "AnswerMaxBudget"}, name
+    assert TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["ERAGRAPH_PRICES"] == {"Ref": "ModelPrices"}

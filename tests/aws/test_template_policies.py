@@ -13,7 +13,7 @@ from policy_eval import allowed, domain_statements_for, resolve, resource_arns, 
 TEMPLATE = load_template()
 IAM = {"UseJwt": False, "HasAlarmEmail": False, "NoAlarmEmail": True, "UseEventBridge": False, "MultiAz": False,
        "FineGrainedAccess": False, "UseVpc": False, "ReserveQuery": True, "ReserveReindex": True,
-       "UseBedrockReranker": False, "HasAnswerModels": False, "HasDataSourceBuckets": False, "PublicWebAdapter": True, "ReserveStream": True}
+       "UseBedrockReranker": False, "HasAnswerModels": False, "HasDataSourceBuckets": False, "PublicWebAdapter": True, "ReserveStream": True, "CreateRerankEndpoint": False}
 JWT = {**IAM, "UseJwt": True}
 ARNS = resource_arns(TEMPLATE)
 DOMAIN = "arn:aws:es:us-east-1:123456789012:domain/eragraph-dev"
@@ -64,8 +64,15 @@ def test_the_query_role_cannot_delete_bulk_write_or_scan_the_table(role):
     for key in ("DOC#a", "NODE#n", "T#acme#DOC#a", "T#acme#NODE#n", "COUNT", "TENANTS", "T#acme#SEG#0"):
         for action in ("PutItem", "UpdateItem"):
             assert not allowed(query, f"dynamodb:{action}", TABLE, leading(key)), (action, key)
-    for key in ("LEDGER", "T#acme#LEDGER", "META", "T#acme#META", "RATE#acme", "RATE#-"):
+    for key in ("LEDGER", "T#acme#LEDGER", "LEDGER#HOURS", "T#acme#LEDGER#HOURS", "META", "T#acme#META",
+                "RATE#acme", "RATE#-"):
         assert allowed(query, "dynamodb:UpdateItem", TABLE, leading(key)), key
+    # the tenant part holds no '#': a document whose id ends so is no ledger, settings or status key
+    for key in ("T#acme#DOC#x#LEDGER", "T#acme#DOC#x#META", "T#acme#NODE#n#LEDGER#HOURS", "T#acme#DOC#a#STATUS#b",
+                "T#acme#DOC#a#STATUSBY"):
+        for action in ("PutItem", "UpdateItem"):
+            assert not allowed(query, f"dynamodb:{action}", TABLE, leading(key)), (action, key)
+    assert allowed(query, "dynamodb:PutItem", TABLE, leading("T#acme#STATUS#notes/a#1")) is (role == "QueryRole")
     for key in ("STATUS#d1", "T#acme#STATUS#d1", "STATUSBY", "T#acme#STATUSBY"):  # POST /documents: received
         assert allowed(query, "dynamodb:PutItem", TABLE, leading(key)) is (role == "QueryRole"), key
     for action in ("GetItem", "BatchGetItem", "Query"):
@@ -161,3 +168,15 @@ def test_the_stream_role_streams_the_answer_model_and_only_the_allowed_others():
     assert not allowed(stream, "bedrock:InvokeModel", MODEL + text)  # it answers by ConverseStream only
     for action in ("dynamodb:Scan", "dynamodb:DeleteItem", "s3:GetObject", "s3:PutObject", "sqs:SendMessage"):
         assert not allowed(stream, action, "*"), action
+
+
+def test_the_query_role_reads_the_app_clients_of_the_jwt_issuers_pool_only():
+    """claim_guard reads the issuer's app clients; no other pool's (DescribeUserPoolClient shows secrets)."""
+    pool = "arn:aws:cognito-idp:us-east-1:123456789012:userpool/"
+    issuer = {"JwtIssuer": "https://cognito-idp.us-east-1.amazonaws.com/us-east-1_Abc123"}
+    jwt, iam = role_statements(TEMPLATE, "QueryRole", JWT, issuer), role_statements(TEMPLATE, "QueryRole", IAM, issuer)
+    for action in ("cognito-idp:ListUserPoolClients", "cognito-idp:DescribeUserPoolClient"):
+        assert allowed(jwt, action, pool + "us-east-1_Abc123")
+        assert not allowed(jwt, action, pool + "us-east-1_Other9")
+        assert not allowed(iam, action, pool + "us-east-1_Abc123")
+    assert not allowed(jwt, "cognito-idp:UpdateUserPoolClient", pool + "us-east-1_Abc123")

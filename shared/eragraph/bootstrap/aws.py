@@ -9,11 +9,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..config import Settings, aws_environment, aws_region, function_environment, settings_from_env
+from ..config import ProcessSettings, Settings, aws_environment, aws_region, function_environment, settings_from_env
 from ..services.engine import Engine
 from .aws_profile import (DEFAULT_ENTITY_INDEX, DEFAULT_INDEX, REQUIRED, AwsProfile, MissingConfigError,
                           build_aws_engine, require)
-from .preflight import USES, preflight
+from .preflight import USES, check_prices, preflight
 
 __all__ = ["DEFAULT_ENTITY_INDEX", "DEFAULT_INDEX", "LAMBDA_ENGINE", "REQUIRED", "AwsProfile", "LazyEngine",
            "MissingConfigError", "build_aws_engine", "function_environment", "powertools", "priced",
@@ -94,6 +94,8 @@ class LazyEngine:
         only finds them (a function where only some requests use them: they load on first use)."""
         settings = settings_from_env(None if environ is None else dict(environ))
         preflight(settings, self.profile, uses, load=load)
+        if "generator" in uses:  # an answer model without a price escapes the spend alarm
+            check_prices(settings, ProcessSettings.from_env(environ).answer_models)
         self.uses = uses
         return settings
 

@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..config import IdentitySettings
+from .claim_guard import ClaimGuard
 from ..domain.tenants import DEFAULT, TenantError, check_tenant
 
 TAG_TTL_SECONDS = 300.0
@@ -55,10 +56,12 @@ class TenantForbidden(PermissionError):
 class TenantIdentity:
     def __init__(self, claim: str = "tenant", tag: str = "eragraph-tenant", required: bool = True,
                  iam_client: Any = None, clock=time.monotonic, endpoint: str | None = None,
-                 trust_request_context: bool = False) -> None:
+                 trust_request_context: bool = False, claim_guard: ClaimGuard | None = None) -> None:
         """``tag`` "": IAM callers' tags are not read (they have no tenant); ``endpoint``: the
         IAM endpoint (a local cloud); ``trust_request_context``: this process runs behind the
-        Lambda Web Adapter, whose ``x-amzn-request-context`` header carries the caller's identity."""
+        Lambda Web Adapter, whose ``x-amzn-request-context`` header carries the caller's identity;
+        ``claim_guard``: refuses a JWT tenant claim the issuer's users may write (claim_guard)."""
+        self.claim_guard = claim_guard
         self.endpoint = endpoint
         self.trust_request_context = trust_request_context
         self.claim = claim
@@ -72,8 +75,9 @@ class TenantIdentity:
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> TenantIdentity:
         given = IdentitySettings.from_env(environ)
+        guard = ClaimGuard(given.claim, given.issuer, endpoint=given.endpoint) if given.issuer else None
         return cls(claim=given.claim, tag=given.tag, endpoint=given.endpoint, required=given.required,
-                   trust_request_context=given.trust_request_context)
+                   trust_request_context=given.trust_request_context, claim_guard=guard)
 
     def tenant_from_headers(self, headers: Mapping[str, str]) -> str:
         """The caller's tenant from the Lambda Web Adapter's ``x-amzn-request-context`` header
@@ -99,6 +103,9 @@ class TenantIdentity:
         auth = (context or {}).get("authorizer") or {}
         value: Any = None
         if isinstance(auth.get("jwt"), Mapping):
+            if self.claim_guard is not None and self.claim_guard.problem():
+                raise TenantForbidden("this API's tenant claim can be written by its users, so no token's tenant is "
+                                      "trusted; the deployer must keep it out of the app clients' write attributes")
             value = (auth["jwt"].get("claims") or {}).get(self.claim)
         elif isinstance(auth.get("lambda"), Mapping):
             value = auth["lambda"].get(self.claim)

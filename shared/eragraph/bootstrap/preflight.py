@@ -73,3 +73,24 @@ def preflight(settings: Settings, profile: str, uses: Iterable[str] = USES, load
         if problem:
             raise ProviderUnavailable(f"{asked_by} needs the Python package {package!r}, which cannot be "
                                       f"imported here ({problem})")
+
+
+def check_prices(settings: Settings, answer_models: Iterable[str]) -> None:
+    """With the Bedrock generator, every model an answer may use (the text model and the allowed
+    ones, ERAGRAPH_ANSWER_MODELS / AnswerModelArns) needs a price in the ledger's table
+    (config.DEFAULT_PRICES with ERAGRAPH_PRICES): an unpriced call is left out of the spend the
+    BedrockSpend alarm sums, so a function allowing one refuses to start (ProviderUnavailable,
+    naming the models and the fix)."""
+    if settings.generator != "bedrock":
+        return
+    from ..providers.bedrock import bedrock_model_id
+    from ..services.cost import cost_usd
+
+    prices = settings.price_table()
+    models = dict.fromkeys(bedrock_model_id(m) for m in (settings.bedrock_text_model, *answer_models))
+    missing = [m for m in models if cost_usd(f"bedrock:{m}", 1, 1, prices) is None]
+    if missing:
+        raise ProviderUnavailable(
+            f"no price for the answer model(s) {', '.join(missing)}: their spend would escape the spend alarm. "
+            "Add each to ERAGRAPH_PRICES as {\"bedrock:MODEL_ID\": [USD per million input tokens, output]} "
+            "(the Prices parameter), or leave it out of AnswerModelArns")

@@ -34,3 +34,11 @@ def take(bucket: Bucket | None, now: float, rate: float, burst: int) -> Decision
     if tokens >= 1.0:
         return Decision(True, Bucket(tokens - 1.0, now), 0)
     return Decision(False, Bucket(tokens, now), max(1, math.ceil((1.0 - tokens) / rate)))
+
+
+class LimitStoreUnavailable(Exception):
+    """The store of the per-tenant limits failed with something other than throttling (a
+    missing table, access denied, an outage): the request is refused for now (503 with
+    Retry-After), never served unlimited and never a 500. The cause stays in the log."""
+
+    retry_after = 5

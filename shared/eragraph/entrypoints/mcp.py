@@ -149,15 +149,17 @@ def _args(model: type[BaseModel], arguments: dict[str, Any] | None):
         raise ToolFailed(describe_all(exc.errors(), skip=(), known=model.model_fields, whole="the arguments")) from None
 
 
-def call(engine: Engine, name: str, arguments: dict[str, Any] | None) -> dict:
-    """The JSON a tool answers with (blocking); ToolFailed says why it cannot."""
+def call(engine: Engine, name: str, arguments: dict[str, Any] | None, budget: int | None = None) -> dict:
+    """The JSON a tool answers with (blocking); ToolFailed says why it cannot. ``budget``: the
+    evidence budget of ``answer`` (the API's cap; None: the store's default)."""
     if name in ("retrieve", "answer"):
         args = _args(SearchArgs, arguments)
         if name == "answer" and engine.generator is None:
             raise ToolFailed("no generator is configured for this knowledge base, so it cannot answer: use the "
                              "retrieve tool for the evidence")
         response = query_service.query(engine, args.query, mode=args.mode, k=args.k, answer=name == "answer",
-                                       where=args.filter, rerank=RerankSpec() if args.rerank else None)
+                                       where=args.filter, rerank=RerankSpec() if args.rerank else None,
+                                       budget=budget if name == "answer" else None)
         return response.to_dict()
     if name == "get_document":
         args = _args(DocumentArgs, arguments)
@@ -189,11 +191,13 @@ def serial_runner() -> RunBlocking:
 
 
 def build_server(get_engine: Callable[[str], Engine], tenant: str | None = None,
-                 run_blocking: RunBlocking | None = None) -> Server:
+                 run_blocking: RunBlocking | None = None,
+                 budget_of: Callable[[Engine], int | None] | None = None) -> Server:
     """The MCP server over ``get_engine(tenant)``. ``tenant``: the one tenant of a stdio server;
     None: each HTTP request's ``TENANT_KEY``. ``run_blocking(fn, mode)`` runs the engine's work
     off the event loop (``mode``: the retrieval mode asked for, None for the other tools; a server
-    with thread pools per mode family routes by it)."""
+    with thread pools per mode family routes by it). ``budget_of(engine)``: the evidence budget
+    of an ``answer`` (the API's cap: entrypoints.http.context.answer_budget; None: the store's)."""
     run = run_blocking or serial_runner()
 
     def engine_of(ctx) -> Engine:
@@ -212,7 +216,10 @@ def build_server(get_engine: Callable[[str], Engine], tenant: str | None = None,
         arguments = params.arguments or {}
         mode = arguments.get("mode") if params.name in ("retrieve", "answer") else None
         try:
-            out = await run(lambda: call(engine_of(ctx), params.name, arguments), mode if isinstance(mode, str) else None)
+            def work() -> dict:
+                engine = engine_of(ctx)
+                return call(engine, params.name, arguments, budget_of(engine) if budget_of is not None else None)
+            out = await run(work, mode if isinstance(mode, str) else None)
         except (ToolFailed, query_service.BadQueryError, LexicalIndexMissing) as exc:
             return _error(str(exc))
         except Exception as exc:  # never a crash of the server: the caller learns that it failed, the log why

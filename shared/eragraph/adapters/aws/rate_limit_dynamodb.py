@@ -6,11 +6,14 @@ dynamodb:LeadingKeys)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
 
-from ...domain.rate_limit import Bucket, Decision, take
+from ...domain.rate_limit import Bucket, Decision, LimitStoreUnavailable, take
+
+LOG = logging.getLogger(__name__)
 
 ATTEMPTS = 4  # conditional writes lost to concurrent requests of one tenant before refusing
 # DynamoDB's answers that mean "too many requests now": the caller is refused with a 429 and a
@@ -35,7 +38,8 @@ class DynamoRateLimiter:
         except Exception as exc:  # botocore's ClientError, without importing botocore here
             code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")
             if code not in THROTTLED:
-                raise
+                LOG.error("the rate bucket of tenant %r could not be read or written", tenant, exc_info=True)
+                raise LimitStoreUnavailable() from exc
             return Decision(False, Bucket(0.0, self.clock()), THROTTLED_RETRY_AFTER)
 
     def _acquire(self, tenant: str) -> Decision:

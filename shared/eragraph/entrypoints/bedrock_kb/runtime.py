@@ -157,9 +157,11 @@ def _result(result, route: str, doc_meta: dict[str, Any]) -> dict[str, Any]:
             "score": float(result.score), "metadata": meta, "documentId": result.doc_id}
 
 
-def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | None = None, answer: bool = False):
+def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | None = None, answer: bool = False,
+            budget: int | None = None):
     """The query behind Retrieve and RetrieveAndGenerate: (the response, its page of results,
-    the results as Bedrock's, the offset after the page)."""
+    the results as Bedrock's, the offset after the page). ``budget``: the evidence budget of an
+    answer (the API's cap, entrypoints.http.context.answer_budget; None: the store's default)."""
     config = retrieval.get("vectorSearchConfiguration") or {}
     wanted = config.get("numberOfResults", DEFAULT_RESULTS)
     key = query_key(text, retrieval)
@@ -176,7 +178,7 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
         wanted = min(wanted, bedrock.get("numberOfRerankedResults") or wanted)
     try:
         response = query_service.query(engine, text, mode=mode, k=offset + wanted, where=config.get("filter"),
-                                       rerank=rerank, answer=answer)
+                                       rerank=rerank, answer=answer, budget=budget)
     except (query_service.BadQueryError, BadInputError) as exc:
         raise KbError("ValidationException", str(exc)) from None
     except ModelCallError as exc:  # the embedder, reranker or generator gave up: Bedrock's dependency error
@@ -217,14 +219,14 @@ def _references(page, shaped, cited: set[str]) -> list[dict[str, Any]]:
             for r, s in zip(page, shaped) if not cited or r.id in cited]
 
 
-def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any]) -> Iterator[bytes]:
+def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: int | None = None) -> Iterator[bytes]:
     """RetrieveAndGenerateStream's event stream frames on ``engine``: one ``output`` event per
     piece the generator yields, each sent as it comes, then one ``citation`` event spanning the
     answer with the results it cites. Errors before the first frame are raised (a KbError);
     the caller validates the request and checks the generator first (``check_generate``)."""
     config, engine = check_generate(engine, body)
     question = body["input"]["text"]
-    _, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {})
+    _, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {}, budget=budget)
     pieces: list[str] = []
     final: Answer | None = None
     answer = stream_answer(engine.generator, question, [(r.id, r.text) for r in page], graph=engine.graph)
@@ -272,13 +274,13 @@ def check_generate(engine: Engine, body: dict[str, Any]) -> tuple[dict[str, Any]
     return config, engine
 
 
-def retrieve_and_generate(engine: Engine, body: dict[str, Any]) -> dict[str, Any]:
+def retrieve_and_generate(engine: Engine, body: dict[str, Any], budget: int | None = None) -> dict[str, Any]:
     """The RetrieveAndGenerate response on ``engine`` (the tenant of the request's knowledge
     base, already resolved): the configured generator answers from the retrieved results, and
     one citation spans the answer with the results it cites (all of them when it names none)."""
     config, engine = check_generate(engine, body)
     response, page, shaped, _ = _search(engine, body["input"]["text"], config.get("retrievalConfiguration") or {},
-                                        answer=True)
+                                        answer=True, budget=budget)
     text = response.answer or ""
     cited = set(response.cited_ids)
     refs = _references(page, shaped, cited)

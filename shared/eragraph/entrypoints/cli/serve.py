@@ -22,6 +22,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         import uvicorn  # noqa: F401 (the server's)
 
         from ...bootstrap import document_pipeline
+        from ...bootstrap.limits import stream_slots
+        from ...config import ApiLimits
         from ..http.server import make_server
     except ImportError as exc:
         raise CommandError(f"serve needs the aws extra (powertools, pydantic) and the local extra (uvicorn): "
@@ -32,8 +34,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # recorded providers as every command opens it (bootstrap.local: LocalProfile.uploads)
     uploads = document_pipeline("local", args.store, settings_of(args),
                                 (lambda _tenant: engine) if choice is None else choice.engine)
+    # the deployed API's cost bounds, from the same variables: the answer budget cap
+    # (ERAGRAPH_ANSWER_MAX_BUDGET), the answers a tenant may stream at once (ERAGRAPH_TENANT_STREAMS)
+    limits = ApiLimits.from_env()
     server = make_server(engine, args.host, args.port, log=not args.quiet, choice=choice, token=token,
-                         uploads=uploads)
+                         uploads=uploads, limits=limits, streams=stream_slots(limits, local=True))
     if choice is not None:
         names = ", ".join(t or "(default)" for t in choice.tenants())
         tenant = f" (tenants {names}: the x-eragraph-tenant header picks one)"

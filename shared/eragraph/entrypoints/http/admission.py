@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ...bootstrap.identity import caller_of
+from ...domain.rate_limit import LimitStoreUnavailable
 from .. import request_log
 
 
@@ -50,6 +51,25 @@ class RateLimited(Exception):
         self.retry_after = retry_after
 
 
+class LimitUnavailable(RateLimited):
+    """The per-tenant limits could not be checked (domain.rate_limit.LimitStoreUnavailable):
+    answered 503 with Retry-After by the API, ThrottlingException on the KB routes."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(retry_after)
+        self.args = (f"this tenant's request limits cannot be checked just now: retry after {retry_after} s",)
+
+
+class TooManyStreams(RateLimited):
+    """The caller's tenant has as many answers streaming as it may (ApiLimits.tenant_streams):
+    answered as RateLimited, 429 with Retry-After."""
+
+    def __init__(self, retry_after: int, limit: int) -> None:
+        super().__init__(retry_after)
+        self.args = (f"this tenant has {limit} answer(s) streaming already, the most it may have open at once: "
+                     f"retry after {retry_after} s",)
+
+
 class Admission:
     """``tenant_of(request)``: the caller's tenant from its identity (None: everyone is the default
     tenant); ``admit(tenant)`` takes a token of the tenant's bucket (a domain.rate_limit.Decision;
@@ -76,7 +96,10 @@ class Admission:
             self.logger.append_keys(tenant=tenant or "(default)", caller=caller_of(request),
                                     api_request_id=(request.get("requestContext") or {}).get("requestId", ""))
         if self.admit is not None:
-            decision = self.admit(tenant)
+            try:
+                decision = self.admit(tenant)
+            except LimitStoreUnavailable as exc:
+                raise LimitUnavailable(exc.retry_after) from None
             if not decision.allowed:
                 raise RateLimited(decision.retry_after)
         return tenant

@@ -16,6 +16,7 @@ from ...bootstrap.identity import TenantForbidden
 from .. import openai_chat
 from .admission import RateLimited
 from .body import BadRequestBody, parse_body
+from .context import answer_budget
 from .errors import error_body
 
 
@@ -35,15 +36,24 @@ async def serve_chat_stream(server, scope: dict, send, body: bytes) -> None:
     """Answer one streamed chat request of ``server`` (the ApiApp) whose whole ``body`` was read."""
     loop = asyncio.get_running_loop()
     pool = server.pools["slow"]
+    release = []  # the tenant's open-stream slot, freed when the stream ends (or is refused)
 
     def prepare():
         caller = server.caller_tenant(scope)  # first: a caller without a tenant gets no work done
         engine = server.engine if server.engines is None else server.engines(caller)
         request = openai_chat.parse_request(engine, parse_body(body.decode("utf-8", errors="replace")))
-        cap = getattr(getattr(server, "limits", None), "answer_max_budget", 0)
-        budget = cap if cap and engine.settings.token_budget > cap else None
+        budget = answer_budget(server.limits, engine)
+        release.append(server.open_stream(caller))  # last: a refused request holds no slot
         return openai_chat.sse(openai_chat.chunks(engine, request, budget))
 
+    try:
+        await _answer(server, scope, send, loop, pool, prepare)
+    finally:
+        for free in release:
+            await loop.run_in_executor(pool, free)
+
+
+async def _answer(server, scope: dict, send, loop, pool, prepare) -> None:
     context = contextvars.copy_context()
     try:
         events = await loop.run_in_executor(pool, context.run, prepare)

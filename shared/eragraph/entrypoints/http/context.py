@@ -11,6 +11,7 @@ from typing import Any
 
 from ...services.engine import Engine
 from .admission import Admission
+from .errors import BudgetTooLarge
 
 
 @dataclass
@@ -52,3 +53,22 @@ class RouteContext:
     def writer(self) -> Engine:
         """The caller's tenant's engine for a write (``write_engine``, else ``get_engine``)."""
         return (self.write_engine or self.get_engine)(self.caller())
+
+
+def check_budget(limits: Any, requested: int | None) -> None:
+    """BudgetTooLarge (422) for an answer's ``requested`` budget over the cap (config.ApiLimits)."""
+    cap = getattr(limits, "answer_max_budget", 0)
+    if cap and requested is not None and requested > cap:
+        raise BudgetTooLarge(f"budget must be at most {cap} when answer is true (got {requested})")
+
+
+def answer_budget(limits: Any, engine: Engine, requested: int | None = None) -> int | None:
+    """The evidence budget of a generated answer on every path that generates (POST /query, its
+    stream, the KB routes, MCP's answer, the chat endpoint): ``requested`` (over the cap:
+    BudgetTooLarge), else the store's default capped at ``limits.answer_max_budget`` (None: the
+    default, under the cap or with none)."""
+    check_budget(limits, requested)
+    if requested is not None:
+        return requested
+    cap = getattr(limits, "answer_max_budget", 0)
+    return cap if cap and engine.settings.token_budget > cap else None

@@ -40,7 +40,7 @@ from ...services.uploads import UnknownDocument, UploadError
 from ..bedrock_kb.runtime import KbError
 from ..openai_chat import ChatError
 from ..request_log import withheld
-from .admission import ForeignTenant, RateLimited
+from .admission import ForeignTenant, LimitUnavailable, RateLimited
 from .body import BadRequestBody, NotJsonBody
 from .routes import route_of
 from .tenant_choice import TenantNotChosen, UnknownTenant
@@ -69,6 +69,11 @@ def _details(exc) -> list[dict]:
 
 def _rate_limited(exc: RateLimited, _event: Any) -> Answer:
     return (429, error_body(429, str(exc), retry_after=exc.retry_after), {"Retry-After": str(exc.retry_after)})
+
+
+def _limit_unavailable(exc: LimitUnavailable, _event: Any) -> Answer:
+    return (503, error_body(503, str(exc), retry_after=exc.retry_after),
+            {"Retry-After": str(exc.retry_after)})
 
 
 def _budget_too_large(exc: BudgetTooLarge, _event: Any) -> Answer:
@@ -104,6 +109,7 @@ def _kb(exc: KbError, _event: Any) -> Answer:
 ANSWERS: dict[type[Exception], Callable[[Any, Any], Answer]] = {
     TenantForbidden: _plain(403),
     ForeignTenant: _plain(403),
+    LimitUnavailable: _limit_unavailable,  # before RateLimited, its base
     RateLimited: _rate_limited,
     BudgetTooLarge: _budget_too_large,
     BadRequestBody: _plain(400),

@@ -29,24 +29,22 @@ from ..bedrock_agent.handlers import (  # noqa: F401 (the route table's bedrock-
 )
 from ..bedrock_kb import runtime as bedrock_kb
 from ..documents import document_json
-from .context import RouteContext
-from .errors import BudgetTooLarge, ForeignTenant
+from .context import RouteContext, answer_budget, check_budget
+from .errors import ForeignTenant
 from .models import DocumentsRequest, QueryRequest, rerank_spec
 
 
 def post_query(ctx: RouteContext, request: QueryRequest) -> dict:
     """POST /query: the evidence (and with ``answer``, the answer) of a question."""
-    cap = getattr(ctx.limits, "answer_max_budget", 0)
-    if request.answer and cap and request.budget is not None and request.budget > cap:
-        raise BudgetTooLarge(f"budget must be at most {cap} when answer is true (got {request.budget})")
+    if request.answer:
+        check_budget(ctx.limits, request.budget)
     tenant = ctx.caller()
     if request.tenant is not None and request.tenant != tenant:
         raise ForeignTenant("the request names another tenant than the caller's: the tenant comes from the "
                             "caller's identity (JWT claim or IAM principal tag), never from the body")
     served = ctx.get_engine(tenant)
-    budget = request.budget
-    if request.answer and cap and budget is None and served.settings.token_budget > cap:
-        budget = cap  # the default budget (ERAGRAPH_TOKEN_BUDGET) is capped too, not only an explicit one
+    # the default budget (ERAGRAPH_TOKEN_BUDGET) is capped too, not only an explicit one
+    budget = answer_budget(ctx.limits, served, request.budget) if request.answer else request.budget
     response = query_service.query(served, request.query, mode=request.mode, k=request.k,
                                    budget=budget, p=request.p, answer=request.answer,
                                    where=request.filter, rerank=rerank_spec(request.rerank),
@@ -176,7 +174,8 @@ def post_kb_retrieve_and_generate(ctx: RouteContext):
     bedrock_kb.validate("RetrieveAndGenerate", body)
     kb_id = bedrock_kb.knowledge_base_config(body)["knowledgeBaseId"]
     tenant = bedrock_kb.resolve_tenant(kb_id, ctx.caller(), ctx.tenants)
-    return bedrock_kb.retrieve_and_generate(ctx.get_engine(tenant), body)
+    engine = ctx.get_engine(tenant)
+    return bedrock_kb.retrieve_and_generate(engine, body, budget=answer_budget(ctx.limits, engine))
 
 
 def post_chat_completions(ctx: RouteContext):
@@ -187,7 +186,7 @@ def post_chat_completions(ctx: RouteContext):
 
     engine = ctx.engine()
     request = openai_chat.parse_request(engine, ctx.event.json_body)
-    budget = answer_budget(ctx, engine)
+    budget = answer_budget(ctx.limits, engine)
     if not request.stream:
         return openai_chat.completion(engine, request, budget)
     body = b"".join(openai_chat.sse(openai_chat.chunks(engine, request, budget)))
@@ -200,12 +199,6 @@ def get_models(ctx: RouteContext) -> dict:
     from .. import openai_chat
 
     return openai_chat.models(ctx.engine())
-
-
-def answer_budget(ctx: RouteContext, engine) -> int | None:
-    """The evidence budget of a generated answer: the store's default, capped (ApiLimits)."""
-    cap = getattr(ctx.limits, "answer_max_budget", 0)
-    return cap if cap and engine.settings.token_budget > cap else None
 
 
 def health() -> dict:

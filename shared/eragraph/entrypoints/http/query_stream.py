@@ -26,6 +26,7 @@ from typing import Any
 from .body import parse_body
 from .errors import ANSWERS, error_body
 from .admission import ForeignTenant
+from .context import answer_budget
 
 NDJSON = "application/x-ndjson"
 _END = object()
@@ -93,6 +94,7 @@ async def serve_query_stream(server, scope: dict, send, body: bytes, pool) -> No
 
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
+    release = []  # the tenant's open-stream slot, freed when the answer ends (or is refused)
 
     def put(item: Any) -> None:
         loop.call_soon_threadsafe(events.put_nowait, item)
@@ -106,14 +108,18 @@ async def serve_query_stream(server, scope: dict, send, body: bytes, pool) -> No
                 raise ForeignTenant("the request names another tenant than the caller's: the tenant comes from "
                                     "the caller's identity, never from the body")
             engine = server.engines(tenant)
+            budget = answer_budget(server.limits, engine, request.budget)
+            release.append(server.open_stream(tenant))  # last: a refused request holds no slot
             response = query_service.query(
-                engine, request.query, mode=request.mode, k=request.k, budget=request.budget, p=request.p,
+                engine, request.query, mode=request.mode, k=request.k, budget=budget, p=request.p,
                 answer=True, where=request.filter, rerank=rerank_spec(request.rerank), explain=request.explain,
                 on_results=lambda head: put(("results", head)), on_piece=lambda text: put(("piece", text)))
             put(("done", response))
         except Exception as exc:  # every failure reaches the client: a status before the head, a line after
             put(("error", exc))
         finally:
+            for free in release:
+                free()
             put(_END)
 
     future = loop.run_in_executor(pool, contextvars.copy_context().run, run)

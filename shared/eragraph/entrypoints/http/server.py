@@ -64,7 +64,9 @@ from ..console.assets import asset, is_console_path
 from ...bootstrap.identity import REQUEST_CONTEXT_HEADER, caller_of
 from .. import request_log
 from ..bedrock_kb.runtime import KbError
-from .admission import Admission
+from ...domain.rate_limit import LimitStoreUnavailable
+from .admission import Admission, LimitUnavailable, TooManyStreams
+from .context import answer_budget
 from .errors import error_body
 from .chat_stream import serve_chat_stream, wants_stream
 from .guard import LocalGuard, is_loopback
@@ -164,7 +166,7 @@ class ApiApp:
                  log: bool = False, *, identity: Any = None, engines: Callable[[str], Engine] | None = None,
                  tenants: Callable[[], Any] | None = None, admit: Callable[[str], Any] | None = None,
                  stream_only: bool = False, on_model_calls: Callable[[list], None] | None = None,
-                 choice: Any = None, uploads: Any = None) -> None:
+                 choice: Any = None, uploads: Any = None, limits: Any = None, streams: Any = None) -> None:
         if choice is None and engine is not None and identity is None:
             from .tenant_choice import PinnedTenant
 
@@ -180,6 +182,8 @@ class ApiApp:
         self.stream_only = stream_only
         self.on_model_calls = on_model_calls  # sees each streamed answer's model calls (the spend metric)
         self.uploads = uploads  # POST/DELETE /documents: the profile's pipeline (its worker thread locally)
+        self.limits = limits  # config.ApiLimits: the answer budget cap of every route that generates
+        self.streams = streams  # open streams per tenant (adapters' *StreamSlots; None: no limit)
         self.log = log
         self.pools = {"fast": ThreadPoolExecutor(fast_workers, thread_name_prefix="eragraph-fast"),
                       "slow": ThreadPoolExecutor(slow_workers, thread_name_prefix="eragraph-slow")}
@@ -195,7 +199,7 @@ class ApiApp:
 
             choice = self.choice
             app = self._local.app = make_app(choice.engine, tenant_of=choice.tenant_of, tenants=self.tenants,
-                                             choice=choice, uploads=self.uploads)
+                                             choice=choice, uploads=self.uploads, limits=self.limits)
         return app
 
     def resolve(self, event: dict) -> dict:
@@ -375,7 +379,8 @@ class ApiApp:
                 error_body(501, f"MCP needs the mcp extra (pip install 'eragraph[mcp]'): {exc}")).encode())
             return
         if self._mcp is None:
-            self._mcp = build_server(self.engines, run_blocking=self._run_in_pool)
+            self._mcp = build_server(self.engines, run_blocking=self._run_in_pool,
+                                     budget_of=lambda engine: answer_budget(self.limits, engine))
         await serve_http(self._mcp, scope, receive, send, self.caller_tenant(scope), security=self.mcp_security)
 
     async def serve_console(self, scope: dict, send) -> None:
@@ -419,6 +424,20 @@ class ApiApp:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         return self.admission.caller(headers)
 
+    def open_stream(self, tenant: str) -> Callable[[], None]:
+        """One of ``tenant``'s open-stream slots (``streams``), or TooManyStreams (429); the
+        returned callable frees it (blocking: call it in a pool)."""
+        slots = self.streams
+        if slots is None:
+            return lambda: None
+        try:
+            decision, lease = slots.acquire(tenant)
+        except LimitStoreUnavailable as exc:
+            raise LimitUnavailable(exc.retry_after) from None
+        if not decision.allowed:
+            raise TooManyStreams(decision.retry_after, slots.limit)
+        return lambda: slots.release(tenant, lease)
+
     async def _run_in_pool(self, fn, mode: str | None):
         from ...services.modes import MODES
 
@@ -441,7 +460,8 @@ class ApiServer:
 
     def __init__(self, engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
                  fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, *, app: ApiApp | None = None,
-                 choice: Any = None, token: str = "", uploads: Any = None) -> None:
+                 choice: Any = None, token: str = "", uploads: Any = None, limits: Any = None,
+                 streams: Any = None) -> None:
         """``app``: an app built already (the stream function's), served instead of one over ``engine``;
         ``choice``: the tenants served (tenant_choice; default: ``engine``'s alone); ``token``: the
         bearer token every request but GET /health and the console's files must carry
@@ -454,7 +474,7 @@ class ApiServer:
                              f"could read the store and spend on its models")
         self.engine = engine
         self.app = app if app is not None else ApiApp(engine, fast_workers, slow_workers, log=log, choice=choice,
-                                                      uploads=uploads)
+                                                      uploads=uploads, limits=limits, streams=streams)
         if is_loopback(host):  # a page in a browser must not reach /mcp by DNS rebinding
             try:
                 from ..mcp import loopback_security
@@ -516,12 +536,13 @@ def warm(engine: Engine) -> None:
 
 def make_server(engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
                 fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, choice: Any = None,
-                token: str = "", uploads: Any = None) -> ApiServer:
+                token: str = "", uploads: Any = None, limits: Any = None, streams: Any = None) -> ApiServer:
     """A warm server bound to (host, port); port 0 picks a free one (see ``server.url``).
     ``choice``: the tenants of a store root the x-eragraph-tenant header picks from
     (tenant_choice.SwitchableTenants; its default tenant's engine is warmed, the others are
     opened on their first request); else ``engine`` alone. ``token``: see ApiServer.
-    ``uploads``: the pipeline of POST /documents, started here (None: those routes are not served)."""
+    ``uploads``: the pipeline of POST /documents, started here (None: those routes are not served).
+    ``limits`` (config.ApiLimits): the answer budget cap; ``streams``: open streams per tenant."""
     if engine is None and choice is not None:
         engine = choice.default_engine()
     if engine is not None:
@@ -530,7 +551,7 @@ def make_server(engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEF
     if start is not None:  # its first job: finish what a server stopped mid-ingest accepted
         start([choice.engine(t) for t in choice.tenants()] if choice is not None else [engine])
     return ApiServer(engine, host, port, log=log, fast_workers=fast_workers, slow_workers=slow_workers,
-                     choice=choice, token=token, uploads=uploads)
+                     choice=choice, token=token, uploads=uploads, limits=limits, streams=streams)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,7 +18,8 @@ from ...bootstrap.identity import TenantForbidden
 from ..bedrock_kb import runtime as bedrock_kb
 from .admission import ForeignTenant, RateLimited
 from .body import BadRequestBody, parse_body
-from .errors import kb_error
+from .context import answer_budget
+from .errors import BudgetTooLarge, kb_error
 from .tenant_choice import TenantNotChosen, UnknownTenant
 
 
@@ -27,6 +28,7 @@ async def serve_kb_stream(server, scope: dict, send, body: bytes) -> None:
     ``on_model_calls``) whose whole ``body`` has been read."""
     loop = asyncio.get_running_loop()
     pool = server.pools["slow"]
+    release = []  # the tenant's open-stream slot, freed when the stream ends (or is refused)
 
     def prepare():
         """The caller's tenant (an IAM tag lookup, a rate-bucket write), the request and the
@@ -37,15 +39,26 @@ async def serve_kb_stream(server, scope: dict, send, body: bytes) -> None:
         kb_id = bedrock_kb.knowledge_base_config(request)["knowledgeBaseId"]
         tenant = bedrock_kb.resolve_tenant(kb_id, caller, server.tenants)
         engine = server.engine if server.engines is None else server.engines(tenant)
-        return request, tracked(bedrock_kb.retrieve_and_generate_stream(engine, request), server.on_model_calls)
+        budget = answer_budget(server.limits, engine)
+        release.append(server.open_stream(caller))  # last: a refused request holds no slot
+        frames = bedrock_kb.retrieve_and_generate_stream(engine, request, budget)
+        return request, tracked(frames, server.on_model_calls)
 
+    try:
+        await _answer(server, scope, send, loop, pool, prepare)
+    finally:
+        for free in release:
+            await loop.run_in_executor(pool, free)
+
+
+async def _answer(server, scope: dict, send, loop, pool, prepare) -> None:
     # one context for every step, so that the cost ledger's track() block spans the answer
     context = contextvars.copy_context()
     try:
         request, frames = await loop.run_in_executor(pool, context.run, prepare)
         first = await loop.run_in_executor(pool, context.run, next, frames, None)  # errors before any frame: JSON
     except (BadRequestBody, TenantForbidden, ForeignTenant, TenantNotChosen, UnknownTenant, RateLimited,
-            bedrock_kb.KbError) as exc:
+            BudgetTooLarge, bedrock_kb.KbError) as exc:
         status, headers, text = kb_error(exc).response()
         await server.send_whole(send, scope, status, headers, text.encode())
         return
