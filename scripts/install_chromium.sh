@@ -15,5 +15,5 @@ if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
 fi
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
-apt-get install -y -qq --no-install-recommends chromium >/dev/null
+apt-get install -y -qq chromium >/dev/null  # with its recommends (fonts), as tested
 echo "install_chromium.sh: $(/usr/bin/chromium --version 2>/dev/null)" >&2
