@@ -2,7 +2,7 @@
 // paged by cursor; upload by drag and drop or a file input (POST /documents: text, or base64
 // bytes for any other file); delete; polling while anything is not done.
 
-import { ApiError, del, get, post, query } from "./api.js";
+import { ApiError, changed, del, get, post, query } from "./api.js";
 import { clear, field, fmtTime, h, say } from "./dom.js";
 
 const STATES = [["received", "Received"], ["indexed", "Indexed"], ["summaries_pending", "Summaries pending"],
@@ -15,6 +15,7 @@ const ui = {};
 const pages = { cursors: [null], at: 0, next: null };
 const uploads = new Map(); // doc_id (or a local key for a refused file) -> {source, state, reason}
 let timer = null;
+let busyBefore = false; // the last page listed a document still moving
 
 function mount(panel) {
   ui.panel = panel;
@@ -65,6 +66,7 @@ function show() {
 }
 
 function reset() {
+  busyBefore = false;
   uploads.clear();
   renderUploads();
   pages.cursors = [null];
@@ -104,6 +106,8 @@ async function load() {
   say(ui.message, body.truncated && body.next_cursor === undefined ? "Only the first documents are shown: narrow the prefix." : "");
   ui.panel.dataset.state = "ready"; // the first page is drawn (eragraph bench console waits for it)
   const busy = body.documents.some((d) => !SETTLED.has(d.state));
+  if (busyBefore && !busy) changed(); // what moved has settled (or left): the store is read again
+  busyBefore = busy;
   schedule(busy);
 }
 
@@ -111,11 +115,11 @@ function row(doc) {
   const remove = h("button", { type: "button", class: "danger", "aria-label": `Delete ${doc.source}` }, "Delete");
   remove.addEventListener("click", () => confirmDelete(remove, doc));
   return h("tr", { dataset: { docId: doc.doc_id, state: doc.state } },
-    h("td", { class: "source", text: doc.source }),
-    h("td", {}, h("span", { class: "state " + doc.state, text: label(doc.state) })),
-    h("td", { class: "reason", text: doc.reason || "" }),
-    h("td", { text: fmtTime(doc.updated || doc.updated_at) }),
-    h("td", {}, remove));
+    h("td", { class: "source", text: doc.source, dataset: { label: "Source" } }),
+    h("td", { dataset: { label: "State" } }, h("span", { class: "state " + doc.state, text: label(doc.state) })),
+    h("td", { class: "reason", text: doc.reason || "", dataset: { label: "Reason" } }),
+    h("td", { text: fmtTime(doc.updated || doc.updated_at), dataset: { label: "Updated" } }),
+    h("td", { class: "action" }, remove));
 }
 
 function label(state) {
@@ -126,7 +130,7 @@ function confirmDelete(button, doc) {
   if (button.dataset.armed) {
     button.disabled = true;
     del("/documents/" + encodeURIComponent(doc.doc_id))
-      .then(() => { say(ui.message, `Deleting ${doc.source}.`); uploads.delete(doc.doc_id); load(); })
+      .then(() => { say(ui.message, `Deleting ${doc.source}.`); uploads.delete(doc.doc_id); changed(); load(); })
       .catch((error) => say(ui.message, `Could not delete ${doc.source}: ${error.message}`, "error"));
     return;
   }
@@ -173,17 +177,20 @@ function renderUploads() {
 }
 
 async function poll() {
+  let settled = false;
   for (const [id, up] of uploads) {
     if (SETTLED.has(up.state) || id.startsWith("local:")) continue;
     try {
       const doc = await get("/documents/" + encodeURIComponent(id));
       up.state = doc.status || doc.state || up.state;
       up.reason = doc.reason;
+      settled = settled || SETTLED.has(up.state);
     } catch (error) {
       if (!(error instanceof ApiError && error.status === 404)) up.reason = error.message;
     }
   }
   renderUploads();
+  if (settled) changed(); // the store line, the graph and the stats read the store again
   await load();
 }
 
