@@ -71,6 +71,11 @@ def test_the_band_layout_puts_each_node_over_its_members_and_keeps_rows_apart(pa
     assert at["s1"]["x"] == (at["c4"]["x"] + at["c6"]["x"]) / 2
     assert at["s0"]["x"] <= at["t"]["x"] <= at["s2"]["x"]
     assert at["orphan"]["x"] > at["c6"]["x"]  # a tree of its own, after the others
+    # a summary whose members are not drawn is folded; folded neighbours pack closer
+    bands[1]["nodes"] += [{"id": f"f{i}", "layer": 1, "parent": "t", "members": 9} for i in range(3)]
+    at = run(page, "layout.js", f"Object.fromEntries(m.bandLayout({json.dumps(bands)}, {{slot: 10, fold: 4, band: 100}}))")
+    assert [at[n]["folded"] for n in ("s0", "s1", "f0", "f1")] == [False, False, True, True]
+    assert at["f1"]["x"] - at["f0"]["x"] == 4 and at["f2"]["x"] - at["f1"]["x"] == 4
 
 
 def test_the_ledger_axis_is_never_years_wide(page):

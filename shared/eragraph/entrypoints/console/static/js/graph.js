@@ -12,6 +12,7 @@ import { bandLayout } from "./layout.js";
 
 const PER_LAYER = 150; // nodes drawn per band (a page; the route samples a large layer)
 const BAND = 170;
+const FIT_ZOOM = 1.6; // the largest zoom a first fit takes
 const ui = {};
 let cy = null;
 let bands = []; // {layer, total, nodes, next_cursor, sampled}
@@ -77,15 +78,19 @@ async function draw() {
 function elements() {
   const out = [];
   const present = new Set(bands.flatMap((b) => b.nodes.map((n) => n.id)));
-  const at = bandLayout(bands, { band: BAND });
+  // rows far enough apart that a wide graph, fitted to the view, still shows its bands apart
+  const flat = bandLayout(bands, { band: BAND, fold: 3 });
+  const wide = Math.max(0, ...[...flat.values()].map((p) => p.x));
+  const rowGap = Math.max(BAND, (0.55 * wide) / Math.max(1, bands.length - 1));
+  const at = new Map([...flat].map(([id, p]) => [id, { ...p, y: (p.y / BAND) * rowGap }]));
   // the bands' labels stay legible when a wide graph is fitted to the view
-  const font = Math.max(22, Math.max(0, ...[...at.values()].map((p) => p.x)) / 40);
+  const font = Math.max(14, wide / 40);
   bands.forEach((band) => {
     if (!band.nodes.length) return;
     out.push({ data: { id: "band-" + band.layer, font, label: `Layer ${band.layer} · ${band.total} nodes${band.sampled || band.nodes.length < band.total ? ` (${band.nodes.length} drawn)` : ""}` }, classes: "band" });
     band.nodes.forEach((node) => {
       out.push({ data: { id: node.id, parent: "band-" + band.layer, label: node.label, layer: node.layer, members: node.members },
-        position: at.get(node.id), classes: node.members ? "summary" : "chunk" });
+        position: at.get(node.id), classes: (node.members ? "summary" : "chunk") + (at.get(node.id).folded ? " folded" : "") });
       if (node.parent && present.has(node.parent)) out.push({ data: { id: `e-${node.id}`, source: node.id, target: node.parent } });
     });
   });
@@ -97,6 +102,7 @@ const STYLE = [
   { selector: "node.summary", style: { width: 22, height: 22, shape: "round-rectangle", "background-color": "#2f6b4f" } },
   { selector: "node.band", style: { shape: "round-rectangle", "background-color": "#eef2f6", "background-opacity": 1, "border-width": 1,
     "border-color": "#c5ced8", label: "data(label)", "text-valign": "top", "text-halign": "center", "font-size": "data(font)", "text-margin-y": -4, padding: 18 } },
+  { selector: "node.summary.folded", style: { width: 8, height: 8, "background-color": "#8fb5a2" } },
   { selector: "edge", style: { width: 1, "line-color": "#b8c2cc", "curve-style": "straight" } },
   { selector: "node.changed", style: { "background-color": "#d9480f", "border-width": 3, "border-color": "#7a2604" } },
   { selector: "node.open", style: { "border-width": 3, "border-color": "#111" } },
@@ -108,6 +114,10 @@ function render() {
   cy = cytoscape({ container: ui.canvas, elements: elements(), style: STYLE, layout: { name: "preset" },
     textureOnViewport: total > 2000, hideEdgesOnViewport: total > 2000, minZoom: 0.05, maxZoom: 4 });
   cy.fit(undefined, 20);
+  if (cy.zoom() > FIT_ZOOM) { // a small store is not blown up to fill the view
+    cy.zoom(FIT_ZOOM);
+    cy.center();
+  }
   cy.on("tap", "node.summary, node.chunk", (event) => open(event.target.id(), true));
   window.eragraphSummaryGraph = cy; // for the browser tests and the curious
 }

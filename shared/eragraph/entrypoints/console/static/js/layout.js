@@ -5,9 +5,11 @@
 // edges out. Instead each drawn tree is laid out depth first: a node whose members are not drawn
 // takes the next free place of its row, a summary whose members are drawn sits over their middle,
 // and every row packs its nodes at least ``slot`` apart. A node whose parent is not drawn starts a
-// tree of its own, after those of the rows above.
+// tree of its own, after those of the rows above. A summary whose members are not drawn is
+// folded: folded neighbours pack ``fold`` apart (on a large store most of an upper band is
+// folded, and the drawn trees would otherwise lean far to the right of them).
 
-export function bandLayout(bands, { slot = 18, band = 170 } = {}) {
+export function bandLayout(bands, { slot = 18, fold = 6, band = 170 } = {}) {
   const rows = new Map(); // layer -> row (0: the top layer)
   bands.forEach((b, row) => rows.set(b.layer, row));
   const nodes = new Map();
@@ -24,23 +26,31 @@ export function bandLayout(bands, { slot = 18, band = 170 } = {}) {
       }
     }
   }
-  const free = new Array(bands.length).fill(0); // the next free x of each row
+  const last = new Array(bands.length).fill(null); // the last x placed in each row and whether folded
   const at = new Map();
+
+  function earliestIn(row, folded) {
+    const before = last[row];
+    if (!before) return 0;
+    return before.x + (folded && before.folded ? fold : slot);
+  }
 
   function place(id, earliest) {
     const row = rows.get(nodes.get(id).layer);
+    const node = nodes.get(id);
     const kids = children.get(id) || [];
+    const folded = !kids.length && node.layer > 0 && (node.members ?? 1) > 0;
     let x;
     if (kids.length) {
       // start the members so that their middle is no left of this row's next free place
-      const start = Math.max(earliest, free[row] - ((kids.length - 1) * slot) / 2);
+      const start = Math.max(earliest, earliestIn(row, false) - ((kids.length - 1) * slot) / 2);
       const xs = kids.map((kid, i) => place(kid, start + i * slot));
-      x = Math.max((xs[0] + xs[xs.length - 1]) / 2, free[row]);
+      x = Math.max((xs[0] + xs[xs.length - 1]) / 2, earliestIn(row, false));
     } else {
-      x = Math.max(earliest, free[row]);
+      x = Math.max(earliest, earliestIn(row, folded));
     }
-    free[row] = x + slot;
-    at.set(id, { x, y: row * band });
+    last[row] = { x, folded };
+    at.set(id, { x, y: row * band, folded });
     return x;
   }
 
