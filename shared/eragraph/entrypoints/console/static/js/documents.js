@@ -16,6 +16,7 @@ const pages = { cursors: [null], at: 0, next: null };
 const uploads = new Map(); // doc_id (or a local key for a refused file) -> {source, state, reason}
 let timer = null;
 let busyBefore = false; // the last page listed a document still moving
+let notice = ""; // what the last action said (a delete), kept while the list is read again
 
 function mount(panel) {
   ui.panel = panel;
@@ -74,6 +75,7 @@ function reset() {
 }
 
 function first() {
+  notice = "";
   pages.cursors = [null];
   pages.at = 0;
   load();
@@ -103,7 +105,7 @@ async function load() {
   ui.prev.disabled = pages.at === 0;
   ui.next.disabled = !pages.next;
   ui.pageLabel.textContent = `Page ${pages.at + 1}`;
-  say(ui.message, body.truncated && body.next_cursor === undefined ? "Only the first documents are shown: narrow the prefix." : "");
+  say(ui.message, notice || (body.truncated && body.next_cursor === undefined ? "Only the first documents are shown: narrow the prefix." : ""));
   ui.panel.dataset.state = "ready"; // the first page is drawn (eragraph bench console waits for it)
   const busy = body.documents.some((d) => !SETTLED.has(d.state));
   if (busyBefore && !busy) changed(); // what moved has settled (or left): the store is read again
@@ -130,8 +132,8 @@ function confirmDelete(button, doc) {
   if (button.dataset.armed) {
     button.disabled = true;
     del("/documents/" + encodeURIComponent(doc.doc_id))
-      .then(() => { say(ui.message, `Deleting ${doc.source}.`); uploads.delete(doc.doc_id); changed(); load(); })
-      .catch((error) => say(ui.message, `Could not delete ${doc.source}: ${error.message}`, "error"));
+      .then(() => { notice = `Deleting ${doc.source}.`; uploads.delete(doc.doc_id); changed(); load(); })
+      .catch((error) => { notice = ""; say(ui.message, `Could not delete ${doc.source}: ${error.message}`, "error"); });
     return;
   }
   button.dataset.armed = "1";

@@ -31,6 +31,7 @@ function mount(panel) {
         h("span", { class: "key pas" }, "passage (label: rank)"))),
     h("section", { class: "card", "aria-label": "Seed and activated entities" }, ui.tables)),
     h("section", { class: "card", "aria-label": "Why each passage ranked where it did" }, ui.passages));
+  reset();
 }
 
 async function show() {
@@ -42,8 +43,8 @@ async function show() {
 }
 
 function reset() {
-  clear(ui.tables);
-  clear(ui.passages);
+  clear(ui.tables, h("p", { class: "hint", text: "Ask a question: its seed entities, the entities they activate and the passages they reach appear here." }));
+  clear(ui.passages, h("p", { class: "hint", text: "Each passage's rank, PPR score and the words of why it ranked there appear here." }));
   if (cy) cy.elements().remove();
 }
 

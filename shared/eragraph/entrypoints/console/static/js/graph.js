@@ -24,7 +24,7 @@ function mount(panel) {
   ui.message = h("p", { class: "message", id: "graph-message", role: "status" });
   ui.canvas = h("div", { class: "graph", id: "summary-graph", role: "img", "aria-label": "Summary graph: layers as bands, nodes linked to their parent summary" });
   ui.bands = h("ul", { class: "bands", id: "graph-bands", "aria-label": "Layers" });
-  ui.node = h("div", { id: "node-detail", class: "node-detail", "aria-live": "polite" });
+  ui.node = h("div", { id: "node-detail", class: "node-detail", "aria-live": "polite", tabindex: -1, "aria-label": "The node opened" });
   ui.trail = h("ol", { class: "trail", id: "node-trail", "aria-label": "Path from the summary opened" });
   ui.changeSelect = h("select", { id: "change-select" });
   ui.cost = h("div", { id: "change-cost" });
@@ -168,6 +168,8 @@ async function open(id, fresh) {
     node.children && node.children.length ? h("div", {}, h("h4", { text: `Members (${node.children.length})` }),
       h("ul", { class: "members", id: "node-members" }, node.children.map((c) => h("li", {},
         h("button", { type: "button", class: "link", dataset: { id: c.id }, onclick: () => open(c.id, false) }, `L${c.layer} · ${c.label}`))))) : null);
+  // the button that opened it was re-drawn: the keyboard goes on from the node opened
+  if (!document.activeElement || document.activeElement === document.body) ui.node.focus();
 }
 
 async function changes() {
