@@ -188,6 +188,9 @@ def test_the_stats_view_plots_the_ledger_per_kind_and_model(page):
     expect(page.locator("#stats-ledger")).to_contain_text("embed")
     expect(page.locator("#ledger-plot canvas")).to_have_count(1)
     expect(page.locator("#ledger-plot .u-legend")).to_contain_text("embed")
+    # the store's calls fall in an hour or two: the time axis spans hours, not uPlot's years for one point
+    spanned = page.evaluate("window.eragraphLedgerPlot.scales.x.max - window.eragraphLedgerPlot.scales.x.min")
+    assert 3600 <= spanned <= 8 * 3600, spanned
 
 
 def test_a_second_tenant_s_documents_never_appear(page):

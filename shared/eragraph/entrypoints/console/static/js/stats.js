@@ -111,12 +111,16 @@ function drawPlot() {
   const metric = ui.metric.value;
   const data = aligned(ledger.series, metric);
   const label = METRICS.find(([m]) => m === metric)[1];
-  say(ui.message, `${ledger.series.length} series, ${data[0].length} ${ui.bucket.value}s.`);
+  say(ui.message, `${ledger.series.length} series, ${data[0].length} ${ui.bucket.value}${data[0].length === 1 ? "" : "s"}.`);
   plot = new uPlot({ ...size(), title: `Ledger: ${label} per ${ui.bucket.value}`,
-    scales: { x: { time: true, range: (u, min, max) => span(min, max, ui.bucket.value) } },
+    scales: { x: { time: true } },
     axes: [{}, { label, size: 70 }],
     series: [{}, ...ledger.series.map((s, i) => ({ label: `${s.kind} · ${s.model}`, stroke: COLORS[i % COLORS.length], width: 2,
       points: { show: true, size: 6 }, spanGaps: true }))] }, data, ui.plot);
+  // uPlot spans one point of seconds over some three years: the buckets' own span instead
+  const [min, max] = span(data[0][0], data[0][data[0].length - 1], ui.bucket.value);
+  plot.setScale("x", { min, max });
+  window.eragraphLedgerPlot = plot; // for the browser tests and the curious
 }
 
 export default { mount, show };
