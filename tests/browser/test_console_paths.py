@@ -204,9 +204,23 @@ def test_a_second_tenant_s_documents_never_appear(page):
     page.click("#ask-submit")
     expect(page.locator("#ask-status")).to_have_text("Done.")
     expect(page.locator("#results")).not_to_contain_text("Zanzibar")
+    # nor its chunks and summaries in the summary graph, nor its entities around a question
+    page.click("#tab-graph")
+    expect(page.locator("#view-graph")).to_have_attribute("data-state", "ready")
+    labels = page.evaluate("window.eragraphSummaryGraph.nodes().map((n) => n.data('label') || '').join(' ')")
+    assert "Gdynia" in labels and "Zanzibar" not in labels and "cloves" not in labels
+    page.click("#tab-entities")
+    page.fill("#ent-query", "Where does Zanzibar grow cloves?")
+    page.click("#ent-submit")
+    expect(page.locator("#ent-status")).not_to_be_empty()
+    expect(page.locator("#view-entities")).not_to_contain_text("zanzibar", ignore_case=True)
     # the switcher (the served root holds two tenants): picking the other shows its documents only
     expect(page.locator("#tenant-box")).to_be_visible()
     page.click("#tab-documents")
     page.select_option("#tenant-select", "other")
     expect(page.locator("#doc-rows")).to_contain_text("cloves")
     expect(page.locator("#doc-rows")).not_to_contain_text("harbours.jsonl")
+    page.click("#tab-entities")  # the same question now meets that tenant's entities (the check above could fail)
+    page.fill("#ent-query", "Where does Zanzibar grow cloves?")
+    page.click("#ent-submit")
+    expect(page.locator("#ent-seeds")).to_contain_text("zanzibar", ignore_case=True)
