@@ -17,6 +17,7 @@ const uploads = new Map(); // doc_id (or a local key for a refused file) -> {sou
 let timer = null;
 let busyBefore = false; // the last page listed a document still moving
 let notice = ""; // what the last action said (a delete), kept while the list is read again
+const deleting = new Set(); // documents whose delete was accepted (202) and that are still there
 
 function mount(panel) {
   ui.panel = panel;
@@ -68,6 +69,7 @@ function show() {
 
 function reset() {
   busyBefore = false;
+  deleting.clear();
   uploads.clear();
   renderUploads();
   pages.cursors = [null];
@@ -132,7 +134,7 @@ function confirmDelete(button, doc) {
   if (button.dataset.armed) {
     button.disabled = true;
     del("/documents/" + encodeURIComponent(doc.doc_id))
-      .then(() => { notice = `Deleting ${doc.source}.`; uploads.delete(doc.doc_id); changed(); load(); })
+      .then(() => { notice = `Deleting ${doc.source}.`; uploads.delete(doc.doc_id); deleting.add(doc.doc_id); load(); })
       .catch((error) => { notice = ""; say(ui.message, `Could not delete ${doc.source}: ${error.message}`, "error"); });
     return;
   }
@@ -191,13 +193,24 @@ async function poll() {
       if (!(error instanceof ApiError && error.status === 404)) up.reason = error.message;
     }
   }
+  for (const id of deleting) { // the delete runs in the background: followed until the document is gone
+    try {
+      const doc = await get("/documents/" + encodeURIComponent(id));
+      if (doc.status === "deleted" || doc.state === "deleted") throw new ApiError(404, "deleted");
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) {
+        deleting.delete(id);
+        settled = true;
+      }
+    }
+  }
   renderUploads();
   if (settled) changed(); // the store line, the graph and the stats read the store again
   await load();
 }
 
 function schedule(busy) {
-  const waiting = [...uploads.values()].some((up) => !SETTLED.has(up.state));
+  const waiting = [...uploads.values()].some((up) => !SETTLED.has(up.state)) || deleting.size > 0;
   if (timer || !(busy || waiting)) return;
   timer = setTimeout(() => { timer = null; poll(); }, POLL_MS);
 }
