@@ -1,16 +1,17 @@
 """Screenshots of the browser console for the docs (docs/console/*.png): builds the demo store
-(`eragraph demo`, hashing embedder: no model), serves it (`eragraph serve`, with the stand-in
-answer generator the browser tests use), drives each view in headless Chromium (Debian's
-chromium, through Playwright for Python) and writes one PNG per view at 1280x800, and the Ask
-view in a 400-pixel window.
+(`eragraph demo`, hashing embedder, extractive summaries, spaCy's small English NER for the
+entity graph: no download, no API), serves it (`eragraph serve`, with the stand-in answer
+generator the browser tests use), drives each view in headless Chromium (Debian's chromium,
+through Playwright for Python) as a person would (two uploads, one of them refused; a streamed
+answer; a summary opened; a question explained; the ledger) and writes one PNG per view at
+1280x800, and the Ask view in a 400-pixel window.
 
-    python scripts/console_screenshots.py [--out docs/console] [--chromium /usr/bin/chromium]
-
-A view whose route the server does not have yet is shot as it shows that (its message says so)."""
+    python scripts/console_screenshots.py [--out docs/console] [--chromium /usr/bin/chromium]"""
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -19,15 +20,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "browser"), str(ROOT / "shared")]
 
 from console_support import Generator  # noqa: E402 (the tests' stand-in generator)
-from serve_support import eragraph, serving  # noqa: E402
+from serve_support import environment, serving  # noqa: E402
 
 QUESTION = "Where does the river fed by Lake Tana begin, and in which country is that lake?"
+ENTITY_QUESTION = "Which river flows through Warsaw, and where does the Vistula reach the sea?"
+NER = {"ERAGRAPH_NER": "spacy"}  # the entity graph of spaCy's named entities (the hash embedder's default is capitalized words)
+SETTLED = ("(n) => { const items = [...document.querySelectorAll('#upload-list li')]; return items.length >= n && "
+           "items.every((li) => ['done', 'failed', 'refused'].includes(li.dataset.state)); }")
 
 
-def shoot(page, name: str, out: Path) -> None:
+def shoot(page, name: str, out: Path, full: bool = False) -> None:
     page.wait_for_load_state("networkidle")
     page.wait_for_timeout(400)  # the graph's first frame
-    page.screenshot(path=str(out / f"{name}.png"))
+    page.screenshot(path=str(out / f"{name}.png"), full_page=full)
     print(f"console_screenshots: {out / name}.png", file=sys.stderr)
 
 
@@ -41,8 +46,10 @@ def walk(page, out: Path, work: Path, generator: Generator) -> None:
                     "at Khartoum. " * 3, encoding="utf-8")
     page.fill("#upload-folder", "notes/")
     page.set_input_files("#file-input", [str(good), str(bad)])
-    page.wait_for_function("[...document.querySelectorAll('#upload-list li')].every((li) => "
-                           "['done', 'failed', 'refused'].includes(li.dataset.state))", timeout=60_000)
+    page.wait_for_function(SETTLED, arg=2, timeout=60_000)
+    page.fill("#doc-prefix", "notes/")  # the two uploads: one done, one failed with its reason
+    page.click("#doc-filter button[type=submit]")
+    page.wait_for_selector('#doc-rows tr[data-state="failed"]')
     shoot(page, "documents", out)
 
     generator.release.set()
@@ -57,20 +64,26 @@ def walk(page, out: Path, work: Path, generator: Generator) -> None:
 
     page.click("#tab-graph")
     page.wait_for_selector("#view-graph[data-state=ready]", timeout=60_000)
-    opener = page.locator("#graph-bands li button", has_text="Open").first
-    if opener.count():
-        opener.click()
-        page.wait_for_selector("#node-text")
+    page.wait_for_selector("#change-versus")  # the upload's re-summarized summaries, highlighted
+    page.locator("#graph-bands li button", has_text="Open").first.click()
+    page.wait_for_selector("#node-members")
+    page.locator("#node-members button").first.click()  # one step down
+    page.wait_for_function("document.querySelectorAll('#node-trail li').length === 2")
+    page.evaluate("window.scrollTo(0, 0)")
     shoot(page, "summary-graph", out)
 
     page.click("#tab-entities")
-    page.fill("#ent-query", "Which lake feeds the Blue Nile?")
+    page.fill("#ent-query", ENTITY_QUESTION)
+    page.select_option("#ent-mode", "tri_graph")
     page.click("#ent-submit")
-    page.wait_for_selector("#ent-status:not(:empty)")
-    shoot(page, "entity-graph", out)
+    page.wait_for_selector("#ent-passages tbody tr")
+    page.locator("#ent-passages tbody tr summary").first.click()
+    page.evaluate("window.scrollTo(0, 0)")
+    shoot(page, "entity-graph", out, full=True)  # the passages and why, below the graph
 
     page.click("#tab-stats")
     page.wait_for_selector("#stats-layers tr")
+    page.wait_for_selector("#ledger-plot canvas")
     shoot(page, "stats", out)
 
 
@@ -84,13 +97,14 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        made = eragraph("demo", "--store", str(work / "store"), "--embedder", "hash", "--quiet")
+        made = subprocess.run([sys.executable, "-m", "eragraph", "demo", "--store", str(work / "store"), "--embedder", "hash",
+                               "--quiet"], env=environment(**NER), capture_output=True, text=True, timeout=600)
         if made.returncode != 0:
             print(made.stderr, file=sys.stderr)
             return 1
         generator = Generator(hold=0.3, pieces=("The Blue Nile ", "begins at Lake Tana, ", "in Ethiopia "))
         try:
-            with serving(work / "store", env=generator.env()) as url, sync_playwright() as p:
+            with serving(work / "store", env={**generator.env(), **NER}) as url, sync_playwright() as p:
                 browser = p.chromium.launch(executable_path=args.chromium)
                 context = browser.new_context(viewport={"width": 1280, "height": 800}, base_url=url)
                 walk(context.new_page(), args.out, work, generator)

@@ -5,7 +5,7 @@ one headless Chromium per file, a fresh page (context) per test."""
 from __future__ import annotations
 
 import pytest
-from console_support import Generator, Routes, build_store, chromium_or_skip
+from console_support import Generator, build_store, chromium_or_skip
 from serve_support import serving
 
 
@@ -26,11 +26,6 @@ def served(tmp_path_factory, generator, chromium_path):
     store = build_store(tmp_path_factory.mktemp("console"))
     with serving(store, env=generator.env()) as url:
         yield url
-
-
-@pytest.fixture(scope="module")
-def routes(served):
-    return Routes(served)
 
 
 @pytest.fixture(scope="module")

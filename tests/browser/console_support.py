@@ -1,7 +1,7 @@
 """What the console's browser tests share: the small store they serve (two tenants, metadata, a
 file the ingest refused), a stand-in OpenAI-compatible generator that streams an answer citing
-the first evidence it was given (and can hold its second half back), which routes the served
-API has, and Chromium (Debian's package: /usr/bin/chromium)."""
+the first evidence it was given (and can hold its second half back), and Chromium (Debian's
+package: /usr/bin/chromium)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,6 @@ import os
 import re
 import shutil
 import threading
-import urllib.error
-import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -115,49 +113,6 @@ class Generator:
         self.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
-
-
-def status_of(url: str, method: str, path: str, body: dict | None = None) -> tuple[int, dict | None]:
-    data = None if body is None else json.dumps(body).encode()
-    request = urllib.request.Request(url + path, data=data, method=method,
-                                     headers={"content-type": "application/json"} if data is not None else {})
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            raw = response.read()
-            status = response.status
-    except urllib.error.HTTPError as exc:
-        raw, status = exc.read(), exc.code
-    try:
-        return status, json.loads(raw.splitlines()[0]) if raw else None
-    except ValueError:
-        return status, None
-
-
-class Routes:
-    """Which of the console contract's routes the served API has (a route it lacks answers 404
-    to a request that names no resource; a body it refuses is a 4xx other than 404)."""
-
-    PROBES = {
-        "POST /documents": ("POST", "/documents", {}),
-        "GET /modes": ("GET", "/modes", None),
-        "GET /tenants": ("GET", "/tenants", None),
-        "GET /changes": ("GET", "/changes", None),
-        "GET /ledger": ("GET", "/ledger", None),
-        "GET /graph/layers/{n}": ("GET", "/graph/layers/0?limit=1", None),
-        "POST /query/stream": ("POST", "/query/stream", {}),
-    }
-
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.present = {name: status_of(url, *probe)[0] != 404 for name, probe in self.PROBES.items()}
-        status, _ = status_of(url, "POST", "/query", {"query": "harbour", "mode": "tri_graph", "explain": True})
-        self.present["POST /query explain"] = status == 200
-
-    def need(self, *names: str) -> None:
-        missing = [n for n in names if not self.present[n]]
-        if missing:
-            pytest.skip(f"the served API has no {', '.join(missing)} yet (the console's contract): "
-                        "this test runs once it lands")
 
 
 def chromium_or_skip() -> str:

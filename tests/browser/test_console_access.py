@@ -54,16 +54,110 @@ def test_every_control_is_labelled(page, view):
     assert page.evaluate(UNLABELLED) == []
 
 
+@pytest.mark.parametrize("width", [400, 1280])
 @pytest.mark.parametrize("view", VIEWS)
-def test_a_narrow_window_needs_no_sideways_scrolling(browser, served, view):
-    context = browser.new_context(viewport={"width": 400, "height": 800}, base_url=served)
+def test_every_view_needs_no_sideways_scrolling_in_a_narrow_or_a_laptop_window(browser, served, view, width):
+    context = browser.new_context(viewport={"width": width, "height": 800}, base_url=served)
     page = context.new_page()
     try:
         page.goto(f"/#{view}")
         expect(page.locator(f"#view-{view} h2")).to_be_visible()
         page.wait_for_load_state("networkidle")
-        width = page.evaluate("document.documentElement.scrollWidth")
-        assert width <= 400, f"{view}: the page is {width} px wide in a 400 px window"
-        expect(page.locator(f"#tab-{view}")).to_be_visible()
+        scrolled = page.evaluate("document.documentElement.scrollWidth")
+        assert scrolled <= width, f"{view}: the page is {scrolled} px wide in a {width} px window"
+        for name in VIEWS:  # every tab on screen, none cut off
+            box = page.locator(f"#tab-{name}").bounding_box()
+            assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, (name, box)
+        small = page.evaluate("""() => [...document.querySelectorAll('#view p, #view td, #view label, #view button')]
+          .filter((el) => el.offsetParent !== null && el.textContent.trim())
+          .filter((el) => parseFloat(getComputedStyle(el).fontSize) < 12).length""")
+        assert small == 0, f"{view}: {small} texts smaller than 12 px"
     finally:
         context.close()
+
+
+def tab_to(page, selector: str, presses: int = 60) -> None:
+    """Press Tab until ``selector`` has the focus (it must be reachable by the keyboard alone)."""
+    for _ in range(presses):
+        if page.evaluate("(s) => document.activeElement && document.activeElement.matches(s)", selector):
+            return
+        page.keyboard.press("Tab")
+    raise AssertionError(f"{selector} was not reached by {presses} presses of Tab")
+
+
+def enter_view(page, view: str) -> None:
+    page.goto(f"/#{view}")
+    expect(page.locator(f"#view-{view} h2")).to_be_visible()
+    page.wait_for_load_state("networkidle")
+    page.focus(f"#tab-{view}")
+
+
+def test_the_documents_view_by_keyboard(page):
+    enter_view(page, "documents")
+    tab_to(page, "#doc-prefix")
+    page.keyboard.type("harbours.jsonl#g")
+    page.keyboard.press("Enter")
+    expect(page.locator('#doc-counts [data-state="total"] dd')).to_have_text("2")
+    tab_to(page, "#doc-rows tr:first-child button.danger")
+    page.keyboard.press("Enter")
+    expect(page.locator("#doc-rows tr:first-child button.danger")).to_have_text("Confirm delete")
+    page.keyboard.press("Enter")
+    expect(page.locator("#doc-message")).to_contain_text("Deleting harbours.jsonl#gdansk")
+    expect(page.locator('#doc-counts [data-state="total"] dd')).to_have_text("1", timeout=30_000)
+
+
+def test_ask_by_keyboard_and_follow_a_citation(page, generator):
+    generator.release.set()
+    enter_view(page, "ask")
+    tab_to(page, "#ask-query")
+    page.keyboard.type("Which harbour logged the tall ship Dar Pomorza?")
+    tab_to(page, "#ask-mode")
+    page.keyboard.press("End")  # the last mode
+    expect(page.locator("#ask-mode-purpose")).not_to_be_empty()
+    page.keyboard.press("Home")
+    tab_to(page, "#ask-submit")
+    page.keyboard.press("Enter")
+    expect(page.locator("#ask-status")).to_have_text("Done.", timeout=30_000)
+    tab_to(page, "#answer a.cite")
+    page.keyboard.press("Enter")
+    target = page.locator("#answer a.cite").first.get_attribute("data-target")
+    expect(page.locator(f"#{target}")).to_be_focused()
+
+
+def test_the_summary_graph_drilled_down_by_keyboard(page):
+    enter_view(page, "graph")
+    expect(page.locator("#view-graph")).to_have_attribute("data-state", "ready")
+    tab_to(page, "#graph-bands li:first-child select")
+    tab_to(page, "#graph-bands li:first-child button")
+    page.keyboard.press("Enter")
+    expect(page.locator("#node-detail .badge").first).to_contain_text("summary")
+    for _ in range(6):  # down the members, Tab and Enter only, until a chunk
+        if page.locator("#node-detail .badge").first.inner_text() == "chunk":
+            break
+        tab_to(page, "#node-members li:first-child button")
+        page.keyboard.press("Enter")
+        expect(page.locator("#node-detail")).to_be_focused()  # the keyboard goes on from the node opened
+    expect(page.locator("#node-detail .badge").first).to_have_text("chunk")
+    tab_to(page, "#node-trail li:first-child button")  # back up the path
+    page.keyboard.press("Enter")
+    expect(page.locator("#node-detail .badge").first).to_contain_text("summary")
+
+
+def test_the_entity_graph_by_keyboard(page):
+    enter_view(page, "entities")
+    tab_to(page, "#ent-query")
+    page.keyboard.type("Which ships sail from Gdynia harbour?")
+    page.keyboard.press("Enter")
+    rows = page.locator("#ent-passages tbody tr")
+    expect(rows.first).to_be_visible()
+    tab_to(page, "#ent-passages tbody tr:first-child summary")
+    page.keyboard.press("Enter")
+    expect(rows.first.locator("details")).to_have_attribute("open", "")
+
+
+def test_the_stats_view_by_keyboard(page):
+    enter_view(page, "stats")
+    expect(page.locator("#ledger-plot canvas")).to_have_count(1)
+    tab_to(page, "#ledger-metric")
+    page.keyboard.press("ArrowDown")  # tokens -> calls
+    expect(page.locator("#ledger-plot .u-title")).to_contain_text("calls")

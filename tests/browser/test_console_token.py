@@ -7,15 +7,13 @@ from __future__ import annotations
 import pytest
 from console_support import build_store
 from playwright.sync_api import expect
-from serve_support import eragraph, serving
+from serve_support import serving
 
 TOKEN = "s3cret-console-token"
 
 
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory, chromium_path):
-    if "--token" not in eragraph("serve", "--help").stdout:
-        pytest.skip("eragraph serve has no --token yet (issue 46): this test runs once it lands")
     store = build_store(tmp_path_factory.mktemp("guarded"))
     with serving(store, "--token", TOKEN) as url:
         yield url

@@ -49,7 +49,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
             print(f"  [{r.score:.3f}] {label}: {' '.join(r.text.split())[:160]}")
     print(f"\n(evidence only: configure a generator for answers; see README)\n"
           f"stats: eragraph stats --store {args.store}\n"
-          f"in the browser: eragraph serve --store {args.store}  (then open the URL it prints)")
+          f"in the browser: eragraph serve{'' if args.store == DEFAULT_STORE else f' --store {args.store}'}"
+          "  (then open the URL it prints)")
     for err in errors:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
     return EXIT_PARTIAL if errors else EXIT_OK

@@ -117,6 +117,26 @@ export async function* ndjson(path, body) {
   if (buffer.trim()) yield JSON.parse(buffer);
 }
 
+// GET /stats, shared by the views for a few seconds (a large store counts its layers for a second
+// or so); forgotten when the store changes (an upload settles, a delete, another tenant).
+const STATS_MS = 5000;
+let statsRead = null;
+export function stats({ fresh = false } = {}) {
+  if (fresh || !statsRead || performance.now() - statsRead.at > STATS_MS) {
+    const read = { at: performance.now(), body: get("/stats") };
+    read.body.catch(() => { if (statsRead === read) statsRead = null; });
+    statsRead = read;
+  }
+  return statsRead.body;
+}
+
+// The store changed under the console (an upload reached a settled state, a document was
+// deleted, another tenant was picked): the stats are read again, and whoever listens is told.
+export function changed() {
+  statsRead = null;
+  window.dispatchEvent(new CustomEvent("eragraph:changed"));
+}
+
 export function query(params) {
   const search = new URLSearchParams();
   for (const [key, value] of Object.entries(params)) {

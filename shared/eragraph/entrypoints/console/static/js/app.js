@@ -1,7 +1,7 @@
 // The console: hash-routed tabs (#documents, #ask, #graph, #entities, #stats), the tenant
 // switcher (only when GET /tenants says switchable) and the token prompt (on a 401).
 
-import { get, takeTokenFromUrl, tenant, token, whenUnauthorized } from "./api.js";
+import { changed, get, stats, takeTokenFromUrl, tenant, token, whenUnauthorized } from "./api.js";
 import { clear, h } from "./dom.js";
 // Each view's module is loaded when it is first shown: the first load reads neither cytoscape nor
 // uPlot unless a graph or the ledger is on screen.
@@ -74,15 +74,15 @@ async function tenants() {
   select.onchange = () => {
     tenant.set(select.value);
     for (const name of mounted) VIEWS[name].reset?.();
+    changed();
     show(current);
-    storeLine();
   };
 }
 
 async function storeLine() {
   const line = document.getElementById("store-line");
   try {
-    const body = await get("/stats");
+    const body = await stats();
     const picked = tenant.get();
     line.textContent = `${body.documents} documents · ${body.layers.length} layers · ${body.embedder}` +
       (picked !== null && picked !== undefined ? ` · tenant ${picked || "(default)"}` : "");
@@ -117,6 +117,7 @@ function start() {
     tab.addEventListener("click", () => go(tab.dataset.view, false));
   }
   window.addEventListener("popstate", () => show(viewOf(location.hash)));
+  window.addEventListener("eragraph:changed", () => storeLine());
   show(viewOf(location.hash));
   storeLine();
   tenants();

@@ -133,10 +133,21 @@ function results(response) {
   const list = response.results || [];
   clear(ui.results, list.map((r, i) => card(r, i + 1)));
   if (!list.length) ui.results.append(h("li", { text: response.note || "No results." }));
+  head = response;
+  routeLine(response, !ui.answer.checked || response.answer !== undefined);
+}
+
+let head = null; // the results of the question being answered (the stream's first line)
+
+// The route taken and the time of each stage; a streamed answer's head has not been timed yet
+// (``whole`` false): its stages and seconds come with the stream's last line.
+function routeLine(response, whole = true) {
+  const list = response.results || [];
   const stages = response.stages ? Object.entries(response.stages).map(([k, v]) => `${k.replace(/_ms$/, "")} ${fmtNumber(v, 1)} ms`).join(" · ") : "";
   ui.route.textContent = `Route: ${response.route || response.mode}` +
     (response.router_score != null ? ` (router score ${fmtNumber(response.router_score, 3)})` : "") +
-    (stages ? ` · stages: ${stages}` : "") + (response.seconds != null ? ` · ${fmtNumber(response.seconds * 1000, 1)} ms in all` : "") +
+    (stages ? ` · stages: ${stages}` : "") +
+    (whole && response.seconds != null ? ` · ${fmtNumber(response.seconds * 1000, 1)} ms in all` : "") +
     (response.rerank ? " · reranked" : "") + (response.note && list.length ? ` · ${response.note}` : "");
 }
 
@@ -154,6 +165,9 @@ function card(result, n) {
 
 // The answer with each [evidence id] as a link to its card.
 function finish(done) {
+  if (head && done.type === "done") {
+    routeLine({ ...head, stages: { ...head.stages, ...done.stages }, seconds: done.seconds, note: done.note || head.note });
+  }
   if (done.answer == null) {
     clear(ui.answerText, h("p", { class: "hint", text: done.note || "No answer: this server has no generator configured." }));
     return;

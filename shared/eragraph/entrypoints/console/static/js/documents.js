@@ -2,7 +2,7 @@
 // paged by cursor; upload by drag and drop or a file input (POST /documents: text, or base64
 // bytes for any other file); delete; polling while anything is not done.
 
-import { ApiError, del, get, post, query } from "./api.js";
+import { ApiError, changed, del, get, post, query } from "./api.js";
 import { clear, field, fmtTime, h, say } from "./dom.js";
 
 const STATES = [["received", "Received"], ["indexed", "Indexed"], ["summaries_pending", "Summaries pending"],
@@ -15,6 +15,9 @@ const ui = {};
 const pages = { cursors: [null], at: 0, next: null };
 const uploads = new Map(); // doc_id (or a local key for a refused file) -> {source, state, reason}
 let timer = null;
+let busyBefore = false; // the last page listed a document still moving
+let notice = ""; // what the last action said (a delete), kept while the list is read again
+const deleting = new Set(); // documents whose delete was accepted (202) and that are still there
 
 function mount(panel) {
   ui.panel = panel;
@@ -65,6 +68,8 @@ function show() {
 }
 
 function reset() {
+  busyBefore = false;
+  deleting.clear();
   uploads.clear();
   renderUploads();
   pages.cursors = [null];
@@ -72,6 +77,7 @@ function reset() {
 }
 
 function first() {
+  notice = "";
   pages.cursors = [null];
   pages.at = 0;
   load();
@@ -101,9 +107,11 @@ async function load() {
   ui.prev.disabled = pages.at === 0;
   ui.next.disabled = !pages.next;
   ui.pageLabel.textContent = `Page ${pages.at + 1}`;
-  say(ui.message, body.truncated && body.next_cursor === undefined ? "Only the first documents are shown: narrow the prefix." : "");
+  say(ui.message, notice || (body.truncated && body.next_cursor === undefined ? "Only the first documents are shown: narrow the prefix." : ""));
   ui.panel.dataset.state = "ready"; // the first page is drawn (eragraph bench console waits for it)
   const busy = body.documents.some((d) => !SETTLED.has(d.state));
+  if (busyBefore && !busy) changed(); // what moved has settled (or left): the store is read again
+  busyBefore = busy;
   schedule(busy);
 }
 
@@ -111,11 +119,11 @@ function row(doc) {
   const remove = h("button", { type: "button", class: "danger", "aria-label": `Delete ${doc.source}` }, "Delete");
   remove.addEventListener("click", () => confirmDelete(remove, doc));
   return h("tr", { dataset: { docId: doc.doc_id, state: doc.state } },
-    h("td", { class: "source", text: doc.source }),
-    h("td", {}, h("span", { class: "state " + doc.state, text: label(doc.state) })),
-    h("td", { class: "reason", text: doc.reason || "" }),
-    h("td", { text: fmtTime(doc.updated || doc.updated_at) }),
-    h("td", {}, remove));
+    h("td", { class: "source", text: doc.source, dataset: { label: "Source" } }),
+    h("td", { dataset: { label: "State" } }, h("span", { class: "state " + doc.state, text: label(doc.state) })),
+    h("td", { class: "reason", text: doc.reason || "", dataset: { label: "Reason" } }),
+    h("td", { text: fmtTime(doc.updated || doc.updated_at), dataset: { label: "Updated" } }),
+    h("td", { class: "action" }, remove));
 }
 
 function label(state) {
@@ -126,8 +134,8 @@ function confirmDelete(button, doc) {
   if (button.dataset.armed) {
     button.disabled = true;
     del("/documents/" + encodeURIComponent(doc.doc_id))
-      .then(() => { say(ui.message, `Deleting ${doc.source}.`); uploads.delete(doc.doc_id); load(); })
-      .catch((error) => say(ui.message, `Could not delete ${doc.source}: ${error.message}`, "error"));
+      .then(() => { notice = `Deleting ${doc.source}.`; uploads.delete(doc.doc_id); deleting.add(doc.doc_id); load(); })
+      .catch((error) => { notice = ""; say(ui.message, `Could not delete ${doc.source}: ${error.message}`, "error"); });
     return;
   }
   button.dataset.armed = "1";
@@ -173,22 +181,36 @@ function renderUploads() {
 }
 
 async function poll() {
+  let settled = false;
   for (const [id, up] of uploads) {
     if (SETTLED.has(up.state) || id.startsWith("local:")) continue;
     try {
       const doc = await get("/documents/" + encodeURIComponent(id));
       up.state = doc.status || doc.state || up.state;
       up.reason = doc.reason;
+      settled = settled || SETTLED.has(up.state);
     } catch (error) {
       if (!(error instanceof ApiError && error.status === 404)) up.reason = error.message;
     }
   }
+  for (const id of deleting) { // the delete runs in the background: followed until the document is gone
+    try {
+      const doc = await get("/documents/" + encodeURIComponent(id));
+      if (doc.status === "deleted" || doc.state === "deleted") throw new ApiError(404, "deleted");
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) {
+        deleting.delete(id);
+        settled = true;
+      }
+    }
+  }
   renderUploads();
+  if (settled) changed(); // the store line, the graph and the stats read the store again
   await load();
 }
 
 function schedule(busy) {
-  const waiting = [...uploads.values()].some((up) => !SETTLED.has(up.state));
+  const waiting = [...uploads.values()].some((up) => !SETTLED.has(up.state)) || deleting.size > 0;
   if (timer || !(busy || waiting)) return;
   timer = setTimeout(() => { timer = null; poll(); }, POLL_MS);
 }

@@ -18,7 +18,8 @@ function mount(panel) {
   ui.k = h("input", { id: "ent-k", type: "number", min: 1, max: 100, value: 8 });
   ui.status = h("p", { id: "ent-status", class: "message", role: "status" });
   ui.canvas = h("div", { class: "graph", id: "entity-graph", role: "img", "aria-label": "Entity graph: seed entities, activated entities and the passages they reach" });
-  ui.tables = h("div", { id: "ent-tables" });
+  ui.tables = h("div", { id: "ent-tables" }); // the seed and activated entities, beside the graph
+  ui.passages = h("div", { id: "ent-why" }); // the passages and why, the page's width below it
   const form = h("form", { id: "ent-form", class: "row", onsubmit: (event) => { event.preventDefault(); explain(); } },
     h("label", { for: "ent-query" }, "Question"), ui.query,
     field(ui.mode, "Mode"), field(ui.k, "k"),
@@ -28,7 +29,9 @@ function mount(panel) {
     h("div", { class: "split wide" }, h("section", { class: "card graph-card", "aria-label": "Entity graph" }, ui.canvas,
       h("p", { class: "legend" }, h("span", { class: "key seed" }, "seed entity"), h("span", { class: "key act" }, "activated entity"),
         h("span", { class: "key pas" }, "passage (label: rank)"))),
-    h("section", { class: "card", "aria-label": "Why each passage ranked where it did" }, ui.tables)));
+    h("section", { class: "card", "aria-label": "Seed and activated entities" }, ui.tables)),
+    h("section", { class: "card", "aria-label": "Why each passage ranked where it did" }, ui.passages));
+  reset();
 }
 
 async function show() {
@@ -40,7 +43,8 @@ async function show() {
 }
 
 function reset() {
-  clear(ui.tables);
+  clear(ui.tables, h("p", { class: "hint", text: "Ask a question: its seed entities, the entities they activate and the passages they reach appear here." }));
+  clear(ui.passages, h("p", { class: "hint", text: "Each passage's rank, PPR score and the words of why it ranked there appear here." }));
   if (cy) cy.elements().remove();
 }
 
@@ -107,6 +111,9 @@ function tables(ex, results) {
   clear(ui.tables,
     h("h3", {}, "Seed entities"),
     h("p", { id: "ent-seeds" }, ex.seeds.map((s) => h("span", { class: "badge seed", text: `${s.entity} ${fmtNumber(s.score, 3)}` }))),
+    h("h3", {}, "Activated entities"),
+    h("p", { id: "ent-activated" }, ex.activated.map((a) => h("span", { class: "badge act", text: `${a.entity} ${fmtNumber(a.weight, 3)}` }))));
+  clear(ui.passages,
     h("h3", {}, "Passages and why"),
     h("div", { class: "scroll" }, h("table", { id: "ent-passages" },
       h("thead", {}, h("tr", {}, ["Rank", "Passage", "PPR score", "Restart", "Entities", "Why"].map((t) => h("th", { scope: "col", text: t })))),
@@ -114,9 +121,7 @@ function tables(ex, results) {
         h("td", { text: p.rank }),
         h("td", {}, h("details", {}, h("summary", { text: text.get(p.id)?.title || p.id }), h("p", { class: "text", text: text.get(p.id)?.text || p.id }))),
         h("td", { text: fmtNumber(p.score, 4) }), h("td", { text: fmtNumber(p.restart, 4) }),
-        h("td", { text: (p.entities || []).join(", ") }), h("td", { class: "why", text: p.why })))))),
-    h("h3", {}, "Activated entities"),
-    h("p", {}, ex.activated.map((a) => h("span", { class: "badge act", text: `${a.entity} ${fmtNumber(a.weight, 3)}` }))));
+        h("td", { text: (p.entities || []).join(", ") }), h("td", { class: "why", text: p.why })))))));
 }
 
 export default { mount, show, reset };

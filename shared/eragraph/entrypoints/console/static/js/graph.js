@@ -5,13 +5,14 @@
 // their calls and tokens against the rebuild estimate (GET /changes).
 
 import cytoscape from "../vendor/cytoscape/cytoscape.esm.min.mjs";
-import { get, query } from "./api.js";
+import { get, query, stats as readStats } from "./api.js";
 import { clear, h, say } from "./dom.js";
 import { changeGroups, costPanel } from "./changes.js";
+import { bandLayout } from "./layout.js";
 
 const PER_LAYER = 150; // nodes drawn per band (a page; the route samples a large layer)
 const BAND = 170;
-const WIDTH = 1400;
+const FIT_ZOOM = 1.6; // the largest zoom a first fit takes
 const ui = {};
 let cy = null;
 let bands = []; // {layer, total, nodes, next_cursor, sampled}
@@ -23,7 +24,7 @@ function mount(panel) {
   ui.message = h("p", { class: "message", id: "graph-message", role: "status" });
   ui.canvas = h("div", { class: "graph", id: "summary-graph", role: "img", "aria-label": "Summary graph: layers as bands, nodes linked to their parent summary" });
   ui.bands = h("ul", { class: "bands", id: "graph-bands", "aria-label": "Layers" });
-  ui.node = h("div", { id: "node-detail", class: "node-detail", "aria-live": "polite" });
+  ui.node = h("div", { id: "node-detail", class: "node-detail", "aria-live": "polite", tabindex: -1, "aria-label": "The node opened" });
   ui.trail = h("ol", { class: "trail", id: "node-trail", "aria-label": "Path from the summary opened" });
   ui.changeSelect = h("select", { id: "change-select" });
   ui.cost = h("div", { id: "change-cost" });
@@ -33,7 +34,7 @@ function mount(panel) {
       h("section", { class: "card", "aria-labelledby": "node-title" },
         h("h3", { id: "node-title" }, "Node"), ui.trail, ui.node,
         h("h3", { id: "change-title" }, "What an upload changed"),
-        h("div", { class: "row" }, h("label", { for: "change-select" }, "Change"), ui.changeSelect,
+        ui.changeRow = h("div", { class: "row" }, h("label", { for: "change-select" }, "Change"), ui.changeSelect,
           h("button", { type: "button", id: "change-refresh", onclick: () => changes() }, "Refresh")),
         ui.cost)));
   ui.changeSelect.addEventListener("change", () => highlight(groups[Number(ui.changeSelect.value)]));
@@ -54,7 +55,7 @@ function reset() {
 async function draw() {
   let stats;
   try {
-    stats = await get("/stats");
+    stats = await readStats();
   } catch (error) {
     say(ui.message, `Could not read the layers: ${error.message}`, "error");
     ui.panel.dataset.state = "ready";
@@ -77,13 +78,19 @@ async function draw() {
 function elements() {
   const out = [];
   const present = new Set(bands.flatMap((b) => b.nodes.map((n) => n.id)));
-  bands.forEach((band, row) => {
+  // rows far enough apart that a wide graph, fitted to the view, still shows its bands apart
+  const flat = bandLayout(bands, { band: BAND, fold: 3 });
+  const wide = Math.max(0, ...[...flat.values()].map((p) => p.x));
+  const rowGap = Math.max(BAND, (0.55 * wide) / Math.max(1, bands.length - 1));
+  const at = new Map([...flat].map(([id, p]) => [id, { ...p, y: (p.y / BAND) * rowGap }]));
+  // the bands' labels stay legible when a wide graph is fitted to the view
+  const font = Math.max(14, wide / 40);
+  bands.forEach((band) => {
     if (!band.nodes.length) return;
-    out.push({ data: { id: "band-" + band.layer, label: `Layer ${band.layer} · ${band.total} nodes${band.sampled || band.nodes.length < band.total ? ` (${band.nodes.length} drawn)` : ""}` }, classes: "band" });
-    const step = WIDTH / Math.max(band.nodes.length, 1);
-    band.nodes.forEach((node, i) => {
+    out.push({ data: { id: "band-" + band.layer, font, label: `Layer ${band.layer} · ${band.total} nodes${band.sampled || band.nodes.length < band.total ? ` (${band.nodes.length} drawn)` : ""}` }, classes: "band" });
+    band.nodes.forEach((node) => {
       out.push({ data: { id: node.id, parent: "band-" + band.layer, label: node.label, layer: node.layer, members: node.members },
-        position: { x: step * (i + 0.5), y: row * BAND }, classes: node.members ? "summary" : "chunk" });
+        position: at.get(node.id), classes: (node.members ? "summary" : "chunk") + (at.get(node.id).folded ? " folded" : "") });
       if (node.parent && present.has(node.parent)) out.push({ data: { id: `e-${node.id}`, source: node.id, target: node.parent } });
     });
   });
@@ -94,7 +101,8 @@ const STYLE = [
   { selector: "node", style: { width: 10, height: 10, "background-color": "#4a7ab0", label: "", "font-size": 9 } },
   { selector: "node.summary", style: { width: 22, height: 22, shape: "round-rectangle", "background-color": "#2f6b4f" } },
   { selector: "node.band", style: { shape: "round-rectangle", "background-color": "#eef2f6", "background-opacity": 1, "border-width": 1,
-    "border-color": "#c5ced8", label: "data(label)", "text-valign": "top", "text-halign": "left", "font-size": 22, "text-margin-x": 190, "text-margin-y": -4, padding: 18 } },
+    "border-color": "#c5ced8", label: "data(label)", "text-valign": "top", "text-halign": "center", "font-size": "data(font)", "text-margin-y": -4, padding: 18 } },
+  { selector: "node.summary.folded", style: { width: 8, height: 8, "background-color": "#8fb5a2" } },
   { selector: "edge", style: { width: 1, "line-color": "#b8c2cc", "curve-style": "straight" } },
   { selector: "node.changed", style: { "background-color": "#d9480f", "border-width": 3, "border-color": "#7a2604" } },
   { selector: "node.open", style: { "border-width": 3, "border-color": "#111" } },
@@ -106,6 +114,10 @@ function render() {
   cy = cytoscape({ container: ui.canvas, elements: elements(), style: STYLE, layout: { name: "preset" },
     textureOnViewport: total > 2000, hideEdgesOnViewport: total > 2000, minZoom: 0.05, maxZoom: 4 });
   cy.fit(undefined, 20);
+  if (cy.zoom() > FIT_ZOOM) { // a small store is not blown up to fill the view
+    cy.zoom(FIT_ZOOM);
+    cy.center();
+  }
   cy.on("tap", "node.summary, node.chunk", (event) => open(event.target.id(), true));
   window.eragraphSummaryGraph = cy; // for the browser tests and the curious
 }
@@ -156,6 +168,8 @@ async function open(id, fresh) {
     node.children && node.children.length ? h("div", {}, h("h4", { text: `Members (${node.children.length})` }),
       h("ul", { class: "members", id: "node-members" }, node.children.map((c) => h("li", {},
         h("button", { type: "button", class: "link", dataset: { id: c.id }, onclick: () => open(c.id, false) }, `L${c.layer} · ${c.label}`))))) : null);
+  // the button that opened it was re-drawn: the keyboard goes on from the node opened
+  if (!document.activeElement || document.activeElement === document.body) ui.node.focus();
 }
 
 async function changes() {
@@ -164,6 +178,7 @@ async function changes() {
     groups = changeGroups(body.changes);
     clear(ui.changeSelect, groups.map((g, i) => h("option", { value: i, text: g.title })));
     ui.rebuild = body.rebuild;
+    ui.changeRow.hidden = !groups.length;
     if (groups.length) highlight(groups[0]);
     else clear(ui.cost, h("p", { class: "hint", text: "No change recorded yet: upload a document and come back." }));
   } catch (error) {

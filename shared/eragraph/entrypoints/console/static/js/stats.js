@@ -2,7 +2,7 @@
 // ledger over time per kind and model as a uPlot (GET /ledger).
 
 import uPlot from "../vendor/uplot/uPlot.esm.js";
-import { get, query } from "./api.js";
+import { get, query, stats as readStats } from "./api.js";
 import { clear, field, fmtNumber, fmtUsd, h, say } from "./dom.js";
 
 const COLORS = ["#2f6b4f", "#d9480f", "#4a7ab0", "#8e44ad", "#b8860b", "#c2185b", "#00838f", "#5d4037"];
@@ -37,7 +37,7 @@ function mount(panel) {
 async function show() {
   let stats;
   try {
-    stats = await get("/stats");
+    stats = await readStats({ fresh: true });
   } catch (error) {
     say(ui.message, `Could not read the stats: ${error.message}`, "error");
     return;
@@ -91,6 +91,16 @@ export function aligned(series, metric) {
   return [times, ...columns];
 }
 
+const BUCKET_S = { minute: 60, hour: 3600, day: 86400 };
+
+// The time axis: the buckets with half a bucket either side, never less than six buckets wide
+// (a ledger of one bucket would otherwise span years of empty axis).
+export function span(min, max, bucket) {
+  const step = BUCKET_S[bucket] || 3600;
+  const pad = Math.max(step / 2, (6 * step - (max - min)) / 2);
+  return [min - pad, max + pad];
+}
+
 function drawPlot() {
   if (plot) { plot.destroy(); plot = null; }
   clear(ui.plot);
@@ -101,12 +111,16 @@ function drawPlot() {
   const metric = ui.metric.value;
   const data = aligned(ledger.series, metric);
   const label = METRICS.find(([m]) => m === metric)[1];
-  say(ui.message, `${ledger.series.length} series, ${data[0].length} ${ui.bucket.value}s.`);
+  say(ui.message, `${ledger.series.length} series, ${data[0].length} ${ui.bucket.value}${data[0].length === 1 ? "" : "s"}.`);
   plot = new uPlot({ ...size(), title: `Ledger: ${label} per ${ui.bucket.value}`,
     scales: { x: { time: true } },
     axes: [{}, { label, size: 70 }],
     series: [{}, ...ledger.series.map((s, i) => ({ label: `${s.kind} · ${s.model}`, stroke: COLORS[i % COLORS.length], width: 2,
       points: { show: true, size: 6 }, spanGaps: true }))] }, data, ui.plot);
+  // uPlot spans one point of seconds over some three years: the buckets' own span instead
+  const [min, max] = span(data[0][0], data[0][data[0].length - 1], ui.bucket.value);
+  plot.setScale("x", { min, max });
+  window.eragraphLedgerPlot = plot; // for the browser tests and the curious
 }
 
 export default { mount, show };
