@@ -206,7 +206,7 @@ def test_bad_input_gets_the_modelled_error_in_words(served):
          lambda: client.ingest_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=ds_id, documents=[
              {**_inline("m", text="x"), "metadata": {"type": "IN_LINE_ATTRIBUTE", "inlineAttributes": [
                  {"key": "year", "value": {"type": "STRING", "numberValue": 3}}]}}])),
-        (errors.ValidationException, "too large",  # past Bedrock's 5 MB inline limit (and the server's body cap)
+        (errors.ValidationException, "must have at most 5242880 characters",  # past Bedrock's 5 MB inline limit
          lambda: client.ingest_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=ds_id, documents=[
              _inline("big", text="y" * (5 * 1024 * 1024 + 1))])),
         (errors.ValidationException, "nothing to sync",
