@@ -230,3 +230,24 @@ def test_bad_input_gets_the_modelled_error_in_words(served):
             break
         time.sleep(0.3)
     assert detail["status"] == "FAILED" and "binary" in detail["statusReason"]
+
+
+def test_a_document_the_ingest_path_refuses_is_counted_failed_only(served):
+    """A new object whose sidecar names another tenant reads and compares as new, then the ingest
+    path refuses it (its metadata names a tenant not the caller's): Bedrock counts it failed,
+    not new as well."""
+    client, kb, folder, _url = served
+    refused = folder.parent / "refused"
+    refused.mkdir()
+    (refused / "kept.txt").write_text("The Skarvik ferry timetable changes in winter. " * 3, encoding="utf-8")
+    (refused / "foreign.txt").write_text("A note that claims another owner. " * 3, encoding="utf-8")
+    (refused / "foreign.txt.metadata.json").write_text('{"metadataAttributes": {"tenant": "someone-else"}}',
+                                                       encoding="utf-8")
+    ds = client.create_data_source(knowledgeBaseId=kb, name="refused", dataSourceConfiguration={
+        "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::notes", "inclusionPrefixes": ["refused/"]}})
+    job = sync(client, kb, ds["dataSource"]["dataSourceId"])
+    assert job["status"] == "COMPLETE", job
+    stats = job["statistics"]
+    assert (stats["numberOfDocumentsScanned"], stats["numberOfNewDocumentsIndexed"],
+            stats["numberOfDocumentsFailed"]) == (2, 1, 1), stats
+    assert any("foreign.txt" in r and "someone-else" in r for r in job["failureReasons"]), job["failureReasons"]
