@@ -219,5 +219,7 @@ def list_documents(ctx, knowledgeBaseId: str, dataSourceId: str):  # noqa: N803
 
     def run():
         record = kb_sources.get(engine, dataSourceId)
-        return _page(kb_sources.documents(engine, record, ctx.uploads), request, "documentDetails")
+        details, token = kb_sources.documents(engine, record, ctx.uploads, request.get("maxResults") or DEFAULT_PAGE,
+                                              request.get("nextToken"))
+        return {"documentDetails": details, **({"nextToken": token} if token else {})}
     return _answer(run)
