@@ -127,3 +127,123 @@ def mutations(seed: int, count: int) -> list[str | bytes]:
         else:
             out.append(json.dumps({**VALID, "query": rng.choice(["", " ", "comet" * rng.randrange(1, 1000)])}))
     return out
+
+
+# --------------------------------------------------------------------------- the doors of issue 45
+# Bad input on the chat, document and bedrock-agent routes: (name, method, path, body, status, the
+# modelled error type (x-amzn-errortype) or None, words the message must contain). ``{kb}`` is the
+# caller's knowledge base id, ``{ds}`` a CUSTOM data source, ``{s3ds}`` an S3 one and ``{job}`` a
+# stopped ingestion job of it (the runner makes them, door_setup).
+def _chat(**fields) -> dict:
+    return {"model": "eragraph-dense", "messages": [{"role": "user", "content": "comet"}], **fields}
+
+
+def inline_doc(doc_id: str, text: str, metadata: dict | None = None) -> dict:
+    """A CUSTOM data source's inline text document, as IngestKnowledgeBaseDocuments takes it."""
+    doc = {"content": {"dataSourceType": "CUSTOM", "custom": {
+        "customDocumentIdentifier": {"id": doc_id}, "sourceType": "IN_LINE",
+        "inlineContent": {"type": "TEXT", "textContent": {"data": text}}}}}
+    if metadata is not None:
+        doc["metadata"] = metadata
+    return doc
+
+
+def _attrs(*pairs) -> dict:
+    return {"type": "IN_LINE_ATTRIBUTE", "inlineAttributes": [{"key": k, "value": v} for k, v in pairs]}
+
+
+MIB = 1 << 20
+_DS = "/knowledgebases/{kb}/datasources/{ds}"
+_S3DS = "/knowledgebases/{kb}/datasources/{s3ds}"
+DOOR_CASES: list[tuple[str, str, str, dict, int, str | None, str]] = [
+    # POST /v1/chat/completions (OpenAI's error body; its message is the API's message too)
+    ("chat: no model", "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "comet"}]}, 400, None,
+     "model is required"),
+    ("chat: a model that is no mode", "POST", "/v1/chat/completions", _chat(model="gpt-4o"), 404, None,
+     "the model 'gpt-4o' does not exist: choose one of eragraph-"),
+    ("chat: no user message", "POST", "/v1/chat/completions", _chat(messages=[{"role": "system", "content": "x"}]), 400,
+     None, "must end with a user message"),
+    ("chat: k out of range", "POST", "/v1/chat/completions", _chat(k=0), 400, None, "k must be an integer within 1..100"),
+    ("chat: two answers", "POST", "/v1/chat/completions", _chat(n=2), 400, None, "n must be 1"),
+    ("chat: a bad filter", "POST", "/v1/chat/completions", _chat(filter={"equal": {"key": "a", "value": 1}}), 400, None,
+     "unknown operator 'equal'"),
+    ("chat: an unknown field", "POST", "/v1/chat/completions", _chat(colour="red"), 400, None, "unknown field 'colour'"),
+    # POST /documents
+    ("documents: too many", "POST", "/documents",
+     {"documents": [{"source": f"n/{i}.txt", "text": "x"} for i in range(26)]}, 422, None,
+     "documents must have at most 25 items (got 26)"),
+    ("documents: too large", "POST", "/documents", {"documents": [{"source": "big.txt", "text": "x" * (6 * MIB)}]},
+     413, None, "request body too large (at most 6291456 bytes)"),
+    ("documents: a bad metadata key", "POST", "/documents",
+     {"documents": [{"source": "a.txt", "text": "x", "metadata": {"a.b": 1}}]}, 400, None, "key 'a.b' must be"),
+    ("documents: metadata not an object", "POST", "/documents",
+     {"documents": [{"source": "a.txt", "text": "x", "metadata": "x"}]}, 422, None, "metadata must be a JSON object"),
+    # IngestKnowledgeBaseDocuments
+    ("kb ingest: too many", "PUT", _DS + "/documents",
+     {"documents": [inline_doc(f"d{i}", "x") for i in range(11)]}, 400, "ValidationException",
+     "documents must have at most 10 items (got 11)"),
+    ("kb ingest: an inline document over 5 MiB", "PUT", _DS + "/documents",
+     {"documents": [inline_doc("big", "x" * (5 * MIB + 1))]}, 400, "ValidationException",
+     "textContent.data must have at most 5242880 characters (got 5242881)"),
+    ("kb ingest: documents over 6 MiB together", "PUT", _DS + "/documents",
+     {"documents": [inline_doc("a", "x" * (3 * MIB)), inline_doc("b", "x" * (3 * MIB))]}, 400, "ValidationException",
+     "request body too large"),
+    ("kb ingest: a bad metadata key", "PUT", _DS + "/documents",
+     {"documents": [inline_doc("m", "x", _attrs(("a.b", {"type": "STRING", "stringValue": "v"})))]}, 400,
+     "ValidationException", "key 'a.b' must be"),
+    ("kb ingest: a metadata value of no type", "PUT", _DS + "/documents",
+     {"documents": [inline_doc("m", "x", _attrs(("year", {"type": "DATE", "stringValue": "2020"})))]}, 400,
+     "ValidationException", "DATE"),
+    ("kb ingest: an access control list", "PUT", _DS + "/documents",
+     {"documents": [inline_doc("m", "x", {"type": "IN_LINE_ATTRIBUTE", "inlineAttributes": [
+         {"key": "year", "value": {"type": "NUMBER", "numberValue": 2020}}],
+                                          "accessControlList": [{"x": 1}]})]}, 400, "ValidationException",
+     "accessControlList"),
+    ("kb ingest: an S3 document in a CUSTOM data source", "PUT", _DS + "/documents",
+     {"documents": [{"content": {"dataSourceType": "S3", "s3": {"s3Location": {"uri": "s3://notes/docs/a.txt"}}}}]},
+     400, "ValidationException", "is of type CUSTOM, not S3"),
+    ("kb ingest: an unknown data source", "PUT", "/knowledgebases/{kb}/datasources/ABCDEFGHIJ/documents",
+     {"documents": [inline_doc("m", "x")]}, 404, "ResourceNotFoundException", "no data source ABCDEFGHIJ"),
+    ("kb ingest: a data source id of bad form", "PUT", "/knowledgebases/{kb}/datasources/not-an-id/documents",
+     {"documents": [inline_doc("m", "x")]}, 400, "ValidationException", "dataSourceId"),
+    ("kb get: too many identifiers", "POST", _DS + "/documents/getDocuments",
+     {"documentIdentifiers": [{"dataSourceType": "CUSTOM", "custom": {"id": f"d{i}"}} for i in range(11)]}, 400,
+     "ValidationException", "at most 10"),
+    ("kb list: an unknown data source", "POST", "/knowledgebases/{kb}/datasources/ABCDEFGHIJ/documents", {}, 404,
+     "ResourceNotFoundException", "no data source ABCDEFGHIJ"),
+    # data sources and ingestion jobs
+    ("data source: a bucket this deployment may not read", "PUT", "/knowledgebases/{kb}/datasources/",
+     {"name": "elsewhere", "dataSourceConfiguration": {"type": "S3", "s3Configuration": {
+         "bucketArn": "arn:aws:s3:::no-such-bucket-here"}}}, 400, "ValidationException", "no-such-bucket-here"),
+    ("data source: a name taken", "PUT", "/knowledgebases/{kb}/datasources/",
+     {"name": "custom", "dataSourceConfiguration": {"type": "CUSTOM"}}, 409, "ConflictException",
+     "a data source named 'custom' already"),
+    ("job: of an unknown data source", "PUT", "/knowledgebases/{kb}/datasources/ABCDEFGHIJ/ingestionjobs/", {}, 404,
+     "ResourceNotFoundException", "no data source ABCDEFGHIJ"),
+    ("job: of a CUSTOM data source", "PUT", _DS + "/ingestionjobs/", {}, 400, "ValidationException",
+     "its documents are ingested directly"),
+    ("job: stop a stopped job", "POST", _S3DS + "/ingestionjobs/{job}/stop", {}, 409, "ConflictException",
+     "is STOPPED: only a running job can be stopped"),
+    ("job: an unknown job", "GET", _S3DS + "/ingestionjobs/ABCDEFGHIJ", {}, 404, "ResourceNotFoundException",
+     "no ingestion job ABCDEFGHIJ"),
+]
+
+
+def door_setup(call, kb: str, bucket: str) -> dict[str, str]:
+    """The ids DOOR_CASES' paths name, made through ``call(method, path, body) -> (status, body)``
+    on a store whose data source buckets include ``bucket`` (holding at least one document): a
+    CUSTOM data source, an S3 one and a stopped ingestion job of it."""
+    base = f"/knowledgebases/{kb}/datasources/"
+    status, out = call("PUT", base, {"name": "custom", "dataSourceConfiguration": {"type": "CUSTOM"}})
+    assert status == 200, out
+    ids = {"kb": kb, "ds": out["dataSource"]["dataSourceId"]}
+    status, out = call("PUT", base, {"name": "synced", "dataSourceConfiguration": {
+        "type": "S3", "s3Configuration": {"bucketArn": f"arn:aws:s3:::{bucket}"}}})
+    assert status == 200, out
+    ids["s3ds"] = out["dataSource"]["dataSourceId"]
+    status, out = call("PUT", f"{base}{ids['s3ds']}/ingestionjobs/", {})
+    assert status == 202, out
+    ids["job"] = out["ingestionJob"]["ingestionJobId"]
+    status, out = call("POST", f"{base}{ids['s3ds']}/ingestionjobs/{ids['job']}/stop", {})
+    assert status == 202 and out["ingestionJob"]["status"] == "STOPPED", out
+    return ids

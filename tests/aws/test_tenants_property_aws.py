@@ -4,7 +4,8 @@ every key of a tenant under ``T#<tenant>#``), one OpenSearch node index and one 
 FIFO queue (messages carrying the tenant, grouped under ``<tenant>:``). The random cases of
 tenant_cases.py (every mode, filters on ``tenant`` included, ERAGRAPH_TENANT_CASES cases,
 default 1,000, 33 more through the MCP retrieve tool of POST /mcp and 18 through Bedrock KB
-Retrieve with boto3's client) run over three tenants'
+Retrieve with boto3's client, then 18 chat completions through the openai SDK and the
+bedrock-agent write routes: tenant_doors.py) run over three tenants'
 engines from bootstrap.tenancy; the first
 ``STOCK_CASES`` on stock moto, the rest, like the build, with moto's two table-size costs taken
 out (bench/moto_lean.py: the same answers, tested there), which keeps the file within its time.
@@ -22,8 +23,9 @@ import json
 
 import pytest
 from aws_helpers import BUCKET, aws_environment
-from tenant_cases import (KB_SEARCH_TYPES, TENANTS, build_tenants, cases_per_profile, check_delete, corpora, kb_ask,
-                          mcp_ask, oracles, run_tenant_cases)
+from tenant_cases import (KB_SEARCH_TYPES, TENANTS, QuotingGenerator, build_tenants, cases_per_profile, check_delete,
+                          corpora, kb_ask, mcp_ask, oracles, run_tenant_cases)
+from tenant_doors import check_agent_routes, run_chat_cases
 
 from contract.aws_factories import REGION, create_graph_table, fake_credentials, fake_opensearch_module
 from eragraph.bench.moto_lean import lean_moto
@@ -37,6 +39,7 @@ N_DELETE_DOCS = 6
 STOCK_CASES = 33  # every (tenant, mode) once on stock moto
 MCP_CASES = 33  # every (tenant, mode) once more, through the MCP retrieve tool
 KB_CASES = 18  # every (tenant, Retrieve's modes) twice, through Bedrock KB Retrieve
+CHAT_CASES = 18  # through the openai SDK's chat completions (streamed every other one)
 DELETE_CASES = 33
 KS = (1, 2, 3, 5)  # each result costs moto a node read and a document read: smaller k than elsewhere
 VICTIM = "t-a"  # a prefix of "t-ab", which must survive it
@@ -203,6 +206,25 @@ def test_aws_profile_tenants_leak_nothing(aws_tenancy, atomic_requests):
         through_kb = run_tenant_cases(engines, corpus, KB_CASES, seed=8, checks=checks, ks=KS,
                                       modes=list(KB_SEARCH_TYPES), ask=kb_ask(engines))
     assert through_kb.cases == KB_CASES and all(through_kb.by_tenant.values()), through_kb
+
+    # the chat completions (the openai SDK), then the bedrock-agent write routes with the aws
+    # profile's pipeline: its hand-over is an object under the tenant's prefix of the bucket
+    # (no notification here: what it ingests is the ingest function's, tested elsewhere)
+    if importlib.util.find_spec("openai") is not None:
+        for engine in engines.values():
+            engine.generator = QuotingGenerator()
+        with lean_moto():
+            assert run_chat_cases(engines, CHAT_CASES, seed=9, checks=checks) > 0
+    from eragraph.bootstrap import document_pipeline
+
+    def keys(tenant: str) -> list[str]:
+        listed = [o["Key"] for page in clients["s3"].get_paginator("list_objects_v2").paginate(Bucket=BUCKET)
+                  for o in page.get("Contents", [])]
+        return [k for k in listed if (k.startswith(f"tenants/{tenant}/") if tenant else not k.startswith("tenants/"))]
+
+    pipeline = document_pipeline("aws", None, engines[""].settings, lambda t: engines[t])
+    with lean_moto():
+        assert check_agent_routes(engines, corpus, pipeline, settle=lambda: None, keys=keys) > 0
 
 
 def test_aws_profile_deletes_one_tenant_only(aws_tenancy, atomic_requests):

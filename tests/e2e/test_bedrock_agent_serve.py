@@ -206,7 +206,7 @@ def test_bad_input_gets_the_modelled_error_in_words(served):
          lambda: client.ingest_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=ds_id, documents=[
              {**_inline("m", text="x"), "metadata": {"type": "IN_LINE_ATTRIBUTE", "inlineAttributes": [
                  {"key": "year", "value": {"type": "STRING", "numberValue": 3}}]}}])),
-        (errors.ValidationException, "too large",  # past Bedrock's 5 MB inline limit (and the server's body cap)
+        (errors.ValidationException, "must have at most 5242880 characters",  # past Bedrock's 5 MB inline limit
          lambda: client.ingest_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=ds_id, documents=[
              _inline("big", text="y" * (5 * 1024 * 1024 + 1))])),
         (errors.ValidationException, "nothing to sync",
@@ -230,3 +230,60 @@ def test_bad_input_gets_the_modelled_error_in_words(served):
             break
         time.sleep(0.3)
     assert detail["status"] == "FAILED" and "binary" in detail["statusReason"]
+
+
+def test_a_document_the_ingest_path_refuses_is_counted_failed_only(served):
+    """A new object whose sidecar names another tenant reads and compares as new, then the ingest
+    path refuses it (its metadata names a tenant not the caller's): Bedrock counts it failed,
+    not new as well."""
+    client, kb, folder, _url = served
+    refused = folder.parent / "refused"
+    refused.mkdir()
+    (refused / "kept.txt").write_text("The Skarvik ferry timetable changes in winter. " * 3, encoding="utf-8")
+    (refused / "foreign.txt").write_text("A note that claims another owner. " * 3, encoding="utf-8")
+    (refused / "foreign.txt.metadata.json").write_text('{"metadataAttributes": {"tenant": "someone-else"}}',
+                                                       encoding="utf-8")
+    ds = client.create_data_source(knowledgeBaseId=kb, name="refused", dataSourceConfiguration={
+        "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::notes", "inclusionPrefixes": ["refused/"]}})
+    job = sync(client, kb, ds["dataSource"]["dataSourceId"])
+    assert job["status"] == "COMPLETE", job
+    stats = job["statistics"]
+    assert (stats["numberOfDocumentsScanned"], stats["numberOfNewDocumentsIndexed"],
+            stats["numberOfDocumentsFailed"]) == (2, 1, 1), stats
+    assert any("foreign.txt" in r and "someone-else" in r for r in job["failureReasons"]), job["failureReasons"]
+
+
+def test_list_knowledge_base_documents_pages_by_cursor(served):
+    """ListKnowledgeBaseDocuments pages with GET /documents' cursor (the last document given): a
+    document removed after the first page does not shift the next one (an offset would skip one),
+    and boto3's paginator walks every document once."""
+    client, kb, _folder, _url = served
+    ds = client.create_data_source(knowledgeBaseId=kb, name="paged", dataSourceConfiguration={"type": "CUSTOM"})
+    ds_id = ds["dataSource"]["dataSourceId"]
+    names = [f"p{i}" for i in range(5)]
+    client.ingest_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=ds_id, documents=[
+        _inline(n, text=f"Paged note {n} of the Skarvik harbour. " * 3) for n in names])
+
+    def states(ids):
+        out = client.get_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=ds_id, documentIdentifiers=[
+            {"dataSourceType": "CUSTOM", "custom": {"id": i}} for i in ids])
+        return [d["status"] for d in out["documentDetails"]]
+
+    deadline = time.monotonic() + 60
+    while set(states(names)) != {"INDEXED"} and time.monotonic() < deadline:
+        time.sleep(0.2)
+    first = client.list_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=ds_id, maxResults=2)
+    assert [d["identifier"]["custom"]["id"] for d in first["documentDetails"]] == ["p0", "p1"]
+    client.delete_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=ds_id, documentIdentifiers=[
+        {"dataSourceType": "CUSTOM", "custom": {"id": "p0"}}])
+    while states(["p0"]) != ["NOT_FOUND"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    second = client.list_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=ds_id, maxResults=2,
+                                                  nextToken=first["nextToken"])
+    assert [d["identifier"]["custom"]["id"] for d in second["documentDetails"]] == ["p2", "p3"]
+    pages = client.get_paginator("list_knowledge_base_documents").paginate(
+        knowledgeBaseId=kb, dataSourceId=ds_id, PaginationConfig={"PageSize": 2})
+    assert [d["identifier"]["custom"]["id"] for p in pages for d in p["documentDetails"]] == names[1:]
+    with pytest.raises(client.exceptions.ValidationException) as info:
+        client.list_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=ds_id, nextToken="bm90LWEtdG9rZW4")
+    assert "nextToken is not a token this service returned" in str(info.value)

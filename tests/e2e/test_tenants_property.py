@@ -18,6 +18,7 @@ from eragraph.services.modes import mode_names
 from tenant_cases import (KB_SEARCH_TYPES, TENANTS, QuotingGenerator, answers_nothing, build_tenants,
                           cases_per_profile, check_delete, check_document_routes, corpora, kb_ask, mcp_ask, oracles, run_kb_generate_cases,
                           run_kb_stream_cases, run_tenant_cases, tenant_settings)
+from tenant_doors import check_agent_routes, run_chat_cases
 
 # longer than the suite's per-test limit (pyproject.toml): 1,000 random cases per profile
 pytestmark = pytest.mark.timeout(900)
@@ -98,6 +99,39 @@ def test_document_routes_keep_tenants_apart():
     ten = Tenancy("memory", settings=tenant_settings())
     corpus = corpora(N_DELETE_DOCS, seed=29)
     assert check_document_routes(build_tenants(ten, corpus), corpus) >= 6 * len(TENANTS)
+
+
+def test_chat_tenants_leak_nothing():
+    """POST /v1/chat/completions (streamed and not) and GET /v1/models through the openai SDK, the
+    tenant from the caller's JWT claim: tenant B's question never returns A's passages or
+    citations (tenant_doors.run_chat_cases)."""
+    pytest.importorskip("aws_lambda_powertools")
+    pytest.importorskip("openai")
+    ten = Tenancy("memory", settings=tenant_settings())
+    corpus = corpora(N_DOCS, seed=31)
+    engines = build_tenants(ten, corpus)
+    checks = oracles(engines, corpus)
+    for engine in engines.values():
+        engine.generator = QuotingGenerator()
+    n = max(cases_per_profile() // 8, 4 * len(TENANTS) * len(mode_names()))
+    assert run_chat_cases(engines, n, seed=11, checks=checks) > n
+
+
+def test_bedrock_agent_routes_keep_tenants_apart():
+    """Data sources, ingestion jobs and Ingest/Get/List/Delete KnowledgeBaseDocuments per tenant
+    (tenant_doors.check_agent_routes), the memory profile's pipeline ingesting."""
+    pytest.importorskip("aws_lambda_powertools")
+    from eragraph.bootstrap import document_pipeline
+
+    ten = Tenancy("memory", settings=tenant_settings())
+    corpus = corpora(N_DELETE_DOCS, seed=32)
+    engines = build_tenants(ten, corpus)
+    pipeline = document_pipeline("memory", None, tenant_settings(), lambda t: engines[t])
+    try:
+        checked = check_agent_routes(engines, corpus, pipeline, settle=lambda: pipeline.wait_idle(120))
+    finally:
+        pipeline.close()
+    assert checked >= 5 * len(TENANTS) + 11 * len(TENANTS) * (len(TENANTS) - 1)
 
 
 def test_memory_profile_deletes_one_tenant_only():

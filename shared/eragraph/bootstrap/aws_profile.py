@@ -126,7 +126,7 @@ class AwsProfile(Profile):
     def blobs(self):
         from ..adapters.aws.blob_s3 import S3BlobStore
 
-        return S3BlobStore(self.env["ERAGRAPH_BUCKET"], client=self.s3)
+        return S3BlobStore(self.env["ERAGRAPH_BUCKET"], client=self.s3, ingested=True)
 
     def source_bucket(self, settings, name):
         from ..adapters.aws.blob_s3 import S3BlobStore

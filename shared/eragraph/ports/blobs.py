@@ -1,4 +1,8 @@
-"""The blob store: bytes by key (source files, snapshots)."""
+"""The blob store: bytes by key (source files, snapshots).
+
+A store whose every put is ingested as a document (the AWS documents bucket: its notification
+ingests any key) says so with a true ``ingested`` attribute; nothing but documents is put in it
+(a document's kept text for rebuilds is not)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,8 @@ first step, and every GetIngestionJob or ListIngestionJobs of a running job take
   removed (services.uploads.delete): **deleted**;
 - **wait**: the job is COMPLETE when none of the data source's documents is ``received`` any
   more and its removals are done; documents that ended ``failed`` since the job started count
-  as failed, with their reasons.
+  as failed, with their reasons, and one the job handed over is then no longer counted new
+  (or modified, when a stored version stays): Bedrock counts such a document failed only.
 
 StopIngestionJob stops a running job at once (what it handed over is still ingested); a new
 job resumes the sync: the documents already in are unchanged, so it takes only what is left.
@@ -48,6 +49,8 @@ JOB = "kb-job:"
 STEP_DOCUMENTS = 25  # objects read a step (one submit call: services.uploads.MAX_DOCUMENTS)
 STEP_SECONDS = 8.0
 LEASE_SECONDS = 30.0
+NEW, MODIFIED, METADATA = ("numberOfNewDocumentsIndexed", "numberOfModifiedDocumentsIndexed",
+                           "numberOfMetadataDocumentsModified")
 
 
 def _key(ds_id: str, job_id: str) -> str:
@@ -147,9 +150,9 @@ def _scan(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[st
         if time.time() > deadline and batch:
             break
         job["cursor"] = key
-        up = _compare(engine, pipeline, record, job, store, key, key + SIDECAR_SUFFIX in sidecars)
-        if up is not None:
-            batch.append(up)
+        found = _compare(engine, pipeline, record, job, store, key, key + SIDECAR_SUFFIX in sidecars)
+        if found is not None:
+            batch.append(found)
     _submit(engine, pipeline, job, batch)
     if job["cursor"] >= (keys[-1] if keys else ""):
         present = {kb_sources.stored_source(engine, pipeline, kb_sources.upload_name(record, k)) for k in keys}
@@ -168,8 +171,9 @@ def _scan(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[st
 
 
 def _compare(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[str, Any], store: Any, key: str,
-             has_sidecar: bool) -> Any:
-    """The Upload of one object when it is new or changed (None: unchanged, in flight or failed)."""
+             has_sidecar: bool) -> tuple[Any, str] | None:
+    """The Upload of one object when it is new or changed, and the statistic it was counted in
+    (None: unchanged, in flight or failed)."""
     from .uploads import Upload
 
     name = kb_sources.upload_name(record, key)
@@ -199,33 +203,45 @@ def _compare(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict
         if status is not None and status.state == RECEIVED:  # handed over already, not in yet
             kb_sync.count(job, "numberOfDocumentsSkipped")
             return None
-        kb_sync.count(job, "numberOfNewDocumentsIndexed")
+        statistic = NEW
     elif stored.content_hash != content_hash(doc.text):
-        kb_sync.count(job, "numberOfModifiedDocumentsIndexed")
+        statistic = MODIFIED
     elif not same_attributes(stored, metadata, stored.title):
-        kb_sync.count(job, "numberOfMetadataDocumentsModified")
+        statistic = METADATA
     else:
         kb_sync.count(job, "numberOfDocumentsSkipped")
         return None
-    return Upload(source=name, data=data, metadata=metadata)
+    kb_sync.count(job, statistic)
+    return Upload(source=name, data=data, metadata=metadata), statistic
 
 
-def _submit(engine: Engine, pipeline: Any, job: dict[str, Any], batch: list[Any]) -> None:
-    """Hand ``batch`` to the ingest path; a refused document fails alone, the rest go on."""
+def _submit(engine: Engine, pipeline: Any, job: dict[str, Any], batch: list[tuple[Any, str]]) -> None:
+    """Hand ``batch`` to the ingest path; a refused document fails alone (counted failed only,
+    no longer new or modified), the rest go on."""
     from . import uploads
 
     if not batch:
         return
     try:
-        uploads.submit(engine, pipeline, batch)
+        uploads.submit(engine, pipeline, [up for up, _ in batch])
         return
     except uploads.UploadError:
         pass
-    for up in batch:
+    for up, statistic in batch:
         try:
             uploads.submit(engine, pipeline, [up])
         except uploads.UploadError as exc:
+            _uncount(job, statistic)
             kb_sync.fail_document(job, up.source, str(exc))
+
+
+def _uncount(job: dict[str, Any], *statistics: str) -> None:
+    """A document counted in the first of ``statistics`` that holds one ends failed: it is
+    counted failed only (as Bedrock counts it)."""
+    for statistic in statistics:
+        if job["statistics"][statistic] > 0:
+            kb_sync.count(job, statistic, -1)
+            return
 
 
 def _wait(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[str, Any]) -> None:
@@ -237,6 +253,12 @@ def _wait(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[st
         return
     for s in statuses:
         if s.state == "failed" and s.updated_at >= job["startedAt"]:
+            if s.received_at >= job["startedAt"]:  # handed over by this job: counted new or modified
+                stored = engine.graph.get_document(s.doc_id)
+                if stored is None or stored.is_tombstone:
+                    _uncount(job, NEW)
+                else:  # the stored version stays: it was a modification
+                    _uncount(job, MODIFIED, METADATA)
             kb_sync.fail_document(job, s.source, s.reason)
     job["status"] = kb_sync.COMPLETE
     job.pop("deleting", None)

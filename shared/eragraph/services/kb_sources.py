@@ -137,12 +137,18 @@ def status_detail(engine: Engine, record: Mapping[str, Any], pipeline: Any, iden
     return out
 
 
-def documents(engine: Engine, record: Mapping[str, Any], pipeline: Any) -> list[dict[str, Any]]:
-    """KnowledgeBaseDocumentDetail of every document of the data source, by source."""
+def documents(engine: Engine, record: Mapping[str, Any], pipeline: Any, limit: int,
+              token: str | None = None) -> tuple[list[dict[str, Any]], str | None]:
+    """KnowledgeBaseDocumentDetail of the data source's documents by source, ``limit`` a page
+    after ``token`` (GET /documents' cursor: the last document given, so a page is right whatever
+    was added or removed since the one before), and the next page's token (None: the last)."""
     from . import doc_status
 
     prefix = stored_source(engine, pipeline, upload_name(record, ""))
-    _counts, views = doc_status.listing(engine, prefix)
+    try:
+        _counts, views, cursor, _more = doc_status.page(engine, prefix, limit, token or "")
+    except doc_status.BadCursor:
+        raise kb_sync.SyncError("ValidationException", "nextToken is not a token this service returned") from None
     out = []
     for view in views:
         key = view["source"][len(prefix):]
@@ -152,7 +158,7 @@ def documents(engine: Engine, record: Mapping[str, Any], pipeline: Any) -> list[
         if view.get("reason"):
             detail["statusReason"] = view["reason"]
         out.append(detail)
-    return out
+    return out, cursor
 
 
 def identifier(record: Mapping[str, Any], key: str) -> dict[str, Any]:

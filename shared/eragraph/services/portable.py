@@ -6,7 +6,8 @@ the header: ``{"format": "eragraph-dump", "version": DUMP_VERSION, "providers", 
 and its hyperplanes. Then, one record each:
 
 - ``document``: a live document (its chunk ids, metadata, version) and its ``stored_text``
-  (the blob rebuilds read), when the store keeps it;
+  (the blob rebuilds read), when the store keeps it (a target whose blob puts are ingested, the
+  AWS documents bucket, does not: the text is not put there);
 - ``status``: a document's ingestion status;
 - ``node``: a chunk or summary with its vector (``vector``: base64 of little-endian floats,
   ``dtype`` f4 or f8), layer by layer from 0;
@@ -151,9 +152,15 @@ def check_header(header: Any) -> dict:
         raise DumpError("this is not an eragraph dump (its first record has no \"format\": \"eragraph-dump\")")
     version = header.get("version")
     if version not in READS:
-        newer = isinstance(version, int) and version > max(READS)
-        raise DumpError(f"this dump is version {version!r}; this eragraph reads version "
-                        f"{', '.join(map(str, READS))}" + (": upgrade eragraph to load it" if newer else ""))
+        reads = ", ".join(map(str, READS))
+        if isinstance(version, int) and not isinstance(version, bool) and version > max(READS):
+            why = f"; this eragraph reads version {reads}: upgrade eragraph to load it"
+        elif isinstance(version, int) and not isinstance(version, bool) and version < min(READS):
+            why = (f", older than any this eragraph reads (it reads version {reads}): load it with the "
+                   f"eragraph that wrote it and export it again")
+        else:
+            why = f"; this eragraph reads version {reads}"
+        raise DumpError(f"this dump is version {version!r}{why}")
     return header
 
 
@@ -173,6 +180,9 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
                         tuple(tuple(row) for row in lsh["planes"])))
     if header.get("providers"):
         g.put_meta(PROVIDERS_KEY, header["providers"])
+    # a kept text is put only where a put is not ingested as a new document (the AWS documents
+    # bucket ingests every key; a deployed stack rebuilds from its objects, not kept texts)
+    keep_texts = engine.blobs is not None and not getattr(engine.blobs, "ingested", False)
     docs: dict[str, Document] = {}
     layer_nodes: list[tuple[Node, np.ndarray | None]] = []
     layer_segments: list[Segment] = []  # of the layer being read: applied once the layer above is written
@@ -186,7 +196,7 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
             doc = Document(**{**body, "chunk_ids": tuple(body.get("chunk_ids") or ())})
             g.put_document(doc)
             docs[doc.doc_id] = doc
-            if "stored_text" in record and engine.blobs is not None:
+            if "stored_text" in record and keep_texts:
                 engine.blobs.put(text_key(doc.doc_id), record["stored_text"].encode("utf-8"))
         elif kind == "status":
             g.put_doc_status(DocStatus(**{**body, "pending_shards": tuple(body.get("pending_shards") or ())}))

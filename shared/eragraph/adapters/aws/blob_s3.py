@@ -14,7 +14,10 @@ def _missing(exc) -> bool:
 
 
 class S3BlobStore:
-    def __init__(self, bucket: str, client: Any = None, prefix: str = "") -> None:
+    """``ingested``: every object put in the bucket is ingested by its notification (the
+    documents bucket), so only documents may be put in it (ports.blobs)."""
+
+    def __init__(self, bucket: str, client: Any = None, prefix: str = "", ingested: bool = False) -> None:
         if client is None:
             import boto3
 
@@ -22,6 +25,7 @@ class S3BlobStore:
         self.bucket = bucket
         self.client = client
         self.prefix = prefix
+        self.ingested = ingested
 
     def put(self, key: str, data: bytes) -> None:
         self.client.put_object(Bucket=self.bucket, Key=self.prefix + key, Body=bytes(data))

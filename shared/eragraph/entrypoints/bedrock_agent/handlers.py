@@ -6,7 +6,7 @@ boto3's ``bedrock-agent`` client writes to Eragraph by changing its endpoint, no
 Each request is validated against the operation's input shape by botocore's own validator
 (bedrock_kb.runtime.validate), its path parameters included. The knowledge base id names a
 tenant as on the runtime routes (bedrock_kb.runtime.resolve_tenant: the caller's identity
-decides; another tenant's id is AccessDeniedException, an unknown one ResourceNotFoundException).
+decides; another tenant's id is ResourceNotFoundException, as an unknown one is).
 Refusals are the modelled errors (x-amzn-errortype and a JSON ``message``, in words):
 ValidationException, ResourceNotFoundException, ConflictException (a data source name taken, a
 job running or ended), ServiceQuotaExceededException.
@@ -219,5 +219,7 @@ def list_documents(ctx, knowledgeBaseId: str, dataSourceId: str):  # noqa: N803
 
     def run():
         record = kb_sources.get(engine, dataSourceId)
-        return _page(kb_sources.documents(engine, record, ctx.uploads), request, "documentDetails")
+        details, token = kb_sources.documents(engine, record, ctx.uploads, request.get("maxResults") or DEFAULT_PAGE,
+                                              request.get("nextToken"))
+        return {"documentDetails": details, **({"nextToken": token} if token else {})}
     return _answer(run)

@@ -43,8 +43,15 @@ def _records(path: Path):
         raise CommandError(f"{path}: cannot read it as a gzip-compressed eragraph dump ({exc})") from None
 
 
+def _target(profile: str, store: Path | None, settings, tenant: str):
+    """The engine the dump is written into: the tenant's, registered as every write path
+    registers a new tenant (on AWS the read paths see only registered tenants)."""
+    from ...bootstrap.tenancy import Tenancy
+
+    return Tenancy(profile, store, settings).engine(tenant)
+
+
 def cmd_import(args: argparse.Namespace) -> int:
-    from ...bootstrap import build_engine
     from ...services import portable
     from ...services.store_providers import adopt
 
@@ -56,10 +63,10 @@ def cmd_import(args: argparse.Namespace) -> int:
     settings = adopt(header.get("providers"), settings_of(args))
     if args.store:
         with writing(args.store, create=True):
-            engine = build_engine(args.profile, Path(args.store), settings, tenant=tenant_of(args))
+            engine = _target(args.profile, Path(args.store), settings, tenant_of(args))
             counts = portable.load(engine, chain([header], records))
     else:  # a profile without a store directory (aws: the stack of the environment)
-        engine = build_engine(args.profile, None, settings, tenant=tenant_of(args))
+        engine = _target(args.profile, None, settings, tenant_of(args))
         counts = portable.load(engine, chain([header], records))
     where = args.store or f"the {args.profile} profile's tenant {engine.tenant or '(default)'}"
     emit(args, {"file": str(path), "records": counts},

@@ -76,7 +76,16 @@ from .routes import (ASGI_CHAT_STREAM, ASGI_KB_STREAM, ASGI_MCP, ASGI_QUERY_STRE
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 MAX_BODY_BYTES = 1 << 20
-UPLOAD_MAX_BODY_BYTES = 6 * (1 << 20)  # POST /documents: Lambda's request payload limit, as on AWS
+UPLOAD_MAX_BODY_BYTES = 6 * (1 << 20)  # the routes that take documents: Lambda's request payload limit, as on AWS
+
+
+def takes_documents(path: str) -> bool:
+    """POST /documents and IngestKnowledgeBaseDocuments (Bedrock's inline documents are up to
+    5 MB each): their bodies are capped at UPLOAD_MAX_BODY_BYTES, every other route's at
+    MAX_BODY_BYTES."""
+    path = path.rstrip("/")
+    return path == "/documents" or (path.startswith("/knowledgebases/") and path.endswith("/documents")
+                                    and "/datasources/" in path)
 BACKLOG = 2048
 FAST_WORKERS = 4
 SLOW_WORKERS = 1
@@ -278,7 +287,7 @@ class ApiApp:
     async def read_body(self, scope: dict, receive, send, headers: dict[str, str]) -> bytes | None:
         """The request's whole body; None when the client left, or it was over the route's cap
         (answered 413)."""
-        cap = UPLOAD_MAX_BODY_BYTES if scope["path"].rstrip("/") == "/documents" else MAX_BODY_BYTES
+        cap = UPLOAD_MAX_BODY_BYTES if takes_documents(scope["path"]) else MAX_BODY_BYTES
         too_large = f"request body too large (at most {cap} bytes)"
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > cap:

@@ -1,0 +1,69 @@
+"""An ingestion job's statistics when the ingest path fails a document it was handed (the ingest
+function rejects it after the job compared it as new or modified): Bedrock counts such a document
+failed only, so the job moves it out of new (or modified, when a stored version stays) into
+failed, with its reason."""
+
+from __future__ import annotations
+
+import time
+
+from eragraph.adapters.memory.blob_memory import MemoryBlobStore
+from eragraph.bootstrap import build_engine, document_pipeline
+from eragraph.bootstrap.memory import MemoryProfile
+from eragraph.config import settings_from_env
+from eragraph.domain import kb_sync
+from eragraph.domain.ids import document_id_for_source
+from eragraph.services import doc_status, kb_jobs, kb_sources
+
+ENV = {"ERAGRAPH_EMBEDDER": "hash", "ERAGRAPH_SUMMARIZER": "extractive", "ERAGRAPH_GENERATOR": "none"}
+REASON = "the document is too large for one store item"
+
+
+class Rejecting:
+    """The memory profile's pipeline, except that its ingest rejects what it is handed, as the
+    ingest function records a document it cannot take (services.doc_status.record_failed)."""
+
+    def __init__(self, pipeline) -> None:
+        self.pipeline = pipeline
+
+    def __getattr__(self, name):
+        return getattr(self.pipeline, name)
+
+    def ingest(self, engine, keys) -> None:
+        for key in keys:
+            source = self.pipeline.source_of(engine, key)
+            doc_status.record_failed(engine, source, REASON, document_id_for_source(source))
+
+
+def run(engine, pipeline, record) -> dict:
+    job = kb_jobs.start(engine, pipeline, record)
+    deadline = time.monotonic() + 60
+    while job["status"] in kb_sync.RUNNING and time.monotonic() < deadline:
+        getattr(pipeline, "wait_idle", lambda _s: None)(30)
+        job = kb_jobs.advance(engine, pipeline, record, kb_jobs.get(engine, record["dataSourceId"],
+                                                                   job["ingestionJobId"]))
+    assert job["status"] == kb_sync.COMPLETE, job
+    return job
+
+
+def test_a_document_the_ingest_path_fails_is_counted_failed_only(monkeypatch):
+    bucket = MemoryBlobStore()
+    monkeypatch.setitem(MemoryProfile.BUCKETS, "notes", bucket)
+    engine = build_engine("memory", settings=settings_from_env(ENV))
+    pipeline = document_pipeline("memory", None, engine.settings, lambda tenant: engine)
+    try:
+        record = kb_sources.create(engine, "KB", {"name": "notes", "dataSourceConfiguration": {
+            "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::notes"}}})
+        bucket.put("docs/kept.txt", b"The ferry leaves Skarvik harbour at dawn. " * 3)
+        first = run(engine, pipeline, record)["statistics"]
+        assert (first["numberOfNewDocumentsIndexed"], first["numberOfDocumentsFailed"]) == (1, 0), first
+
+        bucket.put("docs/kept.txt", b"The ferry leaves Skarvik harbour at noon. " * 3)  # modified
+        bucket.put("docs/new.txt", b"The lighthouse keeper writes the ship log. " * 3)  # new
+        job = run(engine, Rejecting(pipeline), record)
+        stats = job["statistics"]
+        assert (stats["numberOfDocumentsScanned"], stats["numberOfNewDocumentsIndexed"],
+                stats["numberOfModifiedDocumentsIndexed"], stats["numberOfDocumentsFailed"]) == (2, 0, 0, 2), stats
+        assert sorted(r.split(": ", 1)[1] for r in job["failureReasons"]) == [REASON, REASON]
+    finally:
+        pipeline.close()
