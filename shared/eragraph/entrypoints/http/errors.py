@@ -127,6 +127,17 @@ ANSWERS: dict[type[Exception], Callable[[Any, Any], Answer]] = {
 }
 
 
+def refusal(exc: Exception) -> Answer | None:
+    """The (status, JSON body, headers) of a refusal of ``ANSWERS`` outside the resolver (the
+    streamed routes, before their head); None: ``exc`` is no refusal (a fault: the caller gets
+    ``request_log.withheld``'s words)."""
+    for kind, answer in ANSWERS.items():
+        if isinstance(exc, kind):
+            status, body, headers = answer(exc, None)
+            return status, body if isinstance(body, dict) else {"message": str(body)}, dict(headers)
+    return None
+
+
 def validation_answers() -> dict[type[Exception], Callable[[Any, Any], Answer]]:
     """The answers to the resolver's own validation errors (422, 415): powertools' exceptions,
     imported here only, so that the ASGI server imports this module without the ``aws`` extra."""
