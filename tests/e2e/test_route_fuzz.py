@@ -1,8 +1,14 @@
 """The API fuzz over every route of the route table (issue 46), against `eragraph serve` in process:
 each route is found in eragraph.entrypoints.http.routes, so a route added later is fuzzed without
 an edit here. Seeded: a fixed seed in CI, ERAGRAPH_FUZZ_SEED (e.g. random in the nightly
-benchmarks) to explore. Every answer must be below 500, and no error body may carry an ARN, an
-account id, a Python class name, a traceback or a file path."""
+benchmarks) to explore. Every answer must be below 500, and no error may carry an ARN, an account
+id, a Python class name, a traceback or a file path: an error body, an MCP tool error, and on the
+streamed routes an NDJSON error line (POST /query/stream), an SSE error event (the chat stream)
+or an exception frame (the KB stream). The served store has a generator that writes its answer in
+pieces and fails with internal text on some questions, so the streams' own error paths are hit.
+The console's static paths (``/``, ``/console/<file>``) are fuzzed too, with traversal attempts
+that must name no file outside its folder. The test reports how many requests it made, how many
+server errors and how many internal strings it found (both must be 0)."""
 
 from __future__ import annotations
 
@@ -12,6 +18,8 @@ import os
 import random
 import re
 import threading
+from importlib import resources
+from urllib.parse import unquote
 
 import pytest
 
@@ -23,6 +31,7 @@ from support import make_engine  # noqa: E402
 from eragraph.domain.knowledge_base import knowledge_base_id  # noqa: E402
 from eragraph.entrypoints.http.routes import ROUTES  # noqa: E402
 from eragraph.entrypoints.http.server import make_server  # noqa: E402
+from eragraph.ports.records import Answer  # noqa: E402
 from eragraph.services import ingest  # noqa: E402
 
 SEED = int(os.environ.get("ERAGRAPH_FUZZ_SEED", "4601"))  # noqa: env read by a test, not the package
@@ -46,6 +55,10 @@ SEEDS: dict[str, dict] = {  # a valid body per POST path, mutated by the fuzz
                                                                           "arguments": {"query": "ferry", "k": 2}}},
 }
 SEEDS["/retrieveAndGenerateStream"] = SEEDS["/retrieveAndGenerate"]
+SEEDS["/query/stream"] = SEEDS["/query"]
+SEEDS["/v1/chat/completions"] = {"model": "eragraph-dense", "stream": True,
+                                 "messages": [{"role": "user", "content": "ferry log"}]}
+FAULT = "arn:aws:iam::123456789012:role/eragraph-ops in /srv/app/eragraph/providers/bedrock.py"
 MCP_EXTRA = [  # JSON-RPC shapes the mutations would rarely reach
     [{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}],
     {"jsonrpc": "2.0", "id": 3, "method": "no/such/method"},
@@ -54,6 +67,37 @@ MCP_EXTRA = [  # JSON-RPC shapes the mutations would rarely reach
     {"jsonrpc": "1.0", "method": "ping"},
     [],
 ]
+
+
+def _console_files() -> list[str]:
+    root = resources.files("eragraph.entrypoints.console").joinpath("static")
+    return sorted(p.name for p in root.joinpath("js").iterdir() if p.name.endswith(".js"))[:3]
+
+
+# the console's static paths: its files, names that are not there, and ways out of its folder
+CONSOLE_OK = ["/", "/index.html", "/console/console.css"] + [f"/console/js/{n}" for n in _console_files()]
+CONSOLE_OUT = ["/console/../../../../etc/passwd", "/console/..%2f..%2f..%2fetc%2fpasswd",
+               "/console/%2e%2e/%2e%2e/__init__.py", "/console/js/../../assets.py", "/console/..\\assets.py",
+               "/console/./index.html", "/console//etc/passwd", "/console/%00index.html", "/console/",
+               "/console/js/", "/console/nope.js", "/console/" + "a/" * 300 + "b.js", "/console/%ff%fe.js",
+               "/console/index.html%00.js", "/console/~/.ssh/id_rsa", "/console/C:%5cWindows%5cwin.ini"]
+
+
+class Fuzzy:
+    """A generator that writes its answer in pieces, and fails with internal text (an ARN, an
+    account id, a path) on a question about comets: the streams' error paths."""
+
+    identity = "fuzz-stand-in"
+
+    def answer(self, question, evidence, **_):
+        if "comet" in question:
+            raise RuntimeError(FAULT)
+        return Answer(text="The ferry log.", cited_ids=(evidence[0][0],) if evidence else (), tokens_in=1,
+                      tokens_out=1, model="fuzz-stand-in")
+
+    def stream(self, question, evidence, **_):
+        yield "The "
+        yield self.answer(question, evidence)
 
 
 def concrete(path: str) -> str:
@@ -101,12 +145,50 @@ def cases(rng: random.Random):
         if route.path == "/mcp":
             for body in MCP_EXTRA:
                 yield route, "POST", path, raw(body)
+        if route.path in ("/query/stream", "/v1/chat/completions", "/retrieveAndGenerateStream", "/mcp"):
+            yield route, route.method, path, raw(_comet(route.path, seed))  # the generator's fault
+
+
+def _comet(path: str, seed: dict) -> dict:
+    body = json.loads(json.dumps(seed))
+    if path == "/v1/chat/completions":
+        body["messages"][0]["content"] = "comet tails"
+    elif path == "/mcp":
+        body["params"] = {"name": "answer", "arguments": {"query": "comet tails", "k": 2}}
+    elif "input" in body:
+        body["input"]["text"] = "comet tails"
+    else:
+        body["query"] = "comet tails"
+    return body
+
+
+def errors_in(status: int, content_type: str, data: bytes) -> list[str]:
+    """The error texts of one answer: its body when it is an error; on a 200, the stream's error
+    lines, events and exception frames, or an MCP tool error."""
+    text = data.decode("utf-8", errors="replace")
+    if status >= 400:
+        return [text]
+    if "x-ndjson" in content_type:
+        return [line for line in text.splitlines() if '"type": "error"' in line]
+    if "event-stream" in content_type:
+        return [event for event in text.split("\n\n") if '"error"' in event]
+    if "amazon.eventstream" in content_type:
+        from botocore.eventstream import EventStreamBuffer
+
+        frames = EventStreamBuffer()
+        frames.add_data(data)
+        return [f.payload.decode("utf-8", errors="replace") for f in frames
+                if f.headers.get(":message-type") == "exception"]
+    if content_type.startswith("application/json") and re.search(r'"isError":\s*true', text):
+        return [text]
+    return []
 
 
 @pytest.fixture(scope="module")
 def server():
     engine = make_engine()
     ingest.ingest(engine, [ingest.SourceDoc(source="notes/a.txt", text="The harbour master keeps the ferry log. " * 4)])
+    engine.generator = Fuzzy()
     served = make_server(engine, port=0)
     threading.Thread(target=served.serve_forever, daemon=True).start()
     yield served
@@ -114,22 +196,58 @@ def server():
     served.server_close()
 
 
+def _less_path(text: str, path: str) -> str:
+    """An error's text without the caller's own path (as sent, and as the server decoded it)."""
+    for given in (path, unquote(path)):
+        text = text.replace(given.replace("\\", "\\\\"), "")
+    return text
+
+
+def _ask(host, port, method: str, path: str, body: bytes | None) -> tuple[int, str, bytes]:
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    conn.request(method, path, body=body, headers=headers if body is not None else {})
+    try:
+        response = conn.getresponse()
+        out = response.status, response.getheader("content-type") or "", response.read()
+    except (http.client.HTTPException, ConnectionError) as exc:  # a connection dropped: a server error
+        out = 599, "", f"connection dropped: {exc!r}".encode()
+    finally:
+        conn.close()
+    return out
+
+
 def test_every_route_answers_fuzz_below_500_without_internal_text(server):
     host, port = server.server_address[:2]
     rng = random.Random(SEED)
-    failures, seen = [], set()
+    server_errors, internal, seen, streamed, requests = [], [], set(), set(), 0
     for route, method, path, body in cases(rng):
         seen.add(route.key)
-        conn = http.client.HTTPConnection(host, port, timeout=60)
-        headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-        conn.request(method, path, body=body, headers=headers)
-        response = conn.getresponse()
-        data = response.read()
-        conn.close()
-        text = data.decode("utf-8", errors="replace")
-        if response.status >= 500:
-            failures.append((route.key, response.status, body[:120] if body else None, text[:200]))
-        elif response.status >= 400 and INTERNAL.search(QUOTED.sub("", text)):
-            failures.append((route.key, response.status, "internal text", text[:300]))
+        status, content_type, data = _ask(host, port, method, path, body)
+        requests += 1
+        if status >= 500:
+            server_errors.append((route.key, status, body[:120] if body else None, data[:200]))
+            continue
+        found = errors_in(status, content_type, data)
+        if status < 400 and found:
+            streamed.add(route.key)
+        internal += [(route.key, status, e[:300]) for e in found if INTERNAL.search(QUOTED.sub("", e))]
+    for path in CONSOLE_OK + CONSOLE_OUT:
+        status, content_type, data = _ask(host, port, "GET", path, None)
+        requests += 1
+        if status >= 500:
+            server_errors.append(("console", status, path, data[:200]))
+        elif path in CONSOLE_OUT and status < 400:
+            assert path in ("/console/./index.html",) or data.startswith(b"<!doctype"), path  # never another file
+        elif status >= 400 and INTERNAL.search(_less_path(data.decode("utf-8", errors="replace"), path)):
+            internal.append(("console", status, data[:300]))
+        if path in CONSOLE_OK:
+            assert status == 200, (path, status)
+    print(f"route fuzz, seed {SEED}: {requests} requests, {len(server_errors)} server errors, "
+          f"{len(internal)} internal strings (errors inside 200 answers checked on {sorted(streamed)})")
     assert seen == {r.key for r in ROUTES}
-    assert not failures, f"seed {SEED}: {failures[:5]}"
+    # the generator's faults reached the NDJSON, SSE, event-stream and MCP error paths
+    assert streamed >= {"POST /query/stream", "POST /v1/chat/completions", "POST /retrieveAndGenerateStream",
+                        "POST /mcp"}, streamed
+    assert not server_errors, f"seed {SEED}: {server_errors[:5]}"
+    assert not internal, f"seed {SEED}: {internal[:5]}"

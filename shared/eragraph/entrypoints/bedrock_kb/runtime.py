@@ -64,7 +64,7 @@ class KbError(Exception):
 
     STATUS = {"ValidationException": 400, "AccessDeniedException": 403, "ResourceNotFoundException": 404,
               "ThrottlingException": 429, "DependencyFailedException": 424, "ConflictException": 409,
-              "ServiceQuotaExceededException": 402}
+              "ServiceQuotaExceededException": 402, "InternalServerException": 500}
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -238,6 +238,11 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: i
                 raise KbError("DependencyFailedException", withheld("a model call failed", exc)) from None
             # mid-stream: the stream's own exception event, which boto3's EventStream raises
             yield eventstream.exception("dependencyFailedException", withheld("the answer broke off", exc))
+            return
+        except Exception as exc:  # noqa: BLE001 (a fault of ours: in words, never a dropped connection)
+            if not pieces:
+                raise KbError("InternalServerException", withheld("the answer failed", exc)) from None
+            yield eventstream.exception("internalServerException", withheld("the answer broke off", exc))
             return
         if item is None:
             break

@@ -16,6 +16,7 @@ import uuid
 
 from ...bootstrap.identity import TenantForbidden
 from ..bedrock_kb import runtime as bedrock_kb
+from ..request_log import withheld
 from .admission import ForeignTenant, RateLimited
 from .body import BadRequestBody, parse_body
 from .context import answer_budget
@@ -60,6 +61,11 @@ async def _answer(server, scope: dict, send, loop, pool, prepare) -> None:
     except (BadRequestBody, TenantForbidden, ForeignTenant, TenantNotChosen, UnknownTenant, RateLimited,
             BudgetTooLarge, bedrock_kb.KbError) as exc:
         status, headers, text = kb_error(exc).response()
+        await server.send_whole(send, scope, status, headers, text.encode())
+        return
+    except Exception as exc:  # noqa: BLE001 (a fault: the modelled 500 in words, never uvicorn's plain one)
+        status, headers, text = bedrock_kb.KbError("InternalServerException",
+                                                   withheld("the answer failed", exc)).response()
         await server.send_whole(send, scope, status, headers, text.encode())
         return
     await send({"type": "http.response.start", "status": 200,
