@@ -752,3 +752,17 @@ def test_a_tenant_cannot_fill_the_stream_function():
         assert RES[name]["Properties"]["Environment"]["Variables"]["ERAGRAPH_ANSWER_MAX_BUDGET"] == {
             "Ref": "AnswerMaxBudget"}, name
     assert TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["ERAGRAPH_PRICES"] == {"Ref": "ModelPrices"}
+
+
+def test_knowledge_base_ids_are_salted_by_a_secret_of_the_stack():
+    """Every function gets ERAGRAPH_KB_ID_SALT (domain.knowledge_base): the NoEcho parameter, or
+    the stack's own id; never empty, so a tenant's id cannot be computed from its name."""
+    param = TEMPLATE["Parameters"]["KnowledgeBaseIdSalt"]
+    assert param["NoEcho"] in (True, "true") and param["Default"] == ""
+    salt = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["ERAGRAPH_KB_ID_SALT"]
+    assert salt == {"Fn::If": ["HasKbIdSalt", {"Ref": "KnowledgeBaseIdSalt"},
+                               {"Fn::Select": [2, {"Fn::Split": ["/", {"Ref": "AWS::StackId"}]}]}]}
+    for name, fn in of_type("AWS::Serverless::Function").items():
+        own = ((fn["Properties"].get("Environment") or {}).get("Variables") or {})
+        assert "ERAGRAPH_KB_ID_SALT" not in own, name  # the global one, never overridden
+

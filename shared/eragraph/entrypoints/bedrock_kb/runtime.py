@@ -101,14 +101,16 @@ def validate(operation: str, params: dict[str, Any], service: str = SERVICE) -> 
         raise KbError("ValidationException", str(exc)) from None
 
 
-def resolve_tenant(kb_id: str, caller: str, tenants: Callable[[], Iterable[str]] | None = None) -> str:  # noqa: ARG001
-    """The caller's tenant when ``kb_id`` is its knowledge base id, else ResourceNotFoundException:
-    the same answer for an id of no tenant and for another tenant's, so that a caller cannot learn
-    which tenants exist (``tenants`` is no longer read)."""
-    if kb_id == knowledge_base_id(caller):
+def resolve_tenant(kb_id: str, caller: str, tenants: Callable[[], Iterable[str]] | None = None,  # noqa: ARG001
+                   salt: str = "") -> str:
+    """The caller's tenant when ``kb_id`` is its knowledge base id (under the deployment's
+    ``salt``), else ResourceNotFoundException: the same answer for an id of no tenant and for
+    another tenant's, so that a caller cannot learn which tenants exist (``tenants`` is no longer
+    read)."""
+    own = knowledge_base_id(caller, salt)
+    if kb_id == own:
         return caller
-    raise KbError("ResourceNotFoundException",
-                  f"no knowledge base {kb_id} that this caller may read (the caller's is {knowledge_base_id(caller)})")
+    raise KbError("ResourceNotFoundException", f"no knowledge base {kb_id} that this caller may read (the caller's is {own})")
 
 
 def query_key(text: str, retrieval: dict[str, Any]) -> str:

@@ -38,8 +38,8 @@ async def serve_kb_stream(server, scope: dict, send, body: bytes) -> None:
         request = parse_body(body.decode("utf-8", errors="replace"))
         bedrock_kb.validate("RetrieveAndGenerateStream", request)
         kb_id = bedrock_kb.knowledge_base_config(request)["knowledgeBaseId"]
-        tenant = bedrock_kb.resolve_tenant(kb_id, caller, server.tenants)
-        engine = server.engine if server.engines is None else server.engines(tenant)
+        engine = server.engine if server.engines is None else server.engines(caller)
+        bedrock_kb.resolve_tenant(kb_id, caller, salt=engine.settings.kb_id_salt)  # the caller's, or a 404
         budget = answer_budget(server.limits, engine)
         release.append(server.open_stream(caller))  # last: a refused request holds no slot
         frames = bedrock_kb.retrieve_and_generate_stream(engine, request, budget)
