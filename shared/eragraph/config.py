@@ -198,6 +198,9 @@ class Settings:
     # the folder BUCKET_FOLDER/NAME). Empty: no data source of type S3 can be created.
     source_buckets: str = ""
     bucket_folder: str = ""
+    # the deployment's secret salt of knowledge base ids (domain.knowledge_base; ERAGRAPH_KB_ID_SALT):
+    # "" gives the unsalted ids of earlier versions
+    kb_id_salt: str = field(default="", repr=False)
     # the fields the environment or a flag set (settings_from_env, with_overrides): a store's
     # recorded providers replace the others (services.store_providers); not compared
     explicit: tuple[str, ...] = field(default=(), compare=False, repr=False)

@@ -23,10 +23,11 @@ def test_status_of_a_document_and_counts_per_prefix_per_tenant(two_tenants, lamb
     status, body, _ = call(query.handler, http_event("GET", f"/documents/{a_doc.doc_id}", authorizer=jwt("a")),
                            lambda_context)
     assert status == 200 and body["status"] == "done" and body["received_at"] <= body["updated_at"]
-    failed_id = doc_status.record_failed(two_tenants["a"], f"s3://{BUCKET}/tenants/a/photo.png", "x").doc_id
+    failed_id = doc_status.record_failed(two_tenants["a"], f"s3://{BUCKET}/tenants/a/photo.png",
+                                         "encrypted PDF").doc_id
     status, body, _ = call(query.handler, http_event("GET", f"/documents/{failed_id}", authorizer=jwt("a")),
                            lambda_context)
-    assert status == 200 and (body["status"], body["reason"], body["chunks"]) == ("failed", "x", 0)
+    assert status == 200 and (body["status"], body["reason"], body["chunks"]) == ("failed", "encrypted PDF", 0)
     status, _, _ = call(query.handler, http_event("GET", f"/documents/{failed_id}", authorizer=jwt("b")),
                         lambda_context)
     assert status == 404  # another tenant's failure is not there

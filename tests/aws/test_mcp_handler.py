@@ -142,3 +142,35 @@ def test_malformed_mcp_requests_are_4xx_in_words(two_tenants, lambda_context):
     ev["headers"]["accept"] = "application/json, text/event-stream"
     got, body, _ = call(query.handler, ev, lambda_context)
     assert got == 200 and body["id"] == 7 and body["error"]["code"] == -32601
+
+
+def test_a_lone_surrogate_in_tool_arguments_is_a_tool_error_not_a_protocol_error(two_tenants, lambda_context):
+    """docs/mcp.md: a bad call is a tool error in words; JSON's "\\ud800" is valid JSON but no
+    Unicode text (the SDK's parser refuses it as a parse error of the whole body)."""
+    query = load_handler("query")
+
+    def post(raw: str):
+        ev = http_event("POST", "/mcp", None, jwt("a"))
+        ev["routeKey"] = ev["requestContext"]["routeKey"] = "POST /mcp"
+        ev["headers"].update({"content-type": "application/json", "accept": "application/json, text/event-stream"})
+        ev["body"] = raw
+        out = query.handler(ev, lambda_context)
+        return out["statusCode"], json.loads(out["body"])
+
+    for args, where in [('{"query": "a\\ud800b"}', "arguments.query"),
+                        ('{"query": "ok", "filter": {"equals": {"key": "y", "value": "\\udc00"}}}',
+                         "arguments.filter.equals.value"),
+                        ('{"query": "ok", "filter": {"\\ud83d": 1}}', "arguments.filter (a key)")]:
+        status, body = post('{"jsonrpc": "2.0", "id": 5, "method": "tools/call", '
+                            f'"params": {{"name": "retrieve", "arguments": {args}}}}}')
+        assert status == 200 and body["id"] == 5 and "error" not in body, body
+        assert body["result"]["isError"] is True
+        words = body["result"]["content"][0]["text"]
+        assert words.startswith(f"{where} is not valid Unicode") and "lone surrogate" in words
+    # a surrogate pair is text: the call runs
+    status, body = post('{"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "retrieve", '
+                        '"arguments": {"query": "harbour \\ud83d\\ude00"}}}')
+    assert status == 200 and body["result"].get("isError") is not True, body
+    # outside the arguments it stays the protocol's parse error, in words
+    status, body = post('{"jsonrpc": "2.0", "id": "\\ud800", "method": "ping"}')
+    assert status == 400 and body["error"]["message"].startswith("Parse error")

@@ -752,3 +752,39 @@ def test_a_tenant_cannot_fill_the_stream_function():
         assert RES[name]["Properties"]["Environment"]["Variables"]["ERAGRAPH_ANSWER_MAX_BUDGET"] == {
             "Ref": "AnswerMaxBudget"}, name
     assert TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["ERAGRAPH_PRICES"] == {"Ref": "ModelPrices"}
+
+
+def test_knowledge_base_ids_are_salted_by_a_secret_of_the_stack():
+    """Every function gets ERAGRAPH_KB_ID_SALT (domain.knowledge_base): the NoEcho parameter, or
+    the stack's own id; never empty, so a tenant's id cannot be computed from its name."""
+    param = TEMPLATE["Parameters"]["KnowledgeBaseIdSalt"]
+    assert param["NoEcho"] in (True, "true") and param["Default"] == ""
+    salt = TEMPLATE["Globals"]["Function"]["Environment"]["Variables"]["ERAGRAPH_KB_ID_SALT"]
+    assert salt == {"Fn::If": ["HasKbIdSalt", {"Ref": "KnowledgeBaseIdSalt"},
+                               {"Fn::Select": [2, {"Fn::Split": ["/", {"Ref": "AWS::StackId"}]}]}]}
+    for name, fn in of_type("AWS::Serverless::Function").items():
+        own = ((fn["Properties"].get("Environment") or {}).get("Variables") or {})
+        assert "ERAGRAPH_KB_ID_SALT" not in own, name  # the global one, never overridden
+
+
+def test_the_search_domain_publishes_its_error_and_slow_logs():
+    """CKV_AWS_84 done, not suppressed: the domain's application (error) logs and its search and
+    indexing slow logs go to a log group with retention, which a resource policy lets only this
+    account's domain write to (streams of that group only); the domain is created after it."""
+    domain = RES["SearchDomain"]
+    skips = [s["id"] for s in (domain.get("Metadata") or {}).get("checkov", {}).get("skip", [])]
+    assert "CKV_AWS_84" not in skips
+    group = RES["SearchLogGroup"]["Properties"]
+    assert group["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    target = {"Fn::Sub": "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:${SearchLogGroup}"}
+    options = domain["Properties"]["LogPublishingOptions"]
+    assert set(options) == {"ES_APPLICATION_LOGS", "SEARCH_SLOW_LOGS", "INDEX_SLOW_LOGS"}
+    assert all(o == {"Enabled": True, "CloudWatchLogsLogGroupArn": target} for o in options.values())
+    assert domain["DependsOn"] in ("SearchLogPolicy", ["SearchLogPolicy"])
+    raw = RES["SearchLogPolicy"]["Properties"]["PolicyDocument"]["Fn::Sub"]
+    policy = json.loads(re.sub(r"\$\{[^}]+\}", "X", raw))  # its substitutions as plain strings
+    [statement] = policy["Statement"]
+    assert statement["Principal"] == {"Service": "es.amazonaws.com"} and statement["Effect"] == "Allow"
+    assert sorted(statement["Action"]) == ["logs:CreateLogStream", "logs:PutLogEvents"]
+    assert "${SearchLogGroup}:*" in raw and set(statement["Condition"]) == {"StringEquals", "ArnLike"}
+    assert "domain/eragraph-${Stage}" in raw and "aws:SourceAccount" in raw

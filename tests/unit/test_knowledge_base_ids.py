@@ -39,3 +39,59 @@ def test_the_tenant_is_found_back_from_its_id_and_an_unknown_id_finds_none():
 def test_shape_check():
     assert is_knowledge_base_id("ABCDE12345") and is_knowledge_base_id("abcde12345")
     assert not any(is_knowledge_base_id(x) for x in ["ABCDE1234", "ABCDE123456", "ABCDE-1234", ""])
+
+
+def test_a_salted_id_cannot_be_computed_from_the_tenant_name_alone():
+    salted = {t: knowledge_base_id(t, "deployment-secret") for t in TENANTS}
+    pattern = modelled_pattern()
+    assert all(re.fullmatch(pattern, kb) for kb in salted.values()) and len(set(salted.values())) == len(TENANTS)
+    assert all(salted[t] != knowledge_base_id(t) for t in TENANTS)  # not the unsalted hash of the name
+    assert all(salted[t] != knowledge_base_id(t, "another-deployment") for t in TENANTS)
+    assert salted == {t: knowledge_base_id(t, "deployment-secret") for t in TENANTS}  # stable
+    assert tenant_of(salted["globex"], TENANTS, "deployment-secret") == "globex"
+    assert tenant_of(knowledge_base_id("globex"), TENANTS, "deployment-secret") is None
+
+
+def test_every_caller_of_the_id_uses_the_deployment_s_salt():
+    """Through `eragraph serve` with ERAGRAPH_KB_ID_SALT: GET /stats and MCP's stats name the salted
+    id, the KB runtime and bedrock-agent routes answer it, and the unsalted id (what anyone can
+    compute from a tenant name) is the same 404 as an id of no tenant."""
+    import http.client
+    import json
+    import threading
+
+    import boto3
+    import pytest
+    from botocore.config import Config
+    from support import make_engine
+
+    pytest.importorskip("uvicorn")
+    from eragraph.entrypoints.http.server import make_server
+    from eragraph.services import ingest
+
+    engine = make_engine(kb_id_salt="deployment-secret")
+    ingest.ingest(engine, [ingest.SourceDoc(source="notes/a.txt", text="The harbour master keeps the ferry log.")])
+    server = make_server(engine, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        host, port = server.server_address[:2]
+        conn = http.client.HTTPConnection(host, port, timeout=30)
+        conn.request("GET", "/stats")
+        stats = json.loads(conn.getresponse().read())
+        conn.close()
+        salted = knowledge_base_id("", "deployment-secret")
+        assert stats["knowledge_base_id"] == salted != knowledge_base_id("")
+        options = dict(region_name="us-east-1", endpoint_url=server.url, aws_access_key_id="x",
+                       aws_secret_access_key="x", config=Config(retries={"max_attempts": 1}))
+        runtime, agent = boto3.client("bedrock-agent-runtime", **options), boto3.client("bedrock-agent", **options)
+        found = runtime.retrieve(knowledgeBaseId=salted, retrievalQuery={"text": "ferry"})
+        assert found["retrievalResults"]
+        assert agent.list_data_sources(knowledgeBaseId=salted)["dataSourceSummaries"] == []
+        for guessed in (knowledge_base_id(""), knowledge_base_id("globex", "deployment-secret"), "ZZZZZZZZZZ"):
+            with pytest.raises(runtime.exceptions.ResourceNotFoundException):
+                runtime.retrieve(knowledgeBaseId=guessed, retrievalQuery={"text": "ferry"})
+            with pytest.raises(agent.exceptions.ResourceNotFoundException):
+                agent.list_data_sources(knowledgeBaseId=guessed)
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -16,6 +16,7 @@ import zipfile
 from dataclasses import dataclass
 
 from .model import BadInputError
+from .refusals import human_size, refused
 
 PDF, DOCX, HTML, CSV, JSONL, TEXT = "pdf", "docx", "html", "csv", "jsonl", "text"
 
@@ -138,5 +139,6 @@ def kind_of(data: bytes, name: str) -> str:
     if found.kind:
         return found.kind
     if found.reason == "empty file":
-        raise BadInputError(f"{name}: empty file")
-    raise BadInputError(f"{name}: unsupported binary file: {found.reason}")
+        raise refused(BadInputError(f"{name}: empty file"), "empty")
+    raise refused(BadInputError(f"{name}: unsupported binary file: {found.reason}"), "binary",
+                  what=found.reason.removeprefix("binary data (").removesuffix(")"), size=human_size(len(data)))

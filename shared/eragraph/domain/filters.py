@@ -52,6 +52,8 @@ class MetadataError(EragraphError):
     """Document metadata that is not a flat object of strings, numbers, booleans and lists of
     strings under valid keys."""
 
+    refusal = "metadata"  # its words are the rule broken (domain.refusals)
+
 
 class FilterError(EragraphError):
     """A filter that is not valid: an unknown operator, a bad key or value, too deep."""

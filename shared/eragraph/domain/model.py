@@ -21,12 +21,16 @@ class ConflictError(EragraphError):
 class BadInputError(EragraphError):
     """A document could not be read (empty, binary, not UTF-8, too large...)."""
 
+    refusal = "unreadable"  # its failed status's reason (domain.refusals) when none is attached
+
 
 DELETED = "deleted"  # the status of a tombstone: a document removed by a versioned delete
 
 
 class ItemTooLargeError(BadInputError):
     """A document or node would not fit one item of the store (DynamoDB: 400 KB)."""
+
+    refusal = "too_large_to_store"
 
 
 class LexicalIndexMissing(EragraphError):

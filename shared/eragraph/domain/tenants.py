@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .model import BadInputError
+from .refusals import refused
 
 DEFAULT = ""
 KEY_PREFIX = "tenants/"  # S3 keys (and local paths) tenants/<id>/...
@@ -28,6 +29,8 @@ _ID = re.compile(ID_PATTERN)
 
 class TenantError(BadInputError):
     """A tenant id that is not valid, or two sources naming different tenants."""
+
+    refusal = "metadata"  # its words are the rule the document's metadata broke
 
 
 def check_tenant(tenant: Any) -> str:
@@ -64,5 +67,6 @@ def resolve(given: str, metadata: Mapping[str, Any] | None, where: str) -> tuple
         return given, rest
     named = check_tenant(named)
     if given and named != given:
-        raise TenantError(f"{where}: its metadata names tenant {named!r} but it belongs to tenant {given!r}")
+        raise refused(TenantError(f"{where}: its metadata names tenant {named!r} but it belongs to tenant {given!r}"),
+                      "wrong_tenant", named=repr(named))
     return named, rest

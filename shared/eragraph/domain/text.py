@@ -7,6 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from .model import BadInputError
+from .refusals import human_size, refused, sizes
 
 MAX_DOCUMENT_BYTES = 20 * 1024 * 1024
 
@@ -15,7 +16,9 @@ def check_size(name: str, size: int, max_bytes: int) -> None:
     """A document of ``size`` bytes is refused over ``max_bytes``: asked before it is read
     (a file's stat, an S3 object's ContentLength) as well as of bytes in hand."""
     if size > max_bytes:
-        raise BadInputError(f"{name}: {size} bytes is over the {max_bytes}-byte limit")
+        shown, limit = sizes(size, max_bytes)
+        raise refused(BadInputError(f"{name}: {size} bytes is over the {max_bytes}-byte limit"), "too_large",
+                      size=shown, limit=limit)
 
 
 def decode_document(data: bytes, name: str, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
@@ -23,16 +26,18 @@ def decode_document(data: bytes, name: str, max_bytes: int = MAX_DOCUMENT_BYTES)
     of file the bytes are is domain.filekind's question; other kinds go through
     providers.extractors."""
     if len(data) == 0:
-        raise BadInputError(f"{name}: empty file")
+        raise refused(BadInputError(f"{name}: empty file"), "empty")
     check_size(name, len(data), max_bytes)
     if b"\x00" in data[:8192]:
-        raise BadInputError(f"{name}: binary file (NUL bytes), not text")
+        raise refused(BadInputError(f"{name}: binary file (NUL bytes), not text"), "binary",
+                      what="NUL bytes", size=human_size(len(data)))
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise BadInputError(f"{name}: not valid UTF-8 (byte {exc.start})") from None
+        raise refused(BadInputError(f"{name}: not valid UTF-8 (byte {exc.start})"), "not_utf8",
+                      size=human_size(len(data))) from None
     if not text.strip():
-        raise BadInputError(f"{name}: no text in file")
+        raise refused(BadInputError(f"{name}: no text in file"), "no_text", kind="text", size=human_size(len(data)))
     return text
 
 

@@ -50,6 +50,8 @@ from ..services.engine import Engine
 from ..services.modes import MODES, available_modes
 from ..domain.validation import describe_all
 from .documents import document_json  # GET /documents/{id}'s own JSON, with the document's status
+from .mcp_unicode import BAD_ARGUMENT_KEY, buffered, screen
+from .mcp_unicode import message as bad_unicode
 
 log = logging.getLogger(__name__)
 
@@ -213,6 +215,9 @@ def build_server(get_engine: Callable[[str], Engine], tenant: str | None = None,
         return types.ListToolsResult(tools=await run(lambda: tools_for(engine_of(ctx)), None))
 
     async def call_tool(ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        bad = (getattr(getattr(ctx, "request", None), "scope", None) or {}).get(BAD_ARGUMENT_KEY)
+        if bad:  # a lone surrogate in the arguments (entrypoints.mcp_unicode): a tool error, in words
+            return _error(bad_unicode(bad))
         arguments = params.arguments or {}
         mode = arguments.get("mode") if params.name in ("retrieve", "answer") else None
         try:
@@ -276,6 +281,14 @@ async def serve_http(server: Server, scope: dict, receive, send, tenant: str,
         return
     scope = dict(scope)
     scope[TENANT_KEY] = tenant
+    body, receive, put = await buffered(receive, MAX_BODY_BYTES)
+    if body is not None:
+        screened, bad = screen(body)
+        if bad:
+            put(screened)
+            scope[BAD_ARGUMENT_KEY] = bad
+            scope["headers"] = [(k, v) for k, v in scope.get("headers", []) if k.lower() != b"content-length"] + [
+                (b"content-length", str(len(screened)).encode())]
     manager = StreamableHTTPSessionManager(server, json_response=True, stateless=True, security_settings=security,
                                            max_request_body_size=MAX_BODY_BYTES)
     async with manager.run():

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ..domain import filekind
 from ..domain.model import BadInputError
+from ..domain.refusals import human_size, refused, sizes
 from ..domain.text import check_size, decode_document
 
 
@@ -70,8 +71,8 @@ class _Budget:
     def check(self, where: str) -> None:
         spent = self.clock() - self.start
         if spent > self.seconds:
-            raise BadInputError(f"{self.name}: extraction took over the {self.seconds:g}-second limit "
-                                f"({spent:.1f} s, at {where})")
+            raise refused(BadInputError(f"{self.name}: extraction took over the {self.seconds:g}-second limit "
+                                        f"({spent:.1f} s, at {where})"), "too_slow", limit=f"{self.seconds:g}")
 
 
 def _lines(text: str) -> str:
@@ -79,9 +80,11 @@ def _lines(text: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def _no_text(name: str, text: str, why: str = "no text in file") -> str:
+def _no_text(name: str, text: str, kind: str, size: int, why: str = "no text in file") -> str:
     if not text.strip():
-        raise BadInputError(f"{name}: {why}")
+        if kind == filekind.PDF:
+            raise refused(BadInputError(f"{name}: {why}"), "no_text_layer", size=human_size(size))
+        raise refused(BadInputError(f"{name}: {why}"), "no_text", kind=kind.upper(), size=human_size(size))
     return text
 
 
@@ -95,28 +98,32 @@ def pdf_text(data: bytes, name: str, limits: ReadLimits, clock: Callable[[], flo
             try:
                 opened = reader.decrypt("")  # an owner-password-only PDF opens with no password
             except (pypdf.errors.DependencyError, NotImplementedError) as exc:
-                raise BadInputError(f"{name}: encrypted PDF that cannot be decrypted here ({exc})") from None
+                raise refused(BadInputError(f"{name}: encrypted PDF that cannot be decrypted here ({exc})"),
+                              "encrypted_pdf") from None
             if not opened:
-                raise BadInputError(f"{name}: encrypted PDF (needs a password)")
+                raise refused(BadInputError(f"{name}: encrypted PDF (needs a password)"), "encrypted_pdf")
         pages = len(reader.pages)
     except BadInputError:
         raise
     except Exception as exc:  # pypdf raises many kinds on a damaged file
-        raise BadInputError(f"{name}: damaged PDF ({type(exc).__name__}: {exc})") from None
+        raise refused(BadInputError(f"{name}: damaged PDF ({type(exc).__name__}: {exc})"), "damaged",
+                      kind="PDF", size=human_size(len(data))) from None
     if pages > limits.max_pdf_pages:
-        raise BadInputError(f"{name}: {pages} pages is over the {limits.max_pdf_pages}-page limit")
+        raise refused(BadInputError(f"{name}: {pages} pages is over the {limits.max_pdf_pages}-page limit"),
+                      "too_many_pages", pages=pages, limit=limits.max_pdf_pages)
     if pages == 0:
-        raise BadInputError(f"{name}: PDF without pages")
+        raise refused(BadInputError(f"{name}: PDF without pages"), "no_pages")
     parts = []
     for number in range(pages):
         budget.check(f"page {number + 1} of {pages}")
         try:
             parts.append(reader.pages[number].extract_text() or "")
         except Exception as exc:
-            raise BadInputError(f"{name}: damaged PDF page {number + 1} ({type(exc).__name__}: {exc})") from None
+            raise refused(BadInputError(f"{name}: damaged PDF page {number + 1} ({type(exc).__name__}: {exc})"),
+                          "damaged", kind="PDF", size=human_size(len(data))) from None
     budget.check(f"the end of {pages} pages")
     text = "\n\n".join(p.strip() for p in parts if p.strip())
-    _no_text(name, text, "no text layer (scanned?)")
+    _no_text(name, text, filekind.PDF, len(data), "no text layer (scanned?)")
     try:
         title = (reader.metadata.title if reader.metadata else None) or ""
     except Exception:  # a damaged info dictionary: no title
@@ -136,10 +143,13 @@ def docx_text(data: bytes, name: str, limits: ReadLimits, clock: Callable[[], fl
     try:
         size = unzipped_size(data)
     except (zipfile.BadZipFile, ValueError, EOFError) as exc:
-        raise BadInputError(f"{name}: damaged DOCX ({exc})") from None
+        raise refused(BadInputError(f"{name}: damaged DOCX ({exc})"), "damaged", kind="DOCX",
+                      size=human_size(len(data))) from None
     if size > limits.max_unzipped_bytes:
-        raise BadInputError(f"{name}: DOCX unpacks to {size} bytes, over the "
-                            f"{limits.max_unzipped_bytes}-byte limit (a zip bomb?)")
+        unpacked, limit = sizes(size, limits.max_unzipped_bytes)
+        raise refused(BadInputError(f"{name}: DOCX unpacks to {size} bytes, over the "
+                                    f"{limits.max_unzipped_bytes}-byte limit (a zip bomb?)"),
+                      "unzips_too_large", size=unpacked, limit=limit)
     docx = _need("docx", "python-docx", "DOCX")
     from docx.table import Table
 
@@ -164,8 +174,9 @@ def docx_text(data: bytes, name: str, limits: ReadLimits, clock: Callable[[], fl
     except BadInputError:
         raise
     except Exception as exc:
-        raise BadInputError(f"{name}: damaged DOCX ({type(exc).__name__}: {exc})") from None
-    text = _no_text(name, "\n".join(lines))
+        raise refused(BadInputError(f"{name}: damaged DOCX ({type(exc).__name__}: {exc})"), "damaged",
+                      kind="DOCX", size=human_size(len(data))) from None
+    text = _no_text(name, "\n".join(lines), filekind.DOCX, len(data))
     return Extracted(filekind.DOCX, text, title.strip())
 
 
@@ -183,7 +194,8 @@ def html_text(text: str, name: str = "page.html") -> Extracted:
         root = lxml_html.document_fromstring(text.encode("utf-8"),
                                              parser=lxml_html.HTMLParser(encoding="utf-8", remove_comments=True))
     except Exception as exc:  # lxml's ParserError on a document with no elements
-        raise BadInputError(f"{name}: HTML without content ({exc})") from None
+        raise refused(BadInputError(f"{name}: HTML without content ({exc})"), "no_text", kind="HTML",
+                      size=human_size(len(text.encode("utf-8")))) from None
     title = " ".join((root.findtext(".//title") or "").split())
     for element in list(root.iter(*_DROP)):
         if element.getparent() is not None:
@@ -192,7 +204,7 @@ def html_text(text: str, name: str = "page.html") -> Extracted:
         element.tail = "\n" + (element.tail or "")
         element.text = "\n" + (element.text or "")
     body = _lines(root.text_content())
-    return Extracted(filekind.HTML, _no_text(name, body), title)
+    return Extracted(filekind.HTML, _no_text(name, body, filekind.HTML, len(text.encode("utf-8"))), title)
 
 
 def extract(data: bytes, name: str, limits: ReadLimits = ReadLimits(), kind: str | None = None,

@@ -1,6 +1,9 @@
 """Record and read document statuses (domain.doc_status) through the graph store's StatusStore
 (ports.documents).
 
+Reasons are the owner's words (domain.refusals: a fixed vocabulary plus the file's kind and
+size), never an exception's text; the detail is in the logs.
+
 Writes: the ingest records ``indexed`` (with the layer-0 shards its chunks were announced in)
 after the announcement, so the shards' dirty markers exist before the record names them; every
 path that refuses a document (a reader's error, the ingest's own, an S3 object rejected)
@@ -20,7 +23,9 @@ import time
 from collections.abc import Iterable, Mapping
 
 from ..domain.doc_status import FAILED, INDEXED, RECEIVED, DocStatus, StatusCounts, effective_state
+from ..domain import refusals
 from ..domain.ids import document_id_for_source
+from ..domain.refusals import is_vocabulary
 from .announce import dirty_key, shard_of
 from .engine import Engine
 
@@ -50,13 +55,18 @@ def record_failed(engine: Engine, source: str, reason: str, doc_id: str = "", no
                 reason=reason or "failed (no reason given)")
 
 
-def record_failures(engine: Engine, errors: Iterable[Mapping[str, str]], ids: Mapping[str, str] | None = None) -> int:
+def record_failures(engine: Engine, errors: Iterable[Mapping[str, str]], ids: Mapping[str, str] | None = None,
+                    reasons: Mapping[str, str] | None = None) -> int:
     """A ``failed`` status for each ``{"source", "error"}`` entry (a reader's or the ingest's);
-    ``ids``: source -> document id where the document named its own."""
+    ``ids``: source -> document id where the document named its own; ``reasons``: source -> the
+    reason in words (domain.refusals); an entry without one records the error itself only when
+    it is the vocabulary's, else the vocabulary's "not readable" (the error is the logs')."""
     n = 0
     for err in errors:
         source = err.get("source", "")
-        record_failed(engine, source, err.get("error", ""), (ids or {}).get(source, ""))
+        error = err.get("error", "")
+        why = (reasons or {}).get(source) or (error if is_vocabulary(error) else refusals.reason("unreadable"))
+        record_failed(engine, source, why, (ids or {}).get(source, ""))
         n += 1
     return n
 
@@ -92,8 +102,8 @@ def view(status: DocStatus, dirty: set[int], whole_layer: bool) -> dict:
     state = effective_state(status, set(status.pending_shards) if whole_layer else dirty)
     out = {"state": state, "source": status.source, "received_at": status.received_at,
            "updated_at": status.updated_at}
-    if status.reason:
-        out["reason"] = status.reason
+    if status.reason:  # one recorded before the vocabulary may hold an exception's text: never shown
+        out["reason"] = status.reason if is_vocabulary(status.reason) else refusals.reason("earlier")
     return out
 
 

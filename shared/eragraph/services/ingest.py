@@ -24,6 +24,7 @@ from ..domain.filters import MetadataError, check_metadata, chunk_attrs
 from ..domain.ids import chunk_id, content_hash, document_id_for_source
 from ..domain.lsh import hash_vectors
 from ..domain.model import ConflictError, Document, ItemTooLargeError, Node
+from ..domain.refusals import reason, reason_of, refused
 from ..domain.sequencer import supersedes
 from ..domain import tenants
 from ..domain.tenants import TenantError
@@ -55,6 +56,12 @@ Progress = Callable[[int], None]
 COMMIT_ATTEMPTS = 8
 
 
+def _refuse(report: ChangeReport, reasons: dict[str, str], source: str, error: str, why: str) -> None:
+    """One document refused: its error entry (the detail) and its status's reason (words)."""
+    report.errors.append({"source": source, "error": error})
+    reasons[source] = why
+
+
 def own_metadata(engine: Engine, src: SourceDoc) -> dict | None:
     """A document's metadata without its ``tenant`` attribute, which must name the engine's
     tenant (documents are routed to their tenant's engine before they get here)."""
@@ -62,8 +69,8 @@ def own_metadata(engine: Engine, src: SourceDoc) -> dict | None:
         return src.metadata
     named, rest = tenants.resolve(engine.tenant, src.metadata, src.source)
     if named != engine.tenant:
-        raise TenantError(f"{src.source}: its metadata names tenant {named!r}, not this store's "
-                          f"({engine.tenant or 'the default tenant'})")
+        raise refused(TenantError(f"{src.source}: its metadata names tenant {named!r}, not this store's "
+                                  f"({engine.tenant or 'the default tenant'})"), "wrong_tenant", named=repr(named)[:80])
     return rest
 
 
@@ -324,18 +331,19 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         pending: list[tuple[SourceDoc, str, list, Document | None, dict]] = []
         retags: list[_Retag] = []
         errors_before = len(report.errors)
+        reasons: dict[str, str] = {}  # source -> the reason its failed status records
         seen: set[str] = set()
         for src in batch:
             doc_id = src.resolved_id
             digest = content_hash(src.text)
             if doc_id in seen:
-                report.errors.append({"source": src.source, "error": f"duplicate document id {doc_id} in batch"})
+                _refuse(report, reasons, src.source, f"duplicate document id {doc_id} in batch", reason("duplicate"))
                 continue
             seen.add(doc_id)
             try:
                 metadata = check_metadata(own_metadata(engine, src))
             except (MetadataError, TenantError) as exc:
-                report.errors.append({"source": src.source, "error": str(exc)})
+                _refuse(report, reasons, src.source, str(exc), reason_of(exc))
                 continue
             stored = engine.graph.get_document(doc_id, include_deleted=True)
             old = _live(stored)
@@ -361,7 +369,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
                 try:
                     engine.graph.check_fits(item.doc)
                 except ItemTooLargeError as exc:
-                    report.errors.append({"source": src.source, "error": str(exc)})
+                    _refuse(report, reasons, src.source, str(exc), reason_of(exc))
                     continue
                 retags.append(item)
                 continue
@@ -396,7 +404,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
             try:
                 engine.graph.check_fits(doc, mine)  # refused whole, before any of it is written
             except ItemTooLargeError as exc:
-                report.errors.append({"source": src.source, "error": str(exc)})
+                _refuse(report, reasons, src.source, str(exc), reason_of(exc))
                 continue
             mine_metas = [leaf_meta(n, doc, engine.tenant) for n in mine]
             nodes += mine
@@ -427,7 +435,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         for doc, live in committed:  # after the announcement: its shards' markers are set
             doc_status.record_indexed(engine, doc.doc_id, doc.source, (code for _, code in live), doc.content_hash)
         doc_status.record_failures(engine, report.errors[errors_before:],
-                                   {src.source: src.resolved_id for src in batch})
+                                   {src.source: src.resolved_id for src in batch}, reasons)
         engine.vectors.flush()  # the removed chunks' deletes, before the record that redoes them goes
         if token:
             followup.end(engine, token)

@@ -30,6 +30,7 @@ one job at once (two polls) are kept apart by a lease in the record (LEASE_SECON
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -39,6 +40,8 @@ from ..domain.doc_status import RECEIVED
 from ..domain.filters import MetadataError
 from ..domain.ids import content_hash, document_id_for_source
 from ..domain.model import BadInputError
+from ..domain.refusals import reason, reason_of
+from ..domain.text import check_size
 from ..providers.extractors import ReadLimits
 from . import kb_sources
 from .engine import Engine
@@ -51,6 +54,8 @@ STEP_SECONDS = 8.0
 LEASE_SECONDS = 30.0
 NEW, MODIFIED, METADATA = ("numberOfNewDocumentsIndexed", "numberOfModifiedDocumentsIndexed",
                            "numberOfMetadataDocumentsModified")
+
+LOG = logging.getLogger("eragraph.kb")
 
 
 def _key(ds_id: str, job_id: str) -> str:
@@ -136,7 +141,10 @@ def _listed(engine: Engine, record: Mapping[str, Any]) -> tuple[Any, list[str], 
     try:
         names = store.list(prefix)
     except Exception as exc:  # noqa: BLE001 (any failure of the listing: the job's reason, in words)
-        raise kb_sync.SyncError("ValidationException", f"bucket {bucket!r} cannot be listed: {exc}") from None
+        LOG.warning("data source bucket not listed", extra={"bucket": bucket, "error": f"{type(exc).__name__}: {exc}"})
+        code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")  # botocore's ClientError
+        why = {"AccessDenied": "access denied", "NoSuchBucket": "no such bucket"}.get(code, "the detail is in the logs")
+        raise kb_sync.SyncError("ValidationException", f"bucket {bucket!r} cannot be listed ({why})") from None
     return store, sorted(k for k in names if not is_sidecar(k)), {k for k in names if is_sidecar(k)}
 
 
@@ -163,7 +171,9 @@ def _scan(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[st
             try:
                 uploads.delete(engine, pipeline, status.doc_id)
             except (uploads.UnknownDocument, BadInputError) as exc:
-                kb_sync.fail_document(job, status.source, f"not removed: {exc}")
+                LOG.warning("document not removed", extra={"source": status.source, "error": str(exc)})
+                why = "it is no longer known" if isinstance(exc, uploads.UnknownDocument) else "refused (the detail is in the logs)"
+                kb_sync.fail_document(job, status.source, reason("not_removed", why=why))
                 continue
             job["deleting"].append(status.doc_id)
             kb_sync.count(job, "numberOfDocumentsDeleted")
@@ -180,9 +190,7 @@ def _compare(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict
     kb_sync.count(job, "numberOfDocumentsScanned")
     limits = ReadLimits.from_settings(engine.settings)
     try:
-        size = store.size(key)
-        if size > limits.max_bytes:
-            raise BadInputError(f"{size} bytes; at most {limits.max_bytes} (ERAGRAPH_MAX_DOCUMENT_BYTES)")
+        check_size(key, store.size(key), limits.max_bytes)
         data = store.get(key)
         metadata: dict[str, Any] = {}
         if has_sidecar:
@@ -194,7 +202,9 @@ def _compare(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict
         kb_sync.count(job, "numberOfDocumentsSkipped")
         return None
     except (BadInputError, MetadataError, ValueError) as exc:
-        kb_sync.fail_document(job, name, str(exc))
+        LOG.info("document not taken", extra={"source": name, "error": str(exc)})
+        kb_sync.fail_document(job, name, reason_of(exc) if isinstance(exc, (BadInputError, MetadataError))
+                              else reason("unreadable"))
         return None
     source = kb_sources.stored_source(engine, pipeline, name)
     stored = engine.graph.get_document(document_id_for_source(source))
@@ -230,7 +240,7 @@ def _submit(engine: Engine, pipeline: Any, job: dict[str, Any], batch: list[tupl
     for up, statistic in batch:
         try:
             uploads.submit(engine, pipeline, [up])
-        except uploads.UploadError as exc:
+        except uploads.UploadError as exc:  # the caller's own input, in words (the API's 400s)
             _uncount(job, statistic)
             kb_sync.fail_document(job, up.source, str(exc))
 

@@ -39,6 +39,7 @@ from ..domain.filters import MetadataError, check_metadata
 from ..domain.ids import content_hash, document_id_for_source
 from ..domain.model import BadInputError
 from ..domain.object_changes import ObjectChange, UnusableRecord
+from ..domain.refusals import reason, reason_of
 from ..domain.tenants import TenantError, tenant_of_key
 from ..domain.text import check_size
 from ..providers.extractors import ReadLimits
@@ -144,8 +145,9 @@ class ObjectEvents:
                 doc_status.delete(engine, document_id_for_source(source))  # not "received" forever
             return None
         except (BadInputError, MetadataError) as exc:  # a bad file is reported, never retried forever
-            self.log.error("document rejected", extra={"source": source, "error": str(exc)})
-            doc_status.record_failed(engine, source, str(exc))
+            why = reason_of(exc)  # the owner's words; the detail is the log line's
+            self.log.error("document rejected", extra={"source": source, "error": str(exc), "status_reason": why})
+            doc_status.record_failed(engine, source, why)
             counts["rejected"] += 1
             return None
         doc = ingest.SourceDoc(source=source, text=read.text, title=read.title, version=version,
@@ -213,8 +215,7 @@ class ObjectEvents:
         """The document's status says why its message is being retried (and, once the retries
         are spent, why it sits in the dead-letter queue); a later success replaces it."""
         try:
-            doc_status.record_failed(engine, source, f"ingest error, retried from the queue and then kept "
-                                                     f"in its dead-letter queue: {type(exc).__name__}: {exc}")
+            doc_status.record_failed(engine, source, reason("internal_retried"))  # the detail: the caller's log line
         except Exception:  # the store itself failing: the log line of the caller is what is left
             self.log.exception("document status not recorded", extra={"source": source})
 

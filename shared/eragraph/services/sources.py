@@ -34,6 +34,7 @@ from typing import Any
 from ..domain import filekind
 from ..domain.filters import MetadataError, check_metadata
 from ..domain.model import BadInputError
+from ..domain.refusals import reason_of
 from ..domain.text import MAX_DOCUMENT_BYTES, check_size, decode_document, titled_text
 from ..providers.extractors import ReadLimits, extract
 from .ingest import SourceDoc
@@ -263,13 +264,15 @@ def iter_jsonl(path: Path, errors: list[dict[str, str]], base: Mapping[str, Any]
 
 def iter_sources(paths: Iterable[str | Path], errors: list[dict[str, str]],
                  limits: ReadLimits | int = MAX_DOCUMENT_BYTES, raw: dict[str, bytes] | None = None,
-                 csv_mapping: CsvMapping | None = None) -> Iterator[SourceDoc]:
+                 csv_mapping: CsvMapping | None = None, reasons: dict[str, str] | None = None
+                 ) -> Iterator[SourceDoc]:
     """The documents under ``paths``, one at a time: folders are walked lazily, JSONL corpora
     are read line by line, other files one file at a time, each refused before it is read when
     its size is over the limit (``limits``: ReadLimits, or just the byte limit). Unreadable
     files, lines and rows are appended to ``errors`` as they are met; ``raw`` (when given)
     receives the bytes of each non-JSONL file keyed by its source. Each document carries its
-    sidecar's metadata (a JSONL line's own over it)."""
+    sidecar's metadata (a JSONL line's own over it). ``reasons`` (when given) receives each
+    refused file's status reason in words (domain.refusals), keyed by its source."""
     if isinstance(limits, int):
         limits = ReadLimits(max_bytes=limits)
     for path in iter_files(paths):
@@ -296,9 +299,13 @@ def iter_sources(paths: Iterable[str | Path], errors: list[dict[str, str]],
                     for d in read_document(data, name, source, path.stem, limits, errors, csv_mapping, path)]
         except MetadataError as exc:
             errors.append({"source": name, "error": str(exc)})
+            if reasons is not None:
+                reasons[name] = reason_of(exc)
             continue
         except BadInputError as exc:
             errors.append({"source": name, "error": str(exc).split(": ", 1)[-1]})
+            if reasons is not None:
+                reasons[name] = reason_of(exc)
             continue
         except OSError as exc:
             errors.append({"source": name, "error": f"cannot read: {exc.strerror}"})

@@ -32,7 +32,7 @@ def stats(engine: Engine) -> dict[str, Any]:
                        "largest_segment": max(lens) if lens else None})
     lsh = engine.graph.get_lsh()
     return {
-        "knowledge_base_id": knowledge_base_id(engine.tenant),
+        "knowledge_base_id": knowledge_base_id(engine.tenant, engine.settings.kb_id_salt),
         "documents": document_count(engine),
         "layers": layers,
         "s_min": s.s_min, "s_max": s.s_max, "n_planes": s.n_planes, "max_layers": s.max_layers,

@@ -33,6 +33,7 @@ from contextlib import nullcontext
 from typing import Any
 
 from ..domain.doc_status import RECEIVED
+from ..domain.refusals import reason, reason_of
 from . import doc_status, remove, resummarize
 from .engine import Engine
 from .object_events import ObjectEvents, new_counts
@@ -172,7 +173,7 @@ class UploadWorker:
                 except Exception as exc:  # noqa: BLE001 (one job's fault is its own)
                     self.log.exception("upload job failed", extra={"job": job[0]})
                     if job[0] == "ingest":
-                        doc_status.record_failed(engine, job[1], f"ingest error: {type(exc).__name__}: {exc}")
+                        doc_status.record_failed(engine, job[1], reason_of(exc))  # the detail: the line above
             for engine in touched.values():
                 resummarize.drain(engine)
 
@@ -202,8 +203,7 @@ class UploadWorker:
             try:
                 engine.blobs.size(status.source)
             except (KeyError, ValueError):
-                doc_status.record_failed(engine, status.source, "its bytes were not stored before the server "
-                                         "stopped: submit it again", status.doc_id)
+                doc_status.record_failed(engine, status.source, reason("bytes_lost"), status.doc_id)
                 continue
             self._ingest(engine, status.source)
         resummarize.requeue_dirty(engine)

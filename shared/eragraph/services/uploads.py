@@ -34,6 +34,7 @@ from ..domain import tenants
 from ..domain.filters import MetadataError, check_metadata
 from ..domain.ids import document_id_for_source
 from ..domain.model import BadInputError
+from ..domain.refusals import reason
 from ..ports.uploads import DocumentPipeline
 from . import doc_status
 from .engine import Engine
@@ -174,7 +175,7 @@ def submit(engine: Engine, pipeline: DocumentPipeline, uploads: Sequence[Upload]
         try:
             _store(engine, key, doc_id, up.data, metadata)
         except ValueError as exc:  # a key the blob store refuses
-            doc_status.record_failed(engine, source, f"not stored: {exc}", doc_id)
+            doc_status.record_failed(engine, source, reason("not_stored"), doc_id)
             raise UploadError(f"{up.source}: {exc}") from None
         keys.append(key)
         out.append({"doc_id": doc_id, "source": source, "state": "received"})

@@ -41,7 +41,9 @@ def _request(ctx, operation: str, write: bool = True, **path: str) -> tuple[dict
         raise KbError("ValidationException", "the body must be a JSON object")
     request = {**body, **path}
     validate(operation, request, SERVICE)
-    tenant = resolve_tenant(path["knowledgeBaseId"], ctx.caller(), ctx.tenants)
+    tenant = ctx.caller()
+    salt = ctx.get_engine(tenant).settings.kb_id_salt  # the deployment's (every engine has the same)
+    resolve_tenant(path["knowledgeBaseId"], tenant, salt=salt)  # the caller's, or a 404
     writer = getattr(ctx, "write_engine", None) if write else None
     return request, (writer or ctx.get_engine)(tenant)
 

@@ -64,7 +64,7 @@ class KbError(Exception):
 
     STATUS = {"ValidationException": 400, "AccessDeniedException": 403, "ResourceNotFoundException": 404,
               "ThrottlingException": 429, "DependencyFailedException": 424, "ConflictException": 409,
-              "ServiceQuotaExceededException": 402}
+              "ServiceQuotaExceededException": 402, "InternalServerException": 500}
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -101,14 +101,16 @@ def validate(operation: str, params: dict[str, Any], service: str = SERVICE) -> 
         raise KbError("ValidationException", str(exc)) from None
 
 
-def resolve_tenant(kb_id: str, caller: str, tenants: Callable[[], Iterable[str]] | None = None) -> str:  # noqa: ARG001
-    """The caller's tenant when ``kb_id`` is its knowledge base id, else ResourceNotFoundException:
-    the same answer for an id of no tenant and for another tenant's, so that a caller cannot learn
-    which tenants exist (``tenants`` is no longer read)."""
-    if kb_id == knowledge_base_id(caller):
+def resolve_tenant(kb_id: str, caller: str, tenants: Callable[[], Iterable[str]] | None = None,  # noqa: ARG001
+                   salt: str = "") -> str:
+    """The caller's tenant when ``kb_id`` is its knowledge base id (under the deployment's
+    ``salt``), else ResourceNotFoundException: the same answer for an id of no tenant and for
+    another tenant's, so that a caller cannot learn which tenants exist (``tenants`` is no longer
+    read)."""
+    own = knowledge_base_id(caller, salt)
+    if kb_id == own:
         return caller
-    raise KbError("ResourceNotFoundException",
-                  f"no knowledge base {kb_id} that this caller may read (the caller's is {knowledge_base_id(caller)})")
+    raise KbError("ResourceNotFoundException", f"no knowledge base {kb_id} that this caller may read (the caller's is {own})")
 
 
 def query_key(text: str, retrieval: dict[str, Any]) -> str:
@@ -238,6 +240,11 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: i
                 raise KbError("DependencyFailedException", withheld("a model call failed", exc)) from None
             # mid-stream: the stream's own exception event, which boto3's EventStream raises
             yield eventstream.exception("dependencyFailedException", withheld("the answer broke off", exc))
+            return
+        except Exception as exc:  # noqa: BLE001 (a fault of ours: in words, never a dropped connection)
+            if not pieces:
+                raise KbError("InternalServerException", withheld("the answer failed", exc)) from None
+            yield eventstream.exception("internalServerException", withheld("the answer broke off", exc))
             return
         if item is None:
             break

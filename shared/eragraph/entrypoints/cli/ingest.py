@@ -85,10 +85,12 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 
     engine = open_engine(args, create=True)
     errors: list[dict[str, str]] = []
+    reasons: dict[str, str] = {}  # source -> a refused file's status reason (domain.refusals)
     mapping = CsvMapping.from_settings(engine.settings)
     total = None if args.quiet else count_inputs(args.paths, csv_rows=mapping is not None)
     size = None if args.quiet else input_bytes(args.paths)
-    docs = iter_sources(args.paths, errors, ReadLimits.from_settings(engine.settings), csv_mapping=mapping)
+    docs = iter_sources(args.paths, errors, ReadLimits.from_settings(engine.settings), csv_mapping=mapping,
+                        reasons=reasons)
     others: dict[str, list] = {}  # documents whose metadata names another tenant: ingested after, in theirs
     out = ingest_docs(engine, route_tenants(docs, engine.tenant, others, errors), args, total=total,
                       errors=errors, total_bytes=size)
@@ -96,7 +98,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         args.tenant = tenant
         merge_counts(out, ingest_docs(open_engine(args, create=True), tenant_docs, args))
     from ...services import doc_status
-    doc_status.record_failures(engine, errors)  # the readers' refusals (the ingest records its own)
+    doc_status.record_failures(engine, errors, reasons=reasons)  # the readers' refusals (the ingest records its own)
     out["errors"] = errors + out["errors"]
     for err in out["errors"]:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)

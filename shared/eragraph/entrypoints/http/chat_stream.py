@@ -3,7 +3,10 @@ of eragraph.entrypoints.openai_chat sent as the generator writes them (a chunked
 
 The request is admitted as every route's (the ApiApp's admission: the caller's tenant, its rate
 bucket) and refused in the endpoint's JSON error before the first event; a failure after it is
-an ``error`` event (OpenAI's shape) before ``[DONE]``. The resolver answers the same request
+an ``error`` event (OpenAI's shape) before ``[DONE]``. Every refusal of the API (errors.ANSWERS:
+no tenant chosen, a foreign one, a budget over the cap, too many open streams...) has its status
+before the head; a fault is what failed and the request id (request_log.withheld), never the
+exception's text, which is in the log. The resolver answers the same request
 whole (handlers.post_chat_completions: the API Gateway function answers whole responses)."""
 
 from __future__ import annotations
@@ -12,12 +15,11 @@ import asyncio
 import contextvars
 import json
 
-from ...bootstrap.identity import TenantForbidden
 from .. import openai_chat
-from .admission import RateLimited
-from .body import BadRequestBody, parse_body
+from ..request_log import withheld
+from .body import parse_body
 from .context import answer_budget
-from .errors import error_body
+from .errors import error_body, refusal
 
 
 def wants_stream(body: bytes) -> bool:
@@ -58,16 +60,10 @@ async def _answer(server, scope: dict, send, loop, pool, prepare) -> None:
     try:
         events = await loop.run_in_executor(pool, context.run, prepare)
         first = await loop.run_in_executor(pool, context.run, next, events, None)
-    except openai_chat.ChatError as exc:
-        await server.send_whole(send, scope, exc.status, {"content-type": "application/json"},
-                                json.dumps(exc.body()).encode())
-        return
-    except (BadRequestBody, TenantForbidden, RateLimited) as exc:
-        status = 400 if isinstance(exc, BadRequestBody) else 403 if isinstance(exc, TenantForbidden) else 429
-        headers = {"content-type": "application/json"}
-        if isinstance(exc, RateLimited):
-            headers["retry-after"] = str(exc.retry_after)
-        await server.send_whole(send, scope, status, headers, json.dumps(error_body(status, str(exc))).encode())
+    except Exception as exc:  # noqa: BLE001 (before the head: the API's answer, never uvicorn's 500)
+        status, body, headers = refusal(exc) or (500, error_body(500, withheld("the answer failed", exc)), {})
+        await server.send_whole(send, scope, status, {"content-type": "application/json", **headers},
+                                json.dumps(body).encode())
         return
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache")]})
@@ -77,8 +73,9 @@ async def _answer(server, scope: dict, send, loop, pool, prepare) -> None:
             await send({"type": "http.response.body", "body": frame, "more_body": True})
             frame = await loop.run_in_executor(pool, context.run, next, events, None)
     except Exception as exc:  # noqa: BLE001 (after the head: the stream's own error event)
-        error = {"error": {"message": str(exc) or type(exc).__name__, "type": "server_error", "param": None,
-                           "code": None}}
+        refused = refusal(exc)
+        words = refused[1].get("message") if refused else withheld("the answer broke off", exc)
+        error = {"error": {"message": words, "type": "server_error", "param": None, "code": None}}
         await send({"type": "http.response.body", "body": b"data: " + json.dumps(error).encode() + b"\n\n",
                     "more_body": True})
     finally:

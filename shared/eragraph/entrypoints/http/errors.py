@@ -127,6 +127,17 @@ ANSWERS: dict[type[Exception], Callable[[Any, Any], Answer]] = {
 }
 
 
+def refusal(exc: Exception) -> Answer | None:
+    """The (status, JSON body, headers) of a refusal of ``ANSWERS`` outside the resolver (the
+    streamed routes, before their head); None: ``exc`` is no refusal (a fault: the caller gets
+    ``request_log.withheld``'s words)."""
+    for kind, answer in ANSWERS.items():
+        if isinstance(exc, kind):
+            status, body, headers = answer(exc, None)
+            return status, body if isinstance(body, dict) else {"message": str(body)}, dict(headers)
+    return None
+
+
 def validation_answers() -> dict[type[Exception], Callable[[Any, Any], Answer]]:
     """The answers to the resolver's own validation errors (422, 415): powertools' exceptions,
     imported here only, so that the ASGI server imports this module without the ``aws`` extra."""
@@ -140,9 +151,26 @@ def validation_answers() -> dict[type[Exception], Callable[[Any, Any], Answer]]:
 
 def install(app) -> None:
     """Register on the resolver ``app`` the answer to each exception of ``ANSWERS`` and
-    ``validation_answers``, as a JSON response (a KbError's: its own content-type)."""
+    ``validation_answers``, as a JSON response (a KbError's: its own content-type); then a fault
+    no answer names (a bug, a provider's unexpected error) as a 500 in words with the request id,
+    its detail logged (request_log.withheld), never the plain "Internal Server Error" of an
+    exception left to the runtime. The resolver's own errors (404 of an unknown route or
+    document: powertools' ServiceError) keep their status."""
     for kind, answer in {**ANSWERS, **validation_answers()}.items():
         app.exception_handler(kind)(_handler(app, answer))
+    app.exception_handler(Exception)(_handler(app, _fault))
+
+
+def _service_error(exc: Exception) -> bool:
+    from aws_lambda_powertools.event_handler.exceptions import ServiceError
+
+    return isinstance(exc, ServiceError)
+
+
+def _fault(exc: Exception, _event: Any) -> Answer:
+    if _service_error(exc):
+        return exc.status_code, error_body(exc.status_code, exc.msg), {}
+    return 500, error_body(500, withheld("an internal error", exc)), {}
 
 
 def _handler(app, answer: Callable[[Any, Any], Answer]):
@@ -152,8 +180,9 @@ def _handler(app, answer: Callable[[Any, Any], Answer]):
         event = app.current_event
         found = route_of(event.http_method, event.path)
         if found is not None and found.modelled:  # a Bedrock KB route: the service's modelled error, always
-            answer_of = _kb
-            status, body, headers = answer_of(kb_error(exc), event)
+            fault = answer is _fault and not isinstance(exc, KbError) and not _service_error(exc)
+            error = KbError("InternalServerException", withheld("an internal error", exc)) if fault else kb_error(exc)
+            status, body, headers = _kb(error, event)
         else:
             status, body, headers = answer(exc, event)
         headers = dict(headers)

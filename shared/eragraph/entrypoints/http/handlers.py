@@ -164,8 +164,10 @@ def post_mcp(ctx: RouteContext):
 
 def post_kb_retrieve(ctx: RouteContext, knowledgeBaseId: str):  # noqa: N803 (the service model's name)
     """Bedrock Knowledge Bases' Retrieve (bedrock_kb.runtime) on the knowledge base's tenant."""
-    tenant = bedrock_kb.resolve_tenant(knowledgeBaseId, ctx.caller(), ctx.tenants)
-    return bedrock_kb.retrieve(ctx.get_engine(tenant), ctx.event.json_body or {}, knowledgeBaseId)
+    caller = ctx.caller()
+    engine = ctx.get_engine(caller)
+    bedrock_kb.resolve_tenant(knowledgeBaseId, caller, salt=engine.settings.kb_id_salt)  # the caller's, or a 404
+    return bedrock_kb.retrieve(engine, ctx.event.json_body or {}, knowledgeBaseId)
 
 
 def post_kb_retrieve_and_generate(ctx: RouteContext):
@@ -173,8 +175,9 @@ def post_kb_retrieve_and_generate(ctx: RouteContext):
     body = ctx.event.json_body or {}
     bedrock_kb.validate("RetrieveAndGenerate", body)
     kb_id = bedrock_kb.knowledge_base_config(body)["knowledgeBaseId"]
-    tenant = bedrock_kb.resolve_tenant(kb_id, ctx.caller(), ctx.tenants)
-    engine = ctx.get_engine(tenant)
+    caller = ctx.caller()
+    engine = ctx.get_engine(caller)
+    bedrock_kb.resolve_tenant(kb_id, caller, salt=engine.settings.kb_id_salt)  # the caller's, or a 404
     return bedrock_kb.retrieve_and_generate(engine, body, budget=answer_budget(ctx.limits, engine))
 
 

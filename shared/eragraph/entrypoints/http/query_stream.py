@@ -14,7 +14,9 @@ The body is POST /query's (models.QueryRequest, answer implied); the caller is a
 every route (admission.Admission: its tenant, the x-eragraph-tenant header, the rate limit).
 A refusal before the first line is the API's JSON error with its status (errors.ANSWERS): 400
 for a body that is no JSON object or a bad mode, 403, 404, 415 for a content-type that is not
-JSON, 422 for a body that breaks the request model, 429, never a 500 for bad input."""
+JSON, 422 for a body that breaks the request model, 429, never a 500 for bad input. A fault
+(a 500 before the head, an error line after it) says what failed and the request id, never the
+exception's text: that is in the log (request_log.withheld)."""
 
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ import json
 from typing import Any
 
 from .body import parse_body
-from .errors import ANSWERS, error_body
+from ..request_log import withheld
+from .errors import error_body, refusal
 from .admission import ForeignTenant
 from .context import answer_budget
 
@@ -50,11 +53,7 @@ def _refusal(exc: Exception) -> tuple[int, dict, dict[str, str]] | None:
         return 422, error_body(422, str(exc), detail=exc.detail), {}
     if isinstance(exc, _NotJson):
         return 415, error_body(415, str(exc)), {}
-    for kind, answer in ANSWERS.items():
-        if isinstance(exc, kind):
-            status, body, headers = answer(exc, None)
-            return status, body if isinstance(body, dict) else {"message": str(body)}, dict(headers)
-    return None
+    return refusal(exc)
 
 
 def _request(scope: dict, body: bytes):
@@ -134,7 +133,7 @@ async def serve_query_stream(server, scope: dict, send, body: bytes, pool) -> No
                 if kind == "error":
                     refused = _refusal(value)
                     status, payload, headers = refused if refused is not None else (
-                        500, error_body(500, f"the query failed: {type(value).__name__}: {value}"), {})
+                        500, error_body(500, withheld("the query failed", value)), {})
                     await server.send_whole(send, scope, status, {"content-type": "application/json", **headers},
                                             json.dumps(payload).encode())
                     continue
@@ -161,5 +160,5 @@ def _event(kind: str, value: Any) -> dict:
         return {"type": "done", "answer": value.answer, "cited_ids": list(value.cited_ids), "usage": value.usage,
                 "stages": value.stages, "note": value.note, "seconds": round(value.seconds, 4)}
     refused = _refusal(value)
-    return {"type": "error", "message": refused[1].get("message") if refused else f"{type(value).__name__}: {value}"}
+    return {"type": "error", "message": refused[1].get("message") if refused else withheld("the answer broke off", value)}
 

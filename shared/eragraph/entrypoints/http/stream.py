@@ -16,6 +16,7 @@ import uuid
 
 from ...bootstrap.identity import TenantForbidden
 from ..bedrock_kb import runtime as bedrock_kb
+from ..request_log import withheld
 from .admission import ForeignTenant, RateLimited
 from .body import BadRequestBody, parse_body
 from .context import answer_budget
@@ -37,8 +38,8 @@ async def serve_kb_stream(server, scope: dict, send, body: bytes) -> None:
         request = parse_body(body.decode("utf-8", errors="replace"))
         bedrock_kb.validate("RetrieveAndGenerateStream", request)
         kb_id = bedrock_kb.knowledge_base_config(request)["knowledgeBaseId"]
-        tenant = bedrock_kb.resolve_tenant(kb_id, caller, server.tenants)
-        engine = server.engine if server.engines is None else server.engines(tenant)
+        engine = server.engine if server.engines is None else server.engines(caller)
+        bedrock_kb.resolve_tenant(kb_id, caller, salt=engine.settings.kb_id_salt)  # the caller's, or a 404
         budget = answer_budget(server.limits, engine)
         release.append(server.open_stream(caller))  # last: a refused request holds no slot
         frames = bedrock_kb.retrieve_and_generate_stream(engine, request, budget)
@@ -60,6 +61,11 @@ async def _answer(server, scope: dict, send, loop, pool, prepare) -> None:
     except (BadRequestBody, TenantForbidden, ForeignTenant, TenantNotChosen, UnknownTenant, RateLimited,
             BudgetTooLarge, bedrock_kb.KbError) as exc:
         status, headers, text = kb_error(exc).response()
+        await server.send_whole(send, scope, status, headers, text.encode())
+        return
+    except Exception as exc:  # noqa: BLE001 (a fault: the modelled 500 in words, never uvicorn's plain one)
+        status, headers, text = bedrock_kb.KbError("InternalServerException",
+                                                   withheld("the answer failed", exc)).response()
         await server.send_whole(send, scope, status, headers, text.encode())
         return
     await send({"type": "http.response.start", "status": 200,
