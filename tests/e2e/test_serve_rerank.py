@@ -90,7 +90,7 @@ def test_bedrock_retrieve_reranks_number_of_results_and_returns_number_of_rerank
     _, plain = post(url, {"query": "comet orbit", "mode": "dense", "k": 6})
     engine.reranker = Reversed()
     try:
-        out = client.retrieve(knowledgeBaseId=knowledge_base_id(""), retrievalQuery={"text": "comet orbit"},
+        out = client.retrieve(knowledgeBaseId=knowledge_base_id("", engine.settings.kb_id_salt), retrievalQuery={"text": "comet orbit"},
                               retrievalConfiguration={"vectorSearchConfiguration": {
                                   "numberOfResults": 6, "overrideSearchType": "SEMANTIC",
                                   "rerankingConfiguration": {"type": "BEDROCK_RERANKING_MODEL",

@@ -95,3 +95,28 @@ def test_every_caller_of_the_id_uses_the_deployment_s_salt():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_local_store_salts_its_ids_with_a_secret_of_its_own(tmp_path):
+    """A local store keeps a random salt in its root (made once, shared by its tenants), so its
+    knowledge-base ids reveal no tenant name; every reader computes the same ids from it, and
+    ERAGRAPH_KB_ID_SALT (the setting) overrides it."""
+    from dataclasses import replace
+
+    from eragraph.bootstrap import build_engine
+    from eragraph.bootstrap.store_access import kb_id_salt
+    from eragraph.config import settings_from_env
+    from eragraph.domain.knowledge_base import knowledge_base_id
+    from eragraph.services.stats import stats
+
+    settings = settings_from_env(embedder="hash")
+    first = build_engine("local", tmp_path / "a", settings, tenant="acme")
+    salt = first.settings.kb_id_salt
+    assert len(salt) == 32 and (tmp_path / "a" / "kb-id-salt").is_file()
+    assert stats(first)["knowledge_base_id"] == knowledge_base_id("acme", salt) != knowledge_base_id("acme")
+    again = build_engine("local", tmp_path / "a", settings)  # the default tenant of the same store: same salt
+    assert again.settings.kb_id_salt == salt == kb_id_salt(tmp_path / "a", settings)
+    other = build_engine("local", tmp_path / "b", settings)  # another store: another salt
+    assert other.settings.kb_id_salt != salt
+    chosen = build_engine("local", tmp_path / "a", replace(settings, kb_id_salt="deployment-secret"))
+    assert chosen.settings.kb_id_salt == "deployment-secret"

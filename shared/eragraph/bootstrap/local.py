@@ -22,6 +22,30 @@ from .profile import Engines, Profile, UnknownTenant, compose
 
 
 WRITER_LOCK = ".writer.lock"  # STORE/.writer.lock: one writer at a time on a store (bootstrap.store_access)
+SALT_FILE = "kb-id-salt"  # STORE/kb-id-salt: the store's knowledge-base id salt (domain.knowledge_base)
+
+
+def store_salt(store: Path) -> str:
+    """The knowledge-base id salt of the local store ``store`` (its root, shared by its tenants):
+    random, made with the store (or on its first open by this version) and kept in
+    ``STORE/kb-id-salt``, so that an id reveals no tenant name here either. Two processes making
+    it at once keep the first one written."""
+    import os
+    import secrets
+
+    path = Path(store) / SALT_FILE
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text(encoding="ascii").strip()
+    with os.fdopen(fd, "w", encoding="ascii") as fh:
+        fh.write(secrets.token_hex(16) + "\n")
+    return path.read_text(encoding="ascii").strip()
 
 
 def tenant_store(store: Path, tenant: str) -> Path:
@@ -53,6 +77,9 @@ class LocalProfile(Profile):
         assert isinstance(bound, LocalProfile)
         bound.root = tenant_store(self.store, tenant)
         return bound
+
+    def salt(self, settings: Settings) -> str:
+        return settings.kb_id_salt or store_salt(self.store)
 
     def graph(self):
         from ..adapters.local.graph_sqlite import SqliteGraphStore

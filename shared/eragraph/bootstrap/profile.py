@@ -18,6 +18,7 @@ class in bootstrap.profiles.PROFILES."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -109,6 +110,11 @@ class Profile(ABC):
     @abstractmethod
     def blobs(self) -> BlobStore: ...
 
+    def salt(self, settings: Settings) -> str:
+        """The deployment's knowledge-base id salt (domain.knowledge_base): the setting's (on AWS
+        the template's KnowledgeBaseIdSalt). A profile that keeps a store may keep its own."""
+        return settings.kb_id_salt
+
     def source_bucket(self, settings: Settings, name: str) -> BlobStore:
         """The bucket ``name`` a Bedrock KB data source syncs from (services.kb_sources), read
         only; LookupError, in words, when this deployment may not read it."""
@@ -160,6 +166,9 @@ def compose(profile: Profile, settings: Settings, tenant: str = "",
     scope = profile.bind(tenant)
     graph = scope.graph()
     settings = open_settings(graph, settings)
+    salt = scope.salt(settings)
+    if salt != settings.kb_id_salt:
+        settings = dataclasses.replace(settings, kb_id_salt=salt)
     if check is not None:
         check(settings)
     graph = scope.settled(graph, settings)

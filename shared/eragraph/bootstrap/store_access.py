@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Settings
-from .local import WRITER_LOCK, tenant_store
+from .local import WRITER_LOCK, store_salt, tenant_store
 
 STORE_MARK = "graph.sqlite"  # what every local store holds (bootstrap.local)
 
@@ -44,3 +44,9 @@ def local_tenancy(store: Path, settings: Settings):
     from .tenancy import Tenancy
 
     return Tenancy("local", store=store, settings=settings)
+
+
+def kb_id_salt(store: Path, settings: Settings) -> str:
+    """The knowledge-base id salt of the local store ``store``: the setting's
+    (ERAGRAPH_KB_ID_SALT) when given, else the store's own (bootstrap.local.store_salt)."""
+    return settings.kb_id_salt or store_salt(Path(store))

@@ -56,7 +56,9 @@ def cmd_tenants(args: argparse.Namespace) -> int:
         from ...domain.knowledge_base import knowledge_base_id
 
         names = tenancy.tenants()
-        salt = settings_of(args).kb_id_salt
+        from ...bootstrap.store_access import kb_id_salt
+
+        salt = kb_id_salt(path, settings_of(args))
         ids = {name: knowledge_base_id(name, salt) for name in ["", *names]}  # "" is the default tenant
         emit(args, {"tenants": names, "knowledge_base_ids": ids},
              "\n".join(f"{name or '(default)'}\tknowledge base {kb}" for name, kb in ids.items()))
