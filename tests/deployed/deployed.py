@@ -31,6 +31,8 @@ DRIVER = HERE / "lambda_driver.py"
 RUNTIME_REQUIREMENTS = HERE / "lambda-runtime.txt"
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
+STACK_UUID = "4b0e3c52-6f1d-11f1-9a4e-0a1b2c3d4e5f"  # the loopback stack's id (its knowledge-base id salt)
+STACK_ID = f"arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/eragraph-test/{STACK_UUID}"
 # settings every deployed test runs with on top of the template's environment: no Bedrock
 # (hash embeddings, extractive summaries, no generated answers), the real spaCy NER and parser,
 # small segments so that a few documents make several layers
@@ -263,7 +265,8 @@ def resolve(value: Any, template: dict, resources: Mapping[str, str]) -> str:
     and GetAtts of resources come from ``resources`` ("Logical" / "Logical.Attr")."""
     params = template.get("Parameters") or {}
     pseudo = {"AWS::Region": REGION, "AWS::AccountId": ACCOUNT, "AWS::Partition": "aws",
-              "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": "eragraph-test"}
+              "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": "eragraph-test", "AWS::StackId": STACK_ID}
+    conditions = template.get("Conditions") or {}
 
     def ref(name: str) -> str:
         if name in pseudo:
@@ -273,6 +276,21 @@ def resolve(value: Any, template: dict, resources: Mapping[str, str]) -> str:
         if name in resources:
             return resources[name]
         raise KeyError(f"the harness has no value for Ref {name}")
+
+    def holds(c: Any) -> bool:
+        """A condition of the template, parameters at their defaults."""
+        (kind, arg), = c.items()
+        if kind == "Condition":
+            return holds(conditions[arg])
+        if kind == "Fn::Equals":
+            return go(arg[0]) == go(arg[1])
+        if kind == "Fn::Not":
+            return not holds(arg[0])
+        if kind == "Fn::And":
+            return all(holds(x) for x in arg)
+        if kind == "Fn::Or":
+            return any(holds(x) for x in arg)
+        raise ValueError(f"the harness cannot evaluate the condition {c!r}")
 
     def go(v: Any) -> str:
         if isinstance(v, bool):
@@ -295,6 +313,16 @@ def resolve(value: Any, template: dict, resources: Mapping[str, str]) -> str:
                 text, extra = (arg, {}) if isinstance(arg, str) else (arg[0], {k: go(x) for k, x in arg[1].items()})
                 return re.sub(r"\$\{([^}!]+)\}",
                               lambda m: extra.get(m[1]) or (resources[m[1]] if "." in m[1] else ref(m[1])), text)
+            if kind == "Fn::If":
+                name, then, otherwise = arg
+                return go(then if holds(conditions[name]) else otherwise)
+            if kind == "Fn::Select":
+                index, items = arg
+                listed = go(items).split("\x00") if isinstance(items, dict) else [go(x) for x in items]
+                return listed[int(go(index))]
+            if kind == "Fn::Split":  # its parts joined by NUL, for the Fn::Select around it
+                delimiter, text = arg
+                return "\x00".join(go(text).split(delimiter))
             if kind == "Fn::Join":  # a list, or a Ref to a CommaDelimitedList (its default: joined by ",")
                 delimiter, items = arg
                 if isinstance(items, dict):

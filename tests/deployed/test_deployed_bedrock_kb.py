@@ -14,8 +14,15 @@ import pytest
 from kb_support import kb_client
 from test_deployed_handlers import QUESTION, sample_documents
 
-from deployed import SMALL_GRAPH, drain_summarize, upload_and_ingest
-from eragraph.domain.knowledge_base import knowledge_base_id
+from deployed import SMALL_GRAPH, STACK_UUID, drain_summarize, upload_and_ingest
+from eragraph.domain.knowledge_base import knowledge_base_id as salted_id
+
+
+def knowledge_base_id(tenant: str) -> str:
+    """The id the deployed functions answer for ``tenant``: salted with the stack's id (the
+    template's KnowledgeBaseIdSalt at its default)."""
+    return salted_id(tenant, STACK_UUID)
+
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -23,7 +23,12 @@ from lambda_support import event
 import deployed as dp
 from deployed import SMALL_GRAPH
 from eragraph.bootstrap.identity import REQUEST_CONTEXT_HEADER
-from eragraph.domain.knowledge_base import knowledge_base_id
+from eragraph.domain.knowledge_base import knowledge_base_id as salted_id
+
+
+def knowledge_base_id(tenant: str) -> str:
+    """The id the deployed stream function answers for ``tenant`` (salted with the stack's id)."""
+    return salted_id(tenant, dp.STACK_UUID)
 
 DEFAULTS = {k: v for k, v in SMALL_GRAPH.items() if not k.startswith("ERAGRAPH_TENANT_")}  # TenantRequired: "true"
 
