@@ -407,6 +407,8 @@ def named_variable(name: str) -> str | None:
 AWS_ENV: dict[str, str] = {
     "ERAGRAPH_TABLE": "DynamoDB table (single-table graph store, entity graph, tenant registry)",
     "ERAGRAPH_BUCKET": "documents bucket",
+    "ERAGRAPH_DOCUMENT_PREFIX": "optional: the key prefix the bucket's notification ingests (DocumentPrefix)",
+    "ERAGRAPH_DOCUMENT_SUFFIX": "optional: the key suffix the bucket's notification ingests (DocumentSuffix)",
     "ERAGRAPH_SUMMARIZE_QUEUE_URL": "FIFO queue of SegmentsAffected messages",
     "ERAGRAPH_OPENSEARCH_ENDPOINT": "OpenSearch domain endpoint (SigV4-signed requests)",
     "ERAGRAPH_OPENSEARCH_INDEX": "index of node vectors (default eragraph-nodes)",

@@ -88,3 +88,31 @@ def test_the_default_tenant_uploads_without_a_prefix_and_bad_requests_are_refuse
         status, body, _ = call(query.handler, http_event("POST", "/documents", payload, jwt("a")), lambda_context)
         assert status == code and words in body["message"], (payload, body)
     assert obj("tenants/b/x.txt") is None and obj("tenants/a/x.txt") is None
+
+
+def test_uploads_go_where_the_buckets_notification_ingests():
+    """With the template's DocumentPrefix/DocumentSuffix set, an upload is put under the prefix
+    (the notification's filter), and one it would never see is refused in words, not stored:
+    a name without the suffix, and a named tenant's upload (a prefix makes the deployment
+    single-tenant: tenants' keys are outside it). The query function is given both."""
+    import pytest
+
+    from aws_helpers import ROOT
+    from contract.aws_factories import load_template
+    from eragraph.bootstrap.aws_profile import AwsProfile
+    from eragraph.services.uploads import BucketPipeline, UploadError
+
+    pipeline = AwsProfile(env={"AWS_REGION": "us-east-1", "ERAGRAPH_DOCUMENT_PREFIX": "docs/",
+                               "ERAGRAPH_DOCUMENT_SUFFIX": ".txt"}).uploads(None, None)
+    assert pipeline.key_for("", "notes/a.txt") == "docs/notes/a.txt"
+    with pytest.raises(UploadError, match="DocumentSuffix"):
+        pipeline.key_for("", "notes/a.pdf")
+    with pytest.raises(UploadError, match="named tenant") as refused:
+        pipeline.key_for("acme", "notes/a.txt")
+    assert refused.value.status == 409
+    assert BucketPipeline().key_for("acme", "a.pdf") == "tenants/acme/a.pdf"  # the defaults: every key
+    template = load_template(ROOT / "template.yaml")
+    env = {**template["Globals"]["Function"]["Environment"]["Variables"],
+           **template["Resources"]["QueryFunction"]["Properties"]["Environment"]["Variables"]}
+    assert env["ERAGRAPH_DOCUMENT_PREFIX"] == {"Ref": "DocumentPrefix"}
+    assert env["ERAGRAPH_DOCUMENT_SUFFIX"] == {"Ref": "DocumentSuffix"}

@@ -155,7 +155,7 @@ class AwsProfile(Profile):
         ingest function (services.uploads.BucketPipeline)."""
         from ..services.uploads import BucketPipeline
 
-        return BucketPipeline()
+        return BucketPipeline(self.env.get("ERAGRAPH_DOCUMENT_PREFIX", ""), self.env.get("ERAGRAPH_DOCUMENT_SUFFIX", ""))
 
     # ----- tenants: the registry in the default namespace -----
     def registry(self, engines: Engines) -> TenantRegistry:

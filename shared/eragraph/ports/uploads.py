@@ -11,6 +11,11 @@ from typing import Any, Protocol, runtime_checkable
 
 @runtime_checkable
 class DocumentPipeline(Protocol):
+    def key_for(self, tenant: str, name: str) -> str:
+        """The key ``tenant``'s upload named ``name`` is stored under (services.uploads.upload_key,
+        within what the pipeline ingests); services.uploads.UploadError when it ingests no such key."""
+        ...
+
     def source_of(self, engine: Any, key: str) -> str:
         """The source name the pipeline gives the object at ``key`` (its document id derives from it)."""
         ...

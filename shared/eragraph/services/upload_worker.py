@@ -38,6 +38,7 @@ from . import doc_status, remove, resummarize
 from .engine import Engine
 from .object_events import ObjectEvents, new_counts
 from .sources import SIDECAR_SUFFIX, text_key
+from .uploads import upload_key
 
 REMOVING = "upload-remove:"  # meta key prefix: a removal accepted and not yet done
 BATCH = 25  # keys read under one hold of the lock, before one drain
@@ -76,6 +77,9 @@ class UploadWorker:
         self._start_lock = threading.Lock()
 
     # ----- the pipeline (ports.uploads.DocumentPipeline) -----
+    def key_for(self, tenant: str, name: str) -> str:
+        return upload_key(tenant, name)
+
     def source_of(self, engine: Engine, key: str) -> str:
         return key
 

@@ -168,7 +168,7 @@ def submit(engine: Engine, pipeline: DocumentPipeline, uploads: Sequence[Upload]
     checked = _checked(engine, uploads)
     out, keys = [], []
     for up, metadata in checked:
-        key = upload_key(engine.tenant, up.source)
+        key = pipeline.key_for(engine.tenant, up.source)
         source = pipeline.source_of(engine, key)
         doc_id = document_id_for_source(source)
         doc_status.record_received(engine, doc_id, source)  # before the object: its event finds it
@@ -199,7 +199,22 @@ class BucketPipeline:
     """The AWS pipeline: the documents bucket. An object put there is ingested by the bucket's
     notification (the ingest function); a removal deletes the object (and its sidecar), and the
     delete event removes the document. Sources are ``s3://<bucket>/<key>``, as the ingest
-    function names them."""
+    function names them. ``prefix``/``suffix``: the template's DocumentPrefix/DocumentSuffix, the
+    keys the notification ingests: an upload goes under the prefix, and one the notification would
+    not see (a name without the suffix; a named tenant's when a prefix is set, which makes the
+    deployment single-tenant) is refused in words rather than stored and never ingested."""
+
+    def __init__(self, prefix: str = "", suffix: str = "") -> None:
+        self.prefix, self.suffix = prefix, suffix
+
+    def key_for(self, tenant: str, name: str) -> str:
+        if self.prefix and tenant:
+            raise UploadError(f"this deployment ingests only keys under {self.prefix!r} (its DocumentPrefix), so it "
+                              "holds the default tenant's documents only: a named tenant cannot upload here", 409)
+        if self.suffix and not name.endswith(self.suffix):
+            raise UploadError(f"source {name[:80]!r}: this deployment ingests only names ending in "
+                              f"{self.suffix!r} (its DocumentSuffix)")
+        return self.prefix + upload_key(tenant, name)
 
     def source_of(self, engine: Engine, key: str) -> str:
         return f"s3://{engine.blobs.bucket}/{key}"
