@@ -48,7 +48,12 @@ RESOURCE_SETTINGS = ("ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QU
                      "ERAGRAPH_ANSWER_MAX_BUDGET",
                      # the models a request may name, and the rerank stage a request must ask for
                      # (Reranker, default none): neither changes what is stored or retrieved unasked
-                     "ERAGRAPH_ANSWER_MODELS", "ERAGRAPH_RERANK")
+                     "ERAGRAPH_ANSWER_MODELS", "ERAGRAPH_RERANK",
+                     # the JWT issuer whose user pool the claim guard reads (which tenant asks)
+                     "ERAGRAPH_JWT_ISSUER",
+                     # the buckets a Bedrock KB data source may sync from, and the keys the bucket's
+                     # notification ingests (where an API upload is put): no store setting
+                     "ERAGRAPH_SOURCE_BUCKETS", "ERAGRAPH_DOCUMENT_")
 
 
 @pytest.fixture(scope="module", autouse=True)
