@@ -79,3 +79,21 @@ def test_the_rebuild_estimate_follows_the_ledger():
     summaries = sum(n for layer, n in engine.graph.layer_sizes().items() if layer >= 1)
     assert estimate["calls"] == summaries > 0
     assert estimate["basis"] == "ledger" and estimate["tokens_in"] > 0
+
+
+def test_writes_list_the_records_only_every_slack_th_time_and_stay_bounded(monkeypatch):
+    """Listing the records is a read on the insert path: a process lists (and trims) on its first
+    write and every SLACK-th after, never on every write, and never holds more than
+    KEEP + 2 * SLACK records."""
+    import itertools
+
+    engine = make_engine()
+    monkeypatch.setattr(changes, "_WRITES", itertools.count())
+    listed = []
+    meta_keys = engine.graph.meta_keys
+    monkeypatch.setattr(engine.graph, "meta_keys", lambda prefix: listed.append(prefix) or meta_keys(prefix))
+    writes = changes.KEEP + 5 * changes.SLACK
+    for n in range(writes):
+        changes._put(engine, {"kind": "ingest", "documents": [f"d{n}"]}, now=1000.0 + n)
+        assert len(meta_keys(changes.PREFIX)) <= changes.KEEP + 2 * changes.SLACK
+    assert len(listed) == -(-writes // changes.SLACK)  # ceil: the first write and every SLACK-th

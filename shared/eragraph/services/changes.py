@@ -4,9 +4,11 @@ store's meta (MetaStore) under ``change:<time>:<token>`` keys, the most recent `
 A record is written by the operation itself (services.ingest.ingest, services.remove.remove,
 services.resummarize.reconcile) once it has changed something, so every profile keeps them: the
 local worker and the CLI, and on AWS the ingest function (per S3 event) and the summarize
-function (per SQS message). Records are trimmed as they are written: a writer that finds more
-than ``KEEP + SLACK`` deletes the oldest down to ``KEEP`` (two writers trimming at once delete
-the same keys; a delete of an absent key is no error).
+function (per SQS message). Records are trimmed as they are written, but not on every write:
+listing the keys is a read (a DynamoDB Query) on the insert path, so a process lists them on
+its first write and then every ``SLACK``-th, and deletes the oldest down to ``KEEP`` once it
+finds more than ``KEEP + SLACK``; one process so keeps at most ``KEEP + 2 * SLACK`` (two writers
+trimming at once delete the same keys; a delete of an absent key is no error).
 
 Fields: ``id``, ``time`` (epoch seconds), ``kind`` (``ingest``, ``remove``, ``resummarize``);
 ingest/remove: ``documents`` (the sources added, replaced, retagged or removed; at most
@@ -23,6 +25,7 @@ segment of (S_min+S_max)/2 children of CHUNK_TOKENS words each in, SUMMARY_TOKEN
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from collections.abc import Iterable
@@ -49,11 +52,15 @@ def _cost(report: ChangeReport, seconds: float) -> dict[str, Any]:
             "tokens_out": report.cost.tokens_out, "seconds": round(seconds, 4)}
 
 
+_WRITES = itertools.count()  # this process's record writes: it trims on the first and every SLACK-th
+
+
 def _put(engine: Engine, record: dict[str, Any], now: float) -> dict[str, Any]:
     key = _key(now)
     record = {"id": key[len(PREFIX):], "time": round(now, 3), **record}
     engine.graph.put_meta(key, record)
-    trim(engine)
+    if next(_WRITES) % SLACK == 0:
+        trim(engine)
     return record
 
 

@@ -7,7 +7,8 @@ import argparse
 import sys
 
 from ...config import named_variable
-from .exits import EXIT_OK, EXIT_USAGE, CommandError
+from .exits import EXIT_USAGE, CommandError
+from .serve import run_until_stopped
 
 
 def console_auth(args: argparse.Namespace, url: str):
@@ -66,10 +67,4 @@ def cmd_console(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     print(f"eragraph: console of {url} at {server.url}/ : open it in a browser (the API is called with {how}; "
           f"the tenant is your identity's); Ctrl-C stops", file=sys.stderr, flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
-    return EXIT_OK
+    return run_until_stopped(server)

@@ -52,6 +52,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"eragraph: warning: bound to {args.host}, beyond this machine: whoever reaches the port and holds "
               f"the token reads this store and spends on its models, and plain HTTP shows the token to anyone on "
               f"the path; prefer 127.0.0.1 behind an SSH tunnel or a TLS proxy", file=sys.stderr, flush=True)
+    return run_until_stopped(server)
+
+
+def run_until_stopped(server) -> int:
+    """Serve until Ctrl-C, then release the server (its pools, its socket)."""
     try:
         server.serve_forever()
     except KeyboardInterrupt:
