@@ -106,13 +106,14 @@ def atomic_requests(monkeypatch):
 # ---------------------------------------------------------------- the reindex queue
 @pytest.fixture
 def few_partitions(monkeypatch):
-    """Fewer ref and segment partitions, before any write. The store pays one Query per
-    partition of a layer read whole (layer_refs: 2^8 at layer 0, 64 segment buckets), which
-    costs about 30 ms each in moto and is what made the reindex tests take minutes; the layout
-    itself (what a page or a continuation reads) is the same at any partition count."""
-    from eragraph.adapters.aws import nodes_dynamodb
+    """Ref partitions that grow every few refs (the tests' layers move between layouts as they
+    grow) and fewer segment buckets, before any write. The store pays one Query per segment
+    bucket of a layer read whole (64), which costs about 30 ms each in moto and is what made the
+    reindex tests take minutes; what a page or a continuation reads is the same at any
+    partition count."""
+    from eragraph.adapters.aws import nodes_dynamodb, ref_layout
 
-    monkeypatch.setattr(nodes_dynamodb, "SHARD_BITS", 2)
+    monkeypatch.setattr(ref_layout, "PART_ITEMS", 4)
     monkeypatch.setattr(nodes_dynamodb, "SEGMENT_BUCKETS", 2)
 
 

@@ -151,6 +151,7 @@ class RegionChange:
     drop: tuple[str, ...] = ()  # tombstones to take out of the index
     add: tuple[Segment, ...] = ()
     remove: tuple[str, ...] = ()  # segment ids
+    removed: tuple[Segment, ...] = ()  # the stored records of ``remove`` as read (their sizes)
     above_add: tuple[NodeRef, ...] = ()  # summaries of ``add``: live in layer + 1 from now on
     above_remove: tuple[NodeRef, ...] = ()  # summaries of ``remove``: tombstones in layer + 1
 

@@ -258,7 +258,7 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
     old_summaries = [n for n in old_summaries if n.node_id not in kept]
     change = RegionChange(
         layer=layer, expected=region.refs, assign=assign, drop=drop,
-        add=tuple(to_make), remove=tuple(removed_ids),
+        add=tuple(to_make), remove=tuple(removed_ids), removed=tuple(removed.values()),
         above_add=tuple(NodeRef(n.node_id, n.code) for n in made),
         above_remove=tuple(dict.fromkeys(above_remove)))
     return change, made, vectors, old_summaries

@@ -40,6 +40,15 @@ def _is_condition_failure(exc: Exception) -> bool:
     return False
 
 
+def _is_lost_race(exc: Exception) -> bool:
+    """A lost condition, or a transaction cancelled because another one held one of its items
+    (``TransactionConflict``): either way the writer re-reads and tries again."""
+    if _is_condition_failure(exc):
+        return True
+    reasons = getattr(exc, "cancellation_reasons", None) or []
+    return any(r is not None and r.code == "TransactionConflict" for r in reasons)
+
+
 class DynamoTable:
     """The graph table as the store's parts (meta_dynamodb, documents_dynamodb,
     status_dynamodb, nodes_dynamodb) read it; graph_dynamodb.DynamoGraphStore sets both."""

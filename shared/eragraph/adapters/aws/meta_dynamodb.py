@@ -25,6 +25,7 @@ from pynamodb.exceptions import PutError
 
 from ...domain.ledger import bucket_start
 from ...domain.model import LshConfig
+from .ref_layout import REF_LAYOUT_VERSION
 from .dynamodb_table import DynamoTable, _is_condition_failure
 
 
@@ -97,7 +98,8 @@ class DynamoMetaStore(DynamoTable):
 
     def put_lsh(self, config: LshConfig) -> LshConfig:
         try:
-            self.Item(PK="META", SK="LSH", value=_lsh_to_json(config)).save(
+            # a store created now has the current ref layout from its first ref on
+            self.Item(PK="META", SK="LSH", value=_lsh_to_json(config), version=REF_LAYOUT_VERSION).save(
                 condition=self.Item.PK.does_not_exist())
         except PutError as exc:
             if not _is_condition_failure(exc):

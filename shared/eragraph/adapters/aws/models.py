@@ -4,15 +4,21 @@ One table, generic key attributes, item kinds told apart by their keys:
 
     PK                  SK              item
     META                KEY#<key>       store metadata (settings, dirty:<layer> markers), JSON value
-    META                LSH             the hyperplanes (written once, conditionally)
+    META                LSH             the hyperplanes (written once, conditionally); ``version``:
+                                        the ref layout (ref_layout.REF_LAYOUT_VERSION)
     LEDGER              KIND#<kind>     cost ledger counters (atomic ADD)
     DOC#<doc_id>        DOC             a document (``metadata``: its attributes, JSON);
                                         GSI2 BySource: SRC#<source> / <doc_id>
                                         (a tombstone: status "deleted", no chunks, no GSI2 keys)
     NODE#<node_id>      NODE            a graph node (text, code, children...)
-    REF#<layer>#<shard> <code>#<node>   the node in its layer's code-ordered index: ``seg``, ``live``
+    REF#<layer>#b<bits>#<shard>
+                        <code>#<node>   the node in its layer's code-ordered index: ``seg``, ``live``
+                                        (2^bits partitions, growing with the layer: ref_layout;
+                                        a store older than it: REF#<layer>#<shard>)
     SEGS#<layer>#<b>    SEG#<seg_id>    a segment of a layer (b: a bucket of its id)
-    COUNT               LAYER#<layer>   live nodes of a layer (``version``, atomic ADD)
+    COUNT               LAYER#<layer>   live nodes of a layer (``version``, atomic ADD) and its ref
+                                        layout (``bits``; ``moving`` during a move)
+    COUNT               SEGSIZE#<layer>#<size>  segments of that size in the layer (``version``, ADD)
     ENT#<entity>        ENT             an entity of the entity graph: ``freq`` (atomic ADD)
     ENT#<entity>        CHUNK#<chunk>   a posting: ``weight`` = occurrences of the entity in the chunk
     ENT#<entity>        SENT#<sentence> a mention (the sentence mentions the entity)
@@ -154,6 +160,9 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         live = NumberAttribute(null=True)
         # VERSION; META ENTITY#GEN / ENTITY#COUNT
         version = NumberAttribute(null=True)
+        # COUNT / LAYER#<layer>: the layer's ref layout (adapters.aws.ref_layout)
+        bits = NumberAttribute(null=True)
+        moving = NumberAttribute(null=True)
         # ENT: total occurrences over live chunks; postings and co-occurrences: their count
         freq = NumberAttribute(null=True)
         weight = NumberAttribute(null=True)

@@ -1,16 +1,13 @@
 """The NodeStore part of the DynamoDB graph store: nodes, the code-ordered ref index, layer
 counters, segments and the regions' conditional writes.
 
-* The ref index: one small item per indexed node under ``REF#<layer>#<shard>`` (the code's top
-  ``shard_bits(layer)`` bits), sort key ``<code hex>#<node id>``: a code range is a Query on one
-  or a few partitions with a Limit, strongly consistent, and a layer is spread over
-  2^shard_bits partitions instead of one hot one. Each layer above holds about a ninth of the
-  one below (segments of S_min..S_max nodes) and takes as many fewer writes, so it gets 2^3
-  times fewer partitions: 256, 32, 4, then 1. A code range spanning many partitions costs a
-  Query per partition even where they are empty; with 256 for every layer, one insert at 10k
-  chunks made about 1,500 Queries, most on the sparse upper layers. The item carries the
-  node's segment (``seg``) and whether it is live (a tombstone keeps its segment until the
-  reconcile takes it out).
+* The ref index: one small item per indexed node under ``REF#<layer>#b<bits>#<shard>`` (the
+  code's top ``bits`` bits), sort key ``<code hex>#<node id>``: a code range is a Query on one
+  or a few partitions with a Limit, strongly consistent. A layer's partitions grow with it
+  (ref_layout: one while it is small, up to 256), so a read costs what it returns. The item
+  carries the node's segment (``seg``) and whether it is live (a tombstone keeps its segment
+  until the reconcile takes it out). Every ref write is conditioned on its layer's layout
+  (on the layer counter), so none lands in a partition a move has left.
 * Segments live under ``SEGS#<layer>#<bucket of the segment id>``; they are read by id.
 * ``apply_region`` is one TransactWriteItems: every ref of the region is conditioned on the
   state the reconcile read (the writes carry their own conditions, the others a
@@ -64,24 +61,19 @@ from pynamodb.exceptions import DeleteError, TransactWriteError, UpdateError
 
 from ...domain.model import (ConflictError, Document, ItemTooLargeError, Node, NodeRef, RefState, RegionChange,
                              Segment, applying_key)
-from .dynamodb_table import BATCH_GET, TRANSACT_LIMIT, DynamoTable, _is_condition_failure, item_bytes
+from .dynamodb_table import BATCH_GET, TRANSACT_LIMIT, DynamoTable, _is_condition_failure, _is_lost_race, item_bytes
 from .meta_dynamodb import meta_partition
+from .ref_layout import Layout, RefLayouts
 
 
 COUNT_REPAIR_ATTEMPTS = 5  # repair_layer_counts: re-reads of a counter that moved meanwhile
 REF_WRITE_ATTEMPTS = 8  # put_nodes/delete_nodes: re-reads of refs another writer changed meanwhile
-SHARD_BITS = 8  # ref partitions of layer 0: 2^SHARD_BITS
-LAYER_SHARD_STEP = 3  # each layer up has 2^3 times fewer (it holds about a ninth of the one below)
 SEGMENT_BUCKETS = 64  # segment partitions per layer
 ITEM_LIMIT = 400 * 1024  # DynamoDB's item size limit (attribute names and values)
+REF_COUNTER_SLOTS = 2  # a transaction's items kept for the layer counters it conditions on
 
 
-def shard_bits(layer: int) -> int:
-    """The ref index of ``layer`` is spread over 2^shard_bits(layer) partitions."""
-    return max(SHARD_BITS - LAYER_SHARD_STEP * layer, 0)
-
-
-class DynamoNodeStore(DynamoTable):
+class DynamoNodeStore(RefLayouts, DynamoTable):
     # ----- keys of the ref index -----
     @property
     def code_bits(self) -> int:
@@ -92,12 +84,10 @@ class DynamoNodeStore(DynamoTable):
             self._code_bits = lsh.n_planes
         return self._code_bits
 
-    def _shift(self, layer: int) -> int:
-        return max(self.code_bits - shard_bits(layer), 0)
-
-    def _ref_key(self, layer: int, code: int, node_id: str) -> tuple[str, str]:
+    def _ref_key(self, layer: int, code: int, node_id: str, layout: Layout | None = None) -> tuple[str, str]:
+        layout = self.layout(layer) if layout is None else layout
         width = (self.code_bits + 3) // 4
-        return f"REF#{layer}#{code >> self._shift(layer)}", f"{code:0{width}x}#{node_id}"
+        return layout.partition(layer, self._shard_of(code, layout.bits)), f"{code:0{width}x}#{node_id}"
 
     def _ref_state(self, item) -> RefState:
         code_hex, node_id = item.SK.split("#", 1)
@@ -133,33 +123,42 @@ class DynamoNodeStore(DynamoTable):
                     tokens=int(item.tokens), code=int(item.code), doc_id=item.doc_id or "",
                     source=item.source or "", children=tuple(item.children or ()))
 
-    def _get_refs(self, keys: list[tuple[int, int, str]]) -> dict[str, tuple[int, RefState]]:
-        """(layer, code, node id) -> the stored refs, by node id."""
+    def _get_refs(self, keys: list[tuple[int, int, str]],
+                  layouts: dict[int, Layout] | None = None) -> dict[str, tuple[int, RefState]]:
+        """(layer, code, node id) -> the stored refs, by node id (``layouts``: the layers'
+        layouts to read with, else their current ones)."""
         out: dict[str, tuple[int, RefState]] = {}
-        unique = list(dict.fromkeys(self._ref_key(*k) for k in keys))
-        layer_of = {self._ref_key(*k): k[0] for k in keys}
+        layouts = layouts or {}
+        keyed = {self._ref_key(layer, code, node_id, layouts.get(layer)): layer for layer, code, node_id in keys}
+        unique = list(keyed)
         for start in range(0, len(unique), BATCH_GET):
             for item in self.Item.batch_get(unique[start:start + BATCH_GET], consistent_read=True):
                 ref = self._ref_state(item)
-                out[ref.node_id] = (layer_of[(item.PK, item.SK)], ref)
+                out[ref.node_id] = (keyed[(item.PK, item.SK)], ref)
         return out
 
-    def _count(self, deltas: dict[int, int]) -> None:
-        for layer, delta in deltas.items():
-            if delta:
-                self.Item(PK="COUNT", SK=f"LAYER#{layer}").update(actions=[self.Item.version.add(delta)])
+    def _counter_op(self, tx, layer: int, layout: Layout, delta: int) -> None:
+        """The layer counter's part of a ref transaction: its ADD (with the layout it was
+        written with), or a check that the layout still holds when the count does not move."""
+        condition = self.layout_condition(layer, layout)
+        if delta:
+            tx.update(self.Item(PK="COUNT", SK=f"LAYER#{layer}"),
+                      actions=[self.Item.version.add(delta)] + self.layout_actions(layout), condition=condition)
+        else:
+            tx.condition_check(self.Item, "COUNT", f"LAYER#{layer}", condition=condition)
 
-    def _transact_refs(self, ops: list) -> None:
+    def _transact_refs(self, ops: list, layouts: dict[int, Layout]) -> None:
         """Ref writes, each conditioned on the state read, with the layer counters' changes they
         make, in TransactWriteItems of up to TRANSACT_LIMIT items: a counter moves only with
-        the writes it counts. ``ops``: (kind, item, actions or None, condition, layer, delta).
-        A lost condition raises ConflictError (the transactions before it committed)."""
+        the writes it counts, and only while its layer has the layout the writes were keyed
+        with. ``ops``: (kind, item, actions or None, condition, layer, delta). A lost
+        condition (or a concurrent transaction on one of the items) raises ConflictError (the
+        transactions before it committed)."""
         from pynamodb.transactions import TransactWrite
 
         if not ops:
             return
-        layers = {op[4] for op in ops}
-        size = TRANSACT_LIMIT - len(layers)
+        size = TRANSACT_LIMIT - len({op[4] for op in ops})
         connection = self._connection()
         for start in range(0, len(ops), size):
             chunk = ops[start:start + size]
@@ -175,10 +174,10 @@ class DynamoNodeStore(DynamoTable):
                             tx.delete(item, condition=condition)
                         deltas[layer] = deltas.get(layer, 0) + delta
                     for layer, delta in deltas.items():
-                        if delta:
-                            tx.update(self.Item(PK="COUNT", SK=f"LAYER#{layer}"), actions=[self.Item.version.add(delta)])
+                        self._counter_op(tx, layer, layouts[layer], delta)
             except TransactWriteError as exc:
-                if _is_condition_failure(exc):
+                if _is_lost_race(exc):
+                    self.forget_layouts()
                     raise ConflictError("a ref changed concurrently") from None
                 raise
 
@@ -198,18 +197,20 @@ class DynamoNodeStore(DynamoTable):
         if not index:
             return
         for _attempt in range(REF_WRITE_ATTEMPTS):
-            held = self._get_refs([(n.layer, n.code, n.node_id) for n in unique.values()])
-            stale = self._get_refs([(b.layer, b.code, b.node_id) for b in moved])
+            layers = {n.layer for n in unique.values()} | {b.layer for b in moved}
+            layouts = {layer: self.write_layout(layer) for layer in sorted(layers)}
+            held = self._get_refs([(n.layer, n.code, n.node_id) for n in unique.values()], layouts)
+            stale = self._get_refs([(b.layer, b.code, b.node_id) for b in moved], layouts)
             ops: list = []
             carried: dict[str, str | None] = {}
             for node_id, (layer, ref) in stale.items():
-                pk, sk = self._ref_key(layer, ref.code, node_id)
+                pk, sk = self._ref_key(layer, ref.code, node_id, layouts[layer])
                 ops.append(("delete", self.Item(PK=pk, SK=sk), None, self._ref_condition(ref), layer,
                             -1 if ref.live else 0))
                 if ref.seg is not None and layer == unique[node_id].layer:
                     carried[node_id] = ref.seg  # the new ref keeps the segment until the reconcile
             for n in unique.values():
-                pk, sk = self._ref_key(n.layer, n.code, n.node_id)
+                pk, sk = self._ref_key(n.layer, n.code, n.node_id, layouts[n.layer])
                 old = held.get(n.node_id)
                 if old is None:
                     ops.append(("save", self.Item(PK=pk, SK=sk, seg=carried.get(n.node_id), live=1), None,
@@ -218,10 +219,10 @@ class DynamoNodeStore(DynamoTable):
                     ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)],
                                 self.Item.live == 0, n.layer, 1))
             try:
-                self._transact_refs(ops)
+                self._transact_refs(ops, layouts)
                 return
             except ConflictError:
-                continue  # another writer changed one of these refs: read them again
+                continue  # another writer changed one of these refs, or the layout: read them again
         raise ConflictError(f"put_nodes: {REF_WRITE_ATTEMPTS} conditional ref writes lost in a row")
 
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
@@ -245,9 +246,10 @@ class DynamoNodeStore(DynamoTable):
             for i in ids:
                 batch.delete(self.Item(PK=f"NODE#{i}", SK="NODE"))
         for _attempt in range(REF_WRITE_ATTEMPTS):
+            layouts = {layer: self.write_layout(layer) for layer in sorted({k[0] for k in keys})}
             ops: list = []
-            for node_id, (layer, ref) in self._get_refs(keys).items():
-                pk, sk = self._ref_key(layer, ref.code, node_id)
+            for node_id, (layer, ref) in self._get_refs(keys, layouts).items():
+                pk, sk = self._ref_key(layer, ref.code, node_id, layouts[layer])
                 if ref.seg is None:
                     ops.append(("delete", self.Item(PK=pk, SK=sk), None, self._ref_condition(ref), layer,
                                 -1 if ref.live else 0))
@@ -255,22 +257,22 @@ class DynamoNodeStore(DynamoTable):
                     ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)],
                                 self._ref_condition(ref), layer, -1))
             try:
-                self._transact_refs(ops)
+                self._transact_refs(ops, layouts)
                 return
             except ConflictError:
                 continue
         raise ConflictError(f"delete_nodes: {REF_WRITE_ATTEMPTS} conditional ref writes lost in a row")
 
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
-        shift = self._shift(layer)
+        layout = self.layout(layer)
         width = (self.code_bits + 3) // 4
         out: list[RefState] = []
-        for shard in range(lo >> shift, (hi >> shift) + 1):
+        for shard in range(self._shard_of(lo, layout.bits), self._shard_of(hi, layout.bits) + 1):
             want = None if limit is None else limit - len(out)
             if want is not None and want <= 0:
                 break
             condition = self.Item.SK.between(f"{lo:0{width}x}#", f"{hi:0{width}x}#\uffff")
-            items = self.Item.query(f"REF#{layer}#{shard}", condition, consistent_read=True, limit=want)
+            items = self.Item.query(layout.partition(layer, shard), condition, consistent_read=True, limit=want)
             out += [self._ref_state(i) for i in items]
         return out
 
@@ -278,14 +280,14 @@ class DynamoNodeStore(DynamoTable):
         """From the cursor's partition on, one Query per partition until ``limit`` live refs
         (tombstones are skipped as they are read)."""
         limit = max(int(limit), 0)
-        shift = self._shift(layer)
+        layout = self.layout(layer)
         out: list[RefState] = []
-        first = 0 if after is None else int(after[0]) >> shift
-        for shard in range(first, ((1 << self.code_bits) - 1 >> shift) + 1):
+        first = 0 if after is None else self._shard_of(int(after[0]), layout.bits)
+        for shard in range(first, self._shard_count(layout)):
             if len(out) >= limit:
                 break
-            pk = f"REF#{layer}#{shard}"
-            condition = None if after is None or shard != first else self.Item.SK > self._ref_key(layer, *after)[1]
+            pk = layout.partition(layer, shard)
+            condition = None if after is None or shard != first else self.Item.SK > self._ref_key(layer, *after, layout)[1]
             for item in self.Item.query(pk, condition, consistent_read=True, page_size=min(limit * 2, 500)):
                 ref = self._ref_state(item)
                 if ref.live:
@@ -299,9 +301,16 @@ class DynamoNodeStore(DynamoTable):
         return sorted((NodeRef(r.node_id, r.code) for r in refs if r.live), key=lambda r: r.node_id)
 
     def _counters(self) -> dict[int, int]:
-        """Every layer counter as stored (zero and negative ones too)."""
+        """Every layer counter as stored (zero and negative ones too); their layouts are
+        remembered on the way."""
         items = self.Item.query("COUNT", self.Item.SK.startswith("LAYER#"), consistent_read=True)
-        return {int(i.SK[len("LAYER#"):]): int(i.version or 0) for i in items}
+        out = {}
+        for i in items:
+            layer = int(i.SK[len("LAYER#"):])
+            self._remember(layer, i)
+            out[layer] = int(i.version or 0)
+        self._last_counts = out
+        return out
 
     def layer_sizes(self) -> dict[int, int]:
         return {layer: n for layer, n in sorted(self._counters().items()) if n > 0}
@@ -311,11 +320,13 @@ class DynamoNodeStore(DynamoTable):
         looked at: every one with a counter, and upwards from there while a layer has refs
         (layers are filled bottom-up, so a layer with refs above an empty one, whose counter
         is gone too, is not looked for). Each counter is read, then its layer counted, then
-        rewritten on the condition that it still holds the value read: a writer that ADDed
-        meanwhile makes the condition fail, and the counter is read and the layer counted
-        again (up to COUNT_REPAIR_ATTEMPTS times; a layer that keeps moving is left to the
-        next run). Reading the counter before counting means a writer that wrote its ref but
-        not yet its ADD when the counter is rewritten leaves it one over; the next run sees it."""
+        rewritten on the condition that it still holds the value read (and its layout): a
+        writer that ADDed meanwhile makes the condition fail, and the counter is read and the
+        layer counted again (up to COUNT_REPAIR_ATTEMPTS times; a layer that keeps moving is
+        left to the next run). Reading the counter before counting means a writer that wrote
+        its ref but not yet its ADD when the counter is rewritten leaves it one over; the next
+        run sees it. A counter of the current layout is kept at zero, not deleted: it holds
+        the layer's layout."""
         Item = self.Item
         top = (1 << self.code_bits) - 1
         layers = set(self._counters())
@@ -327,16 +338,19 @@ class DynamoNodeStore(DynamoTable):
         for layer in sorted(layers):
             for _attempt in range(COUNT_REPAIR_ATTEMPTS):
                 item = self._get("COUNT", f"LAYER#{layer}")
+                layout = self._remember(layer, item)
                 observed = None if item is None or item.version is None else int(item.version)
                 live = sum(1 for r in self.prefix_refs(layer, 0, top) if r.live)
-                if observed == (live or None):  # right, or absent with nothing live
+                if (observed or 0) == live and (item is None or observed is not None):
                     break
                 condition = Item.version.does_not_exist() if observed is None else Item.version == observed
+                condition = condition & self.layout_condition(layer, layout)
                 target = Item(PK="COUNT", SK=f"LAYER#{layer}")
                 try:
-                    if live:
-                        target.update(actions=[Item.version.set(live)], condition=condition)
-                    else:  # no live refs: the counter goes
+                    if live or not layout.legacy:
+                        target.update(actions=[Item.version.set(live)] + self.layout_actions(layout),
+                                      condition=condition)
+                    else:  # a legacy layer without live refs: the counter goes
                         target.delete(condition=condition)
                 except (UpdateError, DeleteError) as exc:
                     if not _is_condition_failure(exc):
@@ -373,67 +387,112 @@ class DynamoNodeStore(DynamoTable):
         seg = self.Item.seg.does_not_exist() if ref.seg is None else self.Item.seg == ref.seg
         return self.Item.PK.exists() & (self.Item.live == (1 if ref.live else 0)) & seg
 
+    def _segment_sizes(self) -> dict[int, dict[int, int]]:
+        """The segment counters: layer -> {segment size: how many}."""
+        out: dict[int, dict[int, int]] = {}
+        for i in self.Item.query("COUNT", self.Item.SK.startswith("SEGSIZE#"), consistent_read=True):
+            _, layer, size = i.SK.split("#")
+            if int(i.version or 0) > 0:
+                out.setdefault(int(layer), {})[int(size)] = int(i.version)
+        return out
+
+    def segment_stats(self) -> dict[int, tuple[int, int | None, int | None]]:
+        """layer -> (segments, smallest, largest) from the segment counters (one Query); a
+        legacy layer (not migrated yet) is counted from its segment records."""
+        sizes = self._segment_sizes()
+        out: dict[int, tuple[int, int | None, int | None]] = {}
+        for layer in sorted(set(self._counters()) | set(sizes)):
+            if self.layout(layer).legacy:
+                lens = [len(s.members) for s in self.get_segments(layer)]
+                counts: dict[int, int] = {}
+                for n in lens:
+                    counts[n] = counts.get(n, 0) + 1
+            else:
+                counts = sizes.get(layer, {})
+            if counts:
+                out[layer] = (sum(counts.values()), min(counts), max(counts))
+        return out
+
+    def _count_legacy_segments(self, layer: int) -> None:
+        """Write ``layer``'s segment counters from its records (while the layer is claimed by a
+        move, so no segment write of it commits meanwhile)."""
+        counts: dict[int, int] = {}
+        for seg in self.get_segments(layer):
+            counts[len(seg.members)] = counts.get(len(seg.members), 0) + 1
+        stale = [i for i in self.Item.query("COUNT", self.Item.SK.startswith(f"SEGSIZE#{layer}#"), consistent_read=True)]
+        with self.Item.batch_write() as batch:
+            for i in stale:
+                if int(i.SK.rsplit("#", 1)[1]) not in counts:
+                    batch.delete(i)
+            for size, n in counts.items():
+                batch.save(self.Item(PK="COUNT", SK=f"SEGSIZE#{layer}#{size}", version=n))
+
     def apply_region(self, change: RegionChange) -> None:
         from pynamodb.transactions import TransactWrite
 
         layer = change.layer
-        above = self._get_refs([(layer + 1, r.code, r.node_id) for r in change.above_add + change.above_remove])
+        layouts = {layer: self.write_layout(layer), layer + 1: self.write_layout(layer + 1)}
+        above = self._get_refs([(layer + 1, r.code, r.node_id) for r in change.above_add + change.above_remove],
+                               layouts)
         written = {i for i, _ in change.assign} | set(change.drop)
         if written - {r.node_id for r in change.expected}:
             raise ValueError("apply_region writes only refs it expects")
         assign = dict(change.assign)
-        # (kind, args..., change of the layer-above counter), in the order they are applied
-        # when split: new segments, the region's refs, the summaries' refs above, old segments
+        removed_size = {seg.segment_id: len(seg.members) for seg in change.removed}
+        # (kind, args..., change of the layer-above counter, (segment size, its change) or None),
+        # in the order they are applied when split: new segments, the region's refs, the
+        # summaries' refs above, old segments
         ops: list = []
         for seg in change.add:
             ops.append(("save", self.Item(PK=self._seg_pk(layer, seg.segment_id), SK=f"SEG#{seg.segment_id}",
-                                          members=list(seg.members), summary_id=seg.summary_id), None, 0))
+                                          members=list(seg.members), summary_id=seg.summary_id), None, 0,
+                        (len(seg.members), 1)))
         for ref in change.expected:
-            pk, sk = self._ref_key(layer, ref.code, ref.node_id)
+            pk, sk = self._ref_key(layer, ref.code, ref.node_id, layouts[layer])
             cond = self._ref_condition(ref)
             if ref.node_id in assign:
                 sid = assign[ref.node_id]
                 action = self.Item.seg.set(sid) if sid is not None else self.Item.seg.remove()
-                ops.append(("update", self.Item(PK=pk, SK=sk), [action], cond, 0))
+                ops.append(("update", self.Item(PK=pk, SK=sk), [action], cond, 0, None))
             elif ref.node_id in change.drop:
-                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, 0))
+                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, 0, None))
             else:
-                ops.append(("check", pk, sk, cond, 0))
+                ops.append(("check", pk, sk, cond, 0, None))
         # the summaries' refs are conditioned on the liveness read here, which their counter
         # change is computed from: a writer that changed one meanwhile (another pass over a
         # split apply) makes this a conflict instead of counting it twice
         for ref in change.above_add:
-            pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id)
+            pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id, layouts[layer + 1])
             old = above.get(ref.node_id)
             cond = self.Item.PK.does_not_exist() if old is None else self.Item.live == (1 if old[1].live else 0)
             delta = 1 if old is None or not old[1].live else 0
-            ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], cond, delta))
+            ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], cond, delta, None))
         for ref in change.above_remove:
             old = above.get(ref.node_id)
             if old is None:
                 continue
-            pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id)
+            pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id, layouts[layer + 1])
             cond = self.Item.live == (1 if old[1].live else 0)
             delta = -1 if old[1].live else 0
             if old[1].seg is None:
-                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, delta))
+                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, delta, None))
             else:
-                ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)], cond, delta))
+                ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)], cond, delta, None))
         for sid in change.remove:
-            ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None, 0))
-        # each transaction carries the counter change of its own ops (a slot kept for it) and,
-        # when there are several, the first writes the ``applying`` mark and the last deletes it
-        if len(ops) < TRANSACT_LIMIT:
-            chunks = [ops]
-        else:
-            size = TRANSACT_LIMIT - 2
-            chunks = [ops[start:start + size] for start in range(0, len(ops), size)]
+            size = removed_size.get(sid)
+            ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None, 0,
+                        None if size is None else (size, -1)))
+        chunks = _transactions(ops)
+        # each transaction carries the counter changes of its own ops and the checks of both
+        # layers' layouts; when there are several, the first writes the ``applying`` mark and
+        # the last deletes it
         mark = applying_key(layer, uuid.uuid4().hex)
         marker = self.Item(PK=meta_partition(mark), SK=f"KEY#{mark}") if len(chunks) > 1 else None
         connection = self._connection()
         for number, chunk in enumerate(chunks):
             try:
                 with TransactWrite(connection=connection) as tx:
+                    sizes: dict[int, int] = {}
                     for op in chunk:
                         kind = op[0]
                         if kind == "check":
@@ -444,15 +503,41 @@ class DynamoNodeStore(DynamoTable):
                             tx.delete(op[1], condition=op[2])
                         else:
                             tx.save(op[1], condition=op[2])
-                    delta = sum(op[-1] for op in chunk)
-                    if delta:
-                        tx.update(self.Item(PK="COUNT", SK=f"LAYER#{layer + 1}"),
-                                  actions=[self.Item.version.add(delta)])
+                        if op[-1] is not None:
+                            sizes[op[-1][0]] = sizes.get(op[-1][0], 0) + op[-1][1]
+                    self._counter_op(tx, layer, layouts[layer], 0)
+                    self._counter_op(tx, layer + 1, layouts[layer + 1], sum(op[-2] for op in chunk))
+                    for size, delta in sizes.items():
+                        if delta:
+                            tx.update(self.Item(PK="COUNT", SK=f"SEGSIZE#{layer}#{size}"),
+                                      actions=[self.Item.version.add(delta)])
                     if marker is not None and number == 0:
                         tx.save(self.Item(PK=marker.PK, SK=marker.SK, value=json.dumps(time.time())))
                     elif marker is not None and number == len(chunks) - 1:
                         tx.delete(marker)
             except TransactWriteError as exc:
-                if _is_condition_failure(exc):
+                if _is_lost_race(exc):
+                    self.forget_layouts()
                     raise ConflictError(f"layer {layer}: the region changed concurrently") from None
                 raise
+        counts = getattr(self, "_last_counts", {})
+        above_delta = sum(op[-2] for op in ops)
+        if layer + 1 in counts or above_delta:
+            self.grow_if_due(layer + 1, counts.get(layer + 1, 0) + above_delta)
+
+
+def _transactions(ops: list) -> list[list]:
+    """``ops`` cut into transactions: each leaves room for the two layer counters, the mark
+    and a segment counter per distinct segment size among its ops."""
+    room = TRANSACT_LIMIT - REF_COUNTER_SLOTS - 1
+    chunks: list[list] = [[]]
+    sizes: set[int] = set()
+    for op in ops:
+        extra = {op[-1][0]} - sizes if op[-1] is not None else set()
+        if len(chunks[-1]) + len(sizes) + len(extra) + 1 > room:
+            chunks.append([])
+            sizes = set()
+            extra = {op[-1][0]} if op[-1] is not None else set()
+        chunks[-1].append(op)
+        sizes |= extra
+    return chunks
