@@ -17,6 +17,7 @@ import pytest
 from botocore.stub import Stubber
 
 from contract.aws_factories import REGION, create_graph_table, fake_credentials
+from eragraph.adapters.aws.ref_layout import Layout
 from eragraph.domain.model import ConflictError, Document, Node, NodeRef, RefState, RegionChange, Segment
 
 TABLE = "graph-conditions"
@@ -63,18 +64,19 @@ def one_ref_op(store):
     return [("save", item, None, store.Item.PK.does_not_exist(), 0, 1)]
 
 
-# --- _is_condition_failure: which cancellations are conflicts ---------------------------------
+# --- _is_lost_race: which cancellations are conflicts (a lost condition, a concurrent transaction) ---------------------------------
 
 @pytest.mark.parametrize("reasons", [["ConditionalCheckFailed"], ["None", "ConditionalCheckFailed"],
-                                     ["ConditionalCheckFailed", "TransactionConflict"]])
+                                     ["ConditionalCheckFailed", "TransactionConflict"],
+                                     ["TransactionConflict"]])
 def test_a_failed_condition_is_a_conflict(store, reasons):
     with Stubber(client(store)) as stub:
         stub.add_client_error("transact_write_items", **cancelled(reasons))
         with pytest.raises(ConflictError):
-            store._transact_refs(one_ref_op(store))
+            store._transact_refs(one_ref_op(store), {0: Layout(0)})
 
 
-@pytest.mark.parametrize("reasons", [["ThrottlingError"], ["TransactionConflict"], ["ValidationError"],
+@pytest.mark.parametrize("reasons", [["ThrottlingError"], ["ValidationError"],
                                      ["None", "ItemCollectionSizeLimitExceeded"],
                                      ["ProvisionedThroughputExceeded"]])
 def test_other_cancellation_reasons_propagate(store, reasons):
@@ -83,7 +85,7 @@ def test_other_cancellation_reasons_propagate(store, reasons):
     with Stubber(client(store)) as stub:
         stub.add_client_error("transact_write_items", **cancelled(reasons))
         with pytest.raises(TransactWriteError) as raised:
-            store._transact_refs(one_ref_op(store))
+            store._transact_refs(one_ref_op(store), {0: Layout(0)})
     assert not isinstance(raised.value, ConflictError)
     assert [r.code if r else None for r in raised.value.cancellation_reasons] == [
         None if r == "None" else r for r in reasons]
@@ -96,7 +98,7 @@ def test_a_cancellation_without_reasons_is_a_conflict(store):
         stub.add_client_error("transact_write_items", service_error_code="TransactionCanceledException",
                               service_message="Transaction cancelled")
         with pytest.raises(ConflictError):
-            store._transact_refs(one_ref_op(store))
+            store._transact_refs(one_ref_op(store), {0: Layout(0)})
 
 
 @pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "InternalServerError",
@@ -107,7 +109,7 @@ def test_transaction_errors_that_are_no_cancellation_propagate(store, code):
     with Stubber(client(store)) as stub:
         stub.add_client_error("transact_write_items", service_error_code=code, http_status_code=400)
         with pytest.raises(TransactWriteError) as raised:
-            store._transact_refs(one_ref_op(store))
+            store._transact_refs(one_ref_op(store), {0: Layout(0)})
     assert not isinstance(raised.value, ConflictError)
 
 
@@ -178,8 +180,8 @@ def test_a_lost_new_ref_condition_rereads_and_does_not_count_twice(store):
     read = store._get_refs
     raced = []
 
-    def get_refs(keys):
-        out = read(keys)
+    def get_refs(keys, layouts=None):
+        out = read(keys, layouts)
         if keys and not raced:
             raced.append(True)
             other.put_nodes([node("n1")])
@@ -297,14 +299,15 @@ def test_a_region_read_before_another_writer_changed_a_ref_conflicts(store, chan
 
 
 def added(update: dict) -> int:
-    """The number a counter Update ADDs."""
-    [value] = update["ExpressionAttributeValues"].values()
-    return int(value["N"])
+    """The number a counter Update ADDs (a counter of the current layout also SETs its bits)."""
+    [name] = re.findall(r"ADD (#\w+) (:\w+)", update["UpdateExpression"])
+    return int(update["ExpressionAttributeValues"][name[1]]["N"])
 
 
 def counter_updates(request: dict) -> dict[str, int]:
     return {i["Update"]["Key"]["SK"]["S"]: added(i["Update"]) for i in request["TransactItems"]
-            if "Update" in i and i["Update"]["Key"]["PK"]["S"] == "COUNT"}
+            if "Update" in i and i["Update"]["Key"]["PK"]["S"] == "COUNT"
+            and i["Update"]["Key"]["SK"]["S"].startswith("LAYER#")}
 
 
 # --- transactions past DynamoDB's 100-item limit ----------------------------------------------
@@ -328,11 +331,13 @@ def test_ref_writes_split_into_transactions_each_counting_its_own_refs(store):
     assert store.layer_sizes() == {0: 130, 1: 40}
 
 
-@pytest.mark.parametrize("members, split", [(97, False), (98, True), (200, True)])
+@pytest.mark.parametrize("members, split", [(95, False), (96, True), (200, True)])
 def test_a_region_past_the_transaction_limit_is_applied_under_an_applying_mark(store, members, split):
     # the region's ops: one new segment, a ref update per member, the summary's ref above:
-    # members + 2; up to 99 fit one transaction with the counter change, more are split and
-    # the first transaction writes an ``applying`` mark the last one deletes
+    # members + 2; with both layers' counters (a check and the change) and the segment counter
+    # of its size up to 97 fit one transaction, more are split (each keeping room for the mark
+    # and the counters of its own segment sizes) and the first transaction writes an
+    # ``applying`` mark the last one deletes
     ids = [f"n{i:03d}" for i in range(members)]
     store.put_nodes([node(i, code=k % 256) for k, i in enumerate(ids)])
     expected = tuple(RefState(i, k % 256, None, True) for k, i in enumerate(ids))
@@ -346,7 +351,7 @@ def test_a_region_past_the_transaction_limit_is_applied_under_an_applying_mark(s
     if not split:
         assert len(requests) == 1 and marks == [[]]
     else:
-        assert len(requests) == -(-(members + 2) // 98)
+        assert len(requests) == 1 + -(-(members + 2 - 96) // 97)
         [(put, key)] = marks[0]
         assert put == "Put" and re.fullmatch(r"KEY#applying:0:[0-9a-f]{32}", key)  # this apply's own mark
         assert marks[-1] == [("Delete", key)] and all(m == [] for m in marks[1:-1])
@@ -424,7 +429,7 @@ def test_put_nodes_gives_up_after_its_attempts(store, monkeypatch):
 
     calls = []
 
-    def always_lost(ops):
+    def always_lost(ops, layouts=None):
         calls.append(len(ops))
         raise ConflictError("a ref changed concurrently")
 
@@ -547,13 +552,14 @@ def test_a_tombstone_above_rewritten_with_another_code_moves_without_counting_th
 
 def test_a_region_whose_summaries_fill_its_first_transaction_stays_within_the_limit(store):
     # 98 new summaries above a 2-ref region: 101 ops, split; the first transaction holds the
-    # segment, both refs and 95 summaries, plus the layer-above counter and the applying mark
+    # segment, both refs and 93 summaries, plus the segment counter of its size, both layers'
+    # counters (the region's checked, the one above changed) and the applying mark
     store.put_nodes([node("n0", code=1), node("n1", code=2)])
     requests = sent(store, "TransactWriteItems")
     store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True), RefState("n1", 2, None, True)),
                                     assign=(("n0", "seg-a"), ("n1", "seg-a")),
                                     add=(Segment("seg-a", 0, ("n0", "n1"), "s000"),),
                                     above_add=tuple(NodeRef(f"s{i:03d}", i) for i in range(98))))
-    assert [len(r["TransactItems"]) for r in requests] == [100, 5]
-    assert [counter_updates(r) for r in requests] == [{"LAYER#1": 95}, {"LAYER#1": 3}]
+    assert [len(r["TransactItems"]) for r in requests] == [100, 8]
+    assert [counter_updates(r) for r in requests] == [{"LAYER#1": 93}, {"LAYER#1": 5}]
     assert store.layer_sizes() == {0: 2, 1: 98} and store.meta_keys("applying") == []

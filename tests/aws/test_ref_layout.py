@@ -185,13 +185,13 @@ def test_a_legacy_store_migrates_online_killed_midway_and_resumed(legacy_engine,
 
     monkeypatch.setattr(type(g), "_copy", dies_on_the_second_layer)
     with pytest.raises(Killed):
-        g.migrate()
+        g.migrate_ref_layout()
     monkeypatch.setattr(type(g), "_copy", real)
     assert not g.store_current()
     # meanwhile the store reads as before: layer 0 moved, layer 1 claimed (read from its source)
     assert digest(engine) == before
 
-    report = g.migrate()
+    report = g.migrate_ref_layout()
     assert report["current"] and set(report["moved"]) >= {1}
     assert not [pk for pk in _ref_partitions(g) if "#b" not in pk], "legacy partitions left behind"
     after = digest(engine)
@@ -200,7 +200,7 @@ def test_a_legacy_store_migrates_online_killed_midway_and_resumed(legacy_engine,
     assert answers == [[r.id for r in query(engine, q, mode="collapsed", k=4).results]
                        for q in ("comet telescope", "bread")]
     assert invariants.check(engine).ok
-    assert g.migrate() == {"moved": {}, "current": True}  # idempotent
+    assert g.migrate_ref_layout() == {"moved": {}, "current": True}  # idempotent
 
 
 def _ref_partitions(g) -> set[str]:

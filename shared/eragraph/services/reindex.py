@@ -1,7 +1,8 @@
 """Reindex: audit the store, repair drift, verify the invariants, report (the scheduled Lambda
 and ``eragraph reindex`` run this same function).
 
-1. Layer counters: each layer's live refs are recounted and a counter that drifted (two
+1. Layer counters (after migrating a store whose ref index has an earlier layout, where the
+   store has versioned layouts: adapters.aws.ref_layout): each layer's live refs are recounted and a counter that drifted (two
    writers of one new node both counted it; a writer died between its refs and its count) is
    rewritten, the counters of layers without nodes removed (GraphStore.repair_layer_counts).
    First, as the other steps find the layers and size the reconciles from the counters.
@@ -71,6 +72,9 @@ def _layers(engine: Engine) -> list[int]:
 
 
 def repair_counts(engine: Engine, report: dict) -> None:
+    migrate = getattr(engine.graph, "migrate_ref_layout", None)  # a store with a versioned layout
+    if migrate is not None:
+        report["layers_migrated"] = sorted(migrate()["moved"])
     fixed = engine.graph.repair_layer_counts()
     report["layer_counts_repaired"] = [{"layer": layer, "correction": n} for layer, n in sorted(fixed.items())]
 
@@ -337,7 +341,7 @@ STEPS = ("counts", "documents", "entities", "outboxes", "followups", "requeue", 
          "orphan_vectors", "lexical", "attributes", "invariants")
 
 # report key -> (metric, how it counts); a piece that did not run a step reports none of its metrics
-METRICS = {"layer_counts_repaired": ("LayerCountsRepaired", len), "orphan_chunks_removed": ("OrphanChunksRemoved", int),
+METRICS = {"layers_migrated": ("LayersMigrated", len), "layer_counts_repaired": ("LayerCountsRepaired", len), "orphan_chunks_removed": ("OrphanChunksRemoved", int),
            "incomplete_documents_removed": ("IncompleteDocumentsRemoved", len),
            "layers_requeued": ("LayersRequeued", len), "outboxes_finished": ("OutboxesFinished", int),
            "followups_expired": ("FollowupsExpired", int), "layers_repaired": ("LayersRepaired", len),

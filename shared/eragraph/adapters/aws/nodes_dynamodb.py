@@ -147,7 +147,7 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
         else:
             tx.condition_check(self.Item, "COUNT", f"LAYER#{layer}", condition=condition)
 
-    def _transact_refs(self, ops: list, layouts: dict[int, Layout]) -> None:
+    def _transact_refs(self, ops: list, layouts: dict[int, Layout] | None = None) -> None:
         """Ref writes, each conditioned on the state read, with the layer counters' changes they
         make, in TransactWriteItems of up to TRANSACT_LIMIT items: a counter moves only with
         the writes it counts, and only while its layer has the layout the writes were keyed
@@ -158,6 +158,7 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
 
         if not ops:
             return
+        layouts = layouts or {layer: self.write_layout(layer) for layer in sorted({op[4] for op in ops})}
         size = TRANSACT_LIMIT - len({op[4] for op in ops})
         connection = self._connection()
         for start in range(0, len(ops), size):
@@ -527,11 +528,14 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
 
 
 def _transactions(ops: list) -> list[list]:
-    """``ops`` cut into transactions: each leaves room for the two layer counters, the mark
-    and a segment counter per distinct segment size among its ops."""
+    """``ops`` in one transaction when they fit with the two layer counters and a segment counter
+    per distinct segment size, else cut into several, each also leaving room for the mark."""
+    sizes = {op[-1][0] for op in ops if op[-1] is not None}
+    if len(ops) + REF_COUNTER_SLOTS + len(sizes) <= TRANSACT_LIMIT:
+        return [ops]
     room = TRANSACT_LIMIT - REF_COUNTER_SLOTS - 1
     chunks: list[list] = [[]]
-    sizes: set[int] = set()
+    sizes = set()
     for op in ops:
         extra = {op[-1][0]} - sizes if op[-1] is not None else set()
         if len(chunks[-1]) + len(sizes) + len(extra) + 1 > room:

@@ -39,7 +39,7 @@ conditions, and reads cache a layout for LAYOUT_TTL seconds.
 
 **Existing stores** (the fixed layout: ``REF#<layer>#<shard>`` with 2^(8 - 3 * layer)
 partitions) are *legacy*: a counter without ``bits``, or in a store whose hyperplane record
-has no ``version`` (``REF_LAYOUT_VERSION``), no counter at all. ``migrate`` moves each legacy
+has no ``version`` (``REF_LAYOUT_VERSION``), no counter at all. ``migrate_ref_layout`` (the reindex's first step) moves each legacy
 layer to its target layout (the same move, so it is online, resumable and idempotent: a layer
 is blocked only while its own move runs), counts each legacy layer's segments into the segment
 counters while the layer is claimed (no segment write of the layer can commit meanwhile), and
@@ -256,7 +256,7 @@ class RefLayouts:
         if want > layout.bits:
             self.move_layer(layer, want)
 
-    def migrate(self) -> dict:
+    def migrate_ref_layout(self) -> dict:
         """Move every legacy layer to the current layout, then stamp the store. Resumable: run
         it again after a kill and it finishes what is left. Returns what it did."""
         moved: dict[int, int] = {}

@@ -108,6 +108,7 @@ def render_status(out: dict, prefix: str, states) -> str:
 
 # what each of reindex's metrics counts, in its report's order
 REINDEX_FINDINGS = (
+    ("LayersMigrated", "layers moved to the current ref-index layout"),
     ("LayerCountsRepaired", "layer counters rewritten"),
     ("OrphanChunksRemoved", "chunks of no document removed"),
     ("IncompleteDocumentsRemoved", "documents missing chunks removed (ingest them again)"),
