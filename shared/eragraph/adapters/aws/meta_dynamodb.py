@@ -92,8 +92,17 @@ def _lsh_from_json(raw: str) -> LshConfig:
 
 class DynamoMetaStore(DynamoTable):
     def get_lsh(self) -> LshConfig | None:
+        """The hyperplanes; once read, from this process's copy (they are written once, on the
+        condition that none are stored, and never changed or deleted but with the whole
+        namespace): a warm GET /stats does not read them."""
+        cached = getattr(self, "_lsh_cache", None)
+        if cached is not None:
+            return cached
         item = self._get("META", "LSH")
-        return None if item is None else _lsh_from_json(item.value)
+        if item is None:
+            return None
+        self._lsh_cache = _lsh_from_json(item.value)
+        return self._lsh_cache
 
     def put_lsh(self, config: LshConfig) -> LshConfig:
         try:
@@ -102,6 +111,8 @@ class DynamoMetaStore(DynamoTable):
         except PutError as exc:
             if not _is_condition_failure(exc):
                 raise
+        else:  # a new namespace: every status it will hold is counted (status_dynamodb)
+            self.Item(PK="COUNT", SK="STATUS").update(actions=[self.Item.counted.set(1)])
         stored = self.get_lsh()
         assert stored is not None
         return stored
