@@ -33,7 +33,8 @@ def stats(engine: Engine) -> dict[str, Any]:
         seg = segments.get(layer, SegmentStats(0, None, None))
         layers.append({"layer": layer, "nodes": count, "segments": seg.count,
                        "smallest_segment": seg.smallest, "largest_segment": seg.largest})
-    lsh = engine.graph.get_lsh()
+    # a store that keeps the hyperplanes once read (DynamoDB) answers from its copy
+    lsh = getattr(engine.graph, "known_lsh", engine.graph.get_lsh)()
     return {
         "knowledge_base_id": knowledge_base_id(engine.tenant, engine.settings.kb_id_salt),
         "documents": document_count(engine),

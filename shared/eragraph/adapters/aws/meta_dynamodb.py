@@ -92,17 +92,20 @@ def _lsh_from_json(raw: str) -> LshConfig:
 
 class DynamoMetaStore(DynamoTable):
     def get_lsh(self) -> LshConfig | None:
-        """The hyperplanes; once read, from this process's copy (they are written once, on the
-        condition that none are stored, and never changed or deleted but with the whole
-        namespace): a warm GET /stats does not read them."""
-        cached = getattr(self, "_lsh_cache", None)
-        if cached is not None:
-            return cached
+        """The hyperplanes, read (whether they are stored is how a read path learns that its
+        tenant was deleted by another process: never answered from a copy)."""
         item = self._get("META", "LSH")
-        if item is None:
-            return None
-        self._lsh_cache = _lsh_from_json(item.value)
+        self._lsh_cache = None if item is None else _lsh_from_json(item.value)
         return self._lsh_cache
+
+    def known_lsh(self) -> LshConfig | None:
+        """The hyperplanes as this process last read them, read only the first time: they are
+        written once, on the condition that none are stored, and never changed (only deleted
+        with the whole namespace, so a copy may outlive a tenant another process deleted).
+        For what only shows them (GET /stats' embedder), so that a warm /stats does not read
+        them; a path that must know the tenant still exists calls get_lsh."""
+        cached = getattr(self, "_lsh_cache", None)
+        return cached if cached is not None else self.get_lsh()
 
     def put_lsh(self, config: LshConfig) -> LshConfig:
         try:
