@@ -51,3 +51,22 @@ def test_bad_status_parameters_are_refused_in_words(two_tenants, lambda_context)
     for params in ({"limit": "-1"}, {"limit": "many"}, {"limit": "1001"}, {"prefix": "p" * 1025}):
         status, body, _ = statuses(query.handler, lambda_context, "a", params)
         assert status == 422 and ("limit" in body["message"] or "prefix" in body["message"]), (params, body)
+
+
+def test_pages_follow_the_cursor_and_a_bad_cursor_is_a_400_in_words(two_tenants, lambda_context):
+    query = load_handler("query")
+    engine = two_tenants["a"]
+    for n in range(5):
+        doc_status.record_failed(engine, f"s3://{BUCKET}/tenants/a/bad-{n}.png", "binary file")
+    seen, cursor = [], ""
+    while True:
+        params = {"limit": "2", **({"cursor": cursor} if cursor else {})}
+        status, body, _ = statuses(query.handler, lambda_context, "a", params)
+        assert status == 200 and len(body["documents"]) <= 2 and body["total"] == 6, body
+        seen += [d["source"] for d in body["documents"]]
+        if not body["next_cursor"]:
+            break
+        cursor = body["next_cursor"]
+    assert seen == sorted(seen) and len(seen) == len(set(seen)) == 6
+    status, body, _ = statuses(query.handler, lambda_context, "a", {"cursor": "not-a-cursor!"})
+    assert status == 400 and "cursor" in body["message"], body

@@ -208,6 +208,7 @@ def _ref_partitions(g) -> set[str]:
 
 
 def test_a_new_store_starts_on_the_current_layout_and_counts_its_segments(few_partitions, aws_engine):
+    from eragraph.domain.segment_stats import SegmentStats
     from eragraph.services.ingest import ingest
     from eragraph.services.resummarize import drain
 
@@ -221,5 +222,5 @@ def test_a_new_store_starts_on_the_current_layout_and_counts_its_segments(few_pa
     for layer in g.layer_sizes():
         lens = [len(s.members) for s in g.get_segments(layer)]
         if lens:
-            counted[layer] = (len(lens), min(lens), max(lens))
+            counted[layer] = SegmentStats.of(lens)
     assert counted and g.segment_stats() == counted

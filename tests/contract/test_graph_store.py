@@ -230,6 +230,53 @@ def test_document_statuses_by_id_and_by_source_prefix(graph_store):
     assert [s.doc_id for s in graph_store.doc_statuses("s3://b/other/")] == ["d3"]
 
 
+def test_status_pages_read_in_listing_order_and_resume_after_the_cursor(graph_store):
+    statuses = [DocStatus(doc_id=f"d{i:02d}", source=f"s3://b/docs/{i % 7}-{i:02d}.txt", state=RECEIVED)
+                for i in range(23)] + [DocStatus(doc_id="o1", source="s3://b/other/x.txt", state=RECEIVED)]
+    for status in statuses:
+        graph_store.put_doc_status(status)
+    want = [s.doc_id for s in sorted(statuses[:23], key=lambda s: (s.source, s.doc_id))]
+    got, after = [], None
+    while True:
+        page, after = graph_store.doc_statuses_page("s3://b/docs/", after, 5)
+        assert len(page) <= 5
+        got += [s.doc_id for s in page]
+        if after is None:
+            break
+        assert after == (page[-1].source, page[-1].doc_id)
+    assert got == want
+    whole, after = graph_store.doc_statuses_page("s3://b/docs/", None, 23)
+    assert len(whole) == 23 and after is None  # exactly the rest: no next page
+    assert graph_store.doc_statuses_page("s3://b/docs/", None, 0) == ([], None)
+    assert graph_store.doc_statuses_page("s3://c/", None, 5) == ([], None)
+    # a cursor outside the prefix: before it reads from its first, past it reads nothing
+    assert [s.doc_id for s in graph_store.doc_statuses_page("s3://b/other/", ("s3://a", "z"), 5)[0]] == ["o1"]
+    assert graph_store.doc_statuses_page("s3://b/docs/", ("s3://b/other/", ""), 5) == ([], None)
+
+
+def test_status_counters_follow_every_write_per_directory(graph_store):
+    graph_store.put_lsh(draw_hyperplanes("hash-128", 16, 12, seed=1))  # a store as an engine makes it
+    assert graph_store.status_counts("") == {}
+    a = DocStatus(doc_id="a", source="s3://b/docs/a.txt", state=RECEIVED)
+    b = DocStatus(doc_id="b", source="s3://b/docs/sub/b.txt", state=FAILED, reason="binary file")
+    for status in (a, b, a):  # a written twice: counted once
+        graph_store.put_doc_status(status)
+    assert graph_store.status_counts("") == {RECEIVED: 1, FAILED: 1}
+    assert graph_store.status_counts("s3://b/docs/") == {RECEIVED: 1, FAILED: 1}
+    assert graph_store.status_counts("s3://b/docs/sub/") == {FAILED: 1}
+    assert graph_store.status_counts("s3://b/docs/a") is None  # not a directory: no counter
+    graph_store.put_doc_status(replace(a, state=INDEXED, pending_shards=(1, 3)))
+    graph_store.put_doc_status(replace(b, state=INDEXED, reason=""))  # no shards: done already
+    assert graph_store.status_counts("s3://b/docs/") == {INDEXED: 1, "done": 1}
+    graph_store.put_doc_status(replace(a, source="s3://b/else/a.txt"))  # moved, received again
+    assert graph_store.status_counts("s3://b/docs/") == {"done": 1}
+    assert graph_store.status_counts("s3://b/else/") == {RECEIVED: 1}
+    assert graph_store.status_counts("") == {RECEIVED: 1, "done": 1}
+    graph_store.delete_doc_status("a")
+    graph_store.delete_doc_status("a")  # gone already: nothing counted
+    assert graph_store.status_counts("") == {"done": 1} and graph_store.status_counts("s3://b/else/") == {}
+
+
 def test_nodes_put_get_delete(graph_store):
     nodes = [node("c2", code=5), node("c1", code=2 ** 61 + 7), node("s1", layer=1, children=("c1", "c2"))]
     graph_store.put_nodes(nodes)
@@ -318,6 +365,24 @@ def test_summaries_written_outside_the_index_enter_it_with_their_segment(graph_s
     assert graph_store.get_segments(0) == [sg]
     assert graph_store.get_segments_by_id(0, ["sg", "nope"]) == {"sg": sg}
     assert graph_store.layer_sizes() == {0: 2, 1: 1}
+
+
+def test_segment_stats_follow_the_regions_applied(graph_store):
+    from eragraph.domain.segment_stats import SegmentStats
+
+    assert graph_store.segment_stats() == {}
+    graph_store.put_nodes([node(x, code=i) for i, x in enumerate("abcdef")])
+    three, two = seg("s3", 0, ("a", "b", "c")), seg("s2", 0, ("d", "e"))
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(refs(graph_store)),
+                                          assign=(("a", "s3"), ("b", "s3"), ("c", "s3"), ("d", "s2"), ("e", "s2")),
+                                          add=(three, two)))
+    assert graph_store.segment_stats() == {0: SegmentStats(2, 2, 3)}
+    # a re-cut: the pair and the free node become one segment of three
+    wide = seg("w3", 0, ("d", "e", "f"))
+    region = [r for r in refs(graph_store) if r.node_id in "def"]
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(region), remove=("s2",),
+                                          assign=(("d", "w3"), ("e", "w3"), ("f", "w3")), add=(wide,)))
+    assert graph_store.segment_stats() == {0: SegmentStats(2, 3, 3)}
 
 
 def test_deletes_leave_tombstones_only_for_members_of_segments(graph_store):
@@ -429,7 +494,8 @@ def stored_counters(store) -> dict[int, int]:
     client = boto3.client("dynamodb", region_name=store.Item.Meta.region)
     items = client.query(TableName=store.Item.Meta.table_name, KeyConditionExpression="PK = :pk",
                          ExpressionAttributeValues={":pk": {"S": "COUNT"}}, ConsistentRead=True)["Items"]
-    return {int(i["SK"]["S"].split("#")[1]): int(i["version"]["N"]) for i in items}
+    return {int(i["SK"]["S"].split("#")[1]): int(i["version"]["N"]) for i in items
+            if i["SK"]["S"].startswith("LAYER#")}
 
 
 def test_repair_layer_counts_recounts_the_live_refs(graph_store):

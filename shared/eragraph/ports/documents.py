@@ -32,4 +32,16 @@ class StatusStore(Protocol):
     def doc_statuses(self, prefix: str = "") -> list[DocStatus]:
         """The records whose source starts with ``prefix``, by source: reads that prefix only."""
         ...
+    def doc_statuses_page(self, prefix: str, after: tuple[str, str] | None, limit: int
+                          ) -> tuple[list[DocStatus], tuple[str, str] | None]:
+        """At most ``limit`` records whose source starts with ``prefix``, in (source, doc id)
+        order strictly after ``after`` (None: from the first), and the (source, doc id) to pass
+        as ``after`` for the next page (None: none follows). Reads at most ``limit + 1``
+        records, never the rest of the prefix."""
+        ...
+    def status_counts(self, prefix: str = "") -> dict[str, int] | None:
+        """The counters of ``prefix`` (domain.status_counts: key -> documents, one read), or
+        None when it has none (a prefix that is not a counted directory, or a store written
+        before the counters until migrate_status_counters has counted it)."""
+        ...
     def delete_doc_status(self, doc_id: str) -> None: ...  # no error when absent

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from ..domain.model import Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
+from ..domain.segment_stats import SegmentStats
 from .documents import DocumentStore, StatusStore
 
 
@@ -81,6 +82,10 @@ class NodeStore(Protocol):
         """Every segment of a layer (audits only)."""
         ...
     def get_segments_by_id(self, layer: int, segment_ids: Iterable[str]) -> dict[str, Segment]: ...
+    def segment_stats(self) -> dict[int, SegmentStats]:
+        """Per layer with segments: how many, and the fewest and most members (GET /stats);
+        from what the store keeps with its segment writes, not a read of the segments."""
+        ...
     def apply_region(self, change: RegionChange) -> None:
         """Apply one region's re-cut atomically if its refs are still as read, else raise
         ConflictError and write nothing. An adapter that has to split a large region in

@@ -12,8 +12,14 @@ derives ``summaries_pending`` / ``done`` from the dirty markers ``dirty:0:<shard
 (services.announce), which a reconcile that started after the last announcement clears.
 
 Reads: a document's status is one record read plus one read per shard it touched (at most
-2**GROUP_BITS); counts under a prefix read that prefix's records and the layer's markers once.
-Reads never write."""
+2**GROUP_BITS). A page of a listing reads its records (at most ``limit + 1``:
+StatusStore.doc_statuses_page) and the layer's markers once; its counts come from the status
+counters (domain.status_counts: the tenant or a directory prefix, one read), or, for a prefix
+without counters, from that prefix's records read page by page. The counters know ``indexed``
+documents, not whether their summaries are built: with no layer-0 shard dirty all are ``done``,
+with the whole layer dirty all are ``summaries_pending``; while only some shards are dirty
+(between an insert's announcement and its shards' reconcile) the counts leave them as
+``indexed`` (each document's own view in the page still says which). Reads never write."""
 
 from __future__ import annotations
 
@@ -22,7 +28,8 @@ import json
 import time
 from collections.abc import Iterable, Mapping
 
-from ..domain.doc_status import FAILED, INDEXED, RECEIVED, DocStatus, StatusCounts, effective_state
+from ..domain.doc_status import (DONE, FAILED, INDEXED, RECEIVED, SUMMARIES_PENDING, DocStatus, StatusCounts,
+                                 effective_state)
 from ..domain import refusals
 from ..domain.ids import document_id_for_source
 from ..domain.refusals import is_vocabulary
@@ -148,18 +155,61 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
     return source, doc_id
 
 
+COUNT_PAGE = 1000  # records per read when a prefix without counters is counted from its records
+
+
+class _Markers:
+    """The layer-0 dirty markers, read once and only if a status needs them."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._read: tuple[set[int], bool] | None = None
+
+    def get(self) -> tuple[set[int], bool]:
+        if self._read is None:
+            self._read = (_dirty_shards(self.engine), _whole_layer_dirty(self.engine))
+        return self._read
+
+
+def _views(statuses: list[DocStatus], markers: _Markers) -> list[dict]:
+    if not any(s.state == INDEXED for s in statuses):
+        return [{"doc_id": s.doc_id, **view(s, set(), False)} for s in statuses]
+    dirty, whole = markers.get()
+    return [{"doc_id": s.doc_id, **view(s, dirty, whole)} for s in statuses]
+
+
+def counts(engine: Engine, prefix: str = "", markers: _Markers | None = None) -> StatusCounts:
+    """Counts of each state under ``prefix``: from the counters where the prefix has them (see
+    the module docstring for ``indexed``), else from the prefix's records."""
+    markers = markers or _Markers(engine)
+    stored = engine.graph.status_counts(prefix)
+    if stored is None:
+        out, after = StatusCounts(prefix), None
+        while True:
+            statuses, after = engine.graph.doc_statuses_page(prefix, after, COUNT_PAGE)
+            out.add(v["state"] for v in _views(statuses, markers))
+            if after is None:
+                return out
+    out = StatusCounts(prefix)
+    for key in (RECEIVED, DONE, FAILED):
+        out.counts[key] += stored.get(key, 0)
+    indexed = stored.get(INDEXED, 0)
+    if indexed:
+        dirty, whole = markers.get()
+        out.counts[SUMMARIES_PENDING if whole else INDEXED if dirty else DONE] += indexed
+    return out
+
+
 def page(engine: Engine, prefix: str = "", limit: int = 100, cursor: str = ""
          ) -> tuple[StatusCounts, list[dict], str | None, bool]:
-    """``listing``'s counts and, of its documents in (source, doc id) order, the ``limit`` after
-    ``cursor``, with the cursor of the next page (None: this is the last). The cursor is the
-    last (source, doc id) given (and whether documents follow this page), so a page is right whatever was added or removed since the one
-    before (it reads the prefix's records, as ``listing``; reading less per page is the status
-    store's to learn)."""
+    """``counts`` under ``prefix`` and, of its documents in (source, doc id) order, the
+    ``limit`` after ``cursor``, with the cursor of the next page (None: this is the last) and
+    whether one follows. The cursor is the last (source, doc id) given, so a page is right
+    whatever was added or removed since the one before; a page reads its own records and one
+    more (StatusStore.doc_statuses_page), never the rest of the prefix."""
     after = decode_cursor(cursor) if cursor else None
-    counts, views = listing(engine, prefix)
-    ordered = sorted(views, key=lambda v: (v["source"], v["doc_id"]))
-    if after is not None:
-        ordered = [v for v in ordered if (v["source"], v["doc_id"]) > after]
-    shown = ordered[:limit]
-    more = len(ordered) > limit
-    return counts, shown, encode_cursor(shown[-1]["source"], shown[-1]["doc_id"]) if more and shown else None, more
+    statuses, next_after = engine.graph.doc_statuses_page(prefix, after, limit)
+    markers = _Markers(engine)
+    views = _views(statuses, markers)
+    more = next_after is not None
+    return counts(engine, prefix, markers), views, encode_cursor(*next_after) if more else None, more

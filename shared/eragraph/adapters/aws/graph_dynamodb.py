@@ -25,6 +25,7 @@ class DynamoGraphStore(DynamoMetaStore, DynamoDocumentStore, DynamoStatusStore, 
         self.models = models or build_models(table_name, region, host, tenant)
         self.Item = self.models.item
         self._code_bits = code_bits
+        self._lsh_cache = None  # meta_dynamodb.get_lsh
 
     # ----- the whole namespace (a tenant's deletion: bootstrap.tenancy) -----
     def namespace_size(self) -> int:
@@ -39,6 +40,7 @@ class DynamoGraphStore(DynamoMetaStore, DynamoDocumentStore, DynamoStatusStore, 
         if not self.models.tenant:
             raise ValueError("the default namespace is not a tenant's: it is never dropped")
         deleted = 0
+        self._lsh_cache = None
         with self.Item.batch_write() as batch:
             for item in self.Item.scan(self.models.in_namespace(), consistent_read=True,
                                        attributes_to_get=["PK", "SK"]):

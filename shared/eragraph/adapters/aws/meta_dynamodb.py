@@ -93,8 +93,20 @@ def _lsh_from_json(raw: str) -> LshConfig:
 
 class DynamoMetaStore(DynamoTable):
     def get_lsh(self) -> LshConfig | None:
+        """The hyperplanes, read (whether they are stored is how a read path learns that its
+        tenant was deleted by another process: never answered from a copy)."""
         item = self._get("META", "LSH")
-        return None if item is None else _lsh_from_json(item.value)
+        self._lsh_cache = None if item is None else _lsh_from_json(item.value)
+        return self._lsh_cache
+
+    def known_lsh(self) -> LshConfig | None:
+        """The hyperplanes as this process last read them, read only the first time: they are
+        written once, on the condition that none are stored, and never changed (only deleted
+        with the whole namespace, so a copy may outlive a tenant another process deleted).
+        For what only shows them (GET /stats' embedder), so that a warm /stats does not read
+        them; a path that must know the tenant still exists calls get_lsh."""
+        cached = getattr(self, "_lsh_cache", None)
+        return cached if cached is not None else self.get_lsh()
 
     def put_lsh(self, config: LshConfig) -> LshConfig:
         try:
@@ -104,6 +116,8 @@ class DynamoMetaStore(DynamoTable):
         except PutError as exc:
             if not _is_condition_failure(exc):
                 raise
+        else:  # a new namespace: every status it will hold is counted (status_dynamodb)
+            self.Item(PK="COUNT", SK="STATUS").update(actions=[self.Item.counted.set(1)])
         stored = self.get_lsh()
         assert stored is not None
         return stored

@@ -19,6 +19,10 @@ One table, generic key attributes, item kinds told apart by their keys:
     COUNT               LAYER#<layer>   live nodes of a layer (``version``, atomic ADD) and its ref
                                         layout (``bits``; ``moving`` during a move)
     COUNT               SEGSIZE#<layer>#<size>  segments of that size in the layer (``version``, ADD)
+    COUNT               STATUS          documents per status counter key (``n_<key>``, ADD)
+    STATUSDIR#<prefix>  COUNT           the same under a source directory (status_dynamodb)
+    STATUS#<doc_id>     STATUS          a document's status (``counted``: in the counters)
+    STATUSBY            <source>\0<id>  the status listing (a copy of the record)
     ENT#<entity>        ENT             an entity of the entity graph: ``freq`` (atomic ADD)
     ENT#<entity>        CHUNK#<chunk>   a posting: ``weight`` = occurrences of the entity in the chunk
     ENT#<entity>        SENT#<sentence> a mention (the sentence mentions the entity)
@@ -167,5 +171,12 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         freq = NumberAttribute(null=True)
         weight = NumberAttribute(null=True)
         born = UnicodeAttribute(null=True)  # ENT: the token of the add that created the entity
+        # STATUS: 1 once counted in the status counters; the counters (COUNT / STATUS and
+        # STATUSDIR#<prefix> / COUNT): documents per counter key (domain.status_counts)
+        counted = NumberAttribute(null=True)
+        n_received = NumberAttribute(null=True)
+        n_indexed = NumberAttribute(null=True)
+        n_done = NumberAttribute(null=True)
+        n_failed = NumberAttribute(null=True)
 
     return TableModels(item=GraphItem, by_source=GraphItem.by_source, tenant=tenant)

@@ -61,6 +61,7 @@ from pynamodb.exceptions import DeleteError, TransactWriteError, UpdateError
 
 from ...domain.model import (ConflictError, Document, ItemTooLargeError, Node, NodeRef, RefState, RegionChange,
                              Segment, applying_key)
+from ...domain.segment_stats import SegmentStats
 from .dynamodb_table import BATCH_GET, TRANSACT_LIMIT, DynamoTable, _is_condition_failure, _is_lost_race, item_bytes
 from .meta_dynamodb import meta_partition
 from .ref_layout import Layout, RefLayouts
@@ -326,8 +327,8 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
         layer counted again (up to COUNT_REPAIR_ATTEMPTS times; a layer that keeps moving is
         left to the next run). Reading the counter before counting means a writer that wrote
         its ref but not yet its ADD when the counter is rewritten leaves it one over; the next
-        run sees it. A counter of the current layout is kept at zero, not deleted: it holds
-        the layer's layout."""
+        run sees it. A counter of a layer spread over several partitions is kept at zero, not
+        deleted: it holds the layer's layout."""
         Item = self.Item
         top = (1 << self.code_bits) - 1
         layers = set(self._counters())
@@ -342,16 +343,19 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
                 layout = self._remember(layer, item)
                 observed = None if item is None or item.version is None else int(item.version)
                 live = sum(1 for r in self.prefix_refs(layer, 0, top) if r.live)
-                if (observed or 0) == live and (item is None or observed is not None):
+                # without live refs the counter goes, unless it holds a layout its absence
+                # would not say (more than one partition, or a store not stamped yet)
+                goes = not live and (layout.legacy or (layout.bits == 0 and self.store_current()))
+                if (item is None) if goes else observed == live:
                     break
                 condition = Item.version.does_not_exist() if observed is None else Item.version == observed
                 condition = condition & self.layout_condition(layer, layout)
                 target = Item(PK="COUNT", SK=f"LAYER#{layer}")
                 try:
-                    if live or not layout.legacy:
+                    if not goes:
                         target.update(actions=[Item.version.set(live)] + self.layout_actions(layout),
                                       condition=condition)
-                    else:  # a legacy layer without live refs: the counter goes
+                    else:
                         target.delete(condition=condition)
                 except (UpdateError, DeleteError) as exc:
                     if not _is_condition_failure(exc):
@@ -388,30 +392,29 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
         seg = self.Item.seg.does_not_exist() if ref.seg is None else self.Item.seg == ref.seg
         return self.Item.PK.exists() & (self.Item.live == (1 if ref.live else 0)) & seg
 
-    def _segment_sizes(self) -> dict[int, dict[int, int]]:
-        """The segment counters: layer -> {segment size: how many}."""
-        out: dict[int, dict[int, int]] = {}
-        for i in self.Item.query("COUNT", self.Item.SK.startswith("SEGSIZE#"), consistent_read=True):
-            _, layer, size = i.SK.split("#")
-            if int(i.version or 0) > 0:
-                out.setdefault(int(layer), {})[int(size)] = int(i.version)
-        return out
-
-    def segment_stats(self) -> dict[int, tuple[int, int | None, int | None]]:
-        """layer -> (segments, smallest, largest) from the segment counters (one Query); a
-        legacy layer (not migrated yet) is counted from its segment records."""
-        sizes = self._segment_sizes()
-        out: dict[int, tuple[int, int | None, int | None]] = {}
-        for layer in sorted(set(self._counters()) | set(sizes)):
+    def segment_stats(self) -> dict[int, SegmentStats]:
+        """Per layer, its segments' count and sizes from the counters: one Query of the ``COUNT``
+        partition (layer counters and segment counters together); a legacy layer (not migrated
+        yet) is counted from its segment records."""
+        sizes: dict[int, dict[int, int]] = {}
+        layers: set[int] = set()
+        for i in self.Item.query("COUNT", consistent_read=True):
+            if i.SK.startswith("LAYER#"):
+                layer = int(i.SK[len("LAYER#"):])
+                self._remember(layer, i)
+                layers.add(layer)
+            elif i.SK.startswith("SEGSIZE#") and int(i.version or 0) > 0:
+                _, layer, size = i.SK.split("#")
+                sizes.setdefault(int(layer), {})[int(size)] = int(i.version)
+        out: dict[int, SegmentStats] = {}
+        for layer in sorted(layers | set(sizes)):
             if self.layout(layer).legacy:
-                lens = [len(s.members) for s in self.get_segments(layer)]
-                counts: dict[int, int] = {}
-                for n in lens:
-                    counts[n] = counts.get(n, 0) + 1
+                found = SegmentStats.of(len(s.members) for s in self.get_segments(layer))
             else:
                 counts = sizes.get(layer, {})
-            if counts:
-                out[layer] = (sum(counts.values()), min(counts), max(counts))
+                found = SegmentStats(sum(counts.values()), min(counts, default=None), max(counts, default=None))
+            if found.count:
+                out[layer] = found
         return out
 
     def _count_legacy_segments(self, layer: int) -> None:

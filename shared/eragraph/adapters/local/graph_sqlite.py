@@ -34,7 +34,7 @@ from .documents_sqlite import SqliteDocumentStore
 from .lexical_fts5 import _LEXICAL, Fts5Leaves, _insert_leaves
 from .meta_sqlite import SqliteMetaStore
 from .nodes_sqlite import SqliteNodeStore
-from .status_sqlite import SqliteStatusStore
+from .status_sqlite import STATUS_COUNTS_SCHEMA, SqliteStatusStore, count_statuses
 
 
 SCHEMA_VERSION = 2
@@ -175,6 +175,8 @@ class SqliteGraphStore(SqliteMetaStore, SqliteDocumentStore, SqliteStatusStore, 
             lexical_existed = conn.execute(
                 "SELECT 1 FROM sqlite_master WHERE name = 'leaf_text'").fetchone() is not None
             conn.execute(_LEXICAL)
+            conn.execute(STATUS_COUNTS_SCHEMA)
+            count_statuses(conn)  # once: a store written before the status counters
             if not lexical_existed and conn.execute("SELECT 1 FROM nodes LIMIT 1").fetchone() is None:
                 conn.execute("INSERT OR REPLACE INTO store_info (key, value) VALUES ('lexical', '1')")
             if conn.execute("SELECT 1 FROM store_info WHERE key = 'leaf_rowids'").fetchone() is None:

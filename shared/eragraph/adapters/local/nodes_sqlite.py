@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ...domain.model import ConflictError, Document, Node, NodeRef, RefState, RegionChange, Segment
+from ...domain.segment_stats import SegmentStats
 from .lexical_fts5 import _insert_leaves, _leaf_rowid
 from .sqlite_db import SqliteDb, _chunks, _dumps
 
@@ -112,6 +113,13 @@ class SqliteNodeStore(SqliteDb):
                            "ORDER BY segment_id", (int(layer),))
         return [Segment(segment_id=sid, layer=int(lay), members=tuple(json.loads(members)), summary_id=summary)
                 for sid, lay, members, summary in rows]
+
+    def segment_stats(self) -> dict[int, SegmentStats]:
+        """One aggregate over the segments table (a local read of its rows, no JSON parsed in
+        Python)."""
+        rows = self._query("SELECT layer, COUNT(*), MIN(json_array_length(members)), "
+                           "MAX(json_array_length(members)) FROM segments GROUP BY layer ORDER BY layer")
+        return {int(layer): SegmentStats(int(n), lo, hi) for layer, n, lo, hi in rows}
 
     def get_segments_by_id(self, layer: int, segment_ids: Iterable[str]) -> dict[str, Segment]:
         wanted = list(dict.fromkeys(segment_ids))

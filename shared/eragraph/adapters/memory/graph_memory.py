@@ -13,6 +13,8 @@ from ...domain.bm25 import Bm25Corpus
 from ...domain.doc_status import DocStatus
 from ...domain.filters import Filter, chunk_attrs, matches
 from ...domain.ledger import bucket_start
+from ...domain.segment_stats import SegmentStats
+from ...domain.status_counts import deltas, is_counted
 from ...domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState, RegionChange,
                              Segment)
 
@@ -30,6 +32,7 @@ class MemoryGraphStore:
         self._ledger_hours: dict[tuple[str, int], dict[str, float]] = {}
         self._docs: dict[str, Document] = {}
         self._statuses: dict[str, DocStatus] = {}
+        self._status_counts: dict[str, dict[str, int]] = {}  # prefix -> counter key -> n
         self._nodes: dict[str, Node] = {}
         self._leaf_text = Bm25Corpus()  # the lexical index of the leaves, kept with the nodes
         self._segments: dict[int, dict[str, Segment]] = {}
@@ -96,7 +99,14 @@ class MemoryGraphStore:
     def list_documents(self) -> list[Document]:
         return [copy.deepcopy(self._docs[k]) for k in sorted(self._docs) if not self._docs[k].is_tombstone]
 
+    def _count_status(self, before: DocStatus | None, after: DocStatus | None) -> None:
+        for prefix, row in deltas(before, after).items():
+            mine = self._status_counts.setdefault(prefix, {})
+            for key, n in row.items():
+                mine[key] = mine.get(key, 0) + n
+
     def put_doc_status(self, status: DocStatus) -> None:
+        self._count_status(self._statuses.get(status.doc_id), status)
         self._statuses[status.doc_id] = status
 
     def get_doc_status(self, doc_id: str) -> DocStatus | None:
@@ -106,8 +116,20 @@ class MemoryGraphStore:
         return sorted((s for s in self._statuses.values() if s.source.startswith(prefix)),
                       key=lambda s: (s.source, s.doc_id))
 
+    def doc_statuses_page(self, prefix: str, after: tuple[str, str] | None, limit: int
+                          ) -> tuple[list[DocStatus], tuple[str, str] | None]:
+        ordered = [s for s in self.doc_statuses(prefix) if after is None or (s.source, s.doc_id) > after]
+        shown = ordered[:max(0, limit)]
+        more = len(ordered) > len(shown) and bool(shown)
+        return shown, (shown[-1].source, shown[-1].doc_id) if more else None
+
+    def status_counts(self, prefix: str = "") -> dict[str, int] | None:
+        if not is_counted(prefix):
+            return None
+        return {k: n for k, n in self._status_counts.get(prefix, {}).items() if n}
+
     def delete_doc_status(self, doc_id: str) -> None:
-        self._statuses.pop(doc_id, None)
+        self._count_status(self._statuses.pop(doc_id, None), None)
 
     def _leaf_matches(self, node_id: str, where: Filter) -> bool:
         """Whether a leaf chunk's attributes (domain.filters.chunk_attrs of its document) match
@@ -197,6 +219,10 @@ class MemoryGraphStore:
 
     def get_segments(self, layer: int) -> list[Segment]:
         return sorted(self._segments.get(layer, {}).values(), key=lambda s: s.segment_id)
+
+    def segment_stats(self) -> dict[int, SegmentStats]:
+        return {layer: SegmentStats.of(len(s.members) for s in segs.values())
+                for layer, segs in sorted(self._segments.items()) if segs}
 
     def get_segments_by_id(self, layer: int, segment_ids: Iterable[str]) -> dict[str, Segment]:
         segs = self._segments.get(layer, {})
