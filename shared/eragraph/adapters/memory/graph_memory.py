@@ -15,6 +15,7 @@ from ...domain.filters import Filter, chunk_attrs, matches
 from ...domain.ledger import bucket_start
 from ...domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState, RegionChange,
                              Segment)
+from ...domain.scoped import RefCount, ref_count
 
 
 def _ledger_row() -> dict[str, float]:
@@ -165,6 +166,10 @@ class MemoryGraphStore:
         rows = sorted((r for lay, r in self._refs.values() if lay == layer and lo <= r.code <= hi),
                       key=lambda r: (r.code, r.node_id))
         return rows if limit is None else rows[:limit]
+
+    def count_refs(self, layer: int, lo: int, hi: int, cap: int | None = None) -> RefCount:
+        refs = [r for lay, r in self._refs.values() if lay == layer and lo <= r.code <= hi]
+        return ref_count(refs, cap, False)
 
     def refs_page(self, layer: int, after: tuple[int, str] | None, limit: int) -> list[RefState]:
         rows = sorted((r for lay, r in self._refs.values()
