@@ -328,6 +328,27 @@ def test_prefix_refs_are_code_ranges_in_order_with_limits(graph_store):
     assert all(r.live and r.seg is None for r in refs(graph_store))
 
 
+def test_count_refs_counts_old_and_live_refs_of_a_range_capped(graph_store):
+    graph_store.put_nodes([node(f"n{i}", code=4 + i % 3) for i in range(9)] + [node("far", code=40),
+                                                                            node("up", layer=1, code=5)])
+    counted = graph_store.count_refs(0, 0, 100)
+    assert (counted.old, counted.new) == (0, 10)  # nothing in a segment yet: every ref is new
+    in_seg = [r for r in refs(graph_store) if r.node_id in ("n0", "n1", "n2", "n3")]
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(in_seg),
+                                          assign=tuple((r.node_id, "sg") for r in in_seg),
+                                          add=(seg("sg", 0, tuple(r.node_id for r in in_seg)),)))
+    graph_store.delete_nodes(["n0", "n4"])  # n0 a tombstone (in a segment), n4 gone
+    assert [(c.old, c.new) for c in (graph_store.count_refs(0, 0, 100), graph_store.count_refs(0, 4, 6),
+                                     graph_store.count_refs(0, 5, 5), graph_store.count_refs(0, 41, 99),
+                                     graph_store.count_refs(1, 0, 100), graph_store.count_refs(3, 0, 100))] == [
+        (4, 8), (4, 7), (1, 2), (0, 0), (0, 1), (0, 0)]
+    capped = graph_store.count_refs(0, 0, 100, cap=2)
+    assert (capped.old, capped.new) == (3, 3)  # cap + 1: more than the cap
+    assert (graph_store.count_refs(0, 0, 100, cap=7).old, graph_store.count_refs(0, 0, 100, cap=7).new) == (4, 8)
+    whole = graph_store.count_refs(0, 4, 6).refs
+    assert whole is None or list(whole) == graph_store.prefix_refs(0, 4, 6)  # refs, when given, are the range's
+
+
 def test_refs_page_walks_a_layer_in_code_order_from_a_cursor(graph_store):
     far = 1 << 60  # another partition of the ref index where the store shards it by code
     graph_store.put_nodes([node("b", code=5), node("a", code=5), node("e", code=5), node("c", code=2),

@@ -415,16 +415,24 @@ def test_a_bulk_build_sweeps_each_layer_once_not_once_per_shard(monkeypatch):
     monkeypatch.setattr(resummarize, "WHOLE_LAYER_SHARE", 10**9)
     engine = make_engine()
     sweeps: list[int] = []
-    full = (1 << engine.settings.n_planes) - 1
-    original = engine.graph.prefix_refs
+    reader, stream_regions, whole_layer = resummarize.reader, resummarize.stream_regions, resummarize.whole_layer
 
-    def counting(layer, lo, hi, limit=None):
-        # a pass over the whole layer starts at its root, read whole or up to a streamed region
-        if (lo, hi) == (0, full) and (limit is None or limit > resummarize.STREAM_REGION_REFS):
-            sweeps.append(layer)
-        return original(layer, lo, hi, limit)
+    def layer_reader(engine, layer):  # each reader knows its layer, so a pass over it is seen
+        read = reader(engine, layer)
+        read.layer = layer
+        return read
 
-    engine.graph.prefix_refs = counting
+    def streamed(read, *args):
+        sweeps.append(read.layer)
+        return stream_regions(read, *args)
+
+    def whole(read):
+        sweeps.append(read.layer)
+        return whole_layer(read)
+
+    monkeypatch.setattr(resummarize, "reader", layer_reader)
+    monkeypatch.setattr(resummarize, "stream_regions", streamed)
+    monkeypatch.setattr(resummarize, "whole_layer", whole)
     ingest(engine, synthetic_docs(150))
     pending = engine.queue.pending()
     drain(engine)

@@ -15,8 +15,8 @@ import pytest
 
 from eragraph.domain.model import NodeRef, RefState
 from eragraph.domain.partition import decide, largest_unpartitionable, partition
-from eragraph.domain.scoped import (bit, code_prefix, count_cap, cut_region, plan_regions, stream_regions,
-                                     whole_layer)
+from eragraph.domain.scoped import (RefCount, bit, code_prefix, count_cap, cut_region, plan_regions,
+                                     stream_regions, whole_layer)
 
 
 class RefIndex:
@@ -27,6 +27,7 @@ class RefIndex:
         self.refs: dict[str, RefState] = {}
         self.reads = 0
         self.refs_read = 0
+        self.counts = 0
 
     def read(self, prefix: int, depth: int, limit: int | None) -> list[RefState]:
         rows = sorted((r for r in self.refs.values() if code_prefix(r.code, depth, self.n_bits) == prefix),
@@ -35,6 +36,13 @@ class RefIndex:
         self.reads += 1
         self.refs_read += len(rows)
         return rows
+
+    def count(self, prefix: int, depth: int, cap: int | None) -> RefCount:
+        """GraphStore.count_refs as SQLite answers it: capped counts, no refs returned."""
+        rows = [r for r in self.refs.values() if code_prefix(r.code, depth, self.n_bits) == prefix]
+        old, new = sum(r.old for r in rows), sum(r.live for r in rows)
+        self.counts += 1
+        return RefCount(old, new) if cap is None else RefCount(min(old, cap + 1), min(new, cap + 1))
 
     def add(self, node_id: str, code: int) -> None:
         old = self.refs.get(node_id)
@@ -80,8 +88,10 @@ def _code(rng: random.Random, n_bits: int, centres: list[int]) -> int:
     return rng.getrandbits(n_bits)
 
 
-def reconcile(index: RefIndex, dirty, n_bits, s_min, s_max, interrupt: random.Random | None = None):
-    regions = plan_regions(dirty, index.read, n_bits, s_min, s_max)
+def reconcile(index: RefIndex, dirty, n_bits, s_min, s_max, interrupt: random.Random | None = None,
+              counted: bool = False):
+    """``counted``: the walk's counts come from the store's own count (count_refs), not reads."""
+    regions = plan_regions(dirty, index.read, n_bits, s_min, s_max, count=index.count if counted else None)
     for region in regions:
         if interrupt is not None and interrupt.random() < 0.3:
             continue  # this consumer died before applying the region
@@ -94,7 +104,8 @@ BOUNDS = [(6, 12, 10), (8, 12, 10), (3, 5, 8), (4, 9, 12), (2, 3, 6), (5, 5, 8)]
 
 @pytest.mark.parametrize("s_min,s_max,n_bits", BOUNDS)
 @pytest.mark.parametrize("seed", range(6))
-def test_scoped_equals_whole_layer(s_min, s_max, n_bits, seed):
+@pytest.mark.parametrize("counted", [False, True], ids=["read-counts", "store-counts"])
+def test_scoped_equals_whole_layer(s_min, s_max, n_bits, seed, counted):
     rng = random.Random(seed * 1000 + s_min * 31 + s_max)
     centres = [rng.getrandbits(n_bits) for _ in range(rng.choice([0, 2, 5]))]
     index = RefIndex(n_bits)
@@ -123,18 +134,19 @@ def test_scoped_equals_whole_layer(s_min, s_max, n_bits, seed):
         rng.shuffle(pending)
         cut = rng.randint(1, len(pending))
         deliver, pending = pending[:cut], pending[cut:]
-        reconcile(index, deliver, n_bits, s_min, s_max)
+        reconcile(index, deliver, n_bits, s_min, s_max, counted=counted)
         # invariant: the stored segments partition the old node set exactly as the rule does
         old = [NodeRef(r.node_id, r.code) for r in index.refs.values() if r.old]
         assert index.stored() == full(old, n_bits, s_min, s_max)
-    reconcile(index, pending, n_bits, s_min, s_max)
+    reconcile(index, pending, n_bits, s_min, s_max, counted=counted)
     assert not [r for r in index.refs.values() if r.changed]
     assert index.stored() == full(index.live(), n_bits, s_min, s_max)
 
 
 @pytest.mark.parametrize("s_min,s_max,n_bits", [(6, 12, 10), (8, 12, 10)])
 @pytest.mark.parametrize("seed", range(4))
-def test_interrupted_reconciles_converge(s_min, s_max, n_bits, seed):
+@pytest.mark.parametrize("counted", [False, True], ids=["read-counts", "store-counts"])
+def test_interrupted_reconciles_converge(s_min, s_max, n_bits, seed, counted):
     """Consumers that die after applying some regions: the redelivered message finishes."""
     rng = random.Random(seed)
     index = RefIndex(n_bits)
@@ -152,8 +164,8 @@ def test_interrupted_reconciles_converge(s_min, s_max, n_bits, seed):
                 index.remove(victim.node_id)
                 code = victim.code
             codes.append(code)
-        reconcile(index, codes, n_bits, s_min, s_max, interrupt=rng)
-        reconcile(index, codes, n_bits, s_min, s_max)  # the redelivery
+        reconcile(index, codes, n_bits, s_min, s_max, interrupt=rng, counted=counted)
+        reconcile(index, codes, n_bits, s_min, s_max, counted=counted)  # the redelivery
         assert index.stored() == full(index.live(), n_bits, s_min, s_max)
 
 
@@ -179,6 +191,34 @@ def test_one_insert_reads_a_bounded_part_of_a_large_layer():
     # about two capped half-counts per bit on the path plus one region, whatever the size
     assert reads[1] <= 2 * n_bits * (2 * cap + 2) + 4 * s_max
     assert reads[1] <= 2 * reads[0] + 50
+
+
+def test_with_the_stores_counts_one_insert_reads_about_one_region_whatever_the_size():
+    """count_refs answers the walk's half-counts without rows: the refs one insert reads are its
+    region and the small halves it carries, not 2 * cap + 2 per bit of the path (which grows
+    with log N); the counts are about two per bit."""
+    n_bits, s_min, s_max = 20, 6, 12
+    rng = random.Random(11)
+    reads, counts = [], []
+    for size in (2_000, 40_000):
+        index = RefIndex(n_bits)
+        for i in range(size):
+            index.add(f"x{i:06d}", rng.getrandbits(n_bits))
+        index.apply(whole_layer(index.read), full(index.live(), n_bits, s_min, s_max))
+        per_insert, per_counts = [], []
+        for j in range(20):
+            code = rng.getrandbits(n_bits)
+            index.add(f"new{j}", code)
+            index.refs_read = index.counts = 0
+            reconcile(index, [code], n_bits, s_min, s_max, counted=True)
+            per_insert.append(index.refs_read)
+            per_counts.append(index.counts)
+        assert index.stored() == full(index.live(), n_bits, s_min, s_max)
+        reads.append(sorted(per_insert)[len(per_insert) // 2])
+        counts.append(sorted(per_counts)[len(per_counts) // 2])
+    cap = count_cap(s_min, s_max)
+    assert reads[1] <= 4 * (2 * cap + 2)  # a region and a carried half or two: no term in n_bits
+    assert counts[1] <= 2 * n_bits + 1
 
 
 def test_count_cap():

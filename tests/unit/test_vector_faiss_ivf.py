@@ -199,3 +199,27 @@ def test_a_failed_change_of_shape_keeps_every_vector(tmp_path, monkeypatch):
     index.flush()
     again = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=2000)
     assert again.count() == 2000 and [h.node_id for h in again.search(q, 5)] == exact(vecs, q, 5)
+
+
+def test_a_small_ivf_add_runs_on_one_thread_and_leaves_the_thread_setting_as_it_was(tmp_path, monkeypatch):
+    """FAISS starts an OpenMP team for every add: for an insert's few vectors waking it costs
+    milliseconds (more on a busy machine) against microseconds of work, so a small IVF add runs
+    on one thread; the caller's setting is restored, also when the add fails."""
+    index = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=2000)
+    fill(index, clustered(2400, 3))
+    assert vector_faiss_ivf.is_ivf(index._index)
+    seen = []
+    real = vector_faiss_ivf.faiss.omp_set_num_threads
+    monkeypatch.setattr(vector_faiss_ivf.faiss, "omp_set_num_threads", lambda n: (seen.append(n), real(n)))
+    threads = vector_faiss_ivf.faiss.omp_get_max_threads()
+    index.upsert(["one"], clustered(1, 4), [{"layer": 0, "doc_id": "d"}])
+    assert seen == [1, threads] and vector_faiss_ivf.faiss.omp_get_max_threads() == threads
+    assert index.search(clustered(1, 4)[0], 1)[0].node_id == "one"
+    seen.clear()
+    with pytest.raises(AssertionError):  # FAISS's wrapper checks the shapes
+        vector_faiss_ivf.add(index._index, clustered(2, 5), np.arange(1, dtype=np.int64))  # 2 rows, 1 id
+    assert seen[0] == 1 and vector_faiss_ivf.faiss.omp_get_max_threads() == threads
+    seen.clear()
+    big = vector_faiss_ivf.SERIAL_ADD_MAX
+    vector_faiss_ivf.add(index._index, clustered(big, 6), np.arange(10**6, 10**6 + big, dtype=np.int64))
+    assert seen == []  # a large add keeps the threads

@@ -56,6 +56,22 @@ Reader = Callable[[int, int, int | None], list[RefState]]
 
 
 @dataclass(frozen=True)
+class RefCount:
+    """The old and live counts of a code range of the ref index, each exact up to a cap and
+    cap + 1 above it (exact when the cap is None); ``refs``: every ref of the range in (code,
+    node id) order when the count read them all anyway (None: only counted)."""
+
+    old: int
+    new: int
+    refs: tuple[RefState, ...] | None = None
+
+
+# count(prefix, depth, cap): the RefCount of the refs whose code starts with the ``depth``-bit
+# ``prefix`` (GraphStore.count_refs: a store that counts without returning rows)
+Counter = Callable[[int, int, int | None], RefCount]
+
+
+@dataclass(frozen=True)
 class Region:
     """A group of the rule's recursion whose segments are re-cut as a whole."""
 
@@ -91,33 +107,56 @@ class _Half:
     refs: list[RefState] | None  # every ref of the half, when the read was complete
 
 
-def _count(read: Reader, prefix: int, depth: int, cap: int | None) -> _Half:
-    """Old and new counts of a prefix, exact up to ``cap`` (capped at cap + 1 above it)."""
+def ref_count(refs: Sequence[RefState], cap: int | None, whole: bool) -> RefCount:
+    """The RefCount of ``refs`` (``whole``: they are the range's every ref)."""
+    old = sum(1 for r in refs if r.old)
+    new = sum(1 for r in refs if r.live)
+    if cap is not None:
+        old, new = min(old, cap + 1), min(new, cap + 1)
+    return RefCount(old, new, tuple(refs) if whole else None)
+
+
+def count_by_reading(read: Callable[[int | None], Sequence[RefState]], cap: int | None) -> RefCount:
+    """The RefCount of a range from ``read(limit)`` (its first ``limit`` refs; None: all): read
+    with a small limit, raised while the limit fills and one of the two counts is still at most
+    ``cap`` (tombstones or new refs among many)."""
     limit = None if cap is None else 2 * cap + 2
     while True:
-        refs = read(prefix, depth, limit)
-        old = sum(1 for r in refs if r.old)
-        new = sum(1 for r in refs if r.live)
+        refs = read(limit)
         if limit is None or len(refs) < limit:
-            if cap is None:
-                return _Half(old, new, refs)
-            return _Half(min(old, cap + 1), min(new, cap + 1), refs)
-        if old > cap and new > cap:
-            return _Half(cap + 1, cap + 1, None)
+            return ref_count(refs, cap, True)
+        counted = ref_count(refs, cap, False)
+        if counted.old > cap and counted.new > cap:
+            return counted
         limit *= 4
 
 
+def counting_by_reading(read: Reader) -> Counter:
+    """A Counter from a Reader (count_by_reading of each group)."""
+    def count(prefix: int, depth: int, cap: int | None) -> RefCount:
+        return count_by_reading(lambda limit: read(prefix, depth, limit), cap)
+
+    return count
+
+
+def _count(count: Counter, prefix: int, depth: int, cap: int | None) -> _Half:
+    """Old and new counts of a prefix, exact up to ``cap`` (capped at cap + 1 above it)."""
+    counted = count(prefix, depth, cap)
+    return _Half(counted.old, counted.new, None if counted.refs is None else list(counted.refs))
+
+
 def plan_regions(dirty: Iterable[int], read: Reader, n_bits: int, s_min: int, s_max: int,
-                 summarized: bool = True) -> list[Region]:
+                 summarized: bool = True, count: Counter | None = None) -> list[Region]:
     """The regions to re-cut for the changed ``dirty`` codes (disjoint groups).
 
-    ``summarized``: the layer may have segments at all (layer + 1 <= max layers)."""
+    ``summarized``: the layer may have segments at all (layer + 1 <= max layers). ``count``:
+    the store's own capped counts (None: counted by reading, ``counting_by_reading``)."""
     codes = sorted(set(dirty))
     if not codes:
         return []
-    read = remembering(read, n_bits)
+    read, count = remembering(read, n_bits, count)
     cap = count_cap(s_min, s_max)
-    root = _count(read, 0, 0, cap)
+    root = _count(count, 0, 0, cap)
     if not summarized or root.old <= s_max or root.new <= s_max:
         # the layer is (or was) too small to summarize, or never is: it is one region
         refs = root.refs if root.refs is not None else read(0, 0, None)
@@ -132,7 +171,7 @@ def plan_regions(dirty: Iterable[int], read: Reader, n_bits: int, s_min: int, s_
             continue
         halves = []
         for b in (0, 1):
-            half = _count(read, prefix * 2 + b, depth + 1, cap)
+            half = _count(count, prefix * 2 + b, depth + 1, cap)
             carried = [e for e in extra if bit(e.code, depth, n_bits) == b]
             halves.append(_Half(half.old + sum(e.old for e in carried),
                                 half.new + sum(e.live for e in carried),
@@ -163,26 +202,45 @@ def plan_regions(dirty: Iterable[int], read: Reader, n_bits: int, s_min: int, s_
     return regions
 
 
-def remembering(read: Reader, n_bits: int) -> Reader:
-    """``read``, answering a group that lies inside a group read whole before from that read
-    instead of reading it again. A read is whole when it returned fewer refs than its limit (or
-    had none); its refs, in (code, node id) order, include every ref of its sub-groups in the
-    same order. Within one plan the walk reads a half, then its halves, then a region made of
-    them: on a small or sparse layer the root's count already holds everything (a store that
-    spreads a layer over partitions pays one query per partition for each such read)."""
-    whole: list[tuple[int, int, list[RefState]]] = []  # (prefix, depth, refs)
+def remembering(read: Reader, n_bits: int, count: Counter | None = None) -> tuple[Reader, Counter]:
+    """``read`` and ``count`` (None: ``counting_by_reading(read)``), answering a group that lies
+    inside a group read whole before from that read instead of reading or counting it again. A
+    read is whole when it returned fewer refs than its limit (or had none), a count when it
+    returned its refs; their refs, in (code, node id) order, include every ref of their
+    sub-groups in the same order. Within one plan the walk counts a half, then its halves, then
+    reads a region made of them: on a small or sparse layer the root's count already holds
+    everything (a store that spreads a layer over partitions pays one query per partition for
+    each such read). A store that counts without reading (SQLite) returns no refs: its counts
+    cost one small query each and the walk reads only its regions and carried halves."""
+    whole: list[tuple[int, int, Sequence[RefState]]] = []  # (prefix, depth, refs)
 
-    def read_once(prefix: int, depth: int, limit: int | None) -> list[RefState]:
+    def held(prefix: int, depth: int) -> list[RefState] | None:
         for p, d, refs in whole:
             if d <= depth and prefix >> (depth - d) == p:
-                inside = [r for r in refs if code_prefix(r.code, depth, n_bits) == prefix]
-                return inside if limit is None else inside[:limit]
+                return [r for r in refs if code_prefix(r.code, depth, n_bits) == prefix]
+        return None
+
+    def read_once(prefix: int, depth: int, limit: int | None) -> list[RefState]:
+        inside = held(prefix, depth)
+        if inside is not None:
+            return inside if limit is None else inside[:limit]
         refs = read(prefix, depth, limit)
         if limit is None or len(refs) < limit:
             whole.append((prefix, depth, refs))
         return refs
 
-    return read_once
+    counter = counting_by_reading(read_once) if count is None else count
+
+    def count_once(prefix: int, depth: int, cap: int | None) -> RefCount:
+        inside = held(prefix, depth)
+        if inside is not None:
+            return ref_count(inside, cap, True)
+        counted = counter(prefix, depth, cap)
+        if count is not None and counted.refs is not None:
+            whole.append((prefix, depth, counted.refs))
+        return counted
+
+    return read_once, count_once
 
 
 def _region(read: Reader, depth: int, prefix: int, extra: Sequence[RefState],

@@ -11,6 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..domain.model import Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
 from ..domain.segment_stats import SegmentStats
+from ..domain.scoped import RefCount, count_by_reading
 from .documents import DocumentStore, StatusStore
 
 
@@ -59,6 +60,14 @@ class NodeStore(Protocol):
         """Refs of ``layer`` (tombstones included) with lo <= code <= hi, in (code, node id)
         order, at most ``limit``: one range read, never the whole layer for a narrow range."""
         ...
+    def count_refs(self, layer: int, lo: int, hi: int, cap: int | None = None) -> RefCount:
+        """How many refs of ``layer`` with lo <= code <= hi are in a stored segment (``old``)
+        and how many are live (``new``), each exact up to ``cap`` and ``cap + 1`` above it
+        (exact when ``cap`` is None): what the scoped reconcile's walk decides from. A store
+        that reads the refs to count them returns them when it read them all (``refs``); one
+        that counts in place returns none and reads about 2 * cap + 2 index entries per call
+        (``RefsCountedByReading`` is the reading one, for a store without a count of its own)."""
+        ...
     def refs_page(self, layer: int, after: tuple[int, str] | None, limit: int) -> list[RefState]:
         """Live refs of ``layer`` in (code, node id) order strictly after ``after`` (None: from
         the start), at most ``limit``: one page of a layer, read as a range (never the whole
@@ -93,6 +102,16 @@ class NodeStore(Protocol):
         first and deletes it with the last, so that a partial apply is seen (and repaired by
         a whole-layer reconcile)."""
         ...
+
+
+class RefsCountedByReading:
+    """NodeStore.count_refs from the store's ``prefix_refs`` (domain.scoped.count_by_reading):
+    a small limit, raised while it fills and a count is still at most ``cap``; the refs come
+    back when the read held them all, so the walk answers the range's sub-ranges from them
+    (a store that spreads a layer over partitions pays a query per partition for each read)."""
+
+    def count_refs(self, layer: int, lo: int, hi: int, cap: int | None = None) -> RefCount:
+        return count_by_reading(lambda limit: self.prefix_refs(layer, lo, hi, limit), cap)  # type: ignore[attr-defined]
 
 
 @runtime_checkable

@@ -79,6 +79,17 @@ def reader(engine: Engine, layer: int):
     return read
 
 
+def counter(engine: Engine, layer: int):
+    """domain.scoped's Counter over the graph store's capped counts of ``layer``'s ref index."""
+    n_bits = engine.settings.n_planes
+
+    def count(prefix: int, depth: int, cap: int | None):
+        span = n_bits - depth
+        return engine.graph.count_refs(layer, prefix << span, ((prefix + 1) << span) - 1, cap)
+
+    return count
+
+
 def target_segments(engine: Engine, layer: int) -> list[Segment]:
     """The segments layer ``layer`` should have now, from all its nodes (audits only)."""
     s = engine.settings
@@ -329,7 +340,7 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
             regions = [whole_layer(read)]
         else:
             regions = plan_regions(message.codes, read, s.n_planes, s.s_min, s.s_max,
-                                   summarized=summarized)
+                                   summarized=summarized, count=counter(engine, layer))
         try:
             for number, region in enumerate(regions):
                 if stream and number and deadline is not None and deadline() < DEADLINE_MARGIN:

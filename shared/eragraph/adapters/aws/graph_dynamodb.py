@@ -1,6 +1,7 @@
 """DynamoDB graph store (single table, see ``models``), by port: meta_dynamodb (MetaStore),
 documents_dynamodb (DocumentStore), status_dynamodb (StatusStore), nodes_dynamodb (NodeStore);
-dynamodb_table holds what they share. ``DynamoGraphStore`` combines them and holds the whole
+dynamodb_table holds what they share; count_refs reads the refs it counts (ports.graph.RefsCountedByReading,
+after nodes_dynamodb, so a count of the store's own there takes its place). ``DynamoGraphStore`` combines them and holds the whole
 namespace (a tenant's deletion).
 
 * Reads of many nodes use BatchGetItem (pynamodb re-requests UnprocessedKeys until done);
@@ -9,6 +10,7 @@ namespace (a tenant's deletion).
 
 from __future__ import annotations
 
+from ...ports.graph import RefsCountedByReading
 from .documents_dynamodb import DynamoDocumentStore
 from .meta_dynamodb import DynamoMetaStore
 from .models import TableModels, build_models
@@ -16,7 +18,8 @@ from .nodes_dynamodb import DynamoNodeStore
 from .status_dynamodb import DynamoStatusStore
 
 
-class DynamoGraphStore(DynamoMetaStore, DynamoDocumentStore, DynamoStatusStore, DynamoNodeStore):
+class DynamoGraphStore(DynamoMetaStore, DynamoDocumentStore, DynamoStatusStore, DynamoNodeStore,
+                       RefsCountedByReading):
     def __init__(self, table_name: str, region: str | None = None, host: str | None = None,
                  models: TableModels | None = None, code_bits: int | None = None, tenant: str = "") -> None:
         """``code_bits``: the LSH code width (the store's n_planes); read from the stored

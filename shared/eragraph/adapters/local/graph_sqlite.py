@@ -2,8 +2,9 @@
 
 WAL journal, foreign keys on, one connection guarded by a lock, every multi-row write in one
 transaction. Each indexed node has a row in ``refs`` (its layer, LSH code, segment and whether
-it is live), indexed by (layer, code) so the scoped reconcile reads a code range, never a
-layer; ``layer_counts`` keeps the live nodes per layer. ``apply_region`` is a conditional
+it is live), indexed by (layer, code, node_id) with the segment and liveness in the index
+(``refs_range``, covering), so the scoped reconcile reads a code range from the index alone and
+counts one without returning its rows (``count_refs``), never a layer; ``layer_counts`` keeps the live nodes per layer. ``apply_region`` is a conditional
 write: ``BEGIN IMMEDIATE`` takes the write lock, the region's refs are compared with what the
 reconcile read and only then is anything written, so two processes re-cutting one region
 cannot both win. ``repair_layer_counts`` recounts the refs and rewrites ``layer_counts`` in one
@@ -104,7 +105,7 @@ CREATE TABLE IF NOT EXISTS refs (
     seg     TEXT,
     live    INTEGER NOT NULL
 );
-CREATE INDEX IF NOT EXISTS refs_code ON refs (layer, code, node_id);
+CREATE INDEX IF NOT EXISTS refs_range ON refs (layer, code, node_id, live, seg);
 CREATE TABLE IF NOT EXISTS layer_counts (
     layer INTEGER PRIMARY KEY,
     live  INTEGER NOT NULL
@@ -162,6 +163,9 @@ class SqliteGraphStore(SqliteMetaStore, SqliteDocumentStore, SqliteStatusStore, 
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            # the ref index covers what a range read returns and a count tests (refs_range):
+            # a range is read from the index alone, never from rows spread over the table
+            conn.execute("DROP INDEX IF EXISTS refs_code")
             columns = {r[1] for r in conn.execute("PRAGMA table_info(documents)")}
             if "version" not in columns:  # additive columns: older readers name their columns
                 conn.execute("ALTER TABLE documents ADD COLUMN version TEXT NOT NULL DEFAULT ''")

@@ -12,6 +12,7 @@ from typing import Any
 
 from ...domain.model import ConflictError, Document, Node, NodeRef, RefState, RegionChange, Segment
 from ...domain.segment_stats import SegmentStats
+from ...domain.scoped import RefCount
 from .lexical_fts5 import _insert_leaves, _leaf_rowid
 from .sqlite_db import SqliteDb, _chunks, _dumps
 
@@ -71,6 +72,16 @@ class SqliteNodeStore(SqliteDb):
             sql += " LIMIT ?"
             params.append(int(limit))
         return [RefState(node_id, int(code), seg, bool(live)) for node_id, code, seg, live in self._query(sql, params)]
+
+    def count_refs(self, layer: int, lo: int, hi: int, cap: int | None = None) -> RefCount:
+        """Two capped counts over the covering index, each scanning until it holds cap + 1."""
+        stop = -1 if cap is None else int(cap) + 1
+        rng = [int(layer), int(lo), int(hi)]
+        sql = ("SELECT (SELECT COUNT(*) FROM (SELECT 1 FROM refs WHERE layer = ? AND code BETWEEN ? AND ? "
+               "AND seg IS NOT NULL LIMIT ?)), (SELECT COUNT(*) FROM (SELECT 1 FROM refs WHERE layer = ? "
+               "AND code BETWEEN ? AND ? AND live = 1 LIMIT ?))")
+        old, new = self._query(sql, [*rng, stop, *rng, stop])[0]
+        return RefCount(int(old), int(new))
 
     def refs_page(self, layer: int, after: tuple[int, str] | None, limit: int) -> list[RefState]:
         if after is None:

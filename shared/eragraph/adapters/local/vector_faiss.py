@@ -286,7 +286,7 @@ class FaissVectorIndex:
             self._ids.add([(s, i, doc_id, attrs) for s, (i, _, doc_id, _, attrs) in adds if s not in kept])
             self._ids.set_meta([(i, doc_id, attrs) for s, (i, _, doc_id, _, attrs) in adds if s in kept])
             self._set_layers(add_ids, np.asarray([value[1] for _, value in adds], dtype=np.int32))
-            self._index.add_with_ids(np.vstack([value[3] for _, value in adds]).astype(np.float32), add_ids)
+            ivf.add(self._index, np.vstack([value[3] for _, value in adds]).astype(np.float32), add_ids)
             next_id = max(next_id, int(add_ids.max()) + 1)
         self._next_id = max(self._next_id, next_id)
         self._selectors.clear()
@@ -404,7 +404,7 @@ class FaissVectorIndex:
         self._ids.add(new)
         self._ids.set_meta(kept)
         self._set_layers(ints, np.asarray([int(metas[n].get("layer", -1)) for n in order], dtype=np.int32))
-        self._index.add_with_ids(np.ascontiguousarray(vectors[order]), ints)
+        ivf.add(self._index, np.ascontiguousarray(vectors[order]), ints)
         self._changed()
 
     def delete(self, ids: Iterable[str]) -> None:

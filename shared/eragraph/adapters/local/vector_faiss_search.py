@@ -24,7 +24,7 @@ import numpy as np
 from ...domain.filters import Filter, cache_key
 from ...domain.ranking import rank_score
 from .id_map import IdMap
-from .vector_faiss_ivf import is_ivf, nprobe
+from .vector_faiss_ivf import is_ivf, nprobe, one_thread
 
 EXACT_MAX = 4096  # a filter allowing at most this many vectors is answered from their vectors, exactly
 _TIE_PAD = 8  # extra neighbours fetched so ties at the k-th score are ordered by id, as in memory
@@ -134,10 +134,8 @@ def top_pairs(index: Any, q: np.ndarray, k: int, allowed: Allowed, nprobe_fracti
         params = faiss.SearchParametersIVF(nprobe=probes, sel=sel)
     fetch = min(n_allowed, k + _TIE_PAD)
     # One query gains little from OpenMP threads, and on a busy machine their spin-waits
-    # cost tens of ms; the thread count is a per-calling-thread OpenMP setting.
-    threads = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
+    # cost tens of ms (vector_faiss_ivf.one_thread: this calling thread's setting only).
+    with one_thread():
         while True:
             scores, labels = index.search(q, fetch, params=params)
             pairs = [(float(s), int(i)) for s, i in zip(scores[0], labels[0]) if i >= 0]
@@ -150,8 +148,6 @@ def top_pairs(index: Any, q: np.ndarray, k: int, allowed: Allowed, nprobe_fracti
                     rank_score(pairs[-1][0]) < rank_score(pairs[k - 1][0]):
                 break
             fetch = min(n_allowed, fetch * 2)
-    finally:
-        faiss.omp_set_num_threads(threads)
     return pairs
 
 

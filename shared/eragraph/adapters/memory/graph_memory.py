@@ -17,6 +17,7 @@ from ...domain.segment_stats import SegmentStats
 from ...domain.status_counts import deltas, is_counted
 from ...domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState, RegionChange,
                              Segment)
+from ...domain.scoped import RefCount, ref_count
 
 
 def _ledger_row() -> dict[str, float]:
@@ -187,6 +188,10 @@ class MemoryGraphStore:
         rows = sorted((r for lay, r in self._refs.values() if lay == layer and lo <= r.code <= hi),
                       key=lambda r: (r.code, r.node_id))
         return rows if limit is None else rows[:limit]
+
+    def count_refs(self, layer: int, lo: int, hi: int, cap: int | None = None) -> RefCount:
+        refs = [r for lay, r in self._refs.values() if lay == layer and lo <= r.code <= hi]
+        return ref_count(refs, cap, False)
 
     def refs_page(self, layer: int, after: tuple[int, str] | None, limit: int) -> list[RefState]:
         rows = sorted((r for lay, r in self._refs.values()
