@@ -119,3 +119,29 @@ def test_the_stock_methods_are_back_after_the_block():
     with lean_moto():
         assert (DynamoDBBackend.transact_write_items, Table.query) != stock
     assert (DynamoDBBackend.transact_write_items, Table.query) == stock
+
+
+def test_queries_from_several_threads_each_read_their_own_partition():
+    """The adapters query several partitions at once from a thread pool: each query gets its
+    partition's items, however the threads interleave."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with moto.mock_aws(), lean_moto():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(TableName=TABLE, BillingMode="PAY_PER_REQUEST",
+                            AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                                  {"AttributeName": "sk", "AttributeType": "S"}],
+                            KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                                       {"AttributeName": "sk", "KeyType": "RANGE"}])
+        for p in range(8):
+            for i in range(p + 1):
+                client.put_item(TableName=TABLE, Item={"pk": {"S": f"p{p}"}, "sk": {"S": f"{i:02d}"}})
+
+        def read(p: int) -> tuple[int, set[str], int]:
+            rows = client.query(TableName=TABLE, KeyConditionExpression="pk = :p",
+                                ExpressionAttributeValues={":p": {"S": f"p{p}"}})["Items"]
+            return p, {r["pk"]["S"] for r in rows}, len(rows)
+
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(read, [p % 8 for p in range(400)]))
+    assert all(pks == {f"p{p}"} and n == p + 1 for p, pks, n in answers)

@@ -1,7 +1,9 @@
 """What the scale benchmark counts: ``Counting``, a proxy around a port that counts every call
 with the items it was given and returned (generic over adapters; ``count_ports`` wraps an
-engine's ports), and ``DynamoCounter``, the DynamoDB requests and items of one client seen
-through botocore event hooks; with the medians of repeated runs."""
+engine's ports); ``DynamoCounter``, the DynamoDB requests and items of one client seen
+through botocore event hooks; ``CountingOpenSearch``, an OpenSearch client's requests by
+operation; ``SqsCounter``, an SQS client's requests and messages; with the medians of
+repeated runs."""
 
 from __future__ import annotations
 
@@ -217,4 +219,142 @@ def median_dynamo(rows: list[dict]) -> dict:
     for field in ("by_operation", "writes_by_kind"):
         names = sorted({name for r in rows for name in r[field]})
         out[field] = {name: statistics.median(r[field].get(name, 0) for r in rows) for name in names}
+    return out
+
+
+# ----------------------------------------------------------------------------- OpenSearch and SQS
+
+
+BULK_ACTIONS = ('{"index"', '{"create"', '{"delete"', '{"update"')
+
+
+def search_kind(body: Any) -> str:
+    """What a ``_search`` body asks: ``knn_search`` (k-NN, filtered or not), ``lexical_search``
+    (a ``bool.must`` match), ``count_search`` (``size`` 0: a filter that counts) or ``search``
+    (a filtered listing: ``ids()``'s pages)."""
+    query = (body or {}).get("query") or {}
+    if "knn" in query:
+        return "knn_search"
+    if "bool" in query and query["bool"].get("must"):
+        return "lexical_search"
+    if (body or {}).get("size") == 0:
+        return "count_search"
+    return "search"
+
+
+class _CountingIndices:
+    def __init__(self, owner: CountingOpenSearch) -> None:
+        self._owner = owner
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._owner.inner.indices, name)
+
+        def counted(*a: Any, **kw: Any) -> Any:
+            self._owner.tally(kw.get("index", a[0] if a else ""), f"indices.{name}")
+            return attr(*a, **kw)
+
+        return counted
+
+
+class CountingOpenSearch:
+    """An opensearch-py client (or its stand-in) that counts every request by index and
+    operation: ``bulk`` (and its actions in ``bulk_actions``), ``search`` by ``search_kind``,
+    ``mget``, ``count``, ``delete_by_query``, ``indices.*``; ``snapshot`` gives the counts,
+    ``reset`` clears them."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.indices = _CountingIndices(self)
+        self.reset()
+
+    def reset(self) -> None:
+        self.requests: dict[str, int] = {}
+        self.by_index: dict[str, int] = {}
+        self.bulk_actions = 0
+
+    def tally(self, index: str, op: str) -> None:
+        self.requests[op] = self.requests.get(op, 0) + 1
+        self.by_index[str(index)] = self.by_index.get(str(index), 0) + 1
+
+    def bulk(self, body: str, index: str | None = None, **kw: Any) -> Any:
+        self.tally(index or "", "bulk")
+        self.bulk_actions += sum(1 for line in body.splitlines() if line.startswith(BULK_ACTIONS))
+        return self.inner.bulk(body=body, index=index, **kw)
+
+    def search(self, index: str, body: dict, **kw: Any) -> Any:
+        self.tally(index, search_kind(body))
+        return self.inner.search(index=index, body=body, **kw)
+
+    def mget(self, index: str, body: dict, **kw: Any) -> Any:
+        self.tally(index, "mget")
+        return self.inner.mget(index=index, body=body, **kw)
+
+    def count(self, index: str, body: dict | None = None, **kw: Any) -> Any:
+        self.tally(index, "count")
+        return self.inner.count(index=index, body=body, **kw)
+
+    def delete_by_query(self, index: str, body: dict, **kw: Any) -> Any:
+        self.tally(index, "delete_by_query")
+        return self.inner.delete_by_query(index=index, body=body, **kw)
+
+    def snapshot(self) -> dict:
+        return {"requests": sum(self.requests.values()), "by_operation": dict(self.requests),
+                "by_index": dict(self.by_index), "bulk_actions": self.bulk_actions}
+
+
+class SqsCounter:
+    """SQS requests of one client through botocore event hooks, with the messages sent
+    (SendMessage, SendMessageBatch entries), received (messages in ReceiveMessage answers) and
+    deleted (DeleteMessage, DeleteMessageBatch entries)."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.requests: dict[str, int] = {}
+        self.sent = self.received = self.deleted = 0
+
+    def attach(self, client: Any) -> None:
+        client.meta.events.register("before-parameter-build.sqs", self.before)
+        client.meta.events.register("after-call.sqs", self.after)
+
+    def before(self, params: dict, model: Any, **_: Any) -> None:
+        op = model.name
+        self.requests[op] = self.requests.get(op, 0) + 1
+        if op == "SendMessage":
+            self.sent += 1
+        elif op == "SendMessageBatch":
+            self.sent += len(params.get("Entries") or [])
+        elif op == "DeleteMessage":
+            self.deleted += 1
+        elif op == "DeleteMessageBatch":
+            self.deleted += len(params.get("Entries") or [])
+
+    def after(self, parsed: dict, model: Any, **_: Any) -> None:
+        if model.name == "ReceiveMessage":
+            self.received += len(parsed.get("Messages") or [])
+
+    def snapshot(self) -> dict:
+        return {"requests": sum(self.requests.values()), "by_operation": dict(self.requests),
+                "messages_sent": self.sent, "messages_received": self.received, "messages_deleted": self.deleted}
+
+
+def median_counts(rows: list[dict]) -> dict:
+    """Medians of CountingOpenSearch / SqsCounter snapshots (their numbers and their
+    ``by_*`` tables)."""
+    out = median_row(rows)
+    for field in ("by_operation", "by_index"):
+        if field in rows[0]:
+            names = sorted({name for r in rows for name in r[field]})
+            out[field] = {name: statistics.median(r[field].get(name, 0) for r in rows) for name in names}
+    return out
+
+
+def median_snapshots(rows: list[dict]) -> dict:
+    """``{dynamodb_median, opensearch_median, sqs_median}`` of snapshots that hold a
+    DynamoCounter's, a CountingOpenSearch's and an SqsCounter's under those names."""
+    out = {}
+    for name in rows[0]:
+        values = [r[name] for r in rows]
+        out[f"{name}_median"] = median_dynamo(values) if name == "dynamodb" else median_counts(values)
     return out

@@ -2,7 +2,12 @@
 load): ``MotoProfile`` is the aws profile (bootstrap.aws_profile) with its DynamoDB table, S3
 bucket and SQS queue served by moto (lean: bench/moto_lean.py), and what moto has no service
 for, or the benchmarks keep in process, in memory; ``moto_engine`` makes those resources from
-template.yaml and composes the engine over them."""
+template.yaml and composes the engine over them.
+
+moto has no OpenSearch. Given an OpenSearch client (``opensearch_stand_in``: the repository's
+request-checking fake, tests/aws/fake_opensearch.py, behind bench/counting.CountingOpenSearch),
+the profile keeps the aws profile's own OpenSearch adapters (the node and entity k-NN indexes,
+the lexical index) over it, so their requests can be counted; without one, vectors in memory."""
 
 from __future__ import annotations
 
@@ -37,11 +42,15 @@ class MotoProfile(AwsProfile):
         return None
 
     def vectors(self, dim):
+        if self.opensearch_client is not None:
+            return super().vectors(dim)
         from ..adapters.memory.vector_memory import MemoryVectorIndex
 
         return MemoryVectorIndex()
 
     def entity_vectors(self, dim):
+        if self.opensearch_client is not None:
+            return super().entity_vectors(dim)
         from ..adapters.memory.vector_memory import MemoryVectorIndex
 
         return MemoryVectorIndex()
@@ -52,6 +61,8 @@ class MotoProfile(AwsProfile):
         return MemoryQueue()
 
     def lexical(self, graph, vectors):
+        if self.opensearch_client is not None:
+            return super().lexical(graph, vectors)
         return None
 
 
@@ -86,11 +97,42 @@ def find_template(args: Any) -> Path:
     raise FileNotFoundError("template.yaml not found (pass --template)")
 
 
+FAKE_OPENSEARCH = Path("tests") / "aws" / "fake_opensearch.py"
+
+
+def opensearch_stand_in(args: Any) -> Any:
+    """The repository's OpenSearch fake (tests/aws/fake_opensearch.py, next to template.yaml: it
+    checks every request against the documented k-NN API shapes and answers from numpy), its
+    request log off (the benchmark counts instead: a log would keep every bulk body), behind a
+    CountingOpenSearch. None when the repository's tests are not beside the template."""
+    import collections
+    import importlib.util
+    import sys
+
+    from .counting import CountingOpenSearch
+
+    path = find_template(args).parent / FAKE_OPENSEARCH
+    if not path.exists():
+        return None
+    name = "eragraph_bench_fake_opensearch"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    fake = sys.modules[name].FakeOpenSearch()
+    fake.requests = collections.deque(maxlen=0)
+    return CountingOpenSearch(fake)
+
+
 @contextmanager
-def moto_engine(name: str, args: Any, settings: Settings) -> Iterator[tuple[Any, str, Any]]:
+def moto_engine(name: str, args: Any, settings: Settings,
+                opensearch_client: Any = None) -> Iterator[tuple[Any, str, Any]]:
     """An engine of MotoProfile for one run: the DynamoDB table of template.yaml, an S3 bucket
-    and an SQS FIFO queue made under moto, no embedding cache. Yields (engine, the queue's URL,
-    the SQS client)."""
+    and an SQS FIFO queue made under moto, no embedding cache; its vectors in
+    ``opensearch_client`` when given (through the aws profile's OpenSearch adapters, as
+    deployed), else in memory. Yields (engine, the queue's URL, the
+    SQS client)."""
     import boto3
     from moto import mock_aws
 
@@ -106,5 +148,6 @@ def moto_engine(name: str, args: Any, settings: Settings) -> Iterator[tuple[Any,
                                Attributes={"FifoQueue": "true", "VisibilityTimeout": "60"})["QueueUrl"]
         boto3.client("dynamodb", region_name=REGION).create_table(TableName=table, **definition)
         profile = MotoProfile({"ERAGRAPH_TABLE": table, "ERAGRAPH_BUCKET": BUCKET,
-                               "ERAGRAPH_SUMMARIZE_QUEUE_URL": url, "AWS_REGION": REGION})
+                               "ERAGRAPH_SUMMARIZE_QUEUE_URL": url, "AWS_REGION": REGION},
+                              opensearch_client=opensearch_client)
         yield compose(profile, settings.with_overrides(embed_cache=False)), url, sqs

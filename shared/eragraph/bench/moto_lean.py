@@ -11,7 +11,8 @@ benchmark that builds a table of thousands of chunks through it grows quadratica
 * ``Table.query`` on the table's own key lists and sorts every item of the table, then keeps
   those of the asked partition. The version here hands it that partition's items only; the
   rest of moto's query (range conditions, order, limit, paging, filters, projection) runs
-  unchanged. Queries on an index are left alone.
+  unchanged. Queries on an index are left alone. The partition is handed over per thread (the
+  adapters query several partitions at once from a thread pool).
 
 ``lean_moto()`` swaps both in while the block runs. Requests and their answers are the same
 (tests/bench/test_moto_lean.py runs the same requests through stock and lean moto and compares
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -121,17 +123,30 @@ def _transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> No
         raise TransactionCanceledException(errors)
 
 
+# the partition a query of this thread reads, by table: the adapters query from several threads
+# at once (meta_dynamodb's partition reads), so the partition is handed over per thread
+_QUERYING = threading.local()
+
+
+def _partition_all_items(stock: Callable[..., Any]) -> Callable[..., Any]:
+    def all_items(self: Any) -> Any:
+        partition = getattr(_QUERYING, "partitions", {}).get(id(self))
+        return stock(self) if partition is None else list(partition.values())
+    return all_items
+
+
 def _partition_query(stock: Callable[..., Any]) -> Callable[..., Any]:
     def query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
         index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
         if index_name is not None or hash_key is None or not self.range_key_attr:
             return stock(self, hash_key, *args, **kwargs)
-        partition = self.items.get(hash_key) or {}
-        self.all_items = lambda: list(partition.values())  # moto's query filters these by hash key
+        partitions = _QUERYING.__dict__.setdefault("partitions", {})
+        # moto's query filters all_items() by hash key: hand it this partition's items only
+        partitions[id(self)] = self.items.get(hash_key) or {}
         try:
             return stock(self, hash_key, *args, **kwargs)
         finally:
-            del self.all_items
+            del partitions[id(self)]
     return query
 
 
@@ -142,11 +157,13 @@ def lean_moto() -> Iterator[None]:
     from moto.dynamodb.models import DynamoDBBackend
     from moto.dynamodb.models.table import Table
 
-    stock_transact, stock_query = DynamoDBBackend.transact_write_items, Table.query
+    stock_transact, stock_query, stock_all = DynamoDBBackend.transact_write_items, Table.query, Table.all_items
     DynamoDBBackend.transact_write_items = _transact_write_items  # type: ignore[method-assign]
     Table.query = _partition_query(stock_query)  # type: ignore[method-assign]
+    Table.all_items = _partition_all_items(stock_all)  # type: ignore[method-assign]
     try:
         yield
     finally:
         DynamoDBBackend.transact_write_items = stock_transact  # type: ignore[method-assign]
         Table.query = stock_query  # type: ignore[method-assign]
+        Table.all_items = stock_all  # type: ignore[method-assign]

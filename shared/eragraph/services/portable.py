@@ -187,7 +187,7 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
     layer_nodes: list[tuple[Node, np.ndarray | None]] = []
     layer_segments: list[Segment] = []  # of the layer being read: applied once the layer above is written
     below: list[Segment] = []  # of the layer below it
-    layer, entity_vecs = 0, []
+    layer, entity_vecs, entity_chunks = 0, [], []
     for record in it:
         kind = record.get("kind")
         counts[kind] = counts.get(kind, 0) + 1
@@ -210,8 +210,11 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
             layer_segments.append(Segment(body["segment_id"], body["layer"], tuple(body["members"]),
                                           body["summary_id"]))
         elif kind == "entity_chunk" and engine.entities is not None:
-            engine.entities.store.add_chunks([ChunkEntities(record["chunk_id"], tuple(
-                SentenceMentions(text, tuple(names)) for text, names in record["sentences"]))])
+            entity_chunks.append(ChunkEntities(record["chunk_id"], tuple(
+                SentenceMentions(text, tuple(names)) for text, names in record["sentences"])))
+            if len(entity_chunks) == BATCH:  # one call a batch: the store reads their state at once
+                engine.entities.store.add_chunks(entity_chunks)
+                entity_chunks = []
         elif kind == "entity_vector" and engine.entities is not None:
             entity_vecs.append((record["id"], _array(record)))
         elif kind == "ledger":
@@ -224,6 +227,8 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
     _write_layer(engine, docs, layer, layer_nodes, below)
     if layer_segments:
         raise DumpError(f"the dump's segments of layer {layer} name summaries it does not hold")
+    if entity_chunks:
+        engine.entities.store.add_chunks(entity_chunks)
     if entity_vecs:
         vectors = engine.entities.vectors
         for start in range(0, len(entity_vecs), BATCH):

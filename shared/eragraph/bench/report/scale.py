@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from . import scale_aws
 from .markdown import fmt, table, verdict
 from .runs import command, run_line
 
@@ -28,7 +29,7 @@ def section(name: str, data: dict, plots: Path) -> list[str]:
 
 
 def targets(name: str, data: dict) -> list[list[str]]:
-    return scale_target_rows(name, data)
+    return scale_target_rows(name, data) + scale_aws.target_rows(name, data)
 
 
 def size_label(n: float) -> str:
@@ -172,6 +173,7 @@ def scale_section(name: str, d: dict, images: list[str]) -> list[str]:
                                "meta_hottest_partition_writes")],
                              ", ".join(f"{k} {v:g}" for k, v in r["insert"]["dynamodb_median"]["writes_by_kind"].items())]
                             for r in spread])]
+        out += scale_aws.section(aws)
     if d.get("aws_skipped"):
         out += ["", f"AWS part skipped: {d['aws_skipped']}."]
     for img in images:
