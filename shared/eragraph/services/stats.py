@@ -28,8 +28,12 @@ def document_count(engine: Engine) -> int | None:
 def stats(engine: Engine) -> dict[str, Any]:
     s = engine.settings
     layers = []
-    segments = engine.graph.segment_stats()  # counters kept with the segment writes
-    for layer, count in engine.graph.layer_sizes().items():
+    snapshot = getattr(engine.graph, "counter_snapshot", None)  # the counters in one read (DynamoDB)
+    if snapshot is not None:
+        sizes, segments, documents = snapshot()
+    else:
+        sizes, segments, documents = engine.graph.layer_sizes(), engine.graph.segment_stats(), document_count(engine)
+    for layer, count in sizes.items():
         seg = segments.get(layer, SegmentStats(0, None, None))
         layers.append({"layer": layer, "nodes": count, "segments": seg.count,
                        "smallest_segment": seg.smallest, "largest_segment": seg.largest})
@@ -37,7 +41,7 @@ def stats(engine: Engine) -> dict[str, Any]:
     lsh = getattr(engine.graph, "known_lsh", engine.graph.get_lsh)()
     return {
         "knowledge_base_id": knowledge_base_id(engine.tenant, engine.settings.kb_id_salt),
-        "documents": document_count(engine),
+        "documents": documents,
         "layers": layers,
         "s_min": s.s_min, "s_max": s.s_max, "n_planes": s.n_planes, "max_layers": s.max_layers,
         "chunk_tokens": s.chunk_tokens, "chunk_overlap": s.chunk_overlap,

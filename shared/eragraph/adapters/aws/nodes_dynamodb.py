@@ -392,30 +392,40 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
         seg = self.Item.seg.does_not_exist() if ref.seg is None else self.Item.seg == ref.seg
         return self.Item.PK.exists() & (self.Item.live == (1 if ref.live else 0)) & seg
 
-    def segment_stats(self) -> dict[int, SegmentStats]:
-        """Per layer, its segments' count and sizes from the counters: one Query of the ``COUNT``
-        partition (layer counters and segment counters together); a legacy layer (not migrated
-        yet) is counted from its segment records."""
+    def counter_snapshot(self) -> tuple[dict[int, int], dict[int, SegmentStats], int | None]:
+        """Layer sizes, segment stats and the document count from one Query of the ``COUNT``
+        partition (layer, segment and document counters live there): GET /stats' reads. A
+        legacy layer (not migrated yet) is counted from its segment records."""
         sizes: dict[int, dict[int, int]] = {}
-        layers: set[int] = set()
+        layers: dict[int, int] = {}
+        documents = None
         for i in self.Item.query("COUNT", consistent_read=True):
             if i.SK.startswith("LAYER#"):
                 layer = int(i.SK[len("LAYER#"):])
                 self._remember(layer, i)
-                layers.add(layer)
+                layers[layer] = int(i.version or 0)
             elif i.SK.startswith("SEGSIZE#") and int(i.version or 0) > 0:
                 _, layer, size = i.SK.split("#")
                 sizes.setdefault(int(layer), {})[int(size)] = int(i.version)
-        out: dict[int, SegmentStats] = {}
-        for layer in sorted(layers | set(sizes)):
+            elif i.SK == "DOCS" and i.version is not None:
+                documents = max(0, int(i.version))
+        stats: dict[int, SegmentStats] = {}
+        for layer in sorted(set(layers) | set(sizes)):
             if self.layout(layer).legacy:
                 found = SegmentStats.of(len(s.members) for s in self.get_segments(layer))
             else:
                 counts = sizes.get(layer, {})
                 found = SegmentStats(sum(counts.values()), min(counts, default=None), max(counts, default=None))
             if found.count:
-                out[layer] = found
-        return out
+                stats[layer] = found
+        live = {layer: n for layer, n in sorted(layers.items()) if n > 0}
+        if documents is None and not live:
+            documents = 0  # a namespace without chunks (see document_count)
+        return live, stats, documents
+
+    def segment_stats(self) -> dict[int, SegmentStats]:
+        """Per layer, its segments' count and sizes from the counters (one Query)."""
+        return self.counter_snapshot()[1]
 
     def _count_legacy_segments(self, layer: int) -> None:
         """Write ``layer``'s segment counters from its records (while the layer is claimed by a

@@ -1,0 +1,48 @@
+"""GET /stats reads counters, not the store (services.stats over DynamoDB, moto): a warm call
+costs the same few requests for a store of 20 documents and of 60: one Query of the counters
+(layer, segment and document counters), the ledger's totals, and the dirty markers' partitions
+(one Query each, side by side); never a read of nodes, refs or segments. Its figures are the
+ones a count over the store gives."""
+
+from __future__ import annotations
+
+from support import synthetic_docs
+
+from eragraph.domain.segment_stats import SegmentStats
+
+
+def dynamodb_requests(engine) -> list[str]:
+    seen: list[str] = []
+    client = engine.graph.Item._get_connection().connection.client
+    client.meta.events.register("before-call.dynamodb.*", lambda model, **_: seen.append(model.name))
+    return seen
+
+
+def test_a_warm_stats_reads_the_counters_whatever_the_store_holds(aws_engine):
+    from eragraph.adapters.aws.meta_dynamodb import meta_partitions
+    from eragraph.services.ingest import ingest
+    from eragraph.services.resummarize import drain
+    from eragraph.services.stats import stats
+
+    engine, _, _ = aws_engine
+    seen = dynamodb_requests(engine)
+    per_size = []
+    for n, seed in ((20, 1), (40, 2)):
+        ingest(engine, synthetic_docs(n, seed=seed, prefix=f"s{seed}-"))
+        drain(engine)
+        stats(engine)  # warm: the hyperplanes are kept once read
+        seen.clear()
+        out = stats(engine)
+        per_size.append(list(seen))
+        g = engine.graph
+        assert out["documents"] == len(g.list_documents())
+        for row in out["layers"]:
+            lens = [len(s.members) for s in g.get_segments(row["layer"])]
+            assert row["nodes"] == len(g.layer_refs(row["layer"]))
+            assert (row["segments"], row["smallest_segment"], row["largest_segment"]) == (
+                SegmentStats.of(lens).count, SegmentStats.of(lens).smallest, SegmentStats.of(lens).largest)
+    assert len(out["layers"]) >= 2
+    small, large = per_size
+    assert sorted(small) == sorted(large)  # flat: the same requests at 20 and at 60 documents
+    dirty = len(meta_partitions("dirty:"))
+    assert small.count("Query") == 2 + dirty and len(small) == 2 + dirty, small
