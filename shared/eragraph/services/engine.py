@@ -89,6 +89,18 @@ class Engine:
         return config
 
 
+    def known_lsh(self) -> LshConfig:
+        """``lsh()``, answered from the copy a store keeps once read where it keeps one
+        (DynamoDB's ``known_lsh``: the hyperplanes never change once written): for a path that
+        works on a store known to exist (the reconcile), not for one that must learn that a
+        tenant was deleted."""
+        known = getattr(self.graph, "known_lsh", None)
+        config = known() if known is not None else None
+        if config is None:
+            return self.lsh()
+        check_embedder(config, self.embedder.identity, self.embedder.dim)
+        return config
+
     def stored_lsh(self) -> LshConfig | None:
         """The store's hyperplanes, checked against this engine's embedder, or None when none
         were drawn (nothing was ever ingested, or the store's tenant was deleted). A read path's

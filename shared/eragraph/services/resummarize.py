@@ -45,7 +45,8 @@ from ..domain.lsh import hash_vectors, majority_code
 from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment,
                             SegmentsAffected, is_streaming, streaming_key)
 from ..domain.partition import partition, should_summarize
-from ..domain.scoped import Region, cut_region, plan_regions, stream_regions, whole_layer
+from ..domain.scoped import (Region, code_prefix, counting_by_reading, cut_region, plan_regions, stream_regions,
+                             whole_layer)
 from ..domain.ids import chunk_id
 from ..ports.providers import RevisingSummarizer
 from ..ports.records import MemberSource
@@ -75,6 +76,15 @@ def reader(engine: Engine, layer: int):
     def read(prefix: int, depth: int, limit: int | None):
         span = n_bits - depth
         return engine.graph.prefix_refs(layer, prefix << span, ((prefix + 1) << span) - 1, limit)
+
+    return read
+
+
+def held_reader(refs, n_bits: int):
+    """A Reader answering every group from ``refs``, a whole layer read once (code order)."""
+    def read(prefix: int, depth: int, limit: int | None):
+        inside = [r for r in refs if code_prefix(r.code, depth, n_bits) == prefix]
+        return inside if limit is None else inside[:limit]
 
     return read
 
@@ -179,7 +189,7 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
     Raises DeadlineReached when ``deadline`` leaves too little time for another call."""
     if not segments:
         return [], []
-    lsh = engine.lsh()
+    lsh = engine.known_lsh()
     layer_above = segments[0].layer + 1
     made = engine.graph.get_nodes(seg.summary_id for seg in segments)
     todo = [seg for seg in segments if seg.summary_id not in made]
@@ -338,6 +348,12 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
             regions = stream_regions(read, s.n_planes, s.s_min, s.s_max, STREAM_REGION_REFS)
         elif whole:
             regions = [whole_layer(read)]
+        elif sizes.get(layer, 0) <= getattr(engine.graph, "refs_per_read", 0):
+            # a small layer on a store that answers it in one read (DynamoDB: one Query of one
+            # partition) is read once and planned from memory, not count by count
+            held = held_reader(read(0, 0, None), s.n_planes)
+            regions = plan_regions(message.codes, held, s.n_planes, s.s_min, s.s_max,
+                                   summarized=summarized, count=counting_by_reading(held))
         else:
             regions = plan_regions(message.codes, read, s.n_planes, s.s_min, s.s_max,
                                    summarized=summarized, count=counter(engine, layer))

@@ -75,6 +75,10 @@ REF_COUNTER_SLOTS = 2  # a transaction's items kept for the layer counters it co
 
 
 class DynamoNodeStore(RefLayouts, DynamoTable):
+    # a layer of at most this many refs is one Query (one partition, ~60 bytes a ref of a 1 MB
+    # page): the reconcile reads it whole once rather than count by count (services.resummarize)
+    refs_per_read = 1000
+
     # ----- keys of the ref index -----
     @property
     def code_bits(self) -> int:
