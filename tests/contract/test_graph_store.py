@@ -115,6 +115,26 @@ def test_documents_put_get_replace_delete(graph_store):
     assert graph_store.list_documents() == []
 
 
+def test_documents_page_through_every_live_document_once(graph_store):
+    docs = [Document(doc_id=f"d{i}", source=f"s{i}.txt", content_hash=f"h{i}", chunk_ids=(f"c{i}",))
+            for i in range(7)]
+    for d in docs:
+        graph_store.put_document(d)
+    graph_store.put_document(Document(doc_id="d9", source="gone.txt", content_hash="", status=DELETED, version="2"))
+    seen, after, pages = [], None, 0
+    while True:
+        page, after = graph_store.documents_page(after, 3)
+        assert len(page) <= 3
+        seen += page
+        pages += 1
+        if after is None:
+            break
+        assert pages < 10, "the cursor does not advance"
+    assert sorted(d.doc_id for d in seen) == [f"d{i}" for i in range(7)]  # once each, no tombstone
+    assert {d.doc_id: d for d in seen}["d4"] == docs[4]
+    assert pages >= 3
+
+
 def test_documents_by_source_and_listing_sorted(graph_store):
     docs = [Document(doc_id=i, source=src, content_hash=f"h{i}")
             for i, src in [("d3", "a.txt"), ("d1", "b.txt"), ("d2", "a.txt"), ("d0", "c.txt")]]

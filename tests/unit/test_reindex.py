@@ -95,6 +95,32 @@ def test_orphan_chunks_and_incomplete_documents_are_removed():
     assert report["invariants"]["ok"], report["invariants"]
 
 
+def test_the_document_audit_pages_and_resumes_to_the_same_result():
+    """A page of 3 documents (then of 3 refs) a piece, every piece cut short after its first
+    page and resumed from its cursor: the same chunks and documents go as in one pass."""
+    engines = [built(), built()]
+    for engine in engines:
+        docs = engine.graph.list_documents()
+        engine.graph.delete_document(docs[0].doc_id)  # ingest died before writing the document
+        engine.graph.delete_nodes([docs[5].chunk_ids[0]])  # a document lost a chunk
+    whole: dict = {}
+    assert reindex.audit_documents(engines[0], whole) is None
+    paged: dict = {}
+    cursor, pieces = None, 0
+    while True:
+        cursor = reindex.audit_documents(engines[1], paged, cursor, out_of_time=lambda: True, page=3)
+        pieces += 1
+        if cursor is None:
+            break
+        assert pieces < 200
+    assert pieces > 10
+    assert paged["orphan_chunks_removed"] == whole["orphan_chunks_removed"] > 0
+    assert paged["incomplete_documents_removed"] == whole["incomplete_documents_removed"] != []
+    assert [d.doc_id for d in engines[1].graph.list_documents()] == [d.doc_id for d in engines[0].graph.list_documents()]
+    assert [r.node_id for r in engines[1].graph.layer_refs(0)] == [r.node_id for r in engines[0].graph.layer_refs(0)]
+    assert engines[1].queue.pending() and engines[0].queue.pending()  # the removals announced
+
+
 def test_after_deletes_reindex_finds_store_consistent():
     engine = built()
     remove.remove(engine, [d.doc_id for d in engine.graph.list_documents()[:10]])

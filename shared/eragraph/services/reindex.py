@@ -9,6 +9,7 @@ and ``eragraph reindex`` run this same function).
 2. Documents ⇄ chunks: layer-0 nodes that no document lists (an ingest that died between
    writing chunks and the document) are removed; documents that list missing chunks are
    removed with their remaining chunks, so a re-upload ingests them afresh (reported by id).
+   Paged (documents, then layer-0 refs, a page at a time), like the vector audit (5).
 3. Outbox entries of region writes whose consumer died before finishing (summary vectors,
    removed summaries, the announce one layer up) are finished (resummarize.finish_outbox), and
    ingest follow-up records older than ``stuck_after`` are dropped (services.followup: the
@@ -79,31 +80,86 @@ def repair_counts(engine: Engine, report: dict) -> None:
     report["layer_counts_repaired"] = [{"layer": layer, "correction": n} for layer, n in sorted(fixed.items())]
 
 
-def audit_documents(engine: Engine, report: dict) -> None:
-    docs = engine.graph.list_documents()
-    repair = getattr(engine.graph, "repair_document_count", None)  # stores that keep a counter (DynamoDB)
-    if repair is not None:
-        report["document_count_correction"] = repair(len(docs))
-    listed = {c for d in docs for c in d.chunk_ids}
-    chunks = {r.node_id: r.code for r in engine.graph.layer_refs(0)}
-    orphans = sorted(set(chunks) - listed)
-    if orphans:  # an ingest writes its chunks before its document: look again before deleting
-        listed_now: set[str] = set()
-        for doc_id in {n.doc_id for n in engine.graph.get_nodes(orphans).values()}:
-            doc = engine.graph.get_document(doc_id)
-            listed_now |= set(doc.chunk_ids) if doc is not None else set()
-        orphans = [c for c in orphans if c not in listed_now]
-    incomplete = [d for d in docs if any(c not in chunks for c in d.chunk_ids)]
-    removed = [(c, chunks[c]) for c in orphans]
-    if orphans:
-        engine.graph.delete_nodes(orphans)
-        engine.vectors.delete(orphans)
-    for doc in incomplete:
-        removed += [(c, code) for c, code in remove_document(engine, doc) if c in chunks]
-    if removed:
-        announce(engine, 0, removed=removed, reason="reindex:documents")
-    report["orphan_chunks_removed"] = len(orphans)
-    report["incomplete_documents_removed"] = sorted(d.doc_id for d in incomplete)
+Cursor = tuple[int, int, str]  # where a paged step stopped (the last ref it looked at, in the vector step)
+
+
+def _never() -> bool:
+    return False
+
+
+DOC_PAGE = 256  # documents (and layer-0 refs) per page of the document audit
+
+
+def audit_documents(engine: Engine, report: dict, cursor: Cursor | None = None,
+                    out_of_time: Callable[[], bool] = _never, page: int | None = None) -> Cursor | None:
+    """Documents ⇄ chunks, a page at a time, never the whole store at once. First the
+    documents (DocumentStore.documents_page): one listing a chunk that is gone is removed with
+    its remaining chunks (a re-upload ingests it afresh), and the live ones are counted, to
+    repair the store's document counter when the listing ends. Then the layer-0 refs, in code
+    order: a chunk whose document does not list it (or is gone) is removed. The cursor:
+    ``(-1, documents counted, the listing's cursor)`` in the first part, ``(0, code, node id)``
+    of the last ref looked at in the second; returned when ``out_of_time()`` after a page,
+    None when done."""
+    page = page or DOC_PAGE
+    report["orphan_chunks_removed"] = report.get("orphan_chunks_removed", 0)
+    report.setdefault("incomplete_documents_removed", [])
+    removed: list[tuple[str, int]] = []
+    phase, counted, after = cursor if cursor is not None else (-1, 0, "")
+    try:
+        while phase == -1:
+            docs, after = engine.graph.documents_page(after or None, page)
+            counted += len(docs)
+            nodes = engine.graph.get_nodes(c for d in docs for c in d.chunk_ids)
+            for doc in docs:
+                if any(c not in nodes for c in doc.chunk_ids):
+                    removed += [(c, code) for c, code in remove_document(engine, doc) if c in nodes]
+                    report["incomplete_documents_removed"].append(doc.doc_id)
+            if after is None:
+                repair = getattr(engine.graph, "repair_document_count", None)  # a store with a counter
+                if repair is not None:
+                    report["document_count_correction"] = repair(counted)
+                phase, counted, after = 0, 0, ""
+            if out_of_time():
+                return (phase, counted, after or "")
+        return _orphan_chunks(engine, report, counted, after, out_of_time, page, removed)
+    finally:
+        if removed:
+            announce(engine, 0, removed=removed, reason="reindex:documents")
+
+
+def _orphan_chunks(engine: Engine, report: dict, code: int, last: str, out_of_time: Callable[[], bool],
+                   page: int, removed: list[tuple[str, int]]) -> Cursor | None:
+    """The second part of audit_documents: layer-0 refs from (code, last) on, a page at a time."""
+    hi = (1 << engine.lsh().n_planes) - 1
+    limit = page
+    while True:
+        refs = engine.graph.prefix_refs(0, code, hi, limit)
+        fresh = [r for r in refs if (r.code, r.node_id) > (code, last)]
+        full = len(refs) >= limit
+        if not fresh and full:  # more than a page of refs share the cursor's code: read more
+            limit *= 2
+            continue
+        limit = page
+        live = {r.node_id: r.code for r in fresh if r.live}
+        nodes = engine.graph.get_nodes(live)
+        docs = {d: engine.graph.get_document(d) for d in {n.doc_id for n in nodes.values()}}
+        orphans = [i for i in live if i not in nodes or docs[nodes[i].doc_id] is None
+                   or i not in docs[nodes[i].doc_id].chunk_ids]
+        if orphans:  # an ingest writes its chunks before its document: look again before deleting
+            again = {d: engine.graph.get_document(d) for d in {nodes[i].doc_id for i in orphans if i in nodes}}
+            orphans = [i for i in orphans if i not in nodes or again[nodes[i].doc_id] is None
+                       or i not in again[nodes[i].doc_id].chunk_ids]
+        if orphans:
+            engine.graph.delete_nodes(orphans)
+            engine.vectors.delete(orphans)
+            removed += [(i, live[i]) for i in orphans]
+            report["orphan_chunks_removed"] += len(orphans)
+        if fresh:
+            code, last = fresh[-1].code, fresh[-1].node_id
+        if not full:
+            return None
+        if out_of_time():
+            return (0, code, last)
 
 
 def repair_layers(engine: Engine, stuck_after: float, now: float, report: dict) -> None:
@@ -146,13 +202,6 @@ def _reembed(engine: Engine, node_ids: list[str]) -> None:
             engine.vectors.upsert([n.node_id for n in batch], vectors,
                                   [leaf_meta(n, docs[n.doc_id], engine.tenant) if n.layer == 0 and docs[n.doc_id] is not None
                                    else {"layer": n.layer, "doc_id": n.doc_id} for n in batch])
-
-
-Cursor = tuple[int, int, str]  # (layer, code, node id) of the last ref a paged step looked at
-
-
-def _never() -> bool:
-    return False
 
 
 def reembed_missing(engine: Engine, report: dict, cursor: Cursor | None = None,
@@ -299,8 +348,9 @@ def audit_attributes(engine: Engine, report: dict, batch: int = 256) -> None:
 
 
 def _steps(engine: Engine, stuck_after: float, drain: bool, now: float, report: dict) -> list[tuple[str, Callable]]:
-    """The audit in order, each step ``(name, fn(cursor, out_of_time) -> cursor | None)``; only
-    the vector step is paged (it returns a cursor when it stops early), the others run whole."""
+    """The audit in order, each step ``(name, fn(cursor, out_of_time) -> cursor | None)``; the
+    document and vector steps are paged (they return a cursor when they stop early), the others
+    run whole."""
     def whole(fn: Callable[[], None]) -> Callable:
         return lambda cursor, out_of_time: fn()
 
@@ -326,7 +376,7 @@ def _steps(engine: Engine, stuck_after: float, drain: bool, now: float, report: 
         report["invariants"] = invariants.check(engine).to_dict()
 
     return [("counts", whole(lambda: repair_counts(engine, report))),
-            ("documents", whole(lambda: audit_documents(engine, report))),
+            ("documents", lambda cursor, out_of_time: audit_documents(engine, report, cursor, out_of_time)),
             ("entities", whole(lambda: audit_entities(engine, report))),
             ("outboxes", whole(outboxes)), ("followups", whole(followups)), ("requeue", whole(requeue)),
             ("layers", whole(layers)),

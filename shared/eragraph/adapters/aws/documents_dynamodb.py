@@ -89,6 +89,17 @@ class DynamoDocumentStore(DynamoTable):
         items = self.Item.scan((self.Item.SK == "DOC") & self.models.in_namespace(), consistent_read=True)
         return sorted((d for d in map(self._doc, items) if not d.is_tombstone), key=lambda d: d.doc_id)
 
+    def documents_page(self, after: str | None, limit: int) -> tuple[list[Document], str | None]:
+        """A page of the same Scan as list_documents (the table's order), resumed from the
+        cursor (the Scan's LastEvaluatedKey, as JSON): a bounded read per page, where the
+        listing read the whole table at once."""
+        start = json.loads(after) if after else None
+        items = self.Item.scan((self.Item.SK == "DOC") & self.models.in_namespace(), consistent_read=True,
+                               limit=max(limit, 1), page_size=max(limit, 1), last_evaluated_key=start)
+        page = [d for d in map(self._doc, items) if not d.is_tombstone]
+        last = items.last_evaluated_key
+        return page, (json.dumps(last, sort_keys=True) if last else None)
+
     # ----- the live-document counter (GET /stats reads it: no scan on the query path) -----
     def _count_documents(self, delta: int) -> None:
         """ADD ``delta`` to this namespace's live-document counter (COUNT / DOCS), written

@@ -60,3 +60,10 @@ class SqliteDocumentStore(SqliteDb):
 
     def list_documents(self) -> list[Document]:
         return [_doc(r) for r in self._query(f"SELECT {_DOC_COLS} FROM documents WHERE {_LIVE} ORDER BY doc_id")]
+
+    def documents_page(self, after: str | None, limit: int) -> tuple[list[Document], str | None]:
+        limit = max(limit, 0)
+        rows = self._query(f"SELECT {_DOC_COLS} FROM documents WHERE {_LIVE} AND doc_id > ? ORDER BY doc_id LIMIT ?",
+                           (after or "", limit + 1))
+        page = [_doc(r) for r in rows[:limit]]
+        return page, (page[-1].doc_id if len(rows) > limit and page else None)

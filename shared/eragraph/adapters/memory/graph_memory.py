@@ -100,6 +100,11 @@ class MemoryGraphStore:
     def list_documents(self) -> list[Document]:
         return [copy.deepcopy(self._docs[k]) for k in sorted(self._docs) if not self._docs[k].is_tombstone]
 
+    def documents_page(self, after: str | None, limit: int) -> tuple[list[Document], str | None]:
+        ids = [k for k in sorted(self._docs) if (after is None or k > after) and not self._docs[k].is_tombstone]
+        page = [copy.deepcopy(self._docs[k]) for k in ids[:max(limit, 0)]]
+        return page, (page[-1].doc_id if len(ids) > len(page) and page else None)
+
     def _count_status(self, before: DocStatus | None, after: DocStatus | None) -> None:
         for prefix, row in deltas(before, after).items():
             mine = self._status_counts.setdefault(prefix, {})
