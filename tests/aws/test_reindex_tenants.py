@@ -109,7 +109,8 @@ def test_a_deadline_continues_the_audit_with_nothing_audited_twice_or_skipped(aw
     steps = [s for r in reports for s in r["steps_run"]]
     pages = steps.count("vectors")
     assert pages >= len(live) // 4  # the vector step really went page by page
-    assert [s for i, s in enumerate(steps) if s != "vectors" or steps[i - 1] != "vectors"] == list(reindex_service.STEPS)
+    paged = ("documents", "vectors")  # the paged steps run once a page
+    assert [s for i, s in enumerate(steps) if s not in paged or steps[i - 1] != s] == list(reindex_service.STEPS)
     assert sorted(asked) == sorted(live)  # every live node checked, none twice
     assert sorted(upserted) == sorted(dropped)  # only the missing ones re-embedded, once each
     assert engine.vectors.ids() >= live

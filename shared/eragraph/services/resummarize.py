@@ -408,6 +408,7 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
     if made:
         engine.vectors.upsert([n.node_id for n in made], vectors,
                               [{"layer": layer + 1, "doc_id": ""} for _ in made])
+        _unless_removed_meanwhile(engine, [n.node_id for n in made])
     gone = [r.node_id for r in change.above_remove]
     if gone:
         # keep the text of those still in a segment above (tombstones there) for its revision
@@ -428,6 +429,18 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
                  removed=[(r.node_id, r.code) for r in change.above_remove], reason=f"reconcile:{layer}")
     engine.vectors.flush()  # the summaries' vectors are durable before the entry that redoes them goes
     engine.graph.delete_meta(key)
+
+
+def _unless_removed_meanwhile(engine: Engine, summary_ids: list[str]) -> None:
+    """Take back the vectors just written of summaries whose node is gone: a concurrent
+    reconcile of an overlapping region removed them after this one's write (it deletes the
+    node, then the vector), and its vector delete may have come before this upsert. Checked
+    after the upsert, so whichever order the two consumers' steps take, no vector outlives
+    its node."""
+    stored = engine.graph.get_nodes(summary_ids)
+    gone = [i for i in summary_ids if i not in stored]
+    if gone:
+        engine.vectors.delete(gone)
 
 
 def _forget_retired(engine: Engine, layer: int, dropped) -> None:
@@ -466,6 +479,7 @@ def finish_outbox(engine: Engine, layer: int, group: int | None, older_than: flo
         if embed:
             engine.vectors.upsert([n.node_id for n in embed], engine.embedder.embed([n.text for n in embed]),
                                   [{"layer": layer + 1, "doc_id": ""} for _ in embed])
+            _unless_removed_meanwhile(engine, [n.node_id for n in embed])
         dead = [i for i, _ in gone if not live.get(i)]
         if dead:
             retire(engine, layer + 1, [nodes[i] for i in dead if i in nodes and i in live])
