@@ -36,10 +36,12 @@ members are re-assigned when their own group comes). So the regions can be appli
 the other, each before the next is read; until the last is, the layer holds part of a re-cut
 (services.resummarize marks it, and a later reconcile walks it again).
 
-Cost: one changed node reads about 2 * n_bits capped half-counts (each at most ~2K refs) and
-one region, usually one segment's worth (a group inside one read whole already is not read
-again: ``remembering``); a region is large only where a decision flips at a
-large group, which needs a half of at most K nodes next to a large one.
+Cost: one changed node makes two capped half-counts per bit of its path (about log2(layer / S)
+bits, at most n_bits) and reads one region, usually one segment's worth. A store that counts in place (GraphStore.count_refs: SQLite's covering
+ref index) returns two numbers per count, each scanning at most ~2K index entries, so the refs
+read do not grow with the layer; the counts grow with the path. A store that counts by reading returns each count's refs (at most ~2K) and a group inside
+one read whole already is not read again (``remembering``). A region is large only where a
+decision flips at a large group, which needs a half of at most K nodes next to a large one.
 """
 
 from __future__ import annotations

@@ -363,6 +363,7 @@ class FaissVectorIndex:
             except BaseException:
                 self._index = ivf.filled(ivf.flat(self.dim), ints, spilled, self.dim)
                 raise
+        ivf.release_freed()
         self._selectors.clear()
         self._reshaped = True  # the next flush writes a snapshot of this shape, so readers open it
 

@@ -18,11 +18,15 @@ The centroids are retrained when the index has grown fourfold since they were tr
 index turns flat again below a quarter of ``ivf_min`` (``needs_reshape``). Each change of shape
 costs one pass over the vectors (and k-means on a sample), so over a corpus's growth it runs
 about log4(n) times. The vectors are copied a batch at a time through an unnamed spill file
-(``spill``), so a change of shape never holds two indexes (or a copy of the vectors).
+(``spill``, 8192 rows a batch, written from the batch's own buffer), so a change of shape never
+holds two indexes (or a copy of the vectors); what it frees goes back to the system
+(``release_freed``), so the peak of a build that crosses a shape is the new index, not the new
+index plus the old one's heap.
 """
 
 from __future__ import annotations
 
+import ctypes
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -37,7 +41,7 @@ from .vector_log import VectorIndexCorruptError
 IVF_MIN = 100_000  # from this many vectors on, an IVF index (a flat scan of 100k takes about 12-18 ms)
 NPROBE_FRACTION = 0.08  # of the IVF buckets a query scans
 TRAIN_PER_LIST = 64  # training sample per bucket (capped at the index's size)
-_RESHAPE_BATCH = 65536  # vectors copied at a time when the index changes shape
+_RESHAPE_BATCH = 8192  # vectors copied at a time when the index changes shape (12 MB at 384-d)
 SERIAL_ADD_MAX = 4096  # an IVF add of fewer rows runs on one thread (see ``add``)
 
 
@@ -92,13 +96,31 @@ def add(index: Any, vectors: np.ndarray, ids: np.ndarray) -> None:
         index.add_with_ids(vectors, ids)
 
 
+def release_freed() -> None:
+    """Hand the C heap's freed pages back to the system (glibc's ``malloc_trim``; elsewhere
+    nothing). A change of shape frees the old index, the training sample and k-means's scratch
+    in many pieces, which the heap would otherwise keep resident beside the new index."""
+    global _TRIM
+    if _TRIM is None:
+        try:
+            _TRIM = ctypes.CDLL("libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _TRIM = False
+    if _TRIM:
+        _TRIM(0)
+
+
+_TRIM: Any = None  # libc's malloc_trim once looked up (False: there is none)
+
+
 def spill(index: Any, ints: np.ndarray, directory: Path) -> IO[bytes]:
     """An unnamed file in ``directory`` holding the vectors of ``ints`` (in that order), written
     a batch at a time; the caller frees the index before filling the new one from it."""
     out = tempfile.TemporaryFile(dir=directory)
     try:
         for start in range(0, len(ints), _RESHAPE_BATCH):
-            out.write(index.reconstruct_batch(ints[start:start + _RESHAPE_BATCH]).tobytes())
+            batch = np.ascontiguousarray(index.reconstruct_batch(ints[start:start + _RESHAPE_BATCH]))
+            out.write(memoryview(batch).cast("B"))  # the batch's own buffer: no second copy
     except BaseException:
         out.close()
         raise
@@ -122,6 +144,7 @@ def new_shape(n: int, ints: np.ndarray, spilled: IO[bytes], dim: int, ivf_min: i
         taken += len(pick)
     index.train(sample)
     del sample
+    release_freed()  # k-means's scratch, before the lists fill
     index.set_direct_map_type(faiss.DirectMap.Hashtable)
     return filled(index, ints, spilled, dim)
 
