@@ -224,3 +224,18 @@ def test_a_new_store_starts_on_the_current_layout_and_counts_its_segments(few_pa
         if lens:
             counted[layer] = SegmentStats.of(lens)
     assert counted and g.segment_stats() == counted
+
+
+def test_the_reindex_migrates_a_legacy_store_as_its_first_step(legacy_engine):
+    from eragraph.services import reindex
+
+    engine = legacy_engine
+    before = digest(engine)
+    report = reindex.run(engine)
+    assert report["layers_migrated"] and report["metrics"]["LayersMigrated"] == len(report["layers_migrated"])
+    assert engine.graph.store_current()
+    assert not [pk for pk in _ref_partitions(engine.graph) if "#b" not in pk]
+    assert report["invariants"]["ok"], report["invariants"]
+    after = digest(engine)
+    assert after == before, first_difference(after, before)
+    assert reindex.run(engine)["layers_migrated"] == []

@@ -4,7 +4,8 @@ and ``eragraph reindex`` run this same function).
 1. Layer counters (after migrating a store whose ref index has an earlier layout, where the
    store has versioned layouts: adapters.aws.ref_layout): each layer's live refs are recounted and a counter that drifted (two
    writers of one new node both counted it; a writer died between its refs and its count) is
-   rewritten, the counters of layers without nodes removed (GraphStore.repair_layer_counts).
+   rewritten, the counters of layers without nodes removed (GraphStore.repair_layer_counts);
+   a store whose document statuses predate their counters has them counted once.
    First, as the other steps find the layers and size the reconciles from the counters.
 2. Documents ⇄ chunks: layer-0 nodes that no document lists (an ingest that died between
    writing chunks and the document) are removed; documents that list missing chunks are
@@ -76,6 +77,9 @@ def repair_counts(engine: Engine, report: dict) -> None:
     migrate = getattr(engine.graph, "migrate_ref_layout", None)  # a store with a versioned layout
     if migrate is not None:
         report["layers_migrated"] = sorted(migrate()["moved"])
+    count_statuses = getattr(engine.graph, "migrate_status_counters", None)  # statuses from before their counters
+    if count_statuses is not None:
+        report["statuses_counted"] = count_statuses()
     fixed = engine.graph.repair_layer_counts()
     report["layer_counts_repaired"] = [{"layer": layer, "correction": n} for layer, n in sorted(fixed.items())]
 
