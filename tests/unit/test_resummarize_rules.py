@@ -214,3 +214,24 @@ def test_a_scoped_message_after_a_split_apply_cut_short_repairs_the_whole_layer(
     resummarize.reconcile(engine, message)
     assert "sum-orphan" not in _layer(engine, 1)
     assert engine.graph.meta_keys("applying:0:") == []
+
+
+def test_a_layer_held_whole_answers_every_group_like_the_store():
+    """services.resummarize.held_reader (a small layer read once) gives every group's refs, in
+    order and up to a limit, exactly as the store's own range reads do."""
+    import random
+
+    from eragraph.domain.model import RefState
+    from eragraph.services.resummarize import held_reader
+
+    rng = random.Random(5)
+    n_bits = 8
+    refs = sorted((RefState(f"n{i}", rng.randrange(1 << n_bits), rng.choice([None, "s1"]), rng.random() < .8)
+                   for i in range(300)), key=lambda r: (r.code, r.node_id))
+    held = held_reader(refs, n_bits)
+    for depth in range(n_bits + 1):
+        for prefix in rng.sample(range(1 << depth), min(1 << depth, 6)):
+            span = n_bits - depth
+            want = [r for r in refs if prefix << span <= r.code < (prefix + 1) << span]
+            for limit in (None, 1, 7, 1000):
+                assert held(prefix, depth, limit) == (want if limit is None else want[:limit])

@@ -33,6 +33,7 @@ left.
 
 from __future__ import annotations
 
+import bisect
 import time
 import uuid
 from collections.abc import Callable
@@ -45,7 +46,7 @@ from ..domain.lsh import hash_vectors, majority_code
 from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment,
                             SegmentsAffected, is_streaming, streaming_key)
 from ..domain.partition import partition, should_summarize
-from ..domain.scoped import (Region, code_prefix, counting_by_reading, cut_region, plan_regions, stream_regions,
+from ..domain.scoped import (Region, counting_by_reading, cut_region, plan_regions, stream_regions,
                              whole_layer)
 from ..domain.ids import chunk_id
 from ..ports.providers import RevisingSummarizer
@@ -82,9 +83,15 @@ def reader(engine: Engine, layer: int):
 
 def held_reader(refs, n_bits: int):
     """A Reader answering every group from ``refs``, a whole layer read once (code order)."""
+    codes = [r.code for r in refs]
+
     def read(prefix: int, depth: int, limit: int | None):
-        inside = [r for r in refs if code_prefix(r.code, depth, n_bits) == prefix]
-        return inside if limit is None else inside[:limit]
+        span = n_bits - depth
+        start = bisect.bisect_left(codes, prefix << span)
+        end = bisect.bisect_left(codes, (prefix + 1) << span)
+        if limit is not None:
+            end = min(end, start + limit)
+        return list(refs[start:end])
 
     return read
 

@@ -75,9 +75,10 @@ REF_COUNTER_SLOTS = 2  # a transaction's items kept for the layer counters it co
 
 
 class DynamoNodeStore(RefLayouts, DynamoTable):
-    # a layer of at most this many refs is one Query (one partition, ~60 bytes a ref of a 1 MB
-    # page): the reconcile reads it whole once rather than count by count (services.resummarize)
-    refs_per_read = 1000
+    # a layer of at most this many refs is one Query (one partition below 4 * PART_ITEMS refs;
+    # ~80 bytes a ref, ~320 KB of a 1 MB page): the reconcile reads it whole once rather than
+    # count by count (services.resummarize), a few dozen read units instead of a Query a count
+    refs_per_read = 4000
 
     # ----- keys of the ref index -----
     @property
