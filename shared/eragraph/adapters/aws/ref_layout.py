@@ -229,7 +229,7 @@ class RefLayouts:
                                     seg=ref.seg, live=ref.live))
             if not self._update_counter(layer, [Item.value.set(json.dumps({"next": shard + 1}))],
                                         Item.moving == src.moving):
-                return  # another helper flipped it meanwhile
+                return  # another writer finishing the move flipped it meanwhile
 
     def _clean(self, layer: int, item) -> None:
         """Delete the partitions a flipped move left (idempotent), then forget them."""
