@@ -31,7 +31,7 @@ def test_every_answer_is_what_the_store_would_read(seed):
     for node_id in rng.sample(sorted(index.refs), len(index.refs) // 4):  # tombstones, segments
         r = index.refs[node_id]
         index.refs[node_id] = RefState(r.node_id, r.code, "seg-" + node_id[-1], rng.random() < 0.5)
-    read = remembering(index.read, n_bits)
+    read, _count = remembering(index.read, n_bits)
     calls = 0
     for _ in range(60):
         depth = rng.randrange(n_bits + 1)
@@ -63,7 +63,7 @@ def test_a_sparse_layer_is_read_once_per_plan():
 
 def test_a_read_cut_by_its_limit_is_not_taken_for_the_whole():
     index = _layer(random.Random(3), 6, 50)
-    read = remembering(index.read, 6)
+    read, _count = remembering(index.read, 6)
     first = read(0, 0, 10)
     assert len(first) == 10
     whole = read(0, 0, None)
@@ -163,7 +163,7 @@ def test_the_same_group_read_again_comes_from_memory():
     """A group read whole is answered from that read when asked again, with or without a limit
     (the plan counts a half, then reads it whole as a region or a carried small half)."""
     index = _layer(random.Random(4), 6, 30)
-    read = remembering(index.read, 6)
+    read, _count = remembering(index.read, 6)
     half = read(1, 1, 40)
     assert len(half) < 40 and index.reads == 1
     assert read(1, 1, None) == half and read(1, 1, 3) == half[:3]
