@@ -147,9 +147,13 @@ def test_a_title_change_alone_retags_too():
     engine = engine_with_counter()
     [doc] = synthetic_docs(1)
     ingest(engine, [doc])
-    embedded = engine.embedder.texts
+    embedded, pending = engine.embedder.texts, engine.queue.pending()
+    chunks = engine.graph.get_document(doc.doc_id).chunk_ids
     report = ingest(engine, [replace(doc, title="A better title")])
-    assert report.documents_retagged == 1 and engine.embedder.texts == embedded
+    # its chunks are embedded again (each with the title: domain.text.embedding_text), and
+    # only they: nothing re-chunked, nothing announced
+    assert report.documents_retagged == 1 and engine.embedder.texts == embedded + len(chunks)
+    assert engine.queue.pending() == pending
     assert engine.graph.get_document(doc.doc_id).title == "A better title"
     assert_filters_agree(engine, ["title=A better title"])
 

@@ -21,6 +21,7 @@ from eragraph.adapters.memory.graph_memory import MemoryGraphStore
 from eragraph.domain.doc_status import FAILED, INDEXED
 from eragraph.domain.ids import content_hash
 from eragraph.domain.model import ANY_VERSION, ConflictError, ItemTooLargeError
+from eragraph.domain.text import embedding_text
 from eragraph.services import followup
 from eragraph.services.announce import shard_of
 from eragraph.services.ingest import SourceDoc, ingest
@@ -190,7 +191,7 @@ def test_chunks_a_concurrent_writer_took_away_are_put_back_with_their_vectors():
     assert len(stored.chunk_ids) > 2 and _held(engine, stored.chunk_ids) == set(stored.chunk_ids)
     nodes = engine.graph.get_nodes(stored.chunk_ids)
     vectors = engine.vectors.get_vectors(stored.chunk_ids)
-    expected = engine.embedder.embed([nodes[c].text for c in stored.chunk_ids])
+    expected = engine.embedder.embed([embedding_text(stored.title, nodes[c].text) for c in stored.chunk_ids])
     assert np.allclose(np.stack([vectors[c] for c in stored.chunk_ids]), expected, atol=1e-6)
     query = engine.embedder.embed([doc.text])[0]
     found = {h.node_id for h in engine.vectors.search(query, 50, doc_ids=[doc.resolved_id])}
@@ -247,8 +248,10 @@ def test_a_document_too_large_for_the_store_is_refused_whole_and_its_batch_goes_
     ids = [c for d in (first, last) for c in _doc(engine, d).chunk_ids]
     assert engine.vectors.ids() == set(ids)  # nothing of the refused document is left
     nodes = engine.graph.get_nodes(ids)
-    vectors = engine.vectors.get_vectors(ids)  # each chunk got its own text's vector
-    assert np.allclose(np.stack([vectors[c] for c in ids]), engine.embedder.embed([nodes[c].text for c in ids]),
+    vectors = engine.vectors.get_vectors(ids)  # each chunk got its own text's vector (with its title)
+    titles = {d.resolved_id: d.title for d in (first, last)}
+    assert np.allclose(np.stack([vectors[c] for c in ids]),
+                       engine.embedder.embed([embedding_text(titles[nodes[c].doc_id], nodes[c].text) for c in ids]),
                        atol=1e-6)
 
 

@@ -122,15 +122,18 @@ def test_replacing_documents_counts_each_and_the_chunks_they_dropped():
     assert not engine.graph.get_nodes([c for i in after for c in before[i] - after[i]])
 
 
-def test_every_chunk_carries_the_lsh_code_of_its_own_text():
+def test_every_chunk_carries_the_lsh_code_of_the_text_it_is_embedded_with():
     from eragraph.domain.lsh import hash_vectors
+    from eragraph.domain.text import embedding_text
     engine = make_engine(chunk_tokens=10, chunk_overlap=2)
     docs = synthetic_docs(4)  # several documents of several chunks in one batch
     ingest(engine, docs)
     ids = [c for d in docs for c in engine.graph.get_document(d.resolved_id).chunk_ids]
     nodes = engine.graph.get_nodes(ids)
     assert len(ids) > len(docs) and len(nodes) == len(ids)
-    texts = [nodes[c].text for c in ids]
+    texts = [embedding_text(d.title, nodes[c].text) for d in docs  # its own text with its document's title
+             for c in engine.graph.get_document(d.resolved_id).chunk_ids]
+    assert all(t != nodes[c].text for t, c in zip(texts, ids))  # the titles do not begin these texts
     expected = hash_vectors(engine.lsh(), engine.embedder.embed(texts))
     assert [nodes[c].code for c in ids] == [int(x) for x in expected]
 

@@ -145,6 +145,24 @@ def titled_text(title: str, text: str) -> str:
     return f"{title}\n\n{text}" if title else text
 
 
+# The embedding format of leaf chunks a store's vectors are in: 2 = every chunk of a titled
+# document embedded with its title (``embedding_text``); 1 (a store without the mark) = each
+# chunk's own text. services.title_migration moves a store from 1 to 2.
+EMBED_FORMAT_VERSION = 2
+
+
+def embedding_text(title: str, text: str) -> str:
+    """The text a leaf chunk is embedded with: its stored ``text`` unchanged when its document
+    has no title or the text already begins with it (the first chunk of a ``titled_text``),
+    else the title (whitespace collapsed, as ``titled_text`` writes it) on a line before it, so
+    a continuation chunk keeps its passage's subject. Only the vector sees it: the stored text,
+    the lexical index and the summaries keep the chunk's own text."""
+    title = " ".join((title or "").split())
+    if not title or text.startswith(title):
+        return text
+    return f"{title}\n{text}"
+
+
 def sentence_key(sentence: str) -> str:
     """A sentence compared across texts: whitespace collapsed, lower case."""
     return " ".join(sentence.split()).lower()

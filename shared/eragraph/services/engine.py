@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..config import GRAPH_SETTINGS, Settings
 from ..domain.lsh import check_embedder, draw_hyperplanes
 from ..domain.model import EragraphError, LshConfig
+from ..domain.text import EMBED_FORMAT_VERSION
 from ..ports.blobs import BlobStore
 from ..ports.graph import GraphStore, MetaStore
 from ..ports.lexical import LexicalIndex
@@ -36,6 +37,10 @@ class QuestionParser(Protocol):
 # store's hyperplanes are drawn (a new store); a store built before filters has none until
 # `eragraph reindex` adds them (services.reindex.audit_attributes)
 LEAF_ATTRS = "leaf_attrs"
+# meta mark: the embedding format of this store's leaf vectors (domain.text.EMBED_FORMAT_VERSION:
+# titles on every chunk); set when the store's hyperplanes are drawn, and by `eragraph migrate
+# titles` once it has re-embedded an older store (services.title_migration); absent: format 1
+EMBED_FORMAT = "leaf_embed_format"
 
 IngestHook = Callable[["Engine", "Sequence[Node]"], None]
 RemoveHook = Callable[["Engine", "Document", "Sequence[str]"], None]
@@ -80,6 +85,7 @@ class Engine:
         config = self.graph.get_lsh()
         if config is None:  # a new store: its leaves carry their attributes from the first on
             self.graph.put_meta(LEAF_ATTRS, 1)
+            self.graph.put_meta(EMBED_FORMAT, EMBED_FORMAT_VERSION)
             record_providers(self.graph, self.settings, self.embedder.identity, self.embedder.dim)
             config = self.graph.put_lsh(
                 draw_hyperplanes(self.embedder.identity, self.embedder.dim,

@@ -1,5 +1,8 @@
 """Ingest documents: chunk, embed, hash into layer-0 buckets, announce the affected layer.
 
+A chunk is embedded with its document's title before it (domain.text.embedding_text: a
+continuation chunk keeps its passage's subject); its stored text is its own.
+
 The re-partitioning and summarizing happen in the resummarize service, driven by the
 SegmentsAffected message this emits (EraRAG Alg. 3 lines 1-2).
 
@@ -28,7 +31,7 @@ from ..domain.refusals import reason, reason_of, refused
 from ..domain.sequencer import supersedes
 from ..domain import tenants
 from ..domain.tenants import TenantError
-from ..domain.text import chunk_text
+from ..domain.text import chunk_text, embedding_text
 from . import changes, followup
 from . import doc_status
 from .announce import announce
@@ -151,18 +154,27 @@ class _Retag:
 
 def _retag_vectors(engine: Engine, retags: Sequence[_Retag]) -> None:
     """Re-upsert the chunks of ``retags`` with their new attributes, from the stored vectors. A
-    chunk without a vector is left to reindex (it re-embeds missing vectors, with attrs)."""
+    chunk without a vector is left to reindex (it re-embeds missing vectors, with attrs). A
+    chunk whose embedding text a new title changes (domain.text.embedding_text: a continuation
+    chunk) is embedded again; its LSH code stays (as services.title_migration keeps it)."""
     ids = [c for r in retags for c in r.stored.chunk_ids]
     vectors = engine.vectors.get_vectors(ids)
     nodes = engine.graph.get_nodes([c for c in ids if c in vectors])
     metas: list[dict] = []
+    retitled: list[tuple[int, str]] = []  # (row, the text it is embedded with now)
     for r in retags:
         doc = r.doc
         r.vectors = {c: vectors[c] for c in doc.chunk_ids if c in nodes}
-        metas += [leaf_meta(nodes[c], doc, engine.tenant) for c in r.vectors]
+        for c in r.vectors:
+            now = embedding_text(doc.title, nodes[c].text)
+            if now != embedding_text(r.stored.title, nodes[c].text):
+                retitled.append((len(metas), now))
+            metas.append(leaf_meta(nodes[c], doc, engine.tenant))
     if metas:
-        engine.vectors.upsert([c for r in retags for c in r.vectors],
-                              np.stack([v for r in retags for v in r.vectors.values()]), metas)
+        rows = np.stack([v for r in retags for v in r.vectors.values()])
+        if retitled:
+            rows[[i for i, _ in retitled]] = engine.embedder.embed([t for _, t in retitled])
+        engine.vectors.upsert([c for r in retags for c in r.vectors], rows, metas)
 
 
 def _undo_retag(engine: Engine, r: _Retag) -> None:
@@ -383,7 +395,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
                     continue
             pieces = chunk_text(src.text, engine.tokenizer.offsets, settings.chunk_tokens, settings.chunk_overlap)
             pending.append((src, digest, pieces, stored, metadata))
-        texts = [p.text for _, _, pieces, _, _ in pending for p in pieces]
+        texts = [embedding_text(src.title, p.text) for src, _, pieces, _, _ in pending for p in pieces]
         vectors = engine.embedder.embed(texts) if texts else None
         codes = hash_vectors(lsh, vectors) if texts else []
         nodes: list[Node] = []

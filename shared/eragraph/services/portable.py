@@ -39,7 +39,7 @@ import numpy as np
 from ..domain.doc_status import DocStatus
 from ..domain.model import Document, EragraphError, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
 from ..ports.entity import ChunkEntities, SentenceMentions, chunk_of_sentence
-from .engine import LEAF_ATTRS, Engine
+from .engine import EMBED_FORMAT, LEAF_ATTRS, Engine
 from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER
 from .ingest import leaf_meta
 from .sources import text_key
@@ -103,8 +103,9 @@ def dump(engine: Engine) -> Iterator[dict]:
         yield from _entities(engine)
     for key, row in g.ledger().items():
         yield {"kind": "ledger", "key": key, **row}
-    if g.get_meta(LEAF_ATTRS) is not None:
-        yield {"kind": "meta", "key": LEAF_ATTRS, "value": g.get_meta(LEAF_ATTRS)}
+    for mark in (LEAF_ATTRS, EMBED_FORMAT):  # what the store's leaf vectors are (their attrs, their format)
+        if g.get_meta(mark) is not None:
+            yield {"kind": "meta", "key": mark, "value": g.get_meta(mark)}
 
 
 def _entities(engine: Engine) -> Iterator[dict]:
@@ -220,8 +221,8 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
         elif kind == "ledger":
             g.add_ledger(body["key"], int(body.get("calls", 0)), int(body.get("tokens_in", 0)),
                          int(body.get("tokens_out", 0)), float(body.get("seconds", 0.0)))
-        elif kind == "meta" and body.get("key") == LEAF_ATTRS:
-            g.put_meta(LEAF_ATTRS, body.get("value"))
+        elif kind == "meta" and body.get("key") in (LEAF_ATTRS, EMBED_FORMAT):
+            g.put_meta(body["key"], body.get("value"))
         elif kind not in ("entity_chunk", "entity_vector"):
             raise DumpError(f"this dump holds a record of unknown kind {kind!r}")
     _write_layer(engine, docs, layer, layer_nodes, below)

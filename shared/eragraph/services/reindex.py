@@ -55,6 +55,7 @@ import numpy as np
 from ..domain.audit import AuditProgress
 from ..domain.diff import diff_segments
 from ..domain.model import APPLYING, BadInputError
+from ..domain.text import embedding_text
 from . import followup, invariants
 from .engine import Engine
 from .announce import announce
@@ -195,14 +196,16 @@ def repair_layers(engine: Engine, stuck_after: float, now: float, report: dict) 
 
 
 def _reembed(engine: Engine, node_ids: list[str]) -> None:
-    """Embed the stored text of ``node_ids`` again and upsert their vectors (a leaf chunk's meta
-    with its document's attributes, as ingest writes it)."""
+    """Embed the stored text of ``node_ids`` again and upsert their vectors (a leaf chunk's
+    text with its document's title as ingest embeds it, domain.text.embedding_text, and its
+    meta with the document's attributes, as ingest writes it)."""
     for start in range(0, len(node_ids), 256):
         nodes = engine.graph.get_nodes(node_ids[start:start + 256])
         batch = [nodes[i] for i in node_ids[start:start + 256] if i in nodes]
         if batch:
-            vectors = engine.embedder.embed([n.text for n in batch])
             docs = {d: engine.graph.get_document(d) for d in {n.doc_id for n in batch if n.layer == 0}}
+            vectors = engine.embedder.embed([embedding_text(docs[n.doc_id].title, n.text)
+                                             if n.layer == 0 and docs[n.doc_id] is not None else n.text for n in batch])
             engine.vectors.upsert([n.node_id for n in batch], vectors,
                                   [leaf_meta(n, docs[n.doc_id], engine.tenant) if n.layer == 0 and docs[n.doc_id] is not None
                                    else {"layer": n.layer, "doc_id": n.doc_id} for n in batch])

@@ -90,3 +90,60 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
     out = out if isinstance(out, dict) else out.to_dict()
     emit(args, out, render_reindex(args.store, out))
     return EXIT_OK if out["invariants"]["ok"] else EXIT_ERROR
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    """``eragraph migrate titles``: re-embed the continuation chunks of titled documents of a
+    store built before titles were embedded with every chunk (services.title_migration), with a
+    progress bar on stderr; resumable, and a no-op on a store already migrated. Local
+    (``--store``) or a deployed stack's tenant (``--profile aws``, with the stack's environment)."""
+    from ...bootstrap.profiles import keeps_store
+
+    if keeps_store(args.profile):
+        if not args.store:
+            raise CommandError(f"--profile {args.profile} needs --store DIR (or ERAGRAPH_STORE)", EXIT_USAGE)
+        with writing(args.store):
+            return _migrate(args, open_engine(args), args.store)
+    from ...bootstrap.tenancy import Tenancy
+    from .store import tenant_of
+
+    tenant = tenant_of(args)
+    tenancy = Tenancy(args.profile, None, settings_of(args))
+    if not tenancy.exists(tenant):
+        raise CommandError(f"the {args.profile} profile has no tenant {tenant!r}")
+    return _migrate(args, tenancy.engine(tenant, register=False), f"the {args.profile} profile's tenant "
+                    f"{tenant or '(default)'}")
+
+
+def _migrate(args: argparse.Namespace, engine, where: str) -> int:
+    from tqdm import tqdm
+
+    from ...services.title_migration import migrate_titles, migrated
+
+    bar = None
+    if not migrated(engine):
+        total = engine.graph.layer_sizes().get(0, 0)
+        bar = tqdm(total=total, desc="migrate titles", unit=" chunks", file=sys.stderr, dynamic_ncols=True,
+                   disable=bool(args.quiet))
+
+    def moved(totals: dict) -> None:
+        if bar is not None and totals["seen"] > bar.n:
+            bar.update(min(totals["seen"], bar.total or totals["seen"]) - bar.n)
+
+    try:
+        out = migrate_titles(engine, on_page=moved)
+    finally:
+        if bar is not None:
+            bar.close()
+    run = out["run"]
+    if out["already"]:
+        human = f"{where}: already migrated (embedding format {out['format']}): nothing to do"
+    else:
+        human = (f"{where}: re-embedded {run['reembedded']} chunks with their document's title, skipped "
+                 f"{run['skipped']} (no title, or it begins the chunk); {run['would_rehash']} of the re-embedded "
+                 f"would hash to another LSH code (they keep theirs)")
+        if out["totals"] != run:
+            done = out["totals"]
+            human += f"; with the runs before: {done['reembedded']} re-embedded, {done['skipped']} skipped"
+    emit(args, out, human)
+    return EXIT_OK

@@ -8,7 +8,7 @@ import importlib
 
 from ...config import ProcessSettings
 from ...services.modes import mode_names
-from .admin import cmd_reindex, cmd_stats, cmd_status, cmd_tenants
+from .admin import cmd_migrate, cmd_reindex, cmd_stats, cmd_status, cmd_tenants
 from .console import cmd_console
 from .exits import EXIT_HELP
 from .ingest import cmd_delete, cmd_ingest, cmd_rebuild
@@ -19,7 +19,7 @@ from .store import DEFAULT_STORE
 from .tools import BENCH_MODULES, cmd_bench, cmd_demo, cmd_router_train
 
 DESCRIPTION = """The `eragraph` command line: ingest, query, serve, console (the browser console over a deployed
-API), mcp (the MCP tools over stdio), delete, stats, rebuild, reindex, export and import (a portable dump), demo,
+API), mcp (the MCP tools over stdio), delete, stats, rebuild, reindex, migrate, export and import (a portable dump), demo,
 bench, router (train the auto retrieval router)."""
 
 PROVIDER_FLAGS = {
@@ -183,6 +183,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("reindex", "audit and repair the store; report what was found", cmd_reindex,
                 providers=("embedder", "summarizer"))
     p.add_argument("--stuck-after", type=float, default=900.0, help="seconds after which a dirty layer is re-queued")
+
+    p = command("migrate", "migrate a store built by an earlier version: titles (re-embed the continuation chunks "
+                "of titled documents with their title; resumable, a no-op once done)", cmd_migrate,
+                providers=("embedder",), store="optional", quiet="no progress bar")
+    p.add_argument("what", choices=("titles",), help="the migration: titles")
+    p.add_argument("--no-progress", dest="quiet", action="store_true", help="no progress bar (as --quiet)")
+    p.add_argument("--profile", default="local", choices=("local", "aws"),
+                   help="local (--store DIR) or aws: the deployed stack of this environment (ERAGRAPH_TABLE, ...), "
+                        "its --tenant")
 
     p = command("tenants", "list the store's tenants, or delete one and everything it owns", cmd_tenants,
                 tenant=False)
