@@ -181,7 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-docs", type=int, default=256, help="documents per batch")
 
     p = command("reindex", "audit and repair the store; report what was found", cmd_reindex,
-                providers=("embedder", "summarizer"))
+                providers=("embedder", "summarizer"), store="optional")
+    p.add_argument("--profile", default="local", choices=("local", "aws"),
+                   help="local (--store DIR) or aws: the deployed stack of this environment (ERAGRAPH_TABLE, ...), "
+                        "its --tenant audited whole, its audit time recorded as the scheduled reindex's")
     p.add_argument("--stuck-after", type=float, default=900.0, help="seconds after which a dirty layer is re-queued")
 
     p = command("tenants", "list the store's tenants, or delete one and everything it owns", cmd_tenants,
