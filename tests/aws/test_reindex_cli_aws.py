@@ -85,3 +85,32 @@ def test_reindex_profile_aws_refuses_a_tenant_it_does_not_have(few_partitions, a
 
     assert main(["reindex", "--profile", "aws", "--tenant", "Not A Tenant!"]) == 2  # a malformed id: usage
     assert "--tenant:" in capsys.readouterr().err
+
+
+def test_reindex_profile_aws_waits_for_stuck_work_as_the_reindex_function(few_partitions, aws_engine, monkeypatch,
+                                                                          capsys):
+    """Without --stuck-after the deployed audit takes the stack's ERAGRAPH_STUCK_AFTER_SECONDS
+    (else 3600, the reindex function's default), not the local 900: a layer marked dirty 1000 s
+    ago is a consumer's work in progress, left alone; --stuck-after 900 re-announces it."""
+    from eragraph.adapters.aws import vector_opensearch
+    from eragraph.bootstrap.aws import LAMBDA_ENGINE
+    from eragraph.services.ingest import ingest
+    from eragraph.services.resummarize import drain
+
+    monkeypatch.setattr(vector_opensearch, "make_client", lambda *a, **k: aws_engine[2])
+    monkeypatch.delenv("ERAGRAPH_STUCK_AFTER_SECONDS", raising=False)
+    acme = LAMBDA_ENGINE.get("acme")
+    ingest(acme, synthetic_docs(4))
+    drain(acme)
+    acme.graph.put_meta("dirty:0", time.time() - 1000)
+
+    assert main(["reindex", "--profile", "aws", "--tenant", "acme", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["layers_in_progress"] == [0] and out["layers_requeued"] == []
+    monkeypatch.setenv("ERAGRAPH_STUCK_AFTER_SECONDS", "600")
+    assert main(["reindex", "--profile", "aws", "--tenant", "acme", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["layers_requeued"] == [0]
+    monkeypatch.delenv("ERAGRAPH_STUCK_AFTER_SECONDS")
+    acme.graph.put_meta("dirty:0", time.time() - 1000)  # the re-announce marked it anew
+    assert main(["reindex", "--profile", "aws", "--tenant", "acme", "--stuck-after", "900", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["layers_requeued"] == [0]

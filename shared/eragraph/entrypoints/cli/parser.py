@@ -185,7 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", default="local", choices=("local", "aws"),
                    help="local (--store DIR) or aws: the deployed stack of this environment (ERAGRAPH_TABLE, ...), "
                         "its --tenant audited whole, its audit time recorded as the scheduled reindex's")
-    p.add_argument("--stuck-after", type=float, default=900.0, help="seconds after which a dirty layer is re-queued")
+    p.add_argument("--stuck-after", type=float, default=None, metavar="SECONDS",
+                   help="seconds after which a dirty layer is re-queued (default 900; --profile aws: "
+                        "ERAGRAPH_STUCK_AFTER_SECONDS, else 3600, as the reindex function)")
 
     p = command("tenants", "list the store's tenants, or delete one and everything it owns", cmd_tenants,
                 tenant=False)
