@@ -192,6 +192,22 @@ def test_store_from_before_the_lexical_index_is_told_to_reindex(env, capsys):
     assert "(route: " in capsys.readouterr().out  # the text output says the route and s(q)
 
 
+def test_reindex_of_the_local_profile_needs_a_store_and_audits_it(env, capsys):
+    """`--profile local` (the default) keeps the store directory: without --store (or
+    ERAGRAPH_STORE) it is a usage error in words; with it, the local audit as before (drained,
+    under the writer lock, no tenant registry)."""
+    code, _, err = run(capsys, "reindex", "--json")
+    assert code == 2 and "--profile local needs --store DIR" in err and "Traceback" not in err
+    docs, store = env / "docs", env / "store"
+    write_docs(docs)
+    run(capsys, "ingest", str(docs), "--store", str(store), "--quiet")
+    code, report, _ = run(capsys, "reindex", "--profile", "local", "--store", str(store), "--json")
+    assert code == 0 and report["complete"] and report["invariants"]["ok"] and "tenant" not in report
+    assert report["steps_run"][-1] == "invariants"
+    assert main(["reindex", "--store", str(store)]) == 0
+    assert capsys.readouterr().out.startswith(f"reindex of {store} (")
+
+
 def test_demo_ingests_the_bundled_corpus_and_answers_its_questions(env, capsys):
     """The README's first command ends in `eragraph demo`: the bundled corpus is found wherever
     the command's modules live, every sample question gets evidence, and a second run adds

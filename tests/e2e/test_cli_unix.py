@@ -179,6 +179,7 @@ def test_version_and_help_lines():
 
 @pytest.mark.parametrize("command,flags", [
     ("stats", {"--json"}),
+    ("reindex", {"--json", "--embedder", "--summarizer", "--stuck-after", "--profile"}),
     ("delete", {"--json", "--quiet", "--embedder", "--summarizer"}),
     ("serve", {"--quiet", "--embedder", "--generator", "--host", "--port", "--token"}),
     ("query", {"--json", "--quiet", "--embedder", "--generator", "--mode", "--k", "--budget", "--p", "--answer", "--stream", "--rerank",

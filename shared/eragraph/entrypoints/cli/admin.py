@@ -9,7 +9,7 @@ import sys
 
 from .exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CommandError
 from .render import emit, render_reindex, render_stats, render_status
-from .store import existing_store, open_as_built, open_engine, settings_of, writing
+from .store import existing_store, open_as_built, open_engine, registered_tenant, settings_of, writing
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -77,9 +77,41 @@ def cmd_tenants(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+LOCAL_STUCK_AFTER = 900.0  # a local store's dirty layer older than this is re-queued (no consumer runs meanwhile)
+
+
 def cmd_reindex(args: argparse.Namespace) -> int:
+    """Audit and repair (services.reindex) a local store (``--store``, under its writer lock) or a
+    deployed stack's tenant (``--profile aws``, with the stack's environment)."""
+    from ...bootstrap.profiles import keeps_store
+
+    if not keeps_store(args.profile):
+        return _reindex_deployed(args)
+    if not args.store:
+        raise CommandError(f"--profile {args.profile} needs --store DIR (or ERAGRAPH_STORE)", EXIT_USAGE)
+    if args.stuck_after is None:
+        args.stuck_after = LOCAL_STUCK_AFTER
     with writing(args.store):
         return _cmd_reindex(args)
+
+
+def _reindex_deployed(args: argparse.Namespace) -> int:
+    """A registered tenant of a profile without a store directory, audited whole by the
+    scheduled reindex's runner (services.reindex_schedule.audit_piece) with no deadline: nothing
+    is drained (the stack's summarize consumers take what the audit announces), and the tenant's
+    audit time is recorded in the registry when the audit ends, as a scheduled audit's is."""
+    from ...config import ProcessSettings
+    from ...domain.audit import AuditProgress
+    from ...services import reindex_schedule
+
+    tenancy, tenant = registered_tenant(args)
+    stuck_after = ProcessSettings.from_env().stuck_after_seconds if args.stuck_after is None else args.stuck_after
+    out = reindex_schedule.audit_piece(
+        tenancy.engine(tenant, register=False), tenant, stuck_after, AuditProgress(run="cli"),
+        reindex_schedule.deadline(None), record=tenancy.registry().record_audit,
+        send=lambda progress: None)  # no deadline: the audit runs to its end, never continued
+    emit(args, out, render_reindex(f"the {args.profile} profile's tenant {tenant or '(default)'}", out))
+    return EXIT_OK if out["invariants"]["ok"] else EXIT_ERROR
 
 
 def _cmd_reindex(args: argparse.Namespace) -> int:

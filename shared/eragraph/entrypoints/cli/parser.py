@@ -181,8 +181,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-docs", type=int, default=256, help="documents per batch")
 
     p = command("reindex", "audit and repair the store; report what was found", cmd_reindex,
-                providers=("embedder", "summarizer"))
-    p.add_argument("--stuck-after", type=float, default=900.0, help="seconds after which a dirty layer is re-queued")
+                providers=("embedder", "summarizer"), store="optional")
+    p.add_argument("--profile", default="local", choices=("local", "aws"),
+                   help="local (--store DIR) or aws: the deployed stack of this environment (ERAGRAPH_TABLE, ...), "
+                        "its --tenant audited whole, its audit time recorded as the scheduled reindex's")
+    p.add_argument("--stuck-after", type=float, default=None, metavar="SECONDS",
+                   help="seconds after which a dirty layer is re-queued (default 900; --profile aws: "
+                        "ERAGRAPH_STUCK_AFTER_SECONDS, else 3600, as the reindex function)")
 
     p = command("migrate", "migrate a store built by an earlier version: titles (re-embed the continuation chunks "
                 "of titled documents with their title; resumable, a no-op once done)", cmd_migrate,

@@ -75,6 +75,20 @@ def open_as_built(args: argparse.Namespace):
     return open_engine(args, replace(settings, embedder=built_with) if built_with else settings)
 
 
+def registered_tenant(args: argparse.Namespace):
+    """The Tenancy of a profile that keeps no store directory (aws: the stack of the process's
+    environment, ERAGRAPH_TABLE, ...) and the ``--tenant`` it is asked about; a tenant the
+    profile has not registered is refused in words (its engine would be an empty one)."""
+    from ...bootstrap.tenancy import Tenancy
+
+    tenant = tenant_of(args)
+    tenancy = Tenancy(args.profile, None, settings_of(args))
+    if not tenancy.exists(tenant):
+        raise CommandError(f"the {args.profile} profile has no tenant {tenant!r} (a tenant is registered by its "
+                           f"first write: an upload, an ingest or an import)")
+    return tenancy, tenant
+
+
 def tenant_of(args: argparse.Namespace) -> str:
     """``--tenant`` validated ("" the default tenant)."""
     from ...domain.tenants import TenantError, check_tenant
