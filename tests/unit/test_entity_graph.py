@@ -112,3 +112,9 @@ def test_one_spacy_pipeline_serves_every_use_as_separate_loads_did():
         assert [(t.text, t.pos, t.tag, t.dep, t.head) for t in parser.parse(text).tokens] == \
                [(t.text, t.pos_, t.tag_, t.dep_, t.head.i) for t in doc]
     assert len(spacy_ner._models) == 1  # one load served the extractors and the parser
+    # the entity-only passes run ner (and senter for passages) without the shared tok2vec, the
+    # tagger, the parser or the attribute ruler -- and gave the same entities above
+    plain = SpacyEntityExtractor()
+    ran = lambda skip: [n for n in plain.nlp.pipe_names if n not in skip]  # noqa: E731
+    assert ran(plain.skip(sentences=True)) == ["senter", "ner"]
+    assert ran(plain.skip(sentences=False)) == ["ner"]
