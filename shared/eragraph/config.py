@@ -58,6 +58,16 @@ class GraphSettings:
     push_dense_top: int = 100     # passages seeded by similarity in the push execution
     push_hub_cap: int = 0         # > 0: a node spreads along only its N heaviest edges (0: all)
     push_max_rounds: int = 200    # batched rounds of the push (one neighbourhood read each)
+    # synonymy edges (HippoRAG 2): entity names at least this cosine-similar get an edge, kept
+    # at insert for each new entity's ``synonym_top`` nearest names (>= 1.0 or top 0: no edges)
+    synonym_threshold: float = 0.8
+    synonym_top: int = 8
+    synonym_weight: float = 0.0   # tri_graph: a synonymy edge weighs this times its cosine (0: unused)
+
+    @property
+    def synonyms_on(self) -> bool:
+        """Whether inserts keep synonymy edges."""
+        return self.synonym_threshold < 1.0 and self.synonym_top > 0
 
     @classmethod
     def from_env(cls, environ=None, **overrides) -> GraphSettings:

@@ -38,6 +38,7 @@ from .chunk_filter import ChunkFilter
 from .chunk_filter import of as chunk_filter_of
 from .engine import Engine
 from .leaf_ranking import fill_by_document
+from .synonyms import entity_block, synonym_neighbours
 
 DEFAULT_OVERFETCH = 4
 
@@ -80,16 +81,21 @@ class Snapshot:
         self.sentence_chunk = np.where(mats.sentence_chunk >= 0, rows[mats.sentence_chunk], -1)
         self.sentence_vectors = (_matrix(index.vectors, mats.sentences, engine.embedder.dim)
                                  if index.embed_sentences else None)
+        self.synonymy = mats.synonymy
         self.tri_adjacency = gm.bipartite_adjacency(self.contain)
         self.concept_adjacency = gm.bipartite_adjacency(self.contain, self.cooc)
-        self._walks: dict[str, gm.Walk] = {}
+        self._walks: dict[tuple[str, float], gm.Walk] = {}
 
-    def walk(self, graph: str) -> gm.Walk:
-        """The random walk over ``tri_adjacency`` or ``concept_adjacency``, made on first use
-        and kept with the snapshot: a query without a filter does not rebuild it."""
-        w = self._walks.get(graph)
+    def walk(self, graph: str, synonym_weight: float = 0.0) -> gm.Walk:
+        """The random walk over ``tri_adjacency`` (with the synonymy edges at
+        ``synonym_weight``) or ``concept_adjacency``, made on first use and kept with the
+        snapshot: a query without a filter does not rebuild it."""
+        key = (graph, synonym_weight)
+        w = self._walks.get(key)
         if w is None:
-            w = self._walks[graph] = gm.walk(getattr(self, graph))
+            block = entity_block(self.synonymy, synonym_weight)
+            adjacency = getattr(self, graph) if block is None else gm.bipartite_adjacency(self.contain, block)
+            w = self._walks[key] = gm.walk(adjacency)
         return w
 
 
@@ -155,10 +161,10 @@ class _View:
             self._cooc = c
         return self._cooc
 
-    def tri_walk(self) -> gm.Walk:
+    def tri_walk(self, synonym_weight: float = 0.0) -> gm.Walk:
         if self.allowed is None:
-            return self.snap.walk("tri_adjacency")
-        return gm.walk(gm.bipartite_adjacency(self.contain))
+            return self.snap.walk("tri_adjacency", synonym_weight)
+        return gm.walk(gm.bipartite_adjacency(self.contain, entity_block(self.snap.synonymy, synonym_weight)))
 
     def concept_walk(self) -> gm.Walk:
         if self.allowed is None:
@@ -272,7 +278,7 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
         personal = np.concatenate([np.maximum(pinit, 0.0), act])
         if personal.sum() <= 0:
             return _finish(engine, [], vector, k, budget, where)
-        scores = gm.ppr(view.tri_walk(), personal, gs.damping, tol=1e-7, max_iter=60)
+        scores = gm.ppr(view.tri_walk(gs.synonym_weight), personal, gs.damping, tol=1e-7, max_iter=60)
         return _finish(engine, view.top(scores, k * DEFAULT_OVERFETCH), vector, k, budget, where)
     return _tri_graph_push(engine, vector, qvecs, k, budget, gs, chunk_filter_of(engine, where))
 
@@ -316,16 +322,18 @@ def _tri_graph_push(engine, vector, qvecs, k, budget, gs, cf: ChunkFilter | None
     for e, a in act.items():
         restart[("e", e)] = restart.get(("e", e), 0.0) + a
     note("tri_graph", seeds=seeds, activated=act, restart=restart)
-    ranked = _push(restart, store, False, gs.damping, gs, cf)
+    ranked = _push(restart, store, False, gs.damping, gs, cf, gs.synonym_weight)
     return _finish(engine, ranked, vector, k, budget, where)
 
 
-def _bipartite_neighbours(store, cooc: bool, cf: ChunkFilter | None = None):
+def _bipartite_neighbours(store, cooc: bool, cf: ChunkFilter | None = None, synonym_weight: float = 0.0):
     """The batched neighbourhood read of the passage-entity graph (``gm.NeighboursMany``): nodes
     are ("c", chunk) and ("e", entity); one ``chunk_entities`` call for the chunks and one
-    ``postings`` (+ ``cooccurring``) call for the entities of a round. Weights are the ones of
-    the exact adjacency (occurrence counts, sentence co-occurrence counts). With a chunk
+    ``postings`` (+ ``cooccurring``, + ``synonyms`` when ``synonym_weight`` > 0) call for the
+    entities of a round. Weights are the ones of the exact adjacency (occurrence counts,
+    sentence co-occurrence counts, ``synonym_weight`` times the synonymy cosine). With a chunk
     filter, chunks outside it are left out of every neighbourhood (the restricted graph)."""
+    synonyms_of = synonym_neighbours(store, synonym_weight)
 
     def neighbours_many(nodes):
         chunks = [key for kind, key in nodes if kind == "c"]
@@ -344,9 +352,11 @@ def _bipartite_neighbours(store, cooc: bool, cf: ChunkFilter | None = None):
                 ok = cf.allows(c for p in post.values() for c in p)
                 post = {e: {c: n for c, n in p.items() if c in ok} for e, p in post.items()}
             co = (store.cooccurring(ents) if cf is None else _allowed_cooccurring(store, ents, cf)) if cooc else {}
+            syn = synonyms_of(ents)
             for e in ents:
                 items = [(("c", c), float(n)) for c, n in post.get(e, {}).items()]
                 items += [(("e", x), float(w)) for x, w in co.get(e, {}).items()]
+                items += [(("e", x), w) for x, w in syn.get(e, ())]
                 if items:
                     out[("e", e)] = (items, float(sum(w for _, w in items)))
         return out
@@ -386,11 +396,12 @@ def _entity_degree_bounds(store):
 
 
 def _push(restart: dict, store, cooc: bool, damping: float, gs: GraphSettings,
-          cf: ChunkFilter | None = None) -> list[tuple[str, float]]:
+          cf: ChunkFilter | None = None, synonym_weight: float = 0.0) -> list[tuple[str, float]]:
     """Local-push PPR from ``restart`` over the passage-entity graph; passages by mass. Under a
     filter an entity's frequency no longer bounds its (restricted) degree from below, so the
-    bound is not used."""
-    res = gm.push_ppr_rounds(restart, _bipartite_neighbours(store, cooc, cf), damping, gs.push_epsilon,
+    bound is not used (synonymy edges only add to a degree: the bound holds with them)."""
+    res = gm.push_ppr_rounds(restart, _bipartite_neighbours(store, cooc, cf, synonym_weight), damping,
+                             gs.push_epsilon,
                              hub_cap=gs.push_hub_cap, max_rounds=gs.push_max_rounds,
                              degree_bounds=_entity_degree_bounds(store) if cf is None else None)
     return sorted(((n[1], s) for n, s in res.estimate.items() if n[0] == "c"), key=lambda x: (-x[1], x[0]))
