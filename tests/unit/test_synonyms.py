@@ -112,11 +112,11 @@ def test_insert_links_new_entities_to_their_near_names_both_ways():
     assert got["u.s."]["united states"] == pytest.approx(float(NAMED["u.s."] @ NAMED["united states"]), abs=1e-5)
     # an old entity gains its edge to a new one without being searched again
     searched = []
-    search = index.vectors.search
-    index.vectors.search = lambda v, k, **kw: searched.append(k) or search(v, k, **kw)
+    search_many = index.vectors.search_many
+    index.vectors.search_many = lambda vs, k, **kw: searched.append(len(vs)) or search_many(vs, k, **kw)
     ingest(engine, [SourceDoc(source="mem://oho", doc_id="oho", text="Oho is a town.")])
     drain(engine)
-    assert len(searched) == 1  # one search: the one new entity
+    assert searched == [1]  # one batched search, of one row: the one new entity
     assert store.synonyms(["ohio"])["ohio"]["oho"] == pytest.approx(float(NAMED["ohio"] @ NAMED["oho"]), abs=1e-5)
     # a redelivered insert doubles nothing
     before = store.synonyms(["u.s.", "united states", "ohio", "oho"])
@@ -186,8 +186,8 @@ def test_reindex_backfills_an_old_store_once_and_resumes():
     assert report["synonym_edges_backfilled"] >= 1
     # done: a full reindex searches nothing
     searched = []
-    search = index.vectors.search
-    index.vectors.search = lambda v, k, **kw: searched.append(k) or search(v, k, **kw)
+    search_many = index.vectors.search_many
+    index.vectors.search_many = lambda vs, k, **kw: searched.append(len(vs)) or search_many(vs, k, **kw)
     full = reindex.run(engine)
     assert full["complete"] and "synonyms" in full["steps_run"] and full["metrics"]["SynonymEdgesBackfilled"] == 0
     assert searched == []

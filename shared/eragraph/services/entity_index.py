@@ -7,8 +7,9 @@ bootstrap, which picks the NER provider and the storage) attaches an ``EntityInd
   mentions and co-occurrences written to the entity store, embeddings of new entity names and
   of entity-bearing sentences written to a second vector index (entity names under layer -1,
   sentences under layer -2, so that no summary-graph search sees them);
-- synonymy edges (services.synonyms): each entity whose name is embedded by this insert is
-  searched once over the entity names, its nearest ones above the threshold joined to it;
+- synonymy edges (services.synonyms): the entities whose names this insert embeds are
+  searched over the entity names in one batched search, each joined to its nearest ones
+  above the threshold;
 - a remove hook: the chunks' records leave the store, the entities no live chunk mentions any
   more (with their synonymy edges) and the chunks' sentences leave the entity vector index.
 The graph retrieval modes (services.graph_query) are listed in the mode registry

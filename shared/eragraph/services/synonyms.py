@@ -4,8 +4,9 @@ weighing that cosine, so that a walk crosses surface forms ("U.S." / "United Sta
 
 Kept incrementally, never recomputed whole:
 - insert (``link_new``, called by EntityIndex.add_nodes once the new names' vectors are in the
-  index): one ANN search per new entity over layer -1, itself excluded; its best
-  ``synonym_top`` names at or above the threshold become edges, written both ways. An old
+  index): one batched ANN search (``search_many``) of the new entities over layer -1; each
+  one's best ``synonym_top`` other names at or above the threshold become edges, written both
+  ways (one batch of writes per insert). An old
   entity gains its edge to the new one through that symmetry, so no old entity is searched
   again. Writing an edge again only rewrites its weight: a redelivered insert doubles nothing.
 - delete: an entity leaving the store takes its edges, both directions (the store's
@@ -29,23 +30,26 @@ from .entity_ids import ENTITY_LAYER, entity_vector_id
 
 BACKFILL_MARK = "entity_synonyms"  # graph meta: the backfill's settings and where it stopped
 BACKFILL_PAGE = 256
+MIN_COSINE = 1e-3  # with a threshold <= 0, an edge still needs a positive cosine (at least this)
+
+
+def floor(gs: GraphSettings) -> float:
+    """The least cosine of an edge: the threshold, and positive whatever the threshold."""
+    return max(gs.synonym_threshold, MIN_COSINE)
 
 
 def nearest(vectors, names: Sequence[str], vecs: np.ndarray, gs: GraphSettings) -> list[tuple[str, str, float]]:
     """Each name's best ``synonym_top`` other entity names with cosine >= the threshold, as
-    edges (name, other, cosine); one search per name."""
+    edges (name, other, cosine): one batched search of the index (``search_many``) for all
+    the names, floored at the threshold so that ties far below it cost nothing."""
     if not gs.synonyms_on or not len(names):
         return []
-    search_many = getattr(vectors, "search_many", None)  # an index that batches its searches
-    if search_many is not None:
-        found = search_many(vecs, gs.synonym_top + 1, layers=[ENTITY_LAYER])
-    else:
-        found = [vectors.search(v, gs.synonym_top + 1, layers=[ENTITY_LAYER]) for v in vecs]
+    least = floor(gs)
+    found = vectors.search_many(vecs, gs.synonym_top + 1, layers=[ENTITY_LAYER], min_score=least)
     edges = []
     for name, hits in zip(names, found):
         own = entity_vector_id(name)
-        kept = [h for h in hits if h.node_id != own and h.node_id.startswith("ent:")
-                and h.score >= gs.synonym_threshold and h.score > 0]
+        kept = [h for h in hits if h.node_id != own and h.node_id.startswith("ent:") and h.score >= least]
         edges += [(name, h.node_id[4:], float(h.score)) for h in kept[:gs.synonym_top]]
     return edges
 
