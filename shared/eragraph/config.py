@@ -36,6 +36,9 @@ ENTITY_EXTRACTORS = ("auto", "spacy", "spacy+nouns", "capitalized")
 QUESTION_PARSERS = ("spacy", "none")
 
 
+ENTITY_MATCHES = ("exact", "ann")
+
+
 @dataclass(frozen=True)
 class GraphSettings:
     # LinearRAG (tri_graph)
@@ -63,6 +66,13 @@ class GraphSettings:
     synonym_threshold: float = 0.8
     synonym_top: int = 8
     synonym_weight: float = 0.0   # tri_graph: a synonymy edge weighs this times its cosine (0: unused)
+    # how the exact execution matches a query's entity names to the graph's (services.entity_match):
+    # exact (a product with every entity vector) | ann (one batched search of the entity vector index)
+    entity_match: str = "exact"
+
+    def __post_init__(self) -> None:
+        if self.entity_match not in ENTITY_MATCHES:
+            raise ValueError(f"unknown entity_match {self.entity_match!r} (choose {', '.join(ENTITY_MATCHES)})")
 
     @property
     def synonyms_on(self) -> bool:

@@ -37,6 +37,7 @@ from .explain import note
 from .chunk_filter import ChunkFilter
 from .chunk_filter import of as chunk_filter_of
 from .engine import Engine
+from .entity_match import nearest_names, nearest_positions
 from .leaf_ranking import fill_by_document
 from .synonyms import entity_block, synonym_neighbours
 
@@ -75,9 +76,8 @@ class Snapshot:
         self.cooc = mats.cooccurrence
         self.frequency = mats.frequency
         self.chunk_vectors = _matrix(engine.vectors, chunk_ids, engine.embedder.dim)
-        from .entity_ids import entity_vector_id
-
-        self.entity_vectors = _matrix(index.vectors, [entity_vector_id(e) for e in mats.entities], engine.embedder.dim)
+        self._entity_source = (index.vectors, engine.embedder.dim)
+        self._entity_vectors: np.ndarray | None = None
         self.sentence_chunk = np.where(mats.sentence_chunk >= 0, rows[mats.sentence_chunk], -1)
         self.sentence_vectors = (_matrix(index.vectors, mats.sentences, engine.embedder.dim)
                                  if index.embed_sentences else None)
@@ -85,6 +85,17 @@ class Snapshot:
         self.tri_adjacency = gm.bipartite_adjacency(self.contain)
         self.concept_adjacency = gm.bipartite_adjacency(self.contain, self.cooc)
         self._walks: dict[tuple[str, float], gm.Walk] = {}
+
+    @property
+    def entity_vectors(self) -> np.ndarray:
+        """The entity name vectors aligned with ``entities``: read from the entity vector index
+        on first use (the exact entity match; the ann match never reads them) and kept."""
+        if self._entity_vectors is None:
+            from .entity_ids import entity_vector_id
+
+            vectors, dim = self._entity_source
+            self._entity_vectors = _matrix(vectors, [entity_vector_id(e) for e in self.entities], dim)
+        return self._entity_vectors
 
     def walk(self, graph: str, synonym_weight: float = 0.0) -> gm.Walk:
         """The random walk over ``tri_adjacency`` (with the synonymy edges at
@@ -221,26 +232,6 @@ def _finish(engine: Engine, ranked: list[tuple[str, float]], vector: np.ndarray,
     return cands
 
 
-def _match_top(snap: Snapshot, qvecs: np.ndarray, top: int) -> list[list[tuple[int, float]]]:
-    if len(snap.entities) == 0 or len(qvecs) == 0:
-        return [[] for _ in range(len(qvecs))]
-    sims = qvecs @ snap.entity_vectors.T
-    out = []
-    for row in sims:
-        n = min(top, len(row))
-        idx = np.argpartition(-row, n - 1)[:n]
-        idx = idx[np.argsort(-row[idx], kind="stable")]
-        out.append([(int(i), float(row[i])) for i in idx])
-    return out
-
-
-def _match_top_push(engine: Engine, qvecs: np.ndarray, top: int) -> list[list[tuple[str, float]]]:
-    from .entity_ids import ENTITY_LAYER
-
-    vectors = engine.entities.vectors
-    return [[(h.node_id[4:], h.score) for h in vectors.search(q, top, layers=[ENTITY_LAYER])] for q in qvecs]
-
-
 # ---------------------------------------------------------------- tri_graph (LinearRAG)
 
 
@@ -256,7 +247,7 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
         if view.empty:
             return []
         seeds = np.zeros(len(snap.entities))
-        for matches in _match_top(snap, qvecs, 1):
+        for matches in nearest_positions(engine, snap, qvecs, 1):
             for i, s in matches:
                 seeds[i] = max(seeds[i], s)
         if not (seeds > 0).any():
@@ -288,7 +279,7 @@ def _tri_graph_push(engine, vector, qvecs, k, budget, gs, cf: ChunkFilter | None
     store = index.store
     where = None if cf is None else cf.where
     seeds: dict[str, float] = {}
-    for matches in _match_top_push(engine, qvecs, 1):
+    for matches in nearest_names(engine, qvecs, 1):
         for e, s in matches:
             seeds[e] = max(seeds.get(e, 0.0), s)
     if not any(s > 0 for s in seeds.values()):
@@ -425,11 +416,11 @@ def concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: i
         qvecs = engine.embedder.embed(missing)
         if exact_mode:
             snap = snapshot(engine)
-            for matches in _match_top(snap, qvecs, gs.semantic_top):
+            for matches in nearest_positions(engine, snap, qvecs, gs.semantic_top):
                 for i, s in matches:
                     semantic[snap.entities[i]] = max(semantic.get(snap.entities[i], 0.0), s)
         else:
-            for matches in _match_top_push(engine, qvecs, gs.semantic_top):
+            for matches in nearest_names(engine, qvecs, gs.semantic_top):
                 for e, s in matches:
                     semantic[e] = max(semantic.get(e, 0.0), s)
     freq = index.store.frequencies(exact + list(semantic))
@@ -476,9 +467,9 @@ def _map_entities(engine: Engine, text: str) -> list[str]:
         qvecs = engine.embedder.embed(missing)
         if use_exact(engine):
             snap = snapshot(engine)
-            matches = [[(snap.entities[i], s) for i, s in m] for m in _match_top(snap, qvecs, 1)]
+            matches = [[(snap.entities[i], s) for i, s in m] for m in nearest_positions(engine, snap, qvecs, 1)]
         else:
-            matches = _match_top_push(engine, qvecs, 1)
+            matches = nearest_names(engine, qvecs, 1)
         for m in matches:
             for e, s in m:
                 if s >= gs.match_threshold:
