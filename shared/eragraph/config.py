@@ -36,6 +36,9 @@ ENTITY_EXTRACTORS = ("auto", "spacy", "spacy+nouns", "capitalized")
 QUESTION_PARSERS = ("spacy", "none")
 
 
+ENTITY_MATCHES = ("exact", "ann")
+
+
 @dataclass(frozen=True)
 class GraphSettings:
     # LinearRAG (tri_graph)
@@ -58,6 +61,23 @@ class GraphSettings:
     push_dense_top: int = 100     # passages seeded by similarity in the push execution
     push_hub_cap: int = 0         # > 0: a node spreads along only its N heaviest edges (0: all)
     push_max_rounds: int = 200    # batched rounds of the push (one neighbourhood read each)
+    # synonymy edges (HippoRAG 2): entity names at least this cosine-similar get an edge, kept
+    # at insert for each new entity's ``synonym_top`` nearest names (>= 1.0 or top 0: no edges)
+    synonym_threshold: float = 0.8
+    synonym_top: int = 8
+    synonym_weight: float = 0.0   # tri_graph: a synonymy edge weighs this times its cosine (0: unused)
+    # how the exact execution matches a query's entity names to the graph's (services.entity_match):
+    # exact (a product with every entity vector) | ann (one batched search of the entity vector index)
+    entity_match: str = "exact"
+
+    def __post_init__(self) -> None:
+        if self.entity_match not in ENTITY_MATCHES:
+            raise ValueError(f"unknown entity_match {self.entity_match!r} (choose {', '.join(ENTITY_MATCHES)})")
+
+    @property
+    def synonyms_on(self) -> bool:
+        """Whether inserts keep synonymy edges."""
+        return self.synonym_threshold < 1.0 and self.synonym_top > 0
 
     @classmethod
     def from_env(cls, environ=None, **overrides) -> GraphSettings:

@@ -20,6 +20,9 @@ Checked shapes (OpenSearch 2.x docs: k-NN index, k-NN search with filters, bulk,
   the statistics of every document that has the field (a filter selects, it does not rescore);
 * any other query (``match_all``, ``constant_score``, ``bool``...): the documents it matches,
   ``hits.total`` (``track_total_hits``), ``size``, ``sort`` on ``node_id`` and ``search_after``;
+* ``_msearch``: NDJSON, a header line (an object: ``index`` only when explicit indexes are
+  allowed, which the domain refuses) followed by a body line per search, each body checked as
+  ``_search`` checks it; a ``responses`` list in order, each with its ``status``;
 * ``_bulk`` ``update`` with a ``{"doc": {...}}`` partial document; ``indices.get_mapping`` and
   ``indices.put_mapping`` (new ``properties``, ``dynamic_templates`` and ``_meta`` only: a mapped
   field cannot change).
@@ -356,6 +359,9 @@ class FakeOpenSearch:
 
     def search(self, index: str, body: dict) -> dict:
         self.requests.append(("POST", f"/{index}/_search", body))
+        return self._search(index, body)
+
+    def _search(self, index: str, body: dict) -> dict:
         idx = self._index(index)
         _need(set(body) <= {"size", "_source", "query", "sort", "search_after", "track_total_hits"},
               f"unexpected search keys {set(body)}")
@@ -378,6 +384,22 @@ class FakeOpenSearch:
         docs = docs[: body.get("size", 10)]
         return {"hits": {"total": total, "hits": [{"_id": k, "_score": 1.0, "_source": {"node_id": s["node_id"]},
                                                    "sort": [s["node_id"]]} for k, s in docs]}}
+
+    def msearch(self, body: str, index: str | None = None) -> dict:
+        self.requests.append(("POST", f"/{index}/_msearch" if index else "/_msearch", body))
+        _need(isinstance(body, str) and body.endswith("\n"), "_msearch body must be NDJSON ending in a newline")
+        lines = [json.loads(x) for x in body.splitlines()]
+        _need(len(lines) % 2 == 0 and lines, "_msearch takes a header line and a body line per search")
+        responses = []
+        for header, search in zip(lines[0::2], lines[1::2]):
+            _need(isinstance(header, dict) and set(header) <= {"index"}, f"unexpected _msearch header {header!r}")
+            _need(self.allow_explicit_index or "index" not in header,
+                  "explicit index in _msearch is not allowed (rest.action.multi.allow_explicit_index is false)")
+            name = header.get("index", index)
+            _need(name is not None, "_msearch without an index in its path or its header")
+            _need(isinstance(search, dict), "an _msearch body line is a search body")
+            responses.append({**self._search(name, search), "status": 200})
+        return {"took": 1, "responses": responses}
 
     def _knn(self, idx: dict, body: dict) -> dict:
         knn = body["query"]["knn"]

@@ -5,6 +5,7 @@ request bodies are the documented ones, and a re-upsert replaces a chunk's attri
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -355,3 +356,36 @@ def test_the_adapter_never_names_an_index_in_a_multi_request_body():
     assert index.count() == 1
     bulks = [body for method, path, body in client.requests if path == "/_bulk"][1:]  # after the refused one
     assert len(bulks) == 3 and not any("_index" in body for body in bulks)
+
+
+def test_search_many_is_one_msearch_request_with_the_documented_body():
+    """search_many sends one _msearch (NDJSON: an empty header, the index in the path, then the
+    k-NN body search sends) for all rows, scoped to the tenant; an explicit index in a header
+    is refused like the domain refuses it; a row with a tie at the cut reaching min_score is
+    settled by a search of its own, one whose tie is below min_score is not."""
+    client = FakeOpenSearch()
+    index = OpenSearchVectorIndex(client, "nodes", DIM, refresh=True, tenant="acme")
+    vecs = unit(40, 3)
+    index.upsert([f"n{i:02d}" for i in range(40)], vecs, [{"layer": i % 2, "doc_id": "d"} for i in range(40)])
+    qs = unit(6, 4)
+    client.requests.clear()
+    many = index.search_many(qs, 3, layers=[1])
+    assert [(m, p) for m, p, _ in client.requests] == [("POST", "/nodes/_msearch")]
+    lines = [json.loads(x) for x in client.requests[0][2].splitlines()]
+    assert lines[0::2] == [{}] * 6
+    assert all(b["query"]["knn"]["vector"]["filter"]["bool"]["filter"][:2] ==
+               [{"term": {"tenant": "acme"}}, {"terms": {"layer": [1]}}] for b in lines[1::2])
+    assert [[h.node_id for h in row] for row in many] == [[h.node_id for h in index.search(q, 3, layers=[1])]
+                                                          for q in qs]
+    with pytest.raises(ShapeError, match="explicit index"):
+        client.msearch('{"index": "other"}\n{"size": 1}\n', index="nodes")
+    # 20 copies of one vector: a tie at the cut
+    index.upsert([f"t{i:02d}" for i in range(20)], np.stack([vecs[0]] * 20), [{"layer": 7, "doc_id": "d"}] * 20)
+    client.requests.clear()
+    row, = index.search_many(vecs[:1], 2, layers=[7])
+    assert [h.node_id for h in row] == ["t00", "t01"]
+    assert [p for _, p, _ in client.requests].count("/nodes/_search") >= 1
+    orthogonal = np.zeros(DIM, np.float32)
+    client.requests.clear()
+    assert index.search_many(np.stack([orthogonal]), 2, layers=[7], min_score=0.5) == [[]]
+    assert [p for _, p, _ in client.requests] == ["/nodes/_msearch"]

@@ -28,7 +28,8 @@ def es(method: str, path: str) -> tuple[str, str]:
 
 QUERY_MAY = [es("HEAD", "eragraph-nodes"), es("GET", "eragraph-nodes/_mapping"), es("POST", "eragraph-nodes/_search"),
              es("POST", "eragraph-nodes/_count"), es("GET", "eragraph-nodes/_count"), es("POST", "eragraph-nodes/_mget"),
-             es("POST", "eragraph-entities/_search"), es("POST", "eragraph-entities/_mget")]
+             es("POST", "eragraph-entities/_search"), es("POST", "eragraph-entities/_mget"),
+             es("POST", "eragraph-entities/_msearch")]
 QUERY_MAY_NOT = [es("POST", "eragraph-nodes/_bulk"), es("PUT", "eragraph-nodes/_bulk"), es("POST", "_bulk"),
                  es("POST", "eragraph-nodes/_delete_by_query"), es("POST", "eragraph-nodes/_update_by_query"),
                  es("DELETE", "eragraph-nodes"), es("DELETE", "eragraph-nodes/_doc/x"), es("PUT", "eragraph-nodes"),

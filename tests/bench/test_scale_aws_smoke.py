@@ -47,6 +47,10 @@ def test_load_built_aws_run_counts_every_service(tmp_path):
         # the summarize messages: each one sent is received and deleted by the drain
         sqs = row["sqs_median"]
         assert sqs["messages_sent"] >= 1 and sqs["messages_received"] == sqs["messages_sent"]
+    # the insert's synonymy search: one _msearch for all its new entities, no k-NN search of its own
+    inserted = aws["insert"]["opensearch_median"]
+    assert inserted["by_operation"].get("msearch") == 1 and "knn_search" not in inserted["by_operation"]
+    assert inserted["msearch_searches"] >= 1
     assert {"collapsed", "dense", "tri_graph"} <= set(aws["query"])
     for mode, q in aws["query"].items():
         assert q["n"] == 2 and q["opensearch_median"]["by_operation"].get("knn_search", 0) >= 1, mode

@@ -264,3 +264,59 @@ def test_repair_counts_restores_the_recount(entity_store):
     assert entity_store.generation() > generation
     assert not any(entity_store.repair_counts().values())
     assert entity_store.chunk_ids() == {c.chunk_id for c in chunks}
+
+
+# ---------------------------------------------------------------- synonymy edges
+
+
+def synonymy_by_name(store: EntityStore) -> dict:
+    m = store.export()
+    coo = m.synonymy.tocoo()
+    return {(m.entities[i], m.entities[j]): round(float(v), 6) for i, j, v in zip(coo.row, coo.col, coo.data)}
+
+
+def test_synonymy_edges_are_symmetric_idempotent_and_leave_with_their_entity(entity_store):
+    store = entity_store
+    store.add_chunks([ChunkEntities("k1", (SentenceMentions("A and B.", ("alice", "bob")),)),
+                      ChunkEntities("k2", (SentenceMentions("C.", ("carol",)),)),
+                      ChunkEntities("k3", (SentenceMentions("D, B.", ("dave", "bob")),))])
+    generation = store.generation()
+    # a pair found from both ends (the larger weight kept), a self-edge and a weightless one dropped
+    edges = [("alice", "carol", 0.9), ("carol", "alice", 0.875), ("bob", "dave", 0.8125),
+             ("carol", "carol", 1.0), ("bob", "erin", 0.0)]
+    assert store.add_synonyms(edges) == 2
+    assert store.generation() > generation
+    want = {"alice": {"carol": 0.9}, "carol": {"alice": 0.9}, "bob": {"dave": 0.8125}, "dave": {"bob": 0.8125}}
+    assert store.synonyms(["alice", "bob", "carol", "dave", "zed"]) == want
+    assert synonymy_by_name(store) == {("alice", "carol"): 0.9, ("carol", "alice"): 0.9,
+                                       ("bob", "dave"): 0.8125, ("dave", "bob"): 0.8125}
+    # the same edges again (a redelivered insert): nothing doubles
+    assert store.add_synonyms(edges) == 2
+    assert store.synonyms(["alice", "bob", "carol", "dave"]) == want
+    assert store.add_synonyms([]) == 0
+    # carol and dave leave (their only chunks go): their edges go, in both directions; bob stays (k1)
+    assert set(store.delete_chunks(["k2", "k3"])) == {"carol", "dave"}
+    assert store.synonyms(["alice", "bob", "carol", "dave"]) == {}
+    assert synonymy_by_name(store) == {}
+    # a reborn entity starts without edges; replacing a chunk that held an entity's only
+    # occurrence takes its edges too (the memory store's reference behaviour)
+    store.add_chunks([ChunkEntities("k4", (SentenceMentions("C.", ("carol",)),))])
+    assert store.synonyms(["carol"]) == {}
+    store.add_synonyms([("carol", "alice", 0.95)])
+    store.add_chunks([ChunkEntities("k4", (SentenceMentions("E.", ("erin",)),))])
+    assert store.synonyms(["alice", "carol"]) == {}
+
+
+def test_entity_page_lists_every_entity_once(entity_store):
+    rng = random.Random(4)
+    chunks = [random_chunk(rng, f"c{i}") for i in range(12)]
+    entity_store.add_chunks(chunks)
+    seen, after, pages = [], None, 0
+    while True:
+        names, after = entity_store.entity_page(after, 3)
+        seen += names
+        pages += 1
+        if after is None:
+            break
+        assert pages < 50
+    assert sorted(seen) == sorted(recount(chunks)["existing"]) and len(seen) == len(set(seen))

@@ -429,3 +429,48 @@ def test_faiss_writers_merge_instead_of_overwriting(tmp_path):
     assert final.meta("b5") == {"layer": 2, "doc_id": "b"}
     assert np.allclose(final.get_vectors(["b5"])["b5"], b5[0])
     assert [h.node_id for h in final.search(b5[0], 1, layers=[2])] == ["b5"]
+
+
+@pytest.mark.parametrize("layers", [None, [1], [0, 2]])
+@pytest.mark.parametrize("min_score", [None, 0.05])
+def test_search_many_equals_one_search_per_row(vector_index, corpus, layers, min_score):
+    """search_many is search per row, with the hits below min_score dropped: ids exactly,
+    scores to float32 precision."""
+    ids, vecs, metas_ = corpus
+    vector_index.upsert(ids, vecs, metas_)
+    vector_index.flush()
+    qs = unit(9, 11)
+    for k in (1, 7, 40):
+        many = vector_index.search_many(qs, k, layers=layers, min_score=min_score)
+        assert len(many) == len(qs)
+        for q, got in zip(qs, many):
+            one = [h for h in vector_index.search(q, k, layers=layers)
+                   if min_score is None or h.score >= min_score]
+            assert [h.node_id for h in got] == [h.node_id for h in one]
+            np.testing.assert_allclose([h.score for h in got], [h.score for h in one], atol=1e-5)
+            assert all(h.score >= min_score for h in got) if min_score is not None else len(got) == len(one)
+
+
+def test_search_many_orders_ties_like_search(vector_index):
+    """Ties at the cut are ordered by id as search orders them when they reach min_score, and
+    dropped (not ordered) below it; an empty batch and an empty layer give empty rows."""
+    base = unit(1, 3)[0]
+    other = unit(1, 4)[0]
+    other = other - (other @ base) * base
+    other /= np.linalg.norm(other)
+    ids = [f"t{i:03d}" for i in range(60)]
+    vecs = np.stack([base] * 30 + [other] * 30)
+    vector_index.upsert(ids, vecs, metas(60, layer=5))
+    vector_index.flush()
+    assert vector_index.search_many(np.zeros((0, DIM), np.float32), 3) == []
+    assert vector_index.search_many(np.stack([base]), 3, layers=[9]) == [[]]
+    got = vector_index.search_many(np.stack([base, other]), 4, layers=[5])
+    assert [[h.node_id for h in row] for row in got] == [ids[:4], ids[30:34]]
+    # the query orthogonal to both groups: every vector ties at 0, below the floor
+    third = unit(1, 5)[0]
+    third = third - (third @ base) * base - (third @ other) * other
+    third /= np.linalg.norm(third)
+    got = vector_index.search_many(np.stack([third, base]), 4, min_score=0.5)
+    assert got[0] == [] and [h.node_id for h in got[1]] == ids[:4]
+    assert [h.node_id for h in vector_index.search_many(np.stack([third]), 3)[0]] == \
+        [h.node_id for h in vector_index.search(third, 3)]

@@ -103,6 +103,25 @@ def test_push_execution_ranks_like_the_exact_one(mode):
         assert top_docs(push, mode, q) == top_docs(exact, mode, q), q
 
 
+def test_push_execution_ranks_like_the_exact_one_over_synonymy_edges():
+    """tri_graph walking synonymy edges (written by hand: the hashed names share no word, so
+    none reach a threshold here): both executions rank alike, and the edges change a ranking."""
+    questions = [QUESTION, "Is the Vistula near Warsaw or near the Baltic Sea?",
+                 "Where did Marie Curie receive the Nobel Prize?", "What runs past Berlin?"]
+    edges = [("marie curie", "seine", 0.9), ("warsaw", "danube", 0.85), ("berlin", "vistula", 0.8)]
+    runs = []
+    for exact in (None, False):
+        engine = build(exact)
+        with_graph_settings(engine, threshold=0.05, exact=exact, synonym_weight=3.0)
+        assert engine.entities.store.add_synonyms(edges) == 3
+        runs.append(engine)
+    ranked = {q: top_docs(runs[0], "tri_graph", q) for q in questions}
+    for q in questions:
+        assert top_docs(runs[1], "tri_graph", q) == ranked[q], q
+    plain = build(None)
+    assert any(top_docs(plain, "tri_graph", q) != ranked[q] for q in questions)
+
+
 def test_push_hub_cap_still_finds_the_second_hop():
     engine = build(False)
     with_graph_settings(engine, threshold=0.05, exact=False, push_hub_cap=1)

@@ -223,3 +223,27 @@ def test_a_small_ivf_add_runs_on_one_thread_and_leaves_the_thread_setting_as_it_
     big = vector_faiss_ivf.SERIAL_ADD_MAX
     vector_faiss_ivf.add(index._index, clustered(big, 6), np.arange(10**6, 10**6 + big, dtype=np.int64))
     assert seen == []  # a large add keeps the threads
+
+
+@pytest.mark.parametrize("ivf_min, layers, searches", [(10**9, [1, 2], [25]), (500, None, [25]), (500, [1, 2], [])])
+def test_search_many_is_one_faiss_search_for_all_rows(tmp_path, ivf_min, layers, searches, monkeypatch):
+    """Flat and IVF alike: the batch is one faiss search call over every row (none for a
+    narrow filter on IVF: one product with the allowed vectors), and it answers what one
+    search per row answers."""
+    index = FaissVectorIndex(tmp_path, DIM, ivf_min=ivf_min, nprobe_fraction=1.0)
+    vecs = clustered(3000, 1)
+    fill(index, vecs)
+    qs = clustered(25, 2)
+    expected = [[h.node_id for h in index.search(q, 5, layers=layers)] for q in qs]
+    calls = []
+    kind = type(index._index)  # its search, counted (the class's own: the index keeps its type)
+    inner = kind.search
+
+    def search(self, q, k, *a, **kw):
+        calls.append(len(q))
+        return inner(self, q, k, *a, **kw)
+
+    monkeypatch.setattr(kind, "search", search)
+    got = index.search_many(qs, 5, layers=layers)
+    assert calls == searches
+    assert [[h.node_id for h in row] for row in got] == expected

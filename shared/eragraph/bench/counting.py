@@ -259,6 +259,7 @@ class _CountingIndices:
 class CountingOpenSearch:
     """An opensearch-py client (or its stand-in) that counts every request by index and
     operation: ``bulk`` (and its actions in ``bulk_actions``), ``search`` by ``search_kind``,
+    ``msearch`` (and the searches it carries in ``msearch_searches``),
     ``mget``, ``count``, ``delete_by_query``, ``indices.*``; ``snapshot`` gives the counts,
     ``reset`` clears them."""
 
@@ -271,6 +272,7 @@ class CountingOpenSearch:
         self.requests: dict[str, int] = {}
         self.by_index: dict[str, int] = {}
         self.bulk_actions = 0
+        self.msearch_searches = 0
 
     def tally(self, index: str, op: str) -> None:
         self.requests[op] = self.requests.get(op, 0) + 1
@@ -284,6 +286,11 @@ class CountingOpenSearch:
     def search(self, index: str, body: dict, **kw: Any) -> Any:
         self.tally(index, search_kind(body))
         return self.inner.search(index=index, body=body, **kw)
+
+    def msearch(self, body: str, index: str | None = None, **kw: Any) -> Any:
+        self.tally(index or "", "msearch")
+        self.msearch_searches += sum(1 for line in body.splitlines() if line.startswith('{"size"'))
+        return self.inner.msearch(body=body, index=index, **kw)
 
     def mget(self, index: str, body: dict, **kw: Any) -> Any:
         self.tally(index, "mget")
@@ -299,7 +306,8 @@ class CountingOpenSearch:
 
     def snapshot(self) -> dict:
         return {"requests": sum(self.requests.values()), "by_operation": dict(self.requests),
-                "by_index": dict(self.by_index), "bulk_actions": self.bulk_actions}
+                "by_index": dict(self.by_index), "bulk_actions": self.bulk_actions,
+                "msearch_searches": self.msearch_searches}
 
 
 class SqsCounter:

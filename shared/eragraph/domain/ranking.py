@@ -27,6 +27,19 @@ def rank_key(c: "Candidate | Any") -> tuple[float, str]:
     return (-rank_score(c.score), c.node_id)
 
 
+def top_hits(hits: Sequence[Any], k: int, min_score: float | None = None) -> list[Any]:
+    """The top k of ``hits`` by ``rank_key``, without those scoring below ``min_score``: what
+    every index's ``search_many`` gives for a row."""
+    ranked = sorted(hits, key=rank_key)[: max(k, 0)]
+    return ranked if min_score is None else [h for h in ranked if h.score >= min_score]
+
+
+def below_floor(score: float, min_score: float | None) -> bool:
+    """A score whose rank is below ``min_score``'s: a hit at or past it can neither pass the
+    floor nor displace one that does, so ties there need no ordering."""
+    return min_score is not None and rank_score(score) < rank_score(min_score)
+
+
 @dataclass(frozen=True)
 class Candidate:
     node_id: str

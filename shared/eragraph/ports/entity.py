@@ -6,6 +6,9 @@ Definitions (all maintained incrementally, by chunk):
 - mentions: sentence -> set of entities it mentions                      (LinearRAG's M)
 - co-occurrence: weight(e1, e2) = number of sentences mentioning both    (E2GraphRAG's G; TERAG's co-occurrence edges)
 - frequency: f(e) = total occurrences of e over live chunks              (TERAG's f(u))
+- synonymy: weight(e1, e2) = cosine of the two names' embeddings, kept where it reached the
+  store-time threshold (HippoRAG 2's synonymy edges); undirected, written by the entity index
+  (services.synonyms) after a new entity's vector exists, gone with either entity
 Sentence ids are ``{chunk_id}#s{i}``; entity ids are their normalized names.
 """
 
@@ -74,11 +77,13 @@ class EntityMatrices:
     the names (reindex, invariants) runs without scipy (the Lambda functions do not ship it)."""
 
     def __init__(self, generation: int, postings: Sequence[tuple[str, str, int]],
-                 mentions: Sequence[tuple[str, str]], cooccurrence: Sequence[tuple[str, str, int]]) -> None:
+                 mentions: Sequence[tuple[str, str]], cooccurrence: Sequence[tuple[str, str, int]],
+                 synonymy: Sequence[tuple[str, str, float]] = ()) -> None:
         self.generation = generation
         self._postings = postings
         self._mentions = mentions
         self._cooccurrence = cooccurrence
+        self._synonymy = synonymy
         self.entities: list[str] = sorted({e for e, _, _ in postings})
         self.chunks: list[str] = sorted({c for _, c, _ in postings})
         self.sentences: list[str] = sorted({s for s, _ in mentions})
@@ -114,11 +119,13 @@ class EntityMatrices:
         """entities x entities, symmetric sentence co-occurrence counts"""
         import scipy.sparse as sp
 
-        ei = self.entity_index
-        kept = [(ei[a], ei[b], float(w)) for a, b, w in self._cooccurrence if a in ei and b in ei]
-        half = sp.coo_matrix(([w for _, _, w in kept], ([r for r, _, _ in kept], [c for _, c, _ in kept])),
-                             shape=(len(self.entities), len(self.entities)))
-        return (half + half.T).tocsr()
+        return _symmetric(self.entity_index, self._cooccurrence)
+
+    @cached_property
+    def synonymy(self) -> sp.csr_matrix:
+        """entities x entities, symmetric synonymy weights (cosines); edges naming an entity
+        the snapshot does not hold are left out"""
+        return _symmetric(self.entity_index, self._synonymy)
 
     @cached_property
     def frequency(self) -> np.ndarray:
@@ -134,10 +141,34 @@ class EntityMatrices:
         return np.array([self.chunk_index.get(chunk_of_sentence(s), -1) for s in self.sentences], dtype=np.int64)
 
 
+def _symmetric(index: dict[str, int], half_rows: Sequence[tuple[str, str, float]]) -> sp.csr_matrix:
+    """entities x entities from rows (a, b, w), one per pair: both directions."""
+    import scipy.sparse as sp
+
+    kept = [(index[a], index[b], float(w)) for a, b, w in half_rows if a in index and b in index and a != b]
+    half = sp.coo_matrix(([w for _, _, w in kept], ([r for r, _, _ in kept], [c for _, c, _ in kept])),
+                         shape=(len(index), len(index)))
+    return (half + half.T).tocsr()
+
+
 def build_matrices(generation: int, postings: Iterable[tuple[str, str, int]],
-                   mentions: Iterable[tuple[str, str]], cooccurrence: Iterable[tuple[str, str, int]]) -> EntityMatrices:
-    """From rows (entity, chunk, count), (sentence, entity), (e1, e2, weight with e1 < e2)."""
-    return EntityMatrices(generation, list(postings), list(mentions), list(cooccurrence))
+                   mentions: Iterable[tuple[str, str]], cooccurrence: Iterable[tuple[str, str, int]],
+                   synonymy: Iterable[tuple[str, str, float]] = ()) -> EntityMatrices:
+    """From rows (entity, chunk, count), (sentence, entity), (e1, e2, weight with e1 < e2) and
+    (e1, e2, cosine with e1 < e2)."""
+    return EntityMatrices(generation, list(postings), list(mentions), list(cooccurrence), list(synonymy))
+
+
+def synonym_pairs(edges: Iterable[tuple[str, str, float]]) -> dict[tuple[str, str], float]:
+    """Edges (a, b, w) as one entry per unordered pair (a < b), self-edges and weights <= 0
+    dropped, the larger weight kept where a pair comes twice (a's search found b, b's found a)."""
+    out: dict[tuple[str, str], float] = {}
+    for a, b, w in edges:
+        if a == b or not w > 0:
+            continue
+        key = (a, b) if a < b else (b, a)
+        out[key] = max(out.get(key, 0.0), float(w))
+    return out
 
 
 @runtime_checkable
@@ -155,6 +186,21 @@ class EntityStore(Protocol):
     def postings(self, entities: Iterable[str]) -> dict[str, dict[str, int]]: ...
     def chunk_entities(self, chunk_ids: Iterable[str]) -> dict[str, dict[str, int]]: ...
     def cooccurring(self, entities: Iterable[str]) -> dict[str, dict[str, int]]: ...
+    def add_synonyms(self, edges: Iterable[tuple[str, str, float]]) -> int:
+        """Write synonymy edges (a, b, cosine) in both directions (``synonym_pairs``): a pair
+        already there takes the new weight, so writing the same edges again changes nothing
+        (a redelivered insert). Bumps the generation when it wrote any; returns the number of
+        (undirected) edges written."""
+        ...
+    def synonyms(self, entities: Iterable[str]) -> dict[str, dict[str, float]]:
+        """Each given entity's synonymy neighbours and their weights (entities with none are
+        left out). An entity leaving the store (delete_chunks) takes its edges, both directions."""
+        ...
+    def entity_page(self, after: str | None, limit: int) -> tuple[list[str], str | None]:
+        """Up to about ``limit`` entities from the opaque cursor ``after`` (None: the start) and the
+        cursor to continue from (None: no more). Every entity alive throughout is listed once
+        over the pages (reindex: the synonymy backfill)."""
+        ...
     def sentences_of(self, entities: Iterable[str]) -> dict[str, list[str]]: ...
     def get_sentences(self, sentence_ids: Iterable[str]) -> dict[str, Sentence]: ...
     def frequencies(self, entities: Iterable[str]) -> dict[str, int]: ...

@@ -32,6 +32,19 @@ class VectorIndex(Protocol):
         vectors whose ``attrs`` match (domain.filters.matches); a vector without ``attrs`` (a
         summary, an entity) never matches a filter."""
         ...
+    def search_many(
+        self,
+        vectors: np.ndarray,
+        k: int,
+        layers: Sequence[int] | None = None,
+        min_score: float | None = None,
+    ) -> list[list[Hit]]:
+        """``[search(v, k, layers) for v in vectors]`` in one pass of the index (one matrix
+        product, one FAISS call, one ``_msearch`` request), each row without its hits scoring
+        below ``min_score`` when given. ``min_score`` is also what makes it cheap: the order
+        of the ties at the k-th score (by id, as ``search`` gives it) is only worked out when
+        that score reaches ``min_score``; below it the tied hits are dropped anyway."""
+        ...
     def ids(self) -> set[str]: ...
     def get_vectors(self, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
     def count(self) -> int: ...

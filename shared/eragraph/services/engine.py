@@ -86,6 +86,10 @@ class Engine:
         if config is None:  # a new store: its leaves carry their attributes from the first on
             self.graph.put_meta(LEAF_ATTRS, 1)
             self.graph.put_meta(EMBED_FORMAT, EMBED_FORMAT_VERSION)
+            gs = self.settings.graph_retrieval
+            if gs.synonyms_on:  # its inserts keep the synonymy edges: nothing to backfill
+                self.graph.put_meta("entity_synonyms", {"threshold": gs.synonym_threshold, "top": gs.synonym_top,
+                                                        "after": None, "done": True})
             record_providers(self.graph, self.settings, self.embedder.identity, self.embedder.dim)
             config = self.graph.put_lsh(
                 draw_hyperplanes(self.embedder.identity, self.embedder.dim,

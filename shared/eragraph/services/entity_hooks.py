@@ -19,7 +19,8 @@ def install(engine: Engine, extractor, store: EntityStore, vectors, embed_senten
     storage; this service never chooses an adapter."""
     if engine.entities is not None:
         return engine.entities
-    index = EntityIndex(store, vectors, extractor, engine.embedder, embed_sentences)
+    index = EntityIndex(store, vectors, extractor, engine.embedder, embed_sentences,
+                        settings=lambda: engine.settings.graph_retrieval)
     engine.entities = index
 
     def on_ingest(eng: Engine, nodes: Sequence[Node]) -> None:

@@ -7,8 +7,11 @@ bootstrap, which picks the NER provider and the storage) attaches an ``EntityInd
   mentions and co-occurrences written to the entity store, embeddings of new entity names and
   of entity-bearing sentences written to a second vector index (entity names under layer -1,
   sentences under layer -2, so that no summary-graph search sees them);
+- synonymy edges (services.synonyms): the entities whose names this insert embeds are
+  searched over the entity names in one batched search, each joined to its nearest ones
+  above the threshold;
 - a remove hook: the chunks' records leave the store, the entities no live chunk mentions any
-  more and the chunks' sentences leave the entity vector index.
+  more (with their synonymy edges) and the chunks' sentences leave the entity vector index.
 The graph retrieval modes (services.graph_query) are listed in the mode registry
 (services.modes) and run when an engine has ``entities``.
 
@@ -20,18 +23,22 @@ setting embeds every entity-bearing sentence on its own (layer -2 of the entity 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from ..config import GraphSettings
 from ..domain.model import Node
 from ..ports.entity import ChunkEntities, EntityStore
+from . import synonyms
 from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER, entity_vector_id
 
 __all__ = ["ENTITY_LAYER", "SENTENCE_LAYER", "EntityIndex", "entity_vector_id"]
 
 
 class EntityIndex:
-    def __init__(self, store: EntityStore, vectors, extractor, embedder, embed_sentences: bool = False) -> None:
+    def __init__(self, store: EntityStore, vectors, extractor, embedder, embed_sentences: bool = False,
+                 settings: Callable[[], GraphSettings] = GraphSettings) -> None:
         self.embed_sentences = embed_sentences
+        self.settings = settings  # read per insert: the synonymy threshold and top
         self.store = store
         self.vectors = vectors
         self.extractor = extractor
@@ -60,8 +67,11 @@ class EntityIndex:
                     texts.append(sent.text)
                     metas.append({"layer": SENTENCE_LAYER, "doc_id": node.doc_id})
         if ids:
-            self.vectors.upsert(ids, self.embedder.embed(texts), metas)
+            vecs = self.embedder.embed(texts)
+            self.vectors.upsert(ids, vecs, metas)
             self.vectors.flush()
+            names = [i for i, m in enumerate(metas) if m["layer"] == ENTITY_LAYER]
+            synonyms.link_new(self.store, self.vectors, [texts[i] for i in names], vecs[names], self.settings())
         return len(new)
 
     def delete_chunks(self, chunk_ids: Sequence[str]) -> list[str]:

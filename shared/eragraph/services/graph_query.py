@@ -37,7 +37,9 @@ from .explain import note
 from .chunk_filter import ChunkFilter
 from .chunk_filter import of as chunk_filter_of
 from .engine import Engine
+from .entity_match import nearest_names, nearest_positions
 from .leaf_ranking import fill_by_document
+from .synonyms import entity_block, synonym_neighbours
 
 DEFAULT_OVERFETCH = 4
 
@@ -74,22 +76,37 @@ class Snapshot:
         self.cooc = mats.cooccurrence
         self.frequency = mats.frequency
         self.chunk_vectors = _matrix(engine.vectors, chunk_ids, engine.embedder.dim)
-        from .entity_ids import entity_vector_id
-
-        self.entity_vectors = _matrix(index.vectors, [entity_vector_id(e) for e in mats.entities], engine.embedder.dim)
+        self._entity_source = (index.vectors, engine.embedder.dim)
+        self._entity_vectors: np.ndarray | None = None
         self.sentence_chunk = np.where(mats.sentence_chunk >= 0, rows[mats.sentence_chunk], -1)
         self.sentence_vectors = (_matrix(index.vectors, mats.sentences, engine.embedder.dim)
                                  if index.embed_sentences else None)
+        self.synonymy = mats.synonymy
         self.tri_adjacency = gm.bipartite_adjacency(self.contain)
         self.concept_adjacency = gm.bipartite_adjacency(self.contain, self.cooc)
-        self._walks: dict[str, gm.Walk] = {}
+        self._walks: dict[tuple[str, float], gm.Walk] = {}
 
-    def walk(self, graph: str) -> gm.Walk:
-        """The random walk over ``tri_adjacency`` or ``concept_adjacency``, made on first use
-        and kept with the snapshot: a query without a filter does not rebuild it."""
-        w = self._walks.get(graph)
+    @property
+    def entity_vectors(self) -> np.ndarray:
+        """The entity name vectors aligned with ``entities``: read from the entity vector index
+        on first use (the exact entity match; the ann match never reads them) and kept."""
+        if self._entity_vectors is None:
+            from .entity_ids import entity_vector_id
+
+            vectors, dim = self._entity_source
+            self._entity_vectors = _matrix(vectors, [entity_vector_id(e) for e in self.entities], dim)
+        return self._entity_vectors
+
+    def walk(self, graph: str, synonym_weight: float = 0.0) -> gm.Walk:
+        """The random walk over ``tri_adjacency`` (with the synonymy edges at
+        ``synonym_weight``) or ``concept_adjacency``, made on first use and kept with the
+        snapshot: a query without a filter does not rebuild it."""
+        key = (graph, synonym_weight)
+        w = self._walks.get(key)
         if w is None:
-            w = self._walks[graph] = gm.walk(getattr(self, graph))
+            block = entity_block(self.synonymy, synonym_weight)
+            adjacency = getattr(self, graph) if block is None else gm.bipartite_adjacency(self.contain, block)
+            w = self._walks[key] = gm.walk(adjacency)
         return w
 
 
@@ -155,10 +172,10 @@ class _View:
             self._cooc = c
         return self._cooc
 
-    def tri_walk(self) -> gm.Walk:
+    def tri_walk(self, synonym_weight: float = 0.0) -> gm.Walk:
         if self.allowed is None:
-            return self.snap.walk("tri_adjacency")
-        return gm.walk(gm.bipartite_adjacency(self.contain))
+            return self.snap.walk("tri_adjacency", synonym_weight)
+        return gm.walk(gm.bipartite_adjacency(self.contain, entity_block(self.snap.synonymy, synonym_weight)))
 
     def concept_walk(self) -> gm.Walk:
         if self.allowed is None:
@@ -215,26 +232,6 @@ def _finish(engine: Engine, ranked: list[tuple[str, float]], vector: np.ndarray,
     return cands
 
 
-def _match_top(snap: Snapshot, qvecs: np.ndarray, top: int) -> list[list[tuple[int, float]]]:
-    if len(snap.entities) == 0 or len(qvecs) == 0:
-        return [[] for _ in range(len(qvecs))]
-    sims = qvecs @ snap.entity_vectors.T
-    out = []
-    for row in sims:
-        n = min(top, len(row))
-        idx = np.argpartition(-row, n - 1)[:n]
-        idx = idx[np.argsort(-row[idx], kind="stable")]
-        out.append([(int(i), float(row[i])) for i in idx])
-    return out
-
-
-def _match_top_push(engine: Engine, qvecs: np.ndarray, top: int) -> list[list[tuple[str, float]]]:
-    from .entity_ids import ENTITY_LAYER
-
-    vectors = engine.entities.vectors
-    return [[(h.node_id[4:], h.score) for h in vectors.search(q, top, layers=[ENTITY_LAYER])] for q in qvecs]
-
-
 # ---------------------------------------------------------------- tri_graph (LinearRAG)
 
 
@@ -250,7 +247,7 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
         if view.empty:
             return []
         seeds = np.zeros(len(snap.entities))
-        for matches in _match_top(snap, qvecs, 1):
+        for matches in nearest_positions(engine, snap, qvecs, 1):
             for i, s in matches:
                 seeds[i] = max(seeds[i], s)
         if not (seeds > 0).any():
@@ -272,7 +269,7 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
         personal = np.concatenate([np.maximum(pinit, 0.0), act])
         if personal.sum() <= 0:
             return _finish(engine, [], vector, k, budget, where)
-        scores = gm.ppr(view.tri_walk(), personal, gs.damping, tol=1e-7, max_iter=60)
+        scores = gm.ppr(view.tri_walk(gs.synonym_weight), personal, gs.damping, tol=1e-7, max_iter=60)
         return _finish(engine, view.top(scores, k * DEFAULT_OVERFETCH), vector, k, budget, where)
     return _tri_graph_push(engine, vector, qvecs, k, budget, gs, chunk_filter_of(engine, where))
 
@@ -282,7 +279,7 @@ def _tri_graph_push(engine, vector, qvecs, k, budget, gs, cf: ChunkFilter | None
     store = index.store
     where = None if cf is None else cf.where
     seeds: dict[str, float] = {}
-    for matches in _match_top_push(engine, qvecs, 1):
+    for matches in nearest_names(engine, qvecs, 1):
         for e, s in matches:
             seeds[e] = max(seeds.get(e, 0.0), s)
     if not any(s > 0 for s in seeds.values()):
@@ -316,16 +313,18 @@ def _tri_graph_push(engine, vector, qvecs, k, budget, gs, cf: ChunkFilter | None
     for e, a in act.items():
         restart[("e", e)] = restart.get(("e", e), 0.0) + a
     note("tri_graph", seeds=seeds, activated=act, restart=restart)
-    ranked = _push(restart, store, False, gs.damping, gs, cf)
+    ranked = _push(restart, store, False, gs.damping, gs, cf, gs.synonym_weight)
     return _finish(engine, ranked, vector, k, budget, where)
 
 
-def _bipartite_neighbours(store, cooc: bool, cf: ChunkFilter | None = None):
+def _bipartite_neighbours(store, cooc: bool, cf: ChunkFilter | None = None, synonym_weight: float = 0.0):
     """The batched neighbourhood read of the passage-entity graph (``gm.NeighboursMany``): nodes
     are ("c", chunk) and ("e", entity); one ``chunk_entities`` call for the chunks and one
-    ``postings`` (+ ``cooccurring``) call for the entities of a round. Weights are the ones of
-    the exact adjacency (occurrence counts, sentence co-occurrence counts). With a chunk
+    ``postings`` (+ ``cooccurring``, + ``synonyms`` when ``synonym_weight`` > 0) call for the
+    entities of a round. Weights are the ones of the exact adjacency (occurrence counts,
+    sentence co-occurrence counts, ``synonym_weight`` times the synonymy cosine). With a chunk
     filter, chunks outside it are left out of every neighbourhood (the restricted graph)."""
+    synonyms_of = synonym_neighbours(store, synonym_weight)
 
     def neighbours_many(nodes):
         chunks = [key for kind, key in nodes if kind == "c"]
@@ -344,9 +343,11 @@ def _bipartite_neighbours(store, cooc: bool, cf: ChunkFilter | None = None):
                 ok = cf.allows(c for p in post.values() for c in p)
                 post = {e: {c: n for c, n in p.items() if c in ok} for e, p in post.items()}
             co = (store.cooccurring(ents) if cf is None else _allowed_cooccurring(store, ents, cf)) if cooc else {}
+            syn = synonyms_of(ents)
             for e in ents:
                 items = [(("c", c), float(n)) for c, n in post.get(e, {}).items()]
                 items += [(("e", x), float(w)) for x, w in co.get(e, {}).items()]
+                items += [(("e", x), w) for x, w in syn.get(e, ())]
                 if items:
                     out[("e", e)] = (items, float(sum(w for _, w in items)))
         return out
@@ -386,11 +387,12 @@ def _entity_degree_bounds(store):
 
 
 def _push(restart: dict, store, cooc: bool, damping: float, gs: GraphSettings,
-          cf: ChunkFilter | None = None) -> list[tuple[str, float]]:
+          cf: ChunkFilter | None = None, synonym_weight: float = 0.0) -> list[tuple[str, float]]:
     """Local-push PPR from ``restart`` over the passage-entity graph; passages by mass. Under a
     filter an entity's frequency no longer bounds its (restricted) degree from below, so the
-    bound is not used."""
-    res = gm.push_ppr_rounds(restart, _bipartite_neighbours(store, cooc, cf), damping, gs.push_epsilon,
+    bound is not used (synonymy edges only add to a degree: the bound holds with them)."""
+    res = gm.push_ppr_rounds(restart, _bipartite_neighbours(store, cooc, cf, synonym_weight), damping,
+                             gs.push_epsilon,
                              hub_cap=gs.push_hub_cap, max_rounds=gs.push_max_rounds,
                              degree_bounds=_entity_degree_bounds(store) if cf is None else None)
     return sorted(((n[1], s) for n, s in res.estimate.items() if n[0] == "c"), key=lambda x: (-x[1], x[0]))
@@ -414,11 +416,11 @@ def concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: i
         qvecs = engine.embedder.embed(missing)
         if exact_mode:
             snap = snapshot(engine)
-            for matches in _match_top(snap, qvecs, gs.semantic_top):
+            for matches in nearest_positions(engine, snap, qvecs, gs.semantic_top):
                 for i, s in matches:
                     semantic[snap.entities[i]] = max(semantic.get(snap.entities[i], 0.0), s)
         else:
-            for matches in _match_top_push(engine, qvecs, gs.semantic_top):
+            for matches in nearest_names(engine, qvecs, gs.semantic_top):
                 for e, s in matches:
                     semantic[e] = max(semantic.get(e, 0.0), s)
     freq = index.store.frequencies(exact + list(semantic))
@@ -465,9 +467,9 @@ def _map_entities(engine: Engine, text: str) -> list[str]:
         qvecs = engine.embedder.embed(missing)
         if use_exact(engine):
             snap = snapshot(engine)
-            matches = [[(snap.entities[i], s) for i, s in m] for m in _match_top(snap, qvecs, 1)]
+            matches = [[(snap.entities[i], s) for i, s in m] for m in nearest_positions(engine, snap, qvecs, 1)]
         else:
-            matches = _match_top_push(engine, qvecs, 1)
+            matches = nearest_names(engine, qvecs, 1)
         for m in matches:
             for e, s in m:
                 if s >= gs.match_threshold:

@@ -34,7 +34,9 @@ and ``eragraph reindex`` run this same function).
 7. The lexical (BM25) index of a store built before it existed is built from the leaves, and
    the leaf vectors of a store built before metadata filters get their attributes (the
    ``leaf_attrs`` meta mark says a store's leaves carry them: set when a store is created).
-8. The graph invariants (services.invariants) are checked and reported.
+8. A store whose entities predate the synonymy edges gets them (services.synonyms.backfill):
+   every entity searched once, a page of entities at a time, resumable, marked done.
+9. The graph invariants (services.invariants) are checked and reported.
 
 ``run`` takes the steps in this order, except that the entity audit (6) runs right after the
 documents (2), before anything is re-announced. Everything found and repaired is counted in
@@ -56,7 +58,7 @@ from ..domain.audit import AuditProgress
 from ..domain.diff import diff_segments
 from ..domain.model import APPLYING, BadInputError
 from ..domain.text import embedding_text
-from . import followup, invariants
+from . import followup, invariants, synonyms
 from .engine import Engine
 from .announce import announce
 from .engine import LEAF_ATTRS
@@ -391,11 +393,12 @@ def _steps(engine: Engine, stuck_after: float, drain: bool, now: float, report: 
             ("orphan_vectors", whole(lambda: delete_orphan_vectors(engine, report))),
             ("lexical", whole(lambda: audit_lexical(engine, report))),
             ("attributes", whole(lambda: audit_attributes(engine, report))),
+            ("synonyms", lambda cursor, out_of_time: synonyms.backfill(engine, report, cursor, out_of_time)),
             ("invariants", whole(check))]
 
 
 STEPS = ("counts", "documents", "entities", "outboxes", "followups", "requeue", "layers", "vectors",
-         "orphan_vectors", "lexical", "attributes", "invariants")
+         "orphan_vectors", "lexical", "attributes", "synonyms", "invariants")
 
 # report key -> (metric, how it counts); a piece that did not run a step reports none of its metrics
 METRICS = {"layers_migrated": ("LayersMigrated", len), "layer_counts_repaired": ("LayerCountsRepaired", len), "orphan_chunks_removed": ("OrphanChunksRemoved", int),
@@ -409,7 +412,8 @@ METRICS = {"layers_migrated": ("LayersMigrated", len), "layer_counts_repaired": 
            "entity_counts_repaired": ("EntityCountsRepaired", lambda v: sum(v.values())),
            "entity_vectors_reembedded": ("EntityVectorsReembedded", int),
            "entity_vectors_orphaned_deleted": ("EntityVectorsOrphanedDeleted", int),
-           "lexical_index_built": ("LexicalIndexBuilt", int), "leaf_attributes_added": ("LeafAttributesAdded", int),
+           "lexical_index_built": ("LexicalIndexBuilt", int),
+           "synonym_edges_backfilled": ("SynonymEdgesBackfilled", int), "leaf_attributes_added": ("LeafAttributesAdded", int),
            "invariants": ("InvariantViolations", lambda v: v["violation_count"])}
 
 

@@ -6,6 +6,9 @@ see ``models``):
     ENT#<e>      SENT#<sentence>  mention
     ENT#<e>      COOC#<e2>        co-occurrence, ``weight`` = sentences mentioning e and e2 (ADD);
                                   written in both directions so a neighbourhood is one Query
+    ENT#<e>      SYN#<e2>         synonymy edge, ``weight`` = cosine of the names (both directions,
+                                  plain puts: writing an edge again changes nothing); deleted
+                                  with either entity (its SYN# items found by one Query)
     CHUNK#<c>    ENTITIES         the chunk's sentences and entities (what removal must undo)
     META         ENTITY#GEN       generation (ADD 1 per change)
     META         ENTITY#COUNT     number of entities (ADD on creation / deletion)
@@ -72,6 +75,7 @@ from ...ports.entity import (
     SentenceMentions,
     build_matrices,
     chunk_of_sentence,
+    synonym_pairs,
 )
 from .dynamodb_table import BATCH_GET, _is_condition_failure
 from .models import TableModels, build_models
@@ -83,6 +87,7 @@ ENT = "ENT#"
 CHUNK = "CHUNK#"
 SENT = "SENT#"
 COOC = "COOC#"
+SYN = "SYN#"
 GEN_KEY = ("META", "ENTITY#GEN")
 COUNT_KEY = ("META", "ENTITY#COUNT")
 PENDING = "PENDING"
@@ -245,7 +250,18 @@ class DynamoEntityStore:
 
             if self._transact(build) or self._get(f"{ENT}{e}", "ENT") is None:
                 gone.append(e)
+        self._drop_synonyms(gone)
         return gone
+
+    def _drop_synonyms(self, entities: list[str]) -> None:
+        """The synonymy edges of entities that left, both directions (one Query each)."""
+        rows = self._per_entity(entities, SYN, only_existing=False)
+        with self.Item.batch_write() as batch:
+            for e, items in rows.items():
+                for item in items:
+                    other = item.SK[len(SYN):]
+                    batch.delete(self.Item(PK=f"{ENT}{e}", SK=f"{SYN}{other}"))
+                    batch.delete(self.Item(PK=f"{ENT}{other}", SK=f"{SYN}{e}"))
 
     def _get(self, pk: str, sk: str):
         try:
@@ -378,6 +394,32 @@ class DynamoEntityStore:
     def cooccurring(self, entities: Iterable[str]) -> dict[str, dict[str, int]]:
         rows = self._per_entity(entities, COOC, only_existing=True)
         return {e: {i.SK[len(COOC):]: int(i.weight) for i in items} for e, items in rows.items()}
+
+    def add_synonyms(self, edges: Iterable[tuple[str, str, float]]) -> int:
+        pairs = synonym_pairs(edges)
+        if not pairs:
+            return 0
+        with self.Item.batch_write() as batch:
+            for (a, b), w in pairs.items():
+                batch.save(self.Item(PK=f"{ENT}{a}", SK=f"{SYN}{b}", weight=w))
+                batch.save(self.Item(PK=f"{ENT}{b}", SK=f"{SYN}{a}", weight=w))
+        self._bump_generation()
+        return len(pairs)
+
+    def synonyms(self, entities: Iterable[str]) -> dict[str, dict[str, float]]:
+        rows = self._per_entity(entities, SYN, only_existing=False)
+        return {e: {i.SK[len(SYN):]: float(i.weight) for i in items} for e, items in rows.items() if items}
+
+    def entity_page(self, after: str | None, limit: int) -> tuple[list[str], str | None]:
+        """A Scan of the entity items from ``after`` (the raw key where the last page stopped)
+        until ``limit`` of them are found: reindex only."""
+        Item = self.Item
+        found = Item.scan(Item.PK.startswith(ENT) & (Item.SK == "ENT"), limit=max(1, limit),
+                          last_evaluated_key=json.loads(after) if after else None, consistent_read=True,
+                          attributes_to_get=["PK", "SK"])
+        names = [i.PK[len(ENT):] for i in found]
+        key = found.last_evaluated_key
+        return names, (json.dumps(key) if key and len(names) >= max(1, limit) else None)
 
     def sentences_of(self, entities: Iterable[str]) -> dict[str, list[str]]:
         rows = self._per_entity(entities, SENT, only_existing=True)
@@ -531,7 +573,7 @@ class DynamoEntityStore:
         generation = self.generation()
         if self._cache is not None and self._cache.generation == generation:
             return self._cache
-        postings, mentions, cooc = [], [], []
+        postings, mentions, cooc, syn = [], [], [], []
         for item in self.Item.scan(self.Item.PK.startswith(ENT), consistent_read=True):
             entity, sk = item.PK[len(ENT):], item.SK
             if sk.startswith(CHUNK):
@@ -540,6 +582,8 @@ class DynamoEntityStore:
                 mentions.append((sk[len(SENT):], entity))
             elif sk.startswith(COOC) and entity < sk[len(COOC):]:
                 cooc.append((entity, sk[len(COOC):], int(item.weight)))
-        self._cache = build_matrices(generation, postings, mentions, cooc)
+            elif sk.startswith(SYN) and entity < sk[len(SYN):]:
+                syn.append((entity, sk[len(SYN):], float(item.weight)))
+        self._cache = build_matrices(generation, postings, mentions, cooc, syn)
         return self._cache
 

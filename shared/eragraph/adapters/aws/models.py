@@ -27,6 +27,7 @@ One table, generic key attributes, item kinds told apart by their keys:
     ENT#<entity>        CHUNK#<chunk>   a posting: ``weight`` = occurrences of the entity in the chunk
     ENT#<entity>        SENT#<sentence> a mention (the sentence mentions the entity)
     ENT#<entity>        COOC#<entity2>  co-occurrence: ``weight`` = sentences mentioning both (atomic ADD)
+    ENT#<entity>        SYN#<entity2>   synonymy: ``weight`` = cosine of the two names (both directions)
     CHUNK#<chunk>       ENTITIES        a chunk's sentences and their entities (JSON ``value``)
     CHUNK#<chunk>       PENDING         an add in progress: its record and token (JSON ``value``)
     CHUNK#<chunk>       PART#<k>        marker: part k of the chunk's counter updates is applied
@@ -167,7 +168,8 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         # COUNT / LAYER#<layer>: the layer's ref layout (adapters.aws.ref_layout)
         bits = NumberAttribute(null=True)
         moving = NumberAttribute(null=True)
-        # ENT: total occurrences over live chunks; postings and co-occurrences: their count
+        # ENT: total occurrences over live chunks; postings and co-occurrences: their count;
+        # synonymy edges: the cosine
         freq = NumberAttribute(null=True)
         weight = NumberAttribute(null=True)
         born = UnicodeAttribute(null=True)  # ENT: the token of the add that created the entity

@@ -25,7 +25,8 @@ policy on the path is the whole truth. Writes go through ``_bulk`` (index / dele
 NDJSON) with per-item error handling:
 items that failed with a retryable status (429, 5xx) are re-sent with backoff, any other item
 error raises with the ids and reasons. ``ids()`` pages with ``search_after`` on the ``node_id``
-keyword; ``get_vectors`` uses ``_mget``.
+keyword; ``get_vectors`` uses ``_mget``; ``search_many`` is one ``_msearch`` (NDJSON: an empty
+header line per search, the index in the path).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from ...domain.filters import Filter
-from ...domain.ranking import rank_key, rank_score
+from ...domain.ranking import below_floor, rank_key, rank_score, top_hits
 from ...ports.records import Hit
 from .filter_dsl import ATTR_PROPERTIES, MARKER, attr_fields, where_clauses
 
@@ -235,6 +236,25 @@ class OpenSearchVectorIndex:
             self._bulk(lines)
 
     # ----- reads -----
+    def _filters(self, layers: Sequence[int] | None, doc_ids: Sequence[str] | None = None,
+                 where: Filter | None = None) -> list[dict[str, Any]]:
+        filters = [self.scope()]
+        if layers is not None:
+            filters.append({"terms": {"layer": [int(x) for x in layers]}})
+        if doc_ids is not None:
+            filters.append({"terms": {"doc_id": [str(x) for x in doc_ids]}})
+        return filters + where_clauses(where)
+
+    @staticmethod
+    def _knn_body(vector: np.ndarray, fetch: int, filters: list[dict[str, Any]]) -> dict[str, Any]:
+        query_vector = [float(x) for x in np.asarray(vector, dtype=np.float32).reshape(-1)]
+        knn: dict[str, Any] = {"vector": query_vector, "k": fetch, "filter": {"bool": {"filter": filters}}}
+        return {"size": fetch, "_source": False, "query": {"knn": {"vector": knn}}}
+
+    def _hits_of(self, response: dict[str, Any]) -> list[Hit]:
+        return [Hit(self._node_id(h["_id"]), score_to_inner_product(float(h["_score"])))
+                for h in response["hits"]["hits"]]
+
     def search(self, vector: np.ndarray, k: int, layers: Sequence[int] | None = None,
                doc_ids: Sequence[str] | None = None, where: Filter | None = None) -> list[Hit]:
         if k <= 0:
@@ -244,20 +264,9 @@ class OpenSearchVectorIndex:
         # while the k-th score ties with the last one fetched, fetch twice as many (the FAISS
         # index does the same; a fixed window leaves the order of a long tie to the engine)
         fetch = min(2 * int(k), int(k) + TIE_WINDOW, MAX_K)
-        filters = [self.scope()]
-        if layers is not None:
-            filters.append({"terms": {"layer": [int(x) for x in layers]}})
-        if doc_ids is not None:
-            filters.append({"terms": {"doc_id": [str(x) for x in doc_ids]}})
-        filters += where_clauses(where)
-        query_vector = [float(x) for x in np.asarray(vector, dtype=np.float32).reshape(-1)]
+        filters = self._filters(layers, doc_ids, where)
         while True:
-            knn: dict[str, Any] = {"vector": query_vector, "k": fetch,
-                                   "filter": {"bool": {"filter": filters}}}
-            body = {"size": fetch, "_source": False, "query": {"knn": {"vector": knn}}}
-            response = self.client.search(index=self.index, body=body)
-            hits = [Hit(self._node_id(h["_id"]), score_to_inner_product(float(h["_score"])))
-                    for h in response["hits"]["hits"]]
+            hits = self._hits_of(self.client.search(index=self.index, body=self._knn_body(vector, fetch, filters)))
             if len(hits) < min(k, fetch) and fetch < MAX_K:
                 # faiss answers a filter with at least k hits when the allowed set has k (an exact
                 # search over it when the graph search falls short); if an engine does not, ask
@@ -271,6 +280,37 @@ class OpenSearchVectorIndex:
             fetch = min(2 * fetch, MAX_K)
         hits.sort(key=rank_key)
         return hits[:k]
+
+    def search_many(self, vectors: np.ndarray, k: int, layers: Sequence[int] | None = None,
+                    min_score: float | None = None) -> list[list[Hit]]:
+        """One ``_msearch`` request (NDJSON: an empty header, the index being in the path, and
+        the k-NN body of ``search`` per row). A row that answer leaves unsettled is searched
+        again alone: a tie at the cut that reaches ``min_score``, or fewer hits than asked
+        while the filter allows more (one count for all such rows)."""
+        if not len(vectors):
+            return []
+        qs = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
+        if k <= 0:
+            return [[] for _ in range(len(qs))]
+        self.ensure_index()
+        fetch = min(2 * int(k), int(k) + TIE_WINDOW, MAX_K)
+        filters = self._filters(layers)
+        body = "".join("{}\n" + json.dumps(self._knn_body(q, fetch, filters)) + "\n" for q in qs)
+        responses = self.client.msearch(index=self.index, body=body)["responses"]
+        failed = [r.get("error") for r in responses if r.get("error") is not None]
+        if failed or len(responses) != len(qs):
+            raise RuntimeError(f"_msearch: {len(failed)} of {len(qs)} searches failed: {failed[:3]}")
+        rows = [self._hits_of(r) for r in responses]
+        allowed = None
+        out = []
+        for q, hits in zip(qs, rows):
+            scores = [h.score for h in hits]
+            again = _tie_at_cut(scores, k, fetch) and not below_floor(min(scores), min_score)
+            if len(hits) < min(k, fetch) and fetch < MAX_K:
+                allowed = self._allowed(filters) if allowed is None else allowed
+                again = again or allowed > len(hits)
+            out.append(top_hits(self.search(q, k, layers) if again else hits, k, min_score))
+        return out
 
     def _allowed(self, filters: list[dict[str, Any]]) -> int:
         """How many documents pass ``filters`` (a filter-only search that counts them)."""

@@ -1,6 +1,7 @@
 """Entity store in its own SQLite file (``STORE/entities.sqlite``, WAL): postings, sentences,
-mentions, co-occurrence and frequencies, updated per chunk in one transaction; matrices for the
-exact PPR are exported once per generation (a counter bumped by every change) and cached."""
+mentions, co-occurrence and frequencies, updated per chunk in one transaction, and synonymy
+edges (``ent_syn``, both directions, gone with either entity); matrices for the exact PPR are
+exported once per generation (a counter bumped by every change) and cached."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from itertools import combinations
 from pathlib import Path
 
-from ...ports.entity import ChunkEntities, EntityMatrices, Sentence, build_matrices
+from ...ports.entity import ChunkEntities, EntityMatrices, Sentence, build_matrices, synonym_pairs
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS ent_sentences (sentence_id TEXT PRIMARY KEY, chunk_id TEXT NOT NULL,
@@ -25,6 +26,8 @@ CREATE INDEX IF NOT EXISTS ent_postings_chunk ON ent_postings(chunk_id);
 CREATE TABLE IF NOT EXISTS ent_cooc (a TEXT NOT NULL, b TEXT NOT NULL, w INTEGER NOT NULL,
     PRIMARY KEY (a, b)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS ent_freq (entity TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS ent_syn (a TEXT NOT NULL, b TEXT NOT NULL, w REAL NOT NULL,
+    PRIMARY KEY (a, b)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS ent_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 
@@ -141,6 +144,8 @@ class SqliteEntityStore:
         c.executemany("DELETE FROM ent_postings WHERE entity = ? AND chunk_id = ?", [(e, ch) for e, ch, _ in postings])
         gone = [r[0] for r in self._select_in("SELECT entity FROM ent_freq WHERE n <= 0 AND entity IN ({marks})", freq)]
         c.executemany("DELETE FROM ent_freq WHERE entity = ?", [(e,) for e in gone])
+        edges = self._select_in("SELECT a, b FROM ent_syn WHERE a IN ({marks})", gone)
+        c.executemany("DELETE FROM ent_syn WHERE a = ? AND b = ?", edges + [(b, a) for a, b in edges])
         self._bump()
         return gone
 
@@ -203,6 +208,36 @@ class SqliteEntityStore:
             out.setdefault(a, {})[b] = w
         return out
 
+    def add_synonyms(self, edges: Iterable[tuple[str, str, float]]) -> int:
+        pairs = synonym_pairs(edges)
+        if not pairs:
+            return 0
+        rows = [(a, b, w) for (a, b), w in pairs.items()] + [(b, a, w) for (a, b), w in pairs.items()]
+        with self._lock:
+            c = self._conn
+            c.execute("BEGIN IMMEDIATE")
+            try:
+                c.executemany("INSERT INTO ent_syn(a, b, w) VALUES (?,?,?) "
+                              "ON CONFLICT(a, b) DO UPDATE SET w = excluded.w", rows)
+                self._bump()
+                c.execute("COMMIT")
+            except BaseException:
+                c.execute("ROLLBACK")
+                raise
+        return len(pairs)
+
+    def synonyms(self, entities: Iterable[str]) -> dict[str, dict[str, float]]:
+        out: dict[str, dict[str, float]] = {}
+        for a, b, w in self._select_in("SELECT a, b, w FROM ent_syn WHERE a IN ({marks})", entities):
+            out.setdefault(a, {})[b] = w
+        return out
+
+    def entity_page(self, after: str | None, limit: int) -> tuple[list[str], str | None]:
+        limit = max(1, limit)
+        names = [r[0] for r in self._conn.execute(
+            "SELECT entity FROM ent_freq WHERE entity > ? ORDER BY entity LIMIT ?", (after or "", limit))]
+        return names, (names[-1] if len(names) >= limit else None)
+
     def sentences_of(self, entities: Iterable[str]) -> dict[str, list[str]]:
         entities = list(entities)
         out: dict[str, list[str]] = {e: [] for e in self.existing(entities)}
@@ -247,5 +282,6 @@ class SqliteEntityStore:
                     c.execute("SELECT entity, chunk_id, n FROM ent_postings").fetchall(),
                     c.execute("SELECT sentence_id, entity FROM ent_mentions").fetchall(),
                     c.execute("SELECT a, b, w FROM ent_cooc WHERE a < b").fetchall(),
+                    c.execute("SELECT a, b, w FROM ent_syn WHERE a < b").fetchall(),
                 )
             return self._cache

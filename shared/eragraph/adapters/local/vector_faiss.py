@@ -55,13 +55,13 @@ import faiss
 import numpy as np
 
 from ...domain.filters import Filter
-from ...domain.ranking import rank_key
+from ...domain.ranking import below_floor, rank_key, top_hits
 from ...ports.records import Hit
 from . import vector_faiss_ivf as ivf
 from . import vector_faiss_snapshot as snapshot
 from .files import file_stamp, writer_lock
 from .id_map import IdMap
-from .vector_faiss_search import NO_LAYER, Selectors, top_pairs
+from .vector_faiss_search import NO_LAYER, Selectors, top_pairs, top_pairs_many
 from .vector_faiss_snapshot import IDMAP_FILE, INDEX_FILE, NEXT_INDEX_FILE
 from .vector_log import (LOG_FILE, ChangeLog, Net, Record, VectorIndexCorruptError, attrs_json, encode_record, entry,
                          fold, row_attrs)
@@ -445,6 +445,31 @@ class FaissVectorIndex:
             if allowed[0] == 0:
                 return []
             return self._hits(top_pairs(self._index, q, k, allowed, self.nprobe_fraction), k)
+
+    def search_many(self, vectors: np.ndarray, k: int, layers: Sequence[int] | None = None,
+                    min_score: float | None = None) -> list[list[Hit]]:
+        """One FAISS search for all the rows (vector_faiss_search.top_pairs_many) and one
+        lookup of the names of all their neighbours."""
+        if not len(vectors):
+            return []
+        qs = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
+        if qs.shape[1] != self.dim:
+            raise ValueError(f"queries have {qs.shape[1]} dimensions, the index {self.dim}")
+        if k <= 0:
+            return [[] for _ in range(len(qs))]
+        with self._lock:
+            self.refresh()
+            if layers is None:
+                allowed = (self._index.ntotal, None, None)
+            else:
+                allowed = self._selectors.get(layers, None, None, self._ids, self._layer_of, self._index.ntotal)
+            if allowed[0] == 0:
+                return [[] for _ in range(len(qs))]
+            rows = top_pairs_many(self._index, qs, k, allowed, self.nprobe_fraction, min_score)
+            # only the names of neighbours that can pass the floor are looked up
+            rows = [[p for p in pairs if not below_floor(p[0], min_score)] for pairs in rows]
+            names = self._ids.strs({i for pairs in rows for _, i in pairs})
+        return [top_hits([Hit(names[i], s) for s, i in pairs], k, min_score) for pairs in rows]
 
     def _hits(self, pairs: list[tuple[float, int]], k: int) -> list[Hit]:
         """The top k of (score, int id) pairs as hits, ties ordered by id."""

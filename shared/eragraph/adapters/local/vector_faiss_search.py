@@ -22,7 +22,7 @@ import faiss
 import numpy as np
 
 from ...domain.filters import Filter, cache_key
-from ...domain.ranking import rank_score
+from ...domain.ranking import below_floor, rank_score
 from .id_map import IdMap
 from .vector_faiss_ivf import is_ivf, nprobe, one_thread
 
@@ -115,18 +115,15 @@ class Selectors:
         return result
 
 
-def top_pairs(index: Any, q: np.ndarray, k: int, allowed: Allowed, nprobe_fraction: float) -> list[tuple[float, int]]:
+def top_pairs(index: Any, q: np.ndarray, k: int, allowed: Allowed, nprobe_fraction: float,
+              min_score: float | None = None) -> list[tuple[float, int]]:
     """(score, int id) of the top k of the ``allowed`` vectors (``q`` one row), and those tied
-    with the k-th; ``allowed`` is ``Selectors.get``'s answer, or (ntotal, None, None) for no
-    filter, and allows at least one vector."""
+    with the k-th (unless they rank below ``min_score``); ``allowed`` is ``Selectors.get``'s
+    answer, or (ntotal, None, None) for no filter, and allows at least one vector."""
     n_allowed, params, held = allowed
     if is_ivf(index):
         if params is not None and n_allowed <= EXACT_MAX:
-            pairs = _exact_among(index, q[0], held[2])
-            if len(pairs) > k:  # names are looked up for the top k and its ties only
-                pairs.sort(key=lambda p: rank_score(p[0]), reverse=True)
-                pairs = [p for p in pairs if rank_score(p[0]) >= rank_score(pairs[k - 1][0])]
-            return pairs
+            return _top_and_ties(_exact_among(index, q[0], held[2]), k)
         # as many allowed vectors as an unfiltered query sees: more buckets for a filter
         share = n_allowed / max(1, index.ntotal)
         probes = min(index.nlist, int(np.ceil(nprobe(index, nprobe_fraction) / share)))
@@ -143,11 +140,51 @@ def top_pairs(index: Any, q: np.ndarray, k: int, allowed: Allowed, nprobe_fracti
                 # the scanned buckets held fewer than k allowed vectors: scan them all
                 params = faiss.SearchParametersIVF(nprobe=index.nlist, sel=params.sel)
                 continue
-            # keep fetching while the k-th score ties with the last fetched one
-            if fetch >= n_allowed or len(pairs) < fetch or len(pairs) <= k or \
-                    rank_score(pairs[-1][0]) < rank_score(pairs[k - 1][0]):
+            if _complete(pairs, k, fetch, n_allowed, min_score):
                 break
             fetch = min(n_allowed, fetch * 2)
+    return pairs
+
+
+def _complete(pairs: list[tuple[float, int]], k: int, fetch: int, n_allowed: int, min_score: float | None) -> bool:
+    """Whether ``fetch`` neighbours settle the top k: keep fetching while the k-th score ties
+    with the last fetched one, unless that tie ranks below ``min_score``."""
+    return (fetch >= n_allowed or len(pairs) < fetch or len(pairs) <= k
+            or rank_score(pairs[-1][0]) < rank_score(pairs[k - 1][0]) or below_floor(pairs[-1][0], min_score))
+
+
+def top_pairs_many(index: Any, qs: np.ndarray, k: int, allowed: Allowed, nprobe_fraction: float,
+                   min_score: float | None = None) -> list[list[tuple[float, int]]]:
+    """``top_pairs`` of each row of ``qs``, from one FAISS search of all of them (or one
+    product with the allowed vectors, for a narrow filter on IVF); a row whose answer that
+    search leaves unsettled (a tie at the cut, an IVF probe short of k) is searched again alone."""
+    n_allowed, params, held = allowed
+    if is_ivf(index):
+        if params is not None and n_allowed <= EXACT_MAX:
+            scores = index.reconstruct_batch(held[2]) @ qs.T
+            return [_top_and_ties([(float(s), int(i)) for s, i in zip(col, held[2])], k) for col in scores.T]
+        share = n_allowed / max(1, index.ntotal)
+        probes = min(index.nlist, int(np.ceil(nprobe(index, nprobe_fraction) / share)))
+        params = faiss.SearchParametersIVF(nprobe=probes, sel=None if params is None else params.sel)
+    fetch = min(n_allowed, k + _TIE_PAD)
+    with one_thread():
+        scores, labels = index.search(qs, fetch, params=params)
+    out = []
+    for r, (srow, lrow) in enumerate(zip(scores, labels)):
+        pairs = [(float(s), int(i)) for s, i in zip(srow, lrow) if i >= 0]
+        short = len(pairs) < min(k, n_allowed) and is_ivf(index)
+        if short or not _complete(pairs, k, fetch, n_allowed, min_score):
+            pairs = top_pairs(index, qs[r:r + 1], k, allowed, nprobe_fraction, min_score)
+        out.append(pairs)
+    return out
+
+
+def _top_and_ties(pairs: list[tuple[float, int]], k: int) -> list[tuple[float, int]]:
+    """The top k of an exact answer and those tied with the k-th: names are looked up for
+    these only."""
+    if len(pairs) > k:
+        pairs.sort(key=lambda p: rank_score(p[0]), reverse=True)
+        pairs = [p for p in pairs if rank_score(p[0]) >= rank_score(pairs[k - 1][0])]
     return pairs
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ...ports.entity import ChunkEntities, EntityMatrices, Sentence, build_matrices
+from ...ports.entity import ChunkEntities, EntityMatrices, Sentence, build_matrices, synonym_pairs
 
 
 class MemoryEntityStore:
@@ -16,6 +16,7 @@ class MemoryEntityStore:
         self._sentences_of: dict[str, set[str]] = {}
         self._cooc: dict[str, dict[str, int]] = {}
         self._freq: dict[str, int] = {}
+        self._syn: dict[str, dict[str, float]] = {}
         self._generation = 0
         self._cache: EntityMatrices | None = None
 
@@ -65,6 +66,8 @@ class MemoryEntityStore:
                 if self._freq.get(e, 0) <= 0 and e in self._freq:
                     for table in (self._freq, self._postings, self._sentences_of, self._cooc):
                         table.pop(e, None)
+                    for other in self._syn.pop(e, {}):
+                        self._syn.get(other, {}).pop(e, None)
                     gone.append(e)
         if changed:
             self._generation += 1
@@ -118,6 +121,22 @@ class MemoryEntityStore:
     def cooccurring(self, entities: Iterable[str]) -> dict[str, dict[str, int]]:
         return {e: dict(self._cooc.get(e, {})) for e in entities if e in self._freq}
 
+    def add_synonyms(self, edges: Iterable[tuple[str, str, float]]) -> int:
+        pairs = synonym_pairs(edges)
+        for (a, b), w in pairs.items():
+            self._syn.setdefault(a, {})[b] = w
+            self._syn.setdefault(b, {})[a] = w
+        if pairs:
+            self._generation += 1
+        return len(pairs)
+
+    def synonyms(self, entities: Iterable[str]) -> dict[str, dict[str, float]]:
+        return {e: dict(self._syn[e]) for e in entities if self._syn.get(e)}
+
+    def entity_page(self, after: str | None, limit: int) -> tuple[list[str], str | None]:
+        names = sorted(e for e in self._freq if after is None or e > after)[:max(1, limit)]
+        return names, (names[-1] if len(names) >= max(1, limit) else None)
+
     def sentences_of(self, entities: Iterable[str]) -> dict[str, list[str]]:
         return {e: sorted(self._sentences_of.get(e, ())) for e in entities if e in self._freq}
 
@@ -152,5 +171,6 @@ class MemoryEntityStore:
             postings = [(e, c, n) for e, row in self._postings.items() for c, n in row.items()]
             mentions = [(sid, e) for e, sids in self._sentences_of.items() for sid in sids]
             cooc = [(a, b, w) for a, row in self._cooc.items() for b, w in row.items() if a < b]
-            self._cache = build_matrices(self._generation, postings, mentions, cooc)
+            syn = [(a, b, w) for a, row in self._syn.items() for b, w in row.items() if a < b]
+            self._cache = build_matrices(self._generation, postings, mentions, cooc, syn)
         return self._cache

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ...domain.filters import Filter, matches
-from ...domain.ranking import rank_key
+from ...domain.ranking import rank_key, top_hits
 from ...ports.records import Hit
 
 
@@ -50,6 +50,23 @@ class MemoryVectorIndex:
             hits.append(Hit(i, float(v @ q)))
         hits.sort(key=rank_key)
         return hits[: max(k, 0)]
+
+    def search_many(self, vectors: np.ndarray, k: int, layers: Sequence[int] | None = None,
+                    min_score: float | None = None) -> list[list[Hit]]:
+        """One matrix product of the queries with the allowed vectors."""
+        if not len(vectors):
+            return []
+        qs = np.asarray(vectors, dtype=np.float32).reshape(len(vectors), -1)
+        layer_set = None if layers is None else set(layers)
+        ids = [i for i in self._vectors if layer_set is None or self._metas[i].get("layer") in layer_set]
+        if not ids or k <= 0:
+            return [[] for _ in range(len(qs))]
+        scores = qs @ np.stack([self._vectors[i] for i in ids]).T
+        out = []
+        for row in scores:
+            keep = range(len(ids)) if min_score is None else np.flatnonzero(row >= min_score)
+            out.append(top_hits([Hit(ids[j], float(row[j])) for j in keep], k, min_score))
+        return out
 
     def ids(self) -> set[str]:
         return set(self._vectors)
