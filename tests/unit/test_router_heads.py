@@ -192,3 +192,28 @@ def test_auto_routes_an_engine_by_its_embedders_identity():
     eng.router = dataclasses.replace(own, embedder="sentence-transformers/all-MiniLM-L6-v2#weights-sha256:x")
     r = query(eng, "Who discovered radium?", mode="auto", k=2)
     assert "text-only head" in r.note and r.route == "tri_graph"                # the text head: (0, 0)
+
+
+def test_the_report_page_sets_both_heads_side_by_side(trained, tmp_path):
+    from eragraph.bench.report import router as page
+
+    _, report, _ = trained
+    lines = page.section("router-train", report, tmp_path)
+    text = "\n".join(lines)
+    assert "The text-only head (AWS) beside the text+vector head" in text
+    assert "toy-embedder#weights-sha256:abc" in text
+    lodo_at = text.index("Leave-one-dataset-out:")
+    halves_at = text.index("Held-out halves")
+    rows = [ln for ln in lines if ln.startswith("| alpha |")]
+    assert len(rows) == 2 and lodo_at < halves_at                  # LODO, then the halves
+    cells = rows[1].strip("|").split("|")
+    both = report["halves"]["both"]["alpha"]
+    assert cells[1].strip() == str(both["questions"]) and float(cells[2]) == pytest.approx(both["recall@5_auto"], abs=1e-3)
+    mode, best = page.best_single(both)
+    assert cells[4].strip() == f"{mode} {best:.3f}"
+    assert float(cells[5]) == pytest.approx(both["recall@5_auto"] - best, abs=2e-3)
+    targets = page.targets("router-train", report)
+    aws = [t for t in targets if t[0].startswith("text-only router (AWS)")]
+    assert len(aws) == 6 and all(t[3] == "**met**" for t in aws)   # 3 datasets x (LODO, halves)
+    older = {k: v for k, v in report.items() if k not in ("text_head", "halves")}
+    assert page.heads_section(older) == [] and page.text_head_target_rows(older) == []
