@@ -13,8 +13,18 @@ phi(q) is one of two input sets (``inputs``):
                    followed by the question's embedding projected on the leading principal
                    directions of the training questions (``projection``, ``projection_mean``):
                    no model runs for it, the embedding is the one every route computes anyway
+    "text"         the lexical cues alone: a head that reads no embedding, for a query embedded
+                   by another embedder than the one the text+vector head was trained with
     "parse"        the syntactic features of a spaCy parse (question_features.features), the
                    router's earlier inputs; kept so that weights trained on them still load
+
+Two heads (``text_head``): a text+vector model may carry a text-only model trained by the same
+procedure. Each head records the identity of the embedder it was trained with (``embedder``,
+e.g. ``sentence-transformers/all-MiniLM-L6-v2#weights-sha256:...``). ``head_for`` picks the
+text+vector head only for a query vector of that very embedder (not merely of the same
+dimension: a Titan at 384 dimensions is not MiniLM), else the text-only head, and says why. A
+file with one head (written before heads were recorded) keeps its behaviour: its vector part
+reads any vector of its dimension, and another dimension scores the text alone.
 """
 
 from __future__ import annotations
@@ -25,7 +35,7 @@ from typing import Any
 import numpy as np
 
 ROUTES = ("dense", "hybrid", "fusion", "tri_graph")
-INPUTS = ("parse", "text+vector")
+INPUTS = ("parse", "text+vector", "text")
 
 
 def sigmoid(x: np.ndarray | float) -> np.ndarray | float:
@@ -58,6 +68,8 @@ class RouterModel:
     inputs: str = "parse"                      # parse | text+vector
     projection: np.ndarray | None = None       # (m, dim): text+vector's embedding directions
     projection_mean: np.ndarray | None = None  # (dim,): the training questions' mean embedding
+    embedder: str = ""                         # identity of the embedder it was trained with ("" unknown)
+    text_head: RouterModel | None = None       # the text-only head, for another embedder's vectors
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.tau_low <= self.tau_high <= 1.0:
@@ -72,12 +84,43 @@ class RouterModel:
             raise ValueError(f"unknown router inputs {self.inputs!r} (choose {', '.join(INPUTS)})")
         if self.inputs == "text+vector" and (self.projection is None or self.projection_mean is None):
             raise ValueError("text+vector inputs need a projection and its mean")
+        if self.text_head is not None and (self.text_head.inputs != "text" or self.text_head.text_head is not None):
+            raise ValueError("a text head reads the text alone (inputs 'text') and has no head of its own")
+
+    def head_for(self, embedder_id: str | None, vector: np.ndarray | None) -> tuple[RouterModel, str]:
+        """(the head that scores this query, a note when it is not the text+vector one). The
+        text+vector head needs a vector of the embedder it was trained with (when it recorded
+        one) and of its dimension; otherwise the text head, if there is one, scores the text."""
+        if self.inputs != "text+vector" or self.text_head is None:
+            return self, ""
+        dim = self.projection_mean.shape[0]
+        v = None if vector is None else np.asarray(vector).ravel()
+        if v is None:
+            why = "no query embedding"
+        elif self.embedder and embedder_id != self.embedder:
+            why = f"the query was embedded by {embedder_id or 'an unnamed embedder'}, not {self.embedder}"
+        elif v.shape[0] != dim:
+            why = f"a {v.shape[0]}-dimensional embedding, not {dim}"
+        else:
+            return self, ""
+        return self.text_head, f"router's text+vector head was trained on other vectors ({why}): s(q) from the text-only head"
+
+    def phi(self, text: str, vector: np.ndarray | None, embedder_id: str | None = None) -> tuple[np.ndarray, str]:
+        """(phi(q), note) for the parse-free inputs (text, or text+vector)."""
+        from .question_features import lexical_features
+
+        if self.inputs == "text":
+            return lexical_features(text), ""
+        if self.embedder and vector is not None and embedder_id != self.embedder:
+            return self.phi_text_vector(text, None, f"the query was embedded by {embedder_id or 'an unnamed embedder'}, "
+                                                     f"not {self.embedder}")
+        return self.phi_text_vector(text, vector)
 
     @property
     def needs_parse(self) -> bool:
         return self.inputs == "parse"
 
-    def phi_text_vector(self, text: str, vector: np.ndarray | None) -> tuple[np.ndarray, str]:
+    def phi_text_vector(self, text: str, vector: np.ndarray | None, why: str = "") -> tuple[np.ndarray, str]:
         """(phi(q), note) for text+vector inputs: the lexical cues, then the projected embedding.
         An embedding of another dimension than the training one (another embedder) cannot be
         projected: its part is the training mean (zeros), and the note says so."""
@@ -87,7 +130,7 @@ class RouterModel:
         m = self.projection.shape[0]
         v = None if vector is None else np.asarray(vector, dtype=np.float64).ravel()
         if v is None or v.shape != self.projection_mean.shape:
-            got = "no embedding" if v is None else f"a {v.shape[0]}-dimensional embedding"
+            got = why or ("no embedding" if v is None else f"a {v.shape[0]}-dimensional embedding")
             return (np.concatenate([lex, np.zeros(m)]),
                     f"router trained on {self.projection_mean.shape[0]}-dimensional embeddings, given {got}: "
                     "s(q) from the question's text only")
@@ -121,7 +164,9 @@ class RouterModel:
                 "tau_low": self.tau_low, "tau_high": self.tau_high, "low_route": self.low_route,
                 "fusion_dense": self.fusion_dense, "info": self.info, "inputs": self.inputs,
                 **({} if self.projection is None else {"projection": self.projection.tolist(),
-                                                       "projection_mean": self.projection_mean.tolist()})}
+                                                       "projection_mean": self.projection_mean.tolist()}),
+                **({"embedder": self.embedder} if self.embedder else {}),
+                **({} if self.text_head is None else {"text_head": self.text_head.to_dict()})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> RouterModel:
@@ -134,4 +179,6 @@ class RouterModel:
                    info=dict(d.get("info", {})), inputs=d.get("inputs", "parse"),
                    projection=None if d.get("projection") is None else np.asarray(d["projection"], dtype=np.float64),
                    projection_mean=(None if d.get("projection_mean") is None
-                                    else np.asarray(d["projection_mean"], dtype=np.float64)))
+                                    else np.asarray(d["projection_mean"], dtype=np.float64)),
+                   embedder=str(d.get("embedder", "")),
+                   text_head=None if d.get("text_head") is None else cls.from_dict(d["text_head"]))

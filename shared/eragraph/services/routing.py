@@ -9,6 +9,11 @@ weighted 1 - s(q) and s(q) (eq. 8). The weights ship in ``eragraph/weights/route
 (``eragraph router train`` writes them; the ``router_weights`` setting names another file,
 which bootstrap loads into ``engine.router``; the parser is ``engine.question_parser``).
 
+Two heads (domain.router_model): the text+vector head scores a query embedded by the embedder
+it was trained with (the engine's ``embedder.identity``, compared whole: same model and weights,
+not merely the same dimension); a query embedded by another (Titan on the AWS stack) is scored
+by the text-only head, and the note says so. Weights with one head route as before.
+
 Fallbacks, each said in the response's note: a store without an entity graph gets the dense
 side; a store whose lexical index is not built yet gets dense; a question with no words to
 parse gets s(q) = 0 (the dense side)."""
@@ -52,39 +57,52 @@ def router_of(engine) -> RouterModel:
     return engine.router if engine.router is not None else load_router()
 
 
-def score_question(text: str, model: RouterModel, parser, vector: np.ndarray | None = None) -> tuple[float, str]:
-    """(s(q), note). Weights on text+vector inputs read the question's text and its embedding
-    (no parser); weights on a parse need the parser: without one, or for a question with no
-    words to parse, s(q) = 0 with a note."""
+def score_question(text: str, model: RouterModel, parser, vector: np.ndarray | None = None,
+                   embedder_id: str | None = None) -> tuple[float, str]:
+    """(s(q), note): ``scored_by_head`` without the head."""
+    s, note, _ = scored_by_head(text, model, parser, vector, embedder_id)
+    return s, note
+
+
+def scored_by_head(text: str, model: RouterModel, parser, vector: np.ndarray | None = None,
+                   embedder_id: str | None = None) -> tuple[float, str, RouterModel]:
+    """(s(q), note, the head whose thresholds route it). Weights on text+vector inputs read the
+    question's text and its embedding (no parser) when ``embedder_id`` (the embedder that made
+    ``vector``) is the one the head was trained with; otherwise their text-only head reads the
+    text (the note says so). Weights on a parse need the parser: without one, or for a question
+    with no words to parse, s(q) = 0 with a note."""
     if parser is None:
-        return 0.0, "no question parser configured (parser = none): s(q) = 0"
-    if not model.needs_parse:
+        return 0.0, "no question parser configured (parser = none): s(q) = 0", model
+    head, why = model.head_for(embedder_id, vector)
+    if not head.needs_parse:
         if not any(ch.isalnum() for ch in text):
-            return 0.0, "question has no words to read: s(q) = 0"
-        phi, note = model.phi_text_vector(text, vector)
-        return model.score(phi), note
+            return 0.0, "question has no words to read: s(q) = 0", head
+        phi, note = head.phi(text, vector, embedder_id)
+        return head.score(phi), "; ".join(n for n in (why, note) if n), head
     try:
         parsed = parser.parse(text)
     except Exception as exc:  # a parser failure must not fail the query
-        return 0.0, f"question could not be parsed ({type(exc).__name__}): s(q) = 0"
+        return 0.0, f"question could not be parsed ({type(exc).__name__}): s(q) = 0", head
     if not any(ch.isalnum() for t in parsed.tokens for ch in t.text):
-        return 0.0, "question has no words to parse: s(q) = 0"
-    return model.score(features(parsed)), ""
+        return 0.0, "question has no words to parse: s(q) = 0", head
+    return head.score(features(parsed)), "", head
 
 
 def lexical_ready(ctx: QueryContext) -> bool:
     return ctx.engine.lexical is not None and ctx.engine.lexical.ready()
 
 
-def _score(ctx: QueryContext, model: RouterModel) -> float:
+def _score(ctx: QueryContext, model: RouterModel) -> tuple[float, RouterModel]:
+    """(s(q), the head that scored it: its thresholds and dense side route the query)."""
     vector = None if model.needs_parse else ctx.vector  # every route embeds it: not the router's time
+    embedder_id = None if model.needs_parse else ctx.engine.embedder.identity
     t0 = time.perf_counter()
-    s, note = score_question(ctx.text, model, ctx.engine.question_parser, vector)
+    s, note, head = scored_by_head(ctx.text, model, ctx.engine.question_parser, vector, embedder_id)
     ctx.router_ms = (time.perf_counter() - t0) * 1000.0
     ctx.router_score = s
     if note:
         ctx.notes.append(note)
-    return s
+    return s, head
 
 
 def _dense_side(ctx: QueryContext, which: str, n: int) -> tuple[str, list[tuple[str, float]]]:
@@ -119,9 +137,8 @@ def _no_graph(ctx: QueryContext, model: RouterModel, n: int, why: str) -> list[C
 
 
 def fusion(ctx: QueryContext) -> list[Candidate]:
-    model = router_of(ctx.engine)
     n = fetch_size(ctx.k)
-    s = _score(ctx, model)
+    s, model = _score(ctx, router_of(ctx.engine))
     if not has_entity_graph(ctx.engine):
         return _no_graph(ctx, model, n, "fusion")
     ctx.route = "fusion"
@@ -129,9 +146,8 @@ def fusion(ctx: QueryContext) -> list[Candidate]:
 
 
 def auto(ctx: QueryContext) -> list[Candidate]:
-    model = router_of(ctx.engine)
     n = fetch_size(ctx.k)
-    s = _score(ctx, model)
+    s, model = _score(ctx, router_of(ctx.engine))
     route = model.route(s)
     if route in ("fusion", "tri_graph") and not has_entity_graph(ctx.engine):
         return _no_graph(ctx, model, n, "auto")

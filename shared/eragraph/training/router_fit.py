@@ -1,0 +1,240 @@
+"""The router's training procedure on runs already collected (training.router collects them):
+per-dataset recalls (``Dataset``), the inputs of a fold (``Inputs``), the scorers (logistic
+regression, an MLP with feature attention), the thresholds, and ``thresholded``: fit on some
+datasets, then thresholds chosen on that model's own scores of them. Every evaluation (leave one
+dataset out, held-out halves) and the shipped heads run this one procedure.
+
+Inputs (``Inputs``): ``text+vector`` (lexical cues + the embedding projected on the leading
+principal directions of the training questions' embeddings), ``text`` (the lexical cues alone:
+the head for queries another embedder embedded) or ``parse`` (a spaCy parse's features)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..domain.fusion import rrf, weighted_rrf
+from ..domain.question_features import FEATURE_NAMES, LEXICAL_FEATURE_NAMES, lexical_features
+from ..domain.router_model import RouterModel, project
+
+FETCH = 20
+K = 5
+GRAPH_PRICE = 0.002  # Recall@5 a question must gain to be worth sending to the graph
+SEED = 20250601
+COMPONENTS = 8
+
+
+def recall(ids: list[str], doc: dict, support: list[str], k: int = K) -> float:
+    """Recall@k over the first k documents of a chunk list: every leaf-level mode cuts its list
+    one document at a time (services.leaf_ranking), so a second chunk of a document never takes
+    a place another document could have."""
+    docs = list(dict.fromkeys(doc[i] for i in ids if doc.get(i)))[:k]
+    return len(set(support) & set(docs)) / len(support)
+
+
+class Dataset:
+    def __init__(self, name: str, rows: list[dict]) -> None:
+        self.name = name
+        self.rows = rows
+        self.lex = np.array([lexical_features(r["question"]) for r in rows], dtype=np.float64)
+        self.vec = np.array([r["vector"] for r in rows], dtype=np.float64)
+        self.parse_phi = (np.array([r["phi"] for r in rows], dtype=np.float64) if rows and "phi" in rows[0]
+                          else None)
+        for r in rows:
+            r["hybrid"] = [i for i, _ in rrf([r["dense"], r["bm25"]])][:FETCH]
+        self.r = {m: np.array([recall(r[m], r["doc"], r["support"]) for r in rows])
+                  for m in ("dense", "bm25", "hybrid", "graph")}
+
+    def subset(self, keep: list[bool] | np.ndarray) -> Dataset:
+        """The same dataset with only the questions where ``keep`` is true."""
+        return Dataset(self.name, [r for r, k in zip(self.rows, keep) if k])
+
+    def fused(self, s: np.ndarray, side: str) -> np.ndarray:
+        return np.array([recall([i for i, _ in weighted_rrf(r[side], r["graph"], float(si))], r["doc"], r["support"])
+                         for r, si in zip(self.rows, s)])
+
+
+# ----------------------------------------------------------------------------- scorers
+
+
+def fit(kind: str, z: np.ndarray, y: np.ndarray) -> dict[str, np.ndarray]:
+    if kind == "logistic":
+        from sklearn.linear_model import LogisticRegression
+
+        lr = LogisticRegression(C=0.1, class_weight="balanced", max_iter=2000)
+        lr.fit(z, y)
+        return {"w": lr.coef_[0].astype(np.float64), "b": np.array(float(lr.intercept_[0]))}
+    import torch
+
+    torch.manual_seed(SEED)
+    d, hidden = z.shape[1], 16
+    wa = torch.nn.Linear(d, d)
+    l1 = torch.nn.Linear(d, hidden)
+    l2 = torch.nn.Linear(hidden, 1)
+    params = list(wa.parameters()) + list(l1.parameters()) + list(l2.parameters())
+    opt = torch.optim.Adam(params, lr=0.01, weight_decay=1e-2)
+    zt = torch.tensor(z, dtype=torch.float32)
+    yt = torch.tensor(y, dtype=torch.float32)
+    pos = max(float(y.mean()), 1e-3)
+    weight = torch.where(yt > 0, 0.5 / pos, 0.5 / max(1 - pos, 1e-3))
+    for _ in range(300):
+        opt.zero_grad()
+        a = torch.softmax(wa(zt), dim=-1)
+        h = torch.relu(l1(a * zt * d))
+        logit = l2(h).squeeze(-1)
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(logit, yt, weight=weight)
+        loss.backward()
+        opt.step()
+    return {"Wa": wa.weight.detach().double().numpy(), "ba": wa.bias.detach().double().numpy(),
+            "W1": l1.weight.detach().double().numpy(), "b1": l1.bias.detach().double().numpy(),
+            "w2": l2.weight.detach().double().numpy()[0], "b2": np.array(float(l2.bias.detach()[0]))}
+
+
+def auc(s: np.ndarray, y: np.ndarray) -> float | None:
+    pos, neg = s[y == 1], s[y == 0]
+    if not len(pos) or not len(neg):
+        return None
+    wins = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    return float(wins / (len(pos) * len(neg)))
+
+
+class Inputs:
+    """phi(q) for one fold: text+vector (lexical cues + the embedding projected on the leading
+    principal directions of the training questions' embeddings), text (the cues alone), or the
+    parse features."""
+
+    def __init__(self, kind: str, train: list[Dataset], components: int = COMPONENTS) -> None:
+        self.kind = kind
+        self.projection = self.projection_mean = None
+        if kind == "text+vector":
+            vecs = np.vstack([d.vec for d in train])
+            self.projection_mean = vecs.mean(axis=0)
+            _, _, vt = np.linalg.svd(vecs - self.projection_mean, full_matrices=False)
+            self.projection = vt[:components]
+            self.names = (*LEXICAL_FEATURE_NAMES, *(f"embedding_pc{i + 1}" for i in range(len(self.projection))))
+        elif kind == "text":
+            self.names = tuple(LEXICAL_FEATURE_NAMES)
+        else:
+            self.names = tuple(FEATURE_NAMES)
+
+    def phi(self, d: Dataset) -> np.ndarray:
+        if self.kind == "parse":
+            if d.parse_phi is None:
+                raise SystemExit(f"{d.name}: no parse features cached; rerun with the parser available")
+            return d.parse_phi
+        if self.kind == "text":
+            return d.lex
+        return np.hstack([d.lex, project(d.vec, self.projection_mean, self.projection)])
+
+
+def model_for(kind: str, sets: list[Dataset], side: str, tau=(0.5, 0.5), inputs: str = "text+vector",
+              components: int = COMPONENTS) -> RouterModel:
+    fold = Inputs(inputs, sets, components)
+    phis = [fold.phi(d) for d in sets]
+    phi = np.vstack(phis)
+    mean, std = phi.mean(axis=0), phi.std(axis=0)
+    std = np.where(std > 1e-9, std, 1.0)
+    zs, ys = [], []
+    for d, ph in zip(sets, phis):
+        g, o = d.r["graph"], d.r[side]
+        mask = g != o
+        zs.append((ph[mask] - mean) / std)
+        ys.append((g[mask] > o[mask]).astype(np.float64))
+    params = fit(kind, np.vstack(zs), np.concatenate(ys))
+    return RouterModel(fold.names, mean, std, kind, params, tau[0], tau[1], side, side, inputs=inputs,
+                       projection=fold.projection, projection_mean=fold.projection_mean)
+
+
+def scores(model: RouterModel, d: Dataset) -> np.ndarray:
+    """s(q) of every question of d, with the model's own inputs (its projection, for text+vector)."""
+    if model.needs_parse:
+        return model.score_z(model.z(d.parse_phi))
+    if model.inputs == "text":
+        return model.score_z(model.z(d.lex))
+    phi = np.hstack([d.lex, project(d.vec, model.projection_mean, model.projection)])
+    return model.score_z(model.z(phi))
+
+
+def routed(d: Dataset, s: np.ndarray, fused: np.ndarray, side: str, lo: float, hi: float) -> tuple[float, dict]:
+    low, high = s < lo, s >= hi
+    mid = ~low & ~high
+    r = np.where(low, d.r[side], np.where(high, d.r["graph"], fused))
+    return float(r.mean()), {side: float(low.mean()), "fusion": float(mid.mean()), "tri_graph": float(high.mean())}
+
+
+def choose_thresholds(parts: list[tuple[Dataset, np.ndarray, np.ndarray]], side: str) -> tuple[float, float]:
+    grid = sorted({0.0, 1.0000001, *np.round(np.linspace(0.05, 0.95, 19), 2)})
+    best, best_val = (0.0, 1.0000001), -1.0
+    for i, lo in enumerate(grid):
+        for hi in grid[i + 1:]:  # tau_L < tau_H: the fusion band is never empty by construction
+            vals = []
+            for d, s, fused in parts:
+                r, shares = routed(d, s, fused, side, lo, hi)
+                vals.append(r - GRAPH_PRICE * (shares["fusion"] + shares["tri_graph"]))
+            val = float(np.mean(vals))
+            if val > best_val + 1e-12:
+                best, best_val = (float(lo), float(min(hi, 1.0))), val
+    return best
+
+
+def thresholded(kind: str, sets: list[Dataset], side: str, inputs: str, components: int = COMPONENTS) -> RouterModel:
+    """The procedure every evaluation runs and the shipped heads come from: fit on ``sets``, then
+    the thresholds on that model's own scores of them (thresholds chosen on out-of-fold scores
+    would be applied to another model's scale: on earlier runs they sent 98 % of HotpotQA to
+    tri_graph)."""
+    model = model_for(kind, sets, side, inputs=inputs, components=components)
+    parts = []
+    for d in sets:
+        s = scores(model, d)
+        parts.append((d, s, d.fused(s, side)))
+    lo, hi = choose_thresholds(parts, side)
+    return dataclasses.replace(model, tau_low=lo, tau_high=hi)
+
+
+def evaluate(model: RouterModel, d: Dataset, side: str) -> dict:
+    """Routed Recall@5 of ``model`` on ``d`` beside every single mode's on the same questions."""
+    s = scores(model, d)
+    fused = d.fused(s, side)
+    r, shares = routed(d, s, fused, side, model.tau_low, model.tau_high)
+    mask = d.r["graph"] != d.r[side]
+    a = auc(s[mask], (d.r["graph"][mask] > d.r[side][mask]).astype(int)) if mask.any() else None
+    return {"questions": len(d.rows), "tau_low": model.tau_low, "tau_high": model.tau_high,
+            "recall@5_auto": round(r, 4), "recall@5_fusion": round(float(fused.mean()), 4),
+            "auc_disagreement": None if a is None else round(a, 4),
+            "route_shares": {k: round(v, 3) for k, v in shares.items()},
+            **{f"recall@5_{m}": round(float(v.mean()), 4) for m, v in d.r.items()}}
+
+
+def leave_one_dataset_out(kind: str, sets: list[Dataset], side: str, inputs: str,
+                          components: int = COMPONENTS) -> dict:
+    """Each dataset routed by the procedure run on the others."""
+    rows = {held.name: evaluate(thresholded(kind, [d for d in sets if d is not held], side, inputs, components),
+                                held, side)
+            for held in sets}
+    aucs = [v["auc_disagreement"] for v in rows.values() if v["auc_disagreement"] is not None]
+    return {"per_dataset": rows, "mean_recall@5_auto": round(float(np.mean([v["recall@5_auto"] for v in rows.values()])), 4),
+            "mean_auc": round(float(np.mean(aucs)), 4) if aucs else None}
+
+
+def held_out_halves(kind: str, sets: list[Dataset], side: str, inputs: str, components: int = COMPONENTS) -> dict:
+    """Every dataset split in two by the question id's hash (domain.halves): the procedure run on
+    half 0 of all datasets routes half 1 of each, and the reverse; ``both`` pools the two, so
+    that every question is routed once by a router that never saw it."""
+    from ..domain.halves import halves
+
+    split = [(d, np.array(halves(r["id"] for r in d.rows))) for d in sets]
+    out: dict = {}
+    for train_half in (0, 1):
+        train = [d.subset(h == train_half) for d, h in split]
+        model = thresholded(kind, [t for t in train if t.rows], side, inputs, components)
+        out[f"train{train_half}_test{1 - train_half}"] = {
+            d.name: evaluate(model, d.subset(h != train_half), side) for d, h in split if (h != train_half).any()}
+    both = {}
+    for d, _ in split:
+        runs = [out[k][d.name] for k in ("train0_test1", "train1_test0") if d.name in out[k]]
+        n = sum(r["questions"] for r in runs)
+        both[d.name] = {"questions": n, **{key: round(sum(r[key] * r["questions"] for r in runs) / n, 4)
+                                           for key in runs[0] if key.startswith("recall@5_")}}
+    out["both"] = both
+    return out
