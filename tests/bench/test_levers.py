@@ -27,6 +27,7 @@ def parse(module, argv):
 def test_variants_are_parsed_and_bad_ones_refused_in_words():
     assert levers.parse_variants("base, ann,synonymy=0.5,bridges=2") == [
         ("base", "base", 0.0), ("ann", "ann", 0.0), ("synonymy=0.5", "synonymy", 0.5), ("bridges=2", "bridges", 2.0)]
+    assert levers.parse_variants("lam=1") == [("lam=1", "lam", 1.0)]
     for bad in ("", "sideways=1", "synonymy", "bridges=-1", "base=1", "ann=2"):
         with pytest.raises(ValueError):
             levers.parse_variants(bad)

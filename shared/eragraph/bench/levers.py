@@ -24,7 +24,9 @@ Variants:
   passages, so every passage spreads W through its summary; no restart mass is put on it (a
   bridge, not an answer). Edges through a summary node of its own (passage -> summary ->
   passage, a step more of damping) measured no better in the exploration, nor did layers above
-  1; this is the walk with the summary node folded out.
+  1; this is the walk with the summary node folded out;
+- ``lam=V``, ``damping=V``, ``threshold=V``, ``passage_weight=V``: one of tri_graph's own
+  settings (config.GraphSettings) at V.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ from ..domain.halves import halves
 from .common import add_common_options, bench_settings, finish, load_questions, mean, percentile
 from .retrieval import embed_questions, recall
 
+# tri_graph's own settings a variant may set (GraphSettings fields): lam=1 is the shipped walk
+# with lambda 1
+TUNABLE = ("lam", "damping", "threshold", "passage_weight")
 DEFAULT_VARIANTS = "base,ann,synonymy=0.5,synonymy=1,synonymy=2,bridges=0.5,bridges=2"
 
 
@@ -52,12 +57,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--questions", required=True, help="questions JSONL ({id, question, supporting_ids})")
     p.add_argument("--variants", default=DEFAULT_VARIANTS, help=f"comma-separated (default {DEFAULT_VARIANTS})")
     p.add_argument("--limit", type=int, default=300, help="use at most N questions (default 300)")
+    p.add_argument("--study", default="", help="a name for this set of variants (one current run per dataset and study)")
     add_common_options(p)
     return p
 
 
 def parse_variants(text: str) -> list[tuple[str, str, float]]:
-    """``base``, ``ann``, ``synonymy=W``, ``bridges=W`` -> (name, kind, weight)."""
+    """``base``, ``ann``, ``synonymy=W``, ``bridges=W``, ``<setting>=V`` -> (name, kind, value)."""
     out = []
     for item in (x.strip() for x in text.split(",")):
         if not item:
@@ -66,8 +72,9 @@ def parse_variants(text: str) -> list[tuple[str, str, float]]:
         if kind in ("base", "ann") and not raw:
             out.append((item, kind, 0.0))
             continue
-        if kind not in ("synonymy", "bridges") or not raw:
-            raise ValueError(f"unknown variant {item!r}: base, ann, synonymy=W or bridges=W")
+        if kind not in ("synonymy", "bridges", *TUNABLE) or not raw:
+            raise ValueError(f"unknown variant {item!r}: base, ann, synonymy=W, bridges=W or one of "
+                             f"{', '.join(TUNABLE)}=V")
         weight = float(raw)
         if weight < 0:
             raise ValueError(f"{item}: the weight is not negative")
@@ -133,7 +140,8 @@ def run(args: Any) -> dict:
     out: dict[str, dict] = {}
     for name, kind, weight in variants:
         gs = dataclasses.replace(shipped.graph_retrieval, synonym_weight=weight if kind == "synonymy" else 0.0,
-                                 entity_match="ann" if kind == "ann" else "exact")
+                                 entity_match="ann" if kind == "ann" else "exact",
+                                 **({kind: weight} if kind in TUNABLE else {}))
         engine.settings = dataclasses.replace(shipped, graph_retrieval=gs)
         engine.graph_snapshot = None  # every variant starts from the store's own walk
         if kind == "bridges":
@@ -156,7 +164,7 @@ def run(args: Any) -> dict:
     store = engine.entities.store
     result = {"store": str(args.store), "questions": len(questions), "question_ids": ids,
               "halves": halves(ids), "variants": out,
-              "dataset": Path(str(args.questions)).parent.name,
+              "dataset": Path(str(args.questions)).parent.name, "study": getattr(args, "study", "") or "",
               "synonym_edges": _edge_count(store),
               "entities": store.entity_count(), "embedder": engine.embedder.identity,
               "graph_settings": dataclasses.asdict(shipped.graph_retrieval)}

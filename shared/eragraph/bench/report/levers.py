@@ -19,7 +19,9 @@ TUNING, HELD_OUT = 0, 1
 
 
 def dataset(name: str, data: dict) -> str:
-    return str(data.get("dataset") or name.removeprefix(PREFIX + "-"))
+    """The dataset, and the study when the run names one: one current run of each."""
+    base = str(data.get("dataset") or name.removeprefix(PREFIX + "-"))
+    return f"{base} ({data['study']})" if data.get("study") else base
 
 
 def targets(name: str, data: dict) -> list[list[str]]:
@@ -73,22 +75,24 @@ def notes(current: list[tuple[str, dict]], superseded: list[tuple[str, dict]]) -
     runs = [d for _, d in current if "base" in d.get("variants", {})]
     if not runs:
         return []
-    kinds: dict[str, list[str]] = {}
+    kinds: dict[str, list[str]] = {}  # kind -> its variants run on every dataset that ran the kind
     for d in runs:
         for variant, row in d["variants"].items():
-            if row.get("kind", "base") not in ("base", "ann") and all(variant in r["variants"] for r in runs):
-                kinds.setdefault(row["kind"], [])
-                if variant not in kinds[row["kind"]]:
-                    kinds[row["kind"]].append(variant)
+            if row.get("kind", "base") not in ("base", "ann") and variant not in kinds.setdefault(row["kind"], []):
+                kinds[row["kind"]].append(variant)
+    with_kind = {kind: [d for d in runs if any(v in d["variants"] for v in vs)] for kind, vs in kinds.items()}
+    kinds = {kind: [v for v in vs if all(v in d["variants"] for d in with_kind[kind])] for kind, vs in kinds.items()}
     out = ["## Which setting each lever keeps", "",
            "The setting of each lever with the highest mean paired gain on the tuning halves, every dataset's "
            "questions pooled; then its gain on each dataset's held-out half, read once. A lever is kept on a "
            "dataset only where that gain is above zero.", ""]
     rows = []
     for kind, variants in kinds.items():
-        pooled = {v: _mean([x for d in runs for x in diffs(d, v, TUNING)]) or 0.0 for v in variants}
+        if not variants:
+            continue
+        pooled = {v: _mean([x for d in with_kind[kind] for x in diffs(d, v, TUNING)]) or 0.0 for v in variants}
         best = max(variants, key=lambda v: (pooled[v], -variants.index(v)))
-        for d in runs:
+        for d in with_kind[kind]:
             held = _mean(diffs(d, best, HELD_OUT))
             rows.append([kind, f"`{best}`", _pts(pooled[best]), d.get("dataset", ""), _pts(held),
                          "kept" if held is not None and held > 0 else "not kept"])
