@@ -68,7 +68,7 @@ class GraphSettings:
     synonym_weight: float = 0.0   # tri_graph: a synonymy edge weighs this times its cosine (0: unused)
     # how the exact execution matches a query's entity names to the graph's (services.entity_match):
     # exact (a product with every entity vector) | ann (one batched search of the entity vector index)
-    entity_match: str = "exact"
+    entity_match: str = "ann"
 
     def __post_init__(self) -> None:
         if self.entity_match not in ENTITY_MATCHES:

@@ -54,6 +54,7 @@ def test_an_ann_hit_the_snapshot_lacks_is_skipped():
 @pytest.mark.parametrize("mode", ["tri_graph", "concept_ppr", "local_global"])
 def test_ann_match_ranks_like_exact_without_reading_the_entity_vectors(mode, monkeypatch):
     engine = build()
+    with_graph_settings(engine, **{**dataclasses.asdict(engine.settings.graph_retrieval), "entity_match": "exact"})
     expected = top_docs(engine, mode)
     assert engine.graph_snapshot._entity_vectors is not None or mode != "tri_graph"
     ann = build()
