@@ -36,7 +36,7 @@ ENTITY_EXTRACTORS = ("auto", "spacy", "spacy+nouns", "capitalized")
 QUESTION_PARSERS = ("spacy", "none")
 
 
-ENTITY_MATCHES = ("exact", "ann")
+ENTITY_MATCHES = ("auto", "exact", "ann")
 
 
 @dataclass(frozen=True)
@@ -67,8 +67,10 @@ class GraphSettings:
     synonym_top: int = 8
     synonym_weight: float = 0.0   # tri_graph: a synonymy edge weighs this times its cosine (0: unused)
     # how the exact execution matches a query's entity names to the graph's (services.entity_match):
-    # exact (a product with every entity vector) | ann (one batched search of the entity vector index)
-    entity_match: str = "ann"
+    # exact (a product with every entity vector) | ann (one batched search of the entity vector
+    # index) | auto (exact below ann_from entities, ann from there on)
+    entity_match: str = "auto"
+    ann_from: int = 100_000
 
     def __post_init__(self) -> None:
         if self.entity_match not in ENTITY_MATCHES:

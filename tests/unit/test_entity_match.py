@@ -73,3 +73,22 @@ def test_entity_match_setting_is_checked():
     with pytest.raises(ValueError, match="entity_match"):
         GraphSettings(entity_match="fuzzy")
     assert np.isfinite(GraphSettings().threshold)
+
+
+@pytest.mark.parametrize("ann_from, via_index", [(0, True), (10**9, False)])
+def test_auto_asks_the_index_only_from_ann_from_entities(ann_from, via_index, monkeypatch):
+    """``auto`` (the default) is the product below ``ann_from`` entities and the index from there
+    on; either way the same entity is matched."""
+    engine = build()
+    assert engine.settings.graph_retrieval.entity_match == "auto"
+    engine.settings = engine.settings.with_overrides(
+        graph_retrieval=dataclasses.replace(engine.settings.graph_retrieval, ann_from=ann_from))
+    searches = []
+    search_many = engine.entities.vectors.search_many
+    monkeypatch.setattr(engine.entities.vectors, "search_many",
+                        lambda *a, **kw: searches.append(1) or search_many(*a, **kw))
+    got = nearest_positions(engine, snapshot(engine), engine.embedder.embed(NAMES[:3]), 1)
+    snap = snapshot(engine)
+    assert [snap.entities[row[0][0]] for row in got] == ["marie curie", "warsaw", "vistula"]
+    assert bool(searches) is via_index
+    assert (snap._entity_vectors is None) is via_index
