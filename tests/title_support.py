@@ -14,6 +14,8 @@ from eragraph.services.ingest import SourceDoc, leaf_meta
 
 
 class Recording:
+    """The engine's embedder, keeping every text it is given."""
+
     def __init__(self, inner) -> None:
         self.inner, self.identity, self.dim = inner, inner.identity, inner.dim
         self.texts: list[str] = []

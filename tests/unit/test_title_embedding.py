@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from support import make_engine
+from title_support import Recording
 
 from eragraph.domain.lsh import hash_vectors
 from eragraph.domain.text import embedding_text, titled_text
@@ -17,18 +18,6 @@ from eragraph.services.ingest import SourceDoc, ingest
 from eragraph.services.title_migration import migrated
 
 BODY = " ".join(f"The engine number {i} was built in a workshop by hand." for i in range(30))
-
-
-class Recording:
-    """The engine's embedder, keeping every text it is given."""
-
-    def __init__(self, inner) -> None:
-        self.inner, self.identity, self.dim = inner, inner.identity, inner.dim
-        self.texts: list[str] = []
-
-    def embed(self, texts):
-        self.texts += list(texts)
-        return self.inner.embed(texts)
 
 
 @pytest.mark.parametrize("title,text,want", [

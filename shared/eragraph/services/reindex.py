@@ -63,6 +63,7 @@ from .engine import Engine
 from .announce import announce
 from .engine import LEAF_ATTRS
 from .ingest import leaf_meta, remove_document
+from .ref_pages import ref_pages
 from .resummarize import drain as drain_queue
 from .resummarize import finish_outbox, reconcile, requeue_dirty, target_segments
 
@@ -138,15 +139,7 @@ def _orphan_chunks(engine: Engine, report: dict, code: int, last: str, out_of_ti
                    page: int, removed: list[tuple[str, int]]) -> Cursor | None:
     """The second part of audit_documents: layer-0 refs from (code, last) on, a page at a time."""
     hi = (1 << engine.lsh().n_planes) - 1
-    limit = page
-    while True:
-        refs = engine.graph.prefix_refs(0, code, hi, limit)
-        fresh = [r for r in refs if (r.code, r.node_id) > (code, last)]
-        full = len(refs) >= limit
-        if not fresh and full:  # more than a page of refs share the cursor's code: read more
-            limit *= 2
-            continue
-        limit = page
+    for fresh, (code, last), done in ref_pages(engine.graph, 0, hi, (code, last), page):
         live = {r.node_id: r.code for r in fresh if r.live}
         nodes = engine.graph.get_nodes(live)
         docs = {d: engine.graph.get_document(d) for d in {n.doc_id for n in nodes.values()}}
@@ -161,12 +154,11 @@ def _orphan_chunks(engine: Engine, report: dict, code: int, last: str, out_of_ti
             engine.vectors.delete(orphans)
             removed += [(i, live[i]) for i in orphans]
             report["orphan_chunks_removed"] += len(orphans)
-        if fresh:
-            code, last = fresh[-1].code, fresh[-1].node_id
-        if not full:
+        if done:
             return None
         if out_of_time():
             return (0, code, last)
+    return None
 
 
 def repair_layers(engine: Engine, stuck_after: float, now: float, report: dict) -> None:
@@ -224,28 +216,20 @@ def reembed_missing(engine: Engine, report: dict, cursor: Cursor | None = None,
     hi = (1 << engine.lsh().n_planes) - 1
     layer, code, last = cursor or (0, 0, "")
     top = _layers(engine)[-1]
-    page = page or REF_PAGE
-    limit = page
     while layer <= top:
-        refs = engine.graph.prefix_refs(layer, code, hi, limit)
-        fresh = [r for r in refs if (r.code, r.node_id) > (code, last)]
-        full = len(refs) >= limit
-        if not fresh and full:  # more than a page of refs share the cursor's code: read more
-            limit *= 2
-            continue
-        limit = page
-        live = [r.node_id for r in fresh if r.live]
-        present = engine.vectors.get_vectors(live) if live else {}
-        missing = [i for i in live if i not in present]
-        _reembed(engine, missing)
-        report["vectors_missing_reembedded"] += len(missing)
-        if fresh:
-            code, last = fresh[-1].code, fresh[-1].node_id
-        if not full:  # the layer is done
-            layer, code, last = layer + 1, 0, ""
-        if out_of_time() and layer <= top:
-            engine.vectors.flush()
-            return (layer, code, last)
+        for fresh, (code, last), done in ref_pages(engine.graph, layer, hi, (code, last), page or REF_PAGE):
+            live = [r.node_id for r in fresh if r.live]
+            present = engine.vectors.get_vectors(live) if live else {}
+            missing = [i for i in live if i not in present]
+            _reembed(engine, missing)
+            report["vectors_missing_reembedded"] += len(missing)
+            if done:  # the layer is done
+                layer, code, last = layer + 1, 0, ""
+            if out_of_time() and layer <= top:
+                engine.vectors.flush()
+                return (layer, code, last)
+            if done:
+                break
     engine.vectors.flush()
     return None
 

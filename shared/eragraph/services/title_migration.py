@@ -29,6 +29,7 @@ from ..domain.lsh import hash_vectors
 from ..domain.text import EMBED_FORMAT_VERSION, embedding_text
 from .engine import EMBED_FORMAT, Engine
 from .ingest import leaf_meta
+from .ref_pages import ref_pages
 
 CURSOR = "migrate:titles"  # meta key: where a run stopped, and what the runs before counted
 PAGE = 256  # layer-0 refs per page
@@ -64,23 +65,13 @@ def migrate_titles(engine: Engine, out_of_time: Callable[[], bool] = _never, pag
     totals = {k: int(saved.get(k, 0)) for k in COUNTS}
     run = dict.fromkeys(COUNTS, 0)
     code, last = int(saved.get("code", 0)), str(saved.get("last", ""))
-    page = page or PAGE
-    limit = page
-    while lsh is not None:
-        refs = graph.prefix_refs(0, code, (1 << lsh.n_planes) - 1, limit)
-        fresh = [r for r in refs if (r.code, r.node_id) > (code, last)]
-        full = len(refs) >= limit
-        if not fresh and full:  # more than a page of refs share the cursor's code: read more
-            limit *= 2
-            continue
-        limit = page
+    pages = ref_pages(graph, 0, (1 << lsh.n_planes) - 1, (code, last), page or PAGE) if lsh is not None else ()
+    for fresh, (code, last), done in pages:
         counts = _migrate_page(engine, lsh, [r.node_id for r in fresh if r.live])
         for key in COUNTS:
             run[key] += counts[key]
             totals[key] += counts[key]
-        if fresh:
-            code, last = fresh[-1].code, fresh[-1].node_id
-        if not full:
+        if done:
             break
         engine.vectors.flush()  # durable before the cursor that says they are done
         graph.put_meta(CURSOR, {"code": code, "last": last, **totals})
