@@ -77,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
         if tenant and store in ("required", "optional", "default"):
             p.add_argument("--tenant", default=ProcessSettings.from_env().tenant or None, metavar="ID",
                            help="the tenant whose store to use (or ERAGRAPH_TENANT; default: the default tenant); "
-                                "its store is STORE/tenants/ID")
+                                "locally its store is STORE/tenants/ID; on the aws profile, its partition of the stack's table")
         if json_out:
             p.add_argument("--json", action="store_true", help="machine-readable output (JSON on stdout)")
         if quiet:
