@@ -126,7 +126,6 @@ def _bridged(engine: Any, weight: float) -> None:
 
 def run(args: Any) -> dict:
     from ..bootstrap import build_engine
-    from ..services import graph_query as gq
     from ..services.query import query
 
     variants = parse_variants(args.variants)
@@ -172,15 +171,6 @@ def run(args: Any) -> dict:
 
 
 def _edge_count(store: Any) -> int | None:
-    try:
-        return int(store.export().synonymy.nnz // 2)
-    except Exception:  # a store that cannot export (DynamoDB): not counted
-        return None
+    """The store's synonymy edges (a store that cannot export its matrices, DynamoDB: not counted)."""
+    return int(store.export().synonymy.nnz // 2) if store.can_export else None
 
-
-def main(argv: list[str] | None = None) -> int:  # pragma: no cover - via `eragraph bench levers`
-    p = argparse.ArgumentParser()
-    add_parser(p.add_subparsers(dest="cmd"))
-    args = p.parse_args(["levers", *(argv or sys.argv[1:])])
-    run(args)
-    return 0
