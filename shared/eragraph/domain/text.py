@@ -132,8 +132,12 @@ def regex_offsets(text: str) -> list[tuple[int, int]]:
 # a title before a name ("Dr. Ethan Urquhart") does not end a sentence
 _TITLES = ("Dr", "Mr", "Mrs", "Ms", "Prof", "St", "Jr", "Sr", "Mt", "Gen", "Col", "Capt", "Lt", "Sgt",
            "Rev", "Gov", "Sen", "Rep", "vs", "No")
+# nor does an initialism before a number ("Dracula A.D. 1972", "the U.S. 101"), and a
+# parenthesis opened after a closing mark continues its sentence ('... "What is
+# Enlightenment?" ("Answering the Question ...")')
 _SENTENCE = re.compile(r"(?<=[.!?])" + "".join(rf"(?<!\b{t}\.)" for t in _TITLES)
-                       + r"[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+                       + r"(?<!\b[A-Z]\.[A-Z]\.(?=\s\d))"
+                       + r"[\"')\]]*\s+(?=[\"'\[]?[A-Z0-9])")
 
 
 def titled_text(title: str, text: str) -> str:
@@ -166,6 +170,14 @@ def embedding_text(title: str, text: str) -> str:
 def sentence_key(sentence: str) -> str:
     """A sentence compared across texts: whitespace collapsed, lower case."""
     return " ".join(sentence.split()).lower()
+
+
+def whole_pieces(text: str, at_start: bool = True, at_end: bool = True) -> list[str]:
+    """The sentence pieces of a chunk's text without the ones its token window cut: the first
+    when it does not start where its document does, the last when it may not end where its
+    document does."""
+    pieces = split_sentences(text)
+    return pieces[0 if at_start else 1:len(pieces) if at_end else max(len(pieces) - 1, 0)]
 
 
 def split_sentences(text: str) -> list[str]:

@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..domain.text import sentence_key, split_sentences
+from ..domain.text import sentence_key, split_sentences, whole_pieces
 from ..ports.providers import Tokenizer
 from ..ports.records import MemberSource, Summary
 
@@ -92,10 +92,12 @@ def title_line(text: str, at_start: bool = True, after: str = "\n\n") -> str:
 
 
 def labelled_sentences(text: str, at_start: bool = True, labelled: bool = False,
-                       inherit: bool = False) -> list[tuple[str, str]]:
+                       inherit: bool = False, at_end: bool = True) -> list[tuple[str, str]]:
     """(label, sentence) for the whole sentences of one member text, in order. A text that
     does not start where its document starts loses its first piece (the token window began
-    mid-sentence); a piece cut off at the end fails ``is_whole_sentence``. A text that starts
+    mid-sentence), and one that may not end where its document ends (``at_end`` False: a full
+    token window) its last piece; a piece cut off at the end fails ``is_whole_sentence``
+    too, unless it happens to end like a sentence. A text that starts
     at its document's start with a short line of its own (a title) labels every sentence with
     it. ``labelled``: the text is a summary (or a revision's sentences), whose lines may open
     with ``Label — ``; such a label holds for its own line, or until the next label with
@@ -114,10 +116,21 @@ def labelled_sentences(text: str, at_start: bool = True, labelled: bool = False,
         if found or (labelled and not inherit):
             label = found
         pieces = split_sentences(line)
+        if i == len(lines) - 1 and not at_end:
+            pieces = pieces[:-1]
         if i == 0 and not at_start:
             pieces = pieces[1:]
         out += [(label, p) for p in pieces if is_whole_sentence(p)]
     return out
+
+
+def _fallback_pieces(text: str, src: MemberSource) -> list[str]:
+    """A member's pieces when no member has a whole sentence: a chunk's but its title line and
+    the piece its window cut at its start."""
+    if src.summary:
+        return split_sentences(text)
+    title = title_line(text, src.at_start)
+    return [p for p in whole_pieces(text, src.at_start, src.at_end) if p != title]
 
 
 def member_sentences(text: str, at_start: bool = True) -> list[str]:
@@ -174,7 +187,7 @@ class ExtractiveSummarizer:
         groups = _Groups()
         units = []
         for src, text in members:  # a document's first chunk first, documents in member order
-            pairs = labelled_sentences(text, src.at_start, labelled=src.summary)
+            pairs = labelled_sentences(text, src.at_start, labelled=src.summary, at_end=src.at_end)
             if not src.summary:  # the title labels the document's sentences in later chunks too
                 groups.number(("doc", src.group), title_line(text, src.at_start))
             for label, s in pairs:
@@ -184,9 +197,16 @@ class ExtractiveSummarizer:
                 key = ("doc", src.group) if not src.summary else (
                     ("label", label) if label else ("summary", src.group))
                 units.append(_Sentence(s, groups.number(key, label), 1.0))
-        if not units:  # nothing reads as a sentence (a list, a table): fall back to its pieces
+        if not units:  # nothing reads as a sentence (a list, a table): fall back to its pieces,
+            # without a chunk's title line or the piece its token window cut at its start,
+            # where other pieces are left
             units = [_Sentence(s, groups.number(("text", i)), 1.0)
-                     for i, t in enumerate(texts) for s in split_sentences(t)]
+                     for i, (src, t) in enumerate(members) for s in _fallback_pieces(t, src)]
+        for cut in (False, True):  # then the cut pieces too, then the titles too
+            if not units:
+                units = [_Sentence(s, groups.number(("text", i)), 1.0) for i, (src, t) in enumerate(members)
+                         for s in split_sentences(t)
+                         if cut or src.summary or s != title_line(t, src.at_start)]
         text = self._select(units, max_tokens, groups.labels)
         return Summary(text=text, tokens_in=tokens_in, tokens_out=self.tokenizer.count(text) if text else 0)
 

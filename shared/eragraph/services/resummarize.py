@@ -49,6 +49,7 @@ from ..domain.partition import partition, should_summarize
 from ..domain.scoped import (Region, counting_by_reading, cut_region, plan_regions, stream_regions,
                              whole_layer)
 from ..domain.ids import chunk_id
+from ..domain.text import whole_pieces
 from ..ports.providers import RevisingSummarizer
 from ..ports.records import MemberSource
 from . import changes, cost
@@ -152,8 +153,8 @@ def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segme
     departed = {m for seg in segments if seg.segment_id in before
                 for m in before[seg.segment_id].members if m not in seg.members}
     known = engine.graph.get_nodes({old.summary_id for old in before.values()} | (departed - set(children)))
-    texts = {m: (n.text, n.tokens) for m, n in known.items()}
-    texts.update({m: (n.text, n.tokens) for m, n in children.items()})
+    texts = {m: (_said(engine, n), n.tokens) for m, n in known.items()}
+    texts.update({m: (_said(engine, n), n.tokens) for m, n in children.items()})
     for m in departed - set(texts):
         text = engine.graph.get_meta(retired_key(layer, m))
         if text is not None:
@@ -177,13 +178,24 @@ def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segme
     return plans
 
 
-def member_source(node: Node) -> MemberSource:
+def _said(engine: Engine, node: Node) -> str:
+    """What a member says, for a revision's sentence delta: a chunk's whole sentences, one a
+    line (not the pieces its token window cut at either end), a summary's text."""
+    if node.is_summary:
+        return node.text
+    src = member_source(node, engine.settings.chunk_tokens)
+    return "\n".join(whole_pieces(node.text, src.at_start, src.at_end))
+
+
+def member_source(node: Node, chunk_tokens: int | None = None) -> MemberSource:
     """Where a member comes from, for the summarizer: a chunk's document (its first chunk, the
-    one whose id is the document's chunk 0 with this text, starts where the document does); a
-    summary is a source of its own."""
+    one whose id is the document's chunk 0 with this text, starts where the document does; a
+    chunk shorter than a full window of ``chunk_tokens`` ends where it does); a summary is a
+    source of its own."""
     if node.is_summary or not node.doc_id:
         return MemberSource(node.node_id, True, summary=node.is_summary)
-    return MemberSource(node.doc_id, node.node_id == chunk_id(node.doc_id, 0, node.text))
+    return MemberSource(node.doc_id, node.node_id == chunk_id(node.doc_id, 0, node.text),
+                        at_end=chunk_tokens is None or node.tokens < chunk_tokens)
 
 
 def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport,
@@ -222,7 +234,7 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
                                                   engine.settings.summary_tokens, plan.previous_share)
             else:
                 result = engine.summarizer.summarize([c.text for c in members], engine.settings.summary_tokens,
-                                                     [member_source(c) for c in members])
+                                                     [member_source(c, engine.settings.chunk_tokens) for c in members])
             seconds = time.perf_counter() - started
             cost.record(engine.graph, "summarize", engine.summarizer.identity, result.tokens_in,
                         result.tokens_out, seconds)
