@@ -11,6 +11,7 @@ Routes (every one the adapter in eragraph.adapters.aws.vector_opensearch and lex
     POST /{index}/_refresh           indices.refresh
     POST /_bulk, /{index}/_bulk      bulk (NDJSON)
     POST /{index}/_search            search
+    POST /{index}/_msearch           msearch (NDJSON: a header and a search body per line pair)
     POST /{index}/_mget              mget
     GET|POST /{index}/_count         count (a query body: the tenant's scope)
     POST /{index}/_delete_by_query   delete_by_query (a tenant's deletion)
@@ -193,6 +194,11 @@ class OpenSearchHttpFake:
                 out = fake.search(index=index, body=payload())
                 return 200, {"took": 1, "timed_out": False, "_shards": {"total": 1, "successful": 1, "failed": 0},
                              **out}
+            if action == "_msearch" and method in ("POST", "GET"):
+                out = fake.msearch(index=index, body=text)
+                shards = {"total": 1, "successful": 1, "failed": 0}
+                return 200, {"took": out["took"], "responses": [
+                    {"took": 1, "timed_out": False, "_shards": shards, **r} for r in out["responses"]]}
             if action == "_mget" and method in ("POST", "GET"):
                 out = fake.mget(index=index, body=payload())
                 return 200, {"docs": [{"_index": index, **d} for d in out["docs"]]}

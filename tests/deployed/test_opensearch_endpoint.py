@@ -51,7 +51,7 @@ def http_fake():
 
 
 def test_adapter_round_trip_over_http_signed(http_fake, monkeypatch):
-    """The real client, signed, over HTTP: create, bulk, k-NN, BM25, mget, count, delete."""
+    """The real client, signed, over HTTP: create, bulk, k-NN (one and several), BM25, mget, count, delete."""
     for k, v in (("AWS_ACCESS_KEY_ID", "testing"), ("AWS_SECRET_ACCESS_KEY", "testing"),
                  ("AWS_SESSION_TOKEN", "testing")):
         monkeypatch.setenv(k, v)
@@ -66,6 +66,9 @@ def test_adapter_round_trip_over_http_signed(http_fake, monkeypatch):
     assert [h.node_id for h in index.search(vecs[1], 2)][0] == "b"
     assert [h.node_id for h in index.search(vecs[2], 3, layers=[0])] == ["a", "b"]
     assert set(index.get_vectors(["a", "zz"])) == {"a"}
+    # one _msearch for several rows, each answered as its own search
+    assert [[h.node_id for h in row] for row in index.search_many(vecs[1:3], 2, layers=[0])] == \
+        [[h.node_id for h in index.search(v, 2, layers=[0])] for v in vecs[1:3]]
     lexical = OpenSearchLexicalIndex(index)
     assert lexical.ready()
     assert [h.node_id for h in lexical.search("apples", 5)] == ["a"]
