@@ -58,3 +58,23 @@ def assert_titled(engine) -> None:
     stored = engine.vectors.get_vectors(list(chunks))
     for i, (node, doc) in chunks.items():
         assert np.allclose(stored[i], engine.embedder.embed([embedding_text(doc.title, node.text)])[0]), i
+
+
+def migrate_page_by_page(open_engine, page: int = 4) -> tuple[list[str], list[dict]]:
+    """The titles migration run until it completes, each run on a new engine from
+    ``open_engine()`` and stopped after its first page: (the texts embedded over all runs, each
+    run's report). Every stopped run's saved cursor counts what it has seen."""
+    from eragraph.services.title_migration import CURSOR, migrate_titles
+
+    embedded: list[str] = []
+    runs: list[dict] = []
+    for _ in range(100):
+        engine = open_engine()
+        engine.embedder = Recording(engine.embedder)
+        out = migrate_titles(engine, out_of_time=lambda: True, page=page)
+        embedded += engine.embedder.texts
+        runs.append(out)
+        if out["complete"]:
+            break
+        assert engine.graph.get_meta(CURSOR)["seen"] == out["totals"]["seen"]
+    return embedded, runs

@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 
 from aws_helpers import TEST_SETTINGS
-from title_support import Recording, assert_titled, leaves, make_old, titled_docs
+from title_support import assert_titled, leaves, make_old, migrate_page_by_page, titled_docs
 
 from eragraph.domain.text import embedding_text
 from eragraph.entrypoints.cli.app import main
 from eragraph.services.ingest import ingest
-from eragraph.services.title_migration import CURSOR, migrate_titles, migrated
+from eragraph.services.title_migration import migrated
 
 
 def test_aws_migration_resumes_from_the_table_and_the_cli_runs_it(aws_engine, monkeypatch, capsys):
@@ -32,16 +32,7 @@ def test_aws_migration_resumes_from_the_table_and_the_cli_runs_it(aws_engine, mo
     ingest(acme, titled_docs(5))
     todo = make_old(acme)
     assert todo and not migrated(acme)
-    embedded, runs = [], []
-    for _ in range(100):
-        engine = tenant("acme")
-        engine.embedder = Recording(engine.embedder)
-        out = migrate_titles(engine, out_of_time=lambda: True, page=4)
-        embedded += engine.embedder.texts
-        runs.append(out)
-        if out["complete"]:
-            break
-        assert engine.graph.get_meta(CURSOR)["seen"] == out["totals"]["seen"]
+    embedded, runs = migrate_page_by_page(lambda: tenant("acme"))
     assert len(runs) > 2 and runs[-1]["totals"]["reembedded"] == len(todo)
     chunks = leaves(acme)
     assert sorted(embedded) == sorted(embedding_text(chunks[i][1].title, chunks[i][0].text) for i in todo)

@@ -11,7 +11,7 @@ import json
 
 import pytest
 from support import make_engine
-from title_support import Recording, assert_titled, leaves, make_old, titled_docs
+from title_support import Recording, assert_titled, leaves, make_old, migrate_page_by_page, titled_docs
 
 from eragraph.bootstrap import build_engine
 from eragraph.config import settings_from_env
@@ -91,17 +91,7 @@ def test_local_migration_stopped_after_every_page_resumes_each_chunk_once(tmp_pa
     ingest(engine, titled_docs())
     todo = make_old(engine)
     total = len(leaves(engine))
-    embedded: list[str] = []
-    runs = []
-    for _ in range(100):  # each run a new engine over the store, stopped after its first page
-        engine = _local(store)
-        engine.embedder = Recording(engine.embedder)
-        out = migrate_titles(engine, out_of_time=lambda: True, page=4)
-        embedded += engine.embedder.texts
-        runs.append(out)
-        if out["complete"]:
-            break
-        assert engine.graph.get_meta(CURSOR)["seen"] == out["totals"]["seen"]
+    embedded, runs = migrate_page_by_page(lambda: _local(store))  # a new engine a run, one page each
     assert len(runs) >= total // 4 and [r["complete"] for r in runs] == [False] * (len(runs) - 1) + [True]
     engine = _local(store)
     chunks = leaves(engine)

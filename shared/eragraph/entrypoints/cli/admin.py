@@ -136,13 +136,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             raise CommandError(f"--profile {args.profile} needs --store DIR (or ERAGRAPH_STORE)", EXIT_USAGE)
         with writing(args.store):
             return _migrate(args, open_engine(args), args.store)
-    from ...bootstrap.tenancy import Tenancy
-    from .store import tenant_of
-
-    tenant = tenant_of(args)
-    tenancy = Tenancy(args.profile, None, settings_of(args))
-    if not tenancy.exists(tenant):
-        raise CommandError(f"the {args.profile} profile has no tenant {tenant!r}")
+    tenancy, tenant = registered_tenant(args)
     return _migrate(args, tenancy.engine(tenant, register=False), f"the {args.profile} profile's tenant "
                     f"{tenant or '(default)'}")
 
