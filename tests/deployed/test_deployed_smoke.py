@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from loopback_stack import (EventSources, LoopbackApi, RemovalNotifications, client, create_stack, template_value,
@@ -23,7 +24,7 @@ from deployed import SMALL_GRAPH
 from eragraph.entrypoints.cli.app import main
 
 pytestmark = [pytest.mark.timeout(300),  # moto keeps the stack's one placeholder resource as a record
-              pytest.mark.filterwarnings("ignore:Tried to parse AWS::CloudFormation::WaitConditionHandle")]
+              pytest.mark.filterwarnings("ignore:Tried to parse AWS")]
 
 STACK = "eragraph-smoke"
 # the template's tenancy defaults (TenantRequired, TenantRateLimit/Burst), not the suite's opt-outs
@@ -42,8 +43,11 @@ def parameters() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def stack(cloud, launch, tmp_path_factory):
-    ingest, summarize = launch("ingest", DEFAULTS), launch("summarize", DEFAULTS)
-    query = launch("query", {**DEFAULTS, "ERAGRAPH_GENERATOR": "bedrock"}, stub_bedrock=1024)
+    ingest, summarize = launch("ingest", DEFAULTS, start=False), launch("summarize", DEFAULTS, start=False)
+    query = launch("query", {**DEFAULTS, "ERAGRAPH_GENERATOR": "bedrock"}, start=False, stub_bedrock=1024)
+    with ThreadPoolExecutor(3) as pool:  # three cold starts at once: most of each is waiting on imports
+        ready = list(pool.map(lambda proc: proc.start(), (ingest, summarize, query)))
+    assert all(r.get("ready") for r in ready), ready
     params = parameters()
     credentials = tmp_path_factory.mktemp("smoke-profiles") / "credentials"
     principals = tenant_callers(cloud, {"smoke-acme": "acme", "smoke-globex": "globex"}, credentials)

@@ -13,6 +13,7 @@ import argparse
 
 from .exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CommandError
 from .render import emit
+from .smoke_doors import DOORS
 from .smoke_run import FAIL, PASS, Smoke, StepResult
 from .smoke_stack import Stack, caller_of, read_stack
 
@@ -60,7 +61,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         raise CommandError(f"the stack {args.stack} in {region} cannot be read: {exc}") from None
     check_url(stack.api_url)
     callers = (caller_of(args.caller[0], region), caller_of(args.caller[1], region))
-    results = Smoke(stack, callers, s3, timeout=args.timeout, poll=args.poll).run()
+    results = Smoke(stack, callers, s3, timeout=args.timeout, poll=args.poll).run(DOORS)
     ok = all(r.status == PASS for r in results)
     emit(args, {"stack": stack.name, "region": stack.region, "api_url": stack.api_url, "ok": ok,
                 "steps": [r.to_json() for r in results]}, render_smoke(stack, results))

@@ -1,5 +1,5 @@
 """The steps of `eragraph smoke`: one document through a deployed stack, and every door asked
-about it, as its clients would ask.
+about it, as its clients would ask (the doors' steps are smoke_doors').
 
     callers            GET /tenants and GET /stats as each caller: its tenant, its knowledge base id
     upload             the document put in the documents bucket, under the first caller's tenant
@@ -33,7 +33,6 @@ from .smoke_stack import Caller, Stack
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 RETRIES_ON_429 = 5
-MCP_VERSION = "2025-06-18"
 
 
 @dataclass
@@ -73,7 +72,14 @@ def request_id_of(headers: dict[str, str]) -> str:
     return ""
 
 
-def _short(text: Any, limit: int = 160) -> str:
+def boto_request_id(response_or_error: Any) -> str:
+    """The request id of a boto3 response or ClientError: API Gateway's, else the service's."""
+    meta = (getattr(response_or_error, "response", None) or response_or_error or {}).get("ResponseMetadata") or {}
+    return request_id_of({k.lower(): v for k, v in (meta.get("HTTPHeaders") or {}).items()}) or meta.get(
+        "RequestId", "")
+
+
+def short(text: Any, limit: int = 160) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
@@ -129,53 +135,20 @@ class Smoke:
     def expect(self, answer: Answer, status: int, what: str) -> Any:
         if answer.status != status:
             message = answer.body.get("message") if isinstance(answer.body, dict) else answer.body
-            raise StepFailed(f"{what}: HTTP {answer.status}, not {status}: {_short(message)}", answer.request_id)
+            raise StepFailed(f"{what}: HTTP {answer.status}, not {status}: {short(message)}", answer.request_id)
         return answer.body
 
-    def kb_client(self, who: int):
-        """boto3's bedrock-agent-runtime client with the API as its endpoint: signed for
-        ``execute-api`` (IAM), or unsigned with the caller's bearer token (JWT)."""
-        import boto3
-        import botocore
-        from botocore.config import Config
-
-        caller = self.callers[who]
-        config = Config(retries={"max_attempts": 1, "mode": "standard"})
-        if caller.session is not None:
-            client = caller.session.client("bedrock-agent-runtime", endpoint_url=self.stack.api_url,
-                                           region_name=self.stack.region, config=config)
-
-            def sign_for_api(request, **_):
-                request.context.setdefault("signing", {})["signing_name"] = "execute-api"
-
-            client.meta.events.register("before-sign.bedrock-agent-runtime", sign_for_api)
-            return client
-        client = boto3.client("bedrock-agent-runtime", endpoint_url=self.stack.api_url, region_name=self.stack.region,
-                              config=config.merge(Config(signature_version=botocore.UNSIGNED)))
-        client.meta.events.register("before-send.bedrock-agent-runtime", lambda request, **_: request.headers.__setitem__(
-            "Authorization", f"Bearer {caller.token()}"))
-        return client
-
-    @staticmethod
-    def boto_request_id(response_or_error: Any) -> str:
-        meta = (getattr(response_or_error, "response", None) or response_or_error or {}).get("ResponseMetadata") or {}
-        return request_id_of({k.lower(): v for k, v in (meta.get("HTTPHeaders") or {}).items()}) or meta.get(
-            "RequestId", "")
-
     # ----- the run
-    def run(self) -> list[StepResult]:
+    def run(self, doors: list[tuple[str, Callable[[Smoke], tuple[str, str]]]]) -> list[StepResult]:
+        """The steps in order, the ``doors`` (name, function of this run: smoke_doors.DOORS) asked
+        once the document is done."""
         query_log = [self.stack.log_group("query"), self.stack.access_log_group]
         ingest_log = [self.stack.log_group("ingest"), self.stack.log_group("summarize")]
         plan: list[tuple[str, Callable[[], tuple[str, str]], list[str], tuple[str, ...]]] = [
             ("callers", self.step_callers, query_log, ()),
             ("upload", self.step_upload, [self.stack.log_group("ingest")], ("callers",)),
             ("ingested", self.step_ingested, ingest_log, ("upload",)),
-            ("http-query", self.step_http, query_log, ("ingested",)),
-            ("kb-retrieve", self.step_kb_retrieve, query_log, ("ingested",)),
-            ("kb-generate", self.step_kb_generate, query_log, ("ingested",)),
-            ("mcp", self.step_mcp, query_log, ("ingested",)),
-            ("openai-chat", self.step_chat, query_log, ("ingested",)),
-            ("tenant-boundary", self.step_boundary, query_log, ("ingested",)),
+            *[(name, (lambda door=door: door(self)), query_log, ("ingested",)) for name, door in doors],
             ("delete", self.step_delete, [self.stack.log_group("ingest")], ("upload",)),
         ]
         for name, step, logs, needs in plan:
@@ -201,9 +174,9 @@ class Smoke:
         except StepFailed as exc:
             detail, request_id, status = str(exc), exc.request_id, FAIL
         except ClientError as exc:
-            detail, request_id, status = _short(exc, 300), self.boto_request_id(exc), FAIL
+            detail, request_id, status = short(exc, 300), boto_request_id(exc), FAIL
         except (BotoCoreError, Unreachable) as exc:
-            detail, request_id, status = _short(exc, 300), "", FAIL
+            detail, request_id, status = short(exc, 300), "", FAIL
         return StepResult(name, status, detail, request_id, logs, self.clock() - started)
 
     # ----- the steps
@@ -240,7 +213,7 @@ class Smoke:
                                  ContentType="text/markdown; charset=utf-8")
         self.source = f"s3://{self.stack.bucket}/{self.key}"
         self.doc_id = document_id_for_source(self.source)  # the id the ingest function gives it
-        return f"put {self.source}", self.boto_request_id(out)
+        return f"put {self.source}", boto_request_id(out)
 
     def _status(self) -> tuple[dict | None, str]:
         """The document as the first caller's GET /documents/{id} shows it (None: a 404)."""
@@ -264,118 +237,9 @@ class Smoke:
                 raise StepFailed(f"not done within {self.timeout:g} s (status: {state})", request_id)
             self.sleep(self.poll)
 
-    def _found(self, sources: list[str]) -> str:
-        return "found the document" if self.source in sources else ""
-
-    def step_http(self) -> tuple[str, str]:
-        answer = self.call(0, "POST", "/query", {"query": self.question, "k": 5, "mode": "hybrid"})
-        body = self.expect(answer, 200, "POST /query")
-        sources = [r.get("source") for r in body.get("results") or []]
-        if self.source not in sources:
-            raise StepFailed(f"POST /query answered {len(sources)} results, none from the document", answer.request_id)
-        return f"POST /query: the document is result {sources.index(self.source) + 1} of {len(sources)}", \
-            answer.request_id
-
-    def _retrieval_configuration(self) -> dict:
-        return {"vectorSearchConfiguration": {"numberOfResults": 5, "overrideSearchType": "HYBRID"}}
-
-    def step_kb_retrieve(self) -> tuple[str, str]:
-        out = self.kb_client(0).retrieve(knowledgeBaseId=self.kb_ids[0], retrievalQuery={"text": self.question},
-                                         retrievalConfiguration=self._retrieval_configuration())
-        uris = [(r.get("location") or {}).get("s3Location", {}).get("uri") for r in out.get("retrievalResults") or []]
-        if self.source not in uris:
-            raise StepFailed(f"Retrieve answered {len(uris)} results, none from the document", self.boto_request_id(out))
-        return f"Retrieve on knowledge base {self.kb_ids[0]}: the document is result {uris.index(self.source) + 1}", \
-            self.boto_request_id(out)
-
-    def step_kb_generate(self) -> tuple[str, str]:
-        if not self.stack.text_model:
-            raise StepFailed("the stack has no TextModelId parameter to name as modelArn")
-        out = self.kb_client(0).retrieve_and_generate(input={"text": self.question}, retrieveAndGenerateConfiguration={
-            "type": "KNOWLEDGE_BASE", "knowledgeBaseConfiguration": {
-                "knowledgeBaseId": self.kb_ids[0], "modelArn": self.stack.text_model,
-                "retrievalConfiguration": self._retrieval_configuration()}})
-        text = (out.get("output") or {}).get("text") or ""
-        cited = [(ref.get("location") or {}).get("s3Location", {}).get("uri")
-                 for c in out.get("citations") or [] for ref in c.get("retrievedReferences") or []]
-        return self._generated("RetrieveAndGenerate", text, cited, self.boto_request_id(out))
-
-    def _generated(self, door: str, text: str, cited: list, request_id: str) -> tuple[str, str]:
-        """A generated answer passes when it names this run's ship or cites the document."""
-        if not text.strip():
-            raise StepFailed(f"{door} answered no text", request_id)
-        if self.ship not in text and self.source not in cited:
-            raise StepFailed(f"{door} neither names {self.ship} nor cites the document: {_short(text)!r}", request_id)
-        how = "cites the document" if self.source in cited else f"names {self.ship}"
-        return f"{door} {how}: {_short(text, 100)!r}", request_id
-
-    def step_mcp(self) -> tuple[str, str]:
-        headers = {"accept": "application/json, text/event-stream"}
-        init = self.call(0, "POST", "/mcp", {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": MCP_VERSION, "capabilities": {},
-            "clientInfo": {"name": "eragraph-smoke", "version": "1"}}}, headers)
-        body = _rpc(self.expect(init, 200, "MCP initialize"))
-        if "result" not in body:
-            raise StepFailed(f"MCP initialize: {_short(body.get('error'))}", init.request_id)
-        version = body["result"].get("protocolVersion") or MCP_VERSION
-        answer = self.call(0, "POST", "/mcp", {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-            "name": "retrieve", "arguments": {"query": self.question, "k": 5, "mode": "hybrid"}}},
-            {**headers, "mcp-protocol-version": version})
-        body = _rpc(self.expect(answer, 200, "MCP tools/call"))
-        result = body.get("result") or {}
-        if "error" in body or result.get("isError"):
-            raise StepFailed(f"MCP tools/call retrieve: {_short(body.get('error') or result.get('content'))}",
-                             answer.request_id)
-        structured = result.get("structuredContent") or {}
-        if not structured:  # the same JSON as the text content
-            for part in result.get("content") or []:
-                try:
-                    structured = json.loads(part.get("text") or "")
-                    break
-                except (json.JSONDecodeError, AttributeError):
-                    continue
-        sources = [r.get("source") for r in structured.get("results") or []]
-        if self.source not in sources:
-            raise StepFailed(f"MCP retrieve answered {len(sources)} results, none from the document", answer.request_id)
-        return f"MCP tools/call retrieve: the document is result {sources.index(self.source) + 1}", answer.request_id
-
-    def step_chat(self) -> tuple[str, str]:
-        answer = self.call(0, "POST", "/v1/chat/completions", {
-            "model": "eragraph-hybrid", "messages": [{"role": "user", "content": self.question}], "k": 5})
-        body = self.expect(answer, 200, "POST /v1/chat/completions")
-        text = ((body.get("choices") or [{}])[0].get("message") or {}).get("content") or ""
-        cited = [c.get("source") for c in body.get("citations") or []]
-        return self._generated("/v1/chat/completions", text, cited, answer.request_id)
-
-    def step_boundary(self) -> tuple[str, str]:
-        from botocore.exceptions import ClientError
-
-        other = self.callers[1].label
-        answer = self.call(1, "POST", "/query", {"query": self.question, "k": 10, "mode": "hybrid"})
-        body = self.expect(answer, 200, f"POST /query as {other}")
-        if self.source in [r.get("source") for r in body.get("results") or []]:
-            raise StepFailed(f"{other} (tenant {self.callers[1].tenant or '(default)'}) found the first tenant's "
-                             f"document through POST /query", answer.request_id)
-        request_id = answer.request_id
-        seen = self.call(1, "GET", f"/documents/{quote(self.doc_id, safe='')}")
-        if seen.status != 404:
-            raise StepFailed(f"GET /documents/{self.doc_id} as {other}: HTTP {seen.status}, not 404", seen.request_id)
-        try:
-            out = self.kb_client(1).retrieve(knowledgeBaseId=self.kb_ids[0], retrievalQuery={"text": self.question})
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code")
-            if code != "ResourceNotFoundException":
-                raise StepFailed(f"Retrieve on the first tenant's knowledge base as {other}: {code}, not "
-                                 f"ResourceNotFoundException", self.boto_request_id(exc)) from None
-        else:
-            raise StepFailed(f"Retrieve on the first tenant's knowledge base as {other} answered "
-                             f"{len(out.get('retrievalResults') or [])} results", self.boto_request_id(out))
-        return (f"{other}: POST /query finds nothing of it, GET /documents/{{id}} is 404, Retrieve on the first "
-                f"tenant's knowledge base is ResourceNotFoundException", request_id)
-
     def step_delete(self) -> tuple[str, str]:
         out = self.s3.delete_object(Bucket=self.stack.bucket, Key=self.key)
-        request_id = self.boto_request_id(out)
+        request_id = boto_request_id(out)
         deadline = self.clock() + self.timeout
         while True:
             doc, _ = self._status()
@@ -387,17 +251,3 @@ class Smoke:
             self.sleep(self.poll)
 
 
-def _rpc(body: Any) -> dict:
-    """A JSON-RPC reply, from JSON or from a server-sent event stream's last ``data:`` line."""
-    if isinstance(body, dict):
-        return body
-    if isinstance(body, str):
-        for line in reversed(body.splitlines()):
-            if line.startswith("data:"):
-                try:
-                    found = json.loads(line[5:].strip())
-                except json.JSONDecodeError:
-                    continue
-                if isinstance(found, dict):
-                    return found
-    raise StepFailed(f"not a JSON-RPC reply: {_short(body)}")
