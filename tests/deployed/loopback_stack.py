@@ -75,17 +75,24 @@ class LoopbackApi:
     """The HTTP API (IAM authorization) in front of the built query function."""
 
     def __init__(self, query: dp.LambdaProcess, cloud: dp.LoopbackCloud, access_log_group: str,
-                 principals: dict[str, tuple[str, str | None, str]]) -> None:
+                 principals: dict[str, tuple[str, str | None, str]] | None = None,
+                 tokens: dict[str, dict] | None = None, stream: str = "access") -> None:
+        """IAM authorization with ``principals`` (access key -> secret, token, ARN), or JWT with
+        ``tokens`` (bearer token -> its claims); the access log in ``stream`` of the group."""
         self.query = query
         self.routes = template_routes()
         self.broken: dict[str, tuple[int, dict]] = {}  # route key -> what the gateway answers instead
         self.log_group = access_log_group
         self.logs = client(cloud, "logs")
-        self.logs.create_log_group(logGroupName=access_log_group)
-        self.logs.create_log_stream(logGroupName=access_log_group, logStreamName="access")
-        self._lock = threading.Lock()
+        self.stream = stream
+        if not self.logs.describe_log_groups(logGroupNamePrefix=access_log_group)["logGroups"]:
+            self.logs.create_log_group(logGroupName=access_log_group)
+        self.logs.create_log_stream(logGroupName=access_log_group, logStreamName=stream)
+        # one warm container: its driver takes one event at a time, whichever gateway sends it
+        self._lock = query.__dict__.setdefault("gateway_lock", threading.Lock())
         self._request: tuple[str, str] = ("", "")  # (request id, route key) of the request being served
-        self.gateway = _fake_gateway().FakeHttpApi(self._invoke, mode="iam", region=dp.REGION, principals=principals)
+        self.gateway = _fake_gateway().FakeHttpApi(self._invoke, mode="jwt" if tokens else "iam", region=dp.REGION,
+                                                   principals=principals, tokens=tokens)
         self.gateway.answer = self._answer
 
     def route_of(self, method: str, target: str) -> str | None:
@@ -101,7 +108,7 @@ class LoopbackApi:
     def _answer(self, method: str, target: str, headers: dict[str, str], body: bytes) -> tuple[int, dict, bytes]:
         request_id = uuid.uuid4().hex[:16]
         route = self.route_of(method, target)
-        with self._lock:  # one warm container: its driver takes one event at a time
+        with self._lock:
             if route is None:
                 status, out_headers, payload = 404, {"content-type": "application/json"}, b'{"message":"Not Found"}'
             elif route in self.broken:
@@ -114,14 +121,17 @@ class LoopbackApi:
         return status, {**out_headers, "apigw-requestid": request_id}, payload
 
     def _access_log(self, request_id: str, route: str, status: int, headers: dict[str, str]) -> None:
-        key = (headers.get("authorization", "").split("Credential=", 1)[-1].split("/", 1)[0])
-        caller = self.gateway.principals.get(key, ("", None, "-"))[2]
-        line = {"requestId": request_id, "route": route, "status": str(status), "callerArn": caller}
-        self.logs.put_log_events(logGroupName=self.log_group, logStreamName="access", logEvents=[
+        authorization = headers.get("authorization", "")
+        key = authorization.split("Credential=", 1)[-1].split("/", 1)[0]
+        claims = self.gateway.tokens.get(authorization.removeprefix("Bearer "), {})
+        line = {"requestId": request_id, "route": route, "status": str(status),
+                "callerArn": self.gateway.principals.get(key, ("", None, "-"))[2], "jwtSub": claims.get("sub", "-"),
+                "jwtTenant": claims.get("tenant", "-")}
+        self.logs.put_log_events(logGroupName=self.log_group, logStreamName=self.stream, logEvents=[
             {"timestamp": int(time.time() * 1000), "message": json.dumps(line)}])
 
     def access_log(self) -> list[dict]:
-        events = self.logs.get_log_events(logGroupName=self.log_group, logStreamName="access",
+        events = self.logs.get_log_events(logGroupName=self.log_group, logStreamName=self.stream,
                                           startFromHead=True)["events"]
         return [json.loads(e["message"]) for e in events]
 

@@ -6,7 +6,8 @@ tenants, and deletes the document. The functions run with the template's tenancy
 (TenantRequired, the per-tenant rate limit) and its Bedrock generator, answered inside botocore
 by the driver's stub.
 
-A run passes every step; a stack missing a route fails that door's step and exits 1; a
+A run passes every step, with IAM callers and with JWT callers (the same functions behind a JWT-
+authorized API, ApiAuthMode=JWT); a stack missing a route fails that door's step and exits 1; a
 document that no ingest function reads fails the wait, skips the doors and still deletes it."""
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ pytestmark = [pytest.mark.timeout(300),  # moto keeps the stack's one placeholde
               pytest.mark.filterwarnings("ignore:Tried to parse AWS")]
 
 STACK = "eragraph-smoke"
+JWT_STACK = "eragraph-smoke-jwt"
 # the template's tenancy defaults (TenantRequired, TenantRateLimit/Burst), not the suite's opt-outs
 DEFAULTS = {k: v for k, v in SMALL_GRAPH.items() if not k.startswith("ERAGRAPH_TENANT_")}
 STEPS = ["callers", "upload", "ingested", "http-query", "kb-retrieve", "kb-generate", "mcp", "openai-chat",
@@ -54,12 +56,20 @@ def stack(cloud, launch, tmp_path_factory):
     api = LoopbackApi(query, cloud, template_value("ApiAccessLogGroup", "LogGroupName", params), principals)
     url = api.start()
     create_stack(cloud, STACK, url, params)
+    # the same functions behind a JWT-authorized API (ApiAuthMode=JWT), each token's claims naming its tenant
+    tokens = {f"token-of-{t}": {"sub": f"user-of-{t}", "tenant": t} for t in ("acme", "globex")}
+    jwt_api = LoopbackApi(query, cloud, template_value("ApiAccessLogGroup", "LogGroupName", params), tokens=tokens,
+                          stream="access-jwt")
+    create_stack(cloud, JWT_STACK, jwt_api.start(), {**params, "ApiAuthMode": "JWT"})
+    for token in tokens:
+        (credentials.parent / token).write_text(token + "\n")
     events = EventSources(cloud, ingest, summarize).start()
     removals = RemovalNotifications().install()
     saved = os.environ.get("AWS_SHARED_CREDENTIALS_FILE")
     os.environ["AWS_SHARED_CREDENTIALS_FILE"] = str(credentials)
     try:
-        yield {"api": api, "events": events, "params": params, "cloud": cloud}
+        yield {"api": api, "jwt_api": jwt_api, "events": events, "params": params, "cloud": cloud,
+               "tokens": credentials.parent}
     finally:
         if saved is None:
             os.environ.pop("AWS_SHARED_CREDENTIALS_FILE", None)
@@ -68,12 +78,14 @@ def stack(cloud, launch, tmp_path_factory):
         removals.remove()
         events.stop()
         api.stop()
+        jwt_api.stop()
 
 
-def smoke(stack, capsys, *extra: str, json_out: bool = True) -> tuple[int, dict | str]:
+def smoke(stack, capsys, *extra: str, json_out: bool = True, name: str = STACK,
+          callers: tuple[str, str] = ("smoke-acme", "profile:smoke-globex")) -> tuple[int, dict | str]:
     capsys.readouterr()
-    status = main(["smoke", "--stack", STACK, "--region", dp.REGION, "--endpoint-url", stack["cloud"].endpoint,
-                   "--caller", "smoke-acme", "--caller", "profile:smoke-globex", "--poll", "0.3", *extra]
+    status = main(["smoke", "--stack", name, "--region", dp.REGION, "--endpoint-url", stack["cloud"].endpoint,
+                   "--caller", callers[0], "--caller", callers[1], "--poll", "0.3", *extra]
                   + (["--json"] if json_out else []))
     out = capsys.readouterr().out
     return status, (json.loads(out) if json_out else out)
@@ -114,6 +126,20 @@ def test_every_step_passes_against_the_loopback_stack(stack, capsys):
     # the boundary: the second tenant's caller asked and was refused, as itself
     assert logged[steps["tenant-boundary"]["request_id"]]["callerArn"].endswith(":user/eragraph/smoke-smoke-globex")
     assert "ResourceNotFoundException" in steps["tenant-boundary"]["detail"]
+
+
+def test_a_jwt_stack_with_bearer_callers(stack, capsys):
+    folder = stack["tokens"]
+    status, report = smoke(stack, capsys, "--timeout", "60", name=JWT_STACK,
+                           callers=(f"jwt-file:{folder / 'token-of-acme'}", f"jwt-file:{folder / 'token-of-globex'}"))
+    steps = by_name(report)
+    assert {n: s["status"] for n, s in steps.items()} == dict.fromkeys(STEPS, "pass"), json.dumps(report, indent=1)
+    assert status == 0
+    assert steps["callers"]["detail"].endswith("token-of-acme is tenant acme, jwt-file:" + str(folder / "token-of-globex")
+                                               + " is tenant globex")
+    logged = {line["requestId"]: line for line in stack["jwt_api"].access_log()}
+    assert logged[steps["kb-retrieve"]["request_id"]]["jwtTenant"] == "acme"  # the KB client sent the bearer token
+    assert logged[steps["tenant-boundary"]["request_id"]]["jwtTenant"] == "globex"
 
 
 def test_a_missing_route_fails_its_door_and_the_exit_status(stack, capsys):

@@ -17,9 +17,6 @@ from typing import Any
 
 from .exits import EXIT_USAGE, CommandError
 
-FUNCTIONS = ("ingest", "summarize", "query")  # the functions a smoke run passes through
-
-
 @dataclass(frozen=True)
 class Stack:
     name: str
