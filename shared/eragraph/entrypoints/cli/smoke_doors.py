@@ -20,7 +20,7 @@ def kb_client(run: Smoke, who: int):
     from botocore.config import Config
 
     caller = run.callers[who]
-    config = Config(retries={"max_attempts": 1, "mode": "standard"})
+    config = Config(retries={"max_attempts": 3, "mode": "standard"})  # a throttle (the tenant's rate) is retried
     if caller.session is not None:
         client = caller.session.client("bedrock-agent-runtime", endpoint_url=run.stack.api_url,
                                        region_name=run.stack.region, config=config)
