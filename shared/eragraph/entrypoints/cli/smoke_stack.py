@@ -17,6 +17,12 @@ from typing import Any
 
 from .exits import EXIT_USAGE, CommandError
 
+# the states in which a stack's resources are deployed and settled (an update rolled back serves
+# the version before it: worth a smoke run too)
+SERVING = frozenset({"CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE",
+                     "IMPORT_ROLLBACK_COMPLETE"})
+
+
 @dataclass(frozen=True)
 class Stack:
     name: str
@@ -43,7 +49,7 @@ def read_stack(cloudformation: Any, name: str, region: str, api_url: str | None 
         raise CommandError(f"no stack {name!r} in {region}")
     stack = stacks[0]
     status = stack.get("StackStatus", "")
-    if not status.endswith("_COMPLETE") or "ROLLBACK" in status or "DELETE" in status:
+    if status not in SERVING:
         raise CommandError(f"the stack {name} is {status}: deploy it (sam deploy) before a smoke run")
     outputs = {o["OutputKey"]: o.get("OutputValue", "") for o in stack.get("Outputs") or []}
     params = {p["ParameterKey"]: p.get("ParameterValue", "") for p in stack.get("Parameters") or []}
