@@ -11,6 +11,8 @@
     query     query, from a local store or a server
     serve     serve (the HTTP API) and mcp (the MCP tools over stdio)
     admin     stats, status, tenants, reindex: look at and look after a store
+    smoke     smoke: a deployed stack end to end (smoke_stack: the stack and its callers;
+              smoke_run: the steps; smoke_doors: the doors' steps)
     tools     demo, bench, router
 
 A new command is its function in the module of its group and one ``command(...)`` line in

@@ -15,11 +15,13 @@ from .ingest import cmd_delete, cmd_ingest, cmd_rebuild
 from .portable import cmd_export, cmd_import
 from .query import cmd_query
 from .serve import cmd_mcp, cmd_serve
+from .smoke import add_arguments as smoke_arguments
+from .smoke import cmd_smoke
 from .store import DEFAULT_STORE
 from .tools import BENCH_MODULES, cmd_bench, cmd_demo, cmd_router_train
 
 DESCRIPTION = """The `eragraph` command line: ingest, query, serve, console (the browser console over a deployed
-API), mcp (the MCP tools over stdio), delete, stats, rebuild, reindex, migrate, export and import (a portable dump), demo,
+API), smoke (a deployed stack end to end), mcp (the MCP tools over stdio), delete, stats, rebuild, reindex, migrate, export and import (a portable dump), demo,
 bench, router (train the auto retrieval router)."""
 
 PROVIDER_FLAGS = {
@@ -157,6 +159,12 @@ def build_parser() -> argparse.ArgumentParser:
                        help="with --auth jwt: a file holding the JWT, read again on every request (renew it there)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind: this machine only (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8766, help="port (0 picks a free one; default 8766)")
+
+    p = command("smoke", "after `sam deploy`: put a document in the stack's bucket, wait for it to be done, ask "
+                         "every door (HTTP, Bedrock KB Retrieve and RetrieveAndGenerate, MCP, the OpenAI-compatible "
+                         "route) as two tenants' callers, delete it; pass or fail per step", cmd_smoke,
+                store="none", tenant=False)
+    smoke_arguments(p)
 
     command("mcp", "serve the store's tools (retrieve, answer, get_document, stats) to an MCP client over stdio",
             cmd_mcp, providers=("embedder", "generator"), json_out=False)
