@@ -323,14 +323,14 @@ def test_bad_input_on_the_doors_gets_the_modelled_error_in_words(server, name, m
 def test_an_inline_document_over_a_mebibyte_is_taken_as_on_bedrock(server):
     """IngestKnowledgeBaseDocuments takes Bedrock's inline documents of up to 5 MB (its body is
     capped at 6 MiB, as POST /documents', not the 1 MiB of the other routes); this one, 2 MiB of
-    bytes that are no text, is accepted and then fails with its reason."""
+    bytes that are no text (declared a PDF), is accepted and then fails with its reason."""
     import base64
     import time
 
     data = base64.b64encode(bytes(range(256)) * (8 * 1024)).decode()  # 2 MiB
     doc = {"content": {"dataSourceType": "CUSTOM", "custom": {
         "customDocumentIdentifier": {"id": "big-binary"}, "sourceType": "IN_LINE",
-        "inlineContent": {"type": "BYTE", "byteContent": {"mimeType": "application/octet-stream", "data": data}}}}}
+        "inlineContent": {"type": "BYTE", "byteContent": {"mimeType": "application/pdf", "data": data}}}}}
     base = f"/knowledgebases/{IDS['kb']}/datasources/{IDS['ds']}/documents"
     status, _, out = call(server, "PUT", base, json.dumps({"documents": [doc]}).encode())
     assert status == 202, out[:300]

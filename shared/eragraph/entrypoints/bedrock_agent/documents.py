@@ -2,7 +2,8 @@
 KnowledgeBaseDocument shapes read into a source name, bytes and attributes.
 
 - content: CUSTOM (``customDocumentIdentifier.id`` names it) with inline TEXT, inline BYTE
-  (the file kinds Eragraph reads: PDF, DOCX, HTML, CSV, Markdown, text) or an S3_LOCATION; or S3
+  (the file kinds Eragraph reads: PDF, DOCX, HTML, CSV, Markdown, text; its ``mimeType`` one of
+  BYTE_MIME_TYPES, parameters such as ``; charset=utf-8`` aside) or an S3_LOCATION; or S3
   (``s3Location.uri``, an object of the data source's bucket). An S3 location is read from a
   bucket this deployment may read (the profile's source buckets; locally, folders);
 - metadata: IN_LINE_ATTRIBUTE (``inlineAttributes``: key and typed value) or S3_LOCATION (a
@@ -27,6 +28,10 @@ from ...services.sources import typed_value, parse_sidecar
 MAX_DOCUMENTS = 10
 MAX_INLINE_BYTES = 5 * 1024 * 1024
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
+BYTE_MIME_TYPES = frozenset({  # the types of the file kinds Eragraph reads (domain.filekind)
+    "application/pdf", "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "text/html", "application/xhtml+xml", "text/csv", "text/tab-separated-values", "text/markdown",
+    "text/x-markdown", "text/plain", "application/x-ndjson", "application/jsonl"})
 
 
 def _bad(message: str) -> kb_sync.SyncError:
@@ -69,6 +74,10 @@ def _inline(content: Mapping[str, Any], where: str) -> bytes:
     if inline.get("type") == "TEXT" and "textContent" in inline:
         data = inline["textContent"]["data"].encode("utf-8", "surrogatepass")
     elif inline.get("type") == "BYTE" and "byteContent" in inline:
+        given = str(inline["byteContent"].get("mimeType", ""))
+        if given.split(";", 1)[0].strip().lower() not in BYTE_MIME_TYPES:
+            raise _bad(f"{where}.byteContent.mimeType {given[:60]!r} is not a type this service reads; "
+                       f"one of {', '.join(sorted(BYTE_MIME_TYPES))}")
         try:
             data = base64.b64decode(inline["byteContent"]["data"], validate=True)
         except (binascii.Error, ValueError):
