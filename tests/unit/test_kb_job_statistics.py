@@ -67,3 +67,28 @@ def test_a_document_the_ingest_path_fails_is_counted_failed_only(monkeypatch):
         assert sorted(r.split(": ", 1)[1] for r in job["failureReasons"]) == [REASON, REASON]
     finally:
         pipeline.close()
+
+
+def test_the_default_tenants_sync_of_a_whole_bucket_skips_the_tenants_areas(monkeypatch):
+    """The sharing model (domain.kb_sync): a data source of the default tenant over the whole
+    bucket takes its keys outside ``tenants/`` only; one over ``tenants/`` is refused."""
+    import pytest
+
+    bucket = MemoryBlobStore()
+    monkeypatch.setitem(MemoryProfile.BUCKETS, "notes", bucket)
+    engine = build_engine("memory", settings=settings_from_env(ENV))
+    pipeline = document_pipeline("memory", None, engine.settings, lambda tenant: engine)
+    try:
+        with pytest.raises(kb_sync.SyncError, match="must not be under 'tenants/'") as info:
+            kb_sources.create(engine, "KB", {"name": "theirs", "dataSourceConfiguration": {
+                "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::notes", "inclusionPrefixes": ["tenants/b/"]}}})
+        assert info.value.code == "AccessDeniedException"
+        record = kb_sources.create(engine, "KB", {"name": "notes", "dataSourceConfiguration": {
+            "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::notes"}}})
+        bucket.put("docs/kept.txt", b"The ferry leaves Skarvik harbour at dawn. " * 3)
+        bucket.put("tenants/b/secret.txt", b"Tenant b keeps the harbour accounts here. " * 3)
+        stats = run(engine, pipeline, record)["statistics"]
+        assert (stats["numberOfDocumentsScanned"], stats["numberOfNewDocumentsIndexed"]) == (1, 1), stats
+        assert [s.source for s in engine.graph.doc_statuses("")] == ["notes/docs/kept.txt"]
+    finally:
+        pipeline.close()

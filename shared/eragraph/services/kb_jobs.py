@@ -145,6 +145,7 @@ def _listed(engine: Engine, record: Mapping[str, Any]) -> tuple[Any, list[str], 
         code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")  # botocore's ClientError
         why = {"AccessDenied": "access denied", "NoSuchBucket": "no such bucket"}.get(code, "the detail is in the logs")
         raise kb_sync.SyncError("ValidationException", f"bucket {bucket!r} cannot be listed ({why})") from None
+    names = [k for k in names if kb_sync.in_area(engine.tenant, k)]  # never another tenant's objects
     return store, sorted(k for k in names if not is_sidecar(k)), {k for k in names if is_sidecar(k)}
 
 
