@@ -193,6 +193,8 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
         kind = record.get("kind")
         counts[kind] = counts.get(kind, 0) + 1
         body = {k: v for k, v in record.items() if k not in ("kind", "stored_text", "vector", "dtype")}
+        if kind in ("document", "status"):
+            _check_source(engine, body.get("source"))
         if kind == "document":
             doc = Document(**{**body, "chunk_ids": tuple(body.get("chunk_ids") or ())})
             g.put_document(doc)
@@ -242,6 +244,23 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
     g.repair_layer_counts()
     engine.vectors.flush()
     return counts
+
+
+def _check_source(engine: Engine, source: Any) -> None:
+    """DumpError for a document whose source is an object of the target's shared documents bucket
+    outside the target tenant's own prefix: kept, a DELETE of it would name another tenant's
+    object (services.uploads.owns_key). Sources of other places (local files, other buckets) are
+    kept as they are; a delete of such a document is refused as not of this bucket."""
+    blobs = engine.blobs
+    if not isinstance(source, str) or blobs is None or not getattr(blobs, "ingested", False):
+        return
+    from .uploads import owns_key
+
+    head = f"s3://{getattr(blobs, 'bucket', '')}/"
+    if source.startswith(head) and not owns_key(engine.tenant, source[len(head):]):
+        whose = f"tenant {engine.tenant!r}" if engine.tenant else "the default tenant"
+        raise DumpError(f"document source {source[:200]!r} is another tenant's object of the documents bucket, not "
+                        f"under {whose}'s own prefix: a dump of a tenant of this stack loads into that tenant only")
 
 
 def _check_providers(engine: Engine, header: dict) -> None:

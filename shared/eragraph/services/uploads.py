@@ -93,6 +93,18 @@ def upload_key(tenant: str, name: str) -> str:
     return f"{tenants.KEY_PREFIX}{tenant}/{name}" if tenant else name
 
 
+def owns_key(tenant: str, key: str, prefix: str = "") -> bool:
+    """Whether the documents bucket's ``key`` is under ``tenant``'s own prefix (``prefix``: the
+    deployment's DocumentPrefix): ``tenants/<tenant>/``, or for the default tenant any key outside
+    ``tenants/``."""
+    if not key.startswith(prefix):
+        return False
+    try:
+        return tenants.tenant_of_key(key[len(prefix):]) == tenant
+    except tenants.TenantError:
+        return False
+
+
 def decode(items: Sequence[Mapping[str, Any]]) -> list[Upload]:
     """Request entries (``source``, ``text`` | ``bytes`` in base64, ``metadata``) as Uploads."""
     out = []
@@ -220,8 +232,17 @@ class BucketPipeline:
         return f"s3://{engine.blobs.bucket}/{key}"
 
     def key_of(self, engine: Engine, source: str) -> str | None:
+        """The key of a document of the documents bucket, which must be under the caller's own
+        prefix: a document whose source names another tenant's object (a dump of another tenant
+        imported before imports checked sources) is refused, never its object deleted."""
         prefix = f"s3://{engine.blobs.bucket}/"
-        return source[len(prefix):] if source.startswith(prefix) else None
+        if not source.startswith(prefix):
+            return None
+        key = source[len(prefix):]
+        if not owns_key(engine.tenant, key, self.prefix):
+            raise UploadError(f"document source {source[:200]!r} is not under this tenant's own prefix of the "
+                              "documents bucket: its object is not this tenant's to delete", 403)
+        return key
 
     def ingest(self, engine: Engine, keys: Sequence[str]) -> None:
         """Nothing: the objects' notifications run the ingest function."""
