@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,8 +41,12 @@ from . import doc_status
 from .engine import Engine
 from .sources import SIDECAR_SUFFIX, is_sidecar
 
+LOG = logging.getLogger(__name__)
+
 MAX_DOCUMENTS = 25  # documents a request
 MAX_NAME_BYTES = 900  # S3 keys are at most 1024 bytes: room for tenants/<id>/ in front
+MAX_PART_BYTES = 192  # a file name is at most 255 bytes on common filesystems; the local store writes a
+# sidecar (+ .metadata.json) through a hidden temporary name (+ 42 bytes)
 RESERVED_PREFIXES = (tenants.KEY_PREFIX, "text/")  # tenants' keys; the local store's kept texts
 
 
@@ -78,6 +83,9 @@ def check_name(name: Any, where: str = "source") -> str:
                           "backslash or control character), such as notes/a.md")
     if any(part in ("", ".", "..") for part in name.split("/")):
         raise UploadError(f"{where}: {name[:80]!r} has an empty, '.' or '..' part")
+    if any(len(part.encode("utf-8", "surrogatepass")) > MAX_PART_BYTES for part in name.split("/")):
+        raise UploadError(f"{where}: {name[:80]!r} has a part (between '/') longer than {MAX_PART_BYTES} bytes "
+                          "(a file name of the local store; keep each part shorter)")
     for prefix in RESERVED_PREFIXES:
         if name.startswith(prefix):
             raise UploadError(f"{where}: source names under {prefix!r} are reserved (the tenant comes from the "
@@ -189,6 +197,11 @@ def submit(engine: Engine, pipeline: DocumentPipeline, uploads: Sequence[Upload]
         except ValueError as exc:  # a key the blob store refuses
             doc_status.record_failed(engine, source, reason("not_stored"), doc_id)
             raise UploadError(f"{up.source}: {exc}") from None
+        except OSError as exc:  # the filesystem refuses the name or the write: settled, said without its path
+            LOG.warning("upload not stored", extra={"source": up.source, "error": f"{type(exc).__name__}: {exc}"})
+            doc_status.record_failed(engine, source, reason("not_stored"), doc_id)
+            raise UploadError(f"{up.source[:80]!r}: the store could not keep this document (the detail is in the "
+                              "logs)", 409) from None
         keys.append(key)
         out.append({"doc_id": doc_id, "source": source, "state": "received"})
     pipeline.ingest(engine, keys)
