@@ -37,8 +37,9 @@ from typing import Any
 import numpy as np
 
 from ..domain.doc_status import DocStatus
-from ..domain.model import Document, EragraphError, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
+from ..domain.model import Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
 from ..ports.entity import ChunkEntities, SentenceMentions, chunk_of_sentence
+from .dump_records import DumpError, check_record
 from .engine import EMBED_FORMAT, LEAF_ATTRS, Engine
 from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER
 from .ingest import leaf_meta
@@ -51,8 +52,6 @@ READS = (1,)  # the dump versions ``load`` reads
 BATCH = 256
 
 
-class DumpError(EragraphError):
-    """A dump that cannot be loaded here (its format or version, or a target that is not empty)."""
 
 
 def _vector(v: np.ndarray) -> dict[str, str]:
@@ -152,7 +151,7 @@ def check_header(header: Any) -> dict:
     if not isinstance(header, dict) or header.get("format") != FORMAT:
         raise DumpError("this is not an eragraph dump (its first record has no \"format\": \"eragraph-dump\")")
     version = header.get("version")
-    if version not in READS:
+    if isinstance(version, bool) or version not in READS:  # True == 1 in Python: no version at all
         reads = ", ".join(map(str, READS))
         if isinstance(version, int) and not isinstance(version, bool) and version > max(READS):
             why = f"; this eragraph reads version {reads}: upgrade eragraph to load it"
@@ -162,6 +161,15 @@ def check_header(header: Any) -> dict:
         else:
             why = f"; this eragraph reads version {reads}"
         raise DumpError(f"this dump is version {version!r}{why}")
+    lsh = header.get("lsh")
+    if lsh is not None and not (isinstance(lsh, dict) and isinstance(lsh.get("embedder_id"), str)
+                                and all(isinstance(lsh.get(k), int) and not isinstance(lsh.get(k), bool)
+                                        for k in ("dim", "n_planes", "seed"))
+                                and isinstance(lsh.get("planes"), (list, tuple))
+                                and all(isinstance(row, (list, tuple)) for row in lsh["planes"])):
+        raise DumpError("the dump's header has no valid lsh (embedder_id, dim, n_planes, seed and planes)")
+    if not isinstance(header.get("providers") or {}, dict):
+        raise DumpError("the dump's header: providers must be an object")
     return header
 
 
@@ -189,7 +197,8 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
     layer_segments: list[Segment] = []  # of the layer being read: applied once the layer above is written
     below: list[Segment] = []  # of the layer below it
     layer, entity_vecs, entity_chunks = 0, [], []
-    for record in it:
+    for number, record in enumerate(it, 2):
+        check_record(record, number, engine.tenant, lsh["dim"])
         kind = record.get("kind")
         counts[kind] = counts.get(kind, 0) + 1
         body = {k: v for k, v in record.items() if k not in ("kind", "stored_text", "vector", "dtype")}
@@ -225,8 +234,6 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
                          int(body.get("tokens_out", 0)), float(body.get("seconds", 0.0)))
         elif kind == "meta" and body.get("key") in (LEAF_ATTRS, EMBED_FORMAT):
             g.put_meta(body["key"], body.get("value"))
-        elif kind not in ("entity_chunk", "entity_vector"):
-            raise DumpError(f"this dump holds a record of unknown kind {kind!r}")
     _write_layer(engine, docs, layer, layer_nodes, below)
     if layer_segments:
         raise DumpError(f"the dump's segments of layer {layer} name summaries it does not hold")

@@ -1,13 +1,15 @@
 """`eragraph export` and `eragraph import`: a store as a portable dump file and back
-(services.portable). The file is gzip-compressed JSON, one record a line. Import writes into an
-empty store, local (``--store``) or a deployed stack's tenant (``--profile aws``, with the
+(services.portable). The file is gzip-compressed JSON, one record a line. Import reads and checks
+the whole dump first (services.dump_records), then writes into an empty store, local (``--store``) or a deployed stack's tenant (``--profile aws``, with the
 stack's environment), opened with the dump's providers unless a setting chooses them."""
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
+import zlib
 from itertools import chain
 from pathlib import Path
 
@@ -32,14 +34,30 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _records(path: Path):
+    """The dump's records, a line each; a line over MAX_LINE_BYTES, a dump inflating past
+    MAX_DUMP_BYTES, a line that is no JSON (or nests past the parser's depth) is a CommandError
+    naming it: memory stays within one capped line."""
+    from ...services.dump_records import MAX_DUMP_BYTES, MAX_LINE_BYTES
+
+    total = 0
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as lines:
-            for number, line in enumerate(lines, 1):
+        with gzip.open(path, "rb") as lines:
+            for number in itertools.count(1):
+                line = lines.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    return
+                total += len(line)
+                if len(line) > MAX_LINE_BYTES:
+                    raise CommandError(f"{path}: line {number} is longer than {MAX_LINE_BYTES} bytes: not a record "
+                                       "of an eragraph dump")
+                if total > MAX_DUMP_BYTES:
+                    raise CommandError(f"{path}: the dump inflates past {MAX_DUMP_BYTES} bytes")
                 try:
                     yield json.loads(line)
-                except ValueError:
-                    raise CommandError(f"{path}: line {number} is not JSON: not an eragraph dump") from None
-    except (OSError, EOFError) as exc:
+                except (ValueError, RecursionError) as exc:
+                    why = "nests too deep" if isinstance(exc, RecursionError) else "is not JSON"
+                    raise CommandError(f"{path}: line {number} {why}: not an eragraph dump") from None
+    except (OSError, EOFError, zlib.error) as exc:
         raise CommandError(f"{path}: cannot read it as a gzip-compressed eragraph dump ({exc})") from None
 
 
@@ -53,11 +71,14 @@ def _target(profile: str, store: Path | None, settings, tenant: str):
 
 def cmd_import(args: argparse.Namespace) -> int:
     from ...services import portable
+    from ...services.dump_records import check_dump
     from ...services.store_providers import adopt
 
     path = Path(args.file)
     if not path.is_file():
         raise CommandError(f"no dump file at {path}")
+    # the whole dump read and checked first, nothing written: a cut or bad dump leaves no half-built store
+    check_dump(_records(path), tenant_of(args))
     records = _records(path)
     header = portable.check_header(next(records, None))
     settings = adopt(header.get("providers"), settings_of(args))
