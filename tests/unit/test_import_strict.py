@@ -138,3 +138,41 @@ def test_a_dump_inflating_past_its_cap_is_refused(tmp_path, capsys, lines, monke
     monkeypatch.setattr(dump_records, "MAX_DUMP_BYTES", len("\n".join(lines)) // 2)
     code, err = _import(tmp_path, capsys, lines)
     assert code != 0 and "inflates past" in err, err
+
+
+FUZZ_VALUES = [None, True, 0, -1, 2.5, "", "x", [], [1], {}, {"a": 1}, "\ud800", 10 ** 23]
+
+
+def test_a_fuzz_of_dumps_never_raises_a_traceback_and_answers_within_a_second(tmp_path, capsys, lines):
+    """Seeded mutations of a good dump (a field of a record set to an odd value, a record
+    dropped, duplicated or cut, a byte flipped in the gzip): each import ends in a clean exit
+    (0, or a refusal in one line), within a second; a refused one leaves its target empty."""
+    import os
+    import random
+    import time
+
+    rng = random.Random(int(os.environ.get("ERAGRAPH_FUZZ_SEED", "5701")))  # noqa: env read by a test
+    for case in range(40):
+        rows = list(lines)
+        kind = rng.randrange(4)
+        at = rng.randrange(1, len(rows))
+        if kind == 0:
+            record = json.loads(rows[at])
+            record[rng.choice(sorted(record))] = rng.choice(FUZZ_VALUES)
+            rows[at] = json.dumps(record)
+        elif kind == 1:
+            rows.insert(at, rows[rng.randrange(len(rows))])
+        elif kind == 2:
+            rows[at] = rows[at][: rng.randrange(len(rows[at]))]
+        data = gzip.compress(("\n".join(rows) + "\n").encode("utf-8", "surrogatepass"))
+        if kind == 3:
+            flip = rng.randrange(10, len(data))
+            data = data[:flip] + bytes([data[flip] ^ 0xFF]) + data[flip + 1:]
+        target = f"fuzz{case}"
+        started = time.perf_counter()
+        code, err = _import(tmp_path, capsys, data, target)
+        took = time.perf_counter() - started
+        assert "Traceback" not in err and (code == 0 or len(err.strip().splitlines()) == 1), (case, kind, err[-500:])
+        assert took < 1.0, (case, kind, took)
+        if code != 0:
+            assert not (tmp_path / target / "tenants").exists()

@@ -65,7 +65,7 @@ def _name(kind: type) -> str:
 def _fields(record: dict, where: str, spec: dict[str, tuple[type, bool]]) -> None:
     unknown = sorted(set(record) - set(spec) - {"kind"})
     if unknown:
-        raise DumpError(f"{where} has an unknown field {unknown[0][:60]!r} (a {record['kind']} record has "
+        raise DumpError(f"{where} has an unknown field {ascii(unknown[0][:60])} (a {record['kind']} record has "
                         f"{', '.join(sorted(spec))})")
     for field, (kind, required) in spec.items():
         if field not in record:
@@ -102,7 +102,9 @@ def check_record(record: Any, number: int, tenant: str, dim: int | None = None) 
         kind = "an array" if isinstance(record, list) else type(record).__name__.replace("NoneType", "null")
         raise DumpError(f"record {number} is {kind}, not a JSON object: not a record of an eragraph dump")
     kind = record.get("kind")
-    where = f"record {number} ({str(kind)[:40]})"
+    where = f"record {number} ({ascii(kind)[:40]})"  # ascii(): a lone surrogate prints as its escape
+    if not isinstance(kind, str):
+        raise DumpError(f"{where}: its kind must be a string")
     if kind in _RECORDS:
         _fields(record, where, _spec(_RECORDS[kind], _EXTRA.get(kind, set())))
         for field in ("chunk_ids", "children", "members", "pending_shards"):
@@ -114,7 +116,7 @@ def check_record(record: Any, number: int, tenant: str, dim: int | None = None) 
             named = (record.get("metadata") or {}).get("tenant")
             if named is not None and named != tenant:
                 whose = f"tenant {tenant!r}" if tenant else "the default tenant"
-                raise DumpError(f"{where}: its metadata names tenant {str(named)[:63]!r}, not {whose} it is imported "
+                raise DumpError(f"{where}: its metadata names tenant {ascii(str(named)[:63])}, not {whose} it is imported "
                                 "into: import it with --tenant naming that tenant")
     elif kind in _PLAIN:
         _fields(record, where, _PLAIN[kind])
@@ -125,7 +127,7 @@ def check_record(record: Any, number: int, tenant: str, dim: int | None = None) 
                 and all(isinstance(n, str) for n in s[1]) for s in record["sentences"]):
             raise DumpError(f"{where}: sentences must be [text, [entity names]] pairs")
     else:
-        raise DumpError(f"{where}: this dump holds a record of unknown kind {str(kind)[:40]!r}")
+        raise DumpError(f"{where}: this dump holds a record of unknown kind {ascii(kind[:40])}")
     return record
 
 
@@ -138,7 +140,17 @@ def check_dump(records: Iterable[Any], tenant: str) -> dict[str, int]:
     header = check_header(next(it, None))
     dim = (header.get("lsh") or {}).get("dim")
     counts: dict[str, int] = {}
+    seen: set[tuple[str, str]] = set()
     for number, record in enumerate(it, 2):
         check_record(record, number, tenant, dim)
-        counts[record["kind"]] = counts.get(record["kind"], 0) + 1
+        kind = record["kind"]
+        counts[kind] = counts.get(kind, 0) + 1
+        key = record.get(_ID.get(kind, "kind"))
+        if kind != "status" and (kind, str(key)) in seen:
+            raise DumpError(f"record {number} ({kind}): {ascii(str(key)[:80])} is in the dump twice")
+        seen.add((kind, str(key)))
     return counts
+
+
+_ID = {"document": "doc_id", "status": "doc_id", "node": "node_id", "segment": "segment_id",
+       "entity_chunk": "chunk_id", "entity_vector": "id", "ledger": "key", "meta": "key"}
