@@ -37,7 +37,7 @@ from ..domain.ids import document_id_for_source
 from ..domain.model import BadInputError
 from ..domain.refusals import reason
 from ..ports.uploads import DocumentPipeline
-from . import doc_status
+from . import doc_status, ingest_quota
 from .engine import Engine
 from .sources import SIDECAR_SUFFIX, is_sidecar
 
@@ -51,7 +51,8 @@ RESERVED_PREFIXES = (tenants.KEY_PREFIX, "text/")  # tenants' keys; the local st
 
 
 class UploadError(BadInputError):
-    """A request the service refuses, with its HTTP status (400, 403, 409 or 413) and the reason."""
+    """A request the service refuses, with its HTTP status (400, 403, 409, 413 or 429: the daily
+    ingestion quota) and the reason."""
 
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
@@ -186,6 +187,10 @@ def submit(engine: Engine, pipeline: DocumentPipeline, uploads: Sequence[Upload]
     if engine.blobs is None:
         raise UploadError("this store keeps no documents (it has no blob store)", 409)
     checked = _checked(engine, uploads)
+    try:  # the whole request against the tenant's daily quota, before anything is stored
+        ingest_quota.charge(engine, sum(len(up.data) for up, _ in checked))
+    except ingest_quota.QuotaExceeded as exc:
+        raise UploadError(str(exc), 429) from None
     out, keys = [], []
     for up, metadata in checked:
         key = pipeline.key_for(engine.tenant, up.source)

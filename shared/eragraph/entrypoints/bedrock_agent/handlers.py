@@ -55,8 +55,8 @@ def _answer(fn: Callable[[], Any], status: int = 200):
     except kb_sync.SyncError as exc:
         raise KbError(exc.code, str(exc)) from None
     except BadInputError as exc:  # services.uploads.UploadError (with its status), or bad input met later
-        code = {403: "AccessDeniedException", 409: "ConflictException"}.get(getattr(exc, "status", 400),
-                                                                            "ValidationException")
+        code = {403: "AccessDeniedException", 409: "ConflictException", 429: "ServiceQuotaExceededException"}.get(
+            getattr(exc, "status", 400), "ValidationException")
         raise KbError(code, str(exc)) from None
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
 
