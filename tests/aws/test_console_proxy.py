@@ -220,6 +220,21 @@ def test_a_dead_api_is_a_502_in_words():
         assert status == 200 and b"<html" in raw.lower()
 
 
+def test_only_the_apis_routes_are_signed_and_forwarded(gateway):
+    """A method and path that is not a route of the API (an admin path, another method on a
+    route's path) is a 404 of the proxy: never signed, never sent; the API's routes go through."""
+    api, url = gateway
+    with console(url, signed("a")) as proxy:
+        sent = len(api.answers)
+        for method, path in (("GET", "/admin/users"), ("DELETE", "/stats"), ("PUT", "/query"),
+                             ("GET", "/documents/a/b"), ("POST", "/2015-03-31/functions/x/invocations")):
+            status, _, raw = call(proxy, method, path, {} if method in ("PUT", "POST") else None)
+            assert status == 404 and "is not a route of the API" in json.loads(raw)["message"], (method, path)
+        assert len(api.answers) == sent  # nothing reached the API
+        status, _, _ = call(proxy, "GET", "/stats")
+        assert status == 200 and len(api.answers) == sent + 1
+
+
 # --------------------------------------------------------------------------- the streamed answer
 
 def test_query_stream_is_the_apis_whole_answer_as_ndjson(gateway):
