@@ -274,13 +274,17 @@ def test_the_command_serves_the_console_and_signs_with_the_credential_chain(gate
                              "--port", "0", "--quiet"], env=env, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()
-        found = re.search(r"at (http://127\.0\.0\.1:\d+)/ : open it in a browser", line)
+        found = re.search(r"at (http://127\.0\.0\.1:\d+)/#token=([\w-]+) : open it in a browser", line)
         assert found, line + (proc.stderr.read() if proc.poll() is not None else "")
         assert f"console of {url}" in line and "SigV4" in line and "us-east-1" in line
-        proxy = found.group(1)
-        status, headers, raw = call(proxy, "GET", "/")
+        proxy, run_token = found.group(1), found.group(2)
+        status, headers, raw = call(proxy, "GET", "/")  # the page itself needs no token
         assert status == 200 and headers["content-type"].startswith("text/html")
-        status, _, raw = call(proxy, "POST", "/query", {"query": QUESTION, "k": 5}, headers={"x-eragraph-tenant": "b"})
+        sent = len(api.answers)
+        status, _, raw = call(proxy, "POST", "/query", {"query": QUESTION, "k": 5})  # another local process
+        assert status == 401 and len(api.answers) == sent  # refused, nothing signed
+        status, _, raw = call(proxy, "POST", "/query", {"query": QUESTION, "k": 5},
+                              headers={"x-eragraph-tenant": "b", "authorization": f"Bearer {run_token}"})
         assert status == 200 and shown(raw, A_WORDS) and not shown(raw, B_WORDS)
         assert api.seen[-1]["authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={key}/")
     finally:

@@ -170,12 +170,14 @@ class ProxyApp(ApiApp):
 
 
 def console_server(upstream: Upstream, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                   log: bool = False) -> ApiServer:
+                   log: bool = False, token: str = "") -> ApiServer:
     """The console's server bound to (host, port) (port 0: a free one, see ``server.url``), with
     the checks of ``eragraph serve`` (guard.LocalGuard: on loopback, a request whose Host is not
     this machine or whose Origin is another site's is refused before anything is signed; a POST
-    must be JSON). No token: the browser's authorization is never forwarded, and the page
-    is this machine's."""
+    must be JSON) and ``token`` (`eragraph console` gives a new one each run): every request but
+    the page's files must carry it as a bearer, so another local process that reaches the port
+    cannot have requests signed with the operator's credentials. The browser's authorization
+    (that token) is never forwarded."""
     server = ApiServer(None, host, port, log=log, app=ProxyApp(upstream, log=log))
-    server.app.guard = LocalGuard(loopback=is_loopback(host), port=int(server.server_address[1]))
+    server.app.guard = LocalGuard(loopback=is_loopback(host), port=int(server.server_address[1]), token=token)
     return server
