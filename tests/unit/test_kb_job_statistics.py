@@ -92,3 +92,54 @@ def test_the_default_tenants_sync_of_a_whole_bucket_skips_the_tenants_areas(monk
         assert [s.source for s in engine.graph.doc_statuses("")] == ["notes/docs/kept.txt"]
     finally:
         pipeline.close()
+
+
+class CountedBucket(MemoryBlobStore):
+    """A memory bucket that counts its listings and the names each returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.whole, self.paged, self.names = 0, 0, 0
+
+    def list(self, prefix: str = "") -> list[str]:
+        out = super().list(prefix)
+        if not getattr(self, "_inner", False):
+            self.whole += 1
+            self.names += len(out)
+        return out
+
+    def list_after(self, prefix: str, after: str, limit: int) -> list[str]:
+        self._inner = True
+        try:
+            out = super().list_after(prefix, after, limit)
+        finally:
+            self._inner = False
+        self.paged += 1
+        self.names += len(out)
+        return out
+
+
+def test_a_job_resumes_its_listing_from_the_cursor_and_lists_the_prefix_whole_once(monkeypatch):
+    """Each step lists one page after the job's cursor (never the whole prefix again); the whole
+    prefix is listed once, at the end, to find what is gone. A sidecar on the far side of a page
+    boundary is still found."""
+    bucket = CountedBucket()
+    monkeypatch.setitem(MemoryProfile.BUCKETS, "notes", bucket)
+    engine = build_engine("memory", settings=settings_from_env(ENV))
+    pipeline = document_pipeline("memory", None, engine.settings, lambda tenant: engine)
+    total = 3 * kb_jobs.STEP_DOCUMENTS + 4
+    for n in range(total):
+        bucket.put(f"docs/{n:03d}.txt", f"Ferry crossing {n} logged by the harbour master at dawn. ".encode() * 3)
+    for n in range(0, total, 7):  # sidecars, some of them past the page that holds their document
+        bucket.put(f"docs/{n:03d}.txt.metadata.json", b'{"metadataAttributes": {"year": 2031}}')
+    try:
+        record = kb_sources.create(engine, "KB", {"name": "notes", "dataSourceConfiguration": {
+            "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::notes"}}})
+        stats = run(engine, pipeline, record)["statistics"]
+        assert stats["numberOfDocumentsScanned"] == total and stats["numberOfNewDocumentsIndexed"] == total
+        assert stats["numberOfMetadataDocumentsScanned"] == len(range(0, total, 7))
+        assert bucket.whole == 1, bucket.whole  # the deletion pass, once
+        assert bucket.paged >= 4
+        assert bucket.names <= 3 * (total + len(range(0, total, 7))), bucket.names  # not a listing a step
+    finally:
+        pipeline.close()
