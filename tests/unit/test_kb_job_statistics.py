@@ -143,3 +143,20 @@ def test_a_job_resumes_its_listing_from_the_cursor_and_lists_the_prefix_whole_on
         assert bucket.names <= 3 * (total + len(range(0, total, 7))), bucket.names  # not a listing a step
     finally:
         pipeline.close()
+
+
+def test_a_data_source_keeps_its_last_jobs_only(monkeypatch):
+    """The oldest ended jobs go as new ones start: ListIngestionJobs reads at most MAX_JOBS."""
+    bucket = MemoryBlobStore()
+    monkeypatch.setitem(MemoryProfile.BUCKETS, "notes", bucket)
+    monkeypatch.setattr(kb_jobs, "MAX_JOBS", 3)
+    engine = build_engine("memory", settings=settings_from_env(ENV))
+    pipeline = document_pipeline("memory", None, engine.settings, lambda tenant: engine)
+    bucket.put("docs/kept.txt", b"The ferry leaves Skarvik harbour at dawn. " * 3)
+    try:
+        record = kb_sources.create(engine, "KB", {"name": "notes", "dataSourceConfiguration": {
+            "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::notes"}}})
+        started = [run(engine, pipeline, record)["ingestionJobId"] for _ in range(5)]
+        assert [j["ingestionJobId"] for j in kb_jobs.jobs(engine, record["dataSourceId"])] == started[-3:]
+    finally:
+        pipeline.close()

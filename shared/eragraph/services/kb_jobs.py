@@ -24,6 +24,9 @@ first step, and every GetIngestionJob or ListIngestionJobs of a running job take
   as failed, with their reasons, and one the job handed over is then no longer counted new
   (or modified, when a stored version stays): Bedrock counts such a document failed only.
 
+A data source keeps its last MAX_JOBS jobs (the oldest go as a new one starts; on DynamoDB a
+job also expires 90 days after its last step), so ListIngestionJobs reads a bounded set.
+
 StopIngestionJob stops a running job at once (what it handed over is still ingested); a new
 job resumes the sync: the documents already in are unchanged, so it takes only what is left.
 A data source whose bucket cannot be read any more fails the job, with the reason. Two steps of
@@ -52,6 +55,7 @@ from .sources import SIDECAR_SUFFIX, is_sidecar, read_document, sidecar_metadata
 JOB = "kb-job:"
 STEP_DOCUMENTS = 25  # objects read a step (one submit call: services.uploads.MAX_DOCUMENTS)
 STEP_SECONDS = 8.0
+MAX_JOBS = 100  # jobs kept per data source (the oldest ended ones go as new ones start): a listing reads at most these
 LEASE_SECONDS = 30.0
 NEW, MODIFIED, METADATA = ("numberOfNewDocumentsIndexed", "numberOfModifiedDocumentsIndexed",
                            "numberOfMetadataDocumentsModified")
@@ -97,6 +101,8 @@ def start(engine: Engine, pipeline: Any, record: Mapping[str, Any], token: str |
     if running:
         raise kb_sync.SyncError("ConflictException", f"ingestion job {running[0]['ingestionJobId']} of this data "
                                 "source is running: stop it (StopIngestionJob) or wait for it to end")
+    for old in earlier[: max(0, len(earlier) - MAX_JOBS + 1)]:  # all ended (none runs): the oldest go
+        engine.graph.delete_meta(_key(old["dataSourceId"], old["ingestionJobId"]))
     now = time.time()
     job = kb_sync.new_job(kb_sources.new_id(), record["knowledgeBaseId"], record["dataSourceId"], description, now)
     _save(engine, job, now)
