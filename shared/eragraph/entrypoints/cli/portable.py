@@ -9,9 +9,14 @@ import argparse
 import gzip
 import itertools
 import json
+import os
+import shutil
 import zlib
+from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
+
+from ...domain import tenants
 
 from .exits import EXIT_OK, CommandError
 from .render import emit
@@ -69,6 +74,30 @@ def _target(profile: str, store: Path | None, settings, tenant: str):
     return Tenancy(profile, store, settings).engine(tenant)
 
 
+@contextmanager
+def _undone_on_failure(root: Path, tenant: str):
+    """A local import that fails part-way (a dump whose records are each well formed but do not
+    fit together, a full disk) takes back what it wrote: the tenant's store directory when the
+    import made it, or the default tenant's files the import added to the root. The target was
+    empty (portable.load refuses any other), so nothing that was there before is touched."""
+    target = root / tenants.KEY_PREFIX / tenant if tenant else root
+    existed = target.exists()
+    before = set(os.listdir(root)) if root.is_dir() else set()
+    try:
+        yield
+    except BaseException:
+        if tenant and not existed:
+            shutil.rmtree(target, ignore_errors=True)
+        elif not tenant:
+            for name in set(os.listdir(root)) - before - {".writer.lock"}:
+                path = root / name
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+        raise
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from ...services import portable
     from ...services.dump_records import check_dump
@@ -83,7 +112,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     header = portable.check_header(next(records, None))
     settings = adopt(header.get("providers"), settings_of(args))
     if args.store:
-        with writing(args.store, create=True):
+        with writing(args.store, create=True), _undone_on_failure(Path(args.store), tenant_of(args)):
             engine = _target(args.profile, Path(args.store), settings, tenant_of(args))
             counts = portable.load(engine, chain([header], records))
     else:  # a profile without a store directory (aws: the stack of the environment)
