@@ -20,6 +20,8 @@ from typing import Any
 from ..domain.doc_status import DocStatus
 from ..domain.model import Document, EragraphError, Node, Segment
 
+FORMAT = "eragraph-dump"
+READS = (1,)  # the dump versions ``load`` reads (portable.DUMP_VERSION writes the newest)
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one record (a document's kept text is at most ERAGRAPH_MAX_DOCUMENT_BYTES)
 MAX_DUMP_BYTES = 64 * 1024 * 1024 * 1024  # a whole dump, inflated
 
@@ -131,11 +133,36 @@ def check_record(record: Any, number: int, tenant: str, dim: int | None = None) 
     return record
 
 
+def check_header(header: Any) -> dict:
+    """The header of a dump this code reads, or a DumpError saying why not."""
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise DumpError("this is not an eragraph dump (its first record has no \"format\": \"eragraph-dump\")")
+    version = header.get("version")
+    if isinstance(version, bool) or version not in READS:  # True == 1 in Python: no version at all
+        reads = ", ".join(map(str, READS))
+        if isinstance(version, int) and not isinstance(version, bool) and version > max(READS):
+            why = f"; this eragraph reads version {reads}: upgrade eragraph to load it"
+        elif isinstance(version, int) and not isinstance(version, bool) and version < min(READS):
+            why = (f", older than any this eragraph reads (it reads version {reads}): load it with the "
+                   f"eragraph that wrote it and export it again")
+        else:
+            why = f"; this eragraph reads version {reads}"
+        raise DumpError(f"this dump is version {version!r}{why}")
+    lsh = header.get("lsh")
+    if lsh is not None and not (isinstance(lsh, dict) and isinstance(lsh.get("embedder_id"), str)
+                                and all(isinstance(lsh.get(k), int) and not isinstance(lsh.get(k), bool)
+                                        for k in ("dim", "n_planes", "seed"))
+                                and isinstance(lsh.get("planes"), (list, tuple))
+                                and all(isinstance(row, (list, tuple)) for row in lsh["planes"])):
+        raise DumpError("the dump's header has no valid lsh (embedder_id, dim, n_planes, seed and planes)")
+    if not isinstance(header.get("providers") or {}, dict):
+        raise DumpError("the dump's header: providers must be an object")
+    return header
+
+
 def check_dump(records: Iterable[Any], tenant: str) -> dict[str, int]:
     """Read a whole dump (header first) without writing anything: the counts of its records, or
     DumpError at the first bad one."""
-    from .portable import check_header
-
     it = iter(records)
     header = check_header(next(it, None))
     dim = (header.get("lsh") or {}).get("dim")

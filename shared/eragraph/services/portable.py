@@ -39,16 +39,14 @@ import numpy as np
 from ..domain.doc_status import DocStatus
 from ..domain.model import Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
 from ..ports.entity import ChunkEntities, SentenceMentions, chunk_of_sentence
-from .dump_records import DumpError, check_record
+from .dump_records import FORMAT, READS, DumpError, check_header, check_record  # noqa: F401 (check_header: the API)
 from .engine import EMBED_FORMAT, LEAF_ATTRS, Engine
 from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER
 from .ingest import leaf_meta
 from .sources import text_key
 from .store_providers import PROVIDERS_KEY, recorded_providers
 
-FORMAT = "eragraph-dump"
 DUMP_VERSION = 1
-READS = (1,)  # the dump versions ``load`` reads
 BATCH = 256
 
 
@@ -144,33 +142,6 @@ def _entities(engine: Engine) -> Iterator[dict]:
         for i in ids[start:start + BATCH]:
             if i in got:
                 yield {"kind": "entity_vector", "id": i, **_vector(got[i])}
-
-
-def check_header(header: Any) -> dict:
-    """The header of a dump this code reads, or a DumpError saying why not."""
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise DumpError("this is not an eragraph dump (its first record has no \"format\": \"eragraph-dump\")")
-    version = header.get("version")
-    if isinstance(version, bool) or version not in READS:  # True == 1 in Python: no version at all
-        reads = ", ".join(map(str, READS))
-        if isinstance(version, int) and not isinstance(version, bool) and version > max(READS):
-            why = f"; this eragraph reads version {reads}: upgrade eragraph to load it"
-        elif isinstance(version, int) and not isinstance(version, bool) and version < min(READS):
-            why = (f", older than any this eragraph reads (it reads version {reads}): load it with the "
-                   f"eragraph that wrote it and export it again")
-        else:
-            why = f"; this eragraph reads version {reads}"
-        raise DumpError(f"this dump is version {version!r}{why}")
-    lsh = header.get("lsh")
-    if lsh is not None and not (isinstance(lsh, dict) and isinstance(lsh.get("embedder_id"), str)
-                                and all(isinstance(lsh.get(k), int) and not isinstance(lsh.get(k), bool)
-                                        for k in ("dim", "n_planes", "seed"))
-                                and isinstance(lsh.get("planes"), (list, tuple))
-                                and all(isinstance(row, (list, tuple)) for row in lsh["planes"])):
-        raise DumpError("the dump's header has no valid lsh (embedder_id, dim, n_planes, seed and planes)")
-    if not isinstance(header.get("providers") or {}, dict):
-        raise DumpError("the dump's header: providers must be an object")
-    return header
 
 
 def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
