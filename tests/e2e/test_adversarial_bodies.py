@@ -46,15 +46,18 @@ CASES = [  # (method, path, the body's first key)
 ]
 
 
-def within_bound(call):
+def within_bound(call, tries: int = 2):
     """``call()``'s result, asserting it came within BOUND (run in a thread, so that a case that
-    hangs fails at 5 x BOUND instead of holding the run)."""
+    hangs fails at 5 x BOUND instead of holding the run). One that answered, but late, is asked
+    once more: a quadratic scan is slow every time, a busy machine is not."""
     out: list = []
     worker = threading.Thread(target=lambda: out.append(call()), daemon=True)
     started = time.perf_counter()
     worker.start()
     worker.join(timeout=5 * BOUND)
     elapsed = time.perf_counter() - started
+    if out and elapsed >= BOUND and tries > 1:
+        return within_bound(call, tries - 1)
     assert out and elapsed < BOUND, f"answered in {elapsed:.2f} s (bound {BOUND} s)"
     return out[0]
 
