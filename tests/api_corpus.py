@@ -155,6 +155,13 @@ def _attrs(*pairs) -> dict:
 MIB = 1 << 20
 _DS = "/knowledgebases/{kb}/datasources/{ds}"
 _S3DS = "/knowledgebases/{kb}/datasources/{s3ds}"
+def _byte_doc(ident: str, mime: str) -> dict:
+    """A CUSTOM document of inline bytes (a short text) declared as ``mime``."""
+    return {"content": {"dataSourceType": "CUSTOM", "custom": {
+        "customDocumentIdentifier": {"id": ident}, "sourceType": "IN_LINE",
+        "inlineContent": {"type": "BYTE", "byteContent": {"mimeType": mime, "data": "VGhlIGZlcnJ5IGxvZy4="}}}}}
+
+
 DOOR_CASES: list[tuple[str, str, str, dict, int, str | None, str]] = [
     # POST /v1/chat/completions (OpenAI's error body; its message is the API's message too)
     ("chat: no model", "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": "comet"}]}, 400, None,
@@ -168,6 +175,16 @@ DOOR_CASES: list[tuple[str, str, str, dict, int, str | None, str]] = [
     ("chat: a bad filter", "POST", "/v1/chat/completions", _chat(filter={"equal": {"key": "a", "value": 1}}), 400, None,
      "unknown operator 'equal'"),
     ("chat: an unknown field", "POST", "/v1/chat/completions", _chat(colour="red"), 400, None, "unknown field 'colour'"),
+    ("chat: temperature over 2", "POST", "/v1/chat/completions", _chat(temperature=5), 400, None,
+     "Invalid 'temperature': decimal above maximum value. Expected a value <= 2, but got 5 instead."),
+    ("chat: temperature a string", "POST", "/v1/chat/completions", _chat(temperature="hot"), 400, None,
+     "Invalid type for 'temperature': expected a decimal, but got a string instead."),
+    ("chat: top_p over 1", "POST", "/v1/chat/completions", _chat(top_p=7), 400, None,
+     "Invalid 'top_p': decimal above maximum value. Expected a value <= 1, but got 7 instead."),
+    ("chat: max_tokens below 1", "POST", "/v1/chat/completions", _chat(max_tokens=-1), 400, None,
+     "Invalid 'max_tokens': integer below minimum value. Expected a value >= 1, but got -1 instead."),
+    ("chat: max_tokens a decimal", "POST", "/v1/chat/completions", _chat(max_tokens=2.5), 400, None,
+     "Invalid type for 'max_tokens': expected an integer, but got a decimal instead."),
     # POST /documents
     ("documents: too many", "POST", "/documents",
      {"documents": [{"source": f"n/{i}.txt", "text": "x"} for i in range(26)]}, 422, None,
@@ -206,6 +223,18 @@ DOOR_CASES: list[tuple[str, str, str, dict, int, str | None, str]] = [
      {"documents": [inline_doc("m", "x")]}, 404, "ResourceNotFoundException", "no data source ABCDEFGHIJ"),
     ("kb ingest: a data source id of bad form", "PUT", "/knowledgebases/{kb}/datasources/not-an-id/documents",
      {"documents": [inline_doc("m", "x")]}, 400, "ValidationException", "dataSourceId"),
+    ("kb ingest: a 16 KB mimeType", "PUT", _DS + "/documents",
+     {"documents": [_byte_doc("m", "a" * 16_000 + "text/plain" + "b" * 16)]}, 400, "ValidationException",
+     "mimeType must have at most 1024 characters (got 16026)"),
+    ("kb ingest: a mimeType of a type not read", "PUT", _DS + "/documents",
+     {"documents": [_byte_doc("m", "image/png")]}, 400, "ValidationException",
+     "mimeType 'image/png' is not a type this service reads"),
+    ("kb ingest: a mimeType that merely contains a type", "PUT", _DS + "/documents",
+     {"documents": [_byte_doc("m", "x text/plain")]}, 400, "ValidationException",
+     "mimeType 'x text/plain' is not a type this service reads"),
+    ("data source: a name that merely contains a valid one", "PUT", "/knowledgebases/{kb}/datasources/",
+     {"name": "ok name!", "dataSourceConfiguration": {"type": "CUSTOM"}}, 400, "ValidationException",
+     "name must match the pattern"),
     ("kb get: too many identifiers", "POST", _DS + "/documents/getDocuments",
      {"documentIdentifiers": [{"dataSourceType": "CUSTOM", "custom": {"id": f"d{i}"}} for i in range(11)]}, 400,
      "ValidationException", "at most 10"),

@@ -209,6 +209,8 @@ class Settings:
     max_pdf_pages: int = 2000                    # a PDF's page count, before extracting a page
     max_unzipped_bytes: int = 200 * 1024 * 1024  # a DOCX's entries, from its ZIP directory
     extract_seconds: float = 120.0               # wall-clock budget of one file's extraction
+    # the bytes a tenant may submit for ingestion a day (UTC; services.ingest_quota; 0: no quota)
+    ingest_daily_bytes: int = 2 * 1024 * 1024 * 1024
     # CSV rows as documents (services.sources): the column of each row's text, and optionally
     # of its id and title; "" (the default) reads a CSV file as one text document
     csv_text_column: str = ""
@@ -262,6 +264,8 @@ class Settings:
         for name in ("max_document_bytes", "max_pdf_pages", "max_unzipped_bytes"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
+        if self.ingest_daily_bytes < 0:
+            raise ValueError("ingest_daily_bytes must be >= 0 (0: no quota)")
         if not self.extract_seconds > 0:
             raise ValueError("extract_seconds must be > 0")
         parse_prices(self.prices)

@@ -283,6 +283,19 @@ def test_an_answer_model_without_a_price_stops_the_cold_start():
     check_prices(Settings(generator="none"), ["amazon.nova-pro-v1:0"])  # no Bedrock answers: nothing to price
 
 
+def test_an_embed_model_without_a_price_stops_the_cold_start():
+    from eragraph.bootstrap.preflight import ProviderUnavailable, check_prices
+
+    check_prices(Settings(embedder="bedrock"), [], uses=("embedder",))  # Titan v2: priced
+    unpriced = Settings(embedder="bedrock", bedrock_embed_model="cohere.embed-unpriced-v9")
+    with pytest.raises(ProviderUnavailable, match="no price for the embed model cohere.embed-unpriced-v9"):
+        check_prices(unpriced, [], uses=("embedder",))
+    check_prices(unpriced, [], uses=("generator",))  # a function that does not embed
+    priced = Settings(embedder="bedrock", bedrock_embed_model="cohere.embed-unpriced-v9",
+                      prices='{"bedrock:cohere.embed-unpriced-v9": [0.1, 0]}')
+    check_prices(priced, [], uses=("embedder", "generator"))
+
+
 def test_the_lambda_cold_start_refuses_an_unpriced_answer_model():
     from eragraph.bootstrap.aws import LazyEngine
     from eragraph.bootstrap.preflight import ProviderUnavailable

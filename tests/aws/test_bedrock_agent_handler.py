@@ -45,10 +45,10 @@ def test_a_sync_and_a_direct_ingest_take_the_buckets_path_in_the_callers_tenant(
     env["ERAGRAPH_SOURCE_BUCKETS"] = SOURCE  # the DataSourceBuckets parameter
     s3 = boto3.client("s3", region_name="us-east-1")
     s3.create_bucket(Bucket=SOURCE)
-    s3.put_object(Bucket=SOURCE, Key="docs/comets.txt", Body=TEXT.encode())
-    s3.put_object(Bucket=SOURCE, Key="docs/comets.txt.metadata.json",
+    s3.put_object(Bucket=SOURCE, Key="tenants/a/docs/comets.txt", Body=TEXT.encode())  # a's area of the bucket
+    s3.put_object(Bucket=SOURCE, Key="tenants/a/docs/comets.txt.metadata.json",
                   Body=b'{"metadataAttributes": {"year": 2031}}')
-    s3.put_object(Bucket=SOURCE, Key="other/skipped.txt", Body=b"not under the prefix")
+    s3.put_object(Bucket=SOURCE, Key="tenants/a/other/skipped.txt", Body=b"not under the prefix")
     a, kb = client_as("a", lambda_context), knowledge_base_id("a")
 
     with pytest.raises(a.exceptions.ValidationException) as info:  # a bucket the deployment may not read
@@ -56,24 +56,24 @@ def test_a_sync_and_a_direct_ingest_take_the_buckets_path_in_the_callers_tenant(
             "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::not-allowed"}})
     assert "DataSourceBuckets" in str(info.value)
     ds = a.create_data_source(knowledgeBaseId=kb, name="comets", dataSourceConfiguration={
-        "type": "S3", "s3Configuration": {"bucketArn": f"arn:aws:s3:::{SOURCE}", "inclusionPrefixes": ["docs/"]}})
+        "type": "S3", "s3Configuration": {"bucketArn": f"arn:aws:s3:::{SOURCE}", "inclusionPrefixes": ["tenants/a/docs/"]}})
     ds_id = ds["dataSource"]["dataSourceId"]
     job = a.start_ingestion_job(knowledgeBaseId=kb, dataSourceId=ds_id)["ingestionJob"]
     assert job["status"] == "IN_PROGRESS"
     assert job["statistics"]["numberOfNewDocumentsIndexed"] == 1
     assert job["statistics"]["numberOfMetadataDocumentsScanned"] == 1
     # the job's hand-over is the documents bucket, under the tenant's prefix
-    assert documents_keys("a") == ["tenants/a/comets/docs/comets.txt"]
+    assert documents_keys("a") == ["tenants/a/comets/tenants/a/docs/comets.txt"]
     with pytest.raises(a.exceptions.ConflictException):  # one running job a data source
         a.start_ingestion_job(knowledgeBaseId=kb, dataSourceId=ds_id)
     notify(documents_keys("a"), lambda_context)
     job = a.get_ingestion_job(knowledgeBaseId=kb, dataSourceId=ds_id, ingestionJobId=job["ingestionJobId"])
     assert job["ingestionJob"]["status"] == "COMPLETE", job
     details = a.list_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=ds_id)["documentDetails"]
-    assert [(d["identifier"]["s3"]["uri"], d["status"]) for d in details] == [(f"s3://{SOURCE}/docs/comets.txt",
+    assert [(d["identifier"]["s3"]["uri"], d["status"]) for d in details] == [(f"s3://{SOURCE}/tenants/a/docs/comets.txt",
                                                                                 "INDEXED")]
     out = a.get_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=ds_id, documentIdentifiers=[
-        {"dataSourceType": "S3", "s3": {"uri": f"s3://{SOURCE}/docs/comets.txt"}}])
+        {"dataSourceType": "S3", "s3": {"uri": f"s3://{SOURCE}/tenants/a/docs/comets.txt"}}])
     assert out["documentDetails"][0]["status"] == "INDEXED"
 
     custom = a.create_data_source(knowledgeBaseId=kb, name="notes", dataSourceConfiguration={"type": "CUSTOM"})
@@ -90,3 +90,41 @@ def test_a_sync_and_a_direct_ingest_take_the_buckets_path_in_the_callers_tenant(
     with pytest.raises(b.exceptions.ResourceNotFoundException):
         b.get_data_source(knowledgeBaseId=knowledge_base_id("b"), dataSourceId=ds_id)
     assert b.list_data_sources(knowledgeBaseId=knowledge_base_id("b"))["dataSourceSummaries"] == []
+
+
+def test_a_tenant_can_reach_no_other_tenants_objects_in_a_shared_bucket(tenant_env, lambda_context):
+    """The sharing model (domain.kb_sync): tenant b's area of the shared source bucket is
+    ``tenants/b/``. Tenant a can create no S3 data source over it (nor over the whole bucket),
+    and can name none of b's objects as a CUSTOM document's s3Location or a metadata
+    s3Location: each is AccessDeniedException, and nothing of b's is ingested for a."""
+    _engine, env, _fake = tenant_env
+    env["ERAGRAPH_SOURCE_BUCKETS"] = SOURCE
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket=SOURCE)
+    s3.put_object(Bucket=SOURCE, Key="tenants/b/private/plans.txt", Body=TEXT.encode())
+    s3.put_object(Bucket=SOURCE, Key="tenants/b/private/plans.txt.metadata.json",
+                  Body=b'{"metadataAttributes": {"year": 2031}}')
+    a, kb = client_as("a", lambda_context), knowledge_base_id("a")
+    for prefixes in (["tenants/b/"], ["tenants/b/private/"], ["tenants/"], [], ["tenants/ab/"]):
+        config = {"bucketArn": f"arn:aws:s3:::{SOURCE}", **({"inclusionPrefixes": prefixes} if prefixes else {})}
+        with pytest.raises(a.exceptions.AccessDeniedException) as info:
+            a.create_data_source(knowledgeBaseId=kb, name="theirs", dataSourceConfiguration={
+                "type": "S3", "s3Configuration": config})
+        assert "tenants/a/" in str(info.value), prefixes
+    assert a.list_data_sources(knowledgeBaseId=kb)["dataSourceSummaries"] == []
+
+    custom = a.create_data_source(knowledgeBaseId=kb, name="notes", dataSourceConfiguration={"type": "CUSTOM"})
+    custom_id = custom["dataSource"]["dataSourceId"]
+    theirs = f"s3://{SOURCE}/tenants/b/private/plans.txt"
+    with pytest.raises(a.exceptions.AccessDeniedException) as info:
+        a.ingest_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=custom_id, documents=[{"content": {
+            "dataSourceType": "CUSTOM", "custom": {"customDocumentIdentifier": {"id": "stolen"},
+                                                   "sourceType": "S3_LOCATION", "s3Location": {"uri": theirs}}}}])
+    assert "tenant 'a'" in str(info.value)
+    with pytest.raises(a.exceptions.AccessDeniedException):
+        a.ingest_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=custom_id, documents=[{
+            "content": {"dataSourceType": "CUSTOM", "custom": {
+                "customDocumentIdentifier": {"id": "mine"}, "sourceType": "IN_LINE",
+                "inlineContent": {"type": "TEXT", "textContent": {"data": "mine"}}}},
+            "metadata": {"type": "S3_LOCATION", "s3Location": {"uri": theirs + ".metadata.json"}}}])
+    assert documents_keys("a") == []

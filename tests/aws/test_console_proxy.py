@@ -220,6 +220,21 @@ def test_a_dead_api_is_a_502_in_words():
         assert status == 200 and b"<html" in raw.lower()
 
 
+def test_only_the_apis_routes_are_signed_and_forwarded(gateway):
+    """A method and path that is not a route of the API (an admin path, another method on a
+    route's path) is a 404 of the proxy: never signed, never sent; the API's routes go through."""
+    api, url = gateway
+    with console(url, signed("a")) as proxy:
+        sent = len(api.answers)
+        for method, path in (("GET", "/admin/users"), ("DELETE", "/stats"), ("PUT", "/query"),
+                             ("GET", "/documents/a/b"), ("POST", "/2015-03-31/functions/x/invocations")):
+            status, _, raw = call(proxy, method, path, {} if method in ("PUT", "POST") else None)
+            assert status == 404 and "is not a route of the API" in json.loads(raw)["message"], (method, path)
+        assert len(api.answers) == sent  # nothing reached the API
+        status, _, _ = call(proxy, "GET", "/stats")
+        assert status == 200 and len(api.answers) == sent + 1
+
+
 # --------------------------------------------------------------------------- the streamed answer
 
 def test_query_stream_is_the_apis_whole_answer_as_ndjson(gateway):
@@ -259,13 +274,17 @@ def test_the_command_serves_the_console_and_signs_with_the_credential_chain(gate
                              "--port", "0", "--quiet"], env=env, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()
-        found = re.search(r"at (http://127\.0\.0\.1:\d+)/ : open it in a browser", line)
+        found = re.search(r"at (http://127\.0\.0\.1:\d+)/#token=([\w-]+) : open it in a browser", line)
         assert found, line + (proc.stderr.read() if proc.poll() is not None else "")
         assert f"console of {url}" in line and "SigV4" in line and "us-east-1" in line
-        proxy = found.group(1)
-        status, headers, raw = call(proxy, "GET", "/")
+        proxy, run_token = found.group(1), found.group(2)
+        status, headers, raw = call(proxy, "GET", "/")  # the page itself needs no token
         assert status == 200 and headers["content-type"].startswith("text/html")
-        status, _, raw = call(proxy, "POST", "/query", {"query": QUESTION, "k": 5}, headers={"x-eragraph-tenant": "b"})
+        sent = len(api.answers)
+        status, _, raw = call(proxy, "POST", "/query", {"query": QUESTION, "k": 5})  # another local process
+        assert status == 401 and len(api.answers) == sent  # refused, nothing signed
+        status, _, raw = call(proxy, "POST", "/query", {"query": QUESTION, "k": 5},
+                              headers={"x-eragraph-tenant": "b", "authorization": f"Bearer {run_token}"})
         assert status == 200 and shown(raw, A_WORDS) and not shown(raw, B_WORDS)
         assert api.seen[-1]["authorization"].startswith(f"AWS4-HMAC-SHA256 Credential={key}/")
     finally:

@@ -64,6 +64,17 @@ def test_list_prefix_sorted_and_nested(blob_store):
         assert blob_store.get(key) == key.encode()
 
 
+def test_list_after_resumes_from_a_cursor_in_key_order(blob_store):
+    keys = ["docs/a.txt", "docs/a.txt.metadata.json", "docs/ab.md", "docs/b.txt", "docs/sub/c.txt", "raw/z"]
+    for key in keys:
+        blob_store.put(key, b"x")
+    assert blob_store.list_after("docs/", "", 2) == ["docs/a.txt", "docs/a.txt.metadata.json"]
+    assert blob_store.list_after("docs/", "docs/a.txt.metadata.json", 2) == ["docs/ab.md", "docs/b.txt"]
+    assert blob_store.list_after("docs/", "docs/b.txt", 10) == ["docs/sub/c.txt"]
+    assert blob_store.list_after("docs/", "docs/sub/c.txt", 10) == []
+    assert blob_store.list_after("", "docs/sub/c.txt", 10) == ["raw/z"]
+
+
 def test_unicode_keys(blob_store):
     blob_store.put("notes/café résumé.txt", b"1")
     assert blob_store.list("notes/") == ["notes/café résumé.txt"]

@@ -180,7 +180,7 @@ def test_direct_ingestion_into_a_custom_data_source(served):
 
 
 def test_bad_input_gets_the_modelled_error_in_words(served):
-    client, kb, _folder, _url = served
+    client, kb, folder, _url = served
     ds_id = client.create_data_source(knowledgeBaseId=kb, name="strict",
                                       dataSourceConfiguration={"type": "CUSTOM"})["dataSource"]["dataSourceId"]
     errors = client.exceptions
@@ -218,6 +218,7 @@ def test_bad_input_gets_the_modelled_error_in_words(served):
         with pytest.raises(kind) as info:
             call()
         assert words in str(info.value), (words, str(info.value))
+        assert str(folder.parent.parent) not in str(info.value), str(info.value)  # no server path in any answer
     # a byte document Eragraph cannot read is accepted, then fails with its reason
     client.ingest_knowledge_base_documents(knowledgeBaseId=kb, dataSourceId=ds_id,
                                            documents=[_inline("raw", data=bytes(range(256)) * 4)])

@@ -67,3 +67,96 @@ def test_a_document_the_ingest_path_fails_is_counted_failed_only(monkeypatch):
         assert sorted(r.split(": ", 1)[1] for r in job["failureReasons"]) == [REASON, REASON]
     finally:
         pipeline.close()
+
+
+def test_the_default_tenants_sync_of_a_whole_bucket_skips_the_tenants_areas(monkeypatch):
+    """The sharing model (domain.kb_sync): a data source of the default tenant over the whole
+    bucket takes its keys outside ``tenants/`` only; one over ``tenants/`` is refused."""
+    import pytest
+
+    bucket = MemoryBlobStore()
+    monkeypatch.setitem(MemoryProfile.BUCKETS, "notes", bucket)
+    engine = build_engine("memory", settings=settings_from_env(ENV))
+    pipeline = document_pipeline("memory", None, engine.settings, lambda tenant: engine)
+    try:
+        with pytest.raises(kb_sync.SyncError, match="must not be under 'tenants/'") as info:
+            kb_sources.create(engine, "KB", {"name": "theirs", "dataSourceConfiguration": {
+                "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::notes", "inclusionPrefixes": ["tenants/b/"]}}})
+        assert info.value.code == "AccessDeniedException"
+        record = kb_sources.create(engine, "KB", {"name": "notes", "dataSourceConfiguration": {
+            "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::notes"}}})
+        bucket.put("docs/kept.txt", b"The ferry leaves Skarvik harbour at dawn. " * 3)
+        bucket.put("tenants/b/secret.txt", b"Tenant b keeps the harbour accounts here. " * 3)
+        stats = run(engine, pipeline, record)["statistics"]
+        assert (stats["numberOfDocumentsScanned"], stats["numberOfNewDocumentsIndexed"]) == (1, 1), stats
+        assert [s.source for s in engine.graph.doc_statuses("")] == ["notes/docs/kept.txt"]
+    finally:
+        pipeline.close()
+
+
+class CountedBucket(MemoryBlobStore):
+    """A memory bucket that counts its listings and the names each returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.whole, self.paged, self.names = 0, 0, 0
+
+    def list(self, prefix: str = "") -> list[str]:
+        out = super().list(prefix)
+        if not getattr(self, "_inner", False):
+            self.whole += 1
+            self.names += len(out)
+        return out
+
+    def list_after(self, prefix: str, after: str, limit: int) -> list[str]:
+        self._inner = True
+        try:
+            out = super().list_after(prefix, after, limit)
+        finally:
+            self._inner = False
+        self.paged += 1
+        self.names += len(out)
+        return out
+
+
+def test_a_job_resumes_its_listing_from_the_cursor_and_lists_the_prefix_whole_once(monkeypatch):
+    """Each step lists one page after the job's cursor (never the whole prefix again); the whole
+    prefix is listed once, at the end, to find what is gone. A sidecar on the far side of a page
+    boundary is still found."""
+    bucket = CountedBucket()
+    monkeypatch.setitem(MemoryProfile.BUCKETS, "notes", bucket)
+    engine = build_engine("memory", settings=settings_from_env(ENV))
+    pipeline = document_pipeline("memory", None, engine.settings, lambda tenant: engine)
+    total = 3 * kb_jobs.STEP_DOCUMENTS + 4
+    for n in range(total):
+        bucket.put(f"docs/{n:03d}.txt", f"Ferry crossing {n} logged by the harbour master at dawn. ".encode() * 3)
+    for n in range(0, total, 7):  # sidecars, some of them past the page that holds their document
+        bucket.put(f"docs/{n:03d}.txt.metadata.json", b'{"metadataAttributes": {"year": 2031}}')
+    try:
+        record = kb_sources.create(engine, "KB", {"name": "notes", "dataSourceConfiguration": {
+            "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::notes"}}})
+        stats = run(engine, pipeline, record)["statistics"]
+        assert stats["numberOfDocumentsScanned"] == total and stats["numberOfNewDocumentsIndexed"] == total
+        assert stats["numberOfMetadataDocumentsScanned"] == len(range(0, total, 7))
+        assert bucket.whole == 1, bucket.whole  # the deletion pass, once
+        assert bucket.paged >= 4
+        assert bucket.names <= 3 * (total + len(range(0, total, 7))), bucket.names  # not a listing a step
+    finally:
+        pipeline.close()
+
+
+def test_a_data_source_keeps_its_last_jobs_only(monkeypatch):
+    """The oldest ended jobs go as new ones start: ListIngestionJobs reads at most MAX_JOBS."""
+    bucket = MemoryBlobStore()
+    monkeypatch.setitem(MemoryProfile.BUCKETS, "notes", bucket)
+    monkeypatch.setattr(kb_jobs, "MAX_JOBS", 3)
+    engine = build_engine("memory", settings=settings_from_env(ENV))
+    pipeline = document_pipeline("memory", None, engine.settings, lambda tenant: engine)
+    bucket.put("docs/kept.txt", b"The ferry leaves Skarvik harbour at dawn. " * 3)
+    try:
+        record = kb_sources.create(engine, "KB", {"name": "notes", "dataSourceConfiguration": {
+            "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::notes"}}})
+        started = [run(engine, pipeline, record)["ingestionJobId"] for _ in range(5)]
+        assert [j["ingestionJobId"] for j in kb_jobs.jobs(engine, record["dataSourceId"])] == started[-3:]
+    finally:
+        pipeline.close()

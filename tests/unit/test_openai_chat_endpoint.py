@@ -126,6 +126,12 @@ def test_without_a_generator_the_reply_is_the_evidence(served):
     ({"extra_body": {"filter": {"near": {"key": "a", "value": 1}}}}, 400, "unknown operator 'near'"),
     ({"extra_body": {"warp": 1}}, 400, "unknown field 'warp'"),
     ({"n": 2}, 400, "n must be 1"),
+    ({"temperature": 5}, 400, "Invalid 'temperature': decimal above maximum value"),
+    ({"temperature": -0.5}, 400, "Invalid 'temperature': decimal below minimum value"),
+    ({"top_p": 7}, 400, "Invalid 'top_p': decimal above maximum value"),
+    ({"max_tokens": -1}, 400, "Invalid 'max_tokens': integer below minimum value"),
+    ({"max_completion_tokens": 0}, 400, "Invalid 'max_completion_tokens': integer below minimum value"),
+    ({"extra_body": {"temperature": "hot"}}, 400, "Invalid type for 'temperature': expected a decimal"),
 ])
 def test_bad_requests_are_4xx_in_words(served, kwargs, status, words):
     _, client = served
@@ -159,3 +165,14 @@ def test_the_resolver_answers_a_stream_whole_as_server_sent_events(served):
     chunks = [json.loads(line) for line in lines[:-1]]
     assert "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks).startswith("It is so [1].")
     assert chunks[-1]["choices"][0]["finish_reason"] == "stop" and chunks[-1]["citations"]
+
+
+def test_sampling_fields_in_range_are_accepted_and_the_refusal_has_openais_code(served):
+    _, client = served
+    out = client.chat.completions.create(model="eragraph-collapsed", messages=[{"role": "user", "content": "comet"}],
+                                         temperature=2, top_p=0, max_tokens=1, max_completion_tokens=50)
+    assert out.choices[0].message.content
+    with pytest.raises(openai.BadRequestError) as info:
+        client.chat.completions.create(model="eragraph-collapsed", messages=[{"role": "user", "content": "comet"}],
+                                       temperature=2.5)
+    assert info.value.body["param"] == "temperature" and info.value.body["code"] == "decimal_above_max_value"

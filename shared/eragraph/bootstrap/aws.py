@@ -94,8 +94,8 @@ class LazyEngine:
         only finds them (a function where only some requests use them: they load on first use)."""
         settings = settings_from_env(None if environ is None else dict(environ))
         preflight(settings, self.profile, uses, load=load)
-        if "generator" in uses:  # an answer model without a price escapes the spend alarm
-            check_prices(settings, ProcessSettings.from_env(environ).answer_models)
+        if {"generator", "embedder"} & set(uses):  # a model without a price escapes the spend alarm
+            check_prices(settings, ProcessSettings.from_env(environ).answer_models, uses)
         self.uses = uses
         return settings
 

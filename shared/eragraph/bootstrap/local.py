@@ -112,8 +112,8 @@ class LocalProfile(Profile):
             raise LookupError("no folder holds the data source buckets: set ERAGRAPH_BUCKET_FOLDER "
                               "(bucket NAME is then the folder ERAGRAPH_BUCKET_FOLDER/NAME)")
         folder = Path(settings.bucket_folder).expanduser() / name
-        if "/" in name or name in (".", "..") or not folder.is_dir():
-            raise LookupError(f"no bucket {name!r}: no folder {folder}")
+        if "/" in name or name in (".", "..") or not folder.is_dir():  # said without the server's path
+            raise LookupError(f"no bucket {name!r}: no folder of that name in the bucket folder (ERAGRAPH_BUCKET_FOLDER)")
         return FsBlobStore(folder)
 
     def lexical(self, graph, vectors):

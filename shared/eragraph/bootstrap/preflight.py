@@ -75,18 +75,26 @@ def preflight(settings: Settings, profile: str, uses: Iterable[str] = USES, load
                                       f"imported here ({problem})")
 
 
-def check_prices(settings: Settings, answer_models: Iterable[str]) -> None:
+def check_prices(settings: Settings, answer_models: Iterable[str], uses: Iterable[str] = ("generator",)) -> None:
     """With the Bedrock generator, every model an answer may use (the text model and the allowed
     ones, ERAGRAPH_ANSWER_MODELS / AnswerModelArns) needs a price in the ledger's table
-    (config.DEFAULT_PRICES with ERAGRAPH_PRICES): an unpriced call is left out of the spend the
-    BedrockSpend alarm sums, so a function allowing one refuses to start (ProviderUnavailable,
-    naming the models and the fix)."""
-    if settings.generator != "bedrock":
-        return
+    (config.DEFAULT_PRICES with ERAGRAPH_PRICES), and so does the Bedrock embed model
+    (ERAGRAPH_BEDROCK_EMBED_MODEL / EmbedModelId) of a function that embeds (``uses``): an
+    unpriced call is left out of the spend the BedrockSpend alarm sums, so a function that would
+    make one refuses to start (ProviderUnavailable, naming the models and the fix)."""
     from ..providers.bedrock import bedrock_model_id
     from ..services.cost import cost_usd
 
     prices = settings.price_table()
+    uses = tuple(uses)
+    if "embedder" in uses and settings.embedder == "bedrock" and \
+            cost_usd(f"bedrock:{bedrock_model_id(settings.bedrock_embed_model)}", 1, 0, prices) is None:
+        raise ProviderUnavailable(
+            f"no price for the embed model {bedrock_model_id(settings.bedrock_embed_model)}: its spend would escape "
+            "the spend alarm. Add it to ERAGRAPH_PRICES as {\"bedrock:MODEL_ID\": [USD per million input tokens, 0]} "
+            "(the Prices parameter), or choose a priced EmbedModelId")
+    if settings.generator != "bedrock" or "generator" not in uses:
+        return
     models = dict.fromkeys(bedrock_model_id(m) for m in (settings.bedrock_text_model, *answer_models))
     missing = [m for m in models if cost_usd(f"bedrock:{m}", 1, 1, prices) is None]
     if missing:

@@ -69,10 +69,12 @@ def effective_state(status: DocStatus, dirty_shards: set[int]) -> str:
 
 @dataclass
 class StatusCounts:
-    """Counts of each state under a prefix."""
+    """Counts of each state under a prefix; ``approximate``: of its first records only (a prefix
+    without counters is counted from at most one page of its records)."""
 
     prefix: str
     counts: dict[str, int] = field(default_factory=lambda: {s: 0 for s in STATES})
+    approximate: bool = False
 
     def add(self, states: Iterable[str]) -> StatusCounts:
         for state in states:
@@ -85,4 +87,5 @@ class StatusCounts:
         return {"prefix": self.prefix, "total": total, **{s: c.get(s, 0) for s in STATES},
                 "bedrock": {"numberOfDocumentsScanned": total,
                             "numberOfNewDocumentsIndexed": c[INDEXED] + c[SUMMARIES_PENDING] + c[DONE],
-                            "numberOfDocumentsFailed": c[FAILED]}}
+                            "numberOfDocumentsFailed": c[FAILED]},
+                **({"approximate": True} if self.approximate else {})}

@@ -6,6 +6,13 @@ documents are stored under source names ``<data source name>/<key>``: the S3 key
 prefix, or the custom document id, so that a document's name says where it came from and a
 data source's documents are one prefix of the store's.
 
+Sharing model: the data source buckets (the deployment's DataSourceBuckets, locally the bucket
+folder) are shared by every tenant, each with its own area in each: tenant ``t``'s keys are
+under ``tenants/<t>/`` (the layout of the documents bucket), the default tenant's are every key
+outside ``tenants/``. A data source's prefix must lie in its tenant's area (``check_area``), a
+sync takes only the keys of that area (``in_area``), and every S3 URI a request names must be an
+object of the area (``check_key``), so no tenant can sync, ingest or read another's objects.
+
 An ingestion job goes ``IN_PROGRESS`` -> (scan, then wait for what it handed over) ->
 ``COMPLETE``; or ``STOPPED`` (StopIngestionJob) or ``FAILED`` (the bucket cannot be read).
 A job keeps Bedrock's statistics: documents scanned, metadata files scanned, new, modified,
@@ -52,6 +59,49 @@ def bucket_of(config: Mapping[str, Any]) -> tuple[str, str]:
                         "arn:aws:s3:::<bucket name>")
     prefixes = s3.get("inclusionPrefixes") or [""]
     return match.group(2), prefixes[0]
+
+
+TENANTS = "tenants/"  # the prefix under which each tenant has its own area of a shared bucket
+
+
+def tenant_area(tenant: str) -> str:
+    """The prefix of ``tenant``'s area in a shared bucket ("" for the default tenant: every key
+    outside ``tenants/``)."""
+    return f"{TENANTS}{tenant}/" if tenant else ""
+
+
+def in_area(tenant: str, key: str) -> bool:
+    """Whether ``key`` is in ``tenant``'s area of a shared bucket."""
+    return key.startswith(tenant_area(tenant)) if tenant else not key.startswith(TENANTS)
+
+
+def _whose(tenant: str) -> str:
+    return f"tenant {tenant!r}" if tenant else "the default tenant"
+
+
+def check_area(tenant: str, config: Mapping[str, Any]) -> None:
+    """AccessDeniedException unless an S3 data source's prefix lies in ``tenant``'s area (for the
+    default tenant, a prefix that names no tenant's area; the sync skips ``tenants/`` keys)."""
+    _bucket, prefix = bucket_of(config)
+    area = tenant_area(tenant)
+    if tenant and not prefix.startswith(area):
+        raise SyncError("AccessDeniedException", f"inclusionPrefixes must be under {area!r}: {_whose(tenant)}'s "
+                        f"area of a shared bucket (got {prefix[:200]!r})")
+    if not tenant and prefix.startswith(TENANTS):
+        raise SyncError("AccessDeniedException", f"inclusionPrefixes must not be under {TENANTS!r}, the other "
+                        f"tenants' areas of a shared bucket (got {prefix[:200]!r})")
+
+
+def check_key(tenant: str, key: str, where: str, prefix: str = "") -> None:
+    """AccessDeniedException unless the object ``key`` is in ``tenant``'s area (and under the
+    data source's ``prefix``, when it has one)."""
+    if not in_area(tenant, key):
+        area = f"keys under {tenant_area(tenant)!r}" if tenant else f"keys outside {TENANTS!r}"
+        raise SyncError("AccessDeniedException", f"{where}: {key[:200]!r} is not in {_whose(tenant)}'s area of "
+                        f"the bucket ({area})")
+    if not key.startswith(prefix):
+        raise SyncError("AccessDeniedException", f"{where}: {key[:200]!r} is not under the data source's "
+                        f"prefix {prefix[:200]!r}")
 
 
 def check_data_source(name: str, config: Mapping[str, Any]) -> str:

@@ -19,7 +19,8 @@ The request: ``model`` and ``messages`` (roles system, user, assistant, tool, de
 a string or a list of ``{"type": "text", "text"}`` parts) are required; ``stream``,
 ``stream_options.include_usage`` are honoured; the sampling and tool fields a client sends
 (``temperature``, ``top_p``, ``max_tokens``, ``n`` = 1, ``user``, ...) are accepted and
-ignored; ``k`` (results, 1..100) and ``filter`` (a Bedrock KB metadata filter) are Eragraph's
+ignored, once in OpenAI's ranges (``temperature`` 0..2, ``top_p`` 0..1, ``max_tokens`` and
+``max_completion_tokens`` at least 1: outside them, or of another type, OpenAI's 400 and code); ``k`` (results, 1..100) and ``filter`` (a Bedrock KB metadata filter) are Eragraph's
 own, optional."""
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ IGNORED = frozenset({"temperature", "top_p", "max_tokens", "max_completion_token
                      "function_call", "web_search_options", "verbosity", "prompt_cache_key", "safety_identifier"})
 KNOWN = frozenset({"model", "messages", "stream", "stream_options", "k", "filter"}) | IGNORED
 MAX_MESSAGES = 200
+# the sampling fields OpenAI range-checks (field: integer only, lowest, highest or None)
+RANGES = {"temperature": (False, 0, 2), "top_p": (False, 0, 1), "max_tokens": (True, 1, None),
+          "max_completion_tokens": (True, 1, None)}
 
 
 class ChatError(Exception):
@@ -98,6 +102,26 @@ def _text_of(content: Any, where: str) -> str:
     raise ChatError(f"{where}.content must be a string or a list of content parts", param=f"{where}.content")
 
 
+def _check_range(field: str, value: Any, integer: bool, low: float, high: float | None) -> None:
+    """ChatError in OpenAI's words and code unless ``value`` (None: not given) is a number of the
+    field's type within low..high."""
+    if value is None:
+        return
+    kind = "integer" if integer else "decimal"
+    number = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not number:
+        got = {str: "a string", list: "an array", dict: "an object", bool: "a boolean", float: "a decimal"}.get(
+            type(value), "a value")
+        raise ChatError(f"Invalid type for '{field}': expected {'an' if integer else 'a'} {kind}, but got {got} "
+                        "instead.", param=field, code="invalid_type")
+    if value < low:
+        raise ChatError(f"Invalid '{field}': {kind} below minimum value. Expected a value >= {low}, but got "
+                        f"{value} instead.", param=field, code=f"{kind}_below_min_value")
+    if high is not None and value > high:
+        raise ChatError(f"Invalid '{field}': {kind} above maximum value. Expected a value <= {high}, but got "
+                        f"{value} instead.", param=field, code=f"{kind}_above_max_value")
+
+
 def parse_request(engine: Engine, body: Any) -> ChatRequest:
     """The request of a body, or a ChatError naming what is wrong."""
     if not isinstance(body, dict):
@@ -138,6 +162,8 @@ def parse_request(engine: Engine, body: Any) -> ChatRequest:
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise ChatError("stream_options must be an object", param="stream_options")
+    for field, (integer, low, high) in RANGES.items():
+        _check_range(field, body.get(field), integer, low, high)
     n = body.get("n")
     if n is not None and n != 1:
         raise ChatError("n must be 1: one answer a request", param="n")

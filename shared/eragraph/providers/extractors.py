@@ -9,7 +9,10 @@ default; exceeding one is a BadInputError naming the file and the limit:
   (stat, S3 ContentLength) and again here;
 - ``max_pdf_pages`` (2000): a PDF's page count, read from its page tree before any page's text;
 - ``max_unzipped_bytes`` (200 MiB): a DOCX's uncompressed size, summed from the ZIP directory
-  before the archive is opened (a zip bomb is refused unread);
+  before the archive is opened (a zip bomb is refused unread); then each entry is inflated in
+  INFLATE_CHUNK pieces, never past the size its directory entry declares, into an archive of
+  stored entries that the parser reads (a directory that lies about a size cannot make a read
+  inflate more: a bomb declaring 2 KB is refused as damaged, its memory bounded);
 - ``extract_seconds`` (120 s): the wall-clock budget of one extraction, checked between pages
   (PDF) and between paragraphs and tables (DOCX). One page that alone takes longer is not
   interrupted (pypdf cannot be): the budget bounds the rest."""
@@ -137,6 +140,31 @@ def unzipped_size(data: bytes) -> int:
         return sum(info.file_size for info in archive.infolist())
 
 
+INFLATE_CHUNK = 64 * 1024  # bytes inflated a read (zipfile's read(n) bounds the inflate to n)
+
+
+def inflated(data: bytes, cap: int) -> bytes:
+    """``data``, a ZIP, as an archive of stored (uncompressed) entries, each inflated in bounded
+    pieces and never past its declared size (zipfile stops there and checks the CRC): at most
+    ``cap`` bytes in all. Only stored and deflated entries (a DOCX's); ValueError otherwise,
+    zipfile.BadZipFile for a damaged entry (a CRC that does not match)."""
+    out, total = io.BytesIO(), 0
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as target:
+        for info in source.infolist():
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise ValueError(f"entry {info.filename[:80]!r} is compressed with method {info.compress_type}, "
+                                 "not one a DOCX uses")
+            pieces = []
+            with source.open(info) as entry:
+                while piece := entry.read(INFLATE_CHUNK):
+                    total += len(piece)
+                    if total > cap:
+                        raise ValueError(f"the entries inflate past {cap} bytes")
+                    pieces.append(piece)
+            target.writestr(info.filename, b"".join(pieces))
+    return out.getvalue()
+
+
 def docx_text(data: bytes, name: str, limits: ReadLimits, clock: Callable[[], float] = time.monotonic) -> Extracted:
     """Paragraphs and tables (a row per line, cells joined by " | ") in document order; title
     from the core properties."""
@@ -155,7 +183,7 @@ def docx_text(data: bytes, name: str, limits: ReadLimits, clock: Callable[[], fl
 
     budget = _Budget(name, limits.extract_seconds, clock)
     try:
-        document = docx.Document(io.BytesIO(data))
+        document = docx.Document(io.BytesIO(inflated(data, limits.max_unzipped_bytes)))
         lines = []
         for n, block in enumerate(document.iter_inner_content()):
             if n % 64 == 0:

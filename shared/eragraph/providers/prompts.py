@@ -168,7 +168,7 @@ def parse_citations(text: str, evidence_ids: Sequence[str]) -> tuple[str, ...]:
             if token.lower().startswith("evidence"):
                 continue
             eid = token if token in allowed else None
-            if eid is None and token.isdigit() and 1 <= int(token) <= len(known):
+            if eid is None and token.isascii() and token.isdigit() and 1 <= int(token) <= len(known):
                 eid = known[int(token) - 1]
             if eid is not None and eid not in cited:
                 cited.append(eid)

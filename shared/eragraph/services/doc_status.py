@@ -15,7 +15,8 @@ Reads: a document's status is one record read plus one read per shard it touched
 2**GROUP_BITS). A page of a listing reads its records (at most ``limit + 1``:
 StatusStore.doc_statuses_page) and the layer's markers once; its counts come from the status
 counters (domain.status_counts: the tenant or a directory prefix, one read), or, for a prefix
-without counters, from that prefix's records read page by page. The counters know ``indexed``
+without counters, from one page of that prefix's records (COUNT_PAGE; past it the counts are of
+that page only, marked ``approximate``). The counters know ``indexed``
 documents, not whether their summaries are built: with no layer-0 shard dirty all are ``done``,
 with the whole layer dirty all are ``summaries_pending``; while only some shards are dirty
 (between an insert's announcement and its shards' reconcile) the counts leave them as
@@ -183,13 +184,10 @@ def counts(engine: Engine, prefix: str = "", markers: _Markers | None = None) ->
     the module docstring for ``indexed``), else from the prefix's records."""
     markers = markers or _Markers(engine)
     stored = engine.graph.status_counts(prefix)
-    if stored is None:
-        out, after = StatusCounts(prefix), None
-        while True:
-            statuses, after = engine.graph.doc_statuses_page(prefix, after, COUNT_PAGE)
-            out.add(v["state"] for v in _views(statuses, markers))
-            if after is None:
-                return out
+    if stored is None:  # one page of records at most, never the whole listing: past it, marked approximate
+        statuses, after = engine.graph.doc_statuses_page(prefix, None, COUNT_PAGE)
+        out = StatusCounts(prefix, approximate=after is not None)
+        return out.add(v["state"] for v in _views(statuses, markers))
     out = StatusCounts(prefix)
     for key in (RECEIVED, DONE, FAILED):
         out.counts[key] += stored.get(key, 0)

@@ -20,6 +20,8 @@ from .summary_search import BadQueryError
 LABEL_CHARS = 80
 MAX_PAGE = 1000
 SERIES_DAYS = 7  # GET /ledger's default window
+MAX_SERIES_DAYS = 92  # GET /ledger's earliest ``since``: an older one reads from this far back only
+MAX_CODE = (1 << 63) - 1  # a cursor's code: SQLite's INTEGER (and any code an LSH of up to 63 planes gives)
 
 
 def label(text: str, chars: int = LABEL_CHARS) -> str:
@@ -35,7 +37,8 @@ def encode_cursor(code: int, node_id: str) -> str:
 def decode_cursor(cursor: str) -> tuple[int, str]:
     """A page's ``next_cursor`` back as (code, node id); anything else is a BadQueryError."""
     code, sep, node_id = cursor.partition(":")
-    if not sep or not node_id or not code.isdigit():
+    # ASCII digits only (str.isdigit() takes '²'), at most 19 of them and within SQLite's INTEGER
+    if not sep or not node_id or not (code.isascii() and code.isdigit()) or len(code) > 19 or int(code) > MAX_CODE:
         raise BadQueryError(f"cursor {cursor[:80]!r} is not one this API gave (pass a page's next_cursor back)")
     return int(code), node_id
 
@@ -106,8 +109,12 @@ def ledger_series(engine: Engine, since: float | None = None, now: float | None 
     series per kind and model, each point priced (None: the model has no price), and the
     store's totals as GET /stats reports them."""
     prices = engine.settings.price_table()
+    now = time.time() if now is None else now
     if since is None:
-        since = (time.time() if now is None else now) - SERIES_DAYS * 24 * HOUR
+        since = now - SERIES_DAYS * 24 * HOUR
+    # bounded both ways: never more than MAX_SERIES_DAYS of rows, never a number past the store's
+    # INTEGER (a ``since`` in the future answers no points); the answer says the ``since`` applied
+    since = min(max(since, now - MAX_SERIES_DAYS * 24 * HOUR), now + 24 * HOUR)
     series: dict[str, dict[str, Any]] = {}
     for key, start, row in engine.graph.ledger_series(since):
         kind, model = cost.split_key(key)

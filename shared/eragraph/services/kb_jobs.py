@@ -9,19 +9,23 @@ function, which answers within seconds, needs no worker of its own: StartIngesti
 first step, and every GetIngestionJob or ListIngestionJobs of a running job takes the next one
 (a client polls GetIngestionJob until the job ends, as it does Bedrock's). A step:
 
-- **scan**: lists the bucket's keys under the data source's prefix (sorted) and reads those
-  after the job's cursor: each object's size (too large: failed, unread), bytes, sidecar
+- **scan**: lists a page of the bucket's keys under the data source's prefix after the job's
+  cursor (S3's ListObjectsV2 from StartAfter: a step never lists the whole prefix again) and
+  reads them: each object's size (too large: failed, unread), bytes, sidecar
   (``<key>.metadata.json``: counted as a metadata document) and text (unreadable, binary or
   empty: failed, with the reason). Its text's content hash against the stored document's says
   new, modified, metadata only modified (the attributes differ) or unchanged (skipped); a
   document the ingest path holds still (``received``) is skipped too. New and modified ones are
   submitted, 25 at most a call (services.uploads.submit), and the cursor moves past them.
-- once every key is scanned, the data source's stored documents whose object is gone are
-  removed (services.uploads.delete): **deleted**;
+- once every key is scanned, the prefix is listed whole once, and the data source's stored
+  documents whose object is gone are removed (services.uploads.delete): **deleted**;
 - **wait**: the job is COMPLETE when none of the data source's documents is ``received`` any
   more and its removals are done; documents that ended ``failed`` since the job started count
   as failed, with their reasons, and one the job handed over is then no longer counted new
   (or modified, when a stored version stays): Bedrock counts such a document failed only.
+
+A data source keeps its last MAX_JOBS jobs (the oldest go as a new one starts; on DynamoDB a
+job also expires 90 days after its last step), so ListIngestionJobs reads a bounded set.
 
 StopIngestionJob stops a running job at once (what it handed over is still ingested); a new
 job resumes the sync: the documents already in are unchanged, so it takes only what is left.
@@ -51,6 +55,7 @@ from .sources import SIDECAR_SUFFIX, is_sidecar, read_document, sidecar_metadata
 JOB = "kb-job:"
 STEP_DOCUMENTS = 25  # objects read a step (one submit call: services.uploads.MAX_DOCUMENTS)
 STEP_SECONDS = 8.0
+MAX_JOBS = 100  # jobs kept per data source (the oldest ended ones go as new ones start): a listing reads at most these
 LEASE_SECONDS = 30.0
 NEW, MODIFIED, METADATA = ("numberOfNewDocumentsIndexed", "numberOfModifiedDocumentsIndexed",
                            "numberOfMetadataDocumentsModified")
@@ -96,6 +101,8 @@ def start(engine: Engine, pipeline: Any, record: Mapping[str, Any], token: str |
     if running:
         raise kb_sync.SyncError("ConflictException", f"ingestion job {running[0]['ingestionJobId']} of this data "
                                 "source is running: stop it (StopIngestionJob) or wait for it to end")
+    for old in earlier[: max(0, len(earlier) - MAX_JOBS + 1)]:  # all ended (none runs): the oldest go
+        engine.graph.delete_meta(_key(old["dataSourceId"], old["ingestionJobId"]))
     now = time.time()
     job = kb_sync.new_job(kb_sources.new_id(), record["knowledgeBaseId"], record["dataSourceId"], description, now)
     _save(engine, job, now)
@@ -135,34 +142,65 @@ def advance(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[
     return _save(engine, job)
 
 
-def _listed(engine: Engine, record: Mapping[str, Any]) -> tuple[Any, list[str], set[str]]:
+def _listed(engine: Engine, record: Mapping[str, Any], after: str | None = None,
+            limit: int = 0) -> tuple[Any, list[str], set[str], str | None]:
+    """The data source's keys and sidecars in its tenant's area: all of them, or (with ``after``)
+    those of one page of at most ``limit`` names resumed from that cursor, with the page's last
+    name when more may follow (None: the listing is done)."""
     bucket, prefix = kb_sync.bucket_of(record["dataSourceConfiguration"])
     store = kb_sources.bucket_store(engine, bucket)
+    more = False
     try:
-        names = store.list(prefix)
+        if after is None:
+            names = store.list(prefix)
+        else:
+            names = store.list_after(prefix, after, limit)
+            more = len(names) == limit
     except Exception as exc:  # noqa: BLE001 (any failure of the listing: the job's reason, in words)
         LOG.warning("data source bucket not listed", extra={"bucket": bucket, "error": f"{type(exc).__name__}: {exc}"})
         code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code", "")  # botocore's ClientError
         why = {"AccessDenied": "access denied", "NoSuchBucket": "no such bucket"}.get(code, "the detail is in the logs")
         raise kb_sync.SyncError("ValidationException", f"bucket {bucket!r} cannot be listed ({why})") from None
-    return store, sorted(k for k in names if not is_sidecar(k)), {k for k in names if is_sidecar(k)}
+    last = names[-1] if more else None
+    names = [k for k in names if kb_sync.in_area(engine.tenant, k)]  # never another tenant's objects
+    return store, sorted(k for k in names if not is_sidecar(k)), {k for k in names if is_sidecar(k)}, last
+
+
+def _has_sidecar(store: Any, key: str, sidecars: set[str], listed_to: str | None) -> bool:
+    """Whether ``key`` has a sidecar: in the page's names, or, when it would sort past the page's
+    last name (``listed_to``), asked of the store (one size request)."""
+    side = key + SIDECAR_SUFFIX
+    if side in sidecars or listed_to is None or side <= listed_to:
+        return side in sidecars
+    try:
+        store.size(side)
+        return True
+    except KeyError:
+        return False
 
 
 def _scan(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[str, Any], deadline: float) -> None:
+    """One step of the scan: a page of the listing resumed from the job's cursor (never the
+    whole prefix again), then, once the last page is read, the full listing once to find the
+    documents whose objects are gone."""
     from . import uploads
 
-    store, keys, sidecars = _listed(engine, record)
-    todo = [k for k in keys if k > job["cursor"]]
+    page = 2 * STEP_DOCUMENTS + 1  # names: each key may come with its sidecar
+    store, todo, sidecars, listed_to = _listed(engine, record, job["cursor"], page)
+    if listed_to is not None and not todo:  # a page of sidecars or other tenants' names only: past it
+        job["cursor"] = listed_to
+        return
     batch: list[Any] = []
     for key in todo[:STEP_DOCUMENTS]:
         if time.time() > deadline and batch:
             break
         job["cursor"] = key
-        found = _compare(engine, pipeline, record, job, store, key, key + SIDECAR_SUFFIX in sidecars)
+        found = _compare(engine, pipeline, record, job, store, key, _has_sidecar(store, key, sidecars, listed_to))
         if found is not None:
             batch.append(found)
     _submit(engine, pipeline, job, batch)
-    if job["cursor"] >= (keys[-1] if keys else ""):
+    if listed_to is None and job["cursor"] >= (todo[-1] if todo else ""):
+        _store, keys, _sidecars, _more = _listed(engine, record)
         present = {kb_sources.stored_source(engine, pipeline, kb_sources.upload_name(record, k)) for k in keys}
         prefix = kb_sources.stored_source(engine, pipeline, kb_sources.upload_name(record, ""))
         gone = [s for s in engine.graph.doc_statuses(prefix) if s.source not in present]

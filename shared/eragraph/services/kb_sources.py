@@ -61,6 +61,7 @@ def create(engine: Engine, kb_id: str, request: Mapping[str, Any], now: float | 
     if kind == "S3":
         bucket, _prefix = kb_sync.bucket_of(config)
         bucket_store(engine, bucket)  # refused now, not at the first sync
+        kb_sync.check_area(engine.tenant, config)  # the tenant's own area of the shared bucket
     now = time.time() if now is None else now
     record = {"knowledgeBaseId": kb_id, "dataSourceId": new_id(), "name": name, "status": "AVAILABLE",
               "dataSourceConfiguration": config, "dataDeletionPolicy": request.get("dataDeletionPolicy", "DELETE"),
@@ -170,7 +171,7 @@ def identifier(record: Mapping[str, Any], key: str) -> dict[str, Any]:
     return {"dataSourceType": "CUSTOM", "custom": {"id": key}}
 
 
-def key_of(record: Mapping[str, Any], ident: Mapping[str, Any]) -> str:
+def key_of(record: Mapping[str, Any], ident: Mapping[str, Any], tenant: str) -> str:
     """The key under the data source of a DocumentIdentifier (SyncError when it is not one of
     this data source's: another type, or an S3 URI of another bucket)."""
     config = record["dataSourceConfiguration"]
@@ -182,14 +183,17 @@ def key_of(record: Mapping[str, Any], ident: Mapping[str, Any]) -> str:
         if not (ident.get("custom") or {}).get("id"):
             raise kb_sync.SyncError("ValidationException", "a CUSTOM identifier needs custom.id")
         return ident["custom"]["id"]
-    return s3_key(record, (ident.get("s3") or {}).get("uri", ""))
+    return s3_key(record, (ident.get("s3") or {}).get("uri", ""), tenant)
 
 
-def s3_key(record: Mapping[str, Any], uri: str) -> str:
-    """The key of an S3 URI in the data source's bucket (SyncError otherwise)."""
-    bucket, _prefix = kb_sync.bucket_of(record["dataSourceConfiguration"])
+def s3_key(record: Mapping[str, Any], uri: str, tenant: str) -> str:
+    """The key of an S3 URI in the data source's bucket, under its prefix and in ``tenant``'s
+    area of the bucket (SyncError otherwise)."""
+    bucket, prefix = kb_sync.bucket_of(record["dataSourceConfiguration"])
     head = f"s3://{bucket}/"
     if not uri.startswith(head) or len(uri) == len(head):
         raise kb_sync.SyncError("ValidationException", f"{uri[:200]!r} is not an object of the data source's "
                                 f"bucket (s3://{bucket}/<key>)")
-    return uri[len(head):]
+    key = uri[len(head):]
+    kb_sync.check_key(tenant, key, "s3.uri", prefix)
+    return key

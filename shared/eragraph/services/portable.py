@@ -37,22 +37,19 @@ from typing import Any
 import numpy as np
 
 from ..domain.doc_status import DocStatus
-from ..domain.model import Document, EragraphError, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
+from ..domain.model import Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
 from ..ports.entity import ChunkEntities, SentenceMentions, chunk_of_sentence
+from .dump_records import FORMAT, READS, DumpError, check_header, check_record  # noqa: F401 (check_header: the API)
 from .engine import EMBED_FORMAT, LEAF_ATTRS, Engine
 from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER
 from .ingest import leaf_meta
 from .sources import text_key
 from .store_providers import PROVIDERS_KEY, recorded_providers
 
-FORMAT = "eragraph-dump"
 DUMP_VERSION = 1
-READS = (1,)  # the dump versions ``load`` reads
 BATCH = 256
 
 
-class DumpError(EragraphError):
-    """A dump that cannot be loaded here (its format or version, or a target that is not empty)."""
 
 
 def _vector(v: np.ndarray) -> dict[str, str]:
@@ -147,24 +144,6 @@ def _entities(engine: Engine) -> Iterator[dict]:
                 yield {"kind": "entity_vector", "id": i, **_vector(got[i])}
 
 
-def check_header(header: Any) -> dict:
-    """The header of a dump this code reads, or a DumpError saying why not."""
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise DumpError("this is not an eragraph dump (its first record has no \"format\": \"eragraph-dump\")")
-    version = header.get("version")
-    if version not in READS:
-        reads = ", ".join(map(str, READS))
-        if isinstance(version, int) and not isinstance(version, bool) and version > max(READS):
-            why = f"; this eragraph reads version {reads}: upgrade eragraph to load it"
-        elif isinstance(version, int) and not isinstance(version, bool) and version < min(READS):
-            why = (f", older than any this eragraph reads (it reads version {reads}): load it with the "
-                   f"eragraph that wrote it and export it again")
-        else:
-            why = f"; this eragraph reads version {reads}"
-        raise DumpError(f"this dump is version {version!r}{why}")
-    return header
-
-
 def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
     """Write a dump into ``engine``'s empty store; counts of what was written."""
     it = iter(records)
@@ -189,10 +168,13 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
     layer_segments: list[Segment] = []  # of the layer being read: applied once the layer above is written
     below: list[Segment] = []  # of the layer below it
     layer, entity_vecs, entity_chunks = 0, [], []
-    for record in it:
+    for number, record in enumerate(it, 2):
+        check_record(record, number, engine.tenant, lsh["dim"])
         kind = record.get("kind")
         counts[kind] = counts.get(kind, 0) + 1
         body = {k: v for k, v in record.items() if k not in ("kind", "stored_text", "vector", "dtype")}
+        if kind in ("document", "status"):
+            _check_source(engine, body.get("source"))
         if kind == "document":
             doc = Document(**{**body, "chunk_ids": tuple(body.get("chunk_ids") or ())})
             g.put_document(doc)
@@ -223,8 +205,6 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
                          int(body.get("tokens_out", 0)), float(body.get("seconds", 0.0)))
         elif kind == "meta" and body.get("key") in (LEAF_ATTRS, EMBED_FORMAT):
             g.put_meta(body["key"], body.get("value"))
-        elif kind not in ("entity_chunk", "entity_vector"):
-            raise DumpError(f"this dump holds a record of unknown kind {kind!r}")
     _write_layer(engine, docs, layer, layer_nodes, below)
     if layer_segments:
         raise DumpError(f"the dump's segments of layer {layer} name summaries it does not hold")
@@ -242,6 +222,23 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
     g.repair_layer_counts()
     engine.vectors.flush()
     return counts
+
+
+def _check_source(engine: Engine, source: Any) -> None:
+    """DumpError for a document whose source is an object of the target's shared documents bucket
+    outside the target tenant's own prefix: kept, a DELETE of it would name another tenant's
+    object (services.uploads.owns_key). Sources of other places (local files, other buckets) are
+    kept as they are; a delete of such a document is refused as not of this bucket."""
+    blobs = engine.blobs
+    if not isinstance(source, str) or blobs is None or not getattr(blobs, "ingested", False):
+        return
+    from .uploads import owns_key
+
+    head = f"s3://{getattr(blobs, 'bucket', '')}/"
+    if source.startswith(head) and not owns_key(engine.tenant, source[len(head):]):
+        whose = f"tenant {engine.tenant!r}" if engine.tenant else "the default tenant"
+        raise DumpError(f"document source {source[:200]!r} is another tenant's object of the documents bucket, not "
+                        f"under {whose}'s own prefix: a dump of a tenant of this stack loads into that tenant only")
 
 
 def _check_providers(engine: Engine, header: dict) -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,17 +37,22 @@ from ..domain.ids import document_id_for_source
 from ..domain.model import BadInputError
 from ..domain.refusals import reason
 from ..ports.uploads import DocumentPipeline
-from . import doc_status
+from . import doc_status, ingest_quota
 from .engine import Engine
 from .sources import SIDECAR_SUFFIX, is_sidecar
 
+LOG = logging.getLogger(__name__)
+
 MAX_DOCUMENTS = 25  # documents a request
 MAX_NAME_BYTES = 900  # S3 keys are at most 1024 bytes: room for tenants/<id>/ in front
+MAX_PART_BYTES = 192  # a file name is at most 255 bytes on common filesystems; the local store writes a
+# sidecar (+ .metadata.json) through a hidden temporary name (+ 42 bytes)
 RESERVED_PREFIXES = (tenants.KEY_PREFIX, "text/")  # tenants' keys; the local store's kept texts
 
 
 class UploadError(BadInputError):
-    """A request the service refuses, with its HTTP status (400, 403, 409 or 413) and the reason."""
+    """A request the service refuses, with its HTTP status (400, 403, 409, 413 or 429: the daily
+    ingestion quota) and the reason."""
 
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
@@ -78,6 +84,9 @@ def check_name(name: Any, where: str = "source") -> str:
                           "backslash or control character), such as notes/a.md")
     if any(part in ("", ".", "..") for part in name.split("/")):
         raise UploadError(f"{where}: {name[:80]!r} has an empty, '.' or '..' part")
+    if any(len(part.encode("utf-8", "surrogatepass")) > MAX_PART_BYTES for part in name.split("/")):
+        raise UploadError(f"{where}: {name[:80]!r} has a part (between '/') longer than {MAX_PART_BYTES} bytes "
+                          "(a file name of the local store; keep each part shorter)")
     for prefix in RESERVED_PREFIXES:
         if name.startswith(prefix):
             raise UploadError(f"{where}: source names under {prefix!r} are reserved (the tenant comes from the "
@@ -91,6 +100,18 @@ def check_name(name: Any, where: str = "source") -> str:
 def upload_key(tenant: str, name: str) -> str:
     """The key an upload of ``name`` by ``tenant`` has in the documents bucket (domain.tenants)."""
     return f"{tenants.KEY_PREFIX}{tenant}/{name}" if tenant else name
+
+
+def owns_key(tenant: str, key: str, prefix: str = "") -> bool:
+    """Whether the documents bucket's ``key`` is under ``tenant``'s own prefix (``prefix``: the
+    deployment's DocumentPrefix): ``tenants/<tenant>/``, or for the default tenant any key outside
+    ``tenants/``."""
+    if not key.startswith(prefix):
+        return False
+    try:
+        return tenants.tenant_of_key(key[len(prefix):]) == tenant
+    except tenants.TenantError:
+        return False
 
 
 def decode(items: Sequence[Mapping[str, Any]]) -> list[Upload]:
@@ -166,6 +187,10 @@ def submit(engine: Engine, pipeline: DocumentPipeline, uploads: Sequence[Upload]
     if engine.blobs is None:
         raise UploadError("this store keeps no documents (it has no blob store)", 409)
     checked = _checked(engine, uploads)
+    try:  # the whole request against the tenant's daily quota, before anything is stored
+        ingest_quota.charge(engine, sum(len(up.data) for up, _ in checked))
+    except ingest_quota.QuotaExceeded as exc:
+        raise UploadError(str(exc), 429) from None
     out, keys = [], []
     for up, metadata in checked:
         key = pipeline.key_for(engine.tenant, up.source)
@@ -177,6 +202,11 @@ def submit(engine: Engine, pipeline: DocumentPipeline, uploads: Sequence[Upload]
         except ValueError as exc:  # a key the blob store refuses
             doc_status.record_failed(engine, source, reason("not_stored"), doc_id)
             raise UploadError(f"{up.source}: {exc}") from None
+        except OSError as exc:  # the filesystem refuses the name or the write: settled, said without its path
+            LOG.warning("upload not stored", extra={"source": up.source, "error": f"{type(exc).__name__}: {exc}"})
+            doc_status.record_failed(engine, source, reason("not_stored"), doc_id)
+            raise UploadError(f"{up.source[:80]!r}: the store could not keep this document (the detail is in the "
+                              "logs)", 409) from None
         keys.append(key)
         out.append({"doc_id": doc_id, "source": source, "state": "received"})
     pipeline.ingest(engine, keys)
@@ -220,8 +250,17 @@ class BucketPipeline:
         return f"s3://{engine.blobs.bucket}/{key}"
 
     def key_of(self, engine: Engine, source: str) -> str | None:
+        """The key of a document of the documents bucket, which must be under the caller's own
+        prefix: a document whose source names another tenant's object (a dump of another tenant
+        imported before imports checked sources) is refused, never its object deleted."""
         prefix = f"s3://{engine.blobs.bucket}/"
-        return source[len(prefix):] if source.startswith(prefix) else None
+        if not source.startswith(prefix):
+            return None
+        key = source[len(prefix):]
+        if not owns_key(engine.tenant, key, self.prefix):
+            raise UploadError(f"document source {source[:200]!r} is not under this tenant's own prefix of the "
+                              "documents bucket: its object is not this tenant's to delete", 403)
+        return key
 
     def ingest(self, engine: Engine, keys: Sequence[str]) -> None:
         """Nothing: the objects' notifications run the ingest function."""

@@ -88,3 +88,11 @@ class S3BlobStore:
         for page in paginator.paginate(Bucket=self.bucket, Prefix=self.prefix + prefix):
             keys += [o["Key"][len(self.prefix):] for o in page.get("Contents", ())]
         return sorted(keys)
+
+    def list_after(self, prefix: str, after: str, limit: int) -> list[str]:
+        """One ListObjectsV2 from ``after`` (StartAfter; S3 lists in key order), at most ``limit``."""
+        args = {"Bucket": self.bucket, "Prefix": self.prefix + prefix, "MaxKeys": min(max(limit, 1), 1000)}
+        if after:
+            args["StartAfter"] = self.prefix + after
+        listed = self.client.list_objects_v2(**args)
+        return [o["Key"][len(self.prefix):] for o in listed.get("Contents", ())][:limit]

@@ -1,5 +1,6 @@
 """The MetaStore part of the DynamoDB graph store: the hyperplanes, meta keys and the cost
-ledger.
+ledger. Hourly ledger buckets, ingestion jobs and clientToken records carry ``expires_at``, the
+table's TTL attribute (LEDGER_HOURS_TTL, EXPIRING_META): DynamoDB deletes them after it.
 
 * Metadata (``put_meta``/``get_meta``/``meta_keys``) is spread over partitions by its key
   (``meta_partition``). The services write keys ``<kind>:<layer>:<shard>:...``; the kinds
@@ -30,6 +31,12 @@ from .dynamodb_table import DynamoTable, _is_condition_failure
 
 
 LEDGER_HOURS = "LEDGER#HOURS"  # the ledger's hourly buckets (the totals are under LEDGER)
+DAY = 86_400
+LEDGER_HOURS_TTL = 100 * DAY  # an hourly bucket's life (GET /ledger reads 92 days back at most; the totals stay)
+# meta keys DynamoDB's TTL deletes this long after their last write (``expires_at``): an ingestion
+# job (services.kb_jobs: saved at every step, so a running one never expires) and a clientToken's
+# record (services.kb_sources: a retry comes within minutes, not weeks)
+EXPIRING_META = {"kb-job:": 90 * DAY, "kb-token:": 7 * DAY}
 META_SHARDS = 16  # partitions of each metadata kind written on every insert
 SHARDED_META = ("dirty", "outbox", "retired", "followup")  # keys <kind>:<layer>:<shard>:... (followup:<token>)
 SINGLE_META = ("applying", "swept")  # rare writes: one partition each
@@ -127,7 +134,9 @@ class DynamoMetaStore(DynamoTable):
         return None if item is None else json.loads(item.value)
 
     def put_meta(self, key: str, value: Any) -> None:
-        self.Item(PK=meta_partition(key), SK=f"KEY#{key}", value=json.dumps(value)).save()
+        life = next((t for prefix, t in EXPIRING_META.items() if key.startswith(prefix)), None)
+        expires = None if life is None else int(time.time()) + life
+        self.Item(PK=meta_partition(key), SK=f"KEY#{key}", value=json.dumps(value), expires_at=expires).save()
 
     def delete_meta(self, key: str) -> None:
         self.Item(PK=meta_partition(key), SK=f"KEY#{key}").delete()
@@ -156,11 +165,15 @@ class DynamoMetaStore(DynamoTable):
         """Two UpdateItems (atomic ADDs): the totals of ``kind`` and its hour's bucket
         (``LEDGER#HOURS``, sort key ``<hour start>#<kind>``: a time range is one Query)."""
         hour = bucket_start(time.time() if at is None else at)
-        for item in (self.Item(PK="LEDGER", SK=f"KIND#{kind}"), self.Item(PK=LEDGER_HOURS, SK=f"{hour:012d}#{kind}")):
-            item.update(actions=[self.Item.calls.add(calls), self.Item.tokens_in.add(tokens_in),
-                                 self.Item.tokens_out.add(tokens_out),
-                                 # 0.1 ms steps: a plain decimal (json writes 7e-05 for smaller values)
-                                 self.Item.seconds.add(round(float(seconds), 4))])
+        for item, hourly in ((self.Item(PK="LEDGER", SK=f"KIND#{kind}"), False),
+                             (self.Item(PK=LEDGER_HOURS, SK=f"{hour:012d}#{kind}"), True)):
+            actions = [self.Item.calls.add(calls), self.Item.tokens_in.add(tokens_in),
+                       self.Item.tokens_out.add(tokens_out),
+                       # 0.1 ms steps: a plain decimal (json writes 7e-05 for smaller values)
+                       self.Item.seconds.add(round(float(seconds), 4))]
+            if hourly:  # an hourly bucket expires; the totals do not
+                actions.append(self.Item.expires_at.set(hour + LEDGER_HOURS_TTL))
+            item.update(actions=actions)
 
     def ledger(self) -> dict[str, dict[str, float]]:
         out = {}

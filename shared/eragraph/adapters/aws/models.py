@@ -141,6 +141,9 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         tokens_in = NumberAttribute(null=True)
         tokens_out = NumberAttribute(null=True)
         seconds = NumberAttribute(null=True)
+        # TTL (the table's TimeToLiveSpecification): epoch seconds after which DynamoDB deletes the
+        # item: hourly ledger rows, ingestion jobs and clientToken records (meta_dynamodb)
+        expires_at = NumberAttribute(null=True)
         # DOC
         source = UnicodeAttribute(null=True)
         content_hash = UnicodeAttribute(null=True)

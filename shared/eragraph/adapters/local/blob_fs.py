@@ -104,3 +104,7 @@ class FsBlobStore:
                 if key.startswith(prefix):
                     keys.append(key)
         return sorted(keys)
+
+    def list_after(self, prefix: str, after: str, limit: int) -> list[str]:
+        """The folder walked as ``list`` walks it (a local folder: no request per page)."""
+        return [k for k in self.list(prefix) if k > after][:limit]

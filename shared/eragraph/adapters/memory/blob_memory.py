@@ -21,3 +21,6 @@ class MemoryBlobStore:
 
     def list(self, prefix: str = "") -> list[str]:
         return sorted(k for k in self._data if k.startswith(prefix))
+
+    def list_after(self, prefix: str, after: str, limit: int) -> list[str]:
+        return [k for k in self.list(prefix) if k > after][:limit]

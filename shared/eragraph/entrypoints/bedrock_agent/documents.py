@@ -2,7 +2,8 @@
 KnowledgeBaseDocument shapes read into a source name, bytes and attributes.
 
 - content: CUSTOM (``customDocumentIdentifier.id`` names it) with inline TEXT, inline BYTE
-  (the file kinds Eragraph reads: PDF, DOCX, HTML, CSV, Markdown, text) or an S3_LOCATION; or S3
+  (the file kinds Eragraph reads: PDF, DOCX, HTML, CSV, Markdown, text; its ``mimeType`` one of
+  BYTE_MIME_TYPES, parameters such as ``; charset=utf-8`` aside) or an S3_LOCATION; or S3
   (``s3Location.uri``, an object of the data source's bucket). An S3 location is read from a
   bucket this deployment may read (the profile's source buckets; locally, folders);
 - metadata: IN_LINE_ATTRIBUTE (``inlineAttributes``: key and typed value) or S3_LOCATION (a
@@ -27,17 +28,30 @@ from ...services.sources import typed_value, parse_sidecar
 MAX_DOCUMENTS = 10
 MAX_INLINE_BYTES = 5 * 1024 * 1024
 MAX_PAYLOAD_BYTES = 6 * 1024 * 1024
+BYTE_MIME_TYPES = frozenset({  # the types of the file kinds Eragraph reads (domain.filekind)
+    "application/pdf", "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "text/html", "application/xhtml+xml", "text/csv", "text/tab-separated-values", "text/markdown",
+    "text/x-markdown", "text/plain", "application/x-ndjson", "application/jsonl"})
 
 
 def _bad(message: str) -> kb_sync.SyncError:
     return kb_sync.SyncError("ValidationException", message)
 
 
-def read_s3(engine: Engine, uri: str, where: str) -> bytes:
-    """The bytes of the object ``s3://bucket/key`` in a bucket this deployment may read."""
+def read_s3(engine: Engine, uri: str, where: str, record: Mapping[str, Any] | None = None) -> bytes:
+    """The bytes of the object ``s3://bucket/key`` in a bucket this deployment may read, in the
+    engine's tenant's area of it (domain.kb_sync's sharing model); for an S3 data source's
+    ``record``, in its bucket and under its prefix too."""
     if not uri.startswith("s3://") or "/" not in uri[5:]:
         raise _bad(f"{where}: {uri[:200]!r} is not an S3 object URI (s3://<bucket>/<key>)")
     bucket, key = uri[5:].split("/", 1)
+    prefix = ""
+    if record is not None and record["dataSourceConfiguration"]["type"] == "S3":
+        own, prefix = kb_sync.bucket_of(record["dataSourceConfiguration"])
+        if bucket != own:
+            raise kb_sync.SyncError("AccessDeniedException", f"{where}: {uri[:200]!r} is not an object of the "
+                                    f"data source's bucket (s3://{own}/<key>)")
+    kb_sync.check_key(engine.tenant, key, where, prefix)
     store = kb_sources.bucket_store(engine, bucket)
     try:
         size = store.size(key)
@@ -49,8 +63,10 @@ def read_s3(engine: Engine, uri: str, where: str) -> bytes:
         raise kb_sync.SyncError("ResourceNotFoundException", f"{where}: no object {uri}") from None
 
 
-def attributes(engine: Engine, metadata: Mapping[str, Any] | None, where: str) -> dict[str, Any]:
-    """A document's attributes from its DocumentMetadata ({} when it has none)."""
+def attributes(engine: Engine, metadata: Mapping[str, Any] | None, where: str,
+               record: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A document's attributes from its DocumentMetadata ({} when it has none); a sidecar is
+    read as read_s3 reads (in the tenant's area, and ``record``'s bucket and prefix)."""
     if not metadata:
         return {}
     try:
@@ -59,7 +75,7 @@ def attributes(engine: Engine, metadata: Mapping[str, Any] | None, where: str) -
             return {a["key"]: typed_value({"value": a["value"]}, f"{where}.inlineAttributes[{n}]")
                     for n, a in enumerate(inline)}
         uri = (metadata.get("s3Location") or {}).get("uri", "")
-        return parse_sidecar(read_s3(engine, uri, f"{where}.s3Location"), f"{where}.s3Location {uri}")
+        return parse_sidecar(read_s3(engine, uri, f"{where}.s3Location", record), f"{where}.s3Location {uri}")
     except MetadataError as exc:
         raise _bad(str(exc)) from None
 
@@ -69,6 +85,10 @@ def _inline(content: Mapping[str, Any], where: str) -> bytes:
     if inline.get("type") == "TEXT" and "textContent" in inline:
         data = inline["textContent"]["data"].encode("utf-8", "surrogatepass")
     elif inline.get("type") == "BYTE" and "byteContent" in inline:
+        given = str(inline["byteContent"].get("mimeType", ""))
+        if given.split(";", 1)[0].strip().lower() not in BYTE_MIME_TYPES:
+            raise _bad(f"{where}.byteContent.mimeType {given[:60]!r} is not a type this service reads; "
+                       f"one of {', '.join(sorted(BYTE_MIME_TYPES))}")
         try:
             data = base64.b64decode(inline["byteContent"]["data"], validate=True)
         except (binascii.Error, ValueError):
@@ -88,7 +108,7 @@ def key_and_bytes(engine: Engine, record: Mapping[str, Any], content: Mapping[st
                    f"{record['dataSourceConfiguration']['type']}, not {kind}")
     if kind == "S3":
         uri = ((content.get("s3") or {}).get("s3Location") or {}).get("uri", "")
-        return kb_sources.s3_key(record, uri), read_s3(engine, uri, f"{where}.s3")
+        return kb_sources.s3_key(record, uri, engine.tenant), read_s3(engine, uri, f"{where}.s3", record)
     custom = content.get("custom") or {}
     key = custom["customDocumentIdentifier"]["id"]
     if custom.get("sourceType") == "S3_LOCATION":
@@ -113,7 +133,7 @@ def uploads_of(engine: Engine, record: Mapping[str, Any], documents: list[Mappin
         if total > MAX_PAYLOAD_BYTES:
             raise _bad(f"documents: the documents of a call are at most {MAX_PAYLOAD_BYTES} bytes together")
         out.append(Upload(source=kb_sources.upload_name(record, key), data=data,
-                          metadata=attributes(engine, doc.get("metadata"), f"{where}.metadata")))
+                          metadata=attributes(engine, doc.get("metadata"), f"{where}.metadata", record)))
     return out
 
 

@@ -55,8 +55,8 @@ def _answer(fn: Callable[[], Any], status: int = 200):
     except kb_sync.SyncError as exc:
         raise KbError(exc.code, str(exc)) from None
     except BadInputError as exc:  # services.uploads.UploadError (with its status), or bad input met later
-        code = {403: "AccessDeniedException", 409: "ConflictException"}.get(getattr(exc, "status", 400),
-                                                                            "ValidationException")
+        code = {403: "AccessDeniedException", 409: "ConflictException", 429: "ServiceQuotaExceededException"}.get(
+            getattr(exc, "status", 400), "ValidationException")
         raise KbError(code, str(exc)) from None
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
 
@@ -183,7 +183,7 @@ def delete_documents(ctx, knowledgeBaseId: str, dataSourceId: str):  # noqa: N80
         if len(idents) > kb_documents.MAX_DOCUMENTS:
             raise kb_sync.SyncError("ValidationException", f"documentIdentifiers: at most {kb_documents.MAX_DOCUMENTS} "
                                     f"a call (got {len(idents)})")
-        keys = [kb_sources.key_of(record, ident) for ident in idents]
+        keys = [kb_sources.key_of(record, ident, engine.tenant) for ident in idents]
         details = []
         for ident, key in zip(idents, keys):
             source = kb_sources.stored_source(engine, ctx.uploads, kb_sources.upload_name(record, key))
@@ -211,7 +211,7 @@ def get_documents(ctx, knowledgeBaseId: str, dataSourceId: str):  # noqa: N803
             raise kb_sync.SyncError("ValidationException", f"documentIdentifiers: at most {kb_documents.MAX_DOCUMENTS} "
                                     f"a call (got {len(idents)})")
         return {"documentDetails": [kb_sources.status_detail(engine, record, ctx.uploads, ident,
-                                                             kb_sources.key_of(record, ident)) for ident in idents]}
+                                                             kb_sources.key_of(record, ident, engine.tenant)) for ident in idents]}
     return _answer(run)
 
 

@@ -5,7 +5,10 @@ type name, never the request's values beyond a short excerpt):
 
 - ``check_shape``: the operation's input shape in the ``bedrock-agent-runtime`` service model
   that botocore ships -- required members, unknown members, types (a boolean is no integer),
-  enums, patterns, lengths and ranges, and unions (exactly one member). botocore's own validator
+  enums, patterns, lengths and ranges, and unions (exactly one member). A pattern must match the
+  whole value (``fullmatch``: a value that merely contains a valid part is refused), and it is
+  applied only after the length check, at most PATTERN_MAX_CHARS where the model gives no
+  maximum, so no value costs more than a bounded match. botocore's own validator
   checks types and required members only, so a client that skips it (or any HTTP caller) could
   send a ``sessionId`` with a line break, ``overrideSearchType: "BOGUS"`` or
   ``numberOfResults: true``.
@@ -20,6 +23,7 @@ from functools import lru_cache
 from typing import Any
 
 EXCERPT = 40  # characters of a refused value quoted back
+PATTERN_MAX_CHARS = 1024  # a patterned string with no maximum in the model: checked up to this length
 
 ALL = None  # in SUPPORTED: this member and everything under it
 
@@ -155,8 +159,10 @@ def _string(shape, value: Any, path: str) -> None:
         raise ShapeError(f"{_at(path)} must be one of {', '.join(shape.enum)} (got {_excerpt(value)!r})")
     _bounds(path, len(value), shape.metadata, "characters")
     source = shape.metadata.get("pattern")
+    if source and shape.metadata.get("max") is None and len(value) > PATTERN_MAX_CHARS:
+        raise ShapeError(f"{_at(path)} must have at most {PATTERN_MAX_CHARS} characters (got {len(value)})")
     pattern = _pattern(source) if source else None
-    if pattern is not None and pattern.search(value) is None:
+    if pattern is not None and pattern.fullmatch(value) is None:
         raise ShapeError(f"{_at(path)} must match the pattern {source} (got {_excerpt(value)!r})")
 
 

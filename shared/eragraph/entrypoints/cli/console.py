@@ -1,9 +1,11 @@
 """`eragraph console --api URL`: the browser console on 127.0.0.1 over a deployed stack's HTTP
-API, every call signed with this machine's credentials (eragraph.entrypoints.console.proxy)."""
+API, every call signed with this machine's credentials (eragraph.entrypoints.console.proxy), and
+only a call that carries this run's token (printed in the URL to open, as `serve --token` does)."""
 
 from __future__ import annotations
 
 import argparse
+import secrets
 import sys
 
 from ...config import named_variable
@@ -61,10 +63,12 @@ def cmd_console(args: argparse.Namespace) -> int:
                            f"{exc}") from None
     url = check_url(args.api)
     auth, how = console_auth(args, url)
+    token = secrets.token_urlsafe(24)  # this run's: only the page opened from the printed URL has it
     try:
-        server = console_server(Upstream(url, auth), args.host, args.port, log=not args.quiet)
+        server = console_server(Upstream(url, auth), args.host, args.port, log=not args.quiet, token=token)
     except OSError as exc:
         raise CommandError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
-    print(f"eragraph: console of {url} at {server.url}/ : open it in a browser (the API is called with {how}; "
-          f"the tenant is your identity's); Ctrl-C stops", file=sys.stderr, flush=True)
+    print(f"eragraph: console of {url} at {server.url}/#token={token} : open it in a browser (the API is called "
+          f"with {how}; the tenant is your identity's; a request without this run's token is refused); "
+          "Ctrl-C stops", file=sys.stderr, flush=True)
     return run_until_stopped(server)

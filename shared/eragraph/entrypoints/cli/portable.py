@@ -1,15 +1,22 @@
 """`eragraph export` and `eragraph import`: a store as a portable dump file and back
-(services.portable). The file is gzip-compressed JSON, one record a line. Import writes into an
-empty store, local (``--store``) or a deployed stack's tenant (``--profile aws``, with the
+(services.portable). The file is gzip-compressed JSON, one record a line. Import reads and checks
+the whole dump first (services.dump_records), then writes into an empty store, local (``--store``) or a deployed stack's tenant (``--profile aws``, with the
 stack's environment), opened with the dump's providers unless a setting chooses them."""
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
+import os
+import shutil
+import zlib
+from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
+
+from ...domain import tenants
 
 from .exits import EXIT_OK, CommandError
 from .render import emit
@@ -32,14 +39,30 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def _records(path: Path):
+    """The dump's records, a line each; a line over MAX_LINE_BYTES, a dump inflating past
+    MAX_DUMP_BYTES, a line that is no JSON (or nests past the parser's depth) is a CommandError
+    naming it: memory stays within one capped line."""
+    from ...services.dump_records import MAX_DUMP_BYTES, MAX_LINE_BYTES
+
+    total = 0
     try:
-        with gzip.open(path, "rt", encoding="utf-8") as lines:
-            for number, line in enumerate(lines, 1):
+        with gzip.open(path, "rb") as lines:
+            for number in itertools.count(1):
+                line = lines.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    return
+                total += len(line)
+                if len(line) > MAX_LINE_BYTES:
+                    raise CommandError(f"{path}: line {number} is longer than {MAX_LINE_BYTES} bytes: not a record "
+                                       "of an eragraph dump")
+                if total > MAX_DUMP_BYTES:
+                    raise CommandError(f"{path}: the dump inflates past {MAX_DUMP_BYTES} bytes")
                 try:
                     yield json.loads(line)
-                except ValueError:
-                    raise CommandError(f"{path}: line {number} is not JSON: not an eragraph dump") from None
-    except (OSError, EOFError) as exc:
+                except (ValueError, RecursionError) as exc:
+                    why = "nests too deep" if isinstance(exc, RecursionError) else "is not JSON"
+                    raise CommandError(f"{path}: line {number} {why}: not an eragraph dump") from None
+    except (OSError, EOFError, zlib.error) as exc:
         raise CommandError(f"{path}: cannot read it as a gzip-compressed eragraph dump ({exc})") from None
 
 
@@ -51,18 +74,45 @@ def _target(profile: str, store: Path | None, settings, tenant: str):
     return Tenancy(profile, store, settings).engine(tenant)
 
 
+@contextmanager
+def _undone_on_failure(root: Path, tenant: str):
+    """A local import that fails part-way (a dump whose records are each well formed but do not
+    fit together, a full disk) takes back what it wrote: the tenant's store directory when the
+    import made it, or the default tenant's files the import added to the root. The target was
+    empty (portable.load refuses any other), so nothing that was there before is touched."""
+    target = root / tenants.KEY_PREFIX / tenant if tenant else root
+    existed = target.exists()
+    before = set(os.listdir(root)) if root.is_dir() else set()
+    try:
+        yield
+    except BaseException:
+        if tenant and not existed:
+            shutil.rmtree(target, ignore_errors=True)
+        elif not tenant:
+            for name in set(os.listdir(root)) - before - {".writer.lock"}:
+                path = root / name
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
+        raise
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from ...services import portable
+    from ...services.dump_records import check_dump
     from ...services.store_providers import adopt
 
     path = Path(args.file)
     if not path.is_file():
         raise CommandError(f"no dump file at {path}")
+    # the whole dump read and checked first, nothing written: a cut or bad dump leaves no half-built store
+    check_dump(_records(path), tenant_of(args))
     records = _records(path)
     header = portable.check_header(next(records, None))
     settings = adopt(header.get("providers"), settings_of(args))
     if args.store:
-        with writing(args.store, create=True):
+        with writing(args.store, create=True), _undone_on_failure(Path(args.store), tenant_of(args)):
             engine = _target(args.profile, Path(args.store), settings, tenant_of(args))
             counts = portable.load(engine, chain([header], records))
     else:  # a profile without a store directory (aws: the stack of the environment)

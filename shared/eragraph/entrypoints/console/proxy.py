@@ -7,7 +7,9 @@ machine's credentials (console.upstream: SigV4 for ``execute-api``, or a JWT bea
 therefore calls its own origin, as under ``eragraph serve``: the API needs no CORS, and the
 credentials never reach the browser.
 
-What is forwarded: the method, the path and query as the browser sent them, the body, and only
+What is forwarded: only a request of the route table (eragraph.entrypoints.http.routes: a method
+and path the HTTP API serves; any other is a 404 here, never signed), the method, the path and
+query as the browser sent them, the body, and only
 the headers in FORWARDED (content negotiation). Never the browser's ``authorization`` (the local
 token of ``eragraph serve``) nor ``x-eragraph-tenant``: on AWS the tenant is the caller's
 identity's (its IAM principal tag or JWT claim), and the caller is whoever signed. What comes back
@@ -29,6 +31,7 @@ from typing import Any
 
 from ..http.errors import error_body
 from ..http.guard import LocalGuard, is_loopback
+from ..http.routes import API, ROUTES
 from ..http.server import DEFAULT_HOST, ApiApp, ApiServer
 from .upstream import Reply, Unreachable, Upstream
 
@@ -40,6 +43,11 @@ NOT_RETURNED = frozenset({"connection", "keep-alive", "transfer-encoding", "cont
                           "proxy-authenticate", "upgrade", "trailer"})
 NDJSON = "application/x-ndjson"
 ANSWER_FIELDS = ("answer", "cited_ids", "usage")
+
+
+def api_route(method: str, path: str) -> bool:
+    """Whether ``method path`` is a route the HTTP API serves (the only requests signed and sent)."""
+    return any(r.method == method and API in r.on and r.pattern.match(path) for r in ROUTES)
 
 
 def forwarded_headers(headers: dict[str, str]) -> dict[str, str]:
@@ -102,6 +110,8 @@ class ProxyApp(ApiApp):
         headers = forwarded_headers(event.get("headers") or {})
         if method == "POST" and path.rstrip("/") == STREAM_PATH:
             return self.stream_answer(headers, body)
+        if not api_route(method, path):  # never signed: the proxy reaches the API's routes only
+            return json_reply(404, error_body(404, f"{method} {path[:200]} is not a route of the API"))
         try:
             reply = self.upstream.send(method, path + ("?" + query if query else ""), headers, body)
         except Unreachable as exc:
@@ -160,12 +170,14 @@ class ProxyApp(ApiApp):
 
 
 def console_server(upstream: Upstream, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT,
-                   log: bool = False) -> ApiServer:
+                   log: bool = False, token: str = "") -> ApiServer:
     """The console's server bound to (host, port) (port 0: a free one, see ``server.url``), with
     the checks of ``eragraph serve`` (guard.LocalGuard: on loopback, a request whose Host is not
     this machine or whose Origin is another site's is refused before anything is signed; a POST
-    must be JSON). No token: the browser's authorization is never forwarded, and the page
-    is this machine's."""
+    must be JSON) and ``token`` (`eragraph console` gives a new one each run): every request but
+    the page's files must carry it as a bearer, so another local process that reaches the port
+    cannot have requests signed with the operator's credentials. The browser's authorization
+    (that token) is never forwarded."""
     server = ApiServer(None, host, port, log=log, app=ProxyApp(upstream, log=log))
-    server.app.guard = LocalGuard(loopback=is_loopback(host), port=int(server.server_address[1]))
+    server.app.guard = LocalGuard(loopback=is_loopback(host), port=int(server.server_address[1]), token=token)
     return server

@@ -1,0 +1,72 @@
+"""A tenant's daily ingestion quota (ERAGRAPH_INGEST_DAILY_BYTES): a submission that would go past
+it is refused whole before anything is stored (429 on POST /documents), the quota is the
+tenant's own, and it starts again the next day (UTC)."""
+
+from __future__ import annotations
+
+import pytest
+
+from eragraph.bootstrap import build_engine, document_pipeline
+from eragraph.config import settings_from_env
+from eragraph.services import ingest_quota, uploads
+
+ENV = {"ERAGRAPH_EMBEDDER": "hash", "ERAGRAPH_SUMMARIZER": "extractive", "ERAGRAPH_GENERATOR": "none",
+       "ERAGRAPH_INGEST_DAILY_BYTES": "100"}
+TEXT = b"The ferry log, " * 4  # 60 bytes
+
+
+@pytest.fixture
+def served():
+    engine = build_engine("memory", settings=settings_from_env(ENV))
+    pipeline = document_pipeline("memory", None, engine.settings, lambda tenant: engine)
+    try:
+        yield engine, pipeline
+    finally:
+        pipeline.close()
+
+
+def test_a_submission_past_the_daily_quota_is_refused_whole(served):
+    engine, pipeline = served
+    uploads.submit(engine, pipeline, [uploads.Upload(source="a.txt", data=TEXT)])
+    with pytest.raises(uploads.UploadError, match="daily ingestion quota is 100 bytes") as info:
+        uploads.submit(engine, pipeline, [uploads.Upload(source="b.txt", data=b"x" * 10),
+                                          uploads.Upload(source="c.txt", data=TEXT)])
+    assert info.value.status == 429
+    assert [s.source for s in engine.graph.doc_statuses("")] == ["a.txt"]  # nothing of the refused request
+    uploads.submit(engine, pipeline, [uploads.Upload(source="d.txt", data=b"y" * 40)])  # to the byte: 100
+
+
+def test_the_quota_starts_again_the_next_day_and_zero_is_none(served):
+    engine, _ = served
+    day = 1_800_000_000.0
+    ingest_quota.charge(engine, 100, now=day)
+    with pytest.raises(ingest_quota.QuotaExceeded):
+        ingest_quota.charge(engine, 1, now=day)
+    ingest_quota.charge(engine, 100, now=day + 86_400)
+    off = build_engine("memory", settings=settings_from_env({**ENV, "ERAGRAPH_INGEST_DAILY_BYTES": "0"}))
+    ingest_quota.charge(off, 10 ** 12)
+    assert off.graph.get_meta(ingest_quota.KEY) is None
+
+
+def test_the_bedrock_agent_route_answers_service_quota_exceeded(served):
+    import json
+
+    pytest.importorskip("aws_lambda_powertools")
+    from eragraph.domain.knowledge_base import knowledge_base_id
+    from eragraph.entrypoints.http.api import make_app
+    from eragraph.services import kb_sources
+
+    engine, pipeline = served
+    ds = kb_sources.create(engine, knowledge_base_id(""), {"name": "notes", "dataSourceConfiguration": {"type": "CUSTOM"}})
+    app = make_app(lambda _t: engine, tenant_of=lambda _e: "", uploads=pipeline)
+    path = f"/knowledgebases/{knowledge_base_id('')}/datasources/{ds['dataSourceId']}/documents"
+    body = {"documents": [{"content": {"dataSourceType": "CUSTOM", "custom": {
+        "customDocumentIdentifier": {"id": "big"}, "sourceType": "IN_LINE",
+        "inlineContent": {"type": "TEXT", "textContent": {"data": "x" * 200}}}}}]}
+    event = {"version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
+             "headers": {"content-type": "application/json"}, "body": json.dumps(body), "isBase64Encoded": False,
+             "requestContext": {"http": {"method": "PUT", "path": path}, "requestId": "r-1", "stage": "$default"}}
+    out = app.resolve(event, None)
+    headers = {k.lower(): v for k, v in (out.get("headers") or {}).items()}
+    assert headers.get("x-amzn-errortype") == "ServiceQuotaExceededException", out
+    assert "daily ingestion quota" in json.loads(out["body"])["message"]
