@@ -68,15 +68,18 @@ def _parts(node: dict) -> list:
     return items if len(items) > 1 or "properties" in node else []
 
 
-def _strict(defs: dict) -> dict:
+def _strict(defs: dict, known: dict | None = None) -> dict:
+    """``defs`` read strictly (a copy); ``known``: the definitions their references name, if
+    not among them."""
     defs = copy.deepcopy(defs)
+    table = {**(known or {}), **defs}
     parts: set[str] = set()  # definitions that are a part of an allOf somewhere
 
     def mark(node: dict) -> None:
         ref = node.get("$ref")
         if ref and ref.rsplit("/", 1)[-1] not in parts:
             parts.add(name := ref.rsplit("/", 1)[-1])
-            mark(defs[name])
+            mark(table[name])
         for child, inplace in _children(node):
             if inplace:
                 mark(child)
@@ -96,7 +99,7 @@ def _strict(defs: dict) -> dict:
         ref = node.get("$ref")
         if ref and (name := ref.rsplit("/", 1)[-1]) not in seen:
             seen.add(name)
-            if open_somewhere(defs[name], seen):
+            if open_somewhere(table[name], seen):
                 return True
         return any(open_somewhere(c, seen) for c, inplace in _children(node) if inplace)
 
@@ -127,7 +130,7 @@ class Spec:
 
         def validator(schema: dict) -> Any:
             root = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": self.defs,
-                    **_strict({"_": schema})["_"]}
+                    **_strict({"_": schema}, self.defs)["_"]}
             return Draft202012Validator(root)
 
         self.bodies = {name: validator(op["body"]["schema"]) for name, op in self.operations.items()
