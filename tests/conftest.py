@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import aws_limits
+import moto_s3_events
 import moto_transactions
 import pytest
 from support import make_engine
@@ -20,6 +21,8 @@ TESTS = Path(__file__).resolve().parent
 moto_transactions.install()
 # AWS's size and count limits that moto does not hold (BatchWriteItem, transaction bytes, SQS bytes)
 aws_limits.install()
+# moto's S3 notifications as S3 sends them (a sequencer, no size on a removal, the key's / kept)
+moto_s3_events.install()
 
 
 @pytest.fixture

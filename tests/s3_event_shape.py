@@ -11,7 +11,7 @@ what differs.
   (``s3SchemaVersion`` 1.0, ``configurationId``, ``bucket`` with its ``name``,
   ``ownerIdentity`` and ``arn``);
 - ``object``: the ``key`` URL-encoded as S3 encodes it (a space is ``+``, every character but
-  letters, digits, ``-_.~/`` is ``%XX``), a ``sequencer`` of hexadecimal digits, a
+  letters, digits, ``-_.~*/`` is ``%XX``), a ``sequencer`` of hexadecimal digits, a
   ``versionId`` for a delete marker; a removal has no ``size`` and no ``eTag``."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 REMOVED = {"ObjectRemoved:Delete", "ObjectRemoved:DeleteMarkerCreated"}
 RECORD_KEYS = {"eventVersion", "eventSource", "awsRegion", "eventTime", "eventName", "userIdentity",
                "requestParameters", "responseElements", "s3"}
-ENCODED_KEY = re.compile(r"^(?:[A-Za-z0-9\-_.~/+]|%[0-9A-F]{2})+$")
+ENCODED_KEY = re.compile(r"^(?:[A-Za-z0-9\-_.~*/+]|%[0-9A-F]{2})+$")
 SEQUENCER = re.compile(r"^[0-9A-F]+$")
 EVENT_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{3})?Z$")
 

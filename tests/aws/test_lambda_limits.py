@@ -156,3 +156,28 @@ def test_a_delete_marker_names_its_version():
         check_removed(ev["Records"][0])
     ev["Records"][0]["s3"]["object"]["versionId"] = "1QW9g1Z99LUNbvaaYVpW9xDlOLU.qxgF"
     check_removed(ev["Records"][0])
+
+
+def test_moto_notifies_a_removal_as_s3_does():
+    """moto's own notification (S3 -> SQS), as the ingest function reads it: S3's record."""
+    import boto3
+    from moto import mock_aws
+
+    from contract.aws_factories import REGION, fake_credentials
+
+    fake_credentials()
+    with mock_aws():
+        s3, sqs = boto3.client("s3", region_name=REGION), boto3.client("sqs", region_name=REGION)
+        url = sqs.create_queue(QueueName="notify")["QueueUrl"]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        s3.create_bucket(Bucket="notified-docs")
+        s3.put_bucket_notification_configuration(Bucket="notified-docs", NotificationConfiguration={"QueueConfigurations": [
+            {"QueueArn": arn, "Events": ["s3:ObjectCreated:*", "s3:ObjectRemoved:*"]}]})
+        s3.put_object(Bucket="notified-docs", Key="docs/light house (1).txt", Body=b"x")
+        s3.delete_object(Bucket="notified-docs", Key="docs/light house (1).txt")
+        bodies = [json.loads(m["Body"]) for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]]
+    created, removed = [b["Records"][0] for b in bodies if "Records" in b]
+    check_removed(removed)
+    assert removed["s3"]["object"]["key"] == "docs/light+house+%281%29.txt"
+    assert {"size", "eTag"} <= set(created["s3"]["object"]) and created["s3"]["object"]["sequencer"] < \
+        removed["s3"]["object"]["sequencer"]
