@@ -48,6 +48,7 @@ the adapter never means to send them.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import fnmatch
 import json
@@ -72,24 +73,29 @@ class Refused(ShapeError, RequestError):
     as opensearch-py's RequestError carries them."""
 
 
+@contextlib.contextmanager
+def _as_cluster():
+    """A refusal of the specification or the k-NN plugin, raised as the client raises the cluster's."""
+    try:
+        yield
+    except check.Refused as exc:
+        raise Refused(exc.status, exc.error_type, exc.body()) from None
+
+
 def _spec(operation: str, method: str, route: str, index: str | None = None, query: dict | None = None,
           body: Any = None) -> None:
     """The request against the API specification: its route, parameters and JSON body."""
-    try:
+    with _as_cluster():
         check.check_route(operation, method, route, {"index": index} if index is not None else {},
                           {k: v for k, v in (query or {}).items() if v is not None})
         if body is not None:
             check.check_body(operation, body)
-    except check.Refused as exc:
-        raise Refused(exc.status, exc.error_type, exc.body()) from None
 
 
-def _ndjson(operation: str, lines: list, kinds: list[str]) -> None:
-    try:
+def _ndjson(lines: list, kinds: list[str]) -> None:
+    with _as_cluster():
         for number, (line, kind) in enumerate(zip(lines, kinds), 1):
             check.check_line(kind, line, number)
-    except check.Refused as exc:
-        raise Refused(exc.status, exc.error_type, exc.body()) from None
 
 
 def _index_name(index: str) -> None:
@@ -162,10 +168,8 @@ class _Indices:
         _need(len(vec_fields) == 1, "exactly one knn_vector field expected")
         (field, spec), = vec_fields.items()
         _need(isinstance(spec.get("dimension"), int) and spec["dimension"] > 0, "knn_vector needs a dimension")
-        try:
+        with _as_cluster():
             knn_plugin.check_method(field, spec)
-        except check.Refused as exc:
-            raise Refused(exc.status, exc.error_type, exc.body()) from None
         method = spec.get("method", {})
         _need(method.get("name") == "hnsw", "method.name must be hnsw")
         _need(method.get("engine") in {"faiss", "lucene", "nmslib"}, "unknown k-NN engine")
@@ -374,7 +378,7 @@ class FakeOpenSearch:
             if action in ("index", "create", "update"):
                 kinds.append("bulk.update" if action == "update" else "bulk.source")
             i = len(kinds)
-        _ndjson("bulk", lines, kinds)
+        _ndjson(lines, kinds)
         items, errors, i = [], False, 0
         while i < len(lines):
             action = lines[i]
@@ -461,7 +465,7 @@ class FakeOpenSearch:
         _need(isinstance(body, str) and body.endswith("\n"), "_msearch body must be NDJSON ending in a newline")
         lines = [json.loads(x) for x in body.splitlines()]
         _need(len(lines) % 2 == 0 and lines, "_msearch takes a header line and a body line per search")
-        _ndjson("msearch", lines, ["msearch.header", "msearch.body"] * (len(lines) // 2))
+        _ndjson(lines, ["msearch.header", "msearch.body"] * (len(lines) // 2))
         responses = []
         for header, search in zip(lines[0::2], lines[1::2]):
             _need(isinstance(header, dict) and set(header) <= {"index"}, f"unexpected _msearch header {header!r}")
@@ -479,10 +483,8 @@ class FakeOpenSearch:
         spec = knn[idx["field"]]
         _need(set(spec) <= {"vector", "k", "filter"}, f"unexpected knn keys {set(spec)}")
         _need(len(spec["vector"]) == idx["dim"], "query vector of the wrong dimension")
-        try:
+        with _as_cluster():
             knn_plugin.check_k(spec["k"])
-        except check.Refused as exc:
-            raise Refused(exc.status, exc.error_type, exc.body()) from None
         _need(isinstance(spec["k"], int), "k must be an integer")
         q = np.asarray(spec["vector"], dtype=np.float32)
         clause = spec.get("filter")
