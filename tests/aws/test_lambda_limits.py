@@ -66,8 +66,21 @@ def test_a_synchronous_answer_takes_6_mb():
     invoke(event("s3_put.json"), None)  # an asynchronous invocation's answer goes nowhere
 
 
-def test_every_function_handler_is_held_to_the_limits():
-    assert getattr(load_handler("ingest").handler, "lambda_limits", False)
+def test_every_function_handler_is_held_to_the_limits(tmp_path, monkeypatch):
+    """load_handler wraps each function's handler (a function folder of its own here: the real
+    ones take most of a minute to import)."""
+    import sys
+
+    import lambda_support
+
+    (tmp_path / "functions" / "tiny").mkdir(parents=True)
+    (tmp_path / "functions" / "tiny" / "app.py").write_text("def handler(event, context):\n    return event\n")
+    monkeypatch.setattr(lambda_support, "ROOT", tmp_path)
+    monkeypatch.delitem(sys.modules, "eragraph_fn_tiny_app", raising=False)  # and gone again afterwards
+    handler = load_handler("tiny").handler
+    assert handler({"a": 1}, None) == {"a": 1}
+    with pytest.raises(LambdaRefused):
+        handler(padded(event("api_health.json"), SYNC_PAYLOAD + 1), None)
 
 
 @pytest.fixture
