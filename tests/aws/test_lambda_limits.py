@@ -76,11 +76,13 @@ def test_every_function_handler_is_held_to_the_limits(tmp_path, monkeypatch):
     (tmp_path / "functions" / "tiny").mkdir(parents=True)
     (tmp_path / "functions" / "tiny" / "app.py").write_text("def handler(event, context):\n    return event\n")
     monkeypatch.setattr(lambda_support, "ROOT", tmp_path)
-    monkeypatch.delitem(sys.modules, "eragraph_fn_tiny_app", raising=False)  # and gone again afterwards
-    handler = load_handler("tiny").handler
-    assert handler({"a": 1}, None) == {"a": 1}
-    with pytest.raises(LambdaRefused):
-        handler(padded(event("api_health.json"), SYNC_PAYLOAD + 1), None)
+    try:
+        handler = load_handler("tiny").handler
+        assert handler({"a": 1}, None) == {"a": 1}
+        with pytest.raises(LambdaRefused):
+            handler(padded(event("api_health.json"), SYNC_PAYLOAD + 1), None)
+    finally:
+        sys.modules.pop("eragraph_fn_tiny_app", None)
 
 
 @pytest.fixture
