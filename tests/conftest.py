@@ -7,6 +7,8 @@ import functools
 import json
 from pathlib import Path
 
+import aws_limits
+import moto_s3_events
 import moto_transactions
 import pytest
 from support import make_engine
@@ -17,6 +19,10 @@ TESTS = Path(__file__).resolve().parent
 
 # moto's TransactWriteItems copies each table it names once, not once per item (the same backup)
 moto_transactions.install()
+# AWS's size and count limits that moto does not hold (BatchWriteItem, transaction bytes, SQS bytes)
+aws_limits.install()
+# moto's S3 notifications as S3 sends them (a sequencer, no size on a removal, the key's / kept)
+moto_s3_events.install()
 
 
 @pytest.fixture

@@ -1,9 +1,17 @@
 """The Lambda side of the tests: the real event JSON of tests/events, the handlers loaded from
 functions/*/app.py, and a Lambda context. No AWS client is touched here: a handler runs on
-whatever engine ``eragraph.bootstrap.aws.LAMBDA_ENGINE`` holds (moto's or a local one)."""
+whatever engine ``eragraph.bootstrap.aws.LAMBDA_ENGINE`` holds (moto's or a local one).
+
+A loaded handler is held to Lambda's payload limits, as the service holds an invocation: an
+event over 6 MB (a synchronous invocation: API Gateway, an SQS event source mapping, Bedrock)
+or over 256 KB (an asynchronous one: S3 notifications, EventBridge) is refused with
+``RequestEntityTooLargeException``; a synchronous invocation's response over 6 MB fails with
+``Function.ResponseSizeTooLarge``. Both raise ``LambdaRefused``. An S3 ObjectRemoved record in the
+event (direct, or in an SQS message's body) must be one S3 would send (s3_event_shape)."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import sys
@@ -20,6 +28,71 @@ def event(name: str) -> dict:
     return json.loads((EVENTS / name).read_text())
 
 
+SYNC_PAYLOAD = 6 * 1024 * 1024  # request and response of a synchronous invocation
+ASYNC_PAYLOAD = 256 * 1024  # the event of an asynchronous one (AWS allows 1 MB since 2025; S3's events are far smaller)
+RESPONSE_PAYLOAD = 6 * 1024 * 1024
+
+
+class LambdaRefused(Exception):
+    """What Lambda answers instead of running the handler (``code``: its error type)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+def asynchronous(event: dict) -> bool:
+    """Whether the service that sends ``event`` invokes asynchronously (S3 notifications and
+    EventBridge do; API Gateway, SQS event source mappings and Bedrock wait for the answer)."""
+    records = event.get("Records") if isinstance(event, dict) else None
+    if records and isinstance(records, list) and isinstance(records[0], dict):
+        return records[0].get("eventSource") == "aws:s3"
+    return isinstance(event, dict) and "detail-type" in event and "source" in event
+
+
+def payload_bytes(value) -> int:
+    return len(json.dumps(value, separators=(",", ":")).encode("utf-8"))
+
+
+def check_invocation(event) -> None:
+    from s3_event_shape import check_removed, removed_records
+
+    for record in removed_records(event):
+        check_removed(record)
+    limit = ASYNC_PAYLOAD if asynchronous(event) else SYNC_PAYLOAD
+    size = payload_bytes(event)
+    if size > limit:
+        raise LambdaRefused("RequestEntityTooLargeException",
+                            f"Request must be smaller than {limit} bytes for the "
+                            f"{'InvokeAsync' if limit == ASYNC_PAYLOAD else 'Invoke'} operation ({size} bytes)")
+
+
+def check_response(event, response) -> None:
+    if asynchronous(event) or response is None:
+        return
+    size = payload_bytes(response)
+    if size > RESPONSE_PAYLOAD:
+        raise LambdaRefused("Function.ResponseSizeTooLarge",
+                            f"Response payload size exceeded maximum allowed payload size ({RESPONSE_PAYLOAD} bytes): "
+                            f"{size} bytes")
+
+
+def held_to_limits(handler):
+    """``handler`` as Lambda runs it: its event and its answer within the payload limits."""
+    if getattr(handler, "lambda_limits", False):
+        return handler
+
+    @functools.wraps(handler)
+    def invoke(event, context):
+        check_invocation(event)
+        response = handler(event, context)
+        check_response(event, response)
+        return response
+
+    invoke.lambda_limits = True
+    return invoke
+
+
 def load_handler(name: str):
     module_name = f"eragraph_fn_{name}_app"
     if module_name not in sys.modules:
@@ -27,6 +100,8 @@ def load_handler(name: str):
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
+        if callable(getattr(module, "handler", None)):
+            module.handler = held_to_limits(module.handler)
     return sys.modules[module_name]
 
 

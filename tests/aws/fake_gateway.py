@@ -11,7 +11,14 @@ query handler (functions/query/app.py) the payload v2 event API Gateway would.
   authorizer's check of issuer, audience and signature); the event carries its claims. Else 401.
 
 ``seen`` keeps every request's headers as they arrived, ``requests`` its method, target and body; ``answers`` every response it sent;
-``fail_with`` (status, body, headers) makes the gateway itself answer so (a throttle, a 5xx)."""
+``fail_with`` (status, body, headers) makes the gateway itself answer so (a throttle, a 5xx).
+
+API Gateway's limits and Lambda's, as the deployed API answers them: a body over 10 MB is 413
+``Request Entity Too Large`` before any function runs; an event over Lambda's 6 MB, or an answer
+over it (lambda_support: the handler is held to Lambda's payload limits), is a failed integration,
+413 and 500; a handler that runs past the integration's ``timeout_s`` (template.yaml:
+TimeoutInMillis 29000) is 503 ``Service Unavailable``, and the handler's context has that much
+time left when it starts."""
 
 from __future__ import annotations
 
@@ -22,9 +29,13 @@ import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from lambda_support import LambdaContext
+import time
+
+from lambda_support import LambdaContext, LambdaRefused, held_to_limits
 
 ACCOUNT = "123456789012"
+BODY_LIMIT = 10 * 1024 * 1024  # an HTTP API's payload
+INTEGRATION_TIMEOUT = 29.0  # template.yaml: the query integration's TimeoutInMillis
 AUTH = re.compile(r"AWS4-HMAC-SHA256 Credential=([^/]+)/(\d{8})/([^/]+)/([^/]+)/aws4_request, "
                   r"SignedHeaders=([^,]+), Signature=([0-9a-f]{64})$")
 
@@ -35,7 +46,8 @@ class FakeHttpApi:
                  tokens: dict[str, dict] | None = None) -> None:
         """``principals``: access key -> (secret, session token or None, principal ARN);
         ``tokens``: bearer token -> its claims."""
-        self.handler = handler
+        self.handler = held_to_limits(handler)
+        self.timeout_s = INTEGRATION_TIMEOUT
         self.mode = mode
         self.region = region
         self.principals = principals or {}
@@ -102,13 +114,23 @@ class FakeHttpApi:
         if self.fail_with is not None:
             status, payload, extra = self.fail_with
             return status, {"content-type": "application/json", **extra}, json.dumps(payload).encode()
+        if len(body) > BODY_LIMIT:
+            return 413, {"content-type": "application/json"}, b'{"message":"Request Entity Too Large"}'
         authorizer = self.verify_sigv4(method, target, headers, body) if self.mode == "iam" else self.verify_jwt(headers)
         if isinstance(authorizer, tuple):
             status, payload = authorizer
             return status, {"content-type": "application/json"}, json.dumps(payload).encode()
         event = http_event(method, target, headers, body, "198.51.100.7")
         event["requestContext"].update({"accountId": ACCOUNT, "apiId": "fake", "authorizer": authorizer})
-        out = self.handler(event, LambdaContext())
+        started = time.monotonic()
+        try:
+            out = self.handler(event, LambdaContext(remaining_ms=int(self.timeout_s * 1000)))
+        except LambdaRefused as refused:
+            status, message = ((413, "Request Entity Too Large") if refused.code == "RequestEntityTooLargeException"
+                               else (500, "Internal Server Error"))
+            return status, {"content-type": "application/json"}, json.dumps({"message": message}).encode()
+        if time.monotonic() - started > self.timeout_s:  # the gateway stopped waiting
+            return 503, {"content-type": "application/json"}, b'{"message":"Service Unavailable"}'
         data = out.get("body") or ""
         if out.get("isBase64Encoded"):
             import base64

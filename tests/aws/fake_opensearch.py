@@ -1,5 +1,14 @@
-"""A fake opensearch-py client: records every request, checks it against the documented shapes
-of the OpenSearch k-NN API, and answers k-NN from numpy so services run end to end.
+"""A fake opensearch-py client: records every request, checks it against OpenSearch's published
+API specification and the k-NN plugin's limits (tests/opensearch_spec), then against the
+documented shapes of the OpenSearch k-NN API, and answers k-NN from numpy so services run end to
+end.
+
+What a cluster refuses raises ``Refused`` (a ShapeError, and opensearch-py's ``RequestError``, as
+the real client raises it), carrying the cluster's status, error type and JSON: the route and its
+parameters, each body and NDJSON line against the operation's schema (an unknown key:
+``parsing_exception``, or ``x_content_parse_exception`` inside ``knn``), k above 10,000
+(``illegal_argument_exception``), a ``knn_vector`` method its engine does not take
+(``mapper_parsing_exception``), an invalid index name (``invalid_index_name_exception``).
 
 Checked shapes (OpenSearch 2.x docs: k-NN index, k-NN search with filters, bulk, mget):
 * index creation: ``settings.index.knn`` true; a ``knn_vector`` field with ``dimension`` and a
@@ -39,6 +48,7 @@ the adapter never means to send them.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import fnmatch
 import json
@@ -46,6 +56,8 @@ import math
 from typing import Any
 
 import numpy as np
+from opensearch_spec import check, knn_plugin
+from opensearchpy.exceptions import RequestError
 
 SPACES = {"innerproduct", "cosinesimil", "l2"}
 MAPPING_KEYS = {"dynamic", "date_detection", "_meta", "dynamic_templates", "properties"}
@@ -54,6 +66,50 @@ NUMERIC = {"integer", "long", "double"}
 
 class ShapeError(AssertionError):
     pass
+
+
+class Refused(ShapeError, RequestError):
+    """A request the cluster refuses: ``status_code``, ``error`` (its type) and ``info`` (its JSON),
+    as opensearch-py's RequestError carries them."""
+
+
+@contextlib.contextmanager
+def _as_cluster():
+    """A refusal of the specification or the k-NN plugin, raised as the client raises the cluster's."""
+    try:
+        yield
+    except check.Refused as exc:
+        raise Refused(exc.status, exc.error_type, exc.body()) from None
+
+
+def _spec(operation: str, method: str, route: str, index: str | None = None, query: dict | None = None,
+          body: Any = None) -> None:
+    """The request against the API specification: its route, parameters and JSON body."""
+    with _as_cluster():
+        check.check_route(operation, method, route, {"index": index} if index is not None else {},
+                          {k: v for k, v in (query or {}).items() if v is not None})
+        if body is not None:
+            check.check_body(operation, body)
+
+
+def _ndjson(lines: list, kinds: list[str]) -> None:
+    with _as_cluster():
+        for number, (line, kind) in enumerate(zip(lines, kinds), 1):
+            check.check_line(kind, line, number)
+
+
+def _index_name(index: str) -> None:
+    """OpenSearch's rules for a new index's name (MetadataCreateIndexService.validateIndexOrAliasName)."""
+    why = ("must be lowercase" if index != index.lower() else
+           "must not contain the following characters [ , \", *, \\, <, |, ,, >, /, ?, #]"
+           if any(c in index for c in ' "*\\<|,>/?#') else
+           "must not start with '_', '-', or '+'" if index[:1] in ("_", "-", "+") else
+           "must not be '.' or '..'" if index in (".", "..") else
+           "index name is too long" if len(index.encode()) > 255 else "")
+    if why:
+        reason = f"Invalid index name [{index}], {why}"
+        cause = {"type": "invalid_index_name_exception", "reason": reason, "index": index}
+        raise Refused(400, "invalid_index_name_exception", {"error": {"root_cause": [cause], **cause}, "status": 400})
 
 
 def _need(cond: bool, msg: str) -> None:
@@ -93,10 +149,13 @@ class _Indices:
 
     def exists(self, index: str) -> bool:
         self.owner.requests.append(("HEAD", f"/{index}", None))
+        _spec("indices.exists", "HEAD", "/{index}", index)
         return index in self.owner.indexes
 
     def create(self, index: str, body: dict) -> dict:
         self.owner.requests.append(("PUT", f"/{index}", body))
+        _spec("indices.create", "PUT", "/{index}", index, body=body)
+        _index_name(index)
         if index in self.owner.indexes:
             raise RuntimeError("resource_already_exists_exception")
         _need(body["settings"]["index"]["knn"] is True, "index.knn must be true for k-NN")
@@ -109,6 +168,8 @@ class _Indices:
         _need(len(vec_fields) == 1, "exactly one knn_vector field expected")
         (field, spec), = vec_fields.items()
         _need(isinstance(spec.get("dimension"), int) and spec["dimension"] > 0, "knn_vector needs a dimension")
+        with _as_cluster():
+            knn_plugin.check_method(field, spec)
         method = spec.get("method", {})
         _need(method.get("name") == "hnsw", "method.name must be hnsw")
         _need(method.get("engine") in {"faiss", "lucene", "nmslib"}, "unknown k-NN engine")
@@ -121,6 +182,7 @@ class _Indices:
 
     def get_mapping(self, index: str) -> dict:
         self.owner.requests.append(("GET", f"/{index}/_mapping", None))
+        _spec("indices.get_mapping", "GET", "/{index}/_mapping", index)
         idx = self.owner._index(index)
         mappings = {"dynamic": idx["dynamic"], "properties": copy.deepcopy(idx["props"]),
                     **({"_meta": idx["meta"]} if idx.get("meta") else {}),
@@ -129,6 +191,7 @@ class _Indices:
 
     def put_mapping(self, index: str, body: dict) -> dict:
         self.owner.requests.append(("PUT", f"/{index}/_mapping", body))
+        _spec("indices.put_mapping", "PUT", "/{index}/_mapping", index, body=body)
         idx = self.owner._index(index)
         _need(set(body) <= {"properties", "_meta", "dynamic_templates"}, f"unexpected mapping keys {set(body)}")
         for field, spec in body.get("properties", {}).items():
@@ -145,6 +208,7 @@ class _Indices:
 
     def refresh(self, index: str) -> dict:
         self.owner.requests.append(("POST", f"/{index}/_refresh", None))
+        _spec("indices.refresh", "POST", "/{index}/_refresh", index)
         return {}
 
 
@@ -304,8 +368,17 @@ class FakeOpenSearch:
     # ----- the API -----
     def bulk(self, body: str, index: str | None = None, refresh: Any = None) -> dict:
         self.requests.append(("POST", "/_bulk", body))
+        _spec("bulk", "POST", "/{index}/_bulk" if index else "/_bulk", index, {"refresh": refresh})
         _need(isinstance(body, str) and body.endswith("\n"), "_bulk body must be NDJSON ending in a newline")
         lines = [json.loads(x) for x in body.splitlines()]
+        kinds, i = [], 0
+        while i < len(lines):  # an action line, and a source line after each but delete
+            action = next(iter(lines[i]), None) if isinstance(lines[i], dict) else None
+            kinds.append("bulk.action")
+            if action in ("index", "create", "update"):
+                kinds.append("bulk.update" if action == "update" else "bulk.source")
+            i = len(kinds)
+        _ndjson(lines, kinds)
         items, errors, i = [], False, 0
         while i < len(lines):
             action = lines[i]
@@ -359,6 +432,7 @@ class FakeOpenSearch:
 
     def search(self, index: str, body: dict) -> dict:
         self.requests.append(("POST", f"/{index}/_search", body))
+        _spec("search", "POST", "/{index}/_search", index, body=body)
         return self._search(index, body)
 
     def _search(self, index: str, body: dict) -> dict:
@@ -387,9 +461,11 @@ class FakeOpenSearch:
 
     def msearch(self, body: str, index: str | None = None) -> dict:
         self.requests.append(("POST", f"/{index}/_msearch" if index else "/_msearch", body))
+        _spec("msearch", "POST", "/{index}/_msearch" if index else "/_msearch", index)
         _need(isinstance(body, str) and body.endswith("\n"), "_msearch body must be NDJSON ending in a newline")
         lines = [json.loads(x) for x in body.splitlines()]
         _need(len(lines) % 2 == 0 and lines, "_msearch takes a header line and a body line per search")
+        _ndjson(lines, ["msearch.header", "msearch.body"] * (len(lines) // 2))
         responses = []
         for header, search in zip(lines[0::2], lines[1::2]):
             _need(isinstance(header, dict) and set(header) <= {"index"}, f"unexpected _msearch header {header!r}")
@@ -407,7 +483,9 @@ class FakeOpenSearch:
         spec = knn[idx["field"]]
         _need(set(spec) <= {"vector", "k", "filter"}, f"unexpected knn keys {set(spec)}")
         _need(len(spec["vector"]) == idx["dim"], "query vector of the wrong dimension")
-        _need(isinstance(spec["k"], int) and 1 <= spec["k"] <= 10000, "k must be within 1..10000")
+        with _as_cluster():
+            knn_plugin.check_k(spec["k"])
+        _need(isinstance(spec["k"], int), "k must be an integer")
         q = np.asarray(spec["vector"], dtype=np.float32)
         clause = spec.get("filter")
         hits = []
@@ -445,6 +523,7 @@ class FakeOpenSearch:
 
     def mget(self, index: str, body: dict) -> dict:
         self.requests.append(("POST", f"/{index}/_mget", body))
+        _spec("mget", "POST", "/{index}/_mget", index, body=body)
         idx = self._index(index)
         _need("ids" in body, "mget needs ids")
         _need(self.allow_explicit_index or "docs" not in body, "explicit index in multi get is not allowed")
@@ -453,6 +532,7 @@ class FakeOpenSearch:
 
     def count(self, index: str, body: dict | None = None) -> dict:
         self.requests.append(("GET", f"/{index}/_count", body))
+        _spec("count", "POST" if body is not None else "GET", "/{index}/_count", index, body=body)
         idx = self._index(index)
         if body is None:
             return {"count": len(idx["docs"])}
@@ -461,6 +541,8 @@ class FakeOpenSearch:
 
     def delete_by_query(self, index: str, body: dict, refresh: Any = None, conflicts: str | None = None) -> dict:
         self.requests.append(("POST", f"/{index}/_delete_by_query", body))
+        _spec("delete_by_query", "POST", "/{index}/_delete_by_query", index, {"refresh": refresh, "conflicts": conflicts},
+              body)
         idx = self._index(index)
         _need(set(body) == {"query"}, f"unexpected delete_by_query keys {set(body)}")
         _need(conflicts in (None, "abort", "proceed"), f"conflicts={conflicts!r}")

@@ -17,7 +17,9 @@ Routes (every one the adapter in eragraph.adapters.aws.vector_opensearch and lex
     POST /{index}/_delete_by_query   delete_by_query (a tenant's deletion)
 
 An index that does not exist answers 404 ``index_not_found_exception``; a request the fake finds
-malformed (its ShapeError) answers 400 ``illegal_argument_exception`` and is kept in ``errors``;
+malformed (its ShapeError) answers 400 ``illegal_argument_exception``, one it refuses as the cluster
+would (its Refused: the API specification, the k-NN plugin's limits) answers that refusal's
+status and JSON; both are kept in ``errors``;
 an unknown route answers 400 like OpenSearch ("no handler found for uri"). Every request must
 carry a valid SigV4 signature for the ``es`` service of the region: the signature is recomputed
 from the received method, URL, signed headers and body with the known test secret; a request
@@ -143,6 +145,8 @@ class OpenSearchHttpFake:
                 return self._route(method, target, body)
             except AssertionError as exc:  # the fake's ShapeError: the request is malformed
                 self.errors.append(f"{method} {target}: {exc}")
+                if isinstance(getattr(exc, "info", None), dict):  # its Refused: the cluster's own answer
+                    return exc.status_code, exc.info
                 return _error(400, "illegal_argument_exception", str(exc))
 
     def _route(self, method: str, target: str, body: bytes) -> tuple[int, Any]:
