@@ -342,7 +342,7 @@ def lambda_target(args: Any, settings: Any) -> dict:
     from moto.core.botocore_stubber import BotocoreStubber
 
     from ..bootstrap.aws import LAMBDA_ENGINE, function_environment
-    from ..entrypoints.http.server import LocalContext, http_event
+    from ..entrypoints.http.lambda_event import LocalContext, http_event
     from ..services.ingest import SourceDoc, ingest
     from ..services.resummarize import drain
     from .moto import moto_engine

@@ -14,19 +14,6 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from ...services import query as query_service
-from ..bedrock_agent.handlers import (  # noqa: F401 (the route table's bedrock-agent handlers)
-    create_data_source,
-    delete_documents,
-    get_data_source,
-    get_documents,
-    get_ingestion_job,
-    ingest_documents,
-    list_data_sources,
-    list_documents,
-    list_ingestion_jobs,
-    start_ingestion_job,
-    stop_ingestion_job,
-)
 from ..bedrock_kb import runtime as bedrock_kb
 from ..documents import document_json
 from .context import RouteContext, answer_budget, check_budget

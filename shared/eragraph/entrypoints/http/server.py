@@ -1,13 +1,16 @@
 """`eragraph serve`: the query API of the API Gateway function over one warm local engine.
 
-A small ASGI app, served by uvicorn, turns each request into an API Gateway HTTP API (payload
-v2) event and hands it to the very resolver the Lambda function uses (eragraph.entrypoints.http.api.make_app),
-then writes the resolver's status, headers and body back. Routes, request validation, JSON
-bodies and 4xx errors are therefore those of the deployed API: one definition of the routes.
+A small ASGI app, served by uvicorn. Each request of an API route goes through the request
+pipeline (eragraph.entrypoints.http.pipeline): matched in the route table, its parameters
+validated once into the handler's model, its handler called in its pool; the routes, the
+validation, the JSON bodies and the 4xx errors are those of the deployed API (the same handlers,
+powertools' own validation), with no API Gateway event in between. The streamed routes
+(the Bedrock KB event stream, the chat endpoint's events, POST /query/stream) and MCP are served by
+the app itself.
 
 Concurrency. uvicorn accepts connections on an asyncio loop (listen backlog ``BACKLOG``, so a
-burst of clients queues instead of being reset) and the app runs each request's resolver call
-in a thread pool, chosen by the request's mode family (services.modes):
+burst of clients queues instead of being reset) and the app runs each request's handler in a
+thread pool, the one the registry entry of the request's mode names (services.modes ``pool``):
 
 - ``fast``: the summary-side and lexical modes (collapsed, dense, detailed, summarized, bm25,
   hybrid) and every other route (documents, stats, health, bad requests), ``FAST_WORKERS``
@@ -26,8 +29,7 @@ connection may be used from several threads. The entity store (one SQLite connec
 statement lock of its own, and the exported PPR matrices, cached per generation under its lock) is
 read by the graph modes only, and their pool has one thread by default, so its reads never
 interleave either. The GIL still serializes Python work: on two cores the pools buy fairness
-(a fast query is not queued behind a 100 ms graph query), not parallel Python. The powertools resolver keeps the current event on
-itself, so each worker thread has its own resolver (built once per thread; cheap).
+(a fast query is not queued behind a 100 ms graph query), not parallel Python.
 
 Freshness: every read of the FAISS index first checks whether another process committed changes
 (vector_faiss.FaissVectorIndex.refresh: two ``stat`` calls) and replays only the log's new
@@ -51,13 +53,10 @@ import json
 import socket
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
 from ...services.engine import Engine
 from ..console.assets import asset, is_console_path
@@ -89,7 +88,10 @@ def takes_documents(path: str) -> bool:
 BACKLOG = 2048
 FAST_WORKERS = 4
 SLOW_WORKERS = 1
-SLOW_FAMILIES = frozenset({"graph", "fusion", "router"})
+CONSOLE_HEADERS = {  # no other page may frame the console (clickjacking) nor run a script in it
+    "x-frame-options": "DENY", "x-content-type-options": "nosniff",
+    "content-security-policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+}
 KB_STREAM = route(ASGI_KB_STREAM)  # Bedrock KB streaming (eragraph.entrypoints.http.stream)
 CHAT = route(ASGI_CHAT_STREAM)  # the OpenAI-compatible chat endpoint, streamed (eragraph.entrypoints.http.chat_stream)
 QUERY_STREAM = route(ASGI_QUERY_STREAM)  # the answer as NDJSON lines (eragraph.entrypoints.http.query_stream)
@@ -97,65 +99,10 @@ MCP = route(ASGI_MCP)  # the MCP endpoint (streamable HTTP, stateless): eragraph
 STREAM_ROUTES = tuple(r for r in ROUTES if STREAM in r.on)  # the stream function's
 
 
-@dataclass
-class LocalContext:
-    """The parts of a Lambda context the resolver may read."""
-
-    function_name: str = "eragraph-serve"
-    memory_limit_in_mb: int = 0
-    invoked_function_arn: str = "arn:aws:lambda:local:000000000000:function:eragraph-serve"
-    aws_request_id: str = ""
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 300_000
-
-
-def http_event(method: str, target: str, headers: dict[str, str], body: bytes, source_ip: str,
-               request_id: str = "") -> dict:
-    """An API Gateway HTTP API payload v2 event for one HTTP request (``target``: path?query)."""
-    path, _, query = target.partition("?")
-    lowered = {k.lower(): v for k, v in headers.items()}
-    event: dict[str, Any] = {
-        "version": "2.0", "routeKey": "$default", "rawPath": path or "/", "rawQueryString": query,
-        "headers": lowered,
-        "requestContext": {
-            "http": {"method": method, "path": path or "/", "protocol": "HTTP/1.1",
-                     "sourceIp": source_ip, "userAgent": lowered.get("user-agent", "")},
-            "requestId": request_id or uuid.uuid4().hex, "routeKey": "$default", "stage": "$default",
-            "timeEpoch": int(time.time() * 1000),
-        },
-        "isBase64Encoded": False,
-    }
-    if query:
-        event["queryStringParameters"] = dict(parse_qsl(query, keep_blank_values=True))
-    if body:
-        try:
-            event["body"] = body.decode("utf-8")
-        except UnicodeDecodeError:
-            event["body"] = base64.b64encode(body).decode("ascii")
-            event["isBase64Encoded"] = True
-    return event
-
-
-def family_of(method: str, path: str, body: bytes) -> str:
-    """``slow`` for a POST /query whose mode belongs to a slow family, else ``fast`` (a body
-    that is no JSON object goes to ``fast``: the resolver answers it with a 4xx)."""
-    if method != "POST" or path.rstrip("/") != "/query" or b'"mode"' not in body:
-        return "fast"
-    from ...services.modes import MODES
-
-    try:
-        mode = json.loads(body).get("mode")
-    except (ValueError, AttributeError, RecursionError):
-        return "fast"
-    spec = MODES.get(mode) if isinstance(mode, str) else None
-    return "slow" if spec is not None and spec.family in SLOW_FAMILIES else "fast"
-
-
 class ApiApp:
     """The ASGI app: each HTTP request is resolved in its family's thread pool. The routes are the
     route table's (eragraph.entrypoints.http.routes): those with an ``asgi`` handler are served
-    here (MCP, the Bedrock KB stream), every other through the API's resolver.
+    here (MCP, the streams), every other through the request pipeline (pipeline.Pipeline).
 
     ``eragraph serve`` builds it over one engine (every route, the engine's tenant). The stream
     function on AWS (functions/stream, behind the Lambda Web Adapter) builds it ``stream_only``
@@ -166,8 +113,9 @@ class ApiApp:
     rate limit: 429 ThrottlingException).
 
     A subclass may answer the API routes otherwise: ``eragraph console`` (console.proxy.ProxyApp)
-    forwards them to the deployed API (``needs_engine`` False; its own ``resolve`` and the
-    ``serve_*`` methods of the routes this app serves itself)."""
+    forwards them to the deployed API (``needs_engine`` False: each request goes to its own
+    ``resolve``, as ``serve_resolved`` describes it; and the ``serve_*`` methods of the routes
+    this app serves itself)."""
 
     needs_engine = True
 
@@ -196,23 +144,27 @@ class ApiApp:
         self.log = log
         self.pools = {"fast": ThreadPoolExecutor(fast_workers, thread_name_prefix="eragraph-fast"),
                       "slow": ThreadPoolExecutor(slow_workers, thread_name_prefix="eragraph-slow")}
-        self._local = threading.local()
+        self._pipeline = None  # built on the first request (pipeline.Pipeline)
         self._mcp = None  # the MCP server, built on the first request to MCP.path
         self.mcp_security = None  # MCP's Host/Origin check (ApiServer: loopback only when bound to loopback)
         self.guard: LocalGuard | None = None  # eragraph serve's checks of every request (ApiServer sets it)
 
-    def resolver(self):
-        app = getattr(self._local, "app", None)
-        if app is None:
-            from .api import make_app
+    @property
+    def pipeline(self):
+        """The request pipeline of the API routes (pipeline.Pipeline), over the tenant choice."""
+        if self._pipeline is None:
+            from .admission import Admission
+            from .context import RouteContext
+            from .pipeline import Pipeline
 
             choice = self.choice
-            app = self._local.app = make_app(choice.engine, tenant_of=choice.tenant_of, tenants=self.tenants,
-                                             choice=choice, uploads=self.uploads, limits=self.limits)
-        return app
+            self._pipeline = Pipeline(RouteContext(None, Admission(choice.tenant_of), choice.engine, limits=self.limits,
+                                                   tenants=self.tenants, choice=choice, uploads=self.uploads))
+        return self._pipeline
 
     def resolve(self, event: dict) -> dict:
-        return self.resolver().resolve(event, LocalContext(aws_request_id=event["requestContext"]["requestId"]))
+        """A forwarding app's answer to the request ``event`` describes (``serve_resolved``)."""
+        raise NotImplementedError("ApiApp answers through its request pipeline; a forwarding app defines resolve")
 
     def close(self) -> None:
         for pool in self.pools.values():
@@ -252,7 +204,7 @@ class ApiApp:
 
     async def serve(self, scope: dict, receive, send, headers: dict[str, str], static: bool) -> None:
         """One HTTP request, after its log record is opened: the guard (eragraph serve), then the
-        console's files, MCP, the KB stream, or the resolver."""
+        console's files, MCP, the streams, or the request pipeline."""
         if self.guard is not None:
             refused = self.guard.check(scope["method"], scope["path"], headers, static=static)
             if refused is not None:
@@ -282,7 +234,10 @@ class ApiApp:
         if self.stream_only:  # the stream function: its routes (the stream, and its readiness check), nothing else
             await self.serve_stream_only(scope, send)
             return
-        await self.serve_resolved(scope, send, body)
+        if not self.needs_engine:  # a forwarding app (console.proxy): its resolve answers
+            await self.serve_resolved(scope, send, body)
+            return
+        await self.serve_routed(scope, send, body)
 
     async def read_body(self, scope: dict, receive, send, headers: dict[str, str]) -> bytes | None:
         """The request's whole body; None when the client left, or it was over the route's cap
@@ -321,10 +276,36 @@ class ApiApp:
         """POST /query/stream (eragraph.entrypoints.http.query_stream)."""
         from .query_stream import serve_query_stream
 
-        await serve_query_stream(self, scope, send, body, self.pools[family_of("POST", "/query", body)])
+        await serve_query_stream(self, scope, send, body, self.pools["slow"])  # one pool until the stream primitive
+
+    async def serve_routed(self, scope: dict, send, body: bytes) -> None:
+        """A request of an API route, through the request pipeline: matched and bound in the fast
+        pool, its handler run in the pool its mode names (pipeline.Call.pool)."""
+        from .request import from_scope
+
+        request = from_scope(scope, body, request_log.request_id())
+        pipeline = self.pipeline
+
+        def first():
+            call = pipeline.prepare(request)
+            return call if call.pool != "fast" else call.run()
+
+        out = await self.in_pool("fast", first)
+        if not isinstance(out, tuple):
+            out = await self.in_pool(out.pool, out.run)
+        status, headers, payload = out
+        await self.send_whole(send, scope, status, headers, payload)
+
+    async def in_pool(self, pool: str, fn, *args):
+        """``fn(*args)`` in the pool named ``pool``, in the request's context (its log record)."""
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(self.pools[pool], context.run, fn, *args)
 
     async def serve_resolved(self, scope: dict, send, body: bytes) -> None:
-        """A request answered by ``resolve`` (the API's resolver) in its family's pool."""
+        """A request of a forwarding app (console.proxy): handed to its ``resolve`` as the HTTP API's
+        event (lambda_event.http_event) in the fast pool, the answer written back."""
+        from .lambda_event import http_event
+
         path = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
         query = scope.get("query_string", b"").decode("latin-1")
         headers = {}
@@ -334,9 +315,7 @@ class ApiApp:
         client = scope.get("client") or ("127.0.0.1", 0)
         event = http_event(scope["method"], path + ("?" + query if query else ""), headers, body, client[0],
                            request_id=request_log.request_id())
-        pool = self.pools[family_of(scope["method"], path, body)]
-        context = contextvars.copy_context()  # the request's log record, in the worker thread
-        out = await asyncio.get_running_loop().run_in_executor(pool, context.run, self.resolve, event)
+        out = await self.in_pool("fast", self.resolve, event)
         data = out.get("body") or ""
         payload = base64.b64decode(data) if out.get("isBase64Encoded") else str(data).encode("utf-8")
         out_headers = {k: (", ".join(v) if isinstance(v, list) else str(v)) for k, v in (out.get("headers") or {}).items()}
@@ -397,11 +376,11 @@ class ApiApp:
         (eragraph.entrypoints.console.assets); a name that is no file of it is a 404."""
         found = asset(scope["path"])
         if found is None:
-            await self.send_whole(send, scope, 404, {"content-type": "application/json"}, json.dumps(
+            await self.send_whole(send, scope, 404, {"content-type": "application/json", **CONSOLE_HEADERS}, json.dumps(
                 error_body(404, f"no console file {scope['path']}")).encode())
             return
         await self.send_whole(send, scope, 200, {"content-type": found.content_type, "cache-control": "no-cache",
-                                                 "x-content-type-options": "nosniff"}, found.body)
+                                                 **CONSOLE_HEADERS}, found.body)
 
     async def serve_stream_only(self, scope: dict, send) -> None:
         """A request to the stream function other than the stream: its routes without a request
@@ -410,9 +389,7 @@ class ApiApp:
         path = scope["path"].rstrip("/")
         found = next((r for r in STREAM_ROUTES if r.handler and (r.method, r.path) == (method, path)), None)
         if found is not None:
-            from . import handlers
-
-            status, message = 200, getattr(handlers, found.handler)()
+            status, message = 200, found.handler()
         else:
             status, message = 404, error_body(404, f"no route {scope['method']} {scope['path']} here: this endpoint "
                                                    f"serves {KB_STREAM.key} only")
@@ -451,8 +428,7 @@ class ApiApp:
         from ...services.modes import MODES
 
         spec = MODES.get(mode) if mode else None
-        pool = self.pools["slow" if spec is not None and spec.family in SLOW_FAMILIES else "fast"]
-        return await asyncio.get_running_loop().run_in_executor(pool, fn)
+        return await asyncio.get_running_loop().run_in_executor(self.pools[spec.pool if spec else "fast"], fn)
 
     async def send_whole(self, send, scope: dict, status: int, headers: dict[str, str], payload: bytes) -> None:
         raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
@@ -512,9 +488,6 @@ class ApiServer:
     def url(self) -> str:
         host, port = self.server_address[:2]
         return f"http://{host}:{port}"
-
-    def resolve(self, event: dict) -> dict:
-        return self.app.resolve(event)
 
     def serve_forever(self, poll_interval: float | None = None) -> None:  # noqa: ARG002 (the stdlib's signature)
         self._stopped.clear()
