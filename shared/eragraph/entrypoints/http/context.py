@@ -11,6 +11,7 @@ from typing import Any
 
 from ...services.engine import Engine
 from .admission import Admission
+from .admission import ForeignTenant
 from .errors import BudgetTooLarge
 
 
@@ -74,3 +75,10 @@ def answer_budget(limits: Any, engine: Engine, requested: int | None = None) -> 
         return requested
     cap = getattr(limits, "answer_max_budget", 0)
     return cap if cap and engine.settings.token_budget > cap else None
+
+
+def check_tenant(named: str | None, caller: str) -> None:
+    """ForeignTenant (403) for a body whose ``tenant`` names another tenant than the caller's."""
+    if named is not None and named != caller:
+        raise ForeignTenant("the request names another tenant than the caller's: the tenant comes from the "
+                            "caller's identity (JWT claim or IAM principal tag), never from the body")

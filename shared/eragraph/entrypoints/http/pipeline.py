@@ -97,7 +97,7 @@ class Pipeline:
             request.params = params
             values = self.bind(entry, request)
         except Exception as exc:  # noqa: BLE001 (every refusal is answered, never uvicorn's 500)
-            return Call(partial(self.refused, exc, request, modelled))
+            return Call(partial(refused, exc, request, modelled))
         return Call(lambda: self.call(entry, request, values, modelled), pool_of(values))
 
     def match(self, request: Request) -> tuple[Entry, dict[str, str]]:
@@ -140,17 +140,19 @@ class Pipeline:
             else:
                 result = handler(**values)
         except Exception as exc:  # noqa: BLE001 (as the resolver's exception handlers: errors.install)
-            return self.refused(exc, request, modelled)
+            return refused(exc, request, modelled)
         if not isinstance(result, Response):
             result = Response(status_code=200, content_type="application/json", body=result)
         return encoded(result)
 
-    @staticmethod
-    def refused(exc: Exception, request: Request, modelled: bool) -> Answer:
-        status, body, headers = errors.answer(exc, request, modelled=modelled)
-        headers = dict(headers)
-        content_type = headers.pop("content-type", "application/json")
-        return encoded(Response(status_code=status, content_type=content_type, body=body, headers=headers or None))
+
+
+def refused(exc: Exception, request: Request, modelled: bool, fault: str = "an internal error") -> Answer:
+    """The answer to ``exc`` raised by ``request`` (errors.answer), as the resolver writes it."""
+    status, body, headers = errors.answer(exc, request, modelled=modelled, fault=fault)
+    headers = dict(headers)
+    content_type = headers.pop("content-type", "application/json")
+    return encoded(Response(status_code=status, content_type=content_type, body=body, headers=headers or None))
 
 
 def encoded(response: Response) -> Answer:

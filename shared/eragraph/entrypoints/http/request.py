@@ -72,6 +72,20 @@ class Request:
         return dict(parse_qsl(self.query, keep_blank_values=True))
 
 
+SCOPE_KEY = "eragraph.request"
+
+
+def request_of(scope: dict, body: bytes) -> Request:
+    """The request of an ASGI ``scope`` whose whole ``body`` was read, made once (kept in the
+    scope: the dispatch, the pipeline and a stream read the same one, its body parsed once)."""
+    found = scope.get(SCOPE_KEY)
+    if found is None:
+        from ..request_log import request_id
+
+        found = scope[SCOPE_KEY] = from_scope(scope, body, request_id())
+    return found
+
+
 def from_scope(scope: dict, body: bytes, request_id: str = "") -> Request:
     """The request of an ASGI ``scope`` whose whole ``body`` was read."""
     headers: dict[str, str] = {}

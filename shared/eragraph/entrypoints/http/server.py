@@ -67,7 +67,10 @@ from ...domain.rate_limit import LimitStoreUnavailable
 from .admission import Admission, LimitUnavailable, TooManyStreams
 from .context import answer_budget
 from .errors import error_body
-from .chat_stream import serve_chat_stream, wants_stream
+from . import chat_stream
+from .chat_stream import wants_stream
+from .request import request_of
+from .streaming import serve_stream
 from .guard import LocalGuard, is_loopback
 from .routes import (ASGI_CHAT_STREAM, ASGI_KB_STREAM, ASGI_MCP, ASGI_QUERY_STREAM, ROUTES, STREAM, route, route_at,
                      route_of)
@@ -220,15 +223,14 @@ class ApiApp:
         body = await self.read_body(scope, receive, send, headers)
         if body is None:
             return
-        if scope["path"].rstrip("/") == KB_STREAM.path and scope["method"] == KB_STREAM.method:
+        path, method = scope["path"].rstrip("/"), scope["method"]
+        if (path, method) == (KB_STREAM.path, KB_STREAM.method):
             await self.serve_kb_stream(scope, send, body)
             return
-        if (scope["path"].rstrip("/") == CHAT.path and scope["method"] == CHAT.method and not self.stream_only
-                and wants_stream(body)):  # the chat endpoint's events, sent as they are written
-            await self.serve_chat_stream(scope, send, body)
+        if (path, method) == (CHAT.path, CHAT.method) and not self.stream_only and wants_stream(request_of(scope, body)):
+            await self.serve_chat_stream(scope, send, body)  # the chat endpoint's events, sent as they are written
             return
-        if (scope["path"].rstrip("/") == QUERY_STREAM.path and scope["method"] == QUERY_STREAM.method
-                and not self.stream_only):
+        if (path, method) == (QUERY_STREAM.path, QUERY_STREAM.method) and not self.stream_only:
             await self.serve_query_stream(scope, send, body)
             return
         if self.stream_only:  # the stream function: its routes (the stream, and its readiness check), nothing else
@@ -263,27 +265,25 @@ class ApiApp:
         return b"".join(chunks)
 
     async def serve_kb_stream(self, scope: dict, send, body: bytes) -> None:
-        """POST /retrieveAndGenerateStream, its whole body read (eragraph.entrypoints.http.stream)."""
-        from .stream import serve_kb_stream
+        """POST /retrieveAndGenerateStream (eragraph.entrypoints.http.stream)."""
+        from . import stream
 
-        await serve_kb_stream(self, scope, send, body)
+        await serve_stream(self, scope, send, request_of(scope, body), stream.prepare, stream.ENCODER)
 
     async def serve_chat_stream(self, scope: dict, send, body: bytes) -> None:
         """POST /v1/chat/completions with ``stream: true`` (eragraph.entrypoints.http.chat_stream)."""
-        await serve_chat_stream(self, scope, send, body)
+        await serve_stream(self, scope, send, request_of(scope, body), chat_stream.prepare, chat_stream.ENCODER)
 
     async def serve_query_stream(self, scope: dict, send, body: bytes) -> None:
         """POST /query/stream (eragraph.entrypoints.http.query_stream)."""
-        from .query_stream import serve_query_stream
+        from . import query_stream
 
-        await serve_query_stream(self, scope, send, body, self.pools["slow"])  # one pool until the stream primitive
+        await serve_stream(self, scope, send, request_of(scope, body), query_stream.prepare, query_stream.ENCODER)
 
     async def serve_routed(self, scope: dict, send, body: bytes) -> None:
         """A request of an API route, through the request pipeline: matched and bound in the fast
         pool, its handler run in the pool its mode names (pipeline.Call.pool)."""
-        from .request import from_scope
-
-        request = from_scope(scope, body, request_log.request_id())
+        request = request_of(scope, body)
         pipeline = self.pipeline
 
         def first():
