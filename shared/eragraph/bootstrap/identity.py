@@ -151,9 +151,21 @@ class TenantIdentity:
                 self._tags.popitem(last=False)
         return value
 
+    @property
+    def _iam(self) -> Any:
+        """The IAM client of the default lookup (None until its first read, or another port)."""
+        return getattr(self._principals, "client", None)
+
+    @_iam.setter
+    def _iam(self, client: Any) -> None:
+        self._principals = IamPrincipalTags(client, self.endpoint)
+
     def _read_tag(self, kind: str, name: str) -> str | None:
+        principals = self._principals
+        if isinstance(principals, IamPrincipalTags) and principals.client is None:
+            principals.endpoint = self.endpoint  # the client is made for the endpoint in force at the first read
         try:
-            tags = self._principals.tags(kind, name)
+            tags = principals.tags(kind, name)
         except LookupFailed as exc:  # refuse, never the default tenant
             raise TenantForbidden(f"the caller's tenant tag could not be read ({exc.reason})") from None
         return None if tags is None else tags.get(self.tag)
