@@ -194,6 +194,17 @@ def answer(exc: Exception, event: Any, modelled: bool = False, fault: str = "an 
     return 500, error_body(500, withheld(fault, exc)), {}
 
 
+def refused(exc: Exception, event: Any, modelled: bool, fault: str = "an internal error") -> tuple[int, dict[str, str], bytes]:
+    """``answer`` written as the resolver writes it: status, headers (the content-type with
+    them), the body's bytes (JSON, or a KbError's own text)."""
+    import json
+
+    status, body, headers = answer(exc, event, modelled=modelled, fault=fault)
+    headers = {"content-type": "application/json", **headers}
+    payload = body if isinstance(body, str) else json.dumps(body, separators=(",", ":"), default=str)
+    return status, headers, payload.encode("utf-8")
+
+
 def _known(exc: Exception, validation: bool = True) -> Callable[[Any, Any], Answer] | None:
     """The answer of the most specific class of ``exc`` that has one (as the resolver looks its
     exception handlers up), None for a fault."""

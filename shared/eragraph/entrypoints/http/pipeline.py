@@ -33,8 +33,8 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.shared.json_encoder import Encoder
 
 from ...services.modes import MODES
-from . import errors
 from .context import RouteContext
+from .errors import refused
 from .request import Request
 from .routes import API, ROUTES, Route, route_of
 
@@ -145,14 +145,6 @@ class Pipeline:
             result = Response(status_code=200, content_type="application/json", body=result)
         return encoded(result)
 
-
-
-def refused(exc: Exception, request: Request, modelled: bool, fault: str = "an internal error") -> Answer:
-    """The answer to ``exc`` raised by ``request`` (errors.answer), as the resolver writes it."""
-    status, body, headers = errors.answer(exc, request, modelled=modelled, fault=fault)
-    headers = dict(headers)
-    content_type = headers.pop("content-type", "application/json")
-    return encoded(Response(status_code=status, content_type=content_type, body=body, headers=headers or None))
 
 
 def encoded(response: Response) -> Answer:

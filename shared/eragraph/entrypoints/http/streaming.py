@@ -8,7 +8,7 @@ POST /query/stream's NDJSON (query_stream.py). A streamed route is one ``prepare
    ``hold(tenant)`` last, so that a refused request holds none of the tenant's stream slots.
 2. **Refuse before the head**: any failure of ``prepare`` or before the first item is the route's
    error answer with its status (the API's JSON, or the Bedrock KB service's modelled error:
-   pipeline.refused), a fault in words with the request id (request_log.withheld).
+   errors.refused), a fault in words with the request id (request_log.withheld).
 3. **Report in band after it**: a failure after the head is the encoder's error item (its words:
    the refusal's message, or withheld's), or, for an encoder without one, the items' own.
 4. **Close and release**: the items are closed when the client leaves or the stream ends (the
@@ -27,8 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..request_log import withheld
-from .errors import refusal
-from .pipeline import refused
+from .errors import refusal, refused
 
 _END = object()
 
