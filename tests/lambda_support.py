@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from eragraph.entrypoints.http.server import LocalContext
+from eragraph.entrypoints.http.lambda_event import LocalContext
 
 ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "tests" / "events"

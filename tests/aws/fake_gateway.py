@@ -107,7 +107,7 @@ class FakeHttpApi:
 
     # ----- one request
     def answer(self, method: str, target: str, headers: dict[str, str], body: bytes) -> tuple[int, dict, bytes]:
-        from eragraph.entrypoints.http.server import http_event
+        from eragraph.entrypoints.http.lambda_event import http_event
 
         self.seen.append(dict(headers))
         self.requests.append((method, target, body))

@@ -34,7 +34,7 @@ def test_hourly_ledger_rows_jobs_and_tokens_carry_their_expiry(tmp_path):
         hourly = next(i for sk, i in items.items() if sk.endswith("#embed|m") and not sk.startswith("KIND#"))
         assert int(hourly["expires_at"]["N"]) == int(now // 3600 * 3600) + LEDGER_HOURS_TTL
         assert "expires_at" not in items["KIND#embed|m"]  # the totals stay
-        for key, life in (("kb-job:DS:JOB", EXPIRING_META["kb-job:"]), ("kb-token:CreateDataSource:t-1", 7 * DAY)):
+        for key, life in (("kb-job:DS:JOB", EXPIRING_META["kb-job:"]), ("kb-token:CreateDataSource:t-1", DAY)):
             assert abs(int(items[f"KEY#{key}"]["expires_at"]["N"]) - (now + life)) < 60, key
         assert "expires_at" not in items["KEY#kb-source:DS"]  # a data source lives as long as the tenant
         assert graph.get_meta("kb-job:DS:JOB") == {"status": "IN_PROGRESS"}

@@ -218,3 +218,159 @@ def test_no_module_is_over_600_lines_without_a_stated_reason():
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MODULE_MAX_LINES}
     assert {m: n for m, n in long.items() if m not in LONG_MODULES} == {}
     assert set(LONG_MODULES) <= set(long), "a module named in LONG_MODULES is no longer long: drop it"
+
+
+# ----- the ports: who may reach an adapter or a provider directly -----
+# the composition root builds adapters; an adapter may use another; the benchmarks compare adapters
+ADAPTER_IMPORTERS = ("eragraph.bootstrap", "eragraph.adapters", "eragraph.bench")
+# the providers services and entrypoints import directly (each with its reason); any other goes
+# through a port (ports.providers) or the composition root
+PROVIDER_IMPORTS: dict[str, str] = {
+    "eragraph.entrypoints.bedrock_kb.runtime -> eragraph.providers.prompts": "ModelCallError, answered as the service's DependencyFailedException",
+    "eragraph.entrypoints.http.errors -> eragraph.providers.prompts": "ModelCallError, answered 502",
+    "eragraph.entrypoints.cli.ingest -> eragraph.providers.extractors": "the file readers' kinds and limits (pure: bytes in, text out)",
+    "eragraph.services.kb_jobs -> eragraph.providers.extractors": "the file readers' limits (pure: bytes in, text out)",
+    "eragraph.services.object_events -> eragraph.providers.extractors": "the file readers (pure: bytes in, text out)",
+    "eragraph.services.sources -> eragraph.providers.extractors": "the file readers (pure: bytes in, text out)",
+}
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_only_the_composition_root_reaches_an_adapter():
+    """Services, entrypoints and every other floor but bootstrap use a port; the adapter behind
+    it is chosen in bootstrap (a service importing adapters.aws.* fails here, whatever its floor)."""
+    found = sorted(f"{m} -> {t}" for m, ts in GRAPH.items() for t in ts
+                   if _within(t, ("eragraph.adapters",)) and not _within(m, ADAPTER_IMPORTERS))
+    assert found == []
+
+
+def test_services_and_entrypoints_reach_providers_only_where_stated():
+    found = {f"{m} -> {t}" for m, ts in GRAPH.items() for t in ts if _within(t, ("eragraph.providers",))
+             and _within(m, ("eragraph.services", "eragraph.entrypoints"))}
+    assert found == set(PROVIDER_IMPORTS)
+
+
+# ----- imports made at run time (importlib): found and judged as the static ones -----
+LOADERS = ("import_module", "spec_from_file_location", "__import__")
+# loads whose target is computed (a name given at run time), each with what it may load
+COMPUTED_LOADS: dict[str, str] = {
+    "eragraph.adapters.local": "its own adapters, lazily (``__getattr__`` over a fixed table of its modules)",
+    "eragraph.bootstrap.preflight": "the third-party packages a profile's providers need (a check that they load)",
+    "eragraph.providers.extractors": "the third-party readers of a file kind (pypdf, python-docx), when first met",
+}
+# files outside the package that package code loads by path, each with its reason: none may be added silently
+FILE_LOADS: dict[tuple[str, str], str] = {
+    ("eragraph.bench.deadline", "functions/summarize/app.py"): "the deadline bench drives the summarize Lambda handler as deployed",
+    ("eragraph.bench.load", "functions/query/app.py"): "the load bench's Lambda target: the query handler as deployed",
+    ("eragraph.bench.moto", "tests/aws/fake_opensearch.py"): "the moto bench's OpenSearch stand-in (moto has none); skipped when absent",
+}
+
+
+def _constants(tree: ast.AST) -> dict[str, str]:
+    """The module's top-level NAME = "string" assignments (a path part named once)."""
+    out = {}
+    for node in getattr(tree, "body", []):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            out.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
+    return out
+
+
+def _path_parts(node: ast.AST, names: dict[str, str], assigned: dict[str, ast.AST], seen=()) -> list[str]:
+    """The literal parts of a path expression in source order (``root / "a" / NAME``), a local
+    name followed to the expression assigned to it."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.Name):
+        if node.id in names:
+            return [names[node.id]]
+        if node.id in assigned and node.id not in seen:
+            return _path_parts(assigned[node.id], names, assigned, (*seen, node.id))
+        return []
+    if isinstance(node, ast.BinOp):
+        return _path_parts(node.left, names, assigned, seen) + _path_parts(node.right, names, assigned, seen)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Path":
+        return [p for arg in node.args for p in _path_parts(arg, names, assigned, seen)]
+    return []
+
+
+def dynamic_loads(module: str) -> list[tuple[str, str]]:
+    """(kind, target) of each run-time load in ``module``: ("module", an eragraph module or the
+    literal prefix of an f-string name), ("file", a repository path joined from the literal path
+    parts), or ("computed", "") when the target is no literal."""
+    tree = TREES[module]
+    names = _constants(tree)
+    assigned = {t.id: n.value for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets
+                if isinstance(t, ast.Name)}
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+        if called not in LOADERS or not node.args:
+            continue
+        if called == "spec_from_file_location":
+            parts = [p for arg in node.args[1:2] for p in _path_parts(arg, names, assigned)]
+            out.append(("file", "/".join(parts)))
+            continue
+        first = node.args[0]
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
+            out.append(("module", first.value))
+        elif isinstance(first, ast.JoinedStr) and first.values and isinstance(first.values[0], ast.Constant):
+            out.append(("module", str(first.values[0].value).rstrip(".")))
+        else:
+            out.append(("computed", ""))
+    return out
+
+
+DYNAMIC = {m: dynamic_loads(m) for m in MODULES}
+
+
+def test_run_time_imports_of_the_package_keep_to_the_floors():
+    """importlib.import_module("eragraph.x") is an import like any other: no load up a floor."""
+    edges = [(m, _known(t)) for m, loads in DYNAMIC.items() for kind, t in loads if kind == "module"
+             and t.startswith("eragraph")]
+    assert all(t is not None for _, t in edges)
+    up = sorted(f"{m} ({floor(m)}) -> {t} ({floor(t)})" for m, t in edges if floor(t) > floor(m))
+    assert up == []
+    assert cycles({m: GRAPH[m] | {t for s, t in edges if s == m} for m in GRAPH}) == []
+
+
+def test_run_time_loads_of_files_and_computed_names_are_stated():
+    files = {(m, t) for m, loads in DYNAMIC.items() for kind, t in loads if kind == "file"}
+    assert files == set(FILE_LOADS)
+    computed = {m for m, loads in DYNAMIC.items() if any(kind == "computed" for kind, _ in loads)}
+    assert computed == set(COMPUTED_LOADS)
+
+
+def test_the_checker_finds_run_time_loads():
+    TREES["eragraph.services.__probe__"] = ast.parse(
+        'import importlib\nHERE = "tests"\nimportlib.import_module("eragraph.entrypoints.cli")\n'
+        'importlib.util.spec_from_file_location("x", ROOT / HERE / "aws" / "fake.py")\n'
+        'importlib.import_module(f"eragraph.bench.{name}")\nimportlib.import_module(name)\n')
+    MODULES["eragraph.services.__probe__"] = SRC / "eragraph/services/__probe__.py"
+    try:
+        assert dynamic_loads("eragraph.services.__probe__") == [
+            ("module", "eragraph.entrypoints.cli"), ("file", "tests/aws/fake.py"), ("module", "eragraph.bench"),
+            ("computed", "")]
+    finally:
+        del TREES["eragraph.services.__probe__"], MODULES["eragraph.services.__probe__"]
+
+
+# ----- lists kept by hand that mirror the mode registry -----
+def test_the_lists_that_mirror_the_mode_registry_agree_with_it():
+    """services.explain.GRAPH_ROUTES (the modes explain covers) and the console's GRAPH_MODES
+    (entities.js: the modes of the entity view) are checked against services.modes."""
+    import re
+
+    from eragraph.services.explain import GRAPH_ROUTES
+    from eragraph.services.modes import MODES
+
+    assert set(GRAPH_ROUTES) == {m.name for m in MODES.values() if m.family in ("graph", "fusion")}
+    script = (SRC / "eragraph/entrypoints/console/static/js/entities.js").read_text(encoding="utf-8")
+    listed = re.search(r"GRAPH_MODES = new Set\(\[([^\]]*)\]\)", script)
+    assert listed is not None, "entities.js no longer lists GRAPH_MODES: update this check"
+    assert set(re.findall(r'"(\w+)"', listed.group(1))) == {m.name for m in MODES.values() if m.pool == "slow"}

@@ -25,7 +25,13 @@ from a thread (moto's requests serialized, as DynamoDB applies each atomically).
 Per phase and mode: requests, errors (non-200 or a connection failure, with the first few
 messages), throughput (answered per second), latency p50/p95/p99 (ms), and the resident memory of
 the server process (``lambda``: of the process the handler runs in, moto included) sampled every
-half second. ``--smoke``: a tiny store and phases of a second or two."""
+half second. ``--smoke``: a tiny store and phases of a second or two.
+
+``against`` target (``--against DIR``): the same store served by this tree's `eragraph serve` and
+by the one of another source tree (``DIR``: the ``shared`` folder of another commit, e.g.
+``git archive <rev> shared | tar -x -C DIR``), alternately, ``--rounds`` times each, the
+``collapsed`` clients for ``--seconds`` a round: one run, the two servers measured under the same
+load of the machine; the medians of throughput and p99 per tree."""
 
 from __future__ import annotations
 
@@ -53,7 +59,10 @@ SMOKE = {"chunks": 60, "seconds": 1.5, "clients": 4, "graph_clients": 1, "lambda
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("load", help="concurrent clients against serve and the query handler",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--target", choices=("serve", "lambda", "both"), default="both")
+    p.add_argument("--target", choices=("serve", "lambda", "both", "against"), default="both")
+    p.add_argument("--against", metavar="DIR", help="target against: another source tree's shared folder, served "
+                                                    "alternately with this one's")
+    p.add_argument("--rounds", type=int, default=3, help="target against: rounds per tree (default 3)")
     p.add_argument("--chunks", type=int, default=10_000, help="chunks in the served store (default 10000)")
     p.add_argument("--clients", type=int, default=8, help="concurrent clients of the fast modes (default 8)")
     p.add_argument("--graph-clients", type=int, default=2, help="tri_graph clients beside them (default 2)")
@@ -286,6 +295,39 @@ def serve_target(args: Any, work: Path, settings: Any, env: dict[str, str]) -> d
             "checks": checks(phases), "memory_mb": summarize_memory(sampler.samples)}
 
 
+def against_target(args: Any, work: Path, settings: Any, env: dict[str, str]) -> dict:
+    """This tree's server and ``args.against``'s, alternately over one store (see the module)."""
+    import os
+    import statistics
+
+    from .scale import build_store, questions, write_corpus
+
+    if not args.against or not (Path(args.against) / "eragraph").is_dir():
+        raise SystemExit("--target against needs --against DIR, a source tree's shared folder (DIR/eragraph)")
+    corpus = write_corpus(work / "corpus.jsonl", args.chunks, args.seed)
+    store = work / "store"
+    build_store(store, corpus, 256, settings)
+    qs = questions(200, args.seed)
+    here = str(Path(__file__).resolve().parents[2])
+    trees = {"this tree": here, "against": str(Path(args.against).resolve())}
+    rounds = []
+    for n in range(args.rounds):
+        for label, path in trees.items():
+            proc, url = start_server(store, {**env, "PYTHONPATH": path + os.pathsep + env.get("PYTHONPATH", "")})
+            try:
+                ask = http_client(url)
+                ask("collapsed", qs[0])  # warm
+                phase = run_phase(label, [("collapsed", ask)] * args.clients, qs, args.seconds, Recorder())
+            finally:
+                proc.terminate()
+                proc.wait(timeout=60)
+            rounds.append({"tree": label, "round": n + 1, **phase["modes"]["collapsed"]})
+    medians = {label: {key: statistics.median(r[key] for r in rounds if r["tree"] == label)
+                       for key in ("per_second", "p50_ms", "p99_ms")} for label in trees}
+    return {"trees": trees, "clients": args.clients, "seconds_per_round": args.seconds, "rounds": rounds,
+            "medians": medians}
+
+
 def timed_phase(name: str, clients: list, qs: list[str], seconds: float, sampler: MemorySampler) -> dict:
     start = len(sampler.samples)
     phase = run_phase(name, clients, qs, seconds, Recorder())
@@ -342,7 +384,7 @@ def lambda_target(args: Any, settings: Any) -> dict:
     from moto.core.botocore_stubber import BotocoreStubber
 
     from ..bootstrap.aws import LAMBDA_ENGINE, function_environment
-    from ..entrypoints.http.server import LocalContext, http_event
+    from ..entrypoints.http.lambda_event import LocalContext, http_event
     from ..services.ingest import SourceDoc, ingest
     from ..services.resummarize import drain
     from .moto import moto_engine
@@ -466,6 +508,8 @@ def run(args: Any) -> dict:
             result["serve"] = serve_target(args, work, settings, env)
         if args.target in ("lambda", "both"):
             result["lambda"] = lambda_target(args, settings)
+        if args.target == "against":
+            result["against"] = against_target(args, work, settings, env)
     finally:
         if not args.store:
             shutil.rmtree(work, ignore_errors=True)

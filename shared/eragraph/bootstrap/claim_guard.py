@@ -22,6 +22,9 @@ import threading
 import time
 from typing import Any
 
+from ..adapters.aws.identity import CognitoPoolClients
+from ..ports.identity import LookupFailed, PoolClients
+
 CHECK_TTL_SECONDS = 300.0
 _COGNITO_ISSUER = re.compile(r"^https://cognito-idp\.([a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/([\w-]+_[0-9A-Za-z]+)/?$")
 # Cognito's standard user attributes (the claim of the same name in an ID token)
@@ -56,11 +59,14 @@ class ClaimGuard:
     """Whether the tenant claim of a Cognito issuer is safe from its users (``problem``)."""
 
     def __init__(self, claim: str, issuer: str, client: Any = None, endpoint: str | None = None,
-                 clock=time.monotonic) -> None:
+                 clock=time.monotonic, clients: PoolClients | None = None) -> None:
+        """``clients``: the pool's app clients (ports.identity.PoolClients; default Cognito's,
+        through ``client``, a boto3 cognito-idp client, or one made for ``endpoint``)."""
         self.claim = claim
         self.pool = cognito_pool(issuer)
         self.endpoint = endpoint
-        self._client = client
+        self._clients = clients if clients is not None else CognitoPoolClients(
+            self.pool[0] if self.pool else None, client=client, endpoint=endpoint)
         self._clock = clock
         self._verdict: tuple[float, str | None] | None = None
         self._lock = threading.Lock()
@@ -82,24 +88,11 @@ class ClaimGuard:
         return verdict
 
     def _read(self) -> str | None:
-        region, pool = self.pool  # type: ignore[misc]
+        _region, pool = self.pool  # type: ignore[misc]
         try:
-            if self._client is None:
-                import boto3
-
-                self._client = boto3.client("cognito-idp", region_name=region, endpoint_url=self.endpoint)
-            clients, token = [], None
-            while True:
-                page = self._client.list_user_pool_clients(UserPoolId=pool, MaxResults=60,
-                                                           **({"NextToken": token} if token else {}))
-                for listed in page.get("UserPoolClients", []):
-                    clients.append(self._client.describe_user_pool_client(
-                        UserPoolId=pool, ClientId=listed["ClientId"])["UserPoolClient"])
-                token = page.get("NextToken")
-                if not token:
-                    break
-        except Exception as exc:  # noqa: BLE001 (a pool that cannot be read is not known safe)
-            return f"the user pool {pool} could not be read to check the tenant claim {self.claim} ({type(exc).__name__})"
+            clients = self._clients.clients(pool)
+        except LookupFailed as exc:  # a pool that cannot be read is not known safe
+            return f"the user pool {pool} could not be read to check the tenant claim {self.claim} ({exc.reason})"
         writers = writing_clients(clients, self.claim)
         if writers:
             return (f"the tenant claim {self.claim} is a user attribute that app client(s) {', '.join(writers)} of "

@@ -38,7 +38,9 @@ from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
+from ..adapters.aws.identity import IamPrincipalTags
 from ..config import IdentitySettings
+from ..ports.identity import LookupFailed, PrincipalTags
 from .claim_guard import ClaimGuard
 from ..domain.tenants import DEFAULT, TenantError, check_tenant
 
@@ -56,9 +58,11 @@ class TenantForbidden(PermissionError):
 class TenantIdentity:
     def __init__(self, claim: str = "tenant", tag: str = "eragraph-tenant", required: bool = True,
                  iam_client: Any = None, clock=time.monotonic, endpoint: str | None = None,
-                 trust_request_context: bool = False, claim_guard: ClaimGuard | None = None) -> None:
-        """``tag`` "": IAM callers' tags are not read (they have no tenant); ``endpoint``: the
-        IAM endpoint (a local cloud); ``trust_request_context``: this process runs behind the
+                 trust_request_context: bool = False, claim_guard: ClaimGuard | None = None,
+                 principal_tags: PrincipalTags | None = None) -> None:
+        """``tag`` "": IAM callers' tags are not read (they have no tenant); ``principal_tags``:
+        where they are read (ports.identity.PrincipalTags; default IAM's, through ``iam_client``
+        or a client made for ``endpoint``, the IAM endpoint of a local cloud); ``trust_request_context``: this process runs behind the
         Lambda Web Adapter, whose ``x-amzn-request-context`` header carries the caller's identity;
         ``claim_guard``: refuses a JWT tenant claim the issuer's users may write (claim_guard)."""
         self.claim_guard = claim_guard
@@ -67,7 +71,7 @@ class TenantIdentity:
         self.claim = claim
         self.tag = tag
         self.required = required
-        self._iam = iam_client
+        self._principals = principal_tags if principal_tags is not None else IamPrincipalTags(iam_client, endpoint)
         self._clock = clock
         self._tags: OrderedDict[tuple[str, str, str], tuple[float, str | None]] = OrderedDict()
         self._lock = threading.Lock()
@@ -147,21 +151,24 @@ class TenantIdentity:
                 self._tags.popitem(last=False)
         return value
 
-    def _read_tag(self, kind: str, name: str) -> str | None:
-        if self._iam is None:
-            import boto3
+    @property
+    def _iam(self) -> Any:
+        """The IAM client of the default lookup (None until its first read, or another port)."""
+        return getattr(self._principals, "client", None)
 
-            self._iam = boto3.client("iam", endpoint_url=self.endpoint)
+    @_iam.setter
+    def _iam(self, client: Any) -> None:
+        self._principals = IamPrincipalTags(client, self.endpoint)
+
+    def _read_tag(self, kind: str, name: str) -> str | None:
+        principals = self._principals
+        if isinstance(principals, IamPrincipalTags) and principals.client is None:
+            principals.endpoint = self.endpoint  # the client is made for the endpoint in force at the first read
         try:
-            if kind == "role":
-                tags = self._iam.list_role_tags(RoleName=name)["Tags"]
-            else:
-                tags = self._iam.list_user_tags(UserName=name)["Tags"]
-        except Exception as exc:  # noqa: BLE001 (any other failure: refuse, never the default tenant)
-            if _no_such_entity(exc):  # a principal of another account: it has no tag here
-                return None
-            raise TenantForbidden(f"the caller's tenant tag could not be read ({type(exc).__name__})") from None
-        return next((t["Value"] for t in tags if t.get("Key") == self.tag), None)
+            tags = principals.tags(kind, name)
+        except LookupFailed as exc:  # refuse, never the default tenant
+            raise TenantForbidden(f"the caller's tenant tag could not be read ({exc.reason})") from None
+        return None if tags is None else tags.get(self.tag)
 
 
 def caller_of(event: Mapping[str, Any]) -> str:
@@ -173,10 +180,6 @@ def caller_of(event: Mapping[str, Any]) -> str:
     if isinstance(auth.get("jwt"), Mapping):
         return str((auth["jwt"].get("claims") or {}).get("sub") or "")
     return ""
-
-
-def _no_such_entity(exc: Exception) -> bool:
-    return (getattr(exc, "response", None) or {}).get("Error", {}).get("Code") == "NoSuchEntity"
 
 
 def principal_of(arn: str) -> tuple[str | None, str]:

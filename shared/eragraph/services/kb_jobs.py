@@ -48,6 +48,7 @@ from ..domain.refusals import reason, reason_of
 from ..domain.text import check_size
 from ..providers.extractors import ReadLimits
 from . import kb_sources
+from .idempotency import once
 from .engine import Engine
 from .ingest import same_attributes
 from .sources import SIDECAR_SUFFIX, is_sidecar, read_document, sidecar_metadata
@@ -88,10 +89,20 @@ def _save(engine: Engine, job: dict[str, Any], now: float | None = None) -> dict
 
 def start(engine: Engine, pipeline: Any, record: Mapping[str, Any], token: str | None = None,
           description: str | None = None) -> dict[str, Any]:
-    """StartIngestionJob: a new job of the data source ``record``, its first step taken."""
-    done = kb_sources.remembered(engine, "StartIngestionJob", token)
-    if done is not None:
-        return get(engine, record["dataSourceId"], done)
+    """StartIngestionJob: a new job of the data source ``record``, its first step taken (a
+    retried clientToken: the job it started, services.idempotency)."""
+    started: list[dict[str, Any]] = []
+
+    def make() -> tuple[dict[str, Any], str]:
+        started.append(_new(engine, record, description))
+        return started[0], started[0]["ingestionJobId"]
+    request = {"dataSourceId": record["dataSourceId"], "description": description}
+    job = once(engine.graph, "StartIngestionJob", token, request, make,
+               lambda job_id: get(engine, record["dataSourceId"], job_id))
+    return advance(engine, pipeline, record, job) if started else job  # the token remembered first
+
+
+def _new(engine: Engine, record: Mapping[str, Any], description: str | None) -> dict[str, Any]:
     if record["dataSourceConfiguration"]["type"] != "S3":
         raise kb_sync.SyncError("ValidationException", f"data source {record['dataSourceId']} is of type CUSTOM: "
                                 "its documents are ingested directly (IngestKnowledgeBaseDocuments); there is "
@@ -106,8 +117,7 @@ def start(engine: Engine, pipeline: Any, record: Mapping[str, Any], token: str |
     now = time.time()
     job = kb_sync.new_job(kb_sources.new_id(), record["knowledgeBaseId"], record["dataSourceId"], description, now)
     _save(engine, job, now)
-    kb_sources.remember(engine, "StartIngestionJob", token, job["ingestionJobId"])
-    return advance(engine, pipeline, record, job)
+    return job
 
 
 def stop(engine: Engine, ds_id: str, job_id: str) -> dict[str, Any]:

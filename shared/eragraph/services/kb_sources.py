@@ -7,9 +7,8 @@ under the data source's name (domain.kb_sync.document_name, as the ingest path n
 an upload of that name gets: services.uploads.upload_key, then the pipeline's source_of), so
 Get/ListKnowledgeBaseDocuments read services.doc_status and nothing else.
 
-``clientToken`` idempotency: the first request with a token records what it made under
-``kb-token:<operation>:<token>``; a retry with the same token answers the same thing, and
-makes nothing again."""
+``clientToken`` idempotency is services.idempotency's (the same token with another request:
+ConflictException; records lapse)."""
 
 from __future__ import annotations
 
@@ -22,9 +21,9 @@ from typing import Any
 from ..domain import kb_sync
 from ..domain.ids import document_id_for_source
 from .engine import Engine
+from .idempotency import once
 
 SOURCE = "kb-source:"
-TOKEN = "kb-token:"
 ALPHABET = string.ascii_uppercase + string.digits
 MAX_DATA_SOURCES = 100
 
@@ -34,22 +33,16 @@ def new_id() -> str:
     return "".join(secrets.choice(ALPHABET) for _ in range(10))
 
 
-def remembered(engine: Engine, operation: str, token: str | None) -> Any:
-    """What the request of ``operation`` with ``token`` made before (None: nothing yet)."""
-    return engine.graph.get_meta(f"{TOKEN}{operation}:{token}") if token else None
-
-
-def remember(engine: Engine, operation: str, token: str | None, value: Any) -> None:
-    if token:
-        engine.graph.put_meta(f"{TOKEN}{operation}:{token}", value)
-
-
 def create(engine: Engine, kb_id: str, request: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
     """CreateDataSource: the new record (or, for a retried clientToken, the one it made)."""
-    token = request.get("clientToken")
-    done = remembered(engine, "CreateDataSource", token)
-    if done is not None:
-        return get(engine, done)
+    def make() -> tuple[dict[str, Any], str]:
+        record = _create(engine, kb_id, request, now)
+        return record, record["dataSourceId"]
+    return once(engine.graph, "CreateDataSource", request.get("clientToken"), {**request, "knowledgeBaseId": kb_id},
+                make, lambda ds_id: get(engine, ds_id))
+
+
+def _create(engine: Engine, kb_id: str, request: Mapping[str, Any], now: float | None) -> dict[str, Any]:
     name, config = request["name"], dict(request["dataSourceConfiguration"])
     kind = kb_sync.check_data_source(name, config)
     existing = listing(engine)
@@ -69,7 +62,6 @@ def create(engine: Engine, kb_id: str, request: Mapping[str, Any], now: float | 
     if request.get("description"):
         record["description"] = request["description"]
     engine.graph.put_meta(SOURCE + record["dataSourceId"], record)
-    remember(engine, "CreateDataSource", token, record["dataSourceId"])
     return record
 
 

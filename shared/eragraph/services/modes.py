@@ -43,6 +43,7 @@ class RetrievalMode:
     reads_summaries: bool = False    # draws on summary nodes (layers > 0) when unfiltered
     variant_of: str | None = None    # a parameter variant of another mode (benchmarks compare the base)
     purpose: str = ""                # when to choose it, in a client's words (the MCP tools' descriptions)
+    pool: str = "fast"               # eragraph serve's thread pool for it: "slow" keeps graph work off the fast one
 
     @property
     def needs_spacy(self) -> bool:
@@ -83,19 +84,19 @@ _TABLE = (
                   lexical_search.hybrid, needs_lexical=True, under_filter=NATIVE,
                   purpose="specific facts with exact names or terms: keyword and meaning matches combined"),
     RetrievalMode("tri_graph", "graph", "LinearRAG tri-graph activation + PPR", _graph(graph_query.tri_graph),
-                  needs_entity_graph=True, spacy=_ENTITIES,
+                  needs_entity_graph=True, pool="slow", spacy=_ENTITIES,
                   purpose="questions linking named entities across documents (multi-hop)"),
     RetrievalMode("concept_ppr", "graph", "TERAG concept PPR", _graph(graph_query.concept_ppr),
-                  needs_entity_graph=True, spacy=_ENTITIES,
+                  needs_entity_graph=True, pool="slow", spacy=_ENTITIES,
                   purpose="questions about how concepts or entities relate across many passages"),
     RetrievalMode("local_global", "graph", "E2GraphRAG local/global retrieval", _graph(graph_query.local_global),
-                  needs_entity_graph=True, spacy=_ENTITIES, reads_summaries=True,
+                  needs_entity_graph=True, pool="slow", spacy=_ENTITIES, reads_summaries=True,
                   purpose="questions about one entity's neighbourhood, with summaries for context"),
     RetrievalMode("fusion", "fusion", "EA-GraphRAG eq. 8: RRF of the dense-side and tri_graph lists weighted "
-                  "1 - s(q) and s(q)", routing.fusion, spacy=_ENTITIES | _PARSE,
+                  "1 - s(q) and s(q)", routing.fusion, spacy=_ENTITIES | _PARSE, pool="slow",
                   purpose="unsure whether a question is simple or multi-hop: blends the dense side and the entity graph"),
     RetrievalMode("auto", "router", "EA-GraphRAG complexity router: s(q) picks the dense side, fusion or the graph",
-                  routing.auto, spacy=_PARSE,
+                  routing.auto, spacy=_PARSE, pool="slow",
                   purpose="let the router choose per question (simple: dense side; multi-hop: the entity graph)"),
 )
 

@@ -36,7 +36,7 @@ LEDGER_HOURS_TTL = 100 * DAY  # an hourly bucket's life (GET /ledger reads 92 da
 # meta keys DynamoDB's TTL deletes this long after their last write (``expires_at``): an ingestion
 # job (services.kb_jobs: saved at every step, so a running one never expires) and a clientToken's
 # record (services.kb_sources: a retry comes within minutes, not weeks)
-EXPIRING_META = {"kb-job:": 90 * DAY, "kb-token:": 7 * DAY}
+EXPIRING_META = {"kb-job:": 90 * DAY, "kb-token:": DAY}  # a token lapses after a day (services.idempotency)
 META_SHARDS = 16  # partitions of each metadata kind written on every insert
 SHARDED_META = ("dirty", "outbox", "retired", "followup")  # keys <kind>:<layer>:<shard>:... (followup:<token>)
 SINGLE_META = ("applying", "swept")  # rare writes: one partition each

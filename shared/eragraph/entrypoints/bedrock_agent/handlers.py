@@ -25,6 +25,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from ...domain import kb_sync
 from ...domain.model import BadInputError
 from ...services import kb_jobs, kb_sources
+from ...services.idempotency import once
 from ...services.engine import Engine
 from ..bedrock_kb.runtime import KbError, resolve_tenant, validate
 from . import documents as kb_documents
@@ -59,6 +60,11 @@ def _answer(fn: Callable[[], Any], status: int = 200):
             getattr(exc, "status", 400), "ValidationException")
         raise KbError(code, str(exc)) from None
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=body)
+
+
+def _same(value: Any) -> Any:
+    """A remembered answer, given again as it was."""
+    return value
 
 
 def _page(items: list[Any], request: dict[str, Any], key: str) -> dict[str, Any]:
@@ -144,47 +150,40 @@ def stop_ingestion_job(ctx, knowledgeBaseId: str, dataSourceId: str, ingestionJo
 
 
 # ----- the documents of a data source -----
+def _with_token(ctx, operation: str, knowledgeBaseId: str, dataSourceId: str, details):  # noqa: N803
+    """A documents operation that takes a clientToken (services.idempotency: a retry answers the
+    same, the token with another request is a ConflictException): ``details(request, engine,
+    record)``'s documentDetails, 202."""
+    request, engine = _request(ctx, operation, knowledgeBaseId=knowledgeBaseId, dataSourceId=dataSourceId)
+
+    def make():
+        out = {"documentDetails": details(request, engine, kb_sources.get(engine, dataSourceId))}
+        return out, out
+    return _answer(lambda: once(engine.graph, operation, request.get("clientToken"), request, make, _same), 202)
+
+
 def ingest_documents(ctx, knowledgeBaseId: str, dataSourceId: str):  # noqa: N803
     from ...services import uploads
 
-    request, engine = _request(ctx, "IngestKnowledgeBaseDocuments", knowledgeBaseId=knowledgeBaseId,
-                               dataSourceId=dataSourceId)
-
-    def run():
-        token = request.get("clientToken")
-        done = kb_sources.remembered(engine, "IngestKnowledgeBaseDocuments", token)
-        if done is not None:
-            return done
-        record = kb_sources.get(engine, dataSourceId)
+    def details(request, engine, record):
         docs = request["documents"]
         uploads.submit(engine, ctx.uploads, kb_documents.uploads_of(engine, record, docs))
-        out = {"documentDetails": [{"knowledgeBaseId": knowledgeBaseId, "dataSourceId": dataSourceId,
-                                    "status": "STARTING", "identifier": kb_documents.identifier_of(record, d["content"])}
-                                   for d in docs]}
-        kb_sources.remember(engine, "IngestKnowledgeBaseDocuments", token, out)
-        return out
-    return _answer(run, 202)
+        return [{"knowledgeBaseId": knowledgeBaseId, "dataSourceId": dataSourceId, "status": "STARTING",
+                 "identifier": kb_documents.identifier_of(record, d["content"])} for d in docs]
+    return _with_token(ctx, "IngestKnowledgeBaseDocuments", knowledgeBaseId, dataSourceId, details)
 
 
 def delete_documents(ctx, knowledgeBaseId: str, dataSourceId: str):  # noqa: N803
     from ...domain.ids import document_id_for_source
     from ...services import uploads
 
-    request, engine = _request(ctx, "DeleteKnowledgeBaseDocuments", knowledgeBaseId=knowledgeBaseId,
-                               dataSourceId=dataSourceId)
-
-    def run():
-        token = request.get("clientToken")
-        done = kb_sources.remembered(engine, "DeleteKnowledgeBaseDocuments", token)
-        if done is not None:
-            return done
-        record = kb_sources.get(engine, dataSourceId)
+    def details(request, engine, record):
         idents = request["documentIdentifiers"]
         if len(idents) > kb_documents.MAX_DOCUMENTS:
             raise kb_sync.SyncError("ValidationException", f"documentIdentifiers: at most {kb_documents.MAX_DOCUMENTS} "
                                     f"a call (got {len(idents)})")
         keys = [kb_sources.key_of(record, ident, engine.tenant) for ident in idents]
-        details = []
+        out = []
         for ident, key in zip(idents, keys):
             source = kb_sources.stored_source(engine, ctx.uploads, kb_sources.upload_name(record, key))
             detail = {"knowledgeBaseId": knowledgeBaseId, "dataSourceId": dataSourceId, "identifier": dict(ident)}
@@ -193,11 +192,9 @@ def delete_documents(ctx, knowledgeBaseId: str, dataSourceId: str):  # noqa: N80
                 detail["status"] = "DELETING"
             except uploads.UnknownDocument:
                 detail["status"] = "NOT_FOUND"
-            details.append(detail)
-        out = {"documentDetails": details}
-        kb_sources.remember(engine, "DeleteKnowledgeBaseDocuments", token, out)
+            out.append(detail)
         return out
-    return _answer(run, 202)
+    return _with_token(ctx, "DeleteKnowledgeBaseDocuments", knowledgeBaseId, dataSourceId, details)
 
 
 def get_documents(ctx, knowledgeBaseId: str, dataSourceId: str):  # noqa: N803

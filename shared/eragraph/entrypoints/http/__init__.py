@@ -1,11 +1,17 @@
 """The HTTP API, its routes written once:
 
-- ``routes``: the route table, every route once (method, path, handler, who serves it);
-- ``handlers``: the resolver's route handlers; ``models``: their request models; ``body``: a
-  request body as a JSON object;
+- ``routes``: the route table, every route once (method, path, its handler, who serves it);
+- ``handlers``: the route handlers; ``models``: their request models; ``body``: a request body as
+  a JSON object;
 - ``admission``: the caller's tenant and rate limit, before any work; ``context``: what a handler
   reads besides its parameters;
 - ``errors``: every refusal converted to its HTTP status and body;
-- ``api``: ``make_app``, the resolver of the API Gateway function and of ``eragraph serve``;
-- ``server``: the ASGI app and server of ``eragraph serve`` and of the stream function;
-- ``stream``: POST /retrieveAndGenerateStream, the Bedrock KB event stream as it is made."""
+- ``api``: ``make_app``, the powertools resolver of the API Gateway function (``lambda_event``:
+  the API Gateway event and Lambda context, where something stands in for API Gateway);
+- ``request`` and ``pipeline``: ``eragraph serve``'s request and its way to the handler (matched,
+  validated once, run in the pool its mode names), no API Gateway event in between;
+- ``streaming``: the one stream primitive; ``stream`` (the Bedrock KB event stream),
+  ``chat_stream`` (the chat endpoint's events) and ``query_stream`` (POST /query/stream's NDJSON)
+  are a ``prepare`` and an encoder each;
+- ``asgi``: the ASGI app of ``eragraph serve`` and of the stream function; ``server``: uvicorn
+  serving it."""

@@ -45,10 +45,10 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEventV2
 
 from ...services.engine import Engine
-from . import errors, handlers
+from . import errors
 from .admission import Admission
-from .body import BadRequestBody, NotJsonBody, parse_body
-from .guard import is_json_type
+from .body import BadRequestBody, parse_body
+from .request import check_json_type, text_of
 from .context import RouteContext
 from .. import request_log
 from .routes import API, ROUTES, route_of
@@ -66,18 +66,15 @@ class StrictHttpEvent(APIGatewayProxyEventV2):
     def decoded_body(self) -> Optional[str]:
         body = self.body
         given = self.headers.get("content-type") if body else None
-        if given is not None and not is_json_type(given):
-            raise NotJsonBody(f"the body must be JSON: content-type must be application/json (got {given[:60]!r})")
         if not (self.is_base64_encoded and body):
+            check_json_type(given)
             return body
         try:
             data = base64.b64decode(body, validate=True)
         except (binascii.Error, ValueError):
+            check_json_type(given)
             raise BadRequestBody("the body is marked base64-encoded (isBase64Encoded) but is not valid base64") from None
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise BadRequestBody(f"the body is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})") from None
+        return text_of(data, given)
 
 
 class QueryApiResolver(APIGatewayHttpResolver):
@@ -131,11 +128,11 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
     app = QueryApiResolver(access_log=logger is not None)
     ctx = RouteContext(app, Admission(tenant_of, admit, logger), get_engine, limits=limits, on_query=on_query,
                        mcp=mcp, tenants=tenants, choice=choice, uploads=uploads, write_engine=write_engine)
-    errors.install(app)
+    errors.install(app, route_of)
     for route in ROUTES:
         if API not in route.on or (route.needs and getattr(ctx, route.needs, None) is None):
             continue
-        handler = getattr(handlers, route.handler)
+        handler = route.handler
         if next(iter(inspect.signature(handler).parameters), None) == "ctx":
             handler = MethodType(handler, ctx)  # the resolver sees the handler's own parameters only
         app.route(route.rule, route.method, summary=route.summary, description=route.description)(handler)

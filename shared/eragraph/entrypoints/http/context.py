@@ -11,12 +11,13 @@ from typing import Any
 
 from ...services.engine import Engine
 from .admission import Admission
+from .admission import ForeignTenant
 from .errors import BudgetTooLarge
 
 
 @dataclass
 class RouteContext:
-    """``app``: the resolver (its ``current_event`` is the request); ``admission``: the caller's
+    """``app``: the resolver (its ``current_event`` is the request, unless ``request`` is given); ``admission``: the caller's
     tenant and rate limit; ``get_engine(tenant)``: that tenant's warm engine; ``limits``
     (config.ApiLimits) caps the answer budget; ``on_query`` sees each query response;
     ``mcp(event, body, tenant)`` serves POST /mcp; ``tenants()`` lists the store's tenants (a
@@ -36,15 +37,17 @@ class RouteContext:
     choice: Any = None
     uploads: Any = None  # ports.uploads.DocumentPipeline: POST/DELETE /documents (None: not served)
     write_engine: Callable[[str], Engine] | None = None  # a write's engine of a tenant (None: get_engine)
+    request: Any = None  # the request being served by the pipeline (request.Request; None: the resolver's event)
 
     @property
     def event(self):
-        """The request being served (api.StrictHttpEvent)."""
-        return self.app.current_event
+        """The request being served: the pipeline's (request.Request), else the resolver's
+        current event (api.StrictHttpEvent)."""
+        return self.request if self.request is not None else self.app.current_event
 
     def caller(self) -> str:
         """The caller's tenant, once admitted (admission.Admission)."""
-        return self.admission.caller(self.app.current_event.raw_event)
+        return self.admission.caller(self.event.raw_event)
 
     def engine(self) -> Engine:
         """The caller's tenant's engine."""
@@ -72,3 +75,10 @@ def answer_budget(limits: Any, engine: Engine, requested: int | None = None) -> 
         return requested
     cap = getattr(limits, "answer_max_budget", 0)
     return cap if cap and engine.settings.token_budget > cap else None
+
+
+def check_tenant(named: str | None, caller: str) -> None:
+    """ForeignTenant (403) for a body whose ``tenant`` names another tenant than the caller's."""
+    if named is not None and named != caller:
+        raise ForeignTenant("the request names another tenant than the caller's: the tenant comes from the "
+                            "caller's identity (JWT claim or IAM principal tag), never from the body")

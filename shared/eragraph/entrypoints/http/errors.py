@@ -42,7 +42,6 @@ from ..openai_chat import ChatError
 from ..request_log import withheld
 from .admission import ForeignTenant, LimitUnavailable, RateLimited
 from .body import BadRequestBody, NotJsonBody
-from .routes import route_of
 from .tenant_choice import TenantNotChosen, UnknownTenant
 
 
@@ -131,11 +130,11 @@ def refusal(exc: Exception) -> Answer | None:
     """The (status, JSON body, headers) of a refusal of ``ANSWERS`` outside the resolver (the
     streamed routes, before their head); None: ``exc`` is no refusal (a fault: the caller gets
     ``request_log.withheld``'s words)."""
-    for kind, answer in ANSWERS.items():
-        if isinstance(exc, kind):
-            status, body, headers = answer(exc, None)
-            return status, body if isinstance(body, dict) else {"message": str(body)}, dict(headers)
-    return None
+    known = _known(exc, validation=False)
+    if known is None:
+        return None
+    status, body, headers = known(exc, None)
+    return status, body if isinstance(body, dict) else {"message": str(body)}, dict(headers)
 
 
 def validation_answers() -> dict[type[Exception], Callable[[Any, Any], Answer]]:
@@ -149,16 +148,26 @@ def validation_answers() -> dict[type[Exception], Callable[[Any, Any], Answer]]:
     return {RequestValidationError: _invalid_request, RequestUnsupportedContentType: _unsupported_type}
 
 
-def install(app) -> None:
+def install(app, route_of: Callable[[str, str], Any]) -> None:
     """Register on the resolver ``app`` the answer to each exception of ``ANSWERS`` and
     ``validation_answers``, as a JSON response (a KbError's: its own content-type); then a fault
     no answer names (a bug, a provider's unexpected error) as a 500 in words with the request id,
     its detail logged (request_log.withheld), never the plain "Internal Server Error" of an
     exception left to the runtime. The resolver's own errors (404 of an unknown route or
-    document: powertools' ServiceError) keep their status."""
-    for kind, answer in {**ANSWERS, **validation_answers()}.items():
-        app.exception_handler(kind)(_handler(app, answer))
-    app.exception_handler(Exception)(_handler(app, _fault))
+    document: powertools' ServiceError) keep their status. ``route_of(method, path)``: the
+    route table's lookup (a modelled route answers in its service's shape)."""
+    from aws_lambda_powertools.event_handler import Response, content_types
+
+    def handle(exc: Exception) -> Response:
+        event = app.current_event
+        found = route_of(event.http_method, event.path)
+        status, body, headers = answer(exc, event, modelled=found is not None and bool(found.modelled))
+        headers = dict(headers)
+        return Response(status_code=status, content_type=headers.pop("content-type", content_types.APPLICATION_JSON),
+                        body=body, headers=headers or None)
+
+    for kind in (*ANSWERS, *validation_answers(), Exception):
+        app.exception_handler(kind)(handle)
 
 
 def _service_error(exc: Exception) -> bool:
@@ -167,28 +176,40 @@ def _service_error(exc: Exception) -> bool:
     return isinstance(exc, ServiceError)
 
 
-def _fault(exc: Exception, _event: Any) -> Answer:
+def answer(exc: Exception, event: Any, modelled: bool = False, fault: str = "an internal error") -> Answer:
+    """The (status, body, headers) of ``exc`` raised by a request (``event``: its path and headers,
+    an API Gateway event or a pipeline.Request): the answer of ``ANSWERS`` or of the validation
+    errors; a service error (powertools' NotFoundError) with its status; any other a fault, 500
+    with ``fault`` and the request id (request_log.withheld). On a ``modelled`` route (the Bedrock
+    KB ones), the service's modelled error whatever was raised."""
+    if modelled:
+        if isinstance(exc, KbError) or _service_error(exc) or _known(exc) is not None:
+            return _kb(kb_error(exc), event)
+        return _kb(KbError("InternalServerException", withheld(fault, exc)), event)
+    known = _known(exc)
+    if known is not None:
+        return known(exc, event)
     if _service_error(exc):
         return exc.status_code, error_body(exc.status_code, exc.msg), {}
-    return 500, error_body(500, withheld("an internal error", exc)), {}
+    return 500, error_body(500, withheld(fault, exc)), {}
 
 
-def _handler(app, answer: Callable[[Any, Any], Answer]):
-    from aws_lambda_powertools.event_handler import Response, content_types
+def refused(exc: Exception, event: Any, modelled: bool, fault: str = "an internal error") -> tuple[int, dict[str, str], bytes]:
+    """``answer`` written as the resolver writes it: status, headers (the content-type with
+    them), the body's bytes (JSON, or a KbError's own text)."""
+    import json
 
-    def handle(exc: Exception) -> Response:
-        event = app.current_event
-        found = route_of(event.http_method, event.path)
-        if found is not None and found.modelled:  # a Bedrock KB route: the service's modelled error, always
-            fault = answer is _fault and not isinstance(exc, KbError) and not _service_error(exc)
-            error = KbError("InternalServerException", withheld("an internal error", exc)) if fault else kb_error(exc)
-            status, body, headers = _kb(error, event)
-        else:
-            status, body, headers = answer(exc, event)
-        headers = dict(headers)
-        return Response(status_code=status, content_type=headers.pop("content-type", content_types.APPLICATION_JSON),
-                        body=body, headers=headers or None)
-    return handle
+    status, body, headers = answer(exc, event, modelled=modelled, fault=fault)
+    headers = {"content-type": "application/json", **headers}
+    payload = body if isinstance(body, str) else json.dumps(body, separators=(",", ":"), default=str)
+    return status, headers, payload.encode("utf-8")
+
+
+def _known(exc: Exception, validation: bool = True) -> Callable[[Any, Any], Answer] | None:
+    """The answer of the most specific class of ``exc`` that has one (as the resolver looks its
+    exception handlers up), None for a fault."""
+    table = {**ANSWERS, **validation_answers()} if validation else ANSWERS
+    return next((table[kind] for kind in type(exc).__mro__ if kind in table), None)
 
 
 # the Bedrock KB service's modelled error of each refusal of a KB route (the stream's before its

@@ -14,23 +14,9 @@ from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from ...services import query as query_service
-from ..bedrock_agent.handlers import (  # noqa: F401 (the route table's bedrock-agent handlers)
-    create_data_source,
-    delete_documents,
-    get_data_source,
-    get_documents,
-    get_ingestion_job,
-    ingest_documents,
-    list_data_sources,
-    list_documents,
-    list_ingestion_jobs,
-    start_ingestion_job,
-    stop_ingestion_job,
-)
 from ..bedrock_kb import runtime as bedrock_kb
 from ..documents import document_json
-from .context import RouteContext, answer_budget, check_budget
-from .errors import ForeignTenant
+from .context import RouteContext, answer_budget, check_budget, check_tenant
 from .models import DocumentsRequest, QueryRequest, rerank_spec
 
 
@@ -39,9 +25,7 @@ def post_query(ctx: RouteContext, request: QueryRequest) -> dict:
     if request.answer:
         check_budget(ctx.limits, request.budget)
     tenant = ctx.caller()
-    if request.tenant is not None and request.tenant != tenant:
-        raise ForeignTenant("the request names another tenant than the caller's: the tenant comes from the "
-                            "caller's identity (JWT claim or IAM principal tag), never from the body")
+    check_tenant(request.tenant, tenant)
     served = ctx.get_engine(tenant)
     # the default budget (ERAGRAPH_TOKEN_BUDGET) is capped too, not only an explicit one
     budget = answer_budget(ctx.limits, served, request.budget) if request.answer else request.budget

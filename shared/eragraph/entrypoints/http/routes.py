@@ -17,13 +17,22 @@ are sent as they are made: eragraph.entrypoints.http.chat_stream; the resolver a
 POST /query/stream (NDJSON lines as the answer is written: eragraph.entrypoints.http.query_stream;
 ``eragraph serve`` only, ``on`` empty).
 
-A new route: a line here, its handler (handlers.py, or an ASGI function), and on the HttpApi its
-template.yaml route (tests/aws/test_template.py checks that the two agree) and a test."""
+A route holds its handler itself (a function of eragraph.entrypoints.http.handlers, or of
+eragraph.entrypoints.bedrock_agent.handlers): the Lambda resolver (api.make_app) registers it,
+and ``eragraph serve`` calls it through the request pipeline (pipeline.Pipeline) with the same
+validated parameters, no API Gateway event in between.
+
+A new route: a line here, its handler, and on the HttpApi its template.yaml route
+(tests/aws/test_template.py checks that the two agree), its docs page and a test."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from ..bedrock_agent import handlers as agent
+from . import handlers as h
 
 API = "api"  # the HTTP API: the query function behind template.yaml's HttpApi, and eragraph serve
 STREAM = "stream"  # the stream function (a function URL) besides eragraph serve
@@ -39,15 +48,14 @@ KB = "bedrock-agent-runtime"  # the service model whose errors the Bedrock KB ro
 @dataclass(frozen=True)
 class Route:
     """One route. ``path`` is in the OpenAPI form: ``{name}`` is a path parameter, the handler's
-    parameter of that name (template.yaml may name it otherwise). ``handler``: the name of the
-    resolver's handler, a function of eragraph.entrypoints.http.handlers (None: the ASGI server
-    alone serves it); ``summary``/``description``: its OpenAPI text (None: powertools' default,
+    parameter of that name (template.yaml may name it otherwise). ``handler``: the route's
+    handler itself (None: the ASGI server alone serves it); ``summary``/``description``: its OpenAPI text (None: powertools' default,
     "METHOD path"); ``needs``: the make_app argument without which the resolver does not serve it;
     ``asgi``: the ASGI server's own handler of it, if any."""
 
     method: str
     path: str
-    handler: str | None
+    handler: Callable | None
     on: frozenset[str] = frozenset({API})
     summary: str | None = None
     description: str | None = None
@@ -79,52 +87,52 @@ BEDROCK_AGENT: tuple[Route, ...] = tuple(
     Route(method, path, handler, needs=needs, summary=f"Amazon Bedrock Knowledge Bases {operation}",
           modelled="bedrock-agent")
     for operation, method, path, handler, needs in (
-        ("CreateDataSource", "PUT", _KB, "create_data_source", None),
-        ("ListDataSources", "POST", _KB, "list_data_sources", None),
-        ("GetDataSource", "GET", _DS, "get_data_source", None),
-        ("StartIngestionJob", "PUT", _DS + "/ingestionjobs/", "start_ingestion_job", "uploads"),
-        ("ListIngestionJobs", "POST", _DS + "/ingestionjobs/", "list_ingestion_jobs", "uploads"),
-        ("GetIngestionJob", "GET", _DS + "/ingestionjobs/{ingestionJobId}", "get_ingestion_job", "uploads"),
-        ("StopIngestionJob", "POST", _DS + "/ingestionjobs/{ingestionJobId}/stop", "stop_ingestion_job", None),
-        ("IngestKnowledgeBaseDocuments", "PUT", _DS + "/documents", "ingest_documents", "uploads"),
-        ("ListKnowledgeBaseDocuments", "POST", _DS + "/documents", "list_documents", "uploads"),
-        ("GetKnowledgeBaseDocuments", "POST", _DS + "/documents/getDocuments", "get_documents", "uploads"),
-        ("DeleteKnowledgeBaseDocuments", "POST", _DS + "/documents/deleteDocuments", "delete_documents", "uploads"),
+        ("CreateDataSource", "PUT", _KB, agent.create_data_source, None),
+        ("ListDataSources", "POST", _KB, agent.list_data_sources, None),
+        ("GetDataSource", "GET", _DS, agent.get_data_source, None),
+        ("StartIngestionJob", "PUT", _DS + "/ingestionjobs/", agent.start_ingestion_job, "uploads"),
+        ("ListIngestionJobs", "POST", _DS + "/ingestionjobs/", agent.list_ingestion_jobs, "uploads"),
+        ("GetIngestionJob", "GET", _DS + "/ingestionjobs/{ingestionJobId}", agent.get_ingestion_job, "uploads"),
+        ("StopIngestionJob", "POST", _DS + "/ingestionjobs/{ingestionJobId}/stop", agent.stop_ingestion_job, None),
+        ("IngestKnowledgeBaseDocuments", "PUT", _DS + "/documents", agent.ingest_documents, "uploads"),
+        ("ListKnowledgeBaseDocuments", "POST", _DS + "/documents", agent.list_documents, "uploads"),
+        ("GetKnowledgeBaseDocuments", "POST", _DS + "/documents/getDocuments", agent.get_documents, "uploads"),
+        ("DeleteKnowledgeBaseDocuments", "POST", _DS + "/documents/deleteDocuments", agent.delete_documents, "uploads"),
     ))
 
 ROUTES: tuple[Route, ...] = (
-    Route("POST", "/query", "post_query"),
-    Route("GET", "/documents/{doc_id}", "get_document"),
-    Route("GET", "/documents", "list_statuses"),
-    Route("POST", "/documents", "post_documents", needs="uploads",
+    Route("POST", "/query", h.post_query),
+    Route("GET", "/documents/{doc_id}", h.get_document),
+    Route("GET", "/documents", h.list_statuses),
+    Route("POST", "/documents", h.post_documents, needs="uploads",
           summary="Submit 1 to 25 documents (202): each is ingested as an upload to the documents bucket is"),
-    Route("DELETE", "/documents/{doc_id}", "delete_document", needs="uploads",
+    Route("DELETE", "/documents/{doc_id}", h.delete_document, needs="uploads",
           summary="Remove a document (202): it leaves as a deleted object of the documents bucket does"),
-    Route("GET", "/changes", "get_changes",
+    Route("GET", "/changes", h.get_changes,
           summary="The most recent change records and the cost of summarizing the store again"),
-    Route("GET", "/stats", "get_stats"),
-    Route("GET", "/modes", "get_modes", summary="The retrieval modes and whether this store can run each"),
-    Route("GET", "/tenants", "get_tenants", summary="The tenants the caller may name, the current one, and whether "
+    Route("GET", "/stats", h.get_stats),
+    Route("GET", "/modes", h.get_modes, summary="The retrieval modes and whether this store can run each"),
+    Route("GET", "/tenants", h.get_tenants, summary="The tenants the caller may name, the current one, and whether "
                                                     "it may switch (x-eragraph-tenant)"),
-    Route("GET", "/graph/layers/{layer}", "get_layer", summary="One page of a layer's nodes in code order"),
-    Route("GET", "/nodes/{node_id}", "get_node", summary="A node with its text, document, parent and children"),
-    Route("GET", "/ledger", "get_ledger", summary="The cost ledger in hourly buckets per kind and model, with totals"),
-    Route("POST", "/mcp", "post_mcp", needs="mcp", asgi=ASGI_MCP,
+    Route("GET", "/graph/layers/{layer}", h.get_layer, summary="One page of a layer's nodes in code order"),
+    Route("GET", "/nodes/{node_id}", h.get_node, summary="A node with its text, document, parent and children"),
+    Route("GET", "/ledger", h.get_ledger, summary="The cost ledger in hourly buckets per kind and model, with totals"),
+    Route("POST", "/mcp", h.post_mcp, needs="mcp", asgi=ASGI_MCP,
           summary="MCP (Model Context Protocol) tools over stateless streamable HTTP",
           description="JSON-RPC 2.0 messages of MCP: tools retrieve, answer (with a generator), "
                       "get_document, stats; JSON responses, no sessions"),
-    Route("POST", "/knowledgebases/{knowledgeBaseId}/retrieve", "post_kb_retrieve",
+    Route("POST", "/knowledgebases/{knowledgeBaseId}/retrieve", h.post_kb_retrieve,
           summary="Amazon Bedrock Knowledge Bases Retrieve", modelled=KB),
-    Route("POST", "/retrieveAndGenerate", "post_kb_retrieve_and_generate",
+    Route("POST", "/retrieveAndGenerate", h.post_kb_retrieve_and_generate,
           summary="Amazon Bedrock Knowledge Bases RetrieveAndGenerate", modelled=KB),
     *BEDROCK_AGENT,
-    Route("POST", "/v1/chat/completions", "post_chat_completions", asgi=ASGI_CHAT_STREAM,
+    Route("POST", "/v1/chat/completions", h.post_chat_completions, asgi=ASGI_CHAT_STREAM,
           summary="OpenAI-compatible chat completions (a model is a retrieval mode: eragraph-<mode>)",
           description="The last user message is the question; the configured generator answers from the "
                       "evidence; citations in the text and in the citations field; stream: true sends "
                       "server-sent events"),
-    Route("GET", "/v1/models", "get_models", summary="OpenAI-compatible models: one per retrieval mode"),
-    Route("GET", "/health", "health", on=frozenset({API, STREAM})),
+    Route("GET", "/v1/models", h.get_models, summary="OpenAI-compatible models: one per retrieval mode"),
+    Route("GET", "/health", h.health, on=frozenset({API, STREAM})),
     Route("POST", "/retrieveAndGenerateStream", None, on=frozenset({STREAM}), asgi=ASGI_KB_STREAM, modelled=KB),
     Route("POST", "/query/stream", None, on=frozenset(), asgi=ASGI_QUERY_STREAM,
           summary="POST /query's answer as it is written: NDJSON lines results, piece..., done"),

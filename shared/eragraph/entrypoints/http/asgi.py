@@ -1,0 +1,396 @@
+"""The ASGI app of ``eragraph serve`` and of the stream function (``ApiApp``): every request is
+logged (request_log), checked (guard.LocalGuard, under ``eragraph serve``), then served: the
+console's files, MCP, a streamed route (streaming.serve_stream), or an API route through the
+request pipeline (pipeline.Pipeline) in the thread pool its mode names. server.ApiServer runs it
+under uvicorn; the module docstring of eragraph.entrypoints.http.server says why two pools, one
+engine, and what a query sees."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextvars
+import json
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from ...services.engine import Engine
+from ..console.assets import asset, is_console_path
+from ...bootstrap.identity import REQUEST_CONTEXT_HEADER, caller_of
+from .. import request_log
+from ..bedrock_kb.runtime import KbError
+from ...domain.rate_limit import LimitStoreUnavailable
+from .admission import Admission, LimitUnavailable, TooManyStreams
+from .context import answer_budget
+from .errors import error_body
+from . import chat_stream
+from .chat_stream import wants_stream
+from .request import request_of
+from .streaming import serve_stream
+from .guard import LocalGuard
+from .routes import (ASGI_CHAT_STREAM, ASGI_KB_STREAM, ASGI_MCP, ASGI_QUERY_STREAM, ROUTES, STREAM, route, route_at,
+                     route_of)
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+MAX_BODY_BYTES = 1 << 20
+UPLOAD_MAX_BODY_BYTES = 6 * (1 << 20)  # the routes that take documents: Lambda's request payload limit, as on AWS
+
+
+def takes_documents(path: str) -> bool:
+    """POST /documents and IngestKnowledgeBaseDocuments (Bedrock's inline documents are up to
+    5 MB each): their bodies are capped at UPLOAD_MAX_BODY_BYTES, every other route's at
+    MAX_BODY_BYTES."""
+    path = path.rstrip("/")
+    return path == "/documents" or (path.startswith("/knowledgebases/") and path.endswith("/documents")
+                                    and "/datasources/" in path)
+BACKLOG = 2048
+FAST_WORKERS = 4
+SLOW_WORKERS = 1
+CONSOLE_HEADERS = {  # no other page may frame the console (clickjacking) nor run a script in it
+    "x-frame-options": "DENY", "x-content-type-options": "nosniff",
+    "content-security-policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
+}
+KB_STREAM = route(ASGI_KB_STREAM)  # Bedrock KB streaming (eragraph.entrypoints.http.stream)
+CHAT = route(ASGI_CHAT_STREAM)  # the OpenAI-compatible chat endpoint, streamed (eragraph.entrypoints.http.chat_stream)
+QUERY_STREAM = route(ASGI_QUERY_STREAM)  # the answer as NDJSON lines (eragraph.entrypoints.http.query_stream)
+MCP = route(ASGI_MCP)  # the MCP endpoint (streamable HTTP, stateless): eragraph.entrypoints.mcp
+STREAM_ROUTES = tuple(r for r in ROUTES if STREAM in r.on)  # the stream function's
+
+
+class ApiApp:
+    """The ASGI app: each HTTP request is resolved in its family's thread pool. The routes are the
+    route table's (eragraph.entrypoints.http.routes): those with an ``asgi`` handler are served
+    here (MCP, the streams), every other through the request pipeline (pipeline.Pipeline).
+
+    ``eragraph serve`` builds it over one engine (every route, the engine's tenant). The stream
+    function on AWS (functions/stream, behind the Lambda Web Adapter) builds it ``stream_only``
+    (POST /retrieveAndGenerateStream and GET /health; anything else is 404) with ``engine`` None and
+    ``identity`` (bootstrap.identity.TenantIdentity: the caller's tenant from the adapter's
+    request-context header), ``engines(tenant)`` (that tenant's engine), ``tenants()`` (another
+    tenant's knowledge base id is ResourceNotFoundException, as an unknown one) and ``admit(tenant)`` (the per-tenant
+    rate limit: 429 ThrottlingException).
+
+    A subclass may answer the API routes otherwise: ``eragraph console`` (console.proxy.ProxyApp)
+    forwards them to the deployed API (``needs_engine`` False: each request goes to its own
+    ``resolve``, as ``serve_resolved`` describes it; and the ``serve_*`` methods of the routes
+    this app serves itself)."""
+
+    needs_engine = True
+
+    def __init__(self, engine: Engine | None, fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS,
+                 log: bool = False, *, identity: Any = None, engines: Callable[[str], Engine] | None = None,
+                 tenants: Callable[[], Any] | None = None, admit: Callable[[str], Any] | None = None,
+                 stream_only: bool = False, on_model_calls: Callable[[list], None] | None = None,
+                 choice: Any = None, uploads: Any = None, limits: Any = None, streams: Any = None) -> None:
+        if choice is None and engine is not None and identity is None:
+            from .tenant_choice import PinnedTenant
+
+            choice = PinnedTenant(engine)
+        if self.needs_engine and choice is None and (identity is None or engines is None):
+            raise ValueError("ApiApp needs an engine, a tenant choice, or an identity and engines(tenant)")
+        self.choice = choice  # eragraph serve: how a request's tenant is chosen (tenant_choice)
+        self.engine = engine
+        self.identity = identity
+        self.engines = engines if engines is not None or choice is None else choice.engine
+        self.tenants = tenants if tenants is not None or choice is None or not choice.switchable else choice.tenants
+        self.admit = admit
+        self.stream_only = stream_only
+        self.on_model_calls = on_model_calls  # sees each streamed answer's model calls (the spend metric)
+        self.uploads = uploads  # POST/DELETE /documents: the profile's pipeline (its worker thread locally)
+        self.limits = limits  # config.ApiLimits: the answer budget cap of every route that generates
+        self.streams = streams  # open streams per tenant (adapters' *StreamSlots; None: no limit)
+        self.log = log
+        self.pools = {"fast": ThreadPoolExecutor(fast_workers, thread_name_prefix="eragraph-fast"),
+                      "slow": ThreadPoolExecutor(slow_workers, thread_name_prefix="eragraph-slow")}
+        self._pipeline = None  # built on the first request (pipeline.Pipeline)
+        self._mcp = None  # the MCP server, built on the first request to MCP.path
+        self.mcp_security = None  # MCP's Host/Origin check (ApiServer: loopback only when bound to loopback)
+        self.guard: LocalGuard | None = None  # eragraph serve's checks of every request (ApiServer sets it)
+
+    @property
+    def pipeline(self):
+        """The request pipeline of the API routes (pipeline.Pipeline), over the tenant choice."""
+        if self._pipeline is None:
+            from .admission import Admission
+            from .context import RouteContext
+            from .pipeline import Pipeline
+
+            choice = self.choice
+            self._pipeline = Pipeline(RouteContext(None, Admission(choice.tenant_of), choice.engine, limits=self.limits,
+                                                   tenants=self.tenants, choice=choice, uploads=self.uploads))
+        return self._pipeline
+
+    def resolve(self, event: dict) -> dict:
+        """A forwarding app's answer to the request ``event`` describes (``serve_resolved``)."""
+        raise NotImplementedError("ApiApp answers through its request pipeline; a forwarding app defines resolve")
+
+    def close(self) -> None:
+        for pool in self.pools.values():
+            pool.shutdown(wait=True, cancel_futures=True)
+        stop = getattr(self.uploads, "close", None)
+        if stop is not None:
+            stop()  # after the documents it was given (a killed server's are recovered at its next start)
+
+    async def __call__(self, scope: dict, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        static = scope["method"] in ("GET", "HEAD") and not self.stream_only and is_console_path(scope["path"])
+        found = route_of(scope["method"], scope["path"])
+        record = request_log.begin(self.request_id_of(headers), scope["method"],
+                                   "console" if static else found.key if found is not None else "(no route)")
+        request_log.note(caller=self.caller_of(scope, headers))
+        sent: list[int] = []
+
+        async def send_logged(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                sent.append(message["status"])
+            await send(message)
+        try:
+            await self.serve(scope, receive, send_logged, headers, static)
+        finally:
+            if self.log:
+                request_log.finish(record, sent[0] if sent else 499)  # 499: the client left before an answer
+
+    async def serve(self, scope: dict, receive, send, headers: dict[str, str], static: bool) -> None:
+        """One HTTP request, after its log record is opened: the guard (eragraph serve), then the
+        console's files, MCP, the streams, or the request pipeline."""
+        if self.guard is not None:
+            refused = self.guard.check(scope["method"], scope["path"], headers, static=static)
+            if refused is not None:
+                status, message, extra = refused
+                await self.send_error(send, scope, status, message, extra)
+                return
+        if static:
+            await self.serve_console(scope, send)
+            return
+        if scope["path"].rstrip("/") == MCP.path and not self.stream_only:  # MCP's transport reads the body
+            await self.serve_mcp(scope, receive, send)
+            return
+        body = await self.read_body(scope, receive, send, headers)
+        if body is None:
+            return
+        path, method = scope["path"].rstrip("/"), scope["method"]
+        if (path, method) == (KB_STREAM.path, KB_STREAM.method):
+            await self.serve_kb_stream(scope, send, body)
+            return
+        if (path, method) == (CHAT.path, CHAT.method) and not self.stream_only and wants_stream(request_of(scope, body)):
+            await self.serve_chat_stream(scope, send, body)  # the chat endpoint's events, sent as they are written
+            return
+        if (path, method) == (QUERY_STREAM.path, QUERY_STREAM.method) and not self.stream_only:
+            await self.serve_query_stream(scope, send, body)
+            return
+        if self.stream_only:  # the stream function: its routes (the stream, and its readiness check), nothing else
+            await self.serve_stream_only(scope, send)
+            return
+        if not self.needs_engine:  # a forwarding app (console.proxy): its resolve answers
+            await self.serve_resolved(scope, send, body)
+            return
+        await self.serve_routed(scope, send, body)
+
+    async def read_body(self, scope: dict, receive, send, headers: dict[str, str]) -> bytes | None:
+        """The request's whole body; None when the client left, or it was over the route's cap
+        (answered 413)."""
+        cap = UPLOAD_MAX_BODY_BYTES if takes_documents(scope["path"]) else MAX_BODY_BYTES
+        too_large = f"request body too large (at most {cap} bytes)"
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > cap:
+            await self.send_error(send, scope, 413, too_large)
+            return None
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            piece = message.get("body", b"")
+            size += len(piece)
+            if size > cap:
+                await self.send_error(send, scope, 413, too_large)
+                return None
+            chunks.append(piece)
+            more = message.get("more_body", False)
+        return b"".join(chunks)
+
+    async def serve_kb_stream(self, scope: dict, send, body: bytes) -> None:
+        """POST /retrieveAndGenerateStream (eragraph.entrypoints.http.stream)."""
+        from . import stream
+
+        await serve_stream(self, scope, send, request_of(scope, body), stream.prepare, stream.ENCODER)
+
+    async def serve_chat_stream(self, scope: dict, send, body: bytes) -> None:
+        """POST /v1/chat/completions with ``stream: true`` (eragraph.entrypoints.http.chat_stream)."""
+        await serve_stream(self, scope, send, request_of(scope, body), chat_stream.prepare, chat_stream.ENCODER)
+
+    async def serve_query_stream(self, scope: dict, send, body: bytes) -> None:
+        """POST /query/stream (eragraph.entrypoints.http.query_stream)."""
+        from . import query_stream
+
+        await serve_stream(self, scope, send, request_of(scope, body), query_stream.prepare, query_stream.ENCODER)
+
+    async def serve_routed(self, scope: dict, send, body: bytes) -> None:
+        """A request of an API route, through the request pipeline: matched and bound in the fast
+        pool, its handler run in the pool its mode names (pipeline.Call.pool)."""
+        request = request_of(scope, body)
+        pipeline = self.pipeline
+
+        def first():
+            call = pipeline.prepare(request)
+            return call if call.pool != "fast" else call.run()
+
+        out = await self.in_pool("fast", first)
+        if not isinstance(out, tuple):
+            out = await self.in_pool(out.pool, out.run)
+        status, headers, payload = out
+        await self.send_whole(send, scope, status, headers, payload)
+
+    async def in_pool(self, pool: str, fn, *args):
+        """``fn(*args)`` in the pool named ``pool``, in the request's context (its log record)."""
+        context = contextvars.copy_context()
+        return await asyncio.get_running_loop().run_in_executor(self.pools[pool], context.run, fn, *args)
+
+    async def serve_resolved(self, scope: dict, send, body: bytes) -> None:
+        """A request of a forwarding app (console.proxy): handed to its ``resolve`` as the HTTP API's
+        event (lambda_event.http_event) in the fast pool, the answer written back."""
+        from .lambda_event import http_event
+
+        path = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
+        query = scope.get("query_string", b"").decode("latin-1")
+        headers = {}
+        for key, value in scope["headers"]:
+            name = key.decode("latin-1").lower()
+            headers[name] = f"{headers[name]}, {value.decode('latin-1')}" if name in headers else value.decode("latin-1")
+        client = scope.get("client") or ("127.0.0.1", 0)
+        event = http_event(scope["method"], path + ("?" + query if query else ""), headers, body, client[0],
+                           request_id=request_log.request_id())
+        out = await self.in_pool("fast", self.resolve, event)
+        data = out.get("body") or ""
+        payload = base64.b64decode(data) if out.get("isBase64Encoded") else str(data).encode("utf-8")
+        out_headers = {k: (", ".join(v) if isinstance(v, list) else str(v)) for k, v in (out.get("headers") or {}).items()}
+        await self.send_whole(send, scope, int(out.get("statusCode", 500)), out_headers, payload)
+
+    async def send_error(self, send, scope: dict, status: int, message: str, extra: dict | None = None) -> None:
+        """An error answer: the Bedrock KB service's modelled one on its routes, else the API's JSON."""
+        found = route_at(scope["path"])
+        if found is not None and found.modelled:
+            code = {401: "AccessDeniedException", 403: "AccessDeniedException"}.get(status, "ValidationException")
+            status, headers, text = KbError(code, message).response()
+            await self.send_whole(send, scope, status, {**headers, **(extra or {})}, text.encode())
+            return
+        await self.send_whole(send, scope, status, {"content-type": "application/json", **(extra or {})},
+                              json.dumps(error_body(status, message)).encode())
+
+    def request_id_of(self, headers: dict[str, str]) -> str:
+        """The request id: the function URL's (the Lambda Web Adapter's request context), else a new one."""
+        context = self.request_context(headers)
+        rid = context.get("requestId") if context else None
+        return rid if isinstance(rid, str) and rid else uuid.uuid4().hex
+
+    def request_context(self, headers: dict[str, str]) -> dict:
+        """The Lambda Web Adapter's copy of the request context, when this app trusts it ({} else)."""
+        if self.identity is None or not getattr(self.identity, "trust_request_context", False):
+            return {}
+        try:
+            context = json.loads(headers.get(REQUEST_CONTEXT_HEADER) or "{}")
+        except ValueError:
+            return {}
+        return context if isinstance(context, dict) else {}
+
+    def caller_of(self, scope: dict, headers: dict[str, str]) -> str:
+        """Who called, for the request's log line: the IAM principal of the function URL's request
+        context, else the client's address."""
+        context = self.request_context(headers)
+        if context:
+            return caller_of({"requestContext": context})
+        client = scope.get("client") or ("", 0)
+        return f"address:{client[0]}"
+
+    async def serve_mcp(self, scope: dict, receive, send) -> None:
+        """POST /mcp: the MCP tools over stateless streamable HTTP (eragraph.entrypoints.mcp), for the
+        served engine's tenant; its blocking work runs in the pool of the mode's family."""
+        try:
+            from ..mcp import build_server, serve_http
+        except ImportError as exc:
+            await self.send_whole(send, scope, 501, {"content-type": "application/json"}, json.dumps(
+                error_body(501, f"MCP needs the mcp extra (pip install 'eragraph[mcp]'): {exc}")).encode())
+            return
+        if self._mcp is None:
+            self._mcp = build_server(self.engines, run_blocking=self._run_in_pool,
+                                     budget_of=lambda engine: answer_budget(self.limits, engine))
+        await serve_http(self._mcp, scope, receive, send, self.caller_tenant(scope), security=self.mcp_security)
+
+    async def serve_console(self, scope: dict, send) -> None:
+        """GET / and GET /console/<file>: the browser console's static files
+        (eragraph.entrypoints.console.assets); a name that is no file of it is a 404."""
+        found = asset(scope["path"])
+        if found is None:
+            await self.send_whole(send, scope, 404, {"content-type": "application/json", **CONSOLE_HEADERS}, json.dumps(
+                error_body(404, f"no console file {scope['path']}")).encode())
+            return
+        await self.send_whole(send, scope, 200, {"content-type": found.content_type, "cache-control": "no-cache",
+                                                 **CONSOLE_HEADERS}, found.body)
+
+    async def serve_stream_only(self, scope: dict, send) -> None:
+        """A request to the stream function other than the stream: its routes without a request
+        (routes.STREAM: GET /health, HEAD too), else 404."""
+        method = "GET" if scope["method"] == "HEAD" else scope["method"]
+        path = scope["path"].rstrip("/")
+        found = next((r for r in STREAM_ROUTES if r.handler and (r.method, r.path) == (method, path)), None)
+        if found is not None:
+            status, message = 200, found.handler()
+        else:
+            status, message = 404, error_body(404, f"no route {scope['method']} {scope['path']} here: this endpoint "
+                                                   f"serves {KB_STREAM.key} only")
+        await self.send_whole(send, scope, status, {"content-type": "application/json"}, json.dumps(message).encode())
+
+    @property
+    def admission(self) -> Admission:
+        """The caller's tenant: the one its identity names, after a token of its rate bucket (the
+        stream function), else the one the tenant choice gives (the served engine's, or the one
+        the x-eragraph-tenant header names: tenant_choice)."""
+        if self.identity is None:
+            return Admission(self.choice.tenant_of)
+        return Admission(self.identity.tenant_from_headers, self.admit)
+
+    def caller_tenant(self, scope: dict) -> str:
+        """The caller's tenant (admission.Admission): the served engine's, or (``identity``) the one
+        its identity names, after a token of its rate bucket."""
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        return self.admission.caller(headers)
+
+    def open_stream(self, tenant: str) -> Callable[[], None]:
+        """One of ``tenant``'s open-stream slots (``streams``), or TooManyStreams (429); the
+        returned callable frees it (blocking: call it in a pool)."""
+        slots = self.streams
+        if slots is None:
+            return lambda: None
+        try:
+            decision, lease = slots.acquire(tenant)
+        except LimitStoreUnavailable as exc:
+            raise LimitUnavailable(exc.retry_after) from None
+        if not decision.allowed:
+            raise TooManyStreams(decision.retry_after, slots.limit)
+        return lambda: slots.release(tenant, lease)
+
+    async def _run_in_pool(self, fn, mode: str | None):
+        from ...services.modes import MODES
+
+        spec = MODES.get(mode) if mode else None
+        return await asyncio.get_running_loop().run_in_executor(self.pools[spec.pool if spec else "fast"], fn)
+
+    async def send_whole(self, send, scope: dict, status: int, headers: dict[str, str], payload: bytes) -> None:
+        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
+               if k.lower() not in ("content-length", "connection")]
+        raw.append((b"content-length", str(len(payload)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": raw})
+        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else payload})
