@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import os
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -220,12 +221,27 @@ def _record(service: str, operation: str, params: Mapping[str, Any], region: str
     function = FUNCTION.get()
     if function is None:
         return
-    import os
-
     try:
         refusals = judge_call(function, service, operation, params, region or STACK["AWS::Region"], os.environ)
     except Exception as exc:  # noqa: BLE001  (never raised into the code under test: the test fails)
         refusals = [f"the IAM judge could not judge the {function} function's {service} {operation}: {exc!r}"]
+    if refusals:
+        with _LOCK:
+            REFUSED.extend(refusals)
+
+
+def function_named(logical_id: str) -> str:
+    """A function's name (its folder) from its logical id (QueryFunction -> query)."""
+    uri = _template()["Resources"][logical_id]["Properties"]["CodeUri"]
+    return uri.strip("/").rsplit("/", 1)[-1]
+
+
+def judge_recorded(function: str, calls: list[dict], environ: Mapping[str, str]) -> None:
+    """Judge calls recorded elsewhere (the deployed package's driver: tests/deployed) as ``function``."""
+    refusals = []
+    for call in calls:
+        refusals += judge_call(function, call["service"], call["operation"], call["params"],
+                               call.get("region") or STACK["AWS::Region"], environ)
     if refusals:
         with _LOCK:
             REFUSED.extend(refusals)
@@ -265,6 +281,20 @@ def running_as(function: str):
         yield
     finally:
         FUNCTION.reset(token)
+
+
+@contextmanager
+def captured():
+    """The refusals recorded within the block, taken out of the test's (a test of the judge)."""
+    with _LOCK:
+        start = len(REFUSED)
+    out: list[str] = []
+    try:
+        yield out
+    finally:
+        with _LOCK:
+            out.extend(REFUSED[start:])
+            del REFUSED[start:]
 
 
 def attach(function: str, module) -> None:
@@ -319,7 +349,7 @@ def pytest_configure(config) -> None:
     attach_cli()
 
 
-def _phase():
+def _phase(item):
     with _LOCK:
         REFUSED.clear()
     result = yield
@@ -327,20 +357,24 @@ def _phase():
         refused, REFUSED[:] = list(REFUSED), []
     if refused:
         shown = "\n".join(dict.fromkeys(refused))  # each distinct refusal once
+        log = os.environ.get("ERAGRAPH_IAM_JUDGE_LOG")  # a file that gathers every refusal of a run
+        if log:
+            with open(log, "a", encoding="utf-8") as fh:
+                fh.write("".join(f"{item.nodeid}\t{r}\n" for r in dict.fromkeys(refused)))
         pytest.fail(f"{len(refused)} AWS call(s) the deployed roles would refuse:\n{shown}", pytrace=False)
     return result
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
-    return (yield from _phase())
+    return (yield from _phase(item))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item):
-    return (yield from _phase())
+    return (yield from _phase(item))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_teardown(item, nextitem):
-    return (yield from _phase())
+    return (yield from _phase(item))
