@@ -24,6 +24,7 @@ roles refuse fail it, each named with its function, operation, keys and the gran
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import functools
 import os
@@ -44,6 +45,9 @@ FUNCTION: contextvars.ContextVar[str | None] = contextvars.ContextVar("eragraph_
 OPERATOR = "operator"
 OPERATOR_POLICY = ROOT / "infra" / "operator-policy.yaml"
 REFUSED: list[str] = []  # refusals since the current test phase began
+# the environment the test's engines were built from (tests/aws/aws_helpers.aws_engine), over the
+# process's: a test that sets a deployment variable there (ERAGRAPH_SOURCE_BUCKETS) deploys it
+DEPLOYED: dict[str, str] = {}
 _LOCK = threading.Lock()
 # the resources the functions name in their environment (the test's physical names stand for them)
 RESOURCE_VARIABLES = {"ERAGRAPH_TABLE": ("table", "GraphTable"), "ERAGRAPH_BUCKET": ("bucket", "DocumentsBucket"),
@@ -199,12 +203,31 @@ def verdict(function: str, request: Request, parameters: tuple, statements: list
     return why
 
 
+_DEPLOYMENTS: dict[tuple, tuple] = {}
+
+
+@functools.cache
+def _variables(function: str) -> tuple[str, ...]:
+    """The environment variables that decide ``function``'s policy and resource names."""
+    mine = functions()[function]["Properties"].get("Environment", {}).get("Variables", {}) if function in functions() else {}
+    return tuple(sorted({*_template()["Globals"]["Function"]["Environment"]["Variables"], *mine, *RESOURCE_VARIABLES}))
+
+
+def _deployment(function: str, environ: Mapping[str, str]) -> tuple:
+    """(parameters, statements, bucket denies, names) of ``function`` in ``environ``, cached on
+    the values of the variables that decide them."""
+    key = (function, tuple(environ.get(v) for v in _variables(function)))
+    found = _DEPLOYMENTS.get(key)
+    if found is None:
+        parameters = tuple(sorted(deployed_parameters(function, environ).items()))
+        found = _DEPLOYMENTS[key] = (parameters, *_statements(function, parameters), _names(environ))
+    return found
+
+
 def judge_call(function: str, service: str, operation: str, params: Mapping[str, Any], region: str,
                environ: Mapping[str, str]) -> list[str]:
     """The refusals of one call made as ``function`` (empty: IAM allows all of it)."""
-    parameters = tuple(sorted(deployed_parameters(function, environ).items()))
-    statements, denies = _statements(function, parameters)
-    names = _names(environ)
+    parameters, statements, denies, names = _deployment(function, environ)
     out = []
     for request in requests_of(service, operation, params, region, names):
         why = verdict(function, request, parameters, statements, denies)
@@ -222,7 +245,8 @@ def _record(service: str, operation: str, params: Mapping[str, Any], region: str
     if function is None:
         return
     try:
-        refusals = judge_call(function, service, operation, params, region or STACK["AWS::Region"], os.environ)
+        environ = collections.ChainMap(DEPLOYED, os.environ) if DEPLOYED else os.environ
+        refusals = judge_call(function, service, operation, params, region or STACK["AWS::Region"], environ)
     except Exception as exc:  # noqa: BLE001  (never raised into the code under test: the test fails)
         refusals = [f"the IAM judge could not judge the {function} function's {service} {operation}: {exc!r}"]
     if refusals:
@@ -272,6 +296,18 @@ def install() -> None:
         return submit(self, fn, *args, **kwargs)
 
     ThreadPoolExecutor.submit = submit_in_context
+
+
+@contextmanager
+def deployed(env: dict[str, str]):
+    """Within the block, ``env`` (kept by reference: later changes count) is the functions'
+    environment over the process's."""
+    global DEPLOYED
+    previous, DEPLOYED = DEPLOYED, env
+    try:
+        yield
+    finally:
+        DEPLOYED = previous
 
 
 @contextmanager

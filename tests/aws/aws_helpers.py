@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 
+import iam_judge
 import pytest
 from lambda_support import EVENTS, ROOT, LambdaContext, event, load_handler  # noqa: F401  (re-exported)
 
@@ -80,7 +81,8 @@ def aws_engine(monkeypatch):
         LAMBDA_ENGINE.set_builder(lambda tenant: build_aws_engine(environ=env, opensearch_client=fake, refresh=True,
                                                                   tenant=tenant))
         try:
-            yield engine, env, fake
+            with iam_judge.deployed(env):  # the judge reads the functions' settings where they do
+                yield engine, env, fake
         finally:
             LAMBDA_ENGINE.set(None)
 
