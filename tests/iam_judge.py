@@ -48,6 +48,7 @@ REFUSED: list[str] = []  # refusals since the current test phase began
 # the environment the test's engines were built from (tests/aws/aws_helpers.aws_engine), over the
 # process's: a test that sets a deployment variable there (ERAGRAPH_SOURCE_BUCKETS) deploys it
 DEPLOYED: dict[str, str] = {}
+JUDGED: collections.Counter = collections.Counter()  # calls judged per function (the run's summary)
 _LOCK = threading.Lock()
 # the resources the functions name in their environment (the test's physical names stand for them)
 RESOURCE_VARIABLES = {"ERAGRAPH_TABLE": ("table", "GraphTable"), "ERAGRAPH_BUCKET": ("bucket", "DocumentsBucket"),
@@ -247,6 +248,7 @@ def _record(service: str, operation: str, params: Mapping[str, Any], region: str
     try:
         environ = collections.ChainMap(DEPLOYED, os.environ) if DEPLOYED else os.environ
         refusals = judge_call(function, service, operation, params, region or STACK["AWS::Region"], environ)
+        JUDGED[function] += 1
     except Exception as exc:  # noqa: BLE001  (never raised into the code under test: the test fails)
         refusals = [f"the IAM judge could not judge the {function} function's {service} {operation}: {exc!r}"]
     if refusals:
@@ -263,6 +265,7 @@ def function_named(logical_id: str) -> str:
 def judge_recorded(function: str, calls: list[dict], environ: Mapping[str, str]) -> None:
     """Judge calls recorded elsewhere (the deployed package's driver: tests/deployed) as ``function``."""
     refusals = []
+    JUDGED[function] += len(calls)
     for call in calls:
         refusals += judge_call(function, call["service"], call["operation"], call["params"],
                                call.get("region") or STACK["AWS::Region"], environ)
@@ -383,6 +386,12 @@ def attach_cli() -> None:
 def pytest_configure(config) -> None:
     install()
     attach_cli()
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    if JUDGED:  # this process's (an xdist worker's are its own)
+        terminalreporter.write_line("IAM judge: " + ", ".join(f"{n} {f}" for f, n in sorted(JUDGED.items()))
+                                    + " call(s) judged")
 
 
 def _phase(item):

@@ -145,3 +145,13 @@ def test_the_operator_policy_s_parameters_default_to_the_stack_s():
     stack, operator = load_template()["Parameters"], load_template(iam_judge.OPERATOR_POLICY)["Parameters"]
     for name, spec in operator.items():
         assert spec["Default"] == stack[name]["Default"], name
+
+
+def test_the_operator_policy_is_cfn_lint_clean():
+    import shutil
+    import subprocess
+
+    if shutil.which("cfn-lint") is None:
+        pytest.skip("cfn-lint not installed")
+    out = subprocess.run(["cfn-lint", str(iam_judge.OPERATOR_POLICY)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr

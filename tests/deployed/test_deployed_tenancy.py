@@ -40,9 +40,9 @@ def uploaded(cloud, functions):
 
     iam = boto3.client("iam", endpoint_url=cloud.endpoint, region_name=dp.REGION,
                        **{k.lower(): v for k, v in dp.FAKE_CREDENTIALS.items()})
-    iam.create_role(RoleName="acme-reader", AssumeRolePolicyDocument="{}",
+    iam.create_role(Path="/eragraph/", RoleName="acme-reader", AssumeRolePolicyDocument="{}",
                     Tags=[{"Key": "eragraph-tenant", "Value": "acme"}])
-    iam.create_role(RoleName="untagged-reader", AssumeRolePolicyDocument="{}")
+    iam.create_role(Path="/eragraph/", RoleName="untagged-reader", AssumeRolePolicyDocument="{}")
     return {"tenant": tenant_docs, "default": default_docs, "delivered": delivered}
 
 
