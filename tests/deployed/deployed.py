@@ -649,6 +649,10 @@ class LoopbackCloud:
         self.summarize_arn = self.queue_arn(self.summarize_url)
         self.reindex_arn = self.queue_arn(self.reindex_url)
         self.s3.create_bucket(Bucket=self.bucket)
+        # the caller tests/events/api_*.json name (assumed-role/reader): untagged, under the
+        # TenantPrincipalPath whose principals' tags the query role may read (tests/iam_judge.py)
+        session.client("iam", endpoint_url=self.endpoint).create_role(
+            Path="/eragraph/", RoleName="reader", AssumeRolePolicyDocument="{}")
         self.s3.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
         # the template's own notification filter, at its default parameters
         self.s3.put_bucket_notification_configuration(Bucket=self.bucket, NotificationConfiguration=bucket_notifications(
