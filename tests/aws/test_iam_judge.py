@@ -155,3 +155,33 @@ def test_the_operator_policy_is_cfn_lint_clean():
         pytest.skip("cfn-lint not installed")
     out = subprocess.run(["cfn-lint", str(iam_judge.OPERATOR_POLICY)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_uncounted_writes_keep_what_the_counters_hold_until_a_counted_write(aws_engine):
+    """The store side of the fix: a write with count=False leaves the counters as they were
+    (``counted_as`` remembers what they hold), however many follow; the next counted write, a
+    deletion or the migration's count moves them from that record, once."""
+    from eragraph.domain.doc_status import DocStatus
+
+    graph = aws_engine[0].graph
+
+    def status(state: str, doc: str = "d1") -> DocStatus:
+        return DocStatus(doc_id=doc, source=f"s3://b/notes/{doc}.md", state=state, received_at=1.0, updated_at=2.0,
+                         **({"reason": "x"} if state == "failed" else {}))
+
+    graph.mark_statuses_counted()  # a new namespace's (its hyperplanes' first write does it)
+    graph.put_doc_status(status("failed"))
+    assert graph.status_counts("s3://b/notes/") == {"failed": 1}
+    graph.put_doc_status(status("received"), count=False)
+    graph.put_doc_status(status("failed"), count=False)
+    graph.put_doc_status(status("received"), count=False)
+    assert graph.status_counts("s3://b/notes/") == {"failed": 1}
+    graph.put_doc_status(status("indexed"))
+    assert graph.status_counts("s3://b/notes/") == {"done": 1}
+    graph.put_doc_status(status("received"), count=False)
+    graph.delete_doc_status("d1")
+    assert graph.status_counts("s3://b/notes/") == {}
+    graph.put_doc_status(status("received", "d2"), count=False)  # new: nothing held for it
+    assert not graph.status_counts("s3://b/notes/")
+    assert graph._count_record("d2") == 1 and graph._count_record("d2") == 0  # the migration's step, once
+    assert graph.status_counts("s3://b/notes/") == {"received": 1}
