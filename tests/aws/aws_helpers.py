@@ -67,6 +67,10 @@ def aws_engine(monkeypatch):
 
     with mock_aws():
         boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET)
+        # the caller tests/events/api_*.json name (assumed-role/reader), untagged, under the
+        # TenantPrincipalPath whose principals' tags the query role may read (tests/iam_judge.py)
+        boto3.client("iam", region_name=REGION).create_role(Path="/eragraph/", RoleName="reader",
+                                                            AssumeRolePolicyDocument="{}")
         queue_url = boto3.client("sqs", region_name=REGION).create_queue(
             QueueName="eragraph-test-summarize.fifo",
             Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"})["QueueUrl"]
