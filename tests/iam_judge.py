@@ -29,6 +29,7 @@ import contextvars
 import functools
 import os
 import threading
+import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -49,6 +50,7 @@ REFUSED: list[str] = []  # refusals since the current test phase began
 # process's: a test that sets a deployment variable there (ERAGRAPH_SOURCE_BUCKETS) deploys it
 DEPLOYED: dict[str, str] = {}
 JUDGED: collections.Counter = collections.Counter()  # calls judged per function (the run's summary)
+SPENT = [0.0]  # seconds spent judging (the run's summary: what the judge costs)
 _LOCK = threading.Lock()
 # the resources the functions name in their environment (the test's physical names stand for them)
 RESOURCE_VARIABLES = {"ERAGRAPH_TABLE": ("table", "GraphTable"), "ERAGRAPH_BUCKET": ("bucket", "DocumentsBucket"),
@@ -247,12 +249,14 @@ def _record(service: str, operation: str, params: Mapping[str, Any], region: str
     function = FUNCTION.get()
     if function is None:
         return
+    began = time.perf_counter()
     try:
         environ = collections.ChainMap(DEPLOYED, os.environ) if DEPLOYED else os.environ
         refusals = judge_call(function, service, operation, params, region or STACK["AWS::Region"], environ)
         JUDGED[function] += 1
     except Exception as exc:  # noqa: BLE001  (never raised into the code under test: the test fails)
         refusals = [f"the IAM judge could not judge the {function} function's {service} {operation}: {exc!r}"]
+    SPENT[0] += time.perf_counter() - began
     if refusals:
         with _LOCK:
             REFUSED.extend(refusals)
@@ -395,7 +399,7 @@ def pytest_configure(config) -> None:
 def pytest_terminal_summary(terminalreporter) -> None:
     if JUDGED:  # this process's (an xdist worker's are its own)
         terminalreporter.write_line("IAM judge: " + ", ".join(f"{n} {f}" for f, n in sorted(JUDGED.items()))
-                                    + " call(s) judged")
+                                    + f" call(s) judged in {SPENT[0]:.2f} s")
 
 
 def _phase(item):
