@@ -185,6 +185,16 @@ def _principal_path(kind: str, name: str) -> str:
     return "/"
 
 
+@functools.cache
+def _principal_tags(function: str) -> dict[str, str]:
+    """``aws:PrincipalTag/<key>`` of the function's role (its Tags in the template)."""
+    if function not in functions():
+        return {}
+    role = functions()[function]["Properties"]["Role"]["Fn::GetAtt"][0]
+    tags = _template()["Resources"][role]["Properties"].get("Tags") or []
+    return {f"aws:PrincipalTag/{t['Key']}": str(t["Value"]) for t in tags if isinstance(t.get("Value"), str)}
+
+
 _VERDICTS: dict[tuple, str | None] = {}
 
 
@@ -193,7 +203,7 @@ def verdict(function: str, request: Request, parameters: tuple, statements: list
     key = (function, parameters, request.action, request.resource, request.context)
     if key in _VERDICTS:
         return _VERDICTS[key]
-    context = {"aws:SecureTransport": "true", **request.context_dict()}
+    context = {"aws:SecureTransport": "true", **_principal_tags(function), **request.context_dict()}
     why = None
     for deny in [s for s in statements if s["Effect"] == "Deny"] + (denies if request.action.startswith("s3:") else []):
         if matches(deny, request.action, request.resource, context):
