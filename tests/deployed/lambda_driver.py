@@ -194,12 +194,23 @@ class CallRecorder:
         recorder = self
 
         def _make_api_call(client, operation_name, api_params):
-            params = {k: v for k, v in api_params.items() if k not in recorder.BODIES}
+            params = recorder.keys_only({k: v for k, v in api_params.items() if k not in recorder.BODIES})
             recorder.calls.append({"service": client.meta.service_model.service_name, "operation": operation_name,
                                    "params": params, "region": client.meta.region_name})
             return call(client, operation_name, api_params)
 
         BaseClient._make_api_call = _make_api_call
+
+    KEYS = ("PK", "SK", "GSI2PK", "GSI2SK")  # the graph table's key attributes (template.yaml)
+
+    def keys_only(self, value):
+        """``value`` with each DynamoDB item cut to its key attributes (IAM reads the keys only)."""
+        if isinstance(value, dict):
+            return {k: ({a: v[a] for a in self.KEYS if a in v} if k == "Item" and isinstance(v, dict)
+                        else self.keys_only(v)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.keys_only(v) for v in value]
+        return value
 
     def take(self):
         out, self.calls = self.calls, []
