@@ -282,9 +282,11 @@ def judge_recorded(function: str, calls: list[dict], environ: Mapping[str, str])
     """Judge calls recorded elsewhere (the deployed package's driver: tests/deployed) as ``function``."""
     refusals = []
     JUDGED[function] += len(calls)
+    began = time.perf_counter()
     for call in calls:
         refusals += judge_call(function, call["service"], call["operation"], call["params"],
                                call.get("region") or STACK["AWS::Region"], environ)
+    SPENT[0] += time.perf_counter() - began
     if refusals:
         with _LOCK:
             REFUSED.extend(refusals)
