@@ -16,6 +16,8 @@ from support import make_engine
 from eragraph.services.engine import Engine
 
 TESTS = Path(__file__).resolve().parent
+# the IAM judge: every AWS call a function's code makes is judged against its role (tests/iam_judge.py)
+pytest_plugins = ["iam_judge"]
 
 # moto's TransactWriteItems copies each table it names once, not once per item (the same backup)
 moto_transactions.install()

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import iam_judge
 from eragraph.entrypoints.http.lambda_event import LocalContext
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,9 +100,11 @@ def load_handler(name: str):
         spec = importlib.util.spec_from_file_location(module_name, ROOT / "functions" / name / "app.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
-        spec.loader.exec_module(module)
+        with iam_judge.running_as(name):  # its cold start is the function's too
+            spec.loader.exec_module(module)
         if callable(getattr(module, "handler", None)):
             module.handler = held_to_limits(module.handler)
+        iam_judge.attach(name, module)  # its invocations' AWS calls are judged against its role
     return sys.modules[module_name]
 
 

@@ -28,7 +28,9 @@ def resource_arns(template: dict, parameters: Mapping[str, str] | None = None) -
         elif kind == "AWS::S3::Bucket":
             out[f"{name}.Arn"] = f"arn:aws:s3:::eragraph-{stage}-docs-{account}-{region}"
         elif kind == "AWS::SQS::Queue":
-            out[f"{name}.Arn"] = f"arn:aws:sqs:{region}:{account}:{name}"
+            queue = res["Properties"].get("QueueName")
+            queue = _sub(queue["Fn::Sub"], p, {}) if isinstance(queue, dict) else (queue or name)
+            out[f"{name}.Arn"] = f"arn:aws:sqs:{region}:{account}:{queue}"
         elif kind == "AWS::Logs::LogGroup":
             group = _sub(res["Properties"]["LogGroupName"]["Fn::Sub"], p, {})
             out[f"{name}.Arn"] = f"arn:aws:logs:{region}:{account}:log-group:{group}:*"
@@ -70,10 +72,20 @@ def resolve(node: Any, template: dict, conditions: Mapping[str, bool], parameter
             if set(v) == {"Fn::Split"}:
                 separator, text = v["Fn::Split"]
                 return go(text).split(separator)
+            if set(v) == {"Fn::Join"}:
+                separator, items = v["Fn::Join"]
+                items = go(items)
+                return separator.join(items.split(",") if isinstance(items, str) else items)
             if set(v) == {"Fn::GetAtt"}:
                 return arns[".".join(v["Fn::GetAtt"])]
             if set(v) == {"Ref"}:
-                return None if v["Ref"] == "AWS::NoValue" else params.get(v["Ref"], v["Ref"])
+                if v["Ref"] == "AWS::NoValue":
+                    return None
+                value = params.get(v["Ref"], v["Ref"])
+                kind = template["Parameters"].get(v["Ref"], {}).get("Type", "")
+                if kind == "CommaDelimitedList" or kind.startswith("List<"):  # a list, as CloudFormation gives it
+                    return [x for x in str(value).split(",") if x] if isinstance(value, str) else value
+                return value
             return {k: r for k, r in ((k, go(x)) for k, x in v.items()) if r is not None}
         if isinstance(v, list):
             return [r for r in (go(x) for x in v) if r is not None]
@@ -86,7 +98,9 @@ def _list(v: Any) -> list:
     return v if isinstance(v, list) else [v]
 
 
-def _condition_holds(condition: Mapping[str, Any], context: Mapping[str, Any]) -> bool:
+def _condition_holds(condition: Mapping[str, Any], context: Mapping[str, Any], unknown: bool = False) -> bool:
+    """Whether ``condition`` holds in ``context``; an operator this evaluator does not know
+    holds as ``unknown`` says (False for an Allow: never granted; True for a Deny: it denies)."""
     for operator, tests in condition.items():
         for key, wanted in tests.items():
             wanted = _list(wanted)
@@ -108,7 +122,10 @@ def _condition_holds(condition: Mapping[str, Any], context: Mapping[str, Any]) -
             elif operator == "ArnEquals":
                 if given is None or str(given) not in wanted:
                     return False
-            else:
+            elif operator == "Bool":
+                if given is None or str(given).lower() not in [str(w).lower() for w in wanted]:
+                    return False
+            elif not unknown:
                 return False  # unknown to this evaluator: never holds
     return True
 
@@ -118,7 +135,7 @@ def _matches(statement: Mapping[str, Any], action: str, resource: str, context: 
         return False
     if not any(fnmatchcase(resource, r) for r in _list(statement.get("Resource", []))):
         return False
-    return _condition_holds(statement.get("Condition") or {}, context)
+    return _condition_holds(statement.get("Condition") or {}, context, unknown=statement["Effect"] == "Deny")
 
 
 def allowed(statements: Iterable[Mapping[str, Any]], action: str, resource: str,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 
+import iam_judge
 import pytest
 from lambda_support import EVENTS, ROOT, LambdaContext, event, load_handler  # noqa: F401  (re-exported)
 
@@ -66,6 +67,10 @@ def aws_engine(monkeypatch):
 
     with mock_aws():
         boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET)
+        # the caller tests/events/api_*.json name (assumed-role/reader), untagged, under the
+        # TenantPrincipalPath whose principals' tags the query role may read (tests/iam_judge.py)
+        boto3.client("iam", region_name=REGION).create_role(Path="/eragraph/", RoleName="reader",
+                                                            AssumeRolePolicyDocument="{}")
         queue_url = boto3.client("sqs", region_name=REGION).create_queue(
             QueueName="eragraph-test-summarize.fifo",
             Attributes={"FifoQueue": "true", "VisibilityTimeout": "30"})["QueueUrl"]
@@ -80,7 +85,8 @@ def aws_engine(monkeypatch):
         LAMBDA_ENGINE.set_builder(lambda tenant: build_aws_engine(environ=env, opensearch_client=fake, refresh=True,
                                                                   tenant=tenant))
         try:
-            yield engine, env, fake
+            with iam_judge.deployed(env):  # the judge reads the functions' settings where they do
+                yield engine, env, fake
         finally:
             LAMBDA_ENGINE.set(None)
 

@@ -55,7 +55,7 @@ def two_tenants(aws_engine):
         resummarize.drain(engine)
     iam = boto3.client("iam", region_name="us-east-1")
     for tenant in ("a", "b"):
-        iam.create_role(RoleName=f"console-reader-{tenant}", AssumeRolePolicyDocument="{}",
+        iam.create_role(Path="/eragraph/", RoleName=f"console-reader-{tenant}", AssumeRolePolicyDocument="{}",
                         Tags=[{"Key": "eragraph-tenant", "Value": tenant}])
     return aws_engine
 

@@ -36,6 +36,10 @@ def cloud(monkeypatch):
         sqs = boto3.client("sqs", region_name=REGION, endpoint_url=endpoint)
         ddb = boto3.client("dynamodb", region_name=REGION, endpoint_url=endpoint)
         s3.create_bucket(Bucket=BUCKET)
+        # the caller the API events name (assumed-role/reader), under TenantPrincipalPath: the
+        # query role may read its tags (untagged: the default tenant, TenantRequired false)
+        boto3.client("iam", region_name=REGION, endpoint_url=endpoint).create_role(
+            Path="/eragraph/", RoleName="reader", AssumeRolePolicyDocument="{}")
         notify_url = sqs.create_queue(QueueName="eragraph-test-ingest")["QueueUrl"]
         notify_arn = sqs.get_queue_attributes(QueueUrl=notify_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
         s3.put_bucket_notification_configuration(Bucket=BUCKET, NotificationConfiguration={"QueueConfigurations": [

@@ -93,9 +93,9 @@ def stream_url(two_tenants, monkeypatch):
 
     iam = boto3.client("iam", region_name="us-east-1")
     for tenant in ("a", "b"):
-        iam.create_role(RoleName=f"kb-reader-{tenant}", AssumeRolePolicyDocument="{}",
+        iam.create_role(Path="/eragraph/", RoleName=f"kb-reader-{tenant}", AssumeRolePolicyDocument="{}",
                         Tags=[{"Key": "eragraph-tenant", "Value": tenant}])
-    iam.create_role(RoleName="kb-reader-untagged", AssumeRolePolicyDocument="{}")
+    iam.create_role(Path="/eragraph/", RoleName="kb-reader-untagged", AssumeRolePolicyDocument="{}")
     module = load_handler("stream")
     monkeypatch.setattr(module.app, "identity", TenantIdentity(required=True, trust_request_context=True))
     # one answer streaming per tenant (TenantStreamLimit), counted in this test's graph table

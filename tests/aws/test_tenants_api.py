@@ -226,7 +226,7 @@ def test_iam_caller_gets_its_principal_tags_tenant(two_tenants, lambda_context):
     import boto3
 
     iam = boto3.client("iam", region_name="us-east-1")
-    iam.create_role(RoleName="tenants-api-b-reader", AssumeRolePolicyDocument="{}",
+    iam.create_role(Path="/eragraph/", RoleName="tenants-api-b-reader", AssumeRolePolicyDocument="{}",
                     Tags=[{"Key": "eragraph-tenant", "Value": "b"}])
     authorizer = {"iam": {"accessKey": "ASIAEXAMPLE", "accountId": "123456789012", "callerId": "AROAEXAMPLE:me",
                           "principalOrgId": None, "userId": "AROAEXAMPLE:me",

@@ -398,7 +398,15 @@ class LambdaProcess:
                                      env=self.env, text=True, bufsize=1, cwd=str(self.fn.code_dir))
         threading.Thread(target=self._read, daemon=True).start()
         self.ready = self._next(timeout)
+        self._judge(self.ready)
         return self.ready
+
+    def _judge(self, reply: dict) -> None:
+        """The IAM judge (tests/iam_judge.py) on the calls the driver recorded: a call this
+        function's role would refuse fails the test."""
+        import iam_judge
+
+        iam_judge.judge_recorded(iam_judge.function_named(self.fn.logical_id), reply.pop("aws_calls", []), self.env)
 
     def invoke(self, event: Any, timeout: float | None = None) -> dict:
         """Run the handler on ``event``; the driver's reply {"ok", "result" | "error", "ms"}."""
@@ -408,7 +416,9 @@ class LambdaProcess:
         self.proc.stdin.write(json.dumps(event) + "\n")
         self.proc.stdin.flush()
         self.invocations += 1
-        return self._next(timeout or self.fn.timeout + 30)
+        reply = self._next(timeout or self.fn.timeout + 30)
+        self._judge(reply)
+        return reply
 
     def result(self, event: Any, timeout: float | None = None) -> Any:
         """The handler's return value; a handler that raised fails the test with its traceback."""
@@ -639,6 +649,10 @@ class LoopbackCloud:
         self.summarize_arn = self.queue_arn(self.summarize_url)
         self.reindex_arn = self.queue_arn(self.reindex_url)
         self.s3.create_bucket(Bucket=self.bucket)
+        # the caller tests/events/api_*.json name (assumed-role/reader): untagged, under the
+        # TenantPrincipalPath whose principals' tags the query role may read (tests/iam_judge.py)
+        session.client("iam", endpoint_url=self.endpoint).create_role(
+            Path="/eragraph/", RoleName="reader", AssumeRolePolicyDocument="{}")
         self.s3.put_bucket_versioning(Bucket=self.bucket, VersioningConfiguration={"Status": "Enabled"})
         # the template's own notification filter, at its default parameters
         self.s3.put_bucket_notification_configuration(Bucket=self.bucket, NotificationConfiguration=bucket_notifications(

@@ -176,6 +176,47 @@ class BedrockStub:
                                     "embeddingsByType": {"float": vec}}, request_id)
 
 
+class CallRecorder:
+    """Every botocore call the function makes (service, operation, parameters, region), for the
+    IAM judge of the test process (tests/iam_judge.py): the cold start's go in the ready line,
+    each invocation's in its reply (``aws_calls``). Payload bodies are left out (IAM does not
+    read them)."""
+
+    BODIES = ("Body", "body", "MessageBody", "Entries", "inputText")
+
+    def __init__(self):
+        self.calls = []
+
+    def install(self):
+        from botocore.client import BaseClient
+
+        call = BaseClient._make_api_call
+        recorder = self
+
+        def _make_api_call(client, operation_name, api_params):
+            params = recorder.keys_only({k: v for k, v in api_params.items() if k not in recorder.BODIES})
+            recorder.calls.append({"service": client.meta.service_model.service_name, "operation": operation_name,
+                                   "params": params, "region": client.meta.region_name})
+            return call(client, operation_name, api_params)
+
+        BaseClient._make_api_call = _make_api_call
+
+    KEYS = ("PK", "SK", "GSI2PK", "GSI2SK")  # the graph table's key attributes (template.yaml)
+
+    def keys_only(self, value):
+        """``value`` with each DynamoDB item cut to its key attributes (IAM reads the keys only)."""
+        if isinstance(value, dict):
+            return {k: ({a: v[a] for a in self.KEYS if a in v} if k == "Item" and isinstance(v, dict)
+                        else self.keys_only(v)) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.keys_only(v) for v in value]
+        return value
+
+    def take(self):
+        out, self.calls = self.calls, []
+        return out
+
+
 def _error(exc):
     return {"type": type(exc).__name__, "message": str(exc),
             "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))[-6000:]}
@@ -229,6 +270,8 @@ def main():
     diag.addFilter(lambda rec: "exception" in rec.getMessage().lower())
     batch_log.addHandler(diag)
 
+    recorder = CallRecorder()
+    recorder.install()
     stub = None
     if args.stub_bedrock:
         stub = BedrockStub(args.stub_bedrock)
@@ -261,7 +304,7 @@ def main():
                      if mod is not sys.modules["__main__"] and getattr(mod, "__file__", None)
                      and not os.path.realpath(mod.__file__).startswith(roots))
     emit({"ready": True, "init_s": init_s, "engine_s": engine_s, "sys_path": sys.path, "foreign_modules": foreign,
-          "python": sys.version, "modules": len(sys.modules)})
+          "python": sys.version, "modules": len(sys.modules), "aws_calls": recorder.take()})
 
     for line in sys.stdin:
         if not line.strip():
@@ -277,6 +320,7 @@ def main():
         except BaseException as exc:
             reply = {"ok": False, "error": _error(exc)}
         reply["ms"] = (time.perf_counter() - t) * 1000.0
+        reply["aws_calls"] = recorder.take()
         if stub is not None:
             reply["bedrock_calls"] = stub.calls
             reply["bedrock_refused"] = list(stub.refused)

@@ -43,9 +43,9 @@ def free_port() -> int:
 def roles(cloud):
     iam = boto3.client("iam", endpoint_url=cloud.endpoint, region_name=dp.REGION,
                        **{k.lower(): v for k, v in dp.FAKE_CREDENTIALS.items()})
-    iam.create_role(RoleName="stream-reader", AssumeRolePolicyDocument="{}",
+    iam.create_role(Path="/eragraph/", RoleName="stream-reader", AssumeRolePolicyDocument="{}",
                     Tags=[{"Key": "eragraph-tenant", "Value": "acme"}])
-    iam.create_role(RoleName="stream-untagged", AssumeRolePolicyDocument="{}")
+    iam.create_role(Path="/eragraph/", RoleName="stream-untagged", AssumeRolePolicyDocument="{}")
 
 
 @contextlib.contextmanager

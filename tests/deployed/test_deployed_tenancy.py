@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import json
 
+import iam_judge
 import pytest
 from lambda_support import event
 
@@ -40,9 +41,9 @@ def uploaded(cloud, functions):
 
     iam = boto3.client("iam", endpoint_url=cloud.endpoint, region_name=dp.REGION,
                        **{k.lower(): v for k, v in dp.FAKE_CREDENTIALS.items()})
-    iam.create_role(RoleName="acme-reader", AssumeRolePolicyDocument="{}",
+    iam.create_role(Path="/eragraph/", RoleName="acme-reader", AssumeRolePolicyDocument="{}",
                     Tags=[{"Key": "eragraph-tenant", "Value": "acme"}])
-    iam.create_role(RoleName="untagged-reader", AssumeRolePolicyDocument="{}")
+    iam.create_role(Path="/eragraph/", RoleName="untagged-reader", AssumeRolePolicyDocument="{}")
     return {"tenant": tenant_docs, "default": default_docs, "delivered": delivered}
 
 
@@ -68,6 +69,11 @@ def test_a_tagged_caller_reads_its_tenant_only(cloud, functions, uploaded):
 
 @pytest.mark.parametrize("role", ["untagged-reader", "no-such-role"])
 def test_a_caller_without_a_tenant_gets_403(functions, uploaded, role):
-    status, body = query_as(functions["query"], role)
+    # a role that does not exist is under no path the query role may read: IAM refuses the tag
+    # read (AccessDenied, where moto says NoSuchEntity); either way the caller has no tenant
+    with iam_judge.captured() as refused:
+        status, body = query_as(functions["query"], role)
     assert status == 403, body
+    assert (refused == []) is (role == "untagged-reader"), refused
+    assert all("iam:ListRoleTags on arn:aws:iam::123456789012:role/no-such-role" in r for r in refused), refused
     assert "names no tenant" in body["message"]

@@ -1,6 +1,8 @@
 """The status counters: how many documents are in each stored state, under the tenant and under
 each of a source's first directories, kept by the status store in the same write as the status
-record (so a listing's counts never read the records).
+record (so a listing's counts never read the records). One exception on AWS: the API's
+``received`` (POST /documents) is written uncounted, its role holding no grant on the counters,
+and the ingest's next write of that record counts it (adapters.aws.status_dynamodb).
 
 A status counts under ``""`` (the whole tenant) and under every prefix of its source that ends
 with ``/``, up to ``COUNTED_DIRS`` of them (``s3://bucket/a/b.txt`` counts under ``""``,

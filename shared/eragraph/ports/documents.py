@@ -32,7 +32,12 @@ class DocumentStore(Protocol):
 @runtime_checkable
 class StatusStore(Protocol):
     # document statuses (domain.doc_status): one record per doc id, listed by source prefix
-    def put_doc_status(self, status: DocStatus) -> None: ...  # replaces the doc id's record
+    def put_doc_status(self, status: DocStatus, count: bool = True) -> None:
+        """Replace the doc id's record. ``count=False``: the writer may not write the counters
+        (the API's role: POST /documents), so the record is stored uncounted and the next
+        counted write of it (the ingest's, when the object's event arrives) or the migration
+        counts it; a store whose writers all may write the counters counts it at once."""
+        ...
     def get_doc_status(self, doc_id: str) -> DocStatus | None: ...  # one read
     def doc_statuses(self, prefix: str = "") -> list[DocStatus]:
         """The records whose source starts with ``prefix``, by source: reads that prefix only."""

@@ -38,18 +38,22 @@ from .announce import dirty_key, shard_of
 from .engine import Engine
 
 
-def _put(engine: Engine, doc_id: str, source: str, state: str, now: float | None = None, **fields) -> DocStatus:
+def _put(engine: Engine, doc_id: str, source: str, state: str, now: float | None = None, count: bool = True,
+         **fields) -> DocStatus:
     stamp = time.time() if now is None else now
     before = engine.graph.get_doc_status(doc_id)
     keep = before is not None and before.source == source and before.state == RECEIVED
     status = DocStatus(doc_id=doc_id, source=source, state=state,
                        received_at=before.received_at if keep else stamp, updated_at=stamp, **fields)
-    engine.graph.put_doc_status(status)
+    engine.graph.put_doc_status(status, count=count)
     return status
 
 
-def record_received(engine: Engine, doc_id: str, source: str, now: float | None = None) -> DocStatus:
-    return _put(engine, doc_id, source, RECEIVED, now)
+def record_received(engine: Engine, doc_id: str, source: str, now: float | None = None,
+                    count: bool = True) -> DocStatus:
+    """``count=False``: the API's write (POST /documents), whose role may not write the status
+    counters: the ingest counts the record when the object's event arrives (StatusStore)."""
+    return _put(engine, doc_id, source, RECEIVED, now, count)
 
 
 def record_indexed(engine: Engine, doc_id: str, source: str, codes: Iterable[int], content_hash: str = "",
@@ -58,8 +62,9 @@ def record_indexed(engine: Engine, doc_id: str, source: str, codes: Iterable[int
     return _put(engine, doc_id, source, INDEXED, now, pending_shards=shards, content_hash=content_hash)
 
 
-def record_failed(engine: Engine, source: str, reason: str, doc_id: str = "", now: float | None = None) -> DocStatus:
-    return _put(engine, doc_id or document_id_for_source(source), source, FAILED, now,
+def record_failed(engine: Engine, source: str, reason: str, doc_id: str = "", now: float | None = None,
+                  count: bool = True) -> DocStatus:
+    return _put(engine, doc_id or document_id_for_source(source), source, FAILED, now, count,
                 reason=reason or "failed (no reason given)")
 
 

@@ -196,11 +196,13 @@ def submit(engine: Engine, pipeline: DocumentPipeline, uploads: Sequence[Upload]
         key = pipeline.key_for(engine.tenant, up.source)
         source = pipeline.source_of(engine, key)
         doc_id = document_id_for_source(source)
-        doc_status.record_received(engine, doc_id, source)  # before the object: its event finds it
+        # before the object: its event finds it. Uncounted: the API's role writes no counter (the
+        # COUNT partition holds the graph layout's too); the ingest counts it on that event
+        doc_status.record_received(engine, doc_id, source, count=False)
         try:
             _store(engine, key, doc_id, up.data, metadata)
         except ValueError as exc:  # a key the blob store refuses
-            doc_status.record_failed(engine, source, reason("not_stored"), doc_id)
+            doc_status.record_failed(engine, source, reason("not_stored"), doc_id, count=False)
             raise UploadError(f"{up.source}: {exc}") from None
         except OSError as exc:  # the filesystem refuses the name or the write: settled, said without its path
             LOG.warning("upload not stored", extra={"source": up.source, "error": f"{type(exc).__name__}: {exc}"})

@@ -21,7 +21,7 @@ One table, generic key attributes, item kinds told apart by their keys:
     COUNT               SEGSIZE#<layer>#<size>  segments of that size in the layer (``version``, ADD)
     COUNT               STATUS          documents per status counter key (``n_<key>``, ADD)
     STATUSDIR#<prefix>  COUNT           the same under a source directory (status_dynamodb)
-    STATUS#<doc_id>     STATUS          a document's status (``counted``: in the counters)
+    STATUS#<doc_id>     STATUS          a document's status (``counted``: in the counters; else ``counted_as``)
     STATUSBY            <source>\0<id>  the status listing (a copy of the record)
     ENT#<entity>        ENT             an entity of the entity graph: ``freq`` (atomic ADD)
     ENT#<entity>        CHUNK#<chunk>   a posting: ``weight`` = occurrences of the entity in the chunk
@@ -179,6 +179,9 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         # STATUS: 1 once counted in the status counters; the counters (COUNT / STATUS and
         # STATUSDIR#<prefix> / COUNT): documents per counter key (domain.status_counts)
         counted = NumberAttribute(null=True)
+        # STATUS not counted (written by a role that may not write the counters): the record the
+        # counters still hold for it, which its next counted write or the migration replaces
+        counted_as = UnicodeAttribute(null=True)
         n_received = NumberAttribute(null=True)
         n_indexed = NumberAttribute(null=True)
         n_done = NumberAttribute(null=True)

@@ -15,6 +15,13 @@ in the listing, and the status counters (domain.status_counts).
   ``COUNT / STATUS`` also carries ``counted`` = 1 once every record of the namespace is counted
   (a new namespace from its hyperplanes' first write, an older one from its migration);
   until then ``status_counts`` answers None and the counts are read from the records.
+* A write that may not touch the counters (``put_doc_status(..., count=False)``: the API's
+  ``received`` on POST /documents, whose role writes STATUS#, STATUSBY and nothing in the COUNT
+  partition, where the layout's counters live) stores the record uncounted, with ``counted_as``:
+  the record the counters still hold for that document (none for a new one). The next counted
+  write of the record (the ingest's, when the object's event arrives: indexed, failed, or its
+  deletion) counts the change from ``counted_as``; so does the migration. Until then a
+  directory's counts lag its listing by that document.
 
 Why the listing stays one partition: a page in listing order (source, doc id) from N shards
 would read up to N pages and merge them, so GET /documents?limit=100 would read up to N*101
@@ -65,7 +72,11 @@ class DynamoStatusStore(DynamoTable):
         Item = self.Item
         if item is None:
             return Item.PK.does_not_exist()
-        counted = (Item.counted == 1) if item.counted == 1 else Item.counted.does_not_exist()
+        if item.counted == 1:
+            counted = Item.counted == 1
+        else:  # uncounted: and what the counters hold for it is still what was read
+            counted = Item.counted.does_not_exist() & (
+                (Item.counted_as == item.counted_as) if item.counted_as else Item.counted_as.does_not_exist())
         return Item.PK.exists() & (Item.value == item.value) & counted
 
     def _counter_item(self, prefix: str):
@@ -104,17 +115,28 @@ class DynamoStatusStore(DynamoTable):
                  {"actions": [getattr(self.Item, f"n_{key}").add(n) for key, n in row.items()]})
                 for prefix, row in changes.items()]
 
-    def put_doc_status(self, status: DocStatus) -> None:
+    @staticmethod
+    def _counted_as(item, before: DocStatus | None) -> DocStatus | None:
+        """The record the counters hold for ``item`` (None: it is not in them)."""
+        if item is None:
+            return None
+        if item.counted == 1:
+            return before
+        return None if not item.counted_as else DocStatus.from_json(json.loads(item.counted_as))
+
+    def put_doc_status(self, status: DocStatus, count: bool = True) -> None:
         value = json.dumps(status.to_json())
 
         def plan(item, before: DocStatus | None) -> list:
-            ops = [("save", self.Item(PK=f"STATUS#{status.doc_id}", SK="STATUS", value=value, counted=1),
-                    {"condition": self._record_condition(item)}),
+            held = self._counted_as(item, before)
+            record = (self.Item(PK=f"STATUS#{status.doc_id}", SK="STATUS", value=value, counted=1) if count else
+                      self.Item(PK=f"STATUS#{status.doc_id}", SK="STATUS", value=value,
+                                counted_as=None if held is None else json.dumps(held.to_json())))
+            ops = [("save", record, {"condition": self._record_condition(item)}),
                    ("save", self.Item(PK=LISTING, SK=f"{status.source}\0{status.doc_id}", value=value), {})]
             if before is not None and before.source != status.source:
                 ops.append(("delete", self.Item(PK=LISTING, SK=f"{before.source}\0{before.doc_id}"), {}))
-            counted_before = before if item is not None and item.counted == 1 else None
-            return ops + self._count_ops(deltas(counted_before, status))
+            return ops + (self._count_ops(deltas(held, status)) if count else [])
 
         self._transact(status.doc_id, plan)
 
@@ -129,7 +151,7 @@ class DynamoStatusStore(DynamoTable):
             return [("delete", self.Item(PK=f"STATUS#{doc_id}", SK="STATUS"),
                      {"condition": self._record_condition(item)}),
                     ("delete", self.Item(PK=LISTING, SK=f"{before.source}\0{doc_id}"), {}),
-                    *self._count_ops(deltas(before if item.counted == 1 else None, None))]
+                    *self._count_ops(deltas(self._counted_as(item, before), None))]
 
         self._transact(doc_id, plan)
 
@@ -214,7 +236,8 @@ class DynamoStatusStore(DynamoTable):
             if item is None or item.counted == 1:
                 return None
             return [("update", self.Item(PK=f"STATUS#{doc_id}", SK="STATUS"),
-                     {"actions": [self.Item.counted.set(1)], "condition": self._record_condition(item)}),
-                    *self._count_ops(deltas(None, before))]
+                     {"actions": [self.Item.counted.set(1), self.Item.counted_as.remove()],
+                      "condition": self._record_condition(item)}),
+                    *self._count_ops(deltas(self._counted_as(item, before), before))]
 
         return int(self._transact(doc_id, plan))

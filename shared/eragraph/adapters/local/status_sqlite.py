@@ -47,7 +47,7 @@ class SqliteStatusStore(SqliteDb):
         row = conn.execute("SELECT record FROM doc_status WHERE doc_id = ?", (doc_id,)).fetchone()
         return DocStatus.from_json(json.loads(row[0])) if row else None
 
-    def put_doc_status(self, status: DocStatus) -> None:
+    def put_doc_status(self, status: DocStatus, count: bool = True) -> None:  # counted at once (one writer)
         with self._write() as conn:
             before = self._stored_status(conn, status.doc_id)
             conn.execute("INSERT OR REPLACE INTO doc_status (doc_id, source, record) VALUES (?, ?, ?)",

@@ -111,7 +111,7 @@ class MemoryGraphStore:
             for key, n in row.items():
                 mine[key] = mine.get(key, 0) + n
 
-    def put_doc_status(self, status: DocStatus) -> None:
+    def put_doc_status(self, status: DocStatus, count: bool = True) -> None:  # counted at once (one writer)
         self._count_status(self._statuses.get(status.doc_id), status)
         self._statuses[status.doc_id] = status
 
