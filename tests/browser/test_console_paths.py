@@ -255,6 +255,8 @@ def test_a_second_tenant_s_documents_never_appear(page):
     expect(page.locator("#view-graph")).to_have_attribute("data-state", "ready")
     labels = page.evaluate("window.eragraphSummaryGraph.nodes().map((n) => n.data('label') || '').join(' ')")
     assert "Gdynia" in labels and "Zanzibar" not in labels and "cloves" not in labels
+    page.locator("#graph-bands li").first.locator("button", has_text="Open").click()
+    node_shown(page)
     page.click("#tab-entities")
     page.fill("#ent-query", "Where does Zanzibar grow cloves?")
     page.click("#ent-submit")
@@ -266,6 +268,10 @@ def test_a_second_tenant_s_documents_never_appear(page):
     page.select_option("#tenant-select", "other")
     expect(page.locator("#doc-rows")).to_contain_text("cloves")
     expect(page.locator("#doc-rows")).not_to_contain_text("harbours.jsonl")
+    page.click("#tab-graph")  # the node opened in the tenant before is not on screen any more
+    expect(page.locator("#view-graph")).to_have_attribute("data-state", "ready")
+    expect(page.locator("#node-detail")).not_to_have_attribute("data-node", re.compile(".*"))
+    expect(page.locator("#node-detail")).not_to_contain_text("Gdynia")
     page.click("#tab-entities")  # the same question now meets that tenant's entities (the check above could fail)
     page.fill("#ent-query", "Where does Zanzibar grow cloves?")
     page.click("#ent-submit")

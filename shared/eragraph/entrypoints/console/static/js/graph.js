@@ -48,8 +48,7 @@ function mount(panel) {
           h("button", { type: "button", id: "change-refresh", onclick: () => changes() }, "Refresh")),
         ui.cost)));
   ui.changeSelect.addEventListener("change", () => highlight(groups[Number(ui.changeSelect.value)]));
-  clear(ui.node, h("p", { class: "hint", text: "Click a summary (or pick one from a layer below) to see its members." }));
-  ui.node.dataset.state = "ready";
+  hint();
 }
 
 async function show() {
@@ -62,6 +61,15 @@ function reset() {
   trail = [];
   clear(ui.trail);
   drawn = null; // another tenant: its graph is drawn whatever it holds
+  opening += 1; // and no node of the tenant before is drawn (nor an answer still on its way)
+  shown = null;
+  hint();
+}
+
+function hint() {
+  clear(ui.node, h("p", { class: "hint", text: "Click a summary (or pick one from a layer below) to see its members." }));
+  delete ui.node.dataset.node;
+  ui.node.dataset.state = "ready";
 }
 
 async function draw() {
