@@ -52,7 +52,7 @@ def _dynamodb_backend(cloud: LoopbackCloud) -> Any:
     from moto.dynamodb.models import dynamodb_backends
 
     for account in dynamodb_backends:
-        for region, backend in dynamodb_backends[account].items():
+        for backend in dynamodb_backends[account].values():
             if cloud.table in backend.tables:
                 return backend
     raise AssertionError(f"no moto DynamoDB backend holds {cloud.table}")
