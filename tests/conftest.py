@@ -38,7 +38,10 @@ def engine() -> Engine:
 # corpus ingested once) is one group, run whole on one worker, so that the fixture is set up
 # once, not once per worker; every other test is a group of its own. The groups are read from the
 # test files' source by the controller (which collects nothing): xdist's own loadgroup marks a
-# group by rewriting the test's node id, which pytest 9.2 no longer reads.
+# group by rewriting the test's node id, which pytest 9.2 no longer reads. A file that sets
+# ``SPREAD_OVER_WORKERS = True`` at its top level is spread test by test whatever its fixtures:
+# it shares its costly set-up across workers itself (tests/deployed/parity_snapshot.py), and a
+# worker that runs several of its tests apart sets up only its cheap module fixtures again.
 
 SHARED_SCOPES = {"module", "class", "package"}
 
@@ -57,6 +60,18 @@ def _defines_shared_fixture(path: Path) -> bool:
                         for kw in dec.keywords):
                     return True
     return False
+
+
+@functools.cache
+def spreads_over_workers(test_file: str) -> bool:
+    """Whether ``test_file`` (relative to the root) sets ``SPREAD_OVER_WORKERS = True``."""
+    try:
+        tree = ast.parse((TESTS.parent / test_file).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return False
+    return any(isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and node.value.value is True
+               and any(isinstance(t, ast.Name) and t.id == "SPREAD_OVER_WORKERS" for t in node.targets)
+               for node in tree.body)
 
 
 @functools.cache
@@ -86,7 +101,7 @@ def pytest_xdist_make_scheduler(config, log):
 
         def _split_scope(self, nodeid: str) -> str:
             test_file = nodeid.split("::", 1)[0]
-            return test_file if shares_fixtures(test_file) else nodeid
+            return test_file if shares_fixtures(test_file) and not spreads_over_workers(test_file) else nodeid
 
     return SharedFixtureScheduling(config, log)
 

@@ -8,6 +8,16 @@ import pytest
 from console_support import Generator, build_store, chromium_or_skip
 from serve_support import serving
 
+# expect() waits for the page's state; on a loaded machine the served store's first query (spaCy
+# loaded in the server) takes longer than Playwright's default 5 s: the same bound as the page's
+# actions (15 s, below) and more, never a verdict read from a clock
+try:
+    from playwright.sync_api import expect
+except ImportError:  # chromium_or_skip says why the tests skip
+    pass
+else:
+    expect.set_options(timeout=20_000)
+
 
 @pytest.fixture(scope="module")
 def chromium_path():

@@ -17,7 +17,12 @@ UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, bu
 
 def test_the_tabs_are_reached_and_switched_by_keyboard_alone(page):
     page.goto("/")
-    page.keyboard.press("Tab")  # the skip link
+    # the header is whole: the tenant switcher (this store has two tenants) is in the tab order
+    expect(page.locator("body")).to_have_attribute("data-tenants", "known")
+    page.keyboard.press("Tab")
+    expect(page.locator("a.skip")).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.locator("#tenant-select")).to_be_focused()
     page.keyboard.press("Tab")
     expect(page.locator("#tab-documents")).to_be_focused()
     expect(page.locator("#view-documents")).to_be_visible()

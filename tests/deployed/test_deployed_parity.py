@@ -4,14 +4,18 @@ environment (S3 -> ingest -> summarize FIFO -> DynamoDB + OpenSearch), with the 
 both sides (the function's environment as the template sets it, hash embeddings, spaCy NER and
 parser, ERAGRAPH_GRAPH_EXACT=false so that the local store runs the push PPR the DynamoDB store
 runs). Identical node ids per layer, an identical store digest (tests/chaos.py's, less the
-documents' S3 versions), identical top-5 ids in every mode for the first 30 of the dataset's questions."""
+documents' S3 versions), identical top-5 ids in every mode for the first 30 of the dataset's questions.
+
+The two stores are built once per test session (parity_snapshot.py: the first worker to need
+them builds them, the others load what it saved), and each test is a unit of work of its own
+(``SPREAD_OVER_WORKERS``, read by tests/conftest.py): the modes run on every worker at once."""
 
 from __future__ import annotations
 
 import copy
 import json
 import os
-from pathlib import Path
+import shutil
 
 import pytest
 from engine_view import dev_aws_engine, digest, environment, node_ids_by_layer
@@ -19,12 +23,15 @@ from lambda_support import event
 
 from chaos import first_difference
 from deployed import SMALL_GRAPH, drain_summarize, function_for, upload_and_ingest
+from parity_snapshot import shared_folder, shared_stores
 from shared_data import SHARED_DATA, need
 from eragraph.services.modes import mode_names
 
-# longer than the suite's per-test limit (pyproject.toml): the module's first test builds both
-# 200-passage stores; ~15 min in all on 2 cores
+# longer than the suite's per-test limit (pyproject.toml): the first test of the session builds
+# both 200-passage stores (3.5 min on an idle 2-core machine), and a test of another worker may
+# wait for that build before its own queries
 pytestmark = pytest.mark.timeout(1800)
+SPREAD_OVER_WORKERS = True
 
 MUSIQUE = SHARED_DATA / "musique"
 PASSAGES, K = 200, 5
@@ -75,7 +82,8 @@ def s3_key(doc) -> str:
 
 @pytest.fixture(scope="module")
 def functions(launch):
-    return {name: launch(name, PARITY) for name in ("ingest", "summarize", "query")}
+    """The three functions as the parity run launches them (not started: their environment)."""
+    return {name: launch(name, PARITY, start=False) for name in ("ingest", "summarize", "query")}
 
 
 @pytest.fixture(scope="module")
@@ -91,28 +99,59 @@ def data():
     return corpus()
 
 
+def build_local(cloud, docs, settings, store):
+    """The local profile on the same documents: the source, title and text the ingest handler
+    gives an S3 object (so that document and chunk ids are the same), ingest then drain; closed."""
+    from eragraph.bootstrap import build_engine
+    from eragraph.bootstrap.local import close
+    from eragraph.services import ingest, resummarize
+
+    with environment(settings):
+        engine = build_engine("local", store=store)
+        ingest.ingest(engine, [ingest.SourceDoc(source=f"s3://{cloud.bucket}/{s3_key(d)}", text=d.text,
+                                                title=s3_key(d).rsplit("/", 1)[-1]) for d in docs])
+        resummarize.drain(engine)
+        close(engine)
+    return store
+
+
 @pytest.fixture(scope="module")
-def aws(cloud, functions, data, settings):
+def stores(cloud, launch, data, settings, tmp_path_factory):
+    """Both stores of the session: the AWS side in this module's ``cloud`` (built through the
+    deployed functions, or loaded), and the saved local store's folder."""
     docs, _ = data
-    upload_and_ingest(cloud, functions["ingest"], {s3_key(d): d.text for d in docs})
-    drain_summarize(cloud, functions["summarize"], limit=2000)
+
+    def build():
+        ingest_fn, summarize_fn = launch("ingest", PARITY), launch("summarize", PARITY)
+        upload_and_ingest(cloud, ingest_fn, {s3_key(d): d.text for d in docs})
+        drain_summarize(cloud, summarize_fn, limit=2000)
+        ingest_fn.close()
+        summarize_fn.close()
+        return build_local(cloud, docs, settings, tmp_path_factory.mktemp("parity-build") / "store")
+
+    local_saved, _ = shared_stores(shared_folder(tmp_path_factory, "deployed-parity"), cloud, build)
+    return local_saved
+
+
+@pytest.fixture(scope="module")
+def aws(cloud, stores, settings):
     return dev_aws_engine(cloud, settings)
 
 
 @pytest.fixture(scope="module")
-def local(cloud, data, settings, tmp_path_factory):
-    """The local profile on the same documents: the source, title and text the ingest handler
-    gives an S3 object (so that document and chunk ids are the same), ingest then drain."""
+def local(stores, settings, tmp_path_factory):
+    """The local store, a copy of the saved one (a query may write: the ledger)."""
     from eragraph.bootstrap import build_engine
-    from eragraph.services import ingest, resummarize
 
-    docs, _ = data
+    store = tmp_path_factory.mktemp("parity-local") / "store"
+    shutil.copytree(stores, store)
     with environment(settings):
-        engine = build_engine("local", store=tmp_path_factory.mktemp("parity-local"))
-        ingest.ingest(engine, [ingest.SourceDoc(source=f"s3://{cloud.bucket}/{s3_key(d)}", text=d.text,
-                                                title=s3_key(d).rsplit("/", 1)[-1]) for d in docs])
-        resummarize.drain(engine)
-    return engine
+        return build_engine("local", store=store)
+
+
+@pytest.fixture(scope="module")
+def query_fn(launch, stores):
+    return launch("query", PARITY)
 
 
 def test_both_sides_run_the_same_settings(functions, settings):
@@ -150,11 +189,11 @@ def aws_top(query_fn, question: str, mode: str) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", mode_names())
-def test_top5_every_mode(aws, local, functions, data, settings, mode):
+def test_top5_every_mode(local, query_fn, data, settings, mode):
     _, questions = data
     differ = []
     for q in questions:
-        want, got = local_top(local, settings, q, mode), aws_top(functions["query"], q, mode)
+        want, got = local_top(local, settings, q, mode), aws_top(query_fn, q, mode)
         if want != got:
             differ.append((q, want, got))
     assert not differ, f"{len(differ)}/{len(questions)} questions differ in {mode}; first: {differ[:3]}"

@@ -7,7 +7,6 @@ streaming sends pieces as they are written, and bad requests are 4xx errors in w
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from support import make_engine, synthetic_docs
@@ -22,8 +21,12 @@ from eragraph.services.modes import available_modes  # noqa: E402
 
 
 class StreamingCiter:
+    """Streams "It ", "is ", "so [1]."; with ``hold`` set, it holds the last piece until the
+    event is set (``released``: whether it was, within ``HOLD_S``, rather than timed out)."""
+
     identity = "stand-in"
-    pause = 0.0
+    hold: threading.Event | None = None
+    released: bool | None = None
 
     def __init__(self) -> None:
         self.questions: list[str] = []
@@ -35,10 +38,15 @@ class StreamingCiter:
 
     def stream(self, question, evidence, **_):
         self.questions.append(question)
-        for piece in ("It ", "is ", "so [1]."):
-            time.sleep(self.pause)
+        for piece in ("It ", "is "):
             yield piece
+        if self.hold is not None:
+            self.released = self.hold.wait(HOLD_S)
+        yield "so [1]."
         yield Answer(text="It is so [1].", cited_ids=(evidence[0][0],), tokens_in=12, tokens_out=3, model="stand-in")
+
+
+HOLD_S = 30.0  # a bound on a hold that no read releases (a buffered stream), not a measure
 
 
 @pytest.fixture(scope="module")
@@ -83,20 +91,26 @@ def test_a_completion_answers_with_citations_in_the_text_and_a_field(served):
 
 def test_a_stream_sends_pieces_as_the_generator_writes_them(served):
     engine, client = served
-    engine.generator.pause = 0.3
+    release = threading.Event()
+    engine.generator.hold, engine.generator.released = release, None
     try:
-        started = time.perf_counter()
         stream = client.chat.completions.create(model="eragraph-collapsed", stream=True,
                                                 stream_options={"include_usage": True},
                                                 messages=[{"role": "user", "content": "What is item d5 called?"}])
-        seen = [(time.perf_counter() - started, chunk) for chunk in stream]
+        seen = []
+        for chunk in stream:
+            seen.append((release.is_set(), chunk))
+            if chunk.choices and chunk.choices[0].delta.content == "It ":
+                release.set()  # the first piece is here while the generator still holds the last
     finally:
-        engine.generator.pause = 0.0
+        engine.generator.hold = None
+        release.set()
     text = "".join(c.choices[0].delta.content or "" for _, c in seen if c.choices)
     assert text.startswith("It is so [1].") and "Sources:\n[1] " in text
-    pieces = [(t, c) for t, c in seen if c.choices and c.choices[0].delta.content == "so [1]."]
-    firsts = [(t, c) for t, c in seen if c.choices and c.choices[0].delta.content == "It "]
-    assert pieces and firsts and pieces[0][0] - firsts[0][0] > 0.4  # streamed, not buffered
+    # streamed, not buffered: the client's read of the first piece released the generator (a
+    # buffered reply would have reached the client only after the hold timed out)
+    assert engine.generator.released is True
+    assert [held for held, c in seen if c.choices and c.choices[0].delta.content == "so [1]."] == [True]
     finish = [c for _, c in seen if c.choices and c.choices[0].finish_reason == "stop"]
     assert len(finish) == 1 and finish[0].model_extra["citations"][0]["index"] == 1
     assert seen[-1][1].usage.completion_tokens == 3

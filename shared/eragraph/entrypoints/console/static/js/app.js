@@ -55,6 +55,15 @@ function keyboard(event) {
 }
 
 async function tenants() {
+  try {
+    await tenantSwitcher();
+  } finally {
+    // the header is whole (with or without the switcher): what the keyboard reaches is known
+    document.body.dataset.tenants = "known";
+  }
+}
+
+async function tenantSwitcher() {
   let body;
   try {
     body = await get("/tenants");

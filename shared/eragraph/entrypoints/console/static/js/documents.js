@@ -1,9 +1,11 @@
 // Documents: the list by source prefix with its counts per state and each failure's reason,
 // paged by cursor; upload by drag and drop or a file input (POST /documents: text, or base64
-// bytes for any other file); delete; polling while anything is not done.
+// bytes for any other file); delete; polling while anything is not done. A poll draws again only
+// the rows, counts and uploads whose content changed (dom.keyed): a Delete button armed under
+// the pointer stays armed while the list is read again.
 
 import { ApiError, changed, del, get, post, query } from "./api.js";
-import { clear, field, fmtTime, h, say } from "./dom.js";
+import { field, fmtTime, h, keyed, say } from "./dom.js";
 
 const STATES = [["received", "Received"], ["indexed", "Indexed"], ["summaries_pending", "Summaries pending"],
   ["done", "Done"], ["failed", "Failed"]];
@@ -99,10 +101,12 @@ async function load() {
     ui.panel.dataset.state = "ready";
     return;
   }
-  clear(ui.counts, h("div", { dataset: { state: "total" } }, h("dt", {}, "Total"), h("dd", { text: body.total })),
-    STATES.map(([key, label]) => h("div", { dataset: { state: key } }, h("dt", {}, label), h("dd", { text: body[key] ?? 0 }))));
-  clear(ui.rows, body.documents.map(row));
-  if (!body.documents.length) ui.rows.append(h("tr", {}, h("td", { colspan: 5, text: "No documents under this prefix." })));
+  keyed(ui.counts, [["total", "Total", body.total], ...STATES.map(([key, label]) => [key, label, body[key] ?? 0])], {
+    key: ([key]) => key, make: ([key, label, count]) => h("div", { dataset: { state: key } }, h("dt", {}, label), h("dd", { text: count })) });
+  const rows = body.documents.length ? body.documents : [null];
+  keyed(ui.rows, rows, { key: (doc) => (doc ? "doc:" + doc.doc_id : "none"),
+    sign: (doc) => JSON.stringify(doc && [doc.source, doc.state, doc.reason || "", doc.updated || doc.updated_at || null]),
+    make: (doc) => (doc ? row(doc) : h("tr", {}, h("td", { colspan: 5, text: "No documents under this prefix." }))) });
   pages.next = body.next_cursor ?? null;
   ui.prev.disabled = pages.at === 0;
   ui.next.disabled = !pages.next;
@@ -174,10 +178,11 @@ async function upload(files) {
 }
 
 function renderUploads() {
-  clear(ui.uploads, [...uploads.entries()].map(([id, up]) => h("li", { class: "upload " + up.state, dataset: { docId: id, state: up.state } },
-    h("span", { class: "source", text: up.source }), " ",
-    h("span", { class: "state " + up.state, text: up.state === "refused" ? "Upload failed" : label(up.state) }),
-    up.reason ? h("span", { class: "reason", text: " — " + up.reason }) : null)));
+  keyed(ui.uploads, [...uploads.entries()], { key: ([id]) => id, sign: ([, up]) => JSON.stringify([up.source, up.state, up.reason || ""]),
+    make: ([id, up]) => h("li", { class: "upload " + up.state, dataset: { docId: id, state: up.state } },
+      h("span", { class: "source", text: up.source }), " ",
+      h("span", { class: "state " + up.state, text: up.state === "refused" ? "Upload failed" : label(up.state) }),
+      up.reason ? h("span", { class: "reason", text: " — " + up.reason }) : null) });
 }
 
 async function poll() {

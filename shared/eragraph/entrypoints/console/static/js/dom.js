@@ -29,6 +29,44 @@ export function clear(el, ...children) {
   return append(el, children);
 }
 
+// The children of ``parent`` made from ``items``, one element per key, in the items' order: an
+// element whose key and signature (by default the item as JSON) are unchanged is kept as it is,
+// not made again, so a button under the pointer stays attached, with its focus and any state it
+// holds; the others are made by ``make(item)``, and the elements no item keys any more go.
+// Returns whether anything changed.
+export function keyed(parent, items, { key, make, sign = (item) => JSON.stringify(item) }) {
+  const before = new Map();
+  for (const el of parent.children) if (el.dataset.key !== undefined) before.set(el.dataset.key, el);
+  const wanted = items.map((item) => {
+    const k = String(key(item));
+    const signature = sign(item);
+    const kept = before.get(k);
+    if (kept && kept.dataset.sign === signature) return kept;
+    const made = make(item);
+    made.dataset.key = k;
+    made.dataset.sign = signature;
+    return made;
+  });
+  const keep = new Set(wanted);
+  let changed = false;
+  for (const child of [...parent.childNodes]) {
+    if (!keep.has(child)) {
+      child.remove();
+      changed = true;
+    }
+  }
+  let at = parent.firstChild;
+  for (const el of wanted) {
+    if (el === at) {
+      at = at.nextSibling;
+    } else {
+      parent.insertBefore(el, at);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
 export function fmtNumber(value, digits = 0) {
   if (value === null || value === undefined || Number.isNaN(value)) return "–";
   return Number(value).toLocaleString("en", { maximumFractionDigits: digits });

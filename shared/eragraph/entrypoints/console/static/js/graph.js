@@ -3,10 +3,17 @@
 // click (or the lists beside it) opens a node (GET /nodes/{id}) and its members down to the
 // chunks' text; the re-summarized summaries of an upload are highlighted layer by layer with
 // their calls and tokens against the rebuild estimate (GET /changes).
+//
+// Nothing on screen is made again unless what it shows changed: the graph is drawn again only
+// when its layers' nodes changed, the layer list and the trail are keyed (dom.keyed), and the
+// node opened is drawn only from the answer to the last click (an earlier answer arriving later
+// is dropped), and not at all when it is the node already shown, unchanged. ``#node-detail``
+// says what it shows: data-state "loading" while a node is read, "ready" once ``data-node`` (its
+// id) is drawn (the browser tests wait on it).
 
 import cytoscape from "../vendor/cytoscape/cytoscape.esm.min.mjs";
 import { get, query, stats as readStats } from "./api.js";
-import { clear, h, say } from "./dom.js";
+import { clear, h, keyed, say } from "./dom.js";
 import { changeGroups, costPanel } from "./changes.js";
 import { bandLayout } from "./layout.js";
 
@@ -18,6 +25,9 @@ let cy = null;
 let bands = []; // {layer, total, nodes, next_cursor, sampled}
 let groups = [];
 let trail = []; // the nodes opened, from the first to the one shown
+let drawn = null; // the signature of the nodes the graph draws (drawn again only when it changes)
+let opening = 0; // the number of the last node asked for: only its answer is drawn
+let shown = null; // the signature of the node on screen
 
 function mount(panel) {
   ui.panel = panel;
@@ -38,7 +48,7 @@ function mount(panel) {
           h("button", { type: "button", id: "change-refresh", onclick: () => changes() }, "Refresh")),
         ui.cost)));
   ui.changeSelect.addEventListener("change", () => highlight(groups[Number(ui.changeSelect.value)]));
-  clear(ui.node, h("p", { class: "hint", text: "Click a summary (or pick one from a layer below) to see its members." }));
+  hint();
 }
 
 async function show() {
@@ -50,6 +60,16 @@ async function show() {
 function reset() {
   trail = [];
   clear(ui.trail);
+  drawn = null; // another tenant: its graph is drawn whatever it holds
+  opening += 1; // and no node of the tenant before is drawn (nor an answer still on its way)
+  shown = null;
+  hint();
+}
+
+function hint() {
+  clear(ui.node, h("p", { class: "hint", text: "Click a summary (or pick one from a layer below) to see its members." }));
+  delete ui.node.dataset.node;
+  ui.node.dataset.state = "ready";
 }
 
 async function draw() {
@@ -69,7 +89,9 @@ async function draw() {
   const missing = bands.find((b) => b.error);
   say(ui.message, missing ? `The layers' nodes could not be read (${missing.error}); the counts come from GET /stats.` :
     "Layers top to bottom; an edge joins a node to the summary of its segment. Click a summary to open it.", missing ? "error" : "info");
-  render();
+  const signature = JSON.stringify(bands.map((b) => [b.layer, b.total, b.sampled, b.nodes]));
+  if (signature !== drawn || !cy) render();
+  drawn = signature;
   listBands();
   ui.panel.dataset.nodes = String(bands.reduce((n, b) => n + b.nodes.length, 0));
   ui.panel.dataset.state = "ready"; // its layers are drawn (eragraph bench console waits for it)
@@ -119,14 +141,20 @@ function render() {
     cy.center();
   }
   cy.on("tap", "node.summary, node.chunk", (event) => open(event.target.id(), true));
+  if (trail.length) cy.getElementById(trail[trail.length - 1].id).addClass("open");
+  const picked = groups[Number(ui.changeSelect.value)];
+  if (picked) for (const id of picked.summaries) cy.getElementById(id).addClass("changed");
   window.eragraphSummaryGraph = cy; // for the browser tests and the curious
 }
 
 function listBands() {
-  clear(ui.bands, bands.map((band) => h("li", {},
+  // keyed by layer: a band whose nodes are unchanged keeps its picker (and the choice made in it)
+  keyed(ui.bands, bands, { key: (band) => band.layer,
+    sign: (band) => JSON.stringify([band.total, band.sampled, band.next_cursor, band.nodes.map((n) => [n.id, n.label, n.members])]),
+    make: (band) => h("li", {},
     h("span", { text: `Layer ${band.layer}: ${band.total} nodes` + (band.nodes.length < band.total ? `, ${band.nodes.length} drawn${band.sampled ? " (sampled)" : ""}` : "") }),
     band.nodes.length ? nodePicker(band) : null,
-    band.next_cursor ? h("button", { type: "button", onclick: () => more(band) }, `Draw ${PER_LAYER} more of layer ${band.layer}`) : null)));
+    band.next_cursor ? h("button", { type: "button", onclick: () => more(band) }, `Draw ${PER_LAYER} more of layer ${band.layer}`) : null) });
 }
 
 function nodePicker(band) {
@@ -140,18 +168,26 @@ async function more(band) {
   const page = await get(`/graph/layers/${band.layer}` + query({ limit: PER_LAYER, cursor: band.next_cursor }));
   band.nodes.push(...page.nodes);
   band.next_cursor = page.next_cursor;
+  drawn = null;
   render();
   listBands();
 }
 
 async function open(id, fresh) {
+  const asked = ++opening;
+  ui.node.dataset.state = "loading";
+  ui.node.setAttribute("aria-busy", "true");
   let node;
   try {
     node = await get("/nodes/" + encodeURIComponent(id));
   } catch (error) {
+    if (asked !== opening) return; // a later click is being answered
+    shown = null;
     clear(ui.node, h("p", { class: "error", role: "alert", text: `Could not open ${id}: ${error.message}` }));
+    settle(id);
     return;
   }
+  if (asked !== opening) return;
   const at = trail.findIndex((n) => n.id === node.id);
   if (fresh) trail = [node];
   else if (at >= 0) trail = trail.slice(0, at + 1);
@@ -160,7 +196,26 @@ async function open(id, fresh) {
     cy.nodes(".open").removeClass("open");
     cy.getElementById(node.id).addClass("open");
   }
-  clear(ui.trail, trail.map((n) => h("li", {}, h("button", { type: "button", class: "link", onclick: () => open(n.id, false) }, `L${n.layer} ${n.id}`))));
+  keyed(ui.trail, trail, { key: (n) => n.id, sign: (n) => `L${n.layer} ${n.id}`,
+    make: (n) => h("li", {}, h("button", { type: "button", class: "link", onclick: () => open(n.id, false) }, `L${n.layer} ${n.id}`)) });
+  const signature = JSON.stringify([node.id, node.layer, node.tokens, node.source, node.text,
+    (node.children || []).map((c) => [c.id, c.layer, c.label])]);
+  if (signature !== shown) {
+    shown = signature;
+    drawNode(node);
+  }
+  settle(node.id);
+  // the button that opened it went with the node it was in: the keyboard goes on from the node opened
+  if (!document.activeElement || document.activeElement === document.body) ui.node.focus();
+}
+
+function settle(id) {
+  ui.node.dataset.node = id;
+  ui.node.dataset.state = "ready";
+  ui.node.removeAttribute("aria-busy");
+}
+
+function drawNode(node) {
   clear(ui.node,
     h("p", { class: "badges" }, h("span", { class: "badge", text: node.layer === 0 ? "chunk" : `summary, layer ${node.layer}` }),
       h("span", { class: "badge", text: `${node.tokens} tokens` }), node.source ? h("span", { class: "badge", text: node.source }) : null),
@@ -168,21 +223,25 @@ async function open(id, fresh) {
     node.children && node.children.length ? h("div", {}, h("h4", { text: `Members (${node.children.length})` }),
       h("ul", { class: "members", id: "node-members" }, node.children.map((c) => h("li", {},
         h("button", { type: "button", class: "link", dataset: { id: c.id }, onclick: () => open(c.id, false) }, `L${c.layer} · ${c.label}`))))) : null);
-  // the button that opened it was re-drawn: the keyboard goes on from the node opened
-  if (!document.activeElement || document.activeElement === document.body) ui.node.focus();
 }
 
 async function changes() {
   try {
     const body = await get("/changes" + query({ limit: 50 }));
+    const picked = groups[Number(ui.changeSelect.value)];
     groups = changeGroups(body.changes);
-    clear(ui.changeSelect, groups.map((g, i) => h("option", { value: i, text: g.title })));
+    // keyed by the record that started the change: the list read again keeps the change picked
+    keyed(ui.changeSelect, groups, { key: (g) => g.head.id, sign: (g) => g.title,
+      make: (g) => h("option", { text: g.title }) });
+    groups.forEach((g, i) => { ui.changeSelect.options[i].value = String(i); });
+    const again = picked ? groups.findIndex((g) => g.head.id === picked.head.id) : -1;
+    ui.changeSelect.value = String(Math.max(0, again));
     ui.rebuild = body.rebuild;
     ui.changeRow.hidden = !groups.length;
-    if (groups.length) highlight(groups[0]);
-    else clear(ui.cost, h("p", { class: "hint", text: "No change recorded yet: upload a document and come back." }));
+    if (groups.length) highlight(groups[Math.max(0, again)]);
+    else costShown(null, () => clear(ui.cost, h("p", { class: "hint", text: "No change recorded yet: upload a document and come back." })));
   } catch (error) {
-    clear(ui.cost, h("p", { class: "hint", text: `Changes are not available here (GET /changes: ${error.message}).` }));
+    costShown(null, () => clear(ui.cost, h("p", { class: "hint", text: `Changes are not available here (GET /changes: ${error.message}).` })));
   }
 }
 
@@ -192,7 +251,14 @@ function highlight(group) {
     cy.nodes(".changed").removeClass("changed");
     for (const id of group.summaries) cy.getElementById(id).addClass("changed");
   }
-  clear(ui.cost, costPanel(group, ui.rebuild, (id) => open(id, true)));
+  costShown(JSON.stringify([group.head, group.layers, ui.rebuild]), () => clear(ui.cost, costPanel(group, ui.rebuild, (id) => open(id, true))));
+}
+
+// The cost panel is drawn again only when what it shows changed (its buttons open summaries).
+function costShown(signature, draw) {
+  if (signature !== null && signature === ui.costSignature) return;
+  ui.costSignature = signature;
+  draw();
 }
 
 export default { mount, show, reset };
