@@ -14,6 +14,10 @@ What ``install`` adds:
   TransactWriteItems whose items add up to more than 4 MB (ValidationException); TransactGetItems
   takes 100 items, as AWS does (moto refused more than 25: a fake stricter than AWS hides
   nothing, but it would refuse a read the adapters may make);
+- DynamoDB: each request is atomic, as a real table's single-item conditional writes and
+  transactions are (moto's in-process backend is not thread-safe: two threads' conditional
+  writes could both read the old item and both succeed, so a test of concurrent writers could
+  pass or fail by the machine's load);
 - SQS: a message's size is its body's UTF-8 bytes plus its attributes' names, types and values
   (moto counted the body's characters only), at most 256 KiB or the queue's MaximumMessageSize
   if lower (InvalidParameterValue), and a SendMessageBatch's messages together at most 256 KiB
@@ -26,6 +30,7 @@ tests/conftest.py installs it in the test process, where the moto mocks and serv
 from __future__ import annotations
 
 import functools
+import threading
 from typing import Any
 
 BATCH_WRITE_MAX = 25
@@ -102,8 +107,17 @@ def _dynamodb() -> None:
             raise _validation(f"Transaction request cannot be larger than 4 MB (its items: {size} bytes)")
         return transact_write(self)
 
+    call_action = handler.call_action
+    one_at_a_time = threading.RLock()
+
+    @functools.wraps(call_action)
+    def atomic_call_action(self):
+        with one_at_a_time:
+            return call_action(self)
+
     batch_write_item.aws_limits = True
     handler.batch_write_item, handler.transact_write_items = batch_write_item, transact_write_items
+    handler.call_action = atomic_call_action
     responses.TRANSACTION_MAX_ITEMS = TRANSACT_GET_MAX  # read by transact_get_items only
 
 
