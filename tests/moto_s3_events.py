@@ -42,13 +42,17 @@ def s3_record(record: dict, key: Any) -> dict:
     shaped = {"key": quote_plus(key.name, safe="/"), **({} if removed else {"size": obj["size"], "eTag": obj["eTag"]}),
               **({"versionId": str(key.version_id)} if getattr(key, "version_id", None) not in (None, "null") else {}),
               "sequencer": sequencer()}
+    return as_s3_sends({**record, "s3": {**record["s3"], "object": shaped}})
+
+
+def as_s3_sends(record: dict) -> dict:
+    """``record`` (its ``s3.object`` already S3's) with the identity and request fields S3 adds."""
     n = next(_ids)
     return {**{k: v for k, v in record.items() if k != "s3"},
             "userIdentity": {"principalId": "AWS:AIDAEXAMPLE"},
             "requestParameters": {"sourceIPAddress": "127.0.0.1"},
             "responseElements": {"x-amz-request-id": f"{n:016X}", "x-amz-id-2": f"moto/{n:032X}"},
-            "s3": {**record["s3"], "bucket": {**record["s3"]["bucket"], "ownerIdentity": {"principalId": "AEXAMPLE"}},
-                   "object": shaped}}
+            "s3": {**record["s3"], "bucket": {**record["s3"]["bucket"], "ownerIdentity": {"principalId": "AEXAMPLE"}}}}
 
 
 def install() -> bool:

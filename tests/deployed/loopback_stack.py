@@ -28,6 +28,7 @@ from pathlib import Path
 from urllib.parse import quote_plus
 
 import deployed as dp
+import moto_s3_events
 
 AWS_TESTS = Path(__file__).resolve().parents[1] / "aws"
 
@@ -219,14 +220,16 @@ class RemovalNotifications:
                 event = notifications.S3NotificationEvent.OBJECT_REMOVED_DELETE_MARKER_CREATED_EVENT
                 for config in bucket.notification_configuration.queue:
                     if config.matches(event, key_name):
-                        body = {"Records": [{
+                        # the sequencer in the same order as the notifications moto sends (S3 compares
+                        # sequencers right-padded: one zero-padded on the left would read as older)
+                        body = {"Records": [moto_s3_events.as_s3_sends({
                             "eventVersion": "2.1", "eventSource": "aws:s3", "awsRegion": bucket.region_name,
                             "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
                             "eventName": event[3:], "s3": {
                                 "s3SchemaVersion": "1.0", "configurationId": config.id,
                                 "bucket": {"name": bucket.name, "arn": bucket.arn},
-                                "object": {"key": quote_plus(key_name), "versionId": meta["version-id"],
-                                           "sequencer": f"{time.time_ns():032X}"}}}]}
+                                "object": {"key": quote_plus(key_name, safe="/"), "versionId": meta["version-id"],
+                                           "sequencer": moto_s3_events.sequencer()}}})]}
                         notifications._send_sqs_message(backend.account_id, body, config.arn.split(":")[-1],
                                                         config.arn.split(":")[3])
             return out
