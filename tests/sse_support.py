@@ -15,7 +15,7 @@ def delta(text: str) -> dict:
 
 class SSEServer:
     """Streams ``events`` (dicts, or raw str lines) as SSE; before the event at ``hold_before``
-    it waits until ``release`` is set (at most ``hold_seconds``). ``sent`` counts events flushed
+    it waits until ``release`` is set (at most ``hold_seconds``). ``sent`` counts events handed
     to the socket."""
 
     def __init__(self, events: list, hold_before: int | None = None, status: int = 200,
@@ -38,9 +38,9 @@ class SSEServer:
                     if i == outer.hold_before:
                         outer.release.wait(outer.hold_seconds)
                     line = event if isinstance(event, str) else "data: " + json.dumps(event)
+                    outer.sent += 1  # counted before it is written: a reader may have it before the write returns
                     self.wfile.write((line + "\n\n").encode())
                     self.wfile.flush()
-                    outer.sent += 1
                 self.close_connection = True
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import http.client
 import json
 import threading
+import time
 
 import pytest
 
@@ -125,8 +126,14 @@ def test_a_token_is_asked_on_every_route_but_health_and_the_console(token_server
     status, _, body = ask(token_server, "POST", "/query", json.dumps({"query": "ferry log"}).encode(),
                           content_type="application/json", authorization=f"Bearer {TOKEN}")
     assert status == 200, body
-    out = capfd.readouterr().out
-    lines = [json.loads(line) for line in out.splitlines() if line.startswith('{"event": "request"')]
+    # a request's log line is written once its answer has gone out: wait for the last one
+    out, deadline = "", time.monotonic() + 10
+    while True:
+        out += capfd.readouterr().out
+        lines = [json.loads(line) for line in out.splitlines() if line.startswith('{"event": "request"')]
+        if (lines and lines[-1]["status"] == 200) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert lines, out
     last = lines[-1]
     assert last["route"] == "POST /query" and last["status"] == 200 and last["request_id"]
