@@ -70,3 +70,31 @@ def test_the_bedrock_agent_route_answers_service_quota_exceeded(served):
     headers = {k.lower(): v for k, v in (out.get("headers") or {}).items()}
     assert headers.get("x-amzn-errortype") == "ServiceQuotaExceededException", out
     assert "daily ingestion quota" in json.loads(out["body"])["message"]
+
+
+def test_simultaneous_charges_on_sqlite_never_pass_the_quota_together(tmp_path):
+    """Eight writers at once, each through its own connection to one SQLite store, each asking
+    for 30 bytes of a 100-byte quota: exactly three pass and the counter says 90 (a read then a
+    write let several pass on the same reading)."""
+    import threading
+
+    settings = settings_from_env(ENV)
+    build_engine("local", tmp_path / "kb", settings=settings).graph.put_meta("settings", {})
+    engines = [build_engine("local", tmp_path / "kb", settings=settings) for _ in range(8)]
+    barrier, passed, refused = threading.Barrier(len(engines)), [], []
+
+    def writer(engine):
+        barrier.wait()
+        try:
+            ingest_quota.charge(engine, 30)
+            passed.append(1)
+        except ingest_quota.QuotaExceeded:
+            refused.append(1)
+
+    threads = [threading.Thread(target=writer, args=(e,)) for e in engines]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert (len(passed), len(refused)) == (3, 5)
+    assert engines[0].graph.get_meta(ingest_quota.KEY)["total"] == 90

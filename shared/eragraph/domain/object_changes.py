@@ -24,3 +24,4 @@ class ObjectChange:
     removed: bool
     sequencer: str | None  # as the event gave it
     shape: str  # s3 | sns | eventbridge
+    size: int | None = None  # the created object's bytes, as the event gave them (None: not given)

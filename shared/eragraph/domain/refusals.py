@@ -39,6 +39,8 @@ VOCABULARY: dict[str, str] = {
     "internal_retried": ("not ingested: an internal error; retried from the queue, then kept in its "
                          "dead-letter queue (the detail is in the logs)"),
     "not_removed": "not removed: {why}",
+    "over_quota": ("not ingested: over the tenant's daily ingestion quota ({limit} a day); the object is kept: "
+                   "put it again, or sync its data source, once the quota allows"),
     "earlier": "failed (its reason was recorded by an earlier version; ingest it again for one in words)",
 }
 

@@ -39,11 +39,12 @@ from ..domain.filters import MetadataError, check_metadata
 from ..domain.ids import content_hash, document_id_for_source
 from ..domain.model import BadInputError
 from ..domain.object_changes import ObjectChange, UnusableRecord
-from ..domain.refusals import reason, reason_of
+from ..domain.doc_status import FAILED, RECEIVED
+from ..domain.refusals import human_size, reason, reason_of
 from ..domain.tenants import TenantError, tenant_of_key
 from ..domain.text import check_size
 from ..providers.extractors import ReadLimits
-from . import doc_status, ingest, remove
+from . import doc_status, ingest, ingest_quota, remove
 from .sources import SIDECAR_SUFFIX, is_sidecar, merged_metadata, read_document, sidecar_metadata
 
 SETTLE_ATTEMPTS = 3  # re-tags after an ingest while the sidecar read again differs from the store
@@ -66,6 +67,15 @@ def _sidecar(engine, key: str) -> dict:
         return sidecar_metadata(name, engine.blobs.size(name), lambda: engine.blobs.get(name))
     except KeyError:
         return {}
+
+
+def _charged(status, source: str) -> bool:
+    """Whether the object in flight for ``source`` was charged against the daily quota already:
+    its status is ``received`` (recorded by services.uploads.submit, which charged the request,
+    or by an earlier event of the key, which charged the object) or the fault a retried message
+    records. Any other object (a put straight into the bucket) is charged by its event."""
+    return status is not None and status.source == source and (
+        status.state == RECEIVED or (status.state == FAILED and status.reason == reason("internal_retried")))
 
 
 def _read(engine, key: str) -> tuple[bytes, dict]:
@@ -114,7 +124,7 @@ class ObjectEvents:
         counts["rejected"] += len(report.errors)
 
     def ingest_object(self, engine, key: str, source: str, version: str, counts: dict, shape: str,
-                      refresh: bool = False) -> ingest.SourceDoc | None:
+                      refresh: bool = False, size: int | None = None) -> ingest.SourceDoc | None:
         """Read one object (size first, then its bytes, user metadata and sidecar) and ingest it at
         ``version``; with ``refresh`` (a sidecar's event) at the version the store holds, and only
         when the store holds the document. Then settle its metadata (see the module). Returns the
@@ -126,7 +136,20 @@ class ObjectEvents:
                             extra={"reason": "document-not-stored", "source": source, "shape": shape})
                 return None
             version = stored.version
-        if engine.graph.get_doc_status(document_id_for_source(source)) is None:  # first sight of it
+        status = engine.graph.get_doc_status(document_id_for_source(source))
+        if not refresh and not _charged(status, source):  # put straight into the bucket: charged here
+            try:
+                ingest_quota.charge(engine, size if size is not None else engine.blobs.size(key))
+            except KeyError:
+                size = None  # vanished: the read below says so
+            except ingest_quota.QuotaExceeded as exc:
+                self.log.error("document rejected", extra={"source": source, "error": str(exc), "reason": "over-quota"})
+                doc_status.record_failed(engine, source, reason(
+                    "over_quota", limit=human_size(engine.settings.ingest_daily_bytes)))
+                counts["rejected"] += 1
+                return None
+            doc_status.record_received(engine, document_id_for_source(source), source)  # charged, in flight
+        elif status is None:  # first sight of it
             doc_status.record_received(engine, document_id_for_source(source), source)
         limits = ReadLimits.from_settings(engine.settings)
         try:
@@ -206,7 +229,7 @@ class ObjectEvents:
             counts["stale"] += report.documents_stale
             return
         try:
-            self.ingest_object(engine, change.key, source, version, counts, change.shape)
+            self.ingest_object(engine, change.key, source, version, counts, change.shape, size=change.size)
         except Exception as exc:  # a fault: SQS retries the message, then keeps it in the DLQ
             self._record_fault(engine, source, exc)
             raise

@@ -22,7 +22,7 @@ import json
 import time
 from typing import Any
 
-from pynamodb.exceptions import PutError
+from pynamodb.exceptions import PutError, UpdateError
 
 from ...domain.ledger import bucket_start
 from ...domain.model import LshConfig
@@ -131,12 +131,48 @@ class DynamoMetaStore(DynamoTable):
 
     def get_meta(self, key: str) -> Any | None:
         item = self._get(meta_partition(key), f"KEY#{key}")
+        if item is not None and item.value is None and item.period is not None:  # a counter (add_within)
+            return {"period": item.period, "total": int(item.total or 0)}
+        if item is not None and item.expires_at is not None and item.expires_at < time.time():
+            return None  # expired: DynamoDB's TTL deletes it within days, a read sees it gone at once
         return None if item is None else json.loads(item.value)
 
     def put_meta(self, key: str, value: Any) -> None:
         life = next((t for prefix, t in EXPIRING_META.items() if key.startswith(prefix)), None)
         expires = None if life is None else int(time.time()) + life
         self.Item(PK=meta_partition(key), SK=f"KEY#{key}", value=json.dumps(value), expires_at=expires).save()
+
+    def add_within(self, key: str, period: str, amount: int, limit: int) -> int | None:
+        """UpdateItems, each atomic: ADD to this period's total on the condition that the
+        period is stored and the total stays within ``limit``; failing that, SET a new period's
+        total on the condition that another period (or none) is stored; failing that too (a
+        caller started the period meanwhile), the ADD once more. The counter expires two days
+        after its period starts."""
+        item = self.Item(PK=meta_partition(key), SK=f"KEY#{key}")
+
+        def add() -> bool:
+            try:
+                item.update(actions=[self.Item.total.add(amount)],
+                            condition=(self.Item.period == period) & (self.Item.total <= limit - amount))
+                return True
+            except UpdateError as exc:
+                if not _is_condition_failure(exc):
+                    raise
+                return False
+
+        if add():
+            return int(item.total)
+        if amount > limit:
+            return None
+        try:
+            item.update(actions=[self.Item.period.set(period), self.Item.total.set(amount),
+                                 self.Item.expires_at.set(int(time.time()) + 2 * DAY)],
+                        condition=self.Item.period.does_not_exist() | (self.Item.period != period))
+            return amount
+        except UpdateError as exc:
+            if not _is_condition_failure(exc):
+                raise
+        return int(item.total) if add() else None
 
     def delete_meta(self, key: str) -> None:
         self.Item(PK=meta_partition(key), SK=f"KEY#{key}").delete()

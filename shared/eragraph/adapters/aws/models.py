@@ -144,6 +144,9 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         # TTL (the table's TimeToLiveSpecification): epoch seconds after which DynamoDB deletes the
         # item: hourly ledger rows, ingestion jobs and clientToken records (meta_dynamodb)
         expires_at = NumberAttribute(null=True)
+        # a counter of one period (meta_dynamodb.add_within: the daily ingestion quota)
+        period = UnicodeAttribute(null=True)
+        total = NumberAttribute(null=True)
         # DOC
         source = UnicodeAttribute(null=True)
         content_hash = UnicodeAttribute(null=True)

@@ -62,7 +62,7 @@ def _s3_changes(payload: dict, shape: str) -> list[ObjectChange | UnusableRecord
             obj = record.s3.get_object
             out.append(ObjectChange(bucket=record.s3.bucket.name, key=decode_key(obj.key),
                                     removed=name.startswith("ObjectRemoved:"), sequencer=obj.get("sequencer"),
-                                    shape=shape))
+                                    shape=shape, size=_size(obj.get("size"))))
         except UnusableRecord as exc:
             out.append(exc)
         except (KeyError, TypeError, AttributeError) as exc:
@@ -80,7 +80,7 @@ def _eventbridge_change(payload: dict, shape: str) -> ObjectChange:
         obj = detail.object
         return ObjectChange(bucket=detail.bucket.name, key=decode_key(obj.raw_event.get("key")),
                             removed=EVENTBRIDGE_TYPES[event.detail_type], sequencer=obj.get("sequencer"),
-                            shape=shape)
+                            shape=shape, size=_size(obj.get("size")))
     except (KeyError, TypeError, AttributeError) as exc:
         raise UnusableRecord("malformed-record", f"an EventBridge S3 event without {exc}") from None
 
@@ -121,3 +121,8 @@ def is_sqs_batch(event) -> bool:
     records = event.get("Records") if isinstance(event, dict) else None
     return bool(records) and isinstance(records, list) and all(
         isinstance(r, dict) and r.get("eventSource") == "aws:sqs" for r in records)
+
+
+def _size(value) -> int | None:
+    """An event's object size (a created object's; a removal has none): a whole number or None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None

@@ -59,6 +59,17 @@ class SqliteMetaStore(SqliteDb):
                            (len(prefix), prefix))
         return [r[0] for r in rows]
 
+    def add_within(self, key: str, period: str, amount: int, limit: int) -> int | None:
+        with self._write() as conn:  # BEGIN IMMEDIATE: the read and the write under the write lock
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            stored = json.loads(row[0]) if row else {}
+            total = (int(stored.get("total", 0)) if stored.get("period") == period else 0) + amount
+            if total > limit:
+                return None
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                         (key, _dumps({"period": period, "total": total})))
+            return total
+
     def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
                    at: float | None = None) -> None:
         hour = bucket_start(time.time() if at is None else at)

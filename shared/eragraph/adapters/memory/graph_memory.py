@@ -5,6 +5,7 @@ nodes and refs, segments, meta), with the leaves' lexical corpus kept beside the
 from __future__ import annotations
 
 import copy
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -29,6 +30,7 @@ class MemoryGraphStore:
         self.tenant = tenant  # the tenant this store belongs to (its chunks' built-in attribute)
         self._lsh: LshConfig | None = None
         self._meta: dict[str, Any] = {}
+        self._meta_lock = threading.Lock()  # add_within's read and write as one step
         self._ledger: dict[str, dict[str, float]] = {}
         self._ledger_hours: dict[tuple[str, int], dict[str, float]] = {}
         self._docs: dict[str, Document] = {}
@@ -59,6 +61,15 @@ class MemoryGraphStore:
 
     def meta_keys(self, prefix: str) -> list[str]:
         return sorted(k for k in self._meta if k.startswith(prefix))
+
+    def add_within(self, key: str, period: str, amount: int, limit: int) -> int | None:
+        with self._meta_lock:
+            stored = self._meta.get(key) or {}
+            total = (int(stored.get("total", 0)) if stored.get("period") == period else 0) + amount
+            if total > limit:
+                return None
+            self._meta[key] = {"period": period, "total": total}
+            return total
 
     def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
                    at: float | None = None) -> None:

@@ -74,6 +74,36 @@ def _target(profile: str, store: Path | None, settings, tenant: str):
     return Tenancy(profile, store, settings).engine(tenant)
 
 
+def _load_staged(profile: str, settings, tenant: str, load):
+    """An import into a deployed stack's tenant (services.import_staging): the marker first, the
+    records loaded while the tenant is not registered (its readers see it empty), the tenant
+    registered once the whole dump is in; on any failure what was written is taken back."""
+    from ...bootstrap.tenancy import Tenancy
+    from ...services import import_staging
+    from ...services.dump_records import DumpError
+
+    tenancy = Tenancy(profile, None, settings)
+    if tenant:
+        tenants.check_tenant(tenant)
+    registered = tenancy.exists(tenant)
+    engine = tenancy.build(tenant)  # not registered by opening it: the flip below does
+    if not import_staging.stageable(engine):
+        return engine, load(engine)
+    try:
+        import_staging.begin(engine)
+    except import_staging.StagingError as exc:
+        raise DumpError(str(exc)) from None
+    try:
+        counts = load(engine)
+    except BaseException:
+        import_staging.take_back(engine)
+        raise
+    import_staging.finish(engine)
+    if not registered:
+        tenancy.backend.register(tenancy, tenant)
+    return engine, counts
+
+
 @contextmanager
 def _undone_on_failure(root: Path, tenant: str):
     """A local import that fails part-way (a dump whose records are each well formed but do not
@@ -115,9 +145,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         with writing(args.store, create=True), _undone_on_failure(Path(args.store), tenant_of(args)):
             engine = _target(args.profile, Path(args.store), settings, tenant_of(args))
             counts = portable.load(engine, chain([header], records))
-    else:  # a profile without a store directory (aws: the stack of the environment)
-        engine = _target(args.profile, None, settings, tenant_of(args))
-        counts = portable.load(engine, chain([header], records))
+    else:  # a profile without a store directory (aws: the stack of the environment), staged
+        engine, counts = _load_staged(args.profile, settings, tenant_of(args),
+                                      lambda target: portable.load(target, chain([header], records)))
     where = args.store or f"the {args.profile} profile's tenant {engine.tenant or '(default)'}"
     emit(args, {"file": str(path), "records": counts},
          f"imported {sum(counts.values())} records into {where}: "
