@@ -38,3 +38,18 @@ def test_hourly_ledger_rows_jobs_and_tokens_carry_their_expiry(tmp_path):
             assert abs(int(items[f"KEY#{key}"]["expires_at"]["N"]) - (now + life)) < 60, key
         assert "expires_at" not in items["KEY#kb-source:DS"]  # a data source lives as long as the tenant
         assert graph.get_meta("kb-job:DS:JOB") == {"status": "IN_PROGRESS"}
+
+
+def test_a_record_past_its_expiry_is_not_read_before_the_ttl_deletes_it(tmp_path, monkeypatch):
+    """DynamoDB's TTL deletes an item within days of its expires_at: until then a read or a
+    listing sees it gone already, as the local store does (domain.expiry)."""
+    from eragraph.adapters.aws import meta_dynamodb
+
+    with _mock():
+        graph = _dynamo_graph(tmp_path)
+        graph.put_meta("kb-token:CreateDataSource:t-1", "DS")
+        graph.put_meta("kb-job:DS:JOB", {"status": "COMPLETE"})
+        later = time.time() + DAY + 60
+        monkeypatch.setattr(meta_dynamodb, "time", type("Clock", (), {"time": staticmethod(lambda: later)}))
+        assert graph.get_meta("kb-token:CreateDataSource:t-1") is None and graph.meta_keys("kb-token:") == []
+        assert graph.get_meta("kb-job:DS:JOB") == {"status": "COMPLETE"} and graph.meta_keys("kb-job:") == ["kb-job:DS:JOB"]

@@ -48,6 +48,18 @@ def test_meta_round_trips_nested_json(graph_store):
     assert graph_store.get_meta("settings") == {"replaced": 1}
 
 
+def test_add_within_adds_up_to_its_limit_and_starts_each_period_again(graph_store):
+    """MetaStore.add_within (services.ingest_quota's counter): a sum past the limit is refused
+    with nothing written, to the limit exactly passes, another period starts from 0."""
+    assert graph_store.add_within("ingest-quota", "2031-01-01", 60, 100) == 60
+    assert graph_store.add_within("ingest-quota", "2031-01-01", 41, 100) is None
+    assert graph_store.add_within("ingest-quota", "2031-01-01", 40, 100) == 100
+    assert graph_store.get_meta("ingest-quota") == {"period": "2031-01-01", "total": 100}
+    assert graph_store.add_within("ingest-quota", "2031-01-02", 101, 100) is None
+    assert graph_store.add_within("ingest-quota", "2031-01-02", 7, 100) == 7
+    assert graph_store.get_meta("ingest-quota") == {"period": "2031-01-02", "total": 7}
+
+
 def test_meta_keys_and_delete(graph_store):
     for key in ("dirty:2", "dirty:0", "dirtyx", "settings", "dirty:10"):
         graph_store.put_meta(key, 1.0)

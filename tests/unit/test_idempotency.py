@@ -65,3 +65,41 @@ def test_a_record_written_before_fingerprints_is_replayed(meta):
     runs, make = counted()
     meta.put_meta(f"{KEY}Ingest:old", {"documentDetails": []})
     assert once(meta, "Ingest", "old", {"x": 1}, make, lambda v: v) == {"documentDetails": []} and runs == []
+
+
+def test_local_jobs_and_client_tokens_lapse_and_are_swept(tmp_path, monkeypatch):
+    """The local store forgets ingestion jobs and clientToken records as DynamoDB's TTL does
+    (domain.expiry): past its life a record is neither read nor listed, and a later write of
+    such a key deletes lapsed ones (at most SWEEP a write); other meta keys never lapse."""
+    import time as clock
+
+    from eragraph.adapters.local import meta_sqlite
+    from eragraph.bootstrap import build_engine
+    from eragraph.config import settings_from_env
+    from eragraph.domain.expiry import DAY, SWEEP
+
+    graph = build_engine("local", tmp_path / "kb", settings=settings_from_env(
+        {"ERAGRAPH_EMBEDDER": "hash", "ERAGRAPH_SUMMARIZER": "extractive", "ERAGRAPH_GENERATOR": "none"})).graph
+    now = [clock.time()]
+    monkeypatch.setattr(meta_sqlite, "time", type("Clock", (), {"time": staticmethod(lambda: now[0])}))
+    for n in range(SWEEP + 6):
+        graph.put_meta(f"kb-token:StartIngestionJob:t-{n:03d}", {"value": n})
+    graph.put_meta("kb-job:DS:J1", {"status": "COMPLETE"})
+    graph.put_meta("kb-source:DS", {"name": "notes"})
+    now[0] += DAY + 10  # the tokens have lapsed, the job (90 days) has not
+    assert graph.get_meta("kb-token:StartIngestionJob:t-000") is None
+    assert graph.meta_keys("kb-token:") == []
+    assert graph.get_meta("kb-job:DS:J1") == {"status": "COMPLETE"} and graph.meta_keys("kb-job:") == ["kb-job:DS:J1"]
+
+    def stored() -> int:
+        return graph._query("SELECT count(*) FROM meta WHERE key LIKE 'kb-token:%'")[0][0]
+
+    assert stored() == SWEEP + 6  # lapsed, not yet swept
+    graph.put_meta("kb-token:StartIngestionJob:fresh", {"value": "new"})
+    assert stored() == 6 + 1  # SWEEP of them deleted by the write
+    graph.put_meta("kb-token:StartIngestionJob:fresher", {"value": "new"})
+    assert stored() == 2 and graph.meta_keys("kb-token:") == ["kb-token:StartIngestionJob:fresh",
+                                                              "kb-token:StartIngestionJob:fresher"]
+    now[0] += 90 * DAY
+    graph.put_meta("kb-token:StartIngestionJob:last", {"value": "new"})
+    assert graph.get_meta("kb-job:DS:J1") is None and graph.get_meta("kb-source:DS") == {"name": "notes"}

@@ -119,10 +119,9 @@ class CountedBucket(MemoryBlobStore):
         return out
 
 
-def test_a_job_resumes_its_listing_from_the_cursor_and_lists_the_prefix_whole_once(monkeypatch):
-    """Each step lists one page after the job's cursor (never the whole prefix again); the whole
-    prefix is listed once, at the end, to find what is gone. A sidecar on the far side of a page
-    boundary is still found."""
+def test_a_job_resumes_its_listing_from_the_cursor_and_never_lists_the_prefix_whole(monkeypatch):
+    """Each step lists one page after the job's cursor (never the whole prefix again), the
+    removal pass too. A sidecar on the far side of a page boundary is still found."""
     bucket = CountedBucket()
     monkeypatch.setitem(MemoryProfile.BUCKETS, "notes", bucket)
     engine = build_engine("memory", settings=settings_from_env(ENV))
@@ -138,9 +137,42 @@ def test_a_job_resumes_its_listing_from_the_cursor_and_lists_the_prefix_whole_on
         stats = run(engine, pipeline, record)["statistics"]
         assert stats["numberOfDocumentsScanned"] == total and stats["numberOfNewDocumentsIndexed"] == total
         assert stats["numberOfMetadataDocumentsScanned"] == len(range(0, total, 7))
-        assert bucket.whole == 1, bucket.whole  # the deletion pass, once
+        assert bucket.whole == 0, bucket.whole  # the removal pass pages too
         assert bucket.paged >= 4
         assert bucket.names <= 3 * (total + len(range(0, total, 7))), bucket.names  # not a listing a step
+    finally:
+        pipeline.close()
+
+
+def test_the_removal_pass_pages_its_documents_and_the_listing_from_its_cursor(monkeypatch):
+    """Objects deleted since the last sync are removed by a pass over the data source's stored
+    documents a page a step (GONE_PAGE) beside one listing page from the same place (LIST_PAGE;
+    a name past it asked of the bucket): exactly the gone ones, the prefix never listed whole,
+    whichever side of a page boundary they fall on."""
+    monkeypatch.setattr(kb_jobs, "GONE_PAGE", 7)
+    monkeypatch.setattr(kb_jobs, "LIST_PAGE", 5)
+    bucket = CountedBucket()
+    monkeypatch.setitem(MemoryProfile.BUCKETS, "notes", bucket)
+    engine = build_engine("memory", settings=settings_from_env(ENV))
+    pipeline = document_pipeline("memory", None, engine.settings, lambda tenant: engine)
+    total = 40
+    for n in range(total):
+        bucket.put(f"docs/{n:03d}.txt", f"Ferry crossing {n} logged by the harbour master at dawn. ".encode() * 3)
+    try:
+        record = kb_sources.create(engine, "KB", {"name": "notes", "dataSourceConfiguration": {
+            "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::notes"}}})
+        run(engine, pipeline, record)
+        gone = {0, 6, 7, 13, 20, 21, 22, 39}
+        for n in gone:
+            bucket.delete(f"docs/{n:03d}.txt")
+        steps = []
+        real = kb_jobs._gone
+        monkeypatch.setattr(kb_jobs, "_gone", lambda *a: (steps.append(1), real(*a)))
+        job = run(engine, pipeline, record)
+        assert job["statistics"]["numberOfDocumentsDeleted"] == len(gone), job
+        left = {d.source.rsplit("/", 1)[1] for d in engine.graph.list_documents()}
+        assert left == {f"{n:03d}.txt" for n in range(total) if n not in gone}
+        assert len(steps) >= (total + 6) // 7 and bucket.whole == 0
     finally:
         pipeline.close()
 

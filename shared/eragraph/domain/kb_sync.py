@@ -28,7 +28,7 @@ from typing import Any
 IN_PROGRESS, COMPLETE, FAILED, STOPPING, STOPPED = "IN_PROGRESS", "COMPLETE", "FAILED", "STOPPING", "STOPPED"
 RUNNING = (IN_PROGRESS, STOPPING, "STARTING")
 ENDED = (COMPLETE, FAILED, STOPPED)
-SCAN, WAIT = "scan", "wait"  # a running job's phase
+SCAN, GONE, WAIT = "scan", "gone", "wait"  # a running job's phases, in order
 MAX_REASONS = 50
 STATISTICS = ("numberOfDocumentsScanned", "numberOfMetadataDocumentsScanned", "numberOfNewDocumentsIndexed",
               "numberOfModifiedDocumentsIndexed", "numberOfMetadataDocumentsModified", "numberOfDocumentsDeleted",

@@ -17,8 +17,11 @@ first step, and every GetIngestionJob or ListIngestionJobs of a running job take
   new, modified, metadata only modified (the attributes differ) or unchanged (skipped); a
   document the ingest path holds still (``received``) is skipped too. New and modified ones are
   submitted, 25 at most a call (services.uploads.submit), and the cursor moves past them.
-- once every key is scanned, the prefix is listed whole once, and the data source's stored
-  documents whose object is gone are removed (services.uploads.delete): **deleted**;
+- **gone**: once every key is scanned, the data source's stored documents are read a page a
+  step (GONE_PAGE, from the job's own cursor over them) beside one page of the bucket's listing
+  resumed from the same place (a name past that page's last is asked of the bucket, one size
+  request); a document whose object is not there is removed (services.uploads.delete):
+  **deleted**. Neither the prefix's keys nor its documents are ever read whole;
 - **wait**: the job is COMPLETE when none of the data source's documents is ``received`` any
   more and its removals are done; documents that ended ``failed`` since the job started count
   as failed, with their reasons, and one the job handed over is then no longer counted new
@@ -56,6 +59,8 @@ from .sources import SIDECAR_SUFFIX, is_sidecar, read_document, sidecar_metadata
 JOB = "kb-job:"
 STEP_DOCUMENTS = 25  # objects read a step (one submit call: services.uploads.MAX_DOCUMENTS)
 STEP_SECONDS = 8.0
+GONE_PAGE = 200  # stored documents checked a step for an object that is gone
+LIST_PAGE = 1000  # names of one listing page (S3's ListObjectsV2 page)
 MAX_JOBS = 100  # jobs kept per data source (the oldest ended ones go as new ones start): a listing reads at most these
 LEASE_SECONDS = 30.0
 NEW, MODIFIED, METADATA = ("numberOfNewDocumentsIndexed", "numberOfModifiedDocumentsIndexed",
@@ -140,6 +145,8 @@ def advance(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[
     try:
         if job["phase"] == kb_sync.SCAN:
             _scan(engine, pipeline, record, job, now + STEP_SECONDS)
+        if job["phase"] == kb_sync.GONE and time.time() < now + STEP_SECONDS:
+            _gone(engine, pipeline, record, job, now + STEP_SECONDS)
         if job["phase"] == kb_sync.WAIT:
             _wait(engine, pipeline, record, job)
     except kb_sync.SyncError as exc:  # the bucket cannot be read any more
@@ -210,12 +217,32 @@ def _scan(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[st
             batch.append(found)
     _submit(engine, pipeline, job, batch)
     if listed_to is None and job["cursor"] >= (todo[-1] if todo else ""):
-        _store, keys, _sidecars, _more = _listed(engine, record)
-        present = {kb_sources.stored_source(engine, pipeline, kb_sources.upload_name(record, k)) for k in keys}
-        prefix = kb_sources.stored_source(engine, pipeline, kb_sources.upload_name(record, ""))
-        gone = [s for s in engine.graph.doc_statuses(prefix) if s.source not in present]
-        job["deleting"] = []
-        for status in gone:
+        job["phase"], job["deleting"] = kb_sync.GONE, []
+
+
+def _gone(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[str, Any], deadline: float) -> None:
+    """One step of the removal pass: a page of the data source's stored documents after the
+    job's ``gone_after`` cursor, and one page of the bucket's keys listed from the same place;
+    each document whose object is neither listed nor (past the listing's page) found is removed.
+    The pass ends (the job waits) after the last page."""
+    from . import uploads
+
+    prefix = kb_sources.stored_source(engine, pipeline, kb_sources.upload_name(record, ""))
+    after = job.get("gone_after")
+    statuses, following = engine.graph.doc_statuses_page(prefix, tuple(after) if after else None, GONE_PAGE)
+    if statuses:
+        start = after[0][len(prefix):] if after else ""
+        store, keys, _sidecars, listed_to = _listed(engine, record, start, LIST_PAGE)
+        _bucket, area = kb_sync.bucket_of(record["dataSourceConfiguration"])
+        present = set(keys)
+        for status in statuses:
+            if time.time() > deadline and status is not statuses[0]:  # the rest next step
+                following = _before(statuses, status)
+                break
+            key = status.source[len(prefix):]
+            if key in present or (listed_to is not None and key > listed_to and key.startswith(area)
+                                  and kb_sync.in_area(engine.tenant, key) and _exists(store, key)):
+                continue
             try:
                 uploads.delete(engine, pipeline, status.doc_id)
             except (uploads.UnknownDocument, BadInputError) as exc:
@@ -225,7 +252,25 @@ def _scan(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[st
                 continue
             job["deleting"].append(status.doc_id)
             kb_sync.count(job, "numberOfDocumentsDeleted")
+    if following is None:
         job["phase"] = kb_sync.WAIT
+        job.pop("gone_after", None)
+    else:
+        job["gone_after"] = list(following)
+
+
+def _before(statuses: list, status: Any) -> tuple[str, str]:
+    """The cursor that resumes a page at ``status`` (not its first): the one before it."""
+    index = statuses.index(status)
+    return statuses[index - 1].source, statuses[index - 1].doc_id
+
+
+def _exists(store: Any, key: str) -> bool:
+    try:
+        store.size(key)
+        return True
+    except KeyError:
+        return False
 
 
 def _compare(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[str, Any], store: Any, key: str,

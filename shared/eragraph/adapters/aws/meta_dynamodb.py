@@ -24,6 +24,7 @@ from typing import Any
 
 from pynamodb.exceptions import PutError, UpdateError
 
+from ...domain.expiry import DAY, EXPIRING_META, life_of  # noqa: F401 (DAY, EXPIRING_META: the TTLs)
 from ...domain.ledger import bucket_start
 from ...domain.model import LshConfig
 from .ref_layout import REF_LAYOUT_VERSION
@@ -31,12 +32,7 @@ from .dynamodb_table import DynamoTable, _is_condition_failure
 
 
 LEDGER_HOURS = "LEDGER#HOURS"  # the ledger's hourly buckets (the totals are under LEDGER)
-DAY = 86_400
 LEDGER_HOURS_TTL = 100 * DAY  # an hourly bucket's life (GET /ledger reads 92 days back at most; the totals stay)
-# meta keys DynamoDB's TTL deletes this long after their last write (``expires_at``): an ingestion
-# job (services.kb_jobs: saved at every step, so a running one never expires) and a clientToken's
-# record (services.kb_sources: a retry comes within minutes, not weeks)
-EXPIRING_META = {"kb-job:": 90 * DAY, "kb-token:": DAY}  # a token lapses after a day (services.idempotency)
 META_SHARDS = 16  # partitions of each metadata kind written on every insert
 SHARDED_META = ("dirty", "outbox", "retired", "followup")  # keys <kind>:<layer>:<shard>:... (followup:<token>)
 SINGLE_META = ("applying", "swept")  # rare writes: one partition each
@@ -138,7 +134,7 @@ class DynamoMetaStore(DynamoTable):
         return None if item is None else json.loads(item.value)
 
     def put_meta(self, key: str, value: Any) -> None:
-        life = next((t for prefix, t in EXPIRING_META.items() if key.startswith(prefix)), None)
+        life = life_of(key)  # DynamoDB's TTL deletes the item after it
         expires = None if life is None else int(time.time()) + life
         self.Item(PK=meta_partition(key), SK=f"KEY#{key}", value=json.dumps(value), expires_at=expires).save()
 
@@ -180,8 +176,10 @@ class DynamoMetaStore(DynamoTable):
     def meta_keys(self, prefix: str) -> list[str]:
         def keys_in(pk: str) -> list[str]:
             items = self.Item.query(pk, self.Item.SK.startswith(f"KEY#{prefix}"),
-                                    consistent_read=True, attributes_to_get=["PK", "SK"])
-            return [i.SK[len("KEY#"):] for i in items]
+                                    consistent_read=True, attributes_to_get=["PK", "SK", "expires_at"])
+            return [i.SK[len("KEY#"):] for i in items if i.expires_at is None or i.expires_at >= now]
+
+        now = time.time()  # a record past its TTL is not listed (DynamoDB deletes it within days)
 
         partitions = list(dict.fromkeys(meta_partitions(prefix)))
         if len(partitions) <= 2:

@@ -49,6 +49,11 @@ CREATE TABLE IF NOT EXISTS meta (
     key   TEXT PRIMARY KEY,
     value TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS meta_expiry (
+    key        TEXT PRIMARY KEY,
+    expires_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS meta_expiry_at ON meta_expiry (expires_at);
 CREATE TABLE IF NOT EXISTS lsh (
     id     INTEGER PRIMARY KEY CHECK (id = 1),
     config TEXT NOT NULL

@@ -1,5 +1,7 @@
 """The MetaStore part of the SQLite graph store: the hyperplanes (``lsh``), the ``meta`` table
-and the cost ``ledger``."""
+and the cost ``ledger``. A meta key that lapses (domain.expiry: ingestion jobs, clientToken
+records) has a ``meta_expiry`` row: a read past it sees no record, and each write of such a key
+deletes up to SWEEP lapsed ones (a bounded sweep, as DynamoDB's TTL deletes them there)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 import time
 from typing import Any
 
+from ...domain.expiry import SWEEP, life_of, may_lapse
 from ...domain.ledger import bucket_start
 from ...domain.model import LshConfig
 from .sqlite_db import SqliteDb, _dumps
@@ -43,20 +46,41 @@ class SqliteMetaStore(SqliteDb):
         return stored
 
     def get_meta(self, key: str) -> Any | None:
-        rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        if life_of(key) is None:
+            rows = self._query("SELECT value FROM meta WHERE key = ?", (key,))
+        else:  # unseen once lapsed
+            rows = self._query("SELECT m.value FROM meta m LEFT JOIN meta_expiry e ON e.key = m.key "
+                               "WHERE m.key = ? AND (e.expires_at IS NULL OR e.expires_at >= ?)", (key, int(time.time())))
         return json.loads(rows[0][0]) if rows else None
 
     def put_meta(self, key: str, value: Any) -> None:
+        life = life_of(key)
         with self._write() as conn:
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, _dumps(value)))
+            if life is not None:
+                now = int(time.time())
+                conn.execute("INSERT OR REPLACE INTO meta_expiry (key, expires_at) VALUES (?, ?)", (key, now + life))
+                lapsed = [r[0] for r in conn.execute("SELECT key FROM meta_expiry WHERE expires_at < ? "
+                                                     "ORDER BY expires_at LIMIT ?", (now, SWEEP))]
+                if lapsed:
+                    marks = ",".join("?" * len(lapsed))
+                    conn.execute(f"DELETE FROM meta WHERE key IN ({marks})", lapsed)
+                    conn.execute(f"DELETE FROM meta_expiry WHERE key IN ({marks})", lapsed)
 
     def delete_meta(self, key: str) -> None:
         with self._write() as conn:
             conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+            if life_of(key) is not None:
+                conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
 
     def meta_keys(self, prefix: str) -> list[str]:
-        rows = self._query("SELECT key FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key",
-                           (len(prefix), prefix))
+        if not may_lapse(prefix):
+            rows = self._query("SELECT key FROM meta WHERE substr(key, 1, ?) = ? ORDER BY key",
+                               (len(prefix), prefix))
+        else:
+            rows = self._query("SELECT m.key FROM meta m LEFT JOIN meta_expiry e ON e.key = m.key "
+                               "WHERE substr(m.key, 1, ?) = ? AND (e.expires_at IS NULL OR e.expires_at >= ?) "
+                               "ORDER BY m.key", (len(prefix), prefix, int(time.time())))
         return [r[0] for r in rows]
 
     def add_within(self, key: str, period: str, amount: int, limit: int) -> int | None:
