@@ -197,3 +197,35 @@ def test_records_that_do_not_fit_together_are_taken_back_whole(tmp_path, capsys,
     assert not (root / "tenants" / "acme").exists()
     code, err = _import(tmp_path, capsys, lines, tenant=tenant)
     assert code == 0, err
+
+
+@pytest.mark.parametrize("tenant", [None, "acme"])
+def test_leftovers_of_a_killed_local_import_are_taken_back_by_the_next(tmp_path, capsys, lines, monkeypatch, tenant):
+    """A process killed part-way (here: its take-back made a no-op, the load failing after the
+    documents were written) leaves the import's marker; the next import finds it, takes the
+    leftovers back and loads (without it, the half-built target would be refused as not empty)."""
+    from eragraph.entrypoints.cli import portable as cli_portable
+    from eragraph.services import portable
+
+    real_load, real_take_back = portable.load, cli_portable._take_back
+
+    def half(engine, records):
+        it = iter(records)
+        real_load(engine, [next(it)] + [r for r in it if r.get("kind") in ("document", "status")])
+        raise RuntimeError("injected: killed")
+
+    monkeypatch.setattr(portable, "load", half)
+    monkeypatch.setattr(cli_portable, "_take_back", lambda *a: None)
+    unlink = cli_portable.Path.unlink
+    monkeypatch.setattr(cli_portable.Path, "unlink",  # the marker survives the kill
+                        lambda path, *a, **k: None if path.name == cli_portable.STAGING else unlink(path, *a, **k))
+    code, err = _import(tmp_path, capsys, lines, tenant=tenant)
+    assert code != 0 and "injected" in err
+    store = tmp_path / "kb2" / ("tenants/acme" if tenant else "")
+    assert (store / cli_portable.STAGING).is_file()
+    monkeypatch.undo()
+    code, err = _import(tmp_path, capsys, lines, tenant=tenant)
+    assert code == 0, err
+    assert not (store / cli_portable.STAGING).exists()
+    assert real_take_back is cli_portable._take_back
+    assert len(build_engine("local", store, settings_from_env(ENV)).graph.list_documents()) == len(TEXTS)

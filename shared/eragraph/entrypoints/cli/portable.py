@@ -104,28 +104,57 @@ def _load_staged(profile: str, settings, tenant: str, load):
     return engine, counts
 
 
+STAGING = ".import-staging"  # a local import in progress: its marker, beside what it writes
+
+
+def _take_back(root: Path, tenant: str, before: set[str]) -> None:
+    """Remove what a local import wrote: the tenant's directory, or the default tenant's files
+    that were not in the root before (``before``)."""
+    if tenant:
+        shutil.rmtree(root / tenants.KEY_PREFIX / tenant, ignore_errors=True)
+        return
+    for name in set(os.listdir(root)) - before - {".writer.lock"}:
+        path = root / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
 @contextmanager
 def _undone_on_failure(root: Path, tenant: str):
     """A local import that fails part-way (a dump whose records are each well formed but do not
-    fit together, a full disk) takes back what it wrote: the tenant's store directory when the
-    import made it, or the default tenant's files the import added to the root. The target was
-    empty (portable.load refuses any other), so nothing that was there before is touched."""
+    fit together, a full disk, an interrupt) takes back what it wrote: the tenant's store
+    directory when the import made it, or the default tenant's files the import added to the
+    root. The target was empty (portable.load refuses any other), so nothing that was there
+    before is touched. A marker file (STAGING, in the tenant's directory or the root: the names
+    the root held, whether the import made the directory) is written first and removed once the
+    whole dump is in: a process killed part-way leaves it, and the next import takes the
+    leftovers back before loading, as the staged import of a deployed stack does
+    (services.import_staging)."""
     target = root / tenants.KEY_PREFIX / tenant if tenant else root
+    marker = target / STAGING
+    if marker.is_file():  # leftovers of an import that was killed
+        try:
+            found = json.loads(marker.read_text(encoding="utf-8"))
+            left, made = set(found["before"]), bool(found["made"])
+        except (OSError, ValueError, KeyError, TypeError):
+            left, made = None, False  # unreadable: nothing is removed on its word
+        if left is not None and (made or not tenant):
+            _take_back(root, tenant, left)
+        marker.unlink(missing_ok=True)
     existed = target.exists()
     before = set(os.listdir(root)) if root.is_dir() else set()
+    target.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"before": sorted(before), "made": not existed}), encoding="utf-8")
     try:
         yield
     except BaseException:
-        if tenant and not existed:
-            shutil.rmtree(target, ignore_errors=True)
-        elif not tenant:
-            for name in set(os.listdir(root)) - before - {".writer.lock"}:
-                path = root / name
-                if path.is_dir() and not path.is_symlink():
-                    shutil.rmtree(path, ignore_errors=True)
-                else:
-                    path.unlink(missing_ok=True)
+        if not tenant or not existed:
+            _take_back(root, tenant, before)
+        marker.unlink(missing_ok=True)
         raise
+    marker.unlink(missing_ok=True)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
