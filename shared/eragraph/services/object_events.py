@@ -10,6 +10,11 @@ never a failure to retry (a retry would fail the same way). A read object is one
 line (bytes, characters, chunks). An object that no longer exists when its created event is
 handled is a logged skip: its delete's own event decides.
 
+Quota (services.ingest_quota): an object put straight into the bucket is charged against its
+tenant's daily quota with the size its event gives, before it is read; past the quota it is
+refused (``failed``, the reason in words, the object left in place). One submitted through the
+API was charged there: its ``received`` status says so, and it is not charged again.
+
 Metadata (services.sources): an object's user-defined metadata are string attributes (a name
 that is not a valid attribute key, or a reserved one, is skipped with one "user metadata
 skipped" line), and a sidecar object ``<key>.metadata.json`` (Bedrock Knowledge Bases' shape)
