@@ -162,7 +162,8 @@ class DynamoMetaStore(DynamoTable):
             return None
         try:
             item.update(actions=[self.Item.period.set(period), self.Item.total.set(amount),
-                                 self.Item.expires_at.set(int(time.time()) + 2 * DAY)],
+                                 self.Item.expires_at.set(int(time.time()) + 2 * DAY),
+                                 self.Item.value.remove()],  # a record of the read-then-write quota
                         condition=self.Item.period.does_not_exist() | (self.Item.period != period))
             return amount
         except UpdateError as exc:
