@@ -27,8 +27,9 @@ first step, and every GetIngestionJob or ListIngestionJobs of a running job take
   as failed, with their reasons, and one the job handed over is then no longer counted new
   (or modified, when a stored version stays): Bedrock counts such a document failed only.
 
-A data source keeps its last MAX_JOBS jobs (the oldest go as a new one starts; on DynamoDB a
-job also expires 90 days after its last step), so ListIngestionJobs reads a bounded set.
+A data source keeps its last MAX_JOBS jobs (the oldest go as a new one starts; a job also
+lapses 90 days after its last step, on every profile: domain.expiry), so ListIngestionJobs reads
+a bounded set.
 
 StopIngestionJob stops a running job at once (what it handed over is still ingested); a new
 job resumes the sync: the documents already in are unchanged, so it takes only what is left.
