@@ -21,13 +21,16 @@ from eragraph.services.ingest import ingest
 USES = ("embedder", "summarizer", "ner")
 
 
-@pytest.fixture
-def dump(tmp_path, capsys):
-    source = build_engine("local", tmp_path / "kb", settings_from_env(TEST_SETTINGS), uses=USES)
-    ingest(source, synthetic_docs(12))
-    path = tmp_path / "kb.dump.gz"
-    assert main(["export", "--store", str(tmp_path / "kb"), str(path)]) == 0
-    capsys.readouterr()
+DOCS = 6
+
+
+@pytest.fixture(scope="module")
+def dump(tmp_path_factory):
+    root = tmp_path_factory.mktemp("staged")
+    source = build_engine("local", root / "kb", settings_from_env(TEST_SETTINGS), uses=USES)
+    ingest(source, synthetic_docs(DOCS))
+    path = root / "kb.dump.gz"
+    assert main(["export", "--store", str(root / "kb"), str(path)]) == 0
     return path
 
 
@@ -81,7 +84,7 @@ def test_a_failure_mid_write_leaves_nothing_and_a_good_import_then_succeeds(dump
 
     monkeypatch.setattr(vector_opensearch.OpenSearchVectorIndex, "upsert", upsert)
     assert main(["import", "--profile", "aws", "--tenant", "acme", str(dump), "--json"]) == 0, capsys.readouterr()
-    assert len(tenant.graph.list_documents()) == 12 and _registered(aws_engine)
+    assert len(tenant.graph.list_documents()) == DOCS and _registered(aws_engine)
     assert tenant.graph.get_meta(import_staging.MARKER) is None
 
     # into it again: refused, nothing of it touched
@@ -123,7 +126,7 @@ def test_leftovers_of_an_import_that_died_are_taken_back_by_the_next(dump, aws_e
     monkeypatch.setattr(portable, "load", real_load)
     monkeypatch.setattr(import_staging, "take_back", load)
     assert main(["import", "--profile", "aws", "--tenant", "globex", str(dump)]) == 0, capsys.readouterr()
-    assert len(tenant.graph.list_documents()) == 12 and _registered(aws_engine, "globex")
+    assert len(tenant.graph.list_documents()) == DOCS and _registered(aws_engine, "globex")
     assert tenant.graph.get_meta(import_staging.MARKER) is None
 
 
