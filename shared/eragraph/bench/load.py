@@ -31,7 +31,9 @@ half second. ``--smoke``: a tiny store and phases of a second or two.
 by the one of another source tree (``DIR``: the ``shared`` folder of another commit, e.g.
 ``git archive <rev> shared | tar -x -C DIR``), alternately, ``--rounds`` times each, the
 ``collapsed`` clients for ``--seconds`` a round (the first server of a round alternates): one run, the two servers measured under the same
-load of the machine; the medians of throughput and p99 per tree.
+load of the machine; the medians of throughput and p99 per tree, and of the server's CPU time
+per answered request (user and system, from /proc: what the server itself spent, the figure
+least moved by other work on a shared machine).
 
 ``starlette`` target: the same rounds, this tree's `eragraph serve` against the same server with
 Starlette in front (bench/starlette_serve: Starlette's routing, middleware, responses and static
@@ -127,6 +129,15 @@ def rss_mb(pid: int) -> float | None:
     except OSError:
         return None
     return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user and system) process ``pid`` has used, from /proc (None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class MemorySampler(threading.Thread):
@@ -327,13 +338,19 @@ def against_target(args: Any, work: Path, settings: Any, env: dict[str, str]) ->
             try:
                 ask = http_client(url)
                 ask("collapsed", qs[0])  # warm
+                cpu = cpu_seconds(proc.pid)
                 phase = run_phase(label, [("collapsed", ask)] * args.clients, qs, args.seconds, Recorder())
+                used = cpu_seconds(proc.pid)
             finally:
                 proc.terminate()
                 proc.wait(timeout=60)
-            rounds.append({"tree": label, "round": n + 1, **phase["modes"]["collapsed"]})
-    medians = {label: {key: statistics.median(r[key] for r in rounds if r["tree"] == label)
-                       for key in ("per_second", "p50_ms", "p99_ms")} for label in trees}
+            row = {"tree": label, "round": n + 1, **phase["modes"]["collapsed"]}
+            if cpu is not None and used is not None and row["requests"]:  # the server's CPU, whatever else runs
+                row["server_cpu_ms_per_request"] = round((used - cpu) * 1000 / row["requests"], 3)
+            rounds.append(row)
+    medians = {label: {key: statistics.median(r[key] for r in rounds if r["tree"] == label and key in r)
+                       for key in ("per_second", "p50_ms", "p99_ms", "server_cpu_ms_per_request")
+                       if any(key in r for r in rounds)} for label in trees}
     return {"trees": {label: {"path": path, "command": " ".join(command)} for label, (path, command) in trees.items()},
             "clients": args.clients, "seconds_per_round": args.seconds, "rounds": rounds,
             "medians": medians}
