@@ -7,6 +7,14 @@ the OpenSearch fake on loopback. Writes bench-results/cold-start.json.
 
     python3 scripts/cold_start.py [--runs 5] [--out bench-results/cold-start.json]
 
+    python3 scripts/cold_start.py --serve STORE [--tree NAME=DIR ...] [--runs 7]
+
+``--serve STORE``: the cold start of `eragraph serve`'s app instead, in this interpreter: the
+import of eragraph.entrypoints.http.server (seconds, and the modules then loaded: eragraph's and
+all), then the first POST /query through the app (over STORE, a local store built with the hash
+embedder), each the median of fresh processes, for this tree and for each ``--tree`` (another
+source tree's shared folder); written into the output's ``serve`` key, the rest kept.
+
 Needs a build (scripts/build_lambda.sh) and Python 3.12 (found as the deployed tests find it,
 or $ERAGRAPH_PYTHON312). The environment is the template's (Bedrock embedder, spaCy NER and
 parser by default), with the loopback endpoints; nothing is embedded or called at start."""
@@ -79,13 +87,85 @@ def measure(functions, python: str, runtime: Path, runs: int) -> dict:
     return results
 
 
+SERVE_PROBE = r"""
+import asyncio, json, sys, time
+t0 = time.perf_counter()
+import eragraph.entrypoints.http.server as server
+t1 = time.perf_counter()
+ours = lambda: sorted(k for k in sys.modules if k == "eragraph" or k.startswith("eragraph."))
+at_import = (ours(), len(sys.modules))
+from eragraph.bootstrap import build_engine
+from eragraph.config import settings_from_env
+engine = build_engine("local", sys.argv[1], settings_from_env())
+server.warm(engine)
+app = server.ApiApp(engine)
+body = json.dumps({"query": "what happened", "mode": "collapsed", "k": 5}).encode()
+scope = {"type": "http", "method": "POST", "path": "/query", "raw_path": b"/query", "query_string": b"",
+         "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+         "client": ("127.0.0.1", 1), "http_version": "1.1", "scheme": "http", "root_path": ""}
+sent = []
+async def receive():
+    return {"type": "http.request", "body": body, "more_body": False}
+async def send(message):
+    sent.append(message)
+t2 = time.perf_counter()
+asyncio.run(app(scope, receive, send))
+t3 = time.perf_counter()
+app.close()
+print(json.dumps({"import_s": t1 - t0, "modules_at_import": len(at_import[0]), "all_modules_at_import": at_import[1],
+                  "first_request_s": t3 - t2, "modules_after_first_request": len(ours()),
+                  "all_modules_after_first_request": len(sys.modules), "status": sent[0]["status"],
+                  "eragraph_modules_at_import": at_import[0]}))
+"""
+
+
+def serve_cold_start(store: str, trees: dict[str, str], runs: int) -> dict:
+    """`eragraph serve`'s app, per tree: the import of the server, the first POST /query (see the
+    module's docstring); medians of ``runs`` fresh processes, the module lists of the last."""
+    out = {}
+    for label, tree in trees.items():
+        env = {**os.environ, "PYTHONPATH": tree, "ERAGRAPH_EMBEDDER": "hash"}
+        rows = []
+        for _ in range(runs):
+            done = subprocess.run([sys.executable, "-c", SERVE_PROBE, store], env=env, capture_output=True,
+                                  text=True, timeout=300)
+            if done.returncode != 0:
+                raise SystemExit(f"{label}: {done.stderr[-2000:]}")
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+        last = rows[-1]
+        out[label] = {"import_s": stats([r["import_s"] for r in rows]),
+                      "first_request_s": stats([r["first_request_s"] for r in rows]),
+                      **{k: last[k] for k in ("modules_at_import", "all_modules_at_import",
+                                              "modules_after_first_request", "all_modules_after_first_request",
+                                              "status", "eragraph_modules_at_import")}}
+        print(label, json.dumps({k: v for k, v in out[label].items() if k != "eragraph_modules_at_import"}),
+              flush=True)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--serve", metavar="STORE", help="measure eragraph serve's app over STORE instead")
+    ap.add_argument("--tree", action="append", default=[], metavar="NAME=DIR",
+                    help="--serve: another source tree's shared folder to measure too")
     ap.add_argument("--out", default=str(ROOT / "bench-results" / "cold-start.json"))
     ap.add_argument("--no-precompiled", dest="precompiled", action="store_false",
                     help="skip the second measurement, on a copy of the build compiled to .pyc ahead")
     args = ap.parse_args()
+    if args.serve:
+        trees = {"this tree": str(ROOT / "shared"), **dict(t.split("=", 1) for t in args.tree)}
+        out = Path(args.out)
+        report = json.loads(out.read_text()) if out.is_file() else {}
+        report["serve"] = {"what": "eragraph serve's app: import of eragraph.entrypoints.http.server, then the "
+                                   "first POST /query through ApiApp (collapsed, hash embedder, engine warmed); "
+                                   "median of fresh processes of this interpreter",
+                           "run": run_record(ROOT), "runs": args.runs,
+                           "trees": {k: ("shared" if k == "this tree" else k) for k in trees},
+                           "results": serve_cold_start(args.serve, trees, args.runs)}
+        out.write_text(json.dumps(report, indent=1) + "\n")
+        print(f"wrote {out}")
+        return 0
 
     python = dp.find_python312()
     if python is None:

@@ -1,7 +1,7 @@
 """HTTP API (payload v2) -> query, documents (read, submitted, removed), changes, stats, health, and the MCP tools (POST /mcp:
 eragraph.entrypoints.mcp). The routes are the route table's (eragraph.entrypoints.http.routes), served by
 eragraph.entrypoints.http.api's resolver (shared with the local `eragraph serve`); the OpenAPI schema they
-generate is kept in openapi.json. The
+generate is printed by `python -m eragraph.entrypoints.http.api`. The
 caller's tenant comes from its identity (bootstrap.identity: ERAGRAPH_TENANT_CLAIM,
 ERAGRAPH_TENANT_TAG, ERAGRAPH_TENANT_REQUIRED)."""
 

@@ -62,3 +62,44 @@ def test_load_smoke_serve_and_lambda(tmp_path, monkeypatch):
         assert phase["server_rss_mb"]["max"] > 0
         for row in phase["modes"].values():
             assert row["requests"] > 0 and all(q in row for q in PERCENTILES)
+
+
+def test_load_starlette_target_serves_the_same_answers(tmp_path, monkeypatch):
+    """``--target starlette``: this tree's server and the same one with Starlette in front
+    (bench/starlette_serve), alternately; both answer every request, and over the same store they
+    give the same answers: a query, a refusal of its body (422), a route of no table (404)."""
+    import urllib.error
+    import urllib.request
+
+    monkeypatch.setenv("ERAGRAPH_EMBEDDER", "hash")
+    result = load.run(parse(["load", "--target", "starlette", "--smoke", "--rounds", "1", "--embedder", "hash",
+                             "--store", str(tmp_path), "--out", str(tmp_path / "load.json")]))
+    rounds = result["against"]["rounds"]
+    assert [r["tree"] for r in rounds] == ["this tree", "starlette"]
+    assert all(r["errors"] == 0 and r["requests"] > 0 for r in rounds), rounds
+    assert result["against"]["trees"]["starlette"]["command"] == "eragraph.bench.starlette_serve"
+
+    def ask(url: str, method: str, path: str, body: bytes | None) -> tuple[int, object]:
+        request = urllib.request.Request(url + path, data=body, method=method,
+                                         headers={"content-type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.status, json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+    asked = [("POST", "/query", json.dumps({"query": "what happened", "mode": "collapsed", "k": 5}).encode()),
+             ("POST", "/query", b'{"question": 3}'), ("GET", "/nowhere", None), ("GET", "/health", None)]
+    answers = {}
+    for command in (("eragraph", "serve"), ("eragraph.bench.starlette_serve",)):
+        proc, url = load.start_server(tmp_path / "store", {**dict(__import__("os").environ)}, command)
+        try:
+            answers[command] = [ask(url, *a) for a in asked]
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+    ours, theirs = answers.values()
+    assert [status for status, _ in ours] == [200, 422, 404, 200]
+    # usage aside: the first server's embedding of the question is kept in the store's cache
+    strip = lambda body: {k: v for k, v in body.items() if k not in ("seconds", "stages", "request_id", "usage")}  # noqa: E731
+    assert strip(ours[0][1]) == strip(theirs[0][1]) and ours[1:] == theirs[1:]

@@ -30,8 +30,14 @@ half second. ``--smoke``: a tiny store and phases of a second or two.
 ``against`` target (``--against DIR``): the same store served by this tree's `eragraph serve` and
 by the one of another source tree (``DIR``: the ``shared`` folder of another commit, e.g.
 ``git archive <rev> shared | tar -x -C DIR``), alternately, ``--rounds`` times each, the
-``collapsed`` clients for ``--seconds`` a round: one run, the two servers measured under the same
-load of the machine; the medians of throughput and p99 per tree."""
+``collapsed`` clients for ``--seconds`` a round (the first server of a round alternates): one run, the two servers measured under the same
+load of the machine; the medians of throughput and p99 per tree, and of the server's CPU time
+per answered request (user and system, from /proc: what the server itself spent, the figure
+least moved by other work on a shared machine).
+
+``starlette`` target: the same rounds, this tree's `eragraph serve` against the same server with
+Starlette in front (bench/starlette_serve: Starlette's routing, middleware, responses and static
+files over the same pipeline and pools): what adopting Starlette would cost (issue 56)."""
 
 from __future__ import annotations
 
@@ -59,7 +65,7 @@ SMOKE = {"chunks": 60, "seconds": 1.5, "clients": 4, "graph_clients": 1, "lambda
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("load", help="concurrent clients against serve and the query handler",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--target", choices=("serve", "lambda", "both", "against"), default="both")
+    p.add_argument("--target", choices=("serve", "lambda", "both", "against", "starlette"), default="both")
     p.add_argument("--against", metavar="DIR", help="target against: another source tree's shared folder, served "
                                                     "alternately with this one's")
     p.add_argument("--rounds", type=int, default=3, help="target against: rounds per tree (default 3)")
@@ -123,6 +129,15 @@ def rss_mb(pid: int) -> float | None:
     except OSError:
         return None
     return None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time (user and system) process ``pid`` has used, from /proc (None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class MemorySampler(threading.Thread):
@@ -205,8 +220,9 @@ def http_client(url: str) -> Callable[[str, str], None]:
     return ask
 
 
-def start_server(store: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "eragraph", "serve", "--store", str(store), "--port", "0",
+def start_server(store: Path, env: dict[str, str], command: tuple[str, ...] = ("eragraph", "serve")
+                 ) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", *command, "--store", str(store), "--port", "0",
                              "--quiet"], env=env, stderr=subprocess.PIPE, text=True)
     line = proc.stderr.readline()
     found = re.search(r"on (http://127\.0\.0\.1:\d+) ", line)
@@ -302,29 +318,41 @@ def against_target(args: Any, work: Path, settings: Any, env: dict[str, str]) ->
 
     from .scale import build_store, questions, write_corpus
 
-    if not args.against or not (Path(args.against) / "eragraph").is_dir():
+    here = str(Path(__file__).resolve().parents[2])
+    serve = ("eragraph", "serve")
+    if args.target == "starlette":  # this tree, served as it is and with Starlette in front
+        trees = {"this tree": (here, serve), "starlette": (here, ("eragraph.bench.starlette_serve",))}
+    elif not args.against or not (Path(args.against) / "eragraph").is_dir():
         raise SystemExit("--target against needs --against DIR, a source tree's shared folder (DIR/eragraph)")
+    else:
+        trees = {"this tree": (here, serve), "against": (str(Path(args.against).resolve()), serve)}
     corpus = write_corpus(work / "corpus.jsonl", args.chunks, args.seed)
     store = work / "store"
     build_store(store, corpus, 256, settings)
     qs = questions(200, args.seed)
-    here = str(Path(__file__).resolve().parents[2])
-    trees = {"this tree": here, "against": str(Path(args.against).resolve())}
     rounds = []
-    for n in range(args.rounds):
-        for label, path in trees.items():
-            proc, url = start_server(store, {**env, "PYTHONPATH": path + os.pathsep + env.get("PYTHONPATH", "")})
+    for n in range(args.rounds):  # which server goes first alternates, round by round
+        for label, (path, command) in list(trees.items())[::-1 if n % 2 else 1]:
+            proc, url = start_server(store, {**env, "PYTHONPATH": path + os.pathsep + env.get("PYTHONPATH", "")},
+                                     command)
             try:
                 ask = http_client(url)
                 ask("collapsed", qs[0])  # warm
+                cpu = cpu_seconds(proc.pid)
                 phase = run_phase(label, [("collapsed", ask)] * args.clients, qs, args.seconds, Recorder())
+                used = cpu_seconds(proc.pid)
             finally:
                 proc.terminate()
                 proc.wait(timeout=60)
-            rounds.append({"tree": label, "round": n + 1, **phase["modes"]["collapsed"]})
-    medians = {label: {key: statistics.median(r[key] for r in rounds if r["tree"] == label)
-                       for key in ("per_second", "p50_ms", "p99_ms")} for label in trees}
-    return {"trees": trees, "clients": args.clients, "seconds_per_round": args.seconds, "rounds": rounds,
+            row = {"tree": label, "round": n + 1, **phase["modes"]["collapsed"]}
+            if cpu is not None and used is not None and row["requests"]:  # the server's CPU, whatever else runs
+                row["server_cpu_ms_per_request"] = round((used - cpu) * 1000 / row["requests"], 3)
+            rounds.append(row)
+    medians = {label: {key: statistics.median(r[key] for r in rounds if r["tree"] == label and key in r)
+                       for key in ("per_second", "p50_ms", "p99_ms", "server_cpu_ms_per_request")
+                       if any(key in r for r in rounds)} for label in trees}
+    return {"trees": {label: {"path": path, "command": " ".join(command)} for label, (path, command) in trees.items()},
+            "clients": args.clients, "seconds_per_round": args.seconds, "rounds": rounds,
             "medians": medians}
 
 
@@ -508,7 +536,7 @@ def run(args: Any) -> dict:
             result["serve"] = serve_target(args, work, settings, env)
         if args.target in ("lambda", "both"):
             result["lambda"] = lambda_target(args, settings)
-        if args.target == "against":
+        if args.target in ("against", "starlette"):
             result["against"] = against_target(args, work, settings, env)
     finally:
         if not args.store:

@@ -1,5 +1,6 @@
 """The Lambda cold start page: each function's init in the environment `sam build` made for it
-(scripts/cold_start.py, cold-start.json), and the query function's init target."""
+(scripts/cold_start.py, cold-start.json), the query function's init target, and `eragraph
+serve`'s app (its ``serve`` key: scripts/cold_start.py --serve)."""
 
 from __future__ import annotations
 
@@ -41,7 +42,22 @@ def section(name: str, d: dict, plots: Path) -> list[str]:
     if target:
         out += ["", f"Target: query init ≤ {target.get('query_init_s')} s on this machine (Lambda cuts the init "
                 f"phase at 10 s): **{'met' if target.get('met') else 'missed'}**."]
-    return out + [""]
+    return out + [""] + serve_section(d.get("serve"))
+
+
+def serve_section(serve: dict | None) -> list[str]:
+    """`eragraph serve`'s app, per source tree (scripts/cold_start.py --serve)."""
+    if not serve:
+        return []
+    out = ["#### `eragraph serve`'s app", "", f"Command: `{serve.get('command', '')}`. {serve['what']}.", "",
+           run_line(serve), ""]
+    rows = [[label, r["import_s"]["median"], r["modules_at_import"], r["all_modules_at_import"],
+             r["first_request_s"]["median"], r["modules_after_first_request"], r["all_modules_after_first_request"],
+             round(r["import_s"]["median"] + r["first_request_s"]["median"], 3)]
+            for label, r in serve["results"].items()]
+    out += table(["tree", "import s", "eragraph modules", "all modules", "first request s",
+                  "eragraph modules after it", "all modules after it", "import + first request s"], rows)
+    return out + ["", "Trees: " + "; ".join(f"{k}: {v}" for k, v in serve.get("trees", {}).items()) + ".", ""]
 
 
 def targets(name: str, d: dict) -> list[list[str]]:

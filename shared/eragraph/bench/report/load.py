@@ -22,14 +22,38 @@ INTRO = ["`eragraph bench load`: client threads in a closed loop (each sends its
 
 
 def dataset(name: str, data: dict) -> str:
-    return ""
+    """A two-server comparison (``--target against`` or ``starlette``) is its own: "vs <the other
+    server>", never the current run of the load phases."""
+    against = data.get("against")
+    if not against:
+        return ""
+    return "vs " + next((label for label in against["trees"] if label != "this tree"), "against")
+
+
+def against_section(a: dict) -> list[str]:
+    """The rounds of two servers served alternately over one store, and their medians."""
+    cpu = any("server_cpu_ms_per_request" in r for r in a["rounds"])
+    rows = [[r["round"], r["tree"], fmt(r["requests"]), r["errors"],
+             *(fmt(r.get(k), 1) for k in ("per_second", "p50_ms", "p95_ms", "p99_ms")),
+             *([fmt(r.get("server_cpu_ms_per_request"), 2)] if cpu else [])] for r in a["rounds"]]
+    out = [f"{a['clients']} `collapsed` clients, {a['seconds_per_round']} s a round, the two servers alternately:", ""]
+    out += table(["round", "server", "requests", "errors", "q/s", "p50", "p95", "p99",
+                  *(["server CPU ms/request"] if cpu else [])], rows) + [""]
+    med = a["medians"]
+    out += ["Medians: " + "; ".join(
+        f"{label} {fmt(m.get('per_second'), 1)} q/s, p50 {fmt(m.get('p50_ms'), 1)} ms, p99 {fmt(m.get('p99_ms'), 1)} ms"
+        + (f", {fmt(m.get('server_cpu_ms_per_request'), 2)} ms of server CPU a request"
+           if m.get("server_cpu_ms_per_request") is not None else "") for label, m in med.items()) + ".", ""]
+    return out
 
 
 def section(name: str, d: dict, plots: Path) -> list[str]:
     out: list[str] = []
     s = d.get("settings", {})
-    out += [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
-            f"{s.get('clients')} fast-mode clients, {s.get('graph_clients')} tri_graph clients, "
+    out += [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), ""]
+    if d.get("against"):
+        return out + [f"Embedder {s.get('embedder')}.", ""] + against_section(d["against"])
+    out += [f"{s.get('clients')} fast-mode clients, {s.get('graph_clients')} tri_graph clients, "
             f"{s.get('seconds_per_phase')} s per phase, embedder {s.get('embedder')}.", ""]
     for target in ("serve", "lambda"):
         t = d.get(target)

@@ -2,7 +2,9 @@
 
 No website is hosted for it: the console's static files are served here (the ASGI app of
 ``eragraph serve``, eragraph.entrypoints.http.server.ApiApp, with its console routes and its
-loopback binding), and every other request is forwarded to the deployed HTTP API, signed with this
+loopback binding), and every other request goes through the app's request pipeline as under
+``eragraph serve`` (the request read once, request.Request; its call prepared and run in a pool),
+whose call here (``Forwarding``) forwards it to the deployed HTTP API, signed with this
 machine's credentials (console.upstream: SigV4 for ``execute-api``, or a JWT bearer). The page
 therefore calls its own origin, as under ``eragraph serve``: the API needs no CORS, and the
 credentials never reach the browser.
@@ -25,12 +27,14 @@ the answer appears at once rather than word by word."""
 
 from __future__ import annotations
 
-import base64
 import json
+from functools import partial
 from typing import Any
 
 from ..http.errors import error_body
 from ..http.guard import LocalGuard, is_loopback
+from ..http.pipeline import Answer, Call
+from ..http.request import Request
 from ..http.routes import API, ROUTES
 from ..http.server import DEFAULT_HOST, ApiApp, ApiServer
 from .upstream import Reply, Unreachable, Upstream
@@ -66,14 +70,8 @@ def returned_headers(headers: list[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
-def raw(status: int, headers: dict[str, str], body: bytes) -> dict:
-    """A resolver-shaped response (what ApiApp.serve_resolved writes back) of ``body``."""
-    return {"statusCode": status, "headers": headers, "body": base64.b64encode(body).decode("ascii"),
-            "isBase64Encoded": True}
-
-
-def json_reply(status: int, body: dict, headers: dict[str, str] | None = None) -> dict:
-    return raw(status, {"content-type": "application/json", **(headers or {})}, json.dumps(body).encode("utf-8"))
+def json_reply(status: int, body: dict, headers: dict[str, str] | None = None) -> Answer:
+    return status, {"content-type": "application/json", **(headers or {})}, json.dumps(body).encode("utf-8")
 
 
 def stream_lines(response: dict) -> bytes:
@@ -92,22 +90,21 @@ def stream_lines(response: dict) -> bytes:
     return b"".join(json.dumps(line).encode("utf-8") + b"\n" for line in lines)
 
 
-class ProxyApp(ApiApp):
-    """ApiApp whose API routes are the deployed API's, reached through ``upstream``."""
+class Forwarding:
+    """The request pipeline of the console's server: what ApiApp's pipeline is under `eragraph
+    serve` (``prepare(request)``: the call answering it, and its pool), but the answer is the
+    deployed API's, reached through ``upstream``."""
 
-    needs_engine = False
-
-    def __init__(self, upstream: Upstream, log: bool = False, workers: int = WORKERS) -> None:
-        super().__init__(None, workers, workers, log=log)
+    def __init__(self, upstream: Upstream) -> None:
         self.upstream = upstream
 
-    def resolve(self, event: dict) -> dict:
-        """Forward the request ``event`` describes (ApiApp.serve_resolved builds it) to the API."""
-        method = event["requestContext"]["http"]["method"]
-        path, query = event["rawPath"], event.get("rawQueryString") or ""
-        data = event.get("body") or ""
-        body = base64.b64decode(data) if event.get("isBase64Encoded") else data.encode("utf-8")
-        headers = forwarded_headers(event.get("headers") or {})
+    def prepare(self, request: Request) -> Call:
+        return Call(partial(self.forward, request))
+
+    def forward(self, request: Request) -> Answer:
+        """Forward ``request`` (request.Request, its whole body read) to the API."""
+        method, path, query, body = request.method, request.path, request.query, request.body
+        headers = forwarded_headers(request.headers)
         if method == "POST" and path.rstrip("/") == STREAM_PATH:
             return self.stream_answer(headers, body)
         if not api_route(method, path):  # never signed: the proxy reaches the API's routes only
@@ -116,9 +113,9 @@ class ProxyApp(ApiApp):
             reply = self.upstream.send(method, path + ("?" + query if query else ""), headers, body)
         except Unreachable as exc:
             return json_reply(502, error_body(502, str(exc)))
-        return raw(reply.status, returned_headers(reply.headers), reply.body)
+        return reply.status, returned_headers(reply.headers), reply.body
 
-    def stream_answer(self, headers: dict[str, str], body: bytes) -> dict:
+    def stream_answer(self, headers: dict[str, str], body: bytes) -> Answer:
         """POST /query/stream as POST /query with ``answer: true`` (see the module's docstring); a
         refusal of the API (4xx, 5xx) comes back as it is, before any line."""
         try:
@@ -132,7 +129,7 @@ class ProxyApp(ApiApp):
         except Unreachable as exc:
             return json_reply(502, error_body(502, str(exc)))
         if reply.status != 200:
-            return raw(reply.status, returned_headers(reply.headers), reply.body)
+            return reply.status, returned_headers(reply.headers), reply.body
         try:
             response = json.loads(reply.body)
         except ValueError:
@@ -140,23 +137,35 @@ class ProxyApp(ApiApp):
         if not isinstance(response, dict):
             return json_reply(502, error_body(502, f"the API at {self.upstream.url} answered POST /query with "
                                                    f"no JSON object"))
-        return raw(200, {"content-type": NDJSON, "cache-control": "no-cache", "x-content-type-options": "nosniff"},
-                   stream_lines(response))
+        return (200, {"content-type": NDJSON, "cache-control": "no-cache", "x-content-type-options": "nosniff"},
+                stream_lines(response))
+
+
+class ProxyApp(ApiApp):
+    """ApiApp whose request pipeline forwards to the deployed API (``Forwarding``): every route
+    it does not serve itself (the console's files) goes there, the streams and MCP included."""
+
+    needs_engine = False
+
+    def __init__(self, upstream: Upstream, log: bool = False, workers: int = WORKERS) -> None:
+        super().__init__(None, workers, workers, log=log)
+        self.upstream = upstream
+        self._pipeline = Forwarding(upstream)
 
     async def serve_mcp(self, scope: dict, receive, send) -> None:
         """POST /mcp: the deployed API's MCP endpoint, forwarded as any other route."""
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         body = await self.read_body(scope, receive, send, headers)
         if body is not None:
-            await self.serve_resolved(scope, send, body)
+            await self.serve_routed(scope, send, body)
 
     async def serve_query_stream(self, scope: dict, send, body: bytes) -> None:
-        """POST /query/stream: ``resolve`` answers it from POST /query (``stream_answer``)."""
-        await self.serve_resolved(scope, send, body)
+        """POST /query/stream: answered from POST /query (``Forwarding.stream_answer``)."""
+        await self.serve_routed(scope, send, body)
 
     async def serve_chat_stream(self, scope: dict, send, body: bytes) -> None:
         """POST /v1/chat/completions with ``stream: true``: forwarded; the API answers it whole."""
-        await self.serve_resolved(scope, send, body)
+        await self.serve_routed(scope, send, body)
 
     async def serve_kb_stream(self, scope: dict, send, body: bytes) -> None:  # noqa: ARG002
         """POST /retrieveAndGenerateStream is the stream function's (a function URL), not the API's."""

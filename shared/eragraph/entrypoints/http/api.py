@@ -6,8 +6,9 @@ One definition serves both the API Gateway function (functions/query/app.py) and
 server (``eragraph serve``, eragraph.entrypoints.http.server): ``make_app`` builds the powertools
 resolver over an engine getter, so both validate requests with the same pydantic models
 (eragraph.entrypoints.http.models) and answer with the same JSON and the same 4xx errors
-(eragraph.entrypoints.http.errors). The OpenAPI schema the resolver generates is kept in
-functions/query/openapi.json. Needs the ``aws`` extra (powertools, pydantic).
+(eragraph.entrypoints.http.errors). The OpenAPI schema is the resolver's, generated from the
+route table, never a stored copy: ``python -m eragraph.entrypoints.http.api`` prints it
+(``openapi_schema``). Needs the ``aws`` extra (powertools, pydantic).
 
 Every malformed request is a 4xx with a ``message`` in words, never a 500:
 - 400 when the body is no JSON object: bad base64 (``isBase64Encoded``), bytes that are not
@@ -137,3 +138,21 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
             handler = MethodType(handler, ctx)  # the resolver sees the handler's own parameters only
         app.route(route.rule, route.method, summary=route.summary, description=route.description)(handler)
     return app
+
+
+TITLE, VERSION = "Eragraph query API", "0.1.0"
+
+
+def openapi_schema() -> str:
+    """The OpenAPI schema (JSON) of every API route, as the query function's resolver generates
+    it: the resolver built with every route served (its engine getter is never called)."""
+
+    def no_engine(tenant: str) -> Engine:
+        raise RuntimeError(f"the schema's resolver answers no request (tenant {tenant!r})")
+
+    every = make_app(no_engine, mcp=lambda *_: (501, {}, ""), uploads=object())
+    return every.get_openapi_json_schema(title=TITLE, version=VERSION)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(openapi_schema())

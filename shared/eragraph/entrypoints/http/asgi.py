@@ -8,7 +8,6 @@ engine, and what a query sees."""
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextvars
 import json
 import uuid
@@ -74,9 +73,9 @@ class ApiApp:
     rate limit: 429 ThrottlingException).
 
     A subclass may answer the API routes otherwise: ``eragraph console`` (console.proxy.ProxyApp)
-    forwards them to the deployed API (``needs_engine`` False: each request goes to its own
-    ``resolve``, as ``serve_resolved`` describes it; and the ``serve_*`` methods of the routes
-    this app serves itself)."""
+    forwards them to the deployed API (``needs_engine`` False: its request pipeline,
+    console.proxy.Forwarding, prepares each request's call as this one's does; and the
+    ``serve_*`` methods of the routes this app serves itself)."""
 
     needs_engine = True
 
@@ -122,10 +121,6 @@ class ApiApp:
             self._pipeline = Pipeline(RouteContext(None, Admission(choice.tenant_of), choice.engine, limits=self.limits,
                                                    tenants=self.tenants, choice=choice, uploads=self.uploads))
         return self._pipeline
-
-    def resolve(self, event: dict) -> dict:
-        """A forwarding app's answer to the request ``event`` describes (``serve_resolved``)."""
-        raise NotImplementedError("ApiApp answers through its request pipeline; a forwarding app defines resolve")
 
     def close(self) -> None:
         for pool in self.pools.values():
@@ -194,9 +189,6 @@ class ApiApp:
         if self.stream_only:  # the stream function: its routes (the stream, and its readiness check), nothing else
             await self.serve_stream_only(scope, send)
             return
-        if not self.needs_engine:  # a forwarding app (console.proxy): its resolve answers
-            await self.serve_resolved(scope, send, body)
-            return
         await self.serve_routed(scope, send, body)
 
     async def read_body(self, scope: dict, receive, send, headers: dict[str, str]) -> bytes | None:
@@ -258,26 +250,6 @@ class ApiApp:
         """``fn(*args)`` in the pool named ``pool``, in the request's context (its log record)."""
         context = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(self.pools[pool], context.run, fn, *args)
-
-    async def serve_resolved(self, scope: dict, send, body: bytes) -> None:
-        """A request of a forwarding app (console.proxy): handed to its ``resolve`` as the HTTP API's
-        event (lambda_event.http_event) in the fast pool, the answer written back."""
-        from .lambda_event import http_event
-
-        path = scope.get("raw_path", scope["path"].encode()).decode("latin-1")
-        query = scope.get("query_string", b"").decode("latin-1")
-        headers = {}
-        for key, value in scope["headers"]:
-            name = key.decode("latin-1").lower()
-            headers[name] = f"{headers[name]}, {value.decode('latin-1')}" if name in headers else value.decode("latin-1")
-        client = scope.get("client") or ("127.0.0.1", 0)
-        event = http_event(scope["method"], path + ("?" + query if query else ""), headers, body, client[0],
-                           request_id=request_log.request_id())
-        out = await self.in_pool("fast", self.resolve, event)
-        data = out.get("body") or ""
-        payload = base64.b64decode(data) if out.get("isBase64Encoded") else str(data).encode("utf-8")
-        out_headers = {k: (", ".join(v) if isinstance(v, list) else str(v)) for k, v in (out.get("headers") or {}).items()}
-        await self.send_whole(send, scope, int(out.get("statusCode", 500)), out_headers, payload)
 
     async def send_error(self, send, scope: dict, status: int, message: str, extra: dict | None = None) -> None:
         """An error answer: the Bedrock KB service's modelled one on its routes, else the API's JSON."""

@@ -1,8 +1,8 @@
 """The API Gateway side of a request: the HTTP API's payload v2 event of one HTTP request and the
 parts of a Lambda context the resolver reads. ``eragraph serve`` does not use them to answer (its
-request pipeline, pipeline.Pipeline, speaks no API Gateway): they serve what stands in for API
-Gateway (the console's forwarding, console.proxy; the load bench's Lambda target; the tests'
-fake gateway)."""
+request pipeline, pipeline.Pipeline, speaks no API Gateway, nor does the console's forwarding,
+console.proxy): they serve what stands in for API Gateway (the load bench's Lambda target; the
+tests' fake gateway)."""
 
 from __future__ import annotations
 

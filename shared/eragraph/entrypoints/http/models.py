@@ -1,6 +1,6 @@
 """The request models of the HTTP API: pydantic validates each request body against them (types
-are strict: ``"k": "5"`` is refused, not converted), and the OpenAPI schema kept in
-functions/query/openapi.json is generated from them."""
+are strict: ``"k": "5"`` is refused, not converted), and the resolver's OpenAPI schema is
+generated from them (``python -m eragraph.entrypoints.http.api`` prints it)."""
 
 from __future__ import annotations
 
