@@ -84,9 +84,54 @@ def test_an_object_put_straight_into_the_bucket_is_charged_and_refused_past_the_
 
     # submitted through the API (charged there: the status is received): not charged again
     third = "docs/third.txt"
-    doc_status.record_received(engine, document_id_for_source(f"s3://{BUCKET}/{third}"), f"s3://{BUCKET}/{third}",
-                                count=False)
+    received = doc_status.record_received(engine, document_id_for_source(f"s3://{BUCKET}/{third}"),
+                                          f"s3://{BUCKET}/{third}", count=False)
+    ingest_quota.submitted(engine, received.source, received.received_at)  # as services.uploads.submit notes it
     engine.blobs.put(third, (TEXT * 2).encode())
     out = ingest.handler(_put_event(third, 2 * len(TEXT), "0A03"), lambda_context)
     assert out["ingested"] == 1
     assert engine.graph.get_meta(ingest_quota.KEY)["total"] == 2 * len(TEXT)
+
+
+class _Died(BaseException):
+    """The function's process ending mid-event (no fault recorded: nothing runs after it)."""
+
+
+def test_an_objects_charge_is_once_per_version(aws_engine, lambda_context, monkeypatch):
+    """The charge of an object put straight into the bucket is marked with its sequencer in the
+    same TransactWriteItems: a retried event after the function died between the charge and
+    ``received`` is not charged again; a second put of the key while the first is in flight is
+    charged for itself."""
+    from eragraph.services import object_events
+
+    engine = _quota(aws_engine, 10 * len(TEXT))
+    ingest = load_handler("ingest")
+    key, data = "docs/twice.txt", (TEXT * 2).encode()
+    engine.blobs.put(key, data)
+
+    def die(*_a, **_k):
+        raise _Died()
+
+    def total() -> int:
+        return engine.graph.get_meta(ingest_quota.KEY)["total"]
+
+    with monkeypatch.context() as m:  # dies after the charge, before ``received``
+        m.setattr(object_events.doc_status, "record_received", die)
+        try:
+            ingest.handler(_put_event(key, len(data), "0B01"), lambda_context)
+        except _Died:
+            pass
+    assert total() == len(data)
+    assert ingest.handler(_put_event(key, len(data), "0B01"), lambda_context)["ingested"] == 1  # its retry
+    assert total() == len(data)
+
+    with monkeypatch.context() as m:  # a second put in flight (``received``) when a third's event comes
+        m.setattr(object_events, "read_document", die)
+        try:
+            ingest.handler(_put_event(key, len(data), "0B02"), lambda_context)
+        except _Died:
+            pass
+    source = f"s3://{BUCKET}/{key}"
+    assert engine.graph.get_doc_status(document_id_for_source(source)).state == "received"
+    ingest.handler(_put_event(key, len(data), "0B03"), lambda_context)
+    assert total() == 3 * len(data)

@@ -60,6 +60,21 @@ def test_add_within_adds_up_to_its_limit_and_starts_each_period_again(graph_stor
     assert graph_store.get_meta("ingest-quota") == {"period": "2031-01-02", "total": 7}
 
 
+def test_add_within_charges_a_mark_once_a_period(graph_store):
+    """A marked add (one object version: services.ingest_quota) is recorded with the mark in the
+    same atomic write: the same mark again adds nothing and answers the total, even past the
+    limit; a new period, or another mark, is charged."""
+    mark = "s3://docs/a.txt@0055AED6DCD90281E5"
+    assert graph_store.add_within("ingest-quota", "2031-01-01", 60, 100, mark=mark) == 60
+    assert graph_store.add_within("ingest-quota", "2031-01-01", 60, 100, mark=mark) == 60
+    assert graph_store.add_within("ingest-quota", "2031-01-01", 30, 100, mark=mark + "0") == 90
+    assert graph_store.add_within("ingest-quota", "2031-01-01", 30, 100, mark="another") is None
+    assert graph_store.get_meta("ingest-quota") == {"period": "2031-01-01", "total": 90}
+    assert graph_store.add_within("ingest-quota", "2031-01-02", 60, 100, mark=mark) == 60
+    assert graph_store.add_within("ingest-quota", "2031-01-02", 60, 100, mark=mark) == 60
+    assert graph_store.get_meta("ingest-quota") == {"period": "2031-01-02", "total": 60}
+
+
 def test_meta_keys_and_delete(graph_store):
     for key in ("dirty:2", "dirty:0", "dirtyx", "settings", "dirty:10"):
         graph_store.put_meta(key, 1.0)

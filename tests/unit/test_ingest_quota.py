@@ -98,3 +98,50 @@ def test_simultaneous_charges_on_sqlite_never_pass_the_quota_together(tmp_path):
         t.join(timeout=60)
     assert (len(passed), len(refused)) == (3, 5)
     assert engines[0].graph.get_meta(ingest_quota.KEY)["total"] == 90
+
+
+class _Died(BaseException):
+    """The function's process ending mid-event (no fault recorded: nothing runs after it)."""
+
+
+def test_an_objects_charge_is_once_per_version_on_the_local_store(tmp_path, monkeypatch):
+    """An object put straight into the bucket is charged by its event, marked with its version
+    in the same write: a retry after the function died between the charge and ``received`` is
+    not charged again, and a second put of the key while the first is in flight (``received``)
+    is charged for itself."""
+    import logging
+
+    from eragraph.domain.object_changes import ObjectChange
+    from eragraph.services import object_events
+
+    settings = settings_from_env({**ENV, "ERAGRAPH_INGEST_DAILY_BYTES": "1000"})
+    engine = build_engine("local", tmp_path / "kb", settings=settings)
+    engine.blobs.put("docs/a.txt", TEXT)
+    events = object_events.ObjectEvents(engines=None, log=logging.getLogger("test"))
+
+    def put(sequencer: str):
+        return ObjectChange(bucket="docs", key="docs/a.txt", removed=False, sequencer=sequencer, shape="s3",
+                            size=len(TEXT))
+
+    def die(*_a, **_k):
+        raise _Died()
+
+    def total() -> int:
+        return engine.graph.get_meta(ingest_quota.KEY)["total"]
+
+    with monkeypatch.context() as m:  # dies after the charge, before ``received``
+        m.setattr(object_events.doc_status, "record_received", die)
+        with pytest.raises(_Died):
+            events.apply_change(engine, put("0A01"), object_events.new_counts())
+    assert total() == len(TEXT)
+    counts = object_events.new_counts()
+    events.apply_change(engine, put("0A01"), counts)  # its retry
+    assert counts["ingested"] == 1 and total() == len(TEXT)
+
+    with monkeypatch.context() as m:  # a second put, in flight (``received``) when a third's event comes
+        m.setattr(object_events, "read_document", die)
+        with pytest.raises(_Died):
+            events.apply_change(engine, put("0A02"), object_events.new_counts())
+    assert engine.graph.get_doc_status(engine.graph.list_documents()[0].doc_id).state == "received"
+    events.apply_change(engine, put("0A03"), object_events.new_counts())
+    assert total() == 3 * len(TEXT)

@@ -192,3 +192,80 @@ def test_a_data_source_keeps_its_last_jobs_only(monkeypatch):
         assert [j["ingestionJobId"] for j in kb_jobs.jobs(engine, record["dataSourceId"])] == started[-3:]
     finally:
         pipeline.close()
+
+
+def _synced(monkeypatch, total: int):
+    bucket = CountedBucket()
+    monkeypatch.setitem(MemoryProfile.BUCKETS, "notes", bucket)
+    engine = build_engine("memory", settings=settings_from_env(ENV))
+    pipeline = document_pipeline("memory", None, engine.settings, lambda tenant: engine)
+    for n in range(total):
+        bucket.put(f"docs/{n:03d}.txt", f"Ferry crossing {n} logged by the harbour master at dawn. ".encode() * 3)
+    record = kb_sources.create(engine, "KB", {"name": "notes", "dataSourceConfiguration": {
+        "type": "S3", "s3Configuration": {"bucketArn": "arn:aws:s3:::notes"}}})
+    return bucket, engine, pipeline, record
+
+
+def test_the_wait_pages_the_statuses_from_its_cursor_and_never_reads_them_whole(monkeypatch):
+    """The wait reads the data source's statuses a page at a time (GONE_PAGE) from its own
+    cursor, never the source's whole listing on a poll; a document the ingest path failed is
+    still counted failed, exactly once."""
+    monkeypatch.setattr(kb_jobs, "GONE_PAGE", 7)
+    bucket, engine, pipeline, record = _synced(monkeypatch, 30)
+    pages: list[int] = []
+    real_page, real_whole = engine.graph.doc_statuses_page, engine.graph.doc_statuses
+    paging = [False]  # the memory store's page filters its listing: a store's own business
+
+    def page(prefix, after, limit):
+        paging[0] = True
+        try:
+            found = real_page(prefix, after, limit)
+        finally:
+            paging[0] = False
+        pages.append(len(found[0]))
+        return found
+
+    def whole(prefix=""):
+        assert paging[0], f"the statuses under {prefix!r} read whole"
+        return real_whole(prefix)
+    try:
+        run(engine, pipeline, record)
+        bucket.put("docs/005.txt", b"The ferry now leaves Skarvik harbour at noon. " * 3)
+        bucket.put("docs/new.txt", b"The lighthouse keeper writes the ship log. " * 3)
+        monkeypatch.setattr(engine.graph, "doc_statuses", whole)
+        monkeypatch.setattr(engine.graph, "doc_statuses_page", page)
+        job = run(engine, Rejecting(pipeline), record)
+        stats = job["statistics"]
+        assert (stats["numberOfModifiedDocumentsIndexed"], stats["numberOfNewDocumentsIndexed"],
+                stats["numberOfDocumentsFailed"]) == (0, 0, 2), stats
+        assert len(job["failureReasons"]) == 2 and pages and max(pages) <= 7
+    finally:
+        pipeline.close()
+
+
+def test_a_jobs_list_of_removals_in_flight_stays_bounded(monkeypatch):
+    """The removals a job waits for are listed in its record up to MAX_DELETING (an item of at
+    most 400 KB): the removal pass lets those land before it makes more; the count stays exact."""
+    monkeypatch.setattr(kb_jobs, "GONE_PAGE", 3)
+    monkeypatch.setattr(kb_jobs, "MAX_DELETING", 5)
+    bucket, engine, pipeline, record = _synced(monkeypatch, 40)
+    longest = [0]
+    real_put = engine.graph.put_meta
+
+    def put(key, value):
+        if key.startswith(kb_jobs.JOB):
+            longest[0] = max(longest[0], len(value.get("deleting", ())))
+        real_put(key, value)
+    try:
+        run(engine, pipeline, record)
+        gone = set(range(0, 40, 3))
+        for n in gone:
+            bucket.delete(f"docs/{n:03d}.txt")
+        monkeypatch.setattr(engine.graph, "put_meta", put)
+        job = run(engine, pipeline, record)
+        assert job["statistics"]["numberOfDocumentsDeleted"] == len(gone), job
+        assert "deleting" not in job and 0 < longest[0] <= 5, longest
+        left = {d.source.rsplit("/", 1)[1] for d in engine.graph.list_documents()}
+        assert left == {f"{n:03d}.txt" for n in range(40) if n not in gone}
+    finally:
+        pipeline.close()

@@ -26,11 +26,13 @@ class MetaStore(Protocol):
     def put_meta(self, key: str, value: Any) -> None: ...
     def delete_meta(self, key: str) -> None: ...
     def meta_keys(self, prefix: str) -> list[str]: ...
-    def add_within(self, key: str, period: str, amount: int, limit: int) -> int | None:
+    def add_within(self, key: str, period: str, amount: int, limit: int, mark: str | None = None) -> int | None:
         """One atomic conditional add to the counter ``key`` (a meta key whose value is
         ``{"period", "total"}``): a stored period other than ``period`` counts as 0; the new
         total, or None (nothing written) when it would pass ``limit``. Two callers at once
-        cannot both pass (services.ingest_quota)."""
+        cannot both pass (services.ingest_quota). With ``mark`` (one object version), the mark
+        is recorded (domain.expiry.mark_key) in the same atomic write, and a mark charged
+        already in this period adds nothing: the total as it stands."""
         ...
     def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
                    at: float | None = None) -> None:

@@ -23,9 +23,14 @@ first step, and every GetIngestionJob or ListIngestionJobs of a running job take
   request); a document whose object is not there is removed (services.uploads.delete):
   **deleted**. Neither the prefix's keys nor its documents are ever read whole;
 - **wait**: the job is COMPLETE when none of the data source's documents is ``received`` any
-  more and its removals are done; documents that ended ``failed`` since the job started count
-  as failed, with their reasons, and one the job handed over is then no longer counted new
-  (or modified, when a stored version stays): Bedrock counts such a document failed only.
+  more and its removals are done. The statuses are read a page a poll (GONE_PAGE, from the
+  job's ``wait_after`` cursor, which stops before the first still ``received``), never whole;
+  documents that ended ``failed`` since the job started count as failed as the cursor passes
+  them, with their reasons, and one the job handed over is then no longer counted new (or
+  modified, when a stored version stays): Bedrock counts such a document failed only. The
+  removals in flight the record lists (``deleting``) are at most MAX_DELETING: when the list is
+  full the removal pass waits for them to land (pruned in order) before it makes more, so the
+  record stays far within DynamoDB's 400 KB item and the deleted count stays exact.
 
 A data source keeps its last MAX_JOBS jobs (the oldest go as a new one starts; a job also
 lapses 90 days after its last step, on every profile: domain.expiry), so ListIngestionJobs reads
@@ -62,6 +67,7 @@ STEP_DOCUMENTS = 25  # objects read a step (one submit call: services.uploads.MA
 STEP_SECONDS = 8.0
 GONE_PAGE = 200  # stored documents checked a step for an object that is gone
 LIST_PAGE = 1000  # names of one listing page (S3's ListObjectsV2 page)
+MAX_DELETING = 2000  # removals in flight a job record lists (~70 bytes each: far within an item's 400 KB)
 MAX_JOBS = 100  # jobs kept per data source (the oldest ended ones go as new ones start): a listing reads at most these
 LEASE_SECONDS = 30.0
 NEW, MODIFIED, METADATA = ("numberOfNewDocumentsIndexed", "numberOfModifiedDocumentsIndexed",
@@ -148,8 +154,8 @@ def advance(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[
             _scan(engine, pipeline, record, job, now + STEP_SECONDS)
         if job["phase"] == kb_sync.GONE and time.time() < now + STEP_SECONDS:
             _gone(engine, pipeline, record, job, now + STEP_SECONDS)
-        if job["phase"] == kb_sync.WAIT:
-            _wait(engine, pipeline, record, job)
+        if job["phase"] == kb_sync.WAIT and time.time() < now + STEP_SECONDS:
+            _wait(engine, pipeline, record, job, now + STEP_SECONDS)
     except kb_sync.SyncError as exc:  # the bucket cannot be read any more
         job["status"] = kb_sync.FAILED
         job["failureReasons"].append(str(exc))
@@ -228,6 +234,10 @@ def _gone(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[st
     The pass ends (the job waits) after the last page."""
     from . import uploads
 
+    if len(job["deleting"]) + GONE_PAGE > MAX_DELETING:
+        _pruned(engine, job)
+        if len(job["deleting"]) + GONE_PAGE > MAX_DELETING:
+            return  # the list is full: its removals land before more are made (a later poll)
     prefix = kb_sources.stored_source(engine, pipeline, kb_sources.upload_name(record, ""))
     after = job.get("gone_after")
     statuses, following = engine.graph.doc_statuses_page(prefix, tuple(after) if after else None, GONE_PAGE)
@@ -348,21 +358,54 @@ def _uncount(job: dict[str, Any], *statistics: str) -> None:
             return
 
 
-def _wait(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[str, Any]) -> None:
+def _wait(engine: Engine, pipeline: Any, record: Mapping[str, Any], job: dict[str, Any], deadline: float) -> None:
+    """One step of the wait: the data source's statuses a page at a time (GONE_PAGE) from the
+    job's ``wait_after`` cursor, which moves past each settled one (a ``failed`` one since the
+    job started counted as it passes) and stops before the first still ``received``; the
+    removals' own list is pruned (_pruned). Never the source's statuses whole."""
     prefix = kb_sources.stored_source(engine, pipeline, kb_sources.upload_name(record, ""))
-    statuses = engine.graph.doc_statuses(prefix)
-    if any(s.state == RECEIVED for s in statuses):
+    if not _pruned(engine, job):
         return
-    if any(engine.graph.get_doc_status(d) is not None for d in job.get("deleting", ())):
-        return
-    for s in statuses:
-        if s.state == "failed" and s.updated_at >= job["startedAt"]:
-            if s.received_at >= job["startedAt"]:  # handed over by this job: counted new or modified
-                stored = engine.graph.get_document(s.doc_id)
-                if stored is None or stored.is_tombstone:
-                    _uncount(job, NEW)
-                else:  # the stored version stays: it was a modification
-                    _uncount(job, MODIFIED, METADATA)
-            kb_sync.fail_document(job, s.source, s.reason)
+    after = job.get("wait_after")
+    while True:
+        statuses, following = engine.graph.doc_statuses_page(prefix, tuple(after) if after else None, GONE_PAGE)
+        for s in statuses:
+            if s.state == RECEIVED:  # not in yet: the next poll resumes here
+                job["wait_after"] = after
+                return
+            if s.state == "failed" and s.updated_at >= job["startedAt"]:
+                _failed(engine, job, s)
+            after = [s.source, s.doc_id]
+        if following is None:
+            break
+        after = list(following)
+        if time.time() > deadline:
+            job["wait_after"] = after
+            return
     job["status"] = kb_sync.COMPLETE
     job.pop("deleting", None)
+    job.pop("wait_after", None)
+
+
+def _failed(engine: Engine, job: dict[str, Any], s: Any) -> None:
+    if s.received_at >= job["startedAt"]:  # handed over by this job: counted new or modified
+        stored = engine.graph.get_document(s.doc_id)
+        if stored is None or stored.is_tombstone:
+            _uncount(job, NEW)
+        else:  # the stored version stays: it was a modification
+            _uncount(job, MODIFIED, METADATA)
+    kb_sync.fail_document(job, s.source, s.reason)
+
+
+def _pruned(engine: Engine, job: dict[str, Any]) -> bool:
+    """Drop from the job's ``deleting`` list (its removals in flight) those whose status is gone,
+    in order, up to the first still there; whether none is left. Each poll reads the removals
+    that landed since the last plus one."""
+    deleting = job.get("deleting", [])
+    done = 0
+    for doc_id in deleting:
+        if engine.graph.get_doc_status(doc_id) is not None:
+            break
+        done += 1
+    del deleting[:done]
+    return not deleting

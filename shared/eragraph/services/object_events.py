@@ -74,13 +74,18 @@ def _sidecar(engine, key: str) -> dict:
         return {}
 
 
-def _charged(status, source: str) -> bool:
-    """Whether the object in flight for ``source`` was charged against the daily quota already:
-    its status is ``received`` (recorded by services.uploads.submit, which charged the request,
-    or by an earlier event of the key, which charged the object) or the fault a retried message
-    records. Any other object (a put straight into the bucket) is charged by its event."""
-    return status is not None and status.source == source and (
-        status.state == RECEIVED or (status.state == FAILED and status.reason == reason("internal_retried")))
+def _charged(engine, status, source: str, version: str) -> bool:
+    """Whether the object in flight for ``source`` was charged against the daily quota already
+    by the API: its status is the ``received`` services.uploads.submit recorded (and noted,
+    services.ingest_quota.submitted). Without a sequencer to mark the charge with, an earlier
+    event's ``received`` or the fault a retried message records count too. Any other object (a
+    put straight into the bucket) is charged by its event, marked with its version (once)."""
+    if status is None or status.source != source:
+        return False
+    if status.state == RECEIVED and ingest_quota.was_submitted(engine, source, status.received_at):
+        return True
+    return not version and (status.state == RECEIVED or (
+        status.state == FAILED and status.reason == reason("internal_retried")))
 
 
 def _read(engine, key: str) -> tuple[bytes, dict]:
@@ -142,9 +147,10 @@ class ObjectEvents:
                 return None
             version = stored.version
         status = engine.graph.get_doc_status(document_id_for_source(source))
-        if not refresh and not _charged(status, source):  # put straight into the bucket: charged here
+        if not refresh and not _charged(engine, status, source, version):  # put straight into the bucket
             try:
-                ingest_quota.charge(engine, size if size is not None else engine.blobs.size(key))
+                ingest_quota.charge(engine, size if size is not None else engine.blobs.size(key),
+                                    mark=f"{source}@{version}" if version else None)
             except KeyError:
                 size = None  # vanished: the read below says so
             except ingest_quota.QuotaExceeded as exc:
@@ -153,7 +159,8 @@ class ObjectEvents:
                     "over_quota", limit=human_size(engine.settings.ingest_daily_bytes)))
                 counts["rejected"] += 1
                 return None
-            doc_status.record_received(engine, document_id_for_source(source), source)  # charged, in flight
+            if status is None or status.state != RECEIVED or status.source != source:  # charged, in flight
+                doc_status.record_received(engine, document_id_for_source(source), source)
         elif status is None:  # first sight of it
             doc_status.record_received(engine, document_id_for_source(source), source)
         limits = ReadLimits.from_settings(engine.settings)

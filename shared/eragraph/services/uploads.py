@@ -198,7 +198,8 @@ def submit(engine: Engine, pipeline: DocumentPipeline, uploads: Sequence[Upload]
         doc_id = document_id_for_source(source)
         # before the object: its event finds it. Uncounted: the API's role writes no counter (the
         # COUNT partition holds the graph layout's too); the ingest counts it on that event
-        doc_status.record_received(engine, doc_id, source, count=False)
+        received = doc_status.record_received(engine, doc_id, source, count=False)
+        ingest_quota.submitted(engine, source, received.received_at)  # charged above: its event is not
         try:
             _store(engine, key, doc_id, up.data, metadata)
         except ValueError as exc:  # a key the blob store refuses

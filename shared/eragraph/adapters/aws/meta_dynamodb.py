@@ -22,9 +22,10 @@ import json
 import time
 from typing import Any
 
-from pynamodb.exceptions import PutError, UpdateError
+from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
+from pynamodb.transactions import TransactWrite
 
-from ...domain.expiry import DAY, EXPIRING_META, life_of  # noqa: F401 (DAY, EXPIRING_META: the TTLs)
+from ...domain.expiry import DAY, EXPIRING_META, life_of, mark_key  # noqa: F401 (DAY, EXPIRING_META: the TTLs)
 from ...domain.ledger import bucket_start
 from ...domain.model import LshConfig
 from .ref_layout import REF_LAYOUT_VERSION
@@ -138,38 +139,63 @@ class DynamoMetaStore(DynamoTable):
         expires = None if life is None else int(time.time()) + life
         self.Item(PK=meta_partition(key), SK=f"KEY#{key}", value=json.dumps(value), expires_at=expires).save()
 
-    def add_within(self, key: str, period: str, amount: int, limit: int) -> int | None:
+    def add_within(self, key: str, period: str, amount: int, limit: int, mark: str | None = None) -> int | None:
         """UpdateItems, each atomic: ADD to this period's total on the condition that the
         period is stored and the total stays within ``limit``; failing that, SET a new period's
         total on the condition that another period (or none) is stored; failing that too (a
         caller started the period meanwhile), the ADD once more. The counter expires two days
-        after its period starts."""
+        after its period starts. With ``mark``, each is one TransactWriteItems with the put of
+        the mark's item under ``attribute_not_exists`` (a mark there already: nothing added)."""
         item = self.Item(PK=meta_partition(key), SK=f"KEY#{key}")
+        marked = None if mark is None else mark_key(key, period, mark)
 
-        def add() -> bool:
+        def write(actions, condition) -> bool | None:
+            """True: written; False: the counter's condition failed; None: the mark is there."""
             try:
-                item.update(actions=[self.Item.total.add(amount)],
-                            condition=(self.Item.period == period) & (self.Item.total <= limit - amount))
+                if marked is None:
+                    item.update(actions=actions, condition=condition)
+                    return True
+                with TransactWrite(connection=self._connection()) as tx:
+                    tx.update(item, actions=actions, condition=condition)
+                    tx.save(self.Item(PK=meta_partition(marked), SK=f"KEY#{marked}", value="1",
+                                      expires_at=int(time.time()) + 2 * DAY), condition=self.Item.PK.does_not_exist())
                 return True
-            except UpdateError as exc:
+            except (UpdateError, TransactWriteError) as exc:
                 if not _is_condition_failure(exc):
                     raise
+                reasons = getattr(exc, "cancellation_reasons", None) or []
+                # pynamodb sends the puts before the updates: the mark's reason comes first
+                if len(reasons) == 2 and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
+                    return None
                 return False
 
-        if add():
-            return int(item.total)
+        def total() -> int:
+            stored = self._get(meta_partition(key), f"KEY#{key}")
+            return int(stored.total or 0) if stored is not None and stored.period == period else 0
+
+        def add() -> bool | None:
+            return write([self.Item.total.add(amount)],
+                         (self.Item.period == period) & (self.Item.total <= limit - amount))
+
+        done = add()
+        if done is None:
+            return total()
+        if done:
+            return total() if marked is not None else int(item.total)
         if amount > limit:
             return None
-        try:
-            item.update(actions=[self.Item.period.set(period), self.Item.total.set(amount),
-                                 self.Item.expires_at.set(int(time.time()) + 2 * DAY),
-                                 self.Item.value.remove()],  # a record of the read-then-write quota
-                        condition=self.Item.period.does_not_exist() | (self.Item.period != period))
+        done = write([self.Item.period.set(period), self.Item.total.set(amount),
+                      self.Item.expires_at.set(int(time.time()) + 2 * DAY),
+                      self.Item.value.remove()],  # a record of the read-then-write quota
+                     self.Item.period.does_not_exist() | (self.Item.period != period))
+        if done is None:
+            return total()
+        if done:
             return amount
-        except UpdateError as exc:
-            if not _is_condition_failure(exc):
-                raise
-        return int(item.total) if add() else None
+        done = add()
+        if done is None:
+            return total()
+        return (total() if marked is not None else int(item.total)) if done else None
 
     def delete_meta(self, key: str) -> None:
         self.Item(PK=meta_partition(key), SK=f"KEY#{key}").delete()

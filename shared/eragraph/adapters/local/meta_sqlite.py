@@ -9,7 +9,7 @@ import json
 import time
 from typing import Any
 
-from ...domain.expiry import SWEEP, life_of, may_lapse
+from ...domain.expiry import SWEEP, life_of, mark_key, may_lapse
 from ...domain.ledger import bucket_start
 from ...domain.model import LshConfig
 from .sqlite_db import SqliteDb, _dumps
@@ -83,16 +83,23 @@ class SqliteMetaStore(SqliteDb):
                                "ORDER BY m.key", (len(prefix), prefix, int(time.time())))
         return [r[0] for r in rows]
 
-    def add_within(self, key: str, period: str, amount: int, limit: int) -> int | None:
-        with self._write() as conn:  # BEGIN IMMEDIATE: the read and the write under the write lock
+    def add_within(self, key: str, period: str, amount: int, limit: int, mark: str | None = None) -> int | None:
+        marked = None if mark is None else mark_key(key, period, mark)
+        with self._write() as conn:  # BEGIN IMMEDIATE: the reads and the writes under the write lock
             row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
             stored = json.loads(row[0]) if row else {}
-            total = (int(stored.get("total", 0)) if stored.get("period") == period else 0) + amount
-            if total > limit:
+            total = int(stored.get("total", 0)) if stored.get("period") == period else 0
+            if marked is not None and conn.execute("SELECT 1 FROM meta WHERE key = ?", (marked,)).fetchone():
+                return total  # this version was charged already
+            if total + amount > limit:
                 return None
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                         (key, _dumps({"period": period, "total": total})))
-            return total
+                         (key, _dumps({"period": period, "total": total + amount})))
+            if marked is not None:
+                conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, '1')", (marked,))
+                conn.execute("INSERT OR REPLACE INTO meta_expiry (key, expires_at) VALUES (?, ?)",
+                             (marked, int(time.time()) + (life_of(marked) or 0)))
+            return total + amount
 
     def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
                    at: float | None = None) -> None:

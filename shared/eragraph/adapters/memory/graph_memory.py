@@ -12,6 +12,7 @@ from typing import Any
 
 from ...domain.bm25 import Bm25Corpus
 from ...domain.doc_status import DocStatus
+from ...domain.expiry import mark_key
 from ...domain.filters import Filter, chunk_attrs, matches
 from ...domain.ledger import bucket_start
 from ...domain.segment_stats import SegmentStats
@@ -62,14 +63,19 @@ class MemoryGraphStore:
     def meta_keys(self, prefix: str) -> list[str]:
         return sorted(k for k in self._meta if k.startswith(prefix))
 
-    def add_within(self, key: str, period: str, amount: int, limit: int) -> int | None:
+    def add_within(self, key: str, period: str, amount: int, limit: int, mark: str | None = None) -> int | None:
         with self._meta_lock:
             stored = self._meta.get(key) or {}
-            total = (int(stored.get("total", 0)) if stored.get("period") == period else 0) + amount
-            if total > limit:
+            total = int(stored.get("total", 0)) if stored.get("period") == period else 0
+            marked = None if mark is None else mark_key(key, period, mark)
+            if marked is not None and marked in self._meta:
+                return total
+            if total + amount > limit:
                 return None
-            self._meta[key] = {"period": period, "total": total}
-            return total
+            self._meta[key] = {"period": period, "total": total + amount}
+            if marked is not None:
+                self._meta[marked] = 1
+            return total + amount
 
     def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
                    at: float | None = None) -> None:
