@@ -93,8 +93,25 @@ def notes(current: list[tuple[str, dict]], superseded: list[tuple[str, dict]]) -
         pooled = {v: _mean([x for d in with_kind[kind] for x in diffs(d, v, TUNING)]) or 0.0 for v in variants}
         best = max(variants, key=lambda v: (pooled[v], -variants.index(v)))
         for d in with_kind[kind]:
-            held = _mean(diffs(d, best, HELD_OUT))
+            held_diffs = diffs(d, best, HELD_OUT)
+            held = _mean(held_diffs)
             rows.append([kind, f"`{best}`", _pts(pooled[best]), d.get("dataset", ""), _pts(held),
-                         "kept" if held is not None and held > 0 else "not kept"])
+                         "kept" if held is not None and held > 0 else "not kept", _interval(held_diffs),
+                         _r5(_half_mean(d, "base", HELD_OUT), _half_mean(d, best, HELD_OUT))])
     return out + table(["lever", "chosen on tuning", "Δ tuning, pooled (pts)", "dataset", "Δ held-out (pts)",
-                        "verdict"], rows) + [""]
+                        "verdict", "Δ held-out, 95 % interval (pts)", "held-out R@5: base → chosen"], rows) + [
+        "", "The interval: a 95 % percentile bootstrap of the held-out half's mean paired difference "
+        "(10,000 resamples, seed 0).", ""]
+
+
+def _interval(xs: list[float]) -> str:
+    if not xs:
+        return "–"
+    from ..common import paired_bootstrap
+
+    _, low, high = paired_bootstrap([xs])
+    return f"{low * 100:+.2f} to {high * 100:+.2f}"
+
+
+def _r5(base: float | None, chosen: float | None) -> str:
+    return "–" if base is None or chosen is None else f"{base:.4f} → {chosen:.4f}"
