@@ -37,6 +37,7 @@ QUESTION_PARSERS = ("spacy", "none")
 
 
 ENTITY_MATCHES = ("auto", "exact", "ann")
+GRAPH_ROUTE_MODES = ("tri_graph", "paths")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,7 @@ class GraphSettings:
     path_depth: int = 3           # sentences on a path at most
     path_mass: float = 0.1        # weight of the passages' PageRank mass in a path's score
     path_weight: float = 1.0      # the path ranking's weight in its fusion with the PageRank ranking
+    route: str = "tri_graph"      # the graph mode of auto's graph route and of fusion's graph list (or paths)
     # TERAG (concept_ppr)
     concept_damping: float = 0.85
     semantic_top: int = 3         # semantic matches per query entity without an exact match
@@ -79,6 +81,8 @@ class GraphSettings:
     ann_from: int = 100_000
 
     def __post_init__(self) -> None:
+        if self.route not in GRAPH_ROUTE_MODES:
+            raise ValueError(f"unknown route {self.route!r} (choose {', '.join(GRAPH_ROUTE_MODES)})")
         if self.entity_match not in ENTITY_MATCHES:
             raise ValueError(f"unknown entity_match {self.entity_match!r} (choose {', '.join(ENTITY_MATCHES)})")
 

@@ -131,3 +131,24 @@ def test_paths_without_a_question_entity_answers_like_dense():
     text = "which team did the spouse play for"
     assert [r.doc_id for r in query(engine, text, mode="paths", k=3).results] == \
         [r.doc_id for r in query(engine, text, mode="dense", k=3).results]
+
+
+@pytest.mark.parametrize("route", ["tri_graph", "paths"])
+def test_the_route_setting_puts_paths_behind_fusions_graph_list(monkeypatch, route):
+    from eragraph.services import routing
+
+    ran: list[str] = []
+    for name in ("paths", "tri_graph"):
+        real = getattr(routing, name)
+        monkeypatch.setattr(routing, name, lambda *a, _real=real, _name=name, **kw: ran.append(_name) or _real(*a, **kw))
+    engine = build(None, route=route)
+    res = query(engine, QUESTION, mode="fusion", k=3)
+    assert ran == [route] and res.route == "fusion"
+
+
+def test_an_unknown_route_is_refused():
+    from eragraph.config import GraphSettings
+
+    with pytest.raises(ValueError, match="route"):
+        GraphSettings(route="dense")
+    assert GraphSettings.from_env({"ERAGRAPH_GRAPH_ROUTE": "paths"}).route == "paths"
