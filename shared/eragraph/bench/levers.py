@@ -62,6 +62,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--questions", required=True, help="questions JSONL ({id, question, supporting_ids})")
     p.add_argument("--variants", default=DEFAULT_VARIANTS, help=f"comma-separated (default {DEFAULT_VARIANTS})")
     p.add_argument("--limit", type=int, default=300, help="use at most N questions (default 300)")
+    p.add_argument("--store-note", default="", help="how the store was built (kept in the result as load_note)")
     p.add_argument("--study", default="", help="a name for this set of variants (one current run per dataset and study)")
     add_common_options(p)
     return p
@@ -191,6 +192,7 @@ def run(args: Any) -> dict:
     result = {"store": str(args.store), "questions": len(questions), "question_ids": ids,
               "halves": halves(ids), "variants": out,
               "dataset": Path(str(args.questions)).parent.name, "study": getattr(args, "study", "") or "",
+              **({"load_note": args.store_note} if getattr(args, "store_note", "") else {}),
               "synonym_edges": _edge_count(store),
               "entities": store.entity_count(), "embedder": engine.embedder.identity,
               "graph_settings": dataclasses.asdict(shipped.graph_retrieval)}

@@ -62,7 +62,8 @@ def section(name: str, d: dict, plots: Path) -> list[str]:
         cells.append(row.get("latency_ms_p95"))
         rows.append(cells)
     n0 = sum(h == TUNING for h in d["halves"])
-    return [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
+    store = [f"*Store*: {d['load_note']}", ""] if d.get("load_note") else []
+    return [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "", *store,
             f"{d['questions']} questions ({n0} tuning, {d['questions'] - n0} held out); "
             f"{d.get('synonym_edges', '–')} synonymy edges over {d.get('entities', '–')} entities.", "",
             *table(["variant", "R@5", "R@5 tuning half", "R@5 held-out half", "Δ tuning (pts)",
