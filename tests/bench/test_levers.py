@@ -31,7 +31,10 @@ def test_variants_are_parsed_and_bad_ones_refused_in_words():
     assert levers.parse_variants("paths,paths:path_beam=8:path_weight=2") == [
         ("paths", "paths", 0.0), ("paths:path_beam=8:path_weight=2", "paths", 0.0)]
     assert levers.path_settings("paths:path_beam=8:path_weight=2") == {"path_beam": 8, "path_weight": 2.0}
+    assert levers.parse_variants("auto,auto:route=paths") == [("auto", "auto", 0.0), ("auto:route=paths", "auto", 0.0)]
+    assert levers.path_settings("auto:route=paths:path_depth=2") == {"route": "paths", "path_depth": 2}
     for bad in ("", "sideways=1", "synonymy", "bridges=-1", "base=1", "ann=2", "paths:lam=1", "paths:path_beam=1.5",
+                "paths:route=paths", "auto:route=dense",
                 "paths:path_mass=-1", "paths:path_depth"):
         with pytest.raises(ValueError):
             levers.parse_variants(bad)

@@ -30,7 +30,10 @@ Variants:
 - ``paths`` and ``paths:SETTING=V:...``: the ``paths`` mode (services.path_query: beam search
   over sentence paths inside tri_graph's PageRank subgraph, fused with its ranking) instead of
   ``tri_graph``, with the shipped path settings or some of them (``path_beam``, ``path_depth``,
-  ``path_mass``, ``path_weight``, ``path_passages``) set; paired against ``base`` like every lever.
+  ``path_mass``, ``path_weight``, ``path_passages``) set; paired against ``base`` like every lever;
+- ``auto`` and ``auto:route=paths[:SETTING=V...]``: the router (``auto``) as shipped, or with
+  ``paths`` behind its graph route and fusion's graph list (the ``route`` setting), paired
+  against ``base`` (``tri_graph``) too.
 """
 
 from __future__ import annotations
@@ -75,9 +78,9 @@ def parse_variants(text: str) -> list[tuple[str, str, float]]:
     for item in (x.strip() for x in text.split(",")):
         if not item:
             continue
-        if item.split(":")[0] == "paths":
+        if item.split(":")[0] in ("paths", "auto"):
             path_settings(item)  # refused here, in words, when malformed
-            out.append((item, "paths", 0.0))
+            out.append((item, item.split(":")[0], 0.0))
             continue
         kind, _, raw = item.partition("=")
         if kind in ("base", "ann") and not raw:
@@ -95,11 +98,14 @@ def parse_variants(text: str) -> list[tuple[str, str, float]]:
     return out
 
 
-def path_settings(name: str) -> dict[str, float | int]:
+def path_settings(name: str) -> dict[str, float | int | str]:
     """The path settings a ``paths:SETTING=V:...`` variant sets."""
-    out: dict[str, float | int] = {}
+    out: dict[str, float | int | str] = {}
     for part in name.split(":")[1:]:
         key, _, raw = part.partition("=")
+        if key == "route" and name.startswith("auto:") and raw in ("tri_graph", "paths"):
+            out[key] = raw
+            continue
         if key not in PATH_SETTINGS or not raw:
             raise ValueError(f"{name}: {part!r} is not one of {', '.join(s + '=V' for s in PATH_SETTINGS)}")
         real = key in ("path_mass", "path_weight")
@@ -167,8 +173,8 @@ def run(args: Any) -> dict:
         gs = dataclasses.replace(shipped.graph_retrieval, synonym_weight=weight if kind == "synonymy" else 0.0,
                                  entity_match="ann" if kind == "ann" else "exact",
                                  **({kind: weight} if kind in TUNABLE else {}),
-                                 **(path_settings(name) if kind == "paths" else {}))
-        mode = "paths" if kind == "paths" else "tri_graph"
+                                 **(path_settings(name) if kind in ("paths", "auto") else {}))
+        mode = kind if kind in ("paths", "auto") else "tri_graph"
         engine.settings = dataclasses.replace(shipped, graph_retrieval=gs)
         engine.graph_snapshot = None  # every variant starts from the store's own walk
         if kind == "bridges":
