@@ -37,6 +37,7 @@ QUESTION_PARSERS = ("spacy", "none")
 
 
 ENTITY_MATCHES = ("auto", "exact", "ann")
+GRAPH_ROUTE_MODES = ("tri_graph", "paths")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,13 @@ class GraphSettings:
     lam: float = 0.5              # lambda: weight of sim(q, passage) in the passage init (paper: 0.05; 0.5 on MuSiQue dev)
     passage_weight: float = 0.05  # W_p
     minmax: bool = False          # min-max normalize sim(q, passage) before lambda (as LinearRAG's code does)
+    # paths (PropRAG's beam search over sentence paths, services.path_query)
+    path_passages: int = 20       # the subgraph: tri_graph's best passages by PageRank mass
+    path_beam: int = 4            # paths kept per length (and seed sentences of each kind)
+    path_depth: int = 3           # sentences on a path at most
+    path_mass: float = 0.1        # weight of the passages' PageRank mass in a path's score
+    path_weight: float = 1.0      # the path ranking's weight in its fusion with the PageRank ranking
+    route: str = "tri_graph"      # the graph mode of auto's graph route and of fusion's graph list (or paths)
     # TERAG (concept_ppr)
     concept_damping: float = 0.85
     semantic_top: int = 3         # semantic matches per query entity without an exact match
@@ -73,6 +81,8 @@ class GraphSettings:
     ann_from: int = 100_000
 
     def __post_init__(self) -> None:
+        if self.route not in GRAPH_ROUTE_MODES:
+            raise ValueError(f"unknown route {self.route!r} (choose {', '.join(GRAPH_ROUTE_MODES)})")
         if self.entity_match not in ENTITY_MATCHES:
             raise ValueError(f"unknown entity_match {self.entity_match!r} (choose {', '.join(ENTITY_MATCHES)})")
 

@@ -28,7 +28,7 @@ CORPUS = {
     "d2": "The town where the Seine waterway passes was where many painters were born.",
     "d3": "A waterway passes the old town where the Danube was born as a small stream.",
 }
-MODES = ("tri_graph", "concept_ppr", "local_global")
+MODES = ("tri_graph", "paths", "concept_ppr", "local_global")
 
 
 def table_items(table: str, pk: str) -> dict[str, dict]:
@@ -109,3 +109,26 @@ def test_deleting_a_document_removes_its_postings_and_entities(graph_engine):
     m = store.export()
     assert set(m.chunks) <= live and m.frequency.min() > 0
     assert store.entity_count() == len(m.entities)
+
+
+def test_the_paths_stage_reads_its_sentences_in_two_batched_requests(graph_engine):
+    """``paths`` is tri_graph's walk plus its subgraph's sentences: the chunk records read in
+    one BatchGetItem for their sentence ids and one for the sentences (whatever their number),
+    never one request per sentence or entity."""
+    engine, _, _ = graph_engine
+    store = engine.entities.store
+    events = store.Item._get_connection().connection.client.meta.events
+    calls: list[str] = []
+    handler = lambda **kwargs: calls.append(kwargs["model"].name)  # noqa: E731
+    events.register("before-call.dynamodb.*", handler)
+    try:
+        counted = {}
+        for mode in ("tri_graph", "paths"):
+            calls.clear()
+            query(engine, QUESTION, mode=mode, k=3)
+            counted[mode] = list(calls)
+    finally:
+        events.unregister("before-call.dynamodb.*", handler)
+    extra = len(counted["paths"]) - len(counted["tri_graph"])
+    assert extra == 2 and counted["paths"].count("BatchGetItem") - counted["tri_graph"].count("BatchGetItem") == 2, \
+        counted

@@ -28,7 +28,14 @@ def test_variants_are_parsed_and_bad_ones_refused_in_words():
     assert levers.parse_variants("base, ann,synonymy=0.5,bridges=2") == [
         ("base", "base", 0.0), ("ann", "ann", 0.0), ("synonymy=0.5", "synonymy", 0.5), ("bridges=2", "bridges", 2.0)]
     assert levers.parse_variants("lam=1") == [("lam=1", "lam", 1.0)]
-    for bad in ("", "sideways=1", "synonymy", "bridges=-1", "base=1", "ann=2"):
+    assert levers.parse_variants("paths,paths:path_beam=8:path_weight=2") == [
+        ("paths", "paths", 0.0), ("paths:path_beam=8:path_weight=2", "paths", 0.0)]
+    assert levers.path_settings("paths:path_beam=8:path_weight=2") == {"path_beam": 8, "path_weight": 2.0}
+    assert levers.parse_variants("auto,auto:route=paths") == [("auto", "auto", 0.0), ("auto:route=paths", "auto", 0.0)]
+    assert levers.path_settings("auto:route=paths:path_depth=2") == {"route": "paths", "path_depth": 2}
+    for bad in ("", "sideways=1", "synonymy", "bridges=-1", "base=1", "ann=2", "paths:lam=1", "paths:path_beam=1.5",
+                "paths:route=paths", "auto:route=dense",
+                "paths:path_mass=-1", "paths:path_depth"):
         with pytest.raises(ValueError):
             levers.parse_variants(bad)
 
@@ -52,9 +59,13 @@ def test_a_smoke_run_keeps_every_question_and_its_base_is_tri_graph(built, tmp_p
     store, questions, ran = built
     out = tmp_path / "levers.json"
     res = levers.run(parse(levers, ["levers", "--store", str(store), "--questions", str(questions), "--embedder",
-                                    "hash", "--variants", "base,synonymy=1,bridges=1", "--no-progress",
-                                    "--out", str(out)]))
-    assert json.loads(out.read_text())["variants"].keys() == {"base", "synonymy=1", "bridges=1"}
+                                    "hash", "--variants", "base,synonymy=1,bridges=1,paths,paths:path_weight=0",
+                                    "--no-progress", "--out", str(out)]))
+    assert json.loads(out.read_text())["variants"].keys() == {"base", "synonymy=1", "bridges=1", "paths",
+                                                              "paths:path_weight=0"}
+    # the paths mode without its path list ranks as tri_graph does
+    assert res["variants"]["paths"]["mode"] == "paths"
+    assert res["variants"]["paths:path_weight=0"]["per_question"] == res["variants"]["base"]["per_question"]
     assert res["question_ids"] == ran["question_ids"]
     assert len(res["halves"]) == res["questions"] == 40 and set(res["halves"]) == {0, 1}
     # base is the shipped walk: every question's recall as `bench retrieval` measured tri_graph

@@ -91,7 +91,7 @@ def test_modes_lists_the_registry_with_what_this_store_can_run(served):
     engine.entities, kept = None, engine.entities  # a store without an entity graph cannot run the graph modes
     try:
         status, body = call(server, "GET", "/modes")
-        assert had - {m["name"] for m in body["modes"] if m["available"]} == {"tri_graph", "concept_ppr", "local_global"}
+        assert had - {m["name"] for m in body["modes"] if m["available"]} == {"tri_graph", "paths", "concept_ppr", "local_global"}
     finally:
         engine.entities = kept
 

@@ -26,7 +26,14 @@ Variants:
   passage, a step more of damping) measured no better in the exploration, nor did layers above
   1; this is the walk with the summary node folded out;
 - ``lam=V``, ``damping=V``, ``threshold=V``, ``passage_weight=V``: one of tri_graph's own
-  settings (config.GraphSettings) at V.
+  settings (config.GraphSettings) at V;
+- ``paths`` and ``paths:SETTING=V:...``: the ``paths`` mode (services.path_query: beam search
+  over sentence paths inside tri_graph's PageRank subgraph, fused with its ranking) instead of
+  ``tri_graph``, with the shipped path settings or some of them (``path_beam``, ``path_depth``,
+  ``path_mass``, ``path_weight``, ``path_passages``) set; paired against ``base`` like every lever;
+- ``auto`` and ``auto:route=paths[:SETTING=V...]``: the router (``auto``) as shipped, or with
+  ``paths`` behind its graph route and fusion's graph list (the ``route`` setting), paired
+  against ``base`` (``tri_graph``) too.
 """
 
 from __future__ import annotations
@@ -47,6 +54,7 @@ from .retrieval import embed_questions, recall
 # tri_graph's own settings a variant may set (GraphSettings fields): lam=1 is the shipped walk
 # with lambda 1
 TUNABLE = ("lam", "damping", "threshold", "passage_weight")
+PATH_SETTINGS = ("path_beam", "path_depth", "path_mass", "path_weight", "path_passages")
 DEFAULT_VARIANTS = "base,ann,synonymy=0.5,synonymy=1,synonymy=2,bridges=0.5,bridges=2"
 
 
@@ -57,16 +65,22 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--questions", required=True, help="questions JSONL ({id, question, supporting_ids})")
     p.add_argument("--variants", default=DEFAULT_VARIANTS, help=f"comma-separated (default {DEFAULT_VARIANTS})")
     p.add_argument("--limit", type=int, default=300, help="use at most N questions (default 300)")
+    p.add_argument("--store-note", default="", help="how the store was built (kept in the result as load_note)")
     p.add_argument("--study", default="", help="a name for this set of variants (one current run per dataset and study)")
     add_common_options(p)
     return p
 
 
 def parse_variants(text: str) -> list[tuple[str, str, float]]:
-    """``base``, ``ann``, ``synonymy=W``, ``bridges=W``, ``<setting>=V`` -> (name, kind, value)."""
+    """``base``, ``ann``, ``synonymy=W``, ``bridges=W``, ``<setting>=V``, ``paths[:<path setting>=V...]``
+    -> (name, kind, value)."""
     out = []
     for item in (x.strip() for x in text.split(",")):
         if not item:
+            continue
+        if item.split(":")[0] in ("paths", "auto"):
+            path_settings(item)  # refused here, in words, when malformed
+            out.append((item, item.split(":")[0], 0.0))
             continue
         kind, _, raw = item.partition("=")
         if kind in ("base", "ann") and not raw:
@@ -81,6 +95,24 @@ def parse_variants(text: str) -> list[tuple[str, str, float]]:
         out.append((item, kind, weight))
     if not out:
         raise ValueError("no variant given")
+    return out
+
+
+def path_settings(name: str) -> dict[str, float | int | str]:
+    """The path settings a ``paths:SETTING=V:...`` variant sets."""
+    out: dict[str, float | int | str] = {}
+    for part in name.split(":")[1:]:
+        key, _, raw = part.partition("=")
+        if key == "route" and name.startswith("auto:") and raw in ("tri_graph", "paths"):
+            out[key] = raw
+            continue
+        if key not in PATH_SETTINGS or not raw:
+            raise ValueError(f"{name}: {part!r} is not one of {', '.join(s + '=V' for s in PATH_SETTINGS)}")
+        real = key in ("path_mass", "path_weight")
+        value = float(raw)
+        if value < 0 or (not real and value != int(value)):
+            raise ValueError(f"{name}: {key} is a non-negative {'number' if real else 'integer'}")
+        out[key] = value if real else int(value)
     return out
 
 
@@ -140,7 +172,9 @@ def run(args: Any) -> dict:
     for name, kind, weight in variants:
         gs = dataclasses.replace(shipped.graph_retrieval, synonym_weight=weight if kind == "synonymy" else 0.0,
                                  entity_match="ann" if kind == "ann" else "exact",
-                                 **({kind: weight} if kind in TUNABLE else {}))
+                                 **({kind: weight} if kind in TUNABLE else {}),
+                                 **(path_settings(name) if kind in ("paths", "auto") else {}))
+        mode = kind if kind in ("paths", "auto") else "tri_graph"
         engine.settings = dataclasses.replace(shipped, graph_retrieval=gs)
         engine.graph_snapshot = None  # every variant starts from the store's own walk
         if kind == "bridges":
@@ -149,13 +183,13 @@ def run(args: Any) -> dict:
         latencies = []
         for q, v in zip(questions, vectors):
             t0 = time.perf_counter()
-            res = query(engine, q["question"], mode="tri_graph", k=5, vector=v).results
+            res = query(engine, q["question"], mode=mode, k=5, vector=v).results
             latencies.append((time.perf_counter() - t0) * 1000.0)
             docs = [r.doc_id for r in res if r.layer == 0]
             support = set(q["supporting_ids"])
             per["recall@2"].append(round(recall(docs[:2], support), 4))
             per["recall@5"].append(round(recall(docs[:5], support), 4))
-        out[name] = {"kind": kind, "weight": weight, **{k: round(mean(v), 4) for k, v in per.items()},
+        out[name] = {"kind": kind, "weight": weight, "mode": mode, **{k: round(mean(v), 4) for k, v in per.items()},
                      "latency_ms_p95": round(percentile(latencies, 95), 2), "per_question": per}
         if not getattr(args, "no_progress", False):
             print(f"{name:>16}: R@5 {out[name]['recall@5']:.4f}", file=sys.stderr)
@@ -164,6 +198,7 @@ def run(args: Any) -> dict:
     result = {"store": str(args.store), "questions": len(questions), "question_ids": ids,
               "halves": halves(ids), "variants": out,
               "dataset": Path(str(args.questions)).parent.name, "study": getattr(args, "study", "") or "",
+              **({"load_note": args.store_note} if getattr(args, "store_note", "") else {}),
               "synonym_edges": _edge_count(store),
               "entities": store.entity_count(), "embedder": engine.embedder.identity,
               "graph_settings": dataclasses.asdict(shipped.graph_retrieval)}

@@ -21,7 +21,7 @@ import numpy as np
 
 MAX_ENTITIES = 50
 MAX_PASSAGES = 30
-GRAPH_ROUTES = ("tri_graph", "concept_ppr", "local_global", "fusion")  # the modes explain covers
+GRAPH_ROUTES = ("tri_graph", "paths", "concept_ppr", "local_global", "fusion")  # the modes explain covers
 
 
 @dataclass

@@ -235,23 +235,44 @@ def _finish(engine: Engine, ranked: list[tuple[str, float]], vector: np.ndarray,
 # ---------------------------------------------------------------- tri_graph (LinearRAG)
 
 
+class TriWalk:
+    """tri_graph's walk for one query: passages by PageRank mass (``ranked``, best first) and
+    the graph entities the question's names matched (``seeds``: name -> similarity); ``view``
+    is the exact execution's (None on the push execution)."""
+
+    def __init__(self, ranked: list[tuple[str, float]], seeds: dict[str, float], view: _View | None = None) -> None:
+        self.ranked, self.seeds, self.view = ranked, seeds, view
+
+
 def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None,
               where: Filter | None = None) -> list[Candidate]:
+    walk = tri_graph_walk(engine, text, vector, k * DEFAULT_OVERFETCH, where)
+    if walk is None:
+        return dense(engine, vector, k, budget, where)
+    if walk.view is not None and walk.view.empty:
+        return []
+    return _finish(engine, walk.ranked, vector, k, budget, where)
+
+
+def tri_graph_walk(engine: Engine, text: str, vector: np.ndarray, n: int,
+                   where: Filter | None = None) -> TriWalk | None:
+    """tri_graph's ranking of (at most n, exact execution) passages; None when the question
+    has no usable entity (the mode answers with ``dense``)."""
     gs = graph_settings(engine)
     names, qvecs = _query_entity_vectors(engine, text)
     if not names:
-        return dense(engine, vector, k, budget, where)
+        return None
     if use_exact(engine):
         view = _view(engine, where, vector)
         snap = view.snap
         if view.empty:
-            return []
+            return TriWalk([], {}, view)
         seeds = np.zeros(len(snap.entities))
         for matches in nearest_positions(engine, snap, qvecs, 1):
             for i, s in matches:
                 seeds[i] = max(seeds[i], s)
         if not (seeds > 0).any():
-            return dense(engine, vector, k, budget, where)
+            return None
         psim = snap.chunk_vectors @ vector
         if snap.sentence_vectors is not None:
             sigma = snap.sentence_vectors @ vector
@@ -266,15 +287,16 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
         if view.allowed is not None:
             pinit = np.where(view.allowed, pinit, 0.0)
         note("tri_graph", seeds=seeds, activated=act, restart=pinit, entities=snap.entities, chunks=snap.chunks)
+        matched = {snap.entities[i]: float(seeds[i]) for i in np.flatnonzero(seeds > 0)}
         personal = np.concatenate([np.maximum(pinit, 0.0), act])
         if personal.sum() <= 0:
-            return _finish(engine, [], vector, k, budget, where)
+            return TriWalk([], matched, view)
         scores = gm.ppr(view.tri_walk(gs.synonym_weight), personal, gs.damping, tol=1e-7, max_iter=60)
-        return _finish(engine, view.top(scores, k * DEFAULT_OVERFETCH), vector, k, budget, where)
-    return _tri_graph_push(engine, vector, qvecs, k, budget, gs, chunk_filter_of(engine, where))
+        return TriWalk(view.top(scores, n), matched, view)
+    return _tri_graph_push(engine, vector, qvecs, gs, chunk_filter_of(engine, where))
 
 
-def _tri_graph_push(engine, vector, qvecs, k, budget, gs, cf: ChunkFilter | None) -> list[Candidate]:
+def _tri_graph_push(engine, vector, qvecs, gs, cf: ChunkFilter | None) -> TriWalk | None:
     index = engine.entities
     store = index.store
     where = None if cf is None else cf.where
@@ -283,7 +305,7 @@ def _tri_graph_push(engine, vector, qvecs, k, budget, gs, cf: ChunkFilter | None
         for e, s in matches:
             seeds[e] = max(seeds.get(e, 0.0), s)
     if not any(s > 0 for s in seeds.values()):
-        return dense(engine, vector, k, budget, where)
+        return None
 
     def sentence_info(sids):
         sents = store.get_sentences(sids)
@@ -313,8 +335,8 @@ def _tri_graph_push(engine, vector, qvecs, k, budget, gs, cf: ChunkFilter | None
     for e, a in act.items():
         restart[("e", e)] = restart.get(("e", e), 0.0) + a
     note("tri_graph", seeds=seeds, activated=act, restart=restart)
-    ranked = _push(restart, store, False, gs.damping, gs, cf, gs.synonym_weight)
-    return _finish(engine, ranked, vector, k, budget, where)
+    return TriWalk(_push(restart, store, False, gs.damping, gs, cf, gs.synonym_weight),
+                   {e: s for e, s in seeds.items() if s > 0})
 
 
 def _bipartite_neighbours(store, cooc: bool, cf: ChunkFilter | None = None, synonym_weight: float = 0.0):

@@ -6,7 +6,7 @@ whether it reads summaries. ``available_modes`` lists the ones a given engine ca
 
 A new mode is one module holding ``def run(ctx: QueryContext) -> list[Candidate]`` plus one
 line in ``_TABLE``. Import direction (no cycles): modes -> summary_search, lexical_search,
-graph_query, routing -> query_context -> engine."""
+path_query -> graph_query, routing -> query_context -> engine."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..domain.ranking import Candidate
-from . import graph_query, lexical_search, routing, summary_search
+from . import graph_query, lexical_search, path_query, routing, summary_search
 from .engine import Engine
 from .query_context import QueryContext, has_entity_graph
 
@@ -86,6 +86,10 @@ _TABLE = (
     RetrievalMode("tri_graph", "graph", "LinearRAG tri-graph activation + PPR", _graph(graph_query.tri_graph),
                   needs_entity_graph=True, pool="slow", spacy=_ENTITIES,
                   purpose="questions linking named entities across documents (multi-hop)"),
+    RetrievalMode("paths", "graph", "PropRAG beam search over sentence paths inside tri_graph's PPR subgraph, "
+                  "fused with the PPR ranking", _graph(path_query.paths),
+                  needs_entity_graph=True, pool="slow", spacy=_ENTITIES,
+                  purpose="multi-hop questions whose answer lies at the end of a chain of facts (A's spouse's team)"),
     RetrievalMode("concept_ppr", "graph", "TERAG concept PPR", _graph(graph_query.concept_ppr),
                   needs_entity_graph=True, pool="slow", spacy=_ENTITIES,
                   purpose="questions about how concepts or entities relate across many passages"),

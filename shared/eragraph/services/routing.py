@@ -5,7 +5,8 @@ its lexical cues and its embedding projected (the shipped weights), or the featu
 parse (weights trained on ``parse`` inputs; providers.question_parser). ``auto`` routes
 s < tau_low to the dense side (dense or hybrid, as trained), s >= tau_high to ``tri_graph``
 and anything between to ``fusion``: the dense-side list and the tri_graph list fused by RRF
-weighted 1 - s(q) and s(q) (eq. 8). The weights ship in ``eragraph/weights/router.json``
+weighted 1 - s(q) and s(q) (eq. 8). The ``GRAPH_ROUTE`` setting (``paths``) puts ``paths`` in
+``tri_graph``'s place in both (the route then says ``paths``). The weights ship in ``eragraph/weights/router.json``
 (``eragraph router train`` writes them; the ``router_weights`` setting names another file,
 which bootstrap loads into ``engine.router``; the parser is ``engine.question_parser``).
 
@@ -32,7 +33,8 @@ from ..domain.fusion import weighted_rrf
 from ..domain.question_features import features
 from ..domain.ranking import Candidate
 from ..domain.router_model import RouterModel
-from .graph_query import tri_graph
+from .graph_query import graph_settings, tri_graph
+from .path_query import paths
 from .leaf_ranking import fill_by_document
 from .lexical_search import dense_list, fetch_size, hybrid_ranked
 from .query_context import QueryContext, has_entity_graph
@@ -115,8 +117,14 @@ def _dense_side(ctx: QueryContext, which: str, n: int) -> tuple[str, list[tuple[
     return which, [(i, 1.0 / (60 + r)) for r, i in enumerate(ids, 1)]
 
 
+def _graph_mode(ctx: QueryContext):
+    """The graph mode behind the graph route and fusion's graph list (the ``route`` graph
+    setting, ERAGRAPH_GRAPH_ROUTE)."""
+    return paths if graph_settings(ctx.engine).route == "paths" else tri_graph
+
+
 def _graph_ids(ctx: QueryContext, n: int) -> list[str]:
-    return [c.node_id for c in tri_graph(ctx.engine, ctx.text, ctx.vector, n, None, ctx.where)]
+    return [c.node_id for c in _graph_mode(ctx)(ctx.engine, ctx.text, ctx.vector, n, None, ctx.where)]
 
 
 def _finish(ctx: QueryContext, scored: list[tuple[str, float]]) -> list[Candidate]:
@@ -155,8 +163,8 @@ def auto(ctx: QueryContext) -> list[Candidate]:
         ctx.route = "fusion"
         return _fused(ctx, model, s, n)
     if route == "tri_graph":
-        ctx.route = "tri_graph"
-        return tri_graph(ctx.engine, ctx.text, ctx.vector, ctx.k, ctx.budget, ctx.where)
+        ctx.route = graph_settings(ctx.engine).route
+        return _graph_mode(ctx)(ctx.engine, ctx.text, ctx.vector, ctx.k, ctx.budget, ctx.where)
     side, ranked = _dense_side(ctx, route, n)
     ctx.route = side
     return _finish(ctx, ranked)

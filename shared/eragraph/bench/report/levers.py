@@ -62,7 +62,8 @@ def section(name: str, d: dict, plots: Path) -> list[str]:
         cells.append(row.get("latency_ms_p95"))
         rows.append(cells)
     n0 = sum(h == TUNING for h in d["halves"])
-    return [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
+    store = [f"*Store*: {d['load_note']}", ""] if d.get("load_note") else []
+    return [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "", *store,
             f"{d['questions']} questions ({n0} tuning, {d['questions'] - n0} held out); "
             f"{d.get('synonym_edges', '–')} synonymy edges over {d.get('entities', '–')} entities.", "",
             *table(["variant", "R@5", "R@5 tuning half", "R@5 held-out half", "Δ tuning (pts)",
@@ -93,8 +94,25 @@ def notes(current: list[tuple[str, dict]], superseded: list[tuple[str, dict]]) -
         pooled = {v: _mean([x for d in with_kind[kind] for x in diffs(d, v, TUNING)]) or 0.0 for v in variants}
         best = max(variants, key=lambda v: (pooled[v], -variants.index(v)))
         for d in with_kind[kind]:
-            held = _mean(diffs(d, best, HELD_OUT))
+            held_diffs = diffs(d, best, HELD_OUT)
+            held = _mean(held_diffs)
             rows.append([kind, f"`{best}`", _pts(pooled[best]), d.get("dataset", ""), _pts(held),
-                         "kept" if held is not None and held > 0 else "not kept"])
+                         "kept" if held is not None and held > 0 else "not kept", _interval(held_diffs),
+                         _r5(_half_mean(d, "base", HELD_OUT), _half_mean(d, best, HELD_OUT))])
     return out + table(["lever", "chosen on tuning", "Δ tuning, pooled (pts)", "dataset", "Δ held-out (pts)",
-                        "verdict"], rows) + [""]
+                        "verdict", "Δ held-out, 95 % interval (pts)", "held-out R@5: base → chosen"], rows) + [
+        "", "The interval: a 95 % percentile bootstrap of the held-out half's mean paired difference "
+        "(10,000 resamples, seed 0).", ""]
+
+
+def _interval(xs: list[float]) -> str:
+    if not xs:
+        return "–"
+    from ..common import paired_bootstrap
+
+    _, low, high = paired_bootstrap([xs])
+    return f"{low * 100:+.2f} to {high * 100:+.2f}"
+
+
+def _r5(base: float | None, chosen: float | None) -> str:
+    return "–" if base is None or chosen is None else f"{base:.4f} → {chosen:.4f}"

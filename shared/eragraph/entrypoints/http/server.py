@@ -15,7 +15,7 @@ thread pool, the one the registry entry of the request's mode names (services.mo
 - ``fast``: the summary-side and lexical modes (collapsed, dense, detailed, summarized, bm25,
   hybrid) and every other route (documents, stats, health, bad requests), ``FAST_WORKERS``
   threads;
-- ``slow``: the entity-graph modes and those built on them (tri_graph, concept_ppr,
+- ``slow``: the entity-graph modes and those built on them (tri_graph, paths, concept_ppr,
   local_global, fusion, auto), ``SLOW_WORKERS`` threads.
 
 So a fast query never waits in a queue behind a slow graph query: it waits at most for the short

@@ -7,7 +7,7 @@ import { post } from "./api.js";
 import { clear, field, fmtNumber, h, say } from "./dom.js";
 import { loadModes } from "./ask.js";
 
-const GRAPH_MODES = new Set(["tri_graph", "concept_ppr", "local_global", "fusion", "auto"]);
+const GRAPH_MODES = new Set(["tri_graph", "paths", "concept_ppr", "local_global", "fusion", "auto"]);
 const ui = {};
 let cy = null;
 
