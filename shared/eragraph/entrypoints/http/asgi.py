@@ -122,13 +122,6 @@ class ApiApp:
     async def __call__(self, scope: dict, receive, send) -> None:
         await self.site(scope, receive, send)
 
-    async def serve_chat(self, scope: dict, send, body: bytes) -> None:
-        """POST /v1/chat/completions: streamed when it asks (``stream: true``), else as any route."""
-        if wants_stream(request_of(scope, body)):
-            await self.serve_chat_stream(scope, send, body)  # the chat endpoint's events, sent as they are written
-        else:
-            await self.serve_routed(scope, send, body)
-
     async def serve_kb_stream(self, scope: dict, send, body: bytes) -> None:
         """POST /retrieveAndGenerateStream (eragraph.entrypoints.http.stream)."""
         from . import stream
@@ -136,7 +129,11 @@ class ApiApp:
         await serve_stream(self, scope, send, request_of(scope, body), stream.prepare, stream.ENCODER)
 
     async def serve_chat_stream(self, scope: dict, send, body: bytes) -> None:
-        """POST /v1/chat/completions with ``stream: true`` (eragraph.entrypoints.http.chat_stream)."""
+        """POST /v1/chat/completions: with ``stream: true`` its events, sent as they are written
+        (eragraph.entrypoints.http.chat_stream); else answered whole, as any route."""
+        if not wants_stream(request_of(scope, body)):
+            await self.serve_routed(scope, send, body)
+            return
         await serve_stream(self, scope, send, request_of(scope, body), chat_stream.prepare, chat_stream.ENCODER)
 
     async def serve_query_stream(self, scope: dict, send, body: bytes) -> None:

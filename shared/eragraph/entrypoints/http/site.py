@@ -34,7 +34,7 @@ from starlette.routing import Route as Path
 from .. import request_log
 from ..console.assets import asset, is_console_path
 from .errors import error_body
-from .routes import ASGI_CHAT_STREAM, ASGI_KB_STREAM, ASGI_MCP, ASGI_QUERY_STREAM, ROUTES, STREAM, route, route_of
+from .routes import ASGI_MCP, ROUTES, STREAM, route, route_of
 
 MAX_BODY_BYTES = 1 << 20
 UPLOAD_MAX_BODY_BYTES = 6 * (1 << 20)  # the routes that take documents: Lambda's request payload limit, as on AWS
@@ -153,20 +153,17 @@ def site(app) -> Starlette:
         return Whole(200, {"content-type": found.content_type, "cache-control": "no-cache", **CONSOLE_HEADERS},
                      found.body)
 
-    def stream(key: str, serve) -> Exact:
-        r = route(key)
-        return Exact(r.path + "{_:trailing_slashes}", with_body(app, serve), methods=[r.method])
-
-    routes: list[Path] = [stream(ASGI_KB_STREAM, app.serve_kb_stream)]
+    # the streamed routes: each served by ApiApp's ``serve_<asgi name>`` (MCP reads its own body)
+    routes: list[Path] = [Exact(r.path + "{_:trailing_slashes}", with_body(app, getattr(app, f"serve_{r.asgi}")),
+                                methods=[r.method]) for r in ROUTES
+                          if r.asgi and r.asgi != ASGI_MCP and (STREAM in r.on or not app.stream_only)]
     if app.stream_only:
         routes += [Exact(r.path + "{_:trailing_slashes}", _fixed(r.handler), methods=[r.method])
                    for r in STREAM_ROUTES if r.handler is not None]
         default = with_body(app, app.serve_stream_404)
     else:
         routes += [Exact(p, console, methods=["GET"]) for p in ("/", "/index.html", "/console/{name:path}")]
-        routes += [Path(route(ASGI_MCP).path + "{_:trailing_slashes}", Asgi(app.serve_mcp)),
-                   stream(ASGI_CHAT_STREAM, app.serve_chat),
-                   stream(ASGI_QUERY_STREAM, app.serve_query_stream)]
+        routes.append(Path(route(ASGI_MCP).path + "{_:trailing_slashes}", Asgi(app.serve_mcp)))
         default = with_body(app, app.serve_routed)
     built = Starlette(routes=routes, middleware=[Middleware(Logged, owner=app), Middleware(Guarded, owner=app)])
     built.router.redirect_slashes = False
