@@ -64,6 +64,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--target", choices=("serve", "lambda", "both", "against"), default="both")
     p.add_argument("--against", metavar="DIR", help="target against: another source tree's shared folder, served "
                                                     "alternately with this one's")
+    p.add_argument("--label", default="against", help="target against: the other tree's name in the results "
+                                                      "(e.g. main; its own page section: a run per label is current)")
     p.add_argument("--rounds", type=int, default=3, help="target against: rounds per tree (default 3)")
     p.add_argument("--chunks", type=int, default=10_000, help="chunks in the served store (default 10000)")
     p.add_argument("--clients", type=int, default=8, help="concurrent clients of the fast modes (default 8)")
@@ -319,7 +321,7 @@ def against_target(args: Any, work: Path, settings: Any, env: dict[str, str]) ->
     if not args.against or not (Path(args.against) / "eragraph").is_dir():
         raise SystemExit("--target against needs --against DIR, a source tree's shared folder (DIR/eragraph)")
     else:
-        trees = {"this tree": (here, serve), "against": (str(Path(args.against).resolve()), serve)}
+        trees = {"this tree": (here, serve), args.label: (str(Path(args.against).resolve()), serve)}
     corpus = write_corpus(work / "corpus.jsonl", args.chunks, args.seed)
     store = work / "store"
     build_store(store, corpus, 256, settings)
