@@ -64,20 +64,26 @@ def test_load_smoke_serve_and_lambda(tmp_path, monkeypatch):
             assert row["requests"] > 0 and all(q in row for q in PERCENTILES)
 
 
-def test_load_starlette_target_serves_the_same_answers(tmp_path, monkeypatch):
-    """``--target starlette``: this tree's server and the same one with Starlette in front
-    (bench/starlette_serve), alternately; both answer every request, and over the same store they
-    give the same answers: a query, a refusal of its body (422), a route of no table (404)."""
+def test_load_against_target_serves_the_same_answers(tmp_path, monkeypatch):
+    """``--target against``: this tree's `eragraph serve` and another source tree's (here a copy
+    of this one's ``shared``), alternately; both answer every request, and over the same store
+    they give the same answers: a query, a refusal of its body (422), a route of no table (404)."""
+    import os
+    import shutil
     import urllib.error
     import urllib.request
+    from pathlib import Path
 
+    other = tmp_path / "other"
+    shutil.copytree(Path(load.__file__).resolve().parents[1], other / "eragraph",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     monkeypatch.setenv("ERAGRAPH_EMBEDDER", "hash")
-    result = load.run(parse(["load", "--target", "starlette", "--smoke", "--rounds", "1", "--embedder", "hash",
-                             "--store", str(tmp_path), "--out", str(tmp_path / "load.json")]))
+    result = load.run(parse(["load", "--target", "against", "--against", str(other), "--smoke", "--rounds", "1",
+                             "--embedder", "hash", "--store", str(tmp_path / "work"), "--out", str(tmp_path / "load.json")]))
     rounds = result["against"]["rounds"]
-    assert [r["tree"] for r in rounds] == ["this tree", "starlette"]
+    assert [r["tree"] for r in rounds] == ["this tree", "against"]
     assert all(r["errors"] == 0 and r["requests"] > 0 for r in rounds), rounds
-    assert result["against"]["trees"]["starlette"]["command"] == "eragraph.bench.starlette_serve"
+    assert result["against"]["trees"]["against"]["path"] == str(other.resolve())
 
     def ask(url: str, method: str, path: str, body: bytes | None) -> tuple[int, object]:
         request = urllib.request.Request(url + path, data=body, method=method,
@@ -90,15 +96,18 @@ def test_load_starlette_target_serves_the_same_answers(tmp_path, monkeypatch):
 
     asked = [("POST", "/query", json.dumps({"query": "what happened", "mode": "collapsed", "k": 5}).encode()),
              ("POST", "/query", b'{"question": 3}'), ("GET", "/nowhere", None), ("GET", "/health", None)]
-    answers = {}
-    for command in (("eragraph", "serve"), ("eragraph.bench.starlette_serve",)):
-        proc, url = load.start_server(tmp_path / "store", {**dict(__import__("os").environ)}, command)
+    answers = []
+    for path in (None, str(other)):
+        env = dict(os.environ)
+        if path:
+            env["PYTHONPATH"] = path + os.pathsep + env.get("PYTHONPATH", "")
+        proc, url = load.start_server(tmp_path / "work" / "store", env, ("eragraph", "serve"))
         try:
-            answers[command] = [ask(url, *a) for a in asked]
+            answers.append([ask(url, *a) for a in asked])
         finally:
             proc.terminate()
             proc.wait(timeout=60)
-    ours, theirs = answers.values()
+    ours, theirs = answers
     assert [status for status, _ in ours] == [200, 422, 404, 200]
     # usage aside: the first server's embedding of the question is kept in the store's cache
     strip = lambda body: {k: v for k, v in body.items() if k not in ("seconds", "stages", "request_id", "usage")}  # noqa: E731

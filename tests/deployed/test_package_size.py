@@ -37,7 +37,7 @@ MCP_PACKAGES = ("mcp", "mcp_types", "anyio", "starlette", "httpx2")
 # Functions that run eragraph.entrypoints.http.server's ASGI app behind the Lambda Web Adapter, and the server it needs
 # (uvicorn and its dependencies, from the function's own requirements.txt).
 NEEDS_ASGI = {"StreamFunction": "POST /retrieveAndGenerateStream: uvicorn serves the app the adapter forwards to"}
-ASGI_PACKAGES = ("uvicorn", "h11", "click")
+ASGI_PACKAGES = ("uvicorn", "h11", "click", "starlette", "anyio")  # the app is Starlette's (NlpLayer, with mcp)
 # Layers published outside this stack (the Lambda Web Adapter's, a parameter): not built here, so
 # their size is an allowance -- the adapter's layer is one static binary and a wrapper script
 # (about 5 MiB unzipped in its 0.9 releases); counted at 16 MiB.

@@ -33,11 +33,7 @@ by the one of another source tree (``DIR``: the ``shared`` folder of another com
 ``collapsed`` clients for ``--seconds`` a round (the first server of a round alternates): one run, the two servers measured under the same
 load of the machine; the medians of throughput and p99 per tree, and of the server's CPU time
 per answered request (user and system, from /proc: what the server itself spent, the figure
-least moved by other work on a shared machine).
-
-``starlette`` target: the same rounds, this tree's `eragraph serve` against the same server with
-Starlette in front (bench/starlette_serve: Starlette's routing, middleware, responses and static
-files over the same pipeline and pools): what adopting Starlette would cost (issue 56)."""
+least moved by other work on a shared machine)."""
 
 from __future__ import annotations
 
@@ -65,9 +61,11 @@ SMOKE = {"chunks": 60, "seconds": 1.5, "clients": 4, "graph_clients": 1, "lambda
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser("load", help="concurrent clients against serve and the query handler",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--target", choices=("serve", "lambda", "both", "against", "starlette"), default="both")
+    p.add_argument("--target", choices=("serve", "lambda", "both", "against"), default="both")
     p.add_argument("--against", metavar="DIR", help="target against: another source tree's shared folder, served "
                                                     "alternately with this one's")
+    p.add_argument("--label", default="against", help="target against: the other tree's name in the results "
+                                                      "(e.g. main; its own page section: a run per label is current)")
     p.add_argument("--rounds", type=int, default=3, help="target against: rounds per tree (default 3)")
     p.add_argument("--chunks", type=int, default=10_000, help="chunks in the served store (default 10000)")
     p.add_argument("--clients", type=int, default=8, help="concurrent clients of the fast modes (default 8)")
@@ -320,12 +318,10 @@ def against_target(args: Any, work: Path, settings: Any, env: dict[str, str]) ->
 
     here = str(Path(__file__).resolve().parents[2])
     serve = ("eragraph", "serve")
-    if args.target == "starlette":  # this tree, served as it is and with Starlette in front
-        trees = {"this tree": (here, serve), "starlette": (here, ("eragraph.bench.starlette_serve",))}
-    elif not args.against or not (Path(args.against) / "eragraph").is_dir():
+    if not args.against or not (Path(args.against) / "eragraph").is_dir():
         raise SystemExit("--target against needs --against DIR, a source tree's shared folder (DIR/eragraph)")
     else:
-        trees = {"this tree": (here, serve), "against": (str(Path(args.against).resolve()), serve)}
+        trees = {"this tree": (here, serve), args.label: (str(Path(args.against).resolve()), serve)}
     corpus = write_corpus(work / "corpus.jsonl", args.chunks, args.seed)
     store = work / "store"
     build_store(store, corpus, 256, settings)
@@ -536,7 +532,7 @@ def run(args: Any) -> dict:
             result["serve"] = serve_target(args, work, settings, env)
         if args.target in ("lambda", "both"):
             result["lambda"] = lambda_target(args, settings)
-        if args.target in ("against", "starlette"):
+        if args.target == "against":
             result["against"] = against_target(args, work, settings, env)
     finally:
         if not args.store:

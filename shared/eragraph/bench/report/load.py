@@ -22,7 +22,7 @@ INTRO = ["`eragraph bench load`: client threads in a closed loop (each sends its
 
 
 def dataset(name: str, data: dict) -> str:
-    """A two-server comparison (``--target against`` or ``starlette``) is its own: "vs <the other
+    """A two-server comparison (``--target against``, or the ``starlette`` runs before `eragraph serve` was Starlette's) is its own: "vs <the other
     server>", never the current run of the load phases."""
     against = data.get("against")
     if not against:

@@ -37,6 +37,7 @@ from ..http.pipeline import Answer, Call
 from ..http.request import Request
 from ..http.routes import API, ROUTES
 from ..http.server import DEFAULT_HOST, ApiApp, ApiServer
+from ..http.site import with_body
 from .upstream import Reply, Unreachable, Upstream
 
 DEFAULT_PORT = 8766
@@ -154,10 +155,7 @@ class ProxyApp(ApiApp):
 
     async def serve_mcp(self, scope: dict, receive, send) -> None:
         """POST /mcp: the deployed API's MCP endpoint, forwarded as any other route."""
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        body = await self.read_body(scope, receive, send, headers)
-        if body is not None:
-            await self.serve_routed(scope, send, body)
+        await with_body(self, self.serve_routed)(scope, receive, send)
 
     async def serve_query_stream(self, scope: dict, send, body: bytes) -> None:
         """POST /query/stream: answered from POST /query (``Forwarding.stream_answer``)."""

@@ -13,5 +13,6 @@
 - ``streaming``: the one stream primitive; ``stream`` (the Bedrock KB event stream),
   ``chat_stream`` (the chat endpoint's events) and ``query_stream`` (POST /query/stream's NDJSON)
   are a ``prepare`` and an encoder each;
-- ``asgi``: the ASGI app of ``eragraph serve`` and of the stream function; ``server``: uvicorn
-  serving it."""
+- ``asgi``: the app of ``eragraph serve`` and of the stream function (its pools, its pipeline,
+  each route's work); ``site``: the Starlette app over it (routing, the request log and the guard
+  as middleware, the responses); ``server``: uvicorn serving it."""

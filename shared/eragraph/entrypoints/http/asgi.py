@@ -1,9 +1,11 @@
-"""The ASGI app of ``eragraph serve`` and of the stream function (``ApiApp``): every request is
-logged (request_log), checked (guard.LocalGuard, under ``eragraph serve``), then served: the
-console's files, MCP, a streamed route (streaming.serve_stream), or an API route through the
-request pipeline (pipeline.Pipeline) in the thread pool its mode names. server.ApiServer runs it
-under uvicorn; the module docstring of eragraph.entrypoints.http.server says why two pools, one
-engine, and what a query sees."""
+"""The app of ``eragraph serve`` and of the stream function (``ApiApp``): its pools, its request
+pipeline, its stream slots and the work of each route. The ASGI app is Starlette's, built over it
+(site.site: the routing, the request log and the guard as middleware, the responses); every
+request is logged (request_log), checked (guard.LocalGuard, under ``eragraph serve``), then
+served: the console's files, MCP, a streamed route (streaming.serve_stream), or an API route
+through the request pipeline (pipeline.Pipeline) in the thread pool its mode names.
+server.ApiServer runs it under uvicorn; the module docstring of eragraph.entrypoints.http.server
+says why two pools, one engine, and what a query sees."""
 
 from __future__ import annotations
 
@@ -16,9 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ...services.engine import Engine
-from ..console.assets import asset, is_console_path
 from ...bootstrap.identity import REQUEST_CONTEXT_HEADER, caller_of
-from .. import request_log
 from ..bedrock_kb.runtime import KbError
 from ...domain.rate_limit import LimitStoreUnavailable
 from .admission import Admission, LimitUnavailable, TooManyStreams
@@ -29,34 +29,16 @@ from .chat_stream import wants_stream
 from .request import request_of
 from .streaming import serve_stream
 from .guard import LocalGuard
-from .routes import (ASGI_CHAT_STREAM, ASGI_KB_STREAM, ASGI_MCP, ASGI_QUERY_STREAM, ROUTES, STREAM, route, route_at,
-                     route_of)
+from .routes import ASGI_KB_STREAM, route, route_at
+from .site import (  # noqa: F401 (the body caps and the console's headers, named here too)
+    CONSOLE_HEADERS, MAX_BODY_BYTES, STREAM_ROUTES, UPLOAD_MAX_BODY_BYTES, Whole, site, takes_documents)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
-MAX_BODY_BYTES = 1 << 20
-UPLOAD_MAX_BODY_BYTES = 6 * (1 << 20)  # the routes that take documents: Lambda's request payload limit, as on AWS
-
-
-def takes_documents(path: str) -> bool:
-    """POST /documents and IngestKnowledgeBaseDocuments (Bedrock's inline documents are up to
-    5 MB each): their bodies are capped at UPLOAD_MAX_BODY_BYTES, every other route's at
-    MAX_BODY_BYTES."""
-    path = path.rstrip("/")
-    return path == "/documents" or (path.startswith("/knowledgebases/") and path.endswith("/documents")
-                                    and "/datasources/" in path)
 BACKLOG = 2048
 FAST_WORKERS = 4
 SLOW_WORKERS = 1
-CONSOLE_HEADERS = {  # no other page may frame the console (clickjacking) nor run a script in it
-    "x-frame-options": "DENY", "x-content-type-options": "nosniff",
-    "content-security-policy": "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'",
-}
 KB_STREAM = route(ASGI_KB_STREAM)  # Bedrock KB streaming (eragraph.entrypoints.http.stream)
-CHAT = route(ASGI_CHAT_STREAM)  # the OpenAI-compatible chat endpoint, streamed (eragraph.entrypoints.http.chat_stream)
-QUERY_STREAM = route(ASGI_QUERY_STREAM)  # the answer as NDJSON lines (eragraph.entrypoints.http.query_stream)
-MCP = route(ASGI_MCP)  # the MCP endpoint (streamable HTTP, stateless): eragraph.entrypoints.mcp
-STREAM_ROUTES = tuple(r for r in ROUTES if STREAM in r.on)  # the stream function's
 
 
 class ApiApp:
@@ -105,6 +87,7 @@ class ApiApp:
         self.pools = {"fast": ThreadPoolExecutor(fast_workers, thread_name_prefix="eragraph-fast"),
                       "slow": ThreadPoolExecutor(slow_workers, thread_name_prefix="eragraph-slow")}
         self._pipeline = None  # built on the first request (pipeline.Pipeline)
+        self._site = None  # the ASGI app (site.site)
         self._mcp = None  # the MCP server, built on the first request to MCP.path
         self.mcp_security = None  # MCP's Host/Origin check (ApiServer: loopback only when bound to loopback)
         self.guard: LocalGuard | None = None  # eragraph serve's checks of every request (ApiServer sets it)
@@ -129,90 +112,15 @@ class ApiApp:
         if stop is not None:
             stop()  # after the documents it was given (a killed server's are recovered at its next start)
 
+    @property
+    def site(self):
+        """The ASGI app: Starlette's over this one (site.site), built on the first request."""
+        if self._site is None:
+            self._site = site(self)
+        return self._site
+
     async def __call__(self, scope: dict, receive, send) -> None:
-        if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
-        if scope["type"] != "http":
-            return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        static = scope["method"] in ("GET", "HEAD") and not self.stream_only and is_console_path(scope["path"])
-        found = route_of(scope["method"], scope["path"])
-        record = request_log.begin(self.request_id_of(headers), scope["method"],
-                                   "console" if static else found.key if found is not None else "(no route)")
-        request_log.note(caller=self.caller_of(scope, headers))
-        sent: list[int] = []
-
-        async def send_logged(message: dict) -> None:
-            if message["type"] == "http.response.start":
-                sent.append(message["status"])
-            await send(message)
-        try:
-            await self.serve(scope, receive, send_logged, headers, static)
-        finally:
-            if self.log:
-                request_log.finish(record, sent[0] if sent else 499)  # 499: the client left before an answer
-
-    async def serve(self, scope: dict, receive, send, headers: dict[str, str], static: bool) -> None:
-        """One HTTP request, after its log record is opened: the guard (eragraph serve), then the
-        console's files, MCP, the streams, or the request pipeline."""
-        if self.guard is not None:
-            refused = self.guard.check(scope["method"], scope["path"], headers, static=static)
-            if refused is not None:
-                status, message, extra = refused
-                await self.send_error(send, scope, status, message, extra)
-                return
-        if static:
-            await self.serve_console(scope, send)
-            return
-        if scope["path"].rstrip("/") == MCP.path and not self.stream_only:  # MCP's transport reads the body
-            await self.serve_mcp(scope, receive, send)
-            return
-        body = await self.read_body(scope, receive, send, headers)
-        if body is None:
-            return
-        path, method = scope["path"].rstrip("/"), scope["method"]
-        if (path, method) == (KB_STREAM.path, KB_STREAM.method):
-            await self.serve_kb_stream(scope, send, body)
-            return
-        if (path, method) == (CHAT.path, CHAT.method) and not self.stream_only and wants_stream(request_of(scope, body)):
-            await self.serve_chat_stream(scope, send, body)  # the chat endpoint's events, sent as they are written
-            return
-        if (path, method) == (QUERY_STREAM.path, QUERY_STREAM.method) and not self.stream_only:
-            await self.serve_query_stream(scope, send, body)
-            return
-        if self.stream_only:  # the stream function: its routes (the stream, and its readiness check), nothing else
-            await self.serve_stream_only(scope, send)
-            return
-        await self.serve_routed(scope, send, body)
-
-    async def read_body(self, scope: dict, receive, send, headers: dict[str, str]) -> bytes | None:
-        """The request's whole body; None when the client left, or it was over the route's cap
-        (answered 413)."""
-        cap = UPLOAD_MAX_BODY_BYTES if takes_documents(scope["path"]) else MAX_BODY_BYTES
-        too_large = f"request body too large (at most {cap} bytes)"
-        length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > cap:
-            await self.send_error(send, scope, 413, too_large)
-            return None
-        chunks, size, more = [], 0, True
-        while more:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return None
-            piece = message.get("body", b"")
-            size += len(piece)
-            if size > cap:
-                await self.send_error(send, scope, 413, too_large)
-                return None
-            chunks.append(piece)
-            more = message.get("more_body", False)
-        return b"".join(chunks)
+        await self.site(scope, receive, send)
 
     async def serve_kb_stream(self, scope: dict, send, body: bytes) -> None:
         """POST /retrieveAndGenerateStream (eragraph.entrypoints.http.stream)."""
@@ -221,7 +129,11 @@ class ApiApp:
         await serve_stream(self, scope, send, request_of(scope, body), stream.prepare, stream.ENCODER)
 
     async def serve_chat_stream(self, scope: dict, send, body: bytes) -> None:
-        """POST /v1/chat/completions with ``stream: true`` (eragraph.entrypoints.http.chat_stream)."""
+        """POST /v1/chat/completions: with ``stream: true`` its events, sent as they are written
+        (eragraph.entrypoints.http.chat_stream); else answered whole, as any route."""
+        if not wants_stream(request_of(scope, body)):
+            await self.serve_routed(scope, send, body)
+            return
         await serve_stream(self, scope, send, request_of(scope, body), chat_stream.prepare, chat_stream.ENCODER)
 
     async def serve_query_stream(self, scope: dict, send, body: bytes) -> None:
@@ -251,16 +163,15 @@ class ApiApp:
         context = contextvars.copy_context()
         return await asyncio.get_running_loop().run_in_executor(self.pools[pool], context.run, fn, *args)
 
-    async def send_error(self, send, scope: dict, status: int, message: str, extra: dict | None = None) -> None:
+    @staticmethod
+    def error_answer(path: str, status: int, message: str, extra: dict | None = None) -> tuple[int, dict, bytes]:
         """An error answer: the Bedrock KB service's modelled one on its routes, else the API's JSON."""
-        found = route_at(scope["path"])
+        found = route_at(path)
         if found is not None and found.modelled:
             code = {401: "AccessDeniedException", 403: "AccessDeniedException"}.get(status, "ValidationException")
             status, headers, text = KbError(code, message).response()
-            await self.send_whole(send, scope, status, {**headers, **(extra or {})}, text.encode())
-            return
-        await self.send_whole(send, scope, status, {"content-type": "application/json", **(extra or {})},
-                              json.dumps(error_body(status, message)).encode())
+            return status, {**headers, **(extra or {})}, text.encode()
+        return status, {"content-type": "application/json", **(extra or {})}, json.dumps(error_body(status, message)).encode()
 
     def request_id_of(self, headers: dict[str, str]) -> str:
         """The request id: the function URL's (the Lambda Web Adapter's request context), else a new one."""
@@ -301,30 +212,6 @@ class ApiApp:
                                      budget_of=lambda engine: answer_budget(self.limits, engine))
         await serve_http(self._mcp, scope, receive, send, self.caller_tenant(scope), security=self.mcp_security)
 
-    async def serve_console(self, scope: dict, send) -> None:
-        """GET / and GET /console/<file>: the browser console's static files
-        (eragraph.entrypoints.console.assets); a name that is no file of it is a 404."""
-        found = asset(scope["path"])
-        if found is None:
-            await self.send_whole(send, scope, 404, {"content-type": "application/json", **CONSOLE_HEADERS}, json.dumps(
-                error_body(404, f"no console file {scope['path']}")).encode())
-            return
-        await self.send_whole(send, scope, 200, {"content-type": found.content_type, "cache-control": "no-cache",
-                                                 **CONSOLE_HEADERS}, found.body)
-
-    async def serve_stream_only(self, scope: dict, send) -> None:
-        """A request to the stream function other than the stream: its routes without a request
-        (routes.STREAM: GET /health, HEAD too), else 404."""
-        method = "GET" if scope["method"] == "HEAD" else scope["method"]
-        path = scope["path"].rstrip("/")
-        found = next((r for r in STREAM_ROUTES if r.handler and (r.method, r.path) == (method, path)), None)
-        if found is not None:
-            status, message = 200, found.handler()
-        else:
-            status, message = 404, error_body(404, f"no route {scope['method']} {scope['path']} here: this endpoint "
-                                                   f"serves {KB_STREAM.key} only")
-        await self.send_whole(send, scope, status, {"content-type": "application/json"}, json.dumps(message).encode())
-
     @property
     def admission(self) -> Admission:
         """The caller's tenant: the one its identity names, after a token of its rate bucket (the
@@ -360,9 +247,12 @@ class ApiApp:
         spec = MODES.get(mode) if mode else None
         return await asyncio.get_running_loop().run_in_executor(self.pools[spec.pool if spec else "fast"], fn)
 
-    async def send_whole(self, send, scope: dict, status: int, headers: dict[str, str], payload: bytes) -> None:
-        raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()
-               if k.lower() not in ("content-length", "connection")]
-        raw.append((b"content-length", str(len(payload)).encode()))
-        await send({"type": "http.response.start", "status": status, "headers": raw})
-        await send({"type": "http.response.body", "body": b"" if scope["method"] == "HEAD" else payload})
+    async def serve_stream_404(self, scope: dict, send, body: bytes) -> None:  # noqa: ARG002
+        """The stream function's answer to a request none of its routes takes."""
+        await self.send_whole(send, scope, 404, {"content-type": "application/json"}, json.dumps(error_body(
+            404, f"no route {scope['method']} {scope['path']} here: this endpoint serves {KB_STREAM.key} only")).encode())
+
+    @staticmethod
+    async def send_whole(send, scope: dict, status: int, headers: dict[str, str], payload: bytes) -> None:
+        """A whole answer (site.Whole: Starlette's Response)."""
+        await Whole(status, headers, payload)(scope, None, send)

@@ -1,6 +1,7 @@
 """What ``eragraph serve`` checks of every request before any route runs, so that a web page open
-in the user's browser cannot drive the server on 127.0.0.1 (eragraph.entrypoints.http.server
-applies it first in ``ApiApp.__call__``: every route, the console and the ones added later):
+in the user's browser cannot drive the server on 127.0.0.1 (eragraph.entrypoints.http.server sets
+it; site.Guarded, a middleware of the Starlette app, applies it before any route: every route, the
+console and the ones added later):
 
 - bound to loopback, a request whose ``Host`` is not a loopback name (DNS rebinding: a page of
   evil.example whose name now points at 127.0.0.1), or whose ``Origin`` is present and not this
