@@ -71,4 +71,6 @@ def test_plant(aws_tenancy, atomic_requests):
                     out[f"{name}/{seed}"] = int(m.group(1)) if m else str(e)[:300]
             print(name, seed, out[f"{name}/{seed}"], flush=True)
             with open(OUT, "w") as fh:
-                json.dump({"cases_up_to": 1000, "first_failing_case": out}, fh, indent=1)
+                json.dump({"command": f"python -m pytest -q -n 0 -s tests/aws/{Path(__file__).name}", "cases_up_to": 1000,
+                           "note": "index of the first failing case (0-based); null: not caught in 1,000",
+                           "first_failing_case": out}, fh, indent=1)
