@@ -11,6 +11,7 @@ import aws_limits
 import moto_s3_events
 import moto_transactions
 import pytest
+import xdist_order
 from support import make_engine
 
 from eragraph.services.engine import Engine
@@ -42,6 +43,7 @@ def engine() -> Engine:
 # ``SPREAD_OVER_WORKERS = True`` at its top level is spread test by test whatever its fixtures:
 # it shares its costly set-up across workers itself (tests/deployed/parity_snapshot.py), and a
 # worker that runs several of its tests apart sets up only its cheap module fixtures again.
+# The units are handed out long ones first, in tests/xdist_order.py's order.
 
 SHARED_SCOPES = {"module", "class", "package"}
 
@@ -99,9 +101,19 @@ def pytest_xdist_make_scheduler(config, log):
     class SharedFixtureScheduling(LoadScopeScheduling):
         """One work unit per test, except a file whose tests share a fixture: one unit."""
 
+        ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             test_file = nodeid.split("::", 1)[0]
             return test_file if shares_fixtures(test_file) and not spreads_over_workers(test_file) else nodeid
+
+        def _assign_work_unit(self, node) -> None:
+            if not self.ordered:  # the first assignment: the queue is complete, long units first
+                self.ordered = True
+                units = dict(self.workqueue)
+                self.workqueue.clear()
+                self.workqueue.update((unit, units[unit]) for unit in xdist_order.ordered(units))
+            super()._assign_work_unit(node)
 
     return SharedFixtureScheduling(config, log)
 
