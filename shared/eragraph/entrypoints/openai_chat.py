@@ -180,15 +180,23 @@ def parse_request(engine: Engine, body: Any) -> ChatRequest:
 def _citations(response: query_service.QueryResponse) -> list[dict]:
     by_id = {r.id: r for r in response.results}
     cited = [i for i in response.cited_ids if i in by_id] if response.answer is not None else list(by_id)
-    return [{"index": n, "id": i, "doc_id": by_id[i].doc_id, "source": by_id[i].source, "title": by_id[i].title}
-            for n, i in enumerate(cited, 1)]
+    return [{"index": n, "id": i, "doc_id": by_id[i].doc_id, "source": by_id[i].source, "title": by_id[i].title,
+             "place": by_id[i].where} for n, i in enumerate(cited, 1)]
+
+
+def _page(c: dict) -> str:
+    place = c.get("place") or {}
+    pages = place.get("pages")
+    if not pages:
+        return ""
+    return f", page {pages[0]}" if pages[0] == pages[1] else f", pages {pages[0]}-{pages[1]}"
 
 
 def _sources(citations: list[dict]) -> str:
     if not citations:
         return ""
-    lines = [f"[{c['index']}] {c['title'] or c['source']} ({c['source']})" if c["title"] else
-             f"[{c['index']}] {c['source']}" for c in citations]
+    lines = [f"[{c['index']}] {c['title'] or c['source']} ({c['source']}{_page(c)})" if c["title"] else
+             f"[{c['index']}] {c['source']}{_page(c)}" for c in citations]
     return "\n\nSources:\n" + "\n".join(lines)
 
 

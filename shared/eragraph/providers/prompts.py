@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 import threading
 from collections.abc import Callable, Sequence
 
+from ..domain.citations import parse_citations  # noqa: F401 (the providers' import of it)
 from ..domain.text import split_sentences
 from ..ports.providers import Tokenizer
 from ..ports.records import MemberSource, Summary
@@ -151,25 +152,3 @@ def answer_prompt(question: str, evidence: Sequence[tuple[str, str]]) -> str:
     return f"{blocks}\n\nQuestion: {question.strip()}\n\nAnswer with citations:"
 
 
-_BRACKET = re.compile(r"\[([^\[\]\n]{1,400})\]")
-_SPLIT = re.compile(r"[,;\s]+")
-
-
-def parse_citations(text: str, evidence_ids: Sequence[str]) -> tuple[str, ...]:
-    """Evidence ids cited in square brackets in ``text``, in order of first citation, without
-    repeats. Only ids given as evidence count; ``[2]`` counts as the 2nd evidence id, and one
-    bracket may hold several ids (``[chk-a, sum-b]``)."""
-    known = list(evidence_ids)
-    allowed = set(known)
-    cited: list[str] = []
-    for group in _BRACKET.findall(text):
-        for token in _SPLIT.split(group):
-            token = token.strip("'\"`.:()")
-            if token.lower().startswith("evidence"):
-                continue
-            eid = token if token in allowed else None
-            if eid is None and token.isascii() and token.isdigit() and 1 <= int(token) <= len(known):
-                eid = known[int(token) - 1]
-            if eid is not None and eid not in cited:
-                cited.append(eid)
-    return tuple(cited)

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..domain.filters import Filter, FilterError, parse_filter, to_json
 from ..domain.model import BadInputError
+from ..domain.places import NO_PLACE_NOTE, describe
 from ..domain.ranking import Candidate
 from ..domain.rerank import RerankSpec
 from . import cost
@@ -41,6 +42,12 @@ class Result:
     score: float
     children: tuple[str, ...] = ()
     title: str = ""
+    place: tuple[int, ...] = ()  # a chunk's place in its document (domain.places); () unknown
+
+    @property
+    def where(self) -> dict | None:
+        """The place as the API shows it: start, end and (paged) page, pages; None unknown."""
+        return describe(self.place)
 
 
 @dataclass
@@ -66,8 +73,9 @@ class QueryResponse:
         out = asdict(self)
         if not out.pop("explained"):
             out.pop("explain")
-        for r in out["results"]:
+        for r, result in zip(out["results"], self.results):
             r["children"] = list(r["children"])
+            r["place"] = result.where
         out["seconds"] = round(self.seconds, 4)
         if self.router_score is not None:
             out["router_score"] = round(self.router_score, 4)
@@ -90,7 +98,8 @@ def to_results(engine: Engine, ranked: list[Candidate]) -> list[Result]:
         if n is None:
             continue
         out.append(Result(id=n.node_id, layer=n.layer, doc_id=n.doc_id, source=n.source, text=n.text,
-                          score=round(float(c.score), 6), children=n.children, title=titles.get(n.doc_id, "")))
+                          score=round(float(c.score), 6), children=n.children, title=titles.get(n.doc_id, ""),
+                          place=n.place))
     return out
 
 
@@ -169,6 +178,8 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
                          "so no filter matches them: run `eragraph reindex` (the scheduled reindex on AWS)")
         if empty:
             notes.append("the store is empty")
+        if any(r.layer == 0 and not r.place for r in response.results):
+            notes.append(NO_PLACE_NOTE)
         if on_results is not None:
             on_results(replace(response, note="; ".join(notes)))
         if answer and not empty:

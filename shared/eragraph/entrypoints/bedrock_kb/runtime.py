@@ -42,6 +42,7 @@ from typing import Any
 from . import eventstream
 from ..request_log import request_id, withheld
 from .validation import ShapeError, check_shape, check_supported
+from ...domain.citations import cited_parts
 from ...domain.knowledge_base import knowledge_base_id
 from ...domain.model import BadInputError
 from ...domain.rerank import RerankSpec
@@ -57,6 +58,7 @@ DEFAULT_RESULTS = 5            # numberOfResults when absent (Bedrock's default)
 MAX_DEPTH = 100                # results reachable through nextToken
 SEARCH_TYPES = {"SEMANTIC": "dense", "HYBRID": "hybrid"}
 META_PREFIX = "x-eragraph-"
+BEDROCK_PREFIX = "x-amz-bedrock-kb-"
 
 
 class KbError(Exception):
@@ -155,6 +157,18 @@ def _result(result, route: str, doc_meta: dict[str, Any]) -> dict[str, Any]:
         meta[f"{META_PREFIX}summary-members"] = list(result.children)
     if result.title:
         meta[f"{META_PREFIX}title"] = result.title
+    # Bedrock's own keys: the source, the chunk and (a paged document) its page; the place's
+    # offsets under ours. A chunk stored before places were recorded says so.
+    meta[f"{BEDROCK_PREFIX}source-uri"] = result.source
+    meta[f"{BEDROCK_PREFIX}chunk-id"] = result.id
+    where = result.where
+    if where is not None:
+        meta[f"{META_PREFIX}start"], meta[f"{META_PREFIX}end"] = where["start"], where["end"]
+        if "page" in where:
+            meta[f"{BEDROCK_PREFIX}document-page-number"] = float(where["page"])
+            meta[f"{META_PREFIX}pages"] = where["pages"]
+    elif result.layer == 0:
+        meta[f"{META_PREFIX}place"] = "unknown (stored before chunk places were recorded)"
     return {"content": {"type": "TEXT", "text": result.text}, "location": location(result.source),
             "score": float(result.score), "metadata": meta, "documentId": result.doc_id}
 
@@ -221,6 +235,20 @@ def _references(page, shaped, cited: set[str]) -> list[dict[str, Any]]:
             for r, s in zip(page, shaped) if not cited or r.id in cited]
 
 
+def citations(text: str, page, shaped, cited: Iterable[str]) -> list[dict[str, Any]]:
+    """Bedrock's citations of an answer: one per part of the answer that cites evidence
+    (domain.citations.cited_parts), its span (inclusive end) and the results that part names;
+    an answer whose text cites no id in brackets is one part with every result it cites (all of
+    them when it names none)."""
+    cited = set(cited)
+    out = []
+    for start, end, ids in cited_parts(text, [r.id for r in page]):
+        refs = _references(page, shaped, set(ids) or cited)
+        part = {"textResponsePart": {"text": text[start:end + 1], "span": {"start": start, "end": end}}}
+        out.append({"generatedResponsePart": part, "retrievedReferences": refs})
+    return out
+
+
 def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: int | None = None) -> Iterator[bytes]:
     """RetrieveAndGenerateStream's event stream frames on ``engine``: one ``output`` event per
     piece the generator yields, each sent as it comes, then one ``citation`` event spanning the
@@ -254,10 +282,10 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: i
             pieces.append(item)
             yield eventstream.event("output", {"text": item})
     text = "".join(pieces)
-    refs = _references(page, shaped, set(final.cited_ids) if final else set())
-    part = {"textResponsePart": {"text": text, "span": {"start": 0, "end": max(len(text) - 1, 0)}}}
-    yield eventstream.event("citation", {"citation": {"generatedResponsePart": part, "retrievedReferences": refs},
-                                         "generatedResponsePart": part, "retrievedReferences": refs})
+    for one in citations(text, page, shaped, final.cited_ids if final else ()) or [
+            {"generatedResponsePart": {"textResponsePart": {"text": "", "span": {"start": 0, "end": 0}}},
+             "retrievedReferences": _references(page, shaped, set())}]:
+        yield eventstream.event("citation", {"citation": one, **one})
 
 
 def check_generate(engine: Engine, body: dict[str, Any]) -> tuple[dict[str, Any], Engine]:
@@ -289,9 +317,5 @@ def retrieve_and_generate(engine: Engine, body: dict[str, Any], budget: int | No
     response, page, shaped, _ = _search(engine, body["input"]["text"], config.get("retrievalConfiguration") or {},
                                         answer=True, budget=budget)
     text = response.answer or ""
-    cited = set(response.cited_ids)
-    refs = _references(page, shaped, cited)
-    span = {"start": 0, "end": max(len(text) - 1, 0)}
-    citations = [{"generatedResponsePart": {"textResponsePart": {"text": text, "span": span}},
-                  "retrievedReferences": refs}] if text else []
-    return {"output": {"text": text}, "citations": citations, "sessionId": body.get("sessionId") or str(uuid.uuid4())}
+    return {"output": {"text": text}, "citations": citations(text, page, shaped, response.cited_ids),
+            "sessionId": body.get("sessionId") or str(uuid.uuid4())}
