@@ -36,9 +36,12 @@ LEDGER_HOURS_TTL = 100 * DAY  # an hourly bucket's life (GET /ledger reads 92 da
 # meta keys DynamoDB's TTL deletes this long after their last write (``expires_at``): an ingestion
 # job (services.kb_jobs: saved at every step, so a running one never expires) and a clientToken's
 # record (services.kb_sources: a retry comes within minutes, not weeks)
-EXPIRING_META = {"kb-job:": 90 * DAY, "kb-token:": DAY}  # a token lapses after a day (services.idempotency)
+# a token lapses after a day (services.idempotency); a RetrieveAndGenerate session a day after its
+# last turn (services.conversation, which also checks the lapse on read: TTL deletes late)
+EXPIRING_META = {"kb-job:": 90 * DAY, "kb-token:": DAY, "session:": DAY}
 META_SHARDS = 16  # partitions of each metadata kind written on every insert
-SHARDED_META = ("dirty", "outbox", "retired", "followup")  # keys <kind>:<layer>:<shard>:... (followup:<token>)
+# keys <kind>:<layer>:<shard>:... (followup:<token>, session:<id>: by a hash of the rest)
+SHARDED_META = ("dirty", "outbox", "retired", "followup", "session")
 SINGLE_META = ("applying", "swept")  # rare writes: one partition each
 GROUPED_META = ("dirty", "outbox")  # sharded by the message group in the key (the others by a hash)
 META_QUERY_THREADS = 8  # meta_keys over many partitions

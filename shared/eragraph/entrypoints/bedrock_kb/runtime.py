@@ -33,7 +33,6 @@ import base64
 import hashlib
 import hmac
 import json
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from functools import lru_cache
@@ -43,11 +42,13 @@ from . import eventstream
 from ..request_log import request_id, withheld
 from .validation import ShapeError, check_shape, check_supported
 from ...domain.citations import cited_parts
+from ...domain.conversation import ASSISTANT, USER, Message
 from ...domain.knowledge_base import knowledge_base_id
 from ...domain.model import BadInputError
 from ...domain.rerank import RerankSpec
 from ...ports.records import Answer
 from ...providers.prompts import ModelCallError
+from ...services import conversation as conversations
 from ...services import query as query_service
 from ...services.generation import stream_answer
 from ...services.engine import Engine
@@ -174,7 +175,7 @@ def _result(result, route: str, doc_meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | None = None, answer: bool = False,
-            budget: int | None = None):
+            budget: int | None = None, conversation: list[Message] | None = None):
     """The query behind Retrieve and RetrieveAndGenerate: (the response, its page of results,
     the results as Bedrock's, the offset after the page). ``budget``: the evidence budget of an
     answer (the API's cap, entrypoints.http.context.answer_budget; None: the store's default)."""
@@ -194,7 +195,7 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
         wanted = min(wanted, bedrock.get("numberOfRerankedResults") or wanted)
     try:
         response = query_service.query(engine, text, mode=mode, k=offset + wanted, where=config.get("filter"),
-                                       rerank=rerank, answer=answer, budget=budget)
+                                       rerank=rerank, answer=answer, budget=budget, conversation=conversation)
     except (query_service.BadQueryError, BadInputError) as exc:
         raise KbError("ValidationException", str(exc)) from None
     except ModelCallError as exc:  # the embedder, reranker or generator gave up: Bedrock's dependency error
@@ -249,17 +250,43 @@ def citations(text: str, page, shaped, cited: Iterable[str]) -> list[dict[str, A
     return out
 
 
-def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: int | None = None) -> Iterator[bytes]:
+Session = tuple[str, list[Message]]
+
+
+def open_session(engine: Engine, body: dict[str, Any]) -> Session:
+    """(the session id, its earlier messages): a new session when the request names none, else
+    the tenant's live one it names; one that is unknown, lapsed (a day after its last turn) or
+    another tenant's is Bedrock's ValidationException, in Bedrock's words."""
+    named = body.get("sessionId")
+    if not named:
+        return conversations.new_session_id(), []
+    try:
+        return named, conversations.load(engine, named)
+    except conversations.SessionError:
+        raise KbError("ValidationException", f"Session with Id {named} is not valid. Please check and try "
+                      "again.") from None
+
+
+def _keep(engine: Engine, session: Session, question: str, answer: str) -> None:
+    sid, earlier = session
+    conversations.save(engine, sid, [*earlier, Message(USER, question), Message(ASSISTANT, answer)])
+
+
+def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: int | None = None,
+                                 session: Session | None = None) -> Iterator[bytes]:
     """RetrieveAndGenerateStream's event stream frames on ``engine``: one ``output`` event per
     piece the generator yields, each sent as it comes, then one ``citation`` event spanning the
     answer with the results it cites. Errors before the first frame are raised (a KbError);
     the caller validates the request and checks the generator first (``check_generate``)."""
     config, engine = check_generate(engine, body)
+    session = session or open_session(engine, body)
     question = body["input"]["text"]
-    _, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {}, budget=budget)
+    response, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {}, budget=budget,
+                                        conversation=session[1])
+    asked = (response.rewrite or {}).get("question", question)
     pieces: list[str] = []
     final: Answer | None = None
-    answer = stream_answer(engine.generator, question, [(r.id, r.text) for r in page], graph=engine.graph)
+    answer = stream_answer(engine.generator, asked, [(r.id, r.text) for r in page], graph=engine.graph)
     while True:
         try:
             item = next(answer, None)
@@ -282,6 +309,7 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: i
             pieces.append(item)
             yield eventstream.event("output", {"text": item})
     text = "".join(pieces)
+    _keep(engine, session, question, text)
     for one in citations(text, page, shaped, final.cited_ids if final else ()) or [
             {"generatedResponsePart": {"textResponsePart": {"text": "", "span": {"start": 0, "end": 0}}},
              "retrievedReferences": _references(page, shaped, set())}]:
@@ -314,8 +342,11 @@ def retrieve_and_generate(engine: Engine, body: dict[str, Any], budget: int | No
     base, already resolved): the configured generator answers from the retrieved results, and
     one citation spans the answer with the results it cites (all of them when it names none)."""
     config, engine = check_generate(engine, body)
-    response, page, shaped, _ = _search(engine, body["input"]["text"], config.get("retrievalConfiguration") or {},
-                                        answer=True, budget=budget)
+    session = open_session(engine, body)
+    question = body["input"]["text"]
+    response, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {},
+                                        answer=True, budget=budget, conversation=session[1])
     text = response.answer or ""
+    _keep(engine, session, question, text)
     return {"output": {"text": text}, "citations": citations(text, page, shaped, response.cited_ids),
-            "sessionId": body.get("sessionId") or str(uuid.uuid4())}
+            "sessionId": session[0]}
