@@ -160,3 +160,37 @@ def test_a_lapsed_session_is_refused():
         rag(client, "acme", "When did she die?", sessionId="lapsed-1")
     conversations.save(engine, "live-1", [Message(USER, "Who founded the Lighthouse Trust?")])
     assert rag(client, "acme", "When did she die?", sessionId="live-1")["sessionId"] == "live-1"
+
+
+# --- the model rewrite ------------------------------------------------------------------------------
+
+def test_a_configured_generator_rewrites_the_follow_up_priced_and_capped():
+    """An OpenAI-compatible model (a local HTTP stand-in) rewrites the follow-up: the prompt
+    carries the conversation, the output is capped, the call is in the ledger and the response's
+    usage, and the response says the model ran."""
+    from test_openai_compat import FakeChatServer, completion
+
+    from eragraph.providers.openai_compat import OpenAICompatGenerator
+    from eragraph.providers.prompts import REWRITE_MAX_TOKENS, REWRITE_SYSTEM
+    from eragraph.services.query import query
+
+    server = FakeChatServer()
+    try:
+        engine = tenant_engine()
+        engine.generator = OpenAICompatGenerator(server.base_url, "m", max_tokens=64)
+        server.reply(200, completion('"When did Mary Reed die?"\nExtra line.', {"prompt_tokens": 40,
+                                                                                "completion_tokens": 7}))
+        server.reply(200, completion("She died in 1950 [1].", {"prompt_tokens": 90, "completion_tokens": 8}))
+        out = query(engine, "And when did she die?", mode="dense", k=2, answer=True,
+                    conversation=[Message(USER, "Who founded the Lighthouse Trust?"),
+                                  Message(ASSISTANT, "Mary Reed founded it in 1901.")])
+        assert out.rewrite == {"question": "When did Mary Reed die?", "how": "model", "resolved": {}, "added": []}
+        first = server.requests[0]["body"]
+        assert first["messages"][0] == {"role": "system", "content": REWRITE_SYSTEM}
+        assert "Mary Reed founded it in 1901." in first["messages"][1]["content"]
+        assert first["max_tokens"] == REWRITE_MAX_TOKENS
+        assert "When did Mary Reed die?" in server.requests[1]["body"]["messages"][1]["content"]
+        assert any(key.startswith("rewrite") for key in engine.graph.ledger())
+        assert out.usage and "rewrite" in str(out.usage)
+    finally:
+        server.close()

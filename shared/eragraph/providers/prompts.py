@@ -145,6 +145,35 @@ ANSWER_SYSTEM = (
 
 NO_EVIDENCE_ANSWER = "No evidence was found, so the question cannot be answered from the index."
 
+REWRITE_SYSTEM = (
+    "You rewrite the last question of a conversation so that it can be understood without the "
+    "conversation: replace pronouns and references with what they refer to and keep everything "
+    "else. Reply with the rewritten question only, on one line, and do not answer it.")
+REWRITE_MAX_TOKENS = 96          # a question's length: the call's output cap
+REWRITE_MAX_CONTEXT_CHARS = 6000  # the latest conversation text the prompt carries
+
+
+def rewrite_prompt(question: str, conversation: Sequence[tuple[str, str]]) -> str:
+    """The conversation's latest messages (within REWRITE_MAX_CONTEXT_CHARS), then the question."""
+    lines: list[str] = []
+    size = 0
+    for role, text in reversed(conversation):
+        line = f"{role}: {' '.join(text.split())}"
+        if size + len(line) > REWRITE_MAX_CONTEXT_CHARS:
+            break
+        size += len(line)
+        lines.append(line)
+    history = "\n".join(reversed(lines))
+    return f"Conversation:\n{history}\n\nLast question: {question.strip()}\n\nRewritten question:"
+
+
+def rewritten(text: str, question: str) -> str:
+    """The model's reply as a question: its first non-empty line, unquoted; the question itself
+    when the reply is empty."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    line = line.strip("\"'“”`").strip()
+    return line or question
+
 
 def answer_prompt(question: str, evidence: Sequence[tuple[str, str]]) -> str:
     blocks = "\n\n".join(f"Evidence {i} [{eid}]:\n{text.strip()}"
