@@ -194,3 +194,39 @@ def test_a_configured_generator_rewrites_the_follow_up_priced_and_capped():
         assert out.usage and "rewrite" in str(out.usage)
     finally:
         server.close()
+
+
+def test_post_query_takes_a_conversation_and_says_how_it_was_rewritten():
+    import json
+
+    from kb_support import kb_event
+    from tenant_doors import _authorizer, api_app
+
+    app = api_app({"": tenant_engine()})
+    body = {"query": "And when did she die?", "mode": "dense", "conversation": [
+        {"role": "user", "content": "Who founded the Lighthouse Trust?"},
+        {"role": "assistant", "content": "Mary Reed founded it in 1901."}]}
+    out = app.resolve(kb_event("POST", "/query", body, _authorizer("")), None)
+    got = json.loads(out["body"])
+    assert out["statusCode"] == 200 and got["query"] == "And when did she die?"
+    assert got["rewrite"]["how"] == "local" and got["rewrite"]["question"].startswith("And when did Mary Reed die?")
+    bad = app.resolve(kb_event("POST", "/query", {**body, "conversation": [{"role": "system", "content": "x"}]},
+                                _authorizer("")), None)
+    assert bad["statusCode"] == 422 and "role" in json.loads(bad["body"])["message"]
+
+
+def test_an_unfitting_pronoun_falls_back_to_the_latest_entity_and_the_bench_pairs():
+    from eragraph.bench.followup import pairs
+
+    got = local_rewrite("What team was it's husband on?", [("Tell me about Anna Benson.", [("Anna Benson", "PERSON", 14)])],
+                        "Tell me about Anna Benson.")
+    assert got.question == "What team was Anna Benson's husband on?" and got.how == LOCAL
+    rows = {"d1": {"title": "Anna Benson"}, "d2": {"title": "Ignored", "news_source": "The Age"},
+            "d3": {"title": "Annals"}}
+    qs = [{"id": "q1", "question": "What team was Anna Benson's husband on?", "supporting_ids": ["d1", "d3"]},
+          {"id": "q2", "question": "Did The Age report it?", "supporting_ids": ["d2"]},
+          {"id": "q3", "question": "Who wrote the Annals of Wales?", "supporting_ids": ["d1", "d3"]}]
+    built = pairs(qs, rows)
+    assert [(p["id"], p["turn1"], p["turn2"]) for p in built] == [
+        ("q1", "Tell me about Anna Benson.", "What team was it's husband on?"),
+        ("q2", "Tell me about The Age.", "Did it report it?")]

@@ -42,6 +42,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--max-docs", type=int, help="documents in the store at most (the pairs' support first)")
     p.add_argument("--max-pairs", type=int, help="at most N pairs (in question order)")
     p.add_argument("--ner", choices=("spacy", "capitalized"), help="the rewrite's NER (default: spacy if installed)")
+    p.add_argument("--reuse-store", action="store_true",
+                   help="measure on the store --store holds (built by an earlier run with the same flags)")
     add_common_options(p)
     p.set_defaults(bench=run)
     return p
@@ -95,13 +97,18 @@ def run(args: Any) -> dict:
         kept += [d for d in docs if d.doc_id not in need][:max(0, args.max_docs - len(kept))]
         docs = kept
     settings = bench_settings(args)
-    engine = open_engine(args.profile, fresh_dir(Path(args.store)), settings)
+    reuse = args.reuse_store and Path(args.store).is_dir()
+    engine = open_engine(args.profile, Path(args.store) if reuse else fresh_dir(Path(args.store)), settings)
     engine.ingest_hooks, engine.remove_hooks, engine.entities = [], [], None  # no entity graph needed
     started = time.perf_counter()
-    with progress(len(docs), "build store", not args.no_progress) as bar:
-        ingest(engine, docs, progress=bar.update)
-    drain(engine)
-    build_seconds = time.perf_counter() - started
+    if not reuse:
+        with progress(len(docs), "build store", not args.no_progress) as bar:
+            ingest(engine, docs, progress=bar.update)
+        drain(engine)
+    build_seconds = None if reuse else time.perf_counter() - started
+    missing = [d.doc_id for d in docs if engine.graph.get_document(d.doc_id) is None] if reuse else []
+    if missing:
+        raise ValueError(f"{args.store} lacks {len(missing)} of this run's documents (first: {missing[0]})")
     finder, ner = _finder(args.ner)
     if finder is not None:
         engine.entities = _Mentions(finder)  # read by services.conversation.mentions only
@@ -135,7 +142,7 @@ def run(args: Any) -> dict:
                          if args.max_docs else "the whole corpus"),
               "pairs": len(built), "embedder": settings.embedder, "profile": args.profile, "ner": ner,
               "rewrites": {how: rewrites.count(how) for how in sorted(set(rewrites))},
-              "build_seconds": round(build_seconds, 1), "target": f"with_conversation >= {TARGET:.0%} of original",
+              "build_seconds": None if build_seconds is None else round(build_seconds, 1), "target": f"with_conversation >= {TARGET:.0%} of original",
               "examples": [{**{k: p[k] for k in ("subject", "turn1", "turn2", "original")},
                             "rewritten": conversations.standalone(engine, p["turn2"],
                                                                   [Message(USER, p["turn1"])]).question}

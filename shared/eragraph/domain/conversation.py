@@ -6,9 +6,10 @@ The deterministic rewrite (no model) works on the conversation's entity mentions
 
 1. every third-person pronoun of the question is replaced by the most recent earlier mention
    that can be what it refers to (he/she: a PERSON or an unlabelled mention; it: anything but
-   a PERSON; they: an organisation, group or place, else anything), possessives as ``X's``;
-2. a follow-up (a pronoun was resolved, or the question has at most two content words or opens with "and", "what
-   about", "how about") gets the salient words of the earlier question appended (for BM25),
+   a PERSON; they: an organisation, group or place), else by the most recent mention of any
+   kind, possessives as ``X's``;
+2. a follow-up (it holds a third-person pronoun, has at most two content words, or opens with
+   "and", "what about", "how about") gets the salient words of the earlier question appended (for BM25),
    and, when no pronoun named it, the most recent entity.
 
 A question that stands alone is left as it is. Everything here is linear in the
@@ -88,6 +89,7 @@ def content_words(text: str) -> list[str]:
     out: list[str] = []
     seen: set[str] = set()
     for w in _WORD.findall(text):
+        w = re.sub(r"['’]s$", "", w)  # a possessive is its word
         key = w.casefold().strip("'’-")
         if key and key not in STOP and key not in seen:
             seen.add(key)
@@ -141,8 +143,8 @@ def local_rewrite(question: str, history: Sequence[tuple[str, Sequence[Mention]]
     for m in _PRONOUN.finditer(question):
         pronoun = m.group(1)
         entity = next((s for s, lab in candidates if _fits(pronoun, lab)), None)
-        if entity is None and pronoun.casefold() in _GROUP:
-            entity = candidates[0][0] if candidates else None
+        if entity is None and candidates:  # none fits: the most recent entity is still the likeliest
+            entity = candidates[0][0]
         if entity is None:
             continue
         pieces.append(question[at:m.start()])
@@ -151,7 +153,8 @@ def local_rewrite(question: str, history: Sequence[tuple[str, Sequence[Mention]]
         resolved[pronoun.casefold()] = entity
     text = "".join(pieces) + question[at:]
     short = len(content_words(question)) <= 2
-    if not (resolved or short or _FOLLOW_UP.match(question)):
+    anaphoric = _PRONOUN.search(question) is not None  # an unresolved pronoun still leans on the past
+    if not (anaphoric or short or _FOLLOW_UP.match(question)):
         return Rewrite(question)
     added: list[str] = []
     if not resolved and candidates:
