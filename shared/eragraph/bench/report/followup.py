@@ -29,7 +29,10 @@ def section(name: str, d: dict, plots: Path) -> list[str]:
     out = [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
            f"{d['data']}: {fmt(d['pairs'])} pairs; store of {fmt(d['documents'])} of the corpus's "
            f"{fmt(d['corpus_documents'])} documents ({d['sample']}); embedder `{d['embedder']}`; NER: {d['ner']}; "
-           f"rewrites {d['rewrites']}; build {d['build_seconds']} s.{smoke}", ""]
+           f"rewrites {d['rewrites']}; "
+           + (f"build {d['build_seconds']} s." if d.get("build_seconds") is not None else
+              "measured on the store an earlier run of the same command built (`--reuse-store`).")
+           + smoke, ""]
     out += table(["mode", "turn 2 alone", "with conversation", "original", "with / original", "target ≥ 90 %"],
                  [[m, r["recall@5_turn2_alone"], r["recall@5_with_conversation"], r["recall@5_original"],
                    r["with_conversation_over_original"], verdict(r["target_met"])] for m, r in d["modes"].items()])
