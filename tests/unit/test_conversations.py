@@ -230,3 +230,17 @@ def test_an_unfitting_pronoun_falls_back_to_the_latest_entity_and_the_bench_pair
     assert [(p["id"], p["turn1"], p["turn2"]) for p in built] == [
         ("q1", "Tell me about Anna Benson.", "What team was it's husband on?"),
         ("q2", "Tell me about The Age.", "Did it report it?")]
+
+
+def test_the_mcp_tools_take_a_conversation():
+    pytest.importorskip("mcp")
+    from eragraph.entrypoints import mcp
+
+    engine = tenant_engine()
+    out = mcp.call(engine, "retrieve", {"query": "And when did she die?", "mode": "dense", "conversation": [
+        {"role": "user", "content": "Who founded the Lighthouse Trust?"},
+        {"role": "assistant", "content": "Mary Reed founded it in 1901."}]})
+    assert out["rewrite"]["resolved"] == {"she": "Mary Reed"}
+    assert all(r["place"] is not None for r in out["results"] if r["layer"] == 0)
+    with pytest.raises(mcp.ToolFailed):
+        mcp.call(engine, "retrieve", {"query": "x", "conversation": [{"role": "tool", "content": "x"}]})
