@@ -51,6 +51,6 @@ def targets(name: str, d: dict) -> list[list[str]]:
         ok = None if ratio is None else ratio >= TARGET
         gap = "" if ratio is None else (f"{(ratio - TARGET) * 100:.1f} points to spare" if ok
                                         else f"{(TARGET - ratio) * 100:.1f} points short")
-        rows.append([f"follow-up: Recall@5 with the conversation ≥ 90 % of the original ({mode})",
+        rows.append([f"follow-up: Recall@5 with the conversation ≥ 90 % of the original ({d['data']}, {mode})",
                      f"`{name}` ({d['pairs']} pairs, {d.get('embedder')})", fmt(ratio), verdict(ok), gap])
     return rows
