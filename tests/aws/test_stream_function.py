@@ -118,8 +118,8 @@ def test_the_stream_leaves_event_by_event_for_the_callers_tenant(stream_url):
 
     LAMBDA_ENGINE.get("a", register=False).generator = generator = SlowStreamingGenerator(gate=threading.Event())
     client = client_as(stream_url, "kb-reader-a")
-    out = client.retrieve_and_generate_stream(**ask(knowledge_base_id("a")), sessionId="s-1")
-    assert out["sessionId"] == "s-1"
+    out = client.retrieve_and_generate_stream(**ask(knowledge_base_id("a")))
+    assert out["sessionId"]  # a new session, kept in the graph table under the stream role's grant
     events = iter(out["stream"])
     first = next(events)
     ended_before_first = generator.ended.is_set()
@@ -130,6 +130,8 @@ def test_the_stream_leaves_event_by_event_for_the_callers_tenant(stream_url):
     assert seen[1] == {"output": {"text": "followed it."}}
     refs = json.dumps(seen[-1]["citation"]["retrievedReferences"])
     assert any(w in refs for w in A_WORDS) and not any(w in refs for w in B_WORDS)
+    again = client.retrieve_and_generate_stream(**ask(knowledge_base_id("a")), sessionId=out["sessionId"])
+    assert again["sessionId"] == out["sessionId"] and list(again["stream"])  # the session's next turn
 
 
 def test_another_tenants_knowledge_base_is_not_found_as_an_unknown_one(stream_url):

@@ -336,6 +336,17 @@ def test_nodes_put_get_delete(graph_store):
     assert graph_store.get_nodes(["c1", "c2"]) == {"c2": nodes[0]}
 
 
+def test_chunk_places_round_trip(graph_store):
+    """A chunk's place (domain.places) comes back as written: offsets alone, offsets and pages
+    (a 2000-page PDF's), none (a summary, or a chunk stored before places existed)."""
+    nodes = [replace(node("p1"), place=(0, 120)), replace(node("p2"), place=(100, 20_000_000, 1999, 2000)),
+             node("p3"), node("s1", layer=1, children=("p1",))]
+    graph_store.put_nodes(nodes)
+    got = graph_store.get_nodes(["p1", "p2", "p3", "s1"])
+    assert [got[n.node_id].place for n in nodes] == [(0, 120), (100, 20_000_000, 1999, 2000), (), ()]
+    assert got == {n.node_id: n for n in nodes}
+
+
 def test_layer_refs_and_sizes(graph_store):
     graph_store.put_nodes([node("b", code=3), node("a", code=1), node("c", code=2),
                            node("s2", layer=1, code=9), node("s1", layer=1, code=8), node("t", layer=2)])

@@ -7,12 +7,14 @@ a time as new ones are written, and unseen by reads once past).
 - a clientToken's record (``kb-token:``, services.idempotency): a retry comes within minutes, not
   weeks; gone a day after it was written;
 - a charge's mark (``charged:``, MetaStore.add_within): one object version charged against a
-  day's quota; gone two days after it was written (its day is in its key)."""
+  day's quota; gone two days after it was written (its day is in its key);
+- a RetrieveAndGenerate session (``session:``, services.conversation): gone a day after its last
+  turn, as Bedrock's."""
 
 from __future__ import annotations
 
 DAY = 86_400
-EXPIRING_META = {"kb-job:": 90 * DAY, "kb-token:": DAY, "charged:": 2 * DAY}
+EXPIRING_META = {"kb-job:": 90 * DAY, "kb-token:": DAY, "charged:": 2 * DAY, "session:": DAY}
 SWEEP = 64  # lapsed records a local write deletes at most (a bounded sweep, never the whole table)
 
 

@@ -91,6 +91,9 @@ class Node:
     doc_id: str = ""
     source: str = ""
     children: tuple[str, ...] = ()
+    # a chunk's place in its document (domain.places): () unknown or a summary, (start, end),
+    # or (start, end, first page, last page)
+    place: tuple[int, ...] = ()
 
     @property
     def is_summary(self) -> bool:

@@ -46,6 +46,8 @@ class TextChunk:
     index: int
     text: str
     tokens: int
+    start: int = 0  # text == document_text[start:end] (domain.places)
+    end: int = 0
 
 
 Offsets = Sequence[tuple[int, int]]
@@ -112,9 +114,11 @@ def chunk_text(
                     hi = mid - 1
             end = lo
         window = spans[start:end]
-        piece = text[window[0][0] : window[-1][1]].strip()
+        raw = text[window[0][0] : window[-1][1]]
+        piece = raw.strip()
         if piece:
-            chunks.append(TextChunk(index=len(chunks), text=piece, tokens=len(window)))
+            at = window[0][0] + len(raw) - len(raw.lstrip())
+            chunks.append(TextChunk(index=len(chunks), text=piece, tokens=len(window), start=at, end=at + len(piece)))
         if end >= len(spans):
             break
         start = end - overlap if len(window) > overlap else end

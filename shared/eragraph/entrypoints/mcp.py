@@ -33,7 +33,7 @@ import json
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Optional, TypeVar
+from typing import Any, Literal, Optional, TypeVar
 
 import anyio
 import mcp_types as types
@@ -42,6 +42,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..domain.conversation import MAX_TURNS, Message
 from ..domain.model import LexicalIndexMissing
 from ..domain.rerank import RerankSpec
 from ..services import query as query_service
@@ -72,6 +73,12 @@ class ToolFailed(Exception):
     """A tool call that fails with this message (an MCP tool error)."""
 
 
+class ConversationTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    role: Literal["user", "assistant"] = Field(description="Who said it")
+    content: str = Field(max_length=query_service.MAX_QUERY_CHARS * 4, description="What was said")
+
+
 class SearchArgs(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     query: str = Field(min_length=1, max_length=query_service.MAX_QUERY_CHARS, description="The question or search text")
@@ -80,6 +87,10 @@ class SearchArgs(BaseModel):
     filter: Optional[dict[str, Any]] = Field(None, description=FILTER_HELP)
     rerank: bool = Field(False, description="Re-order the results with the knowledge base's reranker (when one is "
                          "configured; else the call fails saying so)")
+    conversation: Optional[list[ConversationTurn]] = Field(
+        None, max_length=MAX_TURNS * 2, description="The earlier turns of the conversation, oldest first, when the "
+        "query is a follow-up (\"And when did she die?\"): it is made standalone from them before retrieval, and "
+        "the response's rewrite says how")
 
 
 class DocumentArgs(BaseModel):
@@ -161,7 +172,8 @@ def call(engine: Engine, name: str, arguments: dict[str, Any] | None, budget: in
                              "retrieve tool for the evidence")
         response = query_service.query(engine, args.query, mode=args.mode, k=args.k, answer=name == "answer",
                                        where=args.filter, rerank=RerankSpec() if args.rerank else None,
-                                       budget=budget if name == "answer" else None)
+                                       budget=budget if name == "answer" else None,
+                                       conversation=[Message(t.role, t.content) for t in args.conversation or ()])
         return response.to_dict()
     if name == "get_document":
         args = _args(DocumentArgs, arguments)

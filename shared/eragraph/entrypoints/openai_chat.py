@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..domain.conversation import ASSISTANT, USER, Message
 from ..services import query as query_service
 from ..services.engine import Engine
 from ..services.modes import available_modes
@@ -76,6 +77,7 @@ class ChatRequest:
     include_usage: bool = False
     k: int | None = None
     filter: dict | None = None
+    history: tuple[Message, ...] = ()  # the user and assistant messages before the question
 
 
 def models(engine: Engine) -> dict:
@@ -145,6 +147,7 @@ def parse_request(engine: Engine, body: Any) -> ChatRequest:
     if len(messages) > MAX_MESSAGES:
         raise ChatError(f"messages must hold at most {MAX_MESSAGES} messages (got {len(messages)})", param="messages")
     question = None
+    said: list[Message] = []  # user and assistant messages with text, in order
     for i, message in enumerate(messages):
         where = f"messages[{i}]"
         if not isinstance(message, dict) or message.get("role") not in ROLES:
@@ -152,6 +155,10 @@ def parse_request(engine: Engine, body: Any) -> ChatRequest:
         text = _text_of(message.get("content"), where)
         if message["role"] == "user":
             question = text
+            said.append(Message(USER, text))
+        elif message["role"] == "assistant" and text.strip():
+            said.append(Message(ASSISTANT, text))
+    last = max((i for i, m in enumerate(said) if m.role == USER), default=0)
     if question is None or not question.strip():
         raise ChatError("messages must end with a user message that has text (the question)", param="messages")
     if len(question) > query_service.MAX_QUERY_CHARS:
@@ -174,21 +181,30 @@ def parse_request(engine: Engine, body: Any) -> ChatRequest:
     if where is not None and not isinstance(where, dict):
         raise ChatError("filter must be a metadata filter object (Bedrock Knowledge Bases' shape)", param="filter")
     return ChatRequest(model=model, mode=mode, question=question, stream=bool(stream),
-                       include_usage=bool(options.get("include_usage")), k=k, filter=where)
+                       include_usage=bool(options.get("include_usage")), k=k, filter=where,
+                       history=tuple(said[:last]))
 
 
 def _citations(response: query_service.QueryResponse) -> list[dict]:
     by_id = {r.id: r for r in response.results}
     cited = [i for i in response.cited_ids if i in by_id] if response.answer is not None else list(by_id)
-    return [{"index": n, "id": i, "doc_id": by_id[i].doc_id, "source": by_id[i].source, "title": by_id[i].title}
-            for n, i in enumerate(cited, 1)]
+    return [{"index": n, "id": i, "doc_id": by_id[i].doc_id, "source": by_id[i].source, "title": by_id[i].title,
+             "place": by_id[i].where} for n, i in enumerate(cited, 1)]
+
+
+def _page(c: dict) -> str:
+    place = c.get("place") or {}
+    pages = place.get("pages")
+    if not pages:
+        return ""
+    return f", page {pages[0]}" if pages[0] == pages[1] else f", pages {pages[0]}-{pages[1]}"
 
 
 def _sources(citations: list[dict]) -> str:
     if not citations:
         return ""
-    lines = [f"[{c['index']}] {c['title'] or c['source']} ({c['source']})" if c["title"] else
-             f"[{c['index']}] {c['source']}" for c in citations]
+    lines = [f"[{c['index']}] {c['title'] or c['source']} ({c['source']}{_page(c)})" if c["title"] else
+             f"[{c['index']}] {c['source']}{_page(c)}" for c in citations]
     return "\n\nSources:\n" + "\n".join(lines)
 
 
@@ -212,7 +228,7 @@ def answer(engine: Engine, request: ChatRequest, budget: int | None = None,
     try:
         response = query_service.query(engine, request.question, mode=request.mode, k=request.k, budget=budget,
                                        answer=engine.generator is not None, where=request.filter,
-                                       on_piece=on_piece)
+                                       on_piece=on_piece, conversation=request.history)
     except query_service.BadQueryError as exc:
         raise ChatError(str(exc)) from None
     citations = _citations(response)
@@ -228,7 +244,12 @@ def completion(engine: Engine, request: ChatRequest, budget: int | None = None) 
             "model": request.model, "system_fingerprint": None,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
                          "finish_reason": "stop", "logprobs": None}],
-            "usage": _usage(response), "citations": citations}
+            "usage": _usage(response), "citations": citations, **_rewrite(response)}
+
+
+def _rewrite(response: query_service.QueryResponse) -> dict:
+    """The follow-up's standalone question and how it was made (a conversation's only)."""
+    return {"rewrite": response.rewrite} if response.rewrite is not None else {}
 
 
 def chunks(engine: Engine, request: ChatRequest, budget: int | None = None) -> Iterator[dict]:
@@ -272,7 +293,7 @@ def chunks(engine: Engine, request: ChatRequest, budget: int | None = None) -> I
     rest = text[len(so_far):] if text.startswith(so_far) else text
     if rest:
         yield chunk({"content": rest})
-    yield chunk({}, "stop", citations=citations)
+    yield chunk({}, "stop", citations=citations, **_rewrite(response))
     if request.include_usage:
         yield {**chunk({}), "choices": [], "usage": _usage(response)}
 

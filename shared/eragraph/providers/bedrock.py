@@ -24,7 +24,7 @@ from ..ports.providers import Tokenizer
 from ..ports.records import Answer, Summary
 from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
                       Backoff, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
-                      PromptedSummarizer)
+                      PromptedSummarizer, REWRITE_MAX_TOKENS, REWRITE_SYSTEM, rewrite_prompt, rewritten)
 
 RETRYABLE_CODES = frozenset({"ThrottlingException", "ServiceUnavailableException", "ModelNotReadyException",
                              "TooManyRequestsException", "InternalServerException"})
@@ -279,6 +279,16 @@ class BedrockGenerator:
         tokens_in, tokens_out = _usage(response)
         return Answer(text=text, cited_ids=parse_citations(text, [eid for eid, _ in evidence]),
                       tokens_in=tokens_in, tokens_out=tokens_out, model=self.identity)
+
+    def rewrite(self, question: str, conversation: Sequence[tuple[str, str]]) -> Answer:
+        """``question`` made standalone from ``conversation`` ((role, text), oldest first) by the
+        model, its output capped at REWRITE_MAX_TOKENS (services.conversation prices the call)."""
+        prompt = rewrite_prompt(question, conversation)
+        response = _converse(self._caller, self.model_id, REWRITE_SYSTEM, prompt, REWRITE_MAX_TOKENS,
+                             f"rewrite ({self.model_id})")
+        tokens_in, tokens_out = _usage(response)
+        return Answer(text=rewritten(_converse_text(response), question), cited_ids=(), tokens_in=tokens_in,
+                      tokens_out=tokens_out, model=self.identity)
 
     def stream(self, question: str, evidence: Sequence[tuple[str, str]]) -> Iterator[str | Answer]:
         """ConverseStream: the text deltas as Bedrock sends them, then the Answer, whose token

@@ -54,6 +54,9 @@ class Extracted:
     kind: str
     text: str
     title: str = ""  # the file's own title (PDF/DOCX metadata, HTML <title>), "" when none
+    # where each page's text begins in ``text``: (offset, page number) pairs (domain.places);
+    # empty for a kind without pages (and a DOCX without page breaks)
+    pages: tuple[tuple[int, int], ...] = ()
 
 
 def _need(module: str, package: str, kind: str):
@@ -92,7 +95,8 @@ def _no_text(name: str, text: str, kind: str, size: int, why: str = "no text in 
 
 
 def pdf_text(data: bytes, name: str, limits: ReadLimits, clock: Callable[[], float] = time.monotonic) -> Extracted:
-    """Pages' text joined by blank lines; title from the PDF's metadata."""
+    """Pages' text joined by blank lines, with where each page's text begins; title from the
+    PDF's metadata."""
     pypdf = _need("pypdf", "pypdf", "PDF")
     budget = _Budget(name, limits.extract_seconds, clock)
     try:
@@ -125,13 +129,24 @@ def pdf_text(data: bytes, name: str, limits: ReadLimits, clock: Callable[[], flo
             raise refused(BadInputError(f"{name}: damaged PDF page {number + 1} ({type(exc).__name__}: {exc})"),
                           "damaged", kind="PDF", size=human_size(len(data))) from None
     budget.check(f"the end of {pages} pages")
-    text = "\n\n".join(p.strip() for p in parts if p.strip())
+    text, starts = paged_text(parts)
     _no_text(name, text, filekind.PDF, len(data), "no text layer (scanned?)")
     try:
         title = (reader.metadata.title if reader.metadata else None) or ""
     except Exception:  # a damaged info dictionary: no title
         title = ""
-    return Extracted(filekind.PDF, text, str(title).strip())
+    return Extracted(filekind.PDF, text, str(title).strip(), starts)
+
+
+def paged_text(parts: list[str], sep: str = "\n\n") -> tuple[str, tuple[tuple[int, int], ...]]:
+    """Pages' texts (page 1 first) joined by ``sep``, blank pages left out, and where each
+    kept page begins in the result: (offset, page number)."""
+    kept = [(n, p.strip()) for n, p in enumerate(parts, start=1) if p.strip()]
+    starts, at = [], 0
+    for n, page in kept:
+        starts.append((at, n))
+        at += len(page) + len(sep)
+    return sep.join(page for _, page in kept), tuple(starts)
 
 
 def unzipped_size(data: bytes) -> int:
@@ -167,7 +182,8 @@ def inflated(data: bytes, cap: int) -> bytes:
 
 def docx_text(data: bytes, name: str, limits: ReadLimits, clock: Callable[[], float] = time.monotonic) -> Extracted:
     """Paragraphs and tables (a row per line, cells joined by " | ") in document order; title
-    from the core properties."""
+    from the core properties. Pages where the file marks them (docx_breaks): a line's page is
+    the page its block begins on."""
     try:
         size = unzipped_size(data)
     except (zipfile.BadZipFile, ValueError, EOFError) as exc:
@@ -184,10 +200,15 @@ def docx_text(data: bytes, name: str, limits: ReadLimits, clock: Callable[[], fl
     budget = _Budget(name, limits.extract_seconds, clock)
     try:
         document = docx.Document(io.BytesIO(inflated(data, limits.max_unzipped_bytes)))
-        lines = []
+        lines: list[str] = []
+        rendered = bool(document.element.body.xpath(".//w:lastRenderedPageBreak"))
+        page, line_pages = 1, []  # the page each line begins on
         for n, block in enumerate(document.iter_inner_content()):
             if n % 64 == 0:
                 budget.check(f"block {n}")
+            before, after = docx_breaks(block._element, rendered)
+            page += before
+            first = len(lines)
             if isinstance(block, Table):
                 for row in block.rows:
                     cells = [" ".join(c.text.split()) for c in row.cells]
@@ -198,6 +219,8 @@ def docx_text(data: bytes, name: str, limits: ReadLimits, clock: Callable[[], fl
                 line = " ".join(block.text.split())
                 if line:
                     lines.append(line)
+            line_pages += [page] * (len(lines) - first)
+            page += after
         title = document.core_properties.title or ""
     except BadInputError:
         raise
@@ -205,7 +228,41 @@ def docx_text(data: bytes, name: str, limits: ReadLimits, clock: Callable[[], fl
         raise refused(BadInputError(f"{name}: damaged DOCX ({type(exc).__name__}: {exc})"), "damaged",
                       kind="DOCX", size=human_size(len(data))) from None
     text = _no_text(name, "\n".join(lines), filekind.DOCX, len(data))
-    return Extracted(filekind.DOCX, text, title.strip())
+    starts, at = [], 0
+    for line, number in zip(lines, line_pages):
+        if not starts or number > starts[-1][1]:
+            starts.append((at, number))
+        at += len(line) + 1
+    paged = page > 1  # a file that marks no page break: no pages (its pagination is the reader's)
+    return Extracted(filekind.DOCX, text, title.strip(), tuple(starts) if paged else ())
+
+
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+
+
+def docx_breaks(element, rendered: bool) -> tuple[int, int]:
+    """The page breaks a DOCX block marks (a paragraph's or a table's XML element): (those before
+    its first text, those after). ``rendered``: the file carries the page breaks Word rendered
+    when it last saved it (``w:lastRenderedPageBreak``), which count every page; else the
+    hard ones (``w:br w:type="page"``, ``w:pageBreakBefore``) are all the file knows."""
+    before = after = 0
+    seen_text = False
+    for el in element.iter():
+        tag = el.tag
+        if tag == f"{_W}t" and (el.text or "").strip():
+            seen_text = True
+            continue
+        if rendered:
+            hit = tag == f"{_W}lastRenderedPageBreak"
+        else:
+            hit = (tag == f"{_W}br" and el.get(f"{_W}type") == "page") or (
+                tag == f"{_W}pageBreakBefore" and el.get(f"{_W}val", "true") not in ("0", "false", "off"))
+        if hit:
+            if seen_text:
+                after += 1
+            else:
+                before += 1
+    return before, after
 
 
 _DROP = ("script", "style", "nav", "noscript", "template", "iframe", "svg", "head")

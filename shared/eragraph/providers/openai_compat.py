@@ -22,7 +22,7 @@ from ..ports.records import Answer, Summary
 from .hashing import RegexTokenizer
 from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
                       Backoff, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
-                      PromptedSummarizer)
+                      PromptedSummarizer, REWRITE_MAX_TOKENS, REWRITE_SYSTEM, rewrite_prompt, rewritten)
 
 
 def _retry_after(value: str | None) -> float | None:
@@ -175,6 +175,16 @@ class OpenAICompatGenerator:
         tokens_in, tokens_out = _usage(payload, self.tokenizer, (ANSWER_SYSTEM, prompt), text)
         return Answer(text=text, cited_ids=parse_citations(text, [eid for eid, _ in evidence]),
                       tokens_in=tokens_in, tokens_out=tokens_out, model=self.identity)
+
+    def rewrite(self, question: str, conversation: Sequence[tuple[str, str]]) -> Answer:
+        """``question`` made standalone from ``conversation`` ((role, text), oldest first) by the
+        model, its output capped at REWRITE_MAX_TOKENS (services.conversation prices the call)."""
+        prompt = rewrite_prompt(question, conversation)
+        payload = self.client.complete(REWRITE_SYSTEM, prompt, REWRITE_MAX_TOKENS)
+        reply = _reply(payload, self.client.url)
+        tokens_in, tokens_out = _usage(payload, self.tokenizer, (REWRITE_SYSTEM, prompt), reply)
+        return Answer(text=rewritten(reply, question), cited_ids=(), tokens_in=tokens_in, tokens_out=tokens_out,
+                      model=self.identity)
 
     def stream(self, question: str, evidence: Sequence[tuple[str, str]]) -> Iterator[str | Answer]:
         """The answer's text deltas as the server sends them (SSE), then the Answer; token counts

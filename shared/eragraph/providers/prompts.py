@@ -10,6 +10,7 @@ from abc import ABC, abstractmethod
 import threading
 from collections.abc import Callable, Sequence
 
+from ..domain.citations import parse_citations  # noqa: F401 (the providers' import of it)
 from ..domain.text import split_sentences
 from ..ports.providers import Tokenizer
 from ..ports.records import MemberSource, Summary
@@ -144,6 +145,35 @@ ANSWER_SYSTEM = (
 
 NO_EVIDENCE_ANSWER = "No evidence was found, so the question cannot be answered from the index."
 
+REWRITE_SYSTEM = (
+    "You rewrite the last question of a conversation so that it can be understood without the "
+    "conversation: replace pronouns and references with what they refer to and keep everything "
+    "else. Reply with the rewritten question only, on one line, and do not answer it.")
+REWRITE_MAX_TOKENS = 96          # a question's length: the call's output cap
+REWRITE_MAX_CONTEXT_CHARS = 6000  # the latest conversation text the prompt carries
+
+
+def rewrite_prompt(question: str, conversation: Sequence[tuple[str, str]]) -> str:
+    """The conversation's latest messages (within REWRITE_MAX_CONTEXT_CHARS), then the question."""
+    lines: list[str] = []
+    size = 0
+    for role, text in reversed(conversation):
+        line = f"{role}: {' '.join(text.split())}"
+        if size + len(line) > REWRITE_MAX_CONTEXT_CHARS:
+            break
+        size += len(line)
+        lines.append(line)
+    history = "\n".join(reversed(lines))
+    return f"Conversation:\n{history}\n\nLast question: {question.strip()}\n\nRewritten question:"
+
+
+def rewritten(text: str, question: str) -> str:
+    """The model's reply as a question: its first non-empty line, unquoted; the question itself
+    when the reply is empty."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    line = line.strip("\"'“”`").strip()
+    return line or question
+
 
 def answer_prompt(question: str, evidence: Sequence[tuple[str, str]]) -> str:
     blocks = "\n\n".join(f"Evidence {i} [{eid}]:\n{text.strip()}"
@@ -151,25 +181,3 @@ def answer_prompt(question: str, evidence: Sequence[tuple[str, str]]) -> str:
     return f"{blocks}\n\nQuestion: {question.strip()}\n\nAnswer with citations:"
 
 
-_BRACKET = re.compile(r"\[([^\[\]\n]{1,400})\]")
-_SPLIT = re.compile(r"[,;\s]+")
-
-
-def parse_citations(text: str, evidence_ids: Sequence[str]) -> tuple[str, ...]:
-    """Evidence ids cited in square brackets in ``text``, in order of first citation, without
-    repeats. Only ids given as evidence count; ``[2]`` counts as the 2nd evidence id, and one
-    bracket may hold several ids (``[chk-a, sum-b]``)."""
-    known = list(evidence_ids)
-    allowed = set(known)
-    cited: list[str] = []
-    for group in _BRACKET.findall(text):
-        for token in _SPLIT.split(group):
-            token = token.strip("'\"`.:()")
-            if token.lower().startswith("evidence"):
-                continue
-            eid = token if token in allowed else None
-            if eid is None and token.isascii() and token.isdigit() and 1 <= int(token) <= len(known):
-                eid = known[int(token) - 1]
-            if eid is not None and eid not in cited:
-                cited.append(eid)
-    return tuple(cited)

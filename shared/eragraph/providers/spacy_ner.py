@@ -151,6 +151,12 @@ class SpacyEntityExtractor:
         doc = self.nlp(text, disable=self.skip(sentences=False))
         return list(dict.fromkeys(self._entities(doc)))
 
+    def mentions(self, text: str) -> list[tuple[str, str, int]]:
+        """The entities of ``text`` as written, with spaCy's label and where each begins:
+        (surface, label, offset), in order (a conversation's rewrite: domain.conversation)."""
+        doc = self.nlp(text, disable=self.skip(sentences=False))
+        return [(ent.text, ent.label_, ent.start_char) for ent in doc.ents if ent.label_ not in self.dropped]
+
 
 _CAP_PHRASE = re.compile(r"\b[A-Z][\w'’.-]*(?:\s+(?:of|de|the|von|van)\s+[A-Z][\w'’.-]*|\s+[A-Z][\w'’.-]*)*")
 _SENTENCE_STARTERS = frozenset(
@@ -181,3 +187,16 @@ class CapitalizedPhraseExtractor:
 
     def query_entities(self, text: str) -> list[str]:
         return list(dict.fromkeys(e for s in split_sentences(text) for e in self._entities(s)))
+
+    def mentions(self, text: str) -> list[tuple[str, str, int]]:
+        """Capitalized phrases as written, unlabelled: (surface, "", offset)."""
+        out = []
+        for m in _CAP_PHRASE.finditer(text):
+            words = m.group(0).split()
+            skipped = 0
+            while words and words[0].casefold().strip(".") in _SENTENCE_STARTERS:
+                skipped += 1
+                words = words[1:]
+            if words and normalize_entity(" ".join(words)):
+                out.append((" ".join(words), "", m.start() + len(" ".join(m.group(0).split()[:skipped])) + (1 if skipped else 0)))
+        return out

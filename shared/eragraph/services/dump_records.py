@@ -109,9 +109,10 @@ def check_record(record: Any, number: int, tenant: str, dim: int | None = None) 
         raise DumpError(f"{where}: its kind must be a string")
     if kind in _RECORDS:
         _fields(record, where, _spec(_RECORDS[kind], _EXTRA.get(kind, set())))
-        for field in ("chunk_ids", "children", "members", "pending_shards"):
-            if field in record and not all(_is(v, int if field == "pending_shards" else str) for v in record[field]):
-                raise DumpError(f"{where}: {field} must hold {'integers' if field == 'pending_shards' else 'strings'}")
+        for field in ("chunk_ids", "children", "members", "pending_shards", "place"):
+            whole = field in ("pending_shards", "place")
+            if field in record and not all(_is(v, int if whole else str) for v in record[field]):
+                raise DumpError(f"{where}: {field} must hold {'integers' if whole else 'strings'}")
         if kind == "node" and ("vector" in record or "dtype" in record):
             _vector(record, where, dim)
         if kind == "document":

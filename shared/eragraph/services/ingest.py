@@ -31,6 +31,7 @@ from ..domain.refusals import reason, reason_of, refused
 from ..domain.sequencer import supersedes
 from ..domain import tenants
 from ..domain.tenants import TenantError
+from ..domain.places import place_of
 from ..domain.text import chunk_text, embedding_text
 from . import changes, followup
 from . import doc_status
@@ -49,6 +50,7 @@ class SourceDoc:
     version: str = ""  # the S3 sequencer of the event that wrote it; "" for a local file
     input_bytes: int = 0  # the bytes of input it was read from (a file, a JSONL line): for progress
     metadata: dict | None = None  # the user's attributes (domain.filters.check_metadata)
+    pages: tuple[tuple[int, int], ...] = ()  # where its pages begin in ``text`` (domain.places), if paged
 
     @property
     def resolved_id(self) -> str:
@@ -406,7 +408,8 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         for src, digest, pieces, stored, metadata in pending:
             doc_id = src.resolved_id
             mine = [Node(node_id=chunk_id(doc_id, piece.index, piece.text), layer=0, text=piece.text,
-                         tokens=piece.tokens, code=codes[row + n], doc_id=doc_id, source=src.source)
+                         tokens=piece.tokens, code=codes[row + n], doc_id=doc_id, source=src.source,
+                         place=place_of(piece.start, piece.end, src.pages))
                     for n, piece in enumerate(pieces)]
             span = list(range(row, row + len(pieces)))
             row += len(pieces)

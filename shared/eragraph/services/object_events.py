@@ -186,7 +186,7 @@ class ObjectEvents:
             counts["rejected"] += 1
             return None
         doc = ingest.SourceDoc(source=source, text=read.text, title=read.title, version=version,
-                               input_bytes=read.input_bytes, metadata=metadata)
+                               input_bytes=read.input_bytes, metadata=metadata, pages=read.pages)
         chunks = retagged = 0
         for _ in range(SETTLE_ATTEMPTS):
             report = ingest.ingest(engine, [doc])

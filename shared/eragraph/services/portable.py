@@ -184,7 +184,8 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
         elif kind == "status":
             g.put_doc_status(DocStatus(**{**body, "pending_shards": tuple(body.get("pending_shards") or ())}))
         elif kind == "node":
-            node = Node(**{**body, "children": tuple(body.get("children") or ())})
+            node = Node(**{**body, "children": tuple(body.get("children") or ()),
+                           "place": tuple(body.get("place") or ())})
             if node.layer != layer:
                 _write_layer(engine, docs, layer, layer_nodes, below)
                 layer, layer_nodes, layer_segments, below = node.layer, [], [], layer_segments

@@ -7,16 +7,19 @@ parsed tree) narrows every mode to the leaf chunks inside it."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
 from ..domain.filters import Filter, FilterError, parse_filter, to_json
 from ..domain.model import BadInputError
+from ..domain.places import NO_PLACE_NOTE, describe
 from ..domain.ranking import Candidate
 from ..domain.rerank import RerankSpec
+from . import conversation as conversations
 from . import cost
+from ..domain.conversation import Message
 from . import explain as explaining
 from ..ports.records import Answer
 from .engine import LEAF_ATTRS, Engine
@@ -41,6 +44,12 @@ class Result:
     score: float
     children: tuple[str, ...] = ()
     title: str = ""
+    place: tuple[int, ...] = ()  # a chunk's place in its document (domain.places); () unknown
+
+    @property
+    def where(self) -> dict | None:
+        """The place as the API shows it: start, end and (paged) page, pages; None unknown."""
+        return describe(self.place)
 
 
 @dataclass
@@ -61,13 +70,17 @@ class QueryResponse:
     stages: dict = field(default_factory=dict)  # ms per stage: embed, retrieve, rerank, generate (when run)
     explain: dict | None = None          # asked for: why the entity-graph modes ranked so (services.explain)
     explained: bool = False              # explain was asked for (the key is in the answer, null or not)
+    rewrite: dict | None = None          # a conversation's follow-up made standalone: question, how, ...
 
     def to_dict(self) -> dict:
         out = asdict(self)
         if not out.pop("explained"):
             out.pop("explain")
-        for r in out["results"]:
+        if out["rewrite"] is None:
+            out.pop("rewrite")
+        for r, result in zip(out["results"], self.results):
             r["children"] = list(r["children"])
+            r["place"] = result.where
         out["seconds"] = round(self.seconds, 4)
         if self.router_score is not None:
             out["router_score"] = round(self.router_score, 4)
@@ -90,7 +103,8 @@ def to_results(engine: Engine, ranked: list[Candidate]) -> list[Result]:
         if n is None:
             continue
         out.append(Result(id=n.node_id, layer=n.layer, doc_id=n.doc_id, source=n.source, text=n.text,
-                          score=round(float(c.score), 6), children=n.children, title=titles.get(n.doc_id, "")))
+                          score=round(float(c.score), 6), children=n.children, title=titles.get(n.doc_id, ""),
+                          place=n.place))
     return out
 
 
@@ -108,7 +122,8 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
           budget: int | None = None, p: float | None = None, answer: bool = False,
           vector: np.ndarray | None = None, where: Filter | dict | str | None = None,
           rerank: RerankSpec | None = None, on_piece: Callable[[str], None] | None = None,
-          explain: bool = False, on_results: Callable[[QueryResponse], None] | None = None) -> QueryResponse:
+          explain: bool = False, on_results: Callable[[QueryResponse], None] | None = None,
+          conversation: Sequence[Message] | None = None) -> QueryResponse:
     """``vector``: the question's embedding when the caller already has it (a benchmark embeds
     each question once, before any mode); else it is made on first use by the mode. ``where``:
     a metadata filter (a parsed tree, or its JSON); every result is a leaf chunk inside it.
@@ -116,7 +131,9 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     ``explain``: say why the entity-graph modes ranked the results so (services.explain; other
     modes: None and a note). ``on_results`` sees the response once its results are known, before
     an answer is generated (the streamed /query sends them first); ``on_piece`` each piece of
-    the answer as it is written."""
+    the answer as it is written. ``conversation``: the earlier messages of a chat (oldest first);
+    the question is made standalone from them (services.conversation) before it is retrieved
+    for and answered, and the response's ``rewrite`` says how."""
     started = time.perf_counter()
     if not isinstance(text, str) or not text.strip():
         raise BadQueryError("query text is empty")
@@ -142,7 +159,11 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     # refuses a store built with another embedder; a store without hyperplanes holds nothing (never
     # ingested, or its tenant deleted): nothing is embedded, searched or written (a read never writes)
     empty = engine.stored_lsh() is None
+    asked, rewrite = text, None
     with cost.track() as calls, explaining.recording(explain) as recorder:
+        if conversation:
+            rewrite = conversations.standalone(engine, text, conversation)
+            text = rewrite.question[:MAX_QUERY_CHARS]
         ctx = QueryContext(engine=engine, text=text, k=fetch, budget=budget, p=p,  # embeds on first use
                            given_vector=vector, where=where)
         retrieve_started = time.perf_counter()
@@ -153,7 +174,7 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
         if reranker is not None:
             results, rerank_report = _rerank(engine, reranker, text, results, k)
             stages["rerank_ms"] = rerank_report["ms"]
-        response = QueryResponse(query=text, mode=mode, results=results, rerank=rerank_report,
+        response = QueryResponse(query=asked, mode=mode, rewrite=None if rewrite is None else rewrite.to_dict(), results=results, rerank=rerank_report,
                                  route=ctx.route or mode, router_score=ctx.router_score, router_ms=ctx.router_ms,
                                  filter=None if where is None else to_json(where), stages=stages, explained=explain)
         notes = list(ctx.notes)
@@ -169,6 +190,8 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
                          "so no filter matches them: run `eragraph reindex` (the scheduled reindex on AWS)")
         if empty:
             notes.append("the store is empty")
+        if any(r.layer == 0 and not r.place for r in response.results):
+            notes.append(NO_PLACE_NOTE)
         if on_results is not None:
             on_results(replace(response, note="; ".join(notes)))
         if answer and not empty:

@@ -167,7 +167,7 @@ def read_document(data: bytes, name: str, source: str, title: str, limits: ReadL
         yield from csv_rows(path or Path(name), text, csv_mapping, errors)
         return
     got = extract(data, name, limits, kind=kind)
-    yield SourceDoc(source=source, text=got.text, title=got.title or title, input_bytes=len(data))
+    yield SourceDoc(source=source, text=got.text, title=got.title or title, input_bytes=len(data), pages=got.pages)
 
 
 def _walk(folder: Path) -> Iterator[Path]:

@@ -35,7 +35,8 @@ from .dynamodb_table import DynamoTable, _is_condition_failure
 LEDGER_HOURS = "LEDGER#HOURS"  # the ledger's hourly buckets (the totals are under LEDGER)
 LEDGER_HOURS_TTL = 100 * DAY  # an hourly bucket's life (GET /ledger reads 92 days back at most; the totals stay)
 META_SHARDS = 16  # partitions of each metadata kind written on every insert
-SHARDED_META = ("dirty", "outbox", "retired", "followup")  # keys <kind>:<layer>:<shard>:... (followup:<token>)
+# keys <kind>:<layer>:<shard>:... (followup:<token>, session:<id>: by a hash of the rest)
+SHARDED_META = ("dirty", "outbox", "retired", "followup", "session")
 SINGLE_META = ("applying", "swept")  # rare writes: one partition each
 GROUPED_META = ("dirty", "outbox")  # sharded by the message group in the key (the others by a hash)
 META_QUERY_THREADS = 8  # meta_keys over many partitions

@@ -163,6 +163,7 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         code = NumberAttribute(null=True)
         doc_id = UnicodeAttribute(null=True)
         children = ListAttribute(of=UnicodeAttribute, null=True)
+        place = ListAttribute(of=NumberAttribute, null=True)  # a chunk's place (domain.places)
         # SEG
         members = ListAttribute(of=UnicodeAttribute, null=True)
         summary_id = UnicodeAttribute(null=True)

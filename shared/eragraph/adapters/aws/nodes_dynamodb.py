@@ -109,7 +109,8 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
     @staticmethod
     def _node_attrs(n: Node) -> dict[str, Any]:
         return dict(PK=f"NODE#{n.node_id}", SK="NODE", layer=n.layer, text=n.text, tokens=n.tokens, code=n.code,
-                    doc_id=n.doc_id or None, source=n.source or None, children=list(n.children))
+                    doc_id=n.doc_id or None, source=n.source or None, children=list(n.children),
+                    place=list(n.place) or None)
 
     @staticmethod
     def _fits(attrs: dict[str, Any], what: str) -> None:
@@ -127,7 +128,8 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
     def _node(self, item) -> Node:
         return Node(node_id=item.PK[len("NODE#"):], layer=int(item.layer), text=item.text or "",
                     tokens=int(item.tokens), code=int(item.code), doc_id=item.doc_id or "",
-                    source=item.source or "", children=tuple(item.children or ()))
+                    source=item.source or "", children=tuple(item.children or ()),
+                    place=tuple(int(v) for v in item.place or ()))
 
     def _get_refs(self, keys: list[tuple[int, int, str]],
                   layouts: dict[int, Layout] | None = None) -> dict[str, tuple[int, RefState]]:

@@ -100,7 +100,8 @@ CREATE TABLE IF NOT EXISTS nodes (
     code     INTEGER NOT NULL,
     doc_id   TEXT NOT NULL,
     source   TEXT NOT NULL,
-    children TEXT NOT NULL
+    children TEXT NOT NULL,
+    place    TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS nodes_layer ON nodes (layer, node_id);
 CREATE TABLE IF NOT EXISTS refs (
@@ -176,6 +177,9 @@ class SqliteGraphStore(SqliteMetaStore, SqliteDocumentStore, SqliteStatusStore, 
                 conn.execute("ALTER TABLE documents ADD COLUMN version TEXT NOT NULL DEFAULT ''")
             if "metadata" not in columns:
                 conn.execute("ALTER TABLE documents ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}'")
+            if "place" not in {r[1] for r in conn.execute("PRAGMA table_info(nodes)")}:
+                # a chunk's place (domain.places: "start,end[,first,last]"); '' for older chunks
+                conn.execute("ALTER TABLE nodes ADD COLUMN place TEXT NOT NULL DEFAULT ''")
             row = conn.execute("SELECT value FROM store_info WHERE key = 'schema_version'").fetchone()
             if row is None:
                 conn.execute("INSERT INTO store_info (key, value) VALUES ('schema_version', ?)",

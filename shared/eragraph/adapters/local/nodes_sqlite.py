@@ -17,23 +17,24 @@ from .lexical_fts5 import _insert_leaves, _leaf_rowid
 from .sqlite_db import SqliteDb, _chunks, _dumps
 
 
-_NODE_COLS = "node_id, layer, text, tokens, code, doc_id, source, children"
+_NODE_COLS = "node_id, layer, text, tokens, code, doc_id, source, children, place"
 
 
 def _node(row: tuple) -> Node:
-    node_id, layer, text, tokens, code, doc_id, source, children = row
+    node_id, layer, text, tokens, code, doc_id, source, children, place = row
     return Node(node_id=node_id, layer=int(layer), text=text, tokens=int(tokens), code=int(code),
-                doc_id=doc_id, source=source, children=tuple(json.loads(children)))
+                doc_id=doc_id, source=source, children=tuple(json.loads(children)),
+                place=tuple(int(v) for v in place.split(",")) if place else ())
 
 
 class SqliteNodeStore(SqliteDb):
     def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
         rows = [(n.node_id, int(n.layer), n.text, int(n.tokens), int(n.code), n.doc_id, n.source,
-                 _dumps(list(n.children))) for n in nodes]
+                 _dumps(list(n.children)), ",".join(str(int(v)) for v in n.place)) for n in nodes]
         if not rows:
             return
         with self._write() as conn:
-            conn.executemany(f"INSERT OR REPLACE INTO nodes ({_NODE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            conn.executemany(f"INSERT OR REPLACE INTO nodes ({_NODE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
             if index:
                 for n in nodes:
                     _make_live(conn, int(n.layer), n.node_id, int(n.code))

@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from . import cold_start, console, deadline, filters, growth, ingest, levers, load, query, retrieval, router, scale, vectors
+from . import (cold_start, console, deadline, filters, followup, growth, ingest, levers, load, query, retrieval, router,
+               scale, vectors)
 from .markdown import table
 from .runs import date_key, every_file, machines_note, run_info, short_commit
 from .runs import load as load_runs
 
 BENCHMARKS: tuple[ModuleType, ...] = (growth, retrieval, levers, router, ingest, query, cold_start, scale, vectors,
-                                      deadline, filters, load, console)
+                                      deadline, filters, load, console, followup)
 COMMAND = "python -m eragraph.bench.report --results bench-results --out docs/benchmarks"
 TIMING_NOTE = ("Timings are wall-clock and were taken while other processes shared the CPU, so seconds carry "
                "noise and compare only within a run; token and call counts are exact.")

@@ -33,7 +33,6 @@ import base64
 import hashlib
 import hmac
 import json
-import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from functools import lru_cache
@@ -42,11 +41,14 @@ from typing import Any
 from . import eventstream
 from ..request_log import request_id, withheld
 from .validation import ShapeError, check_shape, check_supported
+from ...domain.citations import cited_parts
+from ...domain.conversation import ASSISTANT, USER, Message
 from ...domain.knowledge_base import knowledge_base_id
 from ...domain.model import BadInputError
 from ...domain.rerank import RerankSpec
 from ...ports.records import Answer
 from ...providers.prompts import ModelCallError
+from ...services import conversation as conversations
 from ...services import query as query_service
 from ...services.generation import stream_answer
 from ...services.engine import Engine
@@ -57,6 +59,7 @@ DEFAULT_RESULTS = 5            # numberOfResults when absent (Bedrock's default)
 MAX_DEPTH = 100                # results reachable through nextToken
 SEARCH_TYPES = {"SEMANTIC": "dense", "HYBRID": "hybrid"}
 META_PREFIX = "x-eragraph-"
+BEDROCK_PREFIX = "x-amz-bedrock-kb-"
 
 
 class KbError(Exception):
@@ -155,12 +158,24 @@ def _result(result, route: str, doc_meta: dict[str, Any]) -> dict[str, Any]:
         meta[f"{META_PREFIX}summary-members"] = list(result.children)
     if result.title:
         meta[f"{META_PREFIX}title"] = result.title
+    # Bedrock's own keys: the source, the chunk and (a paged document) its page; the place's
+    # offsets under ours. A chunk stored before places were recorded says so.
+    meta[f"{BEDROCK_PREFIX}source-uri"] = result.source
+    meta[f"{BEDROCK_PREFIX}chunk-id"] = result.id
+    where = result.where
+    if where is not None:
+        meta[f"{META_PREFIX}start"], meta[f"{META_PREFIX}end"] = where["start"], where["end"]
+        if "page" in where:
+            meta[f"{BEDROCK_PREFIX}document-page-number"] = float(where["page"])
+            meta[f"{META_PREFIX}pages"] = where["pages"]
+    elif result.layer == 0:
+        meta[f"{META_PREFIX}place"] = "unknown (stored before chunk places were recorded)"
     return {"content": {"type": "TEXT", "text": result.text}, "location": location(result.source),
             "score": float(result.score), "metadata": meta, "documentId": result.doc_id}
 
 
 def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | None = None, answer: bool = False,
-            budget: int | None = None):
+            budget: int | None = None, conversation: list[Message] | None = None):
     """The query behind Retrieve and RetrieveAndGenerate: (the response, its page of results,
     the results as Bedrock's, the offset after the page). ``budget``: the evidence budget of an
     answer (the API's cap, entrypoints.http.context.answer_budget; None: the store's default)."""
@@ -180,7 +195,7 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
         wanted = min(wanted, bedrock.get("numberOfRerankedResults") or wanted)
     try:
         response = query_service.query(engine, text, mode=mode, k=offset + wanted, where=config.get("filter"),
-                                       rerank=rerank, answer=answer, budget=budget)
+                                       rerank=rerank, answer=answer, budget=budget, conversation=conversation)
     except (query_service.BadQueryError, BadInputError) as exc:
         raise KbError("ValidationException", str(exc)) from None
     except ModelCallError as exc:  # the embedder, reranker or generator gave up: Bedrock's dependency error
@@ -221,17 +236,57 @@ def _references(page, shaped, cited: set[str]) -> list[dict[str, Any]]:
             for r, s in zip(page, shaped) if not cited or r.id in cited]
 
 
-def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: int | None = None) -> Iterator[bytes]:
+def citations(text: str, page, shaped, cited: Iterable[str]) -> list[dict[str, Any]]:
+    """Bedrock's citations of an answer: one per part of the answer that cites evidence
+    (domain.citations.cited_parts), its span (inclusive end) and the results that part names;
+    an answer whose text cites no id in brackets is one part with every result it cites (all of
+    them when it names none)."""
+    cited = set(cited)
+    out = []
+    for start, end, ids in cited_parts(text, [r.id for r in page]):
+        refs = _references(page, shaped, set(ids) or cited)
+        part = {"textResponsePart": {"text": text[start:end + 1], "span": {"start": start, "end": end}}}
+        out.append({"generatedResponsePart": part, "retrievedReferences": refs})
+    return out
+
+
+Session = tuple[str, list[Message]]
+
+
+def open_session(engine: Engine, body: dict[str, Any]) -> Session:
+    """(the session id, its earlier messages): a new session when the request names none, else
+    the tenant's live one it names; one that is unknown, lapsed (a day after its last turn) or
+    another tenant's is Bedrock's ValidationException, in Bedrock's words."""
+    named = body.get("sessionId")
+    if not named:
+        return conversations.new_session_id(), []
+    try:
+        return named, conversations.load(engine, named)
+    except conversations.SessionError:
+        raise KbError("ValidationException", f"Session with Id {named} is not valid. Please check and try "
+                      "again.") from None
+
+
+def _keep(engine: Engine, session: Session, question: str, answer: str) -> None:
+    sid, earlier = session
+    conversations.save(engine, sid, [*earlier, Message(USER, question), Message(ASSISTANT, answer)])
+
+
+def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: int | None = None,
+                                 session: Session | None = None) -> Iterator[bytes]:
     """RetrieveAndGenerateStream's event stream frames on ``engine``: one ``output`` event per
     piece the generator yields, each sent as it comes, then one ``citation`` event spanning the
     answer with the results it cites. Errors before the first frame are raised (a KbError);
     the caller validates the request and checks the generator first (``check_generate``)."""
     config, engine = check_generate(engine, body)
+    session = session or open_session(engine, body)
     question = body["input"]["text"]
-    _, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {}, budget=budget)
+    response, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {}, budget=budget,
+                                        conversation=session[1])
+    asked = (response.rewrite or {}).get("question", question)
     pieces: list[str] = []
     final: Answer | None = None
-    answer = stream_answer(engine.generator, question, [(r.id, r.text) for r in page], graph=engine.graph)
+    answer = stream_answer(engine.generator, asked, [(r.id, r.text) for r in page], graph=engine.graph)
     while True:
         try:
             item = next(answer, None)
@@ -254,10 +309,11 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: i
             pieces.append(item)
             yield eventstream.event("output", {"text": item})
     text = "".join(pieces)
-    refs = _references(page, shaped, set(final.cited_ids) if final else set())
-    part = {"textResponsePart": {"text": text, "span": {"start": 0, "end": max(len(text) - 1, 0)}}}
-    yield eventstream.event("citation", {"citation": {"generatedResponsePart": part, "retrievedReferences": refs},
-                                         "generatedResponsePart": part, "retrievedReferences": refs})
+    _keep(engine, session, question, text)
+    for one in citations(text, page, shaped, final.cited_ids if final else ()) or [
+            {"generatedResponsePart": {"textResponsePart": {"text": "", "span": {"start": 0, "end": 0}}},
+             "retrievedReferences": _references(page, shaped, set())}]:
+        yield eventstream.event("citation", {"citation": one, **one})
 
 
 def check_generate(engine: Engine, body: dict[str, Any]) -> tuple[dict[str, Any], Engine]:
@@ -286,12 +342,11 @@ def retrieve_and_generate(engine: Engine, body: dict[str, Any], budget: int | No
     base, already resolved): the configured generator answers from the retrieved results, and
     one citation spans the answer with the results it cites (all of them when it names none)."""
     config, engine = check_generate(engine, body)
-    response, page, shaped, _ = _search(engine, body["input"]["text"], config.get("retrievalConfiguration") or {},
-                                        answer=True, budget=budget)
+    session = open_session(engine, body)
+    question = body["input"]["text"]
+    response, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {},
+                                        answer=True, budget=budget, conversation=session[1])
     text = response.answer or ""
-    cited = set(response.cited_ids)
-    refs = _references(page, shaped, cited)
-    span = {"start": 0, "end": max(len(text) - 1, 0)}
-    citations = [{"generatedResponsePart": {"textResponsePart": {"text": text, "span": span}},
-                  "retrievedReferences": refs}] if text else []
-    return {"output": {"text": text}, "citations": citations, "sessionId": body.get("sessionId") or str(uuid.uuid4())}
+    _keep(engine, session, question, text)
+    return {"output": {"text": text}, "citations": citations(text, page, shaped, response.cited_ids),
+            "sessionId": session[0]}

@@ -16,7 +16,7 @@ from .progress import count_inputs, input_bytes
 from .render import emit
 from .store import DEFAULT_STORE, open_engine, writing
 
-BENCH_MODULES = ("retrieval", "levers", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters", "load",
+BENCH_MODULES = ("retrieval", "levers", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters", "load", "followup",
                  "console")
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"  # eragraph/samples: the demo's corpus and questions
 

@@ -4,10 +4,11 @@ generated from them (``python -m eragraph.entrypoints.http.api`` prints it)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Union
+from typing import Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...domain.conversation import Message
 from ...domain.rerank import RerankSpec
 from ...domain.tenants import MAX_LENGTH as TENANT_MAX_LENGTH
 from ...services.modes import MODES, mode_names
@@ -19,6 +20,12 @@ class RerankRequest(BaseModel):
                                       "(default ERAGRAPH_RERANK_CANDIDATES; never fewer than k)")
     model: Optional[str] = Field(None, min_length=1, max_length=256, description="A Bedrock rerank model id or ARN "
                                  "(default: the configured reranker's; a local reranker runs only its own)")
+
+
+class ConversationTurn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    role: Literal["user", "assistant"] = Field(description="Who said it")
+    content: str = Field(max_length=16000, description="What was said")
 
 
 class QueryRequest(BaseModel):
@@ -43,6 +50,12 @@ class QueryRequest(BaseModel):
     explain: bool = Field(False, description="Say why the entity-graph modes ranked the results so: seeds, activated "
                           "entities, each passage's restart weight, score and connecting entities (other modes: "
                           "explain is null, with a note)")
+    conversation: Optional[list[ConversationTurn]] = Field(
+        None, max_length=40, description="The earlier turns of a conversation, oldest first: the query is made "
+        "standalone from them before retrieval, and the response's rewrite says how")
+
+    def turns(self) -> list[Message]:
+        return [Message(t.role, t.content) for t in self.conversation or ()]
 
 
 class DocumentUpload(BaseModel):

@@ -11,8 +11,6 @@ stream's own exception event (the runtime's generator writes it)."""
 
 from __future__ import annotations
 
-import uuid
-
 from ..bedrock_kb import runtime as bedrock_kb
 from .context import answer_budget
 from .streaming import Encoder, Prepared
@@ -31,10 +29,10 @@ def prepare(app, request, hold) -> Prepared:
     engine = app.engines(caller)
     bedrock_kb.resolve_tenant(kb_id, caller, salt=engine.settings.kb_id_salt)  # the caller's, or a 404
     budget = answer_budget(app.limits, engine)
+    session = bedrock_kb.open_session(engine, body)  # the tenant's live session, or a ValidationException
     hold(caller)  # last: a refused request holds no slot
-    frames = bedrock_kb.retrieve_and_generate_stream(engine, body, budget)
-    session = str(body.get("sessionId") or uuid.uuid4())
-    return Prepared(tracked(frames, app.on_model_calls), headers={"x-amzn-bedrock-knowledge-base-session-id": session})
+    frames = bedrock_kb.retrieve_and_generate_stream(engine, body, budget, session)
+    return Prepared(tracked(frames, app.on_model_calls), headers={"x-amzn-bedrock-knowledge-base-session-id": session[0]})
 
 
 def tracked(frames, on_model_calls):

@@ -1,7 +1,9 @@
-// Ask: a question with its mode (each mode's purpose from GET /modes), k, budget, metadata
-// filter and rerank switch; results as cards (text, source, score, layer, the route taken and
-// the time of each stage); the answer streamed from POST /query/stream, its citations linking to
-// the cards they rest on.
+// Ask: a conversation. A question with its mode (each mode's purpose from GET /modes), k, budget,
+// metadata filter and rerank switch; results as cards (text, source, page, score, layer, the route
+// taken and the time of each stage); the answer streamed from POST /query/stream, its citations
+// linking to the cards they rest on and marking there the sentence the citing sentence rests on.
+// Each question after the first is sent with the conversation so far (the server makes it
+// standalone and says how: "Asked as"); "New conversation" starts afresh.
 
 import { ApiError, get, ndjson, post } from "./api.js";
 import { clear, field, fmtNumber, h, say } from "./dom.js";
@@ -10,6 +12,9 @@ import { builder } from "./filters.js";
 const ui = {};
 let modes = [];
 let filters;
+let conversation = []; // the turns so far: {role: "user" | "assistant", content}
+const MAX_TURNS = 40; // what POST /query takes
+const MAX_CONTENT = 16000;
 
 export async function loadModes(select, purpose) {
   if (!modes.length) {
@@ -42,6 +47,9 @@ function mount(panel) {
   ui.status = h("p", { id: "ask-status", class: "message", role: "status" });
   ui.answerText = h("div", { id: "answer", class: "answer", "aria-live": "polite" });
   ui.route = h("p", { id: "ask-route", class: "route" });
+  ui.rewrite = h("p", { id: "ask-rewrite", class: "hint" });
+  ui.history = h("ol", { id: "conversation", class: "conversation", "aria-label": "Conversation so far" });
+  ui.fresh = h("button", { type: "button", id: "ask-new", onclick: () => newConversation() }, "New conversation");
   ui.results = h("ol", { id: "results", class: "results" });
   filters = builder("filter", () => { try { filters.refresh(); } catch { /* shown in the preview */ } });
   const form = h("form", { id: "ask-form", onsubmit: (event) => { event.preventDefault(); ask(); } },
@@ -51,11 +59,11 @@ function mount(panel) {
       ui.purpose,
       h("div", { class: "row" }, field(ui.rerank, "Rerank the results"), field(ui.answer, "Stream an answer"))),
     filters.element,
-    h("button", { type: "submit", id: "ask-submit", class: "primary" }, "Ask"));
+    h("button", { type: "submit", id: "ask-submit", class: "primary" }, "Ask"), " ", ui.fresh);
   panel.append(h("h2", {}, "Ask"), h("div", { class: "split" },
-    h("section", { class: "card", "aria-label": "Question" }, form, ui.status),
+    h("section", { class: "card", "aria-label": "Question" }, form, ui.status, ui.history),
     h("section", { class: "card", "aria-labelledby": "answer-title" },
-      h("h3", { id: "answer-title" }, "Answer"), ui.answerText,
+      h("h3", { id: "answer-title" }, "Answer"), ui.rewrite, ui.answerText,
       h("h3", {}, "Results"), ui.route, ui.results)));
   filters.refresh();
 }
@@ -68,6 +76,24 @@ function reset() {
   clear(ui.results);
   clear(ui.answerText);
   ui.route.textContent = "";
+  ui.rewrite.textContent = "";
+}
+
+function newConversation() {
+  conversation = [];
+  clear(ui.history);
+  reset();
+  say(ui.status, "A new conversation: the next question stands alone.");
+  ui.query.value = "";
+  ui.query.focus();
+}
+
+function remember(question, answer) {
+  conversation.push({ role: "user", content: question.slice(0, MAX_CONTENT) });
+  if (answer) conversation.push({ role: "assistant", content: answer.slice(0, MAX_CONTENT) });
+  conversation = conversation.slice(-MAX_TURNS);
+  ui.history.append(h("li", { class: "turn" }, h("strong", { text: "Q: " }), question,
+    answer ? h("p", { class: "hint", text: "A: " + answer }) : ""));
 }
 
 function body() {
@@ -76,6 +102,7 @@ function body() {
   if (ui.rerank.checked) out.rerank = true;
   const filter = filters.refresh();
   if (filter) out.filter = filter;
+  if (conversation.length) out.conversation = conversation.slice(-MAX_TURNS);
   return out;
 }
 
@@ -95,8 +122,10 @@ async function ask() {
   reset();
   say(ui.status, "Asking…");
   try {
+    answered = null;
     if (ui.answer.checked) await streamed(request);
     else results(await post("/query", request));
+    remember(request.query, answered);
     if (!ui.status.classList.contains("error")) say(ui.status, "Done.");
   } catch (error) {
     say(ui.status, `The question failed: ${error.message}`, "error");
@@ -127,6 +156,7 @@ async function streamed(request) {
 }
 
 const byId = new Map();
+let answered = null; // the answer of the question being asked, for the conversation
 
 function results(response) {
   byId.clear();
@@ -135,6 +165,21 @@ function results(response) {
   if (!list.length) ui.results.append(h("li", { text: response.note || "No results." }));
   head = response;
   routeLine(response, !ui.answer.checked || response.answer !== undefined);
+  const rw = response.rewrite;
+  ui.rewrite.textContent = rw && rw.how !== "none" ? `Asked as: ${rw.question} (${rw.how} rewrite of the follow-up)` : "";
+}
+
+// "page N" (or "pages a–b") and the chunk's characters in its document; a chunk stored before
+// places were recorded says so.
+function placeBadge(result) {
+  const place = result.place;
+  if (result.layer !== 0) return "";
+  if (!place) return h("span", { class: "badge", text: "no place recorded" });
+  if (place.pages) {
+    const [first, last] = place.pages;
+    return h("span", { class: "badge page", text: first === last ? `page ${first}` : `pages ${first}–${last}` });
+  }
+  return "";
 }
 
 let head = null; // the results of the question being answered (the stream's first line)
@@ -157,10 +202,11 @@ function card(result, n) {
     h("div", { class: "result-head" },
       h("strong", { text: `[${n}] ${result.title || result.source || result.id}` }),
       h("span", { class: "badge", text: `layer ${result.layer}` }),
+      placeBadge(result),
       h("span", { class: "badge", text: `score ${fmtNumber(result.score, 3)}` })),
     h("p", { class: "source", text: result.source || "" }),
     h("p", { class: "text", text: result.text }),
-    h("p", { class: "hint", text: result.id }));
+    h("p", { class: "hint", text: result.place ? `${result.id} · characters ${result.place.start}–${result.place.end} of its document` : result.id }));
 }
 
 // The answer with each [evidence id] as a link to its card.
@@ -172,6 +218,7 @@ function finish(done) {
     clear(ui.answerText, h("p", { class: "hint", text: done.note || "No answer: this server has no generator configured." }));
     return;
   }
+  answered = done.answer;
   const parts = [];
   let last = 0;
   const text = done.answer;
@@ -179,7 +226,8 @@ function finish(done) {
     const ids = match[1].split(/[,;]\s*/).map((s) => s.trim());
     if (!ids.every((id) => byId.has(id))) continue;
     parts.push(text.slice(last, match.index));
-    ids.forEach((id) => parts.push(citation(id)));
+    const said = text.slice(0, match.index).split(/(?<=[.!?])\s+/).pop(); // the citing sentence
+    ids.forEach((id) => parts.push(citation(id, said)));
     last = match.index + match[0].length;
   }
   parts.push(text.slice(last));
@@ -188,7 +236,27 @@ function finish(done) {
   if (cited.length) ui.answerText.append(h("p", { class: "hint" }, "Cites: ", cited.map((id) => citation(id))));
 }
 
-function citation(id) {
+const WORD = /[\p{L}\p{N}]{3,}/gu;
+
+// In the cited card, the sentence of the chunk that shares the most words with the citing
+// sentence of the answer, marked (the whole chunk when none shares a word).
+function markSpan(card, said) {
+  const text = card.querySelector(".text");
+  const chunk = text.textContent;
+  const words = new Set((said || "").toLowerCase().match(WORD) || []);
+  const sentences = chunk.split(/(?<=[.!?])\s+/);
+  let best = -1, bestScore = 0, at = 0, start = 0;
+  sentences.forEach((s, i) => {
+    const score = (s.toLowerCase().match(WORD) || []).filter((w) => words.has(w)).length;
+    if (score > bestScore) { best = i; bestScore = score; start = at; }
+    at += s.length + 1;
+  });
+  if (best < 0) { clear(text, h("mark", { class: "span", text: chunk })); return; }
+  const from = chunk.indexOf(sentences[best], Math.max(0, start - 1));
+  clear(text, chunk.slice(0, from), h("mark", { class: "span", text: sentences[best] }), chunk.slice(from + sentences[best].length));
+}
+
+function citation(id, said) {
   const n = byId.get(id);
   return h("a", { class: "cite", href: "#ask", "aria-label": `citation ${n}: result ${n}`, dataset: { target: "result-" + n },
     onclick: (event) => {
@@ -196,6 +264,7 @@ function citation(id) {
       const target = document.getElementById("result-" + n);
       for (const other of ui.results.querySelectorAll(".cited")) other.classList.remove("cited");
       target.classList.add("cited");
+      markSpan(target, said);
       target.scrollIntoView({ block: "nearest" });
       target.focus();
     } }, `[${n}]`);
