@@ -61,7 +61,6 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from pynamodb.constants import UPDATED_OLD
@@ -79,6 +78,7 @@ from ...ports.entity import (
 )
 from .dynamodb_table import BATCH_GET, _is_condition_failure
 from .models import TableModels, build_models
+from .round_trips import fan_out
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -148,10 +148,7 @@ class DynamoEntityStore:
 
     # ------------------------------------------------------------ helpers
     def _map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        if len(items) <= 1 or self.workers == 1:
-            return [fn(x) for x in items]
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(items))) as pool:
-            return list(pool.map(fn, items))
+        return fan_out(fn, items, self.workers)
 
     def _batch_get(self, keys: Sequence[tuple[str, str]]) -> list[Any]:
         keys = list(dict.fromkeys(keys))
