@@ -49,7 +49,7 @@ def test_counts_that_reach_zero_delete_their_items(table):
     assert not {k for k in keys if k[0] in ("ENT#alice", "CHUNK#k1")}
     assert ("ENT#bob", "COOC#alice") not in keys and ("ENT#bob", "COOC#carol") in keys
     store.delete_chunks(["k2"])
-    assert {k[0] for k in all_keys(table)} == {"META"}  # only the generation and count counters
+    assert {k[0] for k in all_keys(table)} == {"META", "ENTLOG"}  # the counters, the log of generations
     assert store.entity_count() == 0 and store.export().entities == []
 
 

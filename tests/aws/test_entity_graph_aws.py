@@ -132,3 +132,37 @@ def test_the_paths_stage_reads_its_sentences_in_two_batched_requests(graph_engin
     extra = len(counted["paths"]) - len(counted["tri_graph"])
     assert extra == 2 and counted["paths"].count("BatchGetItem") - counted["tri_graph"].count("BatchGetItem") == 2, \
         counted
+
+
+def test_walks_from_memory_answer_as_the_table_does_without_a_query_per_entity(graph_engine):
+    """The query function's entity graph in memory (ERAGRAPH_ENTITY_GRAPH_WARM, adapters/aws/
+    entity_warm): every graph mode (and fusion, which walks tri_graph) ranks the same results with
+    the same scores as the table's reads, before and after a removal, and once warm a question
+    sends no Query of an entity's partition."""
+    from eragraph.adapters.aws.entity_warm import WarmEntityReads
+
+    engine, _, _ = graph_engine
+    table_store = engine.entities.store
+    warm = WarmEntityReads(table_store, lambda: (r.node_id for r in engine.graph.layer_refs(0)))
+    questions = [(QUESTION, 3), ("Is the Vistula near Warsaw or near the Baltic Sea?", 2)]
+
+    def answers(store) -> list:
+        engine.entities.store = store
+        return [[(r.id, round(r.score, 9)) for r in query(engine, q, mode=mode, k=k).results]
+                for mode in (*MODES, "fusion") for q, k in questions]
+
+    assert answers(warm) == answers(table_store)
+    calls: list[str] = []
+    events = table_store.Item._get_connection().connection.client.meta.events
+    handler = lambda **kwargs: calls.append(kwargs["model"].name)  # noqa: E731
+    events.register("before-call.dynamodb.*", handler)
+    try:
+        answers(warm)
+    finally:
+        events.unregister("before-call.dynamodb.*", handler)
+    assert calls and "Query" not in calls and "Scan" not in calls, sorted(set(calls))
+    engine.entities.store = table_store
+    remove(engine, ["river"])
+    drain(engine)
+    assert answers(warm) == answers(table_store)
+    assert warm.full_reads == 1

@@ -1,8 +1,9 @@
 """GET /stats reads counters, not the store (services.stats over DynamoDB, moto): a warm call
 costs the same few requests for a store of 20 documents and of 60: one Query of the counters
-(layer, segment and document counters), the ledger's totals, and the dirty markers' partitions
-(one Query each, side by side); never a read of nodes, refs or segments. Its figures are the
-ones a count over the store gives."""
+(layer, segment and document counters), the ledger's totals, and one BatchGetItem of the dirty
+markers that can exist (every shard of every counted layer and the one above); never a read of
+nodes, refs or segments. Its figures are the ones a count over the store gives, its dirty layers
+the ones a listing of the markers gives."""
 
 from __future__ import annotations
 
@@ -44,5 +45,24 @@ def test_a_warm_stats_reads_the_counters_whatever_the_store_holds(aws_engine):
     assert len(out["layers"]) >= 2
     small, large = per_size
     assert sorted(small) == sorted(large)  # flat: the same requests at 20 and at 60 documents
-    dirty = len(meta_partitions("dirty:"))
-    assert small.count("Query") == 2 + dirty and len(small) == 2 + dirty, small
+    assert sorted(small) == ["BatchGetItem", "Query", "Query"], small
+    assert len(meta_partitions("dirty:")) > 3  # what listing the markers would have queried
+
+
+def test_stats_names_the_dirty_layers_a_listing_finds(aws_engine):
+    from eragraph.services.announce import dirty_key
+    from eragraph.services.ingest import ingest
+    from eragraph.services.stats import stats
+
+    engine, _, _ = aws_engine
+    ingest(engine, synthetic_docs(12, seed=3, prefix="d-"))  # not drained: layer 0's shards are dirty
+    g = engine.graph
+    g.put_meta(dirty_key(1, None), 1.0)  # a whole-layer marker, and one on a layer above any node
+    top = max(g.layer_sizes()) + 1
+    g.put_meta(dirty_key(top, 5), 1.0)
+    listed = [int(k.split(":")[1]) for k in g.meta_keys("dirty:")]
+    assert 0 in listed and 1 in listed and top in listed
+    assert stats(engine)["dirty_layers"] == listed
+    for key in g.meta_keys("dirty:"):
+        g.delete_meta(key)
+    assert stats(engine)["dirty_layers"] == []

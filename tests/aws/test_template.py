@@ -70,7 +70,8 @@ def test_every_environment_variable_read_is_set_by_the_template():
     bootstrap = {name for name in AWS_ENV if name.startswith("ERAGRAPH_")}
     optional = {"ERAGRAPH_AWS_ENDPOINT_URL", "ERAGRAPH_OPENSEARCH_SERVICE"}  # local clouds / serverless only
     one_function = {"ERAGRAPH_REINDEX_QUEUE_URL": "ReindexFunction",  # read by that function's wiring only
-                    "ERAGRAPH_DOCUMENT_PREFIX": "QueryFunction", "ERAGRAPH_DOCUMENT_SUFFIX": "QueryFunction"}  # uploads
+                    "ERAGRAPH_DOCUMENT_PREFIX": "QueryFunction", "ERAGRAPH_DOCUMENT_SUFFIX": "QueryFunction",  # uploads
+                    "ERAGRAPH_ENTITY_GRAPH_WARM": "QueryFunction"}  # walks from memory: the reader only
     for name, fn in one_function.items():
         assert name in RES[fn]["Properties"]["Environment"]["Variables"], (fn, name)
     assert bootstrap - optional - set(one_function) <= env, bootstrap - optional - set(one_function) - env

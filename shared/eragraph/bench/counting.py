@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from ..adapters.aws import round_trips
+
 WRITE_METHODS = ("put_", "delete_", "upsert", "apply_", "add_", "flush", "remove_", "set_")
 
 
@@ -130,7 +132,9 @@ class DynamoCounter:
     BatchWriteItem, TransactWriteItems) and ``after-call`` (the response: items returned by
     GetItem, BatchGetItem, TransactGetItems, Query/Scan ``Count`` and ``ScannedCount``, and
     ``ConsumedCapacity`` when the response carries it; unprocessed batch items are not counted
-    as written). Written items are also tallied by partition key, to show how one insert's
+    as written). ``round_trips``: the sequential waits of the calling thread since ``reset``
+    (adapters/aws/round_trips: requests fanned out side by side over w lanes cost one wait
+    per w; read in the thread that reset the counter). Written items are also tallied by partition key, to show how one insert's
     writes spread over partitions (a partition takes at most 1,000 write units a second):
     ``partitions_written``, ``hottest_partition_writes`` and, per kind of partition (the key
     up to its first ``#``), ``writes_by_kind``; ``meta_*`` for the store's metadata
@@ -141,6 +145,7 @@ class DynamoCounter:
 
     def reset(self) -> None:
         self.requests: dict[str, int] = {}
+        self.started_at = round_trips.now()
         self.items_read = 0
         self.items_scanned = 0
         self.items_written = 0
@@ -175,6 +180,7 @@ class DynamoCounter:
     def before(self, params: dict, model: Any, **_: Any) -> None:
         op = model.name
         self.requests[op] = self.requests.get(op, 0) + 1
+        round_trips.tick()
         self._tally(op, params)
         if op in ("PutItem", "UpdateItem", "DeleteItem"):
             self.items_written += 1
@@ -205,7 +211,8 @@ class DynamoCounter:
         for pk, n in self.partitions.items():
             kinds[pk.split("#", 1)[0]] = kinds.get(pk.split("#", 1)[0], 0) + n
         meta = [n for pk, n in self.partitions.items() if pk.startswith("META")]
-        return {"requests": sum(self.requests.values()), "items_read": self.items_read,
+        return {"requests": sum(self.requests.values()), "round_trips": round_trips.now() - self.started_at,
+                "items_read": self.items_read,
                 "items_scanned": self.items_scanned, "items_written": self.items_written,
                 "consumed_capacity": self.capacity, "by_operation": dict(self.requests),
                 "partitions_written": len(self.partitions),

@@ -148,6 +148,8 @@ def moto_engine(name: str, args: Any, settings: Settings,
                                Attributes={"FifoQueue": "true", "VisibilityTimeout": "60"})["QueueUrl"]
         boto3.client("dynamodb", region_name=REGION).create_table(TableName=table, **definition)
         profile = MotoProfile({"ERAGRAPH_TABLE": table, "ERAGRAPH_BUCKET": BUCKET,
-                               "ERAGRAPH_SUMMARIZE_QUEUE_URL": url, "AWS_REGION": REGION},
+                               "ERAGRAPH_SUMMARIZE_QUEUE_URL": url, "AWS_REGION": REGION,
+                               # as the query function runs (template.yaml): walks from memory
+                               "ERAGRAPH_ENTITY_GRAPH_WARM": "true"},
                               opensearch_client=opensearch_client)
         yield compose(profile, settings.with_overrides(embed_cache=False)), url, sqs

@@ -145,7 +145,12 @@ class AwsProfile(Profile):
     def entity_store(self, graph):
         from ..adapters.aws.entity_dynamodb import DynamoEntityStore
 
-        return DynamoEntityStore(self.env["ERAGRAPH_TABLE"], models=graph.models)
+        store = DynamoEntityStore(self.env["ERAGRAPH_TABLE"], models=graph.models)
+        if self.env.get("ERAGRAPH_ENTITY_GRAPH_WARM", "").lower() not in ("1", "true", "yes"):
+            return store
+        from ..adapters.aws.entity_warm import WarmEntityReads
+
+        return WarmEntityReads(store, lambda: (r.node_id for r in graph.layer_refs(0)))
 
     def entity_vectors(self, dim):
         return self._index("ERAGRAPH_OPENSEARCH_ENTITY_INDEX", DEFAULT_ENTITY_INDEX, dim)

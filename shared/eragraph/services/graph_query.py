@@ -27,6 +27,8 @@ ranking.
 
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 import numpy as np
 
 from ..config import GraphSettings
@@ -46,6 +48,14 @@ DEFAULT_OVERFETCH = 4
 
 def graph_settings(engine: Engine) -> GraphSettings:
     return engine.settings.graph_retrieval
+
+
+def walk_reads(engine: Engine):
+    """The context of one walk's reads: a store that keeps the graph in memory (the AWS query
+    function's, adapters/aws/entity_warm) is brought up to date once and answers from memory
+    inside it; any other store is read as it is."""
+    reading = getattr(engine.entities.store, "reading", None)
+    return reading() if reading is not None else nullcontext()
 
 
 # ---------------------------------------------------------------- snapshot (exact execution)
@@ -293,7 +303,8 @@ def tri_graph_walk(engine: Engine, text: str, vector: np.ndarray, n: int,
             return TriWalk([], matched, view)
         scores = gm.ppr(view.tri_walk(gs.synonym_weight), personal, gs.damping, tol=1e-7, max_iter=60)
         return TriWalk(view.top(scores, n), matched, view)
-    return _tri_graph_push(engine, vector, qvecs, gs, chunk_filter_of(engine, where))
+    with walk_reads(engine):
+        return _tri_graph_push(engine, vector, qvecs, gs, chunk_filter_of(engine, where))
 
 
 def _tri_graph_push(engine, vector, qvecs, gs, cf: ChunkFilter | None) -> TriWalk | None:
@@ -425,6 +436,12 @@ def _push(restart: dict, store, cooc: bool, damping: float, gs: GraphSettings,
 
 def concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None,
                 where: Filter | None = None) -> list[Candidate]:
+    with walk_reads(engine):
+        return _concept_ppr(engine, text, vector, k, budget, where)
+
+
+def _concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None,
+                 where: Filter | None = None) -> list[Candidate]:
     gs = graph_settings(engine)
     index = engine.entities
     names = index.extractor.query_entities(text)
@@ -501,6 +518,12 @@ def _map_entities(engine: Engine, text: str) -> list[str]:
 
 def local_global(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None,
                  where: Filter | None = None) -> list[Candidate]:
+    with walk_reads(engine):
+        return _local_global(engine, text, vector, k, budget, where)
+
+
+def _local_global(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None,
+                  where: Filter | None = None) -> list[Candidate]:
     gs = graph_settings(engine)
     store = engine.entities.store
     entities = _map_entities(engine, text)

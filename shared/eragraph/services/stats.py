@@ -48,5 +48,22 @@ def stats(engine: Engine) -> dict[str, Any]:
         "embedder": lsh.embedder_id if lsh else None,
         "vectors": engine.vectors.count(),
         "ledger": cost.ledger_report(engine.graph, s.price_table()),
-        "dirty_layers": [int(k.split(":")[1]) for k in engine.graph.meta_keys("dirty:")],
+        "dirty_layers": dirty_layers(engine, sizes),
     }
+
+
+def dirty_layers(engine: Engine, sizes: dict[int, int]) -> list[int]:
+    """The layer of each dirty marker (a reconcile still to come), in the markers' order. A store that reads keys by
+    name in batches (DynamoDB: ``meta_present``) is asked for the markers that can exist, every
+    shard of every layer it holds or has counted, and the one above (one BatchGetItem for up to
+    five layers); any other store lists them (``meta_keys``). A marker can only name a layer
+    that has held nodes (its counter then exists) or the layer above the top one."""
+    present = getattr(engine.graph, "meta_present", None)
+    if present is None:
+        return [int(k.split(":")[1]) for k in engine.graph.meta_keys("dirty:")]
+    from .announce import GROUP_BITS, dirty_key
+
+    counted = set(getattr(engine.graph, "counted_layers", None) or ()) | set(sizes)
+    layers = sorted(counted | {max(counted, default=-1) + 1})
+    candidates = [dirty_key(layer, g) for layer in layers for g in [None, *range(2 ** GROUP_BITS)]]
+    return [int(k.split(":")[1]) for k in sorted(present(candidates))]  # one per marker, as listed

@@ -61,8 +61,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any
 
 from pynamodb.constants import UPDATED_OLD
 from pynamodb.exceptions import DeleteError, TransactWriteError, UpdateError
@@ -79,9 +78,8 @@ from ...ports.entity import (
 )
 from .dynamodb_table import BATCH_GET, _is_condition_failure
 from .models import TableModels, build_models
+from .round_trips import fan_out
 
-T = TypeVar("T")
-R = TypeVar("R")
 
 ENT = "ENT#"
 CHUNK = "CHUNK#"
@@ -94,6 +92,13 @@ PENDING = "PENDING"
 PART = "PART#"
 PART_SIZE = 99  # counter updates per transaction, beside the part's marker (limit: 100 items)
 TX_ATTEMPTS = 10
+LOG_PK = "ENTLOG"  # one item per generation: the chunks it changed (entity_warm reads them)
+LOG_TTL = 86_400  # a reader further behind than a day reads the graph again
+LOG_BYTES = 300_000  # below the 400 KB item limit
+
+
+def log_sk(generation: int) -> str:
+    return f"{generation:012d}"
 
 
 RECORD_FORMAT = 2  # records written with per-part markers; older records (no "v") applied all parts
@@ -147,12 +152,6 @@ class DynamoEntityStore:
         self._cache: EntityMatrices | None = None
 
     # ------------------------------------------------------------ helpers
-    def _map(self, fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-        if len(items) <= 1 or self.workers == 1:
-            return [fn(x) for x in items]
-        with ThreadPoolExecutor(max_workers=min(self.workers, len(items))) as pool:
-            return list(pool.map(fn, items))
-
     def _batch_get(self, keys: Sequence[tuple[str, str]]) -> list[Any]:
         keys = list(dict.fromkeys(keys))
         out: list[Any] = []
@@ -174,8 +173,17 @@ class DynamoEntityStore:
         items = self._batch_get([(f"{CHUNK}{c}", "ENTITIES") for c in dict.fromkeys(chunk_ids)])
         return {i.PK[len(CHUNK):]: _chunk_from_json(i.PK[len(CHUNK):], i.value) for i in items}
 
-    def _bump_generation(self) -> None:
-        self._add(GEN_KEY, self.Item.version, 1, UPDATED_OLD)
+    def _bump_generation(self, chunk_ids: Iterable[str] | None = None) -> None:
+        """ADD 1 to the generation, then log what the new generation changed (``ENTLOG``, sort
+        key the generation: the chunks whose records changed, or ``full`` when unknown) for a
+        reader that keeps the graph in memory (entity_warm). A writer that dies between the
+        two leaves a gap in the log, which such a reader answers with a full read."""
+        old = _number(self._add(GEN_KEY, self.Item.version, 1, UPDATED_OLD), "version") or 0
+        chunks = None if chunk_ids is None else sorted(dict.fromkeys(chunk_ids))
+        if chunks is not None and len(json.dumps(chunks)) > LOG_BYTES:
+            chunks = None  # too many to log: readers read everything again
+        self.Item(PK=LOG_PK, SK=log_sk(int(old) + 1), value=json.dumps({"chunks": chunks}),
+                  expires_at=int(time.time()) + LOG_TTL).save()
 
     # ------------------------------------------------------------ writes
     def _transact(self, build: Callable[[TransactWrite], None]) -> bool:
@@ -353,7 +361,7 @@ class DynamoEntityStore:
             for e in self._add_one(chunk, tokens.get(chunk.chunk_id) or uuid.uuid4().hex):
                 if e not in new:
                     new.append(e)
-        self._bump_generation()
+        self._bump_generation(c.chunk_id for c in unique)
         return new
 
     def delete_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
@@ -365,7 +373,7 @@ class DynamoEntityStore:
         gone: list[str] = []
         for cid, chunk in records.items():
             gone += [e for e in self._delete_one(cid, chunk, cid in legacy) if e not in gone]
-        self._bump_generation()
+        self._bump_generation(records)
         return gone
 
     # ------------------------------------------------------------ reads
@@ -379,7 +387,7 @@ class DynamoEntityStore:
         if only_existing:
             live = self.existing(names)
             names = [e for e in names if e in live]
-        rows = self._map(lambda e: self._query(f"{ENT}{e}", prefix), names)
+        rows = fan_out(lambda e: self._query(f"{ENT}{e}", prefix), names, self.workers)
         return dict(zip(names, rows))
 
     def postings(self, entities: Iterable[str]) -> dict[str, dict[str, int]]:
@@ -403,7 +411,7 @@ class DynamoEntityStore:
             for (a, b), w in pairs.items():
                 batch.save(self.Item(PK=f"{ENT}{a}", SK=f"{SYN}{b}", weight=w))
                 batch.save(self.Item(PK=f"{ENT}{b}", SK=f"{SYN}{a}", weight=w))
-        self._bump_generation()
+        self._bump_generation(())  # no record changed (readers read synonyms from the table)
         return len(pairs)
 
     def synonyms(self, entities: Iterable[str]) -> dict[str, dict[str, float]]:

@@ -215,12 +215,30 @@ class DynamoMetaStore(DynamoTable):
         else:  # a listing over many partitions (reindex, stats): queried side by side, after a
             # first query on this thread has made the connection's client (botocore does not
             # create clients safely from several threads at once)
-            from concurrent.futures import ThreadPoolExecutor
+            from .round_trips import fan_out
 
             found = [keys_in(partitions[0])]
-            with ThreadPoolExecutor(max_workers=min(META_QUERY_THREADS, len(partitions) - 1)) as pool:
-                found += pool.map(keys_in, partitions[1:])
+            found += fan_out(keys_in, partitions[1:], META_QUERY_THREADS)
         return sorted({k for keys in found for k in keys})
+
+    def meta_present(self, keys: list[str]) -> set[str]:
+        """Which of ``keys`` are stored, by name: BatchGetItem of their items (keys only), 100
+        a request, the requests side by side (GET /stats' dirty markers: one request for the
+        markers of up to five layers, where listing them queried every partition of the kind)."""
+        from .dynamodb_table import BATCH_GET
+        from .round_trips import fan_out
+
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return set()
+        parts = [wanted[i:i + BATCH_GET] for i in range(0, len(wanted), BATCH_GET)]
+
+        def present(part: list[str]) -> list[str]:
+            found = self.Item.batch_get([(meta_partition(k), f"KEY#{k}") for k in part], consistent_read=True,
+                                        attributes_to_get=["PK", "SK"])
+            return [i.SK[len("KEY#"):] for i in found]
+
+        return {k for found in fan_out(present, parts, META_QUERY_THREADS) for k in found}
 
     def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
                    at: float | None = None) -> None:

@@ -426,6 +426,7 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
             if found.count:
                 stats[layer] = found
         live = {layer: n for layer, n in sorted(layers.items()) if n > 0}
+        self.counted_layers = sorted(set(layers) | set(sizes))  # with the emptied ones (stats' dirty probe)
         if documents is None and not live:
             documents = 0  # a namespace without chunks (see document_count)
         return live, stats, documents

@@ -1,0 +1,230 @@
+"""The entity graph kept in memory by a warm reader (the query function), brought up to date
+once per question from what the writers log, so that a graph walk reads no item per entity.
+
+``WarmEntityReads`` wraps a ``DynamoEntityStore``: writes, synonyms, counts and the generation
+go to the store; the walk's reads (postings, chunk_entities, cooccurring, sentences_of,
+get_sentences, frequencies, existing, sentence_ids_of_chunks) are answered from the chunks'
+entity records (``CHUNK#<c> ENTITIES``) held in memory, with the indexes a walk needs (postings,
+mentions, co-occurrences, frequencies) derived from them. Everything those reads return is a
+function of the complete records, so the answers are the store's own (a record is written
+after its counters and postings, and deleted before them; what a reader may see differently
+is an add or removal still under way, which the store's reads would show half done).
+
+Reads are answered from memory only inside ``reading()`` (services.graph_query wraps each walk
+in it: a ``refresh()`` first); outside it (an ingest's or a removal's reads, in a process that
+also writes) they go to the store, as without this class.
+
+``refresh()``:
+
+1. one GetItem of the generation (``META ENTITY#GEN``): unchanged, nothing else is read;
+2. one Query of the log (``ENTLOG``, one item per generation, written by the store after its
+   ADD): the chunks changed since the generation held, whose records are then read again
+   (BatchGetItem, 100 a request, side by side) and replace the held ones;
+3. a full read (the first question, a ``full`` entry, the log expired): the layer-0 chunk ids
+   (``chunk_ids``, given by the composition root: the graph store's ref index) and their
+   records, 100 a BatchGetItem, side by side.
+
+A generation missing from the log (a writer between its ADD and its log write, or one that
+died there) stops the refresh at the generation before it; the next refresh looks again, and
+after ``GAP_SECONDS`` of the same gap reads everything. Memory: the records of every chunk
+(about what the local profile's export holds); a tenant of 1M chunks holds a few hundred MB."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ...ports.entity import ChunkEntities, Sentence
+from .dynamodb_table import BATCH_GET
+from .entity_dynamodb import CHUNK, LOG_PK, DynamoEntityStore, _chunk_from_json, log_sk
+from .round_trips import fan_out
+
+GAP_SECONDS = 30.0
+READ_LANES = 16  # BatchGetItem requests side by side in a full read
+
+
+class WarmEntityReads:
+    def __init__(self, store: DynamoEntityStore, chunk_ids: Callable[[], Iterable[str]],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self._chunk_ids = chunk_ids
+        self._clock = clock
+        self.generation_held: int | None = None
+        self._gap: tuple[int, float] | None = None
+        self.records: dict[str, ChunkEntities] = {}
+        self._post: dict[str, dict[str, int]] = {}
+        self._sents: dict[str, set[str]] = {}
+        self._cooc: dict[str, dict[str, int]] = {}
+        self.full_reads = 0
+        self._depth = 0
+
+    def __getattr__(self, name: str) -> Any:  # writes, synonyms, counts: the store's
+        if name == "store":
+            raise AttributeError(name)
+        return getattr(self.store, name)
+
+    @property
+    def can_export(self) -> bool:
+        return False
+
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """The walk of one question: brought up to date, then answered from memory."""
+        self.refresh()
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+
+    # ------------------------------------------------------------ keeping up
+    def refresh(self) -> None:
+        current = self.store.generation()
+        held = self.generation_held
+        if held == current:
+            return
+        if held is None or held > current:
+            self._read_all(current)
+            return
+        Item = self.store.Item
+        logged = {int(i.SK): json.loads(i.value).get("chunks") for i in Item.query(
+            LOG_PK, Item.SK.between(log_sk(held + 1), log_sk(current)), consistent_read=True)}
+        touched: set[str] = set()
+        reached = held
+        for g in range(held + 1, current + 1):
+            if g not in logged:
+                break
+            if logged[g] is None:
+                self._read_all(current)
+                return
+            touched.update(logged[g])
+            reached = g
+        if reached < current:  # a gap: up to it now, and everything if it stays
+            now = self._clock()
+            gap = reached + 1
+            if self._gap is not None and self._gap[0] == gap and now - self._gap[1] >= GAP_SECONDS:
+                self._read_all(current)
+                return
+            if self._gap is None or self._gap[0] != gap:
+                self._gap = (gap, now)
+        else:
+            self._gap = None
+        fresh = self._read_records(sorted(touched))
+        for cid in touched:
+            self._set(cid, fresh.get(cid))
+        self.generation_held = reached
+
+    def _read_records(self, chunk_ids: list[str]) -> dict[str, ChunkEntities]:
+        Item = self.store.Item
+        parts = [chunk_ids[i:i + BATCH_GET] for i in range(0, len(chunk_ids), BATCH_GET)]
+
+        def read(part: list[str]) -> list[Any]:
+            return list(Item.batch_get([(f"{CHUNK}{c}", "ENTITIES") for c in part], consistent_read=True))
+
+        out = {}
+        for items in fan_out(read, parts, READ_LANES):
+            for i in items:
+                cid = i.PK[len(CHUNK):]
+                out[cid] = _chunk_from_json(cid, i.value)
+        return out
+
+    def _read_all(self, current: int) -> None:
+        self.records, self._post, self._sents, self._cooc = {}, {}, {}, {}
+        for cid, record in self._read_records(sorted(set(self._chunk_ids()))).items():
+            self._set(cid, record)
+        self.generation_held = current
+        self._gap = None
+        self.full_reads += 1
+
+    def _set(self, cid: str, record: ChunkEntities | None) -> None:
+        old = self.records.pop(cid, None)
+        if old is not None:
+            self._index(old, -1)
+        if record is not None:
+            self.records[cid] = record
+            self._index(record, 1)
+
+    def _index(self, record: ChunkEntities, sign: int) -> None:
+        cid = record.chunk_id
+        for e, n in record.counts().items():
+            row = self._post.setdefault(e, {})
+            if sign > 0:
+                row[cid] = n
+            else:
+                row.pop(cid, None)
+                if not row:
+                    del self._post[e]
+        for sid, s in zip(record.sentence_ids(), record.sentences):
+            for e in set(s.entities):
+                if sign > 0:
+                    self._sents.setdefault(e, set()).add(sid)
+                else:
+                    self._sents.get(e, set()).discard(sid)
+                    if not self._sents.get(e, True):
+                        del self._sents[e]
+        for (a, b), w in record.cooccurrences().items():
+            for x, y in ((a, b), (b, a)):
+                row = self._cooc.setdefault(x, {})
+                row[y] = row.get(y, 0) + sign * w
+                if row[y] <= 0:
+                    del row[y]
+                if not row:
+                    del self._cooc[x]
+
+    # ------------------------------------------------------------ reads
+    def frequencies(self, entities: Iterable[str]) -> dict[str, int]:
+        if not self._depth:
+            return self.store.frequencies(entities)
+        out = {}
+        for e in entities:
+            row = self._post.get(e)
+            if row:
+                out[e] = sum(row.values())
+        return out
+
+    def existing(self, entities: Iterable[str]) -> set[str]:
+        if not self._depth:
+            return self.store.existing(entities)
+        return {e for e in entities if e in self._post}
+
+    def postings(self, entities: Iterable[str]) -> dict[str, dict[str, int]]:
+        if not self._depth:
+            return self.store.postings(entities)
+        return {e: dict(self._post[e]) for e in dict.fromkeys(entities) if e in self._post}
+
+    def chunk_entities(self, chunk_ids: Iterable[str]) -> dict[str, dict[str, int]]:
+        if not self._depth:
+            return self.store.chunk_entities(chunk_ids)
+        return {c: self.records[c].counts() for c in dict.fromkeys(chunk_ids) if c in self.records}
+
+    def cooccurring(self, entities: Iterable[str]) -> dict[str, dict[str, int]]:
+        if not self._depth:
+            return self.store.cooccurring(entities)
+        return {e: dict(self._cooc.get(e, {})) for e in dict.fromkeys(entities) if e in self._post}
+
+    def sentences_of(self, entities: Iterable[str]) -> dict[str, list[str]]:
+        if not self._depth:
+            return self.store.sentences_of(entities)
+        return {e: sorted(self._sents.get(e, ())) for e in dict.fromkeys(entities) if e in self._post}
+
+    def sentence_ids_of_chunks(self, chunk_ids: Iterable[str]) -> list[str]:
+        if not self._depth:
+            return self.store.sentence_ids_of_chunks(chunk_ids)
+        return [sid for c in dict.fromkeys(chunk_ids) if c in self.records for sid in self.records[c].sentence_ids()]
+
+    def get_sentences(self, sentence_ids: Iterable[str]) -> dict[str, Sentence]:
+        if not self._depth:
+            return self.store.get_sentences(sentence_ids)
+        out = {}
+        for sid in dict.fromkeys(sentence_ids):
+            cid, _, idx = sid.rpartition("#s")
+            record = self.records.get(cid)
+            if not cid or not idx.isdigit() or record is None or int(idx) >= len(record.sentences):
+                continue
+            s = record.sentences[int(idx)]
+            out[sid] = Sentence(sid, cid, s.text, tuple(dict.fromkeys(s.entities)))
+        return out
+
