@@ -41,7 +41,8 @@ from .chunk_filter import of as chunk_filter_of
 from .engine import Engine
 from .entity_match import nearest_names, nearest_positions
 from .leaf_ranking import fill_by_document
-from .synonyms import entity_block, synonym_neighbours
+from .graph_snapshot import View, filtered_view, snapshot, use_exact
+from .synonyms import synonym_neighbours
 
 DEFAULT_OVERFETCH = 4
 
@@ -56,156 +57,6 @@ def walk_reads(engine: Engine):
     inside it; any other store is read as it is."""
     reading = getattr(engine.entities.store, "reading", None)
     return reading() if reading is not None else nullcontext()
-
-
-# ---------------------------------------------------------------- snapshot (exact execution)
-
-
-class Snapshot:
-    """Matrices + aligned vectors for one store generation: chunks are all live layer-0 nodes."""
-
-    def __init__(self, engine: Engine) -> None:
-        import scipy.sparse as sp
-
-        index = engine.entities
-        mats = index.store.export()
-        self.generation = mats.generation
-        self.mats = mats
-        chunk_ids = sorted(r.node_id for r in engine.graph.layer_refs(0))
-        self.chunks = chunk_ids
-        ci = {c: i for i, c in enumerate(chunk_ids)}
-        rows = np.array([ci.get(c, -1) for c in mats.chunks], dtype=np.int64)
-        keep = rows >= 0
-        coo = mats.contain.tocoo()
-        mask = keep[coo.row]
-        self.contain = sp.csr_matrix((coo.data[mask], (rows[coo.row[mask]], coo.col[mask])),
-                                     shape=(len(chunk_ids), len(mats.entities)))
-        self.entities = mats.entities
-        self.entity_index = mats.entity_index
-        self.mention = mats.mention
-        self.cooc = mats.cooccurrence
-        self.frequency = mats.frequency
-        self.chunk_vectors = _matrix(engine.vectors, chunk_ids, engine.embedder.dim)
-        self._entity_source = (index.vectors, engine.embedder.dim)
-        self._entity_vectors: np.ndarray | None = None
-        self.sentence_chunk = np.where(mats.sentence_chunk >= 0, rows[mats.sentence_chunk], -1)
-        self.sentence_vectors = (_matrix(index.vectors, mats.sentences, engine.embedder.dim)
-                                 if index.embed_sentences else None)
-        self.synonymy = mats.synonymy
-        self.tri_adjacency = gm.bipartite_adjacency(self.contain)
-        self.concept_adjacency = gm.bipartite_adjacency(self.contain, self.cooc)
-        self._walks: dict[tuple[str, float], gm.Walk] = {}
-
-    @property
-    def entity_vectors(self) -> np.ndarray:
-        """The entity name vectors aligned with ``entities``: read from the entity vector index
-        on first use (the exact entity match; the ann match never reads them) and kept."""
-        if self._entity_vectors is None:
-            from .entity_ids import entity_vector_id
-
-            vectors, dim = self._entity_source
-            self._entity_vectors = _matrix(vectors, [entity_vector_id(e) for e in self.entities], dim)
-        return self._entity_vectors
-
-    def walk(self, graph: str, synonym_weight: float = 0.0) -> gm.Walk:
-        """The random walk over ``tri_adjacency`` (with the synonymy edges at
-        ``synonym_weight``) or ``concept_adjacency``, made on first use and kept with the
-        snapshot: a query without a filter does not rebuild it."""
-        key = (graph, synonym_weight)
-        w = self._walks.get(key)
-        if w is None:
-            block = entity_block(self.synonymy, synonym_weight)
-            adjacency = getattr(self, graph) if block is None else gm.bipartite_adjacency(self.contain, block)
-            w = self._walks[key] = gm.walk(adjacency)
-        return w
-
-
-def _matrix(vectors, ids, dim) -> np.ndarray:
-    out = np.zeros((len(ids), dim), dtype=np.float32)
-    got = {}
-    for start in range(0, len(ids), 5000):
-        got.update(vectors.get_vectors(ids[start:start + 5000]))
-    for i, key in enumerate(ids):
-        v = got.get(key)
-        if v is not None:
-            out[i] = v
-    return out
-
-
-def snapshot(engine: Engine) -> Snapshot:
-    index = engine.entities
-    snap = engine.graph_snapshot
-    if snap is None or snap.generation != index.store.generation():
-        snap = Snapshot(engine)
-        engine.graph_snapshot = snap
-    return snap
-
-
-def use_exact(engine: Engine) -> bool:
-    gs = graph_settings(engine)
-    store = engine.entities.store
-    return bool(store.can_export) if gs.exact is None else bool(gs.exact and store.can_export)
-
-
-class _View:
-    """A snapshot's matrices restricted, for one query, to the chunks a filter allows (the
-    snapshot itself without a filter): other chunks lose their entity edges and their
-    sentences, so no activation or PageRank mass flows through them."""
-
-    def __init__(self, snap: Snapshot, allowed: np.ndarray | None) -> None:
-        self.snap = snap
-        self.allowed = allowed
-        self.contain, self.mention, self.sentence_ok = snap.contain, snap.mention, None
-        self._cooc = None
-        if allowed is not None:
-            import scipy.sparse as sp
-
-            self.contain = (sp.diags(allowed.astype(np.float64)) @ snap.contain).tocsr()
-            sc = snap.sentence_chunk
-            self.sentence_ok = (sc >= 0) & allowed[np.maximum(sc, 0)] if len(allowed) else sc < -1
-            self.mention = (sp.diags(self.sentence_ok.astype(np.float64)) @ snap.mention).tocsr()
-
-    @property
-    def empty(self) -> bool:
-        return self.allowed is not None and not self.allowed.any()
-
-    @property
-    def cooc(self):
-        """Entity co-occurrence: sentences that mention both, counted over the allowed ones."""
-        if self.allowed is None:
-            return self.snap.cooc
-        if self._cooc is None:
-            b = (self.mention > 0).astype(np.float64)
-            c = (b.T @ b).tocsr()
-            c.setdiag(0.0)
-            c.eliminate_zeros()
-            self._cooc = c
-        return self._cooc
-
-    def tri_walk(self, synonym_weight: float = 0.0) -> gm.Walk:
-        if self.allowed is None:
-            return self.snap.walk("tri_adjacency", synonym_weight)
-        return gm.walk(gm.bipartite_adjacency(self.contain, entity_block(self.snap.synonymy, synonym_weight)))
-
-    def concept_walk(self) -> gm.Walk:
-        if self.allowed is None:
-            return self.snap.walk("concept_adjacency")
-        return gm.walk(gm.bipartite_adjacency(self.contain, self.cooc))
-
-    def top(self, scores: np.ndarray, n: int, positive: bool = False) -> list[tuple[str, float]]:
-        """The n best allowed chunks by ``scores`` (chunk positions first)."""
-        s = np.asarray(scores[: len(self.snap.chunks)], dtype=np.float64)
-        if self.allowed is not None:
-            s = np.where(self.allowed, s, -np.inf)
-        order = np.argsort(-s, kind="stable")[:n]
-        return [(self.snap.chunks[i], float(s[i])) for i in order
-                if np.isfinite(s[i]) and (s[i] > 0 or not positive)]
-
-
-def _view(engine: Engine, where: Filter | None, vector: np.ndarray) -> _View:
-    snap = snapshot(engine)
-    cf = chunk_filter_of(engine, where)
-    return _View(snap, None if cf is None else cf.mask(snap.chunks, vector))
 
 
 # ---------------------------------------------------------------- shared steps
@@ -250,7 +101,7 @@ class TriWalk:
     the graph entities the question's names matched (``seeds``: name -> similarity); ``view``
     is the exact execution's (None on the push execution)."""
 
-    def __init__(self, ranked: list[tuple[str, float]], seeds: dict[str, float], view: _View | None = None) -> None:
+    def __init__(self, ranked: list[tuple[str, float]], seeds: dict[str, float], view: View | None = None) -> None:
         self.ranked, self.seeds, self.view = ranked, seeds, view
 
 
@@ -273,7 +124,7 @@ def tri_graph_walk(engine: Engine, text: str, vector: np.ndarray, n: int,
     if not names:
         return None
     if use_exact(engine):
-        view = _view(engine, where, vector)
+        view = filtered_view(engine, where, vector)
         snap = view.snap
         if view.empty:
             return TriWalk([], {}, view)
@@ -468,7 +319,7 @@ def _concept_ppr(engine: Engine, text: str, vector: np.ndarray, k: int, budget: 
         return dense(engine, vector, k, budget, where)
     note("concept_ppr", seeds={**semantic, **dict.fromkeys(exact, 1.0)}, activated=weights)
     if exact_mode:
-        view = _view(engine, where, vector)
+        view = filtered_view(engine, where, vector)
         snap = view.snap
         if view.empty:
             return []
@@ -532,7 +383,7 @@ def _local_global(engine: Engine, text: str, vector: np.ndarray, k: int, budget:
         return global_search(engine, vector, k, budget, [], where)
     cf = chunk_filter_of(engine, where)
     if use_exact(engine):
-        view = _view(engine, where, vector)
+        view = filtered_view(engine, where, vector)
         snap, cooc = view.snap, view.cooc
 
         def neighbours(e):
