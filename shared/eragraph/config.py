@@ -225,6 +225,9 @@ class Settings:
     # the deployment's secret salt of knowledge base ids (domain.knowledge_base; ERAGRAPH_KB_ID_SALT):
     # "" gives the unsalted ids of earlier versions
     kb_id_salt: str = field(default="", repr=False)
+    # a document without an access list (domain.access; ERAGRAPH_ACCESS_DEFAULT): readable by the
+    # whole tenant ("tenant") or by nobody but the operator ("deny")
+    access_default: str = "tenant"
     # the fields the environment or a flag set (settings_from_env, with_overrides): a store's
     # recorded providers replace the others (services.store_providers); not compared
     explicit: tuple[str, ...] = field(default=(), compare=False, repr=False)
@@ -240,6 +243,8 @@ class Settings:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r} (choose {', '.join(allowed)})")
         if not 1 <= self.s_min <= self.s_max:
             raise ValueError(f"need 1 <= s_min <= s_max (got {self.s_min}, {self.s_max})")
+        if self.access_default not in ("tenant", "deny"):
+            raise ValueError(f"unknown access_default {self.access_default!r} (choose tenant, deny)")
         if self.s_min < 2:
             raise ValueError("s_min must be at least 2, or layers would not shrink")
         if not 1 <= self.n_planes <= 62:

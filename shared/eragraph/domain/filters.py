@@ -32,6 +32,7 @@ from typing import Annotated, Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
+from .access import ATTRIBUTE as ACCESS, AccessError, check_access
 from .model import EragraphError
 
 # --------------------------------------------------------------------------- metadata
@@ -89,6 +90,12 @@ def check_metadata(metadata: Any, where: str = "metadata", allow_reserved: bool 
                                 "starting with a letter or '_'")
         if key == "tenant" and not allow_reserved:
             out[key] = _tenant_value(value, where)  # routes the document (domain.tenants)
+            continue
+        if key == ACCESS:  # who may read the document (domain.access): its own rule
+            try:
+                out[key] = check_access(value, where)
+            except AccessError as exc:
+                raise MetadataError(str(exc)) from None
             continue
         if key in RESERVED and not allow_reserved:
             raise MetadataError(f"{where}: key {key!r} is reserved (built-in: {', '.join(RESERVED)})")

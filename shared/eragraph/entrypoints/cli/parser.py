@@ -105,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --csv-text: the column of each row's title (default ERAGRAPH_CSV_TITLE_COLUMN)")
     p.add_argument("--batch-docs", type=int, default=256,
                    help="documents read, embedded and written per batch (memory holds one batch)")
+    p.add_argument("--access", metavar="PRINCIPALS",
+                   help="who may read the documents that carry no access list of their own: comma-separated "
+                        "principals (group:NAME, user:NAME), stored as their metadata's \"access\" list "
+                        "(docs/tenants.md, \"Permissions inside a tenant\")")
 
     p = command("query", "retrieve evidence (and an answer with --answer)", cmd_query,
                 providers=("embedder", "generator"), store="optional",
