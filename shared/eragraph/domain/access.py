@@ -118,3 +118,47 @@ def caller(principals: Iterable[str] | None, default: str = "tenant") -> Caller:
     if principals is None:
         return Caller(None)
     return Caller(canonical(check_principal(p, "caller") for p in principals), default == "tenant")
+
+
+# ----- placement: a chunk's code is (partition index, LSH code) -----
+# A placed code is ``index << n_planes | lsh``: the open partition is index 0 (so a store without
+# access lists has exactly the codes it always had), every other partition an index of its own
+# (services.placement allocates them, collision-free). The partition rule's recursion starts
+# inside one partition (services.resummarize plans each partition's code range on its own), so a
+# segment never holds two partitions. Codes stay below 2^62 (stored as int64).
+CODE_BITS = 62
+
+
+def index_bits(n_planes: int) -> int:
+    return CODE_BITS - n_planes
+
+
+def placed(lsh_code: int, index: int, n_planes: int) -> int:
+    """The stored code of a node of partition ``index`` with LSH code ``lsh_code``."""
+    if not 0 <= index < 1 << index_bits(n_planes):
+        raise ValueError(f"partition index {index} out of range")
+    return (index << n_planes) | (lsh_code & ((1 << n_planes) - 1))
+
+
+def index_of(code: int, n_planes: int) -> int:
+    """The partition index a stored code belongs to."""
+    return int(code) >> n_planes
+
+
+def lsh_part(code: int, n_planes: int) -> int:
+    return int(code) & ((1 << n_planes) - 1)
+
+
+def code_range(index: int, n_planes: int) -> tuple[int, int]:
+    """The stored codes of partition ``index``: [lo, hi]."""
+    return index << n_planes, ((index + 1) << n_planes) - 1
+
+
+def max_code() -> int:
+    return (1 << CODE_BITS) - 1
+
+
+def index_candidate(key: str, n_planes: int, probe: int) -> int:
+    """The ``probe``-th index a partition key may take (1..2^bits - 1; 0 is the open one)."""
+    slots = (1 << index_bits(n_planes)) - 1
+    return (int(key[1:17], 16) + probe) % slots + 1

@@ -138,6 +138,15 @@ class DynamoMetaStore(DynamoTable):
         expires = None if life is None else int(time.time()) + life
         self.Item(PK=meta_partition(key), SK=f"KEY#{key}", value=json.dumps(value), expires_at=expires).save()
 
+    def claim_meta(self, key: str, value: Any) -> Any:
+        try:
+            self.Item(PK=meta_partition(key), SK=f"KEY#{key}", value=json.dumps(value)).save(
+                condition=self.Item.PK.does_not_exist())
+        except PutError as exc:
+            if not _is_condition_failure(exc):
+                raise
+        return self.get_meta(key)
+
     def delete_meta(self, key: str) -> None:
         self.Item(PK=meta_partition(key), SK=f"KEY#{key}").delete()
 
