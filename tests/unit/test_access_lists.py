@@ -97,3 +97,20 @@ def test_a_caller_reads_partitions_naming_it_and_the_open_one_unless_denied():
         parse_principals(" , ")
     with pytest.raises(AccessError):
         caller(["everyone"])
+
+
+def test_cli_as_asks_inside_the_principals_view(tmp_path, capsys):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": "The board decided the merger in March."}) + "\n"
+                      + json.dumps({"id": "b", "text": "Finance closed the quarter early.",
+                                    "metadata": {"access": ["group:finance"]}}) + "\n", encoding="utf-8")
+    store = str(tmp_path / "s")
+    assert main(["ingest", "--store", store, "--embedder", "hash", "--quiet", str(corpus)]) == 0
+    texts = {}
+    for who in ("user:alice", "group:finance"):
+        capsys.readouterr()
+        assert main(["query", "--store", store, "finance quarter", "--as", who, "--json"]) == 0
+        texts[who] = {r["doc_id"] for r in json.loads(capsys.readouterr().out)["results"]}
+    assert texts == {"user:alice": {"a"}, "group:finance": {"a", "b"}}
+    assert main(["query", "--store", store, "finance", "--as", "finance"]) != 0
+    assert "--as: 'finance' is not a principal" in capsys.readouterr().err

@@ -35,6 +35,8 @@ MAX_NAME = 200
 PRINCIPAL_PATTERN = r"(group|user):[A-Za-z0-9][A-Za-z0-9._@+=:/-]{0,199}"
 _PRINCIPAL = re.compile(PRINCIPAL_PATTERN)
 OPEN = ""  # the partition of documents without an access list
+READERS = "readers"  # the built-in attribute of every chunk and summary a caller's view selects on
+EVERYONE = "*"  # its value for the open partition (documents without a list)
 DEFAULTS = ("tenant", "deny")  # what a document without a list is: readable by the tenant, or by nobody
 
 
@@ -81,6 +83,12 @@ def partition_of(access: Iterable[str] | None) -> str:
     return "p" + hashlib.sha256("\n".join(members).encode()).hexdigest()[:32]
 
 
+def readers_of(access: Iterable[str] | None) -> list[str]:
+    """The ``readers`` attribute of a node of this access list: its canonical principals, or
+    ``["*"]`` for the open partition."""
+    return list(canonical(access)) or [EVERYONE]
+
+
 def parse_principals(text: str, where: str = "--as") -> tuple[str, ...]:
     """A comma-separated list of principals (``--as group:finance,user:alice``)."""
     items = [p.strip() for p in text.split(",") if p.strip()]
@@ -117,6 +125,9 @@ def caller(principals: Iterable[str] | None, default: str = "tenant") -> Caller:
         raise ValueError(f"access_default must be one of {', '.join(DEFAULTS)}, not {default!r}")
     if principals is None:
         return Caller(None)
+    principals = list(principals)
+    if not principals:  # an identity that names nobody is refused, never the whole tenant
+        raise AccessError("the caller's identity names no principal (group:NAME or user:NAME)")
     return Caller(canonical(check_principal(p, "caller") for p in principals), default == "tenant")
 
 

@@ -45,6 +45,17 @@ def partition_index(engine: Engine, access: Iterable[str] | None, cache: dict[st
     return index
 
 
+def access_of(engine: Engine, index: int) -> tuple[str, ...]:
+    """The canonical access list of partition ``index`` (the open one: ()); two reads."""
+    if not index:
+        return ()
+    key = engine.graph.get_meta(f"{INDEX}{index}")
+    record = None if key is None else engine.graph.get_meta(KEY + str(key))
+    if record is None:
+        raise EragraphError(f"partition index {index} is not registered")
+    return tuple(record["access"])
+
+
 def partitions(engine: Engine) -> dict[int, tuple[str, ...]]:
     """Every allocated partition: index -> its canonical access list (the open one: 0 -> ())."""
     out: dict[int, tuple[str, ...]] = {0: ()}

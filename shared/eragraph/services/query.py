@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from ..domain.filters import Filter, FilterError, parse_filter, to_json
+from ..domain.access import Caller
+from ..domain.filters import Filter, FilterError, combine, parse_filter, to_json, view_of
 from ..domain.model import BadInputError
 from ..domain.ranking import Candidate
 from ..domain.rerank import RerankSpec
@@ -108,7 +109,8 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
           budget: int | None = None, p: float | None = None, answer: bool = False,
           vector: np.ndarray | None = None, where: Filter | dict | str | None = None,
           rerank: RerankSpec | None = None, on_piece: Callable[[str], None] | None = None,
-          explain: bool = False, on_results: Callable[[QueryResponse], None] | None = None) -> QueryResponse:
+          explain: bool = False, on_results: Callable[[QueryResponse], None] | None = None,
+          caller: Caller | None = None) -> QueryResponse:
     """``vector``: the question's embedding when the caller already has it (a benchmark embeds
     each question once, before any mode); else it is made on first use by the mode. ``where``:
     a metadata filter (a parsed tree, or its JSON); every result is a leaf chunk inside it.
@@ -116,7 +118,8 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     ``explain``: say why the entity-graph modes ranked the results so (services.explain; other
     modes: None and a note). ``on_results`` sees the response once its results are known, before
     an answer is generated (the streamed /query sends them first); ``on_piece`` each piece of
-    the answer as it is written."""
+    the answer as it is written. ``caller``: who is asking (domain.access; None: the operator,
+    everything): every mode runs inside its view, summaries of the partitions it may read included."""
     started = time.perf_counter()
     if not isinstance(text, str) or not text.strip():
         raise BadQueryError("query text is empty")
@@ -139,12 +142,14 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
         reranker = _reranker_for(engine, rerank)
         fetch = max(k, rerank.candidates if rerank.candidates is not None else engine.settings.rerank_candidates)
     where = as_filter(where)
+    view = view_of(caller)
     # refuses a store built with another embedder; a store without hyperplanes holds nothing (never
     # ingested, or its tenant deleted): nothing is embedded, searched or written (a read never writes)
     empty = engine.stored_lsh() is None
     with cost.track() as calls, explaining.recording(explain) as recorder:
         ctx = QueryContext(engine=engine, text=text, k=fetch, budget=budget, p=p,  # embeds on first use
-                           given_vector=vector, where=where)
+                           given_vector=vector, where=combine([view, where]),
+                           view_only=view is not None and where is None)
         retrieve_started = time.perf_counter()
         ranked = [] if empty else MODES[mode].run(ctx)
         results, rerank_report = to_results(engine, ranked), None

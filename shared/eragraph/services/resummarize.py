@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..domain.access import code_range, index_of, placed
+from ..domain.access import READERS, code_range, index_of, placed, readers_of
 from ..domain.diff import predecessors, segments_for, sentence_delta
 from ..domain.lsh import hash_vectors, majority_code
 from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment,
@@ -55,6 +55,7 @@ from ..ports.records import MemberSource
 from . import changes, cost
 from .announce import announce, clear_dirty, dirty_key, mark_dirty
 from .engine import Engine
+from .placement import access_of
 from .layer_reads import counter, held_reader, partition_codes, present_partitions, reader
 from .reports import ChangeReport
 
@@ -413,8 +414,10 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
     mark_dirty(engine, layer + 1, [r.code for r in changed_above])  # until announced below
     engine.graph.apply_region(change)
     if made:
+        # a summary's readers are its partition's (domain.access): a caller's view selects on them
+        attrs = {READERS: readers_of(access_of(engine, index))}
         engine.vectors.upsert([n.node_id for n in made], vectors,
-                              [{"layer": layer + 1, "doc_id": ""} for _ in made])
+                              [{"layer": layer + 1, "doc_id": "", "attrs": attrs} for _ in made])
         _unless_removed_meanwhile(engine, [n.node_id for n in made])
     gone = [r.node_id for r in change.above_remove]
     if gone:

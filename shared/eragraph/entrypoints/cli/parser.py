@@ -127,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "candidates (default ERAGRAPH_RERANK_CANDIDATES)")
     p.add_argument("--stream", action="store_true",
                    help="with a local --store: print the answer as the generator writes it (implies --answer)")
+    p.add_argument("--as", dest="as_principals", metavar="PRINCIPALS",
+                   help="ask as these principals (comma-separated group:NAME, user:NAME; an operator's switch, local "
+                        "--store only): every mode answers inside what they may read (docs/tenants.md)")
     p.add_argument("--explain", action="store_true",
                    help="say why the entity-graph modes ranked the results so: seeds, activated entities, each "
                         "passage's restart weight, score and connecting entities")
