@@ -478,12 +478,20 @@ class IdentitySettings:
     endpoint: str | None = None    # ERAGRAPH_AWS_ENDPOINT_URL: the IAM endpoint (a local cloud)
     # ERAGRAPH_JWT_ISSUER: the JWT issuer; a Cognito user pool's is checked for a claim users may write
     issuer: str = ""
+    # who is asking inside a tenant (bootstrap.principals): ERAGRAPH_PRINCIPALS (identity | off),
+    # ERAGRAPH_GROUPS_CLAIM, ERAGRAPH_ACCESS_DEFAULT (tenant | deny)
+    principals: str = ""
+    groups_claim: str = "cognito:groups"
+    access_default: str = "tenant"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> IdentitySettings:
         env = os.environ if environ is None else environ
         tag = env.get("ERAGRAPH_TENANT_TAG")
-        return cls(claim=env.get("ERAGRAPH_TENANT_CLAIM") or "tenant",
+        return cls(principals=(env.get("ERAGRAPH_PRINCIPALS") or "").strip().lower(),
+                   groups_claim=(env.get("ERAGRAPH_GROUPS_CLAIM") or "").strip() or "cognito:groups",
+                   access_default=(env.get("ERAGRAPH_ACCESS_DEFAULT") or "").strip() or "tenant",
+                   claim=env.get("ERAGRAPH_TENANT_CLAIM") or "tenant",
                    tag="eragraph-tenant" if tag is None else tag.strip(),
                    endpoint=env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None,
                    issuer=(env.get("ERAGRAPH_JWT_ISSUER") or "").strip(),

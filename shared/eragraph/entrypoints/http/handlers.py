@@ -32,7 +32,7 @@ def post_query(ctx: RouteContext, request: QueryRequest) -> dict:
     response = query_service.query(served, request.query, mode=request.mode, k=request.k,
                                    budget=budget, p=request.p, answer=request.answer,
                                    where=request.filter, rerank=rerank_spec(request.rerank),
-                                   explain=request.explain)
+                                   explain=request.explain, caller=ctx.asking())
     if ctx.on_query is not None:
         ctx.on_query(response)
     return response.to_dict()
