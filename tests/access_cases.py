@@ -46,3 +46,12 @@ def check_no_mixing(engine) -> int:
         assert {s.members for s in engine.graph.get_segments(layer)} == \
             {s.members for s in target_segments(engine, layer)}
     return summaries
+
+
+def leaves_docs(engine, node_id: str, seen: dict) -> set[str]:
+    """The documents under a node (a chunk's own; a summary's, down its children)."""
+    if node_id not in seen:
+        node = engine.graph.get_nodes([node_id])[node_id]
+        seen[node_id] = {node.doc_id} if not node.is_summary else \
+            set().union(*(leaves_docs(engine, c, seen) for c in node.children))
+    return seen[node_id]
