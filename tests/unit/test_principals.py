@@ -84,3 +84,19 @@ def test_post_query_answers_inside_the_jwt_callers_view_and_refuses_one_without_
     assert status == 200 and {r["doc_id"] for r in body["results"]} & secret
     status, body = ask({"cognito:groups": "[board]"})
     assert status == 403 and "no subject" in body["message"]
+
+    def get(path, claims):
+        got = dict(event, rawPath=path, body=None, routeKey="$default",
+                   requestContext={**event["requestContext"], "http": {**event["requestContext"]["http"],
+                                                                       "method": "GET", "path": path},
+                                   "authorizer": {"jwt": {"claims": claims, "scopes": None}}})
+        out = app.resolve(got, None)
+        return out["statusCode"], json.loads(out["body"])
+
+    hidden = next(iter(engine.graph.get_document(next(iter(secret))).chunk_ids))
+    assert get(f"/nodes/{hidden}", {"sub": "alice"})[0] == 404
+    assert get(f"/nodes/{hidden}", {"sub": "carol", "cognito:groups": "[board]"})[0] == 200
+    for claims, shown in (({"sub": "alice"}, False), ({"sub": "carol", "cognito:groups": "[board]"}, True)):
+        status, page = get("/graph/layers/0", claims)
+        ids = {n["id"] for n in page["nodes"]}
+        assert status == 200 and ids and (hidden in ids) is shown
