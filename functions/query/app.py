@@ -11,6 +11,7 @@ from eragraph.entrypoints.http.api import make_app
 from eragraph.entrypoints.http.models import QueryRequest  # noqa: F401  (the request schema)
 from eragraph.bootstrap.aws import LAMBDA_ENGINE, powertools, priced
 from eragraph.bootstrap.identity import TenantIdentity
+from eragraph.bootstrap.principals import PrincipalIdentity
 from eragraph.bootstrap.limits import api_limits
 
 logger, metrics, tracer = powertools()
@@ -47,10 +48,12 @@ def serve_mcp(event: dict, body: bytes, tenant: str):
 
 # the caller's tenant from its identity only: the JWT claim, or the IAM principal's tag
 IDENTITY = TenantIdentity.from_env()
+PRINCIPALS = PrincipalIdentity.from_env()  # who is asking inside the tenant (off unless ERAGRAPH_PRINCIPALS)
 LIMITS, ADMIT = api_limits()  # the answer budget cap; the per-tenant token bucket (429)
 app = make_app(engine_of, on_query=publish, tenant_of=IDENTITY.tenant, limits=LIMITS, admit=ADMIT, logger=logger,
                mcp=serve_mcp, tenants=lambda: LAMBDA_ENGINE.tenancy.tenants(),  # a foreign KB id is a 403
-               uploads=LAMBDA_ENGINE.uploads(), write_engine=LAMBDA_ENGINE.writer)  # POST /documents: the bucket
+               uploads=LAMBDA_ENGINE.uploads(), write_engine=LAMBDA_ENGINE.writer,  # POST /documents: the bucket
+               principals=PRINCIPALS.caller)
 
 
 @logger.inject_lambda_context(clear_state=True)  # a request's tenant/caller keys end with it

@@ -235,6 +235,9 @@ class Settings:
     # the deployment's secret salt of knowledge base ids (domain.knowledge_base; ERAGRAPH_KB_ID_SALT):
     # "" gives the unsalted ids of earlier versions
     kb_id_salt: str = field(default="", repr=False)
+    # a document without an access list (domain.access; ERAGRAPH_ACCESS_DEFAULT): readable by the
+    # whole tenant ("tenant") or by nobody but the operator ("deny")
+    access_default: str = "tenant"
     # the fields the environment or a flag set (settings_from_env, with_overrides): a store's
     # recorded providers replace the others (services.store_providers); not compared
     explicit: tuple[str, ...] = field(default=(), compare=False, repr=False)
@@ -250,6 +253,8 @@ class Settings:
                 raise ValueError(f"unknown {name} {getattr(self, name)!r} (choose {', '.join(allowed)})")
         if not 1 <= self.s_min <= self.s_max:
             raise ValueError(f"need 1 <= s_min <= s_max (got {self.s_min}, {self.s_max})")
+        if self.access_default not in ("tenant", "deny"):
+            raise ValueError(f"unknown access_default {self.access_default!r} (choose tenant, deny)")
         if self.s_min < 2:
             raise ValueError("s_min must be at least 2, or layers would not shrink")
         if not 1 <= self.n_planes <= 62:
@@ -484,12 +489,20 @@ class IdentitySettings:
     endpoint: str | None = None    # ERAGRAPH_AWS_ENDPOINT_URL: the IAM endpoint (a local cloud)
     # ERAGRAPH_JWT_ISSUER: the JWT issuer; a Cognito user pool's is checked for a claim users may write
     issuer: str = ""
+    # who is asking inside a tenant (bootstrap.principals): ERAGRAPH_PRINCIPALS (identity | off),
+    # ERAGRAPH_GROUPS_CLAIM, ERAGRAPH_ACCESS_DEFAULT (tenant | deny)
+    principals: str = ""
+    groups_claim: str = "cognito:groups"
+    access_default: str = "tenant"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> IdentitySettings:
         env = os.environ if environ is None else environ
         tag = env.get("ERAGRAPH_TENANT_TAG")
-        return cls(claim=env.get("ERAGRAPH_TENANT_CLAIM") or "tenant",
+        return cls(principals=(env.get("ERAGRAPH_PRINCIPALS") or "").strip().lower(),
+                   groups_claim=(env.get("ERAGRAPH_GROUPS_CLAIM") or "").strip() or "cognito:groups",
+                   access_default=(env.get("ERAGRAPH_ACCESS_DEFAULT") or "").strip() or "tenant",
+                   claim=env.get("ERAGRAPH_TENANT_CLAIM") or "tenant",
                    tag="eragraph-tenant" if tag is None else tag.strip(),
                    endpoint=env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None,
                    issuer=(env.get("ERAGRAPH_JWT_ISSUER") or "").strip(),

@@ -455,3 +455,17 @@ def test_rerank_stream_bench_routes_smoke(tmp_path):
     stream = routes["stream"]
     assert {"first_output_event", "last_event", "whole_retrieve_and_generate"} <= set(stream)
     assert stream["first_output_event"]["median_ms"] <= stream["last_event"]["median_ms"]
+
+
+def test_access_smoke(tiny, tmp_path):
+    """bench access: reader groups on the tiny corpus; every figure is there, and the split is
+    deterministic (one group, or two for a shared document)."""
+    from eragraph.bench import access
+
+    out = tmp_path / "access.json"
+    assert access.main(["--data", str(tiny[0].parent), "--embedder", "hash", "--groups", "2", "--out", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert set(result["groups"]) == {"group:g0", "group:g1"}
+    assert result["summaries_partitioned"] > 0 and result["summaries_flat"] > 0
+    assert result["insert_summarize_calls_flat"] >= 0 and result["insert_summarize_calls_partitioned"] >= 0
+    assert access.group_of("x", 4, 0.0) == access.group_of("x", 4, 0.0) and len(access.group_of("x", 4, 1.0)) == 2

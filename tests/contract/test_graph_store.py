@@ -75,6 +75,13 @@ def test_add_within_charges_a_mark_once_a_period(graph_store):
     assert graph_store.get_meta("ingest-quota") == {"period": "2031-01-02", "total": 60}
 
 
+def test_claim_meta_keeps_the_first_claim(graph_store):
+    assert graph_store.claim_meta("access-index:7", "pA") == "pA"
+    assert graph_store.claim_meta("access-index:7", "pB") == "pA"  # taken: the owner is returned
+    assert graph_store.get_meta("access-index:7") == "pA"
+    assert graph_store.claim_meta("access-index:8", {"k": [1]}) == {"k": [1]}
+
+
 def test_meta_keys_and_delete(graph_store):
     for key in ("dirty:2", "dirty:0", "dirtyx", "settings", "dirty:10"):
         graph_store.put_meta(key, 1.0)

@@ -111,7 +111,8 @@ def test_metadata_reaches_documents_and_every_leaf_chunk():
         assert engine.graph.get_document(src.doc_id).metadata == src.metadata
     assert_filters_agree(engine, EXPRESSIONS)
     summaries = [i for i, m in engine.vectors._metas.items() if m["layer"] > 0]
-    assert summaries and all("attrs" not in engine.vectors._metas[i] for i in summaries)
+    # a summary carries no document's metadata, only its partition's readers (domain.access)
+    assert summaries and all(engine.vectors._metas[i]["attrs"] == {"readers": ["*"]} for i in summaries)
 
 
 def test_a_metadata_only_change_retags_without_embedding_or_summarizing():

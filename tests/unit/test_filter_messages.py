@@ -87,7 +87,7 @@ def test_metadata_keys_types_and_the_reserved_ones():
     assert message(check_metadata, {"a": {"b": 1}}) == (
         "metadata.a: values are strings, numbers, booleans or lists of strings (got dict)")
     assert message(check_metadata, {"source": "x"}) == (
-        "metadata: key 'source' is reserved (built-in: source, doc_id, title, tenant)")
+        "metadata: key 'source' is reserved (built-in: source, doc_id, title, tenant, readers)")
     assert message(check_metadata, {"1bad": 1}) == (
         "metadata: key '1bad' must be 1-64 letters, digits, '_' or '-', starting with a letter or '_'")
     # the tenant attribute routes a document: checked as a tenant id, then kept with the rest
@@ -99,9 +99,9 @@ def test_metadata_keys_types_and_the_reserved_ones():
 
 
 def test_chunk_attributes_carry_the_built_ins():
-    assert chunk_attrs(None, "s", "d") == {"source": "s", "doc_id": "d"}
+    assert chunk_attrs(None, "s", "d") == {"source": "s", "doc_id": "d", "readers": ["*"]}
     assert chunk_attrs({"a": 1}, "s", "d", "T", "t1") == {"a": 1, "source": "s", "doc_id": "d", "title": "T",
-                                                            "tenant": "t1"}
+                                                            "tenant": "t1", "readers": ["*"]}
 
 
 @pytest.mark.parametrize("attr, value, equal", [

@@ -160,5 +160,9 @@ def test_metadata_is_checked_and_the_built_ins_are_reserved():
         with pytest.raises(MetadataError, match=words):
             check_metadata(bad)
     attrs = chunk_attrs({"year": 1}, "s3://b/k", "d1", "T")
-    assert attrs == {"year": 1, "source": "s3://b/k", "doc_id": "d1", "title": "T"}
+    # readers: who may read it (domain.access): "*" for a document without an access list
+    assert attrs == {"year": 1, "source": "s3://b/k", "doc_id": "d1", "title": "T", "readers": ["*"]}
+    assert chunk_attrs({"access": ["user:b", "group:a"]}, "k", "d1")["readers"] == ["group:a", "user:b"]
+    with pytest.raises(MetadataError, match="reserved"):
+        check_metadata({"readers": ["*"]})
     assert json.dumps(attrs)

@@ -417,8 +417,8 @@ def test_a_bulk_build_sweeps_each_layer_once_not_once_per_shard(monkeypatch):
     sweeps: list[int] = []
     reader, stream_regions, whole_layer = resummarize.reader, resummarize.stream_regions, resummarize.whole_layer
 
-    def layer_reader(engine, layer):  # each reader knows its layer, so a pass over it is seen
-        read = reader(engine, layer)
+    def layer_reader(engine, layer, index=0):  # each reader knows its layer, so a pass over it is seen
+        read = reader(engine, layer, index)
         read.layer = layer
         return read
 

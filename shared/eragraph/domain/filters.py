@@ -32,12 +32,13 @@ from typing import Annotated, Any, Union
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
+from .access import ATTRIBUTE as ACCESS, EVERYONE, READERS, AccessError, Caller, check_access, readers_of
 from .model import EragraphError
 
 # --------------------------------------------------------------------------- metadata
 
 KEY_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,63}$"
-RESERVED = ("source", "doc_id", "title", "tenant")  # built-in attributes of every chunk
+RESERVED = ("source", "doc_id", "title", "tenant", "readers")  # built-in attributes of every chunk
 MAX_KEYS = 50
 MAX_STRING = 1024
 MAX_LIST = 100
@@ -90,6 +91,12 @@ def check_metadata(metadata: Any, where: str = "metadata", allow_reserved: bool 
         if key == "tenant" and not allow_reserved:
             out[key] = _tenant_value(value, where)  # routes the document (domain.tenants)
             continue
+        if key == ACCESS:  # who may read the document (domain.access): its own rule
+            try:
+                out[key] = check_access(value, where)
+            except AccessError as exc:
+                raise MetadataError(str(exc)) from None
+            continue
         if key in RESERVED and not allow_reserved:
             raise MetadataError(f"{where}: key {key!r} is reserved (built-in: {', '.join(RESERVED)})")
         if isinstance(value, str):
@@ -123,6 +130,7 @@ def chunk_attrs(metadata: Mapping[str, Any] | None, source: str, doc_id: str, ti
         out["title"] = title
     if tenant:
         out["tenant"] = tenant
+    out[READERS] = readers_of(out.get(ACCESS))  # who may read it: a caller's view selects on it
     return out
 
 
@@ -440,6 +448,15 @@ def parse_expression(text: str) -> Filter:
     tree = parse_filter({op: {"key": m.group("key"), "value": value}})
     assert tree is not None
     return tree
+
+
+def view_of(caller: Caller | None) -> Filter | None:
+    """The filter of the nodes ``caller`` may read (domain.access): a ``readers`` value among
+    its principals (or ``*``, when the open partition is readable); None: everything (the
+    operator). A node without ``readers`` (written before access lists) matches no view."""
+    if caller is None or caller.principals is None:
+        return None
+    return Cond("in", READERS, tuple(caller.principals) + ((EVERYONE,) if caller.open_readable else ()))
 
 
 def combine(filters: Sequence[Filter | None]) -> Filter | None:

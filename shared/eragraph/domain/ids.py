@@ -27,8 +27,10 @@ def document_id_for_source(source: str) -> str:
     return "doc-" + short_hash("source", source)
 
 
-def chunk_id(doc_id: str, index: int, text: str) -> str:
-    return "chk-" + short_hash("chunk", doc_id, str(index), text)
+def chunk_id(doc_id: str, index: int, text: str, partition: str = "") -> str:
+    """``partition``: the access partition of a document with an access list (domain.access):
+    a document that moves to another partition gets new chunks, placed anew."""
+    return "chk-" + short_hash("chunk", doc_id, str(index), text, *((partition,) if partition else ()))
 
 
 def segment_id(layer: int, members: Iterable[str]) -> str:

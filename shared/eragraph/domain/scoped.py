@@ -99,7 +99,9 @@ def bit(code: int, depth: int, n_bits: int) -> int:
 
 
 def code_prefix(code: int, depth: int, n_bits: int) -> int:
-    return code >> (n_bits - depth) if depth else 0
+    """The ``depth``-bit prefix of a code's low ``n_bits`` (the bits above them, a placed code's
+    access partition, are the Reader's: it reads inside one partition's range)."""
+    return (code & ((1 << n_bits) - 1)) >> (n_bits - depth) if depth else 0
 
 
 @dataclass

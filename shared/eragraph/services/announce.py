@@ -21,7 +21,9 @@ GROUP_BITS = 4  # 16 shards per layer
 
 
 def shard_of(code: int, n_bits: int) -> int:
-    return code >> max(n_bits - GROUP_BITS, 0)
+    """The shard of a code by its top LSH bits (a placed code's access partition, above its
+    ``n_bits``, is not looked at: every partition spreads over the same shards)."""
+    return (code & ((1 << n_bits) - 1)) >> max(n_bits - GROUP_BITS, 0)
 
 
 def dirty_key(layer: int, group: int | None) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..domain.access import index_of
 from ..domain.ledger import HOUR
 from ..domain.model import Node
 from . import cost
@@ -50,9 +51,12 @@ def _parents(engine: Engine, layer: int, segs: set[str]) -> dict[str, str]:
     return {sid: s.summary_id for sid, s in engine.graph.get_segments_by_id(layer, sorted(segs)).items()}
 
 
-def layer_page(engine: Engine, layer: int, limit: int = 200, cursor: str | None = None) -> dict[str, Any]:
+def layer_page(engine: Engine, layer: int, limit: int = 200, cursor: str | None = None,
+               readable: set[int] | None = None) -> dict[str, Any]:
     """One page of ``layer``'s nodes in code order (neighbours in the code space sit together,
-    as the segments cut them): each with its label, tokens, parent summary and child count."""
+    as the segments cut them): each with its label, tokens, parent summary and child count.
+    ``readable``: the access partitions a caller may read (services.placement.readable; None:
+    all): the page holds only their nodes (a node's parent and children lie in its partition)."""
     if not 1 <= limit <= MAX_PAGE:
         raise BadQueryError(f"limit must be within 1..{MAX_PAGE} (got {limit})")
     after = decode_cursor(cursor) if cursor else None
@@ -65,6 +69,8 @@ def layer_page(engine: Engine, layer: int, limit: int = 200, cursor: str | None 
     for r in refs:
         n = nodes.get(r.node_id)
         if n is None:  # a ref whose node a concurrent delete just removed
+            continue
+        if readable is not None and index_of(n.code, engine.settings.n_planes) not in readable:
             continue
         out.append({"id": n.node_id, "layer": n.layer, "label": label(n.text), "tokens": n.tokens,
                     "parent": parents.get(r.seg) if r.seg else None, "members": len(n.children)})
@@ -125,3 +131,10 @@ def ledger_series(engine: Engine, since: float | None = None, now: float | None 
                                 "usd": None if usd is None else round(usd, 8)})
     return {"bucket": "hour", "since": int(since), "series": list(series.values()),
             "totals": cost.ledger_report(engine.graph, prices)}
+
+
+def in_partitions(engine: Engine, node_id: str, readable: set[int]) -> bool:
+    """Whether ``node_id`` lies in one of the ``readable`` access partitions (its parent and
+    children lie in its own: no segment spans two)."""
+    node = engine.graph.get_nodes([node_id]).get(node_id)
+    return node is not None and index_of(node.code, engine.settings.n_planes) in readable

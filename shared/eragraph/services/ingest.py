@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..domain.access import ATTRIBUTE as ACCESS, partition_of, placed
 from ..domain.filters import MetadataError, check_metadata, chunk_attrs
 from ..domain.ids import chunk_id, content_hash, document_id_for_source
 from ..domain.lsh import hash_vectors
@@ -36,6 +37,7 @@ from ..domain.text import chunk_text, embedding_text
 from . import changes, followup
 from . import doc_status
 from .announce import announce
+from .placement import partition_index
 from .engine import Engine
 from .reports import ChangeReport
 
@@ -84,6 +86,12 @@ def leaf_meta(node: Node, doc: Document, tenant: str = "") -> dict:
     store that keeps it beside the vector) and ``attrs``, what a filtered search selects on."""
     return {"layer": 0, "doc_id": doc.doc_id, "text": node.text,
             "attrs": chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title, tenant)}
+
+
+def moved(old: Document, metadata: Mapping[str, Any]) -> bool:
+    """Whether a retag changes the document's access partition (domain.access): its chunks
+    then leave their segments and join the new partition's, as a replaced document's do."""
+    return partition_of((old.metadata or {}).get(ACCESS)) != partition_of(metadata.get(ACCESS))
 
 
 def _typed(metadata: Mapping[str, Any]) -> dict[str, tuple]:
@@ -363,6 +371,9 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
             old = _live(stored)
             same = old is not None and old.content_hash == digest
             retag = same and not same_attributes(old, metadata, src.title)
+            relocate = retag and moved(old, metadata)
+            if relocate:  # another access partition: its chunks are placed anew, in full
+                same = retag = False
             if same and old.version == src.version:
                 todo = followup.pending(engine, old)
                 if todo is not None:  # this very write died before its follow-up: redo it
@@ -374,7 +385,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
                         report.documents_unchanged += 1
                         continue
             if (stored is not None and src.version and not supersedes(src.version, stored.version)
-                    and not (retag and old.version == src.version)):
+                    and not ((retag or relocate) and old.version == src.version)):
                 report.documents_stale += 1
                 continue
             if retag:
@@ -400,6 +411,7 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         texts = [embedding_text(src.title, p.text) for src, _, pieces, _, _ in pending for p in pieces]
         vectors = engine.embedder.embed(texts) if texts else None
         codes = hash_vectors(lsh, vectors) if texts else []
+        indexes: dict[str, int] = {}  # partition key -> its index (services.placement), this batch
         nodes: list[Node] = []
         metas: list[dict] = []
         written: list[_Written] = []
@@ -407,9 +419,11 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         row = 0
         for src, digest, pieces, stored, metadata in pending:
             doc_id = src.resolved_id
-            mine = [Node(node_id=chunk_id(doc_id, piece.index, piece.text), layer=0, text=piece.text,
-                         tokens=piece.tokens, code=codes[row + n], doc_id=doc_id, source=src.source,
-                         place=place_of(piece.start, piece.end, src.pages))
+            access = metadata.get(ACCESS)
+            key, index = partition_of(access), partition_index(engine, access, indexes)
+            mine = [Node(node_id=chunk_id(doc_id, piece.index, piece.text, key), layer=0, text=piece.text,
+                         tokens=piece.tokens, code=placed(codes[row + n], index, lsh.n_planes), doc_id=doc_id,
+                         source=src.source, place=place_of(piece.start, piece.end, src.pages))
                     for n, piece in enumerate(pieces)]
             span = list(range(row, row + len(pieces)))
             row += len(pieces)

@@ -12,12 +12,16 @@
    live layer-0 node is listed by a document.
 7. The entity graph (when the engine has one) covers exactly the live chunks, and its vector
    index holds exactly the names of its entities (and, with sentence vectors, its sentences).
+8. Access partitions (domain.access): 1-3 hold for each partition's nodes of a layer on their
+   own (a partition of at most S_max nodes at a layer is not summarized there), no segment
+   holds nodes of two partitions, and a summary lies in its members' partition.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..domain.access import index_of
 from ..domain.partition import partitionable, should_summarize
 from .engine import Engine
 
@@ -54,38 +58,24 @@ def check(engine: Engine, check_vectors: bool = True) -> InvariantReport:
         if sizes.get(layer, 0) != len(ids):
             v.append(f"layer {layer}: its counter says {sizes.get(layer, 0)} nodes, the ref index holds {len(ids)}")
         report.checked_nodes += len(ids)
-        segments = engine.graph.get_segments(layer)
-        report.checked_segments += len(segments)
-        summarized = should_summarize(len(ids), layer, s.s_max, s.max_layers)
-        if not summarized:
-            if segments:
-                v.append(f"layer {layer}: {len(segments)} segments but the layer is not summarized")
-            continue
-        seen: dict[str, str] = {}
-        remainder_ok = not partitionable(len(ids), s.s_min, s.s_max)
-        above = engine.graph.get_nodes(seg.summary_id for seg in segments)
-        for seg in segments:
-            n = len(seg.members)
-            if n > s.s_max or (n < s.s_min and not remainder_ok):
-                v.append(f"layer {layer}: segment {seg.segment_id} has {n} members, outside [{s.s_min}, {s.s_max}]")
-            for m in seg.members:
-                if m not in ids:
-                    v.append(f"layer {layer}: segment {seg.segment_id} names missing node {m}")
-                if m in seen:
-                    v.append(f"layer {layer}: node {m} in segments {seen[m]} and {seg.segment_id}")
-                seen[m] = seg.segment_id
-            summary = above.get(seg.summary_id)
-            if summary is None:
-                v.append(f"layer {layer}: summary {seg.summary_id} of segment {seg.segment_id} is missing")
-            elif summary.layer != layer + 1 or tuple(sorted(summary.children)) != tuple(sorted(seg.members)):
-                v.append(f"layer {layer}: summary {seg.summary_id} does not summarize exactly its segment")
-        for node_id in sorted(ids - set(seen)):
-            v.append(f"layer {layer}: node {node_id} is in no segment")
-        if layer + 1 in sizes:
-            owned = {seg.summary_id for seg in segments}
-            for r in engine.graph.layer_refs(layer + 1):
-                if r.node_id not in owned:
-                    v.append(f"layer {layer + 1}: node {r.node_id} is the summary of no segment")
+        all_segments = engine.graph.get_segments(layer)
+        report.checked_segments += len(all_segments)
+        where = {r.node_id: index_of(r.code, s.n_planes) for r in refs}
+        by_partition: dict[int, list] = {}
+        for seg in all_segments:
+            held = {where.get(m) for m in seg.members} - {None}
+            if len(held) > 1:
+                v.append(f"layer {layer}: segment {seg.segment_id} holds nodes of partitions {sorted(held)}")
+            by_partition.setdefault(min(held) if held else 0, []).append(seg)
+        groups: dict[int, set[str]] = {}
+        for r in refs:
+            groups.setdefault(where[r.node_id], set()).add(r.node_id)
+        above: dict[int, list[str]] = {}
+        for r in engine.graph.layer_refs(layer + 1) if layer + 1 in sizes else ():
+            above.setdefault(index_of(r.code, s.n_planes), []).append(r.node_id)
+        for index in sorted(set(groups) | set(by_partition)):
+            _check_partition(engine, layer, index, groups.get(index, set()), by_partition.get(index, []),
+                             above.get(index, []), v)
     for layer in sizes:
         if layer > 0 and not engine.graph.get_segments(layer - 1) and sizes[layer]:
             v.append(f"layer {layer}: {sizes[layer]} nodes above an unsummarized layer")
@@ -98,6 +88,43 @@ def check(engine: Engine, check_vectors: bool = True) -> InvariantReport:
     _check_documents(engine, chunks, v)
     _check_entities(engine, chunks, v, check_vectors)
     return report
+
+
+def _check_partition(engine: Engine, layer: int, index: int, ids: set[str], segments: list,
+                     above_ids: list[str], v: list[str]) -> None:
+    """Invariants 1-3 for access partition ``index``: its nodes ``ids`` of ``layer``, their
+    segments and ``above_ids``, the nodes of the layer above in the partition."""
+    s = engine.settings
+    if not should_summarize(len(ids), layer, s.s_max, s.max_layers):
+        if segments:
+            v.append(f"layer {layer}: {len(segments)} segments but the layer is not summarized")
+        return
+    seen: dict[str, str] = {}
+    remainder_ok = not partitionable(len(ids), s.s_min, s.s_max)
+    above = engine.graph.get_nodes(seg.summary_id for seg in segments)
+    for seg in segments:
+        n = len(seg.members)
+        if n > s.s_max or (n < s.s_min and not remainder_ok):
+            v.append(f"layer {layer}: segment {seg.segment_id} has {n} members, outside [{s.s_min}, {s.s_max}]")
+        for m in seg.members:
+            if m not in ids:
+                v.append(f"layer {layer}: segment {seg.segment_id} names missing node {m}")
+            if m in seen:
+                v.append(f"layer {layer}: node {m} in segments {seen[m]} and {seg.segment_id}")
+            seen[m] = seg.segment_id
+        summary = above.get(seg.summary_id)
+        if summary is None:
+            v.append(f"layer {layer}: summary {seg.summary_id} of segment {seg.segment_id} is missing")
+        elif summary.layer != layer + 1 or tuple(sorted(summary.children)) != tuple(sorted(seg.members)):
+            v.append(f"layer {layer}: summary {seg.summary_id} does not summarize exactly its segment")
+        elif index_of(summary.code, s.n_planes) != index:
+            v.append(f"layer {layer}: summary {seg.summary_id} lies outside its members' partition")
+    for node_id in sorted(ids - set(seen)):
+        v.append(f"layer {layer}: node {node_id} is in no segment")
+    owned = {seg.summary_id for seg in segments}
+    for node_id in above_ids:
+        if node_id not in owned:
+            v.append(f"layer {layer + 1}: node {node_id} is the summary of no segment")
 
 
 def _check_documents(engine: Engine, chunks: set[str], v: list[str]) -> None:

@@ -52,7 +52,8 @@ class RetrievalMode:
 
 def _summary(name: str) -> ModeFn:
     def run(ctx: QueryContext) -> list[Candidate]:
-        return summary_search.search(ctx.engine, name, ctx.vector, ctx.k, ctx.budget, ctx.p, ctx.where)
+        return summary_search.search(ctx.engine, name, ctx.vector, ctx.k, ctx.budget, ctx.p, ctx.where,
+                                     view_only=ctx.view_only)
     return run
 
 

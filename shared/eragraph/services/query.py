@@ -12,7 +12,8 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
-from ..domain.filters import Filter, FilterError, parse_filter, to_json
+from ..domain.access import Caller
+from ..domain.filters import Filter, FilterError, combine, parse_filter, to_json, view_of
 from ..domain.model import BadInputError
 from ..domain.places import NO_PLACE_NOTE, describe
 from ..domain.ranking import Candidate
@@ -123,7 +124,7 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
           vector: np.ndarray | None = None, where: Filter | dict | str | None = None,
           rerank: RerankSpec | None = None, on_piece: Callable[[str], None] | None = None,
           explain: bool = False, on_results: Callable[[QueryResponse], None] | None = None,
-          conversation: Sequence[Message] | None = None) -> QueryResponse:
+          conversation: Sequence[Message] | None = None, caller: Caller | None = None) -> QueryResponse:
     """``vector``: the question's embedding when the caller already has it (a benchmark embeds
     each question once, before any mode); else it is made on first use by the mode. ``where``:
     a metadata filter (a parsed tree, or its JSON); every result is a leaf chunk inside it.
@@ -133,7 +134,9 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     an answer is generated (the streamed /query sends them first); ``on_piece`` each piece of
     the answer as it is written. ``conversation``: the earlier messages of a chat (oldest first);
     the question is made standalone from them (services.conversation) before it is retrieved
-    for and answered, and the response's ``rewrite`` says how."""
+    for and answered, and the response's ``rewrite`` says how.
+    ``caller``: who is asking (domain.access; None: the operator,
+    everything): every mode runs inside its view, summaries of the partitions it may read included."""
     started = time.perf_counter()
     if not isinstance(text, str) or not text.strip():
         raise BadQueryError("query text is empty")
@@ -156,6 +159,7 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
         reranker = _reranker_for(engine, rerank)
         fetch = max(k, rerank.candidates if rerank.candidates is not None else engine.settings.rerank_candidates)
     where = as_filter(where)
+    view = view_of(caller)
     # refuses a store built with another embedder; a store without hyperplanes holds nothing (never
     # ingested, or its tenant deleted): nothing is embedded, searched or written (a read never writes)
     empty = engine.stored_lsh() is None
@@ -165,7 +169,8 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
             rewrite = conversations.standalone(engine, text, conversation)
             text = rewrite.question[:MAX_QUERY_CHARS]
         ctx = QueryContext(engine=engine, text=text, k=fetch, budget=budget, p=p,  # embeds on first use
-                           given_vector=vector, where=where)
+                           given_vector=vector, where=combine([view, where]),
+                           view_only=view is not None and where is None)
         retrieve_started = time.perf_counter()
         ranked = [] if empty else MODES[mode].run(ctx)
         results, rerank_report = to_results(engine, ranked), None

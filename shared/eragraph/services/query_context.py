@@ -28,6 +28,8 @@ class QueryContext:
     notes: list[str] = field(default_factory=list)
     given_vector: np.ndarray | None = field(default=None, repr=False)
     where: Filter | None = None       # the metadata filter: every list is drawn from allowed leaves
+    view_only: bool = False           # ``where`` is the caller's access view alone (domain.access):
+    # summaries carry their readers, so the summary modes keep every layer of the readable partitions
     embed_ms: float = 0.0             # the time spent embedding the question (the response's stages)
 
     @property

@@ -54,6 +54,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..domain.access import max_code
 from ..domain.audit import AuditProgress
 from ..domain.diff import diff_segments
 from ..domain.model import APPLYING, BadInputError
@@ -138,7 +139,7 @@ def audit_documents(engine: Engine, report: dict, cursor: Cursor | None = None,
 def _orphan_chunks(engine: Engine, report: dict, code: int, last: str, out_of_time: Callable[[], bool],
                    page: int, removed: list[tuple[str, int]]) -> Cursor | None:
     """The second part of audit_documents: layer-0 refs from (code, last) on, a page at a time."""
-    hi = (1 << engine.lsh().n_planes) - 1
+    hi = max_code()  # every access partition's codes (domain.access.placed)
     for fresh, (code, last), done in ref_pages(engine.graph, 0, hi, (code, last), page):
         live = {r.node_id: r.code for r in fresh if r.live}
         nodes = engine.graph.get_nodes(live)
@@ -213,7 +214,7 @@ def reembed_missing(engine: Engine, report: dict, cursor: Cursor | None = None,
     returns the cursor to resume after (the pages before it are done, the page after it is
     untouched); None when every layer is done."""
     report["vectors_missing_reembedded"] = report.get("vectors_missing_reembedded", 0)
-    hi = (1 << engine.lsh().n_planes) - 1
+    hi = max_code()  # every access partition's codes (domain.access.placed)
     layer, code, last = cursor or (0, 0, "")
     top = _layers(engine)[-1]
     while layer <= top:

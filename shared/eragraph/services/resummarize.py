@@ -33,7 +33,6 @@ left.
 
 from __future__ import annotations
 
-import bisect
 import time
 import uuid
 from collections.abc import Callable
@@ -41,6 +40,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ..domain.access import READERS, code_range, index_of, placed, readers_of
 from ..domain.diff import predecessors, segments_for, sentence_delta
 from ..domain.lsh import hash_vectors, majority_code
 from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment,
@@ -55,6 +55,8 @@ from ..ports.records import MemberSource
 from . import changes, cost
 from .announce import announce, clear_dirty, dirty_key, mark_dirty
 from .engine import Engine
+from .placement import access_of
+from .layer_reads import counter, held_reader, partition_codes, present_partitions, reader
 from .reports import ChangeReport
 
 MAX_CONFLICT_RETRIES = 5
@@ -71,50 +73,14 @@ class DeadlineReached(EragraphError):
     """A reconcile stopped before its deadline; what it made is stored, redeliver the message."""
 
 
-def reader(engine: Engine, layer: int):
-    """domain.scoped's Reader over the graph store's ref index of ``layer``."""
-    n_bits = engine.settings.n_planes
-
-    def read(prefix: int, depth: int, limit: int | None):
-        span = n_bits - depth
-        return engine.graph.prefix_refs(layer, prefix << span, ((prefix + 1) << span) - 1, limit)
-
-    return read
-
-
-def held_reader(refs, n_bits: int):
-    """A Reader answering every group from ``refs``, a whole layer read once (code order)."""
-    codes = [r.code for r in refs]
-
-    def read(prefix: int, depth: int, limit: int | None):
-        span = n_bits - depth
-        start = bisect.bisect_left(codes, prefix << span)
-        end = bisect.bisect_left(codes, (prefix + 1) << span)
-        if limit is not None:
-            end = min(end, start + limit)
-        return list(refs[start:end])
-
-    return read
-
-
-def counter(engine: Engine, layer: int):
-    """domain.scoped's Counter over the graph store's capped counts of ``layer``'s ref index."""
-    n_bits = engine.settings.n_planes
-
-    def count(prefix: int, depth: int, cap: int | None):
-        span = n_bits - depth
-        return engine.graph.count_refs(layer, prefix << span, ((prefix + 1) << span) - 1, cap)
-
-    return count
-
-
 def target_segments(engine: Engine, layer: int) -> list[Segment]:
     """The segments layer ``layer`` should have now, from all its nodes (audits only)."""
     s = engine.settings
-    refs = engine.graph.layer_refs(layer)
-    if not should_summarize(len(refs), layer, s.s_max, s.max_layers):
-        return []
-    return segments_for(layer, partition(refs, s.n_planes, s.s_min, s.s_max))
+    groups: dict[int, list[NodeRef]] = {}
+    for ref in engine.graph.layer_refs(layer):  # each access partition is cut on its own
+        groups.setdefault(index_of(ref.code, s.n_planes), []).append(ref)
+    return [seg for refs in groups.values() if should_summarize(len(refs), layer, s.s_max, s.max_layers)
+            for seg in segments_for(layer, partition(refs, s.n_planes, s.s_min, s.s_max))]
 
 
 @dataclass(frozen=True)
@@ -247,7 +213,8 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
         own = hash_vectors(lsh, vector)[0]
         node = Node(node_id=seg.summary_id, layer=layer_above, text=text,
                     tokens=engine.tokenizer.count(text),
-                    code=majority_code([c.code for c in members], own, lsh.n_planes),
+                    code=placed(majority_code([c.code for c in members], own, lsh.n_planes),
+                                index_of(members[0].code, lsh.n_planes) if members else 0, lsh.n_planes),
                     children=seg.members)
         engine.graph.put_nodes([node], index=False)
         made[node.node_id] = node
@@ -269,7 +236,8 @@ def retire(engine: Engine, layer: int, nodes: list[Node]) -> None:
 
 
 def _region_change(engine: Engine, layer: int, region: Region, report: ChangeReport,
-                   deadline: Deadline | None, repair: bool) -> tuple[RegionChange, list[Node], list, list[Node]]:
+                   deadline: Deadline | None, repair: bool, index: int = 0,
+                   alone: bool = True) -> tuple[RegionChange, list[Node], list, list[Node]]:
     s = engine.settings
     summarized = layer + 1 <= s.max_layers
     new = segments_for(layer, cut_region(region, s.n_planes, s.s_min, s.s_max, summarized))
@@ -278,11 +246,15 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
     to_make = [seg for seg in new if seg.segment_id not in old_ids]
     above_remove: list[NodeRef] = []
     if repair:  # a whole-layer pass also remakes lost summaries and removes orphan ones
-        above = {r.node_id: r for r in engine.graph.layer_refs(layer + 1)}
+        # (the region is one access partition's whole range: the summaries above in that range)
+        above = {r.node_id: NodeRef(r.node_id, r.code)
+                 for r in engine.graph.prefix_refs(layer + 1, *code_range(index, s.n_planes)) if r.live}
         wanted = {seg.summary_id for seg in new}
         to_make += [seg for seg in new if seg.segment_id in old_ids and seg.summary_id not in above]
         above_remove += [ref for node_id, ref in sorted(above.items()) if node_id not in wanted]
-        stored = {seg.segment_id for seg in engine.graph.get_segments(layer)}
+        mine = {r.node_id for r in region.refs}
+        stored = {seg.segment_id for seg in engine.graph.get_segments(layer)
+                  if alone or not mine.isdisjoint(seg.members)}  # another partition's are its pass's
         old_ids |= stored - new_ids  # segment records no node names any more
     removed_ids = sorted(old_ids - new_ids)
     owner = {m: seg.segment_id for seg in new for m in seg.members}
@@ -344,7 +316,7 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
     finish_outbox(engine, layer, message.group if message.scoped else None)
     if message.group is not None and covered(engine, layer, message.group):
         return report
-    read = reader(engine, layer)
+    n_bits = s.n_planes
     sizes = engine.graph.layer_sizes()
     summarized = layer + 1 <= s.max_layers
     # a large layer without segments (nothing above it: a bulk build's first pass) is cut whole
@@ -361,28 +333,28 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
         # a whole pass for many changes (or finishing one that stopped) goes region by region;
         # a repair (a message without codes, or a split apply cut short) holds the layer whole
         stream = whole and summarized and not unfinished and (message.scoped or fresh or bool(streaming))
+        # every access partition's range of the layer is planned and cut on its own (its own
+        # recursion, its own stopping rule), so no region, hence no segment, spans two
+        indexes = present_partitions(engine, layer) if whole else sorted(partition_codes(message.codes, n_bits))
+        alone = indexes == [0] and (not whole or len(indexes) == 1)
         if stream:
             mark = streaming_key(layer, uuid.uuid4().hex)
             engine.graph.put_meta(mark, started)
-            regions = stream_regions(read, s.n_planes, s.s_min, s.s_max, STREAM_REGION_REFS)
+            regions = ((i, region) for i in indexes
+                       for region in stream_regions(reader(engine, layer, i), n_bits, s.s_min, s.s_max,
+                                                    STREAM_REGION_REFS))
         elif whole:
-            regions = [whole_layer(read)]
-        elif sizes.get(layer, 0) <= getattr(engine.graph, "refs_per_read", 0):
-            # a small layer on a store that answers it in one read (DynamoDB: one Query of one
-            # partition) is read once and planned from memory, not count by count
-            held = held_reader(read(0, 0, None), s.n_planes)
-            regions = plan_regions(message.codes, held, s.n_planes, s.s_min, s.s_max,
-                                   summarized=summarized, count=counting_by_reading(held))
+            regions = ((i, whole_layer(reader(engine, layer, i))) for i in indexes)
         else:
-            regions = plan_regions(message.codes, read, s.n_planes, s.s_min, s.s_max,
-                                   summarized=summarized, count=counter(engine, layer))
+            regions = ((i, region) for i, codes in sorted(partition_codes(message.codes, n_bits).items())
+                       for region in _plan(engine, layer, i, codes, sizes, summarized))
         try:
-            for number, region in enumerate(regions):
+            for number, (index, region) in enumerate(regions):
                 if stream and number and deadline is not None and deadline() < DEADLINE_MARGIN:
                     raise DeadlineReached(f"layer {layer}: a streamed pass stopped after {number} "
                                           f"regions (the next reconcile of the layer goes on)")
                 _apply(engine, layer, region, report, deadline, repair=whole and not stream,
-                       group=message.group)
+                       group=message.group, index=index, alone=alone)
         except ConflictError:
             continue  # another writer changed a region: plan again from the stored state
         clear_dirty(engine, layer, message.group, started)
@@ -402,6 +374,21 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
     raise ConflictError(f"layer {layer}: gave up after {MAX_CONFLICT_RETRIES} concurrent updates")
 
 
+def _plan(engine: Engine, layer: int, index: int, codes: list[int], sizes: dict[int, int],
+          summarized: bool) -> list[Region]:
+    """The regions to re-cut in access partition ``index`` for its changed ``codes``."""
+    s = engine.settings
+    read = reader(engine, layer, index)
+    if sizes.get(layer, 0) <= getattr(engine.graph, "refs_per_read", 0):
+        # a small layer on a store that answers it in one read (DynamoDB: one Query of one
+        # partition) is read once and planned from memory, not count by count
+        held = held_reader(read(0, 0, None), s.n_planes, index)
+        return plan_regions(codes, held, s.n_planes, s.s_min, s.s_max,
+                            summarized=summarized, count=counting_by_reading(held))
+    return plan_regions(codes, read, s.n_planes, s.s_min, s.s_max,
+                        summarized=summarized, count=counter(engine, layer, index))
+
+
 def _clear_marks(engine: Engine, keys: list[str], started: float) -> None:
     """Delete the marks written no later than ``started`` (a later one is another pass's)."""
     for key in keys:
@@ -411,8 +398,10 @@ def _clear_marks(engine: Engine, keys: list[str], started: float) -> None:
 
 
 def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
-           deadline: Deadline | None, repair: bool, group: int | None = None) -> None:
-    change, made, vectors, old_summaries = _region_change(engine, layer, region, report, deadline, repair)
+           deadline: Deadline | None, repair: bool, group: int | None = None, index: int = 0,
+           alone: bool = True) -> None:
+    change, made, vectors, old_summaries = _region_change(engine, layer, region, report, deadline, repair,
+                                                          index, alone)
     if change.empty:
         return
     changed_above = list(change.above_add) + list(change.above_remove)
@@ -425,8 +414,10 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
     mark_dirty(engine, layer + 1, [r.code for r in changed_above])  # until announced below
     engine.graph.apply_region(change)
     if made:
+        # a summary's readers are its partition's (domain.access): a caller's view selects on them
+        attrs = {READERS: readers_of(access_of(engine, index))}
         engine.vectors.upsert([n.node_id for n in made], vectors,
-                              [{"layer": layer + 1, "doc_id": ""} for _ in made])
+                              [{"layer": layer + 1, "doc_id": "", "attrs": attrs} for _ in made])
         _unless_removed_meanwhile(engine, [n.node_id for n in made])
     gone = [r.node_id for r in change.above_remove]
     if gone:

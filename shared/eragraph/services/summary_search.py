@@ -57,22 +57,25 @@ FILTER_NOTE = "filtered: summaries are left out, leaves inside the filter only"
 
 
 def search(engine: Engine, mode: str, vector: np.ndarray, k: int, budget: int | None, p: float,
-           where: Filter | None = None) -> list[Candidate]:
+           where: Filter | None = None, view_only: bool = False) -> list[Candidate]:
+    """``view_only``: ``where`` is a caller's access view alone (domain.access.Caller.view):
+    every summary carries its partition's readers, so the layers are searched inside it too
+    (a metadata filter still leaves summaries out)."""
     fetch = k * OVERFETCH
-    if where is not None:
+    if where is not None and not view_only:
         if mode not in ("collapsed", "dense", "detailed", "summarized"):
             raise BadQueryError(f"unknown mode {mode!r}")
         if mode == "dense":
             return dense_leaves(engine, vector, k, budget, where)
         return fill_budget(_candidates(engine, vector, fetch, [0], where), k, budget)
     if mode == "collapsed":
-        return fill_budget(_candidates(engine, vector, fetch, None), k, budget)
+        return fill_budget(_candidates(engine, vector, fetch, None, where), k, budget)
     if mode == "dense":
-        return dense_leaves(engine, vector, k, budget)
+        return dense_leaves(engine, vector, k, budget, where)
     if mode in ("detailed", "summarized"):
-        leaves = _candidates(engine, vector, fetch, [0])
+        leaves = _candidates(engine, vector, fetch, [0], where)
         upper_layers = summary_layers(engine)
-        summaries = _candidates(engine, vector, fetch, upper_layers) if upper_layers else []
+        summaries = _candidates(engine, vector, fetch, upper_layers, where) if upper_layers else []
         primary, secondary = (leaves, summaries) if mode == "detailed" else (summaries, leaves)
         return biased_merge(primary, secondary, k, p, budget)
     raise BadQueryError(f"unknown mode {mode!r}")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ..domain.access import lsh_part, max_code
 from ..domain.lsh import hash_vectors
 from ..domain.text import EMBED_FORMAT_VERSION, embedding_text
 from .engine import EMBED_FORMAT, Engine
@@ -65,7 +66,7 @@ def migrate_titles(engine: Engine, out_of_time: Callable[[], bool] = _never, pag
     totals = {k: int(saved.get(k, 0)) for k in COUNTS}
     run = dict.fromkeys(COUNTS, 0)
     code, last = int(saved.get("code", 0)), str(saved.get("last", ""))
-    pages = ref_pages(graph, 0, (1 << lsh.n_planes) - 1, (code, last), page or PAGE) if lsh is not None else ()
+    pages = ref_pages(graph, 0, max_code(), (code, last), page or PAGE) if lsh is not None else ()
     for fresh, (code, last), done in pages:
         counts = _migrate_page(engine, lsh, [r.node_id for r in fresh if r.live])
         for key in COUNTS:
@@ -109,7 +110,8 @@ def _migrate_page(engine: Engine, lsh, live: list[str]) -> dict:
         return counts
     vectors = engine.embedder.embed(texts)
     counts["reembedded"] = len(todo)
-    counts["would_rehash"] = sum(int(code) != n.code for code, n in zip(hash_vectors(lsh, vectors), todo))
+    counts["would_rehash"] = sum(int(code) != lsh_part(n.code, lsh.n_planes)
+                                 for code, n in zip(hash_vectors(lsh, vectors), todo))
     engine.vectors.upsert([n.node_id for n in todo], vectors,
                           [leaf_meta(n, docs[n.doc_id], engine.tenant) for n in todo])
     # a chunk removed meanwhile (its document re-ingested or deleted) loses the vector put back

@@ -198,6 +198,15 @@ class DynamoMetaStore(DynamoTable):
             return total()
         return (total() if marked is not None else int(item.total)) if done else None
 
+    def claim_meta(self, key: str, value: Any) -> Any:
+        try:
+            self.Item(PK=meta_partition(key), SK=f"KEY#{key}", value=json.dumps(value)).save(
+                condition=self.Item.PK.does_not_exist())
+        except PutError as exc:
+            if not _is_condition_failure(exc):
+                raise
+        return self.get_meta(key)
+
     def delete_meta(self, key: str) -> None:
         self.Item(PK=meta_partition(key), SK=f"KEY#{key}").delete()
 

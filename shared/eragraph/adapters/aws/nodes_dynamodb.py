@@ -61,6 +61,7 @@ from pynamodb.exceptions import DeleteError, TransactWriteError, UpdateError
 
 from ...domain.model import (ConflictError, Document, ItemTooLargeError, Node, NodeRef, RefState, RegionChange,
                              Segment, applying_key)
+from ...domain.access import index_of, max_code
 from ...domain.segment_stats import SegmentStats
 from .dynamodb_table import BATCH_GET, TRANSACT_LIMIT, DynamoTable, _is_condition_failure, _is_lost_race, item_bytes
 from .meta_dynamodb import meta_partition
@@ -92,12 +93,11 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
 
     def _ref_key(self, layer: int, code: int, node_id: str, layout: Layout | None = None) -> tuple[str, str]:
         layout = self.layout(layer) if layout is None else layout
-        width = (self.code_bits + 3) // 4
-        return layout.partition(layer, self._shard_of(code, layout.bits)), f"{code:0{width}x}#{node_id}"
+        return layout.partition(layer, self._shard_of(code, layout.bits)), f"{self._code_hex(code)}#{node_id}"
 
     def _ref_state(self, item) -> RefState:
         code_hex, node_id = item.SK.split("#", 1)
-        return RefState(node_id, int(code_hex, 16), item.seg or None, bool(item.live))
+        return RefState(node_id, self._code_of(code_hex), item.seg or None, bool(item.live))
 
     def _seg_pk(self, layer: int, segment_id: str) -> str:
         import hashlib
@@ -274,13 +274,20 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
 
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
         layout = self.layout(layer)
-        width = (self.code_bits + 3) // 4
         out: list[RefState] = []
+        condition = self.Item.SK.between(f"{self._code_hex(lo)}#", f"{self._code_hex(hi)}#\uffff")
+        if index_of(lo, self.code_bits) != index_of(hi, self.code_bits):
+            # a range over several access partitions (a whole layer, the next partition's first
+            # ref): every shard holds part of each, so each is read up to the limit and merged
+            for shard in range(self._shard_count(layout)):
+                items = self.Item.query(layout.partition(layer, shard), condition, consistent_read=True, limit=limit)
+                out += [self._ref_state(i) for i in items]
+            out.sort(key=lambda r: (r.code, r.node_id))
+            return out if limit is None else out[:limit]
         for shard in range(self._shard_of(lo, layout.bits), self._shard_of(hi, layout.bits) + 1):
             want = None if limit is None else limit - len(out)
             if want is not None and want <= 0:
                 break
-            condition = self.Item.SK.between(f"{lo:0{width}x}#", f"{hi:0{width}x}#\uffff")
             items = self.Item.query(layout.partition(layer, shard), condition, consistent_read=True, limit=want)
             out += [self._ref_state(i) for i in items]
         return out
@@ -306,7 +313,7 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
         return out
 
     def layer_refs(self, layer: int) -> list[NodeRef]:
-        refs = self.prefix_refs(layer, 0, (1 << self.code_bits) - 1)
+        refs = self.prefix_refs(layer, 0, max_code())
         return sorted((NodeRef(r.node_id, r.code) for r in refs if r.live), key=lambda r: r.node_id)
 
     def _counters(self) -> dict[int, int]:
@@ -337,7 +344,7 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
         run sees it. A counter of a layer spread over several partitions is kept at zero, not
         deleted: it holds the layer's layout."""
         Item = self.Item
-        top = (1 << self.code_bits) - 1
+        top = max_code()
         layers = set(self._counters())
         layer = 0
         while layer <= max(layers, default=-1) or self.prefix_refs(layer, 0, top, limit=1):

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 from pynamodb.exceptions import UpdateError
 
+from ...domain.access import index_bits, index_of, lsh_part, placed
 from .dynamodb_table import _is_condition_failure
 
 REF_LAYOUT_VERSION = 2  # the hyperplane record's ``version`` from this layout on
@@ -224,7 +225,7 @@ class RefLayouts:
         for shard in range(int(progress.get("next", 0)), shards):
             with Item.batch_write() as batch:
                 for ref in Item.query(src.partition(layer, shard), consistent_read=True):
-                    code = int(ref.SK.split("#", 1)[0], 16)
+                    code = self._code_of(ref.SK.split("#", 1)[0])
                     batch.save(Item(PK=target.partition(layer, self._shard_of(code, target.bits)), SK=ref.SK,
                                     seg=ref.seg, live=ref.live))
             if not self._update_counter(layer, [Item.value.set(json.dumps({"next": shard + 1}))],
@@ -245,7 +246,30 @@ class RefLayouts:
         self._update_counter(layer, [Item.value.remove()], Item.value == item.value)
 
     def _shard_of(self, code: int, bits: int) -> int:
-        return code >> max(self.code_bits - bits, 0)
+        """A code's shard by its top LSH bits (a placed code's access partition, above them, is
+        not looked at: every partition spreads over the same shards, domain.access)."""
+        return lsh_part(code, self.code_bits) >> max(self.code_bits - bits, 0)
+
+    def _code_hex(self, code: int) -> str:
+        """A code as its ref's sort-key prefix, in code order: the open partition's codes as
+        they always were (hex of code_bits' width), another partition's as ``~`` + its index
+        (hex of the index bits' width: 11 digits with 20 hyperplanes) + its LSH code, after
+        every open one (``~`` sorts after hex digits)."""
+        width = (self.code_bits + 3) // 4
+        index = index_of(code, self.code_bits)
+        if not index:
+            return f"{code:0{width}x}"
+        return f"~{index:0{self._index_width}x}{lsh_part(code, self.code_bits):0{width}x}"
+
+    @property
+    def _index_width(self) -> int:
+        return (index_bits(self.code_bits) + 3) // 4
+
+    def _code_of(self, text: str) -> int:
+        if not text.startswith("~"):
+            return int(text, 16)
+        cut = 1 + self._index_width
+        return placed(int(text[cut:], 16), int(text[1:cut], 16), self.code_bits)
 
     def grow_if_due(self, layer: int, count: int) -> None:
         """Move ``layer`` to more partitions when ``count`` has passed its step."""

@@ -67,6 +67,11 @@ class SqliteMetaStore(SqliteDb):
                     conn.execute(f"DELETE FROM meta WHERE key IN ({marks})", lapsed)
                     conn.execute(f"DELETE FROM meta_expiry WHERE key IN ({marks})", lapsed)
 
+    def claim_meta(self, key: str, value: Any) -> Any:
+        with self._write() as conn:
+            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", (key, _dumps(value)))
+        return self.get_meta(key)
+
     def delete_meta(self, key: str) -> None:
         with self._write() as conn:
             conn.execute("DELETE FROM meta WHERE key = ?", (key,))

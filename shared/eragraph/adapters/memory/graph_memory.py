@@ -57,6 +57,9 @@ class MemoryGraphStore:
     def put_meta(self, key: str, value: Any) -> None:
         self._meta[key] = copy.deepcopy(value)
 
+    def claim_meta(self, key: str, value: Any) -> Any:
+        return copy.deepcopy(self._meta.setdefault(key, copy.deepcopy(value)))  # one dict operation
+
     def delete_meta(self, key: str) -> None:
         self._meta.pop(key, None)
 

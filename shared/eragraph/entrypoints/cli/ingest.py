@@ -91,6 +91,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     size = None if args.quiet else input_bytes(args.paths)
     docs = iter_sources(args.paths, errors, ReadLimits.from_settings(engine.settings), csv_mapping=mapping,
                         reasons=reasons)
+    if getattr(args, "access", None):
+        docs = with_access(docs, args.access)
     others: dict[str, list] = {}  # documents whose metadata names another tenant: ingested after, in theirs
     out = ingest_docs(engine, route_tenants(docs, engine.tenant, others, errors), args, total=total,
                       errors=errors, total_bytes=size)
@@ -104,6 +106,18 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         print(f"skipped {err['source']}: {err['error']}", file=sys.stderr)
     emit(args, out, render_ingest(out))
     return ingest_status(out)
+
+
+def with_access(docs: Iterable, given: str) -> Iterable:
+    """``docs``, each without an access list of its own given ``--access``'s principals (a
+    malformed one is refused here, before a document is read)."""
+    from dataclasses import replace
+
+    from ...domain.access import ATTRIBUTE, parse_principals
+
+    access = list(parse_principals(given, "--access"))
+    return (doc if ATTRIBUTE in (doc.metadata or {}) else replace(doc, metadata={**(doc.metadata or {}), ATTRIBUTE: access})
+            for doc in docs)
 
 
 def route_tenants(docs: Iterable, tenant: str, others: dict[str, list], errors: list[dict[str, str]]):

@@ -105,6 +105,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --csv-text: the column of each row's title (default ERAGRAPH_CSV_TITLE_COLUMN)")
     p.add_argument("--batch-docs", type=int, default=256,
                    help="documents read, embedded and written per batch (memory holds one batch)")
+    p.add_argument("--access", metavar="PRINCIPALS",
+                   help="who may read the documents that carry no access list of their own: comma-separated "
+                        "principals (group:NAME, user:NAME), stored as their metadata's \"access\" list "
+                        "(docs/tenants.md, \"Permissions inside a tenant\")")
 
     p = command("query", "retrieve evidence (and an answer with --answer)", cmd_query,
                 providers=("embedder", "generator"), store="optional",
@@ -123,6 +127,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "candidates (default ERAGRAPH_RERANK_CANDIDATES)")
     p.add_argument("--stream", action="store_true",
                    help="with a local --store: print the answer as the generator writes it (implies --answer)")
+    p.add_argument("--as", dest="as_principals", metavar="PRINCIPALS",
+                   help="ask as these principals (comma-separated group:NAME, user:NAME; an operator's switch, local "
+                        "--store only): every mode answers inside what they may read (docs/tenants.md)")
     p.add_argument("--explain", action="store_true",
                    help="say why the entity-graph modes ranked the results so: seeds, activated entities, each "
                         "passage's restart weight, score and connecting entities")

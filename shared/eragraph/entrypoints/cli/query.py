@@ -31,13 +31,19 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.stream and (args.server or args.json):
         raise CommandError("query: --stream prints the answer as it is written from a local --store; it does not "
                            "combine with " + ("--server" if args.server else "--json"), EXIT_USAGE)
+    if args.server and getattr(args, "as_principals", None):
+        raise CommandError("query: --as is for a local --store; a server takes who is asking from the caller's "
+                           "token", EXIT_USAGE)
     if args.server:
         return _ask_server(args, where)
     if not args.store:
         raise CommandError("query: give --store DIR (or ERAGRAPH_STORE), or --server URL of a running "
                            "`eragraph serve` (or ERAGRAPH_SERVER)", EXIT_USAGE)
+    from ...domain.access import caller, parse_principals
     from ...domain.rerank import RerankSpec
     from ...services.query import query
+
+    asking = None if not getattr(args, "as_principals", None) else parse_principals(args.as_principals)
 
     started = time.perf_counter()
     engine = open_engine(args)
@@ -57,6 +63,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     streamed: list[str] = []
     response = query(engine, args.text, mode=args.mode, k=args.k, budget=args.budget, p=args.p,
                      answer=args.answer or args.stream, where=where, on_piece=on_piece, explain=args.explain,
+                     caller=None if asking is None else caller(asking, engine.settings.access_default),
                      rerank=None if args.rerank is None else RerankSpec(candidates=None if args.rerank is True else args.rerank))
     out = response.to_dict()
     if streamed:  # already printed, as it was written

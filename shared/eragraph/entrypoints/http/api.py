@@ -110,7 +110,8 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
              admit: Callable[[str], Any] | None = None, logger: Any = None,
              mcp: Callable[[dict, bytes, str], tuple[int, dict, str]] | None = None,
              tenants: Callable[[], Any] | None = None, choice: Any = None, uploads: Any = None,
-             write_engine: Callable[[str], Engine] | None = None) -> APIGatewayHttpResolver:
+             write_engine: Callable[[str], Engine] | None = None,
+             principals: Callable[[dict], Any] | None = None) -> APIGatewayHttpResolver:
     """The resolver with every API route of the route table; ``get_engine(tenant)`` is called per
     request (the warm engine of that tenant: the Lambda container's, or the local server's);
     ``tenant_of(event)`` is the caller's tenant from its identity (None: everyone is the default
@@ -125,10 +126,12 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
     serve``: tenant_choice) is how a request's tenant is chosen, which GET /tenants reports;
     ``uploads`` (the profile's ports.uploads.DocumentPipeline) serves POST /documents and
     DELETE /documents/{doc_id} (None: no such routes), with ``write_engine(tenant)`` (None:
-    ``get_engine``)."""
+    ``get_engine``); ``principals(event)``: the caller's domain.access.Caller from its identity
+    (bootstrap.principals; None: every caller is the operator)."""
     app = QueryApiResolver(access_log=logger is not None)
     ctx = RouteContext(app, Admission(tenant_of, admit, logger), get_engine, limits=limits, on_query=on_query,
-                       mcp=mcp, tenants=tenants, choice=choice, uploads=uploads, write_engine=write_engine)
+                       mcp=mcp, tenants=tenants, choice=choice, uploads=uploads, write_engine=write_engine,
+                       principals=principals)
     errors.install(app, route_of)
     for route in ROUTES:
         if API not in route.on or (route.needs and getattr(ctx, route.needs, None) is None):

@@ -38,6 +38,7 @@ class RouteContext:
     uploads: Any = None  # ports.uploads.DocumentPipeline: POST/DELETE /documents (None: not served)
     write_engine: Callable[[str], Engine] | None = None  # a write's engine of a tenant (None: get_engine)
     request: Any = None  # the request being served by the pipeline (request.Request; None: the resolver's event)
+    principals: Callable[[Any], Any] | None = None  # the caller's domain.access.Caller (bootstrap.principals)
 
     @property
     def event(self):
@@ -48,6 +49,11 @@ class RouteContext:
     def caller(self) -> str:
         """The caller's tenant, once admitted (admission.Admission)."""
         return self.admission.caller(self.event.raw_event)
+
+    def asking(self):
+        """Who is asking, from its identity (a domain.access.Caller; None: the operator, when
+        principals are off); PrincipalsForbidden when they are on and it names none."""
+        return None if self.principals is None else self.principals(self.event.raw_event)
 
     def engine(self) -> Engine:
         """The caller's tenant's engine."""

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...bootstrap.identity import TenantForbidden
+from ...bootstrap.principals import PrincipalsForbidden
 from ...domain.model import LexicalIndexMissing
 from ...domain.validation import describe_all
 from ...providers.prompts import ModelCallError
@@ -107,6 +108,7 @@ def _kb(exc: KbError, _event: Any) -> Answer:
 
 ANSWERS: dict[type[Exception], Callable[[Any, Any], Answer]] = {
     TenantForbidden: _plain(403),
+    PrincipalsForbidden: _plain(403),
     ForeignTenant: _plain(403),
     LimitUnavailable: _limit_unavailable,  # before RateLimited, its base
     RateLimited: _rate_limited,
@@ -220,6 +222,7 @@ KB_CODES: dict[type[Exception], str] = {
     BudgetTooLarge: "ValidationException",
     LexicalIndexMissing: "ValidationException",
     TenantForbidden: "AccessDeniedException",
+    PrincipalsForbidden: "AccessDeniedException",
     ForeignTenant: "AccessDeniedException",
     TenantNotChosen: "ValidationException",
     UnknownTenant: "ResourceNotFoundException",

@@ -32,7 +32,8 @@ def post_query(ctx: RouteContext, request: QueryRequest) -> dict:
     response = query_service.query(served, request.query, mode=request.mode, k=request.k,
                                    budget=budget, p=request.p, answer=request.answer,
                                    where=request.filter, rerank=rerank_spec(request.rerank),
-                                   explain=request.explain, conversation=request.turns())
+                                   explain=request.explain, conversation=request.turns(),
+                                   caller=ctx.asking())
     if ctx.on_query is not None:
         ctx.on_query(response)
     return response.to_dict()
@@ -114,17 +115,27 @@ def get_layer(ctx: RouteContext, layer: Annotated[int, Path(ge=0, le=64)],
     pass ``next_cursor`` back as ``cursor`` for the next."""
     from ...services import graph_view
 
-    return graph_view.layer_page(ctx.engine(), layer, limit, cursor or None)
+    engine = ctx.engine()
+    return graph_view.layer_page(engine, layer, limit, cursor or None, readable_of(engine, ctx.asking()))
 
 
 def get_node(ctx: RouteContext, node_id: Annotated[str, Path(min_length=1, max_length=512)]) -> dict:
     """GET /nodes/{node_id}: a node with its text, document, parent summary and children."""
     from ...services import graph_view
 
-    body = graph_view.node_detail(ctx.engine(), node_id)
-    if body is None:
-        raise NotFoundError(f"no node {node_id!r}")
+    engine = ctx.engine()
+    body = graph_view.node_detail(engine, node_id)
+    readable = readable_of(engine, ctx.asking())
+    if body is None or (readable is not None and not graph_view.in_partitions(engine, node_id, readable)):
+        raise NotFoundError(f"no node {node_id!r}")  # one the caller may not read is not there for it
     return body
+
+
+def readable_of(engine, caller) -> set[int] | None:
+    """The access partitions ``caller`` may read (None: all, the operator)."""
+    from ...services.placement import readable
+
+    return None if caller is None else readable(engine, caller)
 
 
 def get_ledger(ctx: RouteContext, bucket: Annotated[str, Query(pattern="^hour$")] = "hour",

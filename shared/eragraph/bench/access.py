@@ -1,0 +1,134 @@
+"""Access partitions on MultiHop-RAG split into reader groups (issue 59's benchmark).
+
+The corpus is split into ``--groups`` reader groups by a digest of each document id; a share
+``--shared`` of the documents is readable by two groups (their own partition). Four stores:
+
+- *partitioned*: every document with its access list (``group:g<i>``), one store;
+- *alone*, one per group: that group's readable documents only, without lists;
+- *flat*: every document without a list (the unpartitioned store).
+
+Per group, ``collapsed`` Recall@5 (a supporting document counts when a leaf of it is among the
+results; a summary counts the documents under it) over the questions whose support that group
+may read: the group's caller on the partitioned store against the alone store. Also counted:
+summaries among the caller's results (layers kept), the summary count of the partitioned and the
+flat store, and the summarize calls of one held-out document inserted into each (the
+partitioned one into its partition). Memory profile, extractive summarizer; ``--embedder hash``
+is a smoke run, not a retrieval figure.
+
+    python -m eragraph.bench.access --data DIR --embedder hash --out bench-results/access-multihop-hash.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import platform
+import statistics
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from ..bootstrap.memory import build_memory_engine
+from ..config import Settings
+from ..domain.access import caller
+from ..services.ingest import ingest
+from ..services.query import query
+from ..services.resummarize import drain
+from .common import load_corpus, load_questions
+
+
+def group_of(doc_id: str, groups: int, shared: float) -> list[str]:
+    digest = int(hashlib.sha256(doc_id.encode()).hexdigest()[:12], 16)
+    first = digest % groups
+    out = [f"group:g{first}"]
+    if (digest // groups) % 1000 < shared * 1000:
+        out.append(f"group:g{(first + 1 + (digest // 7) % (groups - 1)) % groups}")
+    return out
+
+
+def build(settings: Settings, docs) -> tuple:
+    engine = build_memory_engine(settings)
+    ingest(engine, docs)
+    drain(engine)
+    return engine
+
+
+def summaries(engine) -> int:
+    return sum(n for layer, n in engine.graph.layer_sizes().items() if layer > 0)
+
+
+def docs_under(engine, node_id: str, seen: dict) -> set[str]:
+    if node_id not in seen:
+        node = engine.graph.get_nodes([node_id])[node_id]
+        seen[node_id] = {node.doc_id} if not node.is_summary else \
+            set().union(*(docs_under(engine, c, seen) for c in node.children))
+    return seen[node_id]
+
+
+def recall(engine, questions, who, k: int) -> tuple[float, int]:
+    scores, layered, seen = [], 0, {}
+    for q in questions:
+        response = query(engine, q["question"], mode="collapsed", k=k, caller=who)
+        found = set().union(*(docs_under(engine, r.id, seen) for r in response.results)) if response.results else set()
+        scores.append(len(found & set(q["supporting_ids"])) / len(q["supporting_ids"]))
+        layered += sum(r.layer > 0 for r in response.results)
+    return (statistics.mean(scores) if scores else 0.0), layered
+
+
+def insert_calls(engine, doc) -> int:
+    ingest(engine, [doc])
+    return drain(engine).cost.summarize_calls
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", required=True, help="the multihop_rag folder (corpus.jsonl, questions.jsonl)")
+    ap.add_argument("--embedder", default="hash", choices=("hash", "minilm"))
+    ap.add_argument("--docs", type=int, default=None, help="the first N corpus rows (default all)")
+    ap.add_argument("--questions", type=int, default=None)
+    ap.add_argument("--groups", type=int, default=4)
+    ap.add_argument("--shared", type=float, default=0.1)
+    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    started = time.perf_counter()
+    settings = Settings(embedder=args.embedder)
+    data = Path(args.data)
+    corpus = load_corpus(data / "corpus.jsonl", args.docs)
+    held, corpus = corpus[-1], corpus[:-1]
+    lists = {d.doc_id: group_of(d.doc_id, args.groups, args.shared) for d in corpus + [held]}
+    questions = load_questions(data / "questions.jsonl", args.questions, [d.doc_id for d in corpus])
+    partitioned = build(settings, [replace(d, metadata={"access": lists[d.doc_id]}) for d in corpus])
+    flat = build(settings, corpus)
+    out: dict = {"groups": {}, "docs": len(corpus), "questions_total": len(questions),
+                 "embedder": args.embedder, "k": args.k, "shared": args.shared}
+    for g in range(args.groups):
+        name = f"group:g{g}"
+        mine = [d for d in corpus if name in lists[d.doc_id]]
+        ids = {d.doc_id for d in mine}
+        asked = [q for q in questions if set(q["supporting_ids"]) <= ids]
+        alone = build(settings, mine)
+        view, layered = recall(partitioned, asked, caller([name]), args.k)
+        own, own_layered = recall(alone, asked, None, args.k)
+        out["groups"][name] = {"docs": len(mine), "questions": len(asked), "recall_partitioned_view": round(view, 4),
+                               "recall_alone": round(own, 4), "delta_points": round(100 * (view - own), 2),
+                               "summaries_in_results": layered, "summaries_in_results_alone": own_layered,
+                               "summaries_alone_store": summaries(alone)}
+    out["summaries_partitioned"] = summaries(partitioned)
+    out["summaries_flat"] = summaries(flat)
+    out["insert_summarize_calls_partitioned"] = insert_calls(
+        partitioned, replace(held, metadata={"access": lists[held.doc_id]}))
+    out["insert_summarize_calls_flat"] = insert_calls(flat, held)
+    out["held_out_access"] = lists[held.doc_id]
+    out["machine"] = f"{platform.machine()}, {platform.python_version()}"
+    out["seconds"] = round(time.perf_counter() - started, 1)
+    out["command"] = "python -m eragraph.bench.access " + " ".join(sys.argv[1:] if argv is None else argv)
+    Path(args.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
+    print(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
