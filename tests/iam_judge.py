@@ -379,8 +379,8 @@ def attach(function: str, module) -> None:
 
 def attach_cli() -> None:
     """The CLI's ``--profile aws`` commands run as the operator (tests import ``main`` from
-    eragraph.entrypoints.cli.app after this ran: conftest loads the plugin first)."""
-    from eragraph.entrypoints.cli import app as cli
+    eragraph.cli.app after this ran: conftest loads the plugin first)."""
+    from eragraph.cli import app as cli
 
     main = cli.main
     if getattr(main, "_iam_function", None):

@@ -72,7 +72,7 @@ def warm(directory: Path) -> None:
     no FAISS search runs in the parent."""
     import chaos  # noqa: F401
 
-    import eragraph.entrypoints.cli.app  # noqa: F401
+    import eragraph.cli.app  # noqa: F401
     from eragraph.bootstrap import build_engine
     from eragraph.config import settings_from_env
     from eragraph.services import ingest, invariants, resummarize, sources  # noqa: F401
@@ -139,7 +139,7 @@ def run_cli(argv: list[str], kill_at: int = 0, count_to: Path | None = None) -> 
     """Fork a child running ``eragraph`` with ``argv``; SIGKILLed after write ``kill_at`` (0:
     never; the number of writes is written to ``count_to``). Returns the child's pid."""
     def body() -> int:
-        from eragraph.entrypoints.cli import app as cli
+        from eragraph.cli import app as cli
 
         budget = {"writes": 0, "kill_at": kill_at}
         _install_killer(budget)

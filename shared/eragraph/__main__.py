@@ -1,5 +1,5 @@
 """``python -m eragraph``: the ``eragraph`` command."""
 
-from eragraph.entrypoints.cli.app import main
+from eragraph.cli.app import main
 
 raise SystemExit(main())

@@ -304,7 +304,7 @@ def test_the_command_serves_the_console_and_signs_with_the_credential_chain(gate
     (["--api", "https://abc.execute-api.us-east-1.amazonaws.com", "--host", "0.0.0.0"], "this machine only"),
 ])
 def test_bad_console_arguments_are_usage_errors_in_words(argv, words, capsys):
-    from eragraph.entrypoints.cli.app import main
+    from eragraph.cli.app import main
 
     assert main(["console", *argv]) == 2
     err = capsys.readouterr().err

@@ -14,7 +14,7 @@ from support import synthetic_docs
 
 from eragraph.bootstrap import build_engine
 from eragraph.config import settings_from_env
-from eragraph.entrypoints.cli.app import main
+from eragraph.cli.app import main
 from eragraph.services import import_staging
 from eragraph.services.ingest import ingest
 

@@ -13,7 +13,7 @@ import time
 from chaos import digest, first_difference
 from support import synthetic_docs
 
-from eragraph.entrypoints.cli.app import main
+from eragraph.cli.app import main
 
 
 def legacy_tenant(name: str, docs: int):

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from eragraph.entrypoints.cli.app import main
+from eragraph.cli.app import main
 
 REGION = "us-east-1"
 

@@ -356,9 +356,9 @@ def test_handlers_call_services_never_the_cli():
         path = ROOT / fn["Properties"]["CodeUri"] / "app.py"
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom):
-                assert node.module != "eragraph.entrypoints.cli" and not (node.module or "").startswith("eragraph.entrypoints.cli."), path
+                assert node.module != "eragraph.cli" and not (node.module or "").startswith("eragraph.cli."), path
             if isinstance(node, ast.Import):
-                assert all(a.name != "eragraph.entrypoints.cli" for a in node.names), path
+                assert all(a.name != "eragraph.cli" for a in node.names), path
 
 
 def test_opensearch_replicas_follow_the_domain_node_count():

@@ -11,7 +11,7 @@ from aws_helpers import TEST_SETTINGS
 from title_support import assert_titled, leaves, make_old, migrate_page_by_page, titled_docs
 
 from eragraph.domain.text import embedding_text
-from eragraph.entrypoints.cli.app import main
+from eragraph.cli.app import main
 from eragraph.services.ingest import ingest
 from eragraph.services.title_migration import migrated
 

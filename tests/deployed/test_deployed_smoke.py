@@ -22,7 +22,7 @@ from loopback_stack import (EventSources, LoopbackApi, RemovalNotifications, cli
 
 import deployed as dp
 from deployed import SMALL_GRAPH
-from eragraph.entrypoints.cli.app import main
+from eragraph.cli.app import main
 
 pytestmark = [pytest.mark.timeout(300),  # moto keeps the stack's one placeholder resource as a record
               pytest.mark.filterwarnings("ignore:Tried to parse AWS")]

@@ -207,6 +207,6 @@ def test_core_layer_is_the_handlers_import_closure():
                if p.is_file() and "__pycache__" not in p.parts}
     assert shipped == expected, {"extra": sorted(shipped - expected), "missing": sorted(expected - shipped)}
     assert (python / "eragraph/entrypoints/http/server.py").is_file()  # the stream function's ASGI app
-    for unused in ("eragraph/entrypoints/cli", "eragraph/bench", "eragraph/training",
+    for unused in ("eragraph/cli", "eragraph/bench", "eragraph/training",
                    "eragraph/adapters/local", "eragraph/samples"):
         assert not (python / unused).exists(), unused

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from eragraph.entrypoints.cli.app import main
+from eragraph.cli.app import main
 
 GOOD = {
     "a.txt": "The Danube rises in the Black Forest. It flows through Vienna and Budapest to the Black Sea.",
@@ -212,7 +212,7 @@ def test_demo_ingests_the_bundled_corpus_and_answers_its_questions(env, capsys):
     """The README's first command ends in `eragraph demo`: the bundled corpus is found wherever
     the command's modules live, every sample question gets evidence, and a second run adds
     nothing (its documents are already stored)."""
-    from eragraph.entrypoints.cli.tools import SAMPLES
+    from eragraph.cli.tools import SAMPLES
 
     questions = json.loads((SAMPLES / "questions.json").read_text(encoding="utf-8"))
     documents = len((SAMPLES / "corpus.jsonl").read_text(encoding="utf-8").splitlines())

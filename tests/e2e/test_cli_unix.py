@@ -78,7 +78,7 @@ def test_a_closed_stdout_ends_the_command_quietly(store, argv):
 
 def test_head_of_a_long_output_has_no_traceback(store):
     """A real `| head -n 1` of the JSON output (many lines), three times."""
-    command = (f"{sys.executable} -m eragraph.entrypoints.cli query 'river delta harbour' --store '{store}' --json --k 20 "
+    command = (f"{sys.executable} -m eragraph.cli query 'river delta harbour' --store '{store}' --json --k 20 "
                f"| head -n 1")
     for _ in range(3):
         proc = subprocess.run(["bash", "-c", command], env=environment(), capture_output=True, text=True, timeout=300)
@@ -160,7 +160,7 @@ def test_a_file_or_a_plain_folder_is_not_a_store(tmp_path):
 
 
 def test_version_and_help_lines():
-    from eragraph.entrypoints.cli.parser import package_version
+    from eragraph.cli.parser import package_version
 
     out = eragraph("--version")
     assert out.returncode == 0 and out.stdout.strip() == f"eragraph {package_version()}"
@@ -183,9 +183,9 @@ def test_version_and_help_lines():
     ("delete", {"--json", "--quiet", "--embedder", "--summarizer"}),
     ("serve", {"--quiet", "--embedder", "--generator", "--host", "--port", "--token"}),
     ("query", {"--json", "--quiet", "--embedder", "--generator", "--mode", "--k", "--budget", "--p", "--answer", "--stream", "--rerank",
-               "--server", "--filter", "--explain"}),
+               "--server", "--filter", "--explain", "--as"}),
     ("ingest", {"--json", "--quiet", "--embedder", "--summarizer", "--batch-docs", "--csv-text", "--csv-id",
-                "--csv-title"}),
+                "--csv-title", "--access"}),
     ("console", {"--quiet", "--api", "--auth", "--region", "--token-env", "--jwt-file", "--host", "--port"}),
 ])
 def test_each_command_lists_only_the_flags_it_uses(command, flags):
@@ -253,8 +253,8 @@ def test_the_serve_hint_is_one_stderr_line_and_never_with_json_or_quiet(tmp_path
     whatever the machine's speed): the hint's wording and when it is left out."""
     from types import SimpleNamespace
 
-    from eragraph.entrypoints.cli import app as cli
-    from eragraph.entrypoints.cli import query
+    from eragraph.cli import app as cli
+    from eragraph.cli import query
 
     for k, v in environment().items():
         if k.startswith("ERAGRAPH_"):

@@ -289,7 +289,7 @@ def test_query_stream_without_a_generator_and_its_refusals(served):
 
 
 def test_the_cli_asks_a_server_to_explain_and_prints_why(served, capsys, monkeypatch):
-    from eragraph.entrypoints.cli.app import main
+    from eragraph.cli.app import main
 
     _, server = served
     monkeypatch.delenv("ERAGRAPH_STORE", raising=False)

@@ -13,7 +13,7 @@ import pytest
 from file_builders import docx_bytes, encrypted_pdf, pdf_bytes, zip_bytes
 from support import load_sources, make_engine
 
-from eragraph.entrypoints.cli.app import main
+from eragraph.cli.app import main
 from eragraph.domain.model import BadInputError
 from eragraph.providers.extractors import ReadLimits, extract
 from eragraph.services import invariants

@@ -9,7 +9,7 @@ import json
 
 from support import make_engine
 
-from eragraph.entrypoints.cli import ingest, progress
+from eragraph.cli import ingest, progress
 from eragraph.services.sources import iter_sources
 
 

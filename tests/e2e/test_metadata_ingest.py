@@ -294,7 +294,7 @@ def test_cli_ingest_reads_sidecars_and_jsonl_metadata_and_retags_on_a_sidecar_ch
     import json
 
     from eragraph.bootstrap import build_engine
-    from eragraph.entrypoints.cli.app import main
+    from eragraph.cli.app import main
     from eragraph.config import settings_from_env
 
     monkeypatch.setenv("ERAGRAPH_EMBEDDER", "hash")

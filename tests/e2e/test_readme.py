@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eragraph.entrypoints.cli.app import main
+from eragraph.cli.app import main
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"

@@ -16,7 +16,7 @@ from lambda_support import LambdaContext, event, load_handler
 pytest.importorskip("aws_lambda_powertools")
 
 from eragraph.bootstrap import build_engine  # noqa: E402
-from eragraph.entrypoints.cli.app import main  # noqa: E402
+from eragraph.cli.app import main  # noqa: E402
 from eragraph.config import Settings  # noqa: E402
 from eragraph.services import resummarize  # noqa: E402
 from eragraph.services.ingest import SourceDoc, ingest  # noqa: E402

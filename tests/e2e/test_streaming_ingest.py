@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from eragraph.entrypoints.cli.app import main
+from eragraph.cli.app import main
 from eragraph.services import resummarize
 from eragraph.services.ingest import batches, ingest
 from eragraph.services.sources import iter_sources

@@ -14,7 +14,7 @@ from support import make_engine
 from eragraph.domain.access import (OPEN, AccessError, caller, canonical, check_access, parse_principals,
                                     partition_of)
 from eragraph.domain.filters import MetadataError, check_metadata
-from eragraph.entrypoints.cli.app import main
+from eragraph.cli.app import main
 from eragraph.services import uploads
 from eragraph.services.sources import parse_sidecar
 

@@ -25,7 +25,7 @@ FLOORS = (
     (4, ("eragraph.bootstrap",)),
     (5, ("eragraph.entrypoints",)),
     (6, ("eragraph.bench", "eragraph.training")),
-    (7, ("eragraph.entrypoints.cli", "eragraph.__main__")),
+    (7, ("eragraph.cli", "eragraph.__main__")),
 )
 ENV_READERS = ("eragraph.config",)
 
@@ -133,14 +133,14 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_the_checker_sees_imports_inside_functions():
-    tree = ast.parse("def f():\n    from .modes import MODES\n    import eragraph.entrypoints.cli\n"
+    tree = ast.parse("def f():\n    from .modes import MODES\n    import eragraph.cli\n"
                      "if TYPE_CHECKING:\n    from .engine import Engine\n")
     TREES["eragraph.services.__probe__"] = tree
     MODULES["eragraph.services.__probe__"] = SRC / "eragraph/services/__probe__.py"
     try:
-        assert imports_of("eragraph.services.__probe__") == {"eragraph.services.modes", "eragraph.entrypoints.cli"}
+        assert imports_of("eragraph.services.__probe__") == {"eragraph.services.modes", "eragraph.cli"}
         assert imports_of("eragraph.services.__probe__", typing_too=True) == {
-            "eragraph.services.modes", "eragraph.entrypoints.cli", "eragraph.services.engine"}
+            "eragraph.services.modes", "eragraph.cli", "eragraph.services.engine"}
     finally:
         del TREES["eragraph.services.__probe__"], MODULES["eragraph.services.__probe__"]
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
@@ -228,7 +228,7 @@ ADAPTER_IMPORTERS = ("eragraph.bootstrap", "eragraph.adapters", "eragraph.bench"
 PROVIDER_IMPORTS: dict[str, str] = {
     "eragraph.entrypoints.bedrock_kb.runtime -> eragraph.providers.prompts": "ModelCallError, answered as the service's DependencyFailedException",
     "eragraph.entrypoints.http.errors -> eragraph.providers.prompts": "ModelCallError, answered 502",
-    "eragraph.entrypoints.cli.ingest -> eragraph.providers.extractors": "the file readers' kinds and limits (pure: bytes in, text out)",
+    "eragraph.cli.ingest -> eragraph.providers.extractors": "the file readers' kinds and limits (pure: bytes in, text out)",
     "eragraph.services.kb_jobs -> eragraph.providers.extractors": "the file readers' limits (pure: bytes in, text out)",
     "eragraph.services.object_events -> eragraph.providers.extractors": "the file readers (pure: bytes in, text out)",
     "eragraph.services.sources -> eragraph.providers.extractors": "the file readers (pure: bytes in, text out)",
@@ -249,7 +249,7 @@ def test_only_the_composition_root_reaches_an_adapter():
 
 def test_services_and_entrypoints_reach_providers_only_where_stated():
     found = {f"{m} -> {t}" for m, ts in GRAPH.items() for t in ts if _within(t, ("eragraph.providers",))
-             and _within(m, ("eragraph.services", "eragraph.entrypoints"))}
+             and _within(m, ("eragraph.services", "eragraph.entrypoints", "eragraph.cli"))}
     assert found == set(PROVIDER_IMPORTS)
 
 
@@ -348,13 +348,13 @@ def test_run_time_loads_of_files_and_computed_names_are_stated():
 
 def test_the_checker_finds_run_time_loads():
     TREES["eragraph.services.__probe__"] = ast.parse(
-        'import importlib\nHERE = "tests"\nimportlib.import_module("eragraph.entrypoints.cli")\n'
+        'import importlib\nHERE = "tests"\nimportlib.import_module("eragraph.cli")\n'
         'importlib.util.spec_from_file_location("x", ROOT / HERE / "aws" / "fake.py")\n'
         'importlib.import_module(f"eragraph.bench.{name}")\nimportlib.import_module(name)\n')
     MODULES["eragraph.services.__probe__"] = SRC / "eragraph/services/__probe__.py"
     try:
         assert dynamic_loads("eragraph.services.__probe__") == [
-            ("module", "eragraph.entrypoints.cli"), ("file", "tests/aws/fake.py"), ("module", "eragraph.bench"),
+            ("module", "eragraph.cli"), ("file", "tests/aws/fake.py"), ("module", "eragraph.bench"),
             ("computed", "")]
     finally:
         del TREES["eragraph.services.__probe__"], MODULES["eragraph.services.__probe__"]

@@ -1,4 +1,4 @@
-"""The `eragraph` command's package (eragraph.entrypoints.cli) keeps its shape: it reaches the
+"""The `eragraph` command's package (eragraph.cli) keeps its shape: it reaches the
 adapters only through bootstrap (build_engine and bootstrap.store_access), and each of its
 modules stays small (one per command group, the parser, the progress display, store access and
 the renderers apart). Run `pytest tests/unit/test_cli_layout.py -q`."""
@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-CLI = Path(__file__).resolve().parents[2] / "shared" / "eragraph" / "entrypoints" / "cli"
+CLI = Path(__file__).resolve().parents[2] / "shared" / "eragraph" / "cli"
 MODULES = sorted(CLI.glob("*.py"))
+assert MODULES, CLI  # a moved package must not leave the checks with nothing to check
 MAX_LINES = 300
 
 
 def imported(source: str) -> set[str]:
     """The absolute names of what a CLI module's ``source`` imports (at module level or in a function)."""
-    package = ["eragraph", "entrypoints", "cli"]
+    package = ["eragraph", "cli"]
     out = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -40,5 +41,5 @@ def test_each_cli_module_is_small(path):
 
 
 def test_the_checker_resolves_relative_imports():
-    source = "import json\ndef f():\n    from ...adapters.local.files import writer_lock\n    from . import store\n"
-    assert imported(source) == {"json", "eragraph.adapters.local.files.writer_lock", "eragraph.entrypoints.cli.store"}
+    source = "import json\ndef f():\n    from ..adapters.local.files import writer_lock\n    from . import store\n"
+    assert imported(source) == {"json", "eragraph.adapters.local.files.writer_lock", "eragraph.cli.store"}

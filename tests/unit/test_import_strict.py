@@ -17,7 +17,7 @@ import pytest
 
 from eragraph.bootstrap import build_engine
 from eragraph.config import settings_from_env
-from eragraph.entrypoints.cli.app import main
+from eragraph.cli.app import main
 from eragraph.services import dump_records
 from eragraph.services.ingest import SourceDoc, ingest
 
@@ -204,7 +204,7 @@ def test_leftovers_of_a_killed_local_import_are_taken_back_by_the_next(tmp_path,
     """A process killed part-way (here: its take-back made a no-op, the load failing after the
     documents were written) leaves the import's marker; the next import finds it, takes the
     leftovers back and loads (without it, the half-built target would be refused as not empty)."""
-    from eragraph.entrypoints.cli import portable as cli_portable
+    from eragraph.cli import portable as cli_portable
     from eragraph.services import portable
 
     real_load, real_take_back = portable.load, cli_portable._take_back

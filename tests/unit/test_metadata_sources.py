@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from eragraph.entrypoints.cli.progress import count_inputs
+from eragraph.cli.progress import count_inputs
 from eragraph.domain.filters import RESERVED, MetadataError, check_metadata
 from eragraph.services.sources import CsvMapping, parse_sidecar
 from support import load_sources

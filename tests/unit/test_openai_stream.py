@@ -69,7 +69,7 @@ def test_http_400_is_not_retried(serve):
 
 
 def test_cli_query_stream_prints_the_pieces_then_the_evidence(serve, monkeypatch, tmp_path, capsys):
-    from eragraph.entrypoints.cli.app import main
+    from eragraph.cli.app import main
 
     monkeypatch.setenv("ERAGRAPH_EMBEDDER", "hash")
     monkeypatch.delenv("ERAGRAPH_STORE", raising=False)

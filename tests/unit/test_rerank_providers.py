@@ -115,7 +115,7 @@ def test_cross_encoder_bad_paths_name_the_setting(tmp_path):
 
 
 def test_cli_query_rerank_with_a_cross_encoder_from_settings(tmp_path, monkeypatch, capsys):
-    from eragraph.entrypoints.cli.app import main
+    from eragraph.cli.app import main
 
     folder = tmp_path / "tiny-ce"
     tiny_cross_encoder(folder)

@@ -18,7 +18,7 @@ from eragraph.config import settings_from_env
 from eragraph.domain.filters import Cond
 from eragraph.domain.lsh import hash_vectors
 from eragraph.domain.text import embedding_text
-from eragraph.entrypoints.cli.app import main
+from eragraph.cli.app import main
 from eragraph.services import title_migration
 from eragraph.services.engine import EMBED_FORMAT
 from eragraph.services.ingest import ingest

@@ -15,7 +15,7 @@ everything in its namespaces once the import has begun is the import's. The impo
 A process killed before it could take back leaves the marker: the next import into that tenant
 finds it and takes the leftovers back before loading (``begin``). The default tenant's namespace
 is never dropped (it holds the tenant registry), so an import on AWS names a tenant.
-Locally the import's directory is its staging area (entrypoints.cli.portable)."""
+Locally the import's directory is its staging area (eragraph.cli.portable)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ import argparse
 import sys
 from urllib.parse import quote
 
-from ..http.guard import is_loopback
+from ..entrypoints.http.guard import is_loopback
 from .exits import EXIT_OK, CommandError
 from .store import existing_store, open_engine, settings_of, tenant_of
 
@@ -21,10 +21,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     try:
         import uvicorn  # noqa: F401 (the server's)
 
-        from ...bootstrap import document_pipeline
-        from ...bootstrap.limits import stream_slots
-        from ...config import ApiLimits
-        from ..http.server import make_server
+        from ..bootstrap import document_pipeline
+        from ..bootstrap.limits import stream_slots
+        from ..config import ApiLimits
+        from ..entrypoints.http.server import make_server
     except ImportError as exc:
         raise CommandError(f"serve needs the aws extra (powertools, pydantic) and the local extra (uvicorn): "
                            f"{exc}") from None
@@ -69,8 +69,8 @@ def run_until_stopped(server) -> int:
 def switchable_tenants(args: argparse.Namespace):
     """The tenants of a store root served without --tenant that holds named tenants (the request
     header x-eragraph-tenant picks one: http.tenant_choice), else None (one engine is served)."""
-    from ...bootstrap.store_access import STORE_MARK, local_tenancy
-    from ..http.tenant_choice import SwitchableTenants
+    from ..bootstrap.store_access import STORE_MARK, local_tenancy
+    from ..entrypoints.http.tenant_choice import SwitchableTenants
 
     if tenant_of(args):
         return None
@@ -85,7 +85,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     """Serve the store's tools over MCP on stdin/stdout (eragraph.entrypoints.mcp), bound to --tenant."""
     existing_store(args.store)
     try:
-        from ..mcp import build_server, run_stdio
+        from ..entrypoints.mcp import build_server, run_stdio
     except ImportError as exc:
         raise CommandError(f"mcp needs the mcp extra (pip install 'eragraph[mcp]'): {exc}") from None
     engine = open_engine(args)

@@ -81,7 +81,7 @@ class Caller:
 def caller_of(spec: str, region: str) -> Caller:
     """``profile:NAME`` (or a bare NAME): an AWS named profile; ``jwt-file:PATH``: a JWT in a file,
     read again on every request. CommandError when it cannot sign."""
-    from ..console.upstream import Bearer, SigV4, Unreachable
+    from ..entrypoints.console.upstream import Bearer, SigV4, Unreachable
 
     kind, sep, value = spec.partition(":")
     if not sep or kind not in ("profile", "jwt-file"):

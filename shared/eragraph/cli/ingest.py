@@ -19,7 +19,7 @@ from .store import open_engine, writing
 
 
 def _text_key(doc_id: str) -> str:
-    from ...services.sources import text_key
+    from ..services.sources import text_key
 
     return text_key(doc_id)
 
@@ -32,8 +32,8 @@ def ingest_docs(engine, docs: Iterable, args, total: int | None = None,
     as done). ``documents_read`` counts the documents the iterable gave. Layers an earlier run
     left dirty (it died before its drain ended) are announced again first, so the same command
     run again recovers."""
-    from ...services import ingest as ingest_service
-    from ...services import resummarize
+    from ..services import ingest as ingest_service
+    from ..services import resummarize
 
     seen = 0
 
@@ -80,8 +80,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def _cmd_ingest(args: argparse.Namespace) -> int:
-    from ...providers.extractors import ReadLimits
-    from ...services.sources import CsvMapping, iter_sources
+    from ..providers.extractors import ReadLimits
+    from ..services.sources import CsvMapping, iter_sources
 
     engine = open_engine(args, create=True)
     errors: list[dict[str, str]] = []
@@ -99,7 +99,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     for tenant, tenant_docs in sorted(others.items()):
         args.tenant = tenant
         merge_counts(out, ingest_docs(open_engine(args, create=True), tenant_docs, args))
-    from ...services import doc_status
+    from ..services import doc_status
     doc_status.record_failures(engine, errors, reasons=reasons)  # the readers' refusals (the ingest records its own)
     out["errors"] = errors + out["errors"]
     for err in out["errors"]:
@@ -113,7 +113,7 @@ def with_access(docs: Iterable, given: str) -> Iterable:
     malformed one is refused here, before a document is read)."""
     from dataclasses import replace
 
-    from ...domain.access import ATTRIBUTE, parse_principals
+    from ..domain.access import ATTRIBUTE, parse_principals
 
     access = list(parse_principals(given, "--access"))
     return (doc if ATTRIBUTE in (doc.metadata or {}) else replace(doc, metadata={**(doc.metadata or {}), ATTRIBUTE: access})
@@ -164,7 +164,7 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
-    from ...services import remove, resummarize
+    from ..services import remove, resummarize
 
     engine = open_engine(args)
     started = time.perf_counter()
@@ -193,7 +193,7 @@ def _cmd_delete(args: argparse.Namespace) -> int:
 def stored_sources(engine, skipped: list[str] | None = None):
     """The store's documents as SourceDocs, their texts read from the blob store one at a time
     (a document without stored text is skipped and its id appended to ``skipped``)."""
-    from ...services.ingest import SourceDoc
+    from ..services.ingest import SourceDoc
 
     for doc in engine.graph.list_documents():
         try:
@@ -210,14 +210,14 @@ def stored_sources(engine, skipped: list[str] | None = None):
 def cmd_rebuild(args: argparse.Namespace) -> int:
     """Build the same documents from scratch in a fresh store (no cache, no old summaries)."""
 
-    from ...config import settings_from_env
+    from ..config import settings_from_env
 
     # the store is read with its own providers; the rebuilt one is made with them, or the flags'
     engine = open_engine(args, settings_from_env())
     target = Path(args.into) if args.into else Path(tempfile.mkdtemp(prefix="eragraph-rebuild-"))
     if target.exists() and any(target.iterdir()):
         raise CommandError(f"{target} is not empty; choose an empty --into folder", EXIT_USAGE)
-    from ...bootstrap import build_engine
+    from ..bootstrap import build_engine
 
     fresh = build_engine("local", target, engine.settings.with_overrides(
         embedder=args.embedder, summarizer=args.summarizer, embed_cache=False))

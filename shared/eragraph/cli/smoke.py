@@ -46,7 +46,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         import botocore.exceptions
     except ImportError as exc:
         raise CommandError(f"smoke needs the aws extra (boto3): {exc}") from None
-    from ..console.upstream import check_url
+    from ..entrypoints.console.upstream import check_url
 
     session = boto3.session.Session(region_name=args.region) if args.region else boto3.session.Session()
     region = session.region_name

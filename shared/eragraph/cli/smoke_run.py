@@ -88,7 +88,7 @@ class Smoke:
     def __init__(self, stack: Stack, callers: tuple[Caller, Caller], s3: Any, *, timeout: float = 900.0,
                  poll: float = 2.0, run_id: str | None = None, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        from ..console.upstream import Upstream
+        from ..entrypoints.console.upstream import Upstream
 
         self.stack, self.callers, self.s3 = stack, callers, s3
         self.timeout, self.poll, self.sleep, self.clock = timeout, poll, sleep, clock
@@ -161,7 +161,7 @@ class Smoke:
                   needs: tuple[str, ...]) -> StepResult:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from ..console.upstream import Unreachable
+        from ..entrypoints.console.upstream import Unreachable
 
         done = {r.name: r.status for r in self.results}
         missing = [n for n in needs if done.get(n) != PASS]
@@ -200,9 +200,9 @@ class Smoke:
                 request_id)
 
     def step_upload(self) -> tuple[str, str]:
-        from ...domain.ids import document_id_for_source
-        from ...domain.model import BadInputError
-        from ...services.uploads import BucketPipeline
+        from ..domain.ids import document_id_for_source
+        from ..domain.model import BadInputError
+        from ..services.uploads import BucketPipeline
 
         name = f"eragraph-smoke-{self.run_id}{self.stack.suffix or '.md'}"
         try:

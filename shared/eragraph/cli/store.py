@@ -9,8 +9,8 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-from ...bootstrap.store_access import STORE_MARK
-from ...config import Settings, settings_from_env
+from ..bootstrap.store_access import STORE_MARK
+from ..config import Settings, settings_from_env
 from .exits import EXIT_USAGE, CommandError
 
 DEFAULT_STORE = "eragraph-store"
@@ -48,7 +48,7 @@ def new_or_existing_store(store: str | Path) -> Path:
 
 def open_engine(args: argparse.Namespace, settings: Settings | None = None, create: bool = False):
     """The local engine over ``args.store``; only ``create`` (ingest, demo) may make the store."""
-    from ...bootstrap import build_engine
+    from ..bootstrap import build_engine
 
     path = new_or_existing_store(args.store) if create else existing_store(args.store)
     tenant = tenant_of(args)
@@ -68,7 +68,7 @@ def open_as_built(args: argparse.Namespace):
     embedder the store was built with (its vectors' dimension), whatever ERAGRAPH_EMBEDDER says."""
     from dataclasses import replace
 
-    from ...bootstrap.store_access import recorded_embedder
+    from ..bootstrap.store_access import recorded_embedder
 
     settings = settings_of(args)
     built_with = recorded_embedder(existing_store(args.store), tenant_of(args))
@@ -79,7 +79,7 @@ def registered_tenant(args: argparse.Namespace):
     """The Tenancy of a profile that keeps no store directory (aws: the stack of the process's
     environment, ERAGRAPH_TABLE, ...) and the ``--tenant`` it is asked about; a tenant the
     profile has not registered is refused in words (its engine would be an empty one)."""
-    from ...bootstrap.tenancy import Tenancy
+    from ..bootstrap.tenancy import Tenancy
 
     tenant = tenant_of(args)
     tenancy = Tenancy(args.profile, None, settings_of(args))
@@ -91,7 +91,7 @@ def registered_tenant(args: argparse.Namespace):
 
 def tenant_of(args: argparse.Namespace) -> str:
     """``--tenant`` validated ("" the default tenant)."""
-    from ...domain.tenants import TenantError, check_tenant
+    from ..domain.tenants import TenantError, check_tenant
 
     tenant = getattr(args, "tenant", None) or ""
     if not tenant:
@@ -109,7 +109,7 @@ def writing(store: str | Path, create: bool = False):
     (queries take no lock and keep working). Only ``create`` (ingest, demo) may make the store."""
     from filelock import Timeout
 
-    from ...bootstrap.store_access import writer_lock
+    from ..bootstrap.store_access import writer_lock
 
     path = new_or_existing_store(store) if create else existing_store(store)
     path.mkdir(parents=True, exist_ok=True)

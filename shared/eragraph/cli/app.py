@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ...domain.model import EragraphError
+from ..domain.model import EragraphError
 from .exits import EXIT_ERROR, EXIT_PIPE, EXIT_USAGE, CommandError
 from .parser import build_parser
 
@@ -36,7 +36,7 @@ def _fail(message: str, status: int) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns its exit status (exits.EXIT_HELP lists them)."""
-    from ...services.summary_search import BadQueryError
+    from ..services.summary_search import BadQueryError
 
     try:
         parser = build_parser()

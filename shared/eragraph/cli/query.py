@@ -7,7 +7,7 @@ import argparse
 import sys
 import time
 
-from ...services.modes import MODES
+from ..services.modes import MODES
 from .client import query_server
 from .exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CommandError
 from .render import emit, render_query, usd
@@ -18,7 +18,7 @@ HINT_LOADING_SECONDS = 1.0  # a query that spent more than this, and most of its
 
 def query_filter(expressions: list[str] | None):
     """The --filter flags as one filter (all must hold), or a usage error naming the bad one."""
-    from ...domain.filters import FilterError, combine, parse_expression
+    from ..domain.filters import FilterError, combine, parse_expression
 
     try:
         return combine([parse_expression(e) for e in expressions or ()])
@@ -39,9 +39,9 @@ def cmd_query(args: argparse.Namespace) -> int:
     if not args.store:
         raise CommandError("query: give --store DIR (or ERAGRAPH_STORE), or --server URL of a running "
                            "`eragraph serve` (or ERAGRAPH_SERVER)", EXIT_USAGE)
-    from ...domain.access import caller, parse_principals
-    from ...domain.rerank import RerankSpec
-    from ...services.query import query
+    from ..domain.access import caller, parse_principals
+    from ..domain.rerank import RerankSpec
+    from ..services.query import query
 
     asking = None if not getattr(args, "as_principals", None) else parse_principals(args.as_principals)
 
@@ -86,7 +86,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def _ask_server(args: argparse.Namespace, where) -> int:
     """The question POSTed to the `eragraph serve` at --server, its answer printed as a local one."""
-    from ...domain.filters import to_json
+    from ..domain.filters import to_json
 
     body = {"query": args.text, "mode": args.mode, "answer": args.answer}
     if args.explain:
@@ -122,7 +122,7 @@ def preload(engine, mode: str) -> None:
     if "entities" in spec.spacy and engine.entities is not None:
         wanted.append(engine.entities.extractor)
     if "parse" in spec.spacy:
-        from ...services.routing import router_of
+        from ..services.routing import router_of
 
         if router_of(engine).needs_parse:  # weights on text+vector inputs never parse
             wanted.append(engine.question_parser)

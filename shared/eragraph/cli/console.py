@@ -8,7 +8,7 @@ import argparse
 import secrets
 import sys
 
-from ...config import named_variable
+from ..config import named_variable
 from .exits import EXIT_USAGE, CommandError
 from .serve import run_until_stopped
 
@@ -16,7 +16,7 @@ from .serve import run_until_stopped
 def console_auth(args: argparse.Namespace, url: str):
     """The request signer the flags ask for (console.upstream.SigV4 or Bearer), and how it signs,
     in words; CommandError when it cannot sign."""
-    from ..console.upstream import Bearer, SigV4, Unreachable, region_of
+    from ..entrypoints.console.upstream import Bearer, SigV4, Unreachable, region_of
 
     kind = args.auth or ("jwt" if args.token_env or args.jwt_file else "iam")
     if kind == "iam" and (args.token_env or args.jwt_file):
@@ -47,7 +47,7 @@ def console_auth(args: argparse.Namespace, url: str):
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-    from ..http.guard import is_loopback
+    from ..entrypoints.http.guard import is_loopback
 
     if not is_loopback(args.host):
         raise CommandError(f"--host {args.host}: the console signs with your credentials, so it listens on this "
@@ -56,8 +56,8 @@ def cmd_console(args: argparse.Namespace) -> int:
         import botocore  # noqa: F401 (the signer's)
         import uvicorn  # noqa: F401 (the server's)
 
-        from ..console.proxy import console_server
-        from ..console.upstream import Upstream, check_url
+        from ..entrypoints.console.proxy import console_server
+        from ..entrypoints.console.upstream import Upstream, check_url
     except ImportError as exc:
         raise CommandError(f"console needs the aws extra (botocore, powertools) and uvicorn (the local extra): "
                            f"{exc}") from None

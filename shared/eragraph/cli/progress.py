@@ -24,7 +24,7 @@ def count_inputs(paths: Iterable[str | Path], csv_rows: bool = False) -> int:
     other file or missing path; folders walked as ingest walks them. One quick read of each
     JSONL (and CSV) file, for the progress bar's total (a CSV field spanning lines counts
     each line: the total is corrected at the end)."""
-    from ...services.sources import iter_files
+    from ..services.sources import iter_files
 
     n = 0
     for path in iter_files(paths):
@@ -44,7 +44,7 @@ def count_inputs(paths: Iterable[str | Path], csv_rows: bool = False) -> int:
 
 def input_bytes(paths: Iterable[str | Path]) -> int:
     """The bytes of every file under ``paths`` (stat only), for the progress bar's byte total."""
-    from ...services.sources import iter_files
+    from ..services.sources import iter_files
 
     total = 0
     for path in iter_files(paths):

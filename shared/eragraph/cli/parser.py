@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from ...config import ProcessSettings
-from ...services.modes import mode_names
+from ..config import ProcessSettings
+from ..services.modes import mode_names
 from .admin import cmd_migrate, cmd_reindex, cmd_stats, cmd_status, cmd_tenants
 from .console import cmd_console
 from .exits import EXIT_HELP
@@ -43,7 +43,7 @@ def package_version() -> str:
     try:
         return version("eragraph")
     except PackageNotFoundError:
-        from ... import __version__
+        from .. import __version__
 
         return __version__
 
@@ -244,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     router = sub.add_parser("router", help="the auto retrieval router (train)")
     router_sub = router.add_subparsers(dest="router_command", required=True)
-    from ...training import router as router_training
+    from ..training import router as router_training
 
     router_training.add_parser(router_sub).set_defaults(func=cmd_router_train)
     return parser

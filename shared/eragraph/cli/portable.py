@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from itertools import chain
 from pathlib import Path
 
-from ...domain import tenants
+from ..domain import tenants
 
 from .exits import EXIT_OK, CommandError
 from .render import emit
@@ -24,7 +24,7 @@ from .store import open_as_built, settings_of, tenant_of, writing
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ...services import portable
+    from ..services import portable
 
     with writing(args.store):  # no ingest in flight while the store is read
         engine = open_as_built(args)
@@ -42,7 +42,7 @@ def _records(path: Path):
     """The dump's records, a line each; a line over MAX_LINE_BYTES, a dump inflating past
     MAX_DUMP_BYTES, a line that is no JSON (or nests past the parser's depth) is a CommandError
     naming it: memory stays within one capped line."""
-    from ...services.dump_records import MAX_DUMP_BYTES, MAX_LINE_BYTES
+    from ..services.dump_records import MAX_DUMP_BYTES, MAX_LINE_BYTES
 
     total = 0
     try:
@@ -69,7 +69,7 @@ def _records(path: Path):
 def _target(profile: str, store: Path | None, settings, tenant: str):
     """The engine the dump is written into: the tenant's, registered as every write path
     registers a new tenant (on AWS the read paths see only registered tenants)."""
-    from ...bootstrap.tenancy import Tenancy
+    from ..bootstrap.tenancy import Tenancy
 
     return Tenancy(profile, store, settings).engine(tenant)
 
@@ -78,9 +78,9 @@ def _load_staged(profile: str, settings, tenant: str, load):
     """An import into a deployed stack's tenant (services.import_staging): the marker first, the
     records loaded while the tenant is not registered (its readers see it empty), the tenant
     registered once the whole dump is in; on any failure what was written is taken back."""
-    from ...bootstrap.tenancy import Tenancy
-    from ...services import import_staging
-    from ...services.dump_records import DumpError
+    from ..bootstrap.tenancy import Tenancy
+    from ..services import import_staging
+    from ..services.dump_records import DumpError
 
     tenancy = Tenancy(profile, None, settings)
     if tenant:
@@ -158,9 +158,9 @@ def _undone_on_failure(root: Path, tenant: str):
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from ...services import portable
-    from ...services.dump_records import check_dump
-    from ...services.store_providers import adopt
+    from ..services import portable
+    from ..services.dump_records import check_dump
+    from ..services.store_providers import adopt
 
     path = Path(args.file)
     if not path.is_file():

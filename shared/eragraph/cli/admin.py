@@ -15,7 +15,7 @@ from .store import existing_store, open_as_built, open_engine, registered_tenant
 def cmd_stats(args: argparse.Namespace) -> int:
     """Stats read the store only: it is opened with the embedder it was built with (its
     vectors' dimension), whatever ERAGRAPH_EMBEDDER says; stats take no provider flags."""
-    from ...services.stats import stats
+    from ..services.stats import stats
 
     out = stats(open_as_built(args))
     emit(args, out, render_stats(out))
@@ -25,10 +25,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     """Document statuses (services.doc_status): one document's (--doc, an id or its source), or the
     counts of each state under --prefix with the documents listed. Read only, like stats."""
-    from ..documents import document_json
-    from ...domain.doc_status import STATES
-    from ...domain.ids import document_id_for_source
-    from ...services import doc_status
+    from ..entrypoints.documents import document_json
+    from ..domain.doc_status import STATES
+    from ..domain.ids import document_id_for_source
+    from ..services import doc_status
 
     engine = open_as_built(args)
     if args.doc is not None:
@@ -47,16 +47,16 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_tenants(args: argparse.Namespace) -> int:
     """List the store's tenants, or delete one (``--delete ID``) with its counts."""
-    from ...bootstrap.store_access import local_tenancy
-    from ...domain.tenants import TenantError, check_tenant
+    from ..bootstrap.store_access import local_tenancy
+    from ..domain.tenants import TenantError, check_tenant
 
     path = existing_store(args.store)
     tenancy = local_tenancy(path, settings_of(args))
     if not args.delete:
-        from ...domain.knowledge_base import knowledge_base_id
+        from ..domain.knowledge_base import knowledge_base_id
 
         names = tenancy.tenants()
-        from ...bootstrap.store_access import kb_id_salt
+        from ..bootstrap.store_access import kb_id_salt
 
         salt = kb_id_salt(path, settings_of(args))
         ids = {name: knowledge_base_id(name, salt) for name in ["", *names]}  # "" is the default tenant
@@ -83,7 +83,7 @@ LOCAL_STUCK_AFTER = 900.0  # a local store's dirty layer older than this is re-q
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Audit and repair (services.reindex) a local store (``--store``, under its writer lock) or a
     deployed stack's tenant (``--profile aws``, with the stack's environment)."""
-    from ...bootstrap.profiles import keeps_store
+    from ..bootstrap.profiles import keeps_store
 
     if not keeps_store(args.profile):
         return _reindex_deployed(args)
@@ -100,9 +100,9 @@ def _reindex_deployed(args: argparse.Namespace) -> int:
     scheduled reindex's runner (services.reindex_schedule.audit_piece) with no deadline: nothing
     is drained (the stack's summarize consumers take what the audit announces), and the tenant's
     audit time is recorded in the registry when the audit ends, as a scheduled audit's is."""
-    from ...config import ProcessSettings
-    from ...domain.audit import AuditProgress
-    from ...services import reindex_schedule
+    from ..config import ProcessSettings
+    from ..domain.audit import AuditProgress
+    from ..services import reindex_schedule
 
     tenancy, tenant = registered_tenant(args)
     stuck_after = ProcessSettings.from_env().stuck_after_seconds if args.stuck_after is None else args.stuck_after
@@ -115,7 +115,7 @@ def _reindex_deployed(args: argparse.Namespace) -> int:
 
 
 def _cmd_reindex(args: argparse.Namespace) -> int:
-    from ...services import reindex
+    from ..services import reindex
 
     engine = open_engine(args)
     out = reindex.run(engine, stuck_after=args.stuck_after)
@@ -129,7 +129,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     store built before titles were embedded with every chunk (services.title_migration), with a
     progress bar on stderr; resumable, and a no-op on a store already migrated. Local
     (``--store``) or a deployed stack's tenant (``--profile aws``, with the stack's environment)."""
-    from ...bootstrap.profiles import keeps_store
+    from ..bootstrap.profiles import keeps_store
 
     if keeps_store(args.profile):
         if not args.store:
@@ -144,7 +144,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 def _migrate(args: argparse.Namespace, engine, where: str) -> int:
     from tqdm import tqdm
 
-    from ...services.title_migration import migrate_titles, migrated
+    from ..services.title_migration import migrate_titles, migrated
 
     bar = None
     if not migrated(engine):

@@ -18,7 +18,7 @@ from .store import DEFAULT_STORE, open_engine, writing
 
 BENCH_MODULES = ("retrieval", "levers", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters", "load", "followup",
                  "console")
-SAMPLES = Path(__file__).resolve().parents[2] / "samples"  # eragraph/samples: the demo's corpus and questions
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"  # eragraph/samples: the demo's corpus and questions
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -29,8 +29,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from ...services.query import query
-    from ...services.sources import iter_sources
+    from ..services.query import query
+    from ..services.sources import iter_sources
 
     args.store = args.store or DEFAULT_STORE
     engine = open_engine(args, create=True)
@@ -67,7 +67,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_router_train(args: argparse.Namespace) -> int:
-    from ...training import router as router_training
+    from ..training import router as router_training
 
     router_training.run(args)
     return 0
