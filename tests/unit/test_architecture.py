@@ -259,6 +259,7 @@ LOADERS = ("import_module", "spec_from_file_location", "__import__")
 COMPUTED_LOADS: dict[str, str] = {
     "eragraph.adapters.local": "its own adapters, lazily (``__getattr__`` over a fixed table of its modules)",
     "eragraph.bootstrap.preflight": "the third-party packages a profile's providers need (a check that they load)",
+    "eragraph.entrypoints.http.asgi": "a streamed route's module under entrypoints.http, named by the route table (routes.Route.asgi)",
     "eragraph.providers.extractors": "the third-party readers of a file kind (pypdf, python-docx), when first met",
 }
 # files outside the package that package code loads by path, each with its reason: none may be added silently

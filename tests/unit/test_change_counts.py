@@ -40,6 +40,24 @@ def test_a_new_route_touches_the_files_the_page_counts():
     assert max(counts.values()) + 1 == stated("an HTTP route"), counts  # + its docs page
 
 
+def test_a_new_streamed_route_is_its_line_and_its_module():
+    """A streamed route is served from the table alone (asgi.ApiApp.serve_streamed): the module its
+    ``asgi`` names holds what the route is made of, and no per-route method names it."""
+    import importlib
+
+    from eragraph.entrypoints.http.asgi import ApiApp
+    from eragraph.entrypoints.http.routes import ASGI_MCP
+    from eragraph.entrypoints.http.streaming import Encoder
+
+    streamed = [r for r in ROUTES if r.asgi and r.asgi != ASGI_MCP]
+    assert len(streamed) >= 3, streamed
+    for r in streamed:
+        module = importlib.import_module(f"eragraph.entrypoints.http.{r.asgi}")
+        assert callable(module.prepare) and isinstance(module.ENCODER, Encoder), r.key
+        assert not hasattr(ApiApp, f"serve_{r.asgi}"), r.key
+    assert stated("a streamed route") == 3  # the route's line, its module, its docs page
+
+
 def _defined_in(fn) -> set[str]:
     """The modules a mode's run function (or the function a registry wrapper closes over) is in."""
     out = {Path(inspect.getsourcefile(fn)).name}

@@ -35,7 +35,7 @@ from ..http.errors import error_body
 from ..http.guard import LocalGuard, is_loopback
 from ..http.pipeline import Answer, Call
 from ..http.request import Request
-from ..http.routes import API, ROUTES
+from ..http.routes import API, ROUTES, STREAM, Route
 from ..http.server import DEFAULT_HOST, ApiApp, ApiServer
 from ..http.site import with_body
 from .upstream import Reply, Unreachable, Upstream
@@ -157,19 +157,16 @@ class ProxyApp(ApiApp):
         """POST /mcp: the deployed API's MCP endpoint, forwarded as any other route."""
         await with_body(self, self.serve_routed)(scope, receive, send)
 
-    async def serve_query_stream(self, scope: dict, send, body: bytes) -> None:
-        """POST /query/stream: answered from POST /query (``Forwarding.stream_answer``)."""
+    async def serve_streamed(self, streamed: Route, scope: dict, send, body: bytes) -> None:
+        """A streamed route, forwarded: the API answers it whole (POST /query/stream from POST
+        /query: ``Forwarding.stream_answer``; the chat completions with ``stream: true``); one
+        that only the stream function serves (a function URL, not the API's) is a 404."""
+        if STREAM in streamed.on and API not in streamed.on:
+            await self.send_whole(send, scope, 404, {"content-type": "application/json"}, json.dumps(error_body(
+                404, f"{streamed.key} is served by the stack's stream function (its function URL), "
+                     "not by the HTTP API this console forwards to")).encode("utf-8"))
+            return
         await self.serve_routed(scope, send, body)
-
-    async def serve_chat_stream(self, scope: dict, send, body: bytes) -> None:
-        """POST /v1/chat/completions with ``stream: true``: forwarded; the API answers it whole."""
-        await self.serve_routed(scope, send, body)
-
-    async def serve_kb_stream(self, scope: dict, send, body: bytes) -> None:  # noqa: ARG002
-        """POST /retrieveAndGenerateStream is the stream function's (a function URL), not the API's."""
-        await self.send_whole(send, scope, 404, {"content-type": "application/json"}, json.dumps(error_body(
-            404, "POST /retrieveAndGenerateStream is served by the stack's stream function (its function URL), "
-                 "not by the HTTP API this console forwards to")).encode("utf-8"))
 
     def close(self) -> None:
         super().close()

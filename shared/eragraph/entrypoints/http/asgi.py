@@ -9,6 +9,8 @@ says why two pools, one engine, and what a query sees."""
 
 from __future__ import annotations
 
+import importlib
+
 import asyncio
 import contextvars
 import json
@@ -24,12 +26,10 @@ from ...domain.rate_limit import LimitStoreUnavailable
 from .admission import Admission, LimitUnavailable, TooManyStreams
 from .context import answer_budget
 from .errors import error_body
-from . import chat_stream
-from .chat_stream import wants_stream
 from .request import request_of
 from .streaming import serve_stream
 from .guard import LocalGuard
-from .routes import ASGI_KB_STREAM, route, route_at
+from .routes import ASGI_KB_STREAM, Route, route, route_at
 from .site import (  # noqa: F401 (the body caps and the console's headers, named here too)
     CONSOLE_HEADERS, MAX_BODY_BYTES, STREAM_ROUTES, UPLOAD_MAX_BODY_BYTES, Whole, site, takes_documents)
 
@@ -122,25 +122,18 @@ class ApiApp:
     async def __call__(self, scope: dict, receive, send) -> None:
         await self.site(scope, receive, send)
 
-    async def serve_kb_stream(self, scope: dict, send, body: bytes) -> None:
-        """POST /retrieveAndGenerateStream (eragraph.entrypoints.http.stream)."""
-        from . import stream
-
-        await serve_stream(self, scope, send, request_of(scope, body), stream.prepare, stream.ENCODER)
-
-    async def serve_chat_stream(self, scope: dict, send, body: bytes) -> None:
-        """POST /v1/chat/completions: with ``stream: true`` its events, sent as they are written
-        (eragraph.entrypoints.http.chat_stream); else answered whole, as any route."""
-        if not wants_stream(request_of(scope, body)):
+    async def serve_streamed(self, streamed: Route, scope: dict, send, body: bytes) -> None:
+        """A streamed route: its module under entrypoints.http (``Route.asgi``: stream,
+        chat_stream, query_stream) holds its ``prepare`` and ``ENCODER``, served by
+        streaming.serve_stream; a module with ``wants_stream`` streams only a request that asks
+        (the chat completions' ``stream: true``), and answers any other whole, as any route."""
+        module = importlib.import_module(f"{__package__}.{streamed.asgi}")
+        request = request_of(scope, body)
+        wants = getattr(module, "wants_stream", None)
+        if wants is not None and not wants(request):
             await self.serve_routed(scope, send, body)
             return
-        await serve_stream(self, scope, send, request_of(scope, body), chat_stream.prepare, chat_stream.ENCODER)
-
-    async def serve_query_stream(self, scope: dict, send, body: bytes) -> None:
-        """POST /query/stream (eragraph.entrypoints.http.query_stream)."""
-        from . import query_stream
-
-        await serve_stream(self, scope, send, request_of(scope, body), query_stream.prepare, query_stream.ENCODER)
+        await serve_stream(self, scope, send, request, module.prepare, module.ENCODER)
 
     async def serve_routed(self, scope: dict, send, body: bytes) -> None:
         """A request of an API route, through the request pipeline: matched and bound in the fast

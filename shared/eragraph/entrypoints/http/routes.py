@@ -37,9 +37,9 @@ from . import handlers as h
 API = "api"  # the HTTP API: the query function behind template.yaml's HttpApi, and eragraph serve
 STREAM = "stream"  # the stream function (a function URL) besides eragraph serve
 
-# the ASGI server's own handlers (see ``Route.asgi``)
+# the ASGI server's own handlers (see ``Route.asgi``): MCP, and each streamed route's module
 ASGI_MCP = "mcp"
-ASGI_KB_STREAM = "kb_stream"
+ASGI_KB_STREAM = "stream"
 ASGI_CHAT_STREAM = "chat_stream"
 ASGI_QUERY_STREAM = "query_stream"
 KB = "bedrock-agent-runtime"  # the service model whose errors the Bedrock KB routes answer
@@ -51,7 +51,9 @@ class Route:
     parameter of that name (template.yaml may name it otherwise). ``handler``: the route's
     handler itself (None: the ASGI server alone serves it); ``summary``/``description``: its OpenAPI text (None: powertools' default,
     "METHOD path"); ``needs``: the make_app argument without which the resolver does not serve it;
-    ``asgi``: the ASGI server's own handler of it, if any."""
+    ``asgi``: the ASGI server's own handler of it, if any: ``mcp``, or a streamed route's module
+    under entrypoints.http, which holds its ``prepare`` and ``ENCODER`` (streaming.serve_stream)
+    and, if it streams only when asked, ``wants_stream`` (asgi.ApiApp.serve_streamed)."""
 
     method: str
     path: str
@@ -128,8 +130,8 @@ ROUTES: tuple[Route, ...] = (
     *BEDROCK_AGENT,
     Route("POST", "/v1/chat/completions", h.post_chat_completions, asgi=ASGI_CHAT_STREAM,
           summary="OpenAI-compatible chat completions (a model is a retrieval mode: eragraph-<mode>)",
-          description="The last user message is the question; the configured generator answers from the "
-                      "evidence; citations in the text and in the citations field; stream: true sends "
+          description="The last user message is the question, made standalone from the earlier messages; "
+                      "the configured generator answers from the evidence; citations in the text and in the citations field; stream: true sends "
                       "server-sent events"),
     Route("GET", "/v1/models", h.get_models, summary="OpenAI-compatible models: one per retrieval mode"),
     Route("GET", "/health", h.health, on=frozenset({API, STREAM})),

@@ -23,6 +23,8 @@ pipeline, serve_stream's admission and slot rules).
 from __future__ import annotations
 
 import json
+from functools import partial
+
 from starlette.applications import Starlette
 from starlette.convertors import Convertor, register_url_convertor
 from starlette.middleware import Middleware
@@ -153,8 +155,8 @@ def site(app) -> Starlette:
         return Whole(200, {"content-type": found.content_type, "cache-control": "no-cache", **CONSOLE_HEADERS},
                      found.body)
 
-    # the streamed routes: each served by ApiApp's ``serve_<asgi name>`` (MCP reads its own body)
-    routes: list[Path] = [Exact(r.path + "{_:trailing_slashes}", with_body(app, getattr(app, f"serve_{r.asgi}")),
+    # the streamed routes: each served by ApiApp.serve_streamed from its module (MCP reads its own body)
+    routes: list[Path] = [Exact(r.path + "{_:trailing_slashes}", with_body(app, partial(app.serve_streamed, r)),
                                 methods=[r.method]) for r in ROUTES
                           if r.asgi and r.asgi != ASGI_MCP and (STREAM in r.on or not app.stream_only)]
     if app.stream_only:
