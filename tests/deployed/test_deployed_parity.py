@@ -58,6 +58,9 @@ RESOURCE_SETTINGS = ("ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QU
                      "ERAGRAPH_ANSWER_MODELS", "ERAGRAPH_RERANK",
                      # the JWT issuer whose user pool the claim guard reads (which tenant asks)
                      "ERAGRAPH_JWT_ISSUER",
+                     # the query function's entity graph kept warm in memory (adapters/aws/
+                     # entity_warm): the same answers as the table's reads, in fewer round trips
+                     "ERAGRAPH_ENTITY_GRAPH_WARM",
                      # the buckets a Bedrock KB data source may sync from, and the keys the bucket's
                      # notification ingests (where an API upload is put): no store setting
                      "ERAGRAPH_SOURCE_BUCKETS", "ERAGRAPH_DOCUMENT_")

@@ -54,7 +54,9 @@ SEEDS: dict[str, dict] = {  # a valid body per POST path, mutated by the fuzz
     "/query": {"query": "ferry log", "k": 3, "mode": "dense"},
     "/knowledgebases/{knowledgeBaseId}/retrieve": {"retrievalQuery": {"text": "ferry"}, "retrievalConfiguration": {
         "vectorSearchConfiguration": {"numberOfResults": 2, "overrideSearchType": "SEMANTIC"}}},
-    "/retrieveAndGenerate": {"input": {"text": "ferry"}, "sessionId": "s-1", "retrieveAndGenerateConfiguration": {
+    # no sessionId: one this service did not issue is refused before retrieval (the fuzz's values
+    # still reach the member when a mutation adds it)
+    "/retrieveAndGenerate": {"input": {"text": "ferry"}, "retrieveAndGenerateConfiguration": {
         "type": "KNOWLEDGE_BASE", "knowledgeBaseConfiguration": {
             "knowledgeBaseId": knowledge_base_id(""), "modelArn": "arn:aws:bedrock:us-east-1::foundation-model/x"}}},
     "/mcp": {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "retrieve",
@@ -139,7 +141,7 @@ def mutate(rng: random.Random, body):
         node[key] = rng.choice(VALUES)
         return body
     if isinstance(node, dict):
-        node[rng.choice(["extra", "guardrailConfiguration", "nextToken", "filter"])] = rng.choice(VALUES)
+        node[rng.choice(["extra", "guardrailConfiguration", "nextToken", "filter", "sessionId"])] = rng.choice(VALUES)
     return body
 
 

@@ -52,9 +52,9 @@ def test_a_new_streamed_route_is_its_line_and_its_module():
     streamed = [r for r in ROUTES if r.asgi and r.asgi != ASGI_MCP]
     assert len(streamed) >= 3, streamed
     for r in streamed:
-        module = importlib.import_module(f"eragraph.entrypoints.http.{r.asgi}")
+        module = importlib.import_module(r.asgi)
         assert callable(module.prepare) and isinstance(module.ENCODER, Encoder), r.key
-        assert not hasattr(ApiApp, f"serve_{r.asgi}"), r.key
+        assert not hasattr(ApiApp, f"serve_{r.asgi.rpartition('.')[2]}"), r.key
     assert stated("a streamed route") == 3  # the route's line, its module, its docs page
 
 

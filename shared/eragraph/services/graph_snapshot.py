@@ -40,11 +40,11 @@ class Snapshot:
         self.mention = mats.mention
         self.cooc = mats.cooccurrence
         self.frequency = mats.frequency
-        self.chunk_vectors = _matrix(engine.vectors, chunk_ids, engine.embedder.dim)
+        self.chunk_vectors = vector_matrix(engine.vectors, chunk_ids, engine.embedder.dim)
         self._entity_source = (index.vectors, engine.embedder.dim)
         self._entity_vectors: np.ndarray | None = None
         self.sentence_chunk = np.where(mats.sentence_chunk >= 0, rows[mats.sentence_chunk], -1)
-        self.sentence_vectors = (_matrix(index.vectors, mats.sentences, engine.embedder.dim)
+        self.sentence_vectors = (vector_matrix(index.vectors, mats.sentences, engine.embedder.dim)
                                  if index.embed_sentences else None)
         self.synonymy = mats.synonymy
         self.tri_adjacency = gm.bipartite_adjacency(self.contain)
@@ -59,7 +59,7 @@ class Snapshot:
             from .entity_ids import entity_vector_id
 
             vectors, dim = self._entity_source
-            self._entity_vectors = _matrix(vectors, [entity_vector_id(e) for e in self.entities], dim)
+            self._entity_vectors = vector_matrix(vectors, [entity_vector_id(e) for e in self.entities], dim)
         return self._entity_vectors
 
     def walk(self, graph: str, synonym_weight: float = 0.0) -> gm.Walk:
@@ -75,7 +75,7 @@ class Snapshot:
         return w
 
 
-def _matrix(vectors, ids, dim) -> np.ndarray:
+def vector_matrix(vectors, ids, dim) -> np.ndarray:
     out = np.zeros((len(ids), dim), dtype=np.float32)
     got = {}
     for start in range(0, len(ids), 5000):

@@ -30,6 +30,7 @@ from ..domain import sentence_paths as sp_
 from ..domain.filters import Filter
 from ..domain.ranking import Candidate
 from . import graph_query as gq
+from .graph_snapshot import vector_matrix
 from .engine import Engine
 from .explain import note
 
@@ -78,7 +79,7 @@ def _snapshot_sentences(engine: Engine, snap) -> tuple[np.ndarray, np.ndarray, n
         index = engine.entities
         vecs = snap.sentence_vectors
         if vecs is None:  # vectors the store holds though tri_graph does not read them
-            vecs = gq._matrix(index.vectors, snap.mats.sentences, engine.embedder.dim)
+            vecs = vector_matrix(index.vectors, snap.mats.sentences, engine.embedder.dim)
         missing = ~vecs.any(axis=1) & (snap.sentence_chunk >= 0)
         if missing.any():
             vecs = vecs.copy()

@@ -123,11 +123,11 @@ class ApiApp:
         await self.site(scope, receive, send)
 
     async def serve_streamed(self, streamed: Route, scope: dict, send, body: bytes) -> None:
-        """A streamed route: its module under entrypoints.http (``Route.asgi``: stream,
-        chat_stream, query_stream) holds its ``prepare`` and ``ENCODER``, served by
+        """A streamed route: its module (``Route.asgi``: entrypoints.http's stream, chat_stream,
+        query_stream) holds its ``prepare`` and ``ENCODER``, served by
         streaming.serve_stream; a module with ``wants_stream`` streams only a request that asks
         (the chat completions' ``stream: true``), and answers any other whole, as any route."""
-        module = importlib.import_module(f"{__package__}.{streamed.asgi}")
+        module = importlib.import_module(streamed.asgi)
         request = request_of(scope, body)
         wants = getattr(module, "wants_stream", None)
         if wants is not None and not wants(request):

@@ -39,9 +39,9 @@ STREAM = "stream"  # the stream function (a function URL) besides eragraph serve
 
 # the ASGI server's own handlers (see ``Route.asgi``): MCP, and each streamed route's module
 ASGI_MCP = "mcp"
-ASGI_KB_STREAM = "stream"
-ASGI_CHAT_STREAM = "chat_stream"
-ASGI_QUERY_STREAM = "query_stream"
+ASGI_KB_STREAM = "eragraph.entrypoints.http.stream"  # (whole names: layers/core/closure.py ships
+ASGI_CHAT_STREAM = "eragraph.entrypoints.http.chat_stream"  # the modules a string constant names)
+ASGI_QUERY_STREAM = "eragraph.entrypoints.http.query_stream"
 KB = "bedrock-agent-runtime"  # the service model whose errors the Bedrock KB routes answer
 
 
@@ -52,7 +52,7 @@ class Route:
     handler itself (None: the ASGI server alone serves it); ``summary``/``description``: its OpenAPI text (None: powertools' default,
     "METHOD path"); ``needs``: the make_app argument without which the resolver does not serve it;
     ``asgi``: the ASGI server's own handler of it, if any: ``mcp``, or a streamed route's module
-    under entrypoints.http, which holds its ``prepare`` and ``ENCODER`` (streaming.serve_stream)
+    (its whole name), which holds its ``prepare`` and ``ENCODER`` (streaming.serve_stream)
     and, if it streams only when asked, ``wants_stream`` (asgi.ApiApp.serve_streamed)."""
 
     method: str
