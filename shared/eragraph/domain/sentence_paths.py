@@ -30,12 +30,16 @@ class PathResult:
 
 
 def _links(mention) -> np.ndarray:
-    """Sentence x sentence: True where two distinct sentences share an entity."""
-    import scipy.sparse as sp
-
-    m = sp.csr_matrix(mention, dtype=np.float64)
-    m.data[:] = 1.0
-    a = (m @ m.T).toarray() > 0
+    """Sentence x sentence: True where two distinct sentences share an entity. ``mention``: a
+    scipy sparse matrix (the exact execution's) or a numpy array (the stored one's: the Lambda
+    layers ship no scipy, so nothing here imports it)."""
+    if hasattr(mention, "tocsr"):
+        m = mention.tocsr().astype(np.float64)
+        m.data[:] = 1.0
+        a = (m @ m.T).toarray() > 0
+    else:
+        m = (np.asarray(mention) != 0).astype(np.float64)
+        a = (m @ m.T) > 0
     np.fill_diagonal(a, False)
     return a
 
@@ -124,14 +128,15 @@ def beam_paths(vectors: np.ndarray, query: np.ndarray, mention, passage_of: Sequ
 def seed_sentences(similarity: np.ndarray, mention, seed_entities: Sequence[int], width: int) -> list[int]:
     """The sentences paths start from: the ``width`` most similar to the question, and the
     ``width`` most similar among those naming one of the question's entities (positions of
-    ``mention``'s columns)."""
-    import scipy.sparse as sp
-
+    ``mention``'s columns; a scipy sparse matrix or a numpy array, as ``_links``)."""
     sim = np.asarray(similarity, dtype=np.float64)
     top = list(np.argsort(-sim, kind="stable")[:width])
     if len(seed_entities):
-        m = sp.csc_matrix(mention)
-        named = np.unique(np.concatenate([m.indices[m.indptr[e]:m.indptr[e + 1]] for e in seed_entities]))
+        if hasattr(mention, "tocsc"):
+            m = mention.tocsc()
+            named = np.unique(np.concatenate([m.indices[m.indptr[e]:m.indptr[e + 1]] for e in seed_entities]))
+        else:
+            named = np.flatnonzero((np.asarray(mention)[:, list(seed_entities)] != 0).any(axis=1))
         if len(named):
             top += list(named[np.argsort(-sim[named], kind="stable")[:width]])
     return [int(i) for i in dict.fromkeys(top)]

@@ -104,9 +104,8 @@ def _exact_subgraph(engine: Engine, walk: gq.TriWalk, chunks: list[str]):
 
 
 def _stored_subgraph(engine: Engine, walk: gq.TriWalk, chunks: list[str]):
-    """The subgraph read through the entity store's port in three batched calls."""
-    import scipy.sparse as sp
-
+    """The subgraph read through the entity store's port in three batched calls (its incidence a
+    numpy array: the subgraph is a few dozen passages, and the Lambda layers ship no scipy)."""
     index = engine.entities
     store = index.store
     sids = store.sentence_ids_of_chunks(chunks)
@@ -130,6 +129,7 @@ def _stored_subgraph(engine: Engine, walk: gq.TriWalk, chunks: list[str]):
         for e in dict.fromkeys(sents[sid].entities):
             rows.append(i)
             cidx.append(cols.setdefault(e, len(cols)))
-    mention = sp.csr_matrix((np.ones(len(rows)), (rows, cidx)), shape=(len(keep), len(cols)))
+    mention = np.zeros((len(keep), len(cols)), dtype=np.float64)
+    mention[rows, cidx] = 1.0
     passage_of = np.array([pos[sents[s].chunk_id] for s in keep], dtype=np.int64)
     return _unit(vecs), mention, passage_of, [cols[e] for e in walk.seeds if e in cols]
