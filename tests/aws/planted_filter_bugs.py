@@ -6,13 +6,14 @@ from these (docs/testing/index.md, "CI time"). Not collected by the suite (no ``
     python -m pytest -q -n 0 -s tests/aws/planted_filter_bugs.py
 
 writes bench-results/planted-bugs-filters.json."""
-import json, os, re, contextlib, os
+import json, re
 from pathlib import Path
 
 import pytest
 from aws_helpers import aws_engine  # noqa: F401
 from filter_cases import build, corpus, run_cases
 from eragraph.bench.moto_lean import lean_moto
+from planted import planted, selected
 from eragraph.adapters.aws import filter_dsl as fd, lexical_opensearch as lx, vector_opensearch as vo
 
 pytestmark = pytest.mark.timeout(3000)
@@ -54,23 +55,9 @@ BUGS = {
     "no_has_attrs_marker": [(vo, "where_clauses", no_marker), (lx, "where_clauses", no_marker)],
     "bm25_unfiltered": [(lx, "where_clauses", lexical_unfiltered)],
 }
-# PLANTED=name,name runs those bugs only (into planted-bugs-<kind>-<names>.json)
-ONLY = [b for b in os.environ.get("PLANTED", "").split(",") if b]
-if ONLY:
-    BUGS = {b: BUGS[b] for b in ONLY}
-    OUT = OUT.with_name(OUT.stem + "-" + "-".join(ONLY) + ".json")
+BUGS, OUT = selected(BUGS, OUT)  # PLANTED=name,name: those bugs only, into planted-bugs-<kind>-<names>.json
 SEEDS = [3, 11, 17, 23, 29, 31]
 
-@contextlib.contextmanager
-def planted(patches):
-    saved = [(m, n, getattr(m, n)) for m, n, _ in patches]
-    for m, n, f in patches:
-        setattr(m, n, f)
-    try:
-        yield
-    finally:
-        for m, n, f in saved:
-            setattr(m, n, f)
 
 def test_plant(aws_engine):  # noqa: F811
     engine, _env, _fake = aws_engine

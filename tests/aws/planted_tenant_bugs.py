@@ -7,13 +7,14 @@ suite (no ``test_`` prefix):
     python -m pytest -q -n 0 -s tests/aws/planted_tenant_bugs.py
 
 writes bench-results/planted-bugs-tenants.json."""
-import json, os, re, contextlib, sys
+import json, re, sys
 from pathlib import Path
 
 import pytest
 from test_tenants_property_aws import aws_tenancy, KS  # noqa: F401
 from tenant_cases import build_tenants, corpora, oracles, run_tenant_cases
 from eragraph.bench.moto_lean import lean_moto
+from planted import planted, selected
 from eragraph.adapters.aws import vector_opensearch as vo
 
 pytestmark = pytest.mark.timeout(3000)
@@ -35,23 +36,9 @@ def search_many_unscoped(self, layers, doc_ids=None, where=None):
 BUGS = {"scope_prefix": [(Index, "scope", scope_prefix)], "default_sees_all": [(Index, "scope", default_sees_all)],
         "lexical_unscoped": [(Index, "scope", lexical_unscoped)],
         "search_many_unscoped": [(Index, "_filters", search_many_unscoped)]}
-# PLANTED=name,name runs those bugs only (into planted-bugs-<kind>-<names>.json)
-ONLY = [b for b in os.environ.get("PLANTED", "").split(",") if b]
-if ONLY:
-    BUGS = {b: BUGS[b] for b in ONLY}
-    OUT = OUT.with_name(OUT.stem + "-" + "-".join(ONLY) + ".json")
+BUGS, OUT = selected(BUGS, OUT)  # PLANTED=name,name: those bugs only, into planted-bugs-<kind>-<names>.json
 SEEDS = [5, 6, 11, 17, 23, 29]
 
-@contextlib.contextmanager
-def planted(patches):
-    saved = [(m, n, getattr(m, n)) for m, n, _ in patches]
-    for m, n, f in patches:
-        setattr(m, n, f)
-    try:
-        yield
-    finally:
-        for m, n, f in saved:
-            setattr(m, n, f)
 
 def test_plant(aws_tenancy, atomic_requests):
     ten, env, fake, clients = aws_tenancy
