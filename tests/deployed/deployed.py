@@ -447,111 +447,10 @@ class LambdaProcess:
 # ------------------------------------------------------------------ the loopback cloud
 
 
-class _MotoSpeedups:
-    """Two costs of moto's DynamoDB that grow with the table and make a 200-passage run
-    quadratic, replaced in the harness's own moto server (for as long as it runs) by what they
-    compute, cheaper:
-
-    * TransactWriteItems deep-copies every table it names for its rollback (O(table) per
-      transaction): here only the items the transaction names are saved, and restored (or the
-      new ones deleted) when it is cancelled -- the same rollback;
-    * a Query on the table's own key sorts every item of the table and then keeps those of the
-      partition (O(table log table) per query): here it walks the one partition the query
-      names (index queries are left as they are)."""
-
-    def __init__(self) -> None:
-        import copy as _copy
-
-        from moto.dynamodb import models
-        from moto.dynamodb.models import table as table_module
-
-        self.models = models
-        self.table_module = table_module
-        self.copy = _copy
-        # what moto's module names ``copy`` now: the suite's one-copy-per-transaction stand-in
-        # (tests/moto_transactions.py), put back as it was when the server stops; restoring the
-        # plain copy module instead left every later transaction of the worker copying the table
-        # once per item (a 1,500-node contract test went from seconds to minutes after this server)
-        self.models_copy = models.copy
-        self.transact = models.DynamoDBBackend.transact_write_items
-        self.query = table_module.Table.query
-        self.all_items = table_module.Table.all_items
-
-    def install(self) -> None:
-        models, real_copy, transact = self.models, self.copy, self.transact
-        Table, query, all_items = self.table_module.Table, self.query, self.all_items
-
-        class NoTableCopy:
-            @staticmethod
-            def deepcopy(x, memo=None):
-                return x if isinstance(x, models.Table) else real_copy.deepcopy(x, memo)
-
-        def transact_write_items(backend, transact_items):
-            saved = {}
-            for item in transact_items:
-                _, op = next(iter(item.items()))
-                name = op.get("TableName")
-                if name not in backend.tables:
-                    continue
-                table = backend.tables[name]
-                if "Key" in op:
-                    key = op["Key"]
-                else:
-                    attrs = op.get("Item") or {}
-                    key = {a: attrs[a] for a in (table.hash_key_attr, table.range_key_attr) if a and a in attrs}
-                try:
-                    current = backend.get_item(name, key)
-                except Exception:  # a malformed key: moto's own checks report it
-                    continue
-                saved[(name, json.dumps(key, sort_keys=True))] = (
-                    name, key, None if current is None else current.to_json()["Attributes"])
-            before = models.copy
-            models.copy = NoTableCopy
-            try:
-                return transact(backend, transact_items)
-            except Exception:
-                for name, key, attrs in saved.values():
-                    if attrs is None:
-                        backend.delete_item(name, key)
-                    else:
-                        backend.put_item(name, attrs)
-                raise
-            finally:
-                models.copy = before
-
-        def partition_items(table):
-            part = getattr(table, "_harness_partition", None)
-            if part is None:
-                return all_items(table)
-            found = table.items.get(part[0])
-            if found is None:
-                return []
-            items = list(found.values()) if table.range_key_attr else [found]
-            return sorted(items, key=lambda x: (x.hash_key, x.range_key) if x.range_key else x.hash_key)
-
-        def partition_query(table, hash_key, *args, **kwargs):
-            index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
-            table._harness_partition = None if index_name or hash_key is None else (hash_key,)
-            try:
-                return query(table, hash_key, *args, **kwargs)
-            finally:
-                table._harness_partition = None
-
-        models.DynamoDBBackend.transact_write_items = transact_write_items
-        Table.query = partition_query
-        Table.all_items = partition_items
-
-    def remove(self) -> None:
-        self.models.DynamoDBBackend.transact_write_items = self.transact
-        self.table_module.Table.query = self.query
-        self.table_module.Table.all_items = self.all_items
-        self.models.copy = self.models_copy
-
-
 class SerialMotoServer:
     """moto's server on 127.0.0.1 and a free port, one request at a time: moto's backends are
-    not thread-safe (TransactWriteItems deep-copies tables while other threads write), and the
-    services apply each request atomically."""
+    not thread-safe (a TransactWriteItems saves and restores items while other threads would
+    write), and the services apply each request atomically."""
 
     def __init__(self) -> None:
         from moto.server import ThreadedMotoServer
@@ -591,8 +490,6 @@ class SerialMotoServer:
         self.server = Serial(ip_address="127.0.0.1", port=0, verbose=False)
 
     def start(self) -> str:
-        self.journal = _MotoSpeedups()
-        self.journal.install()
         self.server.start()
         host, port = self.server.get_host_and_port()
         endpoint = f"http://{host}:{port}"
@@ -605,7 +502,6 @@ class SerialMotoServer:
 
     def stop(self) -> None:
         self.server.stop()
-        self.journal.remove()
 
 
 def _sqs_attributes(props: Mapping[str, Any]) -> dict[str, str]:
