@@ -81,6 +81,18 @@ def test_fusion_ranks_what_several_sub_questions_found_first_and_says_who_found_
     assert fuse([], 5) == ([], {})
 
 
+def test_the_fused_list_keeps_the_evidence_budget_as_every_mode_does():
+    from eragraph.domain.decomposition import Decomposition
+    from eragraph.domain.ranking import Candidate
+    from eragraph.services.decomposition import retrieve
+
+    lists = {"q1": [Candidate("a", 0, 0.9, 60), Candidate("b", 0, 0.5, 30)],
+             "q2": [Candidate("c", 0, 0.8, 60), Candidate("b", 0, 0.4, 30)]}
+    out, parts = retrieve(Decomposition(("q1", "q2")), lambda q: lists[q], k=3, budget=100)
+    assert [c.node_id for c in out] == ["b", "a"]  # b (both lists) first; c no longer fits 100 tokens
+    assert sum(c.tokens for c in out) <= 100 and parts.found == {"b": (0, 1), "a": (0,)}
+
+
 # --- the service -----------------------------------------------------------------------------------------
 
 class SplittingGenerator:

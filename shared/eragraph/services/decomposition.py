@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..domain.decomposition import Decomposition, fuse, parse_sub_questions
-from ..domain.ranking import Candidate
+from ..domain.ranking import Candidate, fill_budget
 from . import cost
 from .engine import Engine
 from .summary_search import BadQueryError
@@ -44,14 +44,17 @@ def split(engine: Engine, question: str) -> Decomposition:
 
 
 def retrieve(decomposition: Decomposition, run: Callable[[str], list[Candidate]],
-             k: int) -> tuple[list[Candidate], Decomposition]:
-    """``run`` (one question's retrieval) for each sub-question, fused to the best ``k``; the
+             k: int, budget: int | None = None) -> tuple[list[Candidate], Decomposition]:
+    """``run`` (one question's retrieval) for each sub-question, fused to the best ``k`` within
+    the token ``budget`` (as every mode fills it: domain.ranking.fill_budget); the
     decomposition comes back with which sub-questions found each result."""
     lists = [run(q) for q in decomposition.questions]
     by_id: dict[str, Candidate] = {}
     for ranked in lists:
         for c in ranked:
             by_id.setdefault(c.node_id, c)
-    fused, found = fuse([[c.node_id for c in ranked] for ranked in lists], k)
-    out = [Candidate(node_id=i, layer=by_id[i].layer, score=score, tokens=by_id[i].tokens) for i, score in fused]
-    return out, replace(decomposition, found=found)
+    fused, found = fuse([[c.node_id for c in ranked] for ranked in lists], len(by_id))
+    out = fill_budget([Candidate(node_id=i, layer=by_id[i].layer, score=score, tokens=by_id[i].tokens)
+                       for i, score in fused], k, budget)
+    kept = {c.node_id for c in out}
+    return out, replace(decomposition, found={i: f for i, f in found.items() if i in kept})

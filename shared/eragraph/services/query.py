@@ -191,7 +191,7 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
         if parts is None:
             ranked = run(text, vector)
         else:
-            ranked, parts = decompositions.retrieve(parts, run, fetch)
+            ranked, parts = decompositions.retrieve(parts, run, fetch, budget)
         ctx = contexts[0]
         embed_ms = sum(c.embed_ms for c in contexts)
         results, rerank_report = to_results(engine, ranked), None
