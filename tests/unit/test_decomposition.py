@@ -259,3 +259,17 @@ def test_the_stream_decomposes_too_and_post_query_takes_decompose():
     out = app.resolve(kb_event("POST", "/query", {"query": Q, "mode": "dense", "decompose": True}, _authorizer("")),
                       None)
     assert out["statusCode"] == 400 and "needs a model to split" in json.loads(out["body"])["message"]
+
+
+def test_the_mcp_tools_take_decompose():
+    pytest.importorskip("mcp")
+    from eragraph.entrypoints import mcp
+
+    generator = SplittingGenerator("Who founded the Lighthouse Trust?\nWhere did Mary Reed die?")
+    engine = engine_with(generator)
+    out = mcp.call(engine, "retrieve", {"query": Q, "mode": "dense", "k": 3, "decompose": True})
+    assert out["decomposition"]["questions"] == ["Who founded the Lighthouse Trust?", "Where did Mary Reed die?"]
+    assert {"trust.txt", "reed.txt"} <= {r["source"] for r in out["results"]}
+    engine.generator = None
+    with pytest.raises(mcp.query_service.BadQueryError, match="needs a model to split"):  # the server's tool error
+        mcp.call(engine, "retrieve", {"query": Q, "decompose": True})
