@@ -44,7 +44,7 @@ CASES: list[tuple[str, str | bytes | None, int, str]] = [
     ("p a string", _q(p="half"), 422, "p must be a number (got the string 'half')"),
     ("budget an object", _q(budget={"tokens": 5}), 422, "budget must be an integer (got an object)"),
     ("unknown field", _q(colour="red"), 422,
-     "colour is not a known field (known: query, mode, k, budget, p, answer, tenant, filter, rerank, explain, conversation)"),
+     "colour is not a known field (known: query, mode, k, budget, p, answer, tenant, filter, rerank, explain, conversation, decompose)"),
     ("k of 0", _q(k=0), 422, "k must be at least 1 (got 0)"),
     ("k of 100000", _q(k=100_000), 422, "k must be at most 100 (got 100000)"),
     ("k negative", _q(k=-3), 422, "k must be at least 1 (got -3)"),

@@ -231,6 +231,7 @@ PROVIDER_IMPORTS: dict[str, str] = {
     "eragraph.cli.ingest -> eragraph.providers.extractors": "the file readers' kinds and limits (pure: bytes in, text out)",
     "eragraph.services.kb_jobs -> eragraph.providers.extractors": "the file readers' limits (pure: bytes in, text out)",
     "eragraph.services.object_events -> eragraph.providers.extractors": "the file readers (pure: bytes in, text out)",
+    "eragraph.services.place_migration -> eragraph.providers.extractors": "the file readers' limits, to read a source again (pure)",
     "eragraph.services.sources -> eragraph.providers.extractors": "the file readers (pure: bytes in, text out)",
 }
 

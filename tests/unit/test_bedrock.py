@@ -227,3 +227,21 @@ def test_model_without_system_prompt_gets_it_folded_into_the_user_turn(client):
         result = summ.summarize(texts, 30)
         stub.assert_no_pending_responses()
     assert result.text == "Otters hold hands asleep." and result.tokens_in == 20
+
+
+def test_generator_decomposes_with_its_own_prompt_and_output_cap(client):
+    """QUERY_DECOMPOSITION's call: the split prompt, DECOMPOSE_MAX_TOKENS, the reply as it is
+    (domain.decomposition parses it) and the call's usage for pricing."""
+    from eragraph.domain.decomposition import parse_sub_questions
+    from eragraph.providers.prompts import DECOMPOSE_MAX_TOKENS, DECOMPOSE_SYSTEM, decompose_prompt
+
+    gen = BedrockGenerator(TEXT_MODEL, client=client)
+    question = "Who founded the Trust, and where did the founder die?"
+    reply = "1. Who founded the Trust?\n2. Where did Mary Reed die?"
+    with Stubber(client) as stub:
+        stub.add_response("converse", converse_reply(reply, 40, 12),
+                          converse_params(DECOMPOSE_SYSTEM, decompose_prompt(question), DECOMPOSE_MAX_TOKENS))
+        out = gen.decompose(question)
+        stub.assert_no_pending_responses()
+    assert (out.text, out.tokens_in, out.tokens_out, out.model) == (reply, 40, 12, f"bedrock:{TEXT_MODEL}")
+    assert parse_sub_questions(out.text, question).questions == ("Who founded the Trust?", "Where did Mary Reed die?")

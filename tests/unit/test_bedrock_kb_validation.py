@@ -153,7 +153,7 @@ def test_another_querys_next_token_is_refused(kb_engine):
     (("retrieveAndGenerateConfiguration", "knowledgeBaseConfiguration", "generationConfiguration"),
      {"guardrailConfiguration": {"guardrailId": "abc", "guardrailVersion": "1"}}),
     (("retrieveAndGenerateConfiguration", "knowledgeBaseConfiguration", "orchestrationConfiguration"),
-     {"queryTransformationConfiguration": {"type": "QUERY_DECOMPOSITION"}}),
+     {"promptTemplate": {"textPromptTemplate": "Rewrite: $query$"}}),
     (("retrieveAndGenerateConfiguration", "knowledgeBaseConfiguration", "retrievalConfiguration",
       "managedSearchConfiguration"), {"numberOfResults": 3}),
 ])
@@ -169,7 +169,19 @@ def test_an_unsupported_configuration_is_refused_in_words_never_dropped(kb_engin
         node = node[key]
     node[where[-1]] = member
     message = refused(call(kb_engine, "/retrieveAndGenerate", body))
-    assert f"{where[-1]} is not supported" in message
+    assert f"{where[-1]} is not supported" in message or f"{next(iter(member))} is not supported" in message
+    assert kb_engine.generator.questions == []
+
+
+def test_query_decomposition_without_a_model_that_splits_is_refused_in_words(kb_engine):
+    """QUERY_DECOMPOSITION needs a generator that can split questions (tests/unit/test_decomposition.py
+    runs one): a generator without ``decompose`` is refused before any retrieval or answer."""
+    kb_engine.generator = CitingGenerator()
+    body = request(KB)
+    body["retrieveAndGenerateConfiguration"]["knowledgeBaseConfiguration"]["orchestrationConfiguration"] = {
+        "queryTransformationConfiguration": {"type": "QUERY_DECOMPOSITION"}}
+    message = refused(call(kb_engine, "/retrieveAndGenerate", body))
+    assert "QUERY_DECOMPOSITION needs a model to split the question" in message and "stand-in" in message
     assert kb_engine.generator.questions == []
 
 

@@ -126,8 +126,9 @@ def _cmd_reindex(args: argparse.Namespace) -> int:
 
 def cmd_migrate(args: argparse.Namespace) -> int:
     """``eragraph migrate titles``: re-embed the continuation chunks of titled documents of a
-    store built before titles were embedded with every chunk (services.title_migration), with a
-    progress bar on stderr; resumable, and a no-op on a store already migrated. Local
+    store built before titles were embedded with every chunk (services.title_migration);
+    ``eragraph migrate places``: give the chunks stored before chunk places theirs
+    (services.place_migration). Each with a progress bar on stderr; resumable, and a no-op on a store already migrated. Local
     (``--store``) or a deployed stack's tenant (``--profile aws``, with the stack's environment)."""
     from ..bootstrap.profiles import keeps_store
 
@@ -142,6 +143,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace, engine, where: str) -> int:
+    if args.what == "places":
+        return _migrate_places(args, engine, where)
     from tqdm import tqdm
 
     from ..services.title_migration import migrate_titles, migrated
@@ -171,5 +174,36 @@ def _migrate(args: argparse.Namespace, engine, where: str) -> int:
         if out["totals"] != run:
             done = out["totals"]
             human += f"; with the runs before: {done['reembedded']} re-embedded, {done['skipped']} skipped"
+    emit(args, out, human)
+    return EXIT_OK
+
+
+def _migrate_places(args: argparse.Namespace, engine, where: str) -> int:
+    """``eragraph migrate places`` (services.place_migration), a page of documents at a time."""
+    from tqdm import tqdm
+
+    from ..services.place_migration import migrate_places, migrated
+
+    bar = None
+    if not migrated(engine):
+        bar = tqdm(desc="migrate places", unit=" documents", file=sys.stderr, dynamic_ncols=True,
+                   disable=bool(args.quiet))
+
+    def moved(totals: dict) -> None:
+        if bar is not None and totals["documents"] > bar.n:
+            bar.update(totals["documents"] - bar.n)
+
+    try:
+        out = migrate_places(engine, on_page=moved)
+    finally:
+        if bar is not None:
+            bar.close()
+    run = out["run"]
+    if out["already"]:
+        human = f"{where}: already migrated (chunk places): nothing to do"
+    else:
+        human = (f"{where}: placed {run['chunks_placed']} chunks of {run['documents']} documents "
+                 f"({run['chunks_paged']} with pages); {run['unlocated']} not found in their document's text, "
+                 f"{run['no_text']} of documents whose text is not kept (ingest those again)")
     emit(args, out, human)
     return EXIT_OK

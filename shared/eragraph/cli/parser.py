@@ -205,9 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "ERAGRAPH_STUCK_AFTER_SECONDS, else 3600, as the reindex function)")
 
     p = command("migrate", "migrate a store built by an earlier version: titles (re-embed the continuation chunks "
-                "of titled documents with their title; resumable, a no-op once done)", cmd_migrate,
+                "of titled documents with their title), places (give chunks stored before chunk places their "
+                "offsets, and pages where the source can be read again); resumable, a no-op once done", cmd_migrate,
                 providers=("embedder",), store="optional", quiet="no progress bar")
-    p.add_argument("what", choices=("titles",), help="the migration: titles")
+    p.add_argument("what", choices=("titles", "places"), help="the migration: titles or places")
     p.add_argument("--no-progress", dest="quiet", action="store_true", help="no progress bar (as --quiet)")
     p.add_argument("--profile", default="local", choices=("local", "aws"),
                    help="local (--store DIR) or aws: the deployed stack of this environment (ERAGRAPH_TABLE, ...), "

@@ -21,7 +21,8 @@ Place = tuple[int, ...]
 PageStarts = Sequence[tuple[int, int]]
 
 NO_PLACE_NOTE = ("some results are chunks stored before chunk places were recorded (their place is null): "
-                 "ingest their documents again to give them offsets and pages")
+                 "`eragraph migrate places` gives them offsets (and pages where the source can be read "
+                 "again), or ingest their documents again")
 
 
 def page_at(offset: int, page_starts: PageStarts) -> int:
@@ -60,4 +61,29 @@ def describe(place: Sequence[int] | None) -> dict[str, Any] | None:
     if len(place) >= 4:
         out["page"] = int(place[2])
         out["pages"] = [int(place[2]), int(place[3])]
+    return out
+
+
+LOCATE_SLACK = 256  # characters a chunk's search window reaches past twice its length
+
+
+def locate(text: str, chunks: Sequence[str]) -> list[tuple[int, int] | None]:
+    """Each chunk's ``[start, end)`` in ``text``, the chunks given in document order (they may
+    overlap, as a token window's overlap makes them): a chunk is looked for from just after
+    where the one before it began, within a window of twice its length (plus LOCATE_SLACK, plus
+    the length of the chunks not found since, at most eight times its own); None when it is
+    not there (the text changed, or the chunk was made from another text). Each search reads at
+    most its window, so the whole is linear in the chunks' total length, never in the text's
+    length times the number of chunks."""
+    out: list[tuple[int, int] | None] = []
+    at, missed = 0, 0
+    for chunk in chunks:
+        size = len(chunk)
+        i = text.find(chunk, at, at + min(missed, 8 * size) + 2 * size + LOCATE_SLACK) if size else -1
+        if i < 0:
+            out.append(None)
+            missed += size
+            continue
+        out.append((i, i + size))
+        at, missed = i + 1, 0
     return out

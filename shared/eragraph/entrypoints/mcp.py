@@ -91,6 +91,9 @@ class SearchArgs(BaseModel):
         None, max_length=MAX_TURNS * 2, description="The earlier turns of the conversation, oldest first, when the "
         "query is a follow-up (\"And when did she die?\"): it is made standalone from them before retrieval, and "
         "the response's rewrite says how")
+    decompose: bool = Field(False, description="Split the question into sub-questions with the knowledge base's "
+                            "model, retrieve for each and fuse them (when a Bedrock or OpenAI-compatible generator is "
+                            "configured; else the call fails saying so); the response's decomposition shows them")
 
 
 class DocumentArgs(BaseModel):
@@ -173,7 +176,8 @@ def call(engine: Engine, name: str, arguments: dict[str, Any] | None, budget: in
         response = query_service.query(engine, args.query, mode=args.mode, k=args.k, answer=name == "answer",
                                        where=args.filter, rerank=RerankSpec() if args.rerank else None,
                                        budget=budget if name == "answer" else None,
-                                       conversation=[Message(t.role, t.content) for t in args.conversation or ()])
+                                       conversation=[Message(t.role, t.content) for t in args.conversation or ()],
+                                       decompose=args.decompose)
         return response.to_dict()
     if name == "get_document":
         args = _args(DocumentArgs, arguments)

@@ -52,7 +52,10 @@ class Generator(Protocol):
     """Writes an answer from evidence. A generator that can stream also has
     ``stream(question, evidence) -> Iterator[str | Answer]``: the text in pieces, in order, as
     it is generated, then one Answer (the whole text, its citations and token counts) as the
-    last item. services.generation.stream_answer gives every generator that shape."""
+    last item. services.generation.stream_answer gives every generator that shape. A model
+    generator (Bedrock, OpenAI-compatible) also has ``rewrite(question, conversation) -> Answer``
+    (a follow-up made standalone: services.conversation) and ``decompose(question) -> Answer``
+    (its reply: the sub-questions, one a line, that domain.decomposition parses)."""
     identity: str
     def answer(self, question: str, evidence: Sequence[tuple[str, str]]) -> Answer:
         """evidence: (result id, text) pairs; the answer cites result ids."""

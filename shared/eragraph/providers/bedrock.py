@@ -22,7 +22,8 @@ import numpy as np
 from ..domain.model import BadInputError
 from ..ports.providers import Tokenizer
 from ..ports.records import Answer, Summary
-from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
+from .prompts import (ANSWER_SYSTEM, DECOMPOSE_MAX_TOKENS, DECOMPOSE_SYSTEM, NO_EVIDENCE_ANSWER,
+                      decompose_prompt, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
                       Backoff, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
                       PromptedSummarizer, REWRITE_MAX_TOKENS, REWRITE_SYSTEM, rewrite_prompt, rewritten)
 
@@ -289,6 +290,15 @@ class BedrockGenerator:
         tokens_in, tokens_out = _usage(response)
         return Answer(text=rewritten(_converse_text(response), question), cited_ids=(), tokens_in=tokens_in,
                       tokens_out=tokens_out, model=self.identity)
+
+    def decompose(self, question: str) -> Answer:
+        """The model's sub-questions of ``question``, its reply as it is (domain.decomposition
+        parses it), its output capped at DECOMPOSE_MAX_TOKENS (services.decomposition prices the call)."""
+        response = _converse(self._caller, self.model_id, DECOMPOSE_SYSTEM, decompose_prompt(question),
+                             DECOMPOSE_MAX_TOKENS, f"decompose ({self.model_id})")
+        tokens_in, tokens_out = _usage(response)
+        return Answer(text=_converse_text(response), cited_ids=(), tokens_in=tokens_in, tokens_out=tokens_out,
+                      model=self.identity)
 
     def stream(self, question: str, evidence: Sequence[tuple[str, str]]) -> Iterator[str | Answer]:
         """ConverseStream: the text deltas as Bedrock sends them, then the Answer, whose token

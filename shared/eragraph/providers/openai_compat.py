@@ -20,7 +20,8 @@ from typing import Any
 from ..ports.providers import Tokenizer
 from ..ports.records import Answer, Summary
 from .hashing import RegexTokenizer
-from .prompts import (ANSWER_SYSTEM, NO_EVIDENCE_ANSWER, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
+from .prompts import (ANSWER_SYSTEM, DECOMPOSE_MAX_TOKENS, DECOMPOSE_SYSTEM, NO_EVIDENCE_ANSWER,
+                      decompose_prompt, SUMMARY_SYSTEM, ModelCallError, answer_prompt,
                       Backoff, clean_summary, clip_to_tokens, parse_citations, summary_max_output,
                       PromptedSummarizer, REWRITE_MAX_TOKENS, REWRITE_SYSTEM, rewrite_prompt, rewritten)
 
@@ -185,6 +186,15 @@ class OpenAICompatGenerator:
         tokens_in, tokens_out = _usage(payload, self.tokenizer, (REWRITE_SYSTEM, prompt), reply)
         return Answer(text=rewritten(reply, question), cited_ids=(), tokens_in=tokens_in, tokens_out=tokens_out,
                       model=self.identity)
+
+    def decompose(self, question: str) -> Answer:
+        """The model's sub-questions of ``question``, its reply as it is (domain.decomposition
+        parses it), its output capped at DECOMPOSE_MAX_TOKENS (services.decomposition prices the call)."""
+        prompt = decompose_prompt(question)
+        payload = self.client.complete(DECOMPOSE_SYSTEM, prompt, DECOMPOSE_MAX_TOKENS)
+        reply = _reply(payload, self.client.url)
+        tokens_in, tokens_out = _usage(payload, self.tokenizer, (DECOMPOSE_SYSTEM, prompt), reply)
+        return Answer(text=reply, cited_ids=(), tokens_in=tokens_in, tokens_out=tokens_out, model=self.identity)
 
     def stream(self, question: str, evidence: Sequence[tuple[str, str]]) -> Iterator[str | Answer]:
         """The answer's text deltas as the server sends them (SSE), then the Answer; token counts

@@ -175,6 +175,18 @@ def rewritten(text: str, question: str) -> str:
     return line or question
 
 
+DECOMPOSE_SYSTEM = (
+    "You split a question into the simpler questions that must each be answered to answer it, "
+    "for a search engine that finds one fact at a time. Write each sub-question so that it can "
+    "be understood alone (names, not pronouns). Reply with the sub-questions only, one per line, "
+    "at most four; a question that needs no splitting is replied with as it is. Do not answer.")
+DECOMPOSE_MAX_TOKENS = 200  # four short questions: the call's output cap
+
+
+def decompose_prompt(question: str) -> str:
+    return f"Question: {question.strip()}\n\nSub-questions, one per line:"
+
+
 def answer_prompt(question: str, evidence: Sequence[tuple[str, str]]) -> str:
     blocks = "\n\n".join(f"Evidence {i} [{eid}]:\n{text.strip()}"
                          for i, (eid, text) in enumerate(evidence, 1))

@@ -20,6 +20,7 @@ from ..domain.ranking import Candidate
 from ..domain.rerank import RerankSpec
 from . import conversation as conversations
 from . import cost
+from . import decomposition as decompositions
 from ..domain.conversation import Message
 from . import explain as explaining
 from ..ports.records import Answer
@@ -72,13 +73,15 @@ class QueryResponse:
     explain: dict | None = None          # asked for: why the entity-graph modes ranked so (services.explain)
     explained: bool = False              # explain was asked for (the key is in the answer, null or not)
     rewrite: dict | None = None          # a conversation's follow-up made standalone: question, how, ...
+    decomposition: dict | None = None    # asked for: the sub-questions retrieved for, how, which found what
 
     def to_dict(self) -> dict:
         out = asdict(self)
         if not out.pop("explained"):
             out.pop("explain")
-        if out["rewrite"] is None:
-            out.pop("rewrite")
+        for key in ("rewrite", "decomposition"):
+            if out[key] is None:
+                out.pop(key)
         for r, result in zip(out["results"], self.results):
             r["children"] = list(r["children"])
             r["place"] = result.where
@@ -124,7 +127,8 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
           vector: np.ndarray | None = None, where: Filter | dict | str | None = None,
           rerank: RerankSpec | None = None, on_piece: Callable[[str], None] | None = None,
           explain: bool = False, on_results: Callable[[QueryResponse], None] | None = None,
-          conversation: Sequence[Message] | None = None, caller: Caller | None = None) -> QueryResponse:
+          conversation: Sequence[Message] | None = None, caller: Caller | None = None,
+          decompose: bool = False) -> QueryResponse:
     """``vector``: the question's embedding when the caller already has it (a benchmark embeds
     each question once, before any mode); else it is made on first use by the mode. ``where``:
     a metadata filter (a parsed tree, or its JSON); every result is a leaf chunk inside it.
@@ -134,7 +138,10 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     an answer is generated (the streamed /query sends them first); ``on_piece`` each piece of
     the answer as it is written. ``conversation``: the earlier messages of a chat (oldest first);
     the question is made standalone from them (services.conversation) before it is retrieved
-    for and answered, and the response's ``rewrite`` says how.
+    for and answered, and the response's ``rewrite`` says how. ``decompose``: split the
+    (standalone) question into sub-questions with the generator, retrieve for each and fuse the
+    lists (services.decomposition; a BadQueryError without a generator that can); the answer is
+    still to the whole question, and the response's ``decomposition`` shows the sub-questions.
     ``caller``: who is asking (domain.access; None: the operator,
     everything): every mode runs inside its view, summaries of the partitions it may read included."""
     started = time.perf_counter()
@@ -168,21 +175,40 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
         if conversation:
             rewrite = conversations.standalone(engine, text, conversation)
             text = rewrite.question[:MAX_QUERY_CHARS]
-        ctx = QueryContext(engine=engine, text=text, k=fetch, budget=budget, p=p,  # embeds on first use
-                           given_vector=vector, where=combine([view, where]),
-                           view_only=view is not None and where is None)
+        if decompose:
+            decompositions.check(engine)  # refused in words before any call
+        parts = decompositions.split(engine, text) if decompose and not empty else None
+        contexts: list[QueryContext] = []
+
+        def run(question: str, given: np.ndarray | None = None) -> list[Candidate]:
+            one = QueryContext(engine=engine, text=question, k=fetch, budget=budget, p=p,  # embeds on first use
+                               given_vector=given, where=combine([view, where]),
+                               view_only=view is not None and where is None)
+            contexts.append(one)
+            return [] if empty else MODES[mode].run(one)
+
         retrieve_started = time.perf_counter()
-        ranked = [] if empty else MODES[mode].run(ctx)
+        if parts is None:
+            ranked = run(text, vector)
+        else:
+            ranked, parts = decompositions.retrieve(parts, run, fetch, budget)
+        ctx = contexts[0]
+        embed_ms = sum(c.embed_ms for c in contexts)
         results, rerank_report = to_results(engine, ranked), None
-        stages = {"embed_ms": round(ctx.embed_ms, 3),
-                  "retrieve_ms": round((time.perf_counter() - retrieve_started) * 1000.0 - ctx.embed_ms, 3)}
+        stages = {"embed_ms": round(embed_ms, 3),
+                  "retrieve_ms": round((time.perf_counter() - retrieve_started) * 1000.0 - embed_ms, 3)}
         if reranker is not None:
             results, rerank_report = _rerank(engine, reranker, text, results, k)
             stages["rerank_ms"] = rerank_report["ms"]
         response = QueryResponse(query=asked, mode=mode, rewrite=None if rewrite is None else rewrite.to_dict(), results=results, rerank=rerank_report,
                                  route=ctx.route or mode, router_score=ctx.router_score, router_ms=ctx.router_ms,
                                  filter=None if where is None else to_json(where), stages=stages, explained=explain)
-        notes = list(ctx.notes)
+        notes = list(dict.fromkeys(n for c in contexts for n in c.notes))
+        if parts is not None:
+            shown = {r.id for r in results}
+            response.decomposition = replace(parts, found={i: f for i, f in parts.found.items() if i in shown}).to_dict()
+            if parts.note:
+                notes.append(f"decomposition: {parts.note}")
         if explain:
             response.explain = _explained(engine, recorder, response)
             if response.explain is None:

@@ -33,6 +33,8 @@ def section(name: str, d: dict, plots: Path) -> list[str]:
            + (f"build {d['build_seconds']} s." if d.get("build_seconds") is not None else
               "measured on the store an earlier run of the same command built (`--reuse-store`).")
            + smoke, ""]
+    if d.get("note"):  # what the run's numbers do not say (a loaded machine)
+        out += [f"Note: {d['note']}", ""]
     out += table(["mode", "turn 2 alone", "with conversation", "original", "with / original", "target ≥ 90 %"],
                  [[m, r["recall@5_turn2_alone"], r["recall@5_with_conversation"], r["recall@5_original"],
                    r["with_conversation_over_original"], verdict(r["target_met"])] for m, r in d["modes"].items()])

@@ -149,8 +149,12 @@ def location(source: str) -> dict[str, Any]:
     return {"type": "CUSTOM", "customDocumentLocation": {"id": source}}
 
 
-def _result(result, route: str, doc_meta: dict[str, Any]) -> dict[str, Any]:
+def _result(result, route: str, doc_meta: dict[str, Any], parts: dict[str, Any] | None = None) -> dict[str, Any]:
     meta = dict(doc_meta)
+    if parts is not None:  # a decomposed question: the sub-questions whose retrieval found this result
+        questions = parts["questions"]
+        meta[f"{META_PREFIX}sub-questions"] = [questions[i] for i in parts["found"].get(result.id, ())]
+        meta[f"{META_PREFIX}decomposition"] = parts.get("note") or parts["how"]
     meta.update({f"{META_PREFIX}node-id": result.id, f"{META_PREFIX}layer": result.layer,
                  f"{META_PREFIX}doc-id": result.doc_id, f"{META_PREFIX}source": result.source,
                  f"{META_PREFIX}route": route})
@@ -175,7 +179,7 @@ def _result(result, route: str, doc_meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | None = None, answer: bool = False,
-            budget: int | None = None, conversation: list[Message] | None = None):
+            budget: int | None = None, conversation: list[Message] | None = None, decompose: bool = False):
     """The query behind Retrieve and RetrieveAndGenerate: (the response, its page of results,
     the results as Bedrock's, the offset after the page). ``budget``: the evidence budget of an
     answer (the API's cap, entrypoints.http.context.answer_budget; None: the store's default)."""
@@ -195,7 +199,8 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
         wanted = min(wanted, bedrock.get("numberOfRerankedResults") or wanted)
     try:
         response = query_service.query(engine, text, mode=mode, k=offset + wanted, where=config.get("filter"),
-                                       rerank=rerank, answer=answer, budget=budget, conversation=conversation)
+                                       rerank=rerank, answer=answer, budget=budget, conversation=conversation,
+                                       decompose=decompose)
     except (query_service.BadQueryError, BadInputError) as exc:
         raise KbError("ValidationException", str(exc)) from None
     except ModelCallError as exc:  # the embedder, reranker or generator gave up: Bedrock's dependency error
@@ -205,7 +210,7 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
     for doc_id in {r.doc_id for r in page}:  # at most k reads, never the store
         doc = engine.graph.get_document(doc_id)
         metas[doc_id] = dict(doc.metadata) if doc is not None else {}  # the user's attributes, not .meta (bookkeeping)
-    shaped = [_result(r, response.route or mode, metas[r.doc_id]) for r in page]
+    shaped = [_result(r, response.route or mode, metas[r.doc_id], response.decomposition) for r in page]
     more = len(page) == wanted and offset + wanted < MAX_DEPTH and len(response.results) == offset + wanted
     return response, page, shaped, (_token(offset + wanted, key) if more else None)
 
@@ -229,6 +234,16 @@ def knowledge_base_config(body: dict[str, Any]) -> dict[str, Any]:
                       "knowledgeBaseConfiguration (knowledgeBaseId, modelArn): Eragraph answers from its knowledge "
                       "bases only")
     return config["knowledgeBaseConfiguration"]
+
+
+def decomposes(config: dict[str, Any]) -> bool:
+    """Whether a knowledge base configuration asks for QUERY_DECOMPOSITION (the one query
+    transformation the model has): the question split into sub-questions by the generator, each
+    retrieved for, the lists fused (services.decomposition). Each retrieved reference's metadata
+    names the sub-questions that found it (``x-eragraph-sub-questions``), as Bedrock's response
+    has no member for them."""
+    transform = (config.get("orchestrationConfiguration") or {}).get("queryTransformationConfiguration") or {}
+    return transform.get("type") == "QUERY_DECOMPOSITION"
 
 
 def _references(page, shaped, cited: set[str]) -> list[dict[str, Any]]:
@@ -282,7 +297,7 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: i
     session = session or open_session(engine, body)
     question = body["input"]["text"]
     response, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {}, budget=budget,
-                                        conversation=session[1])
+                                        conversation=session[1], decompose=decomposes(config))
     asked = (response.rewrite or {}).get("question", question)
     pieces: list[str] = []
     final: Answer | None = None
@@ -334,6 +349,11 @@ def check_generate(engine: Engine, body: dict[str, Any]) -> tuple[dict[str, Any]
             raise KbError("ValidationException", str(exc)) from None
         if generator is not engine.generator:
             engine = replace(engine, generator=generator)
+    if decomposes(config) and getattr(engine.generator, "decompose", None) is None:
+        raise KbError("ValidationException", "orchestrationConfiguration.queryTransformationConfiguration "
+                      "QUERY_DECOMPOSITION needs a model to split the question (a Bedrock or OpenAI-compatible "
+                      f"generator), and this store's generator ({engine.generator.identity}) cannot: remove it "
+                      "from the request")
     return config, engine
 
 
@@ -345,7 +365,8 @@ def retrieve_and_generate(engine: Engine, body: dict[str, Any], budget: int | No
     session = open_session(engine, body)
     question = body["input"]["text"]
     response, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {},
-                                        answer=True, budget=budget, conversation=session[1])
+                                        answer=True, budget=budget, conversation=session[1],
+                                        decompose=decomposes(config))
     text = response.answer or ""
     _keep(engine, session, question, text)
     return {"output": {"text": text}, "citations": citations(text, page, shaped, response.cited_ids),

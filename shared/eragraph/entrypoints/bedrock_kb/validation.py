@@ -13,7 +13,7 @@ type name, never the request's values beyond a short excerpt):
   send a ``sessionId`` with a line break, ``overrideSearchType: "BOGUS"`` or
   ``numberOfResults: true``.
 - ``check_supported``: what Eragraph answers. A member the model allows but Eragraph does not
-  apply (guardrails, generation and orchestration settings, managed search, session encryption,
+  apply (guardrails, generation settings, orchestration settings other than query decomposition, managed search, session encryption,
   user context, image queries) is refused with a message naming it, never silently dropped."""
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ SUPPORTED: dict[str, dict] = {
                  "retrievalConfiguration": _RETRIEVAL},
     "RetrieveAndGenerate": {"input": ALL, "sessionId": ALL, "retrieveAndGenerateConfiguration": {
         "type": ALL, "externalSourcesConfiguration": ALL,  # refused with its own message (runtime.knowledge_base_config)
-        "knowledgeBaseConfiguration": {"knowledgeBaseId": ALL, "modelArn": ALL, "retrievalConfiguration": _RETRIEVAL}}},
+        "knowledgeBaseConfiguration": {"knowledgeBaseId": ALL, "modelArn": ALL, "retrievalConfiguration": _RETRIEVAL,
+                                       # QUERY_DECOMPOSITION with a generator that can split (runtime.decomposes)
+                                       "orchestrationConfiguration": {"queryTransformationConfiguration": ALL}}}},
 }
 SUPPORTED["RetrieveAndGenerateStream"] = SUPPORTED["RetrieveAndGenerate"]
 # bedrock-agent's knowledge-base operations (eragraph.entrypoints.bedrock_agent)

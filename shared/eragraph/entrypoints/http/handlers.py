@@ -33,7 +33,7 @@ def post_query(ctx: RouteContext, request: QueryRequest) -> dict:
                                    budget=budget, p=request.p, answer=request.answer,
                                    where=request.filter, rerank=rerank_spec(request.rerank),
                                    explain=request.explain, conversation=request.turns(),
-                                   caller=ctx.asking())
+                                   caller=ctx.asking(), decompose=request.decompose)
     if ctx.on_query is not None:
         ctx.on_query(response)
     return response.to_dict()

@@ -53,6 +53,9 @@ class QueryRequest(BaseModel):
     conversation: Optional[list[ConversationTurn]] = Field(
         None, max_length=40, description="The earlier turns of a conversation, oldest first: the query is made "
         "standalone from them before retrieval, and the response's rewrite says how")
+    decompose: bool = Field(False, description="Split the question into sub-questions with the configured generator, "
+                            "retrieve for each and fuse the lists (Bedrock's QUERY_DECOMPOSITION); the response's "
+                            "decomposition shows them. Needs a Bedrock or OpenAI-compatible generator (else a 400)")
 
     def turns(self) -> list[Message]:
         return [Message(t.role, t.content) for t in self.conversation or ()]

@@ -73,7 +73,7 @@ def prepare(app, request, hold) -> Prepared:
         response = query_service.query(
             engine, query.query, mode=query.mode, k=query.k, budget=budget, p=query.p, answer=True,
             where=query.filter, rerank=rerank_spec(query.rerank), explain=query.explain, conversation=query.turns(),
-            on_results=lambda head: emit(("results", head)), on_piece=lambda text: emit(("piece", text)))
+            decompose=query.decompose, on_results=lambda head: emit(("results", head)), on_piece=lambda text: emit(("piece", text)))
         emit(("done", response))
 
     return Prepared(produce, pool=pool_of(values))
