@@ -35,15 +35,16 @@ def engine_of(tenant: str):
 MCP = []  # the MCP server, built by the first POST /mcp: the other routes' cold starts never import mcp
 
 
-def serve_mcp(event: dict, body: bytes, tenant: str):
-    """POST /mcp: the MCP tools (stateless streamable HTTP, JSON) for the caller's tenant."""
+def serve_mcp(event: dict, body: bytes, tenant: str, caller=None):
+    """POST /mcp: the MCP tools (stateless streamable HTTP, JSON) for the caller's tenant, inside
+    its principals' view (caller: bootstrap.principals; None: the operator)."""
     from eragraph.entrypoints.http.context import answer_budget
     from eragraph.entrypoints.mcp import build_server, event_response
 
     if not MCP:  # the answer tool's budget capped as every generating route's (AnswerMaxBudget)
         MCP.append(build_server(engine_of, budget_of=lambda engine: answer_budget(LIMITS, engine)))
     metrics.add_metric("McpRequests", MetricUnit.Count, 1)
-    return event_response(MCP[0], event, body, tenant)
+    return event_response(MCP[0], event, body, tenant, caller)
 
 
 # the caller's tenant from its identity only: the JWT claim, or the IAM principal's tag

@@ -4,6 +4,7 @@ imported here, so the MCP server and the CLI use it without the ``aws`` extra.""
 
 from __future__ import annotations
 
+from ..domain.access import ATTRIBUTE, Caller
 from ..services.engine import Engine
 
 
@@ -21,12 +22,17 @@ def _status_fields(status: dict) -> dict:
     return {**out, "reason": status["reason"]} if "reason" in status else out
 
 
-def document_json(engine: Engine, doc_id: str) -> dict | None:
+def document_json(engine: Engine, doc_id: str, caller: Caller | None = None) -> dict | None:
     """GET /documents/{id}: the stored document with its status, or (a document refused before it
-    was stored: a binary or empty file...) its status alone; None when neither is known."""
+    was stored: a binary or empty file...) its status alone; None when neither is known. Asked by
+    ``caller`` (domain.access; None: the operator), None too for a document it may not read, and
+    for one whose access list is not known (a status without a stored document): fail closed."""
     from ..services import doc_status
 
     doc = engine.graph.get_document(doc_id)
+    if caller is not None and not caller.everything and (
+            doc is None or not caller.may_read((doc.metadata or {}).get(ATTRIBUTE))):
+        return None
     status = doc_status.read(engine, doc_id)
     if doc is not None:
         return document_body(doc, status)

@@ -41,6 +41,7 @@ from typing import Any
 from . import eventstream
 from ..request_log import request_id, withheld
 from .validation import ShapeError, check_shape, check_supported
+from ...domain.access import Caller
 from ...domain.citations import cited_parts
 from ...domain.conversation import ASSISTANT, USER, Message
 from ...domain.knowledge_base import knowledge_base_id
@@ -175,10 +176,11 @@ def _result(result, route: str, doc_meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | None = None, answer: bool = False,
-            budget: int | None = None, conversation: list[Message] | None = None):
+            budget: int | None = None, conversation: list[Message] | None = None, caller: Caller | None = None):
     """The query behind Retrieve and RetrieveAndGenerate: (the response, its page of results,
     the results as Bedrock's, the offset after the page). ``budget``: the evidence budget of an
-    answer (the API's cap, entrypoints.http.context.answer_budget; None: the store's default)."""
+    answer (the API's cap, entrypoints.http.context.answer_budget; None: the store's default);
+    ``caller``: who is asking (domain.access; None: the operator): every result is inside its view."""
     config = retrieval.get("vectorSearchConfiguration") or {}
     wanted = config.get("numberOfResults", DEFAULT_RESULTS)
     key = query_key(text, retrieval)
@@ -195,7 +197,8 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
         wanted = min(wanted, bedrock.get("numberOfRerankedResults") or wanted)
     try:
         response = query_service.query(engine, text, mode=mode, k=offset + wanted, where=config.get("filter"),
-                                       rerank=rerank, answer=answer, budget=budget, conversation=conversation)
+                                       rerank=rerank, answer=answer, budget=budget, conversation=conversation,
+                                       caller=caller)
     except (query_service.BadQueryError, BadInputError) as exc:
         raise KbError("ValidationException", str(exc)) from None
     except ModelCallError as exc:  # the embedder, reranker or generator gave up: Bedrock's dependency error
@@ -210,11 +213,12 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
     return response, page, shaped, (_token(offset + wanted, key) if more else None)
 
 
-def retrieve(engine: Engine, body: dict[str, Any], kb_id: str) -> dict[str, Any]:
-    """The Retrieve response for a request ``body`` on ``engine`` (the caller's)."""
+def retrieve(engine: Engine, body: dict[str, Any], kb_id: str, caller: Caller | None = None) -> dict[str, Any]:
+    """The Retrieve response for a request ``body`` on ``engine`` (the caller's tenant's), inside
+    ``caller``'s view (None: the operator's, everything)."""
     validate("Retrieve", {**body, "knowledgeBaseId": kb_id})
     _, _, shaped, token = _search(engine, body["retrievalQuery"]["text"], body.get("retrievalConfiguration") or {},
-                                  body.get("nextToken"))
+                                  body.get("nextToken"), caller=caller)
     out: dict[str, Any] = {"retrievalResults": shaped}
     if token is not None:
         out["nextToken"] = token
@@ -273,7 +277,7 @@ def _keep(engine: Engine, session: Session, question: str, answer: str) -> None:
 
 
 def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: int | None = None,
-                                 session: Session | None = None) -> Iterator[bytes]:
+                                 session: Session | None = None, caller: Caller | None = None) -> Iterator[bytes]:
     """RetrieveAndGenerateStream's event stream frames on ``engine``: one ``output`` event per
     piece the generator yields, each sent as it comes, then one ``citation`` event spanning the
     answer with the results it cites. Errors before the first frame are raised (a KbError);
@@ -282,7 +286,7 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: i
     session = session or open_session(engine, body)
     question = body["input"]["text"]
     response, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {}, budget=budget,
-                                        conversation=session[1])
+                                        conversation=session[1], caller=caller)
     asked = (response.rewrite or {}).get("question", question)
     pieces: list[str] = []
     final: Answer | None = None
@@ -337,7 +341,8 @@ def check_generate(engine: Engine, body: dict[str, Any]) -> tuple[dict[str, Any]
     return config, engine
 
 
-def retrieve_and_generate(engine: Engine, body: dict[str, Any], budget: int | None = None) -> dict[str, Any]:
+def retrieve_and_generate(engine: Engine, body: dict[str, Any], budget: int | None = None,
+                          caller: Caller | None = None) -> dict[str, Any]:
     """The RetrieveAndGenerate response on ``engine`` (the tenant of the request's knowledge
     base, already resolved): the configured generator answers from the retrieved results, and
     one citation spans the answer with the results it cites (all of them when it names none)."""
@@ -345,7 +350,7 @@ def retrieve_and_generate(engine: Engine, body: dict[str, Any], budget: int | No
     session = open_session(engine, body)
     question = body["input"]["text"]
     response, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {},
-                                        answer=True, budget=budget, conversation=session[1])
+                                        answer=True, budget=budget, conversation=session[1], caller=caller)
     text = response.answer or ""
     _keep(engine, session, question, text)
     return {"output": {"text": text}, "citations": citations(text, page, shaped, response.cited_ids),
