@@ -49,7 +49,9 @@ def serve_mcp(event: dict, body: bytes, tenant: str, caller=None):
 
 # the caller's tenant from its identity only: the JWT claim, or the IAM principal's tag
 IDENTITY = TenantIdentity.from_env()
-PRINCIPALS = PrincipalIdentity.from_env()  # who is asking inside the tenant (off unless ERAGRAPH_PRINCIPALS)
+# who is asking inside the tenant (off unless ERAGRAPH_PRINCIPALS): an IAM caller's principals tag
+# is read with its tenant tag (one cached read per principal)
+PRINCIPALS = PrincipalIdentity.from_env(iam_tags=IDENTITY.iam_tags)
 LIMITS, ADMIT = api_limits()  # the answer budget cap; the per-tenant token bucket (429)
 app = make_app(engine_of, on_query=publish, tenant_of=IDENTITY.tenant, limits=LIMITS, admit=ADMIT, logger=logger,
                mcp=serve_mcp, tenants=lambda: LAMBDA_ENGINE.tenancy.tenants(),  # a foreign KB id is a 403
