@@ -150,3 +150,28 @@ def test_every_streamed_door_is_checked():
     streamed = {r.path for r in ROUTES if r.asgi and r.path != "/mcp"}
     assert streamed == {"/query/stream", "/retrieveAndGenerateStream", "/v1/chat/completions"}, streamed
     assert len(STREAMED) == len(streamed)
+
+
+def test_a_retrieve_and_generate_session_is_continued_by_its_own_principals_only(data):
+    from eragraph.entrypoints.http.api import make_app
+
+    engine_of = lambda _t: data.engine  # noqa: E731
+    app = make_app(engine_of, tenant_of=lambda _e: "", principals=PrincipalIdentity.from_env(ON).caller)
+    claims = {INSIDER: {"sub": "carol", "cognito:groups": "[board]"},
+              "colleague": {"sub": "dave", "cognito:groups": "[board]"},
+              OUTSIDER: {"sub": "alice", "cognito:groups": "[finance]"}}
+    method, path, body = requests(data.engine, "")["kb_retrieve_and_generate"]
+    from kb_support import kb_event
+
+    def ask(who, extra=None):
+        out = app.resolve(kb_event(method, path, {**body, **(extra or {})},
+                                   {"jwt": {"claims": claims[who], "scopes": None}}), None)
+        return out["statusCode"], json.loads(out["body"])
+
+    status, first = ask(INSIDER)
+    assert status == 200 and first["sessionId"]
+    session = {"sessionId": first["sessionId"]}
+    assert ask(INSIDER, session)[0] == 200
+    for other in (OUTSIDER, "colleague"):  # the earlier answer came from carol's view
+        status, refused = ask(other, session)
+        assert status == 400 and "is not valid" in refused["message"], (other, refused)

@@ -257,23 +257,31 @@ def citations(text: str, page, shaped, cited: Iterable[str]) -> list[dict[str, A
 Session = tuple[str, list[Message]]
 
 
-def open_session(engine: Engine, body: dict[str, Any]) -> Session:
+def _asker(caller: Caller | None):
+    """The principals a session is kept for (None: the operator's)."""
+    return None if caller is None else caller.principals
+
+
+def open_session(engine: Engine, body: dict[str, Any], caller: Caller | None = None) -> Session:
     """(the session id, its earlier messages): a new session when the request names none, else
-    the tenant's live one it names; one that is unknown, lapsed (a day after its last turn) or
-    another tenant's is Bedrock's ValidationException, in Bedrock's words."""
+    the tenant's live one it names; one that is unknown, lapsed (a day after its last turn),
+    another tenant's, or opened by other principals than ``caller``'s (its earlier answers came
+    from their view; the operator, None, continues any) is Bedrock's ValidationException, in
+    Bedrock's words."""
     named = body.get("sessionId")
     if not named:
         return conversations.new_session_id(), []
     try:
-        return named, conversations.load(engine, named)
+        return named, conversations.load(engine, named, asker=_asker(caller))
     except conversations.SessionError:
         raise KbError("ValidationException", f"Session with Id {named} is not valid. Please check and try "
                       "again.") from None
 
 
-def _keep(engine: Engine, session: Session, question: str, answer: str) -> None:
+def _keep(engine: Engine, session: Session, question: str, answer: str, caller: Caller | None = None) -> None:
     sid, earlier = session
-    conversations.save(engine, sid, [*earlier, Message(USER, question), Message(ASSISTANT, answer)])
+    conversations.save(engine, sid, [*earlier, Message(USER, question), Message(ASSISTANT, answer)],
+                       asker=_asker(caller))
 
 
 def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: int | None = None,
@@ -283,7 +291,7 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: i
     answer with the results it cites. Errors before the first frame are raised (a KbError);
     the caller validates the request and checks the generator first (``check_generate``)."""
     config, engine = check_generate(engine, body)
-    session = session or open_session(engine, body)
+    session = session or open_session(engine, body, caller)
     question = body["input"]["text"]
     response, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {}, budget=budget,
                                         conversation=session[1], caller=caller)
@@ -313,7 +321,7 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: i
             pieces.append(item)
             yield eventstream.event("output", {"text": item})
     text = "".join(pieces)
-    _keep(engine, session, question, text)
+    _keep(engine, session, question, text, caller)
     for one in citations(text, page, shaped, final.cited_ids if final else ()) or [
             {"generatedResponsePart": {"textResponsePart": {"text": "", "span": {"start": 0, "end": 0}}},
              "retrievedReferences": _references(page, shaped, set())}]:
@@ -347,11 +355,11 @@ def retrieve_and_generate(engine: Engine, body: dict[str, Any], budget: int | No
     base, already resolved): the configured generator answers from the retrieved results, and
     one citation spans the answer with the results it cites (all of them when it names none)."""
     config, engine = check_generate(engine, body)
-    session = open_session(engine, body)
+    session = open_session(engine, body, caller)
     question = body["input"]["text"]
     response, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {},
                                         answer=True, budget=budget, conversation=session[1], caller=caller)
     text = response.answer or ""
-    _keep(engine, session, question, text)
+    _keep(engine, session, question, text, caller)
     return {"output": {"text": text}, "citations": citations(text, page, shaped, response.cited_ids),
             "sessionId": session[0]}
