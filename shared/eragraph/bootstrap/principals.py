@@ -36,11 +36,11 @@ from typing import Any
 from ..config import IdentitySettings
 from ..domain.access import AccessError, Caller, caller
 from ..ports.identity import LookupFailed
+from .identity import REQUEST_CONTEXT_HEADER  # the Lambda Web Adapter's copy of the event's requestContext
 
 DEFAULT_GROUPS_CLAIM = "cognito:groups"
 DEFAULT_TAG = "eragraph-principals"  # the IAM principal tag naming an IAM caller's principals
 MAX_TAG_VALUE = 256  # IAM's limit on a tag's value
-REQUEST_CONTEXT_HEADER = "x-amzn-request-context"  # the Lambda Web Adapter's copy of the event's requestContext
 
 
 class PrincipalsForbidden(PermissionError):
