@@ -100,6 +100,7 @@ def requests(engine, secret_doc: str) -> dict[str, tuple[str, str, dict | None]]
         "mcp_answer": ("POST", "/mcp", _mcp_body("answer", {"query": QUESTION, "k": 10, "mode": "dense"})),
         "mcp_get_document": ("POST", "/mcp", _mcp_body("get_document", {"doc_id": secret_doc})),
         "get_document": ("GET", f"/documents/{secret_doc}", None),
+        "list_documents": ("GET", "/documents", None),
     }
 
 

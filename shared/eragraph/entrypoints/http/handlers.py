@@ -52,10 +52,16 @@ def list_statuses(ctx: RouteContext, prefix: Annotated[str, Query(max_length=102
                   cursor: Annotated[str, Query(max_length=4096)] = "") -> dict:
     """Counts of each status of the caller's documents whose source starts with ``prefix``
     (and Bedrock's ingestion-job statistic names for them), with up to ``limit`` documents by
-    source after ``cursor`` (the ``next_cursor`` of the page before; null: the last page)."""
+    source after ``cursor`` (the ``next_cursor`` of the page before; null: the last page). With
+    principals, a page lists only the documents the caller may read (it may then hold fewer than
+    ``limit``); the counts are the tenant's."""
     from ...services import doc_status
+    from ..documents import readable_views
 
-    counts, views, next_cursor, truncated = doc_status.page(ctx.engine(), prefix, limit, cursor)
+    engine = ctx.engine()
+    asking = ctx.asking()
+    counts, views, next_cursor, truncated = doc_status.page(engine, prefix, limit, cursor)
+    views = readable_views(engine, views, asking)
     return {**counts.to_json(), "documents": views, "truncated": truncated,
             "next_cursor": next_cursor}
 
