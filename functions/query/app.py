@@ -35,20 +35,23 @@ def engine_of(tenant: str):
 MCP = []  # the MCP server, built by the first POST /mcp: the other routes' cold starts never import mcp
 
 
-def serve_mcp(event: dict, body: bytes, tenant: str):
-    """POST /mcp: the MCP tools (stateless streamable HTTP, JSON) for the caller's tenant."""
+def serve_mcp(event: dict, body: bytes, tenant: str, caller=None):
+    """POST /mcp: the MCP tools (stateless streamable HTTP, JSON) for the caller's tenant, inside
+    its principals' view (caller: bootstrap.principals; None: the operator)."""
     from eragraph.entrypoints.http.context import answer_budget
     from eragraph.entrypoints.mcp import build_server, event_response
 
     if not MCP:  # the answer tool's budget capped as every generating route's (AnswerMaxBudget)
         MCP.append(build_server(engine_of, budget_of=lambda engine: answer_budget(LIMITS, engine)))
     metrics.add_metric("McpRequests", MetricUnit.Count, 1)
-    return event_response(MCP[0], event, body, tenant)
+    return event_response(MCP[0], event, body, tenant, caller)
 
 
 # the caller's tenant from its identity only: the JWT claim, or the IAM principal's tag
 IDENTITY = TenantIdentity.from_env()
-PRINCIPALS = PrincipalIdentity.from_env()  # who is asking inside the tenant (off unless ERAGRAPH_PRINCIPALS)
+# who is asking inside the tenant (off unless ERAGRAPH_PRINCIPALS): an IAM caller's principals tag
+# is read with its tenant tag (one cached read per principal)
+PRINCIPALS = PrincipalIdentity.from_env(iam_tags=IDENTITY.iam_tags)
 LIMITS, ADMIT = api_limits()  # the answer budget cap; the per-tenant token bucket (429)
 app = make_app(engine_of, on_query=publish, tenant_of=IDENTITY.tenant, limits=LIMITS, admit=ADMIT, logger=logger,
                mcp=serve_mcp, tenants=lambda: LAMBDA_ENGINE.tenancy.tenants(),  # a foreign KB id is a 403

@@ -419,6 +419,9 @@ class ProcessSettings:
     # ERAGRAPH_SERVE_TOKEN: the bearer token of `eragraph serve` (its --token's default); required
     # to bind beyond loopback
     serve_token: str = field(default="", repr=False)
+    # ERAGRAPH_SERVE_PRINCIPALS_FILE: `eragraph serve`'s token file (its --principals-file's
+    # default): each token's principals (bootstrap.serve_tokens)
+    serve_principals_file: str = ""
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> ProcessSettings:
@@ -433,7 +436,8 @@ class ProcessSettings:
                    openai_api_key=env.get("OPENAI_API_KEY") or "",
                    answer_models=_names(env.get("ERAGRAPH_ANSWER_MODELS")),
                    rerank_models=_names(env.get("ERAGRAPH_RERANK_MODELS")),
-                   serve_token=env.get("ERAGRAPH_SERVE_TOKEN") or "")
+                   serve_token=env.get("ERAGRAPH_SERVE_TOKEN") or "",
+                   serve_principals_file=env.get("ERAGRAPH_SERVE_PRINCIPALS_FILE") or "")
 
 
 def named_variable(name: str) -> str | None:
@@ -494,6 +498,7 @@ class IdentitySettings:
     principals: str = ""
     groups_claim: str = "cognito:groups"
     access_default: str = "tenant"
+    principals_tag: str = "eragraph-principals"  # ERAGRAPH_PRINCIPALS_TAG: the IAM principal tag naming an IAM caller's principals
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> IdentitySettings:
@@ -502,6 +507,7 @@ class IdentitySettings:
         return cls(principals=(env.get("ERAGRAPH_PRINCIPALS") or "").strip().lower(),
                    groups_claim=(env.get("ERAGRAPH_GROUPS_CLAIM") or "").strip() or "cognito:groups",
                    access_default=(env.get("ERAGRAPH_ACCESS_DEFAULT") or "").strip() or "tenant",
+                   principals_tag=(env.get("ERAGRAPH_PRINCIPALS_TAG") or "").strip() or "eragraph-principals",
                    claim=env.get("ERAGRAPH_TENANT_CLAIM") or "tenant",
                    tag="eragraph-tenant" if tag is None else tag.strip(),
                    endpoint=env.get("ERAGRAPH_AWS_ENDPOINT_URL") or None,

@@ -36,13 +36,91 @@ def test_a_configured_groups_claim_and_a_lambda_authorizer():
 
 @pytest.mark.parametrize("event, words", [
     ({"requestContext": {}}, "carries none"),
-    ({"requestContext": {"authorizer": {"iam": {"userArn": "arn:aws:iam::1:user/x"}}}}, "carries none"),
+    ({"requestContext": {"authorizer": {"iam": {"userArn": "arn:aws:iam::1:user/x"}}}}, "does not read IAM"),
     (jwt({"cognito:groups": ["finance"]}), "no subject"),
     (jwt({"sub": "alice", "cognito:groups": ["fin ance"]}), "no valid principal"),
 ])
 def test_fail_closed(event, words):
     with pytest.raises(PrincipalsForbidden, match=words):
         ON.caller(event)
+
+
+class Tags:
+    """ports.identity.PrincipalTags in memory: each principal's tags, and the reads made."""
+
+    def __init__(self, tags: dict) -> None:
+        self.by_name, self.reads = tags, []
+
+    def tags(self, kind: str, name: str):
+        self.reads.append((kind, name))
+        found = self.by_name.get((kind, name))
+        if found == "denied":
+            from eragraph.ports.identity import LookupFailed
+
+            raise LookupFailed("AccessDenied")
+        return found
+
+
+def iam(arn: str, account: str = "123456789012") -> dict:
+    return {"requestContext": {"accountId": account, "authorizer": {"iam": {"userArn": arn, "accountId": account}}}}
+
+
+def test_an_iam_callers_principals_are_its_tag_read_once_with_its_tenant_tag():
+    from eragraph.bootstrap.identity import TenantIdentity
+
+    tags = Tags({("role", "analyst"): {"eragraph-tenant": "t-a", "eragraph-principals": "group:finance  user:alice"},
+                 ("role", "intern"): {"eragraph-tenant": "t-a"},
+                 ("role", "odd"): {"eragraph-principals": "group:fin,group:ance"},
+                 ("role", "bad"): {"eragraph-principals": "finance"},
+                 ("role", "locked"): "denied"})
+    tenants = TenantIdentity(tag="eragraph-tenant", principal_tags=tags)
+    who = PrincipalIdentity.from_env({"ERAGRAPH_PRINCIPALS": "identity"}, iam_tags=tenants.iam_tags)
+    event = iam("arn:aws:sts::123456789012:assumed-role/analyst/session-1")
+    assert tenants.tenant(event) == "t-a"
+    assert who.caller(event).principals == ("group:finance", "user:alice")
+    assert tags.reads == [("role", "analyst")]  # one read serves the tenant and the principals
+    assert who.caller(iam("arn:aws:sts::123456789012:assumed-role/odd/s")).principals == ("group:ance", "group:fin")
+    for arn, words in (("arn:aws:sts::123456789012:assumed-role/intern/s", "no tag 'eragraph-principals'"),
+                       ("arn:aws:sts::123456789012:assumed-role/bad/s", "no valid principal"),
+                       ("arn:aws:sts::123456789012:assumed-role/locked/s", "could not be read"),
+                       ("arn:aws:iam::123456789012:root", "no tag"),
+                       ("arn:aws:sts::999999999999:assumed-role/analyst/s", "no tag")):  # another account's
+        with pytest.raises(PrincipalsForbidden, match=words):
+            who.caller(iam(arn))
+    long = Tags({("user", "u"): {"eragraph-principals": "group:a " * 40}})
+    reader = TenantIdentity(principal_tags=long)
+    with pytest.raises(PrincipalsForbidden, match="longer than 256"):
+        PrincipalIdentity(True, iam_tags=reader.iam_tags).caller(iam("arn:aws:iam::123456789012:user/u"))
+
+
+def test_a_configured_principals_tag():
+    from eragraph.bootstrap.identity import TenantIdentity
+
+    tags = Tags({("user", "bob"): {"team": "group:legal", "eragraph-principals": "group:board"}})
+    who = PrincipalIdentity.from_env({"ERAGRAPH_PRINCIPALS": "identity", "ERAGRAPH_PRINCIPALS_TAG": "team"},
+                                     iam_tags=TenantIdentity(principal_tags=tags).iam_tags)
+    assert who.caller(iam("arn:aws:iam::123456789012:user/bob")).principals == ("group:legal",)
+
+
+def test_behind_the_web_adapter_the_request_context_header_only_where_trusted():
+    import json
+
+    tags = {("role", "analyst"): {"eragraph-principals": "group:finance"}}
+    from eragraph.bootstrap.identity import TenantIdentity
+
+    reader = TenantIdentity(principal_tags=Tags(tags))
+    context = json.dumps(iam("arn:aws:sts::123456789012:assumed-role/analyst/s")["requestContext"])
+    trusted = PrincipalIdentity.from_env({"ERAGRAPH_PRINCIPALS": "identity", "ERAGRAPH_TRUST_REQUEST_CONTEXT": "true"},
+                                         iam_tags=reader.iam_tags)
+    assert trusted.caller_from_headers({"x-amzn-request-context": context}).principals == ("group:finance",)
+    with pytest.raises(PrincipalsForbidden, match="not a JSON object"):
+        trusted.caller_from_headers({"x-amzn-request-context": "[1]"})
+    with pytest.raises(PrincipalsForbidden, match="carries none"):
+        trusted.caller_from_headers({})
+    untrusted = PrincipalIdentity.from_env({"ERAGRAPH_PRINCIPALS": "identity"}, iam_tags=reader.iam_tags)
+    with pytest.raises(PrincipalsForbidden, match="not trusted"):
+        untrusted.caller_from_headers({"x-amzn-request-context": context})
+    assert PrincipalIdentity.from_env({}).caller_from_headers({"x-amzn-request-context": context}) is None
 
 
 def test_a_bad_mode_is_refused():

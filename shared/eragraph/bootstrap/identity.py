@@ -73,7 +73,7 @@ class TenantIdentity:
         self.required = required
         self._principals = principal_tags if principal_tags is not None else IamPrincipalTags(iam_client, endpoint)
         self._clock = clock
-        self._tags: OrderedDict[tuple[str, str, str], tuple[float, str | None]] = OrderedDict()
+        self._tags: OrderedDict[tuple[str, str, str], tuple[float, dict[str, str] | None]] = OrderedDict()
         self._lock = threading.Lock()
 
     @classmethod
@@ -128,8 +128,20 @@ class TenantIdentity:
 
     # ----- IAM principal tags -----
     def _iam_tenant(self, arn: Any, api_account: Any = None) -> str | None:
-        """The tag of the principal ``arn``; None for a principal of another account than
-        ``api_account`` (the API's, from the event): a name is looked up in this account only."""
+        """The tenant tag of the principal ``arn`` (iam_tags); TenantForbidden when its tags
+        cannot be read."""
+        try:
+            tags = self.iam_tags(arn, api_account)
+        except LookupFailed as exc:  # refuse, never the default tenant
+            raise TenantForbidden(f"the caller's tenant tag could not be read ({exc.reason})") from None
+        return None if tags is None else tags.get(self.tag)
+
+    def iam_tags(self, arn: Any, api_account: Any = None) -> dict[str, str] | None:
+        """The tags of the IAM principal ``arn`` (its role's or user's), kept TAG_TTL_SECONDS per
+        principal: the tenant tag and the principals tag (bootstrap.principals) share one read.
+        None for a principal of another account than ``api_account`` (the API's, from the
+        event: a name is looked up in this account only) or one without tags to read (root, a
+        federated user, one IAM does not know); LookupFailed when they cannot be read."""
         if not isinstance(arn, str) or not arn:
             return None
         kind, name = principal_of(arn)
@@ -143,7 +155,7 @@ class TenantIdentity:
             if cached is not None and now - cached[0] < TAG_TTL_SECONDS:
                 self._tags.move_to_end(key)
                 return cached[1]
-        value = self._read_tag(kind, name)
+        value = self._read_tags(kind, name)
         with self._lock:
             self._tags[key] = (now, value)
             self._tags.move_to_end(key)
@@ -160,15 +172,11 @@ class TenantIdentity:
     def _iam(self, client: Any) -> None:
         self._principals = IamPrincipalTags(client, self.endpoint)
 
-    def _read_tag(self, kind: str, name: str) -> str | None:
+    def _read_tags(self, kind: str, name: str) -> dict[str, str] | None:
         principals = self._principals
         if isinstance(principals, IamPrincipalTags) and principals.client is None:
             principals.endpoint = self.endpoint  # the client is made for the endpoint in force at the first read
-        try:
-            tags = principals.tags(kind, name)
-        except LookupFailed as exc:  # refuse, never the default tenant
-            raise TenantForbidden(f"the caller's tenant tag could not be read ({exc.reason})") from None
-        return None if tags is None else tags.get(self.tag)
+        return principals.tags(kind, name)
 
 
 def caller_of(event: Mapping[str, Any]) -> str:

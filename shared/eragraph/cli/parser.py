@@ -149,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token", default=ProcessSettings.from_env().serve_token or None, metavar="TOKEN",
                    help="ask 'authorization: Bearer TOKEN' on every route but GET /health and the console's files "
                         "(or ERAGRAPH_SERVE_TOKEN); required with a --host beyond this machine")
+    p.add_argument("--principals-file", default=ProcessSettings.from_env().serve_principals_file or None,
+                   metavar="FILE", help="a JSON object mapping bearer tokens to principals ({\"TOKEN\": "
+                        "[\"group:finance\", \"user:alice\"]}; or ERAGRAPH_SERVE_PRINCIPALS_FILE): a request with "
+                        "one is answered inside its principals on every door, --token's reads everything")
 
     p = command("console", "the browser console on 127.0.0.1 over a deployed stack's HTTP API, each call signed "
                            "with your credentials (no website is hosted)", cmd_console, json_out=False,

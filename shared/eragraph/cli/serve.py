@@ -14,9 +14,11 @@ from .store import existing_store, open_engine, settings_of, tenant_of
 
 def cmd_serve(args: argparse.Namespace) -> int:
     token = args.token or ""
-    if not is_loopback(args.host) and not token:
-        raise CommandError(f"--host {args.host} serves beyond this machine: give --token (or ERAGRAPH_SERVE_TOKEN), "
-                           f"or anyone who reaches the port can read the store and spend on its models")
+    callers = principals_file(args, token)
+    if not is_loopback(args.host) and not token and callers is None:
+        raise CommandError(f"--host {args.host} serves beyond this machine: give --token (or ERAGRAPH_SERVE_TOKEN) "
+                           f"or --principals-file, or anyone who reaches the port can read the store and spend on "
+                           f"its models")
     existing_store(args.store)
     try:
         import uvicorn  # noqa: F401 (the server's)
@@ -38,7 +40,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     # (ERAGRAPH_ANSWER_MAX_BUDGET), the answers a tenant may stream at once (ERAGRAPH_TENANT_STREAMS)
     limits = ApiLimits.from_env()
     server = make_server(engine, args.host, args.port, log=not args.quiet, choice=choice, token=token,
-                         uploads=uploads, limits=limits, streams=stream_slots(limits, local=True))
+                         uploads=uploads, limits=limits, streams=stream_slots(limits, local=True), callers=callers)
     if choice is not None:
         names = ", ".join(t or "(default)" for t in choice.tenants())
         tenant = f" (tenants {names}: the x-eragraph-tenant header picks one)"
@@ -48,11 +50,29 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"eragraph: serving {args.store}{tenant} on {server.url} (the query API as deployed, MCP at /mcp); "
           f"Ctrl-C stops", file=sys.stderr, flush=True)
     print(f"eragraph: console at {console}", file=sys.stderr, flush=True)
+    if callers is not None:
+        print(f"eragraph: {len(callers.callers)} token(s) of {args.principals_file} are answered inside their "
+              f"principals" + (", --token's reads everything" if token else ""), file=sys.stderr, flush=True)
     if not is_loopback(args.host):
         print(f"eragraph: warning: bound to {args.host}, beyond this machine: whoever reaches the port and holds "
               f"the token reads this store and spends on its models, and plain HTTP shows the token to anyone on "
               f"the path; prefer 127.0.0.1 behind an SSH tunnel or a TLS proxy", file=sys.stderr, flush=True)
     return run_until_stopped(server)
+
+
+def principals_file(args: argparse.Namespace, token: str):
+    """The tokens of --principals-file (bootstrap.serve_tokens.TokenPrincipals), validated before
+    anything is served (a fault is a CommandError in words); None without one. A document
+    without an access list is read as the store's ERAGRAPH_ACCESS_DEFAULT says."""
+    path = getattr(args, "principals_file", None)
+    if not path:
+        return None
+    from ..bootstrap.serve_tokens import TokenFileError, TokenPrincipals
+
+    try:
+        return TokenPrincipals.load(path, operator=token, default=settings_of(args).access_default)
+    except TokenFileError as exc:
+        raise CommandError(f"--principals-file {exc}") from None
 
 
 def run_until_stopped(server) -> int:

@@ -4,6 +4,7 @@ imported here, so the MCP server and the CLI use it without the ``aws`` extra.""
 
 from __future__ import annotations
 
+from ..domain.access import ATTRIBUTE, Caller
 from ..services.engine import Engine
 
 
@@ -21,12 +22,32 @@ def _status_fields(status: dict) -> dict:
     return {**out, "reason": status["reason"]} if "reason" in status else out
 
 
-def document_json(engine: Engine, doc_id: str) -> dict | None:
+def readable(doc, caller: Caller | None) -> bool:
+    """Whether ``caller`` (None: the operator) may read the stored document ``doc``; a document
+    not stored (None: its access list is not known) is the operator's only: fail closed."""
+    if caller is None or caller.everything:
+        return True
+    return doc is not None and caller.may_read((doc.metadata or {}).get(ATTRIBUTE))
+
+
+def readable_views(engine: Engine, views: list[dict], caller: Caller | None) -> list[dict]:
+    """The status views (GET /documents) of the documents ``caller`` may read: one document read
+    per view of the page (at most its ``limit``), none for the operator."""
+    if caller is None or caller.everything:
+        return views
+    return [v for v in views if readable(engine.graph.get_document(v["doc_id"]), caller)]
+
+
+def document_json(engine: Engine, doc_id: str, caller: Caller | None = None) -> dict | None:
     """GET /documents/{id}: the stored document with its status, or (a document refused before it
-    was stored: a binary or empty file...) its status alone; None when neither is known."""
+    was stored: a binary or empty file...) its status alone; None when neither is known. Asked by
+    ``caller`` (domain.access; None: the operator), None too for a document it may not read, and
+    for one whose access list is not known (a status without a stored document): fail closed."""
     from ..services import doc_status
 
     doc = engine.graph.get_document(doc_id)
+    if not readable(doc, caller):
+        return None
     status = doc_status.read(engine, doc_id)
     if doc is not None:
         return document_body(doc, status)

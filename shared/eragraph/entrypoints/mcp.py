@@ -22,7 +22,10 @@ Transports:
 Tenants: a stdio server is bound to one tenant. Over HTTP the tenant is the request's
 ``TENANT_KEY`` in the ASGI scope, set by whoever authenticated the caller (``eragraph serve``:
 its engine's tenant; AWS: bootstrap.identity through api.make_app), never by the request; an
-HTTP request without it answers nothing.
+HTTP request without it answers nothing. Who is asking inside the tenant is its ``CALLER_KEY``
+(a domain.access.Caller: the principals of its identity, bootstrap.principals, or of its
+``eragraph serve`` token), set the same way: ``retrieve``, ``answer`` and ``get_document``
+answer inside its view; absent (stdio, principals off), the caller is the operator.
 
 The engine's work is blocking (SQLite, FAISS, DynamoDB, OpenSearch, models): it runs in a worker
 thread (``run_blocking``; by default one at a time per server, as the entity store needs)."""
@@ -42,6 +45,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..domain.access import Caller
 from ..domain.conversation import MAX_TURNS, Message
 from ..domain.model import LexicalIndexMissing
 from ..domain.rerank import RerankSpec
@@ -58,6 +62,7 @@ log = logging.getLogger(__name__)
 
 SERVER_NAME = "eragraph"
 TENANT_KEY = "eragraph.tenant"  # the ASGI scope key of the caller's tenant (HTTP)
+CALLER_KEY = "eragraph.caller"  # the ASGI scope key of who is asking (a domain.access.Caller; absent: the operator)
 MAX_BODY_BYTES = 1 << 20
 T = TypeVar("T")
 RunBlocking = Callable[[Callable[[], T], Optional[str]], Awaitable[T]]
@@ -165,9 +170,12 @@ def _args(model: type[BaseModel], arguments: dict[str, Any] | None):
         raise ToolFailed(describe_all(exc.errors(), skip=(), known=model.model_fields, whole="the arguments")) from None
 
 
-def call(engine: Engine, name: str, arguments: dict[str, Any] | None, budget: int | None = None) -> dict:
+def call(engine: Engine, name: str, arguments: dict[str, Any] | None, budget: int | None = None,
+         caller: Caller | None = None) -> dict:
     """The JSON a tool answers with (blocking); ToolFailed says why it cannot. ``budget``: the
-    evidence budget of ``answer`` (the API's cap; None: the store's default)."""
+    evidence budget of ``answer`` (the API's cap; None: the store's default); ``caller``: who is
+    asking (domain.access; None: the operator): ``retrieve`` and ``answer`` answer inside its
+    view, and ``get_document`` knows no document it may not read."""
     if name in ("retrieve", "answer"):
         args = _args(SearchArgs, arguments)
         if name == "answer" and engine.generator is None:
@@ -177,11 +185,11 @@ def call(engine: Engine, name: str, arguments: dict[str, Any] | None, budget: in
                                        where=args.filter, rerank=RerankSpec() if args.rerank else None,
                                        budget=budget if name == "answer" else None,
                                        conversation=[Message(t.role, t.content) for t in args.conversation or ()],
-                                       decompose=args.decompose)
+                                       decompose=args.decompose, caller=caller)
         return response.to_dict()
     if name == "get_document":
         args = _args(DocumentArgs, arguments)
-        body = document_json(engine, args.doc_id)
+        body = document_json(engine, args.doc_id, caller)
         if body is None:
             raise ToolFailed(f"no document {args.doc_id!r} in this knowledge base")
         return body
@@ -227,6 +235,12 @@ def build_server(get_engine: Callable[[str], Engine], tenant: str | None = None,
             raise ToolFailed("this request carries no tenant: the server answers authenticated callers only")
         return get_engine(scope[TENANT_KEY])
 
+    def caller_of(ctx) -> Caller | None:
+        """Who is asking: the request's ``CALLER_KEY`` (set by whoever authenticated it), else the
+        operator (stdio, or a server whose callers are all the operator)."""
+        scope = getattr(getattr(ctx, "request", None), "scope", None) or {}
+        return scope.get(CALLER_KEY)
+
     async def list_tools(ctx, params) -> types.ListToolsResult:
         return types.ListToolsResult(tools=await run(lambda: tools_for(engine_of(ctx)), None))
 
@@ -239,7 +253,8 @@ def build_server(get_engine: Callable[[str], Engine], tenant: str | None = None,
         try:
             def work() -> dict:
                 engine = engine_of(ctx)
-                return call(engine, params.name, arguments, budget_of(engine) if budget_of is not None else None)
+                return call(engine, params.name, arguments, budget_of(engine) if budget_of is not None else None,
+                            caller_of(ctx))
             out = await run(work, mode if isinstance(mode, str) else None)
         except (ToolFailed, query_service.BadQueryError, LexicalIndexMissing) as exc:
             return _error(str(exc))
@@ -285,9 +300,10 @@ def loopback_security() -> TransportSecuritySettings:
 
 
 async def serve_http(server: Server, scope: dict, receive, send, tenant: str,
-                     security: TransportSecuritySettings | None = None) -> None:
-    """One streamable-HTTP request (ASGI) for ``tenant``: stateless, JSON responses. Only POST:
-    a stateless server offers no GET stream and has no session to DELETE (405, as the spec asks)."""
+                     security: TransportSecuritySettings | None = None, caller: Caller | None = None) -> None:
+    """One streamable-HTTP request (ASGI) for ``tenant``, asked by ``caller`` (domain.access;
+    None: the operator): stateless, JSON responses. Only POST: a stateless server offers no GET
+    stream and has no session to DELETE (405, as the spec asks)."""
     if scope.get("method") != "POST":
         await send({"type": "http.response.start", "status": 405,
                     "headers": [(b"allow", b"POST"), (b"content-type", b"application/json")]})
@@ -297,6 +313,9 @@ async def serve_http(server: Server, scope: dict, receive, send, tenant: str,
         return
     scope = dict(scope)
     scope[TENANT_KEY] = tenant
+    scope.pop(CALLER_KEY, None)  # never the client's: only the one given here
+    if caller is not None:
+        scope[CALLER_KEY] = caller
     body, receive, put = await buffered(receive, MAX_BODY_BYTES)
     if body is not None:
         screened, bad = screen(body)
@@ -365,9 +384,11 @@ def asgi_scope(event: dict, body: bytes) -> dict:
             "client": (http.get("sourceIp", ""), 0), "server": (host, 443)}
 
 
-def event_response(server: Server, event: dict, body: bytes, tenant: str) -> tuple[int, dict[str, str], str]:
-    """Serve one API Gateway event's MCP request for ``tenant`` (the caller's, from its identity):
-    (status, headers, body text). ``body``: the request's bytes (decoded from base64 if need be)."""
+def event_response(server: Server, event: dict, body: bytes, tenant: str,
+                   caller: Caller | None = None) -> tuple[int, dict[str, str], str]:
+    """Serve one API Gateway event's MCP request for ``tenant`` (the caller's, from its identity),
+    asked by ``caller`` (its principals, bootstrap.principals; None: the operator): (status,
+    headers, body text). ``body``: the request's bytes (decoded from base64 if need be)."""
     scope = asgi_scope(event, body)
     status, headers, chunks = 500, {}, []
 
@@ -396,7 +417,7 @@ def event_response(server: Server, event: dict, body: bytes, tenant: str) -> tup
                 if not message.get("more_body", False):
                     done.set()
 
-        await serve_http(server, scope, receive, send, tenant)
+        await serve_http(server, scope, receive, send, tenant, caller=caller)
         done.set()
 
     anyio.run(drive)

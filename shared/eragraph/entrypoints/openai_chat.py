@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..domain.access import Caller
 from ..domain.conversation import ASSISTANT, USER, Message
 from ..services import query as query_service
 from ..services.engine import Engine
@@ -222,13 +223,15 @@ def _usage(response: query_service.QueryResponse) -> dict:
 
 
 def answer(engine: Engine, request: ChatRequest, budget: int | None = None,
-           on_piece: Callable[[str], None] | None = None) -> tuple[query_service.QueryResponse, str, list[dict]]:
+           on_piece: Callable[[str], None] | None = None,
+           caller: Caller | None = None) -> tuple[query_service.QueryResponse, str, list[dict]]:
     """Retrieve and generate: the query response, the reply's whole text (the answer with its
-    sources, or the evidence) and its citations. ``on_piece`` sees the answer's pieces as written."""
+    sources, or the evidence) and its citations. ``on_piece`` sees the answer's pieces as written;
+    ``caller``: who is asking (domain.access; None: the operator): the evidence is inside its view."""
     try:
         response = query_service.query(engine, request.question, mode=request.mode, k=request.k, budget=budget,
                                        answer=engine.generator is not None, where=request.filter,
-                                       on_piece=on_piece, conversation=request.history)
+                                       on_piece=on_piece, conversation=request.history, caller=caller)
     except query_service.BadQueryError as exc:
         raise ChatError(str(exc)) from None
     citations = _citations(response)
@@ -237,9 +240,9 @@ def answer(engine: Engine, request: ChatRequest, budget: int | None = None,
     return response, response.answer + _sources(citations), citations
 
 
-def completion(engine: Engine, request: ChatRequest, budget: int | None = None) -> dict:
-    """POST /v1/chat/completions without streaming: a ``chat.completion`` object."""
-    response, text, citations = answer(engine, request, budget)
+def completion(engine: Engine, request: ChatRequest, budget: int | None = None, caller: Caller | None = None) -> dict:
+    """POST /v1/chat/completions without streaming: a ``chat.completion`` object (inside ``caller``'s view)."""
+    response, text, citations = answer(engine, request, budget, caller=caller)
     return {"id": "chatcmpl-" + uuid.uuid4().hex, "object": "chat.completion", "created": int(time.time()),
             "model": request.model, "system_fingerprint": None,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
@@ -252,7 +255,8 @@ def _rewrite(response: query_service.QueryResponse) -> dict:
     return {"rewrite": response.rewrite} if response.rewrite is not None else {}
 
 
-def chunks(engine: Engine, request: ChatRequest, budget: int | None = None) -> Iterator[dict]:
+def chunks(engine: Engine, request: ChatRequest, budget: int | None = None,
+           caller: Caller | None = None) -> Iterator[dict]:
     """POST /v1/chat/completions with streaming: the ``chat.completion.chunk`` objects, the
     answer's text as the generator writes it (the work runs in a thread of its own, each piece
     handed over as it comes), then the sources, the finish reason with the ``citations``, and
@@ -269,7 +273,7 @@ def chunks(engine: Engine, request: ChatRequest, budget: int | None = None) -> I
 
     def work() -> None:
         try:
-            done["out"] = answer(engine, request, budget, on_piece=lambda p: pieces.put(p))
+            done["out"] = answer(engine, request, budget, on_piece=lambda p: pieces.put(p), caller=caller)
         except BaseException as exc:  # noqa: BLE001 (re-raised in the caller's thread)
             done["error"] = exc
         finally:

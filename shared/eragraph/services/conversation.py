@@ -31,19 +31,27 @@ def new_session_id() -> str:
     return str(uuid.uuid4())
 
 
-def load(engine: Engine, session_id: str, now: Callable[[], float] = time.time) -> list[Message]:
-    """The session's messages, oldest first; SessionError when it is not this tenant's live one."""
+def load(engine: Engine, session_id: str, now: Callable[[], float] = time.time,
+         asker: Sequence[str] | None = None) -> list[Message]:
+    """The session's messages, oldest first; SessionError when it is not this tenant's live one,
+    or (``asker``: the principals of who is asking, domain.access; None: the operator, who may
+    continue any) when it was opened by other principals: its answers came from their view."""
     record = engine.graph.get_meta(PREFIX + session_id)
     if not isinstance(record, dict) or float(record.get("expires", 0)) <= now():
+        raise SessionError(session_id)
+    if asker is not None and record.get("asker") != list(asker):
         raise SessionError(session_id)
     return [Message(role, text) for role, text in record.get("messages") or []]
 
 
-def save(engine: Engine, session_id: str, messages: Sequence[Message], now: Callable[[], float] = time.time) -> None:
-    """Keep the session's messages (capped), lapsing a day from now."""
+def save(engine: Engine, session_id: str, messages: Sequence[Message], now: Callable[[], float] = time.time,
+         asker: Sequence[str] | None = None) -> None:
+    """Keep the session's messages (capped), lapsing a day from now, with the principals of who
+    asked (``asker``; None: the operator): only they may continue it."""
     kept = capped(messages)
     engine.graph.put_meta(PREFIX + session_id, {"messages": [[m.role, m.text] for m in kept],
-                                                "expires": now() + SESSION_SECONDS})
+                                                "expires": now() + SESSION_SECONDS,
+                                                "asker": None if asker is None else list(asker)})
 
 
 _CAPITALIZED = re.compile(r"\b[A-Z][\w'’.-]*(?:\s+(?:of|de|the|von|van)\s+[A-Z][\w'’.-]*|\s+[A-Z][\w'’.-]*)*")

@@ -41,6 +41,7 @@ from typing import Any
 from . import eventstream
 from ..request_log import request_id, withheld
 from .validation import ShapeError, check_shape, check_supported
+from ...domain.access import Caller
 from ...domain.citations import cited_parts
 from ...domain.conversation import ASSISTANT, USER, Message
 from ...domain.knowledge_base import knowledge_base_id
@@ -179,10 +180,12 @@ def _result(result, route: str, doc_meta: dict[str, Any], parts: dict[str, Any] 
 
 
 def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | None = None, answer: bool = False,
-            budget: int | None = None, conversation: list[Message] | None = None, decompose: bool = False):
+            budget: int | None = None, conversation: list[Message] | None = None, decompose: bool = False,
+            caller: Caller | None = None):
     """The query behind Retrieve and RetrieveAndGenerate: (the response, its page of results,
     the results as Bedrock's, the offset after the page). ``budget``: the evidence budget of an
-    answer (the API's cap, entrypoints.http.context.answer_budget; None: the store's default)."""
+    answer (the API's cap, entrypoints.http.context.answer_budget; None: the store's default);
+    ``caller``: who is asking (domain.access; None: the operator): every result is inside its view."""
     config = retrieval.get("vectorSearchConfiguration") or {}
     wanted = config.get("numberOfResults", DEFAULT_RESULTS)
     key = query_key(text, retrieval)
@@ -200,7 +203,7 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
     try:
         response = query_service.query(engine, text, mode=mode, k=offset + wanted, where=config.get("filter"),
                                        rerank=rerank, answer=answer, budget=budget, conversation=conversation,
-                                       decompose=decompose)
+                                       decompose=decompose, caller=caller)
     except (query_service.BadQueryError, BadInputError) as exc:
         raise KbError("ValidationException", str(exc)) from None
     except ModelCallError as exc:  # the embedder, reranker or generator gave up: Bedrock's dependency error
@@ -215,11 +218,12 @@ def _search(engine: Engine, text: str, retrieval: dict[str, Any], token: str | N
     return response, page, shaped, (_token(offset + wanted, key) if more else None)
 
 
-def retrieve(engine: Engine, body: dict[str, Any], kb_id: str) -> dict[str, Any]:
-    """The Retrieve response for a request ``body`` on ``engine`` (the caller's)."""
+def retrieve(engine: Engine, body: dict[str, Any], kb_id: str, caller: Caller | None = None) -> dict[str, Any]:
+    """The Retrieve response for a request ``body`` on ``engine`` (the caller's tenant's), inside
+    ``caller``'s view (None: the operator's, everything)."""
     validate("Retrieve", {**body, "knowledgeBaseId": kb_id})
     _, _, shaped, token = _search(engine, body["retrievalQuery"]["text"], body.get("retrievalConfiguration") or {},
-                                  body.get("nextToken"))
+                                  body.get("nextToken"), caller=caller)
     out: dict[str, Any] = {"retrievalResults": shaped}
     if token is not None:
         out["nextToken"] = token
@@ -268,36 +272,44 @@ def citations(text: str, page, shaped, cited: Iterable[str]) -> list[dict[str, A
 Session = tuple[str, list[Message]]
 
 
-def open_session(engine: Engine, body: dict[str, Any]) -> Session:
+def _asker(caller: Caller | None):
+    """The principals a session is kept for (None: the operator's)."""
+    return None if caller is None else caller.principals
+
+
+def open_session(engine: Engine, body: dict[str, Any], caller: Caller | None = None) -> Session:
     """(the session id, its earlier messages): a new session when the request names none, else
-    the tenant's live one it names; one that is unknown, lapsed (a day after its last turn) or
-    another tenant's is Bedrock's ValidationException, in Bedrock's words."""
+    the tenant's live one it names; one that is unknown, lapsed (a day after its last turn),
+    another tenant's, or opened by other principals than ``caller``'s (its earlier answers came
+    from their view; the operator, None, continues any) is Bedrock's ValidationException, in
+    Bedrock's words."""
     named = body.get("sessionId")
     if not named:
         return conversations.new_session_id(), []
     try:
-        return named, conversations.load(engine, named)
+        return named, conversations.load(engine, named, asker=_asker(caller))
     except conversations.SessionError:
         raise KbError("ValidationException", f"Session with Id {named} is not valid. Please check and try "
                       "again.") from None
 
 
-def _keep(engine: Engine, session: Session, question: str, answer: str) -> None:
+def _keep(engine: Engine, session: Session, question: str, answer: str, caller: Caller | None = None) -> None:
     sid, earlier = session
-    conversations.save(engine, sid, [*earlier, Message(USER, question), Message(ASSISTANT, answer)])
+    conversations.save(engine, sid, [*earlier, Message(USER, question), Message(ASSISTANT, answer)],
+                       asker=_asker(caller))
 
 
 def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: int | None = None,
-                                 session: Session | None = None) -> Iterator[bytes]:
+                                 session: Session | None = None, caller: Caller | None = None) -> Iterator[bytes]:
     """RetrieveAndGenerateStream's event stream frames on ``engine``: one ``output`` event per
     piece the generator yields, each sent as it comes, then one ``citation`` event spanning the
     answer with the results it cites. Errors before the first frame are raised (a KbError);
     the caller validates the request and checks the generator first (``check_generate``)."""
     config, engine = check_generate(engine, body)
-    session = session or open_session(engine, body)
+    session = session or open_session(engine, body, caller)
     question = body["input"]["text"]
     response, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {}, budget=budget,
-                                        conversation=session[1], decompose=decomposes(config))
+                                        conversation=session[1], decompose=decomposes(config), caller=caller)
     asked = (response.rewrite or {}).get("question", question)
     pieces: list[str] = []
     final: Answer | None = None
@@ -324,7 +336,7 @@ def retrieve_and_generate_stream(engine: Engine, body: dict[str, Any], budget: i
             pieces.append(item)
             yield eventstream.event("output", {"text": item})
     text = "".join(pieces)
-    _keep(engine, session, question, text)
+    _keep(engine, session, question, text, caller)
     for one in citations(text, page, shaped, final.cited_ids if final else ()) or [
             {"generatedResponsePart": {"textResponsePart": {"text": "", "span": {"start": 0, "end": 0}}},
              "retrievedReferences": _references(page, shaped, set())}]:
@@ -357,17 +369,18 @@ def check_generate(engine: Engine, body: dict[str, Any]) -> tuple[dict[str, Any]
     return config, engine
 
 
-def retrieve_and_generate(engine: Engine, body: dict[str, Any], budget: int | None = None) -> dict[str, Any]:
+def retrieve_and_generate(engine: Engine, body: dict[str, Any], budget: int | None = None,
+                          caller: Caller | None = None) -> dict[str, Any]:
     """The RetrieveAndGenerate response on ``engine`` (the tenant of the request's knowledge
     base, already resolved): the configured generator answers from the retrieved results, and
     one citation spans the answer with the results it cites (all of them when it names none)."""
     config, engine = check_generate(engine, body)
-    session = open_session(engine, body)
+    session = open_session(engine, body, caller)
     question = body["input"]["text"]
     response, page, shaped, _ = _search(engine, question, config.get("retrievalConfiguration") or {},
                                         answer=True, budget=budget, conversation=session[1],
-                                        decompose=decomposes(config))
+                                        decompose=decomposes(config), caller=caller)
     text = response.answer or ""
-    _keep(engine, session, question, text)
+    _keep(engine, session, question, text, caller)
     return {"output": {"text": text}, "citations": citations(text, page, shaped, response.cited_ids),
             "sessionId": session[0]}

@@ -108,7 +108,7 @@ class QueryApiResolver(APIGatewayHttpResolver):
 def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = None,
              tenant_of: Callable[[dict], str] | None = None, limits: Any = None,
              admit: Callable[[str], Any] | None = None, logger: Any = None,
-             mcp: Callable[[dict, bytes, str], tuple[int, dict, str]] | None = None,
+             mcp: Callable[[dict, bytes, str, Any], tuple[int, dict, str]] | None = None,
              tenants: Callable[[], Any] | None = None, choice: Any = None, uploads: Any = None,
              write_engine: Callable[[str], Engine] | None = None,
              principals: Callable[[dict], Any] | None = None) -> APIGatewayHttpResolver:
@@ -118,7 +118,7 @@ def make_app(get_engine: Callable[[str], Engine], on_query: Callable | None = No
     tenant); ``on_query`` sees each query response (the Lambda function publishes metrics from
     it); ``limits`` (config.ApiLimits) caps the answer budget; ``admit(tenant)`` takes a token of
     the tenant's bucket (a domain.rate_limit.Decision); ``logger`` (powertools) gets the request's
-    tenant, request id and caller as keys; ``mcp(event, body, tenant)`` serves POST /mcp (the MCP
+    tenant, request id and caller as keys; ``mcp(event, body, tenant, caller)`` serves POST /mcp (the MCP
     tools over stateless streamable HTTP: mcp.event_response) for the caller's tenant, after the
     same identity, rate limit and logging as every route (None: no such route); ``tenants()``
     lists the store's tenants, so that the Bedrock KB routes (eragraph.entrypoints.bedrock_kb) tell

@@ -21,6 +21,7 @@ from typing import Any
 
 from ...services.engine import Engine
 from ...bootstrap.identity import REQUEST_CONTEXT_HEADER, caller_of
+from ...bootstrap.principals import PrincipalsForbidden
 from ..bedrock_kb.runtime import KbError
 from ...domain.rate_limit import LimitStoreUnavailable
 from .admission import Admission, LimitUnavailable, TooManyStreams
@@ -65,7 +66,8 @@ class ApiApp:
                  log: bool = False, *, identity: Any = None, engines: Callable[[str], Engine] | None = None,
                  tenants: Callable[[], Any] | None = None, admit: Callable[[str], Any] | None = None,
                  stream_only: bool = False, on_model_calls: Callable[[list], None] | None = None,
-                 choice: Any = None, uploads: Any = None, limits: Any = None, streams: Any = None) -> None:
+                 choice: Any = None, uploads: Any = None, limits: Any = None, streams: Any = None,
+                 principals: Callable[[dict[str, str]], Any] | None = None) -> None:
         if choice is None and engine is not None and identity is None:
             from .tenant_choice import PinnedTenant
 
@@ -83,6 +85,10 @@ class ApiApp:
         self.uploads = uploads  # POST/DELETE /documents: the profile's pipeline (its worker thread locally)
         self.limits = limits  # config.ApiLimits: the answer budget cap of every route that generates
         self.streams = streams  # open streams per tenant (adapters' *StreamSlots; None: no limit)
+        # who is asking inside the tenant, from the request's headers (a domain.access.Caller;
+        # None: principals are off, every caller is the operator): the stream function's
+        # bootstrap.principals.PrincipalIdentity.caller_from_headers, eragraph serve's token file
+        self.principals = principals
         self.log = log
         self.pools = {"fast": ThreadPoolExecutor(fast_workers, thread_name_prefix="eragraph-fast"),
                       "slow": ThreadPoolExecutor(slow_workers, thread_name_prefix="eragraph-slow")}
@@ -102,7 +108,8 @@ class ApiApp:
 
             choice = self.choice
             self._pipeline = Pipeline(RouteContext(None, Admission(choice.tenant_of), choice.engine, limits=self.limits,
-                                                   tenants=self.tenants, choice=choice, uploads=self.uploads))
+                                                   tenants=self.tenants, choice=choice, uploads=self.uploads,
+                                                   principals=self.principals))
         return self._pipeline
 
     def close(self) -> None:
@@ -203,7 +210,19 @@ class ApiApp:
         if self._mcp is None:
             self._mcp = build_server(self.engines, run_blocking=self._run_in_pool,
                                      budget_of=lambda engine: answer_budget(self.limits, engine))
-        await serve_http(self._mcp, scope, receive, send, self.caller_tenant(scope), security=self.mcp_security)
+        tenant = self.caller_tenant(scope)
+        try:
+            asking = self.asking({k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]})
+        except PrincipalsForbidden as exc:  # no principals when they are required: refused, never the tenant
+            await self.send_whole(send, scope, *self.error_answer(scope["path"], 403, str(exc)))
+            return
+        await serve_http(self._mcp, scope, receive, send, tenant, security=self.mcp_security, caller=asking)
+
+    def asking(self, headers: dict[str, str]):
+        """Who is asking (a domain.access.Caller, from the request's ``headers``: lower-case names;
+        None: the operator, when principals are off); PrincipalsForbidden when they are on and the
+        request names none."""
+        return None if self.principals is None else self.principals(headers)
 
     @property
     def admission(self) -> Admission:

@@ -42,8 +42,9 @@ ENCODER = Encoder("text/event-stream", lambda event: event, _error_event)
 
 def prepare(app, request, hold) -> Prepared:
     caller = app.admission.caller(request.headers)  # first: a caller without a tenant gets no work done
+    asking = app.asking(request.headers)  # who is asking inside the tenant (a 403 without principals when required)
     engine = app.engines(caller)
     chat = openai_chat.parse_request(engine, request.json_body)
     budget = answer_budget(app.limits, engine)
     hold(caller)  # last: a refused request holds no slot
-    return Prepared(openai_chat.sse(openai_chat.chunks(engine, chat, budget)))
+    return Prepared(openai_chat.sse(openai_chat.chunks(engine, chat, budget, caller=asking)))

@@ -20,7 +20,7 @@ class RouteContext:
     """``app``: the resolver (its ``current_event`` is the request, unless ``request`` is given); ``admission``: the caller's
     tenant and rate limit; ``get_engine(tenant)``: that tenant's warm engine; ``limits``
     (config.ApiLimits) caps the answer budget; ``on_query`` sees each query response;
-    ``mcp(event, body, tenant)`` serves POST /mcp; ``tenants()`` lists the store's tenants (a
+    ``mcp(event, body, tenant, caller)`` serves POST /mcp; ``tenants()`` lists the store's tenants (a
     foreign knowledge base id is then a 403, not a 404); ``choice``: under ``eragraph serve``, how
     a request's tenant is chosen (tenant_choice: GET /tenants lists its choices); ``uploads``
     (ports.uploads.DocumentPipeline) takes the documents submitted through POST /documents,
@@ -32,7 +32,7 @@ class RouteContext:
     get_engine: Callable[[str], Engine]
     limits: Any = None
     on_query: Callable | None = None
-    mcp: Callable[[dict, bytes, str], tuple[int, dict, str]] | None = None
+    mcp: Callable[[dict, bytes, str, Any], tuple[int, dict, str]] | None = None
     tenants: Callable[[], Any] | None = None
     choice: Any = None
     uploads: Any = None  # ports.uploads.DocumentPipeline: POST/DELETE /documents (None: not served)

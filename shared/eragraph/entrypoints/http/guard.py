@@ -7,7 +7,9 @@ console and the ones added later):
   evil.example whose name now points at 127.0.0.1), or whose ``Origin`` is present and not this
   server's own, is refused (403);
 - with a token (``eragraph serve --token T`` or ERAGRAPH_SERVE_TOKEN), every route but
-  ``GET /health`` and the console's static files asks ``authorization: Bearer T`` (401);
+  ``GET /health`` and the console's static files asks ``authorization: Bearer T`` (401); with a
+  principals file (``--principals-file``: bootstrap.serve_tokens), any of its tokens is taken
+  too (its request is answered inside that token's principals);
 - a POST's body (if it has one) must be declared JSON (``content-type: application/json``, or ``...+json``):
   a page can POST ``text/plain`` (or a typeless blob) cross-site without asking the server first,
   never JSON (415).
@@ -20,6 +22,7 @@ import hmac
 import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit
 
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -55,11 +58,14 @@ def is_json_type(value: str) -> bool:
 @dataclass(frozen=True)
 class LocalGuard:
     """``loopback``: the server is bound to a loopback address; ``port``: the port it listens on
-    (its own origin's); ``token``: the bearer token every request must carry ("" none)."""
+    (its own origin's); ``token``: the bearer token every request must carry ("" none);
+    ``callers``: the principals file's tokens (bootstrap.serve_tokens.TokenPrincipals: ``accepts``),
+    each taken as well as ``token``, and then a token is asked even without ``token``."""
 
     loopback: bool
     port: int
     token: str = ""
+    callers: Any = None
 
     def check(self, method: str, path: str, headers: Mapping[str, str], static: bool = False
               ) -> tuple[int, str, dict[str, str]] | None:
@@ -75,12 +81,17 @@ class LocalGuard:
             if origin is not None and not self._own_origin(origin):
                 return 403, ("a request from a web page of another origin is refused: only this server's own "
                              "pages may call it"), {}
-        if self.token and not self._open(method, path, static):
+        if (self.token or self.callers is not None) and not self._open(method, path, static):
             given = headers.get("authorization", "")
             scheme, _, value = given.partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(value.strip().encode(), self.token.encode()):
+            value = value.strip()
+            known = scheme.lower() == "bearer" and (
+                (bool(self.token) and hmac.compare_digest(value.encode(), self.token.encode()))
+                or (self.callers is not None and bool(value) and self.callers.accepts(value)))
+            if not known:
                 return 401, ("this server asks for its token: send authorization: Bearer <token> (the one given "
-                             "to eragraph serve --token)"), {"www-authenticate": 'Bearer realm="eragraph"'}
+                             "to eragraph serve --token, or one of its --principals-file)"), \
+                    {"www-authenticate": 'Bearer realm="eragraph"'}
         has_body = headers.get("content-length", "0").strip() not in ("", "0") or "transfer-encoding" in headers
         if method == "POST" and (has_body or "content-type" in headers):  # a POST without a body sends nothing to misread
             given = headers.get("content-type")

@@ -41,8 +41,8 @@ def post_query(ctx: RouteContext, request: QueryRequest) -> dict:
 
 def get_document(ctx: RouteContext, doc_id: Annotated[str, Path(min_length=1, max_length=512)]) -> dict:
     """GET /documents/{doc_id}: a document with its status (entrypoints.documents)."""
-    body = document_json(ctx.engine(), doc_id)
-    if body is None:
+    body = document_json(ctx.engine(), doc_id, ctx.asking())
+    if body is None:  # one the caller may not read is not there for it
         raise NotFoundError(f"no document {doc_id!r}")
     return body
 
@@ -52,10 +52,16 @@ def list_statuses(ctx: RouteContext, prefix: Annotated[str, Query(max_length=102
                   cursor: Annotated[str, Query(max_length=4096)] = "") -> dict:
     """Counts of each status of the caller's documents whose source starts with ``prefix``
     (and Bedrock's ingestion-job statistic names for them), with up to ``limit`` documents by
-    source after ``cursor`` (the ``next_cursor`` of the page before; null: the last page)."""
+    source after ``cursor`` (the ``next_cursor`` of the page before; null: the last page). With
+    principals, a page lists only the documents the caller may read (it may then hold fewer than
+    ``limit``); the counts are the tenant's."""
     from ...services import doc_status
+    from ..documents import readable_views
 
-    counts, views, next_cursor, truncated = doc_status.page(ctx.engine(), prefix, limit, cursor)
+    engine = ctx.engine()
+    asking = ctx.asking()
+    counts, views, next_cursor, truncated = doc_status.page(engine, prefix, limit, cursor)
+    views = readable_views(engine, views, asking)
     return {**counts.to_json(), "documents": views, "truncated": truncated,
             "next_cursor": next_cursor}
 
@@ -148,12 +154,13 @@ def get_ledger(ctx: RouteContext, bucket: Annotated[str, Query(pattern="^hour$")
 
 
 def post_mcp(ctx: RouteContext):
-    """POST /mcp: the MCP tools (``ctx.mcp``: mcp.event_response) for the caller's tenant, after
-    the same identity, rate limit and logging as every route."""
+    """POST /mcp: the MCP tools (``ctx.mcp``: mcp.event_response) for the caller's tenant, inside
+    its principals' view, after the same identity, rate limit and logging as every route."""
     tenant = ctx.caller()
+    asking = ctx.asking()  # before any tool runs: a caller without principals is refused (403)
     event = ctx.event
     body = event.decoded_body or ""
-    status, headers, text = ctx.mcp(event.raw_event, body.encode("utf-8"), tenant)
+    status, headers, text = ctx.mcp(event.raw_event, body.encode("utf-8"), tenant, asking)
     return Response(status_code=status, content_type=headers.pop("content-type", None), body=text, headers=headers)
 
 
@@ -162,7 +169,7 @@ def post_kb_retrieve(ctx: RouteContext, knowledgeBaseId: str):  # noqa: N803 (th
     caller = ctx.caller()
     engine = ctx.get_engine(caller)
     bedrock_kb.resolve_tenant(knowledgeBaseId, caller, salt=engine.settings.kb_id_salt)  # the caller's, or a 404
-    return bedrock_kb.retrieve(engine, ctx.event.json_body or {}, knowledgeBaseId)
+    return bedrock_kb.retrieve(engine, ctx.event.json_body or {}, knowledgeBaseId, caller=ctx.asking())
 
 
 def post_kb_retrieve_and_generate(ctx: RouteContext):
@@ -173,7 +180,8 @@ def post_kb_retrieve_and_generate(ctx: RouteContext):
     caller = ctx.caller()
     engine = ctx.get_engine(caller)
     bedrock_kb.resolve_tenant(kb_id, caller, salt=engine.settings.kb_id_salt)  # the caller's, or a 404
-    return bedrock_kb.retrieve_and_generate(engine, body, budget=answer_budget(ctx.limits, engine))
+    return bedrock_kb.retrieve_and_generate(engine, body, budget=answer_budget(ctx.limits, engine),
+                                            caller=ctx.asking())
 
 
 def post_chat_completions(ctx: RouteContext):
@@ -183,11 +191,12 @@ def post_chat_completions(ctx: RouteContext):
     from .. import openai_chat
 
     engine = ctx.engine()
+    asking = ctx.asking()  # inside the caller's view; without principals when they are required, a 403
     request = openai_chat.parse_request(engine, ctx.event.json_body)
     budget = answer_budget(ctx.limits, engine)
     if not request.stream:
-        return openai_chat.completion(engine, request, budget)
-    body = b"".join(openai_chat.sse(openai_chat.chunks(engine, request, budget)))
+        return openai_chat.completion(engine, request, budget, caller=asking)
+    body = b"".join(openai_chat.sse(openai_chat.chunks(engine, request, budget, caller=asking)))
     return Response(status_code=200, content_type="text/event-stream", body=body.decode("utf-8"),
                     headers={"cache-control": "no-cache"})
 

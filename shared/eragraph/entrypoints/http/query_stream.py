@@ -62,6 +62,7 @@ def prepare(app, request, hold) -> Prepared:
     from .models import rerank_spec
 
     tenant = app.admission.caller(request.headers)  # first: a caller without a tenant gets no work done
+    asking = app.asking(request.headers)  # who is asking inside the tenant (a 403 without principals when required)
     values = app.pipeline.bind(_QUERY, request)
     query = values["request"]
     check_tenant(query.tenant, tenant)
@@ -73,7 +74,8 @@ def prepare(app, request, hold) -> Prepared:
         response = query_service.query(
             engine, query.query, mode=query.mode, k=query.k, budget=budget, p=query.p, answer=True,
             where=query.filter, rerank=rerank_spec(query.rerank), explain=query.explain, conversation=query.turns(),
-            decompose=query.decompose, on_results=lambda head: emit(("results", head)), on_piece=lambda text: emit(("piece", text)))
+            decompose=query.decompose, on_results=lambda head: emit(("results", head)),
+            on_piece=lambda text: emit(("piece", text)), caller=asking)
         emit(("done", response))
 
     return Prepared(produce, pool=pool_of(values))

@@ -66,20 +66,23 @@ class ApiServer:
     def __init__(self, engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
                  fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, *, app: ApiApp | None = None,
                  choice: Any = None, token: str = "", uploads: Any = None, limits: Any = None,
-                 streams: Any = None) -> None:
+                 streams: Any = None, callers: Any = None) -> None:
         """``app``: an app built already (the stream function's), served instead of one over ``engine``;
         ``choice``: the tenants served (tenant_choice; default: ``engine``'s alone); ``token``: the
         bearer token every request but GET /health and the console's files must carry
         (guard.LocalGuard), required to bind beyond loopback (ValueError); ``uploads``: the
-        pipeline of POST /documents (ports.uploads.DocumentPipeline)."""
+        pipeline of POST /documents (ports.uploads.DocumentPipeline); ``callers``: the tokens of a
+        principals file (bootstrap.serve_tokens.TokenPrincipals), each request answered inside its
+        token's principals (the operator's ``token``: everything)."""
         import uvicorn
 
-        if not is_loopback(host) and not token:
+        if not is_loopback(host) and not token and callers is None:
             raise ValueError(f"binding {host} (beyond this machine) needs a token: anyone who reaches the port "
                              f"could read the store and spend on its models")
         self.engine = engine
         self.app = app if app is not None else ApiApp(engine, fast_workers, slow_workers, log=log, choice=choice,
-                                                      uploads=uploads, limits=limits, streams=streams)
+                                                      uploads=uploads, limits=limits, streams=streams,
+                                                      principals=None if callers is None else callers.caller)
         if is_loopback(host):  # a page in a browser must not reach /mcp by DNS rebinding
             try:
                 from ..mcp import loopback_security
@@ -97,7 +100,8 @@ class ApiServer:
         self.socket.listen(BACKLOG)
         self.server_address = self.socket.getsockname()
         if app is None:  # eragraph serve's own app (not the stream function's, behind IAM)
-            self.app.guard = LocalGuard(loopback=is_loopback(host), port=int(self.server_address[1]), token=token)
+            self.app.guard = LocalGuard(loopback=is_loopback(host), port=int(self.server_address[1]), token=token,
+                                        callers=callers)
         config = uvicorn.Config(self.app, lifespan="off", http="h11", loop="asyncio", backlog=BACKLOG,
                                 access_log=log, log_level="info" if log else "warning",
                                 timeout_keep_alive=30)
@@ -138,13 +142,15 @@ def warm(engine: Engine) -> None:
 
 def make_server(engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, log: bool = False,
                 fast_workers: int = FAST_WORKERS, slow_workers: int = SLOW_WORKERS, choice: Any = None,
-                token: str = "", uploads: Any = None, limits: Any = None, streams: Any = None) -> ApiServer:
+                token: str = "", uploads: Any = None, limits: Any = None, streams: Any = None,
+                callers: Any = None) -> ApiServer:
     """A warm server bound to (host, port); port 0 picks a free one (see ``server.url``).
     ``choice``: the tenants of a store root the x-eragraph-tenant header picks from
     (tenant_choice.SwitchableTenants; its default tenant's engine is warmed, the others are
     opened on their first request); else ``engine`` alone. ``token``: see ApiServer.
     ``uploads``: the pipeline of POST /documents, started here (None: those routes are not served).
-    ``limits`` (config.ApiLimits): the answer budget cap; ``streams``: open streams per tenant."""
+    ``limits`` (config.ApiLimits): the answer budget cap; ``streams``: open streams per tenant;
+    ``callers``: the principals file's tokens (see ApiServer)."""
     if engine is None and choice is not None:
         engine = choice.default_engine()
     if engine is not None:
@@ -153,7 +159,7 @@ def make_server(engine: Engine | None, host: str = DEFAULT_HOST, port: int = DEF
     if start is not None:  # its first job: finish what a server stopped mid-ingest accepted
         start([choice.engine(t) for t in choice.tenants()] if choice is not None else [engine])
     return ApiServer(engine, host, port, log=log, fast_workers=fast_workers, slow_workers=slow_workers,
-                     choice=choice, token=token, uploads=uploads, limits=limits, streams=streams)
+                     choice=choice, token=token, uploads=uploads, limits=limits, streams=streams, callers=callers)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,15 +23,16 @@ def prepare(app, request, hold) -> Prepared:
     engine, then the tenant's stream slot; the frames, their model calls handed to the app's
     ``on_model_calls``."""
     caller = app.admission.caller(request.headers)  # first: a caller without a tenant gets no work done
+    asking = app.asking(request.headers)  # who is asking inside the tenant (a 403 without principals when required)
     body = request.json_body or {}
     bedrock_kb.validate("RetrieveAndGenerateStream", body)
     kb_id = bedrock_kb.knowledge_base_config(body)["knowledgeBaseId"]
     engine = app.engines(caller)
     bedrock_kb.resolve_tenant(kb_id, caller, salt=engine.settings.kb_id_salt)  # the caller's, or a 404
     budget = answer_budget(app.limits, engine)
-    session = bedrock_kb.open_session(engine, body)  # the tenant's live session, or a ValidationException
+    session = bedrock_kb.open_session(engine, body, asking)  # the caller's live session, or a ValidationException
     hold(caller)  # last: a refused request holds no slot
-    frames = bedrock_kb.retrieve_and_generate_stream(engine, body, budget, session)
+    frames = bedrock_kb.retrieve_and_generate_stream(engine, body, budget, session, caller=asking)
     return Prepared(tracked(frames, app.on_model_calls), headers={"x-amzn-bedrock-knowledge-base-session-id": session[0]})
 
 
