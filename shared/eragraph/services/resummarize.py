@@ -53,7 +53,7 @@ from ..domain.text import whole_pieces
 from ..ports.providers import RevisingSummarizer
 from ..ports.records import MemberSource
 from . import changes, cost
-from .announce import announce, clear_dirty, dirty_key, mark_dirty
+from .announce import announce, clear_dirty, dirty_key, dirty_marks
 from .engine import Engine
 from .placement import access_of
 from .layer_reads import counter, held_reader, partition_codes, present_partitions, reader
@@ -286,8 +286,8 @@ def covered(engine: Engine, layer: int, group: int) -> bool:
     is older than the start of the layer's last completed whole-layer pass. The marker is then
     cleared. An absent marker proves nothing (a scoped pass of another message of the shard
     clears it too), so that message runs."""
-    stamp = engine.graph.get_meta(dirty_key(layer, group))
-    swept = engine.graph.get_meta(swept_key(layer))
+    held = engine.graph.get_metas([dirty_key(layer, group), swept_key(layer)])  # read together
+    stamp, swept = held.get(dirty_key(layer, group)), held.get(swept_key(layer))
     if stamp is None or swept is None or float(stamp) >= float(swept):
         return False
     clear_dirty(engine, layer, group, float(swept))
@@ -392,9 +392,7 @@ def _plan(engine: Engine, layer: int, index: int, codes: list[int], sizes: dict[
 def _clear_marks(engine: Engine, keys: list[str], started: float) -> None:
     """Delete the marks written no later than ``started`` (a later one is another pass's)."""
     for key in keys:
-        stamp = engine.graph.get_meta(key)
-        if stamp is not None and float(stamp) <= started:
-            engine.graph.delete_meta(key)
+        engine.graph.delete_meta_if_older(key, started)
 
 
 def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
@@ -406,12 +404,15 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
         return
     changed_above = list(change.above_add) + list(change.above_remove)
     # the outbox entry: what must follow the write, redone by the next reconcile of this
-    # part of the layer if this one dies after the write and before its end
+    # part of the layer if this one dies after the write and before its end; it and the dirty
+    # markers of the layer above (kept until announced below) are stored with the region's
+    # write itself (GraphStore.apply_region: one transaction on DynamoDB), so never without it
     key = outbox_key(layer, group, uuid.uuid4().hex)
-    engine.graph.put_meta(key, {"made": [[r.node_id, r.code] for r in change.above_add],
-                                "gone": [[r.node_id, r.code] for r in change.above_remove],
-                                "drop": list(change.drop), "at": round(time.time(), 3)})
-    mark_dirty(engine, layer + 1, [r.code for r in changed_above])  # until announced below
+    entry = {"made": [[r.node_id, r.code] for r in change.above_add],
+             "gone": [[r.node_id, r.code] for r in change.above_remove],
+             "drop": list(change.drop), "at": round(time.time(), 3)}
+    above = dirty_marks(engine, layer + 1, [r.code for r in changed_above])
+    change = replace(change, marks=((key, entry), *above))
     engine.graph.apply_region(change)
     if made:
         # a summary's readers are its partition's (domain.access): a caller's view selects on them
