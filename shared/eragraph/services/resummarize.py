@@ -297,12 +297,19 @@ def covered(engine: Engine, layer: int, group: int) -> bool:
 def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None) -> ChangeReport:
     """``_reconcile``, then its change record per layer it re-summarized (services.changes)."""
     started = time.perf_counter()
-    report = _reconcile(engine, target, deadline)
-    changes.record_resummarize(engine, report, time.perf_counter() - started)
+    finished: list[str] = []  # outbox entries whose work is done: deleted with the change record
+    try:
+        report = _reconcile(engine, target, deadline, finished)
+    except BaseException:
+        for key in finished:
+            engine.graph.delete_meta(key)
+        raise
+    changes.record_resummarize(engine, report, time.perf_counter() - started, done=finished)
     return report
 
 
-def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None) -> ChangeReport:
+def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None,
+               finished: list[str] | None = None) -> ChangeReport:
     """Bring the part of a layer that ``target`` names (a message; a bare layer number or a
     message without codes: the whole layer) and the summaries above it up to date. Raises
     DeadlineReached, having done nothing, when ``deadline`` leaves less than the margin to
@@ -354,7 +361,7 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
                     raise DeadlineReached(f"layer {layer}: a streamed pass stopped after {number} "
                                           f"regions (the next reconcile of the layer goes on)")
                 _apply(engine, layer, region, report, deadline, repair=whole and not stream,
-                       group=message.group, index=index, alone=alone)
+                       group=message.group, index=index, alone=alone, finished=finished)
         except ConflictError:
             continue  # another writer changed a region: plan again from the stored state
         clear_dirty(engine, layer, message.group, started)
@@ -397,7 +404,9 @@ def _clear_marks(engine: Engine, keys: list[str], started: float) -> None:
 
 def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
            deadline: Deadline | None, repair: bool, group: int | None = None, index: int = 0,
-           alone: bool = True) -> None:
+           alone: bool = True, finished: list[str] | None = None) -> None:
+    """Re-cut one region. ``finished``: where its outbox entry's key goes once its work is done
+    (the caller deletes it with its change record); None: deleted here."""
     change, made, vectors, old_summaries = _region_change(engine, layer, region, report, deadline, repair,
                                                           index, alone)
     if change.empty:
@@ -439,7 +448,10 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
         announce(engine, layer + 1, added=[(n.node_id, n.code) for n in made],
                  removed=[(r.node_id, r.code) for r in change.above_remove], reason=f"reconcile:{layer}")
     engine.vectors.flush()  # the summaries' vectors are durable before the entry that redoes them goes
-    engine.graph.delete_meta(key)
+    if finished is None:
+        engine.graph.delete_meta(key)
+    else:
+        finished.append(key)
 
 
 def _unless_removed_meanwhile(engine: Engine, summary_ids: list[str]) -> None:

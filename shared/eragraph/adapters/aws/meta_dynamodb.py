@@ -251,6 +251,16 @@ class DynamoMetaStore(DynamoTable):
     def delete_meta(self, key: str) -> None:
         self.Item(PK=meta_partition(key), SK=f"KEY#{key}").delete()
 
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
+        """One BatchWriteItem per 25 items (pynamodb re-sends the unprocessed ones)."""
+        if set(deletes) & {key for key, _ in puts}:
+            raise ValueError("write_meta: a key both stored and deleted")
+        with self.Item.batch_write() as batch:
+            for key, value in puts:
+                batch.save(self.meta_item(key, value))
+            for key in dict.fromkeys(deletes):
+                batch.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"))
+
     def meta_keys(self, prefix: str) -> list[str]:
         def keys_in(pk: str) -> list[str]:
             items = self.Item.query(pk, self.Item.SK.startswith(f"KEY#{prefix}"),

@@ -69,6 +69,15 @@ class SqliteMetaStore(SqliteDb):
             if life_of(key) is not None:
                 conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
 
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
+        with self._write() as conn:
+            for key, value in puts:
+                write_meta(conn, key, value)
+            for key in deletes:
+                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+                if life_of(key) is not None:
+                    conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
+
     def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
         out = {}
         for key in dict.fromkeys(keys):

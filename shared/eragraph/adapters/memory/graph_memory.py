@@ -63,6 +63,12 @@ class MemoryGraphStore:
     def delete_meta(self, key: str) -> None:
         self._meta.pop(key, None)
 
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
+        for key, value in puts:
+            self.put_meta(key, value)
+        for key in deletes:
+            self.delete_meta(key)
+
     def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
         return {k: copy.deepcopy(self._meta[k]) for k in keys if k in self._meta}
 
