@@ -103,6 +103,17 @@ def test_get_metas_reads_the_stored_ones_of_many_keys(graph_store):
     assert graph_store.get_metas([]) == {}
 
 
+def test_write_meta_stores_and_deletes_together(graph_store):
+    graph_store.put_meta("followup:abc", {"gone": {}})
+    graph_store.put_meta("outbox:0:3:t", {"made": []})
+    graph_store.write_meta([("change:001:x", {"kind": "ingest"})] + [(f"retired:0:n{i}", f"t{i}") for i in range(30)],
+                           ["followup:abc", "outbox:0:3:t", "never-there"])
+    assert graph_store.get_meta("change:001:x") == {"kind": "ingest"}
+    assert len(graph_store.get_metas([f"retired:0:n{i}" for i in range(30)])) == 30  # past one batch of 25
+    assert graph_store.get_meta("followup:abc") is None and graph_store.get_meta("outbox:0:3:t") is None
+    graph_store.write_meta([], [])
+
+
 def test_delete_meta_if_older_keeps_a_marker_set_again_since(graph_store):
     graph_store.put_meta("dirty:0:3", 100.0)
     graph_store.put_meta("dirty:0:4", 200.0)
