@@ -101,8 +101,21 @@ def can_revise(engine: Engine) -> bool:
     return engine.settings.delta_summaries and isinstance(engine.summarizer, RevisingSummarizer)
 
 
+Read = tuple[set[str], dict[str, Node]]  # node ids read at once, and the ones of them stored
+
+
+def _nodes(engine: Engine, ids, have: Read | None) -> dict[str, Node]:
+    """``get_nodes(ids)``, answered from ``have`` for the ids it read (absent there: not stored)."""
+    ids = list(dict.fromkeys(ids))  # in the order asked
+    if have is None:
+        return engine.graph.get_nodes(ids)
+    missing = [i for i in ids if i not in have[0]]
+    more = engine.graph.get_nodes(missing) if missing else {}
+    return {i: n for i in ids if (n := have[1].get(i) if i in have[0] else more.get(i)) is not None}
+
+
 def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segment, ...],
-                   children: dict[str, Node]) -> dict[str, Revision]:
+                   children: dict[str, Node], have: Read | None = None) -> dict[str, Revision]:
     """Segments worth revising instead of summarizing afresh: a segment whose predecessor (the
     removed segment holding most of its members) still has its summary, whose departed children
     all left text (moved children are still nodes; replaced summaries are kept under
@@ -118,7 +131,7 @@ def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segme
         return {}
     departed = {m for seg in segments if seg.segment_id in before
                 for m in before[seg.segment_id].members if m not in seg.members}
-    known = engine.graph.get_nodes({old.summary_id for old in before.values()} | (departed - set(children)))
+    known = _nodes(engine, {old.summary_id for old in before.values()} | (departed - set(children)), have)
     texts = {m: (_said(engine, n), n.tokens) for m, n in known.items()}
     texts.update({m: (_said(engine, n), n.tokens) for m, n in children.items()})
     for m in departed - set(texts):
@@ -165,8 +178,8 @@ def member_source(node: Node, chunk_tokens: int | None = None) -> MemberSource:
 
 
 def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport,
-                       removed: tuple[Segment, ...] = (), deadline: Deadline | None = None
-                       ) -> tuple[list[Node], list]:
+                       removed: tuple[Segment, ...] = (), deadline: Deadline | None = None,
+                       have: Read | None = None) -> tuple[list[Node], list]:
     """Summaries of ``segments`` (nodes of the layer above, and their vectors). Each one is
     stored as soon as it is made, outside the layer's index, and one stored by an earlier
     attempt is reused, so no summary is paid for twice; a segment that replaces one of
@@ -176,10 +189,10 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
         return [], []
     lsh = engine.known_lsh()
     layer_above = segments[0].layer + 1
-    made = engine.graph.get_nodes(seg.summary_id for seg in segments)
+    made = _nodes(engine, (seg.summary_id for seg in segments), have)
     todo = [seg for seg in segments if seg.summary_id not in made]
-    children = engine.graph.get_nodes({m for seg in todo for m in seg.members})
-    plans = plan_revisions(engine, todo, removed, children)
+    children = _nodes(engine, {m for seg in todo for m in seg.members}, have)
+    plans = plan_revisions(engine, todo, removed, children, have)
     fresh: dict[str, np.ndarray] = {}
     for seg in todo:
         if deadline is not None and deadline() < DEADLINE_MARGIN:
@@ -262,9 +275,14 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
                    if r.live and r.seg != owner.get(r.node_id))
     drop = tuple(r.node_id for r in region.refs if not r.live)
     removed = engine.graph.get_segments_by_id(layer, removed_ids)
-    old_summaries = list(engine.graph.get_nodes(seg.summary_id for seg in removed.values()).values())
+    # every node the summaries may need, in one read: the old and new summaries, the new
+    # segments' members and the removed ones' (a revision reads the departed children)
+    wanted = {seg.summary_id for seg in [*removed.values(), *to_make]} | {
+        m for seg in [*removed.values(), *to_make] for m in seg.members}
+    have = (wanted, engine.graph.get_nodes(wanted))
+    old_summaries = list(_nodes(engine, (seg.summary_id for seg in removed.values()), have).values())
     above_remove += [NodeRef(n.node_id, n.code) for n in old_summaries]
-    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline)
+    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline, have)
     kept = {n.node_id for n in made}  # a summary id can come back (same members): it stays
     above_remove = [r for r in above_remove if r.node_id not in kept]
     old_summaries = [n for n in old_summaries if n.node_id not in kept]
