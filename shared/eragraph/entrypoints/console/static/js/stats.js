@@ -113,7 +113,8 @@ export function span(min, max, bucket) {
 }
 
 function drawPlot() {
-  const signature = JSON.stringify([ledger, ui.metric.value, ui.bucket.value]);
+  // the series drawn, not the whole answer: its ``since`` (now less 30 days) moves every second
+  const signature = JSON.stringify([ledger && ledger.series, ui.metric.value, ui.bucket.value]);
   if (plot && signature === plotted) return; // the same plot: kept (its legend, cursor and zoom too)
   plotted = signature;
   if (plot) { plot.destroy(); plot = null; }
