@@ -5,6 +5,7 @@ package: /usr/bin/chromium)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -59,10 +60,13 @@ def build_store(root: Path) -> Path:
 class Generator:
     """An OpenAI-compatible chat server whose answer is ``pieces`` ("Gdynia harbour logs tall
     ships ") and then "[<first evidence id>].": asked to stream (SSE), it holds the last piece
-    until ``release`` is set (at most ``hold`` seconds); else it answers whole."""
+    while ``release`` is clear (at most ``hold`` seconds, a bound for a test that failed holding
+    it, far above any wait of the tests: no test passes by that clock); else it answers whole.
+    ``release`` starts set: only a test that clears it (``holding``) sees the answer held."""
 
-    def __init__(self, hold: float = 20.0, pieces: tuple[str, ...] = ("Gdynia harbour ", "logs tall ships ")) -> None:
+    def __init__(self, hold: float = 180.0, pieces: tuple[str, ...] = ("Gdynia harbour ", "logs tall ships ")) -> None:
         self.release = threading.Event()
+        self.release.set()
         self.hold = hold
         self.prompts: list[str] = []
         outer, pieces_ = self, pieces
@@ -104,6 +108,16 @@ class Generator:
         self.httpd.daemon_threads = True
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+
+    @contextlib.contextmanager
+    def holding(self):
+        """The streamed answers' last piece held until the block ends or ``release.set()``; the
+        next test meets a generator that answers whole whatever this one did."""
+        self.release.clear()
+        try:
+            yield self
+        finally:
+            self.release.set()
 
     def env(self) -> dict[str, str]:
         return {"ERAGRAPH_GENERATOR": "openai", "ERAGRAPH_OPENAI_BASE_URL": self.base_url,

@@ -15,6 +15,15 @@ UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, bu
   .map((el) => el.outerHTML.slice(0, 120))"""
 
 
+def view_ready(page, view: str) -> None:
+    """The view opened and settled: its panel's own ``data-state`` is ``ready`` (each view sets it
+    once what it reads is drawn), and the header is whole (the tenant switcher known)."""
+    page.goto(f"/#{view}")
+    expect(page.locator(f"#view-{view}")).to_have_attribute("data-state", "ready")
+    expect(page.locator("body")).to_have_attribute("data-tenants", "known")
+    expect(page.locator("#store-line")).not_to_be_empty()
+
+
 def test_the_tabs_are_reached_and_switched_by_keyboard_alone(page):
     page.goto("/")
     # the header is whole: the tenant switcher (this store has two tenants) is in the tab order
@@ -53,9 +62,7 @@ def test_the_back_button_returns_to_the_previous_view(page):
 
 @pytest.mark.parametrize("view", VIEWS)
 def test_every_control_is_labelled(page, view):
-    page.goto(f"/#{view}")
-    expect(page.locator(f"#view-{view} h2")).to_be_visible()
-    page.wait_for_load_state("networkidle")
+    view_ready(page, view)
     assert page.evaluate(UNLABELLED) == []
 
 
@@ -65,9 +72,7 @@ def test_every_view_needs_no_sideways_scrolling_in_a_narrow_or_a_laptop_window(b
     context = browser.new_context(viewport={"width": width, "height": 800}, base_url=served)
     page = context.new_page()
     try:
-        page.goto(f"/#{view}")
-        expect(page.locator(f"#view-{view} h2")).to_be_visible()
-        page.wait_for_load_state("networkidle")
+        view_ready(page, view)
         scrolled = page.evaluate("document.documentElement.scrollWidth")
         assert scrolled <= width, f"{view}: the page is {scrolled} px wide in a {width} px window"
         for name in VIEWS:  # every tab on screen, none cut off
@@ -91,9 +96,7 @@ def tab_to(page, selector: str, presses: int = 60) -> None:
 
 
 def enter_view(page, view: str) -> None:
-    page.goto(f"/#{view}")
-    expect(page.locator(f"#view-{view} h2")).to_be_visible()
-    page.wait_for_load_state("networkidle")
+    view_ready(page, view)
     page.focus(f"#tab-{view}")
 
 
@@ -112,7 +115,6 @@ def test_the_documents_view_by_keyboard(page):
 
 
 def test_ask_by_keyboard_and_follow_a_citation(page, generator):
-    generator.release.set()
     enter_view(page, "ask")
     tab_to(page, "#ask-query")
     page.keyboard.type("Which harbour logged the tall ship Dar Pomorza?")

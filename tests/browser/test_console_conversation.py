@@ -40,8 +40,8 @@ def served(tmp_path_factory, generator, chromium_path):
 
 
 def test_the_ask_view_is_a_conversation_with_pages_spans_and_a_fresh_start(page, generator):
-    generator.release.set()  # the stand-in's answers come whole
-    page.goto("/#ask")
+    page.goto("/#ask")  # the stand-in's answers come whole (its release starts set)
+    expect(page.locator("#view-ask")).to_have_attribute("data-state", "ready")
     page.fill("#ask-query", "Which ship wintered in Gdynia?")
     page.check("#ask-answer")
     page.click("#ask-submit")

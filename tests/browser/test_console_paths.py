@@ -81,19 +81,20 @@ def test_ask_shows_results_with_source_score_layer_and_route(page):
 
 
 def test_ask_reads_the_answer_as_it_streams_with_citations_linking_to_their_chunks(page, generator):
-    generator.release.clear()
-    page.goto("/#ask")
-    page.fill("#ask-query", "Which harbour logged the tall ship Dar Pomorza?")
-    page.check("#ask-answer")
-    page.click("#ask-submit")
-    expect(page.locator("#results .result").first).to_be_visible()
-    # the generator holds its last piece: the first pieces are on the page before the answer ends
-    expect(page.locator("#answer")).to_contain_text("Gdynia harbour logs tall ships")
-    expect(page.locator("#answer a.cite")).to_have_count(0)
-    expect(page.locator("#ask-route")).not_to_contain_text("in all")  # not timed before the answer ends
-    generator.release.set()
-    cite = page.locator("#answer a.cite").first
-    expect(cite).to_be_visible()
+    with generator.holding():
+        page.goto("/#ask")
+        expect(page.locator("#view-ask")).to_have_attribute("data-state", "ready")
+        page.fill("#ask-query", "Which harbour logged the tall ship Dar Pomorza?")
+        page.check("#ask-answer")
+        page.click("#ask-submit")
+        expect(page.locator("#results .result").first).to_be_visible()
+        # the generator holds its last piece: the first pieces are on the page before the answer ends
+        expect(page.locator("#answer")).to_contain_text("Gdynia harbour logs tall ships")
+        expect(page.locator("#answer a.cite")).to_have_count(0)
+        expect(page.locator("#ask-route")).not_to_contain_text("in all")  # not timed before the answer ends
+        generator.release.set()
+        cite = page.locator("#answer a.cite").first
+        expect(cite).to_be_visible()
     # the stream's last line times the whole question, the answer's generation included
     expect(page.locator("#ask-route")).to_contain_text(re.compile(r"generate [\d.,]+ ms .* ms in all"))
     target = cite.get_attribute("data-target")
@@ -201,6 +202,33 @@ def test_the_node_opened_holds_still_while_it_is_read_again(page):
     node_shown(page, target)
     expect(page.locator("#node-members button[data-mark]")).to_have_count(0)
     expect(page.locator("#node-trail li").first).to_have_attribute("data-mark", "kept")
+
+
+# what each view shows that a second read of unchanged data must leave as it is
+KEPT = {"documents": ["#doc-counts div", "#doc-rows tr"], "ask": ["#ask-mode option"], "entities": ["#ent-mode option"],
+        "stats": ["#stats-summary div", "#stats-layers tr", "#stats-ledger tr", "#ledger-plot .uplot"]}
+
+
+def test_every_view_shown_again_keeps_the_elements_whose_content_is_unchanged(page):
+    """Each view shown again reads the server again (its data-state goes to "loading" and back to
+    "ready") and makes none of its unchanged elements again: the documents' counts and rows, the
+    modes of Ask and of the entity graph (an open list stays open), the stats' tables and the
+    ledger's plot are the same elements (marked before, still marked after)."""
+    for view, selectors in KEPT.items():
+        page.goto(f"/#{view}")
+        panel = page.locator(f"#view-{view}")
+        expect(panel).to_have_attribute("data-state", "ready")
+        counts = {}
+        for selector in selectors:
+            expect(page.locator(selector).first).to_be_attached()
+            counts[selector] = page.locator(selector).count()
+            page.eval_on_selector_all(selector, "(els) => els.forEach((el) => { el.dataset.mark = 'kept'; })")
+        page.click("#tab-ask" if view != "ask" else "#tab-documents")
+        page.click(f"#tab-{view}")  # shown again: its show() marks it loading before it reads
+        expect(panel).to_have_attribute("data-state", "ready")
+        for selector in selectors:
+            expect(page.locator(selector)).to_have_count(counts[selector])
+            expect(page.locator(f"{selector}:not([data-mark])"), f"{view}: {selector} made again").to_have_count(0)
 
 
 def test_a_third_upload_highlights_what_it_re_summarized_with_its_cost_against_a_rebuild(page, tmp_path):

@@ -6,7 +6,7 @@
 // standalone and says how: "Asked as"); "New conversation" starts afresh.
 
 import { ApiError, get, ndjson, post } from "./api.js";
-import { clear, field, fmtNumber, h, say } from "./dom.js";
+import { clear, field, fmtNumber, h, keyed, say } from "./dom.js";
 import { builder } from "./filters.js";
 
 const ui = {};
@@ -16,7 +16,9 @@ let conversation = []; // the turns so far: {role: "user" | "assistant", content
 const MAX_TURNS = 40; // what POST /query takes
 const MAX_CONTENT = 16000;
 
-export async function loadModes(select, purpose) {
+// The modes (GET /modes, read once) as the options of ``select``, those ``only`` keeps: keyed
+// (dom.keyed), so a view shown again keeps the options, the one picked and an open list as they are.
+export async function loadModes(select, purpose, only = () => true) {
   if (!modes.length) {
     try {
       modes = (await get("/modes")).modes;
@@ -24,9 +26,8 @@ export async function loadModes(select, purpose) {
       modes = [{ name: "collapsed", family: "summary", description: `the default mode (GET /modes: ${error.message})`, available: true }];
     }
   }
-  const keep = select.value;
-  clear(select, modes.map((m) => h("option", { value: m.name, disabled: m.available === false, text: m.available === false ? `${m.name} (not on this store)` : m.name })));
-  if (keep && modes.some((m) => m.name === keep)) select.value = keep;
+  keyed(select, modes.filter(only), { key: (m) => m.name, sign: (m) => String(m.available !== false),
+    make: (m) => h("option", { value: m.name, disabled: m.available === false, text: m.available === false ? `${m.name} (not on this store)` : m.name }) });
   const describe = () => {
     const mode = modes.find((m) => m.name === select.value);
     purpose.textContent = mode ? `${mode.family}: ${mode.description}` : "";
@@ -37,6 +38,7 @@ export async function loadModes(select, purpose) {
 }
 
 function mount(panel) {
+  ui.panel = panel;
   ui.query = h("textarea", { id: "ask-query", name: "query", rows: 3, required: true, maxlength: 4000 });
   ui.mode = h("select", { id: "ask-mode", name: "mode", "aria-describedby": "ask-mode-purpose" });
   ui.purpose = h("p", { id: "ask-mode-purpose", class: "hint" });
@@ -68,8 +70,11 @@ function mount(panel) {
   filters.refresh();
 }
 
-function show() {
-  loadModes(ui.mode, ui.purpose);
+// The view says when it has settled (data-state "ready": its modes are listed), as the others do.
+async function show() {
+  ui.panel.dataset.state = "loading";
+  await loadModes(ui.mode, ui.purpose);
+  ui.panel.dataset.state = "ready";
 }
 
 function reset() {

@@ -2,7 +2,7 @@
 // paged by cursor; upload by drag and drop or a file input (POST /documents: text, or base64
 // bytes for any other file); delete; polling while anything is not done. A poll draws again only
 // the rows, counts and uploads whose content changed (dom.keyed): a Delete button armed under
-// the pointer stays armed while the list is read again.
+// the pointer stays armed while the list is read again (until the pointer or the focus leaves it).
 
 import { ApiError, changed, del, get, post, query } from "./api.js";
 import { field, fmtTime, h, keyed, say } from "./dom.js";
@@ -122,6 +122,9 @@ async function load() {
 function row(doc) {
   const remove = h("button", { type: "button", class: "danger", "aria-label": `Delete ${doc.source}` }, "Delete");
   remove.addEventListener("click", () => confirmDelete(remove, doc));
+  // armed while the pointer or the focus stays on it, not for a time: a slow page keeps it armed
+  remove.addEventListener("blur", () => disarm(remove));
+  remove.addEventListener("pointerleave", () => disarm(remove));
   return h("tr", { dataset: { docId: doc.doc_id, state: doc.state } },
     h("td", { class: "source", text: doc.source, dataset: { label: "Source" } }),
     h("td", { dataset: { label: "State" } }, h("span", { class: "state " + doc.state, text: label(doc.state) })),
@@ -144,7 +147,12 @@ function confirmDelete(button, doc) {
   }
   button.dataset.armed = "1";
   button.textContent = "Confirm delete";
-  setTimeout(() => { delete button.dataset.armed; button.textContent = "Delete"; }, 4000);
+}
+
+function disarm(button) {
+  if (!button.dataset.armed || button.disabled) return;
+  delete button.dataset.armed;
+  button.textContent = "Delete";
 }
 
 async function asDocument(file, folder) {

@@ -4,7 +4,7 @@
 
 import cytoscape from "../vendor/cytoscape/cytoscape.esm.min.mjs";
 import { post } from "./api.js";
-import { clear, field, fmtNumber, h, say } from "./dom.js";
+import { clear, field, fmtNumber, h, keyed, say } from "./dom.js";
 import { loadModes } from "./ask.js";
 
 const GRAPH_MODES = new Set(["tri_graph", "paths", "concept_ppr", "local_global", "fusion", "auto"]);
@@ -12,6 +12,7 @@ const ui = {};
 let cy = null;
 
 function mount(panel) {
+  ui.panel = panel;
   ui.query = h("input", { id: "ent-query", type: "search", required: true, maxlength: 4000 });
   ui.mode = h("select", { id: "ent-mode", "aria-describedby": "ent-mode-purpose" });
   ui.purpose = h("p", { id: "ent-mode-purpose", class: "hint" });
@@ -34,12 +35,15 @@ function mount(panel) {
   reset();
 }
 
+// The graph modes as the mode's options, kept as they are when the view is shown again (keyed);
+// data-state "ready" once they are listed.
 async function show() {
-  const all = await loadModes(ui.mode, ui.purpose);
-  for (const option of [...ui.mode.options]) if (!GRAPH_MODES.has(option.value)) option.remove();
-  if (![...ui.mode.options].length) ui.mode.append(...[...GRAPH_MODES].map((m) => h("option", { value: m, text: m })));
+  ui.panel.dataset.state = "loading";
+  const all = await loadModes(ui.mode, ui.purpose, (m) => GRAPH_MODES.has(m.name));
+  if (!ui.mode.options.length) keyed(ui.mode, [...GRAPH_MODES], { key: (m) => m, make: (m) => h("option", { value: m, text: m }) });
   if (!ui.mode.value || !GRAPH_MODES.has(ui.mode.value)) ui.mode.value = all.some((m) => m.name === "tri_graph") ? "tri_graph" : ui.mode.options[0].value;
   ui.mode.dispatchEvent(new Event("change"));
+  ui.panel.dataset.state = "ready";
 }
 
 function reset() {

@@ -3,15 +3,17 @@
 
 import uPlot from "../vendor/uplot/uPlot.esm.js";
 import { get, query, stats as readStats } from "./api.js";
-import { clear, field, fmtNumber, fmtUsd, h, say } from "./dom.js";
+import { clear, field, fmtNumber, fmtUsd, h, keyed, say } from "./dom.js";
 
 const COLORS = ["#2f6b4f", "#d9480f", "#4a7ab0", "#8e44ad", "#b8860b", "#c2185b", "#00838f", "#5d4037"];
 const METRICS = [["tokens", "tokens (in + out)"], ["calls", "calls"], ["tokens_in", "tokens in"], ["tokens_out", "tokens out"], ["usd", "US dollars"]];
 const ui = {};
 let plot = null;
 let ledger = null;
+let plotted = null; // the signature of what the plot draws
 
 function mount(panel) {
+  ui.panel = panel;
   ui.summary = h("dl", { class: "counts", id: "stats-summary" });
   ui.layers = h("tbody", { id: "stats-layers" });
   ui.ledgerTotals = h("tbody", { id: "stats-ledger" });
@@ -34,12 +36,16 @@ function mount(panel) {
   window.addEventListener("resize", () => plot && plot.setSize(size()));
 }
 
+// Shown again, the view draws again only what changed (the tables keyed, the plot only when its
+// ledger, metric or bucket changed); data-state "ready" once the tables and the plot are drawn.
 async function show() {
+  ui.panel.dataset.state = "loading";
   let stats;
   try {
     stats = await readStats({ fresh: true });
   } catch (error) {
     say(ui.message, `Could not read the stats: ${error.message}`, "error");
+    ui.panel.dataset.state = "ready";
     return;
   }
   let tenants = null;
@@ -47,15 +53,18 @@ async function show() {
     tenants = await get("/tenants");
   } catch { /* no tenant route on this server */ }
   const segments = stats.layers.reduce((n, l) => n + (l.segments || 0), 0);
-  clear(ui.summary, [["Documents", stats.documents], ["Layers", stats.layers.length], ["Segments", segments], ["Vectors", stats.vectors],
-    ["Tenants", tenants ? tenants.tenants.length : "–"], ["Embedder", stats.embedder]]
-    .map(([k, v]) => h("div", {}, h("dt", { text: k }), h("dd", { text: typeof v === "number" ? fmtNumber(v) : v }))));
-  clear(ui.layers, stats.layers.map((l) => h("tr", {}, h("th", { scope: "row", text: l.layer }), h("td", { text: fmtNumber(l.nodes) }),
-    h("td", { text: fmtNumber(l.segments) }), h("td", { text: fmtNumber(l.smallest_segment) }), h("td", { text: fmtNumber(l.largest_segment) }))));
-  clear(ui.ledgerTotals, (stats.ledger.calls || []).map((c) => h("tr", {}, h("td", { text: c.kind }), h("td", { text: c.model }),
-    h("td", { text: fmtNumber(c.calls) }), h("td", { text: fmtNumber(c.tokens_in) }), h("td", { text: fmtNumber(c.tokens_out) }),
-    h("td", { text: fmtUsd(c.cost_usd) }))));
+  keyed(ui.summary, [["Documents", stats.documents], ["Layers", stats.layers.length], ["Segments", segments], ["Vectors", stats.vectors],
+    ["Tenants", tenants ? tenants.tenants.length : "–"], ["Embedder", stats.embedder]], { key: ([k]) => k,
+    make: ([k, v]) => h("div", {}, h("dt", { text: k }), h("dd", { text: typeof v === "number" ? fmtNumber(v) : v })) });
+  keyed(ui.layers, stats.layers, { key: (l) => l.layer,
+    make: (l) => h("tr", {}, h("th", { scope: "row", text: l.layer }), h("td", { text: fmtNumber(l.nodes) }),
+      h("td", { text: fmtNumber(l.segments) }), h("td", { text: fmtNumber(l.smallest_segment) }), h("td", { text: fmtNumber(l.largest_segment) })) });
+  keyed(ui.ledgerTotals, stats.ledger.calls || [], { key: (c) => JSON.stringify([c.kind, c.model]),
+    make: (c) => h("tr", {}, h("td", { text: c.kind }), h("td", { text: c.model }),
+      h("td", { text: fmtNumber(c.calls) }), h("td", { text: fmtNumber(c.tokens_in) }), h("td", { text: fmtNumber(c.tokens_out) }),
+      h("td", { text: fmtUsd(c.cost_usd) })) });
   await loadLedger();
+  ui.panel.dataset.state = "ready";
 }
 
 async function loadLedger() {
@@ -63,6 +72,8 @@ async function loadLedger() {
     ledger = await get("/ledger" + query({ bucket: ui.bucket.value }));
   } catch (error) {
     ledger = null;
+    plotted = null;
+    if (plot) { plot.destroy(); plot = null; }
     clear(ui.plot);
     say(ui.message, `The ledger over time is not available here (GET /ledger: ${error.message}); the totals are below.`);
     return;
@@ -102,6 +113,10 @@ export function span(min, max, bucket) {
 }
 
 function drawPlot() {
+  // the series drawn, not the whole answer: its ``since`` (now less 30 days) moves every second
+  const signature = JSON.stringify([ledger && ledger.series, ui.metric.value, ui.bucket.value]);
+  if (plot && signature === plotted) return; // the same plot: kept (its legend, cursor and zoom too)
+  plotted = signature;
   if (plot) { plot.destroy(); plot = null; }
   clear(ui.plot);
   if (!ledger || !ledger.series.length) {
