@@ -10,9 +10,13 @@ from ..services.engine import Engine
 def document_body(doc, status: dict | None = None) -> dict:
     """A document's JSON; with ``status`` (services.doc_status.read) its ingestion state
     (received, indexed, summaries_pending, done, failed), the reason of a failure and the times
-    it was received and last updated (Unix seconds)."""
+    it was received and last updated (Unix seconds). ``readers``: who may read it (its access
+    list's principals, or ``["*"]``: the whole tenant; domain.access)."""
+    from ..domain.access import ATTRIBUTE, readers_of
+
     body = {"doc_id": doc.doc_id, "source": doc.source, "title": doc.title, "content_hash": doc.content_hash,
-            "chunks": len(doc.chunk_ids), "chunk_ids": list(doc.chunk_ids), "status": doc.status}
+            "chunks": len(doc.chunk_ids), "chunk_ids": list(doc.chunk_ids), "status": doc.status,
+            "readers": readers_of((doc.metadata or {}).get(ATTRIBUTE))}
     return body if status is None else {**body, **_status_fields(status)}
 
 
@@ -21,12 +25,18 @@ def _status_fields(status: dict) -> dict:
     return {**out, "reason": status["reason"]} if "reason" in status else out
 
 
-def document_json(engine: Engine, doc_id: str) -> dict | None:
+def document_json(engine: Engine, doc_id: str, caller=None) -> dict | None:
     """GET /documents/{id}: the stored document with its status, or (a document refused before it
-    was stored: a binary or empty file...) its status alone; None when neither is known."""
+    was stored: a binary or empty file...) its status alone; None when neither is known, or
+    when ``caller`` (a domain.access.Caller; None: the operator) may not read it (a status
+    without its document is the operator's only: its access list is unknown)."""
+    from ..domain.access import ATTRIBUTE
     from ..services import doc_status
 
     doc = engine.graph.get_document(doc_id)
+    if caller is not None and not caller.everything and (
+            doc is None or not caller.may_read((doc.metadata or {}).get(ATTRIBUTE))):
+        return None
     status = doc_status.read(engine, doc_id)
     if doc is not None:
         return document_body(doc, status)

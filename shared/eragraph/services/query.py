@@ -184,7 +184,7 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
                                  filter=None if where is None else to_json(where), stages=stages, explained=explain)
         notes = list(ctx.notes)
         if explain:
-            response.explain = _explained(engine, recorder, response)
+            response.explain = _explained(engine, recorder, response, in_view=view is not None)
             if response.explain is None:
                 notes.append(f"explain covers the entity-graph modes ({', '.join(explaining.GRAPH_ROUTES)}, and auto "
                              f"when it routes to one of them); {response.route} has none")
@@ -222,12 +222,13 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     return response
 
 
-def _explained(engine: Engine, recorder, response: QueryResponse) -> dict | None:
-    """The response's explain (services.explain) when it was routed to an entity-graph mode."""
+def _explained(engine: Engine, recorder, response: QueryResponse, in_view: bool = False) -> dict | None:
+    """The response's explain (services.explain) when it was routed to an entity-graph mode
+    (``in_view``: in a caller's view, its entities only those of the passages shown)."""
     entities = engine.entities
     if entities is None:
         return None
-    return explaining.report(recorder, response.route, response.results, entities.store.chunk_entities)
+    return explaining.report(recorder, response.route, response.results, entities.store.chunk_entities, in_view)
 
 
 def _reranker_for(engine: Engine, spec: RerankSpec):

@@ -41,7 +41,7 @@ def post_query(ctx: RouteContext, request: QueryRequest) -> dict:
 
 def get_document(ctx: RouteContext, doc_id: Annotated[str, Path(min_length=1, max_length=512)]) -> dict:
     """GET /documents/{doc_id}: a document with its status (entrypoints.documents)."""
-    body = document_json(ctx.engine(), doc_id)
+    body = document_json(ctx.engine(), doc_id, ctx.asking())  # one the caller may not read: a 404
     if body is None:
         raise NotFoundError(f"no document {doc_id!r}")
     return body
@@ -80,11 +80,13 @@ def delete_document(ctx: RouteContext, doc_id: Annotated[str, Path(min_length=1,
 
 def get_changes(ctx: RouteContext, limit: Annotated[int, Query(ge=1, le=200)] = 20) -> dict:
     """GET /changes: the most recent change records, newest first (services.changes), and the
-    estimated cost of summarizing the whole store again."""
+    estimated cost of summarizing the whole store again; a caller with principals sees only
+    what its partitions hold (changes.in_view)."""
     from ...services import changes
 
     engine = ctx.engine()
-    return {"changes": changes.recent(engine, limit), "rebuild": changes.rebuild_estimate(engine)}
+    return {"changes": changes.in_view(engine, changes.recent(engine, limit), ctx.asking()),
+            "rebuild": changes.rebuild_estimate(engine)}
 
 
 def get_stats(ctx: RouteContext) -> dict:
