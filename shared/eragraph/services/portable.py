@@ -45,13 +45,14 @@ from ..domain.doc_status import DocStatus
 from ..domain.model import Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
 from ..ports.entity import ChunkEntities, SentenceMentions, chunk_of_sentence
 from .dump_records import FORMAT, READS, DumpError, check_header, check_record, check_registered  # noqa: F401
-from .engine import EMBED_FORMAT, LEAF_ATTRS, Engine
+from .engine import EMBED_FORMAT, LEAF_ATTRS, NODE_READERS, Engine
 from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER
 from .ingest import leaf_meta
 from .placement import INDEX, KEY, partitions
 from .sources import text_key
 from .store_providers import PROVIDERS_KEY, recorded_providers
 
+MARKS = (LEAF_ATTRS, EMBED_FORMAT, NODE_READERS)  # the store marks a dump carries
 DUMP_VERSION = 2  # 2: partition records (a version-1 dump has none: its store had no access lists)
 BATCH = 256
 
@@ -109,7 +110,7 @@ def dump(engine: Engine) -> Iterator[dict]:
         yield from _entities(engine)
     for key, row in g.ledger().items():
         yield {"kind": "ledger", "key": key, **row}
-    for mark in (LEAF_ATTRS, EMBED_FORMAT):  # what the store's leaf vectors are (their attrs, their format)
+    for mark in MARKS:  # what the store's leaf vectors are (their attrs, their format)
         if g.get_meta(mark) is not None:
             yield {"kind": "meta", "key": mark, "value": g.get_meta(mark)}
 
@@ -222,7 +223,7 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
         elif kind == "ledger":
             g.add_ledger(body["key"], int(body.get("calls", 0)), int(body.get("tokens_in", 0)),
                          int(body.get("tokens_out", 0)), float(body.get("seconds", 0.0)))
-        elif kind == "meta" and body.get("key") in (LEAF_ATTRS, EMBED_FORMAT):
+        elif kind == "meta" and body.get("key") in MARKS:
             g.put_meta(body["key"], body.get("value"))
     _write_layer(engine, docs, layer, layer_nodes, below, registry)
     if layer_segments:
