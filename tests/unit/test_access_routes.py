@@ -1,6 +1,6 @@
 """Every route of the API inside the caller's view (issue 59): random documents with random access
 lists (some retagged, one removed), random callers given by the identity (the API's
-``principals``), and a list of routes: GET /changes, GET /documents/{id}, GET /nodes/{id},
+``principals``), and a list of routes: GET /changes, GET /documents, GET /documents/{id}, GET /nodes/{id},
 GET /graph/layers/{n} and POST /query with ``explain`` in the entity-graph modes. No answer holds
 the text (its marker), the source, the id, a node id or an entity (the marker names one) of a
 document the caller may not read; the caller still gets what it may read. The real API Gateway
@@ -96,7 +96,7 @@ def forbidden_marks(doc_ids) -> list[re.Pattern]:
 
 def routes(engine, live, gone, nodes, rng) -> list[tuple[str, str, dict | None, str]]:
     """The routes asked, each (method, path, body, query)."""
-    asked = [("GET", "/changes", None, "limit=200")]
+    asked = [("GET", "/changes", None, "limit=200"), ("GET", "/documents", None, "limit=1000")]
     asked += [("GET", f"/graph/layers/{layer}", None, "limit=1000") for layer in sorted(engine.graph.layer_sizes())]
     asked += [("GET", f"/documents/{d}", None, "") for d in rng.sample(sorted(live), 6) + [gone]]
     asked += [("GET", f"/nodes/{n}", None, "") for n in rng.sample(sorted(nodes), 12)]

@@ -52,10 +52,20 @@ def list_statuses(ctx: RouteContext, prefix: Annotated[str, Query(max_length=102
                   cursor: Annotated[str, Query(max_length=4096)] = "") -> dict:
     """Counts of each status of the caller's documents whose source starts with ``prefix``
     (and Bedrock's ingestion-job statistic names for them), with up to ``limit`` documents by
-    source after ``cursor`` (the ``next_cursor`` of the page before; null: the last page)."""
+    source after ``cursor`` (the ``next_cursor`` of the page before; null: the last page); a
+    caller with principals is listed only the page's documents it may read (the counts are the
+    tenant's)."""
     from ...services import doc_status
 
-    counts, views, next_cursor, truncated = doc_status.page(ctx.engine(), prefix, limit, cursor)
+    engine = ctx.engine()
+    counts, views, next_cursor, truncated = doc_status.page(engine, prefix, limit, cursor)
+    who = ctx.asking()
+    if who is not None and not who.everything:  # the page's documents the caller may read (the counts: all)
+        from ...domain.access import ATTRIBUTE
+
+        docs = {v["doc_id"]: engine.graph.get_document(v["doc_id"]) for v in views}
+        views = [v for v in views if docs[v["doc_id"]] is not None
+                 and who.may_read((docs[v["doc_id"]].metadata or {}).get(ATTRIBUTE))]
     return {**counts.to_json(), "documents": views, "truncated": truncated,
             "next_cursor": next_cursor}
 
@@ -104,10 +114,11 @@ def get_modes(ctx: RouteContext) -> dict:
 
 
 def get_tenants(ctx: RouteContext) -> dict:
-    """GET /tenants: the tenants the caller may choose (x-eragraph-tenant) and the current one."""
+    """GET /tenants: the tenants the caller may choose (x-eragraph-tenant) and the current one,
+    and whether the operator may ask as other principals (``ask_as``: a local eragraph serve)."""
     from .tenant_choice import listing
 
-    return listing(ctx.choice, ctx.caller())
+    return {**listing(ctx.choice, ctx.caller()), "ask_as": ctx.operator_switch is not None}
 
 
 def get_layer(ctx: RouteContext, layer: Annotated[int, Path(ge=0, le=64)],
