@@ -87,11 +87,14 @@ def call(app, method: str, path: str, body: dict | None = None, query: str = "")
     return out["statusCode"], out["body"]
 
 
+TITLES = {d.doc_id: d.title for d in synthetic_docs(30)}
+
+
 def forbidden_marks(doc_ids) -> list[re.Pattern]:
-    """What of these documents may not appear: its id, source and marker (its text's and its
-    entity's name), each as a whole word."""
+    """What of these documents may not appear: its id, title, source and marker (its text's and
+    its entity's name), each as a whole word."""
     return [re.compile(rf"(?<![\w]){re.escape(mark)}(?!\d)", re.IGNORECASE)  # entities are lower-cased
-            for d in doc_ids for mark in (f'"{d}"', f"mem://{d}.txt", f"Marker{d}")]
+            for d in doc_ids for mark in (f'"{d}"', f'"{TITLES[d]}"', f"mem://{d}.txt", f"Marker{d}")]
 
 
 def routes(engine, live, gone, nodes, rng) -> list[tuple[str, str, dict | None, str]]:

@@ -48,8 +48,12 @@ def group_of(doc_id: str, groups: int, shared: float) -> list[str]:
     return out
 
 
-def build(settings: Settings, docs) -> tuple:
+def build(settings: Settings, docs, embedder=None) -> tuple:
+    """A memory store of ``docs``; ``embedder``: one shared by every store of the run (its cache
+    embeds each text once: the MiniLM run embeds the corpus once, not once per store)."""
     engine = build_memory_engine(settings)
+    if embedder is not None:
+        engine.embedder = embedder
     ingest(engine, docs)
     drain(engine)
     return engine
@@ -67,13 +71,17 @@ def docs_under(engine, node_id: str, seen: dict) -> set[str]:
     return seen[node_id]
 
 
-def recall(engine, questions, who, k: int) -> tuple[float, int]:
+def recall(engine, questions, who, k: int, found_of: list | None = None) -> tuple[float, int]:
+    """Mean Recall@k and the summaries among the results; ``found_of`` gets each question's
+    supporting documents found (the per-question comparison of the view and the alone store)."""
     scores, layered, seen = [], 0, {}
     for q in questions:
         response = query(engine, q["question"], mode="collapsed", k=k, caller=who)
         found = set().union(*(docs_under(engine, r.id, seen) for r in response.results)) if response.results else set()
         scores.append(len(found & set(q["supporting_ids"])) / len(q["supporting_ids"]))
         layered += sum(r.layer > 0 for r in response.results)
+        if found_of is not None:
+            found_of.append(sorted(found & set(q["supporting_ids"])))
     return (statistics.mean(scores) if scores else 0.0), layered
 
 
@@ -101,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     lists = {d.doc_id: group_of(d.doc_id, args.groups, args.shared) for d in corpus + [held]}
     questions = load_questions(data / "questions.jsonl", args.questions, [d.doc_id for d in corpus])
     partitioned = build(settings, [replace(d, metadata={"access": lists[d.doc_id]}) for d in corpus])
-    flat = build(settings, corpus)
+    shared = partitioned.embedder
+    flat = build(settings, corpus, shared)
     out: dict = {"groups": {}, "docs": len(corpus), "questions_total": len(questions),
                  "embedder": args.embedder, "k": args.k, "shared": args.shared}
     for g in range(args.groups):
@@ -109,13 +118,20 @@ def main(argv: list[str] | None = None) -> int:
         mine = [d for d in corpus if name in lists[d.doc_id]]
         ids = {d.doc_id for d in mine}
         asked = [q for q in questions if set(q["supporting_ids"]) <= ids]
-        alone = build(settings, mine)
-        view, layered = recall(partitioned, asked, caller([name]), args.k)
-        own, own_layered = recall(alone, asked, None, args.k)
+        alone = build(settings, mine, shared)
+        found_view: list = []
+        found_alone: list = []
+        view, layered = recall(partitioned, asked, caller([name]), args.k, found_view)
+        own, own_layered = recall(alone, asked, None, args.k, found_alone)
         out["groups"][name] = {"docs": len(mine), "questions": len(asked), "recall_partitioned_view": round(view, 4),
                                "recall_alone": round(own, 4), "delta_points": round(100 * (view - own), 2),
                                "summaries_in_results": layered, "summaries_in_results_alone": own_layered,
-                               "summaries_alone_store": summaries(alone)}
+                               "summaries_alone_store": summaries(alone),
+                               # the questions whose supporting documents found differ: why a group gains or loses
+                               "questions_differing": [
+                                   {"question": q["question"][:160], "support": len(q["supporting_ids"]),
+                                    "found_view": v, "found_alone": a}
+                                   for q, v, a in zip(asked, found_view, found_alone) if v != a]}
     out["summaries_partitioned"] = summaries(partitioned)
     out["summaries_flat"] = summaries(flat)
     out["insert_summarize_calls_partitioned"] = insert_calls(
