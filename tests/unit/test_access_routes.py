@@ -175,3 +175,31 @@ def test_explain_lists_only_entities_of_the_passages_a_caller_may_read(store):
     held = {e for p in body["explain"]["passages"] for e in p["entities"]}
     assert {s["entity"] for s in body["explain"]["seeds"]} <= held
     assert {a["entity"] for a in body["explain"]["activated"]} <= held
+
+
+def test_change_records_in_a_callers_view_fail_closed():
+    from eragraph.domain.access import partition_of
+    from eragraph.services import changes, placement
+
+    engine = make_engine()
+    index = placement.partition_index(engine, ["group:finance"])
+    finance = partition_of(["group:finance"])
+    records = [
+        {"id": "4", "kind": "remove", "documents": ["b"], "documents_total": 1, "partitions": [finance],
+         "chunks_removed": 2},
+        {"id": "3", "kind": "resummarize", "layer": 1, "summaries": ["s1", "s2"], "summaries_total": 2,
+         "summary_partitions": [index, 0], "removed": [], "removed_total": 0, "removed_partitions": [], "calls": 2},
+        {"id": "2", "kind": "ingest", "documents": ["a", "b"], "documents_total": 300, "partitions": ["", ""],
+         "chunks_added": 9, "calls": 1},
+        {"id": "1", "kind": "ingest", "documents": ["old"], "documents_total": 1, "chunks_added": 1},  # before this version
+    ]
+    seen = changes.in_view(engine, records, caller(["user:zed"], "deny"))
+    assert seen == []  # reads neither the finance partition nor the open one
+    seen = {r["id"]: r for r in changes.in_view(engine, records, caller(["user:zed"]))}
+    assert set(seen) == {"2", "3"}  # the open partition's; the record without partitions is left out
+    assert seen["2"]["documents"] == ["a"] and seen["2"]["documents_total"] == 1  # b moved to finance since
+    assert "chunks_added" not in seen["2"] and "calls" not in seen["2"]  # 300 documents: the rest unknown
+    assert seen["3"]["summaries"] == ["s2"] and "calls" not in seen["3"] and "summary_partitions" not in seen["3"]
+    seen = {r["id"]: r for r in changes.in_view(engine, records, caller(["group:finance"], "deny"))}
+    assert set(seen) == {"2", "3", "4"} and seen["2"]["documents"] == ["b"] and seen["4"]["chunks_removed"] == 2
+    assert changes.in_view(engine, records, None) == records

@@ -166,11 +166,12 @@ def in_view(engine: Engine, records: list[dict[str, Any]], caller: Caller | None
             for listed, where in (("summaries", "summary_partitions"), ("removed", "removed_partitions")):
                 items, marks = list(record.get(listed) or ()), list(record.get(where) or ())
                 shown[listed] = [item for n, item in enumerate(items) if n < len(marks) and marks[n] in indexes]
-                whole = whole and len(shown[listed]) == len(items)
+                # all listed and shown (a record lists at most MAX_LISTED: the rest are unknown)
+                whole = whole and len(shown[listed]) == len(items) == record.get(f"{listed}_total", len(items))
         else:  # a document moved to another partition since is shown as it is now
             items = list(record.get("documents") or ())
             shown["documents"] = [s for s in items if latest.get(s) in keys]
-            whole = len(shown["documents"]) == len(items)
+            whole = len(shown["documents"]) == len(items) == record.get("documents_total", len(items))
         if not any(shown.values()):
             continue
         view = {k: v for k, v in record.items() if k not in HIDDEN and (whole or k not in WHOLE)}
