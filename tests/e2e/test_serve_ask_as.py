@@ -1,6 +1,6 @@
 """`eragraph serve`'s operator asks as other principals (the console's "ask as" field): the
 ``x-eragraph-as`` header makes every route of the request answer inside those principals' view
-(the graph's layers, a node, the document list, a query); none is the operator's everything; a
+(the graph's layers, a node, the document list, a query and its stream); none is the operator's everything; a
 malformed one is a 400 in words. The deployed API (make_app without the switch) and the console's
 AWS proxy ignore the header: there the caller is its identity's."""
 
@@ -53,6 +53,16 @@ def call(url, method, path, body=None, as_=None):
         return exc.code, json.loads(exc.read())
 
 
+def stream(url, body, as_):
+    """POST /query/stream's NDJSON lines."""
+    headers = {"content-type": "application/json"}
+    if as_ is not None:
+        headers["x-eragraph-as"] = as_
+    request = urllib.request.Request(url + "/query/stream", method="POST", headers=headers, data=json.dumps(body).encode())
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return [json.loads(line) for line in response.read().decode().splitlines() if line.strip()]
+
+
 def test_the_operator_asks_as_other_principals(served):
     engine, url = served
     assert call(url, "GET", "/tenants")[1]["ask_as"] is True
@@ -67,6 +77,9 @@ def test_the_operator_asks_as_other_principals(served):
                             as_=as_)
         assert status == 200 and body["results"]
         assert bool({r["doc_id"] for r in body["results"]} & SECRET) is shown
+        lines = stream(url, {"query": "Markerd0 item number d0", "k": 8, "mode": "collapsed"}, as_)
+        ids = {r["doc_id"] for line in lines for r in line.get("results") or ()}
+        assert ids and bool(ids & SECRET) is shown, (as_, lines[:1])
     status, node = call(url, "GET", f"/nodes/{hidden}")
     assert node["readers"] == ["group:board"]
     status, body = call(url, "GET", "/graph/layers/0", as_="finance")

@@ -21,6 +21,8 @@ exception's text: that is in the log (request_log.withheld)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from typing import Any
 
@@ -67,13 +69,16 @@ def prepare(app, request, hold) -> Prepared:
     check_tenant(query.tenant, tenant)
     engine = app.engines(tenant)
     budget = answer_budget(app.limits, engine, query.budget)
+    ctx = getattr(app.pipeline, "ctx", None)  # who is asking, as POST /query's (None: the operator)
+    asking = None if ctx is None else dataclasses.replace(ctx, request=request).asking()
     hold(tenant)  # last: a refused request holds no slot
 
     def produce(emit) -> None:
         response = query_service.query(
             engine, query.query, mode=query.mode, k=query.k, budget=budget, p=query.p, answer=True,
             where=query.filter, rerank=rerank_spec(query.rerank), explain=query.explain, conversation=query.turns(),
-            on_results=lambda head: emit(("results", head)), on_piece=lambda text: emit(("piece", text)))
+            on_results=lambda head: emit(("results", head)), on_piece=lambda text: emit(("piece", text)),
+            caller=asking)
         emit(("done", response))
 
     return Prepared(produce, pool=pool_of(values))
