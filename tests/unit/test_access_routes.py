@@ -4,7 +4,8 @@ lists (some retagged, one removed), random callers given by the identity (the AP
 GET /graph/layers/{n} and POST /query with ``explain`` in the entity-graph modes. No answer holds
 the text (its marker), the source, the id, a node id or an entity (the marker names one) of a
 document the caller may not read; the caller still gets what it may read. The real API Gateway
-event of POST /query (tests/events), turned into each route's request."""
+event of POST /query (tests/events), turned into each route's request. On the memory and local
+profiles."""
 
 from __future__ import annotations
 
@@ -33,10 +34,15 @@ EVENT = json.loads((Path(__file__).parents[1] / "events" / "api_query_valid.json
 GRAPH_MODES = ("tri_graph", "concept_ppr", "paths", "local_global")
 
 
-@pytest.fixture(scope="module")
-def store():
-    engine = make_engine(ner="capitalized")
-    with_entity_graph(engine)
+@pytest.fixture(scope="module", params=["memory", "local"])
+def store(request, tmp_path_factory):
+    if request.param == "memory":
+        engine = make_engine(ner="capitalized")
+        with_entity_graph(engine)
+    else:
+        from eragraph.bootstrap.local import build_local_engine
+
+        engine = build_local_engine(tmp_path_factory.mktemp("routes") / "store", make_engine(ner="capitalized").settings)
     rng = random.Random(5959)
     docs = [d if (a := rng.choice(LISTS)) is None else replace(d, metadata={"access": list(a)})
             for d in synthetic_docs(30)]
@@ -51,7 +57,11 @@ def store():
     live = {d.doc_id: (d.metadata or {}).get("access") for d in moved + docs[4:-1]}
     who = {"caller": None}
     app = make_app(lambda _t: engine, tenant_of=lambda _e: "", principals=lambda _e: who["caller"])
-    return engine, live, docs[-1].doc_id, app, who
+    yield engine, live, docs[-1].doc_id, app, who
+    if request.param == "local":
+        from eragraph.bootstrap.local import close
+
+        close(engine)
 
 
 def _docs_under(engine, node_id, seen):
