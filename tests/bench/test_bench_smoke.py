@@ -469,3 +469,13 @@ def test_access_smoke(tiny, tmp_path):
     assert result["summaries_partitioned"] > 0 and result["summaries_flat"] > 0
     assert result["insert_summarize_calls_flat"] >= 0 and result["insert_summarize_calls_partitioned"] >= 0
     assert access.group_of("x", 4, 0.0) == access.group_of("x", 4, 0.0) and len(access.group_of("x", 4, 1.0)) == 2
+    for diff in (d for g in result["groups"].values() for d in g["questions_differing"]):
+        assert diff["found_view"]["found"] != diff["found_alone"]["found"]
+        assert all(len(row) == 3 and row[2] <= row[1] for row in diff["found_view"]["results"])
+    one = tmp_path / "one.json"  # one group: its caller against its alone store, no flat store
+    assert access.main(["--data", str(tiny[0].parent), "--embedder", "hash", "--groups", "2", "--only", "g1",
+                        "--out", str(one)]) == 0
+    single = json.loads(one.read_text())
+    assert set(single["groups"]) == {"group:g1"} and "summaries_flat" not in single
+    for figure in ("recall_alone", "recall_partitioned_view", "summaries_in_results"):  # its partitions cut alike
+        assert single["groups"]["group:g1"][figure] == result["groups"]["group:g1"][figure], figure

@@ -32,6 +32,9 @@ def test_the_tabs_are_reached_and_switched_by_keyboard_alone(page):
     expect(page.locator("a.skip")).to_be_focused()
     page.keyboard.press("Tab")
     expect(page.locator("#tenant-select")).to_be_focused()
+    page.keyboard.press("Tab")  # a local store: the operator's "Ask as" field and its button
+    expect(page.locator("#ask-as-input")).to_be_focused()
+    page.keyboard.press("Tab")
     page.keyboard.press("Tab")
     expect(page.locator("#tab-documents")).to_be_focused()
     expect(page.locator("#view-documents")).to_be_visible()

@@ -98,7 +98,7 @@ def test_modes_lists_the_registry_with_what_this_store_can_run(served):
 
 def test_tenants_of_a_server_of_one_store(served):
     _, server = served
-    assert call(server, "GET", "/tenants") == (200, {"tenants": [""], "current": "", "switchable": False})
+    assert call(server, "GET", "/tenants") == (200, {"tenants": [""], "current": "", "switchable": False, "ask_as": True})
     status, body = call(server, "GET", "/tenants", headers={"x-eragraph-tenant": "acme"})
     assert status == 403 and "x-eragraph-tenant" in body["message"]
 

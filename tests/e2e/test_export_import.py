@@ -41,7 +41,7 @@ def test_export_then_import_answers_the_same(tmp_path):
     with gzip.open(newer, "wt") as f:
         f.write(json.dumps({**json.loads(lines[0]), "version": 7}) + "\n" + "\n".join(lines[1:]) + "\n")
     out = eragraph("import", "--store", str(tmp_path / "kb3"), str(newer))
-    assert out.returncode != 0 and "this dump is version 7; this eragraph reads version 1: upgrade" in out.stderr
+    assert out.returncode != 0 and "this dump is version 7; this eragraph reads version 1, 2: upgrade" in out.stderr
     (tmp_path / "plain.txt").write_text("hello")
     out = eragraph("import", "--store", str(tmp_path / "kb4"), str(tmp_path / "plain.txt"))
     assert out.returncode != 0 and "cannot read it as a gzip-compressed eragraph dump" in out.stderr

@@ -48,7 +48,7 @@ def root(tmp_path_factory):
 def test_the_header_picks_a_tenant_and_never_sees_anothers(root):
     with serving(root) as url:
         status, body = request(url, "/tenants", "acme")
-        assert status == 200 and body == {"tenants": ["acme", "globex"], "current": "acme", "switchable": True}
+        assert status == 200 and body == {"tenants": ["acme", "globex"], "current": "acme", "switchable": True, "ask_as": True}
         for tenant, other in (("acme", "globex"), ("globex", "acme")):
             status, body = request(url, "/query", tenant, {"query": "Which rockets and tomatoes are named?", "k": 5})
             assert status == 200 and body["results"]
@@ -66,7 +66,7 @@ def test_the_header_picks_a_tenant_and_never_sees_anothers(root):
 
 def test_a_server_pinned_to_a_tenant_refuses_the_header_naming_another(root):
     with serving(root, "--tenant", "globex") as url:
-        assert request(url, "/tenants") == (200, {"tenants": ["globex"], "current": "globex", "switchable": False})
+        assert request(url, "/tenants") == (200, {"tenants": ["globex"], "current": "globex", "switchable": False, "ask_as": True})
         assert request(url, "/stats", "globex")[0] == 200
         status, body = request(url, "/query", "acme", {"query": "rockets"})
         assert status == 403 and "another tenant" in body["message"]
@@ -83,7 +83,7 @@ def test_without_the_header_a_root_with_its_own_store_serves_its_default_tenant(
     assert done.returncode == 0, done.stderr
     with serving(both) as url:
         assert request(url, "/tenants") == (200, {"tenants": ["", "acme", "globex"], "current": "",
-                                                   "switchable": True})
+                                                   "switchable": True, "ask_as": True})
         status, body = request(url, "/query", None, {"query": "lighthouses rockets tomatoes", "k": 5})
         assert status == 200 and {r["source"].rsplit("/", 1)[-1] for r in body["results"]} == {"own.txt"}
         assert request(url, "/stats", "acme")[1]["documents"] == 1

@@ -126,12 +126,3 @@ def test_partition_indexes_are_one_per_partition_even_on_a_clash(engine, monkeyp
     assert placement.partition_index(engine, ["group:a", "group:a"]) == 1
     assert placement.partitions(engine) == {0: (), 1: ("group:a",), 2: ("group:b",)}
     assert partition_of(canonical(["group:b"])) == partition_of(["group:b"])
-
-
-def test_a_dump_with_access_lists_is_refused_before_anything_is_written():
-    from eragraph.services.dump_records import DumpError, check_record
-
-    record = {"kind": "document", "doc_id": "d", "source": "s", "content_hash": "h", "title": "", "chunk_ids": [],
-              "meta": {}, "version": "", "metadata": {"access": ["group:a"]}}
-    with pytest.raises(DumpError, match="access partitions"):
-        check_record(record, 2, "")

@@ -61,7 +61,7 @@ def test_bad_dumps_and_targets_are_refused_in_words(tmp_path):
     ingest(source, synthetic_docs(6))
     records = list(portable.dump(source))
     target = build_engine("memory", settings=settings_from_env(ENV), uses=USES)
-    with pytest.raises(portable.DumpError, match="this dump is version 99; this eragraph reads version 1: upgrade"):
+    with pytest.raises(portable.DumpError, match="this dump is version 99; this eragraph reads version 1, 2: upgrade"):
         portable.load(target, iter([{**records[0], "version": 99}, *records[1:]]))
     with pytest.raises(portable.DumpError, match="not an eragraph dump"):
         portable.load(target, iter([{"documents": []}]))

@@ -16,6 +16,11 @@ partitioned one into its partition). Memory profile, extractive summarizer; ``--
 is a smoke run, not a retrieval figure.
 
     python -m eragraph.bench.access --data DIR --embedder hash --out bench-results/access-multihop-hash.json
+    python -m eragraph.bench.access --data DIR --embedder hash --only g2 --out bench-results/access-multihop-hash-g2.json
+
+Each group lists the questions whose supporting documents found differ between its caller's
+view and its alone store, with each side's results as [layer, documents under it, supporting
+documents under it]: where a group gains or loses, and through which results.
 """
 
 from __future__ import annotations
@@ -48,8 +53,12 @@ def group_of(doc_id: str, groups: int, shared: float) -> list[str]:
     return out
 
 
-def build(settings: Settings, docs) -> tuple:
+def build(settings: Settings, docs, embedder=None) -> tuple:
+    """A memory store of ``docs``; ``embedder``: one shared by every store of the run (its cache
+    embeds each text once: the MiniLM run embeds the corpus once, not once per store)."""
     engine = build_memory_engine(settings)
+    if embedder is not None:
+        engine.embedder = embedder
     ingest(engine, docs)
     drain(engine)
     return engine
@@ -67,13 +76,19 @@ def docs_under(engine, node_id: str, seen: dict) -> set[str]:
     return seen[node_id]
 
 
-def recall(engine, questions, who, k: int) -> tuple[float, int]:
+def recall(engine, questions, who, k: int, found_of: list | None = None) -> tuple[float, int]:
+    """Mean Recall@k and the summaries among the results; ``found_of`` gets each question's
+    supporting documents found (the per-question comparison of the view and the alone store)."""
     scores, layered, seen = [], 0, {}
     for q in questions:
         response = query(engine, q["question"], mode="collapsed", k=k, caller=who)
         found = set().union(*(docs_under(engine, r.id, seen) for r in response.results)) if response.results else set()
         scores.append(len(found & set(q["supporting_ids"])) / len(q["supporting_ids"]))
         layered += sum(r.layer > 0 for r in response.results)
+        if found_of is not None:  # the supporting documents found, and each result's [layer, documents, supporting]
+            found_of.append({"found": sorted(found & set(q["supporting_ids"])), "results": [
+                [r.layer, len(docs_under(engine, r.id, seen)), len(docs_under(engine, r.id, seen) & set(q["supporting_ids"]))]
+                for r in response.results]})
     return (statistics.mean(scores) if scores else 0.0), layered
 
 
@@ -91,6 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=4)
     ap.add_argument("--shared", type=float, default=0.1)
     ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--only", default=None, metavar="GROUP",
+                    help="one group (g2): its caller on a partitioned store of its documents only (its partitions "
+                         "are cut as in the whole store's: each on its own) against its alone store; no flat store")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     started = time.perf_counter()
@@ -100,28 +118,41 @@ def main(argv: list[str] | None = None) -> int:
     held, corpus = corpus[-1], corpus[:-1]
     lists = {d.doc_id: group_of(d.doc_id, args.groups, args.shared) for d in corpus + [held]}
     questions = load_questions(data / "questions.jsonl", args.questions, [d.doc_id for d in corpus])
-    partitioned = build(settings, [replace(d, metadata={"access": lists[d.doc_id]}) for d in corpus])
-    flat = build(settings, corpus)
+    only = None if args.only is None else f"group:{args.only}"
+    placed = [d for d in corpus if only is None or only in lists[d.doc_id]]
+    partitioned = build(settings, [replace(d, metadata={"access": lists[d.doc_id]}) for d in placed])
+    shared = partitioned.embedder
+    flat = build(settings, corpus, shared) if only is None else None
     out: dict = {"groups": {}, "docs": len(corpus), "questions_total": len(questions),
-                 "embedder": args.embedder, "k": args.k, "shared": args.shared}
+                 "embedder": args.embedder, "k": args.k, "shared": args.shared, "only": only}
     for g in range(args.groups):
         name = f"group:g{g}"
+        if only is not None and name != only:
+            continue
         mine = [d for d in corpus if name in lists[d.doc_id]]
         ids = {d.doc_id for d in mine}
         asked = [q for q in questions if set(q["supporting_ids"]) <= ids]
-        alone = build(settings, mine)
-        view, layered = recall(partitioned, asked, caller([name]), args.k)
-        own, own_layered = recall(alone, asked, None, args.k)
+        alone = build(settings, mine, shared)
+        found_view: list = []
+        found_alone: list = []
+        view, layered = recall(partitioned, asked, caller([name]), args.k, found_view)
+        own, own_layered = recall(alone, asked, None, args.k, found_alone)
         out["groups"][name] = {"docs": len(mine), "questions": len(asked), "recall_partitioned_view": round(view, 4),
                                "recall_alone": round(own, 4), "delta_points": round(100 * (view - own), 2),
                                "summaries_in_results": layered, "summaries_in_results_alone": own_layered,
-                               "summaries_alone_store": summaries(alone)}
-    out["summaries_partitioned"] = summaries(partitioned)
-    out["summaries_flat"] = summaries(flat)
-    out["insert_summarize_calls_partitioned"] = insert_calls(
-        partitioned, replace(held, metadata={"access": lists[held.doc_id]}))
-    out["insert_summarize_calls_flat"] = insert_calls(flat, held)
-    out["held_out_access"] = lists[held.doc_id]
+                               "summaries_alone_store": summaries(alone),
+                               # the questions whose supporting documents found differ: why a group gains or loses
+                               "questions_differing": [
+                                   {"question": q["question"][:160], "support": len(q["supporting_ids"]),
+                                    "found_view": v, "found_alone": a}
+                                   for q, v, a in zip(asked, found_view, found_alone) if v["found"] != a["found"]]}
+    if flat is not None:
+        out["summaries_partitioned"] = summaries(partitioned)
+        out["summaries_flat"] = summaries(flat)
+        out["insert_summarize_calls_partitioned"] = insert_calls(
+            partitioned, replace(held, metadata={"access": lists[held.doc_id]}))
+        out["insert_summarize_calls_flat"] = insert_calls(flat, held)
+        out["held_out_access"] = lists[held.doc_id]
     out["machine"] = f"{platform.machine()}, {platform.python_version()}"
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["command"] = "python -m eragraph.bench.access " + " ".join(sys.argv[1:] if argv is None else argv)

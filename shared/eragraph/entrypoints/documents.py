@@ -11,9 +11,13 @@ from ..services.engine import Engine
 def document_body(doc, status: dict | None = None) -> dict:
     """A document's JSON; with ``status`` (services.doc_status.read) its ingestion state
     (received, indexed, summaries_pending, done, failed), the reason of a failure and the times
-    it was received and last updated (Unix seconds)."""
+    it was received and last updated (Unix seconds). ``readers``: who may read it (its access
+    list's principals, or ``["*"]``: the whole tenant; domain.access)."""
+    from ..domain.access import ATTRIBUTE, readers_of
+
     body = {"doc_id": doc.doc_id, "source": doc.source, "title": doc.title, "content_hash": doc.content_hash,
-            "chunks": len(doc.chunk_ids), "chunk_ids": list(doc.chunk_ids), "status": doc.status}
+            "chunks": len(doc.chunk_ids), "chunk_ids": list(doc.chunk_ids), "status": doc.status,
+            "readers": readers_of((doc.metadata or {}).get(ATTRIBUTE))}
     return body if status is None else {**body, **_status_fields(status)}
 
 

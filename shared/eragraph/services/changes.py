@@ -15,7 +15,20 @@ ingest/remove: ``documents`` (the sources added, replaced, retagged or removed; 
 ``MAX_LISTED``, ``documents_total`` counts them all), ``chunks_added``, ``chunks_removed``;
 resummarize: ``layer`` (the layer whose summaries were written), ``segments``, ``summaries``
 (the ids of the summaries written or revised there), ``removed`` (the summary ids removed); every
-kind: ``calls``, ``tokens_in``, ``tokens_out`` (its summarize calls) and ``seconds``.
+kind: ``calls``, ``tokens_in``, ``tokens_out`` (its summarize calls) and ``seconds``. Who may
+read what a record lists is kept beside it (domain.access): ``partitions``, each listed
+document's access partition key, and ``summary_partitions`` / ``removed_partitions``, each
+listed summary's partition index.
+
+In a caller's view (``in_view``: GET /changes of a caller with principals) a record lists only
+the documents and summaries of the partitions the caller may read, and is left out when it
+lists none of them; a record of which something was left out loses its counts and cost (they
+are the whole operation's), and the partition fields are never shown. A document is judged by
+its partition in the newest record that names it (a retag that moves it to another partition is
+a record too, and is newer than every record before it), so one moved out of the caller's
+partitions leaves the older records' lists as well; a removed document is shown, in the
+records up to its removal's, to those who could read it when it was removed. A record written before
+access lists (no partition fields) lists nothing to a caller: it is left out (fail closed).
 
 ``rebuild_estimate`` prices summarizing the whole current store from scratch: one summarize
 call per summary of every layer, each at the ledger's mean tokens in and out of a summarize call
@@ -31,6 +44,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ..domain.access import Caller, partition_of
 from . import cost
 from .engine import Engine
 from .reports import ChangeReport
@@ -90,6 +104,7 @@ def record_documents(engine: Engine, kind: str, report: ChangeReport, seconds: f
         return None
     sources, total = _listed(report.sources)
     return _put(engine, {"kind": kind, "documents": sources, "documents_total": total,
+                         "partitions": [report.source_partitions.get(s) for s in sources],
                          "chunks_added": report.chunks_added, "chunks_removed": report.chunks_removed,
                          **_cost(report, seconds)}, time.time() if now is None else now, done)
 
@@ -116,8 +131,10 @@ def record_resummarize(engine: Engine, report: ChangeReport, seconds: float,
         out.append(_put(engine, {"kind": "resummarize", "layer": layer,
                                  "segments": report.segments_resummarized.get(layer, 0),
                                  "summaries": written, "summaries_total": written_total,
-                                 "removed": removed, "removed_total": removed_total, **spent}, stamp,
-                        done if n == 0 else ()))
+                                 "removed": removed, "removed_total": removed_total,
+                                 "summary_partitions": [report.summary_partitions.get(i) for i in written],
+                                 "removed_partitions": [report.summary_partitions.get(i) for i in removed],
+                                 **spent}, stamp, done if n == 0 else ()))
     return out
 
 
@@ -129,6 +146,50 @@ def recent(engine: Engine, limit: int = 20) -> list[dict[str, Any]]:
         record = engine.graph.get_meta(key)
         if isinstance(record, dict):  # trimmed between the listing and the read: left out
             out.append(record)
+    return out
+
+
+HIDDEN = ("partitions", "summary_partitions", "removed_partitions")  # never shown to a caller
+WHOLE = ("documents_total", "chunks_added", "chunks_removed", "segments", "summaries_total", "removed_total",
+         "calls", "tokens_in", "tokens_out", "seconds")  # the whole operation's: not shown when part is hidden
+
+
+def in_view(engine: Engine, records: list[dict[str, Any]], caller: Caller | None) -> list[dict[str, Any]]:
+    """``records`` as ``caller`` may see them (see the module; None or the operator: as they are).
+    One read of the partition registry (services.placement.partitions), whatever the records."""
+    if caller is None or caller.everything:
+        return records
+    from .placement import partitions
+
+    allowed = {i: partition_of(a) for i, a in partitions(engine).items() if caller.may_read(a)}
+    keys, indexes = set(allowed.values()), set(allowed)
+    latest: dict[str, str | None] = {}  # a source's partition in the newest record naming it
+    for record in sorted(records, key=lambda r: r.get("id", ""), reverse=True):
+        if record.get("kind") != "resummarize":
+            marks = list(record.get("partitions") or ())
+            for n, source in enumerate(record.get("documents") or ()):
+                latest.setdefault(source, marks[n] if n < len(marks) else None)
+    out = []
+    for record in records:
+        shown: dict[str, list] = {}
+        whole = True
+        if record.get("kind") == "resummarize":
+            for listed, where in (("summaries", "summary_partitions"), ("removed", "removed_partitions")):
+                items, marks = list(record.get(listed) or ()), list(record.get(where) or ())
+                shown[listed] = [item for n, item in enumerate(items) if n < len(marks) and marks[n] in indexes]
+                # all listed and shown (a record lists at most MAX_LISTED: the rest are unknown)
+                whole = whole and len(shown[listed]) == len(items) == record.get(f"{listed}_total", len(items))
+        else:  # a document moved to another partition since is shown as it is now
+            items = list(record.get("documents") or ())
+            shown["documents"] = [s for s in items if latest.get(s) in keys]
+            whole = len(shown["documents"]) == len(items) == record.get("documents_total", len(items))
+        if not any(shown.values()):
+            continue
+        view = {k: v for k, v in record.items() if k not in HIDDEN and (whole or k not in WHOLE)}
+        view.update(shown)
+        if not whole and "documents" in shown:
+            view["documents_total"] = len(shown["documents"])
+        out.append(view)
     return out
 
 

@@ -17,11 +17,12 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
+from ..domain.access import AccessError, check_access, partition_of
 from ..domain.doc_status import DocStatus
 from ..domain.model import Document, EragraphError, Node, Segment
 
 FORMAT = "eragraph-dump"
-READS = (1,)  # the dump versions ``load`` reads (portable.DUMP_VERSION writes the newest)
+READS = (1, 2)  # the dump versions ``load`` reads (portable.DUMP_VERSION writes the newest)
 MAX_LINE_BYTES = 64 * 1024 * 1024  # one record (a document's kept text is at most ERAGRAPH_MAX_DOCUMENT_BYTES)
 MAX_DUMP_BYTES = 64 * 1024 * 1024 * 1024  # a whole dump, inflated
 
@@ -40,6 +41,7 @@ _PLAIN = {  # the other kinds: field -> (type, required)
     "ledger": {"key": (str, True), "calls": (int, False), "tokens_in": (int, False), "tokens_out": (int, False),
                "seconds": (float, False)},
     "meta": {"key": (str, True), "value": (object, False)},
+    "partition": {"index": (int, True), "access": (list, True)},  # an access partition (services.placement)
 }
 _TYPES = {"str": str, "int": int, "float": float, "tuple": list, "dict": dict}
 
@@ -121,13 +123,16 @@ def check_record(record: Any, number: int, tenant: str, dim: int | None = None) 
                 whose = f"tenant {tenant!r}" if tenant else "the default tenant"
                 raise DumpError(f"{where}: its metadata names tenant {ascii(str(named)[:63])}, not {whose} it is imported "
                                 "into: import it with --tenant naming that tenant")
-            if "access" in (record.get("metadata") or {}):  # domain.access: its partition index is not in dumps
-                raise DumpError(f"{where}: its document has an access list; dumps do not carry the access "
-                                "partitions yet, so a store with access lists cannot be imported")
+            if "access" in (record.get("metadata") or {}):  # domain.access: validated as ingest does
+                _access(record["metadata"]["access"], where)
     elif kind in _PLAIN:
         _fields(record, where, _PLAIN[kind])
         if kind == "entity_vector":
             _vector(record, where, None)
+        if kind == "partition":
+            _access(record["access"], where)
+            if record["index"] < 1:
+                raise DumpError(f"{where}: index must be a positive integer (0 is the open partition's)")
         if kind == "entity_chunk" and not all(
                 isinstance(s, (list, tuple)) and len(s) == 2 and isinstance(s[0], str) and isinstance(s[1], (list, tuple))
                 and all(isinstance(n, str) for n in s[1]) for s in record["sentences"]):
@@ -135,6 +140,14 @@ def check_record(record: Any, number: int, tenant: str, dim: int | None = None) 
     else:
         raise DumpError(f"{where}: this dump holds a record of unknown kind {ascii(kind[:40])}")
     return record
+
+
+def _access(value: Any, where: str) -> str:
+    """The partition key of a valid access list, or a DumpError naming the record."""
+    try:
+        return partition_of(check_access(value, where))
+    except AccessError as exc:
+        raise DumpError(str(exc)) from None
 
 
 def check_header(header: Any) -> dict:
@@ -172,9 +185,14 @@ def check_dump(records: Iterable[Any], tenant: str) -> dict[str, int]:
     dim = (header.get("lsh") or {}).get("dim")
     counts: dict[str, int] = {}
     seen: set[tuple[str, str]] = set()
+    registered: set[str] = set()  # the partition keys of the dump's partition records (before its documents)
     for number, record in enumerate(it, 2):
         check_record(record, number, tenant, dim)
         kind = record["kind"]
+        if kind == "partition":
+            registered.add(partition_of(record["access"]))
+        elif kind == "document" and "access" in (record.get("metadata") or {}):
+            check_registered(record["metadata"]["access"], registered, f"record {number} (document)")
         counts[kind] = counts.get(kind, 0) + 1
         key = record.get(_ID.get(kind, "kind"))
         if kind != "status" and (kind, str(key)) in seen:
@@ -183,5 +201,12 @@ def check_dump(records: Iterable[Any], tenant: str) -> dict[str, int]:
     return counts
 
 
-_ID = {"document": "doc_id", "status": "doc_id", "node": "node_id", "segment": "segment_id",
+def check_registered(access: Any, registered: set[str], where: str) -> None:
+    """DumpError unless the partition of ``access`` is one the dump's partition records named."""
+    if partition_of(access) not in registered:
+        raise DumpError(f"{where}: its access list's partition is not among the dump's partition records "
+                        "(they come before the documents): not a dump eragraph export wrote")
+
+
+_ID = {"partition": "index", "document": "doc_id", "status": "doc_id", "node": "node_id", "segment": "segment_id",
        "entity_chunk": "chunk_id", "entity_vector": "id", "ledger": "key", "meta": "key"}

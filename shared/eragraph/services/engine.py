@@ -37,6 +37,7 @@ class QuestionParser(Protocol):
 # store's hyperplanes are drawn (a new store); a store built before filters has none until
 # `eragraph reindex` adds them (services.reindex.audit_attributes)
 LEAF_ATTRS = "leaf_attrs"
+NODE_READERS = "node_readers"  # services.readers_backfill.MARK
 # meta mark: the embedding format of this store's leaf vectors (domain.text.EMBED_FORMAT_VERSION:
 # titles on every chunk); set when the store's hyperplanes are drawn, and by `eragraph migrate
 # titles` once it has re-embedded an older store (services.title_migration); absent: format 1
@@ -85,6 +86,7 @@ class Engine:
         config = self.graph.get_lsh()
         if config is None:  # a new store: its leaves carry their attributes from the first on
             self.graph.put_meta(LEAF_ATTRS, 1)
+            self.graph.put_meta(NODE_READERS, 1)  # and their readers (services.readers_backfill)
             self.graph.put_meta(EMBED_FORMAT, EMBED_FORMAT_VERSION)
             gs = self.settings.graph_retrieval
             if gs.synonyms_on:  # its inserts keep the synonymy edges: nothing to backfill

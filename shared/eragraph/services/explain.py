@@ -106,18 +106,27 @@ def _why(rank: int, ents: list[str], seeds: Mapping[str, float], activated: Mapp
     return "; ".join(parts)
 
 
-def report(rec: Recorder | None, route: str, results: Sequence[Any], chunk_entities) -> dict[str, Any] | None:
+def report(rec: Recorder | None, route: str, results: Sequence[Any], chunk_entities,
+           in_view: bool = False) -> dict[str, Any] | None:
     """The response's ``explain`` of a query routed to ``route`` whose final ``results`` (each
     with ``id`` and ``score``, in order) came from what ``rec`` noted; ``chunk_entities(ids)``
-    reads the entities of those passages (the entity store). None: ``route`` is no graph mode."""
+    reads the entities of those passages (the entity store). None: ``route`` is no graph mode.
+    ``in_view``: the query ran in a caller's view (domain.access), whose results are passages it
+    may read: the seeds and activated entities listed are then only those the shown passages
+    hold (an entity the graph walk reached may be named by documents the caller may not read)."""
     if rec is None or route not in GRAPH_ROUTES:
         return None
     kept = sorted({**rec.activated, **rec.seeds}, key=lambda e: (e not in rec.seeds,
                                                                 -rec.seeds.get(e, rec.activated.get(e, 0.0)), e))
+    shown = list(results)[:MAX_PASSAGES]
+    if in_view:
+        counts = chunk_entities([r.id for r in shown]) if shown and kept else {}
+        held = {e for found in counts.values() for e in found}
+        kept = [e for e in kept if e in held]
     kept = kept[:MAX_ENTITIES]
     wanted = set(kept)
-    shown = list(results)[:MAX_PASSAGES]
-    counts = chunk_entities([r.id for r in shown]) if shown and wanted else {}
+    if not in_view:
+        counts = chunk_entities([r.id for r in shown]) if shown and wanted else {}
     ents_of = {r.id: sorted((e for e in counts.get(r.id, {}) if e in wanted),
                             key=lambda e: (e not in rec.seeds, e)) for r in shown}
     first: dict[str, int] = {}  # entity -> the best rank of a passage holding it

@@ -10,12 +10,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..domain.access import index_of
+from ..domain.access import index_of, readers_of
 from ..domain.ledger import HOUR
 from ..domain.model import Node
 from . import cost
 from .engine import Engine
 from .modes import MODES, available_modes
+from .placement import access_of
 from .summary_search import BadQueryError
 
 LABEL_CHARS = 80
@@ -90,7 +91,8 @@ def parent_of(engine: Engine, node: Node) -> str | None:
 
 
 def node_detail(engine: Engine, node_id: str) -> dict[str, Any] | None:
-    """A node with its text, document, parent and children (None: no such node)."""
+    """A node with its text, document, parent and children, and its ``readers`` (its access
+    partition's principals, ``["*"]``: the whole tenant; domain.access) (None: no such node)."""
     node = engine.graph.get_nodes([node_id]).get(node_id)
     if node is None:
         return None
@@ -100,7 +102,8 @@ def node_detail(engine: Engine, node_id: str) -> dict[str, Any] | None:
                 for c in (kids.get(k) for k in node.children) if c is not None]
     return {"id": node.node_id, "layer": node.layer, "text": node.text, "tokens": node.tokens,
             "doc_id": node.doc_id, "source": node.source, "title": doc.title if doc is not None else "",
-            "parent": parent_of(engine, node), "children": children}
+            "parent": parent_of(engine, node), "children": children,
+            "readers": readers_of(access_of(engine, index_of(node.code, engine.settings.n_planes)))}
 
 
 def modes_listing(engine: Engine) -> dict[str, Any]:

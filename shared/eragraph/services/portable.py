@@ -15,7 +15,11 @@ and its hyperplanes. Then, one record each:
 - ``entity_chunk``: a chunk's entity record (its sentences, the entities each mentions with
   their occurrences);
 - ``entity_vector``: an entity-name or sentence vector;
-- ``ledger``: a row of the cost ledger; ``meta``: a store mark (``leaf_attrs``).
+- ``ledger``: a row of the cost ledger; ``meta``: a store mark (``leaf_attrs``);
+- ``partition`` (version 2, before the documents): an access partition of the registry
+  (services.placement): its ``index`` and canonical ``access`` list. A chunk's code holds its
+  partition's index, so the registry is loaded as it was (the same index for the same list),
+  and a summary's vector gets its partition's ``readers`` (domain.access).
 
 ``load`` writes a dump into an empty store of any profile (the engine's ports) without calling
 the embedder or the summarizer: nodes, vectors and summaries are the dump's. A chunk's vector
@@ -36,17 +40,20 @@ from typing import Any
 
 import numpy as np
 
+from ..domain.access import READERS, index_bits, index_of, partition_of, readers_of
 from ..domain.doc_status import DocStatus
 from ..domain.model import Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
 from ..ports.entity import ChunkEntities, SentenceMentions, chunk_of_sentence
-from .dump_records import FORMAT, READS, DumpError, check_header, check_record  # noqa: F401 (check_header: the API)
-from .engine import EMBED_FORMAT, LEAF_ATTRS, Engine
+from .dump_records import FORMAT, READS, DumpError, check_header, check_record, check_registered  # noqa: F401
+from .engine import EMBED_FORMAT, LEAF_ATTRS, NODE_READERS, Engine
 from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER
 from .ingest import leaf_meta
+from .placement import INDEX, KEY, partitions
 from .sources import text_key
 from .store_providers import PROVIDERS_KEY, recorded_providers
 
-DUMP_VERSION = 1
+MARKS = (LEAF_ATTRS, EMBED_FORMAT, NODE_READERS)  # the store marks a dump carries
+DUMP_VERSION = 2  # 2: partition records (a version-1 dump has none: its store had no access lists)
 BATCH = 256
 
 
@@ -70,6 +77,9 @@ def dump(engine: Engine) -> Iterator[dict]:
            "settings": g.get_meta("settings"), "lsh": None if lsh is None else asdict(lsh)}
     if lsh is None:
         return
+    for index, access in sorted(partitions(engine).items()):  # before the documents that name them
+        if index:
+            yield {"kind": "partition", "index": index, "access": list(access)}
     for doc in g.list_documents():
         record: dict[str, Any] = {"kind": "document", **asdict(doc)}
         if engine.blobs is not None:
@@ -100,7 +110,7 @@ def dump(engine: Engine) -> Iterator[dict]:
         yield from _entities(engine)
     for key, row in g.ledger().items():
         yield {"kind": "ledger", "key": key, **row}
-    for mark in (LEAF_ATTRS, EMBED_FORMAT):  # what the store's leaf vectors are (their attrs, their format)
+    for mark in MARKS:  # what the store's leaf vectors are (their attrs, their format)
         if g.get_meta(mark) is not None:
             yield {"kind": "meta", "key": mark, "value": g.get_meta(mark)}
 
@@ -168,6 +178,7 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
     layer_segments: list[Segment] = []  # of the layer being read: applied once the layer above is written
     below: list[Segment] = []  # of the layer below it
     layer, entity_vecs, entity_chunks = 0, [], []
+    registry: dict[int, tuple[str, ...]] = {0: ()}  # the access partitions loaded: index -> list
     for number, record in enumerate(it, 2):
         check_record(record, number, engine.tenant, lsh["dim"])
         kind = record.get("kind")
@@ -175,6 +186,14 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
         body = {k: v for k, v in record.items() if k not in ("kind", "stored_text", "vector", "dtype")}
         if kind in ("document", "status"):
             _check_source(engine, body.get("source"))
+        if kind == "partition":
+            registry[body["index"]] = _register(engine, number, body["index"], body["access"], lsh["n_planes"])
+        elif kind == "document" and "access" in (body.get("metadata") or {}):
+            check_registered(body["metadata"]["access"], {partition_of(a) for a in registry.values()},
+                             f"record {number} (document)")
+        if kind == "node" and index_of(body["code"], lsh["n_planes"]) not in registry:
+            raise DumpError(f"record {number} (node): its code lies in access partition "
+                            f"{index_of(body['code'], lsh['n_planes'])}, which the dump's partition records do not name")
         if kind == "document":
             doc = Document(**{**body, "chunk_ids": tuple(body.get("chunk_ids") or ())})
             g.put_document(doc)
@@ -187,7 +206,7 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
             node = Node(**{**body, "children": tuple(body.get("children") or ()),
                            "place": tuple(body.get("place") or ())})
             if node.layer != layer:
-                _write_layer(engine, docs, layer, layer_nodes, below)
+                _write_layer(engine, docs, layer, layer_nodes, below, registry)
                 layer, layer_nodes, layer_segments, below = node.layer, [], [], layer_segments
             layer_nodes.append((node, _array(record) if "vector" in record else None))
         elif kind == "segment":
@@ -204,9 +223,9 @@ def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:
         elif kind == "ledger":
             g.add_ledger(body["key"], int(body.get("calls", 0)), int(body.get("tokens_in", 0)),
                          int(body.get("tokens_out", 0)), float(body.get("seconds", 0.0)))
-        elif kind == "meta" and body.get("key") in (LEAF_ATTRS, EMBED_FORMAT):
+        elif kind == "meta" and body.get("key") in MARKS:
             g.put_meta(body["key"], body.get("value"))
-    _write_layer(engine, docs, layer, layer_nodes, below)
+    _write_layer(engine, docs, layer, layer_nodes, below, registry)
     if layer_segments:
         raise DumpError(f"the dump's segments of layer {layer} name summaries it does not hold")
     if entity_chunks:
@@ -254,11 +273,25 @@ def _check_providers(engine: Engine, header: dict) -> None:
                         f"the dump's embedder (ERAGRAPH_EMBEDDER={(header.get('providers') or {}).get('embedder', '?')})")
 
 
+def _register(engine: Engine, number: int, index: int, access: list[str], n_planes: int) -> tuple[str, ...]:
+    """Load one access partition into the registry (services.placement) at the dump's index."""
+    key = partition_of(access)
+    if index >= 1 << index_bits(n_planes):
+        raise DumpError(f"record {number} (partition): index {index} is past this store's partition indexes")
+    owner = engine.graph.claim_meta(f"{INDEX}{index}", key)
+    if owner != key:
+        raise DumpError(f"record {number} (partition): index {index} is another partition's in this dump")
+    engine.graph.put_meta(KEY + key, {"index": index, "access": sorted(set(access))})
+    return tuple(sorted(set(access)))
+
+
 def _write_layer(engine: Engine, docs: dict[str, Document], layer: int,
-                 nodes: list[tuple[Node, np.ndarray | None]], below: list[Segment]) -> None:
+                 nodes: list[tuple[Node, np.ndarray | None]], below: list[Segment],
+                 registry: dict[int, tuple[str, ...]]) -> None:
     """Write one layer: chunks enter the ref index (layer 0); summaries are written outside it and
     become live there with the segments of the layer below (``below``: each one region, as a
-    reconcile applies it); then the layer's vectors."""
+    reconcile applies it); then the layer's vectors (a summary's with its partition's readers,
+    from ``registry``: index -> access list)."""
     if not nodes:
         if below:
             raise DumpError(f"the dump's segments of layer {layer - 1} name summaries it does not hold")
@@ -278,8 +311,10 @@ def _write_layer(engine: Engine, docs: dict[str, Document], layer: int,
                 assign=tuple((m, seg.segment_id) for m in seg.members), add=(seg,),
                 above_add=(NodeRef(summary.node_id, summary.code),)))
     with_vectors = [(n, v) for n, v in nodes if v is not None]
+    lsh_planes = g.get_lsh().n_planes
     for start in range(0, len(with_vectors), BATCH):
         part = with_vectors[start:start + BATCH]
         metas = [leaf_meta(n, docs[n.doc_id], engine.tenant) if n.layer == 0 and n.doc_id in docs
-                 else {"layer": n.layer, "doc_id": n.doc_id if n.layer == 0 else ""} for n, _ in part]
+                 else {"layer": n.layer, "doc_id": n.doc_id if n.layer == 0 else "",
+                       "attrs": {READERS: readers_of(registry[index_of(n.code, lsh_planes)])}} for n, _ in part]
         engine.vectors.upsert([n.node_id for n, _ in part], np.stack([v for _, v in part]), metas)

@@ -210,7 +210,7 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
             if parts.note:
                 notes.append(f"decomposition: {parts.note}")
         if explain:
-            response.explain = _explained(engine, recorder, response)
+            response.explain = _explained(engine, recorder, response, in_view=view is not None)
             if response.explain is None:
                 notes.append(f"explain covers the entity-graph modes ({', '.join(explaining.GRAPH_ROUTES)}, and auto "
                              f"when it routes to one of them); {response.route} has none")
@@ -248,12 +248,13 @@ def query(engine: Engine, text: str, mode: str = "collapsed", k: int | None = No
     return response
 
 
-def _explained(engine: Engine, recorder, response: QueryResponse) -> dict | None:
-    """The response's explain (services.explain) when it was routed to an entity-graph mode."""
+def _explained(engine: Engine, recorder, response: QueryResponse, in_view: bool = False) -> dict | None:
+    """The response's explain (services.explain) when it was routed to an entity-graph mode
+    (``in_view``: in a caller's view, its entities only those of the passages shown)."""
     entities = engine.entities
     if entities is None:
         return None
-    return explaining.report(recorder, response.route, response.results, entities.store.chunk_entities)
+    return explaining.report(recorder, response.route, response.results, entities.store.chunk_entities, in_view)
 
 
 def _reranker_for(engine: Engine, spec: RerankSpec):

@@ -34,6 +34,9 @@ and ``eragraph reindex`` run this same function).
 7. The lexical (BM25) index of a store built before it existed is built from the leaves, and
    the leaf vectors of a store built before metadata filters get their attributes (the
    ``leaf_attrs`` meta mark says a store's leaves carry them: set when a store is created).
+   A store whose nodes predate access lists gets every node's ``readers`` (services.readers_backfill:
+   paged, resumable, from each document's access list or the whole tenant when it has none, a
+   summary's from its partition), then is marked: until then a caller's view does not see them.
 8. A store whose entities predate the synonymy edges gets them (services.synonyms.backfill):
    every entity searched once, a page of entities at a time, resumable, marked done.
 9. The graph invariants (services.invariants) are checked and reported.
@@ -59,7 +62,7 @@ from ..domain.audit import AuditProgress
 from ..domain.diff import diff_segments
 from ..domain.model import APPLYING, BadInputError
 from ..domain.text import embedding_text
-from . import followup, invariants, synonyms
+from . import followup, invariants, readers_backfill, synonyms
 from .engine import Engine
 from .announce import announce
 from .engine import LEAF_ATTRS
@@ -378,12 +381,13 @@ def _steps(engine: Engine, stuck_after: float, drain: bool, now: float, report: 
             ("orphan_vectors", whole(lambda: delete_orphan_vectors(engine, report))),
             ("lexical", whole(lambda: audit_lexical(engine, report))),
             ("attributes", whole(lambda: audit_attributes(engine, report))),
+            ("readers", lambda cursor, out_of_time: readers_backfill.backfill(engine, report, cursor, out_of_time)),
             ("synonyms", lambda cursor, out_of_time: synonyms.backfill(engine, report, cursor, out_of_time)),
             ("invariants", whole(check))]
 
 
 STEPS = ("counts", "documents", "entities", "outboxes", "followups", "requeue", "layers", "vectors",
-         "orphan_vectors", "lexical", "attributes", "synonyms", "invariants")
+         "orphan_vectors", "lexical", "attributes", "readers", "synonyms", "invariants")
 
 # report key -> (metric, how it counts); a piece that did not run a step reports none of its metrics
 METRICS = {"layers_migrated": ("LayersMigrated", len), "layer_counts_repaired": ("LayerCountsRepaired", len), "orphan_chunks_removed": ("OrphanChunksRemoved", int),
@@ -399,6 +403,7 @@ METRICS = {"layers_migrated": ("LayersMigrated", len), "layer_counts_repaired": 
            "entity_vectors_orphaned_deleted": ("EntityVectorsOrphanedDeleted", int),
            "lexical_index_built": ("LexicalIndexBuilt", int),
            "synonym_edges_backfilled": ("SynonymEdgesBackfilled", int), "leaf_attributes_added": ("LeafAttributesAdded", int),
+           "readers_added": ("ReadersAdded", int),
            "invariants": ("InvariantViolations", lambda v: v["violation_count"])}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 
+from ..domain.access import ATTRIBUTE as ACCESS, partition_of
 from ..domain.ids import document_id_for_source
 from ..domain.model import DELETED, ConflictError, Document
 from ..domain.sequencer import supersedes
@@ -69,6 +70,7 @@ def remove_versioned(engine: Engine, source: str, version: str, report: ChangeRe
                 removed += remove_chunks(engine, stored, stored.chunk_ids)
                 report.documents_removed += 1
                 report.sources.append(source)
+                report.source_partitions[source] = partition_of((stored.metadata or {}).get(ACCESS))
                 report.chunks_removed += len(stored.chunk_ids)
             break
         else:
@@ -96,6 +98,7 @@ def remove(engine: Engine, refs: Sequence[str], version: str = "") -> ChangeRepo
             doc_status.delete(engine, doc.doc_id)
             report.documents_removed += 1
             report.sources.append(doc.source)
+            report.source_partitions[doc.source] = partition_of((doc.metadata or {}).get(ACCESS))
             report.chunks_removed += len(doc.chunk_ids)
     if removed:
         announce(engine, 0, removed=removed, reason="delete")

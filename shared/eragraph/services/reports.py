@@ -44,6 +44,10 @@ class ChangeReport:
     sources: list[str] = field(default_factory=list)
     summary_ids: dict[int, list[str]] = field(default_factory=dict)
     removed_summary_ids: dict[int, list[str]] = field(default_factory=dict)
+    # who may read what a record lists (GET /changes in a caller's view): each source's access
+    # partition key (domain.access.partition_of) and each summary's partition index
+    source_partitions: dict[str, str] = field(default_factory=dict)
+    summary_partitions: dict[str, int] = field(default_factory=dict)
 
     def merge(self, other: ChangeReport) -> None:
         for name in ("documents_added", "documents_unchanged", "documents_replaced",
@@ -60,6 +64,8 @@ class ChangeReport:
         self.cost.add(other.cost)
         self.errors.extend(other.errors)
         self.sources.extend(other.sources)
+        self.source_partitions.update(other.source_partitions)
+        self.summary_partitions.update(other.summary_partitions)
         for mine, theirs in ((self.summary_ids, other.summary_ids),
                              (self.removed_summary_ids, other.removed_summary_ids)):
             for layer, ids in theirs.items():
@@ -67,7 +73,7 @@ class ChangeReport:
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        for listed in ("sources", "summary_ids", "removed_summary_ids"):
+        for listed in ("sources", "summary_ids", "removed_summary_ids", "source_partitions", "summary_partitions"):
             del out[listed]
         cost = out.pop("cost")
         out["summarize_calls"] = cost["summarize_calls"]

@@ -97,6 +97,7 @@ class ApiApp:
         self._mcp = None  # the MCP server, built on the first request to MCP.path
         self.mcp_security = None  # MCP's Host/Origin check (ApiServer: loopback only when bound to loopback)
         self.guard: LocalGuard | None = None  # eragraph serve's checks of every request (ApiServer sets it)
+        self.operator_switch: str | None = None  # eragraph serve: the operator may ask as others (ApiServer sets it)
 
     @property
     def pipeline(self):
@@ -109,7 +110,7 @@ class ApiApp:
             choice = self.choice
             self._pipeline = Pipeline(RouteContext(None, Admission(choice.tenant_of), choice.engine, limits=self.limits,
                                                    tenants=self.tenants, choice=choice, uploads=self.uploads,
-                                                   principals=self.principals))
+                                                   principals=self.principals, operator_switch=self.operator_switch))
         return self._pipeline
 
     def close(self) -> None:

@@ -15,6 +15,9 @@ from .admission import ForeignTenant
 from .errors import BudgetTooLarge
 
 
+AS_HEADER = "x-eragraph-as"  # the principals a local operator asks as (RouteContext.asking)
+
+
 @dataclass
 class RouteContext:
     """``app``: the resolver (its ``current_event`` is the request, unless ``request`` is given); ``admission``: the caller's
@@ -39,6 +42,9 @@ class RouteContext:
     write_engine: Callable[[str], Engine] | None = None  # a write's engine of a tenant (None: get_engine)
     request: Any = None  # the request being served by the pipeline (request.Request; None: the resolver's event)
     principals: Callable[[Any], Any] | None = None  # the caller's domain.access.Caller (bootstrap.principals)
+    # eragraph serve on a local store: the operator may ask as other principals (the console's
+    # "ask as" field sends them in AS_HEADER); the store's access default (tenant | deny), None: off
+    operator_switch: str | None = None
 
     @property
     def event(self):
@@ -52,8 +58,22 @@ class RouteContext:
 
     def asking(self):
         """Who is asking, from its identity (a domain.access.Caller; None: the operator, when
-        principals are off); PrincipalsForbidden when they are on and it names none."""
-        return None if self.principals is None else self.principals(self.event.raw_event)
+        principals are off); PrincipalsForbidden when they are on and it names none. An operator
+        of a local ``eragraph serve`` (``operator_switch``) asks as the principals of the
+        AS_HEADER header when it sends one (a caller whose identity names principals never
+        switches); a malformed one is refused in words (AccessError, 400)."""
+        who = None if self.principals is None else self.principals(self.event.raw_event)
+        if who is None and self.operator_switch is not None:
+            asked = (getattr(self.event, "headers", None) or {}).get(AS_HEADER) or ""
+            if asked.strip():
+                from ...domain.access import AccessError, caller, parse_principals
+                from ...services.summary_search import BadQueryError
+
+                try:
+                    return caller(parse_principals(asked, AS_HEADER), self.operator_switch)
+                except AccessError as exc:
+                    raise BadQueryError(str(exc)) from None
+        return who
 
     def engine(self) -> Engine:
         """The caller's tenant's engine."""

@@ -86,11 +86,13 @@ def delete_document(ctx: RouteContext, doc_id: Annotated[str, Path(min_length=1,
 
 def get_changes(ctx: RouteContext, limit: Annotated[int, Query(ge=1, le=200)] = 20) -> dict:
     """GET /changes: the most recent change records, newest first (services.changes), and the
-    estimated cost of summarizing the whole store again."""
+    estimated cost of summarizing the whole store again; a caller with principals sees only
+    what its partitions hold (changes.in_view)."""
     from ...services import changes
 
     engine = ctx.engine()
-    return {"changes": changes.recent(engine, limit), "rebuild": changes.rebuild_estimate(engine)}
+    return {"changes": changes.in_view(engine, changes.recent(engine, limit), ctx.asking()),
+            "rebuild": changes.rebuild_estimate(engine)}
 
 
 def get_stats(ctx: RouteContext) -> dict:
@@ -108,10 +110,11 @@ def get_modes(ctx: RouteContext) -> dict:
 
 
 def get_tenants(ctx: RouteContext) -> dict:
-    """GET /tenants: the tenants the caller may choose (x-eragraph-tenant) and the current one."""
+    """GET /tenants: the tenants the caller may choose (x-eragraph-tenant) and the current one,
+    and whether the operator may ask as other principals (``ask_as``: a local eragraph serve)."""
     from .tenant_choice import listing
 
-    return listing(ctx.choice, ctx.caller())
+    return {**listing(ctx.choice, ctx.caller()), "ask_as": ctx.operator_switch is not None}
 
 
 def get_layer(ctx: RouteContext, layer: Annotated[int, Path(ge=0, le=64)],

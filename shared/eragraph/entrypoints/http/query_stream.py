@@ -21,6 +21,8 @@ exception's text: that is in the log (request_log.withheld)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from typing import Any
 
@@ -62,7 +64,10 @@ def prepare(app, request, hold) -> Prepared:
     from .models import rerank_spec
 
     tenant = app.admission.caller(request.headers)  # first: a caller without a tenant gets no work done
-    asking = app.asking(request.headers)  # who is asking inside the tenant (a 403 without principals when required)
+    # who is asking inside the tenant, as POST /query's: its principals (a 403 without them when
+    # they are required), or the local operator's "ask as" (None: the operator)
+    ctx = getattr(app.pipeline, "ctx", None)
+    asking = app.asking(request.headers) if ctx is None else dataclasses.replace(ctx, request=request).asking()
     values = app.pipeline.bind(_QUERY, request)
     query = values["request"]
     check_tenant(query.tenant, tenant)

@@ -102,6 +102,8 @@ class ApiServer:
         if app is None:  # eragraph serve's own app (not the stream function's, behind IAM)
             self.app.guard = LocalGuard(loopback=is_loopback(host), port=int(self.server_address[1]), token=token,
                                         callers=callers)
+            # its operator may ask as other principals (the console's "ask as"), in the store's access default
+            self.app.operator_switch = engine.settings.access_default if engine is not None else "tenant"
         config = uvicorn.Config(self.app, lifespan="off", http="h11", loop="asyncio", backlog=BACKLOG,
                                 access_log=log, log_level="info" if log else "warning",
                                 timeout_keep_alive=30)

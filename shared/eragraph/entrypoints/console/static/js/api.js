@@ -1,9 +1,11 @@
 // Calls to the JSON routes of the same origin. Every call carries the token (authorization:
 // Bearer) when one is known and the tenant picked in the switcher (x-eragraph-tenant) when there
-// is one; every POST sends content-type: application/json. A 401 asks for a token.
+// is one; every POST sends content-type: application/json. A 401 asks for a token. On a local
+// store (eragraph serve) the operator may ask as other principals: x-eragraph-as.
 
 const TOKEN_KEY = "eragraph.token";
 const TENANT_KEY = "eragraph.tenant";
+const AS_KEY = "eragraph.as";
 let onUnauthorized = () => {};
 
 export class ApiError extends Error {
@@ -37,6 +39,12 @@ export const tenant = {
   set: (value) => (value ? sessionStorage.setItem(TENANT_KEY, value) : sessionStorage.removeItem(TENANT_KEY)),
 };
 
+// The principals the operator asks as ("group:finance,user:alice"; none: the operator, everything).
+export const asking = {
+  get: () => sessionStorage.getItem(AS_KEY),
+  set: (value) => (value ? sessionStorage.setItem(AS_KEY, value) : sessionStorage.removeItem(AS_KEY)),
+};
+
 export function whenUnauthorized(callback) {
   onUnauthorized = callback;
 }
@@ -48,6 +56,8 @@ function headers(json) {
   if (bearer) out.authorization = "Bearer " + bearer;
   const picked = tenant.get();
   if (picked) out["x-eragraph-tenant"] = picked;
+  const as = asking.get();
+  if (as) out["x-eragraph-as"] = as;
   return out;
 }
 

@@ -1,7 +1,7 @@
 // The console: hash-routed tabs (#documents, #ask, #graph, #entities, #stats), the tenant
 // switcher (only when GET /tenants says switchable) and the token prompt (on a 401).
 
-import { changed, get, stats, takeTokenFromUrl, tenant, token, whenUnauthorized } from "./api.js";
+import { asking, changed, get, stats, takeTokenFromUrl, tenant, token, whenUnauthorized } from "./api.js";
 import { clear, h } from "./dom.js";
 // Each view's module is loaded when it is first shown: the first load reads neither cytoscape nor
 // uPlot unless a graph or the ledger is on screen.
@@ -72,6 +72,7 @@ async function tenantSwitcher() {
   }
   const box = document.getElementById("tenant-box");
   const select = document.getElementById("tenant-select");
+  askAs(body);
   if (!body || !body.switchable) {
     box.hidden = true;
     return;
@@ -88,13 +89,34 @@ async function tenantSwitcher() {
   };
 }
 
+// A local store's operator asks as other principals (GET /tenants says ask_as): every view
+// answers as they would see the store; empty: the operator again.
+function askAs(body) {
+  const box = document.getElementById("ask-as-box");
+  const input = document.getElementById("ask-as-input");
+  box.hidden = !(body && body.ask_as);
+  if (box.hidden) {
+    asking.set(null);
+    return;
+  }
+  input.value = asking.get() || "";
+  box.onsubmit = (event) => {
+    event.preventDefault();
+    asking.set(input.value.trim());
+    for (const name of mounted) VIEWS[name].reset?.();
+    changed();
+    show(current);
+  };
+}
+
 async function storeLine() {
   const line = document.getElementById("store-line");
   try {
     const body = await stats();
     const picked = tenant.get();
     line.textContent = `${body.documents} documents · ${body.layers.length} layers · ${body.embedder}` +
-      (picked !== null && picked !== undefined ? ` · tenant ${picked || "(default)"}` : "");
+      (picked !== null && picked !== undefined ? ` · tenant ${picked || "(default)"}` : "") +
+      (asking.get() ? ` · asking as ${asking.get()}` : "");
   } catch (error) {
     line.textContent = error.message;
   }

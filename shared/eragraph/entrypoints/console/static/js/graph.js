@@ -215,10 +215,18 @@ function settle(id) {
   ui.node.removeAttribute("aria-busy");
 }
 
+// Who may read a node's document (a summary: its partition's documents): "*" is the whole tenant.
+function readersBadge(readers) {
+  if (!readers || !readers.length) return null;
+  const who = readers.includes("*") ? "everyone in the tenant" : readers.join(", ");
+  return h("span", { class: "badge readers", id: "node-readers", text: `readers: ${who}` });
+}
+
 function drawNode(node) {
   clear(ui.node,
     h("p", { class: "badges" }, h("span", { class: "badge", text: node.layer === 0 ? "chunk" : `summary, layer ${node.layer}` }),
-      h("span", { class: "badge", text: `${node.tokens} tokens` }), node.source ? h("span", { class: "badge", text: node.source }) : null),
+      h("span", { class: "badge", text: `${node.tokens} tokens` }), node.source ? h("span", { class: "badge", text: node.source }) : null,
+      readersBadge(node.readers)),
     h("p", { class: "node-text", id: "node-text", text: node.text }),
     node.children && node.children.length ? h("div", {}, h("h4", { text: `Members (${node.children.length})` }),
       h("ul", { class: "members", id: "node-members" }, node.children.map((c) => h("li", {},
