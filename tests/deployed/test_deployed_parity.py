@@ -58,6 +58,9 @@ RESOURCE_SETTINGS = ("ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QU
                      "ERAGRAPH_ANSWER_MODELS", "ERAGRAPH_RERANK",
                      # the JWT issuer whose user pool the claim guard reads (which tenant asks)
                      "ERAGRAPH_JWT_ISSUER",
+                     # who is asking inside the tenant (off/identity, and the IAM tag naming the
+                     # caller's principals): no store setting
+                     "ERAGRAPH_PRINCIPALS",
                      # the query function's entity graph kept warm in memory (adapters/aws/
                      # entity_warm): the same answers as the table's reads, in fewer round trips
                      "ERAGRAPH_ENTITY_GRAPH_WARM",

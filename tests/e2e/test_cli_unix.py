@@ -181,7 +181,7 @@ def test_version_and_help_lines():
     ("stats", {"--json"}),
     ("reindex", {"--json", "--embedder", "--summarizer", "--stuck-after", "--profile"}),
     ("delete", {"--json", "--quiet", "--embedder", "--summarizer"}),
-    ("serve", {"--quiet", "--embedder", "--generator", "--host", "--port", "--token"}),
+    ("serve", {"--quiet", "--embedder", "--generator", "--host", "--port", "--token", "--principals-file"}),
     ("query", {"--json", "--quiet", "--embedder", "--generator", "--mode", "--k", "--budget", "--p", "--answer", "--stream", "--rerank",
                "--server", "--filter", "--explain", "--as"}),
     ("ingest", {"--json", "--quiet", "--embedder", "--summarizer", "--batch-docs", "--csv-text", "--csv-id",

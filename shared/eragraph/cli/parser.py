@@ -152,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--principals-file", default=ProcessSettings.from_env().serve_principals_file or None,
                    metavar="FILE", help="a JSON object mapping bearer tokens to principals ({\"TOKEN\": "
                         "[\"group:finance\", \"user:alice\"]}; or ERAGRAPH_SERVE_PRINCIPALS_FILE): a request with "
-                        "one is answered inside its principals on every door, --token's reads everything")
+                        "one is answered inside its principals on every door, the --token holder reads everything")
 
     p = command("console", "the browser console on 127.0.0.1 over a deployed stack's HTTP API, each call signed "
                            "with your credentials (no website is hosted)", cmd_console, json_out=False,

@@ -52,7 +52,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     print(f"eragraph: console at {console}", file=sys.stderr, flush=True)
     if callers is not None:
         print(f"eragraph: {len(callers.callers)} token(s) of {args.principals_file} are answered inside their "
-              f"principals" + (", --token's reads everything" if token else ""), file=sys.stderr, flush=True)
+              f"principals" + (", the --token holder reads everything" if token else ""), file=sys.stderr, flush=True)
     if not is_loopback(args.host):
         print(f"eragraph: warning: bound to {args.host}, beyond this machine: whoever reaches the port and holds "
               f"the token reads this store and spends on its models, and plain HTTP shows the token to anyone on "
