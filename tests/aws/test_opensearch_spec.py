@@ -189,3 +189,60 @@ def test_a_refusal_answers_over_http_as_the_cluster_does(monkeypatch):
         assert caught.value.error == "x_content_parse_exception"
     finally:
         server.stop()
+
+
+def test_the_spec_constrains_a_number_by_its_type_alone():
+    """What lets check.py remember a valid document by its shape (each vector read as numbers of
+    the same types): no keyword of the bundle bounds, counts or compares the values of a list of
+    numbers, and no const or enum names a number. A bundle that adds one fails here."""
+    kinds = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "uniqueItems",
+             "contains", "minItems", "maxItems", "prefixItems")
+    found = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            found.extend(k for k in kinds if k in node)
+            for name in ("const", "enum"):
+                values = node.get(name) if name == "enum" else [node[name]] if name in node else []
+                found.extend(name for v in values or [] if isinstance(v, int | float) and not isinstance(v, bool))
+            for key, value in node.items():
+                if key not in ("properties", "$defs", "patternProperties"):
+                    walk(value)
+                elif isinstance(value, dict):
+                    for sub in value.values():
+                        walk(sub)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item)
+
+    walk(json.loads(check.BUNDLE.read_text()))
+    assert not found, sorted(set(found))
+
+
+def test_a_vector_is_checked_by_its_shape_and_a_wrong_one_still_refused(monkeypatch):
+    """Searches that differ only in their vector's numbers are one shape: checked once, all
+    answered. A vector holding a string or a boolean is no vector: checked as it is, and refused
+    as before; an integral value where the shape had none is another shape, checked once."""
+    calls = []
+    real = check.spec().bodies["search"]
+
+    class Counting:
+        def iter_errors(self, instance):
+            calls.append(instance)
+            return real.iter_errors(instance)
+
+    monkeypatch.setitem(check.spec().bodies, "search", Counting())
+    monkeypatch.setattr(check, "_valid", set())
+    vectors = np.random.default_rng(5).normal(size=(3, 12)).tolist()
+    for v in vectors:
+        check.check_body("search", knn({"vector": v, "k": 1}))
+    assert len(calls) == 1  # the first vector's shape; the other two were known valid
+    for wrong in ("0.5", True):
+        with pytest.raises(check.Refused, match="failed to parse field"):
+            check.check_body("search", knn({"vector": vectors[0][:-1] + [wrong], "k": 1}))
+    check.check_body("search", knn({"vector": vectors[0][:-1] + [1.0], "k": 1}))  # another shape, valid
+    check.check_body("search", knn({"vector": vectors[1][:-1] + [7.0], "k": 1}))  # that shape again
+    assert len(calls) == 4
+    assert check._shape({"a": [1.5] * 8, "b": [1, 2.0, 2.5]}) == {"a": [0.5] * 8, "b": [1, 2.0, 2.5]}
+    same = {"a": [1, 2], "b": {"c": "d"}}
+    assert check._shape(same) is same

@@ -17,7 +17,11 @@ schemas say:
 - ``oneOf`` reads as ``anyOf``: the spec lists alternative forms, and a parser takes the first
   that fits even when two do.
 
-The validators are compiled once per process (``spec()``)."""
+The validators are compiled once per process (``spec()``). A document found valid is remembered
+by its shape (``_shape``: each vector, a long list of numbers, read as one of the same length,
+types and integrality), so that a search with a new query vector is not checked number by number
+again: the bundle constrains a number by its type alone (``tests/aws/test_opensearch_spec.py``
+checks that it still does), so a vector that fits one schema in that shape fits it in any."""
 
 from __future__ import annotations
 
@@ -209,14 +213,51 @@ def _leaves(errors: Any) -> list:
     return out
 
 
+VECTOR = 8  # a list of at least this many numbers is read by its shape (module docstring)
+KNOWN_VALID = 20_000  # shapes remembered as valid, at most (then forgotten, and learnt again)
+_valid: set[tuple[int, str]] = set()
+
+
+def _is_number(x: Any) -> bool:
+    return type(x) is int or type(x) is float
+
+
+def _shape(instance: Any) -> Any:
+    """``instance`` with each vector replaced by its shape: 0 for an int, 0.0 for an integral
+    float, 0.5 for another (what JSON Schema's ``integer`` and ``number`` tell apart); the same
+    object when it holds no vector."""
+    if isinstance(instance, dict):
+        out = {k: _shape(v) for k, v in instance.items()}
+        return instance if all(out[k] is v for k, v in instance.items()) else out
+    if isinstance(instance, list):
+        if len(instance) >= VECTOR and all(_is_number(x) for x in instance):
+            return [0 if type(x) is int else 0.0 if x.is_integer() else 0.5 for x in instance]
+        out = [_shape(v) for v in instance]
+        return instance if all(a is b for a, b in zip(out, instance)) else out
+    return instance
+
+
 def _raise(operation: str, validator: Any, instance: Any, line: int | None = None) -> None:
     """What a parser stumbles on first: the first error in the document's order, a deeper one
     before the one it is inside (an alternative form that does not fit fails higher up), and at
     one place a value of the wrong form before a key it does not know (a failed part of a schema
-    leaves its keys unevaluated too)."""
-    leaves = _leaves(validator.iter_errors(instance))
-    if not leaves:
+    leaves its keys unevaluated too). A document whose shape is known valid, or is found valid
+    now, is valid; any other is checked as it is, for the error it answers."""
+    shape = _shape(instance)
+    key = (id(validator), json.dumps(shape, sort_keys=True, default=repr))
+    if key in _valid:
         return
+    errors = list(validator.iter_errors(shape))
+    if not errors:  # valid in its shape: valid, whatever numbers its vectors hold
+        if len(_valid) >= KNOWN_VALID:
+            _valid.clear()
+        _valid.add(key)
+        return
+    if shape is not instance:
+        errors = list(validator.iter_errors(instance))
+        if not errors:
+            return
+    leaves = _leaves(errors)
     error = min(leaves, key=lambda e: (_position(instance, list(e.absolute_path)),
                                        e.validator == "unevaluatedProperties"))
     raise Refused(400, *_as_cluster(operation, error, line))
