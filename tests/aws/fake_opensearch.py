@@ -224,6 +224,36 @@ class FakeOpenSearch:
         # tests: a filtered k-NN search whose allowed set is larger than k returns at most this
         # many hits (an engine whose filtered graph search falls short); None: exact
         self.filtered_ann_limit: int | None = None
+        # what a search derives from the stored documents, kept for the next search while the
+        # documents are the same objects (a write, or a test's own edit, makes new ones): each
+        # vector as an array (id of its list -> (list, array)), and each index's BM25 statistics
+        self._arrays: dict[int, tuple[list, np.ndarray]] = {}
+        self._corpora: dict[tuple[int, str], tuple[list, Any, dict]] = {}
+
+    def _vector(self, values: list) -> np.ndarray:
+        """``np.asarray(values)``, made once per stored list."""
+        hit = self._arrays.get(id(values))
+        if hit is None or hit[0] is not values:
+            if len(self._arrays) > 500_000:
+                self._arrays.clear()
+            hit = self._arrays[id(values)] = (values, np.asarray(values))
+        return hit[1]
+
+    def _corpus(self, idx: dict, field: str) -> Any:
+        """The BM25 statistics of ``field`` over the index's documents, made again only when a
+        document, or its text, is not the object it was."""
+        from eragraph.domain.bm25 import Bm25Corpus
+
+        now = [(i, src, src[field]) for i, src in idx["docs"].items() if field in src]
+        hit = self._corpora.get((id(idx), field))
+        if hit is not None and hit[2] is idx and len(hit[0]) == len(now) and all(
+                a[0] == b[0] and a[1] is b[1] and a[2] is b[2] for a, b in zip(hit[0], now)):
+            return hit[1]
+        corpus = Bm25Corpus()  # the statistics of the whole index: a filter selects, it does not rescore
+        for i, _, text in now:
+            corpus.add(i, text)
+        self._corpora[(id(idx), field)] = (now, corpus, idx)
+        return corpus
 
     def _index(self, name: str) -> dict:
         _need(name in self.indexes, f"no such index {name}")
@@ -492,7 +522,7 @@ class FakeOpenSearch:
         for doc_id, src in idx["docs"].items():
             if clause is not None and not self._matches(idx, src, clause):
                 continue
-            hits.append({"_id": doc_id, "_score": self._score(idx["space"], q, np.asarray(src[idx["field"]])),
+            hits.append({"_id": doc_id, "_score": self._score(idx["space"], q, self._vector(src[idx["field"]])),
                          **({"_source": src} if body.get("_source", True) else {})})
         hits.sort(key=lambda h: -h["_score"])
         allowed = len(hits)
@@ -502,7 +532,7 @@ class FakeOpenSearch:
         return {"hits": {"total": {"value": len(hits), "relation": "eq"}, "hits": hits}}
 
     def _lexical(self, idx: dict, body: dict) -> dict:
-        from eragraph.domain.bm25 import Bm25Corpus, top_k
+        from eragraph.domain.bm25 import top_k
 
         spec = body["query"]["bool"]
         _need(set(spec) <= {"must", "filter"}, f"unexpected bool keys {set(spec)}")
@@ -513,10 +543,7 @@ class FakeOpenSearch:
         _need(isinstance(text, str), "match takes the query string")
         _need(isinstance(body.get("size"), int), "size must be given")
         flt = {"bool": {"filter": spec.get("filter", [])}}
-        corpus = Bm25Corpus()  # the statistics of the whole index: a filter selects, it does not rescore
-        for doc_id, src in idx["docs"].items():
-            if field in src:
-                corpus.add(doc_id, src[field])
+        corpus = self._corpus(idx, field)
         scored = [(i, s) for i, s in corpus.search(text, len(corpus)) if self._matches(idx, idx["docs"][i], flt)]
         hits = [{"_id": i, "_score": s} for i, s in top_k(scored, body["size"])]
         return {"hits": {"total": {"value": len(hits), "relation": "eq"}, "hits": hits}}
