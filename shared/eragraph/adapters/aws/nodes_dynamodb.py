@@ -511,10 +511,10 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
             size = removed_size.get(sid)
             ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None, 0,
                         None if size is None else (size, -1)))
-        chunks = _transactions(ops)
+        chunks = _transactions(ops, reserved=len(change.marks))
         # each transaction carries the counter changes of its own ops and the checks of both
         # layers' layouts; when there are several, the first writes the ``applying`` mark and
-        # the last deletes it
+        # the last deletes it; the first writes the change's own marks (outbox, dirty markers)
         mark = applying_key(layer, uuid.uuid4().hex)
         marker = self.Item(PK=meta_partition(mark), SK=f"KEY#{mark}") if len(chunks) > 1 else None
         connection = self._connection()
@@ -540,8 +540,12 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
                         if delta:
                             tx.update(self.Item(PK="COUNT", SK=f"SEGSIZE#{layer}#{size}"),
                                       actions=[self.Item.version.add(delta)])
+                    if number == 0:
+                        for key, value in change.marks:
+                            tx.save(self.meta_item(key, value))
                     if marker is not None and number == 0:
-                        tx.save(self.Item(PK=marker.PK, SK=marker.SK, value=json.dumps(time.time())))
+                        now = time.time()
+                        tx.save(self.Item(PK=marker.PK, SK=marker.SK, value=json.dumps(now), stamp=now))
                     elif marker is not None and number == len(chunks) - 1:
                         tx.delete(marker)
             except TransactWriteError as exc:
@@ -555,13 +559,14 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
             self.grow_if_due(layer + 1, counts.get(layer + 1, 0) + above_delta)
 
 
-def _transactions(ops: list) -> list[list]:
-    """``ops`` in one transaction when they fit with the two layer counters and a segment counter
-    per distinct segment size, else cut into several, each also leaving room for the mark."""
+def _transactions(ops: list, reserved: int = 0) -> list[list]:
+    """``ops`` in one transaction when they fit with the two layer counters, a segment counter
+    per distinct segment size and ``reserved`` items more (the change's marks), else cut into
+    several, each also leaving room for the mark and the reserved items."""
     sizes = {op[-1][0] for op in ops if op[-1] is not None}
-    if len(ops) + REF_COUNTER_SLOTS + len(sizes) <= TRANSACT_LIMIT:
+    if len(ops) + REF_COUNTER_SLOTS + len(sizes) + reserved <= TRANSACT_LIMIT:
         return [ops]
-    room = TRANSACT_LIMIT - REF_COUNTER_SLOTS - 1
+    room = TRANSACT_LIMIT - REF_COUNTER_SLOTS - 1 - reserved
     chunks: list[list] = [[]]
     sizes = set()
     for op in ops:

@@ -14,6 +14,7 @@ from ...domain.model import ConflictError, Document, Node, NodeRef, RefState, Re
 from ...domain.segment_stats import SegmentStats
 from ...domain.scoped import RefCount
 from .lexical_fts5 import _insert_leaves, _leaf_rowid
+from .meta_sqlite import write_meta
 from .sqlite_db import SqliteDb, _chunks, _dumps
 
 
@@ -168,6 +169,8 @@ class SqliteNodeStore(SqliteDb):
                 _make_live(conn, layer + 1, ref.node_id, ref.code)
             for ref in change.above_remove:
                 _make_gone(conn, ref.node_id)
+            for key, value in change.marks:
+                write_meta(conn, key, value)
 
 
 def _count(conn: sqlite3.Connection, layer: int, delta: int) -> None:

@@ -63,6 +63,21 @@ class MemoryGraphStore:
     def delete_meta(self, key: str) -> None:
         self._meta.pop(key, None)
 
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
+        for key, value in puts:
+            self.put_meta(key, value)
+        for key in deletes:
+            self.delete_meta(key)
+
+    def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
+        return {k: copy.deepcopy(self._meta[k]) for k in keys if k in self._meta}
+
+    def delete_meta_if_older(self, key: str, at_most: float) -> None:
+        with self._meta_lock:
+            stamp = self._meta.get(key)
+            if stamp is not None and float(stamp) <= at_most:
+                del self._meta[key]
+
     def meta_keys(self, prefix: str) -> list[str]:
         return sorted(k for k in self._meta if k.startswith(prefix))
 
@@ -277,3 +292,5 @@ class MemoryGraphStore:
             self._make_live(change.layer + 1, ref)
         for ref in change.above_remove:
             self._make_gone(ref.node_id)
+        for key, value in change.marks:
+            self._meta[key] = copy.deepcopy(value)
