@@ -178,18 +178,20 @@ def test_a_region_of_several_transactions_applies_like_memory(stores, monkeypatc
 
 
 def test_a_split_apply_cut_short_leaves_its_mark_and_exact_counters(stores, monkeypatch):
-    """The 3rd of 3 transactions never runs: the 2nd made some summaries live in layer 1 and
-    counted exactly those; every segment a ref names exists; the apply is marked unfinished."""
+    """The 4th of 5 transactions never runs: the 3rd made some summaries live in layer 1 and
+    counted exactly those; every segment a ref names exists; the apply is marked unfinished.
+    (80 segments of 2: their records, 160 refs, and 80 summaries' refs each with the check of
+    its node.)"""
     from eragraph.domain.model import APPLYING
 
     store, _ = stores
     store.put_nodes(CHUNKS)
-    sizes = transactions(monkeypatch, at=3, before=crash)
+    sizes = transactions(monkeypatch, at=4, before=crash)
     with pytest.raises(Crash):
-        store.apply_region(recut(store, "a", 5))
-    assert len(sizes) == 3
+        store.apply_region(recut(store, "a", 2))
+    assert len(sizes) == 4
     above = [r for r in store.prefix_refs(1, 0, 2 ** CODE_BITS - 1) if r.live]
-    assert 0 < len(above) < 32
+    assert 0 < len(above) < 80
     assert store.layer_sizes() == {0: 160, 1: len(above)}
     assert store.repair_layer_counts() == {}
     refs = store.prefix_refs(0, 0, 2 ** CODE_BITS - 1)

@@ -572,6 +572,41 @@ def test_a_regions_marks_are_written_with_it_or_not_at_all(graph_store):
     assert graph_store.get_meta("dirty:1:0") is None
 
 
+def test_a_region_whose_summary_node_is_missing_conflicts_and_writes_nothing(graph_store):
+    # the summary's node was deleted after the reconcile stored it (a stale outbox entry
+    # finished meanwhile: delete_dead_nodes): applying would leave a segment without it
+    graph_store.put_nodes([node("a", code=1), node("b", code=2)])
+    change = RegionChange(layer=0, expected=tuple(refs(graph_store)), assign=(("a", "sg"), ("b", "sg")),
+                          add=(Segment("sg", 0, ("a", "b"), "s1"),), above_add=(NodeRef("s1", 7),),
+                          marks=(("outbox:0:all:t", {"made": [["s1", 7]]}),))
+    with pytest.raises(ConflictError):
+        graph_store.apply_region(change)
+    assert graph_store.get_segments(0) == [] and refs(graph_store, 1) == []
+    assert graph_store.get_meta("outbox:0:all:t") is None and graph_store.layer_sizes() == {0: 2}
+    graph_store.put_nodes([node("s1", layer=1, code=7, children=("a", "b"))], index=False)
+    graph_store.apply_region(change)
+    assert [s.summary_id for s in graph_store.get_segments(0)] == ["s1"] and graph_store.layer_sizes() == {0: 2, 1: 1}
+
+
+def test_delete_dead_nodes_deletes_only_the_nodes_not_live(graph_store):
+    graph_store.put_nodes([node("a", code=1), node("b", code=2), node("c", code=3)])
+    graph_store.put_nodes([node("s1", layer=1, code=7, children=("a", "b")), node("s2", layer=1, code=9),
+                           node("s3", layer=1, code=5, children=("c",))], index=False)
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(refs(graph_store)),
+                                          assign=(("a", "sg"), ("b", "sg"), ("c", "sc")),
+                                          add=(Segment("sg", 0, ("a", "b"), "s1"), Segment("sc", 0, ("c",), "s3")),
+                                          above_add=(NodeRef("s1", 7), NodeRef("s3", 5))))
+    graph_store.apply_region(RegionChange(layer=1, expected=tuple(refs(graph_store, 1)),
+                                          assign=(("s1", "t1"), ("s3", "t1")), add=(seg("t1", 1, ("s1", "s3")),)))
+    # s3 leaves layer 1 (a tombstone its segment above still names); s2 was never live
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(r for r in refs(graph_store) if r.node_id == "c"),
+                                          assign=(("c", None),), remove=("sc",), above_remove=(NodeRef("s3", 5),)))
+    assert graph_store.delete_dead_nodes(["s1", "s2", "s3", "absent"]) == ["s2", "s3", "absent"]
+    assert set(graph_store.get_nodes(["s1", "s2", "s3"])) == {"s1"}
+    assert refs(graph_store, 1) == [RefState("s3", 5, "t1", False), RefState("s1", 7, "t1", True)]
+    assert graph_store.layer_sizes()[1] == 1
+
+
 def test_apply_region_conflicts_and_writes_nothing(graph_store):
     graph_store.put_nodes([node("a", code=1), node("b", code=2), node("s0", layer=1, code=4)])
     read = tuple(refs(graph_store))

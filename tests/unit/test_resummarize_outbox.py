@@ -215,7 +215,7 @@ def test_a_write_keeps_the_text_of_each_replaced_summary_a_segment_above_still_h
     # the reconcile dies after the write and after keeping the texts, before deleting the
     # replaced summaries: each one that is a tombstone in a layer-2 segment has its text kept
     # under layer 1 (the layer above revises from it); none other does
-    engine, message, key, entry = _died("graph", "delete_nodes", lambda ids: any(i.startswith("sum-") for i in ids))
+    engine, message, key, entry = _died("graph", "delete_dead_nodes", lambda ids: any(i.startswith("sum-") for i in ids))
     gone = [i for i, _ in entry["gone"]]
     tombstones = {r.node_id for i, c in entry["gone"] for r in engine.graph.prefix_refs(1, c, c)
                   if r.node_id == i and not r.live}

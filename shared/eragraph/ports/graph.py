@@ -81,6 +81,13 @@ class NodeStore(Protocol):
         """Delete nodes; a ref that is in a segment stays as a tombstone until its layer is
         reconciled, any other ref goes."""
         ...
+    def delete_dead_nodes(self, node_ids: Iterable[str]) -> list[str]:
+        """Delete those of the nodes that are not live in their layer, each together with that
+        check (one transaction: a node made live again meanwhile stays); their refs go as in
+        ``delete_nodes``. Returns the ids not live (deleted now, or not stored), in the order given. ``apply_region`` refuses
+        a summary whose node is missing, so of a deletion and an apply that makes the same
+        summary id live again exactly one wins."""
+        ...
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
         """Refs of ``layer`` (tombstones included) with lo <= code <= hi, in (code, node id)
         order, at most ``limit``: one range read, never the whole layer for a narrow range."""

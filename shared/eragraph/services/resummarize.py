@@ -453,8 +453,11 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
         kept = {r.node_id for ref in change.above_remove
                 for r in engine.graph.prefix_refs(layer + 1, ref.code, ref.code) if not r.live}
         retire(engine, layer + 1, [n for n in old_summaries if n.node_id in kept])
-        engine.graph.delete_nodes(gone)
-        engine.vectors.delete(gone)
+        # one made live again meanwhile (the same members, the same id, another consumer's
+        # apply) stays, with its vector
+        dead = engine.graph.delete_dead_nodes(gone)
+        if dead:
+            engine.vectors.delete(dead)
     _forget_retired(engine, layer, change.drop)
     if made:
         report.segments_resummarized[layer + 1] = report.segments_resummarized.get(layer + 1, 0) + len(made)
@@ -526,8 +529,11 @@ def finish_outbox(engine: Engine, layer: int, group: int | None, older_than: flo
         dead = [i for i, _ in gone if not live.get(i)]
         if dead:
             retire(engine, layer + 1, [nodes[i] for i in dead if i in nodes and i in live])
-            engine.graph.delete_nodes(dead)
-            engine.vectors.delete(dead)
+            # checked again in the store as each goes: one made again since the read above
+            # (stored for an apply about to make it live, or live already) stays
+            dead = engine.graph.delete_dead_nodes(dead)
+            if dead:
+                engine.vectors.delete(dead)
         _forget_retired(engine, layer, entry.get("drop", []))
         announce(engine, layer + 1, added=made, removed=gone, reason=f"outbox:{layer}")
         engine.vectors.flush()

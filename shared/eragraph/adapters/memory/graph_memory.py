@@ -32,6 +32,7 @@ class MemoryGraphStore:
         self._lsh: LshConfig | None = None
         self._meta: dict[str, Any] = {}
         self._meta_lock = threading.Lock()  # add_within's read and write as one step
+        self._region_lock = threading.Lock()  # apply_region and delete_dead_nodes, each one step
         self._ledger: dict[str, dict[str, float]] = {}
         self._ledger_hours: dict[tuple[str, int], dict[str, float]] = {}
         self._docs: dict[str, Document] = {}
@@ -273,7 +274,20 @@ class MemoryGraphStore:
         segs = self._segments.get(layer, {})
         return {i: segs[i] for i in segment_ids if i in segs}
 
+    def delete_dead_nodes(self, node_ids: Iterable[str]) -> list[str]:
+        with self._region_lock:
+            dead = [i for i in dict.fromkeys(node_ids) if not (i in self._refs and self._refs[i][1].live)]
+            self.delete_nodes(dead)
+        return dead
+
     def apply_region(self, change: RegionChange) -> None:
+        with self._region_lock:
+            self._apply_region(change)
+
+    def _apply_region(self, change: RegionChange) -> None:
+        missing = [r.node_id for r in change.above_add if r.node_id not in self._nodes]
+        if missing:  # deleted since the reconcile stored or read it (delete_dead_nodes)
+            raise ConflictError(f"layer {change.layer}: summary {missing[0]} is gone")
         for ref in change.expected:
             held = self._refs.get(ref.node_id)
             if held is None or held[0] != change.layer or held[1] != ref:
