@@ -14,6 +14,11 @@ table's TTL attribute (LEDGER_HOURS_TTL, EXPIRING_META): DynamoDB deletes them a
   ``meta_keys`` queries only the partitions its prefix can reach: one for a shard's outbox (the
   reconcile of a message), all of a kind's, side by side, for a listing (reindex, stats, a
   whole-layer pass).
+* A dirty marker (``dirty:<layer>[:<group>]``) has a copy in the ``COUNT`` partition,
+  ``MARK#<key>`` (``shadow_item``), written and deleted with it in the same request (a
+  transaction, or a batch of both): GET /stats' one Query of the counters lists the markers
+  too, whatever the number of layers. A marker stored before the copies were kept is not
+  listed there until it is written again (the reconcile it asks for still runs).
 """
 
 from __future__ import annotations
@@ -44,6 +49,12 @@ META_QUERY_THREADS = 8  # meta_keys over many partitions
 LEDGER_SHARDS = 16  # items per ledger total and per hourly bucket of a kind (add_ledger)
 LEDGER_ATTEMPTS = 5
 SHARD_MARK = "\0"  # between a ledger item's kind and its shard
+SHADOWED_META = ("dirty",)  # kinds whose keys have a copy in the COUNT partition (shadow_item)
+SHADOW = "MARK#"  # the copy's sort key prefix
+
+
+def shadowed(key: str) -> bool:
+    return key.partition(":")[0] in SHADOWED_META
 
 
 def _hash_shard(text: str) -> int:
@@ -153,24 +164,55 @@ class DynamoMetaStore(DynamoTable):
         ``at_most``; a marker stored before stamps were kept (no ``stamp``) fails it and is
         then read and compared as before (GetItem, DeleteItem)."""
         item = self.Item(PK=meta_partition(key), SK=f"KEY#{key}")
-        try:
-            item.delete(condition=self.Item.PK.does_not_exist() | (self.Item.stamp <= float(at_most)))
+        if not self._delete_if(key, item, self.Item.PK.does_not_exist() | (self.Item.stamp <= float(at_most))):
             return
-        except DeleteError as exc:
-            if not _is_condition_failure(exc):
-                raise
         stored = self._get(meta_partition(key), f"KEY#{key}")
         if stored is not None and stored.stamp is None and stored.value is not None \
                 and float(json.loads(stored.value)) <= at_most:
-            try:
-                item.delete(condition=self.Item.stamp.does_not_exist())
-            except DeleteError as exc:  # set again meanwhile (now with a stamp): it stays
-                if not _is_condition_failure(exc):
-                    raise
+            # set again meanwhile (now with a stamp): it stays
+            self._delete_if(key, item, self.Item.stamp.does_not_exist())
+
+    def _delete_if(self, key: str, item: Any, condition: Any) -> bool:
+        """Delete ``item`` on ``condition`` (with its copy in COUNT, in one transaction, when
+        ``key`` has one); whether the condition failed."""
+        try:
+            if not shadowed(key):
+                item.delete(condition=condition)
+                return False
+            self._both(lambda tx: (tx.delete(item, condition=condition),
+                                   tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))))
+            return False
+        except (DeleteError, TransactWriteError) as exc:
+            if not _is_condition_failure(exc):
+                raise
+            return True
 
 
     def put_meta(self, key: str, value: Any) -> None:
-        self.meta_item(key, value).save()
+        if not shadowed(key):
+            self.meta_item(key, value).save()
+            return
+        self._both(lambda tx: (tx.save(self.meta_item(key, value)), tx.save(self.shadow_item(key, value))))
+
+    def _both(self, build) -> None:
+        """One TransactWriteItems of a marker's write and its copy's, sent again when another
+        transaction held one of the two (TransactionConflict: a put of the same marker)."""
+        for attempt in range(LEDGER_ATTEMPTS):
+            try:
+                with TransactWrite(connection=self._connection()) as tx:
+                    build(tx)
+                return
+            except TransactWriteError as exc:
+                reasons = getattr(exc, "cancellation_reasons", None) or []
+                if attempt + 1 == LEDGER_ATTEMPTS or not any(
+                        r is not None and r.code == "TransactionConflict" for r in reasons):
+                    raise
+
+    def shadow_item(self, key: str, value: Any) -> Any:
+        """The copy of a dirty marker in the COUNT partition (its value and stamp), written in
+        the same request as the marker (put_meta, write_meta, a region's marks)."""
+        item = self.meta_item(key, value)
+        return self.Item(PK="COUNT", SK=f"{SHADOW}{key}", value=item.value, stamp=item.stamp)
 
     def meta_item(self, key: str, value: Any) -> Any:
         """The item that stores ``value`` under ``key`` (put_meta; a region's marks, written in
@@ -249,7 +291,10 @@ class DynamoMetaStore(DynamoTable):
         return self.get_meta(key)
 
     def delete_meta(self, key: str) -> None:
-        self.Item(PK=meta_partition(key), SK=f"KEY#{key}").delete()
+        if not shadowed(key):
+            self.Item(PK=meta_partition(key), SK=f"KEY#{key}").delete()
+            return
+        self.write_meta([], [key])
 
     def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
         """One BatchWriteItem per 25 items (pynamodb re-sends the unprocessed ones)."""
@@ -258,8 +303,12 @@ class DynamoMetaStore(DynamoTable):
         with self.Item.batch_write() as batch:
             for key, value in puts:
                 batch.save(self.meta_item(key, value))
+                if shadowed(key):
+                    batch.save(self.shadow_item(key, value))
             for key in dict.fromkeys(deletes):
                 batch.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"))
+                if shadowed(key):
+                    batch.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
 
     def meta_keys(self, prefix: str) -> list[str]:
         def keys_in(pk: str) -> list[str]:

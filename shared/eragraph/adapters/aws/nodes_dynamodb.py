@@ -61,6 +61,7 @@ from ...domain.access import index_of, max_code
 from ...domain.segment_stats import SegmentStats
 from .dynamodb_table import BATCH_GET, TRANSACT_LIMIT, DynamoTable, _is_condition_failure, _is_lost_race, item_bytes
 from .ref_layout import Layout, RefLayouts
+from .meta_dynamodb import SHADOW
 from .region_dynamodb import RegionWrites
 
 
@@ -406,11 +407,13 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
 
     def counter_snapshot(self) -> tuple[dict[int, int], dict[int, SegmentStats], int | None]:
         """Layer sizes, segment stats and the document count from one Query of the ``COUNT``
-        partition (layer, segment and document counters live there): GET /stats' reads. A
+        partition (layer, segment and document counters live there, and the dirty markers'
+        copies, left in ``marked_keys``): GET /stats' reads. A
         legacy layer (not migrated yet) is counted from its segment records."""
         sizes: dict[int, dict[int, int]] = {}
         layers: dict[int, int] = {}
         documents = None
+        marked: list[str] = []  # the dirty markers' copies (meta_dynamodb.shadow_item)
         for i in self.Item.query("COUNT", consistent_read=True):
             if i.SK.startswith("LAYER#"):
                 layer = int(i.SK[len("LAYER#"):])
@@ -421,7 +424,8 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
                 sizes.setdefault(int(layer), {})[int(size)] = int(i.version)
             elif i.SK == "DOCS" and i.version is not None:
                 documents = max(0, int(i.version))
-
+            elif i.SK.startswith(SHADOW):
+                marked.append(i.SK[len(SHADOW):])
         stats: dict[int, SegmentStats] = {}
         for layer in sorted(set(layers) | set(sizes)):
             if self.layout(layer).legacy:
@@ -432,7 +436,8 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
             if found.count:
                 stats[layer] = found
         live = {layer: n for layer, n in sorted(layers.items()) if n > 0}
-        self.counted_layers = sorted(set(layers) | set(sizes))  # with the emptied ones (stats' dirty probe)
+        self.counted_layers = sorted(set(layers) | set(sizes))  # with the emptied ones
+        self.marked_keys = sorted(marked)  # the dirty markers as of this read (GET /stats)
         if documents is None and not live:
             documents = 0  # a namespace without chunks (see document_count)
         return live, stats, documents

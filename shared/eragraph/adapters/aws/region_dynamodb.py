@@ -28,7 +28,7 @@ from pynamodb.exceptions import TransactWriteError
 
 from ...domain.model import ConflictError, RegionChange, applying_key
 from .dynamodb_table import TRANSACT_LIMIT, _is_lost_race
-from .meta_dynamodb import meta_partition
+from .meta_dynamodb import meta_partition, shadowed
 
 REF_COUNTER_SLOTS = 2  # a transaction's items kept for the layer counters it conditions on
 DEAD_NODES_PER_TRANSACTION = 45  # delete_dead_nodes: two items a node, one layer counter check
@@ -137,6 +137,7 @@ class RegionWrites:
             ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None, 0,
                         None if size is None else (size, -1)))
         marks = [self.meta_item(key, value) for key, value in change.marks]
+        marks += [self.shadow_item(key, value) for key, value in change.marks if shadowed(key)]  # their copies
         chunks = _transactions(ops, reserved=len(marks))
         # each transaction carries the counter changes of its own ops and the checks of both
         # layers' layouts; when there are several, the first writes the ``applying`` mark and
