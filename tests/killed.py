@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-WRITES = {"put_nodes", "delete_nodes", "put_document", "delete_document", "apply_region", "put_meta",
-          "delete_meta", "upsert", "delete", "add_chunks", "delete_chunks", "put_lsh", "flush", "put"}
+WRITES = {"put_nodes", "delete_nodes", "delete_dead_nodes", "put_document", "delete_document", "apply_region",
+          "put_meta", "write_meta", "delete_meta", "delete_meta_if_older", "upsert", "delete", "add_chunks",
+          "delete_chunks", "put_lsh", "flush", "put"}
 
 
 class KillAfter:

@@ -196,6 +196,7 @@ def test_region_writes_carry_the_state_they_read(store):
     store.put_nodes([node(f"n{i}", code=i) for i in range(3)])
     refs = tuple(RefState(f"n{i}", i, None, True) for i in range(3))
     seg = Segment("seg-a", 0, ("n0", "n1", "n2"), "sum-a")
+    store.put_nodes([node("sum-a", layer=1, code=1)], index=False)
     requests = sent(store, "TransactWriteItems")
     store.apply_region(RegionChange(layer=0, expected=refs, assign=(("n0", "seg-a"), ("n1", "seg-a"), ("n2", "seg-a")),
                                     drop=(), add=(seg,), remove=(), above_add=(NodeRef("sum-a", 1),), above_remove=()))
@@ -206,7 +207,11 @@ def test_region_writes_carry_the_state_they_read(store):
     assert len(ref_updates) == 3 and all(u.get("ConditionExpression") for u in ref_updates)
     [above] = [u for u in updates if u["Key"]["PK"]["S"].startswith("REF#1#")]
     assert "attribute_not_exists" in above["ConditionExpression"]
-    assert sum(c is not None for c in conditions) >= 4
+    assert sum(c is not None for c in conditions) >= 5
+    # the summary's node is checked in the same transaction (a node deleted meanwhile: a conflict)
+    [check] = [i["ConditionCheck"] for i in request["TransactItems"]
+               if "ConditionCheck" in i and i["ConditionCheck"]["Key"]["PK"]["S"] == "NODE#sum-a"]
+    assert check["ConditionExpression"] == "attribute_exists (#0)"
     assert store.layer_sizes() == {0: 3, 1: 1}
 
 
@@ -331,15 +336,16 @@ def test_ref_writes_split_into_transactions_each_counting_its_own_refs(store):
     assert store.layer_sizes() == {0: 130, 1: 40}
 
 
-@pytest.mark.parametrize("members, split", [(95, False), (96, True), (200, True)])
+@pytest.mark.parametrize("members, split", [(94, False), (95, True), (200, True)])
 def test_a_region_past_the_transaction_limit_is_applied_under_an_applying_mark(store, members, split):
-    # the region's ops: one new segment, a ref update per member, the summary's ref above:
-    # members + 2; with both layers' counters (a check and the change) and the segment counter
-    # of its size up to 97 fit one transaction, more are split (each keeping room for the mark
+    # the region's ops: one new segment, a ref update per member, the check of the summary's
+    # node and its ref above (in one transaction): members + 3; with both layers' counters (a
+    # check and the change) and the segment counter of its size up to 97 fit one transaction, more are split (each keeping room for the mark
     # and the counters of its own segment sizes) and the first transaction writes an
     # ``applying`` mark the last one deletes
     ids = [f"n{i:03d}" for i in range(members)]
     store.put_nodes([node(i, code=k % 256) for k, i in enumerate(ids)])
+    store.put_nodes([node("sum-a", layer=1, code=7)], index=False)
     expected = tuple(RefState(i, k % 256, None, True) for k, i in enumerate(ids))
     requests = sent(store, "TransactWriteItems")
     store.apply_region(RegionChange(layer=0, expected=expected, assign=tuple((i, "seg-a") for i in ids),
@@ -351,7 +357,7 @@ def test_a_region_past_the_transaction_limit_is_applied_under_an_applying_mark(s
     if not split:
         assert len(requests) == 1 and marks == [[]]
     else:
-        assert len(requests) == 1 + -(-(members + 2 - 96) // 97)
+        assert len(requests) == 1 + -(-(members + 3 - 96) // 97)
         [(put, key)] = marks[0]
         assert put == "Put" and re.fullmatch(r"KEY#applying:0:[0-9a-f]{32}", key)  # this apply's own mark
         assert marks[-1] == [("Delete", key)] and all(m == [] for m in marks[1:-1])
@@ -377,6 +383,7 @@ def test_a_region_writing_refs_it_did_not_read_is_refused(store):
 def apply_with_summary_above(store):
     """n0 cut into seg-a, whose summary sum-a (code 7) is added above: the one transaction sent,
     and its update of sum-a's ref in layer 1."""
+    store.put_nodes([node("sum-a", layer=1, code=7)], index=False)
     requests = sent(store, "TransactWriteItems")
     store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True),), assign=(("n0", "seg-a"),),
                                     add=(Segment("seg-a", 0, ("n0",), "sum-a"),), above_add=(NodeRef("sum-a", 7),)))
@@ -551,15 +558,17 @@ def test_a_tombstone_above_rewritten_with_another_code_moves_without_counting_th
 
 
 def test_a_region_whose_summaries_fill_its_first_transaction_stays_within_the_limit(store):
-    # 98 new summaries above a 2-ref region: 101 ops, split; the first transaction holds the
-    # segment, both refs and 93 summaries, plus the segment counter of its size, both layers'
-    # counters (the region's checked, the one above changed) and the applying mark
+    # 98 new summaries above a 2-ref region: 199 ops (each summary's ref with the check of its
+    # node, kept in one transaction), split; the first transaction holds the segment, both refs
+    # and 46 summaries, plus the segment counter of its size, both layers' counters (the
+    # region's checked, the one above changed) and the applying mark
     store.put_nodes([node("n0", code=1), node("n1", code=2)])
+    store.put_nodes([node(f"s{i:03d}", layer=1, code=i) for i in range(98)], index=False)
     requests = sent(store, "TransactWriteItems")
     store.apply_region(RegionChange(layer=0, expected=(RefState("n0", 1, None, True), RefState("n1", 2, None, True)),
                                     assign=(("n0", "seg-a"), ("n1", "seg-a")),
                                     add=(Segment("seg-a", 0, ("n0", "n1"), "s000"),),
                                     above_add=tuple(NodeRef(f"s{i:03d}", i) for i in range(98))))
-    assert [len(r["TransactItems"]) for r in requests] == [100, 8]
-    assert [counter_updates(r) for r in requests] == [{"LAYER#1": 93}, {"LAYER#1": 5}]
+    assert [len(r["TransactItems"]) for r in requests] == [99, 98, 11]
+    assert [counter_updates(r) for r in requests] == [{"LAYER#1": 46}, {"LAYER#1": 48}, {"LAYER#1": 4}]
     assert store.layer_sizes() == {0: 2, 1: 98} and store.meta_keys("applying") == []

@@ -103,14 +103,17 @@ def port_state(store, layers=(0, 1)) -> dict:
 
 
 def transactions(monkeypatch, at: int | None = None, before=None) -> list[int]:
-    """Spy on TransactWriteItems: records each transaction's size; before the ``at``-th one
-    runs ``before()`` (which may raise: the consumer dies there)."""
+    """Spy on TransactWriteItems (but the cost ledger's): records each transaction's size;
+    before the ``at``-th one runs ``before()`` (which may raise: the consumer dies there)."""
     from pynamodb.connection import Connection
 
     real = Connection.transact_write_items
     sizes: list[int] = []
 
     def transact(self, condition_check_items, delete_items, put_items, update_items, **kw):
+        items = [*condition_check_items, *delete_items, *put_items, *update_items]
+        if all("LEDGER" in (i.get("Key") or i.get("Item"))["PK"]["S"] for i in items):
+            return real(self, condition_check_items, delete_items, put_items, update_items, **kw)  # the cost ledger's
         sizes.append(len(condition_check_items) + len(delete_items) + len(put_items) + len(update_items))
         if len(sizes) == at:
             before()
@@ -175,18 +178,20 @@ def test_a_region_of_several_transactions_applies_like_memory(stores, monkeypatc
 
 
 def test_a_split_apply_cut_short_leaves_its_mark_and_exact_counters(stores, monkeypatch):
-    """The 3rd of 3 transactions never runs: the 2nd made some summaries live in layer 1 and
-    counted exactly those; every segment a ref names exists; the apply is marked unfinished."""
+    """The 4th of 5 transactions never runs: the 3rd made some summaries live in layer 1 and
+    counted exactly those; every segment a ref names exists; the apply is marked unfinished.
+    (80 segments of 2: their records, 160 refs, and 80 summaries' refs each with the check of
+    its node.)"""
     from eragraph.domain.model import APPLYING
 
     store, _ = stores
     store.put_nodes(CHUNKS)
-    sizes = transactions(monkeypatch, at=3, before=crash)
+    sizes = transactions(monkeypatch, at=4, before=crash)
     with pytest.raises(Crash):
-        store.apply_region(recut(store, "a", 5))
-    assert len(sizes) == 3
+        store.apply_region(recut(store, "a", 2))
+    assert len(sizes) == 4
     above = [r for r in store.prefix_refs(1, 0, 2 ** CODE_BITS - 1) if r.live]
-    assert 0 < len(above) < 32
+    assert 0 < len(above) < 80
     assert store.layer_sizes() == {0: 160, 1: len(above)}
     assert store.repair_layer_counts() == {}
     refs = store.prefix_refs(0, 0, 2 ** CODE_BITS - 1)
@@ -300,10 +305,13 @@ def test_a_consumer_dying_between_transactions_is_recovered_by_redelivery(built,
     refs = engine.graph.prefix_refs(0, 0, 2 ** N_PLANES - 1)
     stored = {s.segment_id for s in engine.graph.get_segments(0)}
     named = {r.seg for r in refs if r.seg}
-    assert named and any(r.seg is None for r in refs)  # some refs moved, some not yet
+    # the first transaction landed (the segments first; it also holds the outbox entry and the
+    # markers above, so it may hold no ref yet), the refs not all moved yet
+    assert stored and any(r.seg is None for r in refs)
     assert named <= stored  # the segments were written first: no ref names a missing one
     assert engine.graph.layer_sizes() == {0: N_DOCS}  # no summary entered layer 1 yet
     assert len(engine.graph.meta_keys(APPLYING)) == 1
+    assert len(engine.graph.meta_keys(resummarize.OUTBOX)) == 1  # written with the first transaction
     monkeypatch.undo()
     for message in messages:  # SQS delivers the message again, then the others
         resummarize.reconcile(engine, message)

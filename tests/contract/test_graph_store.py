@@ -94,6 +94,38 @@ def test_meta_keys_and_delete(graph_store):
     assert graph_store.meta_keys("dirty:") == ["dirty:10", "dirty:2"]
 
 
+def test_get_metas_reads_the_stored_ones_of_many_keys(graph_store):
+    graph_store.put_meta("dirty:0:3", 5.0)
+    graph_store.put_meta("swept:0", 9.5)
+    graph_store.put_meta("settings", {"a": [1, 2]})
+    keys = ["dirty:0:3", "swept:0", "never-there", "settings"] + [f"dirty:1:{g}" for g in range(120)]
+    assert graph_store.get_metas(keys) == {"dirty:0:3": 5.0, "swept:0": 9.5, "settings": {"a": [1, 2]}}
+    assert graph_store.get_metas([]) == {}
+
+
+def test_write_meta_stores_and_deletes_together(graph_store):
+    graph_store.put_meta("followup:abc", {"gone": {}})
+    graph_store.put_meta("outbox:0:3:t", {"made": []})
+    graph_store.write_meta([("change:001:x", {"kind": "ingest"})] + [(f"retired:0:n{i}", f"t{i}") for i in range(30)],
+                           ["followup:abc", "outbox:0:3:t", "never-there"])
+    assert graph_store.get_meta("change:001:x") == {"kind": "ingest"}
+    assert len(graph_store.get_metas([f"retired:0:n{i}" for i in range(30)])) == 30  # past one batch of 25
+    assert graph_store.get_meta("followup:abc") is None and graph_store.get_meta("outbox:0:3:t") is None
+    graph_store.write_meta([], [])
+
+
+def test_delete_meta_if_older_keeps_a_marker_set_again_since(graph_store):
+    graph_store.put_meta("dirty:0:3", 100.0)
+    graph_store.put_meta("dirty:0:4", 200.0)
+    graph_store.put_meta("dirty:0:5", 150)  # an int stamp compares as a number too
+    for key in ("dirty:0:3", "dirty:0:4", "dirty:0:5", "dirty:0:9"):  # :9 was never set
+        graph_store.delete_meta_if_older(key, 150.0)
+    assert graph_store.meta_keys("dirty:") == ["dirty:0:4"]
+    assert graph_store.get_meta("dirty:0:4") == 200.0
+    graph_store.delete_meta_if_older("dirty:0:4", 200.0)  # at most: equal goes
+    assert graph_store.meta_keys("dirty:") == []
+
+
 def test_ledger_accumulates_per_kind(graph_store):
     assert graph_store.ledger() == {}
     graph_store.add_ledger("summarize", 1, 100, 20, 0.5)
@@ -517,6 +549,62 @@ def test_a_lost_condition_names_what_changed(graph_store):
     graph_store.put_document(doc)
     with pytest.raises(ConflictError, match="document d1 changed concurrently"):
         graph_store.put_document(replace(doc, content_hash="h2"), expected=replace(doc, content_hash="h0"))
+
+
+def test_a_regions_marks_are_written_with_it_or_not_at_all(graph_store):
+    graph_store.put_nodes([node("a", code=1), node("b", code=2)])
+    graph_store.put_nodes([node("s1", layer=1, code=7, children=("a", "b"))], index=False)
+    marks = (("outbox:0:3:tok", {"made": [["s1", 7]], "gone": [], "drop": [], "at": 1.5}), ("dirty:1:0", 12.5))
+    stale = tuple(refs(graph_store))
+    graph_store.delete_nodes(["b"])  # another writer, after the read: the apply conflicts
+    change = RegionChange(layer=0, expected=stale, assign=(("a", "sg"), ("b", "sg")),
+                          add=(Segment("sg", 0, ("a", "b"), "s1"),), above_add=(NodeRef("s1", 7),), marks=marks)
+    with pytest.raises(ConflictError):
+        graph_store.apply_region(change)
+    assert graph_store.get_metas([k for k, _ in marks]) == {}
+    graph_store.put_nodes([node("b", code=2)])
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(refs(graph_store)),
+                                          assign=(("a", "sg"), ("b", "sg")), add=(Segment("sg", 0, ("a", "b"), "s1"),),
+                                          above_add=(NodeRef("s1", 7),), marks=marks))
+    assert graph_store.get_metas([k for k, _ in marks]) == dict(marks)
+    assert refs(graph_store, 1) == [RefState("s1", 7, None, True)]
+    graph_store.delete_meta_if_older("dirty:1:0", 12.5)  # a mark written by the apply is a stamp like any
+    assert graph_store.get_meta("dirty:1:0") is None
+
+
+def test_a_region_whose_summary_node_is_missing_conflicts_and_writes_nothing(graph_store):
+    # the summary's node was deleted after the reconcile stored it (a stale outbox entry
+    # finished meanwhile: delete_dead_nodes): applying would leave a segment without it
+    graph_store.put_nodes([node("a", code=1), node("b", code=2)])
+    change = RegionChange(layer=0, expected=tuple(refs(graph_store)), assign=(("a", "sg"), ("b", "sg")),
+                          add=(Segment("sg", 0, ("a", "b"), "s1"),), above_add=(NodeRef("s1", 7),),
+                          marks=(("outbox:0:all:t", {"made": [["s1", 7]]}),))
+    with pytest.raises(ConflictError):
+        graph_store.apply_region(change)
+    assert graph_store.get_segments(0) == [] and refs(graph_store, 1) == []
+    assert graph_store.get_meta("outbox:0:all:t") is None and graph_store.layer_sizes() == {0: 2}
+    graph_store.put_nodes([node("s1", layer=1, code=7, children=("a", "b"))], index=False)
+    graph_store.apply_region(change)
+    assert [s.summary_id for s in graph_store.get_segments(0)] == ["s1"] and graph_store.layer_sizes() == {0: 2, 1: 1}
+
+
+def test_delete_dead_nodes_deletes_only_the_nodes_not_live(graph_store):
+    graph_store.put_nodes([node("a", code=1), node("b", code=2), node("c", code=3)])
+    graph_store.put_nodes([node("s1", layer=1, code=7, children=("a", "b")), node("s2", layer=1, code=9),
+                           node("s3", layer=1, code=5, children=("c",))], index=False)
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(refs(graph_store)),
+                                          assign=(("a", "sg"), ("b", "sg"), ("c", "sc")),
+                                          add=(Segment("sg", 0, ("a", "b"), "s1"), Segment("sc", 0, ("c",), "s3")),
+                                          above_add=(NodeRef("s1", 7), NodeRef("s3", 5))))
+    graph_store.apply_region(RegionChange(layer=1, expected=tuple(refs(graph_store, 1)),
+                                          assign=(("s1", "t1"), ("s3", "t1")), add=(seg("t1", 1, ("s1", "s3")),)))
+    # s3 leaves layer 1 (a tombstone its segment above still names); s2 was never live
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(r for r in refs(graph_store) if r.node_id == "c"),
+                                          assign=(("c", None),), remove=("sc",), above_remove=(NodeRef("s3", 5),)))
+    assert graph_store.delete_dead_nodes(["s1", "s2", "s3", "absent"]) == ["s2", "s3", "absent"]
+    assert set(graph_store.get_nodes(["s1", "s2", "s3"])) == {"s1"}
+    assert refs(graph_store, 1) == [RefState("s3", 5, "t1", False), RefState("s1", 7, "t1", True)]
+    assert graph_store.layer_sizes()[1] == 1
 
 
 def test_apply_region_conflicts_and_writes_nothing(graph_store):

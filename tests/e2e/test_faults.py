@@ -124,8 +124,9 @@ class Crash(RuntimeError):
 class CrashAfter:
     """Wraps a port: counts its write calls and raises Crash after the k-th one (once)."""
 
-    WRITES = {"put_nodes", "delete_nodes", "put_document", "delete_document", "apply_region", "put_meta",
-              "delete_meta", "upsert", "delete", "add_chunks", "delete_chunks", "put_lsh", "flush"}
+    WRITES = {"put_nodes", "delete_nodes", "delete_dead_nodes", "put_document", "delete_document", "apply_region",
+              "put_meta", "write_meta", "delete_meta", "delete_meta_if_older", "upsert", "delete", "add_chunks",
+              "delete_chunks", "put_lsh", "flush"}
 
     def __init__(self, inner, budget: dict) -> None:
         self._inner, self._budget = inner, budget

@@ -19,8 +19,9 @@ from eragraph.services.ingest import ingest
 class Dies:
     """Wraps a port: the first call of ``method`` that ``when`` accepts raises (the consumer died there)."""
 
-    def __init__(self, inner, method: str, when=lambda *a: True) -> None:
+    def __init__(self, inner, method: str, when=lambda *a: True, first=None) -> None:
         self._inner, self._method, self._when, self.died = inner, method, when, False
+        self._first = first  # what the call does before it dies
 
     def __getattr__(self, name):
         attr = getattr(self._inner, name)
@@ -30,6 +31,8 @@ class Dies:
         def call(*args, **kwargs):
             if not self.died and self._when(*args):
                 self.died = True
+                if self._first is not None:
+                    self._first(self._inner, *args)
                 raise RuntimeError("consumer died")
             return attr(*args, **kwargs)
         return call
@@ -49,15 +52,16 @@ class Seen:
         return self._inner.embed(texts)
 
 
-def _died(port: str, method: str, when=lambda *a: True):
+def _died(port: str, method: str, when=lambda *a: True, first=None, entry_left: bool = True):
     """A built store, then a change of some documents whose layer-0 reconcile died at ``method``
-    of ``port``; returns the engine, the message and the outbox entry left."""
+    of ``port`` (having done ``first(port, *args)``); returns the engine, the message and the
+    outbox entry left (None, None with ``entry_left`` False: there must be none)."""
     engine = replace(make_engine(), queue=RecordingQueue())
     docs = synthetic_docs(30)
     ingest(engine, docs)
     resummarize.drain(engine)
     ingest(engine, [replace(d, text=d.text + " Another closing sentence about rivers.") for d in docs[:12]])
-    setattr(engine, port, Dies(getattr(engine, port), method, when))
+    setattr(engine, port, Dies(getattr(engine, port), method, when, first))
     _, message = engine.queue.receive(1)[0]
     try:
         resummarize.reconcile(engine, message)
@@ -65,6 +69,10 @@ def _died(port: str, method: str, when=lambda *a: True):
         pass
     assert getattr(engine, port).died
     setattr(engine, port, getattr(engine, port)._inner)
+    if not entry_left:
+        assert engine.graph.meta_keys(resummarize.OUTBOX) == []
+        engine.queue.messages.clear()
+        return engine, message, None, None
     (key,) = engine.graph.meta_keys(resummarize.OUTBOX)
     engine.queue.messages.clear()
     return engine, message, key, engine.graph.get_meta(key)
@@ -100,8 +108,28 @@ def test_after_a_landed_write_each_new_summary_gets_its_vector_and_each_replaced
     assert invariants.check(engine).ok
 
 
+def _marks_only(graph, change) -> None:
+    """What an earlier version stored before a region's write: its outbox entry and markers."""
+    for mark, value in change.marks:
+        graph.put_meta(mark, value)
+
+
+def test_a_write_that_never_landed_leaves_no_entry_and_its_redelivery_makes_it():
+    # the outbox entry is stored with the region's write (RegionChange.marks): none without it
+    engine, message, _, _ = _died("graph", "apply_region", entry_left=False)
+    before = {r.node_id for r in engine.graph.layer_refs(1)}
+    assert resummarize.finish_outbox(engine, 0, None) == 0
+    assert {r.node_id for r in engine.graph.layer_refs(1)} == before and not engine.queue.messages
+    resummarize.reconcile(engine, message)  # redelivered: the write is made
+    assert {r.node_id for r in engine.graph.layer_refs(1)} != before
+    resummarize.drain(engine)
+    assert invariants.check(engine).ok and engine.graph.meta_keys(resummarize.OUTBOX) == []
+
+
 def test_after_a_write_that_never_landed_the_old_summaries_stay_and_no_new_one_gets_a_vector():
-    engine, message, key, entry = _died("graph", "apply_region")
+    # an entry whose write never landed: one stored by an earlier version (the entry first, then
+    # the write), or the first of a split write's transactions (DynamoDB) without the others
+    engine, message, key, entry = _died("graph", "apply_region", first=_marks_only)
     made = [i for i, _ in entry["made"]]
     gone = [i for i, _ in entry["gone"]]
     assert made and gone and not _live_above(engine, made) and _live_above(engine, gone) == set(gone)
@@ -187,7 +215,7 @@ def test_a_write_keeps_the_text_of_each_replaced_summary_a_segment_above_still_h
     # the reconcile dies after the write and after keeping the texts, before deleting the
     # replaced summaries: each one that is a tombstone in a layer-2 segment has its text kept
     # under layer 1 (the layer above revises from it); none other does
-    engine, message, key, entry = _died("graph", "delete_nodes", lambda ids: any(i.startswith("sum-") for i in ids))
+    engine, message, key, entry = _died("graph", "delete_dead_nodes", lambda ids: any(i.startswith("sum-") for i in ids))
     gone = [i for i, _ in entry["gone"]]
     tombstones = {r.node_id for i, c in entry["gone"] for r in engine.graph.prefix_refs(1, c, c)
                   if r.node_id == i and not r.live}

@@ -231,7 +231,7 @@ class Timed:
 
 
 WRITE_METHODS = {
-    "graph": ("put_nodes", "delete_nodes", "put_document", "delete_document", "get_document",
+    "graph": ("put_nodes", "delete_nodes", "delete_dead_nodes", "put_document", "delete_document", "get_document",
               "get_nodes", "layer_refs", "layer_sizes", "get_segments", "get_segments_by_id",
               "prefix_refs", "apply_region", "put_meta", "get_meta", "delete_meta", "add_ledger", "put_lsh",
               "get_lsh", "meta_keys"),

@@ -157,6 +157,9 @@ class RegionChange:
     removed: tuple[Segment, ...] = ()  # the stored records of ``remove`` as read (their sizes)
     above_add: tuple[NodeRef, ...] = ()  # summaries of ``add``: live in layer + 1 from now on
     above_remove: tuple[NodeRef, ...] = ()  # summaries of ``remove``: tombstones in layer + 1
+    # meta keys stored in the same write as the change (the reconcile's outbox entry and the
+    # dirty markers of the layer above), (key, value) pairs: written with it or not at all
+    marks: tuple[tuple[str, Any], ...] = ()
 
     @property
     def empty(self) -> bool:

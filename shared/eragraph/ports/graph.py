@@ -29,6 +29,19 @@ class MetaStore(Protocol):
         concurrent claims one wins); return the stored one (domain.access's partition indexes)."""
         ...
     def delete_meta(self, key: str) -> None: ...
+    def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
+        """The stored ones of ``keys`` (key -> value), read together (DynamoDB: one BatchGetItem
+        per 100)."""
+        ...
+    def delete_meta_if_older(self, key: str, at_most: float) -> None:
+        """Delete ``key`` when its value is a time stamp no later than ``at_most`` (a marker
+        set again since stays), in one conditional write where the store has them."""
+        ...
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
+        """Store ``puts`` (key, value) and delete ``deletes`` (keys not among them) in one
+        request where the store batches writes (DynamoDB: BatchWriteItem, 25 items a request;
+        not atomic: each write lands or is re-sent)."""
+        ...
     def meta_keys(self, prefix: str) -> list[str]: ...
     def add_within(self, key: str, period: str, amount: int, limit: int, mark: str | None = None) -> int | None:
         """One atomic conditional add to the counter ``key`` (a meta key whose value is
@@ -67,6 +80,13 @@ class NodeStore(Protocol):
     def delete_nodes(self, node_ids: Iterable[str]) -> None:
         """Delete nodes; a ref that is in a segment stays as a tombstone until its layer is
         reconciled, any other ref goes."""
+        ...
+    def delete_dead_nodes(self, node_ids: Iterable[str]) -> list[str]:
+        """Delete those of the nodes that are not live in their layer, each together with that
+        check (one transaction: a node made live again meanwhile stays); their refs go as in
+        ``delete_nodes``. Returns the ids not live (deleted now, or not stored), in the order given. ``apply_region`` refuses
+        a summary whose node is missing, so of a deletion and an apply that makes the same
+        summary id live again exactly one wins."""
         ...
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
         """Refs of ``layer`` (tombstones included) with lo <= code <= hi, in (code, node id)

@@ -30,11 +30,17 @@ def dirty_key(layer: int, group: int | None) -> str:
     return f"dirty:{layer}" if group is None else f"dirty:{layer}:{group}"
 
 
-def mark_dirty(engine: Engine, layer: int, codes: Iterable[int], now: float | None = None) -> None:
+def dirty_marks(engine: Engine, layer: int, codes: Iterable[int], now: float | None = None) -> list[tuple[str, float]]:
+    """The markers (key, stamp) of the shards of ``codes``, for a write that stores them with
+    what it changes (a region's apply: RegionChange.marks)."""
     stamp = time.time() if now is None else now
     groups = {shard_of(c, engine.settings.n_planes) for c in codes}
-    for group in sorted(groups):
-        engine.graph.put_meta(dirty_key(layer, group), stamp)
+    return [(dirty_key(layer, group), stamp) for group in sorted(groups)]
+
+
+def mark_dirty(engine: Engine, layer: int, codes: Iterable[int], now: float | None = None) -> None:
+    for key, stamp in dirty_marks(engine, layer, codes, now):
+        engine.graph.put_meta(key, stamp)
 
 
 def clear_dirty(engine: Engine, layer: int, group: int | None, started: float) -> None:
@@ -43,9 +49,7 @@ def clear_dirty(engine: Engine, layer: int, group: int | None, started: float) -
     keys = [dirty_key(layer, group)] if group is not None else engine.graph.meta_keys(f"dirty:{layer}:")
     keys += [dirty_key(layer, None)] if group is None else []
     for key in keys:
-        stamp = engine.graph.get_meta(key)
-        if stamp is not None and float(stamp) <= started:
-            engine.graph.delete_meta(key)
+        engine.graph.delete_meta_if_older(key, started)
 
 
 def messages_for(layer: int, n_bits: int, added: Sequence[tuple[str, int]] = (),

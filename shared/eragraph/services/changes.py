@@ -41,7 +41,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..domain.access import Caller, partition_of
@@ -69,10 +69,11 @@ def _cost(report: ChangeReport, seconds: float) -> dict[str, Any]:
 _WRITES = itertools.count()  # this process's record writes: it trims on the first and every SLACK-th
 
 
-def _put(engine: Engine, record: dict[str, Any], now: float) -> dict[str, Any]:
+def _put(engine: Engine, record: dict[str, Any], now: float, done: Sequence[str] = ()) -> dict[str, Any]:
+    """Store the record; the keys ``done`` (finished work records) are deleted in the same write."""
     key = _key(now)
     record = {"id": key[len(PREFIX):], "time": round(now, 3), **record}
-    engine.graph.put_meta(key, record)
+    engine.graph.write_meta([(key, record)], list(done))
     if next(_WRITES) % SLACK == 0:
         trim(engine)
     return record
@@ -95,21 +96,31 @@ def _listed(items: Iterable[str]) -> tuple[list[str], int]:
 
 
 def record_documents(engine: Engine, kind: str, report: ChangeReport, seconds: float,
-                     now: float | None = None) -> dict[str, Any] | None:
-    """The record of an ingest or a removal (``kind``), when it changed a document; else None."""
+                     now: float | None = None, done: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The record of an ingest or a removal (``kind``), when it changed a document; else None.
+    ``done``: meta keys of finished work (follow-up records) deleted in the same write."""
     if not (report.sources or report.chunks_added or report.chunks_removed):
+        _finish(engine, done)
         return None
     sources, total = _listed(report.sources)
     return _put(engine, {"kind": kind, "documents": sources, "documents_total": total,
                          "partitions": [report.source_partitions.get(s) for s in sources],
                          "chunks_added": report.chunks_added, "chunks_removed": report.chunks_removed,
-                         **_cost(report, seconds)}, time.time() if now is None else now)
+                         **_cost(report, seconds)}, time.time() if now is None else now, done)
+
+
+def _finish(engine: Engine, done: Sequence[str]) -> None:
+    if done:
+        engine.graph.write_meta([], list(done))
 
 
 def record_resummarize(engine: Engine, report: ChangeReport, seconds: float,
-                       now: float | None = None) -> list[dict[str, Any]]:
-    """One record per layer whose summaries a reconcile wrote, revised or removed."""
+                       now: float | None = None, done: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """One record per layer whose summaries a reconcile wrote, revised or removed; ``done``
+    (its finished outbox entries) deleted with the first."""
     layers = sorted(set(report.summary_ids) | set(report.removed_summary_ids))
+    if not layers:
+        _finish(engine, done)
     out = []
     stamp = time.time() if now is None else now
     for n, layer in enumerate(layers):
@@ -123,7 +134,7 @@ def record_resummarize(engine: Engine, report: ChangeReport, seconds: float,
                                  "removed": removed, "removed_total": removed_total,
                                  "summary_partitions": [report.summary_partitions.get(i) for i in written],
                                  "removed_partitions": [report.summary_partitions.get(i) for i in removed],
-                                 **spent}, stamp))
+                                 **spent}, stamp, done if n == 0 else ()))
     return out
 
 

@@ -354,7 +354,11 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
     removed_ids: list[tuple[str, int]] = []
     redone: dict[str, set[str]] = {}  # follow-up token -> documents whose follow-up this call redid
     again: list[SourceDoc] = []  # retags that must be ingested in full after all (drawn first)
+    ending: str | None = None  # a finished batch's follow-up token, ended before the next batch reads
     for batch in batches(docs, batch_docs, again):
+        if ending:
+            followup.end(engine, ending)
+            ending = None
         pending: list[tuple[SourceDoc, str, list, Document | None, dict]] = []
         retags: list[_Retag] = []
         errors_before = len(report.errors)
@@ -471,12 +475,12 @@ def ingest(engine: Engine, docs: Iterable[SourceDoc], progress: Progress | None 
         doc_status.record_failures(engine, report.errors[errors_before:],
                                    {src.source: src.resolved_id for src in batch}, reasons)
         engine.vectors.flush()  # the removed chunks' deletes, before the record that redoes them goes
-        if token:
-            followup.end(engine, token)
+        ending = token  # its record goes before the next batch, or with the change record
         for earlier in [t for t, ids in redone.items() if followup.settle(engine, t, ids)]:
             del redone[earlier]
         if progress:
             progress(len(batch) - len(again))  # a document put back counts when it is ingested
     engine.vectors.flush()
-    changes.record_documents(engine, "ingest", report, time.perf_counter() - started)
+    changes.record_documents(engine, "ingest", report, time.perf_counter() - started,
+                             done=[followup.PREFIX + ending] if ending else [])
     return report

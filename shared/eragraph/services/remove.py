@@ -103,7 +103,7 @@ def remove(engine: Engine, refs: Sequence[str], version: str = "") -> ChangeRepo
     if removed:
         announce(engine, 0, removed=removed, reason="delete")
     engine.vectors.flush()  # the deletes are durable before the records that would redo them go
-    for token in tokens:
-        followup.end(engine, token)
-    changes.record_documents(engine, "remove", report, time.perf_counter() - started)
+    # the follow-up records end in the change record's write (one request)
+    changes.record_documents(engine, "remove", report, time.perf_counter() - started,
+                             done=[followup.PREFIX + token for token in tokens])
     return report

@@ -53,7 +53,7 @@ from ..domain.text import whole_pieces
 from ..ports.providers import RevisingSummarizer
 from ..ports.records import MemberSource
 from . import changes, cost
-from .announce import announce, clear_dirty, dirty_key, mark_dirty
+from .announce import announce, clear_dirty, dirty_key, dirty_marks
 from .engine import Engine
 from .placement import access_of
 from .layer_reads import counter, held_reader, partition_codes, present_partitions, reader
@@ -101,8 +101,21 @@ def can_revise(engine: Engine) -> bool:
     return engine.settings.delta_summaries and isinstance(engine.summarizer, RevisingSummarizer)
 
 
+Read = tuple[set[str], dict[str, Node]]  # node ids read at once, and the ones of them stored
+
+
+def _nodes(engine: Engine, ids, have: Read | None) -> dict[str, Node]:
+    """``get_nodes(ids)``, answered from ``have`` for the ids it read (absent there: not stored)."""
+    ids = list(dict.fromkeys(ids))  # in the order asked
+    if have is None:
+        return engine.graph.get_nodes(ids)
+    missing = [i for i in ids if i not in have[0]]
+    more = engine.graph.get_nodes(missing) if missing else {}
+    return {i: n for i in ids if (n := have[1].get(i) if i in have[0] else more.get(i)) is not None}
+
+
 def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segment, ...],
-                   children: dict[str, Node]) -> dict[str, Revision]:
+                   children: dict[str, Node], have: Read | None = None) -> dict[str, Revision]:
     """Segments worth revising instead of summarizing afresh: a segment whose predecessor (the
     removed segment holding most of its members) still has its summary, whose departed children
     all left text (moved children are still nodes; replaced summaries are kept under
@@ -118,7 +131,7 @@ def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segme
         return {}
     departed = {m for seg in segments if seg.segment_id in before
                 for m in before[seg.segment_id].members if m not in seg.members}
-    known = engine.graph.get_nodes({old.summary_id for old in before.values()} | (departed - set(children)))
+    known = _nodes(engine, {old.summary_id for old in before.values()} | (departed - set(children)), have)
     texts = {m: (_said(engine, n), n.tokens) for m, n in known.items()}
     texts.update({m: (_said(engine, n), n.tokens) for m, n in children.items()})
     for m in departed - set(texts):
@@ -165,8 +178,8 @@ def member_source(node: Node, chunk_tokens: int | None = None) -> MemberSource:
 
 
 def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport,
-                       removed: tuple[Segment, ...] = (), deadline: Deadline | None = None
-                       ) -> tuple[list[Node], list]:
+                       removed: tuple[Segment, ...] = (), deadline: Deadline | None = None,
+                       have: Read | None = None) -> tuple[list[Node], list]:
     """Summaries of ``segments`` (nodes of the layer above, and their vectors). Each one is
     stored as soon as it is made, outside the layer's index, and one stored by an earlier
     attempt is reused, so no summary is paid for twice; a segment that replaces one of
@@ -176,10 +189,10 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
         return [], []
     lsh = engine.known_lsh()
     layer_above = segments[0].layer + 1
-    made = engine.graph.get_nodes(seg.summary_id for seg in segments)
+    made = _nodes(engine, (seg.summary_id for seg in segments), have)
     todo = [seg for seg in segments if seg.summary_id not in made]
-    children = engine.graph.get_nodes({m for seg in todo for m in seg.members})
-    plans = plan_revisions(engine, todo, removed, children)
+    children = _nodes(engine, {m for seg in todo for m in seg.members}, have)
+    plans = plan_revisions(engine, todo, removed, children, have)
     fresh: dict[str, np.ndarray] = {}
     for seg in todo:
         if deadline is not None and deadline() < DEADLINE_MARGIN:
@@ -262,9 +275,14 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
                    if r.live and r.seg != owner.get(r.node_id))
     drop = tuple(r.node_id for r in region.refs if not r.live)
     removed = engine.graph.get_segments_by_id(layer, removed_ids)
-    old_summaries = list(engine.graph.get_nodes(seg.summary_id for seg in removed.values()).values())
+    # every node the summaries may need, in one read: the old and new summaries, the new
+    # segments' members and the removed ones' (a revision reads the departed children)
+    wanted = {seg.summary_id for seg in [*removed.values(), *to_make]} | {
+        m for seg in [*removed.values(), *to_make] for m in seg.members}
+    have = (wanted, engine.graph.get_nodes(wanted))
+    old_summaries = list(_nodes(engine, (seg.summary_id for seg in removed.values()), have).values())
     above_remove += [NodeRef(n.node_id, n.code) for n in old_summaries]
-    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline)
+    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline, have)
     kept = {n.node_id for n in made}  # a summary id can come back (same members): it stays
     above_remove = [r for r in above_remove if r.node_id not in kept]
     old_summaries = [n for n in old_summaries if n.node_id not in kept]
@@ -286,8 +304,8 @@ def covered(engine: Engine, layer: int, group: int) -> bool:
     is older than the start of the layer's last completed whole-layer pass. The marker is then
     cleared. An absent marker proves nothing (a scoped pass of another message of the shard
     clears it too), so that message runs."""
-    stamp = engine.graph.get_meta(dirty_key(layer, group))
-    swept = engine.graph.get_meta(swept_key(layer))
+    held = engine.graph.get_metas([dirty_key(layer, group), swept_key(layer)])  # read together
+    stamp, swept = held.get(dirty_key(layer, group)), held.get(swept_key(layer))
     if stamp is None or swept is None or float(stamp) >= float(swept):
         return False
     clear_dirty(engine, layer, group, float(swept))
@@ -297,12 +315,19 @@ def covered(engine: Engine, layer: int, group: int) -> bool:
 def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None) -> ChangeReport:
     """``_reconcile``, then its change record per layer it re-summarized (services.changes)."""
     started = time.perf_counter()
-    report = _reconcile(engine, target, deadline)
-    changes.record_resummarize(engine, report, time.perf_counter() - started)
+    finished: list[str] = []  # outbox entries whose work is done: deleted with the change record
+    try:
+        report = _reconcile(engine, target, deadline, finished)
+    except BaseException:
+        for key in finished:
+            engine.graph.delete_meta(key)
+        raise
+    changes.record_resummarize(engine, report, time.perf_counter() - started, done=finished)
     return report
 
 
-def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None) -> ChangeReport:
+def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None,
+               finished: list[str] | None = None) -> ChangeReport:
     """Bring the part of a layer that ``target`` names (a message; a bare layer number or a
     message without codes: the whole layer) and the summaries above it up to date. Raises
     DeadlineReached, having done nothing, when ``deadline`` leaves less than the margin to
@@ -354,7 +379,7 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
                     raise DeadlineReached(f"layer {layer}: a streamed pass stopped after {number} "
                                           f"regions (the next reconcile of the layer goes on)")
                 _apply(engine, layer, region, report, deadline, repair=whole and not stream,
-                       group=message.group, index=index, alone=alone)
+                       group=message.group, index=index, alone=alone, finished=finished)
         except ConflictError:
             continue  # another writer changed a region: plan again from the stored state
         clear_dirty(engine, layer, message.group, started)
@@ -392,26 +417,29 @@ def _plan(engine: Engine, layer: int, index: int, codes: list[int], sizes: dict[
 def _clear_marks(engine: Engine, keys: list[str], started: float) -> None:
     """Delete the marks written no later than ``started`` (a later one is another pass's)."""
     for key in keys:
-        stamp = engine.graph.get_meta(key)
-        if stamp is not None and float(stamp) <= started:
-            engine.graph.delete_meta(key)
+        engine.graph.delete_meta_if_older(key, started)
 
 
 def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
            deadline: Deadline | None, repair: bool, group: int | None = None, index: int = 0,
-           alone: bool = True) -> None:
+           alone: bool = True, finished: list[str] | None = None) -> None:
+    """Re-cut one region. ``finished``: where its outbox entry's key goes once its work is done
+    (the caller deletes it with its change record); None: deleted here."""
     change, made, vectors, old_summaries = _region_change(engine, layer, region, report, deadline, repair,
                                                           index, alone)
     if change.empty:
         return
     changed_above = list(change.above_add) + list(change.above_remove)
     # the outbox entry: what must follow the write, redone by the next reconcile of this
-    # part of the layer if this one dies after the write and before its end
+    # part of the layer if this one dies after the write and before its end; it and the dirty
+    # markers of the layer above (kept until announced below) are stored with the region's
+    # write itself (GraphStore.apply_region: one transaction on DynamoDB), so never without it
     key = outbox_key(layer, group, uuid.uuid4().hex)
-    engine.graph.put_meta(key, {"made": [[r.node_id, r.code] for r in change.above_add],
-                                "gone": [[r.node_id, r.code] for r in change.above_remove],
-                                "drop": list(change.drop), "at": round(time.time(), 3)})
-    mark_dirty(engine, layer + 1, [r.code for r in changed_above])  # until announced below
+    entry = {"made": [[r.node_id, r.code] for r in change.above_add],
+             "gone": [[r.node_id, r.code] for r in change.above_remove],
+             "drop": list(change.drop), "at": round(time.time(), 3)}
+    above = dirty_marks(engine, layer + 1, [r.code for r in changed_above])
+    change = replace(change, marks=((key, entry), *above))
     engine.graph.apply_region(change)
     if made:
         # a summary's readers are its partition's (domain.access): a caller's view selects on them
@@ -425,8 +453,11 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
         kept = {r.node_id for ref in change.above_remove
                 for r in engine.graph.prefix_refs(layer + 1, ref.code, ref.code) if not r.live}
         retire(engine, layer + 1, [n for n in old_summaries if n.node_id in kept])
-        engine.graph.delete_nodes(gone)
-        engine.vectors.delete(gone)
+        # one made live again meanwhile (the same members, the same id, another consumer's
+        # apply) stays, with its vector
+        dead = engine.graph.delete_dead_nodes(gone)
+        if dead:
+            engine.vectors.delete(dead)
     _forget_retired(engine, layer, change.drop)
     if made:
         report.segments_resummarized[layer + 1] = report.segments_resummarized.get(layer + 1, 0) + len(made)
@@ -440,7 +471,10 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
         announce(engine, layer + 1, added=[(n.node_id, n.code) for n in made],
                  removed=[(r.node_id, r.code) for r in change.above_remove], reason=f"reconcile:{layer}")
     engine.vectors.flush()  # the summaries' vectors are durable before the entry that redoes them goes
-    engine.graph.delete_meta(key)
+    if finished is None:
+        engine.graph.delete_meta(key)
+    else:
+        finished.append(key)
 
 
 def _unless_removed_meanwhile(engine: Engine, summary_ids: list[str]) -> None:
@@ -495,8 +529,11 @@ def finish_outbox(engine: Engine, layer: int, group: int | None, older_than: flo
         dead = [i for i, _ in gone if not live.get(i)]
         if dead:
             retire(engine, layer + 1, [nodes[i] for i in dead if i in nodes and i in live])
-            engine.graph.delete_nodes(dead)
-            engine.vectors.delete(dead)
+            # checked again in the store as each goes: one made again since the read above
+            # (stored for an apply about to make it live, or live already) stays
+            dead = engine.graph.delete_dead_nodes(dead)
+            if dead:
+                engine.vectors.delete(dead)
         _forget_retired(engine, layer, entry.get("drop", []))
         announce(engine, layer + 1, added=made, removed=gone, reason=f"outbox:{layer}")
         engine.vectors.flush()

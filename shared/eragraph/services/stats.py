@@ -29,8 +29,10 @@ def stats(engine: Engine) -> dict[str, Any]:
     s = engine.settings
     layers = []
     snapshot = getattr(engine.graph, "counter_snapshot", None)  # the counters in one read (DynamoDB)
+    marked = None
     if snapshot is not None:
         sizes, segments, documents = snapshot()
+        marked = getattr(engine.graph, "marked_keys", None)  # the dirty markers, in the same read
     else:
         sizes, segments, documents = engine.graph.layer_sizes(), engine.graph.segment_stats(), document_count(engine)
     for layer, count in sizes.items():
@@ -48,12 +50,13 @@ def stats(engine: Engine) -> dict[str, Any]:
         "embedder": lsh.embedder_id if lsh else None,
         "vectors": engine.vectors.count(),
         "ledger": cost.ledger_report(engine.graph, s.price_table()),
-        "dirty_layers": dirty_layers(engine, sizes),
+        "dirty_layers": dirty_layers(engine, sizes) if marked is None else [int(k.split(":")[1]) for k in marked],
     }
 
 
 def dirty_layers(engine: Engine, sizes: dict[int, int]) -> list[int]:
-    """The layer of each dirty marker (a reconcile still to come), in the markers' order. A store that reads keys by
+    """The layer of each dirty marker (a reconcile still to come), in the markers' order
+    (DynamoDB's counter snapshot lists them itself: their copies in its partition). A store that reads keys by
     name in batches (DynamoDB: ``meta_present``) is asked for the markers that can exist, every
     shard of every layer it holds or has counted, and the one above (one BatchGetItem for up to
     five layers); any other store lists them (``meta_keys``). A marker can only name a layer

@@ -22,12 +22,11 @@ Writes, idempotent per chunk (a writer may die after any single request and be r
    applied in parts of at most 99 updates, each part one TransactWriteItems together with its
    marker ``CHUNK#<c> PART#<k>`` put under ``attribute_not_exists``: a part is applied exactly
    once; a retry finds its marker and skips it.
-4. Entity births: an entity item that has no ``born`` attribute gets this add's token in one
-   transaction with ``ADD 1`` to ``META ENTITY#COUNT`` (conditioned on ``born`` being absent),
-   so the count rises once per entity; an entity is new to this call when its ``born`` is
-   this add's token.
-5. ``CHUNK#<c> ENTITIES`` (the record readers and removals use) is written last, then the
-   PENDING item is deleted.
+4. Births: the entity items without ``born`` get this add's token (conditioned on its absence)
+   in one transaction with ``ADD n`` to ``META ENTITY#COUNT`` (one failed: each alone, ``ADD 1``),
+   so the count rises once per entity; an entity is new to this call when its ``born`` is ours.
+5. ``CHUNK#<c> ENTITIES`` (what readers and removals use) is written last, in one transaction
+   with the deletion of the PENDING item.
 
 A removal undoes it in the same order: each part's decrements in one transaction with the
 deletion of its marker (conditioned on the marker existing), then entity deaths (the entity
@@ -76,7 +75,7 @@ from ...ports.entity import (
     chunk_of_sentence,
     synonym_pairs,
 )
-from .dynamodb_table import BATCH_GET, _is_condition_failure
+from .dynamodb_table import BATCH_GET, TRANSACT_LIMIT, _is_condition_failure
 from .models import TableModels, build_models
 from .round_trips import fan_out
 
@@ -221,21 +220,25 @@ class DynamoEntityStore:
         self._transact(build)
 
     def _births(self, token: str, entities: list[str]) -> list[str]:
-        """Claim the entity items that have no ``born`` for ``token`` (one count each); the
-        entities whose ``born`` is ``token`` (also from an earlier attempt) are new."""
+        """Claim the entity items without ``born`` for ``token`` (a count each); new: ``born`` is ``token``."""
         Item = self.Item
         items = {i.PK[len(ENT):]: i for i in self._batch_get([(f"{ENT}{e}", "ENT") for e in entities])}
-        new = []
+        unborn = [e for e in entities if e not in items or items[e].born is None]
+
+        def claim(tx: TransactWrite, names: list[str]) -> None:
+            for e in names:
+                tx.update(Item(PK=f"{ENT}{e}", SK="ENT"), actions=[Item.born.set(token)],
+                          condition=Item.born.does_not_exist() & Item.PK.exists())
+            tx.update(Item(PK=COUNT_KEY[0], SK=COUNT_KEY[1]), actions=[Item.version.add(len(names))])
+
+        if 1 < len(unborn) < TRANSACT_LIMIT and self._transact(lambda tx: claim(tx, unborn)):
+            return [e for e in entities if e in unborn or items[e].born == token]
+        new = []  # one at a time (one was claimed meanwhile: the transaction wrote nothing)
         for e in entities:
             item = items.get(e)
             born = None if item is None else item.born
             if born is None:
-                def build(tx: TransactWrite, e: str = e) -> None:
-                    tx.update(Item(PK=f"{ENT}{e}", SK="ENT"), actions=[Item.born.set(token)],
-                              condition=Item.born.does_not_exist() & Item.PK.exists())
-                    tx.update(Item(PK=COUNT_KEY[0], SK=COUNT_KEY[1]), actions=[Item.version.add(1)])
-
-                if self._transact(build):
+                if self._transact(lambda tx, e=e: claim(tx, [e])):
                     born = token
                 else:
                     try:
@@ -293,8 +296,8 @@ class DynamoEntityStore:
         for k, part in enumerate(_parts(chunk)):
             self._apply_part(cid, k, part, 1)
         new = self._births(token, sorted(chunk.counts()))
-        self.Item(PK=f"{CHUNK}{cid}", SK="ENTITIES", value=_chunk_to_json(chunk)).save()
-        self.Item(PK=f"{CHUNK}{cid}", SK=PENDING).delete()
+        record = self.Item(PK=f"{CHUNK}{cid}", SK="ENTITIES", value=_chunk_to_json(chunk))
+        self._transact(lambda tx: (tx.save(record), tx.delete(self.Item(PK=f"{CHUNK}{cid}", SK=PENDING))))
         return new
 
     def _upgrade(self, cid: str, chunk: ChunkEntities) -> None:

@@ -14,15 +14,21 @@ table's TTL attribute (LEDGER_HOURS_TTL, EXPIRING_META): DynamoDB deletes them a
   ``meta_keys`` queries only the partitions its prefix can reach: one for a shard's outbox (the
   reconcile of a message), all of a kind's, side by side, for a listing (reindex, stats, a
   whole-layer pass).
+* A dirty marker (``dirty:<layer>[:<group>]``) has a copy in the ``COUNT`` partition,
+  ``MARK#<key>`` (``shadow_item``), written and deleted with it in the same request (a
+  transaction, or a batch of both): GET /stats' one Query of the counters lists the markers
+  too, whatever the number of layers. A marker stored before the copies were kept is not
+  listed there until it is written again (the reconcile it asks for still runs).
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
-from pynamodb.exceptions import PutError, TransactWriteError, UpdateError
+from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
 from pynamodb.transactions import TransactWrite
 
 from ...domain.expiry import DAY, EXPIRING_META, life_of, mark_key  # noqa: F401 (DAY, EXPIRING_META: the TTLs)
@@ -40,6 +46,15 @@ SHARDED_META = ("dirty", "outbox", "retired", "followup", "session")
 SINGLE_META = ("applying", "swept")  # rare writes: one partition each
 GROUPED_META = ("dirty", "outbox")  # sharded by the message group in the key (the others by a hash)
 META_QUERY_THREADS = 8  # meta_keys over many partitions
+LEDGER_SHARDS = 16  # items per ledger total and per hourly bucket of a kind (add_ledger)
+LEDGER_ATTEMPTS = 5
+SHARD_MARK = "\0"  # between a ledger item's kind and its shard
+SHADOWED_META = ("dirty",)  # kinds whose keys have a copy in the COUNT partition (shadow_item)
+SHADOW = "MARK#"  # the copy's sort key prefix
+
+
+def shadowed(key: str) -> bool:
+    return key.partition(":")[0] in SHADOWED_META
 
 
 def _hash_shard(text: str) -> int:
@@ -128,17 +143,85 @@ class DynamoMetaStore(DynamoTable):
         return stored
 
     def get_meta(self, key: str) -> Any | None:
-        item = self._get(meta_partition(key), f"KEY#{key}")
-        if item is not None and item.value is None and item.period is not None:  # a counter (add_within)
-            return {"period": item.period, "total": int(item.total or 0)}
-        if item is not None and item.expires_at is not None and item.expires_at < time.time():
-            return None  # expired: DynamoDB's TTL deletes it within days, a read sees it gone at once
-        return None if item is None else json.loads(item.value)
+        return _meta_value(self._get(meta_partition(key), f"KEY#{key}"))
+
+    def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
+        """BatchGetItem of their items, 100 a request (consistent reads)."""
+        from .dynamodb_table import BATCH_GET
+
+        wanted = list(dict.fromkeys(keys))
+        out = {}
+        for start in range(0, len(wanted), BATCH_GET):
+            part = wanted[start:start + BATCH_GET]
+            for item in self.Item.batch_get([(meta_partition(k), f"KEY#{k}") for k in part], consistent_read=True):
+                value = _meta_value(item)
+                if value is not None:
+                    out[item.SK[len("KEY#"):]] = value
+        return out
+
+    def delete_meta_if_older(self, key: str, at_most: float) -> None:
+        """One DeleteItem on the condition that the item is absent or its ``stamp`` is at most
+        ``at_most``; a marker stored before stamps were kept (no ``stamp``) fails it and is
+        then read and compared as before (GetItem, DeleteItem)."""
+        item = self.Item(PK=meta_partition(key), SK=f"KEY#{key}")
+        if not self._delete_if(key, item, self.Item.PK.does_not_exist() | (self.Item.stamp <= float(at_most))):
+            return
+        stored = self._get(meta_partition(key), f"KEY#{key}")
+        if stored is not None and stored.stamp is None and stored.value is not None \
+                and float(json.loads(stored.value)) <= at_most:
+            # set again meanwhile (now with a stamp): it stays
+            self._delete_if(key, item, self.Item.stamp.does_not_exist())
+
+    def _delete_if(self, key: str, item: Any, condition: Any) -> bool:
+        """Delete ``item`` on ``condition`` (with its copy in COUNT, in one transaction, when
+        ``key`` has one); whether the condition failed."""
+        try:
+            if not shadowed(key):
+                item.delete(condition=condition)
+                return False
+            self._both(lambda tx: (tx.delete(item, condition=condition),
+                                   tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))))
+            return False
+        except (DeleteError, TransactWriteError) as exc:
+            if not _is_condition_failure(exc):
+                raise
+            return True
+
 
     def put_meta(self, key: str, value: Any) -> None:
+        if not shadowed(key):
+            self.meta_item(key, value).save()
+            return
+        self._both(lambda tx: (tx.save(self.meta_item(key, value)), tx.save(self.shadow_item(key, value))))
+
+    def _both(self, build) -> None:
+        """One TransactWriteItems of a marker's write and its copy's, sent again when another
+        transaction held one of the two (TransactionConflict: a put of the same marker)."""
+        for attempt in range(LEDGER_ATTEMPTS):
+            try:
+                with TransactWrite(connection=self._connection()) as tx:
+                    build(tx)
+                return
+            except TransactWriteError as exc:
+                reasons = getattr(exc, "cancellation_reasons", None) or []
+                if attempt + 1 == LEDGER_ATTEMPTS or not any(
+                        r is not None and r.code == "TransactionConflict" for r in reasons):
+                    raise
+
+    def shadow_item(self, key: str, value: Any) -> Any:
+        """The copy of a dirty marker in the COUNT partition (its value and stamp), written in
+        the same request as the marker (put_meta, write_meta, a region's marks)."""
+        item = self.meta_item(key, value)
+        return self.Item(PK="COUNT", SK=f"{SHADOW}{key}", value=item.value, stamp=item.stamp)
+
+    def meta_item(self, key: str, value: Any) -> Any:
+        """The item that stores ``value`` under ``key`` (put_meta; a region's marks, written in
+        its transaction by nodes_dynamodb.apply_region)."""
         life = life_of(key)  # DynamoDB's TTL deletes the item after it
         expires = None if life is None else int(time.time()) + life
-        self.Item(PK=meta_partition(key), SK=f"KEY#{key}", value=json.dumps(value), expires_at=expires).save()
+        stamp = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        return self.Item(PK=meta_partition(key), SK=f"KEY#{key}", value=json.dumps(value), expires_at=expires,
+                         stamp=stamp)
 
     def add_within(self, key: str, period: str, amount: int, limit: int, mark: str | None = None) -> int | None:
         """UpdateItems, each atomic: ADD to this period's total on the condition that the
@@ -208,7 +291,24 @@ class DynamoMetaStore(DynamoTable):
         return self.get_meta(key)
 
     def delete_meta(self, key: str) -> None:
-        self.Item(PK=meta_partition(key), SK=f"KEY#{key}").delete()
+        if not shadowed(key):
+            self.Item(PK=meta_partition(key), SK=f"KEY#{key}").delete()
+            return
+        self.write_meta([], [key])
+
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
+        """One BatchWriteItem per 25 items (pynamodb re-sends the unprocessed ones)."""
+        if set(deletes) & {key for key, _ in puts}:
+            raise ValueError("write_meta: a key both stored and deleted")
+        with self.Item.batch_write() as batch:
+            for key, value in puts:
+                batch.save(self.meta_item(key, value))
+                if shadowed(key):
+                    batch.save(self.shadow_item(key, value))
+            for key in dict.fromkeys(deletes):
+                batch.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"))
+                if shadowed(key):
+                    batch.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
 
     def meta_keys(self, prefix: str) -> list[str]:
         def keys_in(pk: str) -> list[str]:
@@ -251,31 +351,65 @@ class DynamoMetaStore(DynamoTable):
 
     def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
                    at: float | None = None) -> None:
-        """Two UpdateItems (atomic ADDs): the totals of ``kind`` and its hour's bucket
-        (``LEDGER#HOURS``, sort key ``<hour start>#<kind>``: a time range is one Query)."""
+        """One TransactWriteItems of two atomic ADDs: the totals of ``kind`` and its hour's
+        bucket (``LEDGER#HOURS``, sort key ``<hour start>#<kind>``: a time range is one Query),
+        each on one of LEDGER_SHARDS items picked at random (``<kind>\0<shard>``), so that
+        writers of one kind at once rarely hold the same item; a transaction that met another
+        one on its items (TransactionConflict) is sent again on other shards. The readers sum
+        the shards (and an item written before shards were kept, which has no suffix)."""
+        import random
+
         hour = bucket_start(time.time() if at is None else at)
-        for item, hourly in ((self.Item(PK="LEDGER", SK=f"KIND#{kind}"), False),
-                             (self.Item(PK=LEDGER_HOURS, SK=f"{hour:012d}#{kind}"), True)):
-            actions = [self.Item.calls.add(calls), self.Item.tokens_in.add(tokens_in),
-                       self.Item.tokens_out.add(tokens_out),
-                       # 0.1 ms steps: a plain decimal (json writes 7e-05 for smaller values)
-                       self.Item.seconds.add(round(float(seconds), 4))]
-            if hourly:  # an hourly bucket expires; the totals do not
-                actions.append(self.Item.expires_at.set(hour + LEDGER_HOURS_TTL))
-            item.update(actions=actions)
+        actions = [self.Item.calls.add(calls), self.Item.tokens_in.add(tokens_in),
+                   self.Item.tokens_out.add(tokens_out),
+                   # 0.1 ms steps: a plain decimal (json writes 7e-05 for smaller values)
+                   self.Item.seconds.add(round(float(seconds), 4))]
+        for attempt in range(LEDGER_ATTEMPTS):
+            shard = random.randrange(LEDGER_SHARDS)
+            try:
+                with TransactWrite(connection=self._connection()) as tx:
+                    tx.update(self.Item(PK="LEDGER", SK=f"KIND#{kind}{SHARD_MARK}{shard}"), actions=actions)
+                    # an hourly bucket expires; the totals do not
+                    tx.update(self.Item(PK=LEDGER_HOURS, SK=f"{hour:012d}#{kind}{SHARD_MARK}{shard}"),
+                              actions=[*actions, self.Item.expires_at.set(hour + LEDGER_HOURS_TTL)])
+                return
+            except TransactWriteError as exc:
+                reasons = getattr(exc, "cancellation_reasons", None) or []
+                if attempt + 1 == LEDGER_ATTEMPTS or not any(
+                        r is not None and r.code == "TransactionConflict" for r in reasons):
+                    raise
 
     def ledger(self) -> dict[str, dict[str, float]]:
-        out = {}
+        out: dict[str, dict[str, float]] = {}
         for i in self.Item.query("LEDGER", self.Item.SK.startswith("KIND#"), consistent_read=True):
-            out[i.SK[len("KIND#"):]] = _ledger_row(i)
+            _sum_into(out, _unsharded(i.SK[len("KIND#"):]), _ledger_row(i))
         return out
 
     def ledger_series(self, since: float = 0.0) -> list[tuple[str, int, dict[str, float]]]:
-        rows = []
+        rows: dict[tuple[str, int], dict[str, float]] = {}
         for i in self.Item.query(LEDGER_HOURS, self.Item.SK >= f"{bucket_start(since):012d}#", consistent_read=True):
             hour, _, kind = i.SK.partition("#")
-            rows.append((kind, int(hour), _ledger_row(i)))
-        return sorted(rows, key=lambda r: (r[0], r[1]))
+            _sum_into(rows, (_unsharded(kind), int(hour)), _ledger_row(i))
+        return sorted(((kind, hour, row) for (kind, hour), row in rows.items()), key=lambda r: (r[0], r[1]))
+
+
+def _unsharded(kind: str) -> str:
+    return kind.split(SHARD_MARK, 1)[0]
+
+
+def _sum_into(out: dict, key: Any, row: dict[str, float]) -> None:
+    held = out.get(key)
+    out[key] = row if held is None else {f: round(held[f] + row[f], 4) if f == "seconds" else held[f] + row[f]
+                                         for f in row}
+
+
+def _meta_value(item) -> Any | None:
+    """A meta item's value (None: absent or expired)."""
+    if item is not None and item.value is None and item.period is not None:  # a counter (add_within)
+        return {"period": item.period, "total": int(item.total or 0)}
+    if item is not None and item.expires_at is not None and item.expires_at < time.time():
+        return None  # expired: DynamoDB's TTL deletes it within days, a read sees it gone at once
+    return None if item is None else json.loads(item.value)
 
 
 def _ledger_row(item) -> dict[str, float]:

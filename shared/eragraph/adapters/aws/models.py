@@ -6,7 +6,9 @@ One table, generic key attributes, item kinds told apart by their keys:
     META                KEY#<key>       store metadata (settings, dirty:<layer> markers), JSON value
     META                LSH             the hyperplanes (written once, conditionally); ``version``:
                                         the ref layout (ref_layout.REF_LAYOUT_VERSION)
-    LEDGER              KIND#<kind>     cost ledger counters (atomic ADD)
+    LEDGER              KIND#<kind>\0<shard>  cost ledger counters (atomic ADD; 16 shards a kind,
+                                        read summed; KIND#<kind> before shards)
+    LEDGER#HOURS        <hour>#<kind>\0<shard>  the hourly buckets, likewise (``expires_at``)
     DOC#<doc_id>        DOC             a document (``metadata``: its attributes, JSON);
                                         GSI2 BySource: SRC#<source> / <doc_id>
                                         (a tombstone: status "deleted", no chunks, no GSI2 keys)
@@ -144,6 +146,7 @@ def build_models(table_name: str, region: str | None = None, host: str | None = 
         # TTL (the table's TimeToLiveSpecification): epoch seconds after which DynamoDB deletes the
         # item: hourly ledger rows, ingestion jobs and clientToken records (meta_dynamodb)
         expires_at = NumberAttribute(null=True)
+        stamp = NumberAttribute(null=True)  # a meta key's time stamp (a dirty marker's): conditions compare it
         # a counter of one period (meta_dynamodb.add_within: the daily ingestion quota)
         period = UnicodeAttribute(null=True)
         total = NumberAttribute(null=True)

@@ -9,7 +9,7 @@ counters, segments and the regions' conditional writes.
   until the reconcile takes it out). Every ref write is conditioned on its layer's layout
   (on the layer counter), so none lands in a partition a move has left.
 * Segments live under ``SEGS#<layer>#<bucket of the segment id>``; they are read by id.
-* ``apply_region`` is one TransactWriteItems: every ref of the region is conditioned on the
+* ``apply_region`` (region_dynamodb, with ``delete_dead_nodes``) is one TransactWriteItems: every ref of the region is conditioned on the
   state the reconcile read (the writes carry their own conditions, the others a
   ConditionCheck), with the segment puts/deletes, the summaries' refs one layer up and the
   layer counter. A lost condition is a ``ConflictError`` and nothing is written.
@@ -51,31 +51,27 @@ counters, segments and the regions' conditional writes.
 
 from __future__ import annotations
 
-import json
-import time
-import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 from pynamodb.exceptions import DeleteError, TransactWriteError, UpdateError
 
-from ...domain.model import (ConflictError, Document, ItemTooLargeError, Node, NodeRef, RefState, RegionChange,
-                             Segment, applying_key)
+from ...domain.model import ConflictError, Document, ItemTooLargeError, Node, NodeRef, RefState, Segment
 from ...domain.access import index_of, max_code
 from ...domain.segment_stats import SegmentStats
 from .dynamodb_table import BATCH_GET, TRANSACT_LIMIT, DynamoTable, _is_condition_failure, _is_lost_race, item_bytes
-from .meta_dynamodb import meta_partition
 from .ref_layout import Layout, RefLayouts
+from .meta_dynamodb import SHADOW
+from .region_dynamodb import RegionWrites
 
 
 COUNT_REPAIR_ATTEMPTS = 5  # repair_layer_counts: re-reads of a counter that moved meanwhile
 REF_WRITE_ATTEMPTS = 8  # put_nodes/delete_nodes: re-reads of refs another writer changed meanwhile
 SEGMENT_BUCKETS = 64  # segment partitions per layer
 ITEM_LIMIT = 400 * 1024  # DynamoDB's item size limit (attribute names and values)
-REF_COUNTER_SLOTS = 2  # a transaction's items kept for the layer counters it conditions on
 
 
-class DynamoNodeStore(RefLayouts, DynamoTable):
+class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
     # a layer of at most this many refs is one Query (one partition below 4 * PART_ITEMS refs;
     # ~80 bytes a ref, ~320 KB of a 1 MB page): the reconcile reads it whole once rather than
     # count by count (services.resummarize), a few dozen read units instead of a Query a count
@@ -159,7 +155,8 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
         """Ref writes, each conditioned on the state read, with the layer counters' changes they
         make, in TransactWriteItems of up to TRANSACT_LIMIT items: a counter moves only with
         the writes it counts, and only while its layer has the layout the writes were keyed
-        with. ``ops``: (kind, item, actions or None, condition, layer, delta). A lost
+        with. ``ops``: (kind, item, actions or None, condition, layer, delta), kind one of
+        "save", "update", "delete", "check" (a ConditionCheck on the item's key). A lost
         condition (or a concurrent transaction on one of the items) raises ConflictError (the
         transactions before it committed)."""
         from pynamodb.transactions import TransactWrite
@@ -179,6 +176,8 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
                             tx.save(item, condition=condition)
                         elif kind == "update":
                             tx.update(item, actions=actions, condition=condition)
+                        elif kind == "check":
+                            tx.condition_check(self.Item, item.PK, item.SK, condition=condition)
                         else:
                             tx.delete(item, condition=condition)
                         deltas[layer] = deltas.get(layer, 0) + delta
@@ -408,11 +407,13 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
 
     def counter_snapshot(self) -> tuple[dict[int, int], dict[int, SegmentStats], int | None]:
         """Layer sizes, segment stats and the document count from one Query of the ``COUNT``
-        partition (layer, segment and document counters live there): GET /stats' reads. A
+        partition (layer, segment and document counters live there, and the dirty markers'
+        copies, left in ``marked_keys``): GET /stats' reads. A
         legacy layer (not migrated yet) is counted from its segment records."""
         sizes: dict[int, dict[int, int]] = {}
         layers: dict[int, int] = {}
         documents = None
+        marked: list[str] = []  # the dirty markers' copies (meta_dynamodb.shadow_item)
         for i in self.Item.query("COUNT", consistent_read=True):
             if i.SK.startswith("LAYER#"):
                 layer = int(i.SK[len("LAYER#"):])
@@ -423,6 +424,8 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
                 sizes.setdefault(int(layer), {})[int(size)] = int(i.version)
             elif i.SK == "DOCS" and i.version is not None:
                 documents = max(0, int(i.version))
+            elif i.SK.startswith(SHADOW):
+                marked.append(i.SK[len(SHADOW):])
         stats: dict[int, SegmentStats] = {}
         for layer in sorted(set(layers) | set(sizes)):
             if self.layout(layer).legacy:
@@ -433,7 +436,8 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
             if found.count:
                 stats[layer] = found
         live = {layer: n for layer, n in sorted(layers.items()) if n > 0}
-        self.counted_layers = sorted(set(layers) | set(sizes))  # with the emptied ones (stats' dirty probe)
+        self.counted_layers = sorted(set(layers) | set(sizes))  # with the emptied ones
+        self.marked_keys = sorted(marked)  # the dirty markers as of this read (GET /stats)
         if documents is None and not live:
             documents = 0  # a namespace without chunks (see document_count)
         return live, stats, documents
@@ -455,121 +459,3 @@ class DynamoNodeStore(RefLayouts, DynamoTable):
                     batch.delete(i)
             for size, n in counts.items():
                 batch.save(self.Item(PK="COUNT", SK=f"SEGSIZE#{layer}#{size}", version=n))
-
-    def apply_region(self, change: RegionChange) -> None:
-        from pynamodb.transactions import TransactWrite
-
-        layer = change.layer
-        layouts = {layer: self.write_layout(layer), layer + 1: self.write_layout(layer + 1)}
-        above = self._get_refs([(layer + 1, r.code, r.node_id) for r in change.above_add + change.above_remove],
-                               layouts)
-        written = {i for i, _ in change.assign} | set(change.drop)
-        if written - {r.node_id for r in change.expected}:
-            raise ValueError("apply_region writes only refs it expects")
-        assign = dict(change.assign)
-        removed_size = {seg.segment_id: len(seg.members) for seg in change.removed}
-        # (kind, args..., change of the layer-above counter, (segment size, its change) or None),
-        # in the order they are applied when split: new segments, the region's refs, the
-        # summaries' refs above, old segments
-        ops: list = []
-        for seg in change.add:
-            ops.append(("save", self.Item(PK=self._seg_pk(layer, seg.segment_id), SK=f"SEG#{seg.segment_id}",
-                                          members=list(seg.members), summary_id=seg.summary_id), None, 0,
-                        (len(seg.members), 1)))
-        for ref in change.expected:
-            pk, sk = self._ref_key(layer, ref.code, ref.node_id, layouts[layer])
-            cond = self._ref_condition(ref)
-            if ref.node_id in assign:
-                sid = assign[ref.node_id]
-                action = self.Item.seg.set(sid) if sid is not None else self.Item.seg.remove()
-                ops.append(("update", self.Item(PK=pk, SK=sk), [action], cond, 0, None))
-            elif ref.node_id in change.drop:
-                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, 0, None))
-            else:
-                ops.append(("check", pk, sk, cond, 0, None))
-        # the summaries' refs are conditioned on the liveness read here, which their counter
-        # change is computed from: a writer that changed one meanwhile (another pass over a
-        # split apply) makes this a conflict instead of counting it twice
-        for ref in change.above_add:
-            pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id, layouts[layer + 1])
-            old = above.get(ref.node_id)
-            cond = self.Item.PK.does_not_exist() if old is None else self.Item.live == (1 if old[1].live else 0)
-            delta = 1 if old is None or not old[1].live else 0
-            ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], cond, delta, None))
-        for ref in change.above_remove:
-            old = above.get(ref.node_id)
-            if old is None:
-                continue
-            pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id, layouts[layer + 1])
-            cond = self.Item.live == (1 if old[1].live else 0)
-            delta = -1 if old[1].live else 0
-            if old[1].seg is None:
-                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, delta, None))
-            else:
-                ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)], cond, delta, None))
-        for sid in change.remove:
-            size = removed_size.get(sid)
-            ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None, 0,
-                        None if size is None else (size, -1)))
-        chunks = _transactions(ops)
-        # each transaction carries the counter changes of its own ops and the checks of both
-        # layers' layouts; when there are several, the first writes the ``applying`` mark and
-        # the last deletes it
-        mark = applying_key(layer, uuid.uuid4().hex)
-        marker = self.Item(PK=meta_partition(mark), SK=f"KEY#{mark}") if len(chunks) > 1 else None
-        connection = self._connection()
-        for number, chunk in enumerate(chunks):
-            try:
-                with TransactWrite(connection=connection) as tx:
-                    sizes: dict[int, int] = {}
-                    for op in chunk:
-                        kind = op[0]
-                        if kind == "check":
-                            tx.condition_check(self.Item, op[1], op[2], condition=op[3])
-                        elif kind == "update":
-                            tx.update(op[1], actions=op[2], condition=op[3])
-                        elif kind == "delete":
-                            tx.delete(op[1], condition=op[2])
-                        else:
-                            tx.save(op[1], condition=op[2])
-                        if op[-1] is not None:
-                            sizes[op[-1][0]] = sizes.get(op[-1][0], 0) + op[-1][1]
-                    self._counter_op(tx, layer, layouts[layer], 0)
-                    self._counter_op(tx, layer + 1, layouts[layer + 1], sum(op[-2] for op in chunk))
-                    for size, delta in sizes.items():
-                        if delta:
-                            tx.update(self.Item(PK="COUNT", SK=f"SEGSIZE#{layer}#{size}"),
-                                      actions=[self.Item.version.add(delta)])
-                    if marker is not None and number == 0:
-                        tx.save(self.Item(PK=marker.PK, SK=marker.SK, value=json.dumps(time.time())))
-                    elif marker is not None and number == len(chunks) - 1:
-                        tx.delete(marker)
-            except TransactWriteError as exc:
-                if _is_lost_race(exc):
-                    self.forget_layouts()
-                    raise ConflictError(f"layer {layer}: the region changed concurrently") from None
-                raise
-        counts = getattr(self, "_last_counts", {})
-        above_delta = sum(op[-2] for op in ops)
-        if layer + 1 in counts or above_delta:
-            self.grow_if_due(layer + 1, counts.get(layer + 1, 0) + above_delta)
-
-
-def _transactions(ops: list) -> list[list]:
-    """``ops`` in one transaction when they fit with the two layer counters and a segment counter
-    per distinct segment size, else cut into several, each also leaving room for the mark."""
-    sizes = {op[-1][0] for op in ops if op[-1] is not None}
-    if len(ops) + REF_COUNTER_SLOTS + len(sizes) <= TRANSACT_LIMIT:
-        return [ops]
-    room = TRANSACT_LIMIT - REF_COUNTER_SLOTS - 1
-    chunks: list[list] = [[]]
-    sizes = set()
-    for op in ops:
-        extra = {op[-1][0]} - sizes if op[-1] is not None else set()
-        if len(chunks[-1]) + len(sizes) + len(extra) + 1 > room:
-            chunks.append([])
-            sizes = set()
-            extra = {op[-1][0]} if op[-1] is not None else set()
-        chunks[-1].append(op)
-        sizes |= extra
-    return chunks

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 import time
 from collections.abc import Callable
 
@@ -54,6 +55,20 @@ LISTING = "STATUSBY"
 STATUS_WRITE_ATTEMPTS = 10
 MIGRATION_PAGE = 100  # listing items read per step of the migration (a checkpoint after each)
 MIGRATION_CHECKPOINT = ("COUNT", "STATUSMIGRATION")
+
+
+_READ = threading.local()  # the last record get_doc_status read on this thread
+
+
+def _last_read(model, doc_id: str):
+    """(doc_id, item) when the last get_doc_status on this thread read ``doc_id``'s record (taken:
+    used once). A write planned from it is conditioned on the record being still that one, so
+    a stale read costs a retry, never a wrong write."""
+    last = getattr(_READ, "last", None)
+    _READ.last = None
+    if last is None or last[0] is not model or last[1] != doc_id:
+        return None
+    return last[1], last[2]
 
 
 def _retryable(exc: TransactWriteError) -> bool:
@@ -93,8 +108,9 @@ class DynamoStatusStore(DynamoTable):
         conflict reads again and retries. Whether a transaction was written."""
         from pynamodb.transactions import TransactWrite
 
+        seen = _last_read(self.Item, doc_id)  # what get_doc_status read just before on this thread, if anything
         for attempt in range(STATUS_WRITE_ATTEMPTS):
-            item = self._status_item(doc_id)
+            item = seen[1] if attempt == 0 and seen is not None else self._status_item(doc_id)
             before = None if item is None else DocStatus.from_json(json.loads(item.value))
             ops = plan(item, before)
             if not ops:
@@ -142,6 +158,7 @@ class DynamoStatusStore(DynamoTable):
 
     def get_doc_status(self, doc_id: str) -> DocStatus | None:
         item = self._status_item(doc_id)
+        _READ.last = (self.Item, doc_id, item)  # a write that follows starts from it (_transact)
         return None if item is None else DocStatus.from_json(json.loads(item.value))
 
     def delete_doc_status(self, doc_id: str) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from ...domain.expiry import SWEEP, life_of, mark_key, may_lapse
@@ -54,18 +55,8 @@ class SqliteMetaStore(SqliteDb):
         return json.loads(rows[0][0]) if rows else None
 
     def put_meta(self, key: str, value: Any) -> None:
-        life = life_of(key)
         with self._write() as conn:
-            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, _dumps(value)))
-            if life is not None:
-                now = int(time.time())
-                conn.execute("INSERT OR REPLACE INTO meta_expiry (key, expires_at) VALUES (?, ?)", (key, now + life))
-                lapsed = [r[0] for r in conn.execute("SELECT key FROM meta_expiry WHERE expires_at < ? "
-                                                     "ORDER BY expires_at LIMIT ?", (now, SWEEP))]
-                if lapsed:
-                    marks = ",".join("?" * len(lapsed))
-                    conn.execute(f"DELETE FROM meta WHERE key IN ({marks})", lapsed)
-                    conn.execute(f"DELETE FROM meta_expiry WHERE key IN ({marks})", lapsed)
+            write_meta(conn, key, value)
 
     def claim_meta(self, key: str, value: Any) -> Any:
         with self._write() as conn:
@@ -77,6 +68,31 @@ class SqliteMetaStore(SqliteDb):
             conn.execute("DELETE FROM meta WHERE key = ?", (key,))
             if life_of(key) is not None:
                 conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
+
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
+        with self._write() as conn:
+            for key, value in puts:
+                write_meta(conn, key, value)
+            for key in deletes:
+                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+                if life_of(key) is not None:
+                    conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
+
+    def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
+        out = {}
+        for key in dict.fromkeys(keys):
+            value = self.get_meta(key)
+            if value is not None:
+                out[key] = value
+        return out
+
+    def delete_meta_if_older(self, key: str, at_most: float) -> None:
+        with self._write() as conn:  # the read and the delete under the write lock
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+            if row is not None and float(json.loads(row[0])) <= at_most:
+                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+                if life_of(key) is not None:
+                    conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
 
     def meta_keys(self, prefix: str) -> list[str]:
         if not may_lapse(prefix):
@@ -128,3 +144,19 @@ class SqliteMetaStore(SqliteDb):
         rows = self._query("SELECT kind, calls, tokens_in, tokens_out, seconds FROM ledger ORDER BY kind")
         return {kind: {"calls": calls, "tokens_in": t_in, "tokens_out": t_out, "seconds": float(sec)}
                 for kind, calls, t_in, t_out, sec in rows}
+
+
+def write_meta(conn: Any, key: str, value: Any) -> None:
+    """Store ``value`` under ``key`` in the open write transaction ``conn`` (put_meta, and the
+    marks a region's apply writes with it), sweeping a few lapsed keys when it may lapse."""
+    life = life_of(key)
+    conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, _dumps(value)))
+    if life is not None:
+        now = int(time.time())
+        conn.execute("INSERT OR REPLACE INTO meta_expiry (key, expires_at) VALUES (?, ?)", (key, now + life))
+        lapsed = [r[0] for r in conn.execute("SELECT key FROM meta_expiry WHERE expires_at < ? "
+                                             "ORDER BY expires_at LIMIT ?", (now, SWEEP))]
+        if lapsed:
+            marks = ",".join("?" * len(lapsed))
+            conn.execute(f"DELETE FROM meta WHERE key IN ({marks})", lapsed)
+            conn.execute(f"DELETE FROM meta_expiry WHERE key IN ({marks})", lapsed)

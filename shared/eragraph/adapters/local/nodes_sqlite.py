@@ -14,6 +14,7 @@ from ...domain.model import ConflictError, Document, Node, NodeRef, RefState, Re
 from ...domain.segment_stats import SegmentStats
 from ...domain.scoped import RefCount
 from .lexical_fts5 import _insert_leaves, _leaf_rowid
+from .meta_sqlite import write_meta
 from .sqlite_db import SqliteDb, _chunks, _dumps
 
 
@@ -64,6 +65,21 @@ class SqliteNodeStore(SqliteDb):
             for i in ids:
                 _make_gone(conn, i)
             conn.executemany("DELETE FROM leaf_text WHERE rowid = ?", [(_leaf_rowid(i),) for i in ids])
+
+    def delete_dead_nodes(self, node_ids: Iterable[str]) -> list[str]:
+        ids = list(dict.fromkeys(node_ids))
+        dead = []
+        with self._write() as conn:  # the liveness read and the deletes under the write lock
+            for chunk in _chunks(ids):
+                marks = ",".join("?" * len(chunk))
+                live = {r[0] for r in conn.execute(f"SELECT node_id FROM refs WHERE live = 1 AND node_id IN ({marks})",
+                                                   chunk)}
+                dead += [i for i in chunk if i not in live]
+            conn.executemany("DELETE FROM nodes WHERE node_id = ?", [(i,) for i in dead])
+            for i in dead:
+                _make_gone(conn, i)
+            conn.executemany("DELETE FROM leaf_text WHERE rowid = ?", [(_leaf_rowid(i),) for i in dead])
+        return dead
 
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
         sql = ("SELECT node_id, code, seg, live FROM refs WHERE layer = ? AND code BETWEEN ? AND ? "
@@ -149,6 +165,9 @@ class SqliteNodeStore(SqliteDb):
     def apply_region(self, change: RegionChange) -> None:
         layer = int(change.layer)
         with self._write() as conn:
+            for ref in change.above_add:  # a summary deleted since it was stored (delete_dead_nodes)
+                if conn.execute("SELECT 1 FROM nodes WHERE node_id = ?", (ref.node_id,)).fetchone() is None:
+                    raise ConflictError(f"layer {layer}: summary {ref.node_id} is gone")
             for ref in change.expected:
                 row = conn.execute("SELECT layer, code, seg, live FROM refs WHERE node_id = ?",
                                    (ref.node_id,)).fetchone()
@@ -168,6 +187,8 @@ class SqliteNodeStore(SqliteDb):
                 _make_live(conn, layer + 1, ref.node_id, ref.code)
             for ref in change.above_remove:
                 _make_gone(conn, ref.node_id)
+            for key, value in change.marks:
+                write_meta(conn, key, value)
 
 
 def _count(conn: sqlite3.Connection, layer: int, delta: int) -> None:

@@ -32,6 +32,7 @@ class MemoryGraphStore:
         self._lsh: LshConfig | None = None
         self._meta: dict[str, Any] = {}
         self._meta_lock = threading.Lock()  # add_within's read and write as one step
+        self._region_lock = threading.Lock()  # apply_region and delete_dead_nodes, each one step
         self._ledger: dict[str, dict[str, float]] = {}
         self._ledger_hours: dict[tuple[str, int], dict[str, float]] = {}
         self._docs: dict[str, Document] = {}
@@ -62,6 +63,21 @@ class MemoryGraphStore:
 
     def delete_meta(self, key: str) -> None:
         self._meta.pop(key, None)
+
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
+        for key, value in puts:
+            self.put_meta(key, value)
+        for key in deletes:
+            self.delete_meta(key)
+
+    def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
+        return {k: copy.deepcopy(self._meta[k]) for k in keys if k in self._meta}
+
+    def delete_meta_if_older(self, key: str, at_most: float) -> None:
+        with self._meta_lock:
+            stamp = self._meta.get(key)
+            if stamp is not None and float(stamp) <= at_most:
+                del self._meta[key]
 
     def meta_keys(self, prefix: str) -> list[str]:
         return sorted(k for k in self._meta if k.startswith(prefix))
@@ -258,7 +274,20 @@ class MemoryGraphStore:
         segs = self._segments.get(layer, {})
         return {i: segs[i] for i in segment_ids if i in segs}
 
+    def delete_dead_nodes(self, node_ids: Iterable[str]) -> list[str]:
+        with self._region_lock:
+            dead = [i for i in dict.fromkeys(node_ids) if not (i in self._refs and self._refs[i][1].live)]
+            self.delete_nodes(dead)
+        return dead
+
     def apply_region(self, change: RegionChange) -> None:
+        with self._region_lock:
+            self._apply_region(change)
+
+    def _apply_region(self, change: RegionChange) -> None:
+        missing = [r.node_id for r in change.above_add if r.node_id not in self._nodes]
+        if missing:  # deleted since the reconcile stored or read it (delete_dead_nodes)
+            raise ConflictError(f"layer {change.layer}: summary {missing[0]} is gone")
         for ref in change.expected:
             held = self._refs.get(ref.node_id)
             if held is None or held[0] != change.layer or held[1] != ref:
@@ -277,3 +306,5 @@ class MemoryGraphStore:
             self._make_live(change.layer + 1, ref)
         for ref in change.above_remove:
             self._make_gone(ref.node_id)
+        for key, value in change.marks:
+            self._meta[key] = copy.deepcopy(value)

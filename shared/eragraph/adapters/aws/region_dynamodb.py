@@ -1,0 +1,209 @@
+"""The regions' writes on DynamoDB (DynamoNodeStore's part, nodes_dynamodb describes them):
+``apply_region``, one TransactWriteItems or several, and ``delete_dead_nodes``, the deletion
+of summaries a re-cut retired.
+
+A summary's id comes from its members, so a re-cut can make a summary id live again that an
+earlier one removed, while that earlier one's outbox entry (services.resummarize) still lists
+it as gone. Its node is written (or found written) before the apply that makes it live, so the
+two must not interleave with the deletion as read-then-write. Each is therefore one
+transaction on the items that decide it:
+
+* ``apply_region`` carries a ConditionCheck that the node item of each summary it makes live
+  exists (in the transaction of that summary's ref): a node deleted meanwhile is a
+  ConflictError and the reconcile plans again (and makes the summary again);
+* ``delete_dead_nodes`` deletes each node item that is not live together with a condition on
+  its ref as read (absent, or not live) and on the node's code: a ref made live meanwhile, or a
+  node written again under another code, is a lost race, read again.
+
+Of the two, whichever commits first wins, and no segment is left naming a missing summary."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterable
+
+from pynamodb.exceptions import TransactWriteError
+
+from ...domain.model import ConflictError, RegionChange, applying_key
+from .dynamodb_table import TRANSACT_LIMIT, _is_lost_race
+from .meta_dynamodb import meta_partition, shadowed
+
+REF_COUNTER_SLOTS = 2  # a transaction's items kept for the layer counters it conditions on
+DEAD_NODES_PER_TRANSACTION = 45  # delete_dead_nodes: two items a node, one layer counter check
+DEAD_NODE_ATTEMPTS = 8  # delete_dead_nodes: re-reads after a lost race
+
+
+class RegionWrites:
+    """Mixed into DynamoNodeStore (its keys, layouts, ref reads and transactions)."""
+
+    def delete_dead_nodes(self, node_ids: Iterable[str]) -> list[str]:
+        """Per DEAD_NODES_PER_TRANSACTION nodes: a BatchGetItem of the nodes, one of their refs,
+        and one TransactWriteItems deleting the nodes not live (the ref deleted with it when no
+        segment names it, else kept as a tombstone and only checked)."""
+        ids = list(dict.fromkeys(node_ids))
+        live: set[str] = set()
+        for start in range(0, len(ids), DEAD_NODES_PER_TRANSACTION):
+            live |= self._delete_dead(ids[start:start + DEAD_NODES_PER_TRANSACTION])
+        return [i for i in ids if i not in live]
+
+    def _delete_dead(self, ids: list[str]) -> set[str]:
+        """Delete the nodes of ``ids`` that are not live; returns the live ones."""
+        for _attempt in range(DEAD_NODE_ATTEMPTS):
+            nodes = self.get_nodes(ids)
+            keys = [(n.layer, n.code, n.node_id) for n in nodes.values()]
+            layouts = {layer: self.write_layout(layer) for layer in sorted({k[0] for k in keys})}
+            refs = self._get_refs(keys, layouts)
+            live = {i for i, (_, ref) in refs.items() if ref.live}
+            ops: list = []
+            for n in nodes.values():
+                if n.node_id in live:
+                    continue
+                ops.append(("delete", self.Item(PK=f"NODE#{n.node_id}", SK="NODE"), None,
+                            (self.Item.code == n.code) & (self.Item.layer == n.layer), n.layer, 0))
+                pk, sk = self._ref_key(n.layer, n.code, n.node_id, layouts[n.layer])
+                held = refs.get(n.node_id)
+                if held is None:
+                    ops.append(("check", self.Item(PK=pk, SK=sk), None, self.Item.PK.does_not_exist(), n.layer, 0))
+                elif held[1].seg is None:
+                    ops.append(("delete", self.Item(PK=pk, SK=sk), None, self._ref_condition(held[1]), n.layer, 0))
+                else:  # a tombstone a segment still names: it stays (the reconcile takes it out)
+                    ops.append(("check", self.Item(PK=pk, SK=sk), None, self._ref_condition(held[1]), n.layer, 0))
+            try:
+                self._transact_refs(ops, layouts)
+                return live
+            except ConflictError:
+                continue  # a ref or node changed since read: read them again
+        raise ConflictError(f"delete_dead_nodes: {DEAD_NODE_ATTEMPTS} conditional deletes lost in a row")
+
+    def apply_region(self, change: RegionChange) -> None:
+        """See nodes_dynamodb (the split into transactions) and this module (the summaries' nodes)."""
+        from pynamodb.transactions import TransactWrite
+
+        layer = change.layer
+        layouts = {layer: self.write_layout(layer), layer + 1: self.write_layout(layer + 1)}
+        above = self._get_refs([(layer + 1, r.code, r.node_id) for r in change.above_add + change.above_remove],
+                               layouts)
+        written = {i for i, _ in change.assign} | set(change.drop)
+        if written - {r.node_id for r in change.expected}:
+            raise ValueError("apply_region writes only refs it expects")
+        assign = dict(change.assign)
+        removed_size = {seg.segment_id: len(seg.members) for seg in change.removed}
+        # (kind, args..., change of the layer-above counter, (segment size, its change) or None),
+        # in the order they are applied when split: new segments, the region's refs, the
+        # summaries' refs above, old segments
+        ops: list = []
+        for seg in change.add:
+            ops.append(("save", self.Item(PK=self._seg_pk(layer, seg.segment_id), SK=f"SEG#{seg.segment_id}",
+                                          members=list(seg.members), summary_id=seg.summary_id), None, 0,
+                        (len(seg.members), 1)))
+        for ref in change.expected:
+            pk, sk = self._ref_key(layer, ref.code, ref.node_id, layouts[layer])
+            cond = self._ref_condition(ref)
+            if ref.node_id in assign:
+                sid = assign[ref.node_id]
+                action = self.Item.seg.set(sid) if sid is not None else self.Item.seg.remove()
+                ops.append(("update", self.Item(PK=pk, SK=sk), [action], cond, 0, None))
+            elif ref.node_id in change.drop:
+                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, 0, None))
+            else:
+                ops.append(("check", pk, sk, cond, 0, None))
+        # the summaries' refs are conditioned on the liveness read here, which their counter
+        # change is computed from: a writer that changed one meanwhile (another pass over a
+        # split apply) makes this a conflict instead of counting it twice
+        for ref in change.above_add:
+            # its node is there (stored before the apply, or read as stored): a summary deleted
+            # since (delete_dead_nodes, finishing a stale outbox entry) makes this a conflict
+            ops.append(("check", f"NODE#{ref.node_id}", "NODE", self.Item.PK.exists(), 0, None))
+            pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id, layouts[layer + 1])
+            old = above.get(ref.node_id)
+            cond = self.Item.PK.does_not_exist() if old is None else self.Item.live == (1 if old[1].live else 0)
+            delta = 1 if old is None or not old[1].live else 0
+            ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], cond, delta, None))
+        for ref in change.above_remove:
+            old = above.get(ref.node_id)
+            if old is None:
+                continue
+            pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id, layouts[layer + 1])
+            cond = self.Item.live == (1 if old[1].live else 0)
+            delta = -1 if old[1].live else 0
+            if old[1].seg is None:
+                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, delta, None))
+            else:
+                ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)], cond, delta, None))
+        for sid in change.remove:
+            size = removed_size.get(sid)
+            ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None, 0,
+                        None if size is None else (size, -1)))
+        marks = [self.meta_item(key, value) for key, value in change.marks]
+        marks += [self.shadow_item(key, value) for key, value in change.marks if shadowed(key)]  # their copies
+        chunks = _transactions(ops, reserved=len(marks))
+        # each transaction carries the counter changes of its own ops and the checks of both
+        # layers' layouts; when there are several, the first writes the ``applying`` mark and
+        # the last deletes it; the first writes the change's own marks (outbox, dirty markers)
+        mark = applying_key(layer, uuid.uuid4().hex)
+        marker = self.Item(PK=meta_partition(mark), SK=f"KEY#{mark}") if len(chunks) > 1 else None
+        connection = self._connection()
+        for number, chunk in enumerate(chunks):
+            try:
+                with TransactWrite(connection=connection) as tx:
+                    sizes: dict[int, int] = {}
+                    for op in chunk:
+                        kind = op[0]
+                        if kind == "check":
+                            tx.condition_check(self.Item, op[1], op[2], condition=op[3])
+                        elif kind == "update":
+                            tx.update(op[1], actions=op[2], condition=op[3])
+                        elif kind == "delete":
+                            tx.delete(op[1], condition=op[2])
+                        else:
+                            tx.save(op[1], condition=op[2])
+                        if op[-1] is not None:
+                            sizes[op[-1][0]] = sizes.get(op[-1][0], 0) + op[-1][1]
+                    self._counter_op(tx, layer, layouts[layer], 0)
+                    self._counter_op(tx, layer + 1, layouts[layer + 1], sum(op[-2] for op in chunk))
+                    for size, delta in sizes.items():
+                        if delta:
+                            tx.update(self.Item(PK="COUNT", SK=f"SEGSIZE#{layer}#{size}"),
+                                      actions=[self.Item.version.add(delta)])
+                    if number == 0:
+                        for item in marks:
+                            tx.save(item)
+                    if marker is not None and number == 0:
+                        now = time.time()
+                        tx.save(self.Item(PK=marker.PK, SK=marker.SK, value=json.dumps(now), stamp=now))
+                    elif marker is not None and number == len(chunks) - 1:
+                        tx.delete(marker)
+            except TransactWriteError as exc:
+                if _is_lost_race(exc):
+                    self.forget_layouts()
+                    raise ConflictError(f"layer {layer}: the region changed concurrently") from None
+                raise
+        counts = getattr(self, "_last_counts", {})
+        above_delta = sum(op[-2] for op in ops)
+        if layer + 1 in counts or above_delta:
+            self.grow_if_due(layer + 1, counts.get(layer + 1, 0) + above_delta)
+
+
+def _transactions(ops: list, reserved: int = 0) -> list[list]:
+    """``ops`` in one transaction when they fit with the two layer counters, a segment counter
+    per distinct segment size and ``reserved`` items more (the change's marks), else cut into
+    several, each also leaving room for the mark and the reserved items."""
+    sizes = {op[-1][0] for op in ops if op[-1] is not None}
+    if len(ops) + REF_COUNTER_SLOTS + len(sizes) + reserved <= TRANSACT_LIMIT:
+        return [ops]
+    room = TRANSACT_LIMIT - REF_COUNTER_SLOTS - 1 - reserved
+    chunks: list[list] = [[]]
+    sizes = set()
+    for op in ops:
+        extra = {op[-1][0]} - sizes if op[-1] is not None else set()
+        # a summary's node check goes in the transaction of its ref (the op after it)
+        need = 2 if op[0] == "check" and op[1].startswith("NODE#") else 1
+        if len(chunks[-1]) + len(sizes) + len(extra) + need > room:
+            chunks.append([])
+            sizes = set()
+            extra = {op[-1][0]} if op[-1] is not None else set()
+        chunks[-1].append(op)
+        sizes |= extra
+    return chunks
