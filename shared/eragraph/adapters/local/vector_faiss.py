@@ -92,6 +92,7 @@ class FaissVectorIndex:
         self.ivf_min = int(ivf_min)
         self.nprobe_fraction = float(nprobe_fraction)
         self._lock = threading.RLock()
+        ivf.fixed_mmap_threshold()  # the lists' buffers leave no holes behind as they grow
         # the ids this handle upserted or deleted since it last synced with disk, in first-touch
         # order: their net effect (their current vector and meta, or their absence) is what a
         # flush writes and what is replayed over other writers' records
