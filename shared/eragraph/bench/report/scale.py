@@ -20,8 +20,11 @@ TARGETS = {"scale_insert_factor": 1.5, "scale_build_per_chunk_factor": 1.3, "sca
 
 
 def dataset(name: str, data: dict) -> str:
-    """The local profile's runs and the AWS profile's (under moto) measure different stores."""
-    return "local profile" if data.get("local") else "AWS profile under moto"
+    """The local profile's runs and the AWS profile's (under moto) measure different stores; a
+    local run of one size shows no ratio, so it does not replace a run that spans sizes."""
+    if not data.get("local"):
+        return "AWS profile under moto"
+    return "local profile" if len(data["local"]) > 1 else "local profile, one size"
 
 
 def section(name: str, data: dict, plots: Path) -> list[str]:
