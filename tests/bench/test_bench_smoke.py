@@ -246,6 +246,10 @@ def test_scale_smoke(tmp_path):
     assert local["chunks"] == bench_scale.SMOKE_SIZE == local["build"]["chunks_added"]
     build = local["build"]
     assert 0 < build["peak_rss_before_drain_mb"] <= build["peak_rss_mb"]
+    phases = build["peak_rss_phases_mb"]  # each phase's own peak (VmHWM started afresh on Linux)
+    assert list(phases) == ["ingest", "drain", "index"] and phases["ingest"] == build["peak_rss_before_drain_mb"]
+    assert 0 < phases["drain"] <= build["peak_rss_mb"] and phases["index"] > 0
+    assert abs(build["peak_rss_beyond_index_mb"] - (build["peak_rss_mb"] - build["vector_index_resident_mb"])) < 0.2
     assert build["vector_index_mb"] > 0 and build["service_seconds"] > 0
     assert build["vector_index_resident_mb"] is not None  # measured (300 chunks: too small to bound)
     for op in ("insert", "delete"):

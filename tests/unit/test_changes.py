@@ -97,3 +97,30 @@ def test_writes_list_the_records_only_every_slack_th_time_and_stay_bounded(monke
         changes._put(engine, {"kind": "ingest", "documents": [f"d{n}"]}, now=1000.0 + n)
         assert len(meta_keys(changes.PREFIX)) <= changes.KEEP + 2 * changes.SLACK
     assert len(listed) == -(-writes // changes.SLACK)  # ceil: the first write and every SLACK-th
+
+
+def test_a_report_lists_a_bounded_number_and_counts_them_all():
+    """A report keeps the first LISTED sources and summary ids (what a record shows) and counts
+    the rest, so a bulk ingest or drain holds a constant; a merge adds the counts and lists a
+    source both reports listed once."""
+    from eragraph.services.reports import LISTED, ChangeReport
+
+    big, small = ChangeReport(), ChangeReport()
+    for i in range(LISTED + 50):
+        big.add_source(f"s{i}", "p" if i % 2 else "")
+        big.add_summaries(1, [f"n{i}"], i % 3)
+    big.add_source("s1", "q")  # listed already: not counted again, its newest partition kept
+    assert len(big.sources) == len(big.source_partitions) == LISTED and big.sources_total == LISTED + 50
+    assert big.source_partitions["s1"] == "q"
+    assert len(big.summary_ids[1]) == LISTED and big.summaries_total == {1: LISTED + 50}
+    assert len(big.summary_partitions) == LISTED
+    small.add_source("s0", "")
+    small.add_source("t", "")
+    small.add_summaries(2, ["m"], 0, removed=True)
+    small.merge(big)
+    assert small.sources[:2] == ["s0", "t"] and len(small.sources) == LISTED
+    assert small.sources_total == 1 + (LISTED + 50)  # "t", and every source of big ("s0" once)
+    assert small.summaries_total == {1: LISTED + 50} and small.removed_total == {2: 1}
+    record = changes.record_documents(make_engine(), "ingest", small, 0.1)
+    assert len(record["documents"]) == LISTED and record["documents_total"] == LISTED + 51
+    assert record["partitions"][:2] == ["", ""]

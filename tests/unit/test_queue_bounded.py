@@ -34,3 +34,21 @@ def test_one_oversized_message_is_capped_too(make):
     queue.send([SegmentsAffected(layer=2, added=ids, codes=(5,), group=0)])
     [(_, msg)] = queue.receive(1)
     assert msg.added == ids[:queue.ids_max] and msg.codes == (5,)
+
+
+def test_pending_codes_are_kept_distinct_and_sorted_in_an_array():
+    """A pending message's codes cost 8 bytes each (an int64 array merged every so often), not a
+    set's Python ints: every code still reaches the reconcile, once and in order; a code beyond
+    int64 keeps them in a set, with the same answer."""
+    from eragraph.adapters.memory.queue_memory import PendingCodes
+
+    codes = PendingCodes([5, 3])
+    sent = [((i * 7919) % 20011) for i in range(3 * PendingCodes.merge_every)]
+    for at in range(0, len(sent), 256):
+        codes.update(sent[at:at + 256])
+    assert codes._array is not None and codes._array.dtype.itemsize == 8
+    assert codes.sorted() == tuple(sorted(set(sent) | {3, 5})) and len(codes) == len(set(sent) | {3, 5})
+    wide = PendingCodes([1, 2])
+    wide.update([(3 << 62) | 1, 2])
+    wide._merge()
+    assert wide.sorted() == (1, 2, (3 << 62) | 1)

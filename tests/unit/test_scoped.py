@@ -196,7 +196,8 @@ def test_one_insert_reads_a_bounded_part_of_a_large_layer():
 def test_with_the_stores_counts_one_insert_reads_about_one_region_whatever_the_size():
     """count_refs answers the walk's half-counts without rows: the refs one insert reads are its
     region and the small halves it carries, not 2 * cap + 2 per bit of the path (which grows
-    with log N); the counts are about two per bit."""
+    with log N); the counts are about one per bit (a half walked into is counted through its
+    own halves, which the next step needs anyway: domain.scoped._PathCounts)."""
     n_bits, s_min, s_max = 20, 6, 12
     rng = random.Random(11)
     reads, counts = [], []
@@ -218,7 +219,7 @@ def test_with_the_stores_counts_one_insert_reads_about_one_region_whatever_the_s
         counts.append(sorted(per_counts)[len(per_counts) // 2])
     cap = count_cap(s_min, s_max)
     assert reads[1] <= 4 * (2 * cap + 2)  # a region and a carried half or two: no term in n_bits
-    assert counts[1] <= 2 * n_bits + 1
+    assert counts[1] <= n_bits + 2  # the plain walk's two counts per bit made about 27 here
 
 
 def test_count_cap():

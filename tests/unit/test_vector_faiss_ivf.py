@@ -169,14 +169,16 @@ print((peak - resident) / (n * dim * 4))
 
 
 def test_a_change_of_shape_never_holds_the_old_and_the_new_index_at_once():
-    """Flat to IVF at 200k vectors (98 MiB): the peak grows by less than the vectors' size over
-    what the process held before (measured 0.66x: the new index's growth slack and one batch).
-    Building the new index beside the old one, as before, grew it by 1.37x."""
+    """Flat to IVF at 200k vectors (98 MiB): the peak grows by less than the old and the new
+    index together would over what the process held before (building the new index beside the
+    old one, as before, grew it by 1.37x). Measured 0.92x since a writer fixes the mmap
+    threshold (vector_faiss_ivf.fixed_mmap_threshold: what the process held before is the index,
+    without heap holes; peak 296 MiB), 0.56x before it, from 48 MiB more held (peak 309 MiB)."""
     import subprocess
     import sys
 
     out = subprocess.run([sys.executable, "-c", _RESHAPE_PEAK], capture_output=True, text=True, check=True)
-    assert float(out.stdout) < 0.9, out.stdout
+    assert float(out.stdout) < 1.15, out.stdout
 
 
 def test_a_failed_change_of_shape_keeps_every_vector(tmp_path, monkeypatch):
@@ -247,3 +249,33 @@ def test_search_many_is_one_faiss_search_for_all_rows(tmp_path, ivf_min, layers,
     got = index.search_many(qs, 5, layers=layers)
     assert calls == searches
     assert [[h.node_id for h in row] for row in got] == expected
+
+
+_HEAP_PROBE = """
+import sys, numpy as np
+if sys.argv[1] == "fixed":
+    from eragraph.adapters.local.vector_faiss import FaissVectorIndex
+    FaissVectorIndex(sys.argv[2], 8)  # a writer's handle fixes the threshold
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * 4
+for _ in range(2):  # the first free of a mapped block is what makes glibc's threshold move
+    before = rss()
+    x = np.ones(1 << 20)  # 8 MiB, touched
+    del x
+print(rss() - before)
+"""
+
+
+def test_a_writer_fixes_the_mmap_threshold_so_a_freed_buffer_goes_back(tmp_path):
+    """With glibc's moving threshold a large buffer freed once makes the next of its size come
+    from the heap, where it stays resident after it is freed (an IVF list's old buffer, each time
+    it doubles); once a writer's handle fixed the threshold, it is a mapping handed back whole."""
+    import subprocess
+    import sys
+
+    if not vector_faiss_ivf.fixed_mmap_threshold():
+        pytest.skip("not glibc: no mmap threshold to fix")
+    kept = {mode: int(subprocess.run([sys.executable, "-c", _HEAP_PROBE, mode, str(tmp_path / mode)], check=True,
+                                     capture_output=True, text=True).stdout) for mode in ("moving", "fixed")}
+    assert kept["moving"] >= 4096  # KiB: the control shows the hole this prevents
+    assert kept["fixed"] < 1024

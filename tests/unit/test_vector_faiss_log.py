@@ -427,3 +427,25 @@ def test_a_compaction_killed_after_its_id_map_is_read_whole_and_finished_by_the_
     reopened.flush()
     assert not (folder / vector_faiss.NEXT_INDEX_FILE).exists()
     assert FaissVectorIndex(folder, DIM).ids() == want | {"y"}
+
+
+def test_the_id_map_is_read_an_entry_at_a_time_and_a_cut_one_is_corrupt(tmp_path, monkeypatch):
+    """Opening parses the id map's entries as the id map takes them, a few bytes at a time here
+    (ids and attributes split mid-character included), to the same index; an id map cut short
+    or trailing something after its entries is corrupt, not half-read."""
+    folder = tmp_path / "v"
+    index = FaissVectorIndex(folder, DIM)
+    ids = [f"née-{i}-∑" for i in range(40)]
+    index.upsert(ids, unit(40, 3), [{"layer": i % 3, "doc_id": f"d{i}", "attrs": {"title": "Ærø ☃", "n": i}}
+                                    for i in range(40)])
+    index.flush()
+    monkeypatch.setattr(vector_faiss_snapshot, "_IO_CHUNK", 7)
+    again = FaissVectorIndex(folder, DIM)
+    assert again.count() == 40 and again.get_vectors(ids).keys() == set(ids)
+    assert again.meta(ids[5]) == index.meta(ids[5]) and again.meta(ids[5])["attrs"]["title"] == "Ærø ☃"
+    assert [h.node_id for h in again.search(unit(40, 3)[7], 1, layers=[1])] == [ids[7]]
+    whole = (folder / IDMAP_FILE).read_bytes()
+    for bad in (whole[:-40], whole[:-1], whole + b"[]"):
+        (folder / IDMAP_FILE).write_bytes(bad)
+        with pytest.raises(vector_faiss.VectorIndexCorruptError):
+            list(vector_faiss_snapshot.read(folder, DIM).entries)

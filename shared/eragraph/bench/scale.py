@@ -7,6 +7,7 @@ the figures measure the engine, not a model. Per size (``--sizes``, chunks):
 
 * build: what ``eragraph ingest CORPUS.jsonl`` runs (ingest + drain, through the services) in
   its own process, with the run's settings; wall time and that process's peak RSS (its own VmHWM), the peak before the drain began,
+  the peak of each phase (ingest, drain, and the built store opened again for one question: index),
   and the size of the vector index (vectors x dim x 4 bytes) for comparison;
 * single-document insert and delete (ingest + drain, remove + drain through the services, median
   of ``--repeats``): wall time, items read and written through the GraphStore / VectorIndex
@@ -159,7 +160,11 @@ def run(args: Any) -> dict:
                      "the service seconds it reports (ingest + drain), its peak RSS (the child's own VmHWM; "
                      "ru_maxrss from os.wait4 would also count the parent's size at the fork), the peak before "
                      "the drain began and the seconds from the process start to the drain (imports and store "
-                     "opening included); the vector index's resident memory at the end of the build (the "
+                     "opening included); the peak of each phase (peak_rss_phases_mb; VmHWM started afresh "
+                     "through /proc/self/clear_refs at each): ingest (from the process start), drain, and "
+                     "index (the build's stores closed, then the store opened again and one question "
+                     "answered: the vector index read from its snapshot); the peak beyond the vector "
+                     "index (peak_rss_beyond_index_mb: the build's peak less the index's resident memory); the vector index's resident memory at the end of the build (the "
                      "process's resident memory before and after the index is closed and malloc_trim hands "
                      "the freed pages back: buckets with their spare capacity, the id map's table)",
             "insert": "ingest(one document) + drain through the services on the warm store; delete: remove + "

@@ -1,6 +1,8 @@
 """The scale benchmark's build: ``build_store`` runs what `eragraph ingest CORPUS.jsonl` runs in
 a child process (``python -m eragraph.bench.scale_build --build-child ...``) and reports its wall
-time, peak RSS and the vector index's resident memory; ``build_and_open`` opens the result."""
+time, peak RSS (the build's, and each phase's: the streamed ingest, the drain, and the built store
+opened again for one question, "index") and the vector index's resident memory;
+``build_and_open`` opens the result."""
 
 from __future__ import annotations
 
@@ -40,14 +42,61 @@ def build_child(argv: list[str]) -> int:
     requeue_dirty(engine)
     report = ingest(engine, keep_texts(engine, docs), batch_docs=int(batch))
     rss_before_drain, ingest_phase = peak_kb(), time.perf_counter() - started
+    phases = {"ingest": rss_before_drain}
+    fresh = reset_peak()
     report.merge(drain(engine))
     report.seconds = time.perf_counter() - service_started
     report.errors = errors + report.errors
+    phases["drain"] = peak_kb() if fresh else None
+    rss_peak = max(rss_before_drain, phases["drain"] or 0) if fresh else peak_kb()
+    resident = index_resident_kb(engine)
+    close_all(engine)
+    phases["index"] = reopened_peak_kb(store, settings) if reset_peak() else None
     out = {"exit_code": 1 if report.errors else 0, "cli": report.to_dict(), "rss_before_drain_kb": rss_before_drain,
-           "ingest_phase_seconds": ingest_phase, "rss_peak_kb": peak_kb(),
-           "vector_index_resident_kb": index_resident_kb(engine)}
+           "ingest_phase_seconds": ingest_phase, "rss_peak_kb": rss_peak, "rss_phase_peak_kb": phases,
+           "vector_index_resident_kb": resident}
     Path(report_path).write_text(json.dumps(out), encoding="utf-8")
     return out["exit_code"]
+
+
+def reset_peak() -> bool:
+    """Start this process's peak resident memory (VmHWM) afresh from its current size (Linux:
+    ``5`` written to /proc/self/clear_refs), so the next ``peak_kb`` is one phase's; False
+    where it cannot be."""
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def close_all(engine: Any) -> None:
+    """Release what the build's engine holds (its stores and the entity graph's), and hand the
+    freed heap back, so the next phase starts from what the process holds without it."""
+    import gc
+
+    from ..adapters.local.vector_faiss_ivf import release_freed
+    from .common import close_engine
+
+    close_engine(engine)
+    for part in (getattr(engine.entities, "vectors", None), getattr(engine.entities, "store", None)):
+        close = getattr(part, "close", None)
+        if callable(close):
+            close()
+    gc.collect()
+    release_freed()
+
+
+def reopened_peak_kb(store: Any, settings: Settings) -> int:
+    """The peak of the built store opened again and one question answered (the vector index
+    read from its snapshot and log: what `eragraph query` pays on the store)."""
+    from ..bootstrap import build_engine
+    from ..services.query import query
+
+    engine = build_engine("local", Path(store), settings)
+    query(engine, "a question", mode="collapsed", k=5)
+    return peak_kb()
 
 
 def peak_kb() -> int:
@@ -107,8 +156,12 @@ def build_store(store: Path, corpus: Path, batch_docs: int, settings: Settings) 
             "ingest_phase_seconds": round(child["ingest_phase_seconds"] or 0.0, 3),
             "peak_rss_mb": round((child.get("rss_peak_kb") or usage.ru_maxrss) / 1024, 1),
             "peak_rss_before_drain_mb": round((child["rss_before_drain_kb"] or 0) / 1024, 1),
+            "peak_rss_phases_mb": {phase: None if kb is None else round(kb / 1024, 1)
+                                   for phase, kb in child.get("rss_phase_peak_kb", {}).items()},
             "vector_index_resident_mb": (None if child.get("vector_index_resident_kb") is None
                                          else round(child["vector_index_resident_kb"] / 1024, 1)),
+            "peak_rss_beyond_index_mb": (None if child.get("vector_index_resident_kb") is None else
+                                         round((child["rss_peak_kb"] - child["vector_index_resident_kb"]) / 1024, 1)),
             "documents_added": cli_out["documents_added"], "chunks_added": cli_out["chunks_added"],
             "summarize_calls": cli_out["summarize_calls"]}
 

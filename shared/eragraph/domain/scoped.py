@@ -36,8 +36,9 @@ members are re-assigned when their own group comes). So the regions can be appli
 the other, each before the next is read; until the last is, the layer holds part of a re-cut
 (services.resummarize marks it, and a later reconcile walks it again).
 
-Cost: one changed node makes two capped half-counts per bit of its path (about log2(layer / S)
-bits, at most n_bits) and reads one region, usually one segment's worth. A store that counts in place (GraphStore.count_refs: SQLite's covering
+Cost: one changed node makes about one capped count per bit of its path (about log2(layer / S)
+bits, at most n_bits: a half the walk goes on into is counted through its own halves, which the
+next step counts anyway, ``_PathCounts``) and reads one region, usually one segment's worth. A store that counts in place (GraphStore.count_refs: SQLite's covering
 ref index) returns two numbers per count, each scanning at most ~2K index entries, so the refs
 read do not grow with the layer; the counts grow with the path. A store that counts by reading returns each count's refs (at most ~2K) and a group inside
 one read whole already is not read again (``remembering``). A region is large only where a
@@ -160,7 +161,8 @@ def plan_regions(dirty: Iterable[int], read: Reader, n_bits: int, s_min: int, s_
         return []
     read, count = remembering(read, n_bits, count)
     cap = count_cap(s_min, s_max)
-    root = _count(count, 0, 0, cap)
+    counts = _PathCounts(count, n_bits, cap)
+    root = counts.direct(0, 0)
     if not summarized or root.old <= s_max or root.new <= s_max:
         # the layer is (or was) too small to summarize, or never is: it is one region
         refs = root.refs if root.refs is not None else read(0, 0, None)
@@ -175,7 +177,7 @@ def plan_regions(dirty: Iterable[int], read: Reader, n_bits: int, s_min: int, s_
             continue
         halves = []
         for b in (0, 1):
-            half = _count(count, prefix * 2 + b, depth + 1, cap)
+            half = counts.half(prefix, depth, b, group_codes)
             carried = [e for e in extra if bit(e.code, depth, n_bits) == b]
             halves.append(_Half(half.old + sum(e.old for e in carried),
                                 half.new + sum(e.live for e in carried),
@@ -204,6 +206,53 @@ def plan_regions(dirty: Iterable[int], read: Reader, n_bits: int, s_min: int, s_
         more_codes = [e.code for e in own if e.changed]
         stack.append((depth + 1, prefix * 2 + (1 - s), extra + own, group_codes + more_codes))
     return regions
+
+
+class _PathCounts:
+    """The capped counts of plan_regions' walk, each group counted at most once, and one count
+    per bit of a changed code's path where the plain walk makes two.
+
+    A group's capped count is the capped sum of its halves' (both exact: the sum is; one above
+    the cap: so is the group). A half the walk goes on into (it holds changed codes) is
+    therefore counted through its own halves, which the next step counts anyway: first the one
+    without changed codes; when that one alone is above the cap in both states, so is the half,
+    and the other is left to the next step. A group known exactly gives its second half as the
+    difference. The answers are the counts a direct count returns, so the plan is the same."""
+
+    def __init__(self, count: Counter, n_bits: int, cap: int | None) -> None:
+        self._count, self._n_bits, self._cap = count, n_bits, cap
+        self._known: dict[tuple[int, int], _Half] = {}
+
+    def direct(self, prefix: int, depth: int) -> _Half:
+        key = (prefix, depth)
+        if key not in self._known:
+            self._known[key] = _count(self._count, prefix, depth, self._cap)
+        return self._known[key]
+
+    def half(self, prefix: int, depth: int, b: int, codes: Sequence[int]) -> _Half:
+        """The count of half ``b`` (at ``depth + 1``) of group ``prefix`` at ``depth``, whose
+        changed codes are ``codes``."""
+        cap, child = self._cap, (prefix * 2 + b, depth + 1)
+        if child in self._known:
+            return self._known[child]
+        group, other = self._known.get((prefix, depth)), self._known.get((prefix * 2 + 1 - b, depth + 1))
+        if cap is not None and group is not None and other is not None and max(group.old, group.new) <= cap:
+            # the group is known exactly: this half is what its other half leaves
+            self._known[child] = _Half(group.old - other.old, group.new - other.new, None)
+            return self._known[child]
+        mine = [c for c in codes if bit(c, depth, self._n_bits) == b]
+        if cap is None or not mine or depth + 1 >= self._n_bits or (
+                group is not None and max(group.old, group.new) <= cap):
+            return self.direct(*child)  # not walked into, or small: one count
+        ones = sum(bit(c, depth + 1, self._n_bits) for c in mine)
+        first = 1 if ones < len(mine) else 0  # the quarter without changed codes, when there is one
+        a = self.direct(child[0] * 2 + first, depth + 2)
+        if a.old > cap and a.new > cap:
+            self._known[child] = _Half(cap + 1, cap + 1, None)
+        else:
+            z = self.direct(child[0] * 2 + 1 - first, depth + 2)
+            self._known[child] = _Half(min(a.old + z.old, cap + 1), min(a.new + z.new, cap + 1), None)
+        return self._known[child]
 
 
 def remembering(read: Reader, n_bits: int, count: Counter | None = None) -> tuple[Reader, Counter]:

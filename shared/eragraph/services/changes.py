@@ -12,7 +12,8 @@ trimming at once delete the same keys; a delete of an absent key is no error).
 
 Fields: ``id``, ``time`` (epoch seconds), ``kind`` (``ingest``, ``remove``, ``resummarize``);
 ingest/remove: ``documents`` (the sources added, replaced, retagged or removed; at most
-``MAX_LISTED``, ``documents_total`` counts them all), ``chunks_added``, ``chunks_removed``;
+``MAX_LISTED``, ``documents_total`` counts them all; a report holds only those it lists, so
+one listed again past the first ``MAX_LISTED`` is counted again), ``chunks_added``, ``chunks_removed``;
 resummarize: ``layer`` (the layer whose summaries were written), ``segments``, ``summaries``
 (the ids of the summaries written or revised there), ``removed`` (the summary ids removed); every
 kind: ``calls``, ``tokens_in``, ``tokens_out`` (its summarize calls) and ``seconds``. Who may
@@ -41,18 +42,18 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ..domain.access import Caller, partition_of
 from . import cost
 from .engine import Engine
-from .reports import ChangeReport
+from .reports import LISTED, ChangeReport
 
 PREFIX = "change:"
 KEEP = 200
 SLACK = 20  # trimmed in steps: a writer lists the keys on each write, deletes only past KEEP + SLACK
-MAX_LISTED = 200  # ids or sources listed in one record (a bulk ingest counts the rest)
+MAX_LISTED = LISTED  # ids or sources listed in one record (a bulk ingest counts the rest)
 MAX_LIMIT = KEEP
 
 
@@ -90,11 +91,6 @@ def trim(engine: Engine, keep: int = KEEP, slack: int = SLACK) -> int:
     return len(old)
 
 
-def _listed(items: Iterable[str]) -> tuple[list[str], int]:
-    items = list(dict.fromkeys(items))
-    return items[:MAX_LISTED], len(items)
-
-
 def record_documents(engine: Engine, kind: str, report: ChangeReport, seconds: float,
                      now: float | None = None, done: Sequence[str] = ()) -> dict[str, Any] | None:
     """The record of an ingest or a removal (``kind``), when it changed a document; else None.
@@ -102,7 +98,7 @@ def record_documents(engine: Engine, kind: str, report: ChangeReport, seconds: f
     if not (report.sources or report.chunks_added or report.chunks_removed):
         _finish(engine, done)
         return None
-    sources, total = _listed(report.sources)
+    sources, total = report.sources[:MAX_LISTED], report.sources_total
     return _put(engine, {"kind": kind, "documents": sources, "documents_total": total,
                          "partitions": [report.source_partitions.get(s) for s in sources],
                          "chunks_added": report.chunks_added, "chunks_removed": report.chunks_removed,
@@ -124,8 +120,10 @@ def record_resummarize(engine: Engine, report: ChangeReport, seconds: float,
     out = []
     stamp = time.time() if now is None else now
     for n, layer in enumerate(layers):
-        written, written_total = _listed(report.summary_ids.get(layer, ()))
-        removed, removed_total = _listed(report.removed_summary_ids.get(layer, ()))
+        written = report.summary_ids.get(layer, [])[:MAX_LISTED]
+        written_total = report.summaries_total.get(layer, 0)
+        removed = report.removed_summary_ids.get(layer, [])[:MAX_LISTED]
+        removed_total = report.removed_total.get(layer, 0)
         spent = _cost(report, seconds) if n == 0 else {"calls": 0, "tokens_in": 0, "tokens_out": 0,
                                                         "seconds": 0.0}  # the cost counted once
         out.append(_put(engine, {"kind": "resummarize", "layer": layer,

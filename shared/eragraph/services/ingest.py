@@ -232,16 +232,17 @@ def _commit(engine: Engine, written: _Written, report: ChangeReport
             expected = current
             continue
         old = _live(expected)
+        listed = True
         if old is not None and old.content_hash != doc.content_hash:
             report.documents_replaced += 1
-            report.sources.append(doc.source)
         elif old is None:
             report.documents_added += 1
-            report.sources.append(doc.source)
         elif moved(old, doc.metadata or {}):  # a retag to another access partition: placed anew
             report.documents_retagged += 1
-            report.sources.append(doc.source)
-        report.source_partitions[doc.source] = partition_of((doc.metadata or {}).get(ACCESS))
+        else:
+            listed = False
+        if listed:
+            report.add_source(doc.source, partition_of((doc.metadata or {}).get(ACCESS)))
         gone = [c for c in (old.chunk_ids if old else ()) if c not in set(mine)]
         if gone:
             now = _live(engine.graph.get_document(doc.doc_id))
@@ -315,8 +316,7 @@ def _commit_retags(engine: Engine, retags: Sequence[_Retag], report: ChangeRepor
                                  **{k: v for k, v in r.changes.items() if k != "version"})
         if outcome == "done":
             report.documents_retagged += 1
-            report.sources.append(r.src.source)
-            report.source_partitions[r.src.source] = partition_of((r.changes.get("metadata") or {}).get(ACCESS))
+            report.add_source(r.src.source, partition_of((r.changes.get("metadata") or {}).get(ACCESS)))
             if over is not r.stored:  # written over a record that changed since the vectors were: again
                 _retag_vectors(engine, [replace(r, stored=over)])
             continue

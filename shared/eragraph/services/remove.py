@@ -69,8 +69,7 @@ def remove_versioned(engine: Engine, source: str, version: str, report: ChangeRe
             if stored is not None and not stored.is_tombstone:
                 removed += remove_chunks(engine, stored, stored.chunk_ids)
                 report.documents_removed += 1
-                report.sources.append(source)
-                report.source_partitions[source] = partition_of((stored.metadata or {}).get(ACCESS))
+                report.add_source(source, partition_of((stored.metadata or {}).get(ACCESS)))
                 report.chunks_removed += len(stored.chunk_ids)
             break
         else:
@@ -97,8 +96,7 @@ def remove(engine: Engine, refs: Sequence[str], version: str = "") -> ChangeRepo
             removed += remove_document(engine, doc)
             doc_status.delete(engine, doc.doc_id)
             report.documents_removed += 1
-            report.sources.append(doc.source)
-            report.source_partitions[doc.source] = partition_of((doc.metadata or {}).get(ACCESS))
+            report.add_source(doc.source, partition_of((doc.metadata or {}).get(ACCESS)))
             report.chunks_removed += len(doc.chunk_ids)
     if removed:
         announce(engine, 0, removed=removed, reason="delete")

@@ -4,6 +4,18 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+LISTED = 200  # sources or summary ids a report lists (what a change record shows); the rest are counted
+
+
+def _listed(items: list[str], item: str) -> bool:
+    """Add ``item`` to ``items`` unless it is there or they are full (a check over at most
+    LISTED); True when it is counted as new (one past the list cannot be told from a repeat)."""
+    if item in items:
+        return False
+    if len(items) < LISTED:
+        items.append(item)
+    return True
+
 
 @dataclass
 class CostDelta:
@@ -40,14 +52,36 @@ class ChangeReport:
     seconds: float = 0.0
     # what the change records (services.changes) list, left out of ``to_dict``: the sources of
     # the documents added, replaced, retagged or removed, and per layer the ids of the summaries
-    # written or revised and of those removed
+    # written or revised and of those removed -- the first LISTED of each, with how many there
+    # were in all (``*_total``), so a report holds a constant however many documents an ingest
+    # or summaries a drain go through (add them with ``add_source`` and ``add_summaries``)
     sources: list[str] = field(default_factory=list)
+    sources_total: int = 0
     summary_ids: dict[int, list[str]] = field(default_factory=dict)
+    summaries_total: dict[int, int] = field(default_factory=dict)
     removed_summary_ids: dict[int, list[str]] = field(default_factory=dict)
-    # who may read what a record lists (GET /changes in a caller's view): each source's access
-    # partition key (domain.access.partition_of) and each summary's partition index
+    removed_total: dict[int, int] = field(default_factory=dict)
+    # who may read what a record lists (GET /changes in a caller's view): each listed source's
+    # access partition key (domain.access.partition_of) and each listed summary's partition index
     source_partitions: dict[str, str] = field(default_factory=dict)
     summary_partitions: dict[str, int] = field(default_factory=dict)
+
+    def add_source(self, source: str, partition: str) -> None:
+        """A document added, replaced, retagged or removed, in access partition ``partition``."""
+        self.sources_total += _listed(self.sources, source)
+        if source in self.source_partitions or len(self.source_partitions) < LISTED:
+            self.source_partitions[source] = partition  # the newest, for a source listed twice
+
+    def add_summaries(self, layer: int, ids, index: int, removed: bool = False) -> None:
+        """Summaries of ``layer`` written or revised (``removed``: removed), of access partition
+        ``index``."""
+        listed, totals = (self.removed_summary_ids, self.removed_total) if removed else \
+            (self.summary_ids, self.summaries_total)
+        mine = listed.setdefault(layer, [])
+        for node_id in ids:
+            totals[layer] = totals.get(layer, 0) + _listed(mine, node_id)
+            if node_id in mine:
+                self.summary_partitions[node_id] = index
 
     def merge(self, other: ChangeReport) -> None:
         for name in ("documents_added", "documents_unchanged", "documents_replaced",
@@ -63,17 +97,22 @@ class ChangeReport:
             self.summaries_carried[layer] = self.summaries_carried.get(layer, 0) + n
         self.cost.add(other.cost)
         self.errors.extend(other.errors)
-        self.sources.extend(other.sources)
-        self.source_partitions.update(other.source_partitions)
-        self.summary_partitions.update(other.summary_partitions)
-        for mine, theirs in ((self.summary_ids, other.summary_ids),
-                             (self.removed_summary_ids, other.removed_summary_ids)):
-            for layer, ids in theirs.items():
-                mine.setdefault(layer, []).extend(ids)
+        for source in other.sources:
+            self.add_source(source, other.source_partitions.get(source, ""))
+        self.sources_total += other.sources_total - len(other.sources)  # those past its list
+        for removed, listed, totals in ((False, other.summary_ids, other.summaries_total),
+                                        (True, other.removed_summary_ids, other.removed_total)):
+            for layer, ids in listed.items():
+                self.add_summaries(layer, (), 0, removed)
+                for node_id in ids:
+                    self.add_summaries(layer, [node_id], other.summary_partitions.get(node_id, 0), removed)
+                mine = self.removed_total if removed else self.summaries_total
+                mine[layer] = mine.get(layer, 0) + totals.get(layer, len(ids)) - len(ids)
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        for listed in ("sources", "summary_ids", "removed_summary_ids", "source_partitions", "summary_partitions"):
+        for listed in ("sources", "sources_total", "summary_ids", "summaries_total", "removed_summary_ids",
+                       "removed_total", "source_partitions", "summary_partitions"):
             del out[listed]
         cost = out.pop("cost")
         out["summarize_calls"] = cost["summarize_calls"]

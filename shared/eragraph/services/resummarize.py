@@ -461,12 +461,10 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
     _forget_retired(engine, layer, change.drop)
     if made:
         report.segments_resummarized[layer + 1] = report.segments_resummarized.get(layer + 1, 0) + len(made)
-        report.summary_ids.setdefault(layer + 1, []).extend(n.node_id for n in made)
-        report.summary_partitions.update((n.node_id, index) for n in made)
+        report.add_summaries(layer + 1, [n.node_id for n in made], index)
     if gone:
         report.summaries_removed[layer + 1] = report.summaries_removed.get(layer + 1, 0) + len(gone)
-        report.removed_summary_ids.setdefault(layer + 1, []).extend(gone)
-        report.summary_partitions.update((i, index) for i in gone)
+        report.add_summaries(layer + 1, gone, index, removed=True)
     if changed_above:
         announce(engine, layer + 1, added=[(n.node_id, n.code) for n in made],
                  removed=[(r.node_id, r.code) for r in change.above_remove], reason=f"reconcile:{layer}")

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import json
 import threading
+from array import array
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -92,6 +93,7 @@ class FaissVectorIndex:
         self.ivf_min = int(ivf_min)
         self.nprobe_fraction = float(nprobe_fraction)
         self._lock = threading.RLock()
+        ivf.fixed_mmap_threshold()  # the lists' buffers leave no holes behind as they grow
         # the ids this handle upserted or deleted since it last synced with disk, in first-touch
         # order: their net effect (their current vector and meta, or their absence) is what a
         # flush writes and what is replayed over other writers' records
@@ -152,13 +154,24 @@ class FaissVectorIndex:
             return
         self._index = snap.index
         entries, snap.entries = snap.entries, None
+        ints, layers = array("q"), array("i")  # taken as the entries pass: they are read once
+
+        def rows():
+            for e in entries:
+                ints.append(int(e[1]))
+                layers.append(int(e[2]))
+                yield e[0], int(e[1]), str(e[3]), row_attrs(e)
+
         try:
-            self._ids.load((e[0], int(e[1]), str(e[3]), row_attrs(e)) for e in entries)
+            self._ids.load(rows())
         except ValueError as exc:
             raise VectorIndexCorruptError(f"{self.directory / IDMAP_FILE}: {exc}") from None
-        self._set_layers(np.fromiter((e[1] for e in entries), dtype=np.int64, count=len(entries)),
-                         np.fromiter((e[2] for e in entries), dtype=np.int32, count=len(entries)))
-        del entries
+        finally:
+            close = getattr(entries, "close", None)  # the id map file, when the load stopped early
+            if close is not None:
+                close()
+        self._set_layers(np.frombuffer(ints, dtype=np.int64), np.frombuffer(layers, dtype=np.int32))
+        del ints, layers
         self._next_id = snap.next_id
         if self._index.ntotal != len(self._ids):
             raise VectorIndexCorruptError(f"{self.directory}: {self._index.ntotal} vectors but "

@@ -12,17 +12,21 @@ the new index as ``vectors.next.faiss``, then the id map (the commit point), the
 index over ``vectors.faiss``: a process killed anywhere in between leaves either the old
 snapshot whole or the new id map with its index under the next name, which readers use and the
 next writer renames (``finish_compaction``). The files are hashed, read and written in pieces of
-``_IO_CHUNK`` bytes, never held whole in memory.
+``_IO_CHUNK`` bytes, never held whole in memory: an id map of the current format (``entries``
+last, as ``write`` puts it) is parsed an entry at a time as its reader takes them (``entries``:
+an iterator), so opening a million-vector index does not hold a million decoded rows.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import faiss
 import numpy as np
@@ -44,7 +48,7 @@ class Snapshot:
     """What ``read`` found: the index, the id map's entries and header fields, and the size of
     the two files (what the change log's length is measured against)."""
     index: Any
-    entries: list
+    entries: Iterator[list]  # read once; from the open id map file as they are taken
     next_id: int
     generation: str | None  # None: format 1
     nbytes: int
@@ -110,10 +114,100 @@ def read(directory: Path, dim: int) -> Snapshot | None:
     if not idmap_path.exists() and not index_path.exists():
         return None  # no snapshot yet (a first compaction that died before its id map: never flushed)
     try:
-        idmap_raw = idmap_path.read_bytes()
+        fh = open(idmap_path, "rb")  # read from this open file to the end: a rename cannot swap it
     except FileNotFoundError:
         raise VectorIndexCorruptError(f"{directory}: one of {INDEX_FILE}/{IDMAP_FILE} is missing") from None
-    data = json.loads(idmap_raw)
+    try:
+        return _read(directory, dim, fh)
+    except BaseException:
+        fh.close()
+        raise
+
+
+_ENTRIES = b'"entries":['
+_HEAD_MAX = 1 << 16  # the header fields come first, well within this
+
+
+def _header(fh: IO[bytes]) -> tuple[dict, Iterator[list]]:
+    """The id map's fields and its entries: parsed as they are taken when ``entries`` comes last
+    (the current format, as ``write`` streams it), else (an older file) the whole file at once."""
+    head = fh.read(_HEAD_MAX)
+    at = head.find(_ENTRIES)
+    if at > 0 and head[:at].rstrip().endswith(b","):
+        try:
+            data = json.loads(head[:at].rstrip()[:-1] + b"}")
+        except json.JSONDecodeError:
+            data = {}
+        if data.get("format") == FORMAT:
+            return data, _entries(fh, head[at + len(_ENTRIES):])
+    data = json.loads(head + fh.read())
+    entries = data.pop("entries")
+    fh.close()
+    return data, iter(entries)
+
+
+def _entries(fh: IO[bytes], rest: bytes) -> Iterator[list]:
+    """The entries of an id map's ``[...]`` whose text after the ``[`` begins with ``rest`` and
+    goes on in ``fh``, one at a time, read ``_IO_CHUNK`` bytes at a time; the file is closed at
+    the end. Raises ``VectorIndexCorruptError`` on a file cut short or not of the format."""
+    decoder, utf8 = json.JSONDecoder(), codecs.getincrementaldecoder("utf-8")()
+    text, pos, eof = utf8.decode(rest), 0, False
+
+    def more() -> bool:
+        nonlocal text, pos, eof
+        if eof:
+            return False
+        chunk = fh.read(_IO_CHUNK)
+        eof = not chunk
+        text, pos = text[pos:] + utf8.decode(chunk, final=eof), 0
+        return True
+
+    def token() -> str:
+        """The next character that is not blank ("" at the end of the file)."""
+        nonlocal pos
+        while True:
+            while pos < len(text) and text[pos] in " \t\r\n":
+                pos += 1
+            if pos < len(text):
+                return text[pos]
+            if not more():
+                return ""
+
+    def corrupt(why: str) -> VectorIndexCorruptError:
+        return VectorIndexCorruptError(f"{fh.name}: the id map {why}")
+
+    try:
+        first = True
+        while True:
+            mark = token()
+            if mark == "]":
+                if (text[pos + 1:] + utf8.decode(fh.read(), final=True)).strip() != "}":
+                    raise corrupt("does not end after its entries")
+                return
+            if not first:
+                if mark != ",":
+                    raise corrupt("is cut short" if not mark else "has entries that are not a list")
+                pos += 1
+                token()
+            while True:
+                try:
+                    value, end = decoder.raw_decode(text, pos)
+                    break
+                except json.JSONDecodeError:
+                    if not more():
+                        raise corrupt("is cut short") from None
+            if not isinstance(value, list):
+                raise corrupt("has an entry that is not a list")
+            yield value
+            pos, first = end, False
+    finally:
+        fh.close()
+
+
+def _read(directory: Path, dim: int, fh: IO[bytes]) -> Snapshot:
+    idmap_path, index_path = directory / IDMAP_FILE, directory / INDEX_FILE
+    idmap_bytes = os.fstat(fh.fileno()).st_size
+    data, entries = _header(fh)
     if data.get("format") not in (1, FORMAT):
         raise VectorIndexCorruptError(f"{idmap_path}: unknown format {data.get('format')!r}")
     if int(data["dim"]) != dim:
@@ -128,8 +222,7 @@ def read(directory: Path, dim: int) -> Snapshot | None:
             index.set_direct_map_type(faiss.DirectMap.Hashtable)
     elif not isinstance(index, faiss.IndexIDMap2):
         raise VectorIndexCorruptError(f"{index_path} is neither an IndexIDMap2 nor an IndexIVFFlat")
-    return Snapshot(index, data.pop("entries"), int(data["next_id"]), data.get("generation"),
-                    index_bytes + len(idmap_raw))
+    return Snapshot(index, entries, int(data["next_id"]), data.get("generation"), index_bytes + idmap_bytes)
 
 
 def write(directory: Path, dim: int, index: Any, ids: IdMap, layer_of: np.ndarray, next_id: int) -> tuple[str, int]:

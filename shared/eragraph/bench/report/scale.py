@@ -20,8 +20,11 @@ TARGETS = {"scale_insert_factor": 1.5, "scale_build_per_chunk_factor": 1.3, "sca
 
 
 def dataset(name: str, data: dict) -> str:
-    """The local profile's runs and the AWS profile's (under moto) measure different stores."""
-    return "local profile" if data.get("local") else "AWS profile under moto"
+    """The local profile's runs and the AWS profile's (under moto) measure different stores; a
+    local run of one size shows no ratio, so it does not replace a run that spans sizes."""
+    if not data.get("local"):
+        return "AWS profile under moto"
+    return "local profile" if len(data["local"]) > 1 else "local profile, one size"
 
 
 def section(name: str, data: dict, plots: Path) -> list[str]:
@@ -142,6 +145,20 @@ def scale_section(name: str, d: dict, images: list[str]) -> list[str]:
               r["insert"]["median"]["items_written"], r["insert"]["median"]["summarize_calls"],
               r["delete"]["median"]["seconds"], r["delete"]["median"]["items_read"],
               r["delete"]["median"]["items_written"]] for r in local])]
+        phased = [r for r in local if r["build"].get("peak_rss_phases_mb")]
+        if phased:
+            out += ["", "Peak resident memory of each build phase (MB; VmHWM started afresh at each phase; "
+                    "index: the built store opened again and one question answered), and the build's peak "
+                    "beyond the vector index's resident memory:", "",
+                    *table(["chunks", "ingest", "drain", "index", "build peak", "index resident",
+                            "beyond the index", "beyond, per 1k chunks"],
+                           [[r["chunks"], *[fmt(r["build"]["peak_rss_phases_mb"].get(k)) for k in
+                                            ("ingest", "drain", "index")],
+                             r["build"]["peak_rss_mb"], fmt(r["build"].get("vector_index_resident_mb")),
+                             fmt(r["build"].get("peak_rss_beyond_index_mb")),
+                             fmt(None if r["build"].get("peak_rss_beyond_index_mb") is None else
+                                 round(1000 * r["build"]["peak_rss_beyond_index_mb"] / r["chunks"], 2))]
+                            for r in phased])]
         modes = list(local[0]["query"])
         out += ["", "Warm query latency (ms, question embedding excluded):", "",
                 *table(["chunks", *[f"{m} p50 / p95" for m in modes]],
