@@ -479,3 +479,26 @@ def test_access_smoke(tiny, tmp_path):
     assert set(single["groups"]) == {"group:g1"} and "summaries_flat" not in single
     for figure in ("recall_alone", "recall_partitioned_view", "summaries_in_results"):  # its partitions cut alike
         assert single["groups"]["group:g1"][figure] == result["groups"]["group:g1"][figure], figure
+
+
+def test_access_stores_share_ner_and_embeddings():
+    """bench access: a later store of the run extracts nothing the first did (its chunks' NER and
+    entity names come from the first store's extractor and embedder), and holds the same entities."""
+    from eragraph.bench import access
+    from eragraph.config import Settings
+    from eragraph.services.ingest import SourceDoc
+
+    docs = [SourceDoc(source=f"c/d{i}", doc_id=f"d{i}", title=f"t{i}",
+                      text=f"Marie Curie met Pierre Curie in Paris in year {i}. Radium glowed in the dark.")
+            for i in range(3)]
+    first = access.build(Settings(embedder="hash"), docs)
+    shared = first.entities.extractor
+    calls: list[str] = []
+    inner = shared.inner
+    shared.inner = type("Counting", (), {"extract": lambda self, texts: (calls.extend(texts), inner.extract(texts))[1]})()
+    second = access.build(Settings(embedder="hash"), docs[:2], first)
+    assert calls == [], "a chunk extracted again"
+    assert second.embedder is first.embedder and second.entities.embedder is first.embedder
+    assert second.entities.store.frequencies(["Marie Curie", "marie curie"])  # the entities are there
+    shared.extract(["A new line by Ada Lovelace."])
+    assert calls == ["A new line by Ada Lovelace."]

@@ -53,12 +53,38 @@ def group_of(doc_id: str, groups: int, shared: float) -> list[str]:
     return out
 
 
-def build(settings: Settings, docs, embedder=None) -> tuple:
-    """A memory store of ``docs``; ``embedder``: one shared by every store of the run (its cache
-    embeds each text once: the MiniLM run embeds the corpus once, not once per store)."""
+class SharedExtractor:
+    """The entity graph's NER, each chunk text extracted once for every store of the run (the
+    stores hold the same chunks; spaCy over the corpus is most of a MiniLM run's build)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.identity = getattr(inner, "identity", "")
+        self.seen: dict[str, list] = {}
+
+    def extract(self, texts):
+        texts = list(texts)
+        todo = list(dict.fromkeys(t for t in texts if t not in self.seen))
+        if todo:
+            self.seen.update(zip(todo, self.inner.extract(todo)))
+        return [self.seen[t] for t in texts]
+
+    def __getattr__(self, name):  # query_entities, mentions: the model's own
+        return getattr(self.inner, name)
+
+
+def build(settings: Settings, docs, like=None):
+    """A memory store of ``docs``; ``like``: a store of the same run whose embedder (its cache
+    embeds each text once: the MiniLM run embeds the corpus once, not once per store) and
+    entity extractor (each chunk's NER once) this one shares, its entity names included."""
     engine = build_memory_engine(settings)
-    if embedder is not None:
-        engine.embedder = embedder
+    if engine.entities is not None and not isinstance(engine.entities.extractor, SharedExtractor):
+        engine.entities.extractor = SharedExtractor(engine.entities.extractor)
+    if like is not None:
+        engine.embedder = like.embedder
+        if engine.entities is not None and like.entities is not None:
+            engine.entities.embedder = like.embedder
+            engine.entities.extractor = like.entities.extractor
     ingest(engine, docs)
     drain(engine)
     return engine
@@ -121,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     only = None if args.only is None else f"group:{args.only}"
     placed = [d for d in corpus if only is None or only in lists[d.doc_id]]
     partitioned = build(settings, [replace(d, metadata={"access": lists[d.doc_id]}) for d in placed])
-    shared = partitioned.embedder
-    flat = build(settings, corpus, shared) if only is None else None
+    flat = build(settings, corpus, partitioned) if only is None else None
     out: dict = {"groups": {}, "docs": len(corpus), "questions_total": len(questions),
                  "embedder": args.embedder, "k": args.k, "shared": args.shared, "only": only}
     for g in range(args.groups):
@@ -132,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         mine = [d for d in corpus if name in lists[d.doc_id]]
         ids = {d.doc_id for d in mine}
         asked = [q for q in questions if set(q["supporting_ids"]) <= ids]
-        alone = build(settings, mine, shared)
+        alone = build(settings, mine, partitioned)
         found_view: list = []
         found_alone: list = []
         view, layered = recall(partitioned, asked, caller([name]), args.k, found_view)
