@@ -41,7 +41,7 @@ from ..domain.access import caller
 from ..services.ingest import ingest
 from ..services.query import query
 from ..services.resummarize import drain
-from .common import load_corpus, load_questions
+from .common import load_corpus, load_questions, run_record
 
 
 def group_of(doc_id: str, groups: int, shared: float) -> list[str]:
@@ -71,6 +71,11 @@ class SharedExtractor:
 
     def __getattr__(self, name):  # query_entities, mentions: the model's own
         return getattr(self.inner, name)
+
+
+def progress(started: float, what: str) -> None:
+    """A line on stderr per step (a MiniLM run takes long on a loaded machine)."""
+    print(f"[{time.perf_counter() - started:7.1f} s] {what}", file=sys.stderr, flush=True)
 
 
 def build(settings: Settings, docs, like=None):
@@ -138,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     started = time.perf_counter()
+    commit = run_record()["commit"]  # the code that runs: read before, not after, a long run
     settings = Settings(embedder=args.embedder)
     data = Path(args.data)
     corpus = load_corpus(data / "corpus.jsonl", args.docs)
@@ -147,7 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     only = None if args.only is None else f"group:{args.only}"
     placed = [d for d in corpus if only is None or only in lists[d.doc_id]]
     partitioned = build(settings, [replace(d, metadata={"access": lists[d.doc_id]}) for d in placed])
+    progress(started, f"partitioned store: {len(placed)} documents")
     flat = build(settings, corpus, partitioned) if only is None else None
+    progress(started, "flat store" if flat is not None else "no flat store (--only)")
     out: dict = {"groups": {}, "docs": len(corpus), "questions_total": len(questions),
                  "embedder": args.embedder, "k": args.k, "shared": args.shared, "only": only}
     for g in range(args.groups):
@@ -158,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
         ids = {d.doc_id for d in mine}
         asked = [q for q in questions if set(q["supporting_ids"]) <= ids]
         alone = build(settings, mine, partitioned)
+        progress(started, f"{name}: its alone store, {len(mine)} documents")
         found_view: list = []
         found_alone: list = []
         view, layered = recall(partitioned, asked, caller([name]), args.k, found_view)
@@ -179,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         out["insert_summarize_calls_flat"] = insert_calls(flat, held)
         out["held_out_access"] = lists[held.doc_id]
     out["machine"] = f"{platform.machine()}, {platform.python_version()}"
+    out["run"] = {**run_record(), "commit": commit}
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["command"] = "python -m eragraph.bench.access " + " ".join(sys.argv[1:] if argv is None else argv)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
