@@ -502,3 +502,21 @@ def test_access_stores_share_ner_and_embeddings():
     assert second.entities.store.frequencies(["Marie Curie", "marie curie"])  # the entities are there
     shared.extract(["A new line by Ada Lovelace."])
     assert calls == ["A new line by Ada Lovelace."]
+
+
+def test_access_embed_cache_file_makes_a_rerun_embed_nothing(tmp_path):
+    """bench access --embed-cache: the first store's embeddings kept in a file; a store built
+    again from it (a rerun) sends no text to the model, and is built the same."""
+    from eragraph.bench import access
+    from eragraph.config import Settings
+    from eragraph.services.ingest import SourceDoc
+
+    docs = [SourceDoc(source=f"c/d{i}", doc_id=f"d{i}", title=f"t{i}",
+                      text=f"Ada Lovelace wrote notes on the engine in year {i}. The engine computed numbers.")
+            for i in range(8)]
+    cache = str(tmp_path / "embeddings.sqlite")
+    first = access.build(Settings(embedder="hash", s_min=2, s_max=3), docs, cache_file=cache)
+    assert first.embedder.embedded > 0 and first.entities.embedder is first.embedder
+    again = access.build(Settings(embedder="hash", s_min=2, s_max=3), docs, cache_file=cache)
+    assert again.embedder.embedded == 0 and again.embedder.hits > 0
+    assert access.summaries(again) == access.summaries(first) > 0

@@ -78,11 +78,19 @@ def progress(started: float, what: str) -> None:
     print(f"[{time.perf_counter() - started:7.1f} s] {what}", file=sys.stderr, flush=True)
 
 
-def build(settings: Settings, docs, like=None):
+def build(settings: Settings, docs, like=None, cache_file: str | None = None):
     """A memory store of ``docs``; ``like``: a store of the same run whose embedder (its cache
     embeds each text once: the MiniLM run embeds the corpus once, not once per store) and
-    entity extractor (each chunk's NER once) this one shares, its entity names included."""
+    entity extractor (each chunk's NER once) this one shares, its entity names included.
+    ``cache_file`` (the first store's): its embedder's cache in that SQLite file, kept between
+    runs, so a rerun (or a run cut short, run again) embeds nothing already embedded."""
     engine = build_memory_engine(settings)
+    if cache_file is not None and like is None:
+        from ..providers.embed_cache import CachedEmbedder, SqliteEmbeddingCache
+
+        if not isinstance(engine.embedder, CachedEmbedder):
+            raise SystemExit("--embed-cache needs the embedding cache (ERAGRAPH_EMBED_CACHE on)")
+        engine.embedder.cache = SqliteEmbeddingCache(cache_file)
     if engine.entities is not None and not isinstance(engine.entities.extractor, SharedExtractor):
         engine.entities.extractor = SharedExtractor(engine.entities.extractor)
     if like is not None:
@@ -140,6 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None, metavar="GROUP",
                     help="one group (g2): its caller on a partitioned store of its documents only (its partitions "
                          "are cut as in the whole store's: each on its own) against its alone store; no flat store")
+    ap.add_argument("--embed-cache", default=None, metavar="FILE",
+                    help="keep the embeddings in this SQLite file between runs (a rerun embeds nothing again)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     started = time.perf_counter()
@@ -152,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     questions = load_questions(data / "questions.jsonl", args.questions, [d.doc_id for d in corpus])
     only = None if args.only is None else f"group:{args.only}"
     placed = [d for d in corpus if only is None or only in lists[d.doc_id]]
-    partitioned = build(settings, [replace(d, metadata={"access": lists[d.doc_id]}) for d in placed])
+    partitioned = build(settings, [replace(d, metadata={"access": lists[d.doc_id]}) for d in placed],
+                        cache_file=args.embed_cache)
     progress(started, f"partitioned store: {len(placed)} documents")
     flat = build(settings, corpus, partitioned) if only is None else None
     progress(started, "flat store" if flat is not None else "no flat store (--only)")
