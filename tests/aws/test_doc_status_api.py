@@ -37,6 +37,10 @@ def test_status_of_a_document_and_counts_per_prefix_per_tenant(two_tenants, lamb
     assert (body["total"], body["done"], body["failed"]) == (2, 1, 1)
     assert body["bedrock"]["numberOfDocumentsFailed"] == 1
     assert {d["source"] for d in body["documents"]} == {A_SOURCE, f"s3://{BUCKET}/tenants/a/photo.png"}
+    # each stored document's readers (one BatchGetItem for the page, judged against the role);
+    # the refused file has no stored document and so no readers
+    assert {d["source"]: d.get("readers") for d in body["documents"]} == {
+        A_SOURCE: ["*"], f"s3://{BUCKET}/tenants/a/photo.png": None}
     status, body, raw = statuses(query.handler, lambda_context, "b", {"prefix": f"s3://{BUCKET}/tenants/"})
     assert status == 200 and body["total"] == 1 and body["documents"][0]["source"] == B_SOURCE
     assert "photo.png" not in raw and A_SOURCE not in raw

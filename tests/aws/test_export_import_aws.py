@@ -92,3 +92,50 @@ def test_an_older_dump_version_says_why_not(tmp_path, few_partitions, aws_engine
     assert main(["import", "--profile", "aws", "--tenant", "acme", str(older)]) != 0
     err = capsys.readouterr().err
     assert "this dump is version 0" in err and "older than" in err and "reads version 1" in err, err
+
+
+def test_an_export_as_a_caller_from_a_moto_tenant_holds_only_its_view(tmp_path, few_partitions, aws_engine,
+                                                                      monkeypatch, capsys):
+    """`eragraph export --profile aws --tenant acme --as user:bob`: the deployed tenant's dump as
+    bob sees it: his documents, chunks, summaries and entities, the same records as a local dump
+    of the same store as bob, nothing of a document he may not read (its id, source, marker)."""
+    import random
+    import re
+
+    from access_cases import tagged
+    from eragraph.adapters.aws import vector_opensearch
+    from eragraph.domain.access import caller
+    from eragraph.services.resummarize import drain
+
+    monkeypatch.setattr(vector_opensearch, "make_client", lambda *a, **k: aws_engine[2])
+    source = build_engine("local", tmp_path / "kb", settings_from_env(TEST_SETTINGS), uses=USES)
+    ingest(source, tagged(synthetic_docs(16), random.Random(11)))
+    drain(source)
+    dump = tmp_path / "kb.dump.gz"
+    assert main(["export", "--store", str(tmp_path / "kb"), str(dump)]) == 0
+    assert main(["import", "--profile", "aws", "--tenant", "acme", str(dump)]) == 0
+    bob = caller(["user:bob"])
+    hidden = [d for d in source.graph.list_documents() if not bob.may_read((d.metadata or {}).get("access"))]
+    assert hidden and len(hidden) < 16
+    capsys.readouterr()
+
+    def records(path):
+        with gzip.open(path, "rt", encoding="utf-8") as lines:
+            return [json.loads(line) for line in lines]
+
+    theirs, mine = tmp_path / "aws-bob.dump.gz", tmp_path / "local-bob.dump.gz"
+    assert main(["export", "--profile", "aws", "--tenant", "acme", "--as", "user:bob", str(theirs)]) == 0, \
+        capsys.readouterr().err
+    assert main(["export", "--store", str(tmp_path / "kb"), "--as", "user:bob", str(mine)]) == 0
+    text = json.dumps(records(theirs))
+    for doc in hidden:
+        for mark in (f'"{doc.doc_id}"', doc.source, f"Marker{doc.doc_id}"):
+            assert not re.search(rf"(?<![\w]){re.escape(mark)}(?!\d)", text, re.IGNORECASE), mark
+    kinds = ("partition", "node", "segment", "entity_chunk")
+    pick = lambda rs: sorted(json.dumps(r, sort_keys=True) for r in rs if r.get("kind") in kinds)  # noqa: E731
+    assert pick(records(theirs)) == pick(records(mine))
+    assert [r["doc_id"] for r in records(theirs) if r.get("kind") == "document"] == \
+        [r["doc_id"] for r in records(mine) if r.get("kind") == "document"]
+    # a tenant the stack does not hold is refused in words
+    assert main(["export", "--profile", "aws", "--tenant", "nobody", "--as", "user:bob", str(tmp_path / "x.gz")]) != 0
+    assert "has no tenant 'nobody'" in capsys.readouterr().err

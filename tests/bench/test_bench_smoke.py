@@ -483,3 +483,44 @@ def test_access_smoke(tiny, tmp_path):
     assert set(single["groups"]) == {"group:g1"} and "summaries_flat" not in single
     for figure in ("recall_alone", "recall_partitioned_view", "summaries_in_results"):  # its partitions cut alike
         assert single["groups"]["group:g1"][figure] == result["groups"]["group:g1"][figure], figure
+
+
+def test_access_stores_share_ner_and_embeddings():
+    """bench access: a later store of the run extracts nothing the first did (its chunks' NER and
+    entity names come from the first store's extractor and embedder), and holds the same entities."""
+    from eragraph.bench import access
+    from eragraph.config import Settings
+    from eragraph.services.ingest import SourceDoc
+
+    docs = [SourceDoc(source=f"c/d{i}", doc_id=f"d{i}", title=f"t{i}",
+                      text=f"Marie Curie met Pierre Curie in Paris in year {i}. Radium glowed in the dark.")
+            for i in range(3)]
+    first = access.build(Settings(embedder="hash"), docs)
+    shared = first.entities.extractor
+    calls: list[str] = []
+    inner = shared.inner
+    shared.inner = type("Counting", (), {"extract": lambda self, texts: (calls.extend(texts), inner.extract(texts))[1]})()
+    second = access.build(Settings(embedder="hash"), docs[:2], first)
+    assert calls == [], "a chunk extracted again"
+    assert second.embedder is first.embedder and second.entities.embedder is first.embedder
+    assert second.entities.store.frequencies(["Marie Curie", "marie curie"])  # the entities are there
+    shared.extract(["A new line by Ada Lovelace."])
+    assert calls == ["A new line by Ada Lovelace."]
+
+
+def test_access_embed_cache_file_makes_a_rerun_embed_nothing(tmp_path):
+    """bench access --embed-cache: the first store's embeddings kept in a file; a store built
+    again from it (a rerun) sends no text to the model, and is built the same."""
+    from eragraph.bench import access
+    from eragraph.config import Settings
+    from eragraph.services.ingest import SourceDoc
+
+    docs = [SourceDoc(source=f"c/d{i}", doc_id=f"d{i}", title=f"t{i}",
+                      text=f"Ada Lovelace wrote notes on the engine in year {i}. The engine computed numbers.")
+            for i in range(8)]
+    cache = str(tmp_path / "embeddings.sqlite")
+    first = access.build(Settings(embedder="hash", s_min=2, s_max=3), docs, cache_file=cache)
+    assert first.embedder.embedded > 0 and first.entities.embedder is first.embedder
+    again = access.build(Settings(embedder="hash", s_min=2, s_max=3), docs, cache_file=cache)
+    assert again.embedder.embedded == 0 and again.embedder.hits > 0
+    assert access.summaries(again) == access.summaries(first) > 0

@@ -1,9 +1,11 @@
 """The console and permissions inside a tenant (issue 59), in a real browser: a node's detail
 names its document's readers, and on a local store the operator's "Ask as" field makes every
 view answer as those principals would see the store (the summary graph's layers, the document
-list, a question), and empty asks as the operator again. Its own store: harbour notes the whole
-tenant reads and a board's ledger only ``group:board`` reads. ERAGRAPH_SCREENSHOT=PATH writes the
-node detail with its readers there (docs/console/readers.png)."""
+list, a question), and empty asks as the operator again; the document list names each document's
+readers, as the caller asking sees the list. Its own store: harbour notes the whole tenant reads
+and a board's ledger only ``group:board`` reads. ERAGRAPH_SCREENSHOT=PATH writes the node detail
+with its readers there (docs/console/readers.png), ERAGRAPH_SCREENSHOT_DOCUMENTS=PATH the
+document list with its readers column (docs/console/documents-readers.png)."""
 
 from __future__ import annotations
 
@@ -94,6 +96,46 @@ def test_a_node_names_its_readers_and_the_operator_asks_as_others(page):
     page.click("#tab-graph")
     expect(page.locator("#view-graph")).to_have_attribute("data-state", "ready")
     expect(page.locator("#layer-pick-0 option", has_text="Board ledger")).not_to_have_count(0)
+
+
+def readers_cell(page, source_part: str):
+    return page.locator("#doc-rows tr", has_text=source_part).locator("td.readers")
+
+
+def test_the_document_list_names_each_documents_readers(page):
+    page.goto("/#documents")
+    expect(page.locator("#view-documents")).to_have_attribute("data-state", "ready")
+    expect(page.locator("#view-documents thead")).to_contain_text("Readers")
+    for key, _title, _text in BOARD:  # the operator sees every document, each with its readers
+        expect(readers_cell(page, key)).to_have_text("group:board")
+    for key, *_ in HARBOURS:
+        expect(readers_cell(page, key)).to_have_text("everyone in the tenant")
+    shot = os.environ.get("ERAGRAPH_SCREENSHOT_DOCUMENTS")
+    if shot:
+        page.evaluate("document.getElementById('list-title').scrollIntoView()")
+        page.wait_for_timeout(300)
+        page.screenshot(path=shot)
+
+    # as the board: its ledger and the open notes, each row still naming its readers
+    page.fill("#ask-as-input", "group:board")
+    page.get_by_role("button", name="Switch").click()
+    expect(page.locator("#store-line")).to_contain_text("asking as group:board")
+    page.click("#tab-documents")
+    expect(readers_cell(page, BOARD[0][0])).to_have_text("group:board")
+    expect(readers_cell(page, HARBOURS[0][0])).to_have_text("everyone in the tenant")
+    # as alice: no row of the ledger, and every row she gets is one the whole tenant reads
+    page.fill("#ask-as-input", "user:alice")
+    page.get_by_role("button", name="Switch").click()
+    expect(page.locator("#store-line")).to_contain_text("asking as user:alice")
+    page.click("#tab-documents")
+    expect(page.locator("#doc-rows")).not_to_contain_text("ledger")
+    expect(readers_cell(page, HARBOURS[0][0])).to_have_text("everyone in the tenant")
+    cells = page.locator("#doc-rows td.readers").all_inner_texts()
+    assert cells and set(cells) == {"everyone in the tenant"}, cells
+    page.fill("#ask-as-input", "")
+    page.get_by_role("button", name="Switch").click()
+    expect(page.locator("#store-line")).not_to_contain_text("asking as")
+    assert not page.errors, page.errors
 
 
 def test_a_malformed_principal_is_refused_in_words(page):

@@ -201,6 +201,21 @@ def test_documents_page_through_every_live_document_once(graph_store):
     assert pages >= 3
 
 
+def test_get_documents_reads_the_live_ones_of_a_batch(graph_store):
+    """get_documents: the live documents of the ids asked, in the order asked, metadata included;
+    missing and deleted ids left out; past one DynamoDB batch (100 keys)."""
+    docs = [Document(doc_id=f"d{i:03d}", source=f"s{i}.txt", content_hash=f"h{i}",
+                     metadata={"access": [f"group:g{i % 3}"]} if i % 2 else {}) for i in range(130)]
+    for d in docs:
+        graph_store.put_document(d)
+    graph_store.put_document(Document(doc_id="gone", source="gone.txt", content_hash="", status=DELETED, version="2"))
+    asked = ["d129", "nope", "gone", "d000", "d057", "d000"] + [f"d{i:03d}" for i in range(1, 120)]
+    got = graph_store.get_documents(asked)
+    assert list(got) == list(dict.fromkeys(i for i in asked if i.startswith("d")))
+    assert got["d129"] == docs[129] and got["d057"].metadata == {"access": ["group:g0"]}
+    assert graph_store.get_documents([]) == {}
+
+
 def test_documents_by_source_and_listing_sorted(graph_store):
     docs = [Document(doc_id=i, source=src, content_hash=f"h{i}")
             for i, src in [("d3", "a.txt"), ("d1", "b.txt"), ("d2", "a.txt"), ("d0", "c.txt")]]

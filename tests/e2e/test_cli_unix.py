@@ -187,6 +187,7 @@ def test_version_and_help_lines():
     ("ingest", {"--json", "--quiet", "--embedder", "--summarizer", "--batch-docs", "--csv-text", "--csv-id",
                 "--csv-title", "--access"}),
     ("console", {"--quiet", "--api", "--auth", "--region", "--token-env", "--jwt-file", "--host", "--port"}),
+    ("export", {"--json", "--as", "--profile"}),
 ])
 def test_each_command_lists_only_the_flags_it_uses(command, flags):
     out = eragraph(command, "--help")

@@ -92,3 +92,90 @@ def test_an_import_refuses_nodes_of_an_unnamed_partition(source, tmp_path):
     target = build_engine("memory", settings=settings_from_env(ENV), uses=USES)
     with pytest.raises(DumpError, match="access partition"):
         portable.load(target, iter(kept))
+
+
+def _hidden_marks(source, who) -> tuple[list, set[str]]:
+    """What of the documents ``who`` may not read may not appear in its dump (their ids, titles,
+    sources and markers: the marker is their text's and, lower-cased, their entity's), and the
+    ids of the nodes over any of them (chunks and summaries)."""
+    import re
+
+    from access_cases import leaves_docs
+
+    docs = {d.doc_id: d for d in source.graph.list_documents()}
+    hidden = {i for i, d in docs.items() if not who.may_read((d.metadata or {}).get("access"))}
+    marks = [re.compile(rf"(?<![\w]){re.escape(m)}(?!\d)", re.IGNORECASE)
+             for i in hidden for m in (f'"{i}"', docs[i].title, docs[i].source, f"Marker{i}")]
+    seen: dict = {}
+    nodes = {r.node_id for layer in source.graph.layer_sizes() for r in source.graph.layer_refs(layer)
+             if leaves_docs(source, r.node_id, seen) & hidden}
+    return marks, nodes
+
+
+@pytest.mark.parametrize("principals,default", [(["group:finance"], "tenant"), (["user:alice"], "deny"),
+                                                (["user:bob", "group:board"], "tenant"), (["user:nobody"], "deny")])
+def test_an_export_as_a_caller_holds_only_what_it_may_read(source, tmp_path, principals, default):
+    """``dump(engine, caller)``: no text, title, source, id, entity, chunk or summary of a document
+    outside the caller's view; everything inside it; no cost ledger. It imports as a store of its
+    own, whole by the invariants, whose operator sees what the caller saw in the source."""
+    import json
+
+    from eragraph.services import invariants
+
+    who = caller(principals, default)
+    records = list(portable.dump(source, who))
+    text = json.dumps(records)
+    marks, hidden_nodes = _hidden_marks(source, who)
+    for mark in marks:
+        assert not mark.search(text), mark.pattern
+    for node_id in hidden_nodes:
+        assert node_id not in text, node_id
+    assert not any(r.get("kind") == "ledger" for r in records)
+    readable = {d.doc_id for d in source.graph.list_documents() if who.may_read((d.metadata or {}).get("access"))}
+    assert {r["doc_id"] for r in records if r.get("kind") == "document"} == readable
+    everything = list(portable.dump(source))
+    kinds = {"node", "segment", "entity_chunk", "partition"}
+    mine = [r for r in records if r.get("kind") in kinds]
+    # completeness: every record of the operator's dump that is of no hidden node or document is there
+    shown = [r for r in everything if r.get("kind") in kinds and not any(m.search(json.dumps(r)) for m in marks)
+             and not any(n in json.dumps(r) for n in hidden_nodes)
+             and (r.get("kind") != "partition" or who.may_read(r["access"]))]
+    assert mine == shown
+    if readable:
+        assert any(r.get("kind") == "node" and r["layer"] > 0 for r in records) or len(readable) < 4
+
+    assert check_dump(iter(records), "")
+    target = build_engine("local", tmp_path / "view", settings_from_env(ENV), uses=USES)
+    portable.load(target, iter(records))
+    report = invariants.check(target)
+    assert report.ok, report.violations
+    for q in QUESTIONS:
+        assert [r.id for r in query(target, q, mode="collapsed", k=6).results] == \
+            [r.id for r in query(source, q, mode="collapsed", k=6, caller=who).results], q
+
+
+def test_export_as_on_the_command_line(tmp_path, capsys):
+    """``eragraph export --as``: the dump of a local store as those principals see it (the same
+    records as the service's); a malformed principal is a usage error in words, no file written."""
+    import gzip
+    import json
+
+    from eragraph.cli.app import main
+
+    engine = build_engine("local", tmp_path / "kb", settings_from_env(ENV), uses=USES)
+    ingest(engine, tagged(synthetic_docs(16), random.Random(3)))
+    drain(engine)
+    who = caller(["user:bob"])
+    hidden = [d.doc_id for d in engine.graph.list_documents() if not who.may_read((d.metadata or {}).get("access"))]
+    assert hidden
+    out = tmp_path / "bob.dump.gz"
+    assert main(["export", "--store", str(tmp_path / "kb"), "--as", "user:bob", str(out), "--json"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    with gzip.open(out, "rt", encoding="utf-8") as lines:
+        records = [json.loads(line) for line in lines]
+    assert said["as"] == ["user:bob"] and said["records"] == len(records)
+    assert records[1:] == json.loads(json.dumps(list(portable.dump(engine, who))[1:]))
+    assert not {r["doc_id"] for r in records if r.get("kind") == "document"} & set(hidden)
+    bad = tmp_path / "bad.dump.gz"
+    assert main(["export", "--store", str(tmp_path / "kb"), "--as", "bob", str(bad)]) == 2
+    assert "not a principal" in capsys.readouterr().err and not bad.exists()

@@ -213,3 +213,23 @@ def test_change_records_in_a_callers_view_fail_closed():
     seen = {r["id"]: r for r in changes.in_view(engine, records, caller(["group:finance"], "deny"))}
     assert set(seen) == {"2", "3", "4"} and seen["2"]["documents"] == ["b"] and seen["4"]["chunks_removed"] == 2
     assert changes.in_view(engine, records, None) == records
+
+
+def test_the_document_list_names_each_documents_readers(store):
+    """GET /documents: every row the caller gets names its document's readers (its canonical
+    access list, or ``*``), for the operator too; a reader's page holds exactly its documents."""
+    from eragraph.domain.access import readers_of
+
+    engine, live, gone, app, who = store
+    who["caller"] = None
+    status, text = call(app, "GET", "/documents", None, "limit=1000")
+    rows = {r["doc_id"]: r for r in json.loads(text)["documents"]}
+    assert status == 200 and set(live) <= set(rows)
+    for doc_id, access in live.items():
+        assert rows[doc_id]["readers"] == readers_of(access), doc_id
+    assert "readers" not in rows.get(gone, {})  # removed: no stored list to show
+    who["caller"] = caller(["user:bob"])
+    status, text = call(app, "GET", "/documents", None, "limit=1000")
+    mine = {r["doc_id"]: r["readers"] for r in json.loads(text)["documents"]}
+    assert mine == {d: readers_of(a) for d, a in live.items() if who["caller"].may_read(a)}
+    assert any(r != ["*"] for r in mine.values()) and ["user:bob"] in mine.values()

@@ -41,7 +41,7 @@ from ..domain.access import caller
 from ..services.ingest import ingest
 from ..services.query import query
 from ..services.resummarize import drain
-from .common import load_corpus, load_questions
+from .common import load_corpus, load_questions, run_record
 
 
 def group_of(doc_id: str, groups: int, shared: float) -> list[str]:
@@ -53,12 +53,51 @@ def group_of(doc_id: str, groups: int, shared: float) -> list[str]:
     return out
 
 
-def build(settings: Settings, docs, embedder=None) -> tuple:
-    """A memory store of ``docs``; ``embedder``: one shared by every store of the run (its cache
-    embeds each text once: the MiniLM run embeds the corpus once, not once per store)."""
+class SharedExtractor:
+    """The entity graph's NER, each chunk text extracted once for every store of the run (the
+    stores hold the same chunks; spaCy over the corpus is most of a MiniLM run's build)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.identity = getattr(inner, "identity", "")
+        self.seen: dict[str, list] = {}
+
+    def extract(self, texts):
+        texts = list(texts)
+        todo = list(dict.fromkeys(t for t in texts if t not in self.seen))
+        if todo:
+            self.seen.update(zip(todo, self.inner.extract(todo)))
+        return [self.seen[t] for t in texts]
+
+    def __getattr__(self, name):  # query_entities, mentions: the model's own
+        return getattr(self.inner, name)
+
+
+def progress(started: float, what: str) -> None:
+    """A line on stderr per step (a MiniLM run takes long on a loaded machine)."""
+    print(f"[{time.perf_counter() - started:7.1f} s] {what}", file=sys.stderr, flush=True)
+
+
+def build(settings: Settings, docs, like=None, cache_file: str | None = None):
+    """A memory store of ``docs``; ``like``: a store of the same run whose embedder (its cache
+    embeds each text once: the MiniLM run embeds the corpus once, not once per store) and
+    entity extractor (each chunk's NER once) this one shares, its entity names included.
+    ``cache_file`` (the first store's): its embedder's cache in that SQLite file, kept between
+    runs, so a rerun (or a run cut short, run again) embeds nothing already embedded."""
     engine = build_memory_engine(settings)
-    if embedder is not None:
-        engine.embedder = embedder
+    if cache_file is not None and like is None:
+        from ..providers.embed_cache import CachedEmbedder, SqliteEmbeddingCache
+
+        if not isinstance(engine.embedder, CachedEmbedder):
+            raise SystemExit("--embed-cache needs the embedding cache (ERAGRAPH_EMBED_CACHE on)")
+        engine.embedder.cache = SqliteEmbeddingCache(cache_file)
+    if engine.entities is not None and not isinstance(engine.entities.extractor, SharedExtractor):
+        engine.entities.extractor = SharedExtractor(engine.entities.extractor)
+    if like is not None:
+        engine.embedder = like.embedder
+        if engine.entities is not None and like.entities is not None:
+            engine.entities.embedder = like.embedder
+            engine.entities.extractor = like.entities.extractor
     ingest(engine, docs)
     drain(engine)
     return engine
@@ -109,9 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default=None, metavar="GROUP",
                     help="one group (g2): its caller on a partitioned store of its documents only (its partitions "
                          "are cut as in the whole store's: each on its own) against its alone store; no flat store")
+    ap.add_argument("--embed-cache", default=None, metavar="FILE",
+                    help="keep the embeddings in this SQLite file between runs (a rerun embeds nothing again)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     started = time.perf_counter()
+    commit = run_record()["commit"]  # the code that runs: read before, not after, a long run
     settings = Settings(embedder=args.embedder)
     data = Path(args.data)
     corpus = load_corpus(data / "corpus.jsonl", args.docs)
@@ -120,9 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     questions = load_questions(data / "questions.jsonl", args.questions, [d.doc_id for d in corpus])
     only = None if args.only is None else f"group:{args.only}"
     placed = [d for d in corpus if only is None or only in lists[d.doc_id]]
-    partitioned = build(settings, [replace(d, metadata={"access": lists[d.doc_id]}) for d in placed])
-    shared = partitioned.embedder
-    flat = build(settings, corpus, shared) if only is None else None
+    partitioned = build(settings, [replace(d, metadata={"access": lists[d.doc_id]}) for d in placed],
+                        cache_file=args.embed_cache)
+    progress(started, f"partitioned store: {len(placed)} documents")
+    flat = build(settings, corpus, partitioned) if only is None else None
+    progress(started, "flat store" if flat is not None else "no flat store (--only)")
     out: dict = {"groups": {}, "docs": len(corpus), "questions_total": len(questions),
                  "embedder": args.embedder, "k": args.k, "shared": args.shared, "only": only}
     for g in range(args.groups):
@@ -132,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         mine = [d for d in corpus if name in lists[d.doc_id]]
         ids = {d.doc_id for d in mine}
         asked = [q for q in questions if set(q["supporting_ids"]) <= ids]
-        alone = build(settings, mine, shared)
+        alone = build(settings, mine, partitioned)
+        progress(started, f"{name}: its alone store, {len(mine)} documents")
         found_view: list = []
         found_alone: list = []
         view, layered = recall(partitioned, asked, caller([name]), args.k, found_view)
@@ -154,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         out["insert_summarize_calls_flat"] = insert_calls(flat, held)
         out["held_out_access"] = lists[held.doc_id]
     out["machine"] = f"{platform.machine()}, {platform.python_version()}"
+    out["run"] = {**run_record(), "commit": commit}
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["command"] = "python -m eragraph.bench.access " + " ".join(sys.argv[1:] if argv is None else argv)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")

@@ -222,8 +222,16 @@ def build_parser() -> argparse.ArgumentParser:
                 tenant=False)
     p.add_argument("--delete", metavar="ID", help="delete this tenant: its documents, vectors, entity graph and files")
 
-    p = command("export", "write the store to a portable dump file (a backup; eragraph import loads it)", cmd_export)
+    p = command("export", "write the store to a portable dump file (a backup; eragraph import loads it)", cmd_export,
+                store="optional")
     p.add_argument("file", metavar="FILE", help="the dump to write (gzip-compressed JSON lines)")
+    p.add_argument("--as", dest="as_principals", metavar="PRINCIPALS",
+                   help="export only what these principals may read (comma-separated group:NAME, user:NAME; an "
+                        "operator's command): their partitions' documents, chunks, summaries and entities, no cost "
+                        "ledger (docs/tenants.md)")
+    p.add_argument("--profile", default="local", choices=("local", "aws"),
+                   help="local (--store DIR) or aws: the deployed stack of this environment (ERAGRAPH_TABLE, ...), "
+                        "its --tenant")
 
     p = command("import", "load a dump (eragraph export) into an empty store, no re-embedding or re-summarizing",
                 cmd_import, providers=("embedder",), store="optional")

@@ -18,24 +18,49 @@ from pathlib import Path
 
 from ..domain import tenants
 
-from .exits import EXIT_OK, CommandError
+from .exits import EXIT_OK, EXIT_USAGE, CommandError
 from .render import emit
-from .store import open_as_built, settings_of, tenant_of, writing
+from .store import open_as_built, registered_tenant, settings_of, tenant_of, writing
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    """A local store (``--store``, under its writer lock: no ingest in flight while it is read)
+    or a deployed stack's tenant (``--profile aws``); ``--as``: only what those principals may
+    read (services.portable.dump)."""
+    from ..bootstrap.profiles import keeps_store
+    from ..domain.access import AccessError, parse_principals
     from ..services import portable
 
-    with writing(args.store):  # no ingest in flight while the store is read
-        engine = open_as_built(args)
-        count = 0
-        with gzip.open(Path(args.file), "wt", encoding="utf-8") as out:
-            for record in portable.dump(engine):
-                out.write(json.dumps(record, separators=(",", ":")) + "\n")
-                count += 1
-    emit(args, {"file": str(args.file), "records": count, "version": portable.DUMP_VERSION},
-         f"exported {count} records to {args.file} (dump version {portable.DUMP_VERSION})")
+    try:
+        asking = None if not args.as_principals else parse_principals(args.as_principals)
+    except AccessError as exc:
+        raise CommandError(f"export: {exc}", EXIT_USAGE) from None
+    if keeps_store(args.profile):
+        if not args.store:
+            raise CommandError(f"--profile {args.profile} needs --store DIR (or ERAGRAPH_STORE)", EXIT_USAGE)
+        with writing(args.store):
+            count = _write_dump(args, open_as_built(args), asking)
+    else:
+        tenancy, tenant = registered_tenant(args)
+        count = _write_dump(args, tenancy.engine(tenant, register=False), asking)
+    view = "" if asking is None else f", what {', '.join(asking)} may read"
+    emit(args, {"file": str(args.file), "records": count, "version": portable.DUMP_VERSION,
+                "as": None if asking is None else list(asking)},
+         f"exported {count} records to {args.file} (dump version {portable.DUMP_VERSION}{view})")
     return EXIT_OK
+
+
+def _write_dump(args: argparse.Namespace, engine, asking) -> int:
+    from ..domain.access import caller
+    from ..services import portable
+
+    who = None if asking is None else caller(asking, engine.settings.access_default)
+    count = 0
+    with gzip.open(Path(args.file), "wt", encoding="utf-8") as out:
+        for record in portable.dump(engine, who):
+            out.write(json.dumps(record, separators=(",", ":")) + "\n")
+            count += 1
+    return count
 
 
 def _records(path: Path):

@@ -35,11 +35,19 @@ def readable(doc, caller: Caller | None) -> bool:
 
 
 def readable_views(engine: Engine, views: list[dict], caller: Caller | None) -> list[dict]:
-    """The status views (GET /documents) of the documents ``caller`` may read: one document read
-    per view of the page (at most its ``limit``), none for the operator."""
-    if caller is None or caller.everything:
-        return views
-    return [v for v in views if readable(engine.graph.get_document(v["doc_id"]), caller)]
+    """The status views (GET /documents) of the documents ``caller`` may read, each with its
+    document's ``readers`` (as GET /documents/{id} gives them): the page's documents in one
+    batched read (at most its ``limit``). A status without a stored document (refused before it
+    was stored, or deleted) has no readers and is listed to the operator only: fail closed."""
+    from ..domain.access import readers_of
+
+    docs = engine.graph.get_documents(v["doc_id"] for v in views) if views else {}
+    out = []
+    for v in views:
+        doc = docs.get(v["doc_id"])
+        if readable(doc, caller):
+            out.append(v if doc is None else {**v, "readers": readers_of((doc.metadata or {}).get(ATTRIBUTE))})
+    return out
 
 
 def document_json(engine: Engine, doc_id: str, caller: Caller | None = None) -> dict | None:

@@ -3,6 +3,7 @@ port, as callers that report status need nothing else of the store)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol, runtime_checkable
 
 from ..domain.doc_status import DocStatus
@@ -13,6 +14,10 @@ from ..domain.model import ANY_VERSION, Document
 class DocumentStore(Protocol):
     # --- documents (tombstones, ``status == DELETED``, are only seen with include_deleted) ---
     def get_document(self, doc_id: str, include_deleted: bool = False) -> Document | None: ...
+    def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        """The live documents of ``doc_ids`` by id (the missing and the deleted left out), in
+        key reads of a bounded batch (a page of a listing: GET /documents' readers)."""
+        ...
     def find_documents(self, source: str) -> list[Document]: ...
     def put_document(self, doc: Document, expected: Document | None = ANY_VERSION) -> None:
         """Store ``doc`` (a document or a tombstone). With ``expected`` the write is

@@ -29,7 +29,13 @@ format, or of a version this code does not read, is refused saying which it is a
 reads.
 
 Export reads a settled store: run it when no ingest is in flight (the CLI holds the writer
-lock); the summaries of a layer still being reconciled are exported as they stand."""
+lock); the summaries of a layer still being reconciled are exported as they stand.
+
+``dump(engine, caller)`` is what one caller may read (domain.access; an operator's ``eragraph
+export --as``): the partitions it may read and their documents, statuses, chunks, summaries and
+segments, the entity records of those chunks and the vectors of the entity names and sentences
+they hold; nothing of another partition is read past its ref, and the tenant's cost ledger stays
+out. It imports as a store of its own (its partitions are whole, each cut on its own)."""
 
 from __future__ import annotations
 
@@ -40,15 +46,15 @@ from typing import Any
 
 import numpy as np
 
-from ..domain.access import READERS, index_bits, index_of, partition_of, readers_of
+from ..domain.access import ATTRIBUTE, READERS, Caller, index_bits, index_of, partition_of, readers_of
 from ..domain.doc_status import DocStatus
 from ..domain.model import Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
 from ..ports.entity import ChunkEntities, SentenceMentions, chunk_of_sentence
 from .dump_records import FORMAT, READS, DumpError, check_header, check_record, check_registered  # noqa: F401
 from .engine import EMBED_FORMAT, LEAF_ATTRS, NODE_READERS, Engine
-from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER
+from .entity_ids import ENTITY_LAYER, SENTENCE_LAYER, entity_vector_id
 from .ingest import leaf_meta
-from .placement import INDEX, KEY, partitions
+from .placement import INDEX, KEY, partitions, readable
 from .sources import text_key
 from .store_providers import PROVIDERS_KEY, recorded_providers
 
@@ -69,18 +75,25 @@ def _array(record: dict) -> np.ndarray:
     return np.frombuffer(base64.b64decode(record["vector"]), dtype="<" + record["dtype"]).astype(np.float32)
 
 
-def dump(engine: Engine) -> Iterator[dict]:
-    """The records of ``engine``'s store, header first."""
+def dump(engine: Engine, caller: Caller | None = None) -> Iterator[dict]:
+    """The records of ``engine``'s store, header first; with ``caller`` (None: the operator, all),
+    only what it may read (the module docstring)."""
     g = engine.graph
     lsh = g.get_lsh()
     yield {"format": FORMAT, "version": DUMP_VERSION, "providers": recorded_providers(g),
            "settings": g.get_meta("settings"), "lsh": None if lsh is None else asdict(lsh)}
     if lsh is None:
         return
+    allowed = None if caller is None else readable(engine, caller)  # partition indexes; None: all
     for index, access in sorted(partitions(engine).items()):  # before the documents that name them
-        if index:
+        if index and (allowed is None or index in allowed):
             yield {"kind": "partition", "index": index, "access": list(access)}
+    kept: set[str] | None = None if allowed is None else set()  # the documents a caller gets
     for doc in g.list_documents():
+        if kept is not None:
+            if not caller.may_read((doc.metadata or {}).get(ATTRIBUTE)):
+                continue
+            kept.add(doc.doc_id)
         record: dict[str, Any] = {"kind": "document", **asdict(doc)}
         if engine.blobs is not None:
             try:
@@ -89,35 +102,44 @@ def dump(engine: Engine) -> Iterator[dict]:
                 pass
         yield record
     for status in g.doc_statuses():
-        yield {"kind": "status", **asdict(status)}
-    layer = 0
+        if kept is None or status.doc_id in kept:  # a status without a readable document: not the caller's
+            yield {"kind": "status", **asdict(status)}
+    layer, chunks = 0, None if allowed is None else set()  # the chunks a caller gets
     while True:
         refs = g.layer_refs(layer)
         if not refs and layer > 0:
             break
-        ids = [r.node_id for r in refs]
+        # a caller's: the refs of its partitions only (nothing else is read)
+        ids = [r.node_id for r in refs if allowed is None or index_of(r.code, lsh.n_planes) in allowed]
         for start in range(0, len(ids), BATCH):
             part = ids[start:start + BATCH]
             nodes, vectors = g.get_nodes(part), engine.vectors.get_vectors(part)
             for i in part:
-                if i in nodes:
+                if i in nodes and (kept is None or layer > 0 or nodes[i].doc_id in kept):
+                    if chunks is not None and layer == 0:
+                        chunks.add(i)
                     extra = _vector(vectors[i]) if i in vectors else {}
                     yield {"kind": "node", **asdict(nodes[i]), **extra}
+        shown = None if allowed is None else set(ids)
         for seg in g.get_segments(layer):
-            yield {"kind": "segment", **asdict(seg)}
+            if shown is None or (seg.members and all(m in shown for m in seg.members)):
+                yield {"kind": "segment", **asdict(seg)}
         layer += 1
     if engine.entities is not None:
-        yield from _entities(engine)
-    for key, row in g.ledger().items():
+        yield from _entities(engine, chunks)
+    for key, row in g.ledger().items() if allowed is None else ():  # the tenant's spend: the operator's
         yield {"kind": "ledger", "key": key, **row}
     for mark in MARKS:  # what the store's leaf vectors are (their attrs, their format)
         if g.get_meta(mark) is not None:
             yield {"kind": "meta", "key": mark, "value": g.get_meta(mark)}
 
 
-def _entities(engine: Engine) -> Iterator[dict]:
+def _entities(engine: Engine, only: set[str] | None = None) -> Iterator[dict]:
+    """The entity records of the chunks (``only``: of these), then the vectors of the entity names
+    and sentences (``only``: those these chunks hold)."""
     store, vectors = engine.entities.store, engine.entities.vectors
-    chunks = sorted(store.chunk_ids())
+    chunks = sorted(store.chunk_ids() if only is None else only & set(store.chunk_ids()))
+    held_names: set[str] = set()
     for start in range(0, len(chunks), BATCH):
         part = chunks[start:start + BATCH]
         counts = store.chunk_entities(part)
@@ -145,8 +167,12 @@ def _entities(engine: Engine) -> Iterator[dict]:
                         more -= 1
                         row = rows[-1]
                     row[1].extend([name] * more)
+            held_names.update(n for _text, held in rows for n in held)
             yield {"kind": "entity_chunk", "chunk_id": chunk, "sentences": rows}
     ids = sorted(vectors.ids())
+    if only is not None:
+        named = {entity_vector_id(n) for n in held_names}
+        ids = [i for i in ids if i in named or ("#s" in i and chunk_of_sentence(i) in only)]
     for start in range(0, len(ids), BATCH):
         got = vectors.get_vectors(ids[start:start + BATCH])
         for i in ids[start:start + BATCH]:

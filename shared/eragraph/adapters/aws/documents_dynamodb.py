@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from pynamodb.exceptions import PutError
 
 from ...domain.model import ANY_VERSION, ConflictError, Document
-from .dynamodb_table import DynamoTable, _is_condition_failure
+from .dynamodb_table import BATCH_GET, DynamoTable, _is_condition_failure
 
 
 def _metadata_json(metadata: dict[str, Any]) -> str | None:
@@ -34,6 +35,18 @@ class DynamoDocumentStore(DynamoTable):
         item = self._get(f"DOC#{doc_id}", "DOC")
         doc = None if item is None else self._doc(item)
         return doc if doc is not None and (include_deleted or not doc.is_tombstone) else None
+
+    def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        """BatchGetItem, 100 keys a request (strongly consistent, as get_document)."""
+        ids = list(dict.fromkeys(doc_ids))
+        out: dict[str, Document] = {}
+        for start in range(0, len(ids), BATCH_GET):
+            keys = [(f"DOC#{i}", "DOC") for i in ids[start:start + BATCH_GET]]
+            for item in self.Item.batch_get(keys, consistent_read=True):
+                doc = self._doc(item)
+                if not doc.is_tombstone:
+                    out[doc.doc_id] = doc
+        return {i: out[i] for i in ids if i in out}
 
     def find_documents(self, source: str) -> list[Document]:
         # the index is eventually consistent; re-read each hit strongly

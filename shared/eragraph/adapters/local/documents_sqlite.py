@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterable
 
 from ...domain.model import ANY_VERSION, DELETED, ConflictError, Document
 from .sqlite_db import SqliteDb, _dumps
@@ -38,6 +39,16 @@ class SqliteDocumentStore(SqliteDb):
         where = "doc_id = ?" if include_deleted else f"doc_id = ? AND {_LIVE}"
         rows = self._query(f"SELECT {_DOC_COLS} FROM documents WHERE {where}", (doc_id,))
         return _doc(rows[0]) if rows else None
+
+    def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        ids = list(dict.fromkeys(doc_ids))
+        out: dict[str, Document] = {}
+        for start in range(0, len(ids), 500):  # SQLite's bound parameters, a batch at a time
+            part = ids[start:start + 500]
+            rows = self._query(f"SELECT {_DOC_COLS} FROM documents WHERE doc_id IN ({','.join('?' * len(part))})"
+                               f" AND {_LIVE}", tuple(part))
+            out.update((d.doc_id, d) for d in map(_doc, rows))
+        return {i: out[i] for i in ids if i in out}
 
     def find_documents(self, source: str) -> list[Document]:
         rows = self._query(f"SELECT {_DOC_COLS} FROM documents WHERE source = ? AND {_LIVE} ORDER BY doc_id",

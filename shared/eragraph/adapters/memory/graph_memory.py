@@ -118,6 +118,10 @@ class MemoryGraphStore:
         doc = self._docs.get(doc_id)
         return copy.deepcopy(doc) if doc is not None and (include_deleted or not doc.is_tombstone) else None
 
+    def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
+        got = {i: self.get_document(i) for i in dict.fromkeys(doc_ids)}
+        return {i: d for i, d in got.items() if d is not None}
+
     def find_documents(self, source: str) -> list[Document]:
         return sorted((copy.deepcopy(d) for d in self._docs.values() if d.source == source and not d.is_tombstone),
                       key=lambda d: d.doc_id)

@@ -1,11 +1,12 @@
-// Documents: the list by source prefix with its counts per state and each failure's reason,
-// paged by cursor; upload by drag and drop or a file input (POST /documents: text, or base64
+// Documents: the list by source prefix with its counts per state, each failure's reason and each
+// document's readers (who may read it, as GET /documents names them in the caller's view), paged
+// by cursor; upload by drag and drop or a file input (POST /documents: text, or base64
 // bytes for any other file); delete; polling while anything is not done. A poll draws again only
 // the rows, counts and uploads whose content changed (dom.keyed): a Delete button armed under
 // the pointer stays armed while the list is read again (until the pointer or the focus leaves it).
 
 import { ApiError, changed, del, get, post, query } from "./api.js";
-import { field, fmtTime, h, keyed, say } from "./dom.js";
+import { field, fmtTime, h, keyed, readersText, say } from "./dom.js";
 
 const STATES = [["received", "Received"], ["indexed", "Indexed"], ["summaries_pending", "Summaries pending"],
   ["done", "Done"], ["failed", "Failed"]];
@@ -51,7 +52,7 @@ function mount(panel) {
       h("h3", { id: "list-title" }, "Stored documents"), form, ui.counts, ui.message,
       h("div", { class: "scroll" }, h("table", { class: "docs" },
         h("caption", { class: "visually-hidden" }, "Documents with their state"),
-        h("thead", {}, h("tr", {}, ["Source", "State", "Reason", "Updated", "Action"].map((t) => h("th", { scope: "col", text: t })))),
+        h("thead", {}, h("tr", {}, ["Source", "State", "Readers", "Reason", "Updated", "Action"].map((t) => h("th", { scope: "col", text: t })))),
         ui.rows)),
       h("div", { class: "row pager" }, ui.prev, ui.pageLabel, ui.next)));
   ui.file.addEventListener("change", () => { upload([...ui.file.files]); ui.file.value = ""; });
@@ -105,8 +106,8 @@ async function load() {
     key: ([key]) => key, make: ([key, label, count]) => h("div", { dataset: { state: key } }, h("dt", {}, label), h("dd", { text: count })) });
   const rows = body.documents.length ? body.documents : [null];
   keyed(ui.rows, rows, { key: (doc) => (doc ? "doc:" + doc.doc_id : "none"),
-    sign: (doc) => JSON.stringify(doc && [doc.source, doc.state, doc.reason || "", doc.updated || doc.updated_at || null]),
-    make: (doc) => (doc ? row(doc) : h("tr", {}, h("td", { colspan: 5, text: "No documents under this prefix." }))) });
+    sign: (doc) => JSON.stringify(doc && [doc.source, doc.state, doc.readers || null, doc.reason || "", doc.updated || doc.updated_at || null]),
+    make: (doc) => (doc ? row(doc) : h("tr", {}, h("td", { colspan: 6, text: "No documents under this prefix." }))) });
   pages.next = body.next_cursor ?? null;
   ui.prev.disabled = pages.at === 0;
   ui.next.disabled = !pages.next;
@@ -128,6 +129,8 @@ function row(doc) {
   return h("tr", { dataset: { docId: doc.doc_id, state: doc.state } },
     h("td", { class: "source", text: doc.source, dataset: { label: "Source" } }),
     h("td", { dataset: { label: "State" } }, h("span", { class: "state " + doc.state, text: label(doc.state) })),
+    h("td", { class: "readers", dataset: { label: "Readers" } }, readersText(doc.readers)
+      ? h("span", { class: "badge readers", text: readersText(doc.readers) }) : null),
     h("td", { class: "reason", text: doc.reason || "", dataset: { label: "Reason" } }),
     h("td", { text: fmtTime(doc.updated || doc.updated_at), dataset: { label: "Updated" } }),
     h("td", { class: "action" }, remove));

@@ -91,6 +91,13 @@ export function say(region, text, kind = "info") {
 }
 
 // A label and its control kept together on one line (a check box after its label's box).
+// Who may read a document or node (its ``readers``: principals, "*" the whole tenant), in words;
+// "" when not known (a status without a stored document).
+export function readersText(readers) {
+  if (!readers || !readers.length) return "";
+  return readers.includes("*") ? "everyone in the tenant" : readers.join(", ");
+}
+
 export function field(control, text) {
   const label = h("label", { for: control.id }, text);
   return h("span", { class: "field" }, control.type === "checkbox" ? [control, label] : [label, control]);

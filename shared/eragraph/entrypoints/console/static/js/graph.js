@@ -13,7 +13,7 @@
 
 import cytoscape from "../vendor/cytoscape/cytoscape.esm.min.mjs";
 import { get, query, stats as readStats } from "./api.js";
-import { clear, h, keyed, say } from "./dom.js";
+import { clear, h, keyed, readersText, say } from "./dom.js";
 import { changeGroups, costPanel } from "./changes.js";
 import { bandLayout } from "./layout.js";
 
@@ -217,9 +217,8 @@ function settle(id) {
 
 // Who may read a node's document (a summary: its partition's documents): "*" is the whole tenant.
 function readersBadge(readers) {
-  if (!readers || !readers.length) return null;
-  const who = readers.includes("*") ? "everyone in the tenant" : readers.join(", ");
-  return h("span", { class: "badge readers", id: "node-readers", text: `readers: ${who}` });
+  const who = readersText(readers);
+  return who ? h("span", { class: "badge readers", id: "node-readers", text: `readers: ${who}` }) : null;
 }
 
 function drawNode(node) {
