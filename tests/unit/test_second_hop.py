@@ -109,3 +109,18 @@ def test_the_hop_reads_three_batched_calls():
         setattr(store, name, counted)
     assert second_hop.bridges(engine, chunk.id, QUESTION, {"anna benson"}) == ["kris benson"]
     assert calls == ["sentence_ids_of_chunks", "get_sentences", "frequencies"]
+
+
+def test_the_second_walk_reuses_the_question_s_entities():
+    """The re-seeded walk matches the question's names once: NER runs once per query."""
+    engine = build("tri_graph", hop_entities=2, hop_weight=2.0)
+    extractor = engine.entities.extractor
+    real, calls = extractor.query_entities, []
+
+    def counted(text):
+        calls.append(text)
+        return real(text)
+
+    extractor.query_entities = counted
+    assert "second hop through kris benson" in top(engine, "tri_graph").note
+    assert calls == [QUESTION]

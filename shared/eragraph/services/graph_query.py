@@ -103,6 +103,7 @@ class TriWalk:
 
     def __init__(self, ranked: list[tuple[str, float]], seeds: dict[str, float], view: View | None = None) -> None:
         self.ranked, self.seeds, self.view = ranked, seeds, view
+        self.names: tuple[list[str], np.ndarray] | None = None  # the question's entity names and vectors
 
 
 def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None,
@@ -116,12 +117,23 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
 
 
 def tri_graph_walk(engine: Engine, text: str, vector: np.ndarray, n: int,
-                   where: Filter | None = None, extra_seeds: dict[str, float] | None = None) -> TriWalk | None:
+                   where: Filter | None = None, extra_seeds: dict[str, float] | None = None,
+                   names: tuple[list[str], np.ndarray] | None = None) -> TriWalk | None:
     """tri_graph's ranking of (at most n, exact execution) passages; None when the question
     has no usable entity (the mode answers with ``dense``). ``extra_seeds``: graph entities
-    seeded beside the question's matches, at those similarities (the second hop's bridges)."""
+    seeded beside the question's matches, at those similarities (the second hop's bridges);
+    ``names``: the question's entity names and vectors when an earlier walk found them."""
+    names = names or _query_entity_vectors(engine, text)
+    walk = _tri_graph_walk(engine, text, vector, n, where, extra_seeds, names)
+    if walk is not None:
+        walk.names = names
+    return walk
+
+
+def _tri_graph_walk(engine: Engine, text: str, vector: np.ndarray, n: int, where: Filter | None,
+                    extra_seeds: dict[str, float] | None, names_vectors: tuple[list[str], np.ndarray]) -> TriWalk | None:
     gs = graph_settings(engine)
-    names, qvecs = _query_entity_vectors(engine, text)
+    names, qvecs = names_vectors
     if not names:
         return None
     if use_exact(engine):
