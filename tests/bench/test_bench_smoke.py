@@ -149,6 +149,7 @@ def test_query_interleaved_modes_take_turns(tiny, tmp_path, monkeypatch):
     assert timed == [("collapsed", True), ("dense", True)] * 8
     for row in res["modes"].values():
         assert len(row["rounds"]) == 2 and all(r["n"] == 4 for r in row["rounds"])
+        assert row["cpu_ms_p95_median"] >= 0 and all("cpu_ms_p95" in r for r in row["rounds"])
         assert min(r["latency_ms_p95"] for r in row["rounds"]) <= row["latency_ms_p95_median"] <= \
             max(r["latency_ms_p95"] for r in row["rounds"])
 

@@ -35,7 +35,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--interleave", type=int, metavar="ROUNDS", default=0,
                    help="compare modes under the same load: every question embedded once (untimed), then "
                         "ROUNDS rounds, each asking every question in every mode in turn; per mode, each "
-                        "round's p50/p95 and their medians over the rounds (search time, no embedding)")
+                        "round's p50/p95 of wall and CPU time and their medians over the rounds (search "
+                        "time, no embedding)")
     add_common_options(p)
     p.set_defaults(bench=run)
     return p
@@ -68,16 +69,23 @@ def interleaved(engine: Any, modes: list[str], texts: list[str], k: int, rounds:
     with progress(len(modes) * len(texts) * rounds, "queries", show) as bar:
         for _ in range(rounds):
             ms: dict[str, list[float]] = {m: [] for m in modes}
+            cpu: dict[str, list[float]] = {m: [] for m in modes}
             for text, vector in zip(texts, vectors):
                 for mode in modes:
-                    started = time.perf_counter()
+                    started, started_cpu = time.perf_counter(), time.process_time()
                     query(engine, text, mode=mode, k=k, vector=vector)
                     ms[mode].append((time.perf_counter() - started) * 1000.0)
+                    cpu[mode].append((time.process_time() - started_cpu) * 1000.0)
                     bar.update(1)
             for mode in modes:
-                rows[mode].append(summarize_latencies(ms[mode]))
-    return {m: {"rounds": r, "latency_ms_p50_median": round(percentile([x["latency_ms_p50"] for x in r], 50), 3),
-                "latency_ms_p95_median": round(percentile([x["latency_ms_p95"] for x in r], 50), 3)}
+                rows[mode].append({**summarize_latencies(ms[mode]), "cpu_ms_p50": round(percentile(cpu[mode], 50), 3),
+                                   "cpu_ms_p95": round(percentile(cpu[mode], 95), 3)})
+
+    def median(r: list[dict], key: str) -> float:
+        return round(percentile([x[key] for x in r], 50), 3)
+
+    return {m: {"rounds": r, **{f"{key}_median": median(r, key)
+                               for key in ("latency_ms_p50", "latency_ms_p95", "cpu_ms_p50", "cpu_ms_p95")}}
             for m, r in rows.items()}
 
 
@@ -111,9 +119,10 @@ def run(args: Any) -> dict:
         return finish({"store": str(store), "layers": {str(k): v for k, v in sorted(sizes.items())},
                        "nodes": sum(sizes.values()), "embedder": settings.embedder, "profile": args.profile,
                        "k": args.k, "questions": len(texts), "rounds": args.interleave,
-                       "measure": "wall time of query() per question given its embedding (made once, untimed), "
-                                  "the modes taking turns question by question in each round; per mode the "
-                                  "median over rounds of each round's p50/p95", "modes": per_mode}, args, "query")
+                       "measure": "wall time (and the process's CPU time, less sensitive to other processes' "
+                                  "load) of query() per question given its embedding (made once, untimed), the "
+                                  "modes taking turns question by question in each round; per mode the median "
+                                  "over rounds of each round's p50/p95", "modes": per_mode}, args, "query")
     per_mode = {}
     with progress(len(modes) * len(texts) * args.repeat, "queries", not args.no_progress) as bar:
         for mode in modes:
