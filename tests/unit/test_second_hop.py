@@ -124,3 +124,20 @@ def test_the_second_walk_reuses_the_question_s_entities():
     extractor.query_entities = counted
     assert "second hop through kris benson" in top(engine, "tri_graph").note
     assert calls == [QUESTION]
+
+
+@pytest.mark.parametrize("side", ["dense", "hybrid"])
+def test_auto_s_dense_side_takes_the_hop(side):
+    """``auto`` sends a question to its dense side through the same second hop (the setting on)."""
+    from eragraph.services import routing
+    from eragraph.services.query_context import QueryContext
+
+    def side_docs(engine):
+        ctx = QueryContext(engine, QUESTION, 2, None, 0.6)
+        ids = [c for c, _ in routing._dense_side(ctx, side, 20)[1]][:2]
+        return [n.doc_id for n in (engine.graph.get_nodes(ids)[c] for c in ids)], ctx.notes
+
+    plain, _ = side_docs(build(side))
+    hopped, notes = side_docs(build(side, hop_entities=2, hop_weight=2.0))
+    assert plain[0] == "spouse" and "team" not in plain
+    assert hopped == ["spouse", "team"] and "second hop through kris benson" in notes

@@ -32,8 +32,9 @@ Variants:
   ``tri_graph``, with the shipped path settings or some of them (``path_beam``, ``path_depth``,
   ``path_mass``, ``path_weight``, ``path_passages``) set; paired against ``base`` like every lever;
 - ``auto`` and ``auto:route=paths[:SETTING=V...]``: the router (``auto``) as shipped, or with
-  ``paths`` behind its graph route and fusion's graph list (the ``route`` setting), paired
-  against ``base`` (``tri_graph``) too;
+  ``paths`` behind its graph route and fusion's graph list (the ``route`` setting), or with its
+  dense side's second hop (``auto:hop_entities=N[:hop_weight=W]``), paired against ``base``
+  (``tri_graph``) too;
 - ``hop[:hop_entities=N][:hop_weight=W]``: ``tri_graph`` with its second hop (services.second_hop:
   the top passage's bridge entities re-seed the walk; ``hop_entities`` 2 unless set);
 - ``dense``, ``hybrid`` and ``dense:hop_entities=N[:hop_weight=W]`` (or ``hybrid:...``): the
@@ -111,7 +112,7 @@ def path_settings(name: str) -> dict[str, float | int | str]:
     """The graph settings a ``paths:SETTING=V:...`` (``auto:``, ``hop:``, ``dense:``, ``hybrid:``)
     variant sets: path settings for ``paths`` and ``auto``, hop settings for the others."""
     head = name.split(":")[0]
-    allowed = HOP_SETTINGS if head in ("hop", "dense", "hybrid") else PATH_SETTINGS
+    allowed = HOP_SETTINGS if head in ("hop", "dense", "hybrid") else PATH_SETTINGS + HOP_SETTINGS * (head == "auto")
     out: dict[str, float | int | str] = {"hop_entities": 2} if head == "hop" else {}
     for part in name.split(":")[1:]:
         key, _, raw = part.partition("=")

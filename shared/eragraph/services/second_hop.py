@@ -8,7 +8,8 @@ rarer first, at most ``hop_entities``) carry the question one step further:
 
 - ``tri_graph``: they re-seed the walk (seeds beside the question's matches, at similarity 1);
 - ``dense``, ``hybrid``: their names are appended to the question, which is embedded again and
-  searched again (dense; dense and BM25 for hybrid).
+  searched again (dense; dense and BM25 for hybrid); ``auto``'s dense side (services.routing)
+  takes the same hopped list.
 
 The two rankings are fused by reciprocal rank fusion (domain.sentence_paths.rrf_fuse), the second
 hop's weighted ``hop_weight``; the usual document-at-a-time finish. Reads beyond the first hop:
@@ -77,27 +78,36 @@ def tri_graph(ctx: QueryContext) -> list[Candidate]:
     return gq._finish(engine, ranked, ctx.vector, k, ctx.budget, ctx.where)
 
 
+def dense_ranked(ctx: QueryContext, n: int) -> list[tuple[str, float]]:
+    """The dense leaf list with its second hop (RRF scores; the first hop's when no bridge)."""
+    return _hopped(ctx, dense_list(ctx, n), lambda c: dense_list(c, n))
+
+
+def hybrid_ranked_hop(ctx: QueryContext, n: int) -> list[tuple[str, float]]:
+    """The hybrid leaf list with its second hop (``auto``'s dense side reads it too)."""
+    return _hopped(ctx, [c for c, _ in hybrid_ranked(ctx, n)[:n]], lambda c: [x for x, _ in hybrid_ranked(c, n)[:n]])
+
+
 def dense(ctx: QueryContext) -> list[Candidate]:
     n = fetch_size(ctx.k)
-    return _leaf(ctx, dense_list(ctx, n), lambda c: dense_list(c, n))
+    return fill_by_document(ctx.engine, dense_ranked(ctx, n)[:n], ctx.k, ctx.budget)
 
 
 def hybrid(ctx: QueryContext) -> list[Candidate]:
     n = fetch_size(ctx.k)
-    return _leaf(ctx, [c for c, _ in hybrid_ranked(ctx, n)[:n]], lambda c: [x for x, _ in hybrid_ranked(c, n)[:n]])
+    return fill_by_document(ctx.engine, hybrid_ranked_hop(ctx, n)[:n], ctx.k, ctx.budget)
 
 
-def _leaf(ctx: QueryContext, first: list[str], search) -> list[Candidate]:
-    """The dense side's second hop: the question with the bridges' names, searched again."""
-    n = fetch_size(ctx.k)
+def _hopped(ctx: QueryContext, first: list[str], search) -> list[tuple[str, float]]:
+    """The dense side's second hop: the question with the bridges' names, searched again, the
+    two lists fused."""
     found = bridges(ctx.engine, first[0], ctx.text) if first else []
     if not found:
-        return fill_by_document(ctx.engine, [(c, 1.0 / (60 + r)) for r, c in enumerate(first, 1)], ctx.k, ctx.budget)
+        return [(c, 1.0 / (60 + r)) for r, c in enumerate(first, 1)]
     text = expanded_query(ctx.text, found)
     hop = dataclasses.replace(ctx, text=text, given_vector=ctx.engine.embedder.embed([text])[0], notes=ctx.notes)
     fused = rrf_fuse(first, search(hop), gq.graph_settings(ctx.engine).hop_weight)
     ctx.notes.append(f"second hop through {', '.join(found)}")
-    return fill_by_document(ctx.engine, fused[:n], ctx.k, ctx.budget)
-
+    return fused
 
 HOPS = {"tri_graph": tri_graph, "dense": dense, "hybrid": hybrid}  # the modes with a second hop (services.modes)
