@@ -57,6 +57,10 @@ class GraphSettings:
     path_mass: float = 0.1        # weight of the passages' PageRank mass in a path's score
     path_weight: float = 1.0      # the path ranking's weight in its fusion with the PageRank ranking
     route: str = "tri_graph"      # the graph mode of auto's graph route and of fusion's graph list (or paths)
+    # the second hop of tri_graph, dense and hybrid (services.second_hop): the top passage's
+    # entities the question did not name re-seed the walk or join the question (0: no second hop)
+    hop_entities: int = 0
+    hop_weight: float = 1.0       # the second hop's ranking's weight in its fusion with the first
     # TERAG (concept_ppr)
     concept_damping: float = 0.85
     semantic_top: int = 3         # semantic matches per query entity without an exact match

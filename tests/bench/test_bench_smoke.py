@@ -129,6 +129,31 @@ def test_query_smoke(tiny, tmp_path):
         assert 0 < row["latency_ms_p50"] <= row["latency_ms_p95"] <= row["latency_ms_p99"] <= row["latency_ms_max"]
 
 
+def test_query_interleaved_modes_take_turns(tiny, tmp_path, monkeypatch):
+    """--interleave: the modes alternate question by question (a change of load falls on both),
+    each given the question's vector made once; per mode every round is kept and the medians."""
+    corpus, questions = tiny
+    calls: list[tuple[str, bool]] = []
+    real = bench_query.query
+
+    def spy(engine, text, mode="collapsed", **kw):
+        calls.append((mode, kw.get("vector") is not None))
+        return real(engine, text, mode=mode, **kw)
+
+    monkeypatch.setattr(bench_query, "query", spy)
+    args = parse(bench_query, ["query", "--store", str(tmp_path / "q"), "--corpus", str(corpus),
+                               "--questions", str(questions), "--modes", "collapsed,dense", "--question-limit", "4",
+                               "--interleave", "2", "--embedder", "hash", "--no-progress"])
+    res = bench_query.run(args)
+    timed = calls[2:]  # after one warm-up per mode
+    assert timed == [("collapsed", True), ("dense", True)] * 8
+    for row in res["modes"].values():
+        assert len(row["rounds"]) == 2 and all(r["n"] == 4 for r in row["rounds"])
+        assert row["cpu_ms_p95_median"] >= 0 and all("cpu_ms_p95" in r for r in row["rounds"])
+        assert min(r["latency_ms_p95"] for r in row["rounds"]) <= row["latency_ms_p95_median"] <= \
+            max(r["latency_ms_p95"] for r in row["rounds"])
+
+
 def test_retrieval_embeds_each_question_once_before_any_mode(tiny, tmp_path, monkeypatch):
     """Every mode but bm25 gets the vector embedded up front, so no mode's latency includes the
     question's embedding; the vector gives the same results as embedding inside the query."""

@@ -33,6 +33,15 @@ def test_variants_are_parsed_and_bad_ones_refused_in_words():
     assert levers.path_settings("paths:path_beam=8:path_weight=2") == {"path_beam": 8, "path_weight": 2.0}
     assert levers.parse_variants("auto,auto:route=paths") == [("auto", "auto", 0.0), ("auto:route=paths", "auto", 0.0)]
     assert levers.path_settings("auto:route=paths:path_depth=2") == {"route": "paths", "path_depth": 2}
+    assert levers.parse_variants("hop,hop:hop_weight=2,dense,dense:hop_entities=3,hybrid:hop_entities=0") == [
+        ("hop", "hop", 0.0), ("hop:hop_weight=2", "hop", 0.0), ("dense", "dense", 0.0),
+        ("dense:hop_entities=3", "dense+hop", 0.0), ("hybrid:hop_entities=0", "hybrid", 0.0)]
+    assert levers.path_settings("hop:hop_weight=2") == {"hop_entities": 2, "hop_weight": 2.0}
+    assert levers.path_settings("dense:hop_entities=1") == {"hop_entities": 1}
+    for bad in ("hop:path_beam=2", "dense:path_weight=1", "paths:hop_entities=2", "hop:hop_entities=1.5",
+                "hybrid:hop_weight=-1"):
+        with pytest.raises(ValueError):
+            levers.parse_variants(bad)
     for bad in ("", "sideways=1", "synonymy", "bridges=-1", "base=1", "ann=2", "paths:lam=1", "paths:path_beam=1.5",
                 "paths:route=paths", "auto:route=dense",
                 "paths:path_mass=-1", "paths:path_depth"):
@@ -59,10 +68,15 @@ def test_a_smoke_run_keeps_every_question_and_its_base_is_tri_graph(built, tmp_p
     store, questions, ran = built
     out = tmp_path / "levers.json"
     res = levers.run(parse(levers, ["levers", "--store", str(store), "--questions", str(questions), "--embedder",
-                                    "hash", "--variants", "base,synonymy=1,bridges=1,paths,paths:path_weight=0",
+                                    "hash", "--variants", "base,synonymy=1,bridges=1,paths,paths:path_weight=0,"
+                                    "hop,hop:hop_weight=0,dense:hop_entities=2",
                                     "--no-progress", "--out", str(out)]))
     assert json.loads(out.read_text())["variants"].keys() == {"base", "synonymy=1", "bridges=1", "paths",
-                                                              "paths:path_weight=0"}
+                                                              "paths:path_weight=0", "hop", "hop:hop_weight=0",
+                                                              "dense:hop_entities=2"}
+    # the second hop of weight 0 ranks as tri_graph does; the dense variant runs dense
+    assert res["variants"]["hop:hop_weight=0"]["per_question"] == res["variants"]["base"]["per_question"]
+    assert res["variants"]["dense:hop_entities=2"]["mode"] == "dense"
     # the paths mode without its path list ranks as tri_graph does
     assert res["variants"]["paths"]["mode"] == "paths"
     assert res["variants"]["paths:path_weight=0"]["per_question"] == res["variants"]["base"]["per_question"]

@@ -152,3 +152,29 @@ def test_an_unknown_route_is_refused():
     with pytest.raises(ValueError, match="route"):
         GraphSettings(route="dense")
     assert GraphSettings.from_env({"ERAGRAPH_GRAPH_ROUTE": "paths"}).route == "paths"
+
+
+def test_every_candidate_path_credits_its_passages_as_a_brute_force_does():
+    """Depth 2, every seed kept: each passage's score is the best of the seeds in it and of every
+    two-sentence path (seed, linked sentence) through it (the crediting is vectorised)."""
+    rng = np.random.default_rng(3)
+    for _ in range(10):
+        n, e, p = 12, 5, 6
+        vectors = rng.normal(size=(n, 4))
+        vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+        mention = (rng.random((n, e)) < 0.3).astype(float)
+        passage_of = rng.integers(0, p, size=n)
+        q = _unit(*rng.normal(size=4))
+        seeds = [0, 1, 2]
+        res = beam_paths(vectors, q, sp.csr_matrix(mention), passage_of, np.zeros(p), seeds, width=len(seeds),
+                         depth=2, mass=0.0)
+        best = np.full(p, -np.inf)
+        for s in seeds:
+            best[passage_of[s]] = max(best[passage_of[s]], float(vectors[s] @ q))
+            for t in range(n):
+                if t != s and (mention[s] * mention[t]).any():
+                    v = vectors[s] + vectors[t]
+                    sc = float(v @ q / np.linalg.norm(v)) if np.linalg.norm(v) > 0 else 0.0
+                    for x in (s, t):
+                        best[passage_of[x]] = max(best[passage_of[x]], sc)
+        np.testing.assert_allclose(res.passage_score, best)

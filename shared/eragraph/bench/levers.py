@@ -32,8 +32,14 @@ Variants:
   ``tri_graph``, with the shipped path settings or some of them (``path_beam``, ``path_depth``,
   ``path_mass``, ``path_weight``, ``path_passages``) set; paired against ``base`` like every lever;
 - ``auto`` and ``auto:route=paths[:SETTING=V...]``: the router (``auto``) as shipped, or with
-  ``paths`` behind its graph route and fusion's graph list (the ``route`` setting), paired
-  against ``base`` (``tri_graph``) too.
+  ``paths`` behind its graph route and fusion's graph list (the ``route`` setting), or with its
+  dense side's second hop (``auto:hop_entities=N[:hop_weight=W]``), paired against ``base``
+  (``tri_graph``) too;
+- ``hop[:hop_entities=N][:hop_weight=W]``: ``tri_graph`` with its second hop (services.second_hop:
+  the top passage's bridge entities re-seed the walk; ``hop_entities`` 2 unless set);
+- ``dense``, ``hybrid`` and ``dense:hop_entities=N[:hop_weight=W]`` (or ``hybrid:...``): the
+  leaf mode, alone or with its second hop (the bridges' names appended to the question), paired
+  against ``base`` like every lever (kind ``dense+hop``, ``hybrid+hop`` with a hop).
 """
 
 from __future__ import annotations
@@ -55,6 +61,8 @@ from .retrieval import embed_questions, recall
 # with lambda 1
 TUNABLE = ("lam", "damping", "threshold", "passage_weight")
 PATH_SETTINGS = ("path_beam", "path_depth", "path_mass", "path_weight", "path_passages")
+HOP_SETTINGS = ("hop_entities", "hop_weight")
+MODE_VARIANTS = ("paths", "auto", "hop", "dense", "hybrid")  # a variant naming a mode (and its settings)
 DEFAULT_VARIANTS = "base,ann,synonymy=0.5,synonymy=1,synonymy=2,bridges=0.5,bridges=2"
 
 
@@ -78,9 +86,11 @@ def parse_variants(text: str) -> list[tuple[str, str, float]]:
     for item in (x.strip() for x in text.split(",")):
         if not item:
             continue
-        if item.split(":")[0] in ("paths", "auto"):
-            path_settings(item)  # refused here, in words, when malformed
-            out.append((item, item.split(":")[0], 0.0))
+        head = item.split(":")[0]
+        if head in MODE_VARIANTS:
+            set_ = path_settings(item)  # refused here, in words, when malformed
+            hop = head in ("dense", "hybrid") and set_.get("hop_entities", 0) > 0
+            out.append((item, f"{head}+hop" if hop else head, 0.0))
             continue
         kind, _, raw = item.partition("=")
         if kind in ("base", "ann") and not raw:
@@ -99,16 +109,19 @@ def parse_variants(text: str) -> list[tuple[str, str, float]]:
 
 
 def path_settings(name: str) -> dict[str, float | int | str]:
-    """The path settings a ``paths:SETTING=V:...`` variant sets."""
-    out: dict[str, float | int | str] = {}
+    """The graph settings a ``paths:SETTING=V:...`` (``auto:``, ``hop:``, ``dense:``, ``hybrid:``)
+    variant sets: path settings for ``paths`` and ``auto``, hop settings for the others."""
+    head = name.split(":")[0]
+    allowed = HOP_SETTINGS if head in ("hop", "dense", "hybrid") else PATH_SETTINGS + HOP_SETTINGS * (head == "auto")
+    out: dict[str, float | int | str] = {"hop_entities": 2} if head == "hop" else {}
     for part in name.split(":")[1:]:
         key, _, raw = part.partition("=")
         if key == "route" and name.startswith("auto:") and raw in ("tri_graph", "paths"):
             out[key] = raw
             continue
-        if key not in PATH_SETTINGS or not raw:
-            raise ValueError(f"{name}: {part!r} is not one of {', '.join(s + '=V' for s in PATH_SETTINGS)}")
-        real = key in ("path_mass", "path_weight")
+        if key not in allowed or not raw:
+            raise ValueError(f"{name}: {part!r} is not one of {', '.join(s + '=V' for s in allowed)}")
+        real = key in ("path_mass", "path_weight", "hop_weight")
         value = float(raw)
         if value < 0 or (not real and value != int(value)):
             raise ValueError(f"{name}: {key} is a non-negative {'number' if real else 'integer'}")
@@ -173,8 +186,9 @@ def run(args: Any) -> dict:
         gs = dataclasses.replace(shipped.graph_retrieval, synonym_weight=weight if kind == "synonymy" else 0.0,
                                  entity_match="ann" if kind == "ann" else "exact",
                                  **({kind: weight} if kind in TUNABLE else {}),
-                                 **(path_settings(name) if kind in ("paths", "auto") else {}))
-        mode = kind if kind in ("paths", "auto") else "tri_graph"
+                                 **(path_settings(name) if name.split(":")[0] in MODE_VARIANTS else {}))
+        head = name.split(":")[0]
+        mode = head if head in ("paths", "auto", "dense", "hybrid") else "tri_graph"
         engine.settings = dataclasses.replace(shipped, graph_retrieval=gs)
         engine.graph_snapshot = None  # every variant starts from the store's own walk
         if kind == "bridges":

@@ -32,6 +32,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--no-entities", action="store_true",
                    help="build without the entity graph and time only the core modes (collapsed, detailed, summarized, dense)")
     p.add_argument("--repeat", type=int, default=1, help="ask every question this many times")
+    p.add_argument("--interleave", type=int, metavar="ROUNDS", default=0,
+                   help="compare modes under the same load: every question embedded once (untimed), then "
+                        "ROUNDS rounds, each asking every question in every mode in turn; per mode, each "
+                        "round's p50/p95 of wall and CPU time and their medians over the rounds (search "
+                        "time, no embedding)")
     add_common_options(p)
     p.set_defaults(bench=run)
     return p
@@ -54,6 +59,34 @@ def summarize_latencies(ms: list[float]) -> dict:
     return {"n": len(ms), "latency_ms_p50": round(percentile(ms, 50), 3),
             "latency_ms_p95": round(percentile(ms, 95), 3), "latency_ms_p99": round(percentile(ms, 99), 3),
             "latency_ms_mean": round(mean(ms), 3), "latency_ms_max": round(max(ms), 3)}
+
+
+def interleaved(engine: Any, modes: list[str], texts: list[str], k: int, rounds: int, show: bool) -> dict:
+    """Per mode: each round's latencies summarized, and the medians of p50/p95 over the rounds;
+    the modes take turns on every question, so a change of load falls on all of them."""
+    vectors = engine.embedder.embed(texts)
+    rows: dict[str, list[dict]] = {m: [] for m in modes}
+    with progress(len(modes) * len(texts) * rounds, "queries", show) as bar:
+        for _ in range(rounds):
+            ms: dict[str, list[float]] = {m: [] for m in modes}
+            cpu: dict[str, list[float]] = {m: [] for m in modes}
+            for text, vector in zip(texts, vectors):
+                for mode in modes:
+                    started, started_cpu = time.perf_counter(), time.process_time()
+                    query(engine, text, mode=mode, k=k, vector=vector)
+                    ms[mode].append((time.perf_counter() - started) * 1000.0)
+                    cpu[mode].append((time.process_time() - started_cpu) * 1000.0)
+                    bar.update(1)
+            for mode in modes:
+                rows[mode].append({**summarize_latencies(ms[mode]), "cpu_ms_p50": round(percentile(cpu[mode], 50), 3),
+                                   "cpu_ms_p95": round(percentile(cpu[mode], 95), 3)})
+
+    def median(r: list[dict], key: str) -> float:
+        return round(percentile([x[key] for x in r], 50), 3)
+
+    return {m: {"rounds": r, **{f"{key}_median": median(r, key)
+                               for key in ("latency_ms_p50", "latency_ms_p95", "cpu_ms_p50", "cpu_ms_p95")}}
+            for m, r in rows.items()}
 
 
 def run(args: Any) -> dict:
@@ -80,6 +113,16 @@ def run(args: Any) -> dict:
     texts = question_texts(args.questions, args.question_limit)
     for mode in modes:  # warm-up: model load, caches, lazy indexes
         query(engine, texts[0], mode=mode, k=args.k)
+    if getattr(args, "interleave", 0) > 0:
+        per_mode = interleaved(engine, modes, texts, args.k, args.interleave, not args.no_progress)
+        close_engine(engine)
+        return finish({"store": str(store), "layers": {str(k): v for k, v in sorted(sizes.items())},
+                       "nodes": sum(sizes.values()), "embedder": settings.embedder, "profile": args.profile,
+                       "k": args.k, "questions": len(texts), "rounds": args.interleave,
+                       "measure": "wall time (and the process's CPU time, less sensitive to other processes' "
+                                  "load) of query() per question given its embedding (made once, untimed), the "
+                                  "modes taking turns question by question in each round; per mode the median "
+                                  "over rounds of each round's p50/p95", "modes": per_mode}, args, "query")
     per_mode = {}
     with progress(len(modes) * len(texts) * args.repeat, "queries", not args.no_progress) as bar:
         for mode in modes:

@@ -100,12 +100,14 @@ def beam_paths(vectors: np.ndarray, query: np.ndarray, mention, passage_of: Sequ
         flat = np.concatenate(cand_scores)
         owner = np.concatenate([np.full(len(nxt), bi) for bi, nxt in cand_parts])
         sent = np.concatenate([nxt for _, nxt in cand_parts])
-        for s, o, sc in zip(sent, owner, flat):  # credit every passage on every candidate path
-            path = beams[o][0]
-            for t in (*path, s):
-                p = passage_of[t]
-                if sc > best[p]:
-                    best[p] = sc
+        # credit every passage on every candidate path, vectorised: the new sentence's passage
+        # takes the candidate's score, each beam's own passages the best of its extensions
+        np.maximum.at(best, passage_of[sent], flat)
+        beam_best = np.full(len(beams), -np.inf)
+        np.maximum.at(beam_best, owner, flat)
+        for o in np.flatnonzero(np.isfinite(beam_best)):
+            on_path = passage_of[list(beams[o][0])]
+            best[on_path] = np.maximum(best[on_path], beam_best[o])
         # the next beam: the best distinct sentence sets (a chain and its reverse are one path)
         new_beams = []
         seen: set[frozenset[int]] = set()

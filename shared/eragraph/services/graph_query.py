@@ -103,6 +103,7 @@ class TriWalk:
 
     def __init__(self, ranked: list[tuple[str, float]], seeds: dict[str, float], view: View | None = None) -> None:
         self.ranked, self.seeds, self.view = ranked, seeds, view
+        self.names: tuple[list[str], np.ndarray] | None = None  # the question's entity names and vectors
 
 
 def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None,
@@ -116,11 +117,23 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
 
 
 def tri_graph_walk(engine: Engine, text: str, vector: np.ndarray, n: int,
-                   where: Filter | None = None) -> TriWalk | None:
+                   where: Filter | None = None, extra_seeds: dict[str, float] | None = None,
+                   names: tuple[list[str], np.ndarray] | None = None) -> TriWalk | None:
     """tri_graph's ranking of (at most n, exact execution) passages; None when the question
-    has no usable entity (the mode answers with ``dense``)."""
+    has no usable entity (the mode answers with ``dense``). ``extra_seeds``: graph entities
+    seeded beside the question's matches, at those similarities (the second hop's bridges);
+    ``names``: the question's entity names and vectors when an earlier walk found them."""
+    names = names or _query_entity_vectors(engine, text)
+    walk = _tri_graph_walk(engine, text, vector, n, where, extra_seeds, names)
+    if walk is not None:
+        walk.names = names
+    return walk
+
+
+def _tri_graph_walk(engine: Engine, text: str, vector: np.ndarray, n: int, where: Filter | None,
+                    extra_seeds: dict[str, float] | None, names_vectors: tuple[list[str], np.ndarray]) -> TriWalk | None:
     gs = graph_settings(engine)
-    names, qvecs = _query_entity_vectors(engine, text)
+    names, qvecs = names_vectors
     if not names:
         return None
     if use_exact(engine):
@@ -131,6 +144,10 @@ def tri_graph_walk(engine: Engine, text: str, vector: np.ndarray, n: int,
         seeds = np.zeros(len(snap.entities))
         for matches in nearest_positions(engine, snap, qvecs, 1):
             for i, s in matches:
+                seeds[i] = max(seeds[i], s)
+        for e, s in (extra_seeds or {}).items():
+            i = snap.entity_index.get(e)
+            if i is not None:
                 seeds[i] = max(seeds[i], s)
         if not (seeds > 0).any():
             return None
@@ -155,10 +172,11 @@ def tri_graph_walk(engine: Engine, text: str, vector: np.ndarray, n: int,
         scores = gm.ppr(view.tri_walk(gs.synonym_weight), personal, gs.damping, tol=1e-7, max_iter=60)
         return TriWalk(view.top(scores, n), matched, view)
     with walk_reads(engine):
-        return _tri_graph_push(engine, vector, qvecs, gs, chunk_filter_of(engine, where))
+        return _tri_graph_push(engine, vector, qvecs, gs, chunk_filter_of(engine, where), extra_seeds)
 
 
-def _tri_graph_push(engine, vector, qvecs, gs, cf: ChunkFilter | None) -> TriWalk | None:
+def _tri_graph_push(engine, vector, qvecs, gs, cf: ChunkFilter | None,
+                    extra_seeds: dict[str, float] | None = None) -> TriWalk | None:
     index = engine.entities
     store = index.store
     where = None if cf is None else cf.where
@@ -166,6 +184,8 @@ def _tri_graph_push(engine, vector, qvecs, gs, cf: ChunkFilter | None) -> TriWal
     for matches in nearest_names(engine, qvecs, 1):
         for e, s in matches:
             seeds[e] = max(seeds.get(e, 0.0), s)
+    for e, s in (extra_seeds or {}).items():  # entities read from the store's sentences: they exist
+        seeds[e] = max(seeds.get(e, 0.0), s)
     if not any(s > 0 for s in seeds.values()):
         return None
 

@@ -6,7 +6,7 @@ whether it reads summaries. ``available_modes`` lists the ones a given engine ca
 
 A new mode is one module holding ``def run(ctx: QueryContext) -> list[Candidate]`` plus one
 line in ``_TABLE``. Import direction (no cycles): modes -> summary_search, lexical_search,
-path_query -> graph_query, routing -> query_context -> engine."""
+path_query, second_hop -> graph_query, routing -> query_context -> engine."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..domain.ranking import Candidate
-from . import graph_query, lexical_search, path_query, routing, summary_search
+from . import graph_query, lexical_search, path_query, routing, second_hop, summary_search
 from .engine import Engine
 from .query_context import QueryContext, has_entity_graph
 
@@ -57,6 +57,14 @@ def _summary(name: str) -> ModeFn:
     return run
 
 
+def _hop(first: ModeFn, name: str) -> ModeFn:
+    """``first``, or the mode's second hop (``second_hop.HOPS[name]``) when the hop_entities
+    setting asks for it (a new mode needs no second hop: it is a lever of three)."""
+    def run(ctx: QueryContext) -> list[Candidate]:
+        return second_hop.HOPS[name](ctx) if second_hop.active(ctx.engine) else first(ctx)
+    return run
+
+
 def _graph(fn: Callable[..., list[Candidate]]) -> ModeFn:
     def run(ctx: QueryContext) -> list[Candidate]:
         return fn(ctx.engine, ctx.text, ctx.vector, ctx.k, ctx.budget, ctx.where)
@@ -76,15 +84,16 @@ _TABLE = (
     RetrievalMode("summarized", "summary", "top-pk summaries, the rest from leaves (EraRAG §III-D)",
                   _summary("summarized"), reads_summaries=True, variant_of="collapsed",
                   purpose="like collapsed, leaning to summaries (the share p of summaries)"),
-    RetrievalMode("dense", "summary", "leaf chunks by embedding similarity", _summary("dense"),
+    RetrievalMode("dense", "summary", "leaf chunks by embedding similarity", _hop(_summary("dense"), "dense"),
                   purpose="specific facts phrased differently from the text: the closest passages by meaning"),
     RetrievalMode("bm25", "lexical", "leaf chunks by BM25 over the lexical index", lexical_search.bm25,
                   needs_lexical=True, needs_embedding=False, under_filter=NATIVE,
                   purpose="exact words, names, codes or identifiers that must appear in the passage"),
     RetrievalMode("hybrid", "hybrid", "BM25 and dense leaf lists fused by reciprocal rank fusion",
-                  lexical_search.hybrid, needs_lexical=True, under_filter=NATIVE,
+                  _hop(lexical_search.hybrid, "hybrid"), needs_lexical=True, under_filter=NATIVE,
                   purpose="specific facts with exact names or terms: keyword and meaning matches combined"),
-    RetrievalMode("tri_graph", "graph", "LinearRAG tri-graph activation + PPR", _graph(graph_query.tri_graph),
+    RetrievalMode("tri_graph", "graph", "LinearRAG tri-graph activation + PPR",
+                  _hop(_graph(graph_query.tri_graph), "tri_graph"),
                   needs_entity_graph=True, pool="slow", spacy=_ENTITIES,
                   purpose="questions linking named entities across documents (multi-hop)"),
     RetrievalMode("paths", "graph", "PropRAG beam search over sentence paths inside tri_graph's PPR subgraph, "

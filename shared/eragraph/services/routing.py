@@ -35,6 +35,7 @@ from ..domain.ranking import Candidate
 from ..domain.router_model import RouterModel
 from .graph_query import graph_settings, tri_graph
 from .path_query import paths
+from . import second_hop
 from .leaf_ranking import fill_by_document
 from .lexical_search import dense_list, fetch_size, hybrid_ranked
 from .query_context import QueryContext, has_entity_graph
@@ -111,6 +112,8 @@ def _dense_side(ctx: QueryContext, which: str, n: int) -> tuple[str, list[tuple[
     if which == "hybrid" and not lexical_ready(ctx):
         ctx.notes.append("no lexical index in this store (run `eragraph reindex`): dense instead of hybrid")
         which = "dense"
+    if second_hop.active(ctx.engine):  # the hop_entities setting: the dense side's second hop
+        return which, (second_hop.hybrid_ranked_hop if which == "hybrid" else second_hop.dense_ranked)(ctx, n)[:n]
     if which == "hybrid":
         return which, hybrid_ranked(ctx, n)[:n]
     ids = dense_list(ctx, n)

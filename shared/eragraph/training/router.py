@@ -38,6 +38,10 @@ questions and write its weights (numpy-free JSON, loaded without torch) and a re
    ``text_head``): the query router scores with the text+vector head only vectors of the
    embedder it was trained with, and with the text-only head any other (Titan on AWS). A store
    built by another embedder (``ERAGRAPH_EMBEDDER=bedrock``) trains heads for that embedder.
+8. The graph side. ``--graph-mode paths`` takes the graph list from the ``paths`` mode instead of
+   tri_graph (cached beside it as ``graph_paths``): the labels, thresholds and held-out rows are
+   then paths against the dense side, and the weights' info says they expect
+   ``ERAGRAPH_GRAPH_ROUTE=paths``.
 """
 
 from __future__ import annotations
@@ -79,6 +83,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "the heads record its identity")
     p.add_argument("--components", type=int, default=COMPONENTS,
                    help="principal directions of the question embedding (text+vector inputs)")
+    p.add_argument("--graph-mode", choices=("tri_graph", "paths"), default="tri_graph",
+                   help="the graph side the router learns to choose: tri_graph (default) or paths (the "
+                        "weights then expect GRAPH_ROUTE=paths at query time; their info says so)")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -87,16 +94,17 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def collect(store: Path, questions_path: Path, limit: int, show: bool, parse: bool = False,
-            embedder: str | None = None) -> tuple[list[dict], str]:
+            embedder: str | None = None, graph_mode: str = "tri_graph") -> tuple[list[dict], str]:
     """(per question: its embedding (and with ``parse`` its parse features), the supporting ids
-    and the dense / bm25 / tri_graph leaf lists; the identity of the embedder that made the
-    embeddings: the store's own, or ``embedder`` (an ERAGRAPH_EMBEDDER choice) when given)."""
+    and the dense / bm25 / graph leaf lists (``graph_mode``'s: tri_graph or paths, cached apart);
+    the identity of the embedder that made the embeddings: the store's own, or ``embedder`` (an
+    ERAGRAPH_EMBEDDER choice) when given)."""
     cache_path = store / "router-runs.json"
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     from ..bench.common import load_questions, progress
     from ..bootstrap import build_engine
     from ..config import settings_from_env
-    from ..services import graph_query
+    from ..services import graph_query, path_query
     from ..services.summary_search import search
 
     settings = settings_from_env()
@@ -108,8 +116,12 @@ def collect(store: Path, questions_path: Path, limit: int, show: bool, parse: bo
     corpus = {d.doc_id for d in engine.graph.list_documents()}
     questions = load_questions(questions_path, limit, corpus_ids=corpus)
     rows = []
+    graph_key = "graph" if graph_mode == "tri_graph" else "graph_" + graph_mode
+    graph_fn = graph_query.tri_graph if graph_mode == "tri_graph" else path_query.paths
+
     def stale(key: str) -> bool:
-        return key not in cache or "vector" not in cache[key] or (parse and "phi" not in cache[key])
+        return key not in cache or "vector" not in cache[key] or (parse and "phi" not in cache[key]) or \
+            graph_key not in cache[key]
 
     todo = [q for q in questions if stale(str(q["id"]))]
     bar = progress(len(todo), f"runs {store.name}", show)
@@ -120,15 +132,19 @@ def collect(store: Path, questions_path: Path, limit: int, show: bool, parse: bo
             vector = engine.embedder.embed([text])[0]
             dense = [c.node_id for c in search(engine, "dense", vector, FETCH, None, 0.6)]
             bm25 = [h.node_id for h in engine.lexical.search(text, FETCH)]
-            graph = [c.node_id for c in graph_query.tri_graph(engine, text, vector, FETCH, None)]
+            graph = [c.node_id for c in graph_fn(engine, text, vector, FETCH, None)]
             ids = set(dense) | set(bm25) | set(graph)
             nodes = engine.graph.get_nodes(ids)
-            cache[key] = {"vector": [round(float(x), 6) for x in vector], "dense": dense, "bm25": bm25,
-                          "graph": graph, "doc": {i: nodes[i].doc_id for i in ids if i in nodes}}
+            row = cache.get(key, {})
+            row.update({"vector": [round(float(x), 6) for x in vector], "dense": dense, "bm25": bm25,
+                        graph_key: graph})
+            row["doc"] = {**row.get("doc", {}), **{i: nodes[i].doc_id for i in ids if i in nodes}}
+            cache[key] = row
             if parse:
                 cache[key]["phi"] = features(engine.question_parser.parse(text)).tolist()
             bar.update(1)
-        rows.append({"id": key, "question": q["question"], "support": list(q["supporting_ids"]), **cache[key]})
+        rows.append({"id": key, "question": q["question"], "support": list(q["supporting_ids"]), **cache[key],
+                     "graph": cache[key][graph_key]})
     bar.close()
     cache_path.write_text(json.dumps(cache))
     return rows, engine.embedder.identity
@@ -164,8 +180,10 @@ def run(args: Any) -> dict:
     show = not args.no_progress
     inputs = getattr(args, "inputs", "text+vector")
     components = getattr(args, "components", COMPONENTS)
+    graph_mode = getattr(args, "graph_mode", "tri_graph")
     collected = [collect(Path(args.stores) / n, Path(args.data) / n / "questions.jsonl", args.limit, show,
-                         parse=inputs == "parse", embedder=getattr(args, "embedder", None)) for n in names]
+                         parse=inputs == "parse", embedder=getattr(args, "embedder", None), graph_mode=graph_mode)
+                 for n in names]
     identities = {identity for _, identity in collected}
     if len(identities) > 1:
         raise SystemExit("the stores were built by different embedders (" + ", ".join(sorted(identities)) +
@@ -173,6 +191,10 @@ def run(args: Any) -> dict:
     embedder = identities.pop() if identities else ""
     sets = [Dataset(n, rows) for n, (rows, _) in zip(names, collected)]
     report, model = train_sets(sets, inputs, components, embedder, text_head=not getattr(args, "no_text_head", False))
+    if graph_mode != "tri_graph":  # the graph side it learned: the query needs GRAPH_ROUTE to match
+        model = dataclasses.replace(model, info={**model.info, "graph_mode": graph_mode,
+                                                 "needs": f"ERAGRAPH_GRAPH_ROUTE={graph_mode}"})
+        report["graph_mode"] = graph_mode
     Path(args.weights).parent.mkdir(parents=True, exist_ok=True)
     Path(args.weights).write_text(json.dumps(model.to_dict(), indent=1) + "\n")
     import shlex
