@@ -179,7 +179,7 @@ class DynamoMetaStore(DynamoTable):
             if not shadowed(key):
                 item.delete(condition=condition)
                 return False
-            self._both(lambda tx: (tx.delete(item, condition=condition),
+            self._transact_retrying(lambda tx: (tx.delete(item, condition=condition),
                                    tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))))
             return False
         except (DeleteError, TransactWriteError) as exc:
@@ -192,11 +192,12 @@ class DynamoMetaStore(DynamoTable):
         if not shadowed(key):
             self.meta_item(key, value).save()
             return
-        self._both(lambda tx: (tx.save(self.meta_item(key, value)), tx.save(self.shadow_item(key, value))))
+        self._transact_retrying(lambda tx: (tx.save(self.meta_item(key, value)), tx.save(self.shadow_item(key, value))))
 
-    def _both(self, build) -> None:
-        """One TransactWriteItems of a marker's write and its copy's, sent again when another
-        transaction held one of the two (TransactionConflict: a put of the same marker)."""
+    def _transact_retrying(self, build) -> None:
+        """One TransactWriteItems that ``build(tx)`` makes, made and sent again when another
+        transaction held one of its items (TransactionConflict: a put of the same marker, a
+        ledger shard another writer held), up to LEDGER_ATTEMPTS times."""
         for attempt in range(LEDGER_ATTEMPTS):
             try:
                 with TransactWrite(connection=self._connection()) as tx:
@@ -364,20 +365,14 @@ class DynamoMetaStore(DynamoTable):
                    self.Item.tokens_out.add(tokens_out),
                    # 0.1 ms steps: a plain decimal (json writes 7e-05 for smaller values)
                    self.Item.seconds.add(round(float(seconds), 4))]
-        for attempt in range(LEDGER_ATTEMPTS):
-            shard = random.randrange(LEDGER_SHARDS)
-            try:
-                with TransactWrite(connection=self._connection()) as tx:
-                    tx.update(self.Item(PK="LEDGER", SK=f"KIND#{kind}{SHARD_MARK}{shard}"), actions=actions)
-                    # an hourly bucket expires; the totals do not
-                    tx.update(self.Item(PK=LEDGER_HOURS, SK=f"{hour:012d}#{kind}{SHARD_MARK}{shard}"),
-                              actions=[*actions, self.Item.expires_at.set(hour + LEDGER_HOURS_TTL)])
-                return
-            except TransactWriteError as exc:
-                reasons = getattr(exc, "cancellation_reasons", None) or []
-                if attempt + 1 == LEDGER_ATTEMPTS or not any(
-                        r is not None and r.code == "TransactionConflict" for r in reasons):
-                    raise
+        def build(tx) -> None:
+            shard = random.randrange(LEDGER_SHARDS)  # another one each time it is sent again
+            tx.update(self.Item(PK="LEDGER", SK=f"KIND#{kind}{SHARD_MARK}{shard}"), actions=actions)
+            # an hourly bucket expires; the totals do not
+            tx.update(self.Item(PK=LEDGER_HOURS, SK=f"{hour:012d}#{kind}{SHARD_MARK}{shard}"),
+                      actions=[*actions, self.Item.expires_at.set(hour + LEDGER_HOURS_TTL)])
+
+        self._transact_retrying(build)
 
     def ledger(self) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}
