@@ -10,7 +10,7 @@ from typing import Any
 from pynamodb.exceptions import PutError
 
 from ...domain.model import ANY_VERSION, ConflictError, Document
-from .dynamodb_table import BATCH_GET, DynamoTable, _is_condition_failure
+from .dynamodb_table import DynamoTable, _is_condition_failure
 
 
 def _metadata_json(metadata: dict[str, Any]) -> str | None:
@@ -39,13 +39,8 @@ class DynamoDocumentStore(DynamoTable):
     def get_documents(self, doc_ids: Iterable[str]) -> dict[str, Document]:
         """BatchGetItem, 100 keys a request (strongly consistent, as get_document)."""
         ids = list(dict.fromkeys(doc_ids))
-        out: dict[str, Document] = {}
-        for start in range(0, len(ids), BATCH_GET):
-            keys = [(f"DOC#{i}", "DOC") for i in ids[start:start + BATCH_GET]]
-            for item in self.Item.batch_get(keys, consistent_read=True):
-                doc = self._doc(item)
-                if not doc.is_tombstone:
-                    out[doc.doc_id] = doc
+        docs = (self._doc(item) for item in self._batch_get([(f"DOC#{i}", "DOC") for i in ids]))
+        out = {doc.doc_id: doc for doc in docs if not doc.is_tombstone}
         return {i: out[i] for i in ids if i in out}
 
     def find_documents(self, source: str) -> list[Document]:

@@ -62,6 +62,14 @@ class DynamoTable:
         except self.Item.DoesNotExist:
             return None
 
+    def _batch_get(self, keys: list[tuple[str, str]]) -> list[Any]:
+        """The items of ``keys`` that exist (BatchGetItem, BATCH_GET keys a request, strongly
+        consistent like ``_get``), in no particular order."""
+        out: list[Any] = []
+        for start in range(0, len(keys), BATCH_GET):
+            out += self.Item.batch_get(keys[start:start + BATCH_GET], consistent_read=True)
+        return out
+
     def _connection(self):
         """The model's own connection (one botocore client for every request of this store; a
         client per transaction cost its creation each time, and hid the transactions from

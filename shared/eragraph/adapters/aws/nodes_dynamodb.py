@@ -235,12 +235,7 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
 
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
         ids = list(dict.fromkeys(node_ids))
-        out: dict[str, Node] = {}
-        for start in range(0, len(ids), BATCH_GET):
-            keys = [(f"NODE#{i}", "NODE") for i in ids[start:start + BATCH_GET]]
-            for item in self.Item.batch_get(keys, consistent_read=True):
-                node = self._node(item)
-                out[node.node_id] = node
+        out = {node.node_id: node for node in map(self._node, self._batch_get([(f"NODE#{i}", "NODE") for i in ids]))}
         return {i: out[i] for i in ids if i in out}
 
     def delete_nodes(self, node_ids: Iterable[str]) -> None:
