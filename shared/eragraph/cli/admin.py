@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from .exits import EXIT_ERROR, EXIT_OK, EXIT_USAGE, CommandError
 from .render import emit, render_reindex, render_stats, render_status
@@ -142,28 +144,35 @@ def cmd_migrate(args: argparse.Namespace) -> int:
                     f"{tenant or '(default)'}")
 
 
-def _migrate(args: argparse.Namespace, engine, where: str) -> int:
-    if args.what == "places":
-        return _migrate_places(args, engine, where)
+@contextmanager
+def _page_bar(args: argparse.Namespace, shown: bool, desc: str, unit: str, key: str,
+              total: Callable[[], int] | None = None) -> Iterator[Callable[[dict], None]]:
+    """A migration's progress bar on stderr (none when ``shown`` is False: nothing to migrate),
+    moved by the ``on_page`` callback it yields to ``totals[key]`` (capped at ``total()``)."""
     from tqdm import tqdm
 
-    from ..services.title_migration import migrate_titles, migrated
-
-    bar = None
-    if not migrated(engine):
-        total = engine.graph.layer_sizes().get(0, 0)
-        bar = tqdm(total=total, desc="migrate titles", unit=" chunks", file=sys.stderr, dynamic_ncols=True,
-                   disable=bool(args.quiet))
+    bar = tqdm(total=total() if total else None, desc=desc, unit=unit, file=sys.stderr,
+               dynamic_ncols=True, disable=bool(args.quiet)) if shown else None
 
     def moved(totals: dict) -> None:
-        if bar is not None and totals["seen"] > bar.n:
-            bar.update(min(totals["seen"], bar.total or totals["seen"]) - bar.n)
+        if bar is not None and totals[key] > bar.n:
+            bar.update(min(totals[key], bar.total or totals[key]) - bar.n)
 
     try:
-        out = migrate_titles(engine, on_page=moved)
+        yield moved
     finally:
         if bar is not None:
             bar.close()
+
+
+def _migrate(args: argparse.Namespace, engine, where: str) -> int:
+    if args.what == "places":
+        return _migrate_places(args, engine, where)
+    from ..services.title_migration import migrate_titles, migrated
+
+    with _page_bar(args, not migrated(engine), "migrate titles", " chunks", "seen",
+                   total=lambda: engine.graph.layer_sizes().get(0, 0)) as moved:
+        out = migrate_titles(engine, on_page=moved)
     run = out["run"]
     if out["already"]:
         human = f"{where}: already migrated (embedding format {out['format']}): nothing to do"
@@ -180,24 +189,10 @@ def _migrate(args: argparse.Namespace, engine, where: str) -> int:
 
 def _migrate_places(args: argparse.Namespace, engine, where: str) -> int:
     """``eragraph migrate places`` (services.place_migration), a page of documents at a time."""
-    from tqdm import tqdm
-
     from ..services.place_migration import migrate_places, migrated
 
-    bar = None
-    if not migrated(engine):
-        bar = tqdm(desc="migrate places", unit=" documents", file=sys.stderr, dynamic_ncols=True,
-                   disable=bool(args.quiet))
-
-    def moved(totals: dict) -> None:
-        if bar is not None and totals["documents"] > bar.n:
-            bar.update(totals["documents"] - bar.n)
-
-    try:
+    with _page_bar(args, not migrated(engine), "migrate places", " documents", "documents") as moved:
         out = migrate_places(engine, on_page=moved)
-    finally:
-        if bar is not None:
-            bar.close()
     run = out["run"]
     if out["already"]:
         human = f"{where}: already migrated (chunk places): nothing to do"

@@ -4,7 +4,7 @@ operator sees them). The scheduled reindex and ``eragraph reindex`` run this ste
 (services.reindex, step ``readers``) until the store is marked (``MARK``); a store made by this
 version is marked when it is created (Engine.lsh), and an import carries the mark.
 
-It reads every layer's refs a page at a time in (code, node id) order (ref_pages: never a whole
+It reads every layer's refs a page at a time in (code, node id) order (live_id_pages: never a whole
 layer), the page's nodes and stored vectors (nothing is embedded), and upserts each vector again
 with the meta ingest and reconcile write: a chunk's its document's attributes (services.ingest
 .leaf_meta: ``readers`` from the document's access list, ``["*"]`` when it has none), a
@@ -23,7 +23,7 @@ from ..domain.access import READERS, index_of, max_code, readers_of
 from .engine import NODE_READERS, Engine
 from .ingest import leaf_meta
 from .placement import access_of
-from .ref_pages import ref_pages
+from .ref_pages import live_id_pages
 
 MARK = NODE_READERS  # meta: every node's vector carries its readers
 PAGE = 500
@@ -47,17 +47,11 @@ def backfill(engine: Engine, report: dict, cursor: Cursor | None = None,
     sizes = graph.layer_sizes()
     top = max(sizes) if sizes else 0
     readers: dict[int, list[str]] = {}  # partition index -> its readers, read once
-    layer, code, last = cursor or (0, 0, "")
-    while layer <= top:
-        for fresh, (code, last), done in ref_pages(graph, layer, max_code(), (code, last), page or PAGE):
-            report["readers_added"] += _fill(engine, [r.node_id for r in fresh if r.live], lsh.n_planes, readers)
-            if done:
-                layer, code, last = layer + 1, 0, ""
-            if out_of_time() and layer <= top:
-                engine.vectors.flush()
-                return (layer, code, last)
-            if done:
-                break
+    for ids, resume in live_id_pages(graph, top, max_code(), cursor, page or PAGE):
+        report["readers_added"] += _fill(engine, ids, lsh.n_planes, readers)
+        if resume is not None and out_of_time():
+            engine.vectors.flush()
+            return resume
     engine.vectors.flush()
     graph.put_meta(MARK, 1)
     return None

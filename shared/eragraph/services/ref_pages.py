@@ -1,6 +1,7 @@
 """A layer's refs a page at a time, in (code, node id) order, from a cursor on: the one walk of
-the paged audits (reindex's vector and orphan-chunk steps, the titles migration), so each reads
-one range of the ref index per page (GraphStore.prefix_refs), never a whole layer."""
+the paged audits (reindex's vector and orphan-chunk steps, the titles migration, the readers
+backfill), so each reads one range of the ref index per page (GraphStore.prefix_refs), never a
+whole layer."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ..domain.model import RefState
 from ..ports.graph import GraphStore
 
 Cursor = tuple[int, str]  # (code, node id) of the last ref handled; (0, "") before the first
+LayerCursor = tuple[int, int, str]  # (layer, code, node id): where a walk of every layer resumes
 
 
 def ref_pages(graph: GraphStore, layer: int, hi: int, after: Cursor = (0, ""),
@@ -32,3 +34,19 @@ def ref_pages(graph: GraphStore, layer: int, hi: int, after: Cursor = (0, ""),
         yield fresh, (code, last), not full
         if not full:
             return
+
+
+def live_id_pages(graph: GraphStore, top: int, hi: int, cursor: LayerCursor | None = None,
+                  page: int = 1000) -> Iterator[tuple[list[str], LayerCursor | None]]:
+    """Every layer's live node ids, layer 0 up to ``top``, a page at a time from ``cursor`` on.
+    Yields (the page's live ids, the cursor to resume after that page: None once the last
+    layer's last page has been read), so a caller out of time after a page returns that cursor
+    and the next run starts on the page after it."""
+    layer, code, last = cursor or (0, 0, "")
+    while layer <= top:
+        for fresh, (code, last), done in ref_pages(graph, layer, hi, (code, last), page):
+            if done:
+                layer, code, last = layer + 1, 0, ""
+            yield [r.node_id for r in fresh if r.live], ((layer, code, last) if layer <= top else None)
+            if done:
+                break

@@ -67,7 +67,7 @@ from .engine import Engine
 from .announce import announce
 from .engine import LEAF_ATTRS
 from .ingest import leaf_meta, remove_document
-from .ref_pages import ref_pages
+from .ref_pages import live_id_pages, ref_pages
 from .resummarize import drain as drain_queue
 from .resummarize import finish_outbox, reconcile, requeue_dirty, target_segments
 
@@ -218,22 +218,14 @@ def reembed_missing(engine: Engine, report: dict, cursor: Cursor | None = None,
     untouched); None when every layer is done."""
     report["vectors_missing_reembedded"] = report.get("vectors_missing_reembedded", 0)
     hi = max_code()  # every access partition's codes (domain.access.placed)
-    layer, code, last = cursor or (0, 0, "")
-    top = _layers(engine)[-1]
-    while layer <= top:
-        for fresh, (code, last), done in ref_pages(engine.graph, layer, hi, (code, last), page or REF_PAGE):
-            live = [r.node_id for r in fresh if r.live]
-            present = engine.vectors.get_vectors(live) if live else {}
-            missing = [i for i in live if i not in present]
-            _reembed(engine, missing)
-            report["vectors_missing_reembedded"] += len(missing)
-            if done:  # the layer is done
-                layer, code, last = layer + 1, 0, ""
-            if out_of_time() and layer <= top:
-                engine.vectors.flush()
-                return (layer, code, last)
-            if done:
-                break
+    for live, resume in live_id_pages(engine.graph, _layers(engine)[-1], hi, cursor, page or REF_PAGE):
+        present = engine.vectors.get_vectors(live) if live else {}
+        missing = [i for i in live if i not in present]
+        _reembed(engine, missing)
+        report["vectors_missing_reembedded"] += len(missing)
+        if resume is not None and out_of_time():
+            engine.vectors.flush()
+            return resume
     engine.vectors.flush()
     return None
 
