@@ -129,5 +129,8 @@ def test_an_ingestion_job_syncs_an_s3_data_source(agent, cloud, functions):
     assert stats["numberOfDocumentsFailed"] == 0, stats
     jobs = agent.list_ingestion_jobs(knowledgeBaseId=KB, dataSourceId=ds_id)["ingestionJobSummaries"]
     assert [j["ingestionJobId"] for j in jobs] == [job["ingestionJobId"]]
+    # a second source of this test's own: the listing names both, whichever tests ran before
+    agent.create_data_source(knowledgeBaseId=KB, name="ledger", dataSourceConfiguration={"type": "CUSTOM"})
     sources = agent.list_data_sources(knowledgeBaseId=KB)["dataSourceSummaries"]
-    assert {s["name"] for s in sources} >= {"archive", "notes"}
+    assert {s["name"] for s in sources} >= {"archive", "ledger"}
+    assert ds_id in {s["dataSourceId"] for s in sources}
