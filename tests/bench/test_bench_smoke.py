@@ -154,6 +154,31 @@ def test_query_interleaved_modes_take_turns(tiny, tmp_path, monkeypatch):
             max(r["latency_ms_p95"] for r in row["rounds"])
 
 
+def test_query_interleaves_a_levers_variant_with_its_settings(tiny, tmp_path, monkeypatch):
+    """--modes takes a levers variant (``hop``: tri_graph with its second hop): it runs its mode
+    with its settings, question by question beside the mode as shipped; the store's settings are
+    back afterwards."""
+    corpus, questions = tiny
+    calls: list[tuple[str, int]] = []
+    real = bench_query.query
+    seen = {}
+
+    def spy(engine, text, mode="collapsed", **kw):
+        calls.append((mode, engine.settings.graph_retrieval.hop_entities))
+        seen["engine"] = engine
+        return real(engine, text, mode=mode, **kw)
+
+    monkeypatch.setattr(bench_query, "query", spy)
+    monkeypatch.setattr(bench_query, "close_engine", lambda engine: None)
+    args = parse(bench_query, ["query", "--store", str(tmp_path / "q"), "--corpus", str(corpus),
+                               "--questions", str(questions), "--modes", "tri_graph,hop:hop_entities=3",
+                               "--question-limit", "3", "--interleave", "1", "--embedder", "hash", "--no-progress"])
+    res = bench_query.run(args)
+    assert calls[2:] == [("tri_graph", 0), ("tri_graph", 3)] * 3
+    assert set(res["modes"]) == {"tri_graph", "hop:hop_entities=3"}
+    assert seen["engine"].settings.graph_retrieval.hop_entities == 0
+
+
 def test_retrieval_embeds_each_question_once_before_any_mode(tiny, tmp_path, monkeypatch):
     """Every mode but bm25 gets the vector embedded up front, so no mode's latency includes the
     question's embedding; the vector gives the same results as embedding inside the query."""

@@ -130,3 +130,13 @@ def test_the_report_chooses_on_tuning_halves_and_keeps_where_held_out_gains():
     rows = [line for line in "\n".join(levers_page.notes([("levers-a", a), ("levers-b", b)], [])).splitlines()
             if line.startswith("| synonymy")]
     assert "| a | +50.00 | kept |" in rows[0]
+
+
+def test_the_report_names_a_run_by_its_study():
+    """Two studies of one dataset (say a reduced and a full store) are told apart in the choice."""
+    halves = [0, 0, 1, 1]
+    a = _run("a", [0, 0, 0, 0], {"synonymy=1": [1, 0, 1, 0]}, halves)
+    full = {**_run("a", [0, 0, 0, 0], {"synonymy=1": [0, 0, 0, 0]}, halves), "study": "full"}
+    rows = [line for line in "\n".join(levers_page.notes([("levers-a", a), ("levers-a-full", full)], [])).splitlines()
+            if line.startswith("| synonymy")]
+    assert "| a | +50.00 | kept |" in rows[0] and "| a (full) | +0.00 | not kept |" in rows[1]

@@ -129,6 +129,16 @@ def path_settings(name: str) -> dict[str, float | int | str]:
     return out
 
 
+def variant_mode(name: str, graph: Any) -> tuple[str, Any]:
+    """The mode a ``MODE:SETTING=V...`` variant (``paths``, ``auto``, ``hop``, ``dense``, ``hybrid``,
+    with their settings) runs and the graph settings it runs with (``graph``, a GraphSettings, with
+    the variant's settings set); any other name is a mode as given, with ``graph`` unchanged."""
+    head = name.split(":")[0]
+    if head not in MODE_VARIANTS:
+        return name, graph
+    return (head if head != "hop" else "tri_graph"), dataclasses.replace(graph, **path_settings(name))
+
+
 def sibling_edges(engine: Any, chunks: list[str], weight: float):
     """The bridges variant's passage x passage edges: passages of one layer-1 segment joined, each
     pair by weight / (n - 1)."""

@@ -8,6 +8,7 @@ built first (untimed)."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--store", required=True, help="a built store directory (or where to build one)")
     p.add_argument("--corpus", help="corpus JSONL to build the store from when it is empty")
     p.add_argument("--questions", required=True, help="JSONL with a 'question' (or 'query'/'text') field")
-    p.add_argument("--modes", help="comma-separated modes (default: every available mode)")
+    p.add_argument("--modes", help="comma-separated modes (default: every available mode), or `eragraph bench "
+                                   "levers` variants with settings (hop, paths:path_depth=2, auto:hop_entities=2)")
     p.add_argument("--k", type=int, default=5, help="results per query")
     p.add_argument("--limit", type=int, help="use only the first N corpus documents when building")
     p.add_argument("--question-limit", type=int, default=300, help="at most N questions per mode")
@@ -61,10 +63,21 @@ def summarize_latencies(ms: list[float]) -> dict:
             "latency_ms_mean": round(mean(ms), 3), "latency_ms_max": round(max(ms), 3)}
 
 
+def variant(shipped: Any, name: str) -> tuple[str, Any]:
+    """The mode a ``--modes`` entry runs and the settings it runs with: a mode as given with the
+    store's settings, or a levers variant (``hop``, ``paths:path_depth=2``) with its settings set."""
+    from .levers import variant_mode
+
+    mode, graph = variant_mode(name, shipped.graph_retrieval)
+    return mode, (shipped if graph is shipped.graph_retrieval else dataclasses.replace(shipped, graph_retrieval=graph))
+
+
 def interleaved(engine: Any, modes: list[str], texts: list[str], k: int, rounds: int, show: bool) -> dict:
     """Per mode: each round's latencies summarized, and the medians of p50/p95 over the rounds;
     the modes take turns on every question, so a change of load falls on all of them."""
     vectors = engine.embedder.embed(texts)
+    shipped = engine.settings
+    runs = {m: variant(shipped, m) for m in modes}
     rows: dict[str, list[dict]] = {m: [] for m in modes}
     with progress(len(modes) * len(texts) * rounds, "queries", show) as bar:
         for _ in range(rounds):
@@ -72,14 +85,16 @@ def interleaved(engine: Any, modes: list[str], texts: list[str], k: int, rounds:
             cpu: dict[str, list[float]] = {m: [] for m in modes}
             for text, vector in zip(texts, vectors):
                 for mode in modes:
+                    run_mode, engine.settings = runs[mode]
                     started, started_cpu = time.perf_counter(), time.process_time()
-                    query(engine, text, mode=mode, k=k, vector=vector)
+                    query(engine, text, mode=run_mode, k=k, vector=vector)
                     ms[mode].append((time.perf_counter() - started) * 1000.0)
                     cpu[mode].append((time.process_time() - started_cpu) * 1000.0)
                     bar.update(1)
             for mode in modes:
                 rows[mode].append({**summarize_latencies(ms[mode]), "cpu_ms_p50": round(percentile(cpu[mode], 50), 3),
                                    "cpu_ms_p95": round(percentile(cpu[mode], 95), 3)})
+    engine.settings = shipped
 
     def median(r: list[dict], key: str) -> float:
         return round(percentile([x[key] for x in r], 50), 3)
@@ -111,8 +126,11 @@ def run(args: Any) -> dict:
         raise ValueError(f"{store}: the store is empty (pass --corpus to build it)")
     modes = args.modes.split(",") if args.modes else available_modes(engine)
     texts = question_texts(args.questions, args.question_limit)
+    shipped = engine.settings
     for mode in modes:  # warm-up: model load, caches, lazy indexes
-        query(engine, texts[0], mode=mode, k=args.k)
+        run_mode, engine.settings = variant(shipped, mode)
+        query(engine, texts[0], mode=run_mode, k=args.k)
+    engine.settings = shipped
     if getattr(args, "interleave", 0) > 0:
         per_mode = interleaved(engine, modes, texts, args.k, args.interleave, not args.no_progress)
         close_engine(engine)
@@ -127,13 +145,15 @@ def run(args: Any) -> dict:
     with progress(len(modes) * len(texts) * args.repeat, "queries", not args.no_progress) as bar:
         for mode in modes:
             ms = []
+            run_mode, engine.settings = variant(shipped, mode)
             for _ in range(args.repeat):
                 for text in texts:
                     started = time.perf_counter()
-                    query(engine, text, mode=mode, k=args.k)
+                    query(engine, text, mode=run_mode, k=args.k)
                     ms.append((time.perf_counter() - started) * 1000.0)
                     bar.update(1)
             per_mode[mode] = summarize_latencies(ms)
+    engine.settings = shipped
     close_engine(engine)
     result = {"store": str(store), "layers": {str(k): v for k, v in sorted(sizes.items())},
               "nodes": sum(sizes.values()), "embedder": settings.embedder, "profile": args.profile,

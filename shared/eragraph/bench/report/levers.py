@@ -86,7 +86,8 @@ def notes(current: list[tuple[str, dict]], superseded: list[tuple[str, dict]]) -
     out = ["## Which setting each lever keeps", "",
            "The setting of each lever with the highest mean paired gain on the tuning halves, every dataset's "
            "questions pooled; then its gain on each dataset's held-out half, read once. A lever is kept on a "
-           "dataset only where that gain is above zero.", ""]
+           "dataset only where that gain is above zero. A dataset is named with the study of its run when the "
+           "run names one (two studies of a dataset may run on different stores: see their sections).", ""]
     rows = []
     for kind, variants in kinds.items():
         if not variants:
@@ -96,7 +97,7 @@ def notes(current: list[tuple[str, dict]], superseded: list[tuple[str, dict]]) -
         for d in with_kind[kind]:
             held_diffs = diffs(d, best, HELD_OUT)
             held = _mean(held_diffs)
-            rows.append([kind, f"`{best}`", _pts(pooled[best]), d.get("dataset", ""), _pts(held),
+            rows.append([kind, f"`{best}`", _pts(pooled[best]), dataset("", d), _pts(held),
                          "kept" if held is not None and held > 0 else "not kept", _interval(held_diffs),
                          _r5(_half_mean(d, "base", HELD_OUT), _half_mean(d, best, HELD_OUT))])
     return out + table(["lever", "chosen on tuning", "Δ tuning, pooled (pts)", "dataset", "Δ held-out (pts)",
