@@ -78,3 +78,34 @@ def test_every_listing_the_services_make_finds_what_a_scan_finds(store):
         store.delete_meta(key)
         assert store.get_meta(key) is None
     assert store.meta_keys("") == sorted(set(keys) - set(keys[::3]))
+
+
+def test_a_reconciles_state_is_one_query_of_the_counters_and_one_of_its_shards_outbox(store):
+    # the marker, the swept stamp and the applying marks have their copies in COUNT, beside
+    # the layer counters: one Query reads them all; the shard's outbox entries come whole from
+    # one Query of their partition (no read per entry)
+    from eragraph.adapters.aws.meta_dynamodb import SHADOW
+
+    store.put_meta(dirty_key(1, 5), 10.0)
+    store.put_meta(swept_key(1), 20.0)
+    store.put_meta(applying_key(1, "t"), 30.0)
+    store.put_meta(applying_key(2, "u"), 31.0)  # another layer's
+    for token in ("a", "b"):
+        store.put_meta(outbox_key(1, 5, token), {"made": [[token, 1]]})
+    store.put_meta(outbox_key(1, 6, "c"), {"made": []})  # another shard's
+    copies = {i.SK for i in store.Item.query("COUNT") if i.SK.startswith(SHADOW)}
+    assert copies == {SHADOW + k for k in (dirty_key(1, 5), swept_key(1), applying_key(1, "t"), applying_key(2, "u"))}
+    calls: list[str] = []
+    client = store.Item._get_connection().connection.client
+    client.meta.events.register("provide-client-params.dynamodb",
+                                lambda params, model, **_: calls.append(model.name))
+    sizes, held = store.sizes_and_metas([dirty_key(1, 5), swept_key(1)], [outbox_key(1, 5), "applying:1:"])
+    assert calls == ["Query", "Query"]
+    assert held == {dirty_key(1, 5): 10.0, swept_key(1): 20.0, applying_key(1, "t"): 30.0,
+                    outbox_key(1, 5, "a"): {"made": [["a", 1]]}, outbox_key(1, 5, "b"): {"made": [["b", 1]]}}
+    # a copy goes with its key, whichever way the key is deleted
+    store.delete_meta_if_older(dirty_key(1, 5), 15.0)
+    store.delete_meta(applying_key(1, "t"))
+    store.write_meta([], [swept_key(1)])
+    assert {i.SK for i in store.Item.query("COUNT") if i.SK.startswith(SHADOW)} == {SHADOW + applying_key(2, "u")}
+    assert store.sizes_and_metas([dirty_key(1, 5), swept_key(1)], ["applying:1:"])[1] == {}

@@ -14,11 +14,15 @@ table's TTL attribute (LEDGER_HOURS_TTL, EXPIRING_META): DynamoDB deletes them a
   ``meta_keys`` queries only the partitions its prefix can reach: one for a shard's outbox (the
   reconcile of a message), all of a kind's, side by side, for a listing (reindex, stats, a
   whole-layer pass).
-* A dirty marker (``dirty:<layer>[:<group>]``) has a copy in the ``COUNT`` partition,
-  ``MARK#<key>`` (``shadow_item``), written and deleted with it in the same request (a
-  transaction, or a batch of both): GET /stats' one Query of the counters lists the markers
-  too, whatever the number of layers. A marker stored before the copies were kept is not
-  listed there until it is written again (the reconcile it asks for still runs).
+* A dirty marker (``dirty:<layer>[:<group>]``), an applying mark and a swept stamp have a copy
+  in the ``COUNT`` partition, ``MARK#<key>`` (``shadow_item``), written and deleted with it in
+  the same request (a transaction, or a batch of both): GET /stats' one Query of the counters
+  lists the markers too, whatever the number of layers, and a reconcile reads its layer's
+  sizes, marker, marks and stamp in that one Query (nodes_dynamodb.sizes_and_metas). A key
+  stored before its copies were kept is not seen there until it is written again: the
+  reconcile a marker asks for still runs, a stamp missed only costs a pass it could have
+  skipped, and an applying mark missed (a split apply cut short by the deploy itself) is
+  found by the reindex, which lists the marks' own partition.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ META_QUERY_THREADS = 8  # meta_keys over many partitions
 LEDGER_SHARDS = 16  # items per ledger total and per hourly bucket of a kind (add_ledger)
 LEDGER_ATTEMPTS = 5
 SHARD_MARK = "\0"  # between a ledger item's kind and its shard
-SHADOWED_META = ("dirty",)  # kinds whose keys have a copy in the COUNT partition (shadow_item)
+SHADOWED_META = ("dirty", "applying", "swept")  # kinds whose keys have a copy in the COUNT partition (shadow_item)
 SHADOW = "MARK#"  # the copy's sort key prefix
 
 
@@ -330,6 +334,27 @@ class DynamoMetaStore(DynamoTable):
             found = [keys_in(partitions[0])]
             found += fan_out(keys_in, partitions[1:], META_QUERY_THREADS)
         return sorted({k for keys in found for k in keys})
+
+    def metas_under(self, prefixes: Sequence[str]) -> dict[str, Any]:
+        """The stored values of every key starting with one of ``prefixes``: ``meta_keys``'
+        Queries, each returning the items whole (a shard's outbox entries with their values,
+        where listing the keys and reading each would cost a request more per entry)."""
+        def items_in(pk: str, prefix: str) -> dict[str, Any]:
+            found = {}
+            for item in self.Item.query(pk, self.Item.SK.startswith(f"KEY#{prefix}"), consistent_read=True):
+                value = _meta_value(item)
+                if value is not None:
+                    found[item.SK[len("KEY#"):]] = value
+            return found
+
+        reads = list(dict.fromkeys((pk, p) for p in prefixes for pk in meta_partitions(p)))
+        if len(reads) <= 2:
+            parts = [items_in(pk, p) for pk, p in reads]
+        else:  # as meta_keys: the first on this thread, the rest side by side
+            from .round_trips import fan_out
+
+            parts = [items_in(*reads[0])] + fan_out(lambda r: items_in(*r), reads[1:], META_QUERY_THREADS)
+        return {k: v for part in parts for k, v in part.items()}
 
     def meta_present(self, keys: list[str]) -> set[str]:
         """Which of ``keys`` are stored, by name: BatchGetItem of their items (keys only), 100

@@ -61,7 +61,7 @@ from ...domain.access import index_of, max_code
 from ...domain.segment_stats import SegmentStats
 from .dynamodb_table import BATCH_GET, TRANSACT_LIMIT, DynamoTable, _is_condition_failure, _is_lost_race, item_bytes
 from .ref_layout import Layout, RefLayouts
-from .meta_dynamodb import SHADOW
+from .meta_dynamodb import SHADOW, _meta_value, shadowed
 from .region_dynamodb import RegionWrites
 
 
@@ -325,6 +325,34 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
     def layer_sizes(self) -> dict[int, int]:
         return {layer: n for layer, n in sorted(self._counters().items()) if n > 0}
 
+    def sizes_and_metas(self, keys: Sequence[str], prefixes: Sequence[str]) -> tuple[dict[int, int], dict[str, Any]]:
+        """One Query of the ``COUNT`` partition (the layer counters, their layouts remembered
+        on the way, and the copies of the markers, marks and stamps: meta_dynamodb.shadow_item)
+        answers the layer sizes and the keys and prefixes of the kinds copied there; the
+        others are read from their own partitions (a shard's outbox: one Query, its entries'
+        values with it)."""
+        copied = {k for k in keys if shadowed(k)}
+        copied_prefixes = [p for p in prefixes if shadowed(p)]
+        counts: dict[int, int] = {}
+        out: dict[str, Any] = {}
+        for i in self.Item.query("COUNT", consistent_read=True):
+            if i.SK.startswith("LAYER#"):
+                layer = int(i.SK[len("LAYER#"):])
+                self._remember(layer, i)
+                counts[layer] = int(i.version or 0)
+            elif i.SK.startswith(SHADOW):
+                key = i.SK[len(SHADOW):]
+                if key in copied or any(key.startswith(p) for p in copied_prefixes):
+                    value = _meta_value(i)
+                    if value is not None:
+                        out[key] = value
+        self._last_counts = counts
+        out.update(self.metas_under([p for p in prefixes if not shadowed(p)]))
+        rest = [k for k in keys if k not in copied]
+        if rest:
+            out.update(self.get_metas(rest))
+        return {layer: n for layer, n in sorted(counts.items()) if n > 0}, out
+
     def repair_layer_counts(self) -> dict[int, int]:
         """Recount each layer's live refs and rewrite its counter where they differ. The layers
         looked at: every one with a counter, and upwards from there while a layer has refs
@@ -419,7 +447,7 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
                 sizes.setdefault(int(layer), {})[int(size)] = int(i.version)
             elif i.SK == "DOCS" and i.version is not None:
                 documents = max(0, int(i.version))
-            elif i.SK.startswith(SHADOW):
+            elif i.SK.startswith(f"{SHADOW}dirty:"):
                 marked.append(i.SK[len(SHADOW):])
         stats: dict[int, SegmentStats] = {}
         for layer in sorted(set(layers) | set(sizes)):
