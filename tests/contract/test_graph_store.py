@@ -613,6 +613,20 @@ def test_a_region_that_loses_its_condition_deletes_no_summary_and_keeps_no_text(
     assert graph_store.get_meta("retired:1:s-old") is None
 
 
+def test_a_region_adds_what_its_summaries_cost_to_the_ledger_with_its_write_or_not_at_all(graph_store):
+    graph_store.put_nodes([node("a", code=1)])
+    graph_store.put_nodes([node("s-a", layer=1, code=1, children=("a",))], index=False)
+    read = tuple(refs(graph_store))
+    change = RegionChange(layer=0, expected=read, assign=(("a", "sg"),), add=(Segment("sg", 0, ("a",), "s-a"),),
+                          above_add=(NodeRef("s-a", 1),), ledger=(("summarize|m", 2, 300, 40, 0.5),))
+    graph_store.put_nodes([node("b", code=2)])  # not in the region: no conflict
+    graph_store.apply_region(change)
+    assert graph_store.ledger() == {"summarize|m": {"calls": 2, "tokens_in": 300, "tokens_out": 40, "seconds": 0.5}}
+    with pytest.raises(ConflictError):  # the same region again: its refs changed since read
+        graph_store.apply_region(change)
+    assert graph_store.ledger()["summarize|m"]["calls"] == 2
+
+
 def test_a_lost_condition_names_what_changed(graph_store):
     graph_store.put_nodes([node("a", code=1)])
     read = tuple(refs(graph_store))

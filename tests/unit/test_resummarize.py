@@ -537,3 +537,30 @@ def test_a_regions_apply_stores_the_markers_above_once_and_its_messages_say_when
     assert not [k for k in puts if k.startswith("dirty:") and not k.startswith("dirty:0")]
     assert all(m.at >= applied[0] for m in above)
     assert invariants.check(engine).ok
+
+
+def test_the_calls_of_a_region_whose_write_conflicts_are_counted_once():
+    """The summarize calls' ledger entries go with the region's write; a write that conflicts
+    takes none, so they are added on their own, and the replanned write (which reuses the
+    stored summaries, no call) adds nothing more: the ledger matches the report."""
+    engine = make_engine()
+    ingest(engine, synthetic_docs(30))
+    drain(engine)
+    graph = engine.graph
+    apply_region, lost = graph.apply_region, []
+
+    def once_lost(change):
+        if change.ledger and not lost:
+            lost.append(change.ledger)
+            raise ConflictError("another writer got there first")
+        return apply_region(change)
+
+    graph.apply_region = once_lost
+    before = graph.ledger()
+    ingest(engine, synthetic_docs(2, seed=5, prefix="late"))
+    report = drain(engine)
+    after = graph.ledger()
+    calls = sum(r["calls"] for k, r in after.items() if k.startswith("summarize")) - \
+        sum(r["calls"] for k, r in before.items() if k.startswith("summarize"))
+    assert lost and report.cost.summarize_calls == calls > 0
+    assert invariants.check(engine).ok

@@ -168,6 +168,9 @@ class RegionChange:
     # ``above_remove`` stays a tombstone above (a segment there still names it: the text a
     # revision of that segment reads, services.revisions)
     keep_texts: tuple[tuple[str, str, Any], ...] = ()
+    # (ledger kind, calls, tokens in, tokens out, seconds): added to the cost ledger by the
+    # same write (what the region's summaries cost; MetaStore.add_ledger's rows)
+    ledger: tuple[tuple[str, int, int, int, float], ...] = ()
 
     @property
     def empty(self) -> bool:

@@ -67,6 +67,35 @@ def record(graph: MetaStore, kind: str, model: str, tokens_in: int, tokens_out: 
         tracker.append(call)
 
 
+def record_later(pending: list[tuple[str, int, int, int, float]], kind: str, model: str, tokens_in: int,
+                 tokens_out: int, seconds: float, calls: int = 1) -> None:
+    """``record``, its ledger entry kept in ``pending`` for a write that stores it with what
+    the calls made (a region's apply: RegionChange.ledger); ``flush`` adds what no write took."""
+    pending.append((ledger_key(kind, model), calls, int(tokens_in), int(tokens_out), float(seconds)))
+    call = Call(kind, model, int(tokens_in), int(tokens_out), float(seconds), calls)
+    for tracker in _TRACKERS.get():
+        tracker.append(call)
+
+
+def summed(pending: Sequence[tuple[str, int, int, int, float]]) -> tuple[tuple[str, int, int, int, float], ...]:
+    """The pending entries summed per ledger key (one ADD per kind)."""
+    rows: dict[str, list] = {}
+    for key, calls, tokens_in, tokens_out, seconds in pending:
+        row = rows.setdefault(key, [key, 0, 0, 0, 0.0])
+        row[1] += calls
+        row[2] += tokens_in
+        row[3] += tokens_out
+        row[4] = round(row[4] + seconds, 6)
+    return tuple((k, c, i, o, s) for k, c, i, o, s in rows.values())
+
+
+def flush(graph: MetaStore, pending: list[tuple[str, int, int, int, float]]) -> None:
+    """Add the pending entries to the ledger (those no write took), and forget them."""
+    for row in summed(pending):
+        graph.add_ledger(*row)
+    pending.clear()
+
+
 @contextmanager
 def track() -> Iterator[list[Call]]:
     """The model calls recorded inside the block (in this thread / context)."""

@@ -83,12 +83,15 @@ def target_segments(engine: Engine, layer: int) -> list[Segment]:
 
 def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport,
                        removed: tuple[Segment, ...] = (), deadline: Deadline | None = None,
-                       have: Read | None = None) -> tuple[list[Node], list]:
+                       have: Read | None = None,
+                       pending: list | None = None) -> tuple[list[Node], list]:
     """Summaries of ``segments`` (nodes of the layer above, and their vectors). Each one is
     stored as soon as it is made, outside the layer's index, and one stored by an earlier
     attempt is reused, so no summary is paid for twice; a segment that replaces one of
     ``removed`` is revised from that one's summary when plan_revisions finds it cheaper.
-    Raises DeadlineReached when ``deadline`` leaves too little time for another call."""
+    ``pending``: where the calls' ledger entries wait for the region's write (cost.record_later;
+    None: recorded at once). Raises DeadlineReached when ``deadline`` leaves too little time
+    for another call."""
     if not segments:
         return [], []
     lsh = engine.known_lsh()
@@ -119,8 +122,12 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
                 result = engine.summarizer.summarize([c.text for c in members], engine.settings.summary_tokens,
                                                      [member_source(c, engine.settings.chunk_tokens) for c in members])
             seconds = time.perf_counter() - started
-            cost.record(engine.graph, "summarize", engine.summarizer.identity, result.tokens_in,
-                        result.tokens_out, seconds)
+            if pending is None:
+                cost.record(engine.graph, "summarize", engine.summarizer.identity, result.tokens_in,
+                            result.tokens_out, seconds)
+            else:
+                cost.record_later(pending, "summarize", engine.summarizer.identity, result.tokens_in,
+                                  result.tokens_out, seconds)
             report.cost.summarize_calls += 1
             report.cost.tokens_in += result.tokens_in
             report.cost.tokens_out += result.tokens_out
@@ -154,7 +161,7 @@ def retire(engine: Engine, layer: int, nodes: list[Node]) -> None:
 
 def _region_change(engine: Engine, layer: int, region: Region, report: ChangeReport,
                    deadline: Deadline | None, repair: bool, index: int = 0,
-                   alone: bool = True) -> tuple[RegionChange, list[Node], list, list[Node]]:
+                   alone: bool = True, pending: list | None = None) -> tuple[RegionChange, list[Node], list, list[Node]]:
     s = engine.settings
     summarized = layer + 1 <= s.max_layers
     new = segments_for(layer, cut_region(region, s.n_planes, s.s_min, s.s_max, summarized))
@@ -186,7 +193,7 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
     have = (wanted, engine.graph.get_nodes(wanted))
     old_summaries = list(_nodes(engine, (seg.summary_id for seg in removed.values()), have).values())
     above_remove += [NodeRef(n.node_id, n.code) for n in old_summaries]
-    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline, have)
+    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline, have, pending)
     kept = {n.node_id for n in made}  # a summary id can come back (same members): it stays
     above_remove = [r for r in above_remove if r.node_id not in kept]
     old_summaries = [n for n in old_summaries if n.node_id not in kept]
@@ -345,9 +352,21 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
            deadline: Deadline | None, repair: bool, group: int | None = None, index: int = 0,
            alone: bool = True, finished: list[str] | None = None) -> None:
     """Re-cut one region. ``finished``: where its outbox entry's key goes once its work is done
-    (the caller deletes it with its change record); None: deleted here."""
+    (the caller deletes it with its change record); None: deleted here. The summarize calls'
+    ledger entries go with the region's write (RegionChange.ledger); when no write takes them
+    (nothing to write, a conflict, a deadline, an error) they are added on their own."""
+    pending: list = []
+    try:
+        _apply_region(engine, layer, region, report, deadline, repair, group, index, alone, finished, pending)
+    finally:
+        cost.flush(engine.graph, pending)  # what no write took
+
+
+def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeReport, deadline: Deadline | None,
+                  repair: bool, group: int | None, index: int, alone: bool, finished: list[str] | None,
+                  pending: list) -> None:
     change, made, vectors, old_summaries = _region_change(engine, layer, region, report, deadline, repair,
-                                                          index, alone)
+                                                          index, alone, pending)
     if change.empty:
         return
     changed_above = list(change.above_add) + list(change.above_remove)
@@ -364,8 +383,10 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
     # above still names (tombstones there) is kept with it, for that segment's revision
     keep = tuple((n.node_id, retired_key(layer + 1, n.node_id), n.text) for n in old_summaries) \
         if can_revise(engine) else ()
-    change = replace(change, marks=((key, entry), *above), delete_removed=True, keep_texts=keep)
+    change = replace(change, marks=((key, entry), *above), delete_removed=True, keep_texts=keep,
+                     ledger=cost.summed(pending))
     applied = engine.graph.apply_region(change)
+    pending.clear()  # added by the write
     if made:
         # a summary's readers are its partition's (domain.access): a caller's view selects on them
         attrs = {READERS: readers_of(access_of(engine, index))}

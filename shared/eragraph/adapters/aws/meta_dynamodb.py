@@ -383,6 +383,12 @@ class DynamoMetaStore(DynamoTable):
         writers of one kind at once rarely hold the same item; a transaction that met another
         one on its items (TransactionConflict) is sent again on other shards. The readers sum
         the shards (and an item written before shards were kept, which has no suffix)."""
+        self._transact_retrying(lambda tx: self.ledger_updates(tx, kind, calls, tokens_in, tokens_out, seconds, at))
+
+    def ledger_updates(self, tx: Any, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
+                       at: float | None = None) -> None:
+        """add_ledger's two ADDs into the transaction ``tx`` (add_ledger's own, or a region's
+        apply: RegionChange.ledger), on a shard picked at random each time."""
         import random
 
         hour = bucket_start(time.time() if at is None else at)
@@ -390,14 +396,11 @@ class DynamoMetaStore(DynamoTable):
                    self.Item.tokens_out.add(tokens_out),
                    # 0.1 ms steps: a plain decimal (json writes 7e-05 for smaller values)
                    self.Item.seconds.add(round(float(seconds), 4))]
-        def build(tx) -> None:
-            shard = random.randrange(LEDGER_SHARDS)  # another one each time it is sent again
-            tx.update(self.Item(PK="LEDGER", SK=f"KIND#{kind}{SHARD_MARK}{shard}"), actions=actions)
-            # an hourly bucket expires; the totals do not
-            tx.update(self.Item(PK=LEDGER_HOURS, SK=f"{hour:012d}#{kind}{SHARD_MARK}{shard}"),
-                      actions=[*actions, self.Item.expires_at.set(hour + LEDGER_HOURS_TTL)])
-
-        self._transact_retrying(build)
+        shard = random.randrange(LEDGER_SHARDS)  # another one each time it is sent again
+        tx.update(self.Item(PK="LEDGER", SK=f"KIND#{kind}{SHARD_MARK}{shard}"), actions=actions)
+        # an hourly bucket expires; the totals do not
+        tx.update(self.Item(PK=LEDGER_HOURS, SK=f"{hour:012d}#{kind}{SHARD_MARK}{shard}"),
+                  actions=[*actions, self.Item.expires_at.set(hour + LEDGER_HOURS_TTL)])
 
     def ledger(self) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}

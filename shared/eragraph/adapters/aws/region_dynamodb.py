@@ -156,7 +156,9 @@ class RegionWrites:
                         None if size is None else (size, -1)))
         marks = [self.meta_item(key, value) for key, value in change.marks]
         marks += [self.shadow_item(key, value) for key, value in change.marks if shadowed(key)]  # their copies
-        chunks = _transactions(ops, reserved=len(marks))
+        # the ledger's ADDs (two items a kind) go in the last transaction: a split apply that
+        # stops before it has added nothing, and its caller adds the calls itself
+        chunks = _transactions(ops, reserved=len(marks) + 2 * len(change.ledger))
         # each transaction carries the counter changes of its own ops and the checks of both
         # layers' layouts; when there are several, the first writes the ``applying`` mark and
         # the last deletes it; the first writes the change's own marks (outbox, dirty markers)
@@ -188,6 +190,9 @@ class RegionWrites:
                     elif marker is not None and number == len(chunks) - 1:
                         tx.delete(marker)
                         tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{mark}"))
+                    if number == len(chunks) - 1:
+                        for row in change.ledger:
+                            self.ledger_updates(tx, *row)
             except TransactWriteError as exc:
                 if _is_lost_race(exc):
                     self.forget_layouts()

@@ -14,7 +14,7 @@ from ...domain.model import ConflictError, Document, Node, NodeRef, RefState, Re
 from ...domain.segment_stats import SegmentStats
 from ...domain.scoped import RefCount
 from .lexical_fts5 import _insert_leaves, _leaf_rowid
-from .meta_sqlite import write_meta
+from .meta_sqlite import add_ledger_row, write_meta
 from .sqlite_db import SqliteDb, _chunks, _dumps
 
 
@@ -203,6 +203,8 @@ class SqliteNodeStore(SqliteDb):
                 deleted = tuple(i for i in gone if not states[i])
                 conn.executemany("DELETE FROM nodes WHERE node_id = ?", [(i,) for i in deleted])
                 conn.executemany("DELETE FROM leaf_text WHERE rowid = ?", [(_leaf_rowid(i),) for i in deleted])
+            for row in change.ledger:
+                add_ledger_row(conn, *row)
         return RegionApplied(deleted, kept)
 
 

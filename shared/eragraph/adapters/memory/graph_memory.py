@@ -300,6 +300,8 @@ class MemoryGraphStore(SizesAndMetasByParts):
                 for i in deleted:
                     self._nodes.pop(i, None)
                     self._leaf_text.delete(i)
+            for row in change.ledger:
+                self.add_ledger(*row)
             return RegionApplied(deleted, kept)
 
     def _apply_region(self, change: RegionChange) -> None:
