@@ -109,3 +109,21 @@ def test_a_reconciles_state_is_one_query_of_the_counters_and_one_of_its_shards_o
     store.write_meta([], [swept_key(1)])
     assert {i.SK for i in store.Item.query("COUNT") if i.SK.startswith(SHADOW)} == {SHADOW + applying_key(2, "u")}
     assert store.sizes_and_metas([dirty_key(1, 5), swept_key(1)], ["applying:1:"])[1] == {}
+
+
+def test_a_regions_records_are_one_batch_get_whatever_their_kind(store):
+    from eragraph.domain.model import Node, RefState, RegionChange, Segment
+
+    store.put_nodes([Node(node_id=f"n{i}", layer=0, text=f"t{i}", tokens=1, code=i) for i in range(3)])
+    read = tuple(RefState(f"n{i}", i, None, True) for i in range(3))
+    store.apply_region(RegionChange(layer=0, expected=read, assign=(("n0", "sg"), ("n1", "sg")),
+                                    add=(Segment("sg", 0, ("n0", "n1"), "sum-x"),)))
+    store.put_meta(retired_key(0, "n9"), "kept")
+    calls: list[str] = []
+    client = store.Item._get_connection().connection.client
+    client.meta.events.register("provide-client-params.dynamodb",
+                                lambda params, model, **_: calls.append(model.name))
+    segs, nodes, metas = store.read_region(0, ["sg"], ["n0", "n1", "n2"], [retired_key(0, "n9"), retired_key(0, "n8")])
+    assert calls == ["BatchGetItem"]
+    assert segs["sg"].members == ("n0", "n1") and sorted(nodes) == ["n0", "n1", "n2"]
+    assert metas == {retired_key(0, "n9"): "kept"}

@@ -627,6 +627,19 @@ def test_a_region_adds_what_its_summaries_cost_to_the_ledger_with_its_write_or_n
     assert graph_store.ledger()["summarize|m"]["calls"] == 2
 
 
+def test_read_region_reads_segments_nodes_and_metas_together(graph_store):
+    graph_store.put_nodes([node("a", code=1), node("b", code=2)])
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(refs(graph_store)), assign=(("a", "sg"),),
+                                          add=(seg("sg", 0, ("a",)),)))
+    graph_store.put_meta("retired:0:gone", "its text")
+    segs, nodes, metas = graph_store.read_region(0, ["sg", "never"], ["a", "b", "nobody"],
+                                                 ["retired:0:gone", "retired:0:other"])
+    assert segs == {"sg": seg("sg", 0, ("a",))}
+    assert set(nodes) == {"a", "b"} and nodes["a"] == graph_store.get_nodes(["a"])["a"]
+    assert metas == {"retired:0:gone": "its text"}
+    assert graph_store.read_region(0, [], [], []) == ({}, {}, {})
+
+
 def test_a_lost_condition_names_what_changed(graph_store):
     graph_store.put_nodes([node("a", code=1)])
     read = tuple(refs(graph_store))

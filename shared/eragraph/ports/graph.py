@@ -131,6 +131,12 @@ class NodeStore(Protocol):
         """Every segment of a layer (audits only)."""
         ...
     def get_segments_by_id(self, layer: int, segment_ids: Iterable[str]) -> dict[str, Segment]: ...
+    def read_region(self, layer: int, segment_ids: Iterable[str], node_ids: Iterable[str],
+                    keys: Iterable[str]) -> tuple[dict[str, Segment], dict[str, Node], dict[str, Any]]:
+        """``get_segments_by_id(layer, segment_ids)``, ``get_nodes(node_ids)`` and
+        ``get_metas(keys)`` read together: what a region's re-cut reads (DynamoDB: one
+        BatchGetItem per 100 keys of any kind; ``SizesAndMetasByParts`` composes the three)."""
+        ...
     def segment_stats(self) -> dict[int, SegmentStats]:
         """Per layer with segments: how many, and the fewest and most members (GET /stats);
         from what the store keeps with its segment writes, not a read of the segments."""
@@ -157,7 +163,13 @@ class RefsCountedByReading:
 
 class SizesAndMetasByParts:
     """NodeStore.sizes_and_metas as its parts: ``layer_sizes``, ``meta_keys`` per prefix and one
-    ``get_metas`` (a store whose reads are local calls)."""
+    ``get_metas``; NodeStore.read_region as its three reads (a store whose reads are local calls)."""
+
+    def read_region(self, layer: int, segment_ids: Iterable[str], node_ids: Iterable[str],
+                    keys: Iterable[str]) -> tuple[dict[str, Segment], dict[str, Node], dict[str, Any]]:
+        keys = list(keys)
+        return (self.get_segments_by_id(layer, segment_ids), self.get_nodes(node_ids),  # type: ignore[attr-defined]
+                self.get_metas(keys) if keys else {})  # type: ignore[attr-defined]
 
     def sizes_and_metas(self, keys: Sequence[str], prefixes: Sequence[str]) -> tuple[dict[int, int], dict[str, Any]]:
         listed = [k for prefix in prefixes for k in self.meta_keys(prefix)]  # type: ignore[attr-defined]

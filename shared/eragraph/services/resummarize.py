@@ -43,6 +43,7 @@ import numpy as np
 
 from ..domain.access import READERS, code_range, index_of, placed, readers_of
 from ..domain.diff import segments_for
+from ..domain.ids import summary_id
 from ..domain.lsh import hash_vectors, majority_code
 from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment,
                             SegmentsAffected, is_streaming, streaming_key)
@@ -84,13 +85,13 @@ def target_segments(engine: Engine, layer: int) -> list[Segment]:
 def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport,
                        removed: tuple[Segment, ...] = (), deadline: Deadline | None = None,
                        have: Read | None = None,
-                       pending: list | None = None) -> tuple[list[Node], list]:
+                       pending: list | None = None, retired: tuple[set[str], dict] | None = None) -> tuple[list[Node], list]:
     """Summaries of ``segments`` (nodes of the layer above, and their vectors). Each one is
     stored as soon as it is made, outside the layer's index, and one stored by an earlier
     attempt is reused, so no summary is paid for twice; a segment that replaces one of
     ``removed`` is revised from that one's summary when plan_revisions finds it cheaper.
     ``pending``: where the calls' ledger entries wait for the region's write (cost.record_later;
-    None: recorded at once). Raises DeadlineReached when ``deadline`` leaves too little time
+    None: recorded at once). ``retired``: the kept texts read already (plan_revisions). Raises DeadlineReached when ``deadline`` leaves too little time
     for another call."""
     if not segments:
         return [], []
@@ -99,7 +100,7 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
     made = _nodes(engine, (seg.summary_id for seg in segments), have)
     todo = [seg for seg in segments if seg.summary_id not in made]
     children = _nodes(engine, {m for seg in todo for m in seg.members}, have)
-    plans = plan_revisions(engine, todo, removed, children, have)
+    plans = plan_revisions(engine, todo, removed, children, have, retired)
     fresh: dict[str, np.ndarray] = {}
     for seg in todo:
         if deadline is not None and deadline() < DEADLINE_MARGIN:
@@ -185,15 +186,30 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
     assign = tuple((r.node_id, owner.get(r.node_id)) for r in region.refs
                    if r.live and r.seg != owner.get(r.node_id))
     drop = tuple(r.node_id for r in region.refs if not r.live)
-    removed = engine.graph.get_segments_by_id(layer, removed_ids)
-    # every node the summaries may need, in one read: the old and new summaries, the new
-    # segments' members and the removed ones' (a revision reads the departed children)
-    wanted = {seg.summary_id for seg in [*removed.values(), *to_make]} | {
-        m for seg in [*removed.values(), *to_make] for m in seg.members}
-    have = (wanted, engine.graph.get_nodes(wanted))
+    # every record the summaries may need, in one read (GraphStore.read_region): the removed
+    # segments, the old and new summaries, the new segments' members and the removed ones' (a
+    # revision reads the departed children), and the kept texts of the region's tombstones.
+    # A removed segment's members and summary are known before its record is read: the
+    # region's refs that name it, and the summary id of those members (domain.diff); what
+    # its record says otherwise is read after it
+    named: dict[str, list[str]] = {}
+    for r in region.refs:
+        if r.seg in removed_ids:
+            named.setdefault(r.seg, []).append(r.node_id)
+    guessed = {m for members in named.values() for m in members} | {
+        summary_id(layer + 1, members) for members in named.values()}
+    wanted = {seg.summary_id for seg in to_make} | {m for seg in to_make for m in seg.members} | guessed
+    texts = [retired_key(layer, r.node_id) for r in region.refs if not r.live] if can_revise(engine) else []
+    removed, nodes, metas = engine.graph.read_region(layer, removed_ids, wanted, texts)
+    more = ({seg.summary_id for seg in removed.values()} | {m for seg in removed.values() for m in seg.members}) - wanted
+    if more:
+        nodes.update(engine.graph.get_nodes(more))
+    have = (wanted | more, nodes)
+    retired = (set(texts), metas)
     old_summaries = list(_nodes(engine, (seg.summary_id for seg in removed.values()), have).values())
     above_remove += [NodeRef(n.node_id, n.code) for n in old_summaries]
-    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline, have, pending)
+    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline, have, pending,
+                                       retired)
     kept = {n.node_id for n in made}  # a summary id can come back (same members): it stays
     above_remove = [r for r in above_remove if r.node_id not in kept]
     old_summaries = [n for n in old_summaries if n.node_id not in kept]

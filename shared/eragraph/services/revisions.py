@@ -51,7 +51,8 @@ def _nodes(engine: Engine, ids, have: Read | None) -> dict[str, Node]:
 
 
 def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segment, ...],
-                   children: dict[str, Node], have: Read | None = None) -> dict[str, Revision]:
+                   children: dict[str, Node], have: Read | None = None,
+                   retired: tuple[set[str], dict] | None = None) -> dict[str, Revision]:
     """Segments worth revising instead of summarizing afresh: a segment whose predecessor (the
     removed segment holding most of its members) still has its summary, whose departed children
     all left text (moved children are still nodes; replaced summaries are kept under
@@ -71,7 +72,8 @@ def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segme
     texts = {m: (_said(engine, n), n.tokens) for m, n in known.items()}
     texts.update({m: (_said(engine, n), n.tokens) for m, n in children.items()})
     for m in departed - set(texts):
-        text = engine.graph.get_meta(retired_key(layer, m))
+        key = retired_key(layer, m)  # read already (``retired``: the keys read, the texts found)
+        text = retired[1].get(key) if retired is not None and key in retired[0] else engine.graph.get_meta(key)
         if text is not None:
             texts[m] = (str(text), engine.tokenizer.count(str(text)))
     plans: dict[str, Revision] = {}

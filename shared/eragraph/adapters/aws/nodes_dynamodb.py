@@ -61,7 +61,7 @@ from ...domain.access import index_of, max_code
 from ...domain.segment_stats import SegmentStats
 from .dynamodb_table import BATCH_GET, TRANSACT_LIMIT, DynamoTable, _is_condition_failure, _is_lost_race, item_bytes
 from .ref_layout import Layout, RefLayouts
-from .meta_dynamodb import SHADOW, _meta_value, shadowed
+from .meta_dynamodb import SHADOW, _meta_value, meta_partition, shadowed
 from .region_dynamodb import RegionWrites
 
 
@@ -423,6 +423,29 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
                 seg = self._segment(layer, item)
                 found[seg.segment_id] = seg
         return {i: found[i] for i in ids if i in found}
+
+    def read_region(self, layer: int, segment_ids: Iterable[str], node_ids: Iterable[str],
+                    keys: Iterable[str]) -> tuple[dict[str, Segment], dict[str, Node], dict[str, Any]]:
+        """The segment records, nodes and meta items in one BatchGetItem (per 100 keys)."""
+        segs, ids, metas = list(dict.fromkeys(segment_ids)), list(dict.fromkeys(node_ids)), list(dict.fromkeys(keys))
+        wanted = ([(self._seg_pk(layer, i), f"SEG#{i}") for i in segs] + [(f"NODE#{i}", "NODE") for i in ids]
+                  + [(meta_partition(k), f"KEY#{k}") for k in metas])
+        found_segs: dict[str, Segment] = {}
+        found_nodes: dict[str, Node] = {}
+        found_metas: dict[str, Any] = {}
+        for item in self._batch_get(wanted):
+            if item.SK.startswith("SEG#"):
+                seg = self._segment(layer, item)
+                found_segs[seg.segment_id] = seg
+            elif item.PK.startswith("NODE#"):
+                found = self._node(item)
+                found_nodes[found.node_id] = found
+            else:
+                value = _meta_value(item)
+                if value is not None:
+                    found_metas[item.SK[len("KEY#"):]] = value
+        return ({i: found_segs[i] for i in segs if i in found_segs}, {i: found_nodes[i] for i in ids if i in found_nodes},
+                found_metas)
 
     def _ref_condition(self, ref: RefState):
         seg = self.Item.seg.does_not_exist() if ref.seg is None else self.Item.seg == ref.seg
