@@ -9,7 +9,8 @@ counters, segments and the regions' conditional writes.
   until the reconcile takes it out). Every ref write is conditioned on its layer's layout
   (on the layer counter), so none lands in a partition a move has left.
 * Segments live under ``SEGS#<layer>#<bucket of the segment id>``; they are read by id.
-* ``apply_region`` (region_dynamodb, with ``delete_dead_nodes``) is one TransactWriteItems: every ref of the region is conditioned on the
+* ``apply_region`` (region_dynamodb, with ``delete_dead_nodes``; the replaced summaries' node
+  deletions, their kept texts and the ledger's ADDs ride in it) is one TransactWriteItems: every ref of the region is conditioned on the
   state the reconcile read (the writes carry their own conditions, the others a
   ConditionCheck), with the segment puts/deletes, the summaries' refs one layer up and the
   layer counter. A lost condition is a ``ConflictError`` and nothing is written.

@@ -15,7 +15,11 @@ transaction on the items that decide it:
   its ref as read (absent, or not live) and on the node's code: a ref made live meanwhile, or a
   node written again under another code, is a lost race, read again.
 
-Of the two, whichever commits first wins, and no segment is left naming a missing summary."""
+Of the two, whichever commits first wins, and no segment is left naming a missing summary. A
+reconcile's own replaced summaries go the same way inside its apply (``RegionChange.
+delete_removed``): each node's delete, conditioned on its code and layer (or its absence), in
+the transaction that makes its ref not live, with the text of a tombstone kept beside it
+(``keep_texts``) and the summarize calls' ledger ADDs (``ledger``, in the last transaction)."""
 
 from __future__ import annotations
 
