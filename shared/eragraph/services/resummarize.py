@@ -85,13 +85,12 @@ def target_segments(engine: Engine, layer: int) -> list[Segment]:
 def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport,
                        removed: tuple[Segment, ...] = (), deadline: Deadline | None = None,
                        have: Read | None = None,
-                       pending: list | None = None, retired: tuple[set[str], dict] | None = None) -> tuple[list[Node], list]:
+                       retired: tuple[set[str], dict] | None = None) -> tuple[list[Node], list]:
     """Summaries of ``segments`` (nodes of the layer above, and their vectors). Each one is
     stored as soon as it is made, outside the layer's index, and one stored by an earlier
     attempt is reused, so no summary is paid for twice; a segment that replaces one of
     ``removed`` is revised from that one's summary when plan_revisions finds it cheaper.
-    ``pending``: where the calls' ledger entries wait for the region's write (cost.record_later;
-    None: recorded at once). ``retired``: the kept texts read already (plan_revisions). Raises DeadlineReached when ``deadline`` leaves too little time
+    ``retired``: the kept texts read already (plan_revisions). Raises DeadlineReached when ``deadline`` leaves too little time
     for another call."""
     if not segments:
         return [], []
@@ -123,12 +122,8 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
                 result = engine.summarizer.summarize([c.text for c in members], engine.settings.summary_tokens,
                                                      [member_source(c, engine.settings.chunk_tokens) for c in members])
             seconds = time.perf_counter() - started
-            if pending is None:
-                cost.record(engine.graph, "summarize", engine.summarizer.identity, result.tokens_in,
-                            result.tokens_out, seconds)
-            else:
-                cost.record_later(pending, "summarize", engine.summarizer.identity, result.tokens_in,
-                                  result.tokens_out, seconds)
+            cost.record(engine.graph, "summarize", engine.summarizer.identity, result.tokens_in,
+                        result.tokens_out, seconds)
             report.cost.summarize_calls += 1
             report.cost.tokens_in += result.tokens_in
             report.cost.tokens_out += result.tokens_out
@@ -162,7 +157,7 @@ def retire(engine: Engine, layer: int, nodes: list[Node]) -> None:
 
 def _region_change(engine: Engine, layer: int, region: Region, report: ChangeReport,
                    deadline: Deadline | None, repair: bool, index: int = 0,
-                   alone: bool = True, pending: list | None = None) -> tuple[RegionChange, list[Node], list, list[Node]]:
+                   alone: bool = True) -> tuple[RegionChange, list[Node], list, list[Node]]:
     s = engine.settings
     summarized = layer + 1 <= s.max_layers
     new = segments_for(layer, cut_region(region, s.n_planes, s.s_min, s.s_max, summarized))
@@ -208,8 +203,7 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
     retired = (set(texts), metas)
     old_summaries = list(_nodes(engine, (seg.summary_id for seg in removed.values()), have).values())
     above_remove += [NodeRef(n.node_id, n.code) for n in old_summaries]
-    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline, have, pending,
-                                       retired)
+    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline, have, retired)
     kept = {n.node_id for n in made}  # a summary id can come back (same members): it stays
     above_remove = [r for r in above_remove if r.node_id not in kept]
     old_summaries = [n for n in old_summaries if n.node_id not in kept]
@@ -369,20 +363,18 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
            alone: bool = True, finished: list[str] | None = None) -> None:
     """Re-cut one region. ``finished``: where its outbox entry's key goes once its work is done
     (the caller deletes it with its change record); None: deleted here. The summarize calls'
-    ledger entries go with the region's write (RegionChange.ledger); when no write takes them
-    (nothing to write, a conflict, a deadline, an error) they are added on their own."""
-    pending: list = []
-    try:
+    ledger entries, and the metered embeddings' of its summaries, go with the region's write
+    (cost.deferred, RegionChange.ledger); when no write takes them (nothing to write, a
+    conflict, a deadline, an error) they are added on their own."""
+    with cost.deferred(engine.graph) as pending:
         _apply_region(engine, layer, region, report, deadline, repair, group, index, alone, finished, pending)
-    finally:
-        cost.flush(engine.graph, pending)  # what no write took
 
 
 def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeReport, deadline: Deadline | None,
                   repair: bool, group: int | None, index: int, alone: bool, finished: list[str] | None,
                   pending: list) -> None:
     change, made, vectors, old_summaries = _region_change(engine, layer, region, report, deadline, repair,
-                                                          index, alone, pending)
+                                                          index, alone)
     if change.empty:
         return
     changed_above = list(change.above_add) + list(change.above_remove)
