@@ -127,3 +127,26 @@ def test_a_regions_records_are_one_batch_get_whatever_their_kind(store):
     assert calls == ["BatchGetItem"]
     assert segs["sg"].members == ("n0", "n1") and sorted(nodes) == ["n0", "n1", "n2"]
     assert metas == {retired_key(0, "n9"): "kept"}
+
+
+def test_a_change_record_and_a_markers_clear_are_one_transaction_unless_the_marker_was_set_again(store):
+    from eragraph.adapters.aws.meta_dynamodb import SHADOW
+
+    calls: list[str] = []
+    client = store.Item._get_connection().connection.client
+    client.meta.events.register("provide-client-params.dynamodb",
+                                lambda params, model, **_: calls.append(model.name))
+    store.put_meta(dirty_key(0, 3), 10.0)
+    store.put_meta(outbox_key(0, 3, "t"), {"made": []})
+    calls.clear()
+    store.write_meta([("change:1:a", {"kind": "resummarize"})], [outbox_key(0, 3, "t")], clear=[(dirty_key(0, 3), 20.0)])
+    assert calls == ["TransactWriteItems"]
+    assert store.meta_keys("dirty:") == [] and store.meta_keys("outbox:") == []
+    assert not [i for i in store.Item.query("COUNT") if i.SK.startswith(SHADOW)]  # its copy went with it
+    store.put_meta(dirty_key(0, 3), 30.0)  # set again after the reconcile began: it stays
+    calls.clear()
+    store.write_meta([("change:1:b", {"kind": "resummarize"})], [], clear=[(dirty_key(0, 3), 20.0)])
+    # refused, then apart: the batch, and delete_meta_if_older (refused again; the marker read: a
+    # stamped one, set again since, stays)
+    assert calls == ["TransactWriteItems", "BatchWriteItem", "TransactWriteItems", "GetItem"]
+    assert store.get_meta("change:1:b") == {"kind": "resummarize"} and store.get_meta(dirty_key(0, 3)) == 30.0

@@ -3,9 +3,9 @@ the small state in two Queries (GraphStore.sizes_and_metas), the region's refs i
 records in one BatchGetItem (GraphStore.read_region), the summary stored as made, the read of
 the summaries' refs above, the region's one transaction (with the outbox entry, the markers
 above, the replaced summaries' deletes, the kept texts and the ledger's ADDs), the check of
-the new summaries after their vectors, the marker's clear and the change record: 9 requests a
-reconciled layer and one more per summary made, 4 for a layer with nothing to apply, whatever
-the store holds. On the handlers' engine the model calls are metered (cost.MeteredEmbedder):
+the new summaries after their vectors, and the change record with the marker's conditional
+clear (one TransactWriteItems): 8 requests a reconciled layer and one more per summary made, 4
+for a layer with nothing to apply, whatever the store holds. On the handlers' engine the model calls are metered (cost.MeteredEmbedder):
 the summaries' summarize and embedding calls are counted in the region's transaction too."""
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ def test_each_reconcile_of_a_single_document_insert_costs_the_same_few_requests(
         for requests in per:
             assert requests[:2] == ["Query", "Query"], requests  # its state: counters, then its outbox
             if requests in applied:  # a BatchWriteItem per summary made (stored as made), the rest fixed
-                if requests[-2:] == ["BatchWriteItem", "Query"]:  # the change records' trim (changes.SLACK)
+                if requests[-2:] == ["TransactWriteItems", "Query"]:  # the change records' trim (changes.SLACK)
                     requests = requests[:-1]
                 others = [r for r in requests if r != "BatchWriteItem"]
                 assert sorted(others) == sorted(["Query"] * 3 + ["BatchGetItem"] * 3 + ["TransactWriteItems"] * 2), \
                     (n, " ".join(requests))
-                assert requests[-1] == "BatchWriteItem"  # the change record, with the finished entry
+                # the change record, with the finished entry and the shard's marker's conditional clear
+                assert requests[-1] == "TransactWriteItems"
             else:
                 assert requests == ["Query", "Query", "Query", "TransactWriteItems"], (n, requests)

@@ -138,6 +138,19 @@ def test_write_meta_stores_and_deletes_together(graph_store):
     graph_store.write_meta([], [])
 
 
+def test_write_meta_clears_the_markers_no_newer_than_asked_with_its_write(graph_store):
+    graph_store.put_meta("dirty:0:3", 100.0)
+    graph_store.put_meta("dirty:0:4", 200.0)  # set again since: stays
+    graph_store.put_meta("outbox:0:3:t", {"made": []})
+    graph_store.write_meta([("change:001:x", {"kind": "resummarize"})], ["outbox:0:3:t"],
+                           clear=[("dirty:0:3", 150.0), ("dirty:0:4", 150.0), ("dirty:0:9", 150.0)])
+    assert graph_store.get_meta("change:001:x") == {"kind": "resummarize"}
+    assert graph_store.get_meta("outbox:0:3:t") is None
+    assert graph_store.meta_keys("dirty:") == ["dirty:0:4"]
+    graph_store.write_meta([], [], clear=[("dirty:0:4", 200.0)])  # alone, at most: equal goes
+    assert graph_store.meta_keys("dirty:") == []
+
+
 def test_delete_meta_if_older_keeps_a_marker_set_again_since(graph_store):
     graph_store.put_meta("dirty:0:3", 100.0)
     graph_store.put_meta("dirty:0:4", 200.0)

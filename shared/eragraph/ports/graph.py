@@ -37,10 +37,14 @@ class MetaStore(Protocol):
         """Delete ``key`` when its value is a time stamp no later than ``at_most`` (a marker
         set again since stays), in one conditional write where the store has them."""
         ...
-    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
+                   clear: Sequence[tuple[str, float]] = ()) -> None:
         """Store ``puts`` (key, value) and delete ``deletes`` (keys not among them) in one
         request where the store batches writes (DynamoDB: BatchWriteItem, 25 items a request;
-        not atomic: each write lands or is re-sent)."""
+        not atomic: each write lands or is re-sent). ``clear``: (key, at most) pairs deleted as
+        ``delete_meta_if_older`` does, in the same request where the store can (DynamoDB: one
+        TransactWriteItems for a write that fits one and whose clears all hold; else the batch,
+        then each conditional delete)."""
         ...
     def meta_keys(self, prefix: str) -> list[str]: ...
     def add_within(self, key: str, period: str, amount: int, limit: int, mark: str | None = None) -> int | None:

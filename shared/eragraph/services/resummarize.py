@@ -246,18 +246,19 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
     """``_reconcile``, then its change record per layer it re-summarized (services.changes)."""
     started = time.perf_counter()
     finished: list[str] = []  # outbox entries whose work is done: deleted with the change record
+    clears: list[tuple[str, float]] = []  # the shard's marker: cleared with it, if not set again
     try:
-        report = _reconcile(engine, target, deadline, finished)
+        report = _reconcile(engine, target, deadline, finished, clears)
     except BaseException:
         for key in finished:
             engine.graph.delete_meta(key)
         raise
-    changes.record_resummarize(engine, report, time.perf_counter() - started, done=finished)
+    changes.record_resummarize(engine, report, time.perf_counter() - started, done=finished, clear=clears)
     return report
 
 
 def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None,
-               finished: list[str] | None = None) -> ChangeReport:
+               finished: list[str] | None = None, clears: list[tuple[str, float]] | None = None) -> ChangeReport:
     """Bring the part of a layer that ``target`` names (a message; a bare layer number or a
     message without codes: the whole layer) and the summaries above it up to date. Raises
     DeadlineReached, having done nothing, when ``deadline`` leaves less than the margin to
@@ -320,7 +321,10 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
         except ConflictError:
             marks = None
             continue  # another writer changed a region: plan again from the stored state
-        clear_dirty(engine, layer, message.group, started)
+        if clears is not None and message.group is not None:  # with the change record (reconcile)
+            clears.append((dirty_key(layer, message.group), started))
+        else:
+            clear_dirty(engine, layer, message.group, started)
         if whole:
             swept = engine.graph.get_meta(swept_key(layer))
             if swept is None or float(swept) < started:

@@ -301,10 +301,30 @@ class DynamoMetaStore(DynamoTable):
             return
         self.write_meta([], [key])
 
-    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
-        """One BatchWriteItem per 25 items (pynamodb re-sends the unprocessed ones)."""
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
+                   clear: Sequence[tuple[str, float]] = ()) -> None:
+        """One BatchWriteItem per 25 items (pynamodb re-sends the unprocessed ones). With
+        ``clear``: one TransactWriteItems of everything when it fits one (each clear a Delete on
+        its condition, with its copy), else, or when a clear's condition fails (set again
+        since: it stays), the batch and then each ``delete_meta_if_older``."""
         if set(deletes) & {key for key, _ in puts}:
             raise ValueError("write_meta: a key both stored and deleted")
+        if clear:
+            from .dynamodb_table import TRANSACT_LIMIT
+
+            deletes = list(dict.fromkeys(deletes))
+            size = sum(1 + shadowed(k) for k, _ in puts) + sum(1 + shadowed(k) for k in deletes) + 2 * len(clear)
+            if size <= TRANSACT_LIMIT and not {k for k, _ in clear} & ({k for k, _ in puts} | set(deletes)):
+                try:
+                    self._write_and_clear(puts, deletes, clear)
+                    return
+                except TransactWriteError as exc:
+                    if not _is_condition_failure(exc):
+                        raise
+            self.write_meta(puts, deletes)
+            for key, at_most in clear:
+                self.delete_meta_if_older(key, at_most)
+            return
         with self.Item.batch_write() as batch:
             for key, value in puts:
                 batch.save(self.meta_item(key, value))
@@ -314,6 +334,26 @@ class DynamoMetaStore(DynamoTable):
                 batch.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"))
                 if shadowed(key):
                     batch.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
+
+    def _write_and_clear(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
+                         clear: Sequence[tuple[str, float]]) -> None:
+        """write_meta's one transaction (a TransactionConflict: sent again)."""
+        def build(tx) -> None:
+            for key, value in puts:
+                tx.save(self.meta_item(key, value))
+                if shadowed(key):
+                    tx.save(self.shadow_item(key, value))
+            for key in deletes:
+                tx.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"))
+                if shadowed(key):
+                    tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
+            for key, at_most in clear:
+                tx.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"),
+                          condition=self.Item.PK.does_not_exist() | (self.Item.stamp <= float(at_most)))
+                if shadowed(key):
+                    tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
+
+        self._transact_retrying(build)
 
     def meta_keys(self, prefix: str) -> list[str]:
         def keys_in(pk: str) -> list[str]:

@@ -69,7 +69,8 @@ class SqliteMetaStore(SqliteDb):
             if life_of(key) is not None:
                 conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
 
-    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
+                   clear: Sequence[tuple[str, float]] = ()) -> None:
         with self._write() as conn:
             for key, value in puts:
                 write_meta(conn, key, value)
@@ -77,6 +78,8 @@ class SqliteMetaStore(SqliteDb):
                 conn.execute("DELETE FROM meta WHERE key = ?", (key,))
                 if life_of(key) is not None:
                     conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
+        for key, at_most in clear:
+            self.delete_meta_if_older(key, at_most)
 
     def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
         out = {}
