@@ -340,9 +340,9 @@ def test_ref_writes_split_into_transactions_each_counting_its_own_refs(store):
 def test_a_region_past_the_transaction_limit_is_applied_under_an_applying_mark(store, members, split):
     # the region's ops: one new segment, a ref update per member, the check of the summary's
     # node and its ref above (in one transaction): members + 3; with both layers' counters (a
-    # check and the change) and the segment counter of its size up to 97 fit one transaction, more are split (each keeping room for the mark
-    # and the counters of its own segment sizes) and the first transaction writes an
-    # ``applying`` mark the last one deletes
+    # check and the change) and the segment counter of its size up to 97 fit one transaction, more are split (each keeping room for the mark,
+    # its copy and the counters of its own segment sizes) and the first transaction writes an
+    # ``applying`` mark (and its copy) the last one deletes
     ids = [f"n{i:03d}" for i in range(members)]
     store.put_nodes([node(i, code=k % 256) for k, i in enumerate(ids)])
     store.put_nodes([node("sum-a", layer=1, code=7)], index=False)
@@ -357,10 +357,12 @@ def test_a_region_past_the_transaction_limit_is_applied_under_an_applying_mark(s
     if not split:
         assert len(requests) == 1 and marks == [[]]
     else:
-        assert len(requests) == 1 + -(-(members + 3 - 96) // 97)
-        [(put, key)] = marks[0]
+        # each transaction keeps two items for the mark and its copy in COUNT (MARK#<key>)
+        assert len(requests) == 1 + -(-(members + 3 - 95) // 96)
+        [(put, key), (put_copy, copy)] = sorted(marks[0], key=lambda m: not m[1].startswith("KEY#"))
         assert put == "Put" and re.fullmatch(r"KEY#applying:0:[0-9a-f]{32}", key)  # this apply's own mark
-        assert marks[-1] == [("Delete", key)] and all(m == [] for m in marks[1:-1])
+        assert put_copy == "Put" and copy == f"MARK#{key[len('KEY#'):]}"
+        assert sorted(marks[-1]) == [("Delete", key), ("Delete", copy)] and all(m == [] for m in marks[1:-1])
         # the mark holds when the apply began (the repair of an apply cut short reads its age)
         [mark] = [i["Put"]["Item"] for i in requests[0]["TransactItems"] if "Put" in i and i["Put"]["Item"]["SK"]["S"] == key]
         assert abs(float(mark["value"]["S"]) - time.time()) < 300
@@ -561,7 +563,8 @@ def test_a_region_whose_summaries_fill_its_first_transaction_stays_within_the_li
     # 98 new summaries above a 2-ref region: 199 ops (each summary's ref with the check of its
     # node, kept in one transaction), split; the first transaction holds the segment, both refs
     # and 46 summaries, plus the segment counter of its size, both layers' counters (the
-    # region's checked, the one above changed) and the applying mark
+    # region's checked, the one above changed) and the applying mark with its copy in COUNT
+    # (the last transaction deletes both)
     store.put_nodes([node("n0", code=1), node("n1", code=2)])
     store.put_nodes([node(f"s{i:03d}", layer=1, code=i) for i in range(98)], index=False)
     requests = sent(store, "TransactWriteItems")
@@ -569,6 +572,6 @@ def test_a_region_whose_summaries_fill_its_first_transaction_stays_within_the_li
                                     assign=(("n0", "seg-a"), ("n1", "seg-a")),
                                     add=(Segment("seg-a", 0, ("n0", "n1"), "s000"),),
                                     above_add=tuple(NodeRef(f"s{i:03d}", i) for i in range(98))))
-    assert [len(r["TransactItems"]) for r in requests] == [99, 98, 11]
+    assert [len(r["TransactItems"]) for r in requests] == [100, 98, 12]
     assert [counter_updates(r) for r in requests] == [{"LAYER#1": 46}, {"LAYER#1": 48}, {"LAYER#1": 4}]
     assert store.layer_sizes() == {0: 2, 1: 98} and store.meta_keys("applying") == []

@@ -78,3 +78,75 @@ def test_every_listing_the_services_make_finds_what_a_scan_finds(store):
         store.delete_meta(key)
         assert store.get_meta(key) is None
     assert store.meta_keys("") == sorted(set(keys) - set(keys[::3]))
+
+
+def test_a_reconciles_state_is_one_query_of_the_counters_and_one_of_its_shards_outbox(store):
+    # the marker, the swept stamp and the applying marks have their copies in COUNT, beside
+    # the layer counters: one Query reads them all; the shard's outbox entries come whole from
+    # one Query of their partition (no read per entry)
+    from eragraph.adapters.aws.meta_dynamodb import SHADOW
+
+    store.put_meta(dirty_key(1, 5), 10.0)
+    store.put_meta(swept_key(1), 20.0)
+    store.put_meta(applying_key(1, "t"), 30.0)
+    store.put_meta(applying_key(2, "u"), 31.0)  # another layer's
+    for token in ("a", "b"):
+        store.put_meta(outbox_key(1, 5, token), {"made": [[token, 1]]})
+    store.put_meta(outbox_key(1, 6, "c"), {"made": []})  # another shard's
+    copies = {i.SK for i in store.Item.query("COUNT") if i.SK.startswith(SHADOW)}
+    assert copies == {SHADOW + k for k in (dirty_key(1, 5), swept_key(1), applying_key(1, "t"), applying_key(2, "u"))}
+    calls: list[str] = []
+    client = store.Item._get_connection().connection.client
+    client.meta.events.register("provide-client-params.dynamodb",
+                                lambda params, model, **_: calls.append(model.name))
+    sizes, held = store.sizes_and_metas([dirty_key(1, 5), swept_key(1)], [outbox_key(1, 5), "applying:1:"])
+    assert calls == ["Query", "Query"]
+    assert held == {dirty_key(1, 5): 10.0, swept_key(1): 20.0, applying_key(1, "t"): 30.0,
+                    outbox_key(1, 5, "a"): {"made": [["a", 1]]}, outbox_key(1, 5, "b"): {"made": [["b", 1]]}}
+    # a copy goes with its key, whichever way the key is deleted
+    store.delete_meta_if_older(dirty_key(1, 5), 15.0)
+    store.delete_meta(applying_key(1, "t"))
+    store.write_meta([], [swept_key(1)])
+    assert {i.SK for i in store.Item.query("COUNT") if i.SK.startswith(SHADOW)} == {SHADOW + applying_key(2, "u")}
+    assert store.sizes_and_metas([dirty_key(1, 5), swept_key(1)], ["applying:1:"])[1] == {}
+
+
+def test_a_regions_records_are_one_batch_get_whatever_their_kind(store):
+    from eragraph.domain.model import Node, RefState, RegionChange, Segment
+
+    store.put_nodes([Node(node_id=f"n{i}", layer=0, text=f"t{i}", tokens=1, code=i) for i in range(3)])
+    read = tuple(RefState(f"n{i}", i, None, True) for i in range(3))
+    store.apply_region(RegionChange(layer=0, expected=read, assign=(("n0", "sg"), ("n1", "sg")),
+                                    add=(Segment("sg", 0, ("n0", "n1"), "sum-x"),)))
+    store.put_meta(retired_key(0, "n9"), "kept")
+    calls: list[str] = []
+    client = store.Item._get_connection().connection.client
+    client.meta.events.register("provide-client-params.dynamodb",
+                                lambda params, model, **_: calls.append(model.name))
+    segs, nodes, metas = store.read_region(0, ["sg"], ["n0", "n1", "n2"], [retired_key(0, "n9"), retired_key(0, "n8")])
+    assert calls == ["BatchGetItem"]
+    assert segs["sg"].members == ("n0", "n1") and sorted(nodes) == ["n0", "n1", "n2"]
+    assert metas == {retired_key(0, "n9"): "kept"}
+
+
+def test_a_change_record_and_a_markers_clear_are_one_transaction_unless_the_marker_was_set_again(store):
+    from eragraph.adapters.aws.meta_dynamodb import SHADOW
+
+    calls: list[str] = []
+    client = store.Item._get_connection().connection.client
+    client.meta.events.register("provide-client-params.dynamodb",
+                                lambda params, model, **_: calls.append(model.name))
+    store.put_meta(dirty_key(0, 3), 10.0)
+    store.put_meta(outbox_key(0, 3, "t"), {"made": []})
+    calls.clear()
+    store.write_meta([("change:1:a", {"kind": "resummarize"})], [outbox_key(0, 3, "t")], clear=[(dirty_key(0, 3), 20.0)])
+    assert calls == ["TransactWriteItems"]
+    assert store.meta_keys("dirty:") == [] and store.meta_keys("outbox:") == []
+    assert not [i for i in store.Item.query("COUNT") if i.SK.startswith(SHADOW)]  # its copy went with it
+    store.put_meta(dirty_key(0, 3), 30.0)  # set again after the reconcile began: it stays
+    calls.clear()
+    store.write_meta([("change:1:b", {"kind": "resummarize"})], [], clear=[(dirty_key(0, 3), 20.0)])
+    # refused, then apart: the batch, and delete_meta_if_older (refused again; the marker read: a
+    # stamped one, set again since, stays)
+    assert calls == ["TransactWriteItems", "BatchWriteItem", "TransactWriteItems", "GetItem"]
+    assert store.get_meta("change:1:b") == {"kind": "resummarize"} and store.get_meta(dirty_key(0, 3)) == 30.0

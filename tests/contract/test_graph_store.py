@@ -103,6 +103,30 @@ def test_get_metas_reads_the_stored_ones_of_many_keys(graph_store):
     assert graph_store.get_metas([]) == {}
 
 
+def test_sizes_and_metas_reads_the_sizes_the_keys_and_the_prefixes_together(graph_store):
+    # what a reconcile reads before it plans: the layer sizes, its shard's marker, the layer's
+    # swept stamp, its applying marks and its shard's outbox entries (another shard's or
+    # layer's are not asked for, so not returned)
+    graph_store.put_nodes([node("a", code=1), node("b", code=2), node("s", layer=1, code=3)])
+    graph_store.put_meta("dirty:0:3", 5.0)
+    graph_store.put_meta("dirty:0:4", 6.0)
+    graph_store.put_meta("swept:0", 9.5)
+    graph_store.put_meta("applying:0:t1", 7.0)
+    graph_store.put_meta("applying:1:t2", 8.0)
+    graph_store.put_meta("outbox:0:3:x", {"made": [["s", 3]]})
+    graph_store.put_meta("outbox:0:4:y", {"made": []})
+    sizes, held = graph_store.sizes_and_metas(["dirty:0:3", "swept:0", "dirty:0:9"], ["outbox:0:3:", "applying:0:"])
+    assert sizes == graph_store.layer_sizes() == {0: 2, 1: 1}
+    assert held == {"dirty:0:3": 5.0, "swept:0": 9.5, "applying:0:t1": 7.0, "outbox:0:3:x": {"made": [["s", 3]]}}
+    graph_store.delete_meta_if_older("dirty:0:3", 6.0)
+    graph_store.delete_meta("applying:0:t1")
+    graph_store.write_meta([], ["outbox:0:3:x"])
+    graph_store.delete_nodes(["b"])
+    assert graph_store.sizes_and_metas(["dirty:0:3", "swept:0"], ["outbox:0:3:", "applying:0:"]) == (
+        {0: 1, 1: 1}, {"swept:0": 9.5})
+    assert graph_store.sizes_and_metas([], []) == ({0: 1, 1: 1}, {})
+
+
 def test_write_meta_stores_and_deletes_together(graph_store):
     graph_store.put_meta("followup:abc", {"gone": {}})
     graph_store.put_meta("outbox:0:3:t", {"made": []})
@@ -112,6 +136,19 @@ def test_write_meta_stores_and_deletes_together(graph_store):
     assert len(graph_store.get_metas([f"retired:0:n{i}" for i in range(30)])) == 30  # past one batch of 25
     assert graph_store.get_meta("followup:abc") is None and graph_store.get_meta("outbox:0:3:t") is None
     graph_store.write_meta([], [])
+
+
+def test_write_meta_clears_the_markers_no_newer_than_asked_with_its_write(graph_store):
+    graph_store.put_meta("dirty:0:3", 100.0)
+    graph_store.put_meta("dirty:0:4", 200.0)  # set again since: stays
+    graph_store.put_meta("outbox:0:3:t", {"made": []})
+    graph_store.write_meta([("change:001:x", {"kind": "resummarize"})], ["outbox:0:3:t"],
+                           clear=[("dirty:0:3", 150.0), ("dirty:0:4", 150.0), ("dirty:0:9", 150.0)])
+    assert graph_store.get_meta("change:001:x") == {"kind": "resummarize"}
+    assert graph_store.get_meta("outbox:0:3:t") is None
+    assert graph_store.meta_keys("dirty:") == ["dirty:0:4"]
+    graph_store.write_meta([], [], clear=[("dirty:0:4", 200.0)])  # alone, at most: equal goes
+    assert graph_store.meta_keys("dirty:") == []
 
 
 def test_delete_meta_if_older_keeps_a_marker_set_again_since(graph_store):
@@ -552,6 +589,68 @@ def test_a_region_replacing_its_summary_removes_the_old_one_above(graph_store):
     assert refs(graph_store, 1) == [RefState("s-new", 5, None, True), RefState("s-kept", 6, "sg1", False)]
     assert graph_store.layer_refs(1) == [NodeRef("s-new", 5)]
     assert graph_store.layer_sizes() == {0: 3, 1: 1}
+
+
+def test_a_region_deletes_the_summaries_it_replaces_and_keeps_the_text_of_the_tombstones(graph_store):
+    """delete_removed: the replaced summaries' nodes go in the region's write; keep_texts: the
+    text of each that stays a tombstone above (a segment there still names it) is stored with
+    it, none for one whose ref went; the result says which were deleted and which stay."""
+    graph_store.put_nodes([node("a", code=1), node("b", code=2), node("c", code=3)])
+    graph_store.put_nodes([node("s-old", layer=1, code=4, children=("a", "b")),
+                           node("s-kept", layer=1, code=6, children=("c",))])
+    graph_store.apply_region(RegionChange(layer=1, expected=tuple(refs(graph_store, 1)),
+                                          assign=(("s-kept", "sg1"),), add=(seg("sg1", 1, ("s-kept",)),)))
+    new = Segment("sg", 0, ("a", "b", "c"), "s-new")
+    graph_store.put_nodes([node("s-new", layer=1, code=5, children=("a", "b", "c"))], index=False)
+    done = graph_store.apply_region(RegionChange(
+        layer=0, expected=tuple(refs(graph_store)), assign=(("a", "sg"), ("b", "sg"), ("c", "sg")), add=(new,),
+        above_add=(NodeRef("s-new", 5),), above_remove=(NodeRef("s-old", 4), NodeRef("s-kept", 6)),
+        delete_removed=True, keep_texts=(("s-old", "retired:1:s-old", "old text"),
+                                         ("s-kept", "retired:1:s-kept", "kept text"))))
+    assert (sorted(done.deleted), done.tombstoned) == (["s-kept", "s-old"], ("s-kept",))
+    assert set(graph_store.get_nodes(["s-old", "s-kept", "s-new"])) == {"s-new"}
+    assert refs(graph_store, 1) == [RefState("s-new", 5, None, True), RefState("s-kept", 6, "sg1", False)]
+    assert graph_store.get_metas(["retired:1:s-old", "retired:1:s-kept"]) == {"retired:1:s-kept": "kept text"}
+    assert graph_store.layer_sizes() == {0: 3, 1: 1}
+
+
+def test_a_region_that_loses_its_condition_deletes_no_summary_and_keeps_no_text(graph_store):
+    graph_store.put_nodes([node("a", code=1), node("s-old", layer=1, code=4, children=("a",))])
+    read = tuple(refs(graph_store))
+    graph_store.delete_nodes(["a"])  # changed since read
+    with pytest.raises(ConflictError):
+        graph_store.apply_region(RegionChange(layer=0, expected=read, above_remove=(NodeRef("s-old", 4),),
+                                              delete_removed=True,
+                                              keep_texts=(("s-old", "retired:1:s-old", "old text"),)))
+    assert set(graph_store.get_nodes(["s-old"])) == {"s-old"} and graph_store.layer_sizes().get(1) == 1
+    assert graph_store.get_meta("retired:1:s-old") is None
+
+
+def test_a_region_adds_what_its_summaries_cost_to_the_ledger_with_its_write_or_not_at_all(graph_store):
+    graph_store.put_nodes([node("a", code=1)])
+    graph_store.put_nodes([node("s-a", layer=1, code=1, children=("a",))], index=False)
+    read = tuple(refs(graph_store))
+    change = RegionChange(layer=0, expected=read, assign=(("a", "sg"),), add=(Segment("sg", 0, ("a",), "s-a"),),
+                          above_add=(NodeRef("s-a", 1),), ledger=(("summarize|m", 2, 300, 40, 0.5),))
+    graph_store.put_nodes([node("b", code=2)])  # not in the region: no conflict
+    graph_store.apply_region(change)
+    assert graph_store.ledger() == {"summarize|m": {"calls": 2, "tokens_in": 300, "tokens_out": 40, "seconds": 0.5}}
+    with pytest.raises(ConflictError):  # the same region again: its refs changed since read
+        graph_store.apply_region(change)
+    assert graph_store.ledger()["summarize|m"]["calls"] == 2
+
+
+def test_read_region_reads_segments_nodes_and_metas_together(graph_store):
+    graph_store.put_nodes([node("a", code=1), node("b", code=2)])
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(refs(graph_store)), assign=(("a", "sg"),),
+                                          add=(seg("sg", 0, ("a",)),)))
+    graph_store.put_meta("retired:0:gone", "its text")
+    segs, nodes, metas = graph_store.read_region(0, ["sg", "never"], ["a", "b", "nobody"],
+                                                 ["retired:0:gone", "retired:0:other"])
+    assert segs == {"sg": seg("sg", 0, ("a",))}
+    assert set(nodes) == {"a", "b"} and nodes["a"] == graph_store.get_nodes(["a"])["a"]
+    assert metas == {"retired:0:gone": "its text"}
+    assert graph_store.read_region(0, [], [], []) == ({}, {}, {})
 
 
 def test_a_lost_condition_names_what_changed(graph_store):

@@ -21,6 +21,7 @@ def wire(msg: SegmentsAffected) -> SegmentsAffected:
                      op="op-1"),
     SegmentsAffected(layer=1, codes=(7,), group=12),
     SegmentsAffected(layer=2, removed=("x",), op="retry-7"),
+    SegmentsAffected(layer=1, codes=(7,), group=3, at=1764932400.125),
 ])
 def test_every_field_survives_the_wire(msg):
     assert wire(msg) == msg
@@ -65,6 +66,10 @@ BASE = {"type": "SegmentsAffected", "layer": 1}
     ({**BASE, "group": -1}, "bad group in message: -1"),
     ({**BASE, "group": True}, "bad group in message: True"),
     ({**BASE, "group": "2"}, "bad group in message: '2'"),
+    ({**BASE, "at": -1}, "bad time in message: -1"),
+    ({**BASE, "at": "5"}, "bad time in message: '5'"),
+    ({**BASE, "at": True}, "bad time in message: True"),
+    ({**BASE, "at": 1e12}, "bad time in message: 1000000000000.0"),
 ])
 def test_a_malformed_message_is_refused_saying_what_is_wrong(data, message):
     with pytest.raises(ValueError) as err:
@@ -93,6 +98,14 @@ def test_two_scoped_messages_merge_into_one_covering_both():
     assert m == SegmentsAffected(layer=2, added=("a", "b", "c"), removed=("x", "y"), reason="ingest",
                                  codes=(1, 5, 9), group=3, op="first")
     assert m.scoped
+
+
+def test_merged_messages_were_sent_when_the_later_was_or_at_an_unknown_time():
+    # a whole-layer pass covers the merged message only if it began after both were sent
+    a, b = SegmentsAffected(layer=1, codes=(1,), group=0, at=10.0), SegmentsAffected(layer=1, codes=(2,), group=0, at=12.5)
+    assert a.merged(b).at == b.merged(a).at == 12.5
+    assert a.merged(SegmentsAffected(layer=1, codes=(3,), group=0)).at == 0.0  # one of an older version
+    assert SegmentsAffected(layer=1).to_dict().get("at") is None
 
 
 def test_a_whole_layer_message_absorbs_a_scoped_one():

@@ -4,6 +4,7 @@ shrinking, and re-announcing dirty layers (EraRAG Alg. 3 as messages)."""
 from __future__ import annotations
 
 import copy
+import time
 from dataclasses import replace
 
 import pytest
@@ -480,3 +481,86 @@ def test_a_shard_announced_at_the_instant_the_sweep_began_is_not_covered():
     assert engine.graph.get_meta("dirty:0:5") == 1.0
     engine.graph.put_meta("swept:1", 100.0)
     assert not covered(engine, 0, 5)  # another layer's pass covers nothing here
+
+
+def test_a_message_that_says_when_it_was_sent_is_covered_only_by_a_pass_that_began_later():
+    """A message carries the time it was sent, after its change was stored (a region's apply
+    stores the markers of the layer above in its own write, stamped before it commits): a
+    whole-layer pass covers it when it began after that time, whatever the marker's stamp."""
+    from eragraph.services.resummarize import covered
+
+    engine = make_engine()
+    ingest(engine, synthetic_docs(12))
+    drain(engine)
+    engine.graph.put_meta("swept:0", 100.0)
+    engine.graph.put_meta("dirty:0:3", 50.0)  # stamped before the pass began...
+    assert not covered(engine, 0, 3, at=100.0)  # ...but the message was sent as it began: it runs
+    assert not covered(engine, 0, 3, at=120.0)
+    assert engine.graph.get_meta("dirty:0:3") == 50.0
+    assert covered(engine, 0, 3, at=99.5)  # sent before the pass began: covered, marker cleared
+    assert engine.graph.get_meta("dirty:0:3") is None
+    assert covered(engine, 0, 4, at=99.5)  # no marker needed
+    engine.graph.delete_meta("swept:0")
+    assert not covered(engine, 0, 3, at=1.0)  # no completed pass: nothing is covered
+
+
+def test_a_regions_apply_stores_the_markers_above_once_and_its_messages_say_when_they_were_sent():
+    """The markers of the layer above go with the region's write (RegionChange.marks), so the
+    announce after it sends the messages only; each message is stamped after the write."""
+    from support import RecordingQueue
+
+    engine = make_engine()
+    engine.queue = RecordingQueue()
+    ingest(engine, synthetic_docs(30))
+    drain(engine)
+    puts: list[str] = []
+    applied: list[float] = []
+    graph = engine.graph
+    put_meta, apply_region = graph.put_meta, graph.apply_region
+
+    def recording_put(key, value):
+        puts.append(key)
+        return put_meta(key, value)
+
+    def recording_apply(change):
+        done = apply_region(change)
+        if change.above_add or change.above_remove:
+            applied.append(time.time())
+        return done
+
+    graph.put_meta, graph.apply_region = recording_put, recording_apply
+    engine.queue.messages.clear()
+    ingest(engine, synthetic_docs(1, seed=99, prefix="new"))
+    drain(engine)
+    above = [m for m in engine.queue.messages if m.layer > 0]
+    assert applied and above  # an apply changed the layer above and announced it
+    assert not [k for k in puts if k.startswith("dirty:") and not k.startswith("dirty:0")]
+    assert all(m.at >= applied[0] for m in above)
+    assert invariants.check(engine).ok
+
+
+def test_the_calls_of_a_region_whose_write_conflicts_are_counted_once():
+    """The summarize calls' ledger entries go with the region's write; a write that conflicts
+    takes none, so they are added on their own, and the replanned write (which reuses the
+    stored summaries, no call) adds nothing more: the ledger matches the report."""
+    engine = make_engine()
+    ingest(engine, synthetic_docs(30))
+    drain(engine)
+    graph = engine.graph
+    apply_region, lost = graph.apply_region, []
+
+    def once_lost(change):
+        if change.ledger and not lost:
+            lost.append(change.ledger)
+            raise ConflictError("another writer got there first")
+        return apply_region(change)
+
+    graph.apply_region = once_lost
+    before = graph.ledger()
+    ingest(engine, synthetic_docs(2, seed=5, prefix="late"))
+    report = drain(engine)
+    after = graph.ledger()
+    calls = sum(r["calls"] for k, r in after.items() if k.startswith("summarize")) - \
+        sum(r["calls"] for k, r in before.items() if k.startswith("summarize"))
+    assert lost and report.cost.summarize_calls == calls > 0
+    assert invariants.check(engine).ok

@@ -181,9 +181,10 @@ def test_an_entry_stamped_ahead_of_this_clock_is_finished_when_no_age_is_asked()
 
 def test_finishing_keeps_the_text_of_replaced_summaries_still_held_above_and_forgets_the_dropped():
     # a revising summarizer (the default engine's) revises a segment above from the text of a
-    # member that left it: a replaced summary still a tombstone in a layer-2 segment keeps its
-    # text (retired under layer 1) when the outbox deletes its node; one no longer in the index
-    # keeps nothing; the retired texts of the layer-0 refs the region dropped are forgotten
+    # member that left it: a replaced summary still a tombstone in a layer-2 segment has its
+    # text kept (retired under layer 1) by the write that deleted its node, and finishing
+    # keeps it; a stale entry's summary no longer in the index keeps nothing when finishing
+    # deletes its node; the retired texts of the layer-0 refs the region dropped are forgotten
     engine, message, key, entry = _died("vectors", "upsert", lambda ids, v, metas: metas and metas[0]["layer"] > 0)
     assert resummarize.can_revise(engine)
     # and a replaced summary whose ref the write deleted (it was in no segment above): its
@@ -196,7 +197,9 @@ def test_finishing_keeps_the_text_of_replaced_summaries_still_held_above_and_for
     tombstones = {r.node_id for i, c in entry["gone"] for r in engine.graph.prefix_refs(1, c, c)
                   if r.node_id == i and not r.live}
     assert tombstones and set(gone) - tombstones == {"sum-loose"}  # both kinds
-    texts = {i: n.text for i, n in engine.graph.get_nodes(gone).items()}
+    texts = {i: engine.graph.get_meta(resummarize.retired_key(1, i)) for i in gone}
+    assert {i for i, t in texts.items() if t} == tombstones  # kept by the write, with the deletion
+    assert set(engine.graph.get_nodes(gone)) == {"sum-loose"}
     assert entry["drop"]
     for node_id in entry["drop"]:
         engine.graph.put_meta(resummarize.retired_key(0, node_id), f"kept text of {node_id}")
@@ -211,20 +214,33 @@ def test_finishing_keeps_the_text_of_replaced_summaries_still_held_above_and_for
     assert all(engine.graph.get_meta(resummarize.retired_key(0, d)) is None for d in entry["drop"])
 
 
-def test_a_write_keeps_the_text_of_each_replaced_summary_a_segment_above_still_holds():
-    # the reconcile dies after the write and after keeping the texts, before deleting the
-    # replaced summaries: each one that is a tombstone in a layer-2 segment has its text kept
-    # under layer 1 (the layer above revises from it); none other does
-    engine, message, key, entry = _died("graph", "delete_dead_nodes", lambda ids: any(i.startswith("sum-") for i in ids))
-    gone = [i for i, _ in entry["gone"]]
-    tombstones = {r.node_id for i, c in entry["gone"] for r in engine.graph.prefix_refs(1, c, c)
+def test_a_write_deletes_the_replaced_summaries_and_keeps_the_text_of_each_a_segment_above_still_holds():
+    # the reconcile dies right after its write, at the deletion of the replaced summaries'
+    # vectors: their nodes went with the write, and each one that is a tombstone in a layer-2
+    # segment has its text kept under layer 1 by the same write (the layer above revises from
+    # it); none other does
+    engine = replace(make_engine(), queue=RecordingQueue())
+    docs = synthetic_docs(30)
+    ingest(engine, docs)
+    resummarize.drain(engine)
+    before = {i: n.text for i, n in engine.graph.get_nodes([r.node_id for r in engine.graph.layer_refs(1)]).items()}
+    ingest(engine, [replace(d, text=d.text + " Another closing sentence about rivers.") for d in docs[:12]])
+    engine.vectors = Dies(engine.vectors, "delete", lambda ids: any(i.startswith("sum-") for i in ids))
+    _, message = engine.queue.receive(1)[0]
+    try:
+        resummarize.reconcile(engine, message)
+    except RuntimeError:
+        pass
+    assert engine.vectors.died
+    (key,) = engine.graph.meta_keys(resummarize.OUTBOX)
+    gone = [i for i, _ in engine.graph.get_meta(key)["gone"]]
+    tombstones = {r.node_id for i, c in engine.graph.get_meta(key)["gone"] for r in engine.graph.prefix_refs(1, c, c)
                   if r.node_id == i and not r.live}
-    assert tombstones
-    texts = {i: n.text for i, n in engine.graph.get_nodes(gone).items()}
-    assert set(texts) == set(gone)  # not deleted yet
+    assert tombstones and set(gone) <= set(before)
+    assert engine.graph.get_nodes(gone) == {}  # deleted with the write
     for node_id in gone:
         held = engine.graph.get_meta(resummarize.retired_key(1, node_id))
-        assert held == (texts[node_id] if node_id in tombstones else None), node_id
+        assert held == (before[node_id] if node_id in tombstones else None), node_id
 
 
 def test_a_young_entry_is_passed_over_and_every_old_one_after_it_finished():

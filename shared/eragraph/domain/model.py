@@ -160,11 +160,32 @@ class RegionChange:
     # meta keys stored in the same write as the change (the reconcile's outbox entry and the
     # dirty markers of the layer above), (key, value) pairs: written with it or not at all
     marks: tuple[tuple[str, Any], ...] = ()
+    # the node items of the summaries in ``above_remove`` are deleted in the same write (each
+    # not live from it on; one made live again later is stored again: apply_region refuses a
+    # summary whose node is missing), where delete_dead_nodes deleted them after it
+    delete_removed: bool = False
+    # (summary id, meta key, value): stored in the same write when that summary of
+    # ``above_remove`` stays a tombstone above (a segment there still names it: the text a
+    # revision of that segment reads, services.revisions)
+    keep_texts: tuple[tuple[str, str, Any], ...] = ()
+    # (ledger kind, calls, tokens in, tokens out, seconds): added to the cost ledger by the
+    # same write (what the region's summaries cost; MetaStore.add_ledger's rows)
+    ledger: tuple[tuple[str, int, int, int, float], ...] = ()
 
     @property
     def empty(self) -> bool:
         return not (self.assign or self.drop or self.add or self.remove or self.above_add
                     or self.above_remove)
+
+
+@dataclass(frozen=True)
+class RegionApplied:
+    """What GraphStore.apply_region did above the region: the summaries of ``above_remove``
+    whose node items it deleted (``RegionChange.delete_removed``), and those it left as
+    tombstones (a segment above still names them)."""
+
+    deleted: tuple[str, ...] = ()
+    tombstoned: tuple[str, ...] = ()
 
 
 # Meta key prefix of a region apply that takes several writes (DynamoDB: a region larger than
@@ -216,6 +237,9 @@ class SegmentsAffected:
     codes: tuple[int, ...] = ()  # LSH codes of the changed nodes: where to look (empty: everywhere)
     group: int | None = None  # the code-prefix shard these codes fall in (FIFO message group)
     op: str = ""  # the operation that sent it: names the message for deduplication
+    # when it was sent (epoch seconds; 0: not said, a message of an older version): a
+    # whole-layer pass that started later saw its change (services.resummarize.covered)
+    at: float = 0.0
 
     @property
     def scoped(self) -> bool:
@@ -238,6 +262,7 @@ class SegmentsAffected:
             codes=tuple(sorted(set(self.codes) | set(other.codes))) if scoped else (),
             group=self.group if self.group == other.group else None,
             op=self.op,
+            at=max(self.at, other.at) if self.at and other.at else 0.0,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -254,6 +279,8 @@ class SegmentsAffected:
             out["group"] = self.group
         if self.op:
             out["op"] = self.op
+        if self.at:
+            out["at"] = self.at
         return out
 
     @classmethod
@@ -270,6 +297,9 @@ class SegmentsAffected:
         group = data.get("group")
         if group is not None and (not isinstance(group, int) or isinstance(group, bool) or group < 0):
             raise ValueError(f"bad group in message: {group!r}")
+        at = data.get("at", 0.0)
+        if not isinstance(at, int | float) or isinstance(at, bool) or not 0 <= at < 1e11:
+            raise ValueError(f"bad time in message: {at!r}")
         return cls(
             layer=layer,
             added=tuple(str(x) for x in data.get("added", ())),
@@ -278,4 +308,5 @@ class SegmentsAffected:
             codes=tuple(int(c) for c in codes),
             group=group,
             op=str(data.get("op", "")),
+            at=float(at),
         )

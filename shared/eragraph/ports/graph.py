@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from ..domain.model import Document, LshConfig, Node, NodeRef, RefState, RegionChange, Segment
+from ..domain.model import Document, LshConfig, Node, NodeRef, RefState, RegionApplied, RegionChange, Segment
 from ..domain.segment_stats import SegmentStats
 from ..domain.scoped import RefCount, count_by_reading
 from .documents import DocumentStore, StatusStore
@@ -37,10 +37,14 @@ class MetaStore(Protocol):
         """Delete ``key`` when its value is a time stamp no later than ``at_most`` (a marker
         set again since stays), in one conditional write where the store has them."""
         ...
-    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
+                   clear: Sequence[tuple[str, float]] = ()) -> None:
         """Store ``puts`` (key, value) and delete ``deletes`` (keys not among them) in one
         request where the store batches writes (DynamoDB: BatchWriteItem, 25 items a request;
-        not atomic: each write lands or is re-sent)."""
+        not atomic: each write lands or is re-sent). ``clear``: (key, at most) pairs deleted as
+        ``delete_meta_if_older`` does, in the same request where the store can (DynamoDB: one
+        TransactWriteItems for a write that fits one and whose clears all hold; else the batch,
+        then each conditional delete)."""
         ...
     def meta_keys(self, prefix: str) -> list[str]: ...
     def add_within(self, key: str, period: str, amount: int, limit: int, mark: str | None = None) -> int | None:
@@ -111,6 +115,14 @@ class NodeStore(Protocol):
     def layer_sizes(self) -> dict[int, int]:
         """Live nodes per layer, from maintained counters (no count over the nodes)."""
         ...
+    def sizes_and_metas(self, keys: Sequence[str], prefixes: Sequence[str]) -> tuple[dict[int, int], dict[str, Any]]:
+        """``layer_sizes()`` and the stored values of ``keys`` and of every meta key starting
+        with one of ``prefixes`` (key -> value), read together: what a reconcile reads before
+        it plans (services.resummarize: its shard's marker and outbox entries, the layer's
+        applying marks and swept stamp). DynamoDB: one Query of the counters' partition,
+        which holds the copies of the markers, marks and stamps, and one of the outbox's
+        partition (``SizesAndMetasByParts`` is the plain composition)."""
+        ...
     def repair_layer_counts(self) -> dict[int, int]:
         """Recount every layer's live refs from the ref index and rewrite the counters that
         differ (without losing an update made meanwhile); counters of layers without live refs
@@ -123,16 +135,23 @@ class NodeStore(Protocol):
         """Every segment of a layer (audits only)."""
         ...
     def get_segments_by_id(self, layer: int, segment_ids: Iterable[str]) -> dict[str, Segment]: ...
+    def read_region(self, layer: int, segment_ids: Iterable[str], node_ids: Iterable[str],
+                    keys: Iterable[str]) -> tuple[dict[str, Segment], dict[str, Node], dict[str, Any]]:
+        """``get_segments_by_id(layer, segment_ids)``, ``get_nodes(node_ids)`` and
+        ``get_metas(keys)`` read together: what a region's re-cut reads (DynamoDB: one
+        BatchGetItem per 100 keys of any kind; ``SizesAndMetasByParts`` composes the three)."""
+        ...
     def segment_stats(self) -> dict[int, SegmentStats]:
         """Per layer with segments: how many, and the fewest and most members (GET /stats);
         from what the store keeps with its segment writes, not a read of the segments."""
         ...
-    def apply_region(self, change: RegionChange) -> None:
+    def apply_region(self, change: RegionChange) -> RegionApplied:
         """Apply one region's re-cut atomically if its refs are still as read, else raise
         ConflictError and write nothing. An adapter that has to split a large region in
         several writes (DynamoDB) writes a ``domain.model.applying_key`` meta key with the
         first and deletes it with the last, so that a partial apply is seen (and repaired by
-        a whole-layer reconcile)."""
+        a whole-layer reconcile); a replaced summary's node deletion (``delete_removed``) and
+        its kept text go in the write of its ref above. Returns what it did above the region."""
         ...
 
 
@@ -144,6 +163,22 @@ class RefsCountedByReading:
 
     def count_refs(self, layer: int, lo: int, hi: int, cap: int | None = None) -> RefCount:
         return count_by_reading(lambda limit: self.prefix_refs(layer, lo, hi, limit), cap)  # type: ignore[attr-defined]
+
+
+class SizesAndMetasByParts:
+    """NodeStore.sizes_and_metas as its parts: ``layer_sizes``, ``meta_keys`` per prefix and one
+    ``get_metas``; NodeStore.read_region as its three reads (a store whose reads are local calls)."""
+
+    def read_region(self, layer: int, segment_ids: Iterable[str], node_ids: Iterable[str],
+                    keys: Iterable[str]) -> tuple[dict[str, Segment], dict[str, Node], dict[str, Any]]:
+        keys = list(keys)
+        return (self.get_segments_by_id(layer, segment_ids), self.get_nodes(node_ids),  # type: ignore[attr-defined]
+                self.get_metas(keys) if keys else {})  # type: ignore[attr-defined]
+
+    def sizes_and_metas(self, keys: Sequence[str], prefixes: Sequence[str]) -> tuple[dict[int, int], dict[str, Any]]:
+        listed = [k for prefix in prefixes for k in self.meta_keys(prefix)]  # type: ignore[attr-defined]
+        wanted = list(dict.fromkeys([*keys, *listed]))
+        return self.layer_sizes(), (self.get_metas(wanted) if wanted else {})  # type: ignore[attr-defined]
 
 
 @runtime_checkable

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from ..domain.model import SegmentsAffected
 from .engine import Engine
@@ -70,10 +71,15 @@ def messages_for(layer: int, n_bits: int, added: Sequence[tuple[str, int]] = (),
 
 
 def announce(engine: Engine, layer: int, added: Sequence[tuple[str, int]] = (),
-             removed: Sequence[tuple[str, int]] = (), reason: str = "", now: float | None = None) -> None:
-    """Mark the touched shards dirty and send their messages (no changes: the whole layer)."""
-    messages = messages_for(layer, engine.settings.n_planes, added, removed, reason)
+             removed: Sequence[tuple[str, int]] = (), reason: str = "", now: float | None = None,
+             marked: bool = False) -> None:
+    """Mark the touched shards dirty and send their messages (no changes: the whole layer),
+    each stamped with the time it is sent (``SegmentsAffected.at``). ``marked``: the markers
+    were stored already, with the change itself (a region's apply: RegionChange.marks), so
+    only the messages are sent."""
     stamp = time.time() if now is None else now
-    for message in messages:
-        engine.graph.put_meta(dirty_key(layer, message.group), stamp)
+    messages = [replace(m, at=stamp) for m in messages_for(layer, engine.settings.n_planes, added, removed, reason)]
+    if not marked:
+        for message in messages:
+            engine.graph.put_meta(dirty_key(layer, message.group), stamp)
     engine.queue.send(messages)

@@ -70,11 +70,13 @@ def _cost(report: ChangeReport, seconds: float) -> dict[str, Any]:
 _WRITES = itertools.count()  # this process's record writes: it trims on the first and every SLACK-th
 
 
-def _put(engine: Engine, record: dict[str, Any], now: float, done: Sequence[str] = ()) -> dict[str, Any]:
-    """Store the record; the keys ``done`` (finished work records) are deleted in the same write."""
+def _put(engine: Engine, record: dict[str, Any], now: float, done: Sequence[str] = (),
+         clear: Sequence[tuple[str, float]] = ()) -> dict[str, Any]:
+    """Store the record; the keys ``done`` (finished work records) are deleted in the same
+    write, and the markers ``clear`` (key, at most) as MetaStore.write_meta clears them."""
     key = _key(now)
     record = {"id": key[len(PREFIX):], "time": round(now, 3), **record}
-    engine.graph.write_meta([(key, record)], list(done))
+    engine.graph.write_meta([(key, record)], list(done), clear=list(clear))
     if next(_WRITES) % SLACK == 0:
         trim(engine)
     return record
@@ -105,18 +107,20 @@ def record_documents(engine: Engine, kind: str, report: ChangeReport, seconds: f
                          **_cost(report, seconds)}, time.time() if now is None else now, done)
 
 
-def _finish(engine: Engine, done: Sequence[str]) -> None:
-    if done:
-        engine.graph.write_meta([], list(done))
+def _finish(engine: Engine, done: Sequence[str], clear: Sequence[tuple[str, float]] = ()) -> None:
+    if done or clear:
+        engine.graph.write_meta([], list(done), clear=list(clear))
 
 
 def record_resummarize(engine: Engine, report: ChangeReport, seconds: float,
-                       now: float | None = None, done: Sequence[str] = ()) -> list[dict[str, Any]]:
+                       now: float | None = None, done: Sequence[str] = (),
+                       clear: Sequence[tuple[str, float]] = ()) -> list[dict[str, Any]]:
     """One record per layer whose summaries a reconcile wrote, revised or removed; ``done``
-    (its finished outbox entries) deleted with the first."""
+    (its finished outbox entries) deleted with the first, and its shard's marker cleared with
+    it (``clear``: MetaStore.write_meta)."""
     layers = sorted(set(report.summary_ids) | set(report.removed_summary_ids))
     if not layers:
-        _finish(engine, done)
+        _finish(engine, done, clear)
     out = []
     stamp = time.time() if now is None else now
     for n, layer in enumerate(layers):
@@ -132,7 +136,7 @@ def record_resummarize(engine: Engine, report: ChangeReport, seconds: float,
                                  "removed": removed, "removed_total": removed_total,
                                  "summary_partitions": [report.summary_partitions.get(i) for i in written],
                                  "removed_partitions": [report.summary_partitions.get(i) for i in removed],
-                                 **spent}, stamp, done if n == 0 else ()))
+                                 **spent}, stamp, done if n == 0 else (), clear if n == 0 else ()))
     return out
 
 

@@ -58,13 +58,57 @@ _TRACKERS: contextvars.ContextVar[tuple[list[Call], ...]] = contextvars.ContextV
                                                                                   default=())
 
 
+_DEFERRED: contextvars.ContextVar[tuple[MetaStore, list] | None] = contextvars.ContextVar("eragraph_cost_deferred",
+                                                                                        default=None)
+
+
 def record(graph: MetaStore, kind: str, model: str, tokens_in: int, tokens_out: int, seconds: float,
            calls: int = 1) -> None:
-    """Add one ledger entry (and show it to every ``track()`` block this call runs in)."""
-    graph.add_ledger(ledger_key(kind, model), calls, int(tokens_in), int(tokens_out), float(seconds))
+    """Add one ledger entry (and show it to every ``track()`` block this call runs in); inside
+    a ``deferred(graph)`` block, the entry waits for the write that takes it."""
+    entry = (ledger_key(kind, model), calls, int(tokens_in), int(tokens_out), float(seconds))
+    held = _DEFERRED.get()
+    if held is not None and held[0] is graph:
+        held[1].append(entry)
+    else:
+        graph.add_ledger(*entry)
     call = Call(kind, model, int(tokens_in), int(tokens_out), float(seconds), calls)
     for tracker in _TRACKERS.get():
         tracker.append(call)
+
+
+@contextmanager
+def deferred(graph: MetaStore) -> Iterator[list[tuple[str, int, int, int, float]]]:
+    """Inside the block, the ledger entries of model calls recorded in ``graph`` (a summarize
+    call, a metered embedding) wait in the list yielded, for a write that stores them with what
+    the calls made (a region's apply: RegionChange.ledger, which then clears the list); what no
+    write took is added when the block ends, however it ends."""
+    pending: list[tuple[str, int, int, int, float]] = []
+    token = _DEFERRED.set((graph, pending))
+    try:
+        yield pending
+    finally:
+        _DEFERRED.reset(token)
+        flush(graph, pending)
+
+
+def summed(pending: Sequence[tuple[str, int, int, int, float]]) -> tuple[tuple[str, int, int, int, float], ...]:
+    """The pending entries summed per ledger key (one ADD per kind)."""
+    rows: dict[str, list] = {}
+    for key, calls, tokens_in, tokens_out, seconds in pending:
+        row = rows.setdefault(key, [key, 0, 0, 0, 0.0])
+        row[1] += calls
+        row[2] += tokens_in
+        row[3] += tokens_out
+        row[4] = round(row[4] + seconds, 6)
+    return tuple((k, c, i, o, s) for k, c, i, o, s in rows.values())
+
+
+def flush(graph: MetaStore, pending: list[tuple[str, int, int, int, float]]) -> None:
+    """Add the pending entries to the ledger, and forget them."""
+    for row in summed(pending):
+        graph.add_ledger(*row)
+    pending.clear()
 
 
 @contextmanager

@@ -36,33 +36,32 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
 from ..domain.access import READERS, code_range, index_of, placed, readers_of
-from ..domain.diff import predecessors, segments_for, sentence_delta
+from ..domain.diff import segments_for
+from ..domain.ids import summary_id
 from ..domain.lsh import hash_vectors, majority_code
 from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment,
                             SegmentsAffected, is_streaming, streaming_key)
 from ..domain.partition import partition, should_summarize
 from ..domain.scoped import (Region, counting_by_reading, cut_region, plan_regions, stream_regions,
                              whole_layer)
-from ..domain.ids import chunk_id
-from ..domain.text import whole_pieces
-from ..ports.providers import RevisingSummarizer
-from ..ports.records import MemberSource
 from . import changes, cost
 from .announce import announce, clear_dirty, dirty_key, dirty_marks
 from .engine import Engine
 from .placement import access_of
 from .layer_reads import counter, held_reader, partition_codes, present_partitions, reader
 from .reports import ChangeReport
+from .revisions import (RETIRED, Read, Revision, _nodes, can_revise, member_source,  # noqa: F401 (re-exported)
+                        plan_revisions, retired_key)
 
 MAX_CONFLICT_RETRIES = 5
 WHOLE_LAYER_MIN, WHOLE_LAYER_SHARE = 256, 8  # codes beyond max(256, layer size / 8): whole layer
 OUTBOX = "outbox:"  # meta key prefix: what follows a region's write (see finish_outbox)
-RETIRED = "retired:"  # meta key prefix: text of a deleted summary, kept for the layer above
 DEADLINE_MARGIN = 20.0  # seconds kept in hand: a summarize call is not started with less left
 STREAM_REGION_REFS = 2048  # a streamed whole-layer pass re-cuts groups of about this many refs
 
@@ -83,108 +82,16 @@ def target_segments(engine: Engine, layer: int) -> list[Segment]:
             for seg in segments_for(layer, partition(refs, s.n_planes, s.s_min, s.s_max))]
 
 
-@dataclass(frozen=True)
-class Revision:
-    """How to update a predecessor's summary instead of summarizing a segment from scratch."""
-
-    previous: str
-    added: tuple[str, ...]
-    removed: tuple[str, ...]
-    previous_share: float
-
-
-def retired_key(layer: int, node_id: str) -> str:
-    return f"{RETIRED}{layer}:{node_id}"
-
-
-def can_revise(engine: Engine) -> bool:
-    return engine.settings.delta_summaries and isinstance(engine.summarizer, RevisingSummarizer)
-
-
-Read = tuple[set[str], dict[str, Node]]  # node ids read at once, and the ones of them stored
-
-
-def _nodes(engine: Engine, ids, have: Read | None) -> dict[str, Node]:
-    """``get_nodes(ids)``, answered from ``have`` for the ids it read (absent there: not stored)."""
-    ids = list(dict.fromkeys(ids))  # in the order asked
-    if have is None:
-        return engine.graph.get_nodes(ids)
-    missing = [i for i in ids if i not in have[0]]
-    more = engine.graph.get_nodes(missing) if missing else {}
-    return {i: n for i in ids if (n := have[1].get(i) if i in have[0] else more.get(i)) is not None}
-
-
-def plan_revisions(engine: Engine, segments: list[Segment], removed: tuple[Segment, ...],
-                   children: dict[str, Node], have: Read | None = None) -> dict[str, Revision]:
-    """Segments worth revising instead of summarizing afresh: a segment whose predecessor (the
-    removed segment holding most of its members) still has its summary, whose departed children
-    all left text (moved children are still nodes; replaced summaries are kept under
-    ``retired:`` keys; a deleted chunk leaves none, so its segment is summarized afresh and what
-    it said goes with it), and whose revision -- the previous summary plus the sentences the
-    joined children add and the departed ones took away (domain.diff.sentence_delta) -- reads
-    fewer tokens than summarizing every member."""
-    if not can_revise(engine) or not segments or not removed:
-        return {}
-    layer = segments[0].layer
-    before = predecessors(segments, removed)
-    if not before:
-        return {}
-    departed = {m for seg in segments if seg.segment_id in before
-                for m in before[seg.segment_id].members if m not in seg.members}
-    known = _nodes(engine, {old.summary_id for old in before.values()} | (departed - set(children)), have)
-    texts = {m: (_said(engine, n), n.tokens) for m, n in known.items()}
-    texts.update({m: (_said(engine, n), n.tokens) for m, n in children.items()})
-    for m in departed - set(texts):
-        text = engine.graph.get_meta(retired_key(layer, m))
-        if text is not None:
-            texts[m] = (str(text), engine.tokenizer.count(str(text)))
-    plans: dict[str, Revision] = {}
-    for seg in segments:
-        old = before.get(seg.segment_id)
-        if old is None or old.summary_id not in texts:
-            continue
-        joined = [m for m in seg.members if m not in old.members]
-        left = [m for m in old.members if m not in seg.members]
-        if any(m not in texts for m in joined + left) or any(m not in children for m in seg.members):
-            continue
-        previous, previous_tokens = texts[old.summary_id]
-        added, gone = sentence_delta([texts[m][0] for m in joined], [texts[m][0] for m in left])
-        revise_cost = previous_tokens + sum(engine.tokenizer.count(t) for t in added + gone)
-        full_cost = sum(children[m].tokens for m in seg.members)
-        if revise_cost < full_cost:
-            plans[seg.segment_id] = Revision(previous, tuple(added), tuple(gone),
-                                             (len(seg.members) - len(joined)) / len(seg.members))
-    return plans
-
-
-def _said(engine: Engine, node: Node) -> str:
-    """What a member says, for a revision's sentence delta: a chunk's whole sentences, one a
-    line (not the pieces its token window cut at either end), a summary's text."""
-    if node.is_summary:
-        return node.text
-    src = member_source(node, engine.settings.chunk_tokens)
-    return "\n".join(whole_pieces(node.text, src.at_start, src.at_end))
-
-
-def member_source(node: Node, chunk_tokens: int | None = None) -> MemberSource:
-    """Where a member comes from, for the summarizer: a chunk's document (its first chunk, the
-    one whose id is the document's chunk 0 with this text, starts where the document does; a
-    chunk shorter than a full window of ``chunk_tokens`` ends where it does); a summary is a
-    source of its own."""
-    if node.is_summary or not node.doc_id:
-        return MemberSource(node.node_id, True, summary=node.is_summary)
-    return MemberSource(node.doc_id, node.node_id == chunk_id(node.doc_id, 0, node.text),
-                        at_end=chunk_tokens is None or node.tokens < chunk_tokens)
-
-
 def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport,
                        removed: tuple[Segment, ...] = (), deadline: Deadline | None = None,
-                       have: Read | None = None) -> tuple[list[Node], list]:
+                       have: Read | None = None,
+                       retired: tuple[set[str], dict] | None = None) -> tuple[list[Node], list]:
     """Summaries of ``segments`` (nodes of the layer above, and their vectors). Each one is
     stored as soon as it is made, outside the layer's index, and one stored by an earlier
     attempt is reused, so no summary is paid for twice; a segment that replaces one of
     ``removed`` is revised from that one's summary when plan_revisions finds it cheaper.
-    Raises DeadlineReached when ``deadline`` leaves too little time for another call."""
+    ``retired``: the kept texts read already (plan_revisions). Raises DeadlineReached when ``deadline`` leaves too little time
+    for another call."""
     if not segments:
         return [], []
     lsh = engine.known_lsh()
@@ -192,7 +99,7 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
     made = _nodes(engine, (seg.summary_id for seg in segments), have)
     todo = [seg for seg in segments if seg.summary_id not in made]
     children = _nodes(engine, {m for seg in todo for m in seg.members}, have)
-    plans = plan_revisions(engine, todo, removed, children, have)
+    plans = plan_revisions(engine, todo, removed, children, have, retired)
     fresh: dict[str, np.ndarray] = {}
     for seg in todo:
         if deadline is not None and deadline() < DEADLINE_MARGIN:
@@ -274,15 +181,29 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
     assign = tuple((r.node_id, owner.get(r.node_id)) for r in region.refs
                    if r.live and r.seg != owner.get(r.node_id))
     drop = tuple(r.node_id for r in region.refs if not r.live)
-    removed = engine.graph.get_segments_by_id(layer, removed_ids)
-    # every node the summaries may need, in one read: the old and new summaries, the new
-    # segments' members and the removed ones' (a revision reads the departed children)
-    wanted = {seg.summary_id for seg in [*removed.values(), *to_make]} | {
-        m for seg in [*removed.values(), *to_make] for m in seg.members}
-    have = (wanted, engine.graph.get_nodes(wanted))
+    # every record the summaries may need, in one read (GraphStore.read_region): the removed
+    # segments, the old and new summaries, the new segments' members and the removed ones' (a
+    # revision reads the departed children), and the kept texts of the region's tombstones.
+    # A removed segment's members and summary are known before its record is read: the
+    # region's refs that name it, and the summary id of those members (domain.diff); what
+    # its record says otherwise is read after it
+    named: dict[str, list[str]] = {}
+    for r in region.refs:
+        if r.seg in removed_ids:
+            named.setdefault(r.seg, []).append(r.node_id)
+    guessed = {m for members in named.values() for m in members} | {
+        summary_id(layer + 1, members) for members in named.values()}
+    wanted = {seg.summary_id for seg in to_make} | {m for seg in to_make for m in seg.members} | guessed
+    texts = [retired_key(layer, r.node_id) for r in region.refs if not r.live] if can_revise(engine) else []
+    removed, nodes, metas = engine.graph.read_region(layer, removed_ids, wanted, texts)
+    more = ({seg.summary_id for seg in removed.values()} | {m for seg in removed.values() for m in seg.members}) - wanted
+    if more:
+        nodes.update(engine.graph.get_nodes(more))
+    have = (wanted | more, nodes)
+    retired = (set(texts), metas)
     old_summaries = list(_nodes(engine, (seg.summary_id for seg in removed.values()), have).values())
     above_remove += [NodeRef(n.node_id, n.code) for n in old_summaries]
-    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline, have)
+    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline, have, retired)
     kept = {n.node_id for n in made}  # a summary id can come back (same members): it stays
     above_remove = [r for r in above_remove if r.node_id not in kept]
     old_summaries = [n for n in old_summaries if n.node_id not in kept]
@@ -298,13 +219,22 @@ def swept_key(layer: int) -> str:
     return f"swept:{layer}"
 
 
-def covered(engine: Engine, layer: int, group: int) -> bool:
+def covered(engine: Engine, layer: int, group: int, at: float = 0.0, held: dict | None = None) -> bool:
     """True when a whole-layer pass has covered every change announced to this shard: the
-    shard's marker (set before each of its messages is sent, so no older than any of them)
-    is older than the start of the layer's last completed whole-layer pass. The marker is then
-    cleared. An absent marker proves nothing (a scoped pass of another message of the shard
-    clears it too), so that message runs."""
-    held = engine.graph.get_metas([dirty_key(layer, group), swept_key(layer)])  # read together
+    message was sent (``at``, after its change was stored) before the start of the layer's
+    last completed whole-layer pass. A message that does not say when it was sent (an older
+    version's) is judged by the shard's marker, set before each of its messages is sent; an
+    absent marker proves nothing (a scoped pass of another message of the shard clears it
+    too), so that message runs. The marker is then cleared. ``held``: the marker and the stamp
+    as read already (GraphStore.sizes_and_metas), else read here."""
+    if held is None:
+        held = engine.graph.get_metas([dirty_key(layer, group), swept_key(layer)])  # read together
+    if at:
+        swept = held.get(swept_key(layer))
+        if swept is None or at >= float(swept):
+            return False
+        clear_dirty(engine, layer, group, float(swept))
+        return True
     stamp, swept = held.get(dirty_key(layer, group)), held.get(swept_key(layer))
     if stamp is None or swept is None or float(stamp) >= float(swept):
         return False
@@ -316,18 +246,19 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
     """``_reconcile``, then its change record per layer it re-summarized (services.changes)."""
     started = time.perf_counter()
     finished: list[str] = []  # outbox entries whose work is done: deleted with the change record
+    clears: list[tuple[str, float]] = []  # the shard's marker: cleared with it, if not set again
     try:
-        report = _reconcile(engine, target, deadline, finished)
+        report = _reconcile(engine, target, deadline, finished, clears)
     except BaseException:
         for key in finished:
             engine.graph.delete_meta(key)
         raise
-    changes.record_resummarize(engine, report, time.perf_counter() - started, done=finished)
+    changes.record_resummarize(engine, report, time.perf_counter() - started, done=finished, clear=clears)
     return report
 
 
 def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None,
-               finished: list[str] | None = None) -> ChangeReport:
+               finished: list[str] | None = None, clears: list[tuple[str, float]] | None = None) -> ChangeReport:
     """Bring the part of a layer that ``target`` names (a message; a bare layer number or a
     message without codes: the whole layer) and the summaries above it up to date. Raises
     DeadlineReached, having done nothing, when ``deadline`` leaves less than the margin to
@@ -338,20 +269,27 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
         raise DeadlineReached(f"layer {layer}: not begun, {deadline():.1f} s left")
     report = ChangeReport()
     s = engine.settings
-    finish_outbox(engine, layer, message.group if message.scoped else None)
-    if message.group is not None and covered(engine, layer, message.group):
+    # what the reconcile reads before it plans, read together (GraphStore.sizes_and_metas:
+    # two Queries on DynamoDB): the layer sizes, this shard's outbox entries and marker, the
+    # layer's swept stamp and applying marks
+    shard = message.group if message.scoped else None
+    keys = [swept_key(layer)] + ([dirty_key(layer, message.group)] if message.group is not None else [])
+    sizes, held = engine.graph.sizes_and_metas(keys, [outbox_key(layer, shard), f"{APPLYING}{layer}:"])
+    finish_outbox(engine, layer, shard, entries={k: v for k, v in held.items() if k.startswith(OUTBOX)})
+    if message.group is not None and covered(engine, layer, message.group, message.at, held):
         return report
     n_bits = s.n_planes
-    sizes = engine.graph.layer_sizes()
     summarized = layer + 1 <= s.max_layers
     # a large layer without segments (nothing above it: a bulk build's first pass) is cut whole
     fresh = summarized and not sizes.get(layer + 1) and sizes.get(layer, 0) > STREAM_REGION_REFS
     # many changes at once (a bulk build): one pass over the layer costs less than their paths
     scoped = message.scoped and not fresh and len(message.codes) < max(
         WHOLE_LAYER_MIN, sizes.get(layer, 0) // WHOLE_LAYER_SHARE)
+    marks: list[str] | None = sorted(k for k in held if k.startswith(APPLYING))
     for _attempt in range(MAX_CONFLICT_RETRIES):
         started = time.time()
-        marks = engine.graph.meta_keys(f"{APPLYING}{layer}:")
+        if marks is None:  # planned again after a conflict: read again
+            marks = engine.graph.meta_keys(f"{APPLYING}{layer}:")
         streaming = [key for key in marks if is_streaming(key)]  # a streamed pass stopped part-way
         unfinished = [key for key in marks if not is_streaming(key)]  # a split apply stopped part-way
         whole = not scoped or bool(unfinished) or bool(streaming)
@@ -381,8 +319,12 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
                 _apply(engine, layer, region, report, deadline, repair=whole and not stream,
                        group=message.group, index=index, alone=alone, finished=finished)
         except ConflictError:
+            marks = None
             continue  # another writer changed a region: plan again from the stored state
-        clear_dirty(engine, layer, message.group, started)
+        if clears is not None and message.group is not None:  # with the change record (reconcile)
+            clears.append((dirty_key(layer, message.group), started))
+        else:
+            clear_dirty(engine, layer, message.group, started)
         if whole:
             swept = engine.graph.get_meta(swept_key(layer))
             if swept is None or float(swept) < started:
@@ -424,7 +366,17 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
            deadline: Deadline | None, repair: bool, group: int | None = None, index: int = 0,
            alone: bool = True, finished: list[str] | None = None) -> None:
     """Re-cut one region. ``finished``: where its outbox entry's key goes once its work is done
-    (the caller deletes it with its change record); None: deleted here."""
+    (the caller deletes it with its change record); None: deleted here. The summarize calls'
+    ledger entries, and the metered embeddings' of its summaries, go with the region's write
+    (cost.deferred, RegionChange.ledger); when no write takes them (nothing to write, a
+    conflict, a deadline, an error) they are added on their own."""
+    with cost.deferred(engine.graph) as pending:
+        _apply_region(engine, layer, region, report, deadline, repair, group, index, alone, finished, pending)
+
+
+def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeReport, deadline: Deadline | None,
+                  repair: bool, group: int | None, index: int, alone: bool, finished: list[str] | None,
+                  pending: list) -> None:
     change, made, vectors, old_summaries = _region_change(engine, layer, region, report, deadline, repair,
                                                           index, alone)
     if change.empty:
@@ -439,8 +391,14 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
              "gone": [[r.node_id, r.code] for r in change.above_remove],
              "drop": list(change.drop), "at": round(time.time(), 3)}
     above = dirty_marks(engine, layer + 1, [r.code for r in changed_above])
-    change = replace(change, marks=((key, entry), *above))
-    engine.graph.apply_region(change)
+    # the replaced summaries' nodes go in the same write, and the text of those a segment
+    # above still names (tombstones there) is kept with it, for that segment's revision
+    keep = tuple((n.node_id, retired_key(layer + 1, n.node_id), n.text) for n in old_summaries) \
+        if can_revise(engine) else ()
+    change = replace(change, marks=((key, entry), *above), delete_removed=True, keep_texts=keep,
+                     ledger=cost.summed(pending))
+    applied = engine.graph.apply_region(change)
+    pending.clear()  # added by the write
     if made:
         # a summary's readers are its partition's (domain.access): a caller's view selects on them
         attrs = {READERS: readers_of(access_of(engine, index))}
@@ -448,17 +406,12 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
                               [{"layer": layer + 1, "doc_id": "", "attrs": attrs} for _ in made])
         _unless_removed_meanwhile(engine, [n.node_id for n in made])
     gone = [r.node_id for r in change.above_remove]
-    if gone:
-        # keep the text of those still in a segment above (tombstones there) for its revision
-        kept = {r.node_id for ref in change.above_remove
-                for r in engine.graph.prefix_refs(layer + 1, ref.code, ref.code) if not r.live}
-        retire(engine, layer + 1, [n for n in old_summaries if n.node_id in kept])
-        # one made live again meanwhile (the same members, the same id, another consumer's
-        # apply) stays, with its vector
-        dead = engine.graph.delete_dead_nodes(gone)
-        if dead:
-            engine.vectors.delete(dead)
-    _forget_retired(engine, layer, change.drop)
+    if applied.deleted:  # their nodes went with the write: their vectors follow
+        engine.vectors.delete(list(applied.deleted))
+    if finished is None:
+        _forget_retired(engine, layer, change.drop)
+    elif can_revise(engine):  # deleted with the change record, with the outbox entry
+        finished += [retired_key(layer, node_id) for node_id in change.drop]
     if made:
         report.segments_resummarized[layer + 1] = report.segments_resummarized.get(layer + 1, 0) + len(made)
         report.add_summaries(layer + 1, [n.node_id for n in made], index)
@@ -466,8 +419,10 @@ def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
         report.summaries_removed[layer + 1] = report.summaries_removed.get(layer + 1, 0) + len(gone)
         report.add_summaries(layer + 1, gone, index, removed=True)
     if changed_above:
+        # the markers went with the apply (change.marks): only the messages are sent
         announce(engine, layer + 1, added=[(n.node_id, n.code) for n in made],
-                 removed=[(r.node_id, r.code) for r in change.above_remove], reason=f"reconcile:{layer}")
+                 removed=[(r.node_id, r.code) for r in change.above_remove], reason=f"reconcile:{layer}",
+                 marked=True)
     engine.vectors.flush()  # the summaries' vectors are durable before the entry that redoes them goes
     if finished is None:
         engine.graph.delete_meta(key)
@@ -497,18 +452,21 @@ def outbox_key(layer: int, group: int | None, token: str = "") -> str:
     return f"{OUTBOX}{layer}:{'all' if group is None else group}:{token}"
 
 
-def finish_outbox(engine: Engine, layer: int, group: int | None, older_than: float = 0.0) -> int:
+def finish_outbox(engine: Engine, layer: int, group: int | None, older_than: float = 0.0,
+                  entries: dict[str, Any] | None = None) -> int:
     """Complete what a reconcile that died after its write left undone (outbox entries of
     this shard; of the whole layer when ``group`` is None), whether or not its write landed:
     each step is decided from the ref index of layer l+1. A summary live there gets its
     vector; one not live there loses its node and vector; layer l+1 is announced (an extra
     announce costs a reconcile that finds nothing to do). With ``older_than`` (reindex) only
-    entries written at least that many seconds ago. Returns the entries finished."""
+    entries written at least that many seconds ago. ``entries``: the shard's entries (key ->
+    entry) as read already, else listed and read here. Returns the entries finished."""
     prefix = f"{OUTBOX}{layer}:" if group is None else outbox_key(layer, group)
     finished = 0
     now = time.time()
-    for key in engine.graph.meta_keys(prefix):
-        entry = engine.graph.get_meta(key)
+    listed = (((key, engine.graph.get_meta(key)) for key in engine.graph.meta_keys(prefix)) if entries is None
+              else sorted(entries.items()))
+    for key, entry in listed:
         if entry is None or (older_than > 0 and now - float(entry.get("at", 0.0)) < older_than):
             continue
         finished += 1

@@ -14,11 +14,15 @@ table's TTL attribute (LEDGER_HOURS_TTL, EXPIRING_META): DynamoDB deletes them a
   ``meta_keys`` queries only the partitions its prefix can reach: one for a shard's outbox (the
   reconcile of a message), all of a kind's, side by side, for a listing (reindex, stats, a
   whole-layer pass).
-* A dirty marker (``dirty:<layer>[:<group>]``) has a copy in the ``COUNT`` partition,
-  ``MARK#<key>`` (``shadow_item``), written and deleted with it in the same request (a
-  transaction, or a batch of both): GET /stats' one Query of the counters lists the markers
-  too, whatever the number of layers. A marker stored before the copies were kept is not
-  listed there until it is written again (the reconcile it asks for still runs).
+* A dirty marker (``dirty:<layer>[:<group>]``), an applying mark and a swept stamp have a copy
+  in the ``COUNT`` partition, ``MARK#<key>`` (``shadow_item``), written and deleted with it in
+  the same request (a transaction, or a batch of both): GET /stats' one Query of the counters
+  lists the markers too, whatever the number of layers, and a reconcile reads its layer's
+  sizes, marker, marks and stamp in that one Query (nodes_dynamodb.sizes_and_metas). A key
+  stored before its copies were kept is not seen there until it is written again: the
+  reconcile a marker asks for still runs, a stamp missed only costs a pass it could have
+  skipped, and an applying mark missed (a split apply cut short by the deploy itself) is
+  found by the reindex, which lists the marks' own partition.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ META_QUERY_THREADS = 8  # meta_keys over many partitions
 LEDGER_SHARDS = 16  # items per ledger total and per hourly bucket of a kind (add_ledger)
 LEDGER_ATTEMPTS = 5
 SHARD_MARK = "\0"  # between a ledger item's kind and its shard
-SHADOWED_META = ("dirty",)  # kinds whose keys have a copy in the COUNT partition (shadow_item)
+SHADOWED_META = ("dirty", "applying", "swept")  # kinds whose keys have a copy in the COUNT partition (shadow_item)
 SHADOW = "MARK#"  # the copy's sort key prefix
 
 
@@ -297,10 +301,30 @@ class DynamoMetaStore(DynamoTable):
             return
         self.write_meta([], [key])
 
-    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
-        """One BatchWriteItem per 25 items (pynamodb re-sends the unprocessed ones)."""
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
+                   clear: Sequence[tuple[str, float]] = ()) -> None:
+        """One BatchWriteItem per 25 items (pynamodb re-sends the unprocessed ones). With
+        ``clear``: one TransactWriteItems of everything when it fits one (each clear a Delete on
+        its condition, with its copy), else, or when a clear's condition fails (set again
+        since: it stays), the batch and then each ``delete_meta_if_older``."""
         if set(deletes) & {key for key, _ in puts}:
             raise ValueError("write_meta: a key both stored and deleted")
+        if clear:
+            from .dynamodb_table import TRANSACT_LIMIT
+
+            deletes = list(dict.fromkeys(deletes))
+            size = sum(1 + shadowed(k) for k, _ in puts) + sum(1 + shadowed(k) for k in deletes) + 2 * len(clear)
+            if size <= TRANSACT_LIMIT and not {k for k, _ in clear} & ({k for k, _ in puts} | set(deletes)):
+                try:
+                    self._write_and_clear(puts, deletes, clear)
+                    return
+                except TransactWriteError as exc:
+                    if not _is_condition_failure(exc):
+                        raise
+            self.write_meta(puts, deletes)
+            for key, at_most in clear:
+                self.delete_meta_if_older(key, at_most)
+            return
         with self.Item.batch_write() as batch:
             for key, value in puts:
                 batch.save(self.meta_item(key, value))
@@ -310,6 +334,26 @@ class DynamoMetaStore(DynamoTable):
                 batch.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"))
                 if shadowed(key):
                     batch.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
+
+    def _write_and_clear(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
+                         clear: Sequence[tuple[str, float]]) -> None:
+        """write_meta's one transaction (a TransactionConflict: sent again)."""
+        def build(tx) -> None:
+            for key, value in puts:
+                tx.save(self.meta_item(key, value))
+                if shadowed(key):
+                    tx.save(self.shadow_item(key, value))
+            for key in deletes:
+                tx.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"))
+                if shadowed(key):
+                    tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
+            for key, at_most in clear:
+                tx.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"),
+                          condition=self.Item.PK.does_not_exist() | (self.Item.stamp <= float(at_most)))
+                if shadowed(key):
+                    tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
+
+        self._transact_retrying(build)
 
     def meta_keys(self, prefix: str) -> list[str]:
         def keys_in(pk: str) -> list[str]:
@@ -330,6 +374,27 @@ class DynamoMetaStore(DynamoTable):
             found = [keys_in(partitions[0])]
             found += fan_out(keys_in, partitions[1:], META_QUERY_THREADS)
         return sorted({k for keys in found for k in keys})
+
+    def metas_under(self, prefixes: Sequence[str]) -> dict[str, Any]:
+        """The stored values of every key starting with one of ``prefixes``: ``meta_keys``'
+        Queries, each returning the items whole (a shard's outbox entries with their values,
+        where listing the keys and reading each would cost a request more per entry)."""
+        def items_in(pk: str, prefix: str) -> dict[str, Any]:
+            found = {}
+            for item in self.Item.query(pk, self.Item.SK.startswith(f"KEY#{prefix}"), consistent_read=True):
+                value = _meta_value(item)
+                if value is not None:
+                    found[item.SK[len("KEY#"):]] = value
+            return found
+
+        reads = list(dict.fromkeys((pk, p) for p in prefixes for pk in meta_partitions(p)))
+        if len(reads) <= 2:
+            parts = [items_in(pk, p) for pk, p in reads]
+        else:  # as meta_keys: the first on this thread, the rest side by side
+            from .round_trips import fan_out
+
+            parts = [items_in(*reads[0])] + fan_out(lambda r: items_in(*r), reads[1:], META_QUERY_THREADS)
+        return {k: v for part in parts for k, v in part.items()}
 
     def meta_present(self, keys: list[str]) -> set[str]:
         """Which of ``keys`` are stored, by name: BatchGetItem of their items (keys only), 100
@@ -358,6 +423,12 @@ class DynamoMetaStore(DynamoTable):
         writers of one kind at once rarely hold the same item; a transaction that met another
         one on its items (TransactionConflict) is sent again on other shards. The readers sum
         the shards (and an item written before shards were kept, which has no suffix)."""
+        self._transact_retrying(lambda tx: self.ledger_updates(tx, kind, calls, tokens_in, tokens_out, seconds, at))
+
+    def ledger_updates(self, tx: Any, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
+                       at: float | None = None) -> None:
+        """add_ledger's two ADDs into the transaction ``tx`` (add_ledger's own, or a region's
+        apply: RegionChange.ledger), on a shard picked at random each time."""
         import random
 
         hour = bucket_start(time.time() if at is None else at)
@@ -365,14 +436,11 @@ class DynamoMetaStore(DynamoTable):
                    self.Item.tokens_out.add(tokens_out),
                    # 0.1 ms steps: a plain decimal (json writes 7e-05 for smaller values)
                    self.Item.seconds.add(round(float(seconds), 4))]
-        def build(tx) -> None:
-            shard = random.randrange(LEDGER_SHARDS)  # another one each time it is sent again
-            tx.update(self.Item(PK="LEDGER", SK=f"KIND#{kind}{SHARD_MARK}{shard}"), actions=actions)
-            # an hourly bucket expires; the totals do not
-            tx.update(self.Item(PK=LEDGER_HOURS, SK=f"{hour:012d}#{kind}{SHARD_MARK}{shard}"),
-                      actions=[*actions, self.Item.expires_at.set(hour + LEDGER_HOURS_TTL)])
-
-        self._transact_retrying(build)
+        shard = random.randrange(LEDGER_SHARDS)  # another one each time it is sent again
+        tx.update(self.Item(PK="LEDGER", SK=f"KIND#{kind}{SHARD_MARK}{shard}"), actions=actions)
+        # an hourly bucket expires; the totals do not
+        tx.update(self.Item(PK=LEDGER_HOURS, SK=f"{hour:012d}#{kind}{SHARD_MARK}{shard}"),
+                  actions=[*actions, self.Item.expires_at.set(hour + LEDGER_HOURS_TTL)])
 
     def ledger(self) -> dict[str, dict[str, float]]:
         out: dict[str, dict[str, float]] = {}

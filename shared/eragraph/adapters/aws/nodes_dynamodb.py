@@ -9,7 +9,8 @@ counters, segments and the regions' conditional writes.
   until the reconcile takes it out). Every ref write is conditioned on its layer's layout
   (on the layer counter), so none lands in a partition a move has left.
 * Segments live under ``SEGS#<layer>#<bucket of the segment id>``; they are read by id.
-* ``apply_region`` (region_dynamodb, with ``delete_dead_nodes``) is one TransactWriteItems: every ref of the region is conditioned on the
+* ``apply_region`` (region_dynamodb, with ``delete_dead_nodes``; the replaced summaries' node
+  deletions, their kept texts and the ledger's ADDs ride in it) is one TransactWriteItems: every ref of the region is conditioned on the
   state the reconcile read (the writes carry their own conditions, the others a
   ConditionCheck), with the segment puts/deletes, the summaries' refs one layer up and the
   layer counter. A lost condition is a ``ConflictError`` and nothing is written.
@@ -61,7 +62,7 @@ from ...domain.access import index_of, max_code
 from ...domain.segment_stats import SegmentStats
 from .dynamodb_table import BATCH_GET, TRANSACT_LIMIT, DynamoTable, _is_condition_failure, _is_lost_race, item_bytes
 from .ref_layout import Layout, RefLayouts
-from .meta_dynamodb import SHADOW
+from .meta_dynamodb import SHADOW, _meta_value, meta_partition, shadowed
 from .region_dynamodb import RegionWrites
 
 
@@ -325,6 +326,34 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
     def layer_sizes(self) -> dict[int, int]:
         return {layer: n for layer, n in sorted(self._counters().items()) if n > 0}
 
+    def sizes_and_metas(self, keys: Sequence[str], prefixes: Sequence[str]) -> tuple[dict[int, int], dict[str, Any]]:
+        """One Query of the ``COUNT`` partition (the layer counters, their layouts remembered
+        on the way, and the copies of the markers, marks and stamps: meta_dynamodb.shadow_item)
+        answers the layer sizes and the keys and prefixes of the kinds copied there; the
+        others are read from their own partitions (a shard's outbox: one Query, its entries'
+        values with it)."""
+        copied = {k for k in keys if shadowed(k)}
+        copied_prefixes = [p for p in prefixes if shadowed(p)]
+        counts: dict[int, int] = {}
+        out: dict[str, Any] = {}
+        for i in self.Item.query("COUNT", consistent_read=True):
+            if i.SK.startswith("LAYER#"):
+                layer = int(i.SK[len("LAYER#"):])
+                self._remember(layer, i)
+                counts[layer] = int(i.version or 0)
+            elif i.SK.startswith(SHADOW):
+                key = i.SK[len(SHADOW):]
+                if key in copied or any(key.startswith(p) for p in copied_prefixes):
+                    value = _meta_value(i)
+                    if value is not None:
+                        out[key] = value
+        self._last_counts = counts
+        out.update(self.metas_under([p for p in prefixes if not shadowed(p)]))
+        rest = [k for k in keys if k not in copied]
+        if rest:
+            out.update(self.get_metas(rest))
+        return {layer: n for layer, n in sorted(counts.items()) if n > 0}, out
+
     def repair_layer_counts(self) -> dict[int, int]:
         """Recount each layer's live refs and rewrite its counter where they differ. The layers
         looked at: every one with a counter, and upwards from there while a layer has refs
@@ -396,6 +425,29 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
                 found[seg.segment_id] = seg
         return {i: found[i] for i in ids if i in found}
 
+    def read_region(self, layer: int, segment_ids: Iterable[str], node_ids: Iterable[str],
+                    keys: Iterable[str]) -> tuple[dict[str, Segment], dict[str, Node], dict[str, Any]]:
+        """The segment records, nodes and meta items in one BatchGetItem (per 100 keys)."""
+        segs, ids, metas = list(dict.fromkeys(segment_ids)), list(dict.fromkeys(node_ids)), list(dict.fromkeys(keys))
+        wanted = ([(self._seg_pk(layer, i), f"SEG#{i}") for i in segs] + [(f"NODE#{i}", "NODE") for i in ids]
+                  + [(meta_partition(k), f"KEY#{k}") for k in metas])
+        found_segs: dict[str, Segment] = {}
+        found_nodes: dict[str, Node] = {}
+        found_metas: dict[str, Any] = {}
+        for item in self._batch_get(wanted):
+            if item.SK.startswith("SEG#"):
+                seg = self._segment(layer, item)
+                found_segs[seg.segment_id] = seg
+            elif item.PK.startswith("NODE#"):
+                found = self._node(item)
+                found_nodes[found.node_id] = found
+            else:
+                value = _meta_value(item)
+                if value is not None:
+                    found_metas[item.SK[len("KEY#"):]] = value
+        return ({i: found_segs[i] for i in segs if i in found_segs}, {i: found_nodes[i] for i in ids if i in found_nodes},
+                found_metas)
+
     def _ref_condition(self, ref: RefState):
         seg = self.Item.seg.does_not_exist() if ref.seg is None else self.Item.seg == ref.seg
         return self.Item.PK.exists() & (self.Item.live == (1 if ref.live else 0)) & seg
@@ -419,7 +471,7 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
                 sizes.setdefault(int(layer), {})[int(size)] = int(i.version)
             elif i.SK == "DOCS" and i.version is not None:
                 documents = max(0, int(i.version))
-            elif i.SK.startswith(SHADOW):
+            elif i.SK.startswith(f"{SHADOW}dirty:"):
                 marked.append(i.SK[len(SHADOW):])
         stats: dict[int, SegmentStats] = {}
         for layer in sorted(set(layers) | set(sizes)):

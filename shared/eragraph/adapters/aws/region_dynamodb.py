@@ -15,7 +15,11 @@ transaction on the items that decide it:
   its ref as read (absent, or not live) and on the node's code: a ref made live meanwhile, or a
   node written again under another code, is a lost race, read again.
 
-Of the two, whichever commits first wins, and no segment is left naming a missing summary."""
+Of the two, whichever commits first wins, and no segment is left naming a missing summary. A
+reconcile's own replaced summaries go the same way inside its apply (``RegionChange.
+delete_removed``): each node's delete, conditioned on its code and layer (or its absence), in
+the transaction that makes its ref not live, with the text of a tombstone kept beside it
+(``keep_texts``) and the summarize calls' ledger ADDs (``ledger``, in the last transaction)."""
 
 from __future__ import annotations
 
@@ -26,9 +30,9 @@ from collections.abc import Iterable
 
 from pynamodb.exceptions import TransactWriteError
 
-from ...domain.model import ConflictError, RegionChange, applying_key
+from ...domain.model import ConflictError, RegionApplied, RegionChange, applying_key
 from .dynamodb_table import TRANSACT_LIMIT, _is_lost_race
-from .meta_dynamodb import meta_partition, shadowed
+from .meta_dynamodb import SHADOW, meta_partition, shadowed
 
 REF_COUNTER_SLOTS = 2  # a transaction's items kept for the layer counters it conditions on
 DEAD_NODES_PER_TRANSACTION = 45  # delete_dead_nodes: two items a node, one layer counter check
@@ -77,7 +81,7 @@ class RegionWrites:
                 continue  # a ref or node changed since read: read them again
         raise ConflictError(f"delete_dead_nodes: {DEAD_NODE_ATTEMPTS} conditional deletes lost in a row")
 
-    def apply_region(self, change: RegionChange) -> None:
+    def apply_region(self, change: RegionChange) -> RegionApplied:
         """See nodes_dynamodb (the split into transactions) and this module (the summaries' nodes)."""
         from pynamodb.transactions import TransactWrite
 
@@ -121,24 +125,44 @@ class RegionWrites:
             cond = self.Item.PK.does_not_exist() if old is None else self.Item.live == (1 if old[1].live else 0)
             delta = 1 if old is None or not old[1].live else 0
             ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], cond, delta, None))
+        texts = {i: (key, value) for i, key, value in change.keep_texts}
+        deleted: list[str] = []
+        tombstoned: list[str] = []
         for ref in change.above_remove:
             old = above.get(ref.node_id)
-            if old is None:
-                continue
             pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id, layouts[layer + 1])
-            cond = self.Item.live == (1 if old[1].live else 0)
-            delta = -1 if old[1].live else 0
-            if old[1].seg is None:
-                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, delta, None))
-            else:
-                ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)], cond, delta, None))
+            # one "gone" op: the ref's write, and with delete_removed the node's deletion (on
+            # its code and layer, or its absence) and a tombstone's kept text, in one transaction
+            parts: list = []
+            delta = 0
+            if old is not None:
+                cond = self.Item.live == (1 if old[1].live else 0)
+                delta = -1 if old[1].live else 0
+                if old[1].seg is None:
+                    parts.append(("delete", self.Item(PK=pk, SK=sk), cond))
+                else:
+                    parts.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)], cond))
+                    tombstoned.append(ref.node_id)
+                    if ref.node_id in texts:
+                        parts.append(("save", self.meta_item(*texts[ref.node_id]), None))
+            elif change.delete_removed:
+                parts.append(("check", pk, sk, self.Item.PK.does_not_exist()))
+            if change.delete_removed:
+                Item = self.Item
+                parts.append(("delete", Item(PK=f"NODE#{ref.node_id}", SK="NODE"),
+                              Item.PK.does_not_exist() | ((Item.code == ref.code) & (Item.layer == layer + 1))))
+                deleted.append(ref.node_id)
+            if parts:
+                ops.append(("gone", parts, delta, None))
         for sid in change.remove:
             size = removed_size.get(sid)
             ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None, 0,
                         None if size is None else (size, -1)))
         marks = [self.meta_item(key, value) for key, value in change.marks]
         marks += [self.shadow_item(key, value) for key, value in change.marks if shadowed(key)]  # their copies
-        chunks = _transactions(ops, reserved=len(marks))
+        # the ledger's ADDs (two items a kind) go in the last transaction: a split apply that
+        # stops before it has added nothing, and its caller adds the calls itself
+        chunks = _transactions(ops, reserved=len(marks) + 2 * len(change.ledger))
         # each transaction carries the counter changes of its own ops and the checks of both
         # layers' layouts; when there are several, the first writes the ``applying`` mark and
         # the last deletes it; the first writes the change's own marks (outbox, dirty markers)
@@ -150,15 +174,8 @@ class RegionWrites:
                 with TransactWrite(connection=connection) as tx:
                     sizes: dict[int, int] = {}
                     for op in chunk:
-                        kind = op[0]
-                        if kind == "check":
-                            tx.condition_check(self.Item, op[1], op[2], condition=op[3])
-                        elif kind == "update":
-                            tx.update(op[1], actions=op[2], condition=op[3])
-                        elif kind == "delete":
-                            tx.delete(op[1], condition=op[2])
-                        else:
-                            tx.save(op[1], condition=op[2])
+                        for part in (op[1] if op[0] == "gone" else [op[:-2]]):
+                            self._write_part(tx, part)
                         if op[-1] is not None:
                             sizes[op[-1][0]] = sizes.get(op[-1][0], 0) + op[-1][1]
                     self._counter_op(tx, layer, layouts[layer], 0)
@@ -170,11 +187,16 @@ class RegionWrites:
                     if number == 0:
                         for item in marks:
                             tx.save(item)
-                    if marker is not None and number == 0:
+                    if marker is not None and number == 0:  # with its copy (meta_dynamodb.shadow_item)
                         now = time.time()
                         tx.save(self.Item(PK=marker.PK, SK=marker.SK, value=json.dumps(now), stamp=now))
+                        tx.save(self.shadow_item(mark, now))
                     elif marker is not None and number == len(chunks) - 1:
                         tx.delete(marker)
+                        tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{mark}"))
+                    if number == len(chunks) - 1:
+                        for row in change.ledger:
+                            self.ledger_updates(tx, *row)
             except TransactWriteError as exc:
                 if _is_lost_race(exc):
                     self.forget_layouts()
@@ -184,6 +206,25 @@ class RegionWrites:
         above_delta = sum(op[-2] for op in ops)
         if layer + 1 in counts or above_delta:
             self.grow_if_due(layer + 1, counts.get(layer + 1, 0) + above_delta)
+        return RegionApplied(tuple(deleted), tuple(tombstoned))
+
+    def _write_part(self, tx, part: tuple) -> None:
+        """One item of a region's transaction: ("check", pk, sk, condition), ("update", item,
+        actions, condition), ("delete", item, condition) or ("save", item, condition)."""
+        kind = part[0]
+        if kind == "check":
+            tx.condition_check(self.Item, part[1], part[2], condition=part[3])
+        elif kind == "update":
+            tx.update(part[1], actions=part[2], condition=part[3])
+        elif kind == "delete":
+            tx.delete(part[1], condition=part[2])
+        else:
+            tx.save(part[1], condition=part[2])
+
+
+def _width(op: tuple) -> int:
+    """The items of one op (a "gone" op writes its parts together)."""
+    return len(op[1]) if op[0] == "gone" else 1
 
 
 def _transactions(ops: list, reserved: int = 0) -> list[list]:
@@ -191,19 +232,22 @@ def _transactions(ops: list, reserved: int = 0) -> list[list]:
     per distinct segment size and ``reserved`` items more (the change's marks), else cut into
     several, each also leaving room for the mark and the reserved items."""
     sizes = {op[-1][0] for op in ops if op[-1] is not None}
-    if len(ops) + REF_COUNTER_SLOTS + len(sizes) + reserved <= TRANSACT_LIMIT:
+    if sum(map(_width, ops)) + REF_COUNTER_SLOTS + len(sizes) + reserved <= TRANSACT_LIMIT:
         return [ops]
-    room = TRANSACT_LIMIT - REF_COUNTER_SLOTS - 1 - reserved
+    room = TRANSACT_LIMIT - REF_COUNTER_SLOTS - 2 - reserved  # 2: the applying mark and its copy
     chunks: list[list] = [[]]
+    items = 0
     sizes = set()
     for op in ops:
         extra = {op[-1][0]} - sizes if op[-1] is not None else set()
         # a summary's node check goes in the transaction of its ref (the op after it)
-        need = 2 if op[0] == "check" and op[1].startswith("NODE#") else 1
-        if len(chunks[-1]) + len(sizes) + len(extra) + need > room:
+        need = 2 if op[0] == "check" and op[1].startswith("NODE#") else _width(op)
+        if items + len(sizes) + len(extra) + need > room:
             chunks.append([])
+            items = 0
             sizes = set()
             extra = {op[-1][0]} if op[-1] is not None else set()
         chunks[-1].append(op)
+        items += _width(op)
         sizes |= extra
     return chunks

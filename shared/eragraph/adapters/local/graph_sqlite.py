@@ -31,6 +31,7 @@ import threading
 from pathlib import Path
 
 from ...domain.model import EragraphError, LshConfig
+from ...ports.graph import SizesAndMetasByParts
 from .documents_sqlite import SqliteDocumentStore
 from .lexical_fts5 import _LEXICAL, Fts5Leaves, _insert_leaves
 from .meta_sqlite import SqliteMetaStore
@@ -142,7 +143,8 @@ def _migrate_to_refs(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA user_version=2")
 
 
-class SqliteGraphStore(SqliteMetaStore, SqliteDocumentStore, SqliteStatusStore, SqliteNodeStore, Fts5Leaves):
+class SqliteGraphStore(SqliteMetaStore, SqliteDocumentStore, SqliteStatusStore, SqliteNodeStore, Fts5Leaves,
+                       SizesAndMetasByParts):
     """The graph (documents, nodes, segments, settings, ledger) in the SQLite file ``path``."""
 
     def __init__(self, path: Path | str, timeout: float = 30.0, tenant: str = "") -> None:

@@ -69,7 +69,8 @@ class SqliteMetaStore(SqliteDb):
             if life_of(key) is not None:
                 conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
 
-    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
+                   clear: Sequence[tuple[str, float]] = ()) -> None:
         with self._write() as conn:
             for key, value in puts:
                 write_meta(conn, key, value)
@@ -77,6 +78,8 @@ class SqliteMetaStore(SqliteDb):
                 conn.execute("DELETE FROM meta WHERE key = ?", (key,))
                 if life_of(key) is not None:
                     conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
+        for key, at_most in clear:
+            self.delete_meta_if_older(key, at_most)
 
     def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
         out = {}
@@ -124,15 +127,8 @@ class SqliteMetaStore(SqliteDb):
 
     def add_ledger(self, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
                    at: float | None = None) -> None:
-        hour = bucket_start(time.time() if at is None else at)
-        values = (int(calls), int(tokens_in), int(tokens_out), float(seconds))
         with self._write() as conn:  # the totals and the hour's bucket in one transaction
-            conn.execute(
-                "INSERT INTO ledger (kind, calls, tokens_in, tokens_out, seconds) VALUES (?, ?, ?, ?, ?) "
-                f"ON CONFLICT (kind) DO UPDATE SET {_ADD}", (kind, *values))
-            conn.execute(
-                "INSERT INTO ledger_hours (kind, hour, calls, tokens_in, tokens_out, seconds) "
-                f"VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (hour, kind) DO UPDATE SET {_ADD}", (kind, hour, *values))
+            add_ledger_row(conn, kind, calls, tokens_in, tokens_out, seconds, at)
 
     def ledger_series(self, since: float = 0.0) -> list[tuple[str, int, dict[str, float]]]:
         rows = self._query("SELECT kind, hour, calls, tokens_in, tokens_out, seconds FROM ledger_hours "
@@ -144,6 +140,19 @@ class SqliteMetaStore(SqliteDb):
         rows = self._query("SELECT kind, calls, tokens_in, tokens_out, seconds FROM ledger ORDER BY kind")
         return {kind: {"calls": calls, "tokens_in": t_in, "tokens_out": t_out, "seconds": float(sec)}
                 for kind, calls, t_in, t_out, sec in rows}
+
+
+def add_ledger_row(conn: Any, kind: str, calls: int, tokens_in: int, tokens_out: int, seconds: float,
+                   at: float | None = None) -> None:
+    """add_ledger in the open write transaction ``conn`` (a region's apply: RegionChange.ledger)."""
+    hour = bucket_start(time.time() if at is None else at)
+    values = (int(calls), int(tokens_in), int(tokens_out), float(seconds))
+    conn.execute(
+        "INSERT INTO ledger (kind, calls, tokens_in, tokens_out, seconds) VALUES (?, ?, ?, ?, ?) "
+        f"ON CONFLICT (kind) DO UPDATE SET {_ADD}", (kind, *values))
+    conn.execute(
+        "INSERT INTO ledger_hours (kind, hour, calls, tokens_in, tokens_out, seconds) "
+        f"VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (hour, kind) DO UPDATE SET {_ADD}", (kind, hour, *values))
 
 
 def write_meta(conn: Any, key: str, value: Any) -> None:

@@ -10,11 +10,11 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ...domain.model import ConflictError, Document, Node, NodeRef, RefState, RegionChange, Segment
+from ...domain.model import ConflictError, Document, Node, NodeRef, RefState, RegionApplied, RegionChange, Segment
 from ...domain.segment_stats import SegmentStats
 from ...domain.scoped import RefCount
 from .lexical_fts5 import _insert_leaves, _leaf_rowid
-from .meta_sqlite import write_meta
+from .meta_sqlite import add_ledger_row, write_meta
 from .sqlite_db import SqliteDb, _chunks, _dumps
 
 
@@ -162,7 +162,7 @@ class SqliteNodeStore(SqliteDb):
                                          summary_id=summary)
         return {i: found[i] for i in wanted if i in found}
 
-    def apply_region(self, change: RegionChange) -> None:
+    def apply_region(self, change: RegionChange) -> RegionApplied:
         layer = int(change.layer)
         with self._write() as conn:
             for ref in change.above_add:  # a summary deleted since it was stored (delete_dead_nodes)
@@ -189,6 +189,23 @@ class SqliteNodeStore(SqliteDb):
                 _make_gone(conn, ref.node_id)
             for key, value in change.marks:
                 write_meta(conn, key, value)
+            gone = [r.node_id for r in change.above_remove]
+            states = {}
+            for i in gone:
+                row = conn.execute("SELECT live FROM refs WHERE node_id = ?", (i,)).fetchone()
+                states[i] = None if row is None else bool(row[0])
+            kept = tuple(i for i in gone if states[i] is False)
+            for i, key, value in change.keep_texts:
+                if i in kept:
+                    write_meta(conn, key, value)
+            deleted: tuple[str, ...] = ()
+            if change.delete_removed:
+                deleted = tuple(i for i in gone if not states[i])
+                conn.executemany("DELETE FROM nodes WHERE node_id = ?", [(i,) for i in deleted])
+                conn.executemany("DELETE FROM leaf_text WHERE rowid = ?", [(_leaf_rowid(i),) for i in deleted])
+            for row in change.ledger:
+                add_ledger_row(conn, *row)
+        return RegionApplied(deleted, kept)
 
 
 def _count(conn: sqlite3.Connection, layer: int, delta: int) -> None:

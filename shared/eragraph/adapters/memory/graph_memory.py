@@ -17,16 +17,17 @@ from ...domain.filters import Filter, chunk_attrs, matches
 from ...domain.ledger import bucket_start
 from ...domain.segment_stats import SegmentStats
 from ...domain.status_counts import deltas, is_counted
-from ...domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState, RegionChange,
+from ...domain.model import (ANY_VERSION, ConflictError, Document, LshConfig, Node, NodeRef, RefState, RegionApplied, RegionChange,
                              Segment)
 from ...domain.scoped import RefCount, ref_count
+from ...ports.graph import SizesAndMetasByParts
 
 
 def _ledger_row() -> dict[str, float]:
     return {"calls": 0, "tokens_in": 0, "tokens_out": 0, "seconds": 0.0}
 
 
-class MemoryGraphStore:
+class MemoryGraphStore(SizesAndMetasByParts):
     def __init__(self, tenant: str = "") -> None:
         self.tenant = tenant  # the tenant this store belongs to (its chunks' built-in attribute)
         self._lsh: LshConfig | None = None
@@ -64,11 +65,14 @@ class MemoryGraphStore:
     def delete_meta(self, key: str) -> None:
         self._meta.pop(key, None)
 
-    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str]) -> None:
+    def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
+                   clear: Sequence[tuple[str, float]] = ()) -> None:
         for key, value in puts:
             self.put_meta(key, value)
         for key in deletes:
             self.delete_meta(key)
+        for key, at_most in clear:
+            self.delete_meta_if_older(key, at_most)
 
     def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
         return {k: copy.deepcopy(self._meta[k]) for k in keys if k in self._meta}
@@ -284,9 +288,24 @@ class MemoryGraphStore:
             self.delete_nodes(dead)
         return dead
 
-    def apply_region(self, change: RegionChange) -> None:
+    def apply_region(self, change: RegionChange) -> RegionApplied:
         with self._region_lock:
             self._apply_region(change)
+            gone = [r.node_id for r in change.above_remove]
+            kept = tuple(i for i in gone if i in self._refs and not self._refs[i][1].live)
+            texts = {i: (key, value) for i, key, value in change.keep_texts}
+            for i in kept:
+                if i in texts:
+                    self._meta[texts[i][0]] = copy.deepcopy(texts[i][1])
+            deleted: tuple[str, ...] = ()
+            if change.delete_removed:
+                deleted = tuple(i for i in gone if not (i in self._refs and self._refs[i][1].live))
+                for i in deleted:
+                    self._nodes.pop(i, None)
+                    self._leaf_text.delete(i)
+            for row in change.ledger:
+                self.add_ledger(*row)
+            return RegionApplied(deleted, kept)
 
     def _apply_region(self, change: RegionChange) -> None:
         missing = [r.node_id for r in change.above_add if r.node_id not in self._nodes]

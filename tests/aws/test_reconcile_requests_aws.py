@@ -1,0 +1,45 @@
+"""What one reconcile costs on DynamoDB (services.resummarize over moto, the handlers' engine):
+the small state in two Queries (GraphStore.sizes_and_metas), the region's refs in one, its
+records in one BatchGetItem (GraphStore.read_region), the summary stored as made, the read of
+the summaries' refs above, the region's one transaction (with the outbox entry, the markers
+above, the replaced summaries' deletes, the kept texts and the ledger's ADDs), the check of
+the new summaries after their vectors, and the change record with the marker's conditional
+clear (one TransactWriteItems): 8 requests a reconciled layer and one more per summary made, 4
+for a layer with nothing to apply, whatever the store holds. On the handlers' engine the model calls are metered (cost.MeteredEmbedder):
+the summaries' summarize and embedding calls are counted in the region's transaction too."""
+
+from __future__ import annotations
+
+from support import synthetic_docs
+
+
+def test_each_reconcile_of_a_single_document_insert_costs_the_same_few_requests(aws_engine):
+    from eragraph.services.ingest import ingest
+    from eragraph.services.resummarize import drain
+
+    engine, _, _ = aws_engine
+    seen: list[str] = []
+    client = engine.graph.Item._get_connection().connection.client
+    client.meta.events.register("before-call.dynamodb.*", lambda model, **_: seen.append(model.name))
+    for n, seed in ((20, 1), (60, 2)):
+        ingest(engine, synthetic_docs(n, seed=seed, prefix=f"s{seed}-"))
+        drain(engine)
+        ingest(engine, synthetic_docs(1, seed=seed + 10, prefix=f"one{seed}-"))
+        starts: list[int] = []
+        seen.clear()
+        drain(engine, on_message=lambda message: starts.append(len(seen)))
+        per = [seen[a:b] for a, b in zip(starts, starts[1:] + [len(seen)])]
+        applied = [r for r in per if "TransactWriteItems" in r and r.count("TransactWriteItems") > 1]
+        assert len(per) >= 2 and applied, (n, per)  # layer 0's reconcile applied a region, one above did not
+        for requests in per:
+            assert requests[:2] == ["Query", "Query"], requests  # its state: counters, then its outbox
+            if requests in applied:  # a BatchWriteItem per summary made (stored as made), the rest fixed
+                if requests[-2:] == ["TransactWriteItems", "Query"]:  # the change records' trim (changes.SLACK)
+                    requests = requests[:-1]
+                others = [r for r in requests if r != "BatchWriteItem"]
+                assert sorted(others) == sorted(["Query"] * 3 + ["BatchGetItem"] * 3 + ["TransactWriteItems"] * 2), \
+                    (n, " ".join(requests))
+                # the change record, with the finished entry and the shard's marker's conditional clear
+                assert requests[-1] == "TransactWriteItems"
+            else:
+                assert requests == ["Query", "Query", "Query", "TransactWriteItems"], (n, requests)
