@@ -171,6 +171,19 @@ def test_a_scoped_reconcile_finishes_its_own_shards_entries_only():
     assert engine.graph.get_meta(key) is None
 
 
+def test_a_whole_layer_reconcile_finishes_every_shards_entries():
+    # a rerun after a kill drains whole layers (a bare layer number, or a message without codes):
+    # the entry a scoped apply left must be finished there, its summaries given their vectors
+    engine, message, key, entry = _died("vectors", "upsert", lambda ids, v, metas: metas and metas[0]["layer"] > 0)
+    assert message.group is not None and key.startswith(resummarize.outbox_key(0, message.group))
+    made = [i for i, _ in entry["made"]]
+    resummarize.reconcile(engine, 0)
+    assert engine.graph.get_meta(key) is None
+    assert set(engine.vectors.get_vectors(made)) == set(made) & _live_above(engine, made)
+    resummarize.drain(engine)
+    assert invariants.check(engine).ok
+
+
 def test_an_entry_stamped_ahead_of_this_clock_is_finished_when_no_age_is_asked():
     # another machine's clock ran ahead: with no minimum age every entry is finished
     engine, message, key, entry = _died("vectors", "upsert", lambda ids, v, metas: metas and metas[0]["layer"] > 0)

@@ -274,7 +274,8 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
     # layer's swept stamp and applying marks
     shard = message.group if message.scoped else None
     keys = [swept_key(layer)] + ([dirty_key(layer, message.group)] if message.group is not None else [])
-    sizes, held = engine.graph.sizes_and_metas(keys, [outbox_key(layer, shard), f"{APPLYING}{layer}:"])
+    entries = f"{OUTBOX}{layer}:" if shard is None else outbox_key(layer, shard)  # finish_outbox's: a whole-layer pass finishes every shard's
+    sizes, held = engine.graph.sizes_and_metas(keys, [entries, f"{APPLYING}{layer}:"])
     finish_outbox(engine, layer, shard, entries={k: v for k, v in held.items() if k.startswith(OUTBOX)})
     if message.group is not None and covered(engine, layer, message.group, message.at, held):
         return report
