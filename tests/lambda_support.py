@@ -15,6 +15,7 @@ import functools
 import importlib.util
 import json
 import sys
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,8 +105,29 @@ def load_handler(name: str):
             spec.loader.exec_module(module)
         if callable(getattr(module, "handler", None)):
             module.handler = held_to_limits(module.handler)
+        _flush_one_at_a_time(module)
         iam_judge.attach(name, module)  # its invocations' AWS calls are judged against its role
     return sys.modules[module_name]
+
+
+_FLUSHING = threading.Lock()
+
+
+def _flush_one_at_a_time(module) -> None:
+    """A Lambda runs one invocation at a time; tests that run a handler on several threads at
+    once (the concurrent consumers) share its powertools Metrics, whose flush checks for metrics
+    and then serializes them: another thread's flush between the two empties the set and the
+    serialization raises. The flushes are held under one lock, as one process's would not overlap."""
+    provider = getattr(getattr(module, "metrics", None), "provider", None)
+    flush = getattr(provider, "flush_metrics", None)
+    if flush is None:
+        return
+
+    def flush_metrics(*args, **kwargs):
+        with _FLUSHING:
+            return flush(*args, **kwargs)
+
+    provider.flush_metrics = flush_metrics
 
 
 @dataclass

@@ -80,35 +80,49 @@ def test_every_listing_the_services_make_finds_what_a_scan_finds(store):
     assert store.meta_keys("") == sorted(set(keys) - set(keys[::3]))
 
 
-def test_a_reconciles_state_is_one_query_of_the_counters_and_one_of_its_shards_outbox(store):
+def test_a_reconciles_state_is_one_query_of_the_counters_and_one_of_its_shards_outbox_when_flagged(store):
     # the marker, the swept stamp and the applying marks have their copies in COUNT, beside
-    # the layer counters: one Query reads them all; the shard's outbox entries come whole from
-    # one Query of their partition (no read per entry)
+    # the layer counters, and each outbox entry a flag there: one Query reads them all; the
+    # shard's outbox entries come whole from one Query of their partition (no read per entry),
+    # made only when a flag says the shard holds one
     from eragraph.adapters.aws.meta_dynamodb import SHADOW
 
+    calls: list[str] = []
+    client = store.Item._get_connection().connection.client
+    client.meta.events.register("provide-client-params.dynamodb",
+                                lambda params, model, **_: calls.append(model.name))
+    store.put_meta(outbox_key(1, 6, "c"), {"made": []})  # another shard's
+    calls.clear()
+    assert store.sizes_and_metas([dirty_key(1, 5)], [outbox_key(1, 5), "applying:1:"])[1] == {}
+    assert calls == ["Query"]  # no entry of shard 5 flagged: its partition is not read
     store.put_meta(dirty_key(1, 5), 10.0)
     store.put_meta(swept_key(1), 20.0)
     store.put_meta(applying_key(1, "t"), 30.0)
     store.put_meta(applying_key(2, "u"), 31.0)  # another layer's
     for token in ("a", "b"):
         store.put_meta(outbox_key(1, 5, token), {"made": [[token, 1]]})
-    store.put_meta(outbox_key(1, 6, "c"), {"made": []})  # another shard's
-    copies = {i.SK for i in store.Item.query("COUNT") if i.SK.startswith(SHADOW)}
-    assert copies == {SHADOW + k for k in (dirty_key(1, 5), swept_key(1), applying_key(1, "t"), applying_key(2, "u"))}
-    calls: list[str] = []
-    client = store.Item._get_connection().connection.client
-    client.meta.events.register("provide-client-params.dynamodb",
-                                lambda params, model, **_: calls.append(model.name))
+    copies = {i.SK: i.value for i in store.Item.query("COUNT") if i.SK.startswith(SHADOW)}
+    assert set(copies) == {SHADOW + k for k in (dirty_key(1, 5), swept_key(1), applying_key(1, "t"),
+                                                applying_key(2, "u"), outbox_key(1, 5, "a"), outbox_key(1, 5, "b"),
+                                                outbox_key(1, 6, "c"))}
+    assert copies[SHADOW + outbox_key(1, 5, "a")] == "true"  # a flag: the entry's value stays in its partition
+    calls.clear()
     sizes, held = store.sizes_and_metas([dirty_key(1, 5), swept_key(1)], [outbox_key(1, 5), "applying:1:"])
     assert calls == ["Query", "Query"]
     assert held == {dirty_key(1, 5): 10.0, swept_key(1): 20.0, applying_key(1, "t"): 30.0,
                     outbox_key(1, 5, "a"): {"made": [["a", 1]]}, outbox_key(1, 5, "b"): {"made": [["b", 1]]}}
+    # a whole-layer pass reads every shard's entries of the layer
+    assert set(store.sizes_and_metas([], ["outbox:1:"])[1]) == {outbox_key(1, s, t) for s, t in ((5, "a"), (5, "b"), (6, "c"))}
     # a copy goes with its key, whichever way the key is deleted
     store.delete_meta_if_older(dirty_key(1, 5), 15.0)
     store.delete_meta(applying_key(1, "t"))
-    store.write_meta([], [swept_key(1)])
+    store.write_meta([], [swept_key(1), outbox_key(1, 5, "a")])
+    store.delete_meta(outbox_key(1, 5, "b"))
+    store.write_meta([], [outbox_key(1, 6, "c")], clear=[(dirty_key(1, 5), 15.0)])
     assert {i.SK for i in store.Item.query("COUNT") if i.SK.startswith(SHADOW)} == {SHADOW + applying_key(2, "u")}
-    assert store.sizes_and_metas([dirty_key(1, 5), swept_key(1)], ["applying:1:"])[1] == {}
+    calls.clear()
+    assert store.sizes_and_metas([dirty_key(1, 5), swept_key(1)], [outbox_key(1, 5), "applying:1:"])[1] == {}
+    assert calls == ["Query"]
 
 
 def test_a_regions_records_are_one_batch_get_whatever_their_kind(store):

@@ -151,6 +151,25 @@ def test_write_meta_clears_the_markers_no_newer_than_asked_with_its_write(graph_
     assert graph_store.meta_keys("dirty:") == []
 
 
+def test_write_meta_names_the_nodes_asked_for_that_are_gone_and_writes_either_way(graph_store):
+    graph_store.put_nodes([node("s1", layer=1, code=3), node("s2", layer=1, code=4)])
+    graph_store.put_meta("dirty:0:3", 100.0)
+    graph_store.put_meta("outbox:0:3:t", {"made": []})
+    assert graph_store.write_meta([("change:001:a", {"kind": "resummarize"})], ["outbox:0:3:t"],
+                                  clear=[("dirty:0:3", 150.0)], present=["s1", "s2"]) == []
+    assert graph_store.get_meta("change:001:a") == {"kind": "resummarize"}
+    assert graph_store.meta_keys("dirty:") == [] and graph_store.get_meta("outbox:0:3:t") is None
+    graph_store.delete_nodes(["s2"])  # a concurrent reconcile removed it
+    graph_store.put_meta("dirty:0:3", 200.0)  # set again since: stays
+    graph_store.put_meta("outbox:0:3:u", {"made": []})
+    assert graph_store.write_meta([("change:001:b", {"kind": "resummarize"})], ["outbox:0:3:u"],
+                                  clear=[("dirty:0:3", 150.0)], present=["s1", "s2", "s1"]) == ["s2"]
+    assert graph_store.get_meta("change:001:b") == {"kind": "resummarize"}
+    assert graph_store.get_meta("outbox:0:3:u") is None and graph_store.meta_keys("dirty:") == ["dirty:0:3"]
+    assert graph_store.write_meta([], [], present=["s2", "never"]) == ["s2", "never"]  # nothing else to write
+    assert graph_store.write_meta([("k:1", 1)], []) == []
+
+
 def test_delete_meta_if_older_keeps_a_marker_set_again_since(graph_store):
     graph_store.put_meta("dirty:0:3", 100.0)
     graph_store.put_meta("dirty:0:4", 200.0)

@@ -38,13 +38,16 @@ class MetaStore(Protocol):
         set again since stays), in one conditional write where the store has them."""
         ...
     def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
-                   clear: Sequence[tuple[str, float]] = ()) -> None:
+                   clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = ()) -> list[str]:
         """Store ``puts`` (key, value) and delete ``deletes`` (keys not among them) in one
         request where the store batches writes (DynamoDB: BatchWriteItem, 25 items a request;
         not atomic: each write lands or is re-sent). ``clear``: (key, at most) pairs deleted as
         ``delete_meta_if_older`` does, in the same request where the store can (DynamoDB: one
         TransactWriteItems for a write that fits one and whose clears all hold; else the batch,
-        then each conditional delete)."""
+        then each conditional delete). ``present``: node ids looked for once the write has
+        landed (DynamoDB: a ConditionCheck each in that transaction; when one fails, the write
+        goes as without them and the nodes are read); returns those not stored. The writes land
+        either way."""
         ...
     def meta_keys(self, prefix: str) -> list[str]: ...
     def add_within(self, key: str, period: str, amount: int, limit: int, mark: str | None = None) -> int | None:

@@ -71,12 +71,16 @@ _WRITES = itertools.count()  # this process's record writes: it trims on the fir
 
 
 def _put(engine: Engine, record: dict[str, Any], now: float, done: Sequence[str] = (),
-         clear: Sequence[tuple[str, float]] = ()) -> dict[str, Any]:
+         clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = (),
+         gone: list[str] | None = None) -> dict[str, Any]:
     """Store the record; the keys ``done`` (finished work records) are deleted in the same
-    write, and the markers ``clear`` (key, at most) as MetaStore.write_meta clears them."""
+    write, and the markers ``clear`` (key, at most) as MetaStore.write_meta clears them; the
+    nodes of ``present`` are looked for with it, and those not stored go into ``gone``."""
     key = _key(now)
     record = {"id": key[len(PREFIX):], "time": round(now, 3), **record}
-    engine.graph.write_meta([(key, record)], list(done), clear=list(clear))
+    missing = engine.graph.write_meta([(key, record)], list(done), clear=list(clear), present=list(present))
+    if gone is not None:
+        gone += missing
     if next(_WRITES) % SLACK == 0:
         trim(engine)
     return record
@@ -107,21 +111,24 @@ def record_documents(engine: Engine, kind: str, report: ChangeReport, seconds: f
                          **_cost(report, seconds)}, time.time() if now is None else now, done)
 
 
-def _finish(engine: Engine, done: Sequence[str], clear: Sequence[tuple[str, float]] = ()) -> None:
-    if done or clear:
-        engine.graph.write_meta([], list(done), clear=list(clear))
+def _finish(engine: Engine, done: Sequence[str], clear: Sequence[tuple[str, float]] = (),
+            present: Sequence[str] = ()) -> list[str]:
+    if done or clear or present:
+        return engine.graph.write_meta([], list(done), clear=list(clear), present=list(present))
+    return []
 
 
 def record_resummarize(engine: Engine, report: ChangeReport, seconds: float,
                        now: float | None = None, done: Sequence[str] = (),
-                       clear: Sequence[tuple[str, float]] = ()) -> list[dict[str, Any]]:
+                       clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = ()) -> list[str]:
     """One record per layer whose summaries a reconcile wrote, revised or removed; ``done``
     (its finished outbox entries) deleted with the first, and its shard's marker cleared with
-    it (``clear``: MetaStore.write_meta)."""
+    it (``clear``: MetaStore.write_meta), and the summary nodes ``present`` looked for in that
+    write. Returns those of ``present`` not stored (removed by a concurrent reconcile)."""
     layers = sorted(set(report.summary_ids) | set(report.removed_summary_ids))
     if not layers:
-        _finish(engine, done, clear)
-    out = []
+        return _finish(engine, done, clear, present)
+    gone: list[str] = []
     stamp = time.time() if now is None else now
     for n, layer in enumerate(layers):
         written = report.summary_ids.get(layer, [])[:MAX_LISTED]
@@ -130,14 +137,15 @@ def record_resummarize(engine: Engine, report: ChangeReport, seconds: float,
         removed_total = report.removed_total.get(layer, 0)
         spent = _cost(report, seconds) if n == 0 else {"calls": 0, "tokens_in": 0, "tokens_out": 0,
                                                         "seconds": 0.0}  # the cost counted once
-        out.append(_put(engine, {"kind": "resummarize", "layer": layer,
-                                 "segments": report.segments_resummarized.get(layer, 0),
-                                 "summaries": written, "summaries_total": written_total,
-                                 "removed": removed, "removed_total": removed_total,
-                                 "summary_partitions": [report.summary_partitions.get(i) for i in written],
-                                 "removed_partitions": [report.summary_partitions.get(i) for i in removed],
-                                 **spent}, stamp, done if n == 0 else (), clear if n == 0 else ()))
-    return out
+        _put(engine, {"kind": "resummarize", "layer": layer,
+                      "segments": report.segments_resummarized.get(layer, 0),
+                      "summaries": written, "summaries_total": written_total,
+                      "removed": removed, "removed_total": removed_total,
+                      "summary_partitions": [report.summary_partitions.get(i) for i in written],
+                      "removed_partitions": [report.summary_partitions.get(i) for i in removed],
+                      **spent}, stamp, done if n == 0 else (), clear if n == 0 else (),
+             present if n == 0 else (), gone)
+    return gone
 
 
 def recent(engine: Engine, limit: int = 20) -> list[dict[str, Any]]:

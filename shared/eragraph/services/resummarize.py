@@ -247,18 +247,25 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
     started = time.perf_counter()
     finished: list[str] = []  # outbox entries whose work is done: deleted with the change record
     clears: list[tuple[str, float]] = []  # the shard's marker: cleared with it, if not set again
+    checks: list[str] = []  # summaries whose vectors were written: looked for with the change record
     try:
-        report = _reconcile(engine, target, deadline, finished, clears)
+        report = _reconcile(engine, target, deadline, finished, clears, checks)
     except BaseException:
         for key in finished:
             engine.graph.delete_meta(key)
+        _unless_removed_meanwhile(engine, checks)
         raise
-    changes.record_resummarize(engine, report, time.perf_counter() - started, done=finished, clear=clears)
+    gone = changes.record_resummarize(engine, report, time.perf_counter() - started, done=finished, clear=clears,
+                                      present=checks)
+    if gone:  # removed by a concurrent reconcile: their vectors go (_unless_removed_meanwhile)
+        engine.vectors.delete(gone)
+        engine.vectors.flush()
     return report
 
 
 def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None,
-               finished: list[str] | None = None, clears: list[tuple[str, float]] | None = None) -> ChangeReport:
+               finished: list[str] | None = None, clears: list[tuple[str, float]] | None = None,
+               checks: list[str] | None = None) -> ChangeReport:
     """Bring the part of a layer that ``target`` names (a message; a bare layer number or a
     message without codes: the whole layer) and the summaries above it up to date. Raises
     DeadlineReached, having done nothing, when ``deadline`` leaves less than the margin to
@@ -270,8 +277,8 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
     report = ChangeReport()
     s = engine.settings
     # what the reconcile reads before it plans, read together (GraphStore.sizes_and_metas:
-    # two Queries on DynamoDB): the layer sizes, this shard's outbox entries and marker, the
-    # layer's swept stamp and applying marks
+    # one Query on DynamoDB, two when the shard holds outbox entries): the layer sizes, this
+    # shard's outbox entries and marker, the layer's swept stamp and applying marks
     shard = message.group if message.scoped else None
     keys = [swept_key(layer)] + ([dirty_key(layer, message.group)] if message.group is not None else [])
     entries = f"{OUTBOX}{layer}:" if shard is None else outbox_key(layer, shard)  # finish_outbox's: a whole-layer pass finishes every shard's
@@ -318,7 +325,7 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
                     raise DeadlineReached(f"layer {layer}: a streamed pass stopped after {number} "
                                           f"regions (the next reconcile of the layer goes on)")
                 _apply(engine, layer, region, report, deadline, repair=whole and not stream,
-                       group=message.group, index=index, alone=alone, finished=finished)
+                       group=message.group, index=index, alone=alone, finished=finished, checks=checks)
         except ConflictError:
             marks = None
             continue  # another writer changed a region: plan again from the stored state
@@ -365,19 +372,22 @@ def _clear_marks(engine: Engine, keys: list[str], started: float) -> None:
 
 def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
            deadline: Deadline | None, repair: bool, group: int | None = None, index: int = 0,
-           alone: bool = True, finished: list[str] | None = None) -> None:
+           alone: bool = True, finished: list[str] | None = None, checks: list[str] | None = None) -> None:
     """Re-cut one region. ``finished``: where its outbox entry's key goes once its work is done
-    (the caller deletes it with its change record); None: deleted here. The summarize calls'
+    (the caller deletes it with its change record); None: deleted here. ``checks``: where the
+    ids of the summaries whose vectors it wrote go, for the caller to look for their nodes with
+    its change record (``_unless_removed_meanwhile``, in that write); None: looked for here. The summarize calls'
     ledger entries, and the metered embeddings' of its summaries, go with the region's write
     (cost.deferred, RegionChange.ledger); when no write takes them (nothing to write, a
     conflict, a deadline, an error) they are added on their own."""
     with cost.deferred(engine.graph) as pending:
-        _apply_region(engine, layer, region, report, deadline, repair, group, index, alone, finished, pending)
+        _apply_region(engine, layer, region, report, deadline, repair, group, index, alone, finished, pending,
+                      checks)
 
 
 def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeReport, deadline: Deadline | None,
                   repair: bool, group: int | None, index: int, alone: bool, finished: list[str] | None,
-                  pending: list) -> None:
+                  pending: list, checks: list[str] | None = None) -> None:
     change, made, vectors, old_summaries = _region_change(engine, layer, region, report, deadline, repair,
                                                           index, alone)
     if change.empty:
@@ -405,7 +415,10 @@ def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeRepo
         attrs = {READERS: readers_of(access_of(engine, index))}
         engine.vectors.upsert([n.node_id for n in made], vectors,
                               [{"layer": layer + 1, "doc_id": "", "attrs": attrs} for _ in made])
-        _unless_removed_meanwhile(engine, [n.node_id for n in made])
+        if checks is None:
+            _unless_removed_meanwhile(engine, [n.node_id for n in made])
+        else:  # after this region's vectors are flushed (below): with the caller's change record
+            checks += [n.node_id for n in made]
     gone = [r.node_id for r in change.above_remove]
     if applied.deleted:  # their nodes went with the write: their vectors follow
         engine.vectors.delete(list(applied.deleted))
@@ -437,6 +450,8 @@ def _unless_removed_meanwhile(engine: Engine, summary_ids: list[str]) -> None:
     node, then the vector), and its vector delete may have come before this upsert. Checked
     after the upsert, so whichever order the two consumers' steps take, no vector outlives
     its node."""
+    if not summary_ids:
+        return
     stored = engine.graph.get_nodes(summary_ids)
     gone = [i for i in summary_ids if i not in stored]
     if gone:

@@ -53,12 +53,20 @@ META_QUERY_THREADS = 8  # meta_keys over many partitions
 LEDGER_SHARDS = 16  # items per ledger total and per hourly bucket of a kind (add_ledger)
 LEDGER_ATTEMPTS = 5
 SHARD_MARK = "\0"  # between a ledger item's kind and its shard
-SHADOWED_META = ("dirty", "applying", "swept")  # kinds whose keys have a copy in the COUNT partition (shadow_item)
+SHADOWED_META = ("dirty", "applying", "swept", "outbox")  # kinds whose keys have a copy in the COUNT partition (shadow_item)
+FLAGGED_META = ("outbox",)  # of them, kinds whose copy only says the key is there (flag_only)
 SHADOW = "MARK#"  # the copy's sort key prefix
 
 
 def shadowed(key: str) -> bool:
     return key.partition(":")[0] in SHADOWED_META
+
+
+def flag_only(key: str) -> bool:
+    """A kind whose copy holds no value: an outbox entry can be large (a streamed pass's region
+    lists hundreds of summaries), and every reconcile and ``/stats`` read the COUNT partition
+    whole; its copy tells a reconcile whether its shard's entries need reading at all."""
+    return key.partition(":")[0] in FLAGGED_META
 
 
 def _hash_shard(text: str) -> int:
@@ -214,8 +222,11 @@ class DynamoMetaStore(DynamoTable):
                     raise
 
     def shadow_item(self, key: str, value: Any) -> Any:
-        """The copy of a dirty marker in the COUNT partition (its value and stamp), written in
-        the same request as the marker (put_meta, write_meta, a region's marks)."""
+        """The copy of a dirty marker in the COUNT partition (its value and stamp; of an outbox
+        entry, ``true``: flag_only), written in the same request as the marker (put_meta,
+        write_meta, a region's marks)."""
+        if flag_only(key):
+            return self.Item(PK="COUNT", SK=f"{SHADOW}{key}", value="true")
         item = self.meta_item(key, value)
         return self.Item(PK="COUNT", SK=f"{SHADOW}{key}", value=item.value, stamp=item.stamp)
 
@@ -302,29 +313,34 @@ class DynamoMetaStore(DynamoTable):
         self.write_meta([], [key])
 
     def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
-                   clear: Sequence[tuple[str, float]] = ()) -> None:
+                   clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = ()) -> list[str]:
         """One BatchWriteItem per 25 items (pynamodb re-sends the unprocessed ones). With
-        ``clear``: one TransactWriteItems of everything when it fits one (each clear a Delete on
-        its condition, with its copy), else, or when a clear's condition fails (set again
-        since: it stays), the batch and then each ``delete_meta_if_older``."""
+        ``clear`` or ``present``: one TransactWriteItems of everything when it fits one (each
+        clear a Delete on its condition, with its copy; each node looked for a ConditionCheck),
+        else, or when a condition fails (a marker set again since: it stays; a node gone), the
+        batch, then each ``delete_meta_if_older``, then one BatchGetItem of the nodes."""
         if set(deletes) & {key for key, _ in puts}:
             raise ValueError("write_meta: a key both stored and deleted")
-        if clear:
+        present = list(dict.fromkeys(present))
+        if clear or present:
             from .dynamodb_table import TRANSACT_LIMIT
 
             deletes = list(dict.fromkeys(deletes))
             size = sum(1 + shadowed(k) for k, _ in puts) + sum(1 + shadowed(k) for k in deletes) + 2 * len(clear)
-            if size <= TRANSACT_LIMIT and not {k for k, _ in clear} & ({k for k, _ in puts} | set(deletes)):
+            if size + len(present) <= TRANSACT_LIMIT and not {k for k, _ in clear} & ({k for k, _ in puts} | set(deletes)):
                 try:
-                    self._write_and_clear(puts, deletes, clear)
-                    return
+                    self._write_and_clear(puts, deletes, clear, present)
+                    return []
                 except TransactWriteError as exc:
                     if not _is_condition_failure(exc):
                         raise
             self.write_meta(puts, deletes)
             for key, at_most in clear:
                 self.delete_meta_if_older(key, at_most)
-            return
+            if not present:
+                return []
+            stored = self.get_nodes(present)
+            return [i for i in present if i not in stored]
         with self.Item.batch_write() as batch:
             for key, value in puts:
                 batch.save(self.meta_item(key, value))
@@ -334,9 +350,10 @@ class DynamoMetaStore(DynamoTable):
                 batch.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"))
                 if shadowed(key):
                     batch.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
+        return []
 
     def _write_and_clear(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
-                         clear: Sequence[tuple[str, float]]) -> None:
+                         clear: Sequence[tuple[str, float]], present: Sequence[str] = ()) -> None:
         """write_meta's one transaction (a TransactionConflict: sent again)."""
         def build(tx) -> None:
             for key, value in puts:
@@ -352,6 +369,8 @@ class DynamoMetaStore(DynamoTable):
                           condition=self.Item.PK.does_not_exist() | (self.Item.stamp <= float(at_most)))
                 if shadowed(key):
                     tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
+            for node_id in present:  # read by the caller's checks after its vector writes
+                tx.condition_check(self.Item, f"NODE#{node_id}", "NODE", condition=self.Item.PK.exists())
 
         self._transact_retrying(build)
 

@@ -62,7 +62,7 @@ from ...domain.access import index_of, max_code
 from ...domain.segment_stats import SegmentStats
 from .dynamodb_table import BATCH_GET, TRANSACT_LIMIT, DynamoTable, _is_condition_failure, _is_lost_race, item_bytes
 from .ref_layout import Layout, RefLayouts
-from .meta_dynamodb import SHADOW, _meta_value, meta_partition, shadowed
+from .meta_dynamodb import SHADOW, _meta_value, flag_only, meta_partition, shadowed
 from .region_dynamodb import RegionWrites
 
 
@@ -331,9 +331,12 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
         on the way, and the copies of the markers, marks and stamps: meta_dynamodb.shadow_item)
         answers the layer sizes and the keys and prefixes of the kinds copied there; the
         others are read from their own partitions (a shard's outbox: one Query, its entries'
-        values with it)."""
-        copied = {k for k in keys if shadowed(k)}
-        copied_prefixes = [p for p in prefixes if shadowed(p)]
+        values with it, made only when the COUNT partition holds a flag of one of its entries:
+        meta_dynamodb.flag_only; an idle shard's reconcile reads its state in one request)."""
+        copied = {k for k in keys if shadowed(k) and not flag_only(k)}
+        copied_prefixes = [p for p in prefixes if shadowed(p) and not flag_only(p)]
+        flagged = [p for p in prefixes if flag_only(p)]  # read from their partition when flagged
+        seen: set[str] = set()
         counts: dict[int, int] = {}
         out: dict[str, Any] = {}
         for i in self.Item.query("COUNT", consistent_read=True):
@@ -347,8 +350,10 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
                     value = _meta_value(i)
                     if value is not None:
                         out[key] = value
+                else:
+                    seen.update(p for p in flagged if key.startswith(p))
         self._last_counts = counts
-        out.update(self.metas_under([p for p in prefixes if not shadowed(p)]))
+        out.update(self.metas_under([p for p in prefixes if not shadowed(p)] + [p for p in flagged if p in seen]))
         rest = [k for k in keys if k not in copied]
         if rest:
             out.update(self.get_metas(rest))

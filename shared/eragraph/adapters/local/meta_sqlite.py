@@ -70,7 +70,7 @@ class SqliteMetaStore(SqliteDb):
                 conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
 
     def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
-                   clear: Sequence[tuple[str, float]] = ()) -> None:
+                   clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = ()) -> list[str]:
         with self._write() as conn:
             for key, value in puts:
                 write_meta(conn, key, value)
@@ -80,6 +80,7 @@ class SqliteMetaStore(SqliteDb):
                     conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
         for key, at_most in clear:
             self.delete_meta_if_older(key, at_most)
+        return [] if not present else [i for i in dict.fromkeys(present) if i not in self.get_nodes(present)]
 
     def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
         out = {}

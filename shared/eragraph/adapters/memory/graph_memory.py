@@ -66,13 +66,14 @@ class MemoryGraphStore(SizesAndMetasByParts):
         self._meta.pop(key, None)
 
     def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
-                   clear: Sequence[tuple[str, float]] = ()) -> None:
+                   clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = ()) -> list[str]:
         for key, value in puts:
             self.put_meta(key, value)
         for key in deletes:
             self.delete_meta(key)
         for key, at_most in clear:
             self.delete_meta_if_older(key, at_most)
+        return [i for i in dict.fromkeys(present) if i not in self._nodes]
 
     def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
         return {k: copy.deepcopy(self._meta[k]) for k in keys if k in self._meta}
