@@ -19,7 +19,14 @@ Of the two, whichever commits first wins, and no segment is left naming a missin
 reconcile's own replaced summaries go the same way inside its apply (``RegionChange.
 delete_removed``): each node's delete, conditioned on its code and layer (or its absence), in
 the transaction that makes its ref not live, with the text of a tombstone kept beside it
-(``keep_texts``) and the summarize calls' ledger ADDs (``ledger``, in the last transaction)."""
+(``keep_texts``) and the summarize calls' ledger ADDs (``ledger``, in the last transaction).
+
+The state of the summaries' refs one layer up decides the apply's conditions and counts. A
+change that fits one transaction is tried first on their likely state, unread (a new summary's
+ref absent; a replaced one's live, in a segment when the layer above is summarized), with
+conditions that also pin the segment's presence, so it commits only where the guess held; when
+it is refused, the refs are read and the write is made on what they hold, as before (one
+request saved a region when the guess holds, one spent when it does not)."""
 
 from __future__ import annotations
 
@@ -30,7 +37,7 @@ from collections.abc import Iterable
 
 from pynamodb.exceptions import TransactWriteError
 
-from ...domain.model import ConflictError, RegionApplied, RegionChange, applying_key
+from ...domain.model import ConflictError, RefState, RegionApplied, RegionChange, applying_key
 from .dynamodb_table import TRANSACT_LIMIT, _is_lost_race
 from .meta_dynamodb import SHADOW, meta_partition, shadowed
 
@@ -82,13 +89,56 @@ class RegionWrites:
         raise ConflictError(f"delete_dead_nodes: {DEAD_NODE_ATTEMPTS} conditional deletes lost in a row")
 
     def apply_region(self, change: RegionChange) -> RegionApplied:
-        """See nodes_dynamodb (the split into transactions) and this module (the summaries' nodes)."""
-        from pynamodb.transactions import TransactWrite
+        """See nodes_dynamodb (the split into transactions) and this module (the summaries' nodes).
 
+        The summaries' refs one layer up decide their conditions and the counter's change. A
+        change that fits one transaction is first tried on their likely state, unread
+        (``_likely_above``: a new summary's ref absent, a replaced one's live, in a segment when
+        the layer above is summarized), with conditions that also hold the segment, so it
+        commits only where the guess was right; a lost condition (a wrong guess, or a writer
+        meanwhile) reads them and goes as before: one request saved a region, or one spent."""
         layer = change.layer
         layouts = {layer: self.write_layout(layer), layer + 1: self.write_layout(layer + 1)}
+        likely = self._likely_above(change)
+        if likely is not None:
+            ops, deleted, tombstoned = self._region_ops(change, layouts, likely, strict=True)
+            chunks = _transactions(ops, reserved=self._reserved(change))
+            if len(chunks) == 1:
+                try:
+                    self._commit(change, chunks, layouts)
+                    return self._applied(change, ops, deleted, tombstoned)
+                except ConflictError:
+                    pass  # read the refs above, and try on what they hold
         above = self._get_refs([(layer + 1, r.code, r.node_id) for r in change.above_add + change.above_remove],
                                layouts)
+        ops, deleted, tombstoned = self._region_ops(change, layouts, above)
+        chunks = _transactions(ops, reserved=self._reserved(change))
+        try:
+            self._commit(change, chunks, layouts)
+        except ConflictError:
+            self.forget_layouts()
+            raise
+        return self._applied(change, ops, deleted, tombstoned)
+
+    def _likely_above(self, change: RegionChange) -> dict | None:
+        """The refs above as they most likely are (see apply_region), or None: no guess (the
+        layer sizes were not read by this reconcile)."""
+        counts = getattr(self, "_last_counts", None)
+        if not counts or not (change.above_add or change.above_remove):
+            return None
+        seg = "?" if counts.get(change.layer + 2, 0) > 0 else None  # the layer above is summarized
+        return {r.node_id: (change.layer + 1, RefState(r.node_id, r.code, seg, True)) for r in change.above_remove}
+
+    @staticmethod
+    def _reserved(change: RegionChange) -> int:
+        return len(change.marks) + sum(shadowed(key) for key, _ in change.marks) + 2 * len(change.ledger)
+
+    def _region_ops(self, change: RegionChange, layouts: dict, above: dict,
+                    strict: bool = False) -> tuple[list, list[str], list[str]]:
+        """The region's ops on the refs above as ``above`` holds them (node id -> (layer,
+        RefState)); ``strict``: each ref above also conditioned on its segment being there or not,
+        as ``above`` says."""
+        layer = change.layer
         written = {i for i, _ in change.assign} | set(change.drop)
         if written - {r.node_id for r in change.expected}:
             raise ValueError("apply_region writes only refs it expects")
@@ -123,6 +173,8 @@ class RegionWrites:
             pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id, layouts[layer + 1])
             old = above.get(ref.node_id)
             cond = self.Item.PK.does_not_exist() if old is None else self.Item.live == (1 if old[1].live else 0)
+            if strict and old is not None:
+                cond = cond & self._seg_held(old[1])
             delta = 1 if old is None or not old[1].live else 0
             ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], cond, delta, None))
         texts = {i: (key, value) for i, key, value in change.keep_texts}
@@ -137,6 +189,8 @@ class RegionWrites:
             delta = 0
             if old is not None:
                 cond = self.Item.live == (1 if old[1].live else 0)
+                if strict:
+                    cond = cond & self._seg_held(old[1])
                 delta = -1 if old[1].live else 0
                 if old[1].seg is None:
                     parts.append(("delete", self.Item(PK=pk, SK=sk), cond))
@@ -158,11 +212,20 @@ class RegionWrites:
             size = removed_size.get(sid)
             ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None, 0,
                         None if size is None else (size, -1)))
+        return ops, deleted, tombstoned
+
+    def _seg_held(self, ref: RefState):
+        return self.Item.seg.does_not_exist() if ref.seg is None else self.Item.seg.exists()
+
+    def _commit(self, change: RegionChange, chunks: list[list], layouts: dict) -> None:
+        """The region's transactions (see nodes_dynamodb); a lost condition is a ConflictError."""
+        from pynamodb.transactions import TransactWrite
+
+        layer = change.layer
         marks = [self.meta_item(key, value) for key, value in change.marks]
         marks += [self.shadow_item(key, value) for key, value in change.marks if shadowed(key)]  # their copies
         # the ledger's ADDs (two items a kind) go in the last transaction: a split apply that
         # stops before it has added nothing, and its caller adds the calls itself
-        chunks = _transactions(ops, reserved=len(marks) + 2 * len(change.ledger))
         # each transaction carries the counter changes of its own ops and the checks of both
         # layers' layouts; when there are several, the first writes the ``applying`` mark and
         # the last deletes it; the first writes the change's own marks (outbox, dirty markers)
@@ -199,9 +262,11 @@ class RegionWrites:
                             self.ledger_updates(tx, *row)
             except TransactWriteError as exc:
                 if _is_lost_race(exc):
-                    self.forget_layouts()
                     raise ConflictError(f"layer {layer}: the region changed concurrently") from None
                 raise
+
+    def _applied(self, change: RegionChange, ops: list, deleted: list[str], tombstoned: list[str]) -> RegionApplied:
+        layer = change.layer
         counts = getattr(self, "_last_counts", {})
         above_delta = sum(op[-2] for op in ops)
         if layer + 1 in counts or above_delta:
