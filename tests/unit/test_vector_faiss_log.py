@@ -140,6 +140,29 @@ def test_reopen_replays_the_log_exactly(tmp_path):
     assert state(third) == state(again) and "z" in third.ids()
 
 
+def test_reopen_replays_the_log_a_record_at_a_time_to_the_same_index(tmp_path, monkeypatch):
+    """Opening replays the log in groups (vector_log.GROUP_BYTES): with a group per record,
+    deletes, re-added ids and replaced metas across records reopen to the index the writer holds."""
+    folder = tmp_path / "v"
+    index = seeded(folder)
+    v = unit(12, 6)
+    index.upsert(["a", "b", "c"], v[:3], [meta(1, "late"), meta(2, "late"), meta(5, "x")])
+    index.flush()
+    index.delete(["b", "n4"])
+    index.upsert(["n1"], v[3:4], [meta(2, "d2")])
+    index.flush()
+    index.upsert(["b", "a"], v[4:6], [meta(3, "d3")] * 2)  # a deleted id comes back, one replaced
+    index.delete(["c"])
+    index.flush()
+    assert log_size(folder) > 0
+    monkeypatch.setattr(vector_log, "GROUP_BYTES", 1)
+    again = FaissVectorIndex(folder, DIM)
+    assert state(again) == state(index) and again.count() == index.count()
+    assert searches(again, unit(4, 7)) == searches(index, unit(4, 7))
+    np.testing.assert_array_equal(again.get_vectors(["a"])["a"], v[5])
+    assert again.meta("b") == meta(3, "d3") and again.get_vectors(["c", "n4"]) == {}
+
+
 def test_a_torn_log_tail_is_ignored_and_cut_by_the_next_writer(tmp_path):
     folder = tmp_path / "v"
     index = seeded(folder, n=1000)

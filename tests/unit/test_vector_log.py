@@ -101,3 +101,47 @@ def test_the_compaction_trigger_follows_the_fraction(tmp_path, monkeypatch):
     assert log.too_long(rec, int(size / vector_log.COMPACT_FRACTION) - 4)
     monkeypatch.setattr(vector_log, "COMPACT_FRACTION", 0.0)
     assert log.too_long(rec, 10 ** 9)
+
+
+def test_the_log_is_read_a_group_at_a_time_and_the_groups_replay_to_the_whole(tmp_path):
+    """Opening holds a group or two of the log (about GROUP_BYTES each), not the whole file (up to a
+    quarter of the index's vectors: about 290 MB at a million 256-d ones); the groups' net
+    effects, applied in order, are the whole log's."""
+    import tracemalloc
+
+    dim, rows_per_record, records = 256, 2048, 12  # 2 MiB a record, 24 MiB of log
+    generation = new_generation()
+    log = ChangeLog(tmp_path / LOG_FILE, dim)
+    rng = np.random.default_rng(0)
+    for n in range(records):
+        ids = [f"r{n}-{i}" if i % 3 else f"shared-{i}" for i in range(rows_per_record)]  # ids written again
+        rows = [entry(s, n * rows_per_record + i, 0, "d", None) for i, s in enumerate(ids)]
+        deleted = [f"r{n - 1}-1"] if n else []  # a delete of an id the record before added
+        log.append(generation, encode_record((n + 1) * rows_per_record, deleted, rows,
+                                             rng.standard_normal((rows_per_record, dim)).astype(np.float32)))
+    whole, grouped = DictIndex(), DictIndex()
+    whole.apply(ChangeLog(tmp_path / LOG_FILE, dim).read(generation))
+    reader = ChangeLog(tmp_path / LOG_FILE, dim)
+    groups = 0
+    for group in reader.read_groups(generation, group_bytes=4 * 2**20):
+        grouped.apply(group)
+        groups += 1
+    tracemalloc.start()  # what reading holds, the records dropped as an index that copies them would
+    try:
+        records_read = len(ChangeLog(tmp_path / LOG_FILE, dim).read(generation))
+        _, whole_peak = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        for group in ChangeLog(tmp_path / LOG_FILE, dim).read_groups(generation, group_bytes=4 * 2**20):
+            records_read += len(group)
+        _, grouped_peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert records_read == 2 * records
+    assert groups == records // 2  # two 2 MiB records reach 4 MiB
+    assert {s: (v[0], v[2]) for s, v in grouped.rows.items()} == {s: (v[0], v[2]) for s, v in whole.rows.items()}
+    assert all(np.array_equal(grouped.rows[s][3], whole.rows[s][3]) for s in whole.rows)
+    assert "r0-1" not in grouped.rows and grouped.next_id == whole.next_id == records * rows_per_record
+    assert reader.end == (tmp_path / LOG_FILE).stat().st_size and reader.live  # read to its end
+    assert whole_peak > 24 * 2**20  # the whole file at once
+    # the group handed out and the one being read, with their rows parsed (measured 9.7 MiB)
+    assert grouped_peak < 12 * 2**20, grouped_peak

@@ -133,8 +133,9 @@ class FaissVectorIndex:
             stamp = file_stamp(idmap_path)
             try:
                 self._read_snapshot()
-                records = self._log.read(self._generation)  # none when it names another snapshot
-                if records:
+                # none when it names another snapshot; a group at a time (the log can be a
+                # quarter of the index): the groups' net effects in order are the whole log's
+                for records in self._log.read_groups(self._generation):
                     self._apply(*fold(records))
             except VectorIndexCorruptError:
                 if attempt == _LOAD_ATTEMPTS - 1:

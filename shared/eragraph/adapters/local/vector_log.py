@@ -33,9 +33,9 @@ import os
 import secrets
 import struct
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -44,6 +44,7 @@ from .files import atomic_write
 
 LOG_FILE = "vectors.log"
 COMPACT_FRACTION = 0.25  # compact when the log would exceed this fraction of the snapshot's bytes
+GROUP_BYTES = 8 * 2**20  # of the log read and replayed at a time on open (ChangeLog.read_groups)
 
 _LOG_MAGIC = b"EGVLOG01"
 _GEN_LEN = 32  # secrets.token_hex(16)
@@ -116,16 +117,36 @@ def decode_records(data: bytes | memoryview, pos: int, dim: int) -> tuple[list[R
         payload = view[body:body + length]
         if zlib.crc32(payload, zlib.crc32(view[pos:pos + 12])) != crc:
             break
-        (meta_len,) = struct.unpack_from("<I", payload, 0)
-        meta = json.loads(bytes(payload[4:4 + meta_len]))
-        upserts = meta["upsert"]
-        vectors = np.frombuffer(payload, dtype="<f4", offset=4 + meta_len)
-        if vectors.size != len(upserts) * dim:
-            raise VectorIndexCorruptError(f"a log record holds {vectors.size} floats for "
-                                          f"{len(upserts)} {dim}-d vectors")
-        records.append((int(meta["next_id"]), meta["delete"], upserts, vectors.reshape(len(upserts), dim)))
+        records.append(_decode_payload(payload, dim))
         pos = body + length
     return records, pos
+
+
+def _decode_payload(payload: memoryview, dim: int) -> Record:
+    (meta_len,) = struct.unpack_from("<I", payload, 0)
+    meta = json.loads(bytes(payload[4:4 + meta_len]))
+    upserts = meta["upsert"]
+    vectors = np.frombuffer(payload, dtype="<f4", offset=4 + meta_len)
+    if vectors.size != len(upserts) * dim:
+        raise VectorIndexCorruptError(f"a log record holds {vectors.size} floats for "
+                                      f"{len(upserts)} {dim}-d vectors")
+    return int(meta["next_id"]), meta["delete"], upserts, vectors.reshape(len(upserts), dim)
+
+
+def _next_record(fh: IO[bytes], size: int, dim: int) -> tuple[Record, int] | None:
+    """The record at ``fh``'s position in a file of ``size`` bytes and the offset after it, or
+    None at the end or at a frame that is short or fails its check (a torn tail); one record's
+    bytes are read, never more than the file holds."""
+    head = fh.read(_FRAME.size)
+    if len(head) < _FRAME.size:
+        return None
+    magic, length, crc = _FRAME.unpack(head)
+    if magic != _REC_MAGIC or length > size - fh.tell():
+        return None
+    payload = fh.read(length)
+    if len(payload) < length or zlib.crc32(payload, zlib.crc32(head[:12])) != crc:
+        return None
+    return _decode_payload(memoryview(payload), dim), fh.tell()
 
 
 def fold(records: list[Record]) -> tuple[Net, int]:
@@ -175,19 +196,35 @@ class ChangeLog:
     def read(self, generation: str | None) -> list[Record]:
         """The whole log's records when it names the snapshot ``generation``; a stale one (or
         none) is noted and gives none."""
+        return [record for group in self.read_groups(generation) for record in group]
+
+    def read_groups(self, generation: str | None, group_bytes: int | None = None) -> Iterator[list[Record]]:
+        """``read``'s records in groups of about ``group_bytes`` of the file, read a record at a
+        time: what opening holds of the log is a group or two, not the whole file (up to
+        ``COMPACT_FRACTION`` of the snapshot: a quarter of the index's vectors). Applied in
+        order, the groups' net effects are the whole log's. Read it to its end."""
+        group_bytes = GROUP_BYTES if group_bytes is None else group_bytes
         try:
-            with open(self.path, "rb") as fh:
-                ino = os.fstat(fh.fileno()).st_ino
-                data = fh.read()
+            fh = open(self.path, "rb")
         except FileNotFoundError:
-            return []
-        self.ino = ino
-        if generation is None or data[:_HEADER_LEN] != _header(generation):
-            self.end = len(data)  # another snapshot's log: ignored, replaced by the next append
-            return []
-        records, self.end = decode_records(data, _HEADER_LEN, self.dim)
-        self.live = True
-        return records
+            return
+        with fh:
+            size = os.fstat(fh.fileno()).st_size
+            self.ino = os.fstat(fh.fileno()).st_ino
+            if generation is None or fh.read(_HEADER_LEN) != _header(generation):
+                self.end = size  # another snapshot's log: ignored, replaced by the next append
+                return
+            pos, group, held = _HEADER_LEN, [], 0
+            while (found := _next_record(fh, size, self.dim)) is not None:
+                record, end = found
+                group.append(record)
+                held, pos = held + end - pos, end
+                if held >= group_bytes:
+                    yield group
+                    group, held = [], 0
+            self.end, self.live = pos, True
+            if group:
+                yield group
 
     def catch_up(self, generation: str | None) -> list[Record] | None:
         """The records appended since this handle last read the log (of the same snapshot
