@@ -200,10 +200,10 @@ def _tri_graph_walk(engine: Engine, vector: np.ndarray, n: int, where: Filter | 
         if not (seeds > 0).any():
             return None
         act, tier = gm.semantic_bridging(view.mention, start.sigma, seeds, gs.threshold, gs.iterations,
-                                         gs.top_sentences)
+                                         gs.top_sentences, view.mention_t)
         psim = start.psim
         pinit = gm.passage_init(gm.min_max(psim) if gs.minmax else psim, view.contain, act, tier, gs.lam,
-                                gs.passage_weight)
+                                gs.passage_weight, view.log_contain)
         if view.allowed is not None:
             pinit = np.where(view.allowed, pinit, 0.0)
         note("tri_graph", seeds=seeds, activated=act, restart=pinit, entities=snap.entities, chunks=snap.chunks)
