@@ -152,6 +152,9 @@ def test_query_interleaved_modes_take_turns(tiny, tmp_path, monkeypatch):
         assert row["cpu_ms_p95_median"] >= 0 and all("cpu_ms_p95" in r for r in row["rounds"])
         assert min(r["latency_ms_p95"] for r in row["rounds"]) <= row["latency_ms_p95_median"] <= \
             max(r["latency_ms_p95"] for r in row["rounds"])
+        # each question's fastest round: no slower than the fastest round's percentile
+        assert 0 <= row["fastest_latency_ms_p95"] <= min(r["latency_ms_p95"] for r in row["rounds"])
+        assert row["fastest_cpu_ms_p50"] <= row["fastest_cpu_ms_p95"] <= min(r["cpu_ms_p95"] for r in row["rounds"])
 
 
 def test_query_interleaved_with_the_embedding_cache_warms_every_mode_first(tiny, tmp_path, monkeypatch):

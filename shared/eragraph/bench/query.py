@@ -80,7 +80,9 @@ def variant(shipped: Any, name: str) -> tuple[str, Any]:
 def interleaved(engine: Any, modes: list[str], texts: list[str], k: int, rounds: int, show: bool,
                 warm: bool = False) -> dict:
     """Per mode: each round's latencies summarized, and the medians of p50/p95 over the rounds;
-    the modes take turns on every question, so a change of load falls on all of them. ``warm``:
+    the modes take turns on every question, so a change of load falls on all of them. Also per
+    mode the p50/p95 over questions of each question's fastest round (``fastest_*``: a question's
+    own cost with the least of the machine's load on it; with one round, that round's). ``warm``:
     every question asked in every mode once first, untimed (the embedding cache then holds what
     the modes embed)."""
     vectors = engine.embedder.embed(texts)
@@ -92,6 +94,7 @@ def interleaved(engine: Any, modes: list[str], texts: list[str], k: int, rounds:
                 run_mode, engine.settings = runs[mode]
                 query(engine, text, mode=run_mode, k=k, vector=vector)
     rows: dict[str, list[dict]] = {m: [] for m in modes}
+    fastest = {m: {"wall": [float("inf")] * len(texts), "cpu": [float("inf")] * len(texts)} for m in modes}
     with progress(len(modes) * len(texts) * rounds, "queries", show) as bar:
         for _ in range(rounds):
             ms: dict[str, list[float]] = {m: [] for m in modes}
@@ -105,6 +108,9 @@ def interleaved(engine: Any, modes: list[str], texts: list[str], k: int, rounds:
                     cpu[mode].append((time.process_time() - started_cpu) * 1000.0)
                     bar.update(1)
             for mode in modes:
+                for i, (w, c) in enumerate(zip(ms[mode], cpu[mode])):
+                    fastest[mode]["wall"][i] = min(fastest[mode]["wall"][i], w)
+                    fastest[mode]["cpu"][i] = min(fastest[mode]["cpu"][i], c)
                 rows[mode].append({**summarize_latencies(ms[mode]), "cpu_ms_p50": round(percentile(cpu[mode], 50), 3),
                                    "cpu_ms_p95": round(percentile(cpu[mode], 95), 3)})
     engine.settings = shipped
@@ -112,8 +118,13 @@ def interleaved(engine: Any, modes: list[str], texts: list[str], k: int, rounds:
     def median(r: list[dict], key: str) -> float:
         return round(percentile([x[key] for x in r], 50), 3)
 
+    def fast(m: str) -> dict:
+        return {f"fastest_{name}_ms_p{q}": round(percentile(fastest[m][kind], q), 3)
+                for name, kind in (("latency", "wall"), ("cpu", "cpu")) for q in (50, 95)} if texts and rounds else {}
+
     return {m: {"rounds": r, **{f"{key}_median": median(r, key)
-                               for key in ("latency_ms_p50", "latency_ms_p95", "cpu_ms_p50", "cpu_ms_p95")}}
+                               for key in ("latency_ms_p50", "latency_ms_p95", "cpu_ms_p50", "cpu_ms_p95")},
+                **fast(m)}
             for m, r in rows.items()}
 
 
