@@ -152,6 +152,32 @@ def test_query_interleaved_modes_take_turns(tiny, tmp_path, monkeypatch):
         assert row["cpu_ms_p95_median"] >= 0 and all("cpu_ms_p95" in r for r in row["rounds"])
         assert min(r["latency_ms_p95"] for r in row["rounds"]) <= row["latency_ms_p95_median"] <= \
             max(r["latency_ms_p95"] for r in row["rounds"])
+        # each question's fastest round: no slower than the fastest round's percentile
+        assert 0 <= row["fastest_latency_ms_p95"] <= min(r["latency_ms_p95"] for r in row["rounds"])
+        assert row["fastest_cpu_ms_p50"] <= row["fastest_cpu_ms_p95"] <= min(r["cpu_ms_p95"] for r in row["rounds"])
+
+
+def test_query_interleaved_with_the_embedding_cache_warms_every_mode_first(tiny, tmp_path, monkeypatch):
+    """--embedding-cache: every question asked in every mode once, untimed, before the rounds,
+    with the cache on, so the rounds find what the modes embed cached (the default keeps it off)."""
+    corpus, questions = tiny
+    calls: list[tuple[str, bool]] = []
+    real = bench_query.query
+
+    def spy(engine, text, mode="collapsed", **kw):
+        calls.append((mode, engine.settings.embed_cache))
+        return real(engine, text, mode=mode, **kw)
+
+    monkeypatch.setattr(bench_query, "query", spy)
+    base = ["query", "--store", str(tmp_path / "q"), "--corpus", str(corpus), "--questions", str(questions),
+            "--modes", "collapsed,dense", "--question-limit", "3", "--interleave", "1", "--embedder", "hash",
+            "--no-progress"]
+    res = bench_query.run(parse(bench_query, [*base, "--embedding-cache"]))
+    assert calls[2:] == [("collapsed", True), ("dense", True)] * 6  # 3 warm, then 3 timed
+    assert res["embedding_cache"] is True and all(r["rounds"][0]["n"] == 3 for r in res["modes"].values())
+    calls.clear()
+    res = bench_query.run(parse(bench_query, base))
+    assert calls[2:] == [("collapsed", False), ("dense", False)] * 3 and res["embedding_cache"] is False
 
 
 def test_query_interleaves_a_levers_variant_with_its_settings(tiny, tmp_path, monkeypatch):

@@ -348,3 +348,24 @@ def test_min_max_scales_to_unit_interval():
     assert np.allclose(min_max(np.array([0.2, 0.6, 0.4])), [0.0, 1.0, 0.5])
     assert np.allclose(min_max(np.array([0.3, 0.3])), [0.0, 0.0])
     assert min_max(np.array([])).size == 0
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_kept_matrices_give_the_activation_and_restart_made_from_the_counts(seed):
+    """semantic_bridging with M^T given and passage_init with ln(1 + C) given (the snapshot keeps
+    both) compute exactly what they compute from M and C."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    mention = sp.random(30, 12, density=0.2, random_state=seed, format="csr")
+    mention.data = np.ceil(mention.data * 3)
+    contain = sp.random(9, 12, density=0.3, random_state=seed + 7, format="csr")
+    contain.data = np.ceil(contain.data * 4)
+    sigma, seeds = rng.random(30), np.where(rng.random(12) < 0.25, rng.random(12), 0.0)
+    for top in (0, 2):
+        made = gm.semantic_bridging(mention, sigma, seeds, 0.1, 3, top)
+        kept = gm.semantic_bridging(mention, sigma, seeds, 0.1, 3, top, mention.T.tocsr().astype(np.float64))
+        assert np.array_equal(made[0], kept[0]) and np.array_equal(made[1], kept[1])
+        psim = rng.random(9)
+        assert np.array_equal(gm.passage_init(psim, contain, made[0], made[1], 0.5, 0.05),
+                              gm.passage_init(psim, contain, made[0], made[1], 0.5, 0.05, gm.log1p_counts(contain)))

@@ -141,3 +141,101 @@ def test_auto_s_dense_side_takes_the_hop(side):
     hopped, notes = side_docs(build(side, hop_entities=2, hop_weight=2.0))
     assert plain[0] == "spouse" and "team" not in plain
     assert hopped == ["spouse", "team"] and "second hop through kris benson" in notes
+
+
+# ---------------------------------------------------------------- the re-seeded walk's reuse
+
+PEOPLE = ["Anna Benson", "Kris Benson", "Ole Rasmussen", "Mia Castell", "Ivo Brandt", "Lena Horvath",
+          "Tomas Eller", "Rhea Quint", "Omar Vidal", "Sara Lind"]
+PLACES = ["Denver", "Oslo", "Porto", "Lyon", "Graz", "Turku"]
+
+
+def _web(exact: bool | None):
+    """A small web of passages, each linking two people and a place (a fixed pattern, so the
+    walk has many paths and the bridges change both the activation and the PageRank)."""
+    from eragraph.bootstrap import build_engine
+    from eragraph.config import GraphSettings, settings_from_env
+    from eragraph.services.ingest import SourceDoc, ingest
+    from eragraph.services.resummarize import drain
+
+    settings = dataclasses.replace(settings_from_env({}), embedder="hash",
+                                   graph_retrieval=GraphSettings(threshold=0.05, exact=exact, hop_entities=2))
+    engine = build_engine("memory", settings=settings)
+    docs = []
+    for i in range(24):
+        a, b, c = PEOPLE[i % 10], PEOPLE[(i * 3 + 1) % 10], PLACES[(i * 5) % 6]
+        if a == b:
+            b = PEOPLE[(i + 5) % 10]
+        text = f"{a} met {b} in {c}. {b} later moved to {PLACES[(i + 2) % 6]}."
+        docs.append(SourceDoc(source=f"mem://w{i}", doc_id=f"w{i}", text=text))
+    ingest(engine, docs)
+    drain(engine)
+    return engine
+
+
+QUESTIONS = ["Where did the friend of Anna Benson move?", "Who did Ole Rasmussen meet in Porto?",
+             "Which city did Mia Castell and Ivo Brandt share?"]
+
+
+@pytest.mark.parametrize("exact", [None, False])
+def test_the_reseeded_walk_ranks_as_a_fresh_walk_does(exact):
+    """The second walk reuses the first's question-only inputs (matches, similarities, view;
+    dense hits and sentence reads on the push execution) and ranks exactly as a walk computed
+    from nothing with the same seeds: a reuse of the first walk's activation or PageRank (or of
+    its restart) would rank differently here, where the bridges move both."""
+    from eragraph.services import graph_query as gq
+    from eragraph.services import second_hop
+
+    engine = _web(exact)
+    differs = 0
+    for text in QUESTIONS:
+        vector = engine.embedder.embed([text])[0]
+        first = gq.tri_graph_walk(engine, text, vector, 40)
+        assert first is not None and first.ranked
+        extras = dict.fromkeys(second_hop.bridges(engine, first.ranked[0][0], text, set(first.seeds)), 1.0)
+        assert extras
+        again = gq.reseeded_walk(engine, first, vector, 40, None, extras)
+        fresh = gq._tri_graph_walk(engine, vector, 40, None, first.names, extras)  # nothing reused
+        assert [c for c, _ in again.ranked] == [c for c, _ in fresh.ranked]
+        assert [s for _, s in again.ranked] == pytest.approx([s for _, s in fresh.ranked], rel=1e-9, abs=1e-12)
+        assert again.seeds == fresh.seeds
+        differs += [c for c, _ in again.ranked] != [c for c, _ in first.ranked]
+    assert differs  # the bridges changed a ranking: the comparison above had something to catch
+
+
+def test_the_reseeded_walk_under_a_filter_ranks_as_a_fresh_one_and_stays_inside():
+    from eragraph.domain.filters import parse_filter
+    from eragraph.services import graph_query as gq
+    from eragraph.services import second_hop
+
+    engine = _web(None)
+    where = parse_filter({"in": {"key": "doc_id", "value": [f"w{i}" for i in range(0, 24, 2)]}})
+    text = QUESTIONS[0]
+    vector = engine.embedder.embed([text])[0]
+    first = gq.tri_graph_walk(engine, text, vector, 40, where)
+    extras = dict.fromkeys(second_hop.bridges(engine, first.ranked[0][0], text, set(first.seeds)), 1.0)
+    again = gq.reseeded_walk(engine, first, vector, 40, where, extras)
+    fresh = gq._tri_graph_walk(engine, vector, 40, where, first.names, extras)
+    assert [c for c, _ in again.ranked] == [c for c, _ in fresh.ranked]
+    docs = {n.doc_id for n in engine.graph.get_nodes([c for c, _ in again.ranked]).values()}
+    assert docs and all(int(d[1:]) % 2 == 0 for d in docs)
+
+
+@pytest.mark.parametrize("exact", [None, False])
+def test_the_second_hop_matches_the_question_s_entities_and_searches_once(exact, monkeypatch):
+    """The hop's cost is one more activation and PageRank: the question's names are matched to
+    graph entities once per query (and, on the push execution, the dense hits that seed the
+    passages are searched once); a second walk computed from nothing would do both twice."""
+    from eragraph.services import graph_query as gq
+
+    engine = _web(exact)
+    calls: list[str] = []
+    name = "nearest_positions" if exact is None else "nearest_names"
+    real_match, real_search = getattr(gq, name), engine.vectors.search
+    monkeypatch.setattr(gq, name, lambda *a, **kw: calls.append("match") or real_match(*a, **kw))
+    monkeypatch.setattr(engine.vectors, "search", lambda *a, **kw: calls.append("search") or real_search(*a, **kw))
+    out = top(engine, "tri_graph", k=3)
+    assert "second hop through" in out.note
+    assert calls.count("match") == 1
+    if exact is False:
+        assert calls.count("search") == 1

@@ -71,10 +71,17 @@ def ppr(adjacency: sp.spmatrix | Walk, personalization: np.ndarray, damping: flo
     if total <= 0:
         raise ValueError("personalization has no mass")
     p = p / total
-    transition_t, dangling = w.transition_t, w.dangling
+    transition_t, dangling = w.transition_t, np.flatnonzero(w.dangling)
+    restart = (1.0 - damping) * p
     x = p.copy()
+    spread = np.empty_like(p)
     for _ in range(max_iter):
-        x_new = damping * (transition_t @ x + x[dangling].sum() * p) + (1.0 - damping) * p
+        # damping * (T^T x + dangling mass * p) + (1 - damping) * p, in place (the same arithmetic)
+        x_new = transition_t @ x
+        np.multiply(p, x[dangling].sum(), out=spread)
+        x_new += spread
+        x_new *= damping
+        x_new += restart
         if np.abs(x_new - x).sum() < n * tol:
             return x_new
         x = x_new
@@ -281,7 +288,7 @@ def batched(neighbours: Neighbours) -> NeighboursMany:
 
 def semantic_bridging(mention: sp.spmatrix, sentence_sim: np.ndarray, seeds: np.ndarray,
                       threshold: float = 0.4, max_iter: int = 3,
-                      top_sentences: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                      top_sentences: int = 0, mention_t: sp.spmatrix | None = None) -> tuple[np.ndarray, np.ndarray]:
     """LinearRAG eq. 5 over the sentence x entity mention matrix M, with dynamic pruning.
 
     ``top_sentences == 0``: the matrix form a_t = MAX(M^T (sigma * (M a_{t-1})), a_{t-1}).
@@ -294,11 +301,12 @@ def semantic_bridging(mention: sp.spmatrix, sentence_sim: np.ndarray, seeds: np.
     only the entities activated in step t propagate in step t+1 (an activated entity keeps its
     score: feeding a seed back through its own sentences would only inflate it), and the loop
     stops when no new entity passes. Returns (activation, tier) where tier[i] is the step at
-    which entity i was activated (1 for the seeds, 0 when never) -- the L_e of eq. 7."""
+    which entity i was activated (1 for the seeds, 0 when never) -- the L_e of eq. 7.
+    ``mention_t``: M^T as a float CSR matrix, when the caller keeps it (else made here)."""
     import scipy.sparse as sp
 
     m = sp.csr_matrix(mention, dtype=np.float64)
-    mt = m.T.tocsr()
+    mt = m.T.tocsr() if mention_t is None else mention_t
     sigma = np.asarray(sentence_sim, dtype=np.float64).reshape(-1)
     a = np.asarray(seeds, dtype=np.float64).reshape(-1).copy()
     tier = np.where(a > 0, 1, 0).astype(np.int64)
@@ -381,16 +389,24 @@ def min_max(values: np.ndarray) -> np.ndarray:
 
 
 def passage_init(passage_sim: np.ndarray, contain: sp.spmatrix, activation: np.ndarray,
-                 tier: np.ndarray, lam: float = 0.05, passage_weight: float = 0.05) -> np.ndarray:
+                 tier: np.ndarray, lam: float = 0.05, passage_weight: float = 0.05,
+                 log_contain: sp.spmatrix | None = None) -> np.ndarray:
     """LinearRAG eq. 7: (lambda * sim(q, p) + ln(1 + sum_e a_e * ln(1 + N_pe) / L_e)) * W_p
-    over the passage x entity count matrix C (N_pe = occurrences of e in p)."""
-    import scipy.sparse as sp
-
-    c = sp.csr_matrix(contain, dtype=np.float64)
-    c.data = np.log1p(c.data)
+    over the passage x entity count matrix C (N_pe = occurrences of e in p). ``log_contain``:
+    ln(1 + C) as a float CSR matrix, when the caller keeps it (else made here)."""
+    c = log_contain if log_contain is not None else log1p_counts(contain)
     level = np.where(tier > 0, tier, 1).astype(np.float64)
     entity_term = c @ (np.asarray(activation, dtype=np.float64) / level)
     return (lam * np.asarray(passage_sim, dtype=np.float64) + np.log1p(entity_term)) * passage_weight
+
+
+def log1p_counts(contain: sp.spmatrix) -> sp.csr_matrix:
+    """ln(1 + C) entry by entry, as a float CSR matrix (eq. 7's ln(1 + N_pe))."""
+    import scipy.sparse as sp
+
+    c = sp.csr_matrix(contain, dtype=np.float64, copy=True)
+    c.data = np.log1p(c.data)
+    return c
 
 
 def bipartite_adjacency(contain: sp.spmatrix, extra_entity_edges: sp.spmatrix | None = None) -> sp.csr_matrix:

@@ -101,9 +101,47 @@ class TriWalk:
     the graph entities the question's names matched (``seeds``: name -> similarity); ``view``
     is the exact execution's (None on the push execution)."""
 
-    def __init__(self, ranked: list[tuple[str, float]], seeds: dict[str, float], view: View | None = None) -> None:
+    def __init__(self, ranked: list[tuple[str, float]], seeds: dict[str, float], view: View | None = None,
+                 start: _ExactStart | _PushStart | None = None) -> None:
         self.ranked, self.seeds, self.view = ranked, seeds, view
         self.names: tuple[list[str], np.ndarray] | None = None  # the question's entity names and vectors
+        self.start = start  # what the walk read and computed from the question alone (a re-seeded walk reuses it)
+
+
+class _ExactStart:
+    """The exact execution's question-only inputs: the view, the question's entity matches by
+    position, and the passages' and sentences' similarities to the question."""
+
+    def __init__(self, view: View, seeds: np.ndarray, psim: np.ndarray, sigma: np.ndarray) -> None:
+        self.view, self.seeds, self.psim, self.sigma = view, seeds, psim, sigma
+
+
+class _PushStart:
+    """The push execution's question-only reads: the question's entity matches, the dense hits
+    that seed the passages and their entities, and the sentence reads of the activation
+    (memoized, so a re-seeded walk reads only sentences the first did not)."""
+
+    def __init__(self, seeds: dict[str, float], sentences_of, sentence_info) -> None:
+        self.seeds = seeds
+        self.sentences_of, self.sentence_info = _memo(sentences_of), _memo(sentence_info)
+        self.hits: list | None = None
+        self.counts: dict | None = None
+
+
+def _memo(read):
+    """A batched read whose answers are kept: each call asks ``read`` for the keys not asked yet."""
+    kept: dict = {}
+    asked: set = set()
+
+    def cached(keys):
+        wanted = set(keys)
+        missing = [x for x in dict.fromkeys(keys) if x not in asked]
+        if missing:
+            kept.update(read(missing))
+            asked.update(missing)
+        return {x: v for x, v in kept.items() if x in wanted}  # in the order the reads answered
+
+    return cached
 
 
 def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int | None,
@@ -117,77 +155,91 @@ def tri_graph(engine: Engine, text: str, vector: np.ndarray, k: int, budget: int
 
 
 def tri_graph_walk(engine: Engine, text: str, vector: np.ndarray, n: int,
-                   where: Filter | None = None, extra_seeds: dict[str, float] | None = None,
-                   names: tuple[list[str], np.ndarray] | None = None) -> TriWalk | None:
+                   where: Filter | None = None) -> TriWalk | None:
     """tri_graph's ranking of (at most n, exact execution) passages; None when the question
-    has no usable entity (the mode answers with ``dense``). ``extra_seeds``: graph entities
-    seeded beside the question's matches, at those similarities (the second hop's bridges);
-    ``names``: the question's entity names and vectors when an earlier walk found them."""
-    names = names or _query_entity_vectors(engine, text)
-    walk = _tri_graph_walk(engine, text, vector, n, where, extra_seeds, names)
+    has no usable entity (the mode answers with ``dense``)."""
+    names = _query_entity_vectors(engine, text)
+    walk = _tri_graph_walk(engine, vector, n, where, names)
     if walk is not None:
         walk.names = names
     return walk
 
 
-def _tri_graph_walk(engine: Engine, text: str, vector: np.ndarray, n: int, where: Filter | None,
-                    extra_seeds: dict[str, float] | None, names_vectors: tuple[list[str], np.ndarray]) -> TriWalk | None:
+def reseeded_walk(engine: Engine, first: TriWalk, vector: np.ndarray, n: int, where: Filter | None,
+                  extra_seeds: dict[str, float]) -> TriWalk | None:
+    """``first``'s walk again with ``extra_seeds`` (graph entities, at those similarities: the
+    second hop's bridges) seeded beside the question's matches. What depends on the question
+    alone is taken from ``first`` (its entity names and matches, the passages' and sentences'
+    similarities, the view; on the push execution its dense hits and sentence reads): only the
+    activation and the PageRank run again, to the ranking a fresh walk would give."""
+    walk = _tri_graph_walk(engine, vector, n, where, first.names, extra_seeds, first.start)
+    if walk is not None:
+        walk.names = first.names
+    return walk
+
+
+def _tri_graph_walk(engine: Engine, vector: np.ndarray, n: int, where: Filter | None,
+                    names_vectors: tuple[list[str], np.ndarray] | None, extra_seeds: dict[str, float] | None = None,
+                    start: _ExactStart | _PushStart | None = None) -> TriWalk | None:
     gs = graph_settings(engine)
-    names, qvecs = names_vectors
+    names, qvecs = names_vectors or ([], None)
     if not names:
         return None
     if use_exact(engine):
-        view = filtered_view(engine, where, vector)
-        snap = view.snap
-        if view.empty:
-            return TriWalk([], {}, view)
-        seeds = np.zeros(len(snap.entities))
-        for matches in nearest_positions(engine, snap, qvecs, 1):
-            for i, s in matches:
-                seeds[i] = max(seeds[i], s)
+        if not isinstance(start, _ExactStart):
+            view = filtered_view(engine, where, vector)
+            if view.empty:
+                return TriWalk([], {}, view)
+            start = _exact_start(engine, view, vector, qvecs)
+        view, snap = start.view, start.view.snap
+        seeds = start.seeds.copy()
         for e, s in (extra_seeds or {}).items():
             i = snap.entity_index.get(e)
             if i is not None:
                 seeds[i] = max(seeds[i], s)
         if not (seeds > 0).any():
             return None
-        psim = snap.chunk_vectors @ vector
-        if snap.sentence_vectors is not None:
-            sigma = snap.sentence_vectors @ vector
-        else:  # a sentence scored with its chunk's vector
-            sigma = np.where(snap.sentence_chunk >= 0, psim[np.maximum(snap.sentence_chunk, 0)], 0.0)
-        if view.allowed is not None:  # the allowed chunks are the corpus: their range, their sentences
-            psim = np.where(view.allowed, psim, psim[view.allowed].min())
-            sigma = np.where(view.sentence_ok, sigma, 0.0)
-        act, tier = gm.semantic_bridging(view.mention, sigma, seeds, gs.threshold, gs.iterations, gs.top_sentences)
+        act, tier = gm.semantic_bridging(view.mention, start.sigma, seeds, gs.threshold, gs.iterations,
+                                         gs.top_sentences, view.mention_t)
+        psim = start.psim
         pinit = gm.passage_init(gm.min_max(psim) if gs.minmax else psim, view.contain, act, tier, gs.lam,
-                                gs.passage_weight)
+                                gs.passage_weight, view.log_contain)
         if view.allowed is not None:
             pinit = np.where(view.allowed, pinit, 0.0)
         note("tri_graph", seeds=seeds, activated=act, restart=pinit, entities=snap.entities, chunks=snap.chunks)
         matched = {snap.entities[i]: float(seeds[i]) for i in np.flatnonzero(seeds > 0)}
         personal = np.concatenate([np.maximum(pinit, 0.0), act])
         if personal.sum() <= 0:
-            return TriWalk([], matched, view)
+            return TriWalk([], matched, view, start)
         scores = gm.ppr(view.tri_walk(gs.synonym_weight), personal, gs.damping, tol=1e-7, max_iter=60)
-        return TriWalk(view.top(scores, n), matched, view)
+        return TriWalk(view.top(scores, n), matched, view, start)
     with walk_reads(engine):
-        return _tri_graph_push(engine, vector, qvecs, gs, chunk_filter_of(engine, where), extra_seeds)
+        return _tri_graph_push(engine, vector, qvecs, gs, chunk_filter_of(engine, where), extra_seeds,
+                               start if isinstance(start, _PushStart) else None)
+
+
+def _exact_start(engine: Engine, view: View, vector: np.ndarray, qvecs: np.ndarray) -> _ExactStart:
+    snap = view.snap
+    seeds = np.zeros(len(snap.entities))
+    for matches in nearest_positions(engine, snap, qvecs, 1):
+        for i, s in matches:
+            seeds[i] = max(seeds[i], s)
+    psim = snap.chunk_vectors @ vector
+    if snap.sentence_vectors is not None:
+        sigma = snap.sentence_vectors @ vector
+    else:  # a sentence scored with its chunk's vector
+        sigma = np.where(snap.sentence_chunk >= 0, psim[np.maximum(snap.sentence_chunk, 0)], 0.0)
+    if view.allowed is not None:  # the allowed chunks are the corpus: their range, their sentences
+        psim = np.where(view.allowed, psim, psim[view.allowed].min())
+        sigma = np.where(view.sentence_ok, sigma, 0.0)
+    return _ExactStart(view, seeds, psim, sigma)
 
 
 def _tri_graph_push(engine, vector, qvecs, gs, cf: ChunkFilter | None,
-                    extra_seeds: dict[str, float] | None = None) -> TriWalk | None:
+                    extra_seeds: dict[str, float] | None = None, start: _PushStart | None = None) -> TriWalk | None:
     index = engine.entities
     store = index.store
     where = None if cf is None else cf.where
-    seeds: dict[str, float] = {}
-    for matches in nearest_names(engine, qvecs, 1):
-        for e, s in matches:
-            seeds[e] = max(seeds.get(e, 0.0), s)
-    for e, s in (extra_seeds or {}).items():  # entities read from the store's sentences: they exist
-        seeds[e] = max(seeds.get(e, 0.0), s)
-    if not any(s > 0 for s in seeds.values()):
-        return None
 
     def sentence_info(sids):
         sents = store.get_sentences(sids)
@@ -201,11 +253,23 @@ def _tri_graph_push(engine, vector, qvecs, gs, cf: ChunkFilter | None,
         return {sid: (float(vecs[s.chunk_id] @ vector) if s.chunk_id in vecs else 0.0, s.entities)
                 for sid, s in sents.items()}
 
-    act, tier = gm.semantic_bridging_local(seeds, store.sentences_of, sentence_info, gs.threshold, gs.iterations,
-                                           gs.top_sentences)
-    hits = engine.vectors.search(vector, gs.push_dense_top, layers=[0], where=where)
-    chunk_ids = [h.node_id for h in hits]
-    counts = store.chunk_entities(chunk_ids)
+    if start is None:
+        matched: dict[str, float] = {}
+        for matches in nearest_names(engine, qvecs, 1):
+            for e, s in matches:
+                matched[e] = max(matched.get(e, 0.0), s)
+        start = _PushStart(matched, store.sentences_of, sentence_info)
+    seeds = dict(start.seeds)
+    for e, s in (extra_seeds or {}).items():  # entities read from the store's sentences: they exist
+        seeds[e] = max(seeds.get(e, 0.0), s)
+    if not any(s > 0 for s in seeds.values()):
+        return None
+    act, tier = gm.semantic_bridging_local(seeds, start.sentences_of, start.sentence_info, gs.threshold,
+                                           gs.iterations, gs.top_sentences)
+    if start.hits is None:
+        start.hits = engine.vectors.search(vector, gs.push_dense_top, layers=[0], where=where)
+        start.counts = store.chunk_entities([h.node_id for h in start.hits])
+    hits, counts = start.hits, start.counts
     sims = np.array([h.score for h in hits], dtype=np.float64)
     sims = gm.min_max(sims) if gs.minmax else sims  # over the seeded passages only
     restart: dict = {}
@@ -218,7 +282,7 @@ def _tri_graph_push(engine, vector, qvecs, gs, cf: ChunkFilter | None,
         restart[("e", e)] = restart.get(("e", e), 0.0) + a
     note("tri_graph", seeds=seeds, activated=act, restart=restart)
     return TriWalk(_push(restart, store, False, gs.damping, gs, cf, gs.synonym_weight),
-                   {e: s for e, s in seeds.items() if s > 0})
+                   {e: s for e, s in seeds.items() if s > 0}, None, start)
 
 
 def _bipartite_neighbours(store, cooc: bool, cf: ChunkFilter | None = None, synonym_weight: float = 0.0):

@@ -50,6 +50,13 @@ class Snapshot:
         self.tri_adjacency = gm.bipartite_adjacency(self.contain)
         self.concept_adjacency = gm.bipartite_adjacency(self.contain, self.cooc)
         self._walks: dict[tuple[str, float], gm.Walk] = {}
+        self._kept: dict[str, object] = {}
+
+    def kept(self, name: str, make):
+        """``make()``, made on first use and kept with the snapshot (matrices every query reads)."""
+        if name not in self._kept:
+            self._kept[name] = make()
+        return self._kept[name]
 
     @property
     def entity_vectors(self) -> np.ndarray:
@@ -121,6 +128,23 @@ class View:
             self.mention = (sp.diags(self.sentence_ok.astype(np.float64)) @ snap.mention).tocsr()
 
     @property
+    def mention_t(self):
+        """M^T as a float CSR matrix (the activation's entity -> sentence read), kept with the
+        snapshot when no filter cuts it."""
+        def make():
+            import scipy.sparse as sp
+
+            return sp.csr_matrix(self.mention, dtype=np.float64).T.tocsr()
+        return make() if self.allowed is not None else self.snap.kept("mention_t", make)
+
+    @property
+    def log_contain(self):
+        """ln(1 + C) (eq. 7's passage term), kept with the snapshot when no filter cuts it."""
+        def make():
+            return gm.log1p_counts(self.contain)
+        return make() if self.allowed is not None else self.snap.kept("log_contain", make)
+
+    @property
     def empty(self) -> bool:
         return self.allowed is not None and not self.allowed.any()
 
@@ -152,9 +176,21 @@ class View:
         s = np.asarray(scores[: len(self.snap.chunks)], dtype=np.float64)
         if self.allowed is not None:
             s = np.where(self.allowed, s, -np.inf)
-        order = np.argsort(-s, kind="stable")[:n]
+        order = _first(-s, n)
         return [(self.snap.chunks[i], float(s[i])) for i in order
                 if np.isfinite(s[i]) and (s[i] > 0 or not positive)]
+
+
+def _first(keys: np.ndarray, n: int) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")[:n]`` without sorting all of ``keys``: the n smallest,
+    ties in index order, from the entries up to the n-th smallest value."""
+    if n <= 0:
+        return np.zeros(0, dtype=np.int64)
+    if n >= len(keys):
+        return np.argsort(keys, kind="stable")
+    kth = np.partition(keys, n - 1)[n - 1]
+    near = np.flatnonzero(keys <= kth)  # every entry that may be among the first n, in index order
+    return near[np.argsort(keys[near], kind="stable")][:n]
 
 
 def filtered_view(engine: Engine, where: Filter | None, vector: np.ndarray) -> View:

@@ -71,7 +71,7 @@ def tri_graph(ctx: QueryContext) -> list[Candidate]:
     ranked = walk.ranked
     found = bridges(engine, ranked[0][0], ctx.text, set(walk.seeds)) if ranked else []
     if found:
-        again = gq.tri_graph_walk(engine, ctx.text, ctx.vector, n, ctx.where, dict.fromkeys(found, 1.0), walk.names)
+        again = gq.reseeded_walk(engine, walk, ctx.vector, n, ctx.where, dict.fromkeys(found, 1.0))
         second = [c for c, _ in again.ranked] if again is not None else []
         ranked = rrf_fuse([c for c, _ in ranked], second, gq.graph_settings(engine).hop_weight)
         ctx.notes.append(f"second hop through {', '.join(found)}")

@@ -23,11 +23,16 @@ def section(name: str, d: dict, plots: Path) -> list[str]:
            f"Store with {fmt(d['nodes'])} nodes (layers {d['layers']}), embedder `{d['embedder']}`, "
            f"{d['questions']} questions per mode, k={d['k']}. {d.get('measure', '')}.", ""]
     if d.get("rounds"):  # --interleave: the modes took turns question by question, round after round
+        fastest = any("fastest_cpu_ms_p95" in r for r in d["modes"].values())  # each question's fastest round
         return out + table(["mode", "rounds", "p50 ms (median of rounds)", "p95 ms (median of rounds)",
-                            "p95 ms per round", "CPU p50 ms", "CPU p95 ms"],
+                            "p95 ms per round", "CPU p50 ms", "CPU p95 ms",
+                            *(["fastest round: p50 / p95 ms", "fastest round: CPU p50 / p95 ms"] if fastest else [])],
                            [[m, len(r["rounds"]), r["latency_ms_p50_median"], r["latency_ms_p95_median"],
                              ", ".join(f"{x['latency_ms_p95']:.1f}" for x in r["rounds"]),
-                             r.get("cpu_ms_p50_median", "–"), r.get("cpu_ms_p95_median", "–")]
+                             r.get("cpu_ms_p50_median", "–"), r.get("cpu_ms_p95_median", "–"),
+                             *([f"{r.get('fastest_latency_ms_p50', '–')} / {r.get('fastest_latency_ms_p95', '–')}",
+                                f"{r.get('fastest_cpu_ms_p50', '–')} / {r.get('fastest_cpu_ms_p95', '–')}"]
+                               if fastest else [])]
                             for m, r in d["modes"].items()]) + [""]
     out += table(["mode", "n", "p50 ms", "p95 ms", "p99 ms", "mean ms", "max ms"],
                  [[m, r["n"], r["latency_ms_p50"], r["latency_ms_p95"], r["latency_ms_p99"], r["latency_ms_mean"],
