@@ -170,6 +170,17 @@ def test_write_meta_names_the_nodes_asked_for_that_are_gone_and_writes_either_wa
     assert graph_store.write_meta([("k:1", 1)], []) == []
 
 
+def test_write_meta_reads_the_nodes_it_looks_for_once_however_many(graph_store):
+    # a whole-layer pass looks for every summary it made (thousands): one read, not one each
+    graph_store.put_nodes([node(f"s{i}", layer=1, code=i % 200) for i in range(300)])
+    reads = []
+    get_nodes = graph_store.get_nodes
+    graph_store.get_nodes = lambda ids: reads.append(1) or get_nodes(ids)
+    gone = graph_store.write_meta([("change:001:c", {"kind": "resummarize"})], [],
+                                  present=[f"s{i}" for i in range(300)] + ["lost"])
+    assert gone == ["lost"] and len(reads) <= 1
+
+
 def test_delete_meta_if_older_keeps_a_marker_set_again_since(graph_store):
     graph_store.put_meta("dirty:0:3", 100.0)
     graph_store.put_meta("dirty:0:4", 200.0)

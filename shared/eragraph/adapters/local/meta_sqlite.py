@@ -80,7 +80,10 @@ class SqliteMetaStore(SqliteDb):
                     conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
         for key, at_most in clear:
             self.delete_meta_if_older(key, at_most)
-        return [] if not present else [i for i in dict.fromkeys(present) if i not in self.get_nodes(present)]
+        if not present:
+            return []
+        stored = self.get_nodes(present)  # read once: a whole-layer pass looks for thousands
+        return [i for i in dict.fromkeys(present) if i not in stored]
 
     def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
         out = {}
