@@ -64,6 +64,7 @@ WHOLE_LAYER_MIN, WHOLE_LAYER_SHARE = 256, 8  # codes beyond max(256, layer size 
 OUTBOX = "outbox:"  # meta key prefix: what follows a region's write (see finish_outbox)
 DEADLINE_MARGIN = 20.0  # seconds kept in hand: a summarize call is not started with less left
 STREAM_REGION_REFS = 2048  # a streamed whole-layer pass re-cuts groups of about this many refs
+CHECKS_WITH_RECORD = 64  # new summaries looked for with the change record (in its transaction); past it, per region
 
 Deadline = Callable[[], float]  # seconds left
 
@@ -415,7 +416,7 @@ def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeRepo
         attrs = {READERS: readers_of(access_of(engine, index))}
         engine.vectors.upsert([n.node_id for n in made], vectors,
                               [{"layer": layer + 1, "doc_id": "", "attrs": attrs} for _ in made])
-        if checks is None:
+        if checks is None or len(checks) + len(made) > CHECKS_WITH_RECORD:
             _unless_removed_meanwhile(engine, [n.node_id for n in made])
         else:  # after this region's vectors are flushed (below): with the caller's change record
             checks += [n.node_id for n in made]
