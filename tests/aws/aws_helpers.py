@@ -57,6 +57,28 @@ def identity_from(env: dict, monkeypatch) -> None:
 
 
 @pytest.fixture
+def small_graph_store():
+    """A DynamoGraphStore on a fresh moto table, with 8-bit codes (its tests name codes by hand)."""
+    fake_credentials()
+    import boto3
+    from moto import mock_aws
+
+    from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
+
+    with mock_aws():
+        create_graph_table(boto3.client("dynamodb", region_name=REGION), "graph-small")
+        yield DynamoGraphStore("graph-small", region=REGION, code_bits=8)
+
+
+def dynamodb_calls(store) -> list[str]:
+    """The names of the DynamoDB operations ``store``'s client sends from now on, in order."""
+    calls: list[str] = []
+    client = store.Item._get_connection().connection.client
+    client.meta.events.register("provide-client-params.dynamodb", lambda params, model, **_: calls.append(model.name))
+    return calls
+
+
+@pytest.fixture
 def aws_engine(monkeypatch):
     """The engine the handlers get, on moto + the OpenSearch fake; yields (engine, env, fake)."""
     fake_credentials()

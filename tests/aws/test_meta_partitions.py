@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from contract.aws_factories import REGION, create_graph_table, fake_credentials
+from aws_helpers import dynamodb_calls
 from eragraph.adapters.aws.meta_dynamodb import META_SHARDS, meta_partition, meta_partitions
 from eragraph.domain.model import applying_key
 from eragraph.services import followup
@@ -47,16 +47,8 @@ def test_each_kind_spreads_over_its_shards_and_layers_share_them():
 
 
 @pytest.fixture
-def store():
-    fake_credentials()
-    import boto3
-    from moto import mock_aws
-
-    from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
-
-    with mock_aws():
-        create_graph_table(boto3.client("dynamodb", region_name=REGION), "graph-meta")
-        yield DynamoGraphStore("graph-meta", region=REGION, code_bits=8)
+def store(small_graph_store):
+    return small_graph_store
 
 
 def test_every_listing_the_services_make_finds_what_a_scan_finds(store):
@@ -87,10 +79,7 @@ def test_a_reconciles_state_is_one_query_of_the_counters_and_one_of_its_shards_o
     # made only when a flag says the shard holds one
     from eragraph.adapters.aws.meta_dynamodb import SHADOW
 
-    calls: list[str] = []
-    client = store.Item._get_connection().connection.client
-    client.meta.events.register("provide-client-params.dynamodb",
-                                lambda params, model, **_: calls.append(model.name))
+    calls = dynamodb_calls(store)
     store.put_meta(outbox_key(1, 6, "c"), {"made": []})  # another shard's
     calls.clear()
     assert store.sizes_and_metas([dirty_key(1, 5)], [outbox_key(1, 5), "applying:1:"])[1] == {}
@@ -133,10 +122,7 @@ def test_a_regions_records_are_one_batch_get_whatever_their_kind(store):
     store.apply_region(RegionChange(layer=0, expected=read, assign=(("n0", "sg"), ("n1", "sg")),
                                     add=(Segment("sg", 0, ("n0", "n1"), "sum-x"),)))
     store.put_meta(retired_key(0, "n9"), "kept")
-    calls: list[str] = []
-    client = store.Item._get_connection().connection.client
-    client.meta.events.register("provide-client-params.dynamodb",
-                                lambda params, model, **_: calls.append(model.name))
+    calls = dynamodb_calls(store)
     segs, nodes, metas = store.read_region(0, ["sg"], ["n0", "n1", "n2"], [retired_key(0, "n9"), retired_key(0, "n8")])
     assert calls == ["BatchGetItem"]
     assert segs["sg"].members == ("n0", "n1") and sorted(nodes) == ["n0", "n1", "n2"]
@@ -146,10 +132,7 @@ def test_a_regions_records_are_one_batch_get_whatever_their_kind(store):
 def test_a_change_record_and_a_markers_clear_are_one_transaction_unless_the_marker_was_set_again(store):
     from eragraph.adapters.aws.meta_dynamodb import SHADOW
 
-    calls: list[str] = []
-    client = store.Item._get_connection().connection.client
-    client.meta.events.register("provide-client-params.dynamodb",
-                                lambda params, model, **_: calls.append(model.name))
+    calls = dynamodb_calls(store)
     store.put_meta(dirty_key(0, 3), 10.0)
     store.put_meta(outbox_key(0, 3, "t"), {"made": []})
     calls.clear()

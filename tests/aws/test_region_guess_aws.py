@@ -8,21 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from contract.aws_factories import REGION, create_graph_table, fake_credentials
+from aws_helpers import dynamodb_calls
 from eragraph.domain.model import Node, NodeRef, RefState, RegionChange, Segment
 
 
 @pytest.fixture
-def store():
-    fake_credentials()
-    import boto3
-    from moto import mock_aws
-
-    from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
-
-    with mock_aws():
-        create_graph_table(boto3.client("dynamodb", region_name=REGION), "graph-guess")
-        yield DynamoGraphStore("graph-guess", region=REGION, code_bits=8)
+def store(small_graph_store):
+    return small_graph_store
 
 
 def node(node_id: str, layer: int, code: int, children: tuple = ()) -> Node:
@@ -53,13 +45,6 @@ def recut(store, new_id: str = "s-new") -> RegionChange:
                         delete_removed=True, keep_texts=(("s-old", "retired:1:s-old", "text of s-old"),))
 
 
-def requests_of(store) -> list[str]:
-    calls: list[str] = []
-    client = store.Item._get_connection().connection.client
-    client.meta.events.register("provide-client-params.dynamodb", lambda params, model, **_: calls.append(model.name))
-    return calls
-
-
 def layer_one(store) -> dict[str, RefState]:
     return {r.node_id: r for r in store.prefix_refs(1, 0, 255)}
 
@@ -68,7 +53,7 @@ def test_a_right_guess_is_one_transaction_and_no_read(store):
     built(store, old_in_segment=True)
     change = recut(store)
     store.sizes_and_metas([], [])  # as a reconcile begins: the layer sizes (layer 2 holds t)
-    calls = requests_of(store)
+    calls = dynamodb_calls(store)
     applied = store.apply_region(change)
     assert calls == ["TransactWriteItems"]
     refs = layer_one(store)
@@ -82,7 +67,7 @@ def test_a_replaced_summary_outside_any_segment_is_read_and_deleted_as_before(st
     built(store, old_in_segment=False)  # layer 2 holds t, but s-old was never placed in a segment
     change = recut(store)
     store.sizes_and_metas([], [])
-    calls = requests_of(store)
+    calls = dynamodb_calls(store)
     applied = store.apply_region(change)
     assert calls == ["TransactWriteItems", "BatchGetItem", "TransactWriteItems"]  # refused, read, written
     refs = layer_one(store)
@@ -102,7 +87,7 @@ def test_a_new_summary_whose_ref_is_a_tombstone_is_counted_once(store):
     assert layer_one(store)["s-back"] == RefState("s-back", 6, "g1", False)
     before = store.layer_sizes()[1]
     store.sizes_and_metas([], [])
-    calls = requests_of(store)
+    calls = dynamodb_calls(store)
     store.apply_region(change)
     assert calls == ["TransactWriteItems", "BatchGetItem", "TransactWriteItems"]
     refs = layer_one(store)
@@ -114,7 +99,7 @@ def test_without_the_sizes_read_the_refs_are_read_first(store):
     built(store, old_in_segment=True)
     change = recut(store)
     store._last_counts = {}  # this reconcile read no sizes: nothing to guess from
-    calls = requests_of(store)
+    calls = dynamodb_calls(store)
     store.apply_region(change)
     assert calls == ["BatchGetItem", "TransactWriteItems"]
     assert layer_one(store)["s-old"] == RefState("s-old", 5, "g1", False)
