@@ -55,7 +55,8 @@ _LOCK = threading.Lock()
 # the resources the functions name in their environment (the test's physical names stand for them)
 RESOURCE_VARIABLES = {"ERAGRAPH_TABLE": ("table", "GraphTable"), "ERAGRAPH_BUCKET": ("bucket", "DocumentsBucket"),
                       "ERAGRAPH_SUMMARIZE_QUEUE_URL": ("queue", "SummarizeQueue"),
-                      "ERAGRAPH_REINDEX_QUEUE_URL": ("queue", "ReindexQueue")}
+                      "ERAGRAPH_REINDEX_QUEUE_URL": ("queue", "ReindexQueue"),
+                      "ERAGRAPH_SNAPSHOT_BUCKET": ("bucket", "EntitySnapshotBucket")}
 
 
 @functools.cache

@@ -74,7 +74,12 @@ def test_every_environment_variable_read_is_set_by_the_template():
                     "ERAGRAPH_ENTITY_GRAPH_WARM": "QueryFunction"}  # walks from memory: the reader only
     for name, fn in one_function.items():
         assert name in RES[fn]["Properties"]["Environment"]["Variables"], (fn, name)
-    assert bootstrap - optional - set(one_function) <= env, bootstrap - optional - set(one_function) - env
+    # the entity graph's snapshot: the reindex writes it, the query function reads it
+    for fn in ("QueryFunction", "ReindexFunction"):
+        assert RES[fn]["Properties"]["Environment"]["Variables"]["ERAGRAPH_SNAPSHOT_BUCKET"] == {"Ref": "EntitySnapshotBucket"}
+    two_functions = {"ERAGRAPH_SNAPSHOT_BUCKET"}
+    assert bootstrap - optional - set(one_function) - two_functions <= env, \
+        bootstrap - optional - set(one_function) - two_functions - env
     from eragraph.bootstrap.aws import REQUIRED
     assert set(REQUIRED) <= env
 
@@ -144,12 +149,17 @@ def test_roles_are_least_privilege():
     query = json.dumps(RES["QueryRole"]["Properties"]["Policies"])
     assert "DeleteItem" not in query and "BatchWriteItem" not in query and "ESHttpDelete" not in query
     assert "sqs:" not in query
-    # POST/DELETE /documents: the object put in (or deleted from) the documents bucket, nothing else of S3
-    [submit] = [st for p in RES["QueryRole"]["Properties"]["Policies"]
-                for st in resolve_conditions(p, {})["PolicyDocument"]["Statement"]
-                if any(a.startswith("s3:") for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]]))]
+    # POST/DELETE /documents: the object put in (or deleted from) the documents bucket; and the
+    # entity graph snapshots read (a cold start's first walk); nothing else of S3
+    s3 = [st for p in RES["QueryRole"]["Properties"]["Policies"]
+          for st in resolve_conditions(p, {})["PolicyDocument"]["Statement"]
+          if any(a.startswith("s3:") for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]]))]
+    [submit] = [st for st in s3 if "DocumentsBucket" in json.dumps(st["Resource"])]
     assert sorted(submit["Action"]) == ["s3:DeleteObject", "s3:PutObject"]
     assert submit["Resource"] == {"Fn::Sub": "${DocumentsBucket.Arn}/*"} and "Condition" not in submit
+    snapshots = sorted((st["Action"], json.dumps(st["Resource"])) for st in s3 if st is not submit)
+    assert snapshots == [("s3:GetObject", json.dumps({"Fn::Sub": "${EntitySnapshotBucket.Arn}/entity-graph/*"})),
+                         ("s3:ListBucket", json.dumps({"Fn::GetAtt": ["EntitySnapshotBucket", "Arn"]}))], snapshots
     ingest = json.dumps(RES["IngestRole"]["Properties"]["Policies"])
     assert "s3:PutObject" not in ingest and "s3:DeleteObject" not in ingest
 

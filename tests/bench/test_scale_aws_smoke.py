@@ -66,6 +66,14 @@ def test_load_built_aws_run_counts_every_service(tmp_path):
     assert "Query" not in walked["dynamodb_median"]["by_operation"], walked["dynamodb_median"]
     assert {"fusion", "auto"} <= set(aws["query"])
     assert 1 <= aws["stats"]["dynamodb"]["round_trips"] <= aws["stats"]["dynamodb"]["requests"] <= 3
+    # a cold query function's first walk: every chunk's record read without the snapshot; the
+    # generation and one S3 object with it (nothing changed after it was written)
+    cold = aws["cold_start"]
+    assert cold["snapshot"]["chunks"] == CHUNKS and cold["snapshot"]["read"] == "everything"
+    without, with_ = cold["without_snapshot"], cold["with_snapshot"]
+    assert without["s3_get_object"] == 0 and with_["s3_get_object"] == 1
+    assert without["dynamodb"]["items_read"] >= CHUNKS  # the layer-0 refs and their records
+    assert with_["dynamodb"]["requests"] == walked["dynamodb_median"]["requests"] < without["dynamodb"]["requests"]
 
     lines = report.scale.section("span", res, tmp_path)
     text = "\n".join(lines)

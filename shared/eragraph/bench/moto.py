@@ -22,6 +22,7 @@ from ..config import Settings
 
 REGION = "us-east-1"
 BUCKET = "eragraph-bench-docs"
+SNAPSHOT_BUCKET = "eragraph-bench-snapshots"  # the entity graph's snapshot (written only when asked)
 
 
 class MotoProfile(AwsProfile):
@@ -143,6 +144,7 @@ def moto_engine(name: str, args: Any, settings: Settings,
     # mock_aws sets fake credentials for the process; every client below names its region
     with mock_aws(), lean_moto():
         boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET)
+        boto3.client("s3", region_name=REGION).create_bucket(Bucket=SNAPSHOT_BUCKET)
         sqs = boto3.client("sqs", region_name=REGION)
         url = sqs.create_queue(QueueName=f"eragraph-{name}.fifo",
                                Attributes={"FifoQueue": "true", "VisibilityTimeout": "60"})["QueueUrl"]
@@ -150,6 +152,6 @@ def moto_engine(name: str, args: Any, settings: Settings,
         profile = MotoProfile({"ERAGRAPH_TABLE": table, "ERAGRAPH_BUCKET": BUCKET,
                                "ERAGRAPH_SUMMARIZE_QUEUE_URL": url, "AWS_REGION": REGION,
                                # as the query function runs (template.yaml): walks from memory
-                               "ERAGRAPH_ENTITY_GRAPH_WARM": "true"},
+                               "ERAGRAPH_ENTITY_GRAPH_WARM": "true", "ERAGRAPH_SNAPSHOT_BUCKET": SNAPSHOT_BUCKET},
                               opensearch_client=opensearch_client)
         yield compose(profile, settings.with_overrides(embed_cache=False)), url, sqs

@@ -20,7 +20,10 @@ operation (counting.CountingOpenSearch) and SQS requests and messages (counting.
 per question and mode (collapsed, dense, tri_graph, the other core modes, then every other
 mode the engine offers), the same counts (DynamoDB round trips too: bench/counting) and the wall
 time, with the first question's counts apart (the warm-up: the first entity mode's reads the
-entity graph into memory, as a query function's first walk does, adapters/aws/entity_warm); and ``/stats`` (services.stats.stats) called twice, the
+entity graph into memory, as a query function's first walk does, adapters/aws/entity_warm); a
+cold query function's first ``tri_graph`` question without and with the entity graph's snapshot
+(``cold_start``: the snapshot written as the scheduled reindex writes it, adapters/aws/
+entity_snapshot_s3); and ``/stats`` (services.stats.stats) called twice, the
 second call's counts (warm: what every later call costs)."""
 
 from __future__ import annotations
@@ -124,6 +127,39 @@ def query_counts(engine: Any, counters: Counters, texts: list[str], k: int = 5) 
     return out
 
 
+def cold_start_counts(engine: Any, counters: Counters, text: str, k: int = 5) -> dict:
+    """A cold query function's first ``tri_graph`` question, without and with the entity graph's
+    snapshot (adapters/aws/entity_snapshot_s3), which is first written as the scheduled reindex
+    writes it: the DynamoDB requests and round trips, and the S3 GetObjects."""
+    from ..adapters.aws.entity_warm import WarmEntityReads
+    from ..services.query import query
+
+    warm = engine.entities.store
+    if not isinstance(warm, WarmEntityReads) or warm.snapshots is None:
+        return {}
+    gets: list[str] = []
+    warm.snapshots.client.meta.events.register("before-call.s3.GetObject", lambda **_: gets.append("GetObject"))
+    started = time.perf_counter()
+    written = warm.keep_snapshot()
+    out: dict = {"snapshot": {**written, "seconds": round(time.perf_counter() - started, 3)}}
+    inner = engine.embedder
+    engine.embedder = Precomputed(inner, [text])
+    try:
+        for name, snapshots in (("without_snapshot", None), ("with_snapshot", warm.snapshots)):
+            engine.entities.store = WarmEntityReads(warm.store, warm._chunk_ids, snapshots=snapshots)
+            counters.reset()
+            gets.clear()
+            began = time.perf_counter()
+            query(engine, text, mode="tri_graph", k=k)
+            d = counters.snapshot()["dynamodb"]
+            out[name] = {"dynamodb": {key: d[key] for key in ("requests", "round_trips", "items_read", "by_operation")},
+                         "s3_get_object": len(gets), "seconds": round(time.perf_counter() - began, 3)}
+    finally:
+        engine.embedder = inner
+        engine.entities.store = warm
+    return out
+
+
 def corpus_questions(n: int, count: int, seed: int) -> list[str]:
     """``count`` questions made of stored documents' texts (spread over the corpus of ``n``):
     each names the capitalized entities of its document, so the graph modes find entities
@@ -162,7 +198,9 @@ def aws_size(n: int, work: Path, args: Any, settings: Settings) -> dict:
             engine.queue = SqsQueue(url, client=sqs)
             counters = Counters(engine, sqs, opensearch)
             stats_figures = stats_counts(engine, counters)
-            queries = query_counts(engine, counters, corpus_questions(n, max(args.repeats, 1), args.seed))
+            questions = corpus_questions(n, max(args.repeats, 1), args.seed)
+            queries = query_counts(engine, counters, questions)
+            cold = cold_start_counts(engine, counters, questions[0])
             ports = count_ports(engine)
             ops = insert_delete(engine, ports, probe_docs(args.repeats, args.seed, f"aws{n}-"), extra_counter=counters)
             sizes = engine.graph.layer_sizes()
@@ -176,4 +214,5 @@ def aws_size(n: int, work: Path, args: Any, settings: Settings) -> dict:
     return {"chunks": sizes.get(0, 0), "layers": {str(k): v for k, v in sorted(sizes.items())},
             "build": build, "build_seconds_under_moto": build["seconds"],
             "opensearch": "the repository's OpenSearch fake (counted)" if opensearch is not None else "in memory",
-            "insert": ops["insert"], "delete": ops["delete"], "query": queries, "stats": stats_figures}
+            "insert": ops["insert"], "delete": ops["delete"], "query": queries, "cold_start": cold,
+            "stats": stats_figures}

@@ -146,11 +146,15 @@ class AwsProfile(Profile):
         from ..adapters.aws.entity_dynamodb import DynamoEntityStore
 
         store = DynamoEntityStore(self.env["ERAGRAPH_TABLE"], models=graph.models)
-        if self.env.get("ERAGRAPH_ENTITY_GRAPH_WARM", "").lower() not in ("1", "true", "yes"):
+        bucket = self.env.get("ERAGRAPH_SNAPSHOT_BUCKET")
+        if self.env.get("ERAGRAPH_ENTITY_GRAPH_WARM", "").lower() not in ("1", "true", "yes") and not bucket:
             return store
+        from ..adapters.aws.entity_snapshot_s3 import S3EntitySnapshots
         from ..adapters.aws.entity_warm import WarmEntityReads
 
-        return WarmEntityReads(store, lambda: (r.node_id for r in graph.layer_refs(0)))
+        # outside a walk (an ingest's, a reindex's reads) a warm reader reads the store, as without it
+        snapshots = S3EntitySnapshots(bucket, self.s3, self.tenant) if bucket else None
+        return WarmEntityReads(store, lambda: (r.node_id for r in graph.layer_refs(0)), snapshots=snapshots)
 
     def entity_vectors(self, dim):
         return self._index("ERAGRAPH_OPENSEARCH_ENTITY_INDEX", DEFAULT_ENTITY_INDEX, dim)
@@ -197,6 +201,9 @@ class AwsProfile(Profile):
         purge = getattr(engine.blobs, "purge_versions", None)  # S3: the old versions and delete markers too
         if purge is not None:
             versions = purge(f"{KEY_PREFIX}{tenant}/")
+        snapshots = getattr(engine.entities.store, "snapshots", None) if engine.entities is not None else None
+        if snapshots is not None:  # its entity graph's snapshot (adapters/aws/entity_snapshot_s3)
+            snapshots.delete()
         namespaces: list[Namespaced] = [engine.vectors, *([entity_vectors] if entity_vectors is not None else []),
                                         engine.graph]
         for store in namespaces:

@@ -39,7 +39,10 @@ and ``eragraph reindex`` run this same function).
    summary's from its partition), then is marked: until then a caller's view does not see them.
 8. A store whose entities predate the synonymy edges gets them (services.synonyms.backfill):
    every entity searched once, a page of entities at a time, resumable, marked done.
-9. The graph invariants (services.invariants) are checked and reported.
+9. Where the entity graph keeps a snapshot for cold readers (AWS: adapters/aws/entity_snapshot_s3,
+   one S3 object per tenant), it is brought up to date and written (``entity_snapshot``), after
+   every repair above. A store without one (local, memory) skips it.
+10. The graph invariants (services.invariants) are checked and reported.
 
 ``run`` takes the steps in this order, except that the entity audit (6) runs right after the
 documents (2), before anything is re-announced. Everything found and repaired is counted in
@@ -364,6 +367,13 @@ def _steps(engine: Engine, stuck_after: float, drain: bool, now: float, report: 
     def check() -> None:
         report["invariants"] = invariants.check(engine).to_dict()
 
+    def snapshot() -> None:
+        keep = getattr(engine.entities.store, "keep_snapshot", None) if engine.entities is not None else None
+        if keep is not None:
+            done = keep()
+            if done:
+                report["entity_snapshot"] = done
+
     return [("counts", whole(lambda: repair_counts(engine, report))),
             ("documents", lambda cursor, out_of_time: audit_documents(engine, report, cursor, out_of_time)),
             ("entities", whole(lambda: audit_entities(engine, report))),
@@ -375,11 +385,12 @@ def _steps(engine: Engine, stuck_after: float, drain: bool, now: float, report: 
             ("attributes", whole(lambda: audit_attributes(engine, report))),
             ("readers", lambda cursor, out_of_time: readers_backfill.backfill(engine, report, cursor, out_of_time)),
             ("synonyms", lambda cursor, out_of_time: synonyms.backfill(engine, report, cursor, out_of_time)),
-            ("invariants", whole(check))]
+            ("entity_snapshot", whole(snapshot)), ("invariants", whole(check))]
 
 
 STEPS = ("counts", "documents", "entities", "outboxes", "followups", "requeue", "layers", "vectors",
-         "orphan_vectors", "lexical", "attributes", "readers", "synonyms", "invariants")
+         "orphan_vectors", "lexical", "attributes", "readers", "synonyms", "entity_snapshot",
+         "invariants")
 
 # report key -> (metric, how it counts); a piece that did not run a step reports none of its metrics
 METRICS = {"layers_migrated": ("LayersMigrated", len), "layer_counts_repaired": ("LayerCountsRepaired", len), "orphan_chunks_removed": ("OrphanChunksRemoved", int),
@@ -396,7 +407,8 @@ METRICS = {"layers_migrated": ("LayersMigrated", len), "layer_counts_repaired": 
            "lexical_index_built": ("LexicalIndexBuilt", int),
            "synonym_edges_backfilled": ("SynonymEdgesBackfilled", int), "leaf_attributes_added": ("LeafAttributesAdded", int),
            "readers_added": ("ReadersAdded", int),
-           "invariants": ("InvariantViolations", lambda v: v["violation_count"])}
+           "invariants": ("InvariantViolations", lambda v: v["violation_count"]),
+           "entity_snapshot": ("EntitySnapshotBytes", lambda v: v["bytes"])}
 
 
 def run(engine: Engine, stuck_after: float = 900.0, drain: bool = True, now: float | None = None,

@@ -24,6 +24,11 @@ also writes) they go to the store, as without this class.
    (``chunk_ids``, given by the composition root: the graph store's ref index) and their
    records, 100 a BatchGetItem, side by side.
 
+With ``snapshots`` (adapters/aws/entity_snapshot_s3: one S3 object per tenant, written by the
+scheduled reindex with ``keep_snapshot``), the first question takes the records from the
+object instead of 3, when the object is young enough and not ahead of the store, and goes on
+from its generation with 1 and 2.
+
 A generation missing from the log (a writer between its ADD and its log write, or one that
 died there) stops the refresh at the generation before it; the next refresh looks again, and
 after ``GAP_SECONDS`` of the same gap reads everything. Memory: the records of every chunk
@@ -40,6 +45,7 @@ from typing import Any
 from ...ports.entity import ChunkEntities, Sentence
 from .dynamodb_table import BATCH_GET
 from .entity_dynamodb import CHUNK, LOG_PK, DynamoEntityStore, _chunk_from_json, log_sk
+from .entity_snapshot_s3 import MAX_AGE, S3EntitySnapshots, Snapshot
 from .round_trips import fan_out
 
 GAP_SECONDS = 30.0
@@ -48,11 +54,16 @@ READ_LANES = 16  # BatchGetItem requests side by side in a full read
 
 class WarmEntityReads:
     def __init__(self, store: DynamoEntityStore, chunk_ids: Callable[[], Iterable[str]],
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, snapshots: S3EntitySnapshots | None = None,
+                 wall: Callable[[], float] = time.time) -> None:
         self.store = store
         self._chunk_ids = chunk_ids
         self._clock = clock
+        self.snapshots = snapshots
+        self._wall = wall
         self.generation_held: int | None = None
+        self.generation_seen: int | None = None  # the store's, at the last refresh
+        self.snapshot_reads = 0
         self._gap: tuple[int, float] | None = None
         self.records: dict[str, ChunkEntities] = {}
         self._post: dict[str, dict[str, int]] = {}
@@ -83,6 +94,9 @@ class WarmEntityReads:
     # ------------------------------------------------------------ keeping up
     def refresh(self) -> None:
         current = self.store.generation()
+        self.generation_seen = current
+        if self.generation_held is None and self.snapshots is not None:
+            self._from_snapshot(current)
         held = self.generation_held
         if held == current:
             return
@@ -130,6 +144,36 @@ class WarmEntityReads:
                 cid = i.PK[len(CHUNK):]
                 out[cid] = _chunk_from_json(cid, i.value)
         return out
+
+    def _from_snapshot(self, current: int) -> None:
+        """The records of the tenant's snapshot, when it is young enough for the log to hold
+        every generation after it and not ahead of the store."""
+        snapshot = self.snapshots.load() if self.snapshots is not None else None
+        if snapshot is None or snapshot.generation > current or self._wall() - snapshot.taken_at >= MAX_AGE:
+            return
+        self.records, self._post, self._sents, self._cooc = {}, {}, {}, {}
+        for cid, record in snapshot.records.items():
+            self._set(cid, record)
+        self.generation_held = snapshot.generation
+        self._gap = None
+        self.snapshot_reads += 1
+
+    def keep_snapshot(self) -> dict:
+        """Bring the records up to date (from the previous snapshot and the log, or from
+        everything) and write them as the tenant's snapshot (the scheduled reindex's step). A
+        gap in the log is not waited for here: everything is read. What it did, for the report."""
+        if self.snapshots is None:
+            return {}
+        taken_at = self._wall()  # before the generation is read: every later one is logged after it
+        full_reads = self.full_reads
+        self.generation_held = None  # start from the object, as a cold reader would
+        self.refresh()
+        if self.generation_held != self.generation_seen:
+            self._read_all(int(self.generation_seen or 0))
+        snapshot = Snapshot(int(self.generation_held or 0), taken_at, dict(self.records))
+        size = self.snapshots.save(snapshot)
+        return {"generation": snapshot.generation, "chunks": len(snapshot.records), "bytes": size,
+                "read": "everything" if self.full_reads > full_reads else "snapshot and log"}
 
     def _read_all(self, current: int) -> None:
         self.records, self._post, self._sents, self._cooc = {}, {}, {}, {}
