@@ -15,7 +15,7 @@ import pytest
 
 from contract.aws_factories import REGION, create_graph_table, fake_credentials
 from eragraph.adapters.aws import entity_snapshot_s3 as snap
-from eragraph.adapters.aws.entity_dynamodb import LOG_PK, DynamoEntityStore, log_sk
+from eragraph.adapters.aws.entity_dynamodb import GEN_KEY, LOG_PK, DynamoEntityStore, log_sk
 from eragraph.adapters.aws.entity_snapshot_s3 import MAX_AGE, S3EntitySnapshots, Snapshot, decode, encode
 from eragraph.adapters.aws.entity_warm import WarmEntityReads
 from eragraph.ports.entity import ChunkEntities, SentenceMentions
@@ -169,6 +169,24 @@ def test_the_writer_reads_everything_across_a_gap_in_the_log(store):
     store.Item(PK=LOG_PK, SK=log_sk(gap)).delete()  # as if its writer died before logging it
     done = writer.keep_snapshot()
     assert done["read"] == "everything" and done["generation"] == gap and done["chunks"] == 2
+
+
+def test_a_snapshot_written_while_its_tenant_was_deleted_is_removed(store, monkeypatch):
+    """A reindex that read the records before the tenant's deletion and writes after it: the
+    generation it then reads is below its snapshot's, so it removes what it wrote."""
+    s3 = boto3.client("s3", region_name=REGION)
+    store.add_chunks([chunk("k1", ("alice",)), chunk("k2", ("bob",))])
+    writer = WarmEntityReads(store, lambda: ["k1", "k2"], snapshots=S3EntitySnapshots(SNAPSHOTS, s3, "t"), wall=Clock())
+    save = writer.snapshots.save
+
+    def deleted_meanwhile(snapshot):
+        size = save(snapshot)
+        store.Item(*GEN_KEY).delete()  # the deletion's items (its removal of the object came before)
+        return size
+
+    monkeypatch.setattr(writer.snapshots, "save", deleted_meanwhile)
+    assert writer.keep_snapshot()["chunks"] == 0
+    assert writer.snapshots.load() is None
 
 
 def test_a_snapshot_larger_than_the_cap_is_not_read(store, monkeypatch):

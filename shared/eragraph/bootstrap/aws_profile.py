@@ -201,13 +201,13 @@ class AwsProfile(Profile):
         purge = getattr(engine.blobs, "purge_versions", None)  # S3: the old versions and delete markers too
         if purge is not None:
             versions = purge(f"{KEY_PREFIX}{tenant}/")
-        snapshots = getattr(engine.entities.store, "snapshots", None) if engine.entities is not None else None
-        if snapshots is not None:  # its entity graph's snapshot (adapters/aws/entity_snapshot_s3)
-            snapshots.delete()
         namespaces: list[Namespaced] = [engine.vectors, *([entity_vectors] if entity_vectors is not None else []),
                                         engine.graph]
         for store in namespaces:
             store.drop_namespace()
+        snapshots = getattr(engine.entities.store, "snapshots", None) if engine.entities is not None else None
+        if snapshots is not None:  # its entity graph's snapshot, after its items (entity_warm.keep_snapshot)
+            snapshots.delete()
         self.registry(engines).delete_tenant(tenant)
         engines.forget(tenant)
         after = {"items": engine.graph.namespace_size(), "vectors": engine.vectors.count(),

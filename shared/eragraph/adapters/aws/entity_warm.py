@@ -172,6 +172,12 @@ class WarmEntityReads:
             self._read_all(int(self.generation_seen or 0))
         snapshot = Snapshot(int(self.generation_held or 0), taken_at, dict(self.records))
         size = self.snapshots.save(snapshot)
+        if self.store.generation() < snapshot.generation:
+            # the generation went back: the tenant was deleted meanwhile (its deletion removes the
+            # object after its items, so one of the two removes it), and a tenant made again with
+            # its id must not find its predecessor's graph
+            self.snapshots.delete()
+            return {"generation": snapshot.generation, "chunks": 0, "bytes": 0, "read": "removed: the tenant is gone"}
         return {"generation": snapshot.generation, "chunks": len(snapshot.records), "bytes": size,
                 "read": "everything" if self.full_reads > full_reads else "snapshot and log"}
 
