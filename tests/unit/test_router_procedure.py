@@ -103,7 +103,7 @@ def test_training_records_the_procedure_and_picks_the_scorer_by_it():
         hits = rng.random(N) < 0.5
         sets.append(runs(name, list(hits), list(~hits)))
     report, model = train_sets(sets, "text", procedure=Procedure("worst", "optional"))
-    assert report["procedure"] == {"objective": "worst", "fusion_band": "optional"}
+    assert report["procedure"] == {"objective": "worst", "fusion_band": "optional", "thresholds": "own", "scorer": "best"}
     assert model.info["procedure"] == report["procedure"] and model.info["kind_chosen_by"].endswith("worst regret")
     lodo = report["lodo"]
     assert report["chosen"] == max(("logistic", "mlp"), key=lambda k: (lodo[k]["worst_regret@5"],
@@ -112,3 +112,46 @@ def test_training_records_the_procedure_and_picks_the_scorer_by_it():
         per = lodo[k]["per_dataset"].values()
         assert lodo[k]["worst_regret@5"] == pytest.approx(
             min(v["recall@5_auto"] - max(v["recall@5_hybrid"], v["recall@5_graph"]) for v in per), abs=1e-3)
+
+
+def noise(name: str, seed: int, n: int = N) -> Dataset:
+    """The graph finds the supporting passage of 70 % of the questions, the dense side of the
+    others, and nothing in a question (its words, its 16-dimensional vector) says which."""
+    rng = np.random.default_rng(seed)
+    graph = rng.random(n) < 0.7
+    d = runs(name, list(~graph), list(graph))
+    d.vec = rng.normal(size=(n, 16))
+    return d
+
+
+def test_crossfit_thresholds_do_not_route_by_the_noise_the_scorer_fitted():
+    from eragraph.training.router_fit import scores, thresholded
+
+    sets = [noise("p", 11), noise("q", 12)]
+    own = thresholded("logistic", sets, "hybrid", "text+vector", 16, Procedure())
+    cross = thresholded("logistic", sets, "hybrid", "text+vector", 16, Procedure(thresholds="crossfit"))
+    assert own.params["w"].tolist() == cross.params["w"].tolist()   # the same scorer, other thresholds
+    fresh = [noise("p", 21, 200), noise("q", 22, 200)]              # questions neither saw
+
+    def graph_share_and_recall(model, ds):
+        out = [routed(d, scores(model, d), np.zeros(len(d.rows)), "hybrid", model.tau_low, model.tau_high) for d in ds]
+        return np.mean([o[1]["tri_graph"] for o in out]), np.mean([o[0] for o in out])
+
+    # on the questions it was fitted on the scorer seems to tell the sides apart, and the own-score
+    # thresholds send a third of them away from the graph by that; out of fold it tells nothing,
+    # and the crossfit thresholds keep every question on the graph, the better side: on fresh
+    # questions that is worth 10 points and more
+    assert graph_share_and_recall(own, sets)[0] < 0.8
+    share, fresh_recall = graph_share_and_recall(cross, fresh)
+    assert share == 1.0 and fresh_recall > graph_share_and_recall(own, fresh)[1] + 0.1
+
+
+def test_a_given_scorer_kind_is_kept():
+    from eragraph.training.router import train_head
+
+    sets = [noise("p", 11), noise("q", 12), noise("r", 13)]
+    part, model = train_head(sets, "hybrid", "text", procedure=Procedure(scorer="logistic", thresholds="crossfit"))
+    assert part["chosen"] == model.kind == "logistic" and model.info["kind_chosen_by"] == "given (--scorer)"
+    assert part["thresholds_from"].startswith("out-of-fold")
+    with pytest.raises(ValueError, match="unknown threshold scores"):
+        Procedure(thresholds="held-out")

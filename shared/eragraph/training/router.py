@@ -29,7 +29,10 @@ questions and write its weights (numpy-free JSON, loaded without torch) and a re
    fit on). ``--objective worst`` maximizes instead the worst training dataset's regret (its
    routed Recall@5, less the price, minus the better of its dense side's and the graph's), and
    keeps the scorer with the better worst leave-one-dataset-out regret; ``--fusion-band
-   optional`` also allows tau_L = tau_H (no fusion route). The report's ``procedure`` says which.
+   optional`` also allows tau_L = tau_H (no fusion route); ``--thresholds crossfit`` chooses them
+   on out-of-fold scores (each training question scored by a model fitted on the other two
+   thirds of every dataset) instead of the model's own; ``--scorer`` fixes the scorer kind. The
+   report's ``procedure`` says which.
 5. The final scorer is fit on every dataset and thresholded the same way: the shipped router is
    the procedure the leave-one-dataset-out rows evaluate, run on all four. Its figures on the
    questions it was fit on are reported as ``in_sample`` only.
@@ -62,8 +65,8 @@ import numpy as np
 from ..bench.common import run_record
 from ..domain.question_features import features
 from ..domain.router_model import RouterModel
-from .router_fit import (BANDS, COMPONENTS, CURRENT, FETCH, GRAPH_PRICE, OBJECTIVES, Dataset, Inputs, Procedure,
-                         evaluate, held_out_halves, leave_one_dataset_out, thresholded)
+from .router_fit import (BANDS, COMPONENTS, CURRENT, FETCH, GRAPH_PRICE, OBJECTIVES, SCORERS, THRESHOLD_SCORES, Dataset,
+                         Inputs, Procedure, evaluate, held_out_halves, leave_one_dataset_out, thresholded)
 from .router_fit import auc, choose_thresholds, model_for, recall, routed, scores  # noqa: F401  (tests, callers)
 
 
@@ -94,6 +97,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "(default) or by the worst dataset's regret against the better of its two sides")
     p.add_argument("--fusion-band", choices=BANDS, default="always",
                    help="always: tau_L < tau_H (default); optional: tau_L = tau_H allowed (no fusion route)")
+    p.add_argument("--thresholds", choices=THRESHOLD_SCORES, default="own",
+                   help="choose tau on the model's own scores of its training questions (default) or on "
+                        "out-of-fold scores (crossfit: each question scored by a model fitted without it)")
+    p.add_argument("--scorer", choices=SCORERS, default="best",
+                   help="the scorer kind: the better by leave-one-dataset-out (best, default), logistic or mlp")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -168,20 +176,24 @@ def train_head(sets: list[Dataset], side: str, inputs: str, components: int = CO
                             "lodo": {k: leave_one_dataset_out(k, sets, side, inputs, components, procedure)
                                      for k in ("logistic", "mlp")}}
     first = "mean_recall@5_auto" if procedure.objective == "mean" else "worst_regret@5"
-    kind = max(("logistic", "mlp"), key=lambda k: (part["lodo"][k][first], part["lodo"][k]["mean_recall@5_auto"],
-                                                    part["lodo"][k]["mean_auc"] or 0))
+    kind = procedure.scorer if procedure.scorer != "best" else max(
+        ("logistic", "mlp"), key=lambda k: (part["lodo"][k][first], part["lodo"][k]["mean_recall@5_auto"],
+                                            part["lodo"][k]["mean_auc"] or 0))
     final = thresholded(kind, sets, side, inputs, components, procedure)
     in_sample = {}
     for d in sets:
         r = evaluate(final, d, side)
         in_sample[d.name] = {"recall@5_auto": r["recall@5_auto"], "route_shares": r["route_shares"]}
     info = {"trained_on": {d.name: len(d.rows) for d in sets},
-            "kind_chosen_by": "leave-one-dataset-out " + ("Recall@5" if procedure.objective == "mean" else "worst regret"),
+            "kind_chosen_by": ("leave-one-dataset-out " + ("Recall@5" if procedure.objective == "mean" else "worst regret")
+                               if procedure.scorer == "best" else "given (--scorer)"),
             **({} if procedure == CURRENT else {"procedure": procedure.describe()}),
             "lodo_mean_recall@5": part["lodo"][kind]["mean_recall@5_auto"], "command": "eragraph router train"}
     model = dataclasses.replace(final, info=info, embedder=embedder)
     part.update({"chosen": kind, "tau_low": final.tau_low, "tau_high": final.tau_high,
-                 "thresholds_from": "the final model's scores of its training questions (the procedure of every LODO fold)",
+                 "thresholds_from": ("the final model's scores of its training questions" if procedure.thresholds == "own"
+                                     else "out-of-fold scores of its training questions (3 folds by question id)")
+                                    + " (the procedure of every LODO fold)",
                  "halves": held_out_halves(kind, sets, side, inputs, components, procedure), "in_sample": in_sample})
     return part, model
 
@@ -202,7 +214,8 @@ def run(args: Any) -> dict:
                          "): one router head is trained on one embedder's vectors")
     embedder = identities.pop() if identities else ""
     sets = [Dataset(n, rows) for n, (rows, _) in zip(names, collected)]
-    procedure = Procedure(getattr(args, "objective", "mean"), getattr(args, "fusion_band", "always"))
+    procedure = Procedure(getattr(args, "objective", "mean"), getattr(args, "fusion_band", "always"),
+                          getattr(args, "thresholds", "own"), getattr(args, "scorer", "best"))
     report, model = train_sets(sets, inputs, components, embedder, text_head=not getattr(args, "no_text_head", False),
                                procedure=procedure)
     if graph_mode != "tri_graph":  # the graph side it learned: the query needs GRAPH_ROUTE to match

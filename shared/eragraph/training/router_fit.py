@@ -11,6 +11,7 @@ the head for queries another embedder embedded) or ``parse`` (a spaCy parse's fe
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import numpy as np
 
@@ -25,6 +26,9 @@ SEED = 20250601
 COMPONENTS = 8
 OBJECTIVES = ("mean", "worst")
 BANDS = ("always", "optional")
+THRESHOLD_SCORES = ("own", "crossfit")
+SCORERS = ("best", "logistic", "mlp")
+CROSSFIT_FOLDS = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,19 +40,29 @@ class Procedure:
     the price minus the better of its two sides' (dense side, graph) Recall@5, the mean of the
     same breaking ties: a router that does not lose much on any dataset before one that gains on
     some. ``fusion_band``: ``always`` keeps tau_L < tau_H (the fusion band is never empty);
-    ``optional`` also allows tau_L = tau_H, two routes and no fusion."""
+    ``optional`` also allows tau_L = tau_H, two routes and no fusion. ``thresholds``: ``own``
+    chooses them on the fitted model's scores of its own training questions; ``crossfit`` on
+    out-of-fold scores (``CROSSFIT_FOLDS`` folds by a hash of the question id, each fold scored
+    by the model fitted on the others, every dataset in every fold): the scores a question gets
+    from a scorer that never saw it, as a query's are, so a scorer that fits noise in its
+    training questions does not take thresholds that route by that noise. ``scorer``: ``best``
+    (the kind with the better leave-one-dataset-out figure), or ``logistic`` / ``mlp``."""
 
     objective: str = "mean"
     fusion_band: str = "always"
+    thresholds: str = "own"
+    scorer: str = "best"
 
     def __post_init__(self) -> None:
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"unknown objective {self.objective!r} (choose {', '.join(OBJECTIVES)})")
-        if self.fusion_band not in BANDS:
-            raise ValueError(f"unknown fusion band {self.fusion_band!r} (choose {', '.join(BANDS)})")
+        for value, allowed, what in ((self.objective, OBJECTIVES, "objective"), (self.fusion_band, BANDS, "fusion band"),
+                                     (self.thresholds, THRESHOLD_SCORES, "threshold scores"),
+                                     (self.scorer, SCORERS, "scorer")):
+            if value not in allowed:
+                raise ValueError(f"unknown {what} {value!r} (choose {', '.join(allowed)})")
 
     def describe(self) -> dict:
-        return {"objective": self.objective, "fusion_band": self.fusion_band}
+        return {"objective": self.objective, "fusion_band": self.fusion_band, "thresholds": self.thresholds,
+                "scorer": self.scorer}
 
 
 CURRENT = Procedure()
@@ -214,17 +228,37 @@ def choose_thresholds(parts: list[tuple[Dataset, np.ndarray, np.ndarray]], side:
     return best
 
 
+def crossfit_fold(question_id: str, folds: int = CROSSFIT_FOLDS) -> int:
+    return int(hashlib.sha256(("crossfit:" + question_id).encode()).hexdigest(), 16) % folds
+
+
+def out_of_fold_scores(kind: str, sets: list[Dataset], side: str, inputs: str,
+                       components: int = COMPONENTS) -> list[np.ndarray]:
+    """Every training question's score by the model fitted (by ``model_for``) on the other
+    folds of every dataset: one array per dataset, in its order."""
+    folds = [np.array([crossfit_fold(str(r["id"])) for r in d.rows], dtype=int) for d in sets]
+    out = [np.zeros(len(d.rows)) for d in sets]
+    for f in range(CROSSFIT_FOLDS):
+        train = [d.subset(fo != f) for d, fo in zip(sets, folds)]
+        model = model_for(kind, [t for t in train if t.rows], side, inputs=inputs, components=components)
+        for d, fo, o in zip(sets, folds, out):
+            if (fo == f).any():
+                o[fo == f] = scores(model, d.subset(fo == f))
+    return out
+
+
 def thresholded(kind: str, sets: list[Dataset], side: str, inputs: str, components: int = COMPONENTS,
                 procedure: Procedure = CURRENT) -> RouterModel:
     """The procedure every evaluation runs and the shipped heads come from: fit on ``sets``, then
-    the thresholds on that model's own scores of them (thresholds chosen on out-of-fold scores
-    would be applied to another model's scale: on earlier runs they sent 98 % of HotpotQA to
-    tri_graph)."""
+    the thresholds on that model's own scores of them, or (``procedure.thresholds ==
+    "crossfit"``) on out-of-fold scores of the same datasets' questions by models of the same
+    kind fitted on two thirds of them (thresholds chosen on the scores of models fitted on other
+    datasets would be applied to another model's scale: on earlier runs they sent 98 % of
+    HotpotQA to tri_graph)."""
     model = model_for(kind, sets, side, inputs=inputs, components=components)
-    parts = []
-    for d in sets:
-        s = scores(model, d)
-        parts.append((d, s, d.fused(s, side)))
+    given = (out_of_fold_scores(kind, sets, side, inputs, components) if procedure.thresholds == "crossfit"
+             else [scores(model, d) for d in sets])
+    parts = [(d, s, d.fused(s, side)) for d, s in zip(sets, given)]
     lo, hi = choose_thresholds(parts, side, procedure)
     return dataclasses.replace(model, tau_low=lo, tau_high=hi)
 
