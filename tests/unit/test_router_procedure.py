@@ -155,3 +155,20 @@ def test_a_given_scorer_kind_is_kept():
     assert part["thresholds_from"].startswith("out-of-fold")
     with pytest.raises(ValueError, match="unknown threshold scores"):
         Procedure(thresholds="held-out")
+
+
+def test_the_routed_halves_keep_each_question_s_recall_to_pair():
+    from eragraph.domain.halves import halves
+    from eragraph.training.router_fit import held_out_halves
+
+    sets = [noise("p", 11), noise("q", 12)]
+    out = held_out_halves("logistic", sets, "hybrid", "text", procedure=Procedure(thresholds="crossfit"))
+    for d in sets:
+        h = np.array(halves(r["id"] for r in d.rows))
+        test = d.subset(h == 1)
+        row = out["train0_test1"][d.name]
+        each = row["per_question"]
+        assert each["ids"] == [r["id"] for r in test.rows]
+        assert each["graph"] == test.r["graph"].tolist() and each["hybrid"] == test.r["hybrid"].tolist()
+        assert np.mean(each["auto"]) == pytest.approx(row["recall@5_auto"], abs=1e-4)
+        assert all(a in (g, s) for a, g, s in zip(each["auto"], each["graph"], each["hybrid"]))

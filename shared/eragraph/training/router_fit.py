@@ -199,10 +199,15 @@ def scores(model: RouterModel, d: Dataset) -> np.ndarray:
     return model.score_z(model.z(phi))
 
 
+def routed_each(d: Dataset, s: np.ndarray, fused: np.ndarray, side: str, lo: float, hi: float) -> np.ndarray:
+    """Every question's Recall@5 by the route its score takes."""
+    return np.where(s < lo, d.r[side], np.where(s >= hi, d.r["graph"], fused))
+
+
 def routed(d: Dataset, s: np.ndarray, fused: np.ndarray, side: str, lo: float, hi: float) -> tuple[float, dict]:
     low, high = s < lo, s >= hi
     mid = ~low & ~high
-    r = np.where(low, d.r[side], np.where(high, d.r["graph"], fused))
+    r = routed_each(d, s, fused, side, lo, hi)
     return float(r.mean()), {side: float(low.mean()), "fusion": float(mid.mean()), "tri_graph": float(high.mean())}
 
 
@@ -263,18 +268,24 @@ def thresholded(kind: str, sets: list[Dataset], side: str, inputs: str, componen
     return dataclasses.replace(model, tau_low=lo, tau_high=hi)
 
 
-def evaluate(model: RouterModel, d: Dataset, side: str) -> dict:
-    """Routed Recall@5 of ``model`` on ``d`` beside every single mode's on the same questions."""
+def evaluate(model: RouterModel, d: Dataset, side: str, per_question: bool = False) -> dict:
+    """Routed Recall@5 of ``model`` on ``d`` beside every single mode's on the same questions
+    (with ``per_question``, also every question's: its id, the routed recall and the graph's)."""
     s = scores(model, d)
     fused = d.fused(s, side)
     r, shares = routed(d, s, fused, side, model.tau_low, model.tau_high)
     mask = d.r["graph"] != d.r[side]
     a = auc(s[mask], (d.r["graph"][mask] > d.r[side][mask]).astype(int)) if mask.any() else None
+    each = ({"per_question": {"ids": [str(q["id"]) for q in d.rows],
+                              "auto": [round(float(x), 4) for x in routed_each(d, s, fused, side, model.tau_low,
+                                                                               model.tau_high)],
+                              "graph": [round(float(x), 4) for x in d.r["graph"]],
+                              side: [round(float(x), 4) for x in d.r[side]]}} if per_question else {})
     return {"questions": len(d.rows), "tau_low": model.tau_low, "tau_high": model.tau_high,
             "recall@5_auto": round(r, 4), "recall@5_fusion": round(float(fused.mean()), 4),
             "auc_disagreement": None if a is None else round(a, 4),
             "route_shares": {k: round(v, 3) for k, v in shares.items()},
-            **{f"recall@5_{m}": round(float(v.mean()), 4) for m, v in d.r.items()}}
+            **{f"recall@5_{m}": round(float(v.mean()), 4) for m, v in d.r.items()}, **each}
 
 
 def leave_one_dataset_out(kind: str, sets: list[Dataset], side: str, inputs: str,
@@ -294,7 +305,8 @@ def held_out_halves(kind: str, sets: list[Dataset], side: str, inputs: str, comp
                     procedure: Procedure = CURRENT) -> dict:
     """Every dataset split in two by the question id's hash (domain.halves): the procedure run on
     half 0 of all datasets routes half 1 of each, and the reverse; ``both`` pools the two, so
-    that every question is routed once by a router that never saw it."""
+    that every question is routed once by a router that never saw it. Each routed half keeps
+    every question's routed and graph Recall@5 (``per_question``), to pair them."""
     from ..domain.halves import halves
 
     split = [(d, np.array(halves(r["id"] for r in d.rows))) for d in sets]
@@ -303,7 +315,8 @@ def held_out_halves(kind: str, sets: list[Dataset], side: str, inputs: str, comp
         train = [d.subset(h == train_half) for d, h in split]
         model = thresholded(kind, [t for t in train if t.rows], side, inputs, components, procedure)
         out[f"train{train_half}_test{1 - train_half}"] = {
-            d.name: evaluate(model, d.subset(h != train_half), side) for d, h in split if (h != train_half).any()}
+            d.name: evaluate(model, d.subset(h != train_half), side, per_question=True)
+            for d, h in split if (h != train_half).any()}
     both = {}
     for d, _ in split:
         runs = [out[k][d.name] for k in ("train0_test1", "train1_test0") if d.name in out[k]]
