@@ -26,7 +26,13 @@ questions and write its weights (numpy-free JSON, loaded without torch) and a re
 4. Thresholds tau_L < tau_H (one grid step, 0.05, apart at least) maximize the mean per-dataset Recall@5 of the routed answers minus
    a small latency price per question sent to the graph (fusion or tri_graph), on the scores of
    the model being thresholded over its own training datasets (in each fold: the three it was
-   fit on).
+   fit on). ``--objective worst`` maximizes instead the worst training dataset's regret (its
+   routed Recall@5, less the price, minus the better of its dense side's and the graph's), and
+   keeps the scorer with the better worst leave-one-dataset-out regret; ``--fusion-band
+   optional`` also allows tau_L = tau_H (no fusion route); ``--thresholds crossfit`` chooses them
+   on out-of-fold scores (each training question scored by a model fitted on the other two
+   thirds of every dataset) instead of the model's own; ``--scorer`` fixes the scorer kind. The
+   report's ``procedure`` says which.
 5. The final scorer is fit on every dataset and thresholded the same way: the shipped router is
    the procedure the leave-one-dataset-out rows evaluate, run on all four. Its figures on the
    questions it was fit on are reported as ``in_sample`` only.
@@ -59,8 +65,8 @@ import numpy as np
 from ..bench.common import run_record
 from ..domain.question_features import features
 from ..domain.router_model import RouterModel
-from .router_fit import (COMPONENTS, FETCH, GRAPH_PRICE, Dataset, Inputs, evaluate, held_out_halves,
-                         leave_one_dataset_out, thresholded)
+from .router_fit import (BANDS, COMPONENTS, CURRENT, FETCH, GRAPH_PRICE, OBJECTIVES, SCORERS, THRESHOLD_SCORES, Dataset,
+                         Inputs, Procedure, evaluate, held_out_halves, leave_one_dataset_out, thresholded)
 from .router_fit import auc, choose_thresholds, model_for, recall, routed, scores  # noqa: F401  (tests, callers)
 
 
@@ -86,6 +92,16 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--graph-mode", choices=("tri_graph", "paths"), default="tri_graph",
                    help="the graph side the router learns to choose: tri_graph (default) or paths (the "
                         "weights then expect GRAPH_ROUTE=paths at query time; their info says so)")
+    p.add_argument("--objective", choices=OBJECTIVES, default="mean",
+                   help="thresholds (and the scorer kind) by the mean routed Recall@5 over the training datasets "
+                        "(default) or by the worst dataset's regret against the better of its two sides")
+    p.add_argument("--fusion-band", choices=BANDS, default="always",
+                   help="always: tau_L < tau_H (default); optional: tau_L = tau_H allowed (no fusion route)")
+    p.add_argument("--thresholds", choices=THRESHOLD_SCORES, default="own",
+                   help="choose tau on the model's own scores of its training questions (default) or on "
+                        "out-of-fold scores (crossfit: each question scored by a model fitted without it)")
+    p.add_argument("--scorer", choices=SCORERS, default="best",
+                   help="the scorer kind: the better by leave-one-dataset-out (best, default), logistic or mlp")
     p.add_argument("--no-progress", action="store_true")
     return p
 
@@ -151,26 +167,34 @@ def collect(store: Path, questions_path: Path, limit: int, show: bool, parse: bo
 
 
 def train_head(sets: list[Dataset], side: str, inputs: str, components: int = COMPONENTS,
-               embedder: str = "") -> tuple[dict, RouterModel]:
-    """One head on ``inputs``: both scorers left out one dataset at a time, the better kept, its
+               embedder: str = "", procedure: Procedure = CURRENT) -> tuple[dict, RouterModel]:
+    """One head on ``inputs``: both scorers left out one dataset at a time, the better kept (by
+    ``procedure``'s objective: the mean routed Recall@5, or the worst dataset's regret), its
     held-out halves, and the head fit on every dataset by the same procedure (``in_sample``
     reports it on the questions it saw)."""
     part: dict[str, Any] = {"inputs": inputs, "features": list(Inputs(inputs, sets, components).names),
-                            "lodo": {k: leave_one_dataset_out(k, sets, side, inputs, components)
+                            "lodo": {k: leave_one_dataset_out(k, sets, side, inputs, components, procedure)
                                      for k in ("logistic", "mlp")}}
-    kind = max(("logistic", "mlp"), key=lambda k: (part["lodo"][k]["mean_recall@5_auto"],
-                                                    part["lodo"][k]["mean_auc"] or 0))
-    final = thresholded(kind, sets, side, inputs, components)
+    first = "mean_recall@5_auto" if procedure.objective == "mean" else "worst_regret@5"
+    kind = procedure.scorer if procedure.scorer != "best" else max(
+        ("logistic", "mlp"), key=lambda k: (part["lodo"][k][first], part["lodo"][k]["mean_recall@5_auto"],
+                                            part["lodo"][k]["mean_auc"] or 0))
+    final = thresholded(kind, sets, side, inputs, components, procedure)
     in_sample = {}
     for d in sets:
         r = evaluate(final, d, side)
         in_sample[d.name] = {"recall@5_auto": r["recall@5_auto"], "route_shares": r["route_shares"]}
-    info = {"trained_on": {d.name: len(d.rows) for d in sets}, "kind_chosen_by": "leave-one-dataset-out Recall@5",
+    info = {"trained_on": {d.name: len(d.rows) for d in sets},
+            "kind_chosen_by": ("leave-one-dataset-out " + ("Recall@5" if procedure.objective == "mean" else "worst regret")
+                               if procedure.scorer == "best" else "given (--scorer)"),
+            **({} if procedure == CURRENT else {"procedure": procedure.describe()}),
             "lodo_mean_recall@5": part["lodo"][kind]["mean_recall@5_auto"], "command": "eragraph router train"}
     model = dataclasses.replace(final, info=info, embedder=embedder)
     part.update({"chosen": kind, "tau_low": final.tau_low, "tau_high": final.tau_high,
-                 "thresholds_from": "the final model's scores of its training questions (the procedure of every LODO fold)",
-                 "halves": held_out_halves(kind, sets, side, inputs, components), "in_sample": in_sample})
+                 "thresholds_from": ("the final model's scores of its training questions" if procedure.thresholds == "own"
+                                     else "out-of-fold scores of its training questions (3 folds by question id)")
+                                    + " (the procedure of every LODO fold)",
+                 "halves": held_out_halves(kind, sets, side, inputs, components, procedure), "in_sample": in_sample})
     return part, model
 
 
@@ -190,7 +214,10 @@ def run(args: Any) -> dict:
                          "): one router head is trained on one embedder's vectors")
     embedder = identities.pop() if identities else ""
     sets = [Dataset(n, rows) for n, (rows, _) in zip(names, collected)]
-    report, model = train_sets(sets, inputs, components, embedder, text_head=not getattr(args, "no_text_head", False))
+    procedure = Procedure(getattr(args, "objective", "mean"), getattr(args, "fusion_band", "always"),
+                          getattr(args, "thresholds", "own"), getattr(args, "scorer", "best"))
+    report, model = train_sets(sets, inputs, components, embedder, text_head=not getattr(args, "no_text_head", False),
+                               procedure=procedure)
     if graph_mode != "tri_graph":  # the graph side it learned: the query needs GRAPH_ROUTE to match
         model = dataclasses.replace(model, info={**model.info, "graph_mode": graph_mode,
                                                  "needs": f"ERAGRAPH_GRAPH_ROUTE={graph_mode}"})
@@ -213,7 +240,7 @@ def run(args: Any) -> dict:
 
 
 def train_sets(sets: list[Dataset], inputs: str = "text+vector", components: int = COMPONENTS, embedder: str = "",
-               text_head: bool = True) -> tuple[dict, RouterModel]:
+               text_head: bool = True, procedure: Procedure = CURRENT) -> tuple[dict, RouterModel]:
     """(the training report, the weights) from collected runs: the head on ``inputs`` and, for
     text+vector inputs, a text-only head by the same procedure (``text_head`` in both)."""
     pooled = {m: float(np.mean(np.concatenate([d.r[m] for d in sets]))) for m in ("dense", "hybrid")}
@@ -224,12 +251,12 @@ def train_sets(sets: list[Dataset], inputs: str = "text+vector", components: int
                               "disagreement": int((d.r["graph"] != d.r[side]).sum()),
                               "graph_wins": int((d.r["graph"] > d.r[side]).sum())} for d in sets},
         "dense_side": side, "dense_side_reason": f"pooled Recall@5 dense {pooled['dense']:.4f}, hybrid {pooled['hybrid']:.4f}",
-        "graph_price": GRAPH_PRICE, "embedder": embedder, "halves_by": "domain.halves.half_of: sha256 of the question id",
+        "graph_price": GRAPH_PRICE, "procedure": procedure.describe(), "embedder": embedder, "halves_by": "domain.halves.half_of: sha256 of the question id",
     }
-    part, model = train_head(sets, side, inputs, components, embedder)
+    part, model = train_head(sets, side, inputs, components, embedder, procedure)
     report.update(part)
     if text_head and inputs == "text+vector":
-        report["text_head"], text = train_head(sets, side, "text", components, embedder)
+        report["text_head"], text = train_head(sets, side, "text", components, embedder, procedure)
         model = dataclasses.replace(model, text_head=text)
     return report, model
 

@@ -11,6 +11,7 @@ the head for queries another embedder embedded) or ``parse`` (a spaCy parse's fe
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 
 import numpy as np
 
@@ -23,6 +24,48 @@ K = 5
 GRAPH_PRICE = 0.002  # Recall@5 a question must gain to be worth sending to the graph
 SEED = 20250601
 COMPONENTS = 8
+OBJECTIVES = ("mean", "worst")
+BANDS = ("always", "optional")
+THRESHOLD_SCORES = ("own", "crossfit")
+SCORERS = ("best", "logistic", "mlp")
+CROSSFIT_FOLDS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Procedure:
+    """How thresholds (and the scorer kind) are chosen over the training datasets.
+
+    ``objective``: ``mean`` maximizes the mean over the datasets of the routed Recall@5 minus
+    the latency price; ``worst`` maximizes the worst dataset's regret, its routed Recall@5 minus
+    the price minus the better of its two sides' (dense side, graph) Recall@5, the mean of the
+    same breaking ties: a router that does not lose much on any dataset before one that gains on
+    some. ``fusion_band``: ``always`` keeps tau_L < tau_H (the fusion band is never empty);
+    ``optional`` also allows tau_L = tau_H, two routes and no fusion. ``thresholds``: ``own``
+    chooses them on the fitted model's scores of its own training questions; ``crossfit`` on
+    out-of-fold scores (``CROSSFIT_FOLDS`` folds by a hash of the question id, each fold scored
+    by the model fitted on the others, every dataset in every fold): the scores a question gets
+    from a scorer that never saw it, as a query's are, so a scorer that fits noise in its
+    training questions does not take thresholds that route by that noise. ``scorer``: ``best``
+    (the kind with the better leave-one-dataset-out figure), or ``logistic`` / ``mlp``."""
+
+    objective: str = "mean"
+    fusion_band: str = "always"
+    thresholds: str = "own"
+    scorer: str = "best"
+
+    def __post_init__(self) -> None:
+        for value, allowed, what in ((self.objective, OBJECTIVES, "objective"), (self.fusion_band, BANDS, "fusion band"),
+                                     (self.thresholds, THRESHOLD_SCORES, "threshold scores"),
+                                     (self.scorer, SCORERS, "scorer")):
+            if value not in allowed:
+                raise ValueError(f"unknown {what} {value!r} (choose {', '.join(allowed)})")
+
+    def describe(self) -> dict:
+        return {"objective": self.objective, "fusion_band": self.fusion_band, "thresholds": self.thresholds,
+                "scorer": self.scorer}
+
+
+CURRENT = Procedure()
 
 
 def recall(ids: list[str], doc: dict, support: list[str], k: int = K) -> float:
@@ -156,80 +199,124 @@ def scores(model: RouterModel, d: Dataset) -> np.ndarray:
     return model.score_z(model.z(phi))
 
 
+def routed_each(d: Dataset, s: np.ndarray, fused: np.ndarray, side: str, lo: float, hi: float) -> np.ndarray:
+    """Every question's Recall@5 by the route its score takes."""
+    return np.where(s < lo, d.r[side], np.where(s >= hi, d.r["graph"], fused))
+
+
 def routed(d: Dataset, s: np.ndarray, fused: np.ndarray, side: str, lo: float, hi: float) -> tuple[float, dict]:
     low, high = s < lo, s >= hi
     mid = ~low & ~high
-    r = np.where(low, d.r[side], np.where(high, d.r["graph"], fused))
+    r = routed_each(d, s, fused, side, lo, hi)
     return float(r.mean()), {side: float(low.mean()), "fusion": float(mid.mean()), "tri_graph": float(high.mean())}
 
 
-def choose_thresholds(parts: list[tuple[Dataset, np.ndarray, np.ndarray]], side: str) -> tuple[float, float]:
+def choose_thresholds(parts: list[tuple[Dataset, np.ndarray, np.ndarray]], side: str,
+                      procedure: Procedure = CURRENT) -> tuple[float, float]:
+    """(tau_L, tau_H) on a 0.05 grid (with 0 and past 1 at the ends) by ``procedure``'s
+    objective over the datasets of ``parts`` (each with its scores and its fused recalls)."""
     grid = sorted({0.0, 1.0000001, *np.round(np.linspace(0.05, 0.95, 19), 2)})
-    best, best_val = (0.0, 1.0000001), -1.0
+    best_side = [max(float(d.r[side].mean()), float(d.r["graph"].mean())) for d, _, _ in parts]
+    step = 0 if procedure.fusion_band == "optional" else 1
+    best, best_val = (0.0, 1.0000001), (-np.inf, -np.inf)
     for i, lo in enumerate(grid):
-        for hi in grid[i + 1:]:  # tau_L < tau_H: the fusion band is never empty by construction
+        for hi in grid[i + step:]:  # "always": tau_L < tau_H, the fusion band never empty
             vals = []
             for d, s, fused in parts:
                 r, shares = routed(d, s, fused, side, lo, hi)
                 vals.append(r - GRAPH_PRICE * (shares["fusion"] + shares["tri_graph"]))
-            val = float(np.mean(vals))
-            if val > best_val + 1e-12:
-                best, best_val = (float(lo), float(min(hi, 1.0))), val
+            mean = float(np.mean(vals))
+            val = ((mean, mean) if procedure.objective == "mean"
+                   else (float(min(v - b for v, b in zip(vals, best_side))), mean))
+            if val[0] > best_val[0] + 1e-12 or (abs(val[0] - best_val[0]) <= 1e-12 and val[1] > best_val[1] + 1e-12):
+                best, best_val = (float(min(lo, 1.0)), float(min(hi, 1.0))), val
     return best
 
 
-def thresholded(kind: str, sets: list[Dataset], side: str, inputs: str, components: int = COMPONENTS) -> RouterModel:
+def crossfit_fold(question_id: str, folds: int = CROSSFIT_FOLDS) -> int:
+    return int(hashlib.sha256(("crossfit:" + question_id).encode()).hexdigest(), 16) % folds
+
+
+def out_of_fold_scores(kind: str, sets: list[Dataset], side: str, inputs: str,
+                       components: int = COMPONENTS) -> list[np.ndarray]:
+    """Every training question's score by the model fitted (by ``model_for``) on the other
+    folds of every dataset: one array per dataset, in its order."""
+    folds = [np.array([crossfit_fold(str(r["id"])) for r in d.rows], dtype=int) for d in sets]
+    out = [np.zeros(len(d.rows)) for d in sets]
+    for f in range(CROSSFIT_FOLDS):
+        train = [d.subset(fo != f) for d, fo in zip(sets, folds)]
+        model = model_for(kind, [t for t in train if t.rows], side, inputs=inputs, components=components)
+        for d, fo, o in zip(sets, folds, out):
+            if (fo == f).any():
+                o[fo == f] = scores(model, d.subset(fo == f))
+    return out
+
+
+def thresholded(kind: str, sets: list[Dataset], side: str, inputs: str, components: int = COMPONENTS,
+                procedure: Procedure = CURRENT) -> RouterModel:
     """The procedure every evaluation runs and the shipped heads come from: fit on ``sets``, then
-    the thresholds on that model's own scores of them (thresholds chosen on out-of-fold scores
-    would be applied to another model's scale: on earlier runs they sent 98 % of HotpotQA to
-    tri_graph)."""
+    the thresholds on that model's own scores of them, or (``procedure.thresholds ==
+    "crossfit"``) on out-of-fold scores of the same datasets' questions by models of the same
+    kind fitted on two thirds of them (thresholds chosen on the scores of models fitted on other
+    datasets would be applied to another model's scale: on earlier runs they sent 98 % of
+    HotpotQA to tri_graph)."""
     model = model_for(kind, sets, side, inputs=inputs, components=components)
-    parts = []
-    for d in sets:
-        s = scores(model, d)
-        parts.append((d, s, d.fused(s, side)))
-    lo, hi = choose_thresholds(parts, side)
+    given = (out_of_fold_scores(kind, sets, side, inputs, components) if procedure.thresholds == "crossfit"
+             else [scores(model, d) for d in sets])
+    parts = [(d, s, d.fused(s, side)) for d, s in zip(sets, given)]
+    lo, hi = choose_thresholds(parts, side, procedure)
     return dataclasses.replace(model, tau_low=lo, tau_high=hi)
 
 
-def evaluate(model: RouterModel, d: Dataset, side: str) -> dict:
-    """Routed Recall@5 of ``model`` on ``d`` beside every single mode's on the same questions."""
+def evaluate(model: RouterModel, d: Dataset, side: str, per_question: bool = False) -> dict:
+    """Routed Recall@5 of ``model`` on ``d`` beside every single mode's on the same questions
+    (with ``per_question``, also every question's: its id, the routed recall and the graph's)."""
     s = scores(model, d)
     fused = d.fused(s, side)
     r, shares = routed(d, s, fused, side, model.tau_low, model.tau_high)
     mask = d.r["graph"] != d.r[side]
     a = auc(s[mask], (d.r["graph"][mask] > d.r[side][mask]).astype(int)) if mask.any() else None
+    each = ({"per_question": {"ids": [str(q["id"]) for q in d.rows],
+                              "auto": [round(float(x), 4) for x in routed_each(d, s, fused, side, model.tau_low,
+                                                                               model.tau_high)],
+                              "graph": [round(float(x), 4) for x in d.r["graph"]],
+                              side: [round(float(x), 4) for x in d.r[side]]}} if per_question else {})
     return {"questions": len(d.rows), "tau_low": model.tau_low, "tau_high": model.tau_high,
             "recall@5_auto": round(r, 4), "recall@5_fusion": round(float(fused.mean()), 4),
             "auc_disagreement": None if a is None else round(a, 4),
             "route_shares": {k: round(v, 3) for k, v in shares.items()},
-            **{f"recall@5_{m}": round(float(v.mean()), 4) for m, v in d.r.items()}}
+            **{f"recall@5_{m}": round(float(v.mean()), 4) for m, v in d.r.items()}, **each}
 
 
 def leave_one_dataset_out(kind: str, sets: list[Dataset], side: str, inputs: str,
-                          components: int = COMPONENTS) -> dict:
-    """Each dataset routed by the procedure run on the others."""
-    rows = {held.name: evaluate(thresholded(kind, [d for d in sets if d is not held], side, inputs, components),
-                                held, side)
+                          components: int = COMPONENTS, procedure: Procedure = CURRENT) -> dict:
+    """Each dataset routed by the procedure run on the others; ``worst_regret@5`` is the
+    lowest, over the datasets, of its routed Recall@5 minus the better of its two sides'."""
+    rows = {held.name: evaluate(thresholded(kind, [d for d in sets if d is not held], side, inputs, components,
+                                            procedure), held, side)
             for held in sets}
     aucs = [v["auc_disagreement"] for v in rows.values() if v["auc_disagreement"] is not None]
+    worst = min(v["recall@5_auto"] - max(v[f"recall@5_{side}"], v["recall@5_graph"]) for v in rows.values())
     return {"per_dataset": rows, "mean_recall@5_auto": round(float(np.mean([v["recall@5_auto"] for v in rows.values()])), 4),
-            "mean_auc": round(float(np.mean(aucs)), 4) if aucs else None}
+            "worst_regret@5": round(float(worst), 4), "mean_auc": round(float(np.mean(aucs)), 4) if aucs else None}
 
 
-def held_out_halves(kind: str, sets: list[Dataset], side: str, inputs: str, components: int = COMPONENTS) -> dict:
+def held_out_halves(kind: str, sets: list[Dataset], side: str, inputs: str, components: int = COMPONENTS,
+                    procedure: Procedure = CURRENT) -> dict:
     """Every dataset split in two by the question id's hash (domain.halves): the procedure run on
     half 0 of all datasets routes half 1 of each, and the reverse; ``both`` pools the two, so
-    that every question is routed once by a router that never saw it."""
+    that every question is routed once by a router that never saw it. Each routed half keeps
+    every question's routed and graph Recall@5 (``per_question``), to pair them."""
     from ..domain.halves import halves
 
     split = [(d, np.array(halves(r["id"] for r in d.rows))) for d in sets]
     out: dict = {}
     for train_half in (0, 1):
         train = [d.subset(h == train_half) for d, h in split]
-        model = thresholded(kind, [t for t in train if t.rows], side, inputs, components)
+        model = thresholded(kind, [t for t in train if t.rows], side, inputs, components, procedure)
         out[f"train{train_half}_test{1 - train_half}"] = {
-            d.name: evaluate(model, d.subset(h != train_half), side) for d, h in split if (h != train_half).any()}
+            d.name: evaluate(model, d.subset(h != train_half), side, per_question=True)
+            for d, h in split if (h != train_half).any()}
     both = {}
     for d, _ in split:
         runs = [out[k][d.name] for k in ("train0_test1", "train1_test0") if d.name in out[k]]
