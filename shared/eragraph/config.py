@@ -462,7 +462,7 @@ AWS_ENV: dict[str, str] = {
     "ERAGRAPH_OPENSEARCH_ENDPOINT": "OpenSearch domain endpoint (SigV4-signed requests)",
     "ERAGRAPH_OPENSEARCH_INDEX": "index of node vectors (default eragraph-nodes)",
     "ERAGRAPH_OPENSEARCH_ENTITY_INDEX": "index of entity-name (and sentence) vectors (default eragraph-entities)",
-    "ERAGRAPH_ENTITY_GRAPH_WARM": "optional: true keeps each tenant's entity graph in memory between questions (the query function: adapters/aws/entity_warm)",
+    "ERAGRAPH_ENTITY_GRAPH_WARM": "optional: true keeps each tenant's entity graph in memory between questions (the query and stream functions: adapters/aws/entity_warm)",
     "ERAGRAPH_SNAPSHOT_BUCKET": "optional: the bucket of each tenant's entity graph snapshot, written by the reindex and read by a cold query function (adapters/aws/entity_snapshot_s3)",
     "ERAGRAPH_OPENSEARCH_REPLICAS": "replicas of a newly created index: data nodes - 1 (the template derives it)",
     "ERAGRAPH_OPENSEARCH_SERVICE": "optional: es (a domain, the default) or aoss (serverless)",

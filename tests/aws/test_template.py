@@ -70,14 +70,16 @@ def test_every_environment_variable_read_is_set_by_the_template():
     bootstrap = {name for name in AWS_ENV if name.startswith("ERAGRAPH_")}
     optional = {"ERAGRAPH_AWS_ENDPOINT_URL", "ERAGRAPH_OPENSEARCH_SERVICE"}  # local clouds / serverless only
     one_function = {"ERAGRAPH_REINDEX_QUEUE_URL": "ReindexFunction",  # read by that function's wiring only
-                    "ERAGRAPH_DOCUMENT_PREFIX": "QueryFunction", "ERAGRAPH_DOCUMENT_SUFFIX": "QueryFunction",  # uploads
-                    "ERAGRAPH_ENTITY_GRAPH_WARM": "QueryFunction"}  # walks from memory: the reader only
+                    "ERAGRAPH_DOCUMENT_PREFIX": "QueryFunction", "ERAGRAPH_DOCUMENT_SUFFIX": "QueryFunction"}  # uploads
     for name, fn in one_function.items():
         assert name in RES[fn]["Properties"]["Environment"]["Variables"], (fn, name)
-    # the entity graph's snapshot: the reindex writes it, the query function reads it
-    for fn in ("QueryFunction", "ReindexFunction"):
+    # walks from memory: the functions that answer questions; the entity graph's snapshot: those
+    # read it, the reindex writes it
+    for fn in ("QueryFunction", "StreamFunction"):
+        assert RES[fn]["Properties"]["Environment"]["Variables"]["ERAGRAPH_ENTITY_GRAPH_WARM"] == "true", fn
+    for fn in ("QueryFunction", "StreamFunction", "ReindexFunction"):
         assert RES[fn]["Properties"]["Environment"]["Variables"]["ERAGRAPH_SNAPSHOT_BUCKET"] == {"Ref": "EntitySnapshotBucket"}
-    two_functions = {"ERAGRAPH_SNAPSHOT_BUCKET"}
+    two_functions = {"ERAGRAPH_SNAPSHOT_BUCKET", "ERAGRAPH_ENTITY_GRAPH_WARM"}
     assert bootstrap - optional - set(one_function) - two_functions <= env, \
         bootstrap - optional - set(one_function) - two_functions - env
     from eragraph.bootstrap.aws import REQUIRED
