@@ -518,6 +518,7 @@ class LoopbackCloud:
     def __init__(self, prefix: str = "eragraph-test") -> None:
         self.prefix = prefix
         self.bucket = f"{prefix}-docs"
+        self.snapshot_bucket = f"{prefix}-snapshots"  # EntitySnapshotBucket: each tenant's entity graph snapshot
         self.table = f"{prefix}-graph"
         self.moto = SerialMotoServer()
         self.search = None
@@ -551,6 +552,7 @@ class LoopbackCloud:
         self.summarize_arn = self.queue_arn(self.summarize_url)
         self.reindex_arn = self.queue_arn(self.reindex_url)
         self.s3.create_bucket(Bucket=self.bucket)
+        self.s3.create_bucket(Bucket=self.snapshot_bucket)
         # the caller tests/events/api_*.json name (assumed-role/reader): untagged, under the
         # TenantPrincipalPath whose principals' tags the query role may read (tests/iam_judge.py)
         session.client("iam", endpoint_url=self.endpoint).create_role(
@@ -575,7 +577,8 @@ class LoopbackCloud:
     @property
     def resources(self) -> dict[str, str]:
         """Values of the template's Refs/GetAtts in this cloud."""
-        return {"GraphTable": self.table, "DocumentsBucket": self.bucket, "SummarizeQueue": self.summarize_url,
+        return {"GraphTable": self.table, "DocumentsBucket": self.bucket, "EntitySnapshotBucket": self.snapshot_bucket,
+                "SummarizeQueue": self.summarize_url,
                 "IngestQueue": self.ingest_url, "SearchDomain.DomainEndpoint": self.search.endpoint,
                 "SummarizeQueue.Arn": self.summarize_arn, "IngestQueue.Arn": self.ingest_arn,
                 "ReindexQueue": self.reindex_url, "ReindexQueue.Arn": self.reindex_arn}
