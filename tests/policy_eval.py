@@ -25,8 +25,10 @@ def resource_arns(template: dict, parameters: Mapping[str, str] | None = None) -
         kind = res["Type"]
         if kind == "AWS::DynamoDB::Table":
             out[f"{name}.Arn"] = f"arn:aws:dynamodb:{region}:{account}:table/eragraph-{stage}-graph"
-        elif kind == "AWS::S3::Bucket":
-            out[f"{name}.Arn"] = f"arn:aws:s3:::eragraph-{stage}-docs-{account}-{region}"
+        elif kind == "AWS::S3::Bucket":  # its own name: a grant on one bucket is not a grant on another
+            bucket = res["Properties"].get("BucketName")
+            bucket = _sub(bucket["Fn::Sub"], p, {}) if isinstance(bucket, dict) else (bucket or name.lower())
+            out[f"{name}.Arn"] = f"arn:aws:s3:::{bucket}"
         elif kind == "AWS::SQS::Queue":
             queue = res["Properties"].get("QueueName")
             queue = _sub(queue["Fn::Sub"], p, {}) if isinstance(queue, dict) else (queue or name)

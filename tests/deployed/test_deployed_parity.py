@@ -66,6 +66,9 @@ RESOURCE_SETTINGS = ("ERAGRAPH_TABLE", "ERAGRAPH_BUCKET", "ERAGRAPH_SUMMARIZE_QU
                      # the query function's entity graph kept warm in memory (adapters/aws/
                      # entity_warm): the same answers as the table's reads, in fewer round trips
                      "ERAGRAPH_ENTITY_GRAPH_WARM",
+                     # where that entity graph's snapshot is kept (adapters/aws/entity_snapshot_s3):
+                     # the table's records at a generation, read by a cold function instead of them
+                     "ERAGRAPH_SNAPSHOT_BUCKET",
                      # the buckets a Bedrock KB data source may sync from, and the keys the bucket's
                      # notification ingests (where an API upload is put): no store setting
                      "ERAGRAPH_SOURCE_BUCKETS", "ERAGRAPH_DOCUMENT_")
