@@ -151,11 +151,7 @@ class WarmEntityReads:
         snapshot = self.snapshots.load() if self.snapshots is not None else None
         if snapshot is None or snapshot.generation > current or self._wall() - snapshot.taken_at >= MAX_AGE:
             return
-        self.records, self._post, self._sents, self._cooc = {}, {}, {}, {}
-        for cid, record in snapshot.records.items():
-            self._set(cid, record)
-        self.generation_held = snapshot.generation
-        self._gap = None
+        self._hold(snapshot.records, snapshot.generation)
         self.snapshot_reads += 1
 
     def keep_snapshot(self) -> dict:
@@ -182,12 +178,16 @@ class WarmEntityReads:
                 "read": "everything" if self.full_reads > full_reads else "snapshot and log"}
 
     def _read_all(self, current: int) -> None:
-        self.records, self._post, self._sents, self._cooc = {}, {}, {}, {}
-        for cid, record in self._read_records(sorted(set(self._chunk_ids()))).items():
-            self._set(cid, record)
-        self.generation_held = current
-        self._gap = None
+        self._hold(self._read_records(sorted(set(self._chunk_ids()))), current)
         self.full_reads += 1
+
+    def _hold(self, records: dict[str, ChunkEntities], generation: int) -> None:
+        """Hold exactly ``records``, as of ``generation`` (a full read's or a snapshot's)."""
+        self.records, self._post, self._sents, self._cooc = {}, {}, {}, {}
+        for cid, record in records.items():
+            self._set(cid, record)
+        self.generation_held = generation
+        self._gap = None
 
     def _set(self, cid: str, record: ChunkEntities | None) -> None:
         old = self.records.pop(cid, None)
