@@ -464,6 +464,8 @@ AWS_ENV: dict[str, str] = {
     "ERAGRAPH_OPENSEARCH_ENTITY_INDEX": "index of entity-name (and sentence) vectors (default eragraph-entities)",
     "ERAGRAPH_ENTITY_GRAPH_WARM": "optional: true keeps each tenant's entity graph in memory between questions (the query and stream functions: adapters/aws/entity_warm)",
     "ERAGRAPH_SNAPSHOT_BUCKET": "optional: the bucket of each tenant's entity graph snapshot, written by the reindex and read by a cold query function (adapters/aws/entity_snapshot_s3)",
+    "ERAGRAPH_ENTITY_GRAPH_MAX_CHUNKS": "optional: the most chunks of a tenant a function keeps in memory for its entity walks (default: what AWS_LAMBDA_FUNCTION_MEMORY_SIZE leaves, entity_warm.held_chunk_cap; a larger tenant's walks read the table)",
+    "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "set by Lambda: the function's memory in MB, which bounds the entity graph it holds",
     "ERAGRAPH_OPENSEARCH_REPLICAS": "replicas of a newly created index: data nodes - 1 (the template derives it)",
     "ERAGRAPH_OPENSEARCH_SERVICE": "optional: es (a domain, the default) or aoss (serverless)",
     "ERAGRAPH_REINDEX_QUEUE_URL": "FIFO queue of the reindex's per-tenant audits (the reindex function only)",

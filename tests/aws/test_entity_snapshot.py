@@ -251,3 +251,120 @@ def test_the_reindex_writes_it_a_cold_query_function_reads_it_and_a_deletion_rem
     out = reindex.handler({"delete_tenant": "acme"}, lambda_context)
     assert out["tenant"] == "acme"
     assert "Contents" not in s3.list_objects_v2(Bucket=SNAPSHOTS, Prefix="entity-graph/acme/")
+
+
+# ---------------------------------------------------------------- a tenant too large to hold
+def test_a_snapshot_of_more_chunks_than_the_reader_holds_is_refused_from_its_metadata(store):
+    s3 = boto3.client("s3", region_name=REGION)
+    store.add_chunks([chunk("k1", ("alice", "bob")), chunk("k2", ("bob", "carol")), chunk("k3", ("dave",))])
+    snapshots = S3EntitySnapshots(SNAPSHOTS, s3, "big")
+    WarmEntityReads(store, lambda: ["k1", "k2", "k3"], snapshots=snapshots, wall=Clock()).keep_snapshot()
+    head = s3.head_object(Bucket=SNAPSHOTS, Key=snapshots.key)
+    assert head["Metadata"] == {"chunks": "3"}
+    with pytest.raises(snap.TooManyChunks) as refused:
+        snapshots.load(max_chunks=2)
+    assert refused.value.chunks == 3
+    assert len(snapshots.load(max_chunks=3).records) == 3
+
+    calls = Calls(store, s3)
+    cold = WarmEntityReads(store, lambda: pytest.fail("a refused tenant's chunks are not listed"),
+                           snapshots=snapshots, wall=Clock(), max_chunks=2)
+    assert reads(cold, ENTS, CHUNKS) == table_reads(store, ENTS, CHUNKS)
+    assert cold.over_cap == 3 and cold.records == {} and cold.snapshot_reads == 0 and cold.full_reads == 0
+    sent = calls.take()
+    assert sent.count("s3:GetObject") == 1 and sent.count("Query") >= len(ENTS)  # the table's own reads
+    reads(cold, ENTS, CHUNKS)  # and from then on nothing is tried again: no generation, no object
+    assert "s3:GetObject" not in calls.take()
+
+
+def test_without_a_snapshot_the_layer_size_refuses_before_any_record_is_read(store):
+    store.add_chunks([chunk("k1", ("alice",)), chunk("k2", ("bob",))])
+    counted = []
+    cold = WarmEntityReads(store, lambda: pytest.fail("not listed: the counter said too many"),
+                           max_chunks=1, chunk_count=lambda: counted.append(1) or 2)
+    assert reads(cold, ENTS, CHUNKS) == table_reads(store, ENTS, CHUNKS)
+    assert counted == [1] and cold.over_cap == 2 and cold.full_reads == 0
+    # with no counter, the listed ids decide, still before any record is read
+    listed = WarmEntityReads(store, lambda: ["k1", "k2"], max_chunks=1)
+    listed._read_records = lambda ids: pytest.fail("no record read")
+    assert reads(listed, ENTS, CHUNKS) == table_reads(store, ENTS, CHUNKS) and listed.over_cap == 2
+
+
+def test_a_held_tenant_that_grows_past_the_cap_is_let_go(store):
+    store.add_chunks([chunk("k1", ("alice",)), chunk("k2", ("bob",))])
+    warm = WarmEntityReads(store, lambda: ["k1", "k2"], max_chunks=2)
+    assert reads(warm, ENTS, CHUNKS) == table_reads(store, ENTS, CHUNKS) and len(warm.records) == 2
+    store.add_chunks([chunk("k3", ("alice", "carol"))])
+    assert reads(warm, ENTS, CHUNKS) == table_reads(store, ENTS, CHUNKS)
+    assert warm.over_cap == 3 and warm.records == {} and warm._post == {} and warm._cooc == {}
+
+
+def test_the_writer_of_a_tenant_above_its_cap_writes_no_object_and_removes_the_old_one(store):
+    s3 = boto3.client("s3", region_name=REGION)
+    store.add_chunks([chunk("k1", ("alice",)), chunk("k2", ("bob",))])
+    snapshots = S3EntitySnapshots(SNAPSHOTS, s3, "t")
+    WarmEntityReads(store, lambda: ["k1", "k2"], snapshots=snapshots, wall=Clock()).keep_snapshot()
+    assert snapshots.load() is not None
+    store.add_chunks([chunk("k3", ("carol",))])
+    writer = WarmEntityReads(store, lambda: ["k1", "k2", "k3"], snapshots=snapshots, wall=Clock(), max_chunks=2)
+    done = writer.keep_snapshot()
+    assert done["bytes"] == 0 and done["chunks"] == 3 and done["read"].startswith("not written")
+    assert snapshots.load() is None
+    store.delete_chunks(["k3"])  # smaller again: the next run holds it and writes it
+    assert WarmEntityReads(store, lambda: ["k1", "k2"], snapshots=snapshots, wall=Clock(),
+                           max_chunks=2).keep_snapshot()["chunks"] == 2
+
+
+def test_the_cap_follows_the_functions_memory():
+    from eragraph.adapters.aws.entity_warm import BASELINE_MB, HELD_BYTES_PER_CHUNK, held_chunk_cap
+
+    assert held_chunk_cap(None) is None and held_chunk_cap(0) is None
+    assert held_chunk_cap(1024) == (1024 - BASELINE_MB) * 2 ** 20 // HELD_BYTES_PER_CHUNK == 87_381
+    assert held_chunk_cap(2048) > 2 * held_chunk_cap(1024) and held_chunk_cap(128) == 0
+
+
+def test_a_function_whose_cap_the_tenant_passes_walks_the_table_and_the_reindex_writes_no_object(
+        aws_engine, lambda_context):
+    import iam_judge
+    from aws_helpers import event, load_handler
+    from test_handlers import drain
+
+    from eragraph.bootstrap.aws import LAMBDA_ENGINE, build_aws_engine
+    from eragraph.services.query import query
+
+    engine, env, fake = aws_engine
+    s3 = boto3.client("s3", region_name=REGION)
+    s3.create_bucket(Bucket=SNAPSHOTS)
+    env.update({"ERAGRAPH_SNAPSHOT_BUCKET": SNAPSHOTS, "ERAGRAPH_ENTITY_GRAPH_WARM": "true",
+                "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "1024", "ERAGRAPH_ENTITY_GRAPH_MAX_CHUNKS": "1"})
+    LAMBDA_ENGINE.set_builder(lambda tenant: build_aws_engine(environ=env, opensearch_client=fake, refresh=True,
+                                                              tenant=tenant))
+    ingest, summarize, reindex = load_handler("ingest"), load_handler("summarize"), load_handler("reindex")
+    for name, text in CORPUS.items():
+        key = f"tenants/acme/{name}.txt"
+        with iam_judge.running_as(None):
+            s3.put_object(Bucket=env["ERAGRAPH_BUCKET"], Key=key, Body=text.encode())
+        ev = event("s3_put.json")
+        ev["Records"][0]["s3"]["object"]["key"] = key
+        ingest.handler(ev, lambda_context)
+    drain(LAMBDA_ENGINE.get("acme", register=False), summarize, lambda_context)
+
+    written = reindex.handler({"tenant": "acme"}, lambda_context)["tenants"]["acme"]["entity_snapshot"]
+    assert written["bytes"] == 0 and written["chunks"] == 2 and written["read"].startswith("not written")
+    assert "Contents" not in s3.list_objects_v2(Bucket=SNAPSHOTS, Prefix="entity-graph/acme/")
+
+    question = "Which waterway passes the town where Marie Curie was born?"
+    capped = build_aws_engine(environ=env, opensearch_client=fake, refresh=True, tenant="acme")
+    assert capped.entities.store.max_chunks == 1
+    plain_env = {k: v for k, v in env.items() if k not in ("ERAGRAPH_SNAPSHOT_BUCKET", "ERAGRAPH_ENTITY_GRAPH_WARM")}
+    plain = build_aws_engine(environ=plain_env, opensearch_client=fake, refresh=True, tenant="acme")
+    with iam_judge.running_as("query"):  # the layer-size read is the query role's too
+        got = [(r.id, round(r.score, 9)) for r in query(capped, question, mode="tri_graph", k=3).results]
+    assert got and got == [(r.id, round(r.score, 9)) for r in query(plain, question, mode="tri_graph", k=3).results]
+    assert capped.entities.store.over_cap == 2 and capped.entities.store.records == {}
+
+    by_memory = {k: v for k, v in env.items() if k != "ERAGRAPH_ENTITY_GRAPH_MAX_CHUNKS"}
+    assert build_aws_engine(environ=by_memory, opensearch_client=fake, tenant="acme").entities.store.max_chunks == 87_381
+    with pytest.raises(ValueError, match="whole number"):
+        build_aws_engine(environ={**env, "ERAGRAPH_ENTITY_GRAPH_MAX_CHUNKS": "lots"}, opensearch_client=fake,
+                         tenant="acme").entities.store

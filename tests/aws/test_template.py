@@ -68,7 +68,8 @@ def test_every_environment_variable_read_is_set_by_the_template():
         assert reads <= env | own, (name, reads - env - own)
     from eragraph.config import AWS_ENV  # the aws profile's variables, declared where they are read
     bootstrap = {name for name in AWS_ENV if name.startswith("ERAGRAPH_")}
-    optional = {"ERAGRAPH_AWS_ENDPOINT_URL", "ERAGRAPH_OPENSEARCH_SERVICE"}  # local clouds / serverless only
+    optional = {"ERAGRAPH_AWS_ENDPOINT_URL", "ERAGRAPH_OPENSEARCH_SERVICE",  # local clouds / serverless only
+                "ERAGRAPH_ENTITY_GRAPH_MAX_CHUNKS"}  # an override: by default the function's MemorySize bounds it
     one_function = {"ERAGRAPH_REINDEX_QUEUE_URL": "ReindexFunction",  # read by that function's wiring only
                     "ERAGRAPH_DOCUMENT_PREFIX": "QueryFunction", "ERAGRAPH_DOCUMENT_SUFFIX": "QueryFunction"}  # uploads
     for name, fn in one_function.items():

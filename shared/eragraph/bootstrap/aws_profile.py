@@ -150,11 +150,18 @@ class AwsProfile(Profile):
         if self.env.get("ERAGRAPH_ENTITY_GRAPH_WARM", "").lower() not in ("1", "true", "yes") and not bucket:
             return store
         from ..adapters.aws.entity_snapshot_s3 import S3EntitySnapshots
-        from ..adapters.aws.entity_warm import WarmEntityReads
+        from ..adapters.aws.entity_warm import WarmEntityReads, held_chunk_cap
 
         # outside a walk (an ingest's, a reindex's reads) a warm reader reads the store, as without it
         snapshots = S3EntitySnapshots(bucket, self.s3, self.tenant) if bucket else None
-        return WarmEntityReads(store, lambda: (r.node_id for r in graph.layer_refs(0)), snapshots=snapshots)
+        cap, memory = (self.env.get(k, "").strip() for k in ("ERAGRAPH_ENTITY_GRAPH_MAX_CHUNKS",
+                                                               "AWS_LAMBDA_FUNCTION_MEMORY_SIZE"))
+        if not (cap or "0").isdigit() or not (memory or "0").isdigit():
+            raise ValueError(f"ERAGRAPH_ENTITY_GRAPH_MAX_CHUNKS={cap!r}, AWS_LAMBDA_FUNCTION_MEMORY_SIZE={memory!r}: "
+                             "each must be a whole number")
+        max_chunks = int(cap) if cap else held_chunk_cap(int(memory or 0))
+        return WarmEntityReads(store, lambda: (r.node_id for r in graph.layer_refs(0)), snapshots=snapshots,
+                               max_chunks=max_chunks, chunk_count=lambda: graph.layer_sizes().get(0, 0))
 
     def entity_vectors(self, dim):
         return self._index("ERAGRAPH_OPENSEARCH_ENTITY_INDEX", DEFAULT_ENTITY_INDEX, dim)

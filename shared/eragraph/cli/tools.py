@@ -17,7 +17,7 @@ from .render import emit
 from .store import DEFAULT_STORE, open_engine, writing
 
 BENCH_MODULES = ("retrieval", "levers", "growth", "ingest", "query", "scale", "vectors", "deadline", "filters", "load", "followup",
-                 "console")
+                 "console", "warm")
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"  # eragraph/samples: the demo's corpus and questions
 
 

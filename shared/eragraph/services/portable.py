@@ -140,6 +140,24 @@ def _entities(engine: Engine, only: set[str] | None = None) -> Iterator[dict]:
     store, vectors = engine.entities.store, engine.entities.vectors
     chunks = sorted(store.chunk_ids() if only is None else only & set(store.chunk_ids()))
     held_names: set[str] = set()
+    for record in entity_chunk_records(store, chunks):
+        held_names.update(n for _text, held in record["sentences"] for n in held)
+        yield record
+    ids = sorted(vectors.ids())
+    if only is not None:
+        named = {entity_vector_id(n) for n in held_names}
+        ids = [i for i in ids if i in named or ("#s" in i and chunk_of_sentence(i) in only)]
+    for start in range(0, len(ids), BATCH):
+        got = vectors.get_vectors(ids[start:start + BATCH])
+        for i in ids[start:start + BATCH]:
+            if i in got:
+                yield {"kind": "entity_vector", "id": i, **_vector(got[i])}
+
+
+def entity_chunk_records(store: Any, chunks: list[str]) -> Iterator[dict]:
+    """The ``entity_chunk`` records of ``chunks`` (each held by the entity ``store``): every
+    sentence of the chunk in order (an unread one empty), with the entities it mentions, as the
+    AWS profile's store and its snapshot keep them."""
     for start in range(0, len(chunks), BATCH):
         part = chunks[start:start + BATCH]
         counts = store.chunk_entities(part)
@@ -167,17 +185,7 @@ def _entities(engine: Engine, only: set[str] | None = None) -> Iterator[dict]:
                         more -= 1
                         row = rows[-1]
                     row[1].extend([name] * more)
-            held_names.update(n for _text, held in rows for n in held)
             yield {"kind": "entity_chunk", "chunk_id": chunk, "sentences": rows}
-    ids = sorted(vectors.ids())
-    if only is not None:
-        named = {entity_vector_id(n) for n in held_names}
-        ids = [i for i in ids if i in named or ("#s" in i and chunk_of_sentence(i) in only)]
-    for start in range(0, len(ids), BATCH):
-        got = vectors.get_vectors(ids[start:start + BATCH])
-        for i in ids[start:start + BATCH]:
-            if i in got:
-                yield {"kind": "entity_vector", "id": i, **_vector(got[i])}
 
 
 def load(engine: Engine, records: Iterable[dict]) -> dict[str, int]:

@@ -21,8 +21,11 @@ a tenant deleted and created again) is not taken either, and a tenant's deletion
 object (bootstrap.aws_profile.delete).
 
 Format: gzip of one JSON document ``{"format", "generation", "taken_at", "records": {chunk id:
-[[sentence text, [entities]], ...]}}``. An object that does not parse as that is not taken
-(logged); the reader then reads everything, as without it."""
+[[sentence text, [entities]], ...]}}``, with the number of records in the object's metadata
+(``x-amz-meta-chunks``). An object that does not parse as that is not taken (logged); the
+reader then reads everything, as without it. An object of more records than the reader may hold
+(``load(max_chunks)``, entity_warm.held_chunk_cap) is refused from its metadata, before its body
+is read: ``TooManyChunks``."""
 
 from __future__ import annotations
 
@@ -38,9 +41,17 @@ from .entity_dynamodb import LOG_TTL
 FORMAT = 1
 MAX_AGE = LOG_TTL - 2 * 3600  # seconds: two hours' margin on the log's expiry
 KEY_PREFIX = "entity-graph/"
-MAX_BYTES = 2 * 1024 ** 3  # a larger object is not read (a 1M-chunk tenant's is a few hundred MB)
+MAX_BYTES = 2 * 1024 ** 3  # a larger object is not read (a 1M-chunk tenant's is about 300 MB)
 
 log = logging.getLogger(__name__)
+
+
+class TooManyChunks(Exception):
+    """The object holds more records than the reader may hold (its ``chunks``)."""
+
+    def __init__(self, chunks: int) -> None:
+        super().__init__(f"the entity snapshot holds {chunks} chunks")
+        self.chunks = chunks
 
 
 @dataclass(frozen=True)
@@ -89,8 +100,9 @@ class S3EntitySnapshots:
         self.client = client
         self.key = f"{KEY_PREFIX}{tenant or '_default'}/records.json.gz"
 
-    def load(self) -> Snapshot | None:
-        """The tenant's snapshot; None when there is none or it cannot be taken (logged)."""
+    def load(self, max_chunks: int | None = None) -> Snapshot | None:
+        """The tenant's snapshot; None when there is none or it cannot be taken (logged);
+        TooManyChunks when it holds more than ``max_chunks`` records (its body is not read)."""
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=self.key)
         except self.client.exceptions.NoSuchKey:
@@ -106,17 +118,24 @@ class S3EntitySnapshots:
             log.warning("entity snapshot s3://%s/%s is %s bytes, above %s: reading the records instead",
                         self.bucket, self.key, response.get("ContentLength"), MAX_BYTES)
             return None
+        chunks = str((response.get("Metadata") or {}).get("chunks", ""))
+        if max_chunks is not None and chunks.isdigit() and int(chunks) > max_chunks:
+            response["Body"].close()
+            raise TooManyChunks(int(chunks))
         try:
-            return decode(response["Body"].read())
+            snapshot = decode(response["Body"].read())
         except ValueError as exc:
             log.warning("entity snapshot s3://%s/%s not taken: %s", self.bucket, self.key, exc)
             return None
+        if max_chunks is not None and len(snapshot.records) > max_chunks:  # an object without the metadata
+            raise TooManyChunks(len(snapshot.records))
+        return snapshot
 
     def save(self, snapshot: Snapshot) -> int:
         """Write the tenant's snapshot over the previous one; the object's size in bytes."""
         data = encode(snapshot)
-        self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data,
-                               ContentType="application/gzip")
+        self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, ContentType="application/gzip",
+                               Metadata={"chunks": str(len(snapshot.records))})
         return len(data)
 
     def delete(self) -> None:

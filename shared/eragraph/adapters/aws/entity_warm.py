@@ -31,12 +31,20 @@ from its generation with 1 and 2.
 
 A generation missing from the log (a writer between its ADD and its log write, or one that
 died there) stops the refresh at the generation before it; the next refresh looks again, and
-after ``GAP_SECONDS`` of the same gap reads everything. Memory: the records of every chunk
-(about what the local profile's export holds); a tenant of 1M chunks holds a few hundred MB."""
+after ``GAP_SECONDS`` of the same gap reads everything.
+
+Memory: the records of every chunk and their indexes, 6.0 to 7.5 KB a chunk held on the four
+dev corpora and up to 8.3 KB at the peak of taking a snapshot (bench-results/warm-memory.json;
+about 6 GB at 1M chunks). ``max_chunks`` bounds it
+(``held_chunk_cap``: what a function's memory leaves after its own ``BASELINE_MB``, at
+``HELD_BYTES_PER_CHUNK``): a tenant of more chunks (the snapshot's metadata, the layer-0 size
+counter before a full read, or the records a refresh leaves) is not held, and its walks read the
+store's batched neighbourhoods, as without this class, for the rest of the function's life."""
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -45,18 +53,33 @@ from typing import Any
 from ...ports.entity import ChunkEntities, Sentence
 from .dynamodb_table import BATCH_GET
 from .entity_dynamodb import CHUNK, LOG_PK, DynamoEntityStore, _chunk_from_json, log_sk
-from .entity_snapshot_s3 import MAX_AGE, S3EntitySnapshots, Snapshot
+from .entity_snapshot_s3 import MAX_AGE, S3EntitySnapshots, Snapshot, TooManyChunks
 from .round_trips import fan_out
 
 GAP_SECONDS = 30.0
 READ_LANES = 16  # BatchGetItem requests side by side in a full read
+HELD_BYTES_PER_CHUNK = 9 * 1024  # above the largest peak measured (8.3 KB a chunk, MultiHop-RAG: bench warm)
+BASELINE_MB = 256  # a function's own memory: the runtime, its libraries and clients, a question
+
+log = logging.getLogger(__name__)
+
+
+def held_chunk_cap(memory_mb: int | None) -> int | None:
+    """The most chunks a function of ``memory_mb`` MB holds (None: no limit known)."""
+    if not memory_mb:
+        return None
+    return max(0, (int(memory_mb) - BASELINE_MB) * 1024 * 1024 // HELD_BYTES_PER_CHUNK)
 
 
 class WarmEntityReads:
     def __init__(self, store: DynamoEntityStore, chunk_ids: Callable[[], Iterable[str]],
                  clock: Callable[[], float] = time.monotonic, snapshots: S3EntitySnapshots | None = None,
-                 wall: Callable[[], float] = time.time) -> None:
+                 wall: Callable[[], float] = time.time, max_chunks: int | None = None,
+                 chunk_count: Callable[[], int] | None = None) -> None:
         self.store = store
+        self.max_chunks = max_chunks
+        self._chunk_count = chunk_count  # the tenant's layer-0 size, read before a full read
+        self.over_cap: int | None = None  # the chunks found above max_chunks: nothing is held
         self._chunk_ids = chunk_ids
         self._clock = clock
         self.snapshots = snapshots
@@ -83,8 +106,12 @@ class WarmEntityReads:
 
     @contextmanager
     def reading(self) -> Iterator[None]:
-        """The walk of one question: brought up to date, then answered from memory."""
+        """The walk of one question: brought up to date, then answered from memory (from the
+        store when the tenant is too large to hold)."""
         self.refresh()
+        if self.over_cap is not None:
+            yield
+            return
         self._depth += 1
         try:
             yield
@@ -93,10 +120,14 @@ class WarmEntityReads:
 
     # ------------------------------------------------------------ keeping up
     def refresh(self) -> None:
+        if self.over_cap is not None:
+            return
         current = self.store.generation()
         self.generation_seen = current
         if self.generation_held is None and self.snapshots is not None:
             self._from_snapshot(current)
+            if self.over_cap is not None:
+                return
         held = self.generation_held
         if held == current:
             return
@@ -130,6 +161,8 @@ class WarmEntityReads:
         for cid in touched:
             self._set(cid, fresh.get(cid))
         self.generation_held = reached
+        if self.max_chunks is not None and len(self.records) > self.max_chunks:
+            self._release(len(self.records))
 
     def _read_records(self, chunk_ids: list[str]) -> dict[str, ChunkEntities]:
         Item = self.store.Item
@@ -148,7 +181,11 @@ class WarmEntityReads:
     def _from_snapshot(self, current: int) -> None:
         """The records of the tenant's snapshot, when it is young enough for the log to hold
         every generation after it and not ahead of the store."""
-        snapshot = self.snapshots.load() if self.snapshots is not None else None
+        try:
+            snapshot = self.snapshots.load(self.max_chunks) if self.snapshots is not None else None
+        except TooManyChunks as exc:
+            self._release(exc.chunks)
+            return
         if snapshot is None or snapshot.generation > current or self._wall() - snapshot.taken_at >= MAX_AGE:
             return
         self._hold(snapshot.records, snapshot.generation)
@@ -162,10 +199,16 @@ class WarmEntityReads:
             return {}
         taken_at = self._wall()  # before the generation is read: every later one is logged after it
         full_reads = self.full_reads
-        self.generation_held = None  # start from the object, as a cold reader would
+        self.generation_held, self.over_cap = None, None  # start from the object, as a cold reader would
         self.refresh()
-        if self.generation_held != self.generation_seen:
+        if self.over_cap is None and self.generation_held != self.generation_seen:
             self._read_all(int(self.generation_seen or 0))
+        if self.over_cap is not None:
+            # more than this function holds: no object (a reader would refuse it or run short of
+            # memory); its walks read the store's neighbourhoods
+            self.snapshots.delete()
+            return {"generation": int(self.generation_seen or 0), "chunks": self.over_cap, "bytes": 0,
+                    "read": f"not written: {self.over_cap} chunks, above the {self.max_chunks} this function holds"}
         snapshot = Snapshot(int(self.generation_held or 0), taken_at, dict(self.records))
         size = self.snapshots.save(snapshot)
         if self.store.generation() < snapshot.generation:
@@ -178,8 +221,24 @@ class WarmEntityReads:
                 "read": "everything" if self.full_reads > full_reads else "snapshot and log"}
 
     def _read_all(self, current: int) -> None:
-        self._hold(self._read_records(sorted(set(self._chunk_ids()))), current)
+        if self.max_chunks is not None and self._chunk_count is not None:
+            counted = int(self._chunk_count())
+            if counted > self.max_chunks:
+                self._release(counted)
+                return
+        ids = sorted(set(self._chunk_ids()))
+        if self.max_chunks is not None and len(ids) > self.max_chunks:
+            self._release(len(ids))
+            return
+        self._hold(self._read_records(ids), current)
         self.full_reads += 1
+
+    def _release(self, chunks: int) -> None:
+        """Hold nothing: the tenant's ``chunks`` are more than ``max_chunks``."""
+        self.records, self._post, self._sents, self._cooc = {}, {}, {}, {}
+        self.generation_held, self._gap, self.over_cap = None, None, chunks
+        log.warning("entity graph of %d chunks not held in memory (this function holds at most %d): "
+                    "its walks read the table", chunks, self.max_chunks)
 
     def _hold(self, records: dict[str, ChunkEntities], generation: int) -> None:
         """Hold exactly ``records``, as of ``generation`` (a full read's or a snapshot's)."""
