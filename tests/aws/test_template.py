@@ -807,3 +807,17 @@ def test_the_search_domain_publishes_its_error_and_slow_logs():
     assert sorted(statement["Action"]) == ["logs:CreateLogStream", "logs:PutLogEvents"]
     assert "${SearchLogGroup}:*" in raw and set(statement["Condition"]) == {"StringEquals", "ArnLike"}
     assert "domain/eragraph-${Stage}" in raw and "aws:SourceAccount" in raw
+
+
+def test_the_functions_that_hold_an_entity_graph_get_the_memory_it_needs():
+    from eragraph.adapters.aws.entity_warm import held_chunk_cap
+
+    param = TEMPLATE["Parameters"]["GraphWalkMemorySize"]
+    assert (param["MinValue"], param["MaxValue"]) == (1024, 10240)
+    assert held_chunk_cap(param["Default"]) >= 100_000  # a 100k-chunk tenant is held with the defaults
+    for name, fn in of_type("AWS::Serverless::Function").items():
+        memory = fn["Properties"].get("MemorySize")
+        if name in ("QueryFunction", "StreamFunction", "ReindexFunction"):  # they hold it; the reindex writes its snapshot
+            assert memory == {"Ref": "GraphWalkMemorySize"}, name
+        else:
+            assert memory is None, name  # the Globals' 1024

@@ -157,6 +157,13 @@ def layer_python_dirs(folder: Path) -> list[Path]:
     return [p for p in out if p.is_dir()]
 
 
+def _parameter_value(template: dict, value):
+    """A property's value, a ``Ref`` to a template parameter read as its default."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return template["Parameters"][value["Ref"]]["Default"]
+    return value
+
+
 def load_build(folder: Path | None = None) -> dict[str, BuiltFunction]:
     """Functions of the built template by logical id: code dir (CodeUri), layers (Globals then
     the function's own, each a Ref to a layer of this build), handler, timeout, memory, env."""
@@ -187,7 +194,7 @@ def load_build(folder: Path | None = None) -> dict[str, BuiltFunction]:
             logical_id=logical_id, code_dir=folder / props["CodeUri"], layers=layers,
             handler=props.get("Handler") or glob_fn.get("Handler"),
             timeout=int(props.get("Timeout") or glob_fn.get("Timeout") or 3),
-            memory=int(props.get("MemorySize") or glob_fn.get("MemorySize") or 128),
+            memory=int(_parameter_value(template, props.get("MemorySize") or glob_fn.get("MemorySize") or 128)),
             environment=env, events=props.get("Events") or {})
     return out
 
