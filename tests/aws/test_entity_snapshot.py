@@ -260,7 +260,7 @@ def test_a_snapshot_of_more_chunks_than_the_reader_holds_is_refused_from_its_met
     snapshots = S3EntitySnapshots(SNAPSHOTS, s3, "big")
     WarmEntityReads(store, lambda: ["k1", "k2", "k3"], snapshots=snapshots, wall=Clock()).keep_snapshot()
     head = s3.head_object(Bucket=SNAPSHOTS, Key=snapshots.key)
-    assert head["Metadata"] == {"chunks": "3"}
+    assert head["Metadata"]["chunks"] == "3"
     with pytest.raises(snap.TooManyChunks) as refused:
         snapshots.load(max_chunks=2)
     assert refused.value.chunks == 3
@@ -368,3 +368,31 @@ def test_a_function_whose_cap_the_tenant_passes_walks_the_table_and_the_reindex_
     with pytest.raises(ValueError, match="whole number"):
         build_aws_engine(environ={**env, "ERAGRAPH_ENTITY_GRAPH_MAX_CHUNKS": "lots"}, opensearch_client=fake,
                          tenant="acme").entities.store
+
+
+def test_an_unchanged_tenants_object_is_kept_from_its_metadata_until_it_ages(store):
+    from eragraph.adapters.aws.entity_warm import REWRITE_AGE
+
+    s3 = boto3.client("s3", region_name=REGION)
+    clock = Clock()
+    store.add_chunks([chunk("k1", ("alice",)), chunk("k2", ("bob",))])
+    snapshots = S3EntitySnapshots(SNAPSHOTS, s3, "t")
+    writer = WarmEntityReads(store, lambda: ["k1", "k2"], snapshots=snapshots, wall=clock)
+    first = writer.keep_snapshot()
+    assert first["bytes"] > 0
+    head = snapshots.head()
+    assert head == snap.SnapshotHead(store.generation(), clock.now, 2)
+    calls = Calls(store, s3)
+    clock.now += REWRITE_AGE - 1
+    done = writer.keep_snapshot()
+    assert done["bytes"] == 0 and done["read"].startswith("unchanged") and done["chunks"] == 2
+    assert calls.take() == ["s3:HeadObject", "GetItem"]  # the metadata and the generation: no body, no write
+    clock.now += 2  # old enough: written again, with its new time
+    assert writer.keep_snapshot()["bytes"] > 0 and snapshots.head().taken_at == clock.now
+    store.add_chunks([chunk("k3", ("carol",))])  # changed: written at once
+    clock.now += 1
+    again = writer.keep_snapshot()
+    assert again["bytes"] > 0 and again["chunks"] == 3 and snapshots.head().generation == store.generation()
+    s3.put_object(Bucket=SNAPSHOTS, Key=snapshots.key, Body=s3.get_object(Bucket=SNAPSHOTS, Key=snapshots.key)["Body"].read())
+    assert snapshots.head() is None  # an object without the metadata (an older writer's) is rewritten
+    assert writer.keep_snapshot()["bytes"] > 0

@@ -21,8 +21,9 @@ a tenant deleted and created again) is not taken either, and a tenant's deletion
 object (bootstrap.aws_profile.delete).
 
 Format: gzip of one JSON document ``{"format", "generation", "taken_at", "records": {chunk id:
-[[sentence text, [entities]], ...]}}``, with the number of records in the object's metadata
-(``x-amz-meta-chunks``). An object that does not parse as that is not taken (logged); the
+[[sentence text, [entities]], ...]}}``, with the number of records, the generation and the time
+in the object's metadata (``x-amz-meta-chunks``, ``-generation``, ``-taken-at``: ``head``, which
+lets the writer skip an unchanged tenant without reading the object). An object that does not parse as that is not taken (logged); the
 reader then reads everything, as without it. An object of more records than the reader may hold
 (``load(max_chunks)``, entity_warm.held_chunk_cap) is refused from its metadata, before its body
 is read: ``TooManyChunks``."""
@@ -33,7 +34,7 @@ import gzip
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ...ports.entity import ChunkEntities, SentenceMentions
 from .entity_dynamodb import LOG_TTL
@@ -44,6 +45,14 @@ KEY_PREFIX = "entity-graph/"
 MAX_BYTES = 2 * 1024 ** 3  # a larger object is not read (a 1M-chunk tenant's is about 300 MB)
 
 log = logging.getLogger(__name__)
+
+
+class SnapshotHead(NamedTuple):
+    """What an object's metadata says of it."""
+
+    generation: int
+    taken_at: float
+    chunks: int
 
 
 class TooManyChunks(Exception):
@@ -131,11 +140,25 @@ class S3EntitySnapshots:
             raise TooManyChunks(len(snapshot.records))
         return snapshot
 
+    def head(self) -> SnapshotHead | None:
+        """The object's metadata; None when there is no object or it has none (written before)."""
+        try:
+            meta = self.client.head_object(Bucket=self.bucket, Key=self.key).get("Metadata") or {}
+        except self.client.exceptions.ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) in ("404", "NotFound", "NoSuchKey"):
+                return None
+            raise
+        try:
+            return SnapshotHead(int(meta["generation"]), float(meta["taken-at"]), int(meta["chunks"]))
+        except (KeyError, ValueError):
+            return None
+
     def save(self, snapshot: Snapshot) -> int:
         """Write the tenant's snapshot over the previous one; the object's size in bytes."""
         data = encode(snapshot)
         self.client.put_object(Bucket=self.bucket, Key=self.key, Body=data, ContentType="application/gzip",
-                               Metadata={"chunks": str(len(snapshot.records))})
+                               Metadata={"chunks": str(len(snapshot.records)), "generation": str(snapshot.generation),
+                                         "taken-at": repr(float(snapshot.taken_at))})
         return len(data)
 
     def delete(self) -> None:

@@ -57,6 +57,7 @@ from .entity_snapshot_s3 import MAX_AGE, S3EntitySnapshots, Snapshot, TooManyChu
 from .round_trips import fan_out
 
 GAP_SECONDS = 30.0
+REWRITE_AGE = MAX_AGE / 2  # an unchanged tenant's object is written again only once it is this old
 READ_LANES = 16  # BatchGetItem requests side by side in a full read
 HELD_BYTES_PER_CHUNK = 9 * 1024  # above the largest peak measured (8.3 KB a chunk, MultiHop-RAG: bench warm)
 BASELINE_MB = 256  # a function's own memory: the runtime, its libraries and clients, a question
@@ -194,10 +195,17 @@ class WarmEntityReads:
     def keep_snapshot(self) -> dict:
         """Bring the records up to date (from the previous snapshot and the log, or from
         everything) and write them as the tenant's snapshot (the scheduled reindex's step). A
-        gap in the log is not waited for here: everything is read. What it did, for the report."""
+        gap in the log is not waited for here: everything is read. An object of the store's
+        generation younger than ``REWRITE_AGE`` is left as it is (its metadata read, not its
+        body). What it did, for the report."""
         if self.snapshots is None:
             return {}
         taken_at = self._wall()  # before the generation is read: every later one is logged after it
+        head = self.snapshots.head()
+        if head is not None and head.generation == self.store.generation() and taken_at - head.taken_at < REWRITE_AGE:
+            # nothing changed since it was written, and readers will take it for a while yet
+            return {"generation": head.generation, "chunks": head.chunks, "bytes": 0,
+                    "read": "unchanged: the object is of the store's generation"}
         full_reads = self.full_reads
         self.generation_held, self.over_cap = None, None  # start from the object, as a cold reader would
         self.refresh()
