@@ -133,6 +133,21 @@ def test_the_operator_policy_is_what_the_cli_is_judged_against():
         "ExpressionAttributeValues": {":p": {"S": "T#acme#DOC#a"}}}) == []
 
 
+def test_the_entity_snapshot_calls_are_the_writers_and_reads_only_for_the_readers():
+    """Every call the snapshot code makes (entity_snapshot_s3: HeadObject, GetObject, PutObject,
+    DeleteObject), judged against the operator policy and the functions' roles."""
+    bucket = "eragraph-dev-snapshots-123456789012-us-east-1"  # the template's BucketName, stage dev
+    key = {"Bucket": bucket, "Key": "entity-graph/acme/records.json.gz"}
+    calls = [("HeadObject", key), ("GetObject", key), ("PutObject", {**key, "Body": b"x"}), ("DeleteObject", key)]
+    for who in (iam_judge.OPERATOR, "reindex"):
+        assert [judge(who, "s3", op, params) for op, params in calls] == [[]] * 4, who
+    for who in ("query", "stream"):
+        refused = [op for op, params in calls if judge(who, "s3", op, params)]
+        assert refused == ["PutObject", "DeleteObject"], who
+    other = {"Bucket": "eragraph-dev-docs-123456789012-us-east-1", "Key": "entity-graph/acme/records.json.gz"}
+    assert judge(iam_judge.OPERATOR, "s3", "PutObject", {**other, "Body": b"x"})  # only the snapshot bucket's
+
+
 @pytest.mark.parametrize("function", sorted(iam_judge.functions()))
 def test_every_function_of_the_template_has_a_role_the_judge_reads(function):
     statements, _ = iam_judge._statements(function, ())
