@@ -82,10 +82,26 @@ def test_a_walk_reads_what_the_store_holds_through_every_change(store):
     store.add_synonyms([("alice", "eve", 0.9)])
     same_reads(warm, store, ents, chunks)
     assert warm.synonyms(["alice"]) == store.synonyms(["alice"]) == {"alice": {"eve": pytest.approx(0.9)}}
-    store.add_chunks([chunk("k4", ("dave",))])
+    store.add_chunks([chunk("k4", ("dave",)), chunk("k5", ("alice", "dave", "alice"), ("dave", "dave"))])  # repeats
+    same_reads(warm, store, ents, chunks + ["k5"])
     store.delete_chunks(["k1", "k3"])
-    same_reads(warm, store, ents, chunks)
+    same_reads(warm, store, ents, chunks + ["k5"])
     assert warm.full_reads == 1 and listed.listed == 1  # kept up from the log alone
+
+
+def test_co_occurrences_counted_when_asked_stay_right_when_few_are_kept(store, monkeypatch):
+    from eragraph.adapters.aws import entity_warm
+
+    monkeypatch.setattr(entity_warm, "COOC_MEMO", 2)
+    listed = Chunks()
+    warm = WarmEntityReads(store, listed)
+    store.add_chunks([chunk("k1", ("alice", "bob", "carol")), chunk("k2", ("bob", "carol"), ("carol", "dave"))])
+    listed.ids |= {"k1", "k2"}
+    ents = ["alice", "bob", "carol", "dave"]
+    same_reads(warm, store, ents, ["k1", "k2"])
+    assert len(warm._cooc) <= 2
+    store.add_chunks([chunk("k1", ("alice", "dave"))])
+    same_reads(warm, store, ents, ["k1", "k2"])
 
 
 def test_keeping_up_costs_a_read_of_the_generation_and_of_what_changed(store):

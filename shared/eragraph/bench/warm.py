@@ -9,13 +9,16 @@ For each store: its chunks' entity records as the AWS profile keeps them (servic
 the snapshot object (adapters/aws/entity_snapshot_s3); then, traced by tracemalloc, the object
 decoded and held by a ``WarmEntityReads`` as a cold function takes it: the records and the
 indexes a walk reads. The result gives the bytes a chunk holds (after the hold, and at the peak
-of decoding and holding, the object's own bytes, read before, included), the object's bytes a chunk, and, per function memory, the chunks the
+of decoding and holding, the object's own bytes, read before, included), the object's bytes a chunk,
+the seconds a take costs (median of 3, untraced: a cold function's first walk pays them), and, per function memory, the chunks the
 shipped cap lets it hold (``held_chunk_cap``) beside what the largest measured peak would fit."""
 
 from __future__ import annotations
 
 import argparse
 import gc
+import statistics
+import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -23,6 +26,7 @@ from typing import Any
 from .common import add_common_options, finish
 
 MEMORY_MB = (1024, 2048, 4096, 10240)
+REPEATS = 3  # timed takes of each snapshot (median)
 
 
 def add_parser(subparsers: Any) -> argparse.ArgumentParser:
@@ -54,6 +58,15 @@ def measure(path: Path) -> dict:
     chunks, sentences = len(records), sum(len(r.sentences) for r in records.values())
     del records
     gc.collect()
+    seconds = []
+    for _ in range(REPEATS):  # untraced: tracemalloc slows allocation
+        started = time.perf_counter()
+        timed = WarmEntityReads(store=None, chunk_ids=list)
+        snapshot = decode(data)
+        timed._hold(snapshot.records, snapshot.generation)
+        seconds.append(time.perf_counter() - started)
+        del timed, snapshot
+        gc.collect()
     tracemalloc.start()
     try:
         warm = WarmEntityReads(store=None, chunk_ids=list)
@@ -68,7 +81,9 @@ def measure(path: Path) -> dict:
             "held_mb": round(held / 2 ** 20, 1), "peak_mb": round((peak + len(data)) / 2 ** 20, 1),
             "held_bytes_per_chunk": round(held / max(chunks, 1)),
             "peak_bytes_per_chunk": round((peak + len(data)) / max(chunks, 1)),
-            "snapshot_bytes_per_chunk": round(len(data) / max(chunks, 1))}
+            "snapshot_bytes_per_chunk": round(len(data) / max(chunks, 1)),
+            "take_seconds": round(statistics.median(seconds), 3),
+            "take_ms_per_1k_chunks": round(1000 * statistics.median(seconds) / max(chunks, 1) * 1000, 1)}
 
 
 def run(args: Any) -> dict:

@@ -5,7 +5,8 @@ once per question from what the writers log, so that a graph walk reads no item 
 go to the store; the walk's reads (postings, chunk_entities, cooccurring, sentences_of,
 get_sentences, frequencies, existing, sentence_ids_of_chunks) are answered from the chunks'
 entity records (``CHUNK#<c> ENTITIES``) held in memory, with the indexes a walk needs (postings,
-mentions, co-occurrences, frequencies) derived from them. Everything those reads return is a
+mentions, frequencies) derived from them; an entity's co-occurrences are counted from its
+sentences when first asked and kept until a change touches it. Everything those reads return is a
 function of the complete records, so the answers are the store's own (a record is written
 after its counters and postings, and deleted before them; what a reader may see differently
 is an add or removal still under way, which the store's reads would show half done).
@@ -33,9 +34,10 @@ A generation missing from the log (a writer between its ADD and its log write, o
 died there) stops the refresh at the generation before it; the next refresh looks again, and
 after ``GAP_SECONDS`` of the same gap reads everything.
 
-Memory: the records of every chunk and their indexes, 6.0 to 7.5 KB a chunk held on the four
+Memory: the records of every chunk and their indexes, 4.6 to 6.0 KB a chunk held on the four
 dev corpora and up to 8.3 KB at the peak of taking a snapshot (bench-results/warm-memory.json;
-about 6 GB at 1M chunks). ``max_chunks`` bounds it
+about 5 GB at 1M chunks); the co-occurrences counted for the questions asked come on top, at most
+what an index of them all would hold (6.0 to 7.5 KB a chunk with it: warm-memory-before.json). ``max_chunks`` bounds it
 (``held_chunk_cap``: what a function's memory leaves after its own ``BASELINE_MB``, at
 ``HELD_BYTES_PER_CHUNK``): a tenant of more chunks (the snapshot's metadata, the layer-0 size
 counter before a full read, or the records a refresh leaves) is not held, and its walks read the
@@ -53,10 +55,11 @@ from typing import Any
 from ...ports.entity import ChunkEntities, Sentence
 from .dynamodb_table import BATCH_GET
 from .entity_dynamodb import CHUNK, LOG_PK, DynamoEntityStore, _chunk_from_json, log_sk
-from .entity_snapshot_s3 import MAX_AGE, S3EntitySnapshots, Snapshot, TooManyChunks
+from .entity_snapshot_s3 import MAX_AGE, S3EntitySnapshots, Snapshot, TooManyChunks, no_cyclic_gc
 from .round_trips import fan_out
 
 GAP_SECONDS = 30.0
+COOC_MEMO = 100_000  # entities whose co-occurrences are kept once counted (then counted afresh)
 REWRITE_AGE = MAX_AGE / 2  # an unchanged tenant's object is written again only once it is this old
 READ_LANES = 16  # BatchGetItem requests side by side in a full read
 HELD_BYTES_PER_CHUNK = 9 * 1024  # above the largest peak measured (8.3 KB a chunk, MultiHop-RAG: bench warm)
@@ -251,8 +254,9 @@ class WarmEntityReads:
     def _hold(self, records: dict[str, ChunkEntities], generation: int) -> None:
         """Hold exactly ``records``, as of ``generation`` (a full read's or a snapshot's)."""
         self.records, self._post, self._sents, self._cooc = {}, {}, {}, {}
-        for cid, record in records.items():
-            self._set(cid, record)
+        with no_cyclic_gc():
+            for cid, record in records.items():
+                self._set(cid, record)
         self.generation_held = generation
         self._gap = None
 
@@ -282,14 +286,8 @@ class WarmEntityReads:
                     self._sents.get(e, set()).discard(sid)
                     if not self._sents.get(e, True):
                         del self._sents[e]
-        for (a, b), w in record.cooccurrences().items():
-            for x, y in ((a, b), (b, a)):
-                row = self._cooc.setdefault(x, {})
-                row[y] = row.get(y, 0) + sign * w
-                if row[y] <= 0:
-                    del row[y]
-                if not row:
-                    del self._cooc[x]
+        for e in record.counts():  # their co-occurrences are counted again when asked
+            self._cooc.pop(e, None)
 
     # ------------------------------------------------------------ reads
     def frequencies(self, entities: Iterable[str]) -> dict[str, int]:
@@ -320,7 +318,23 @@ class WarmEntityReads:
     def cooccurring(self, entities: Iterable[str]) -> dict[str, dict[str, int]]:
         if not self._depth:
             return self.store.cooccurring(entities)
-        return {e: dict(self._cooc.get(e, {})) for e in dict.fromkeys(entities) if e in self._post}
+        out = {}
+        for e in dict.fromkeys(entities):
+            if e not in self._post:
+                continue
+            row = self._cooc.get(e)
+            if row is None:  # the sentences that mention e, each counting its other entities once
+                row = {}
+                for sid in self._sents.get(e, ()):
+                    cid, _, idx = sid.rpartition("#s")
+                    for x in set(self.records[cid].sentences[int(idx)].entities):
+                        if x != e:
+                            row[x] = row.get(x, 0) + 1
+                if len(self._cooc) >= COOC_MEMO:
+                    self._cooc.clear()
+                self._cooc[e] = row
+            out[e] = dict(row)
+        return out
 
     def sentences_of(self, entities: Iterable[str]) -> dict[str, list[str]]:
         if not self._depth:
