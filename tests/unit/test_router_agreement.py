@@ -222,3 +222,12 @@ def test_fusion_with_agreement_weights_fuses_by_the_listed_score(engine):
     assert fused.route == "fusion" and fused.router_score is not None
     engine.router = agreement_model({"agree_side_graph_at20": 0.0}, b=0.0)
     assert query(engine, q, mode="fusion", k=2).router_score == pytest.approx(0.5)
+
+
+def test_a_router_report_not_shipped_never_becomes_the_current_one():
+    from eragraph.bench.report import router as page
+
+    shipped = "eragraph router train --stores s --weights shared/eragraph/weights/router.json --report r.json"
+    other = "eragraph router train --inputs text+vector+agreement --weights stores/x.json --report r.json"
+    assert page.older("router-train", {"command": shipped}) is None
+    assert "stores/x.json" in page.older("router-train-agreement", {"command": other})
