@@ -231,3 +231,15 @@ def test_a_router_report_not_shipped_never_becomes_the_current_one():
     other = "eragraph router train --inputs text+vector+agreement --weights stores/x.json --report r.json"
     assert page.older("router-train", {"command": shipped}) is None
     assert "stores/x.json" in page.older("router-train-agreement", {"command": other})
+
+
+def test_a_latency_run_with_other_router_weights_records_them_and_is_a_comparison():
+    from eragraph.bench.query import weights_record
+    from eragraph.bench.report import query as page
+    from eragraph.config import settings_from_env
+
+    assert weights_record(settings_from_env({})) == {}
+    given = weights_record(settings_from_env({"ERAGRAPH_ROUTER_WEIGHTS": "stores/x.json"}))
+    assert given == {"router_weights": "stores/x.json"}
+    assert page.older("query-hotpotqa-x", {}) is None
+    assert "stores/x.json" in page.older("query-hotpotqa-x", given)
