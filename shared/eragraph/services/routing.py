@@ -15,6 +15,12 @@ it was trained with (the engine's ``embedder.identity``, compared whole: same mo
 not merely the same dimension); a query embedded by another (Titan on the AWS stack) is scored
 by the text-only head, and the note says so. Weights with one head route as before.
 
+Weights on ``text+vector+agreement`` inputs (domain.retrieval_features) read the retrieval
+itself: ``auto`` and ``fusion`` then run the dense search, BM25 and the graph walk once each
+(``_lists``), score s(q) with the lists' agreement, and answer from the list the route names
+or from the two fused: ``auto`` costs what ``fusion`` costs (the same searches, on AWS the
+same requests). With such weights the dense side is searched without the second hop.
+
 Fallbacks, each said in the response's note: a store without an entity graph gets the dense
 side; a store whose lexical index is not built yet gets dense; a question with no words to
 parse gets s(q) = 0 (the dense side)."""
@@ -23,8 +29,8 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
 import time
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
