@@ -138,16 +138,18 @@ def runs(name: str, n: int, seed: int) -> list[dict]:
 
 
 def test_training_on_agreement_learns_what_the_text_cannot_tell():
-    from eragraph.training.router import Dataset, train_sets
+    """The procedure of every evaluation and of the shipped heads (router_fit.thresholded,
+    leave_one_dataset_out), logistic: no torch, so the test takes a second."""
+    from eragraph.training.router_fit import Dataset, leave_one_dataset_out, thresholded
 
-    sets = [Dataset(n, runs(n, 40, s)) for n, s in (("alpha", 1), ("beta", 2), ("gamma", 3))]
-    report, model = train_sets(sets, "text+vector+agreement", components=2, embedder="toy#weights-sha256:ab")
-    assert model.inputs == "text+vector+agreement" and model.text_head is not None
-    assert report["features"][-len(AGREEMENT_FEATURE_NAMES):] == list(AGREEMENT_FEATURE_NAMES)
-    lodo = report["lodo"][report["chosen"]]["per_dataset"]
-    assert all(v["recall@5_auto"] == pytest.approx(1.0) for v in lodo.values())
-    plain, _ = train_sets(sets, "text+vector", components=2, text_head=False)
-    assert max(v["recall@5_auto"] for v in plain["lodo"][plain["chosen"]]["per_dataset"].values()) < 0.9
+    sets = [Dataset(n, runs(n, 30, s)) for n, s in (("alpha", 1), ("beta", 2), ("gamma", 3))]
+    model = thresholded("logistic", sets, "hybrid", "text+vector+agreement", components=2)
+    assert model.inputs == "text+vector+agreement" and model.reads_lists
+    assert model.feature_names[-len(AGREEMENT_FEATURE_NAMES):] == AGREEMENT_FEATURE_NAMES
+    agree = leave_one_dataset_out("logistic", sets, "hybrid", "text+vector+agreement", components=2)
+    assert all(v["recall@5_auto"] == pytest.approx(1.0) for v in agree["per_dataset"].values())
+    plain = leave_one_dataset_out("logistic", sets, "hybrid", "text+vector", components=2)
+    assert max(v["recall@5_auto"] for v in plain["per_dataset"].values()) < 0.9
     with pytest.raises(SystemExit):                                         # runs cached without their scores
         Dataset("old", [{k: v for k, v in r.items() if k != "dense_scores"} for r in runs("old", 4, 0)]).agree
 
@@ -243,3 +245,18 @@ def test_a_latency_run_with_other_router_weights_records_them_and_is_a_compariso
     assert given == {"router_weights": "stores/x.json"}
     assert page.older("query-hotpotqa-x", {}) is None
     assert "stores/x.json" in page.older("query-hotpotqa-x", given)
+
+
+def test_text_vector_weights_still_route_before_retrieval(engine, monkeypatch):
+    """Older weights are unchanged: routed to the dense side, ``auto`` never walks the graph."""
+    from eragraph.services import routing
+    from eragraph.services.query import query
+
+    m = agreement_model(tau=(1.0, 1.0))
+    n = len(LEXICAL_FEATURE_NAMES) + 2
+    engine.router = RouterModel(m.feature_names[:n], m.mean[:n], m.std[:n], "logistic",
+                                {"w": np.zeros(n), "b": np.array(0.0)}, 1.0, 1.0, inputs="text+vector",
+                                projection=m.projection, projection_mean=m.projection_mean)
+    walks = counted(monkeypatch, routing, "tri_graph")
+    r = query(engine, "Where does radium glow near the Louvre museum?", mode="auto", k=2)
+    assert r.route == "hybrid" and walks == []
