@@ -14,7 +14,11 @@ questions and write its weights (numpy-free JSON, loaded without torch) and a re
    and its embedding projected on the leading ``--components`` principal directions of the
    training questions' embeddings (fitted on the training datasets only, fold by fold); no
    parser runs. ``text`` is the lexical cues alone. ``parse`` is the features of a spaCy parse
-   (the router's earlier inputs). The embeddings are the store's embedder's (or ``--embedder``'s):
+   (the router's earlier inputs). ``text+vector+agreement`` adds what the cached lists themselves
+   say (domain.retrieval_features: the dense side's and the graph's agreement, the dense scores;
+   runs cached before the scores were kept get them from the store's chunk vectors, no retrieval
+   again); ``auto`` with such weights runs the dense side and the graph before it routes.
+   The embeddings are the store's embedder's (or ``--embedder``'s):
    its identity is recorded in the report and in each head of the weights.
 2. Labels. The dense side (dense or hybrid: whichever has the higher pooled Recall@5) against
    tri_graph; the disagreement set is the questions where exactly one of them gets more
