@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import json
 
+import pytest
+
 from eragraph.bench import retrieval as bench_retrieval
 from eragraph.training import router
 from support import synthetic_docs
@@ -48,3 +50,16 @@ def test_collect_takes_the_graph_list_from_the_chosen_mode(tmp_path, monkeypatch
     assert [r["graph"] for r in tri] == [cache[r["id"]]["graph"] for r in tri]
     again, _ = router.collect(store, questions, 10, False, graph_mode="paths")
     assert len(ran) == 10 and [r["graph"] for r in again] == [r["graph"] for r in by_paths]
+    # runs cached before the dense scores were kept get them from the store's vectors (no search
+    # again), equal to the scores the dense search gave
+    fresh = {r["id"]: r["dense_scores"] for r in tri}
+    assert all(len(s) == len(r["dense"]) and s == sorted(s, reverse=True) for r, s in zip(tri, fresh.values()))
+    (store / "router-runs.json").write_text(json.dumps({k: {f: v for f, v in row.items() if f != "dense_scores"}
+                                                        for k, row in cache.items()}))
+    from eragraph.services import summary_search
+
+    searched: list[str] = []
+    monkeypatch.setattr(summary_search, "search", lambda *a, **kw: searched.append("dense") or [])
+    rebuilt, _ = router.collect(store, questions, 10, False)
+    assert not searched
+    assert all(r["dense_scores"] == pytest.approx(fresh[r["id"]], abs=1e-5) for r in rebuilt)

@@ -77,6 +77,12 @@ def variant(shipped: Any, name: str) -> tuple[str, Any]:
     return mode, (shipped if graph is shipped.graph_retrieval else dataclasses.replace(shipped, graph_retrieval=graph))
 
 
+def weights_record(settings) -> dict:
+    """The router weights the run's ``auto`` and ``fusion`` used when they are not the shipped
+    file (the ``router_weights`` setting, ERAGRAPH_ROUTER_WEIGHTS): such a run is a comparison."""
+    return {"router_weights": settings.router_weights} if settings.router_weights else {}
+
+
 def interleaved(engine: Any, modes: list[str], texts: list[str], k: int, rounds: int, show: bool,
                 warm: bool = False) -> dict:
     """Per mode: each round's latencies summarized, and the medians of p50/p95 over the rounds;
@@ -162,6 +168,7 @@ def run(args: Any) -> dict:
         return finish({"store": str(store), "layers": {str(k): v for k, v in sorted(sizes.items())},
                        "nodes": sum(sizes.values()), "embedder": settings.embedder, "profile": args.profile,
                        "k": args.k, "questions": len(texts), "rounds": args.interleave, "embedding_cache": warm,
+                       **weights_record(settings),
                        "measure": "wall time (and the process's CPU time, less sensitive to other processes' "
                                   "load) of query() per question given its embedding (made once, untimed), the "
                                   "modes taking turns question by question in each round; per mode the median "
@@ -185,7 +192,7 @@ def run(args: Any) -> dict:
     close_engine(engine)
     result = {"store": str(store), "layers": {str(k): v for k, v in sorted(sizes.items())},
               "nodes": sum(sizes.values()), "embedder": settings.embedder, "profile": args.profile,
-              "k": args.k, "questions": len(texts), "build_seconds": built,
+              "k": args.k, "questions": len(texts), "build_seconds": built, **weights_record(settings),
               "measure": "wall time of query() per question (embedding the question with the embedding "
                          "cache off, search, result assembly), warm: one untimed query per mode first, "
                          "model load excluded",

@@ -17,6 +17,11 @@ phi(q) is one of two input sets (``inputs``):
                    by another embedder than the one the text+vector head was trained with
     "parse"        the syntactic features of a spaCy parse (question_features.features), the
                    router's earlier inputs; kept so that weights trained on them still load
+    "text+vector+agreement"
+                   text+vector's, followed by what the retrieval itself says
+                   (domain.retrieval_features: the agreement of the dense side's and the graph's
+                   lists, the dense scores' confidence): ``auto`` then runs both lists first, as
+                   ``fusion`` does, and answers from one of them (``reads_lists``)
 
 Two heads (``text_head``): a text+vector model may carry a text-only model trained by the same
 procedure. Each head records the identity of the embedder it was trained with (``embedder``,
@@ -35,7 +40,8 @@ from typing import Any
 import numpy as np
 
 ROUTES = ("dense", "hybrid", "fusion", "tri_graph")
-INPUTS = ("parse", "text+vector", "text")
+INPUTS = ("parse", "text+vector", "text", "text+vector+agreement")
+VECTOR_INPUTS = ("text+vector", "text+vector+agreement")  # the inputs that project the embedding
 
 
 def sigmoid(x: np.ndarray | float) -> np.ndarray | float:
@@ -82,8 +88,13 @@ class RouterModel:
             raise ValueError("mean/std must have one entry per feature")
         if self.inputs not in INPUTS:
             raise ValueError(f"unknown router inputs {self.inputs!r} (choose {', '.join(INPUTS)})")
-        if self.inputs == "text+vector" and (self.projection is None or self.projection_mean is None):
+        if self.inputs in VECTOR_INPUTS and (self.projection is None or self.projection_mean is None):
             raise ValueError("text+vector inputs need a projection and its mean")
+        if self.reads_lists:
+            from .retrieval_features import AGREEMENT_FEATURE_NAMES
+
+            if self.feature_names[-len(AGREEMENT_FEATURE_NAMES):] != AGREEMENT_FEATURE_NAMES:
+                raise ValueError("text+vector+agreement features end with the agreement features, in their order")
         if self.text_head is not None and (self.text_head.inputs != "text" or self.text_head.text_head is not None):
             raise ValueError("a text head reads the text alone (inputs 'text') and has no head of its own")
 
@@ -91,7 +102,7 @@ class RouterModel:
         """(the head that scores this query, a note when it is not the text+vector one). The
         text+vector head needs a vector of the embedder it was trained with (when it recorded
         one) and of its dimension; otherwise the text head, if there is one, scores the text."""
-        if self.inputs != "text+vector" or self.text_head is None:
+        if self.inputs not in VECTOR_INPUTS or self.text_head is None:
             return self, ""
         dim = self.projection_mean.shape[0]
         v = None if vector is None else np.asarray(vector).ravel()
@@ -105,16 +116,42 @@ class RouterModel:
             return self, ""
         return self.text_head, f"router's text+vector head was trained on other vectors ({why}): s(q) from the text-only head"
 
-    def phi(self, text: str, vector: np.ndarray | None, embedder_id: str | None = None) -> tuple[np.ndarray, str]:
-        """(phi(q), note) for the parse-free inputs (text, or text+vector)."""
+    def phi(self, text: str, vector: np.ndarray | None, embedder_id: str | None = None,
+            agreement: np.ndarray | None = None) -> tuple[np.ndarray, str]:
+        """(phi(q), note) for the parse-free inputs (text, text+vector, text+vector+agreement:
+        ``agreement`` is domain.retrieval_features.agreement_features of the query's lists)."""
         from .question_features import lexical_features
 
         if self.inputs == "text":
             return lexical_features(text), ""
         if self.embedder and vector is not None and embedder_id != self.embedder:
-            return self.phi_text_vector(text, None, f"the query was embedded by {embedder_id or 'an unnamed embedder'}, "
-                                                     f"not {self.embedder}")
-        return self.phi_text_vector(text, vector)
+            phi, note = self.phi_text_vector(text, None, f"the query was embedded by {embedder_id or 'an unnamed embedder'}, "
+                                                          f"not {self.embedder}")
+        else:
+            phi, note = self.phi_text_vector(text, vector)
+        if not self.reads_lists:
+            return phi, note
+        return self.with_agreement(phi, agreement, note)
+
+    @property
+    def reads_lists(self) -> bool:
+        """The inputs read the retrieval's lists: the query runs the dense side and the graph first."""
+        return self.inputs == "text+vector+agreement"
+
+    def with_agreement(self, phi: np.ndarray, agreement: np.ndarray | None, note: str) -> tuple[np.ndarray, str]:
+        """phi followed by the agreement part; without lists (None) that part is the training
+        mean (z = 0), and the note says so."""
+        from .retrieval_features import AGREEMENT_FEATURE_NAMES
+
+        m = len(AGREEMENT_FEATURE_NAMES)
+        if agreement is None:
+            part = self.mean[-m:]
+            note = "; ".join(n for n in (note, "no retrieval lists: the agreement part of s(q) at its training mean") if n)
+        else:
+            part = np.asarray(agreement, dtype=np.float64).ravel()
+            if part.shape != (m,):
+                raise ValueError(f"the agreement part has {m} features, given {part.shape[0]}")
+        return np.concatenate([phi, part]), note
 
     @property
     def needs_parse(self) -> bool:

@@ -15,6 +15,12 @@ it was trained with (the engine's ``embedder.identity``, compared whole: same mo
 not merely the same dimension); a query embedded by another (Titan on the AWS stack) is scored
 by the text-only head, and the note says so. Weights with one head route as before.
 
+Weights on ``text+vector+agreement`` inputs (domain.retrieval_features) read the retrieval
+itself: ``auto`` and ``fusion`` then run the dense search, BM25 and the graph walk once each
+(``_lists``), score s(q) with the lists' agreement, and answer from the list the route names
+or from the two fused: ``auto`` costs what ``fusion`` costs (the same searches, on AWS the
+same requests). With such weights the dense side is searched without the second hop.
+
 Fallbacks, each said in the response's note: a store without an entity graph gets the dense
 side; a store whose lexical index is not built yet gets dense; a question with no words to
 parse gets s(q) = 0 (the dense side)."""
@@ -24,21 +30,24 @@ from __future__ import annotations
 import json
 import threading
 import time
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
-from ..domain.fusion import weighted_rrf
+from ..domain.fusion import rrf, weighted_rrf
 from ..domain.question_features import features
 from ..domain.ranking import Candidate
+from ..domain.retrieval_features import agreement_features
 from ..domain.router_model import RouterModel
 from .graph_query import graph_settings, tri_graph
 from .path_query import paths
 from . import second_hop
 from .leaf_ranking import fill_by_document
-from .lexical_search import dense_list, fetch_size, hybrid_ranked
+from .lexical_search import bm25_list, dense_list, fetch_size, hybrid_ranked
 from .query_context import QueryContext, has_entity_graph
+from .summary_search import search
 
 _lock = threading.Lock()
 _shipped: list[RouterModel] = []
@@ -61,14 +70,14 @@ def router_of(engine) -> RouterModel:
 
 
 def score_question(text: str, model: RouterModel, parser, vector: np.ndarray | None = None,
-                   embedder_id: str | None = None) -> tuple[float, str]:
+                   embedder_id: str | None = None, agreement: np.ndarray | None = None) -> tuple[float, str]:
     """(s(q), note): ``scored_by_head`` without the head."""
-    s, note, _ = scored_by_head(text, model, parser, vector, embedder_id)
+    s, note, _ = scored_by_head(text, model, parser, vector, embedder_id, agreement)
     return s, note
 
 
 def scored_by_head(text: str, model: RouterModel, parser, vector: np.ndarray | None = None,
-                   embedder_id: str | None = None) -> tuple[float, str, RouterModel]:
+                   embedder_id: str | None = None, agreement: np.ndarray | None = None) -> tuple[float, str, RouterModel]:
     """(s(q), note, the head whose thresholds route it). Weights on text+vector inputs read the
     question's text and its embedding (no parser) when ``embedder_id`` (the embedder that made
     ``vector``) is the one the head was trained with; otherwise their text-only head reads the
@@ -80,7 +89,7 @@ def scored_by_head(text: str, model: RouterModel, parser, vector: np.ndarray | N
     if not head.needs_parse:
         if not any(ch.isalnum() for ch in text):
             return 0.0, "question has no words to read: s(q) = 0", head
-        phi, note = head.phi(text, vector, embedder_id)
+        phi, note = head.phi(text, vector, embedder_id, agreement)
         return head.score(phi), "; ".join(n for n in (why, note) if n), head
     try:
         parsed = parser.parse(text)
@@ -95,12 +104,14 @@ def lexical_ready(ctx: QueryContext) -> bool:
     return ctx.engine.lexical is not None and ctx.engine.lexical.ready()
 
 
-def _score(ctx: QueryContext, model: RouterModel) -> tuple[float, RouterModel]:
-    """(s(q), the head that scored it: its thresholds and dense side route the query)."""
+def _score(ctx: QueryContext, model: RouterModel, lists: Lists | None = None) -> tuple[float, RouterModel]:
+    """(s(q), the head that scored it: its thresholds and dense side route the query). With
+    ``lists`` (weights reading them), the features of the lists are part of the router's time."""
     vector = None if model.needs_parse else ctx.vector  # every route embeds it: not the router's time
     embedder_id = None if model.needs_parse else ctx.engine.embedder.identity
     t0 = time.perf_counter()
-    s, note, head = scored_by_head(ctx.text, model, ctx.engine.question_parser, vector, embedder_id)
+    agreement = None if lists is None else lists.agreement()
+    s, note, head = scored_by_head(ctx.text, model, ctx.engine.question_parser, vector, embedder_id, agreement)
     ctx.router_ms = (time.perf_counter() - t0) * 1000.0
     ctx.router_score = s
     if note:
@@ -149,6 +160,8 @@ def _no_graph(ctx: QueryContext, model: RouterModel, n: int, why: str) -> list[C
 
 def fusion(ctx: QueryContext) -> list[Candidate]:
     n = fetch_size(ctx.k)
+    if _reads_lists(ctx):
+        return _routed_from_lists(ctx, n, "fusion")
     s, model = _score(ctx, router_of(ctx.engine))
     if not has_entity_graph(ctx.engine):
         return _no_graph(ctx, model, n, "fusion")
@@ -158,6 +171,8 @@ def fusion(ctx: QueryContext) -> list[Candidate]:
 
 def auto(ctx: QueryContext) -> list[Candidate]:
     n = fetch_size(ctx.k)
+    if _reads_lists(ctx):
+        return _routed_from_lists(ctx, n, "auto")
     s, model = _score(ctx, router_of(ctx.engine))
     route = model.route(s)
     if route in ("fusion", "tri_graph") and not has_entity_graph(ctx.engine):
@@ -171,3 +186,68 @@ def auto(ctx: QueryContext) -> list[Candidate]:
     side, ranked = _dense_side(ctx, route, n)
     ctx.route = side
     return _finish(ctx, ranked)
+
+
+# ----------------------------------------------------------------------------- weights reading the lists
+# Weights on text+vector+agreement inputs (domain.retrieval_features) score the question after
+# the retrieval: the dense side and the graph run first (what ``fusion`` runs anyway), their
+# agreement and the dense scores join the question's text and vector, and the route answers
+# from a list already held: no retrieval runs twice.
+
+
+@dataclass
+class Lists:
+    """The lists ``auto`` holds before it routes: the dense leaf list with its scores, BM25's
+    (empty without a lexical index), the dense side's RRF of the two (dense alone without BM25)
+    and the graph's candidates (tri_graph's, or GRAPH_ROUTE's mode)."""
+    dense: list[Candidate]
+    bm25: list[str]
+    side: list[tuple[str, float]]
+    graph: list[Candidate]
+    lexical: bool = True    # the side is the RRF of dense and BM25 (False: no lexical index, dense alone)
+
+    def agreement(self) -> np.ndarray:
+        return agreement_features([c.node_id for c in self.dense], [c.score for c in self.dense], self.bm25,
+                                  [i for i, _ in self.side], [c.node_id for c in self.graph])
+
+    def dense_ranked(self) -> list[tuple[str, float]]:
+        return [(c.node_id, 1.0 / (60 + r)) for r, c in enumerate(self.dense, 1)]
+
+
+def _reads_lists(ctx: QueryContext) -> bool:
+    return router_of(ctx.engine).reads_lists and has_entity_graph(ctx.engine)
+
+
+def _lists(ctx: QueryContext, n: int) -> Lists:
+    """Each list once: one dense search (its scores kept), one BM25 search, one graph walk."""
+    lexical = lexical_ready(ctx)
+    dense = search(ctx.engine, "dense", ctx.vector, n, None, ctx.p, ctx.where)
+    lists = Lists(dense, [], [], [], lexical)
+    if lexical:
+        lists.bm25 = bm25_list(ctx, n)
+        lists.side = rrf([[c.node_id for c in dense], lists.bm25])[:n]
+    else:
+        ctx.notes.append("no lexical index in this store (run `eragraph reindex`): the router's dense side is dense")
+        lists.side = lists.dense_ranked()
+    lists.graph = _graph_mode(ctx)(ctx.engine, ctx.text, ctx.vector, n, None, ctx.where)
+    return lists
+
+
+def _routed_from_lists(ctx: QueryContext, n: int, mode: str) -> list[Candidate]:
+    """``auto`` (or ``fusion``) for weights that read the lists: every list first, then s(q),
+    then the route's answer from the lists held (fusion: the two fused by s(q), as eq. 8)."""
+    if second_hop.active(ctx.engine):
+        ctx.notes.append("the router reads the retrieval's lists: its dense side is searched without the second hop")
+    lists = _lists(ctx, n)
+    s, model = _score(ctx, router_of(ctx.engine), lists)
+    route = "fusion" if mode == "fusion" else model.route(s)
+    which = model.fusion_dense if route == "fusion" else route
+    side = lists.side if which == "hybrid" else lists.dense_ranked()
+    if route == "fusion":
+        ctx.route = "fusion"
+        return _finish(ctx, weighted_rrf([i for i, _ in side], [c.node_id for c in lists.graph], s)[:n])
+    if route == "tri_graph":
+        ctx.route = graph_settings(ctx.engine).route
+        return _finish(ctx, [(c.node_id, c.score) for c in lists.graph])
+    ctx.route = which if lists.lexical else "dense"
+    return _finish(ctx, side)

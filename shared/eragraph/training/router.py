@@ -14,7 +14,11 @@ questions and write its weights (numpy-free JSON, loaded without torch) and a re
    and its embedding projected on the leading ``--components`` principal directions of the
    training questions' embeddings (fitted on the training datasets only, fold by fold); no
    parser runs. ``text`` is the lexical cues alone. ``parse`` is the features of a spaCy parse
-   (the router's earlier inputs). The embeddings are the store's embedder's (or ``--embedder``'s):
+   (the router's earlier inputs). ``text+vector+agreement`` adds what the cached lists themselves
+   say (domain.retrieval_features: the dense side's and the graph's agreement, the dense scores;
+   runs cached before the scores were kept get them from the store's chunk vectors, no retrieval
+   again); ``auto`` with such weights runs the dense side and the graph before it routes.
+   The embeddings are the store's embedder's (or ``--embedder``'s):
    its identity is recorded in the report and in each head of the weights.
 2. Labels. The dense side (dense or hybrid: whichever has the higher pooled Recall@5) against
    tri_graph; the disagreement set is the questions where exactly one of them gets more
@@ -64,7 +68,7 @@ import numpy as np
 
 from ..bench.common import run_record
 from ..domain.question_features import features
-from ..domain.router_model import RouterModel
+from ..domain.router_model import VECTOR_INPUTS, RouterModel
 from .router_fit import (BANDS, COMPONENTS, CURRENT, FETCH, GRAPH_PRICE, OBJECTIVES, SCORERS, THRESHOLD_SCORES, Dataset,
                          Inputs, Procedure, evaluate, held_out_halves, leave_one_dataset_out, thresholded)
 from .router_fit import auc, choose_thresholds, model_for, recall, routed, scores  # noqa: F401  (tests, callers)
@@ -79,9 +83,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=300, help="dev questions per dataset (file order)")
     p.add_argument("--weights", required=True, help="where to write the router weights (JSON)")
     p.add_argument("--report", required=True, help="where to write the training report (JSON)")
-    p.add_argument("--inputs", choices=("text+vector", "text", "parse"), default="text+vector",
+    p.add_argument("--inputs", choices=("text+vector", "text", "parse", "text+vector+agreement"), default="text+vector",
                    help="the router's features: lexical cues + projected embedding (default; a text-only head "
-                        "is trained beside it), the lexical cues alone, or a spaCy parse")
+                        "is trained beside it), the lexical cues alone, a spaCy parse, or text+vector and the "
+                        "agreement of the dense side's and the graph's lists (auto then runs both first)")
     p.add_argument("--no-text-head", action="store_true",
                    help="with text+vector inputs, do not train the text-only head")
     p.add_argument("--embedder", default=None,
@@ -143,17 +148,20 @@ def collect(store: Path, questions_path: Path, limit: int, show: bool, parse: bo
     bar = progress(len(todo), f"runs {store.name}", show)
     for q in questions:
         key = str(q["id"])
+        if not stale(key) and "dense_scores" not in cache[key]:  # runs cached before the scores were kept
+            cache[key]["dense_scores"] = dense_scores(engine, cache[key]["vector"], cache[key]["dense"])
         if stale(key):
             text = q["question"]
             vector = engine.embedder.embed([text])[0]
-            dense = [c.node_id for c in search(engine, "dense", vector, FETCH, None, 0.6)]
+            hits = search(engine, "dense", vector, FETCH, None, 0.6)
+            dense = [c.node_id for c in hits]
             bm25 = [h.node_id for h in engine.lexical.search(text, FETCH)]
             graph = [c.node_id for c in graph_fn(engine, text, vector, FETCH, None)]
             ids = set(dense) | set(bm25) | set(graph)
             nodes = engine.graph.get_nodes(ids)
             row = cache.get(key, {})
-            row.update({"vector": [round(float(x), 6) for x in vector], "dense": dense, "bm25": bm25,
-                        graph_key: graph})
+            row.update({"vector": [round(float(x), 6) for x in vector], "dense": [c.node_id for c in hits],
+                        "dense_scores": [round(float(c.score), 6) for c in hits], "bm25": bm25, graph_key: graph})
             row["doc"] = {**row.get("doc", {}), **{i: nodes[i].doc_id for i in ids if i in nodes}}
             cache[key] = row
             if parse:
@@ -164,6 +172,14 @@ def collect(store: Path, questions_path: Path, limit: int, show: bool, parse: bo
     bar.close()
     cache_path.write_text(json.dumps(cache))
     return rows, engine.embedder.identity
+
+
+def dense_scores(engine, vector: list[float], ids: list[str]) -> list[float]:
+    """The dense list's scores (inner products with the question's vector, as the index scores
+    them) from the store's chunk vectors: no search runs again."""
+    vecs = engine.vectors.get_vectors(ids)
+    q = np.asarray(vector, dtype=np.float32)
+    return [round(float(vecs[i] @ q), 6) if i in vecs else 0.0 for i in ids]
 
 
 def train_head(sets: list[Dataset], side: str, inputs: str, components: int = COMPONENTS,
@@ -255,7 +271,7 @@ def train_sets(sets: list[Dataset], inputs: str = "text+vector", components: int
     }
     part, model = train_head(sets, side, inputs, components, embedder, procedure)
     report.update(part)
-    if text_head and inputs == "text+vector":
+    if text_head and inputs in VECTOR_INPUTS:
         report["text_head"], text = train_head(sets, side, "text", components, embedder, procedure)
         model = dataclasses.replace(model, text_head=text)
     return report, model

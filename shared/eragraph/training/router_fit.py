@@ -17,7 +17,8 @@ import numpy as np
 
 from ..domain.fusion import rrf, weighted_rrf
 from ..domain.question_features import FEATURE_NAMES, LEXICAL_FEATURE_NAMES, lexical_features
-from ..domain.router_model import RouterModel, project
+from ..domain.retrieval_features import AGREEMENT_FEATURE_NAMES, agreement_features
+from ..domain.router_model import VECTOR_INPUTS, RouterModel, project
 
 FETCH = 20
 K = 5
@@ -86,8 +87,23 @@ class Dataset:
                           else None)
         for r in rows:
             r["hybrid"] = [i for i, _ in rrf([r["dense"], r["bm25"]])][:FETCH]
+        self._agree: np.ndarray | None = None
         self.r = {m: np.array([recall(r[m], r["doc"], r["support"]) for r in rows])
                   for m in ("dense", "bm25", "hybrid", "graph")}
+
+    @property
+    def agree(self) -> np.ndarray:
+        """phi_agree of every question (domain.retrieval_features), from its cached lists: the
+        dense side is the hybrid list, as ``auto`` reads it with the shipped dense side."""
+        if self._agree is None:
+            missing = [r["id"] for r in self.rows if "dense_scores" not in r]
+            if missing:
+                raise SystemExit(f"{self.name}: no dense scores cached for {len(missing)} questions "
+                                 "(`eragraph router train` adds them to router-runs.json)")
+            self._agree = np.array([agreement_features(r["dense"], r["dense_scores"], r["bm25"], r["hybrid"],
+                                                       r["graph"]) for r in self.rows],
+                                   dtype=np.float64).reshape(len(self.rows), len(AGREEMENT_FEATURE_NAMES))
+        return self._agree
 
     def subset(self, keep: list[bool] | np.ndarray) -> Dataset:
         """The same dataset with only the questions where ``keep`` is true."""
@@ -150,12 +166,13 @@ class Inputs:
     def __init__(self, kind: str, train: list[Dataset], components: int = COMPONENTS) -> None:
         self.kind = kind
         self.projection = self.projection_mean = None
-        if kind == "text+vector":
+        if kind in VECTOR_INPUTS:
             vecs = np.vstack([d.vec for d in train])
             self.projection_mean = vecs.mean(axis=0)
             _, _, vt = np.linalg.svd(vecs - self.projection_mean, full_matrices=False)
             self.projection = vt[:components]
-            self.names = (*LEXICAL_FEATURE_NAMES, *(f"embedding_pc{i + 1}" for i in range(len(self.projection))))
+            self.names = (*LEXICAL_FEATURE_NAMES, *(f"embedding_pc{i + 1}" for i in range(len(self.projection))),
+                          *(AGREEMENT_FEATURE_NAMES if kind == "text+vector+agreement" else ()))
         elif kind == "text":
             self.names = tuple(LEXICAL_FEATURE_NAMES)
         else:
@@ -168,7 +185,8 @@ class Inputs:
             return d.parse_phi
         if self.kind == "text":
             return d.lex
-        return np.hstack([d.lex, project(d.vec, self.projection_mean, self.projection)])
+        parts = [d.lex, project(d.vec, self.projection_mean, self.projection)]
+        return np.hstack(parts + ([d.agree] if self.kind == "text+vector+agreement" else []))
 
 
 def model_for(kind: str, sets: list[Dataset], side: str, tau=(0.5, 0.5), inputs: str = "text+vector",
@@ -195,7 +213,8 @@ def scores(model: RouterModel, d: Dataset) -> np.ndarray:
         return model.score_z(model.z(d.parse_phi))
     if model.inputs == "text":
         return model.score_z(model.z(d.lex))
-    phi = np.hstack([d.lex, project(d.vec, model.projection_mean, model.projection)])
+    parts = [d.lex, project(d.vec, model.projection_mean, model.projection)]
+    phi = np.hstack(parts + ([d.agree] if model.inputs == "text+vector+agreement" else []))
     return model.score_z(model.z(phi))
 
 

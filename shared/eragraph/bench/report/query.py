@@ -18,10 +18,19 @@ def dataset(name: str, data: dict) -> str:
     return corpus_name(name, data)
 
 
+def older(name: str, data: dict) -> str | None:
+    """A run with other router weights than the shipped ones (``router_weights``) is a comparison:
+    never the current run of its dataset."""
+    if data.get("router_weights"):
+        return f"run with router weights `{data['router_weights']}`, not the shipped ones: a comparison"
+    return None
+
+
 def section(name: str, d: dict, plots: Path) -> list[str]:
     out = [f"### {name}", "", f"Command: `{command(d)}`", "", run_line(d), "",
            f"Store with {fmt(d['nodes'])} nodes (layers {d['layers']}), embedder `{d['embedder']}`, "
-           f"{d['questions']} questions per mode, k={d['k']}. {d.get('measure', '')}.", ""]
+           f"{d['questions']} questions per mode, k={d['k']}. {d.get('measure', '')}."
+           + (f" Router weights: `{d['router_weights']}` (not the shipped ones)." if d.get("router_weights") else ""), ""]
     if d.get("rounds"):  # --interleave: the modes took turns question by question, round after round
         fastest = any("fastest_cpu_ms_p95" in r for r in d["modes"].values())  # each question's fastest round
         return out + table(["mode", "rounds", "p50 ms (median of rounds)", "p95 ms (median of rounds)",

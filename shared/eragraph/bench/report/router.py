@@ -19,6 +19,19 @@ def dataset(name: str, data: dict) -> str:
     return ""
 
 
+SHIPPED_WEIGHTS = "shared/eragraph/weights/router.json"
+
+
+def older(name: str, data: dict) -> str | None:
+    """A training run that wrote its weights elsewhere than the shipped file is a comparison (a
+    router not shipped): never the current run, whatever its date."""
+    words = str(data.get("command", "")).split()
+    if "--weights" in words[:-1] and words[words.index("--weights") + 1] != SHIPPED_WEIGHTS:
+        return (f"a router not shipped: its weights went to `{words[words.index('--weights') + 1]}`, not "
+                f"`{SHIPPED_WEIGHTS}` (a comparison; bench-results/levers-full-store.md says why)")
+    return None
+
+
 def section(name: str, d: dict, plots: Path) -> list[str]:
     """The auto router's training report: leave-one-dataset-out, per scorer."""
     out = [f"### {name}", "", f"Command: `{d.get('command', 'eragraph router train')}`", "", run_line(d), "",
