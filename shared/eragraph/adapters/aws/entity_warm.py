@@ -36,8 +36,9 @@ after ``GAP_SECONDS`` of the same gap reads everything.
 
 Memory: the records of every chunk and their indexes, 4.6 to 6.0 KB a chunk held on the four
 dev corpora and up to 8.3 KB at the peak of taking a snapshot (bench-results/warm-memory.json;
-about 5 GB at 1M chunks); the co-occurrences counted for the questions asked come on top, at most
-what an index of them all would hold (6.0 to 7.5 KB a chunk with it: warm-memory-before.json). ``max_chunks`` bounds it
+about 5 GB at 1M chunks); the co-occurrences counted for the questions asked come on top, at
+most what an index of them all would hold (6.0 to 7.5 KB a chunk with it:
+warm-memory-before.json). ``max_chunks`` bounds it
 (``held_chunk_cap``: what a function's memory leaves after its own ``BASELINE_MB``, at
 ``HELD_BYTES_PER_CHUNK``): a tenant of more chunks (the snapshot's metadata, the layer-0 size
 counter before a full read, or the records a refresh leaves) is not held, and its walks read the
