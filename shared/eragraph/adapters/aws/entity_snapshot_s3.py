@@ -23,8 +23,8 @@ object (bootstrap.aws_profile.delete).
 Format: gzip of one JSON document ``{"format", "generation", "taken_at", "records": {chunk id:
 [[sentence text, [entities]], ...]}}``, with the number of records, the generation and the time
 in the object's metadata (``x-amz-meta-chunks``, ``-generation``, ``-taken-at``: ``head``, which
-lets the writer skip an unchanged tenant without reading the object). An object that does not parse as that is not taken (logged); the
-reader then reads everything, as without it. An object of more records than the reader may hold
+lets the writer skip an unchanged tenant without reading the object). An object that does not
+parse as that is not taken (logged); the reader then reads everything, as without it. An object of more records than the reader may hold
 (``load(max_chunks)``, entity_warm.held_chunk_cap) is refused from its metadata, before its body
 is read: ``TooManyChunks``."""
 
