@@ -211,7 +211,7 @@ class Lists:
                                   [i for i, _ in self.side], [c.node_id for c in self.graph])
 
     def dense_ranked(self) -> list[tuple[str, float]]:
-        return [(c.node_id, 1.0 / (60 + r)) for r, c in enumerate(self.dense, 1)]
+        return rrf([[c.node_id for c in self.dense]])  # the dense list alone, scored as the RRF scores it
 
 
 def _reads_lists(ctx: QueryContext) -> bool:
