@@ -45,3 +45,37 @@ def test_each_reconcile_of_a_single_document_insert_costs_the_same_few_requests(
                 assert requests[-1] == "TransactWriteItems"
             else:
                 assert requests == ["Query", "Query", "TransactWriteItems"], (n, requests)
+
+
+def test_a_large_layers_walk_has_its_counts_made_side_by_side(aws_engine, monkeypatch):
+    """A layer counted count by count (as one over refs_per_read refs is): the groups the walk
+    will count (domain.scoped.path_groups) are counted at once, side by side, so the layer's
+    Queries cost a few round trips, not one each; the plan is the walk's own (the store ends
+    in the rule's partition, invariants.check)."""
+    from eragraph.adapters.aws.nodes_dynamodb import DynamoNodeStore
+    from eragraph.bench.counting import DynamoCounter
+    from eragraph.services import invariants
+    from eragraph.services.ingest import ingest
+    from eragraph.services.resummarize import drain
+
+    engine, _, _ = aws_engine
+    monkeypatch.setattr(DynamoNodeStore, "refs_per_read", 0)
+    ingest(engine, synthetic_docs(240, seed=4, prefix="big-"))
+    drain(engine)
+    counter = DynamoCounter()
+    counter.attach(engine.graph.Item._get_connection().connection.client)
+    many: list[int] = []
+    count_many = engine.graph.count_refs_many
+    monkeypatch.setattr(engine.graph, "count_refs_many",
+                        lambda layer, ranges, cap=None: many.append(len(ranges)) or count_many(layer, ranges, cap))
+    for i in range(3):
+        ingest(engine, synthetic_docs(1, seed=40 + i, prefix=f"one{i}-"))
+        counter.reset()
+        drain(engine)
+        snap = counter.snapshot()
+        assert many and max(many) >= 4, many  # layer 0's walk: its root and path counted ahead
+        # those Queries side by side: one round trip for all of them
+        assert snap["round_trips"] <= snap["requests"] - sum(n - 1 for n in many), (snap, many)
+        many.clear()
+    report = invariants.check(engine)
+    assert report.ok, report.violations[:5]

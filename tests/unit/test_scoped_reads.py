@@ -168,3 +168,40 @@ def test_the_same_group_read_again_comes_from_memory():
     assert len(half) < 40 and index.reads == 1
     assert read(1, 1, None) == half and read(1, 1, 3) == half[:3]
     assert index.reads == 1
+
+
+def test_the_groups_counted_ahead_are_the_walks_own_counts():
+    """domain.scoped.path_groups: for one changed code, the groups known before the walk starts
+    are nearly all groups it counts, and nearly none are left unasked (each costs a request)."""
+    from test_scoped import full
+
+    from eragraph.domain.scoped import code_prefix, cut_region, path_groups, whole_layer
+
+    n_bits, s_min, s_max = 20, 6, 12
+    cap = count_cap(s_min, s_max)
+    rng = random.Random(3)
+    asked_all = missed = unused = 0
+    for size in (2_000, 40_000):
+        index = _layer(rng, n_bits, 0)
+        for i in range(size):
+            index.add(f"x{i}", rng.getrandbits(n_bits))
+        index.apply(whole_layer(index.read), full(index.live(), n_bits, s_min, s_max))
+        for j in range(10):
+            code = rng.getrandbits(n_bits)
+            index.add(f"n{j}", code)
+            asked: set[tuple[int, int]] = set()
+
+            def count(prefix, depth, c):
+                asked.add((prefix, depth))
+                return index.count(prefix, depth, c)
+
+            for region in plan_regions([code], index.read, n_bits, s_min, s_max, count=count):
+                index.apply(region, cut_region(region, n_bits, s_min, s_max))
+            ahead = set(path_groups([code], n_bits, size, cap))
+            assert (0, 0) in ahead and all(d == 0 or code_prefix(code, d, n_bits) != p or d == max(
+                dd for _, dd in ahead) for p, d in ahead)  # the root, siblings, the code's deepest group
+            asked_all += len(asked)
+            missed += len(asked - ahead)
+            unused += len(ahead - asked)
+    assert missed <= 0.15 * asked_all and unused <= 0.03 * asked_all, (asked_all, missed, unused)
+    assert path_groups([5], n_bits, 10**6, None) == []  # every count exact: no cap to count ahead with
