@@ -74,7 +74,8 @@ class GraphSettings:
     push_hub_cap: int = 0         # > 0: a node spreads along only its N heaviest edges (0: all)
     push_max_rounds: int = 200    # batched rounds of the push (one neighbourhood read each)
     # synonymy edges (HippoRAG 2): entity names at least this cosine-similar get an edge, kept
-    # at insert for each new entity's ``synonym_top`` nearest names (>= 1.0 or top 0: no edges)
+    # at insert for each new entity's ``synonym_top`` nearest names while synonym_weight > 0
+    # (>= 1.0, top 0 or weight 0: no edges kept)
     synonym_threshold: float = 0.8
     synonym_top: int = 8
     synonym_weight: float = 0.0   # tri_graph: a synonymy edge weighs this times its cosine (0: unused)
@@ -92,8 +93,11 @@ class GraphSettings:
 
     @property
     def synonyms_on(self) -> bool:
-        """Whether inserts keep synonymy edges."""
-        return self.synonym_threshold < 1.0 and self.synonym_top > 0
+        """Whether inserts keep synonymy edges: only while the walk weighs them. Kept unused,
+        they cost each insert an ANN search of every new entity name and the edges' writes (at
+        1M chunks locally about an eighth of a single insert, profiled); a store whose weight
+        is set later gets them from reindex (services.synonyms.backfill)."""
+        return self.synonym_weight > 0 and self.synonym_threshold < 1.0 and self.synonym_top > 0
 
     @classmethod
     def from_env(cls, environ=None, **overrides) -> GraphSettings:

@@ -100,12 +100,15 @@ def test_settings_from_the_environment_and_off_switches():
     gs = GraphSettings.from_env({"ERAGRAPH_GRAPH_SYNONYM_THRESHOLD": "0.7", "ERAGRAPH_GRAPH_SYNONYM_TOP": "3",
                                  "ERAGRAPH_GRAPH_SYNONYM_WEIGHT": "0.25"})
     assert (gs.synonym_threshold, gs.synonym_top, gs.synonym_weight, gs.synonyms_on) == (0.7, 3, 0.25, True)
-    assert GraphSettings().synonyms_on and GraphSettings().synonym_weight == 0.0
-    assert not GraphSettings(synonym_threshold=1.0).synonyms_on and not GraphSettings(synonym_top=0).synonyms_on
+    # kept at insert only while the walk weighs them: off as shipped (weight 0)
+    assert not GraphSettings().synonyms_on and GraphSettings().synonym_weight == 0.0
+    assert GraphSettings(synonym_weight=0.5).synonyms_on
+    assert not GraphSettings(synonym_weight=0.5, synonym_threshold=1.0).synonyms_on
+    assert not GraphSettings(synonym_weight=0.5, synonym_top=0).synonyms_on
 
 
 def test_insert_links_new_entities_to_their_near_names_both_ways():
-    engine, index = build()
+    engine, index = build(weight=0.5)
     store = index.store
     got = store.synonyms(["u.s.", "united states", "ohio", "oho", "senate"])
     assert set(got) == {"u.s.", "united states"}  # oho is not in the corpus yet
@@ -131,13 +134,15 @@ def test_insert_links_new_entities_to_their_near_names_both_ways():
 
 
 def test_top_n_and_the_threshold_bound_a_new_entity_s_edges():
-    engine, index = build(synonym_threshold=0.9)
+    engine, index = build(weight=0.5, synonym_threshold=0.9)
     assert "ohio" not in index.store.synonyms(["ohio"])  # nothing that close to ohio
-    engine, index = build(synonym_threshold=-1.0, synonym_top=1)
+    engine, index = build(weight=0.5, synonym_threshold=-1.0, synonym_top=1)
     rows = index.store.synonyms(["senate", "zebra act"])
     # each entity chose one; it may have more that others chose
     assert all(len(r) >= 1 for r in rows.values())
-    engine, index = build(synonym_top=0)
+    engine, index = build(weight=0.5, synonym_top=0)
+    assert index.store.synonyms(["u.s.", "united states"]) == {}
+    engine, index = build()  # the shipped weight, 0: the walk would not use them, none are kept
     assert index.store.synonyms(["u.s.", "united states"]) == {}
 
 
@@ -153,7 +158,7 @@ def test_tri_graph_crosses_a_synonymy_edge_only_with_its_weight(exact):
 
 @pytest.mark.parametrize("weight", [0.0, 0.5, 3.0])
 def test_push_ppr_agrees_with_the_exact_walk_with_synonymy_edges(weight):
-    engine, index = build(weight=weight, synonym_threshold=0.3)
+    engine, index = build(weight=0.5, synonym_threshold=0.3)  # a store that keeps its edges
     store = index.store
     snap = graph_query.snapshot(engine)
     assert snap.synonymy.nnz >= 2
@@ -176,7 +181,7 @@ def test_reindex_backfills_an_old_store_once_and_resumes():
     store = index.store
     engine.graph.put_meta(synonyms.BACKFILL_MARK, None)
     assert store.synonyms(["u.s."]) == {}
-    with_graph_settings(engine, synonym_threshold=0.8, synonym_top=8)
+    with_graph_settings(engine, synonym_threshold=0.8, synonym_top=8, synonym_weight=0.5)
     report: dict = {}
     cursor = synonyms.backfill(engine, report, out_of_time=lambda: True, page=2)  # stops after a page
     assert cursor is not None
@@ -196,7 +201,23 @@ def test_reindex_backfills_an_old_store_once_and_resumes():
 def test_reindex_reports_the_edges_it_wrote():
     engine, index = build(synonym_top=0)
     engine.graph.put_meta(synonyms.BACKFILL_MARK, None)
-    with_graph_settings(engine)
+    with_graph_settings(engine, synonym_weight=0.5)
     report = reindex.run(engine)
     assert report["metrics"]["SynonymEdgesBackfilled"] == 1  # u.s. ~ united states
     assert index.store.synonyms(["united states"]) == {"united states": {"u.s.": pytest.approx(0.9988, abs=1e-3)}}
+
+
+def test_entities_inserted_while_the_weight_is_0_get_their_edges_once_it_is_set_again():
+    """Edges are kept only while the walk weighs them; an insert without them takes back the
+    backfill's "done", so setting a weight again has reindex link what came meanwhile."""
+    engine, index = build(weight=0.5)
+    assert engine.graph.get_meta(synonyms.BACKFILL_MARK)["done"]  # kept from the store's first insert
+    with_graph_settings(engine, synonym_weight=0.0, lam=0.05)
+    ingest(engine, [SourceDoc(source="mem://oho", doc_id="oho", text="Oho is a town.")])
+    drain(engine)
+    assert "oho" not in index.store.synonyms(["ohio"]).get("ohio", {})  # not kept: the walk ignores them
+    assert engine.graph.get_meta(synonyms.BACKFILL_MARK) is None
+    with_graph_settings(engine, synonym_weight=0.5, lam=0.05)
+    report = reindex.run(engine)
+    assert report["metrics"]["SynonymEdgesBackfilled"] >= 1
+    assert index.store.synonyms(["ohio"])["ohio"]["oho"] == pytest.approx(float(NAMED["ohio"] @ NAMED["oho"]), abs=1e-5)

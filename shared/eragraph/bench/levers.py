@@ -79,6 +79,21 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+def _with_synonymy_edges(engine: Any) -> None:
+    """The store's synonymy edges, made now by reindex's backfill if the store did not keep them
+    (inserts keep them only while the walk weighs them: config.GraphSettings.synonyms_on)."""
+    from ..services import synonyms
+
+    shipped = engine.settings
+    gs = shipped.graph_retrieval
+    engine.settings = dataclasses.replace(shipped, graph_retrieval=dataclasses.replace(
+        gs, synonym_weight=gs.synonym_weight or 1.0))
+    try:
+        synonyms.backfill(engine, {})
+    finally:
+        engine.settings = shipped
+
+
 def parse_variants(text: str) -> list[tuple[str, str, float]]:
     """``base``, ``ann``, ``synonymy=W``, ``bridges=W``, ``<setting>=V``, ``paths[:<path setting>=V...]``
     -> (name, kind, value)."""
@@ -191,6 +206,8 @@ def run(args: Any) -> dict:
     ids = [str(q.get("id", i)) for i, q in enumerate(questions)]
     _, vectors = embed_questions(engine, questions)
     shipped = engine.settings
+    if any(kind == "synonymy" for _, kind, _ in variants):
+        _with_synonymy_edges(engine)
     out: dict[str, dict] = {}
     for name, kind, weight in variants:
         gs = dataclasses.replace(shipped.graph_retrieval, synonym_weight=weight if kind == "synonymy" else 0.0,

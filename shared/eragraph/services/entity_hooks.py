@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from ..domain.model import Document, Node
 from ..ports.entity import EntityStore
+from . import synonyms
 from .engine import Engine
 from .entity_index import EntityIndex
 
@@ -23,7 +24,14 @@ def install(engine: Engine, extractor, store: EntityStore, vectors, embed_senten
                         settings=lambda: engine.settings.graph_retrieval)
     engine.entities = index
 
+    forgotten = []  # the synonymy backfill's "done" taken back by this engine (once)
+
     def on_ingest(eng: Engine, nodes: Sequence[Node]) -> None:
+        if not forgotten and not eng.settings.graph_retrieval.synonyms_on:
+            # this insert keeps no synonymy edges (the walk does not weigh them): a weight set
+            # later has reindex link every entity, these too (services.synonyms.backfill)
+            eng.graph.delete_meta(synonyms.BACKFILL_MARK)
+            forgotten.append(True)
         index.add_nodes(nodes)
 
     def on_remove(eng: Engine, doc: Document, chunk_ids: Sequence[str]) -> None:
