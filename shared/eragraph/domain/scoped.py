@@ -151,15 +151,17 @@ def _count(count: Counter, prefix: int, depth: int, cap: int | None) -> _Half:
 
 
 def plan_regions(dirty: Iterable[int], read: Reader, n_bits: int, s_min: int, s_max: int,
-                 summarized: bool = True, count: Counter | None = None) -> list[Region]:
+                 summarized: bool = True, count: Counter | None = None,
+                 held: Sequence[tuple[int, int, Sequence[RefState]]] = ()) -> list[Region]:
     """The regions to re-cut for the changed ``dirty`` codes (disjoint groups).
 
     ``summarized``: the layer may have segments at all (layer + 1 <= max layers). ``count``:
-    the store's own capped counts (None: counted by reading, ``counting_by_reading``)."""
+    the store's own capped counts (None: counted by reading, ``counting_by_reading``).
+    ``held``: groups (prefix, depth, every ref) read whole already (``remembering``)."""
     codes = sorted(set(dirty))
     if not codes:
         return []
-    read, count = remembering(read, n_bits, count)
+    read, count = remembering(read, n_bits, count, held)
     cap = count_cap(s_min, s_max)
     counts = _PathCounts(count, n_bits, cap)
     root = counts.direct(0, 0)
@@ -283,7 +285,8 @@ def path_groups(codes: Iterable[int], n_bits: int, layer_size: int, cap: int | N
     return [(p, d) for p, d in out if d in (0, deepest) or all(code_prefix(c, d, n_bits) != p for c in codes)]
 
 
-def remembering(read: Reader, n_bits: int, count: Counter | None = None) -> tuple[Reader, Counter]:
+def remembering(read: Reader, n_bits: int, count: Counter | None = None,
+                held: Sequence[tuple[int, int, Sequence[RefState]]] = ()) -> tuple[Reader, Counter]:
     """``read`` and ``count`` (None: ``counting_by_reading(read)``), answering a group that lies
     inside a group read whole before from that read instead of reading or counting it again. A
     read is whole when it returned fewer refs than its limit (or had none), a count when it
@@ -292,8 +295,9 @@ def remembering(read: Reader, n_bits: int, count: Counter | None = None) -> tupl
     reads a region made of them: on a small or sparse layer the root's count already holds
     everything (a store that spreads a layer over partitions pays one query per partition for
     each such read). A store that counts without reading (SQLite) returns no refs: its counts
-    cost one small query each and the walk reads only its regions and carried halves."""
-    whole: list[tuple[int, int, Sequence[RefState]]] = []  # (prefix, depth, refs)
+    cost one small query each and the walk reads only its regions and carried halves. ``held``:
+    groups read whole before the plan (counted ahead: services.layer_reads.counted_ahead)."""
+    whole: list[tuple[int, int, Sequence[RefState]]] = list(held)  # (prefix, depth, refs)
 
     def held(prefix: int, depth: int) -> list[RefState] | None:
         for p, d, refs in whole:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from ..domain.access import code_range, index_of, max_code
 from ..domain.model import RefState
-from ..domain.scoped import Counter, Reader, RefCount, code_prefix, ref_count
+from ..domain.scoped import Counter, RefCount
 from .engine import Engine
 
 
@@ -57,43 +57,28 @@ def counter(engine: Engine, layer: int, index: int = 0):
 
 
 def counted_ahead(engine: Engine, layer: int, index: int, groups: Sequence[tuple[int, int]],
-                  cap: int | None) -> tuple[Reader, Counter]:
-    """``reader`` and ``counter`` of ``layer`` in access partition ``index``, with ``groups``
-    (prefix, depth), the ones the walk will count with ``cap`` (domain.scoped.path_groups),
-    counted at once, side by side, by a store whose requests each wait a round trip
-    (GraphStore ``count_refs_many``: DynamoDB), so the walk takes their counts instead of
-    waiting for each in turn; a group counted ahead whose count read it whole answers every
-    read and count inside it. A store without ``count_refs_many`` counts as it is asked."""
-    read, count = reader(engine, layer, index), counter(engine, layer, index)
+                  cap: int | None) -> tuple[Counter, list[tuple[int, int, Sequence[RefState]]]]:
+    """``counter`` of ``layer`` in access partition ``index``, with ``groups`` (prefix, depth),
+    the ones the walk will count with ``cap`` (domain.scoped.path_groups), counted at once,
+    side by side, by a store whose requests each wait a round trip (GraphStore
+    ``count_refs_many``: DynamoDB), so the walk takes their counts instead of waiting for each
+    in turn; and the groups whose count read them whole (prefix, depth, refs), for the plan to
+    answer every read and count inside them from (domain.scoped.plan_regions' ``held``). A
+    store without ``count_refs_many`` counts as it is asked."""
+    count = counter(engine, layer, index)
     many = getattr(engine.graph, "count_refs_many", None)
     if not groups or many is None:
-        return read, count
+        return count, []
     n_bits = engine.settings.n_planes
     base = index << n_bits
     spans = [(base + (p << (n_bits - d)), base + ((p + 1) << (n_bits - d)) - 1) for p, d in groups]
     known = dict(zip(groups, many(layer, spans, cap)))
-    whole = [(p, d, c.refs) for (p, d), c in known.items() if c.refs is not None]
-
-    def inside(prefix: int, depth: int) -> list[RefState] | None:
-        for p, d, refs in whole:
-            if d <= depth and prefix >> (depth - d) == p:
-                return [r for r in refs if code_prefix(r.code, depth, n_bits) == prefix]
-        return None
-
-    def read_ahead(prefix: int, depth: int, limit: int | None) -> list[RefState]:
-        refs = inside(prefix, depth)
-        if refs is None:
-            return read(prefix, depth, limit)
-        return refs if limit is None else refs[:limit]
 
     def count_ahead(prefix: int, depth: int, asked: int | None) -> RefCount:
         held = known.get((prefix, depth)) if asked == cap else None
-        if held is not None:
-            return held
-        refs = inside(prefix, depth)
-        return count(prefix, depth, asked) if refs is None else ref_count(refs, asked, True)
+        return held if held is not None else count(prefix, depth, asked)
 
-    return read_ahead, count_ahead
+    return count_ahead, [(p, d, c.refs) for (p, d), c in known.items() if c.refs is not None]
 
 
 def present_partitions(engine: Engine, layer: int) -> list[int]:

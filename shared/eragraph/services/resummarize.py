@@ -366,8 +366,9 @@ def _plan(engine: Engine, layer: int, index: int, codes: list[int], sizes: dict[
                             summarized=summarized, count=counting_by_reading(held))
     cap = count_cap(s.s_min, s.s_max)
     ahead = path_groups(codes, s.n_planes, sizes.get(layer, 0), cap) if len(set(codes)) <= AHEAD_CODES else []
-    read, count = counted_ahead(engine, layer, index, ahead, cap)
-    return plan_regions(codes, read, s.n_planes, s.s_min, s.s_max, summarized=summarized, count=count)
+    count, held = counted_ahead(engine, layer, index, ahead, cap)
+    return plan_regions(codes, read, s.n_planes, s.s_min, s.s_max, summarized=summarized, count=count,
+                        held=held)
 
 
 def _clear_marks(engine: Engine, keys: list[str], started: float) -> None:
