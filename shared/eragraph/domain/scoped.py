@@ -152,16 +152,16 @@ def _count(count: Counter, prefix: int, depth: int, cap: int | None) -> _Half:
 
 def plan_regions(dirty: Iterable[int], read: Reader, n_bits: int, s_min: int, s_max: int,
                  summarized: bool = True, count: Counter | None = None,
-                 held: Sequence[tuple[int, int, Sequence[RefState]]] = ()) -> list[Region]:
+                 read_whole: Sequence[tuple[int, int, Sequence[RefState]]] = ()) -> list[Region]:
     """The regions to re-cut for the changed ``dirty`` codes (disjoint groups).
 
     ``summarized``: the layer may have segments at all (layer + 1 <= max layers). ``count``:
     the store's own capped counts (None: counted by reading, ``counting_by_reading``).
-    ``held``: groups (prefix, depth, every ref) read whole already (``remembering``)."""
+    ``read_whole``: groups (prefix, depth, every ref) read whole already (``remembering``)."""
     codes = sorted(set(dirty))
     if not codes:
         return []
-    read, count = remembering(read, n_bits, count, held)
+    read, count = remembering(read, n_bits, count, read_whole)
     cap = count_cap(s_min, s_max)
     counts = _PathCounts(count, n_bits, cap)
     root = counts.direct(0, 0)
@@ -286,7 +286,7 @@ def path_groups(codes: Iterable[int], n_bits: int, layer_size: int, cap: int | N
 
 
 def remembering(read: Reader, n_bits: int, count: Counter | None = None,
-                held: Sequence[tuple[int, int, Sequence[RefState]]] = ()) -> tuple[Reader, Counter]:
+                read_whole: Sequence[tuple[int, int, Sequence[RefState]]] = ()) -> tuple[Reader, Counter]:
     """``read`` and ``count`` (None: ``counting_by_reading(read)``), answering a group that lies
     inside a group read whole before from that read instead of reading or counting it again. A
     read is whole when it returned fewer refs than its limit (or had none), a count when it
@@ -295,9 +295,9 @@ def remembering(read: Reader, n_bits: int, count: Counter | None = None,
     reads a region made of them: on a small or sparse layer the root's count already holds
     everything (a store that spreads a layer over partitions pays one query per partition for
     each such read). A store that counts without reading (SQLite) returns no refs: its counts
-    cost one small query each and the walk reads only its regions and carried halves. ``held``:
-    groups read whole before the plan (counted ahead: services.layer_reads.counted_ahead)."""
-    whole: list[tuple[int, int, Sequence[RefState]]] = list(held)  # (prefix, depth, refs)
+    cost one small query each and the walk reads only its regions and carried halves.
+    ``read_whole``: groups read whole before the plan (services.layer_reads.counted_ahead)."""
+    whole: list[tuple[int, int, Sequence[RefState]]] = list(read_whole)  # (prefix, depth, refs)
 
     def held(prefix: int, depth: int) -> list[RefState] | None:
         for p, d, refs in whole:

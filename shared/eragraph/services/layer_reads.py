@@ -63,7 +63,7 @@ def counted_ahead(engine: Engine, layer: int, index: int, groups: Sequence[tuple
     side by side, by a store whose requests each wait a round trip (GraphStore
     ``count_refs_many``: DynamoDB), so the walk takes their counts instead of waiting for each
     in turn; and the groups whose count read them whole (prefix, depth, refs), for the plan to
-    answer every read and count inside them from (domain.scoped.plan_regions' ``held``). A
+    answer every read and count inside them from (domain.scoped.plan_regions' ``read_whole``). A
     store without ``count_refs_many`` counts as it is asked."""
     count = counter(engine, layer, index)
     many = getattr(engine.graph, "count_refs_many", None)

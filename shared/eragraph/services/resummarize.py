@@ -65,7 +65,7 @@ OUTBOX = "outbox:"  # meta key prefix: what follows a region's write (see finish
 DEADLINE_MARGIN = 20.0  # seconds kept in hand: a summarize call is not started with less left
 STREAM_REGION_REFS = 2048  # a streamed whole-layer pass re-cuts groups of about this many refs
 # a message of at most this many codes has its walk's counts made ahead, side by side, on a
-# store whose requests each wait (layer_reads.counter); past it their paths share too much
+# store whose requests each wait (layer_reads.counted_ahead); past it their paths share too much
 AHEAD_CODES = 8
 CHECKS_WITH_RECORD = 64  # new summaries looked for with the change record (in its transaction); past it, per region
 
@@ -366,9 +366,9 @@ def _plan(engine: Engine, layer: int, index: int, codes: list[int], sizes: dict[
                             summarized=summarized, count=counting_by_reading(held))
     cap = count_cap(s.s_min, s.s_max)
     ahead = path_groups(codes, s.n_planes, sizes.get(layer, 0), cap) if len(set(codes)) <= AHEAD_CODES else []
-    count, held = counted_ahead(engine, layer, index, ahead, cap)
+    count, read_whole = counted_ahead(engine, layer, index, ahead, cap)
     return plan_regions(codes, read, s.n_planes, s.s_min, s.s_max, summarized=summarized, count=count,
-                        held=held)
+                        read_whole=read_whole)
 
 
 def _clear_marks(engine: Engine, keys: list[str], started: float) -> None:
