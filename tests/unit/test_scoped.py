@@ -572,8 +572,8 @@ def test_partial_deliveries_on_a_built_clumpy_layer_end_in_the_rules_partition(s
     """Between partial deliveries the stored partition need not be the rule's partition of the
     old node set: a region applied while changes are still undelivered elsewhere in a group
     can leave that group's old count between its old and new counts, in a gap the rule cannot
-    cut (13-15 for [8, 12]; seed 0 of (8, 12, 10) here, round 52). What holds is the end: once
-    every change is delivered, the rule's partition of the live nodes."""
+    cut (1-3 for [4, 9], 13-15 for [8, 12]; here seed 0 of (4, 9, 12), after round 32). What
+    holds is the end: once every change is delivered, the rule's partition of the live nodes."""
     rng = random.Random(seed * 1000 + s_min * 31 + s_max)
     centres = [rng.getrandbits(n_bits) for _ in range(rng.choice([2, 5]))]
     index = RefIndex(n_bits)
