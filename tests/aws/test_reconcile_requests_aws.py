@@ -60,7 +60,7 @@ def test_a_large_layers_walk_has_its_counts_made_side_by_side(aws_engine, monkey
 
     engine, _, _ = aws_engine
     monkeypatch.setattr(DynamoNodeStore, "refs_per_read", 0)
-    ingest(engine, synthetic_docs(240, seed=4, prefix="big-"))
+    ingest(engine, synthetic_docs(160, seed=4, prefix="big-"))
     drain(engine)
     counter = DynamoCounter()
     counter.attach(engine.graph.Item._get_connection().connection.client)
@@ -68,7 +68,7 @@ def test_a_large_layers_walk_has_its_counts_made_side_by_side(aws_engine, monkey
     count_many = engine.graph.count_refs_many
     monkeypatch.setattr(engine.graph, "count_refs_many",
                         lambda layer, ranges, cap=None: many.append(len(ranges)) or count_many(layer, ranges, cap))
-    for i in range(3):
+    for i in range(2):
         ingest(engine, synthetic_docs(1, seed=40 + i, prefix=f"one{i}-"))
         counter.reset()
         drain(engine)
