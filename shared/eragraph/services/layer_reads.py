@@ -9,8 +9,12 @@ from collections.abc import Sequence
 
 from ..domain.access import code_range, index_of, max_code
 from ..domain.model import RefState
-from ..domain.scoped import Counter, RefCount
+from ..domain.scoped import Counter, RefCount, path_groups
 from .engine import Engine
+
+# a message of at most this many codes has its walk's counts made ahead, side by side, on a
+# store whose requests each wait (counted_ahead); past it their paths share too much
+AHEAD_CODES = 8
 
 
 def reader(engine: Engine, layer: int, index: int = 0):
@@ -56,10 +60,11 @@ def counter(engine: Engine, layer: int, index: int = 0):
     return count
 
 
-def counted_ahead(engine: Engine, layer: int, index: int, groups: Sequence[tuple[int, int]],
+def counted_ahead(engine: Engine, layer: int, index: int, codes: Sequence[int], layer_size: int,
                   cap: int | None) -> tuple[Counter, list[tuple[int, int, Sequence[RefState]]]]:
-    """``counter`` of ``layer`` in access partition ``index``, with ``groups`` (prefix, depth),
-    the ones the walk will count with ``cap`` (domain.scoped.path_groups), counted at once,
+    """``counter`` of ``layer`` in access partition ``index``, with the groups (prefix, depth)
+    the walk for ``codes`` will count with ``cap`` (domain.scoped.path_groups, for a message of
+    at most AHEAD_CODES codes on a layer of about ``layer_size`` refs), counted at once,
     side by side, by a store whose requests each wait a round trip (GraphStore
     ``count_refs_many``: DynamoDB), so the walk takes their counts instead of waiting for each
     in turn; and the groups whose count read them whole (prefix, depth, refs), for the plan to
@@ -67,7 +72,10 @@ def counted_ahead(engine: Engine, layer: int, index: int, groups: Sequence[tuple
     store without ``count_refs_many`` counts as it is asked."""
     count = counter(engine, layer, index)
     many = getattr(engine.graph, "count_refs_many", None)
-    if not groups or many is None:
+    if many is None or len(set(codes)) > AHEAD_CODES:
+        return count, []
+    groups = path_groups(codes, engine.settings.n_planes, layer_size, cap)
+    if not groups:
         return count, []
     n_bits = engine.settings.n_planes
     base = index << n_bits

@@ -48,7 +48,7 @@ from ..domain.lsh import hash_vectors, majority_code
 from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment,
                             SegmentsAffected, is_streaming, streaming_key)
 from ..domain.partition import partition, should_summarize
-from ..domain.scoped import (Region, count_cap, counting_by_reading, cut_region, path_groups, plan_regions,
+from ..domain.scoped import (Region, count_cap, counting_by_reading, cut_region, plan_regions,
                              stream_regions, whole_layer)
 from . import changes, cost
 from .announce import announce, clear_dirty, dirty_key, dirty_marks
@@ -64,9 +64,6 @@ WHOLE_LAYER_MIN, WHOLE_LAYER_SHARE = 256, 8  # codes beyond max(256, layer size 
 OUTBOX = "outbox:"  # meta key prefix: what follows a region's write (see finish_outbox)
 DEADLINE_MARGIN = 20.0  # seconds kept in hand: a summarize call is not started with less left
 STREAM_REGION_REFS = 2048  # a streamed whole-layer pass re-cuts groups of about this many refs
-# a message of at most this many codes has its walk's counts made ahead, side by side, on a
-# store whose requests each wait (layer_reads.counted_ahead); past it their paths share too much
-AHEAD_CODES = 8
 CHECKS_WITH_RECORD = 64  # new summaries looked for with the change record (in its transaction); past it, per region
 
 Deadline = Callable[[], float]  # seconds left
@@ -364,9 +361,7 @@ def _plan(engine: Engine, layer: int, index: int, codes: list[int], sizes: dict[
         held = held_reader(read(0, 0, None), s.n_planes, index)
         return plan_regions(codes, held, s.n_planes, s.s_min, s.s_max,
                             summarized=summarized, count=counting_by_reading(held))
-    cap = count_cap(s.s_min, s.s_max)
-    ahead = path_groups(codes, s.n_planes, sizes.get(layer, 0), cap) if len(set(codes)) <= AHEAD_CODES else []
-    count, read_whole = counted_ahead(engine, layer, index, ahead, cap)
+    count, read_whole = counted_ahead(engine, layer, index, codes, sizes.get(layer, 0), count_cap(s.s_min, s.s_max))
     return plan_regions(codes, read, s.n_planes, s.s_min, s.s_max, summarized=summarized, count=count,
                         read_whole=read_whole)
 
