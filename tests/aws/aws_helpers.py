@@ -58,16 +58,21 @@ def identity_from(env: dict, monkeypatch) -> None:
 
 @pytest.fixture
 def small_graph_store():
-    """A DynamoGraphStore on a fresh moto table, with 8-bit codes (its tests name codes by hand)."""
+    """A DynamoGraphStore on a fresh moto table, with 8-bit codes (its tests name codes by hand),
+    created as the engine creates one: its hyperplanes first (which say the store keeps its
+    prefix counts, adapters.aws.ref_counts)."""
     fake_credentials()
     import boto3
     from moto import mock_aws
 
     from eragraph.adapters.aws.graph_dynamodb import DynamoGraphStore
+    from eragraph.domain.model import LshConfig
 
     with mock_aws():
         create_graph_table(boto3.client("dynamodb", region_name=REGION), "graph-small")
-        yield DynamoGraphStore("graph-small", region=REGION, code_bits=8)
+        store = DynamoGraphStore("graph-small", region=REGION, code_bits=8)
+        store.put_lsh(LshConfig("test", 2, 8, 0, tuple((1.0, 0.0) for _ in range(8))))
+        yield store
 
 
 def dynamodb_calls(store) -> list[str]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..domain.access import index_of
+from ..domain.access import index_of, max_code
 from ..domain.partition import partitionable, should_summarize
 from .engine import Engine
 
@@ -57,6 +57,9 @@ def check(engine: Engine, check_vectors: bool = True) -> InvariantReport:
             chunks = ids
         if sizes.get(layer, 0) != len(ids):
             v.append(f"layer {layer}: its counter says {sizes.get(layer, 0)} nodes, the ref index holds {len(ids)}")
+        drift = getattr(engine.graph, "prefix_counts_drift", None)  # a store's prefix counts (DynamoDB)
+        if drift is not None:
+            v += [f"layer {layer}: {words}" for words in drift(layer, engine.graph.prefix_refs(layer, 0, max_code()))]
         report.checked_nodes += len(ids)
         all_segments = engine.graph.get_segments(layer)
         report.checked_segments += len(all_segments)

@@ -54,7 +54,8 @@ from . import changes, cost
 from .announce import announce, clear_dirty, dirty_key, dirty_marks
 from .engine import Engine
 from .placement import access_of
-from .layer_reads import counted_ahead, held_reader, partition_codes, present_partitions, reader
+from .layer_reads import (WHOLE_GROUP_REFS, counted_ahead, held_counts, held_reader, partition_codes,
+                          present_partitions, reader)
 from .reports import ChangeReport
 from .revisions import (RETIRED, Read, Revision, _nodes, can_revise, member_source,  # noqa: F401 (re-exported)
                         plan_revisions, retired_key)
@@ -319,7 +320,7 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
             regions = ((i, whole_layer(reader(engine, layer, i))) for i in indexes)
         else:
             regions = ((i, region) for i, codes in sorted(partition_codes(message.codes, n_bits).items())
-                       for region in _plan(engine, layer, i, codes, sizes, summarized))
+                       for region in _plan(engine, layer, i, codes, sizes, summarized, counted=_attempt == 0))
         try:
             for number, (index, region) in enumerate(regions):
                 if stream and number and deadline is not None and deadline() < DEADLINE_MARGIN:
@@ -351,17 +352,25 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
 
 
 def _plan(engine: Engine, layer: int, index: int, codes: list[int], sizes: dict[int, int],
-          summarized: bool) -> list[Region]:
-    """The regions to re-cut in access partition ``index`` for its changed ``codes``."""
+          summarized: bool, counted: bool = False) -> list[Region]:
+    """The regions to re-cut in access partition ``index`` for its changed ``codes``
+    (``counted``: the store's prefix counts read with ``sizes`` may be used: not on a plan
+    made again after a conflict, which read no sizes again)."""
     s = engine.settings
     read = reader(engine, layer, index)
-    if sizes.get(layer, 0) <= getattr(engine.graph, "refs_per_read", 0):
+    held = held_counts(engine, layer, index) if counted else None
+    # a layer the held counts answer the top of is walked from them and one read of its
+    # changed codes' groups; else a small layer on a store that answers it in one read is
+    # read whole
+    whole = WHOLE_GROUP_REFS if held is not None else getattr(engine.graph, "refs_per_read", 0)
+    if sizes.get(layer, 0) <= whole:
         # a small layer on a store that answers it in one read (DynamoDB: one Query of one
         # partition) is read once and planned from memory, not count by count
-        held = held_reader(read(0, 0, None), s.n_planes, index)
-        return plan_regions(codes, held, s.n_planes, s.s_min, s.s_max,
-                            summarized=summarized, count=counting_by_reading(held))
-    count, read_whole = counted_ahead(engine, layer, index, codes, sizes.get(layer, 0), count_cap(s.s_min, s.s_max))
+        layer_read = held_reader(read(0, 0, None), s.n_planes, index)
+        return plan_regions(codes, layer_read, s.n_planes, s.s_min, s.s_max,
+                            summarized=summarized, count=counting_by_reading(layer_read))
+    count, read_whole = counted_ahead(engine, layer, index, codes, sizes.get(layer, 0), count_cap(s.s_min, s.s_max),
+                                      held)
     return plan_regions(codes, read, s.n_planes, s.s_min, s.s_max, summarized=summarized, count=count,
                         read_whole=read_whole)
 

@@ -70,6 +70,20 @@ class DynamoTable:
             out += self.Item.batch_get(keys[start:start + BATCH_GET], consistent_read=True)
         return out
 
+    def _raw_query(self, pk: str):
+        """(model item, raw item) of every item of partition ``pk``, strongly consistent: the
+        raw one keeps the attributes the model does not declare (ref_counts' counts)."""
+        conn = self.Item._get_connection()
+        key = self.Item.PK.serialize(pk)
+        start = None
+        while True:
+            page = conn.query(key, consistent_read=True, exclusive_start_key=start)
+            for raw in page.get("Items", []):
+                yield self.Item.from_raw_data(raw), raw
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return
+
     def _connection(self):
         """The model's own connection (one botocore client for every request of this store; a
         client per transaction cost its creation each time, and hid the transactions from

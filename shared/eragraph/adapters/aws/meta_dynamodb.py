@@ -38,7 +38,7 @@ from pynamodb.transactions import TransactWrite
 from ...domain.expiry import DAY, EXPIRING_META, life_of, mark_key  # noqa: F401 (DAY, EXPIRING_META: the TTLs)
 from ...domain.ledger import bucket_start
 from ...domain.model import LshConfig
-from .ref_layout import REF_LAYOUT_VERSION
+from .ref_counts import PREFIX_COUNTS_VERSION
 from .dynamodb_table import DynamoTable, _is_condition_failure
 
 
@@ -142,8 +142,9 @@ class DynamoMetaStore(DynamoTable):
 
     def put_lsh(self, config: LshConfig) -> LshConfig:
         try:
-            # a store created now has the current ref layout from its first ref on
-            self.Item(PK="META", SK="LSH", value=_lsh_to_json(config), version=REF_LAYOUT_VERSION).save(
+            # a store created now has the current ref layout, and its prefix counts
+            # (ref_counts), from its first ref on
+            self.Item(PK="META", SK="LSH", value=_lsh_to_json(config), version=PREFIX_COUNTS_VERSION).save(
                 condition=self.Item.PK.does_not_exist())
         except PutError as exc:
             if not _is_condition_failure(exc):

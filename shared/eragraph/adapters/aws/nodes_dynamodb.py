@@ -59,8 +59,10 @@ from pynamodb.exceptions import DeleteError, TransactWriteError, UpdateError
 
 from ...domain.model import ConflictError, Document, ItemTooLargeError, Node, NodeRef, RefState, Segment
 from ...domain.access import index_of, max_code
+from ...domain.prefix_counts import merge
 from ...domain.segment_stats import SegmentStats
 from .dynamodb_table import BATCH_GET, TRANSACT_LIMIT, DynamoTable, _is_condition_failure, _is_lost_race, item_bytes
+from .ref_counts import RefCounts
 from .ref_layout import Layout, RefLayouts
 from .meta_dynamodb import SHADOW, _meta_value, flag_only, meta_partition, shadowed
 from .region_dynamodb import RegionWrites
@@ -72,7 +74,7 @@ SEGMENT_BUCKETS = 64  # segment partitions per layer
 ITEM_LIMIT = 400 * 1024  # DynamoDB's item size limit (attribute names and values)
 
 
-class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
+class DynamoNodeStore(RegionWrites, RefLayouts, RefCounts, DynamoTable):
     # a layer of at most this many refs is one Query (one partition below 4 * PART_ITEMS refs;
     # ~80 bytes a ref, ~320 KB of a 1 MB page): the reconcile reads it whole once rather than
     # count by count (services.resummarize), a few dozen read units instead of a Query a count
@@ -142,13 +144,16 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
                 out[ref.node_id] = (keyed[(item.PK, item.SK)], ref)
         return out
 
-    def _counter_op(self, tx, layer: int, layout: Layout, delta: int) -> None:
+    def _counter_op(self, tx, layer: int, layout: Layout, delta: int, changes: dict | None = None) -> None:
         """The layer counter's part of a ref transaction: its ADD (with the layout it was
-        written with), or a check that the layout still holds when the count does not move."""
+        written with) and the prefix counts' (ref_counts: ``changes``), or a check that the
+        layout still holds when no count moves."""
         condition = self.layout_condition(layer, layout)
-        if delta:
+        counted = self.count_actions(changes or {})
+        if delta or counted:
             tx.update(self.Item(PK="COUNT", SK=f"LAYER#{layer}"),
-                      actions=[self.Item.version.add(delta)] + self.layout_actions(layout), condition=condition)
+                      actions=[self.Item.version.add(delta)] + counted + self.layout_actions(layout),
+                      condition=condition)
         else:
             tx.condition_check(self.Item, "COUNT", f"LAYER#{layer}", condition=condition)
 
@@ -156,8 +161,9 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
         """Ref writes, each conditioned on the state read, with the layer counters' changes they
         make, in TransactWriteItems of up to TRANSACT_LIMIT items: a counter moves only with
         the writes it counts, and only while its layer has the layout the writes were keyed
-        with. ``ops``: (kind, item, actions or None, condition, layer, delta), kind one of
-        "save", "update", "delete", "check" (a ConditionCheck on the item's key). A lost
+        with. ``ops``: (kind, item, actions or None, condition, layer, delta[, prefix count
+        changes: RefCounts.ref_tally]), kind one of "save", "update", "delete", "check" (a
+        ConditionCheck on the item's key). A lost
         condition (or a concurrent transaction on one of the items) raises ConflictError (the
         transactions before it committed)."""
         from pynamodb.transactions import TransactWrite
@@ -170,9 +176,10 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
         for start in range(0, len(ops), size):
             chunk = ops[start:start + size]
             deltas: dict[int, int] = {}
+            changes: dict[int, dict] = {}
             try:
                 with TransactWrite(connection=connection) as tx:
-                    for kind, item, actions, condition, layer, delta in chunk:
+                    for kind, item, actions, condition, layer, delta, *tallied in chunk:
                         if kind == "save":
                             tx.save(item, condition=condition)
                         elif kind == "update":
@@ -182,8 +189,9 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
                         else:
                             tx.delete(item, condition=condition)
                         deltas[layer] = deltas.get(layer, 0) + delta
+                        merge(changes.setdefault(layer, {}), tallied[0] if tallied else {})
                     for layer, delta in deltas.items():
-                        self._counter_op(tx, layer, layouts[layer], delta)
+                        self._counter_op(tx, layer, layouts[layer], delta, changes.get(layer))
             except TransactWriteError as exc:
                 if _is_lost_race(exc):
                     self.forget_layouts()
@@ -208,6 +216,7 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
         for _attempt in range(REF_WRITE_ATTEMPTS):
             layers = {n.layer for n in unique.values()} | {b.layer for b in moved}
             layouts = {layer: self.write_layout(layer) for layer in sorted(layers)}
+            counted = self.prefix_counted()
             held = self._get_refs([(n.layer, n.code, n.node_id) for n in unique.values()], layouts)
             stale = self._get_refs([(b.layer, b.code, b.node_id) for b in moved], layouts)
             ops: list = []
@@ -215,18 +224,24 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
             for node_id, (layer, ref) in stale.items():
                 pk, sk = self._ref_key(layer, ref.code, node_id, layouts[layer])
                 ops.append(("delete", self.Item(PK=pk, SK=sk), None, self._ref_condition(ref), layer,
-                            -1 if ref.live else 0))
+                            -1 if ref.live else 0, self.ref_tally(counted, ref.code, ref, None)))
                 if ref.seg is not None and layer == unique[node_id].layer:
                     carried[node_id] = ref.seg  # the new ref keeps the segment until the reconcile
             for n in unique.values():
                 pk, sk = self._ref_key(n.layer, n.code, n.node_id, layouts[n.layer])
                 old = held.get(n.node_id)
                 if old is None:
-                    ops.append(("save", self.Item(PK=pk, SK=sk, seg=carried.get(n.node_id), live=1), None,
-                                self.Item.PK.does_not_exist(), n.layer, 1))
+                    seg = carried.get(n.node_id)
+                    ops.append(("save", self.Item(PK=pk, SK=sk, seg=seg, live=1), None,
+                                self.Item.PK.does_not_exist(), n.layer, 1,
+                                self.ref_tally(counted, n.code, None, (seg is not None, True))))
                 elif not old[1].live:
-                    ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)],
-                                self.Item.live == 0, n.layer, 1))
+                    # a kept count must know whether a segment names it: the write pins that too
+                    condition = self.Item.live == 0
+                    if counted:
+                        condition = condition & self._seg_held(old[1])
+                    ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], condition,
+                                n.layer, 1, self.ref_tally(counted, n.code, old[1], (old[1].old, True))))
             try:
                 self._transact_refs(ops, layouts)
                 return
@@ -251,15 +266,16 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
                 batch.delete(self.Item(PK=f"NODE#{i}", SK="NODE"))
         for _attempt in range(REF_WRITE_ATTEMPTS):
             layouts = {layer: self.write_layout(layer) for layer in sorted({k[0] for k in keys})}
+            counted = self.prefix_counted() if keys else False
             ops: list = []
             for node_id, (layer, ref) in self._get_refs(keys, layouts).items():
                 pk, sk = self._ref_key(layer, ref.code, node_id, layouts[layer])
                 if ref.seg is None:
                     ops.append(("delete", self.Item(PK=pk, SK=sk), None, self._ref_condition(ref), layer,
-                                -1 if ref.live else 0))
+                                -1 if ref.live else 0, self.ref_tally(counted, ref.code, ref, None)))
                 elif ref.live:
                     ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(0)],
-                                self._ref_condition(ref), layer, -1))
+                                self._ref_condition(ref), layer, -1, self.ref_tally(counted, ref.code, ref, (True, False))))
             try:
                 self._transact_refs(ops, layouts)
                 return
@@ -338,12 +354,14 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
         flagged = [p for p in prefixes if flag_only(p)]  # read from their partition when flagged
         seen: set[str] = set()
         counts: dict[int, int] = {}
+        raws: dict[int, dict] = {}
         out: dict[str, Any] = {}
-        for i in self.Item.query("COUNT", consistent_read=True):
+        for i, raw in self._raw_query("COUNT"):
             if i.SK.startswith("LAYER#"):
                 layer = int(i.SK[len("LAYER#"):])
                 self._remember(layer, i)
                 counts[layer] = int(i.version or 0)
+                raws[layer] = raw
             elif i.SK.startswith(SHADOW):
                 key = i.SK[len(SHADOW):]
                 if key in copied or any(key.startswith(p) for p in copied_prefixes):
@@ -353,6 +371,7 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
                 else:
                     seen.update(p for p in flagged if key.startswith(p))
         self._last_counts = counts
+        self.hold_counts(raws)  # the layers' prefix counts (ref_counts), for this reconcile's walk
         out.update(self.metas_under([p for p in prefixes if not shadowed(p)] + [p for p in flagged if p in seen]))
         rest = [k for k in keys if k not in copied]
         if rest:
@@ -381,21 +400,29 @@ class DynamoNodeStore(RegionWrites, RefLayouts, DynamoTable):
         fixed: dict[int, int] = {}
         for layer in sorted(layers):
             for _attempt in range(COUNT_REPAIR_ATTEMPTS):
-                item = self._get("COUNT", f"LAYER#{layer}")
+                raw = self.raw_counter(layer)
+                item = None if raw is None else Item.from_raw_data(raw)
                 layout = self._remember(layer, item)
                 observed = None if item is None or item.version is None else int(item.version)
-                live = sum(1 for r in self.prefix_refs(layer, 0, top) if r.live)
+                refs = self.prefix_refs(layer, 0, top)
+                live = sum(1 for r in refs if r.live)
+                # the prefix counts (ref_counts), rewritten where they differ, on the counts read
+                recount, pinned = self.recount_actions(raw, refs)
                 # without live refs the counter goes, unless it holds a layout its absence
-                # would not say (more than one partition, or a store not stamped yet)
-                goes = not live and (layout.legacy or (layout.bits == 0 and self.store_current()))
-                if (item is None) if goes else observed == live:
+                # would not say (more than one partition, or a store not stamped yet), or the
+                # counts of tombstones
+                goes = not live and (layout.legacy or (layout.bits == 0 and self.store_current())) and not (
+                    refs and self.prefix_counted())
+                if (item is None) if goes else (observed == live and not recount):
                     break
                 condition = Item.version.does_not_exist() if observed is None else Item.version == observed
                 condition = condition & self.layout_condition(layer, layout)
+                if pinned is not None and not goes:
+                    condition = condition & pinned
                 target = Item(PK="COUNT", SK=f"LAYER#{layer}")
                 try:
                     if not goes:
-                        target.update(actions=[Item.version.set(live)] + self.layout_actions(layout),
+                        target.update(actions=[Item.version.set(live)] + recount + self.layout_actions(layout),
                                       condition=condition)
                     else:
                         target.delete(condition=condition)

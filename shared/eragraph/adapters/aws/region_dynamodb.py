@@ -38,6 +38,7 @@ from collections.abc import Iterable
 from pynamodb.exceptions import TransactWriteError
 
 from ...domain.model import ConflictError, RefState, RegionApplied, RegionChange, applying_key
+from ...domain.prefix_counts import merge
 from .dynamodb_table import TRANSACT_LIMIT, _is_lost_race
 from .meta_dynamodb import SHADOW, meta_partition, shadowed
 
@@ -144,13 +145,17 @@ class RegionWrites:
             raise ValueError("apply_region writes only refs it expects")
         assign = dict(change.assign)
         removed_size = {seg.segment_id: len(seg.members) for seg in change.removed}
-        # (kind, args..., change of the layer-above counter, (segment size, its change) or None),
-        # in the order they are applied when split: new segments, the region's refs, the
-        # summaries' refs above, old segments
+        # (kind, args..., prefix count changes (ref_counts: (0 this layer | 1 the one above,
+        # kind, group) -> delta), change of the layer-above counter, (segment size, its change)
+        # or None), in the order they are applied when split: new segments, the region's refs,
+        # the summaries' refs above, old segments
         ops: list = []
+        # a kept count must know whether a ref above is in a segment: its write pins that too
+        counted = self.prefix_counted()
+        strict = strict or counted
         for seg in change.add:
             ops.append(("save", self.Item(PK=self._seg_pk(layer, seg.segment_id), SK=f"SEG#{seg.segment_id}",
-                                          members=list(seg.members), summary_id=seg.summary_id), None, 0,
+                                          members=list(seg.members), summary_id=seg.summary_id), None, None, 0,
                         (len(seg.members), 1)))
         for ref in change.expected:
             pk, sk = self._ref_key(layer, ref.code, ref.node_id, layouts[layer])
@@ -158,25 +163,28 @@ class RegionWrites:
             if ref.node_id in assign:
                 sid = assign[ref.node_id]
                 action = self.Item.seg.set(sid) if sid is not None else self.Item.seg.remove()
-                ops.append(("update", self.Item(PK=pk, SK=sk), [action], cond, 0, None))
+                ops.append(("update", self.Item(PK=pk, SK=sk), [action], cond,
+                            _at(0, self.ref_tally(counted, ref.code, ref, (sid is not None, ref.live))), 0, None))
             elif ref.node_id in change.drop:
-                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, 0, None))
+                ops.append(("delete", self.Item(PK=pk, SK=sk), cond, _at(0, self.ref_tally(counted, ref.code, ref, None)), 0, None))
             else:
-                ops.append(("check", pk, sk, cond, 0, None))
+                ops.append(("check", pk, sk, cond, None, 0, None))
         # the summaries' refs are conditioned on the liveness read here, which their counter
         # change is computed from: a writer that changed one meanwhile (another pass over a
         # split apply) makes this a conflict instead of counting it twice
         for ref in change.above_add:
             # its node is there (stored before the apply, or read as stored): a summary deleted
             # since (delete_dead_nodes, finishing a stale outbox entry) makes this a conflict
-            ops.append(("check", f"NODE#{ref.node_id}", "NODE", self.Item.PK.exists(), 0, None))
+            ops.append(("check", f"NODE#{ref.node_id}", "NODE", self.Item.PK.exists(), None, 0, None))
             pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id, layouts[layer + 1])
             old = above.get(ref.node_id)
             cond = self.Item.PK.does_not_exist() if old is None else self.Item.live == (1 if old[1].live else 0)
             if strict and old is not None:
                 cond = cond & self._seg_held(old[1])
             delta = 1 if old is None or not old[1].live else 0
-            ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], cond, delta, None))
+            was = None if old is None else old[1]
+            changes = _at(1, self.ref_tally(counted, ref.code, was, (was is not None and was.old, True)))
+            ops.append(("update", self.Item(PK=pk, SK=sk), [self.Item.live.set(1)], cond, changes, delta, None))
         texts = {i: (key, value) for i, key, value in change.keep_texts}
         deleted: list[str] = []
         tombstoned: list[str] = []
@@ -187,11 +195,13 @@ class RegionWrites:
             # its code and layer, or its absence) and a tombstone's kept text, in one transaction
             parts: list = []
             delta = 0
+            changes = None
             if old is not None:
                 cond = self.Item.live == (1 if old[1].live else 0)
                 if strict:
                     cond = cond & self._seg_held(old[1])
                 delta = -1 if old[1].live else 0
+                changes = _at(1, self.ref_tally(counted, ref.code, old[1], (True, False) if old[1].old else None))
                 if old[1].seg is None:
                     parts.append(("delete", self.Item(PK=pk, SK=sk), cond))
                 else:
@@ -207,10 +217,10 @@ class RegionWrites:
                               Item.PK.does_not_exist() | ((Item.code == ref.code) & (Item.layer == layer + 1))))
                 deleted.append(ref.node_id)
             if parts:
-                ops.append(("gone", parts, delta, None))
+                ops.append(("gone", parts, changes, delta, None))
         for sid in change.remove:
             size = removed_size.get(sid)
-            ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None, 0,
+            ops.append(("delete", self.Item(PK=self._seg_pk(layer, sid), SK=f"SEG#{sid}"), None, None, 0,
                         None if size is None else (size, -1)))
         return ops, deleted, tombstoned
 
@@ -236,13 +246,16 @@ class RegionWrites:
             try:
                 with TransactWrite(connection=connection) as tx:
                     sizes: dict[int, int] = {}
+                    counted: tuple[dict, dict] = ({}, {})  # this layer's prefix counts, the one above's
                     for op in chunk:
-                        for part in (op[1] if op[0] == "gone" else [op[:-2]]):
+                        for part in (op[1] if op[0] == "gone" else [op[:-3]]):
                             self._write_part(tx, part)
                         if op[-1] is not None:
                             sizes[op[-1][0]] = sizes.get(op[-1][0], 0) + op[-1][1]
-                    self._counter_op(tx, layer, layouts[layer], 0)
-                    self._counter_op(tx, layer + 1, layouts[layer + 1], sum(op[-2] for op in chunk))
+                        for (at, kind, group), delta in (op[-3] or {}).items():
+                            merge(counted[at], {(kind, group): delta})
+                    self._counter_op(tx, layer, layouts[layer], 0, counted[0])
+                    self._counter_op(tx, layer + 1, layouts[layer + 1], sum(op[-2] for op in chunk), counted[1])
                     for size, delta in sizes.items():
                         if delta:
                             tx.update(self.Item(PK="COUNT", SK=f"SEGSIZE#{layer}#{size}"),
@@ -285,6 +298,12 @@ class RegionWrites:
             tx.delete(part[1], condition=part[2])
         else:
             tx.save(part[1], condition=part[2])
+
+
+def _at(offset: int, changes: dict) -> dict | None:
+    """A ref write's prefix count changes, keyed with the layer they are of (0: the region's,
+    1: the one above)."""
+    return {(offset, kind, group): delta for (kind, group), delta in changes.items()} or None
 
 
 def _width(op: tuple) -> int:
