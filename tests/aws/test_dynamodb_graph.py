@@ -89,6 +89,84 @@ def test_repair_leaves_a_counter_that_keeps_moving_to_the_next_run(stores):
     assert store.layer_sizes() == {0: 5 + len(added)}
 
 
+# --- prefix counts (adapters.aws.ref_counts) -------------------------------------------------------
+
+def counted(store) -> None:
+    """Stamp ``store`` as one created with prefix counts: its hyperplanes written first."""
+    from eragraph.domain.model import LshConfig
+
+    store.put_lsh(LshConfig("test", 2, CODE_BITS, 0, tuple((1.0, 0.0) for _ in range(CODE_BITS))))
+    assert store.prefix_counted()
+
+
+def drifts(store, layers=(0, 1)) -> list[str]:
+    top = 2 ** CODE_BITS - 1
+    return [w for layer in layers for w in store.prefix_counts_drift(layer, store.prefix_refs(layer, 0, top))]
+
+
+def test_prefix_counts_follow_every_ref_write_and_a_repair_rewrites_them(stores):
+    """Adds, a region's cut, removals (a tombstone a segment names, a ref deleted outright), a
+    summary made live above and a re-add of a tombstone: the held counts stay the refs' own.
+    Counts spoiled by hand are rewritten by repair_layer_counts (and a layer left with only
+    tombstones keeps its counter: its old counts are still asked); a store created before the
+    counts keeps none."""
+    from pynamodb.attributes import NumberAttribute
+
+    from eragraph.domain.model import NodeRef, RefState, RegionChange, Segment
+
+    store, other = stores
+    counted(store)
+    store.put_nodes([node(f"n{i}", code=i * 3 % 32) for i in range(12)] + [node("s", layer=1, code=7)])
+    store.put_nodes([node("s2", layer=1, code=9)], index=False)  # a summary: live above with its cut
+    refs = {r.node_id: r for r in store.prefix_refs(0, 0, 31)}
+    store.apply_region(RegionChange(layer=0, expected=tuple(refs[f"n{i}"] for i in range(4)),
+                                    assign=tuple((f"n{i}", "g") for i in range(4)),
+                                    add=(Segment("g", 0, tuple(f"n{i}" for i in range(4)), "s2"),),
+                                    above_add=(NodeRef("s2", 9),)))
+    other.delete_nodes(["n0", "n5"])  # n0: a tombstone (in g); n5: deleted outright
+    other.put_nodes([node("n0", code=0)])  # the tombstone live again, still in g
+    assert drifts(store) == [] and drifts(other) == []
+    assert store.held_prefix_counts(0) is None  # nothing read yet by a reconcile
+    store.sizes_and_metas([], [])
+    held = store.held_prefix_counts(0)
+    assert held is not None and held.count(0, 0, None).new == 11 and held.count(0, 0, None).old == 4
+    spoil = [NumberAttribute(attr_name="hn0").add(5), NumberAttribute(attr_name="ho1f").add(2)]
+    store.Item(PK="COUNT", SK="LAYER#0").update(actions=spoil)
+    assert len(drifts(store)) == 2
+    store.repair_layer_counts()
+    assert drifts(store) == []
+    store.delete_nodes([f"n{i}" for i in range(12) if i not in (1, 2, 3)])
+    store.delete_nodes(["n1", "n2", "n3"])  # only tombstones left in layer 0 (g names them)
+    store.repair_layer_counts()
+    assert drifts(store) == [] and store.prefix_counts_drift(0, []) != []  # the counter kept its old counts
+
+
+def test_a_store_created_before_the_counts_keeps_none(stores):
+    store, other = stores
+    store.Item(PK="META", SK="LSH", value="{}", version=2).save()  # stamped by the earlier code
+    store.put_nodes([node(f"n{i}", code=i) for i in range(6)])
+    assert not store.prefix_counted() and drifts(store) == []
+    store.sizes_and_metas([], [])
+    assert store.held_prefix_counts(0) is None
+    assert not any(k.startswith(("hn", "ho")) for k in store.raw_counter(0))
+
+
+def test_a_count_repair_does_not_overwrite_a_write_made_meanwhile(stores):
+    """The recount is conditioned on the counts' writes as read (``hw``): a ref written after the
+    count makes it count again."""
+    from pynamodb.attributes import NumberAttribute
+
+    store, other = stores
+    counted(store)
+    store.put_nodes([node(f"n{i}", code=i) for i in range(5)])
+    store.Item(PK="COUNT", SK="LAYER#0").update(actions=[NumberAttribute(attr_name="hn3").add(4)])
+    added = writer_during_recount(store, other)
+    store.repair_layer_counts()
+    assert added == ["late0"]
+    assert drifts(store) == []
+    assert store.layer_sizes() == {0: 6}
+
+
 # --- regions larger than one transaction ---------------------------------------------------------
 
 def port_state(store, layers=(0, 1)) -> dict:
