@@ -70,6 +70,11 @@ class DynamoTable:
             out += self.Item.batch_get(keys[start:start + BATCH_GET], consistent_read=True)
         return out
 
+    def _raw_get(self, pk: str, sk: str) -> dict[str, Any] | None:
+        """The item at (pk, sk) with every attribute, as DynamoDB returns it (None: absent),
+        strongly consistent: the model drops the attributes it does not declare."""
+        return self.Item._get_connection().get_item(self.Item.PK.serialize(pk), sk, consistent_read=True).get("Item")
+
     def _raw_query(self, pk: str):
         """(model item, raw item) of every item of partition ``pk``, strongly consistent: the
         raw one keeps the attributes the model does not declare (ref_counts' counts)."""

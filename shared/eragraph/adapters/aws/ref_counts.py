@@ -111,10 +111,7 @@ class RefCounts:
 
     def raw_counter(self, layer: int) -> dict[str, Any] | None:
         """The counter item of ``layer`` with every attribute (the model drops the counts)."""
-        conn = self.Item._get_connection()
-        key = self.Item.PK.serialize("COUNT")
-        out = conn.get_item(key, f"LAYER#{layer}", consistent_read=True)
-        return out.get("Item")
+        return self._raw_get("COUNT", f"LAYER#{layer}")  # type: ignore[attr-defined]
 
     def prefix_counts_drift(self, layer: int, refs: list[RefState]) -> list[str]:
         """How the held counts of ``layer`` differ from those of ``refs`` (its every ref,

@@ -38,7 +38,6 @@ from collections.abc import Iterable
 from pynamodb.exceptions import TransactWriteError
 
 from ...domain.model import ConflictError, RefState, RegionApplied, RegionChange, applying_key
-from ...domain.prefix_counts import merge
 from .dynamodb_table import TRANSACT_LIMIT, _is_lost_race
 from .meta_dynamodb import SHADOW, meta_partition, shadowed
 
@@ -253,7 +252,7 @@ class RegionWrites:
                         if op[-1] is not None:
                             sizes[op[-1][0]] = sizes.get(op[-1][0], 0) + op[-1][1]
                         for (at, kind, group), delta in (op[-3] or {}).items():
-                            merge(counted[at], {(kind, group): delta})
+                            counted[at][(kind, group)] = counted[at].get((kind, group), 0) + delta
                     self._counter_op(tx, layer, layouts[layer], 0, counted[0])
                     self._counter_op(tx, layer + 1, layouts[layer + 1], sum(op[-2] for op in chunk), counted[1])
                     for size, delta in sizes.items():
