@@ -732,6 +732,32 @@ def test_a_region_whose_summary_node_is_missing_conflicts_and_writes_nothing(gra
     assert [s.summary_id for s in graph_store.get_segments(0)] == ["s1"] and graph_store.layer_sizes() == {0: 2, 1: 1}
 
 
+def test_a_region_writes_the_summary_nodes_it_carries_with_it(graph_store):
+    # a region making few summaries hands their nodes to its write instead of storing them first
+    graph_store.put_nodes([node("a", code=1), node("b", code=2)])
+    s1 = node("s1", layer=1, code=7, children=("a", "b"))
+    sg = Segment("sg", 0, ("a", "b"), "s1")
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(refs(graph_store)),
+                                          assign=(("a", "sg"), ("b", "sg")), add=(sg,),
+                                          above_add=(NodeRef("s1", 7),), nodes=(s1,)))
+    assert graph_store.get_nodes(["s1"]) == {"s1": s1}
+    assert refs(graph_store, 1) == [RefState("s1", 7, None, True)]
+    assert graph_store.get_segments(0) == [sg] and graph_store.layer_sizes() == {0: 2, 1: 1}
+
+
+def test_a_refused_region_writes_none_of_the_summary_nodes_it_carries(graph_store):
+    graph_store.put_nodes([node("a", code=1), node("b", code=2)])
+    read = tuple(refs(graph_store))
+    graph_store.delete_nodes(["b"])  # another writer, after the read
+    change = RegionChange(layer=0, expected=read, assign=(("a", "sg"), ("b", "sg")),
+                          add=(Segment("sg", 0, ("a", "b"), "s1"),), above_add=(NodeRef("s1", 7),),
+                          nodes=(node("s1", layer=1, code=7, children=("a", "b")),))
+    with pytest.raises(ConflictError):
+        graph_store.apply_region(change)
+    assert graph_store.get_nodes(["s1"]) == {} and refs(graph_store, 1) == []
+    assert graph_store.get_segments(0) == [] and graph_store.layer_sizes() == {0: 1}
+
+
 def test_delete_dead_nodes_deletes_only_the_nodes_not_live(graph_store):
     graph_store.put_nodes([node("a", code=1), node("b", code=2), node("c", code=3)])
     graph_store.put_nodes([node("s1", layer=1, code=7, children=("a", "b")), node("s2", layer=1, code=9),

@@ -14,7 +14,7 @@ from eragraph.domain.model import ConflictError, SegmentsAffected
 from eragraph.services import invariants
 from eragraph.services.ingest import SourceDoc, ingest
 from eragraph.services.remove import remove
-from eragraph.services.resummarize import drain, reconcile, requeue_dirty
+from eragraph.services.resummarize import FOLDED_SUMMARIES, drain, reconcile, requeue_dirty
 from support import make_engine, synthetic_docs
 
 
@@ -352,7 +352,7 @@ def test_unchanged_children_carry_the_summary_without_a_call():
     [new] = segments_for(1, [tuple(m for m in old.members[1:]) + (twin.node_id,)])
     engine.graph.put_meta(f"retired:1:{child.node_id}", child.text)
     report = ChangeReport()
-    [node], _vectors = summarize_segments(engine, [new], report, (old,))
+    [node], _vectors, _unstored = summarize_segments(engine, [new], report, (old,))
     previous = engine.graph.get_nodes([old.summary_id])[old.summary_id]
     assert node.text == previous.text
     assert report.cost.summarize_calls == 0
@@ -563,4 +563,65 @@ def test_the_calls_of_a_region_whose_write_conflicts_are_counted_once():
     calls = sum(r["calls"] for k, r in after.items() if k.startswith("summarize")) - \
         sum(r["calls"] for k, r in before.items() if k.startswith("summarize"))
     assert lost and report.cost.summarize_calls == calls > 0
+    assert invariants.check(engine).ok
+
+
+def _spied(engine, refuse_first: bool = False):
+    """engine.graph with its put_nodes calls outside the index and its applies' carried nodes
+    recorded; ``refuse_first``: the first apply carrying nodes conflicts, writing nothing."""
+    graph = engine.graph
+    put_nodes, apply_region = graph.put_nodes, graph.apply_region
+    stored, carried = [], []
+
+    def put(nodes, index=True):
+        if not index:
+            stored.append([n.node_id for n in nodes])
+        return put_nodes(nodes, index=index)
+
+    def apply(change):
+        if change.nodes and refuse_first and not carried:
+            carried.append(("refused", [n.node_id for n in change.nodes]))
+            raise ConflictError("another writer got there first")
+        carried.append(("applied", [n.node_id for n in change.nodes]))
+        return apply_region(change)
+
+    graph.put_nodes, graph.apply_region = put, apply
+    return stored, carried
+
+
+def test_an_inserts_summaries_are_written_by_its_regions_writes():
+    engine = built()
+    stored, carried = _spied(engine)
+    ingest(engine, synthetic_docs(1, seed=5, prefix="one"))
+    report = drain(engine)
+    made = [i for ids in report.summary_ids.values() for i in ids]
+    assert made and stored == []  # no write of their own
+    assert sorted(i for _, ids in carried for i in ids) == sorted(made)
+    assert all(0 < len(ids) <= FOLDED_SUMMARIES for _, ids in carried)
+    assert invariants.check(engine).ok
+
+
+def test_a_refused_regions_write_keeps_the_summaries_it_carried_and_none_is_paid_twice():
+    reference = built()
+    ingest(reference, synthetic_docs(1, seed=5, prefix="one"))
+    calls = drain(reference).cost.summarize_calls
+    engine = built()
+    stored, carried = _spied(engine, refuse_first=True)
+    ingest(engine, synthetic_docs(1, seed=5, prefix="one"))
+    report = drain(engine)
+    refused = carried[0]
+    assert refused[0] == "refused" and stored[0] == refused[1]  # kept when the write was refused
+    assert report.cost.summarize_calls == calls  # the replanned write reused them
+    assert invariants.check(engine).ok
+    assert snapshot(engine)[1] == snapshot(reference)[1]
+
+
+def test_a_bulk_regions_summaries_are_each_stored_as_made():
+    engine = make_engine()
+    stored, carried = _spied(engine)
+    ingest(engine, synthetic_docs(60))
+    drain(engine)
+    big = [ids for kind, ids in carried if not ids]
+    assert stored and all(len(ids) == 1 for ids in stored)  # one by one, as made
+    assert big  # the regions that made more than FOLDED_SUMMARIES carried none
     assert invariants.check(engine).ok

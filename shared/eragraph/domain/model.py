@@ -171,6 +171,11 @@ class RegionChange:
     # (ledger kind, calls, tokens in, tokens out, seconds): added to the cost ledger by the
     # same write (what the region's summaries cost; MetaStore.add_ledger's rows)
     ledger: tuple[tuple[str, int, int, int, float], ...] = ()
+    # summary nodes of ``above_add`` stored by the same write (as put_nodes(index=False), before
+    # their refs name them), not by an earlier one: the new summaries of a region that made few
+    # (services.resummarize.FOLDED_SUMMARIES); apply_region refuses any other of ``above_add``
+    # whose node is missing
+    nodes: tuple[Node, ...] = ()
 
     @property
     def empty(self) -> bool:

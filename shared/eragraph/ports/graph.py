@@ -77,7 +77,8 @@ class NodeStore(Protocol):
     def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
         """Write nodes; with ``index`` each also becomes live in its layer's ref index (a ref
         it had keeps its segment). Summaries are written with ``index=False`` as they are made
-        and enter the index with their segment (apply_region)."""
+        and enter the index with their segment (apply_region), or are written by that apply
+        itself (``RegionChange.nodes``)."""
         ...
     def check_fits(self, doc: Document | None = None, nodes: Sequence[Node] = ()) -> None:
         """Raise ItemTooLargeError (naming the item) when ``doc`` or one of ``nodes`` would not

@@ -10,10 +10,14 @@ tokens, ``delta_summaries``); the region's new segments, its refs' memberships a
 summaries' refs one layer up are written in one conditional write (GraphStore.apply_region),
 and layer l+1 is announced with the codes of the summaries that came and went.
 
-Progress survives: every summary is stored as it is made (``put_nodes(index=False)``: not yet
-part of layer l+1), so a redelivered message -- after a crash, a conflict or a handler that
-stopped before its deadline (DeadlineReached) -- finds it by its content-derived id and
-never pays for it again. Idempotent: a region with nothing changed writes nothing. A message
+Progress survives: a summary is stored outside layer l+1's index (``put_nodes(index=False)``)
+before or with the write that makes it part of the layer, so a redelivered message -- after a
+conflict, an error or a handler that stopped before its deadline (DeadlineReached) -- finds it
+by its content-derived id and never pays for it again. A region making many summaries (a bulk
+build's) stores each as it is made; one making at most FOLDED_SUMMARIES (an insert's: one a
+layer) writes them in its apply (``RegionChange.nodes``: one write a layer fewer), and stores
+them on their own if the apply is refused or fails, so only a process killed between the
+model call and the write pays those few calls again. Idempotent: a region with nothing changed writes nothing. A message
 without codes (a reindex requeue) reconciles the whole layer and also repairs missing and
 orphan summaries. A layer with an ``applying:`` mark holds part of a region apply that stopped
 between its writes (adapters.aws.nodes_dynamodb: a region larger than one transaction): any
@@ -66,6 +70,7 @@ OUTBOX = "outbox:"  # meta key prefix: what follows a region's write (see finish
 DEADLINE_MARGIN = 20.0  # seconds kept in hand: a summarize call is not started with less left
 STREAM_REGION_REFS = 2048  # a streamed whole-layer pass re-cuts groups of about this many refs
 CHECKS_WITH_RECORD = 64  # new summaries looked for with the change record (in its transaction); past it, per region
+FOLDED_SUMMARIES = 4  # a region making at most this many summaries writes them with its apply
 
 Deadline = Callable[[], float]  # seconds left
 
@@ -86,16 +91,36 @@ def target_segments(engine: Engine, layer: int) -> list[Segment]:
 
 def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport,
                        removed: tuple[Segment, ...] = (), deadline: Deadline | None = None,
-                       have: Read | None = None,
-                       retired: tuple[set[str], dict] | None = None) -> tuple[list[Node], list]:
-    """Summaries of ``segments`` (nodes of the layer above, and their vectors). Each one is
-    stored as soon as it is made, outside the layer's index, and one stored by an earlier
-    attempt is reused, so no summary is paid for twice; a segment that replaces one of
-    ``removed`` is revised from that one's summary when plan_revisions finds it cheaper.
-    ``retired``: the kept texts read already (plan_revisions). Raises DeadlineReached when ``deadline`` leaves too little time
-    for another call."""
+                       have: Read | None = None, retired: tuple[set[str], dict] | None = None,
+                       store: bool = True) -> tuple[list[Node], Any, list[Node]]:
+    """Summaries of ``segments`` (nodes of the layer above, their vectors, and those made here
+    and not stored). Each one is stored as soon as it is made, outside the layer's index, and
+    one stored by an earlier attempt is reused, so no summary is paid for twice; with ``store``
+    False they are left to the caller's write (RegionChange.nodes), and stored here only if
+    this stops early (a deadline, an error). A segment that replaces one of ``removed`` is
+    revised from that one's summary when plan_revisions finds it cheaper. ``retired``: the kept
+    texts read already (plan_revisions). Raises DeadlineReached when ``deadline`` leaves too
+    little time for another call."""
     if not segments:
-        return [], []
+        return [], [], []
+    unstored: list[Node] = []
+    try:
+        return _summarize(engine, segments, report, removed, deadline, have, retired, store, unstored)
+    except BaseException:
+        _store_unwritten(engine, unstored)
+        raise
+
+
+def _store_unwritten(engine: Engine, nodes: list[Node]) -> None:
+    """Store summaries made and not yet written (outside the layer's index), when the write
+    that was to carry them did not happen: a later attempt finds them by their ids."""
+    if nodes:
+        engine.graph.put_nodes(nodes, index=False)
+
+
+def _summarize(engine: Engine, segments: list[Segment], report: ChangeReport, removed: tuple[Segment, ...],
+               deadline: Deadline | None, have: Read | None, retired: tuple[set[str], dict] | None,
+               store: bool, unstored: list[Node]) -> tuple[list[Node], Any, list[Node]]:
     lsh = engine.known_lsh()
     layer_above = segments[0].layer + 1
     made = _nodes(engine, (seg.summary_id for seg in segments), have)
@@ -138,14 +163,17 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
                     code=placed(majority_code([c.code for c in members], own, lsh.n_planes),
                                 index_of(members[0].code, lsh.n_planes) if members else 0, lsh.n_planes),
                     children=seg.members)
-        engine.graph.put_nodes([node], index=False)
+        if store:
+            engine.graph.put_nodes([node], index=False)
+        else:
+            unstored.append(node)
         made[node.node_id] = node
         fresh[node.node_id] = vector[0]
     nodes = [made[seg.summary_id] for seg in segments]
     reused = [n for n in nodes if n.node_id not in fresh]  # made by an earlier attempt
     if reused:
         fresh.update(zip((n.node_id for n in reused), engine.embedder.embed([n.text for n in reused])))
-    return nodes, np.stack([fresh[n.node_id] for n in nodes])
+    return nodes, np.stack([fresh[n.node_id] for n in nodes]), list(unstored)
 
 
 def retire(engine: Engine, layer: int, nodes: list[Node]) -> None:
@@ -205,7 +233,10 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
     retired = (set(texts), metas)
     old_summaries = list(_nodes(engine, (seg.summary_id for seg in removed.values()), have).values())
     above_remove += [NodeRef(n.node_id, n.code) for n in old_summaries]
-    made, vectors = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline, have, retired)
+    # a region making few summaries writes them with its apply (one write fewer); many (a bulk
+    # build's) are each stored as made, so a process that dies before the apply pays for none again
+    made, vectors, unstored = summarize_segments(engine, to_make, report, tuple(removed.values()), deadline, have,
+                                                 retired, store=len(to_make) > FOLDED_SUMMARIES)
     kept = {n.node_id for n in made}  # a summary id can come back (same members): it stays
     above_remove = [r for r in above_remove if r.node_id not in kept]
     old_summaries = [n for n in old_summaries if n.node_id not in kept]
@@ -213,7 +244,7 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
         layer=layer, expected=region.refs, assign=assign, drop=drop,
         add=tuple(to_make), remove=tuple(removed_ids), removed=tuple(removed.values()),
         above_add=tuple(NodeRef(n.node_id, n.code) for n in made),
-        above_remove=tuple(dict.fromkeys(above_remove)))
+        above_remove=tuple(dict.fromkeys(above_remove)), nodes=tuple(unstored))
     return change, made, vectors, old_summaries
 
 
@@ -403,23 +434,13 @@ def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeRepo
                                                           index, alone)
     if change.empty:
         return
+    try:
+        change, key = _with_bookkeeping(engine, layer, group, change, old_summaries, pending)
+        applied = engine.graph.apply_region(change)
+    except BaseException:
+        _store_unwritten(engine, list(change.nodes))  # refused or failed: the summaries made are kept
+        raise
     changed_above = list(change.above_add) + list(change.above_remove)
-    # the outbox entry: what must follow the write, redone by the next reconcile of this
-    # part of the layer if this one dies after the write and before its end; it and the dirty
-    # markers of the layer above (kept until announced below) are stored with the region's
-    # write itself (GraphStore.apply_region: one transaction on DynamoDB), so never without it
-    key = outbox_key(layer, group, uuid.uuid4().hex)
-    entry = {"made": [[r.node_id, r.code] for r in change.above_add],
-             "gone": [[r.node_id, r.code] for r in change.above_remove],
-             "drop": list(change.drop), "at": round(time.time(), 3)}
-    above = dirty_marks(engine, layer + 1, [r.code for r in changed_above])
-    # the replaced summaries' nodes go in the same write, and the text of those a segment
-    # above still names (tombstones there) is kept with it, for that segment's revision
-    keep = tuple((n.node_id, retired_key(layer + 1, n.node_id), n.text) for n in old_summaries) \
-        if can_revise(engine) else ()
-    change = replace(change, marks=((key, entry), *above), delete_removed=True, keep_texts=keep,
-                     ledger=cost.summed(pending))
-    applied = engine.graph.apply_region(change)
     pending.clear()  # added by the write
     if made:
         # a summary's readers are its partition's (domain.access): a caller's view selects on them
@@ -453,6 +474,27 @@ def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeRepo
         engine.graph.delete_meta(key)
     else:
         finished.append(key)
+
+
+def _with_bookkeeping(engine: Engine, layer: int, group: int | None, change: RegionChange,
+                      old_summaries: list[Node], pending: list) -> tuple[RegionChange, str]:
+    """``change`` with what its write carries besides the region, and its outbox entry's key.
+    The outbox entry: what must follow the write, redone by the next reconcile of this part of
+    the layer if this one dies after the write and before its end; it and the dirty markers of
+    the layer above (kept until announced) are stored with the region's write itself
+    (GraphStore.apply_region: one transaction on DynamoDB), so never without it. The replaced
+    summaries' nodes go in the same write, and the text of those a segment above still names
+    (tombstones there) is kept with it, for that segment's revision; so do the summarize
+    calls' ledger rows."""
+    key = outbox_key(layer, group, uuid.uuid4().hex)
+    entry = {"made": [[r.node_id, r.code] for r in change.above_add],
+             "gone": [[r.node_id, r.code] for r in change.above_remove],
+             "drop": list(change.drop), "at": round(time.time(), 3)}
+    above = dirty_marks(engine, layer + 1, [r.code for r in list(change.above_add) + list(change.above_remove)])
+    keep = tuple((n.node_id, retired_key(layer + 1, n.node_id), n.text) for n in old_summaries) \
+        if can_revise(engine) else ()
+    return replace(change, marks=((key, entry), *above), delete_removed=True, keep_texts=keep,
+                   ledger=cost.summed(pending)), key
 
 
 def _unless_removed_meanwhile(engine: Engine, summary_ids: list[str]) -> None:

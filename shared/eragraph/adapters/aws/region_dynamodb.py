@@ -10,7 +10,8 @@ transaction on the items that decide it:
 
 * ``apply_region`` carries a ConditionCheck that the node item of each summary it makes live
   exists (in the transaction of that summary's ref): a node deleted meanwhile is a
-  ConflictError and the reconcile plans again (and makes the summary again);
+  ConflictError and the reconcile plans again (and makes the summary again); a summary whose
+  node the change carries (``RegionChange.nodes``) has its node written there instead;
 * ``delete_dead_nodes`` deletes each node item that is not live together with a condition on
   its ref as read (absent, or not live) and on the node's code: a ref made live meanwhile, or a
   node written again under another code, is a lost race, read again.
@@ -98,6 +99,8 @@ class RegionWrites:
         commits only where the guess was right; a lost condition (a wrong guess, or a writer
         meanwhile) reads them and goes as before: one request saved a region, or one spent."""
         layer = change.layer
+        if change.nodes:
+            self.check_fits(nodes=list(change.nodes))  # before anything is written
         layouts = {layer: self.write_layout(layer), layer + 1: self.write_layout(layer + 1)}
         likely = self._likely_above(change)
         if likely is not None:
@@ -171,10 +174,14 @@ class RegionWrites:
         # the summaries' refs are conditioned on the liveness read here, which their counter
         # change is computed from: a writer that changed one meanwhile (another pass over a
         # split apply) makes this a conflict instead of counting it twice
+        folded = {n.node_id: n for n in change.nodes}
         for ref in change.above_add:
-            # its node is there (stored before the apply, or read as stored): a summary deleted
-            # since (delete_dead_nodes, finishing a stale outbox entry) makes this a conflict
-            ops.append(("check", f"NODE#{ref.node_id}", "NODE", self.Item.PK.exists(), None, 0, None))
+            if ref.node_id in folded:  # its node is written here, in its ref's transaction
+                ops.append(("save", self.Item(**self._node_attrs(folded[ref.node_id])), None, None, 0, None))
+            else:
+                # its node is there (stored before the apply, or read as stored): a summary deleted
+                # since (delete_dead_nodes, finishing a stale outbox entry) makes this a conflict
+                ops.append(("check", f"NODE#{ref.node_id}", "NODE", self.Item.PK.exists(), None, 0, None))
             pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id, layouts[layer + 1])
             old = above.get(ref.node_id)
             cond = self.Item.PK.does_not_exist() if old is None else self.Item.live == (1 if old[1].live else 0)
@@ -310,6 +317,13 @@ def _width(op: tuple) -> int:
     return len(op[1]) if op[0] == "gone" else 1
 
 
+def _names_node(op: tuple) -> bool:
+    """A summary's node check or write (apply_region puts its ref's op right after it)."""
+    if op[0] == "check":
+        return isinstance(op[1], str) and op[1].startswith("NODE#")
+    return op[0] == "save" and getattr(op[1], "SK", None) == "NODE"
+
+
 def _transactions(ops: list, reserved: int = 0) -> list[list]:
     """``ops`` in one transaction when they fit with the two layer counters, a segment counter
     per distinct segment size and ``reserved`` items more (the change's marks), else cut into
@@ -323,8 +337,8 @@ def _transactions(ops: list, reserved: int = 0) -> list[list]:
     sizes = set()
     for op in ops:
         extra = {op[-1][0]} - sizes if op[-1] is not None else set()
-        # a summary's node check goes in the transaction of its ref (the op after it)
-        need = 2 if op[0] == "check" and op[1].startswith("NODE#") else _width(op)
+        # a summary's node check or write goes in the transaction of its ref (the op after it)
+        need = 2 if _names_node(op) else _width(op)
         if items + len(sizes) + len(extra) + need > room:
             chunks.append([])
             items = 0

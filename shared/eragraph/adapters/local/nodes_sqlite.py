@@ -30,18 +30,13 @@ def _node(row: tuple) -> Node:
 
 class SqliteNodeStore(SqliteDb):
     def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
-        rows = [(n.node_id, int(n.layer), n.text, int(n.tokens), int(n.code), n.doc_id, n.source,
-                 _dumps(list(n.children)), ",".join(str(int(v)) for v in n.place)) for n in nodes]
-        if not rows:
+        if not nodes:
             return
         with self._write() as conn:
-            conn.executemany(f"INSERT OR REPLACE INTO nodes ({_NODE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+            _store_nodes(conn, nodes)
             if index:
                 for n in nodes:
                     _make_live(conn, int(n.layer), n.node_id, int(n.code))
-            leaves = [(n.node_id, n.text) for n in nodes if n.layer == 0]
-            if leaves:
-                _insert_leaves(conn, leaves)
 
     def check_fits(self, doc: Document | None = None, nodes: Sequence[Node] = ()) -> None:
         """No item limit here (only DynamoDB has one)."""
@@ -165,8 +160,10 @@ class SqliteNodeStore(SqliteDb):
     def apply_region(self, change: RegionChange) -> RegionApplied:
         layer = int(change.layer)
         with self._write() as conn:
+            written = {n.node_id for n in change.nodes}  # stored by this write
             for ref in change.above_add:  # a summary deleted since it was stored (delete_dead_nodes)
-                if conn.execute("SELECT 1 FROM nodes WHERE node_id = ?", (ref.node_id,)).fetchone() is None:
+                if ref.node_id not in written and conn.execute(
+                        "SELECT 1 FROM nodes WHERE node_id = ?", (ref.node_id,)).fetchone() is None:
                     raise ConflictError(f"layer {layer}: summary {ref.node_id} is gone")
             for ref in change.expected:
                 row = conn.execute("SELECT layer, code, seg, live FROM refs WHERE node_id = ?",
@@ -174,6 +171,7 @@ class SqliteNodeStore(SqliteDb):
                 if row is None or (int(row[0]), int(row[1]), row[2], bool(row[3])) != (
                         layer, ref.code, ref.seg, ref.live):
                     raise ConflictError(f"layer {layer}: node {ref.node_id} changed concurrently")
+            _store_nodes(conn, change.nodes)
             if change.remove:
                 conn.executemany("DELETE FROM segments WHERE layer = ? AND segment_id = ?",
                                  [(layer, sid) for sid in change.remove])
@@ -206,6 +204,18 @@ class SqliteNodeStore(SqliteDb):
             for row in change.ledger:
                 add_ledger_row(conn, *row)
         return RegionApplied(deleted, kept)
+
+
+def _store_nodes(conn: sqlite3.Connection, nodes: Sequence[Node]) -> None:
+    """The node rows (and a leaf's text for the lexical index), outside the ref index."""
+    rows = [(n.node_id, int(n.layer), n.text, int(n.tokens), int(n.code), n.doc_id, n.source,
+             _dumps(list(n.children)), ",".join(str(int(v)) for v in n.place)) for n in nodes]
+    if not rows:
+        return
+    conn.executemany(f"INSERT OR REPLACE INTO nodes ({_NODE_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    leaves = [(n.node_id, n.text) for n in nodes if n.layer == 0]
+    if leaves:
+        _insert_leaves(conn, leaves)
 
 
 def _count(conn: sqlite3.Connection, layer: int, delta: int) -> None:

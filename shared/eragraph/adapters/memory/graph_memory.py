@@ -192,10 +192,14 @@ class MemoryGraphStore(SizesAndMetasByParts):
         return matches(where, chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title, self.tenant))
 
     def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
+        self._store_nodes(nodes)
+        if index:
+            for node in nodes:
+                self._make_live(node.layer, NodeRef(node.node_id, node.code))
+
+    def _store_nodes(self, nodes: Sequence[Node]) -> None:
         for node in nodes:
             self._nodes[node.node_id] = node
-            if index:
-                self._make_live(node.layer, NodeRef(node.node_id, node.code))
             if node.layer == 0:
                 self._leaf_text.add(node.node_id, node.text)
 
@@ -309,13 +313,15 @@ class MemoryGraphStore(SizesAndMetasByParts):
             return RegionApplied(deleted, kept)
 
     def _apply_region(self, change: RegionChange) -> None:
-        missing = [r.node_id for r in change.above_add if r.node_id not in self._nodes]
+        written = {n.node_id for n in change.nodes}  # stored by this write
+        missing = [r.node_id for r in change.above_add if r.node_id not in self._nodes and r.node_id not in written]
         if missing:  # deleted since the reconcile stored or read it (delete_dead_nodes)
             raise ConflictError(f"layer {change.layer}: summary {missing[0]} is gone")
         for ref in change.expected:
             held = self._refs.get(ref.node_id)
             if held is None or held[0] != change.layer or held[1] != ref:
                 raise ConflictError(f"layer {change.layer}: node {ref.node_id} changed concurrently")
+        self._store_nodes(change.nodes)
         segs = self._segments.setdefault(change.layer, {})
         for sid in change.remove:
             segs.pop(sid, None)
