@@ -173,7 +173,7 @@ class RegionChange:
     ledger: tuple[tuple[str, int, int, int, float], ...] = ()
     # summary nodes of ``above_add`` stored by the same write (as put_nodes(index=False), before
     # their refs name them), not by an earlier one: the new summaries of a region that made few
-    # (services.resummarize.FOLDED_SUMMARIES); apply_region refuses any other of ``above_add``
+    # (services.summarizing.FOLDED_SUMMARIES); apply_region refuses any other of ``above_add``
     # whose node is missing
     nodes: tuple[Node, ...] = ()
 

@@ -66,9 +66,9 @@ def counter(engine: Engine, layer: int, index: int = 0):
 
 
 def held_counts(engine: Engine, layer: int, index: int) -> PrefixCounts | None:
-    """The prefix counts of ``layer`` the store read with the layer sizes of this reconcile
-    (GraphStore ``held_prefix_counts``: DynamoDB, a store created with them; only the open
-    partition's are kept), or None."""
+    """The prefix counts of ``layer`` (GraphStore ``held_prefix_counts``: DynamoDB, as read with
+    the layer sizes of this reconcile, in a store created with them; SQLite, as they stand,
+    kept by triggers; only the open partition's are kept), or None."""
     held = getattr(engine.graph, "held_prefix_counts", None)
     return held(layer) if held is not None and index == 0 else None
 

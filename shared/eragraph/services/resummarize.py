@@ -10,16 +10,14 @@ tokens, ``delta_summaries``); the region's new segments, its refs' memberships a
 summaries' refs one layer up are written in one conditional write (GraphStore.apply_region),
 and layer l+1 is announced with the codes of the summaries that came and went.
 
-Progress survives: a summary is stored outside layer l+1's index (``put_nodes(index=False)``)
-before or with the write that makes it part of the layer, so a redelivered message -- after a
+Progress survives: a summary is stored outside layer l+1's index before or with the write that
+makes it part of the layer (services.summarizing), so a redelivered message -- after a
 conflict, an error or a handler that stopped before its deadline (DeadlineReached) -- finds it
-by its content-derived id and never pays for it again. A region making many summaries (a bulk
-build's) stores each as it is made; one making at most FOLDED_SUMMARIES (an insert's: one a
-layer) writes them in its apply (``RegionChange.nodes``: one write a layer fewer), and stores
-them on their own if the apply is refused or fails, so only a process killed between the
-model call and the write pays those few calls again. Idempotent: a region with nothing changed writes nothing. A message
-without codes (a reindex requeue) reconciles the whole layer and also repairs missing and
-orphan summaries. A layer with an ``applying:`` mark holds part of a region apply that stopped
+by its content-derived id and never pays for it again; only a process killed between a model
+call and the write that was to carry its summary (an insert's region: at most
+FOLDED_SUMMARIES of them) pays those few calls again. Idempotent: a region with nothing
+changed writes nothing. A message without codes (a reindex requeue) reconciles the whole layer
+and also repairs missing and orphan summaries. A layer with an ``applying:`` mark holds part of a region apply that stopped
 between its writes (adapters.aws.nodes_dynamodb: a region larger than one transaction): any
 reconcile of it is a whole-layer repair pass, which removes the marks older than its start
 and announces the layer above as a whole. A whole-layer pass for many codes, or over a large
@@ -43,13 +41,10 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
-from ..domain.access import READERS, code_range, index_of, placed, readers_of
+from ..domain.access import READERS, code_range, index_of, readers_of
 from ..domain.diff import segments_for
 from ..domain.ids import summary_id
-from ..domain.lsh import hash_vectors, majority_code
-from ..domain.model import (APPLYING, ConflictError, EragraphError, Node, NodeRef, RegionChange, Segment,
+from ..domain.model import (APPLYING, ConflictError, Node, NodeRef, RegionChange, Segment,
                             SegmentsAffected, is_streaming, streaming_key)
 from ..domain.partition import partition, should_summarize
 from ..domain.scoped import (Region, count_cap, counting_by_reading, cut_region, plan_regions,
@@ -63,21 +58,14 @@ from .layer_reads import (WHOLE_GROUP_REFS, counted_ahead, held_counts, held_rea
 from .reports import ChangeReport
 from .revisions import (RETIRED, Read, Revision, _nodes, can_revise, member_source,  # noqa: F401 (re-exported)
                         plan_revisions, retired_key)
+from .summarizing import (DEADLINE_MARGIN, FOLDED_SUMMARIES, Deadline, DeadlineReached,  # noqa: F401 (re-exported)
+                          store_unwritten, summarize_segments)
 
 MAX_CONFLICT_RETRIES = 5
 WHOLE_LAYER_MIN, WHOLE_LAYER_SHARE = 256, 8  # codes beyond max(256, layer size / 8): whole layer
 OUTBOX = "outbox:"  # meta key prefix: what follows a region's write (see finish_outbox)
-DEADLINE_MARGIN = 20.0  # seconds kept in hand: a summarize call is not started with less left
 STREAM_REGION_REFS = 2048  # a streamed whole-layer pass re-cuts groups of about this many refs
 CHECKS_WITH_RECORD = 64  # new summaries looked for with the change record (in its transaction); past it, per region
-FOLDED_SUMMARIES = 4  # a region making at most this many summaries writes them with its apply
-
-Deadline = Callable[[], float]  # seconds left
-
-
-class DeadlineReached(EragraphError):
-    """A reconcile stopped before its deadline; what it made is stored, redeliver the message."""
-
 
 def target_segments(engine: Engine, layer: int) -> list[Segment]:
     """The segments layer ``layer`` should have now, from all its nodes (audits only)."""
@@ -87,93 +75,6 @@ def target_segments(engine: Engine, layer: int) -> list[Segment]:
         groups.setdefault(index_of(ref.code, s.n_planes), []).append(ref)
     return [seg for refs in groups.values() if should_summarize(len(refs), layer, s.s_max, s.max_layers)
             for seg in segments_for(layer, partition(refs, s.n_planes, s.s_min, s.s_max))]
-
-
-def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport,
-                       removed: tuple[Segment, ...] = (), deadline: Deadline | None = None,
-                       have: Read | None = None, retired: tuple[set[str], dict] | None = None,
-                       store: bool = True) -> tuple[list[Node], Any, list[Node]]:
-    """Summaries of ``segments`` (nodes of the layer above, their vectors, and those made here
-    and not stored). Each one is stored as soon as it is made, outside the layer's index, and
-    one stored by an earlier attempt is reused, so no summary is paid for twice; with ``store``
-    False they are left to the caller's write (RegionChange.nodes), and stored here only if
-    this stops early (a deadline, an error). A segment that replaces one of ``removed`` is
-    revised from that one's summary when plan_revisions finds it cheaper. ``retired``: the kept
-    texts read already (plan_revisions). Raises DeadlineReached when ``deadline`` leaves too
-    little time for another call."""
-    if not segments:
-        return [], [], []
-    unstored: list[Node] = []
-    try:
-        return _summarize(engine, segments, report, removed, deadline, have, retired, store, unstored)
-    except BaseException:
-        _store_unwritten(engine, unstored)
-        raise
-
-
-def _store_unwritten(engine: Engine, nodes: list[Node]) -> None:
-    """Store summaries made and not yet written (outside the layer's index), when the write
-    that was to carry them did not happen: a later attempt finds them by their ids."""
-    if nodes:
-        engine.graph.put_nodes(nodes, index=False)
-
-
-def _summarize(engine: Engine, segments: list[Segment], report: ChangeReport, removed: tuple[Segment, ...],
-               deadline: Deadline | None, have: Read | None, retired: tuple[set[str], dict] | None,
-               store: bool, unstored: list[Node]) -> tuple[list[Node], Any, list[Node]]:
-    lsh = engine.known_lsh()
-    layer_above = segments[0].layer + 1
-    made = _nodes(engine, (seg.summary_id for seg in segments), have)
-    todo = [seg for seg in segments if seg.summary_id not in made]
-    children = _nodes(engine, {m for seg in todo for m in seg.members}, have)
-    plans = plan_revisions(engine, todo, removed, children, have, retired)
-    fresh: dict[str, np.ndarray] = {}
-    for seg in todo:
-        if deadline is not None and deadline() < DEADLINE_MARGIN:
-            raise DeadlineReached(f"layer {seg.layer}: stopped with {len(segments) - len(made)} "
-                                  f"summaries to make")
-        members = [children[m] for m in seg.members if m in children]
-        plan = plans.get(seg.segment_id)
-        if plan is not None:
-            report.summaries_revised[layer_above] = report.summaries_revised.get(layer_above, 0) + 1
-        if plan is not None and not plan.added and not plan.removed:
-            # the children changed ids but say the same sentences: the summary stands, no call
-            report.summaries_carried[layer_above] = report.summaries_carried.get(layer_above, 0) + 1
-            text = plan.previous
-        else:
-            started = time.perf_counter()
-            if plan is not None:
-                result = engine.summarizer.revise(plan.previous, plan.added, plan.removed,
-                                                  engine.settings.summary_tokens, plan.previous_share)
-            else:
-                result = engine.summarizer.summarize([c.text for c in members], engine.settings.summary_tokens,
-                                                     [member_source(c, engine.settings.chunk_tokens) for c in members])
-            seconds = time.perf_counter() - started
-            cost.record(engine.graph, "summarize", engine.summarizer.identity, result.tokens_in,
-                        result.tokens_out, seconds)
-            report.cost.summarize_calls += 1
-            report.cost.tokens_in += result.tokens_in
-            report.cost.tokens_out += result.tokens_out
-            report.cost.summarize_seconds += seconds
-            text = result.text
-        vector = engine.embedder.embed([text])
-        own = hash_vectors(lsh, vector)[0]
-        node = Node(node_id=seg.summary_id, layer=layer_above, text=text,
-                    tokens=engine.tokenizer.count(text),
-                    code=placed(majority_code([c.code for c in members], own, lsh.n_planes),
-                                index_of(members[0].code, lsh.n_planes) if members else 0, lsh.n_planes),
-                    children=seg.members)
-        if store:
-            engine.graph.put_nodes([node], index=False)
-        else:
-            unstored.append(node)
-        made[node.node_id] = node
-        fresh[node.node_id] = vector[0]
-    nodes = [made[seg.summary_id] for seg in segments]
-    reused = [n for n in nodes if n.node_id not in fresh]  # made by an earlier attempt
-    if reused:
-        fresh.update(zip((n.node_id for n in reused), engine.embedder.embed([n.text for n in reused])))
-    return nodes, np.stack([fresh[n.node_id] for n in nodes]), list(unstored)
 
 
 def retire(engine: Engine, layer: int, nodes: list[Node]) -> None:
@@ -392,8 +293,9 @@ def _plan(engine: Engine, layer: int, index: int, codes: list[int], sizes: dict[
     held = held_counts(engine, layer, index) if counted else None
     # a layer the held counts answer the top of is walked from them and one read of its
     # changed codes' groups; else a small layer on a store that answers it in one read is
-    # read whole
-    whole = WHOLE_GROUP_REFS if held is not None else getattr(engine.graph, "refs_per_read", 0)
+    # read whole (a store whose reads are local calls reads no layer whole)
+    per_read = getattr(engine.graph, "refs_per_read", 0)
+    whole = min(per_read, WHOLE_GROUP_REFS) if held is not None else per_read
     if sizes.get(layer, 0) <= whole:
         # a small layer on a store that answers it in one read (DynamoDB: one Query of one
         # partition) is read once and planned from memory, not count by count
@@ -438,7 +340,7 @@ def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeRepo
         change, key = _with_bookkeeping(engine, layer, group, change, old_summaries, pending)
         applied = engine.graph.apply_region(change)
     except BaseException:
-        _store_unwritten(engine, list(change.nodes))  # refused or failed: the summaries made are kept
+        store_unwritten(engine, list(change.nodes))  # refused or failed: the summaries made are kept
         raise
     changed_above = list(change.above_add) + list(change.above_remove)
     pending.clear()  # added by the write

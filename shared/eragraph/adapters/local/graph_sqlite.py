@@ -35,7 +35,9 @@ from ...ports.graph import SizesAndMetasByParts
 from .documents_sqlite import SqliteDocumentStore
 from .lexical_fts5 import _LEXICAL, Fts5Leaves, _insert_leaves
 from .meta_sqlite import SqliteMetaStore
+from . import prefix_counts_sqlite as prefix_counts
 from .nodes_sqlite import SqliteNodeStore
+from .prefix_counts_sqlite import SqlitePrefixCounts
 from .status_sqlite import STATUS_COUNTS_SCHEMA, SqliteStatusStore, count_statuses
 
 
@@ -144,7 +146,7 @@ def _migrate_to_refs(conn: sqlite3.Connection) -> None:
 
 
 class SqliteGraphStore(SqliteMetaStore, SqliteDocumentStore, SqliteStatusStore, SqliteNodeStore, Fts5Leaves,
-                       SizesAndMetasByParts):
+                       SqlitePrefixCounts, SizesAndMetasByParts):
     """The graph (documents, nodes, segments, settings, ledger) in the SQLite file ``path``."""
 
     def __init__(self, path: Path | str, timeout: float = 30.0, tenant: str = "") -> None:
@@ -206,6 +208,9 @@ class SqliteGraphStore(SqliteMetaStore, SqliteDocumentStore, SqliteStatusStore, 
                     f"{SCHEMA_VERSION}: upgrade eragraph")
             elif row is not None and int(row[0]) < 2:
                 _migrate_to_refs(conn)
+            lsh = conn.execute("SELECT config FROM lsh WHERE id = 1").fetchone()
+            if lsh is not None:  # the ref index's prefix counts (a store written before them: made now)
+                prefix_counts.install(conn, int(json.loads(lsh[0])["n_planes"]))
 
     def schema_version(self) -> int:
         return int(self._query("SELECT value FROM store_info WHERE key = 'schema_version'")[0][0])

@@ -13,6 +13,7 @@ from typing import Any
 from ...domain.expiry import SWEEP, life_of, mark_key, may_lapse
 from ...domain.ledger import bucket_start
 from ...domain.model import LshConfig
+from .prefix_counts_sqlite import install as install_prefix_counts
 from .sqlite_db import SqliteDb, _dumps
 
 
@@ -42,6 +43,9 @@ class SqliteMetaStore(SqliteDb):
                 "seed": config.seed, "planes": [list(p) for p in config.planes]}
         with self._write() as conn:
             conn.execute("INSERT OR IGNORE INTO lsh (id, config) VALUES (1, ?)", (_dumps(data),))
+            # the ref index's prefix counts, kept from the first ref on (the stored code width)
+            stored_bits = json.loads(conn.execute("SELECT config FROM lsh WHERE id = 1").fetchone()[0])["n_planes"]
+            install_prefix_counts(conn, int(stored_bits))
         stored = self.get_lsh()
         assert stored is not None
         return stored

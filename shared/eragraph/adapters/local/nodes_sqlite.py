@@ -13,6 +13,7 @@ from typing import Any
 from ...domain.model import ConflictError, Document, Node, NodeRef, RefState, RegionApplied, RegionChange, Segment
 from ...domain.segment_stats import SegmentStats
 from ...domain.scoped import RefCount
+from . import prefix_counts_sqlite as prefix_counts
 from .lexical_fts5 import _insert_leaves, _leaf_rowid
 from .meta_sqlite import add_ledger_row, write_meta
 from .sqlite_db import SqliteDb, _chunks, _dumps
@@ -128,6 +129,9 @@ class SqliteNodeStore(SqliteDb):
                     conn.execute("DELETE FROM layer_counts WHERE layer = ?", (layer,))
                 elif want != have.get(layer):
                     conn.execute("INSERT OR REPLACE INTO layer_counts (layer, live) VALUES (?, ?)", (layer, want))
+            bits = prefix_counts.installed_bits(conn)
+            if bits is not None:  # the prefix counts too (kept by triggers: taken again, in case)
+                prefix_counts.recount(conn, bits)
         return fixed
 
     # ------------------------------------------------------------------ segments

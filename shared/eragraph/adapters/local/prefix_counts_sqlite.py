@@ -1,0 +1,106 @@
+"""The ref index's prefix counts in the SQLite file (domain.prefix_counts): the old and live refs
+of each 8-bit code prefix of a layer's open access partition, kept by triggers on ``refs``.
+
+The scoped reconcile's walk asks a capped count per bit of each changed code's path
+(GraphStore.count_refs). On a large layer the top of that path is the costliest part: each count
+walks an index B-tree that no longer fits the page cache. The counts of the top bits change only
+where a ref is written, so the file keeps them in ``prefix_counts`` (layer, group) -> (old,
+live), moved by triggers in the same transaction as every write of a ref, whatever code writes
+it (an older eragraph too: the triggers live in the file). A reconcile reads a layer's at most
+256 rows once (``held_prefix_counts``) and the walk takes every group at most 8 bits deep from
+them (services.layer_reads.answered_from), counting deeper ones in the index as before.
+
+The triggers need the code width, known once the store holds its hyperplanes: they are made
+with it then (``put_lsh``), or when a store written before them is opened, with the counts
+taken from its refs in the same transaction (``install``). The DynamoDB store keeps the same
+counts on its layer counters (adapters.aws.ref_counts)."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from ...domain.model import RefState
+from ...domain.prefix_counts import PrefixCounts, prefix_depth
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS prefix_counts (
+    layer INTEGER NOT NULL,
+    grp   INTEGER NOT NULL,
+    old   INTEGER NOT NULL,
+    live  INTEGER NOT NULL,
+    PRIMARY KEY (layer, grp)
+) WITHOUT ROWID"""
+MARK = "prefix_counts_bits"  # store_info key: the code width the triggers were made with
+TRIGGERS = ("refs_prefix_insert", "refs_prefix_delete", "refs_prefix_update")
+
+
+def _add(row: str, sign: str, n_bits: int) -> str:
+    """The statement adding (``sign`` "+") or taking away ("-") ref ``row`` (NEW or OLD) from
+    its group's counts when it lies in the open partition."""
+    shift = n_bits - prefix_depth(n_bits)
+    return (f"INSERT INTO prefix_counts (layer, grp, old, live) SELECT {row}.layer, {row}.code >> {shift}, "
+            f"{sign}({row}.seg IS NOT NULL), {sign}{row}.live WHERE ({row}.code >> {n_bits}) = 0 "
+            f"ON CONFLICT (layer, grp) DO UPDATE SET old = old + excluded.old, live = live + excluded.live;")
+
+
+def install(conn: sqlite3.Connection, n_bits: int) -> None:
+    """Make the triggers for codes of ``n_bits`` and take the counts from the refs, unless they
+    are made already (inside the caller's write transaction)."""
+    row = conn.execute("SELECT value FROM store_info WHERE key = ?", (MARK,)).fetchone()
+    if row is not None and int(row[0]) == n_bits:
+        return
+    conn.execute(SCHEMA)
+    for name in TRIGGERS:
+        conn.execute(f"DROP TRIGGER IF EXISTS {name}")
+    conn.execute(f"CREATE TRIGGER refs_prefix_insert AFTER INSERT ON refs BEGIN {_add('NEW', '+', n_bits)} END")
+    conn.execute(f"CREATE TRIGGER refs_prefix_delete AFTER DELETE ON refs BEGIN {_add('OLD', '-', n_bits)} END")
+    conn.execute(f"CREATE TRIGGER refs_prefix_update AFTER UPDATE OF layer, code, seg, live ON refs BEGIN "
+                 f"{_add('OLD', '-', n_bits)} {_add('NEW', '+', n_bits)} END")
+    recount(conn, n_bits)
+    conn.execute("INSERT OR REPLACE INTO store_info (key, value) VALUES (?, ?)", (MARK, str(n_bits)))
+
+
+def recount(conn: sqlite3.Connection, n_bits: int) -> None:
+    """The counts taken again from the refs (one pass over the ref index)."""
+    shift = n_bits - prefix_depth(n_bits)
+    conn.execute("DELETE FROM prefix_counts")
+    conn.execute(f"INSERT INTO prefix_counts (layer, grp, old, live) SELECT layer, code >> {shift}, "
+                 f"SUM(seg IS NOT NULL), SUM(live) FROM refs WHERE (code >> {n_bits}) = 0 GROUP BY 1, 2")
+
+
+def installed_bits(conn: sqlite3.Connection) -> int | None:
+    row = conn.execute("SELECT value FROM store_info WHERE key = ?", (MARK,)).fetchone()
+    return None if row is None else int(row[0])
+
+
+class SqlitePrefixCounts:
+    """Mixed into the SQLite graph store: the counts of a layer, and their check."""
+
+    def _counted_bits(self) -> int | None:
+        bits = getattr(self, "_prefix_bits", None)
+        if bits is None:
+            with self._lock:  # type: ignore[attr-defined]
+                bits = self._prefix_bits = installed_bits(self._conn)  # type: ignore[attr-defined]
+        return bits
+
+    def held_prefix_counts(self, layer: int) -> PrefixCounts | None:
+        """The counts of ``layer`` as they stand (one read of at most 256 rows), or None before
+        the store holds its hyperplanes."""
+        bits = self._counted_bits()
+        if bits is None:
+            return None
+        rows = self._query("SELECT grp, old, live FROM prefix_counts WHERE layer = ?",  # type: ignore[attr-defined]
+                           (int(layer),))
+        counts = {}
+        for group, old, live in rows:
+            counts[("old", int(group))] = int(old)
+            counts[("new", int(group))] = int(live)
+        return PrefixCounts.of(bits, counts)
+
+    def prefix_counts_drift(self, layer: int, refs: list[RefState]) -> list[str]:
+        """How the kept counts of ``layer`` differ from those of ``refs`` (its every ref,
+        tombstones included): nothing while the triggers keep them right."""
+        held = self.held_prefix_counts(layer)
+        if held is None:
+            return []
+        return held.differences(PrefixCounts.of_refs(refs, self._counted_bits() or 0))

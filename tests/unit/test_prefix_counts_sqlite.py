@@ -1,0 +1,110 @@
+"""The SQLite store's prefix counts (adapters/local/prefix_counts_sqlite): kept by triggers with
+every ref write, made for a store written before them when it is opened, taken again by the
+repair, and what the reconcile's walk reads the top of a layer from."""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+from dataclasses import replace
+
+from eragraph.adapters.local.graph_sqlite import SqliteGraphStore
+from eragraph.domain.access import max_code
+from eragraph.domain.prefix_counts import PREFIX_BITS
+from eragraph.services import invariants
+from eragraph.services.ingest import ingest
+from eragraph.services.remove import remove
+from eragraph.services.resummarize import drain
+from support import make_engine, synthetic_docs
+
+
+def local_engine(path):
+    engine = make_engine()
+    return replace(engine, graph=SqliteGraphStore(path))
+
+
+def drift(graph) -> list[str]:
+    return [f"layer {layer}: {d}" for layer in range(6)
+            for d in graph.prefix_counts_drift(layer, graph.prefix_refs(layer, 0, max_code()))]
+
+
+def test_every_ref_write_keeps_the_counts_of_the_refs(tmp_path):
+    engine = local_engine(tmp_path / "graph.db")
+    docs = synthetic_docs(120)
+    ingest(engine, docs)
+    drain(engine)
+    assert drift(engine.graph) == []
+    held = engine.graph.held_prefix_counts(0)
+    assert sum(held.new) == engine.graph.layer_sizes()[0] and sum(held.old) == sum(held.new)
+    # removals leave tombstones a segment still names until their reconcile; replacements too
+    remove(engine, [d.doc_id for d in docs[::7]])
+    assert drift(engine.graph) == []
+    drain(engine)
+    ingest(engine, synthetic_docs(30, seed=3, prefix="more"))
+    assert drift(engine.graph) == []
+    drain(engine)
+    report = invariants.check(engine)  # checks each layer's counts too
+    assert report.ok, report.violations[:3]
+    assert drift(engine.graph) == []
+
+
+def test_a_store_written_before_the_counts_gets_them_when_opened(tmp_path):
+    path = tmp_path / "graph.db"
+    engine = local_engine(path)
+    ingest(engine, synthetic_docs(80))
+    drain(engine)
+    engine.graph.close()
+    conn = sqlite3.connect(path)  # as an older eragraph left it: no table, no triggers, no mark
+    for name in ("refs_prefix_insert", "refs_prefix_delete", "refs_prefix_update"):
+        conn.execute(f"DROP TRIGGER {name}")
+    conn.execute("DROP TABLE prefix_counts")
+    conn.execute("DELETE FROM store_info WHERE key = 'prefix_counts_bits'")
+    conn.commit()
+    conn.close()
+    engine = replace(engine, graph=SqliteGraphStore(path))
+    assert drift(engine.graph) == [] and sum(engine.graph.held_prefix_counts(0).new) == 80
+    ingest(engine, synthetic_docs(10, seed=4, prefix="late"))
+    drain(engine)
+    assert drift(engine.graph) == []
+
+
+def test_the_repair_takes_the_counts_again(tmp_path):
+    engine = local_engine(tmp_path / "graph.db")
+    ingest(engine, synthetic_docs(60))
+    drain(engine)
+    with engine.graph._write() as conn:
+        conn.execute("UPDATE prefix_counts SET live = live + 5 WHERE layer = 0")
+    assert drift(engine.graph)
+    engine.graph.repair_layer_counts()
+    assert drift(engine.graph) == []
+
+
+class CountSpy:
+    """A graph store whose count_refs calls are recorded as the depth of the group asked."""
+
+    def __init__(self, inner, n_bits: int):
+        self._inner, self._bits, self.depths = inner, n_bits, []
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def count_refs(self, layer, lo, hi, cap=None):
+        self.depths.append(self._bits - int(math.log2(hi - lo + 1)))
+        return self._inner.count_refs(layer, lo, hi, cap)
+
+
+def test_the_walk_takes_the_top_of_a_layer_from_the_counts(tmp_path):
+    docs, one = synthetic_docs(400), synthetic_docs(1, seed=9, prefix="one")
+    plans = {}
+    for name, engine in (("memory", make_engine()), ("sqlite", local_engine(tmp_path / "graph.db"))):
+        ingest(engine, docs)
+        drain(engine)
+        spy = CountSpy(engine.graph, engine.settings.n_planes)
+        engine = replace(engine, graph=spy)
+        ingest(engine, one)
+        drain(engine)
+        plans[name] = (spy.depths, {layer: engine.graph.get_segments(layer) for layer in range(4)})
+    memory_depths, sqlite_depths = plans["memory"][0], plans["sqlite"][0]
+    assert [d for d in memory_depths if d <= PREFIX_BITS]  # the walk does ask the top of layer 0
+    assert [d for d in sqlite_depths if d <= PREFIX_BITS] == []  # answered from the counts
+    assert plans["memory"][1] == plans["sqlite"][1]  # the same plan either way
