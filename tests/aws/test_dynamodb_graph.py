@@ -277,6 +277,26 @@ def test_a_split_apply_cut_short_leaves_its_mark_and_exact_counters(stores, monk
     assert len(store.meta_keys(f"{APPLYING}0:")) == 1
 
 
+def test_a_split_apply_carrying_its_summaries_writes_them_before_its_first_transaction(stores, monkeypatch):
+    """A change that carries its summaries' nodes (RegionChange.nodes: a region making few)
+    but takes several transactions writes the nodes first: cut short after its first
+    transaction (the new segments' records), every segment stored still names a node stored.
+    One that fits a transaction writes them in it (the contract tests)."""
+    from dataclasses import replace
+
+    store, _ = stores
+    store.put_nodes(CHUNKS)
+    change = recut(store, "a", 40)  # 4 segments: 4 summaries, 160 refs re-assigned
+    sums = store.get_nodes([r.node_id for r in change.above_add])
+    store.delete_nodes(list(sums))  # not stored: the change carries them
+    sizes = transactions(monkeypatch, at=2, before=crash)
+    with pytest.raises(Crash):
+        store.apply_region(replace(change, nodes=tuple(sums.values())))
+    assert len(sizes) == 2
+    named = {s.summary_id for s in store.get_segments(0)}
+    assert named and set(store.get_nodes(named)) == named
+
+
 def test_a_split_apply_does_not_count_a_summary_made_live_meanwhile(stores, monkeypatch):
     """Between the 2nd and the 3rd transaction another writer makes one of the summaries the
     3rd would enter live (a whole-layer pass repairing what it took for an unfinished apply):

@@ -745,6 +745,18 @@ def test_a_region_writes_the_summary_nodes_it_carries_with_it(graph_store):
     assert graph_store.get_segments(0) == [sg] and graph_store.layer_sizes() == {0: 2, 1: 1}
 
 
+def test_keep_nodes_stores_only_the_nodes_not_stored(graph_store):
+    # a refused region's summaries are kept so; one another writer stored meanwhile (maybe made
+    # live already, with its own text and code) stays as it is
+    theirs = node("s1", layer=1, code=6, children=("a",))
+    graph_store.put_nodes([theirs], index=False)
+    mine = replace(theirs, code=7, text="another text")
+    graph_store.keep_nodes([mine, node("s2", layer=1, code=9, children=("b",))])
+    stored = graph_store.get_nodes(["s1", "s2"])
+    assert stored["s1"] == theirs and stored["s2"].code == 9
+    assert refs(graph_store, 1) == []  # outside the index
+
+
 def test_a_refused_region_writes_none_of_the_summary_nodes_it_carries(graph_store):
     graph_store.put_nodes([node("a", code=1), node("b", code=2)])
     read = tuple(refs(graph_store))

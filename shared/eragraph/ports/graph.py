@@ -80,6 +80,12 @@ class NodeStore(Protocol):
         and enter the index with their segment (apply_region), or are written by that apply
         itself (``RegionChange.nodes``)."""
         ...
+    def keep_nodes(self, nodes: Sequence[Node]) -> None:
+        """Store summary nodes outside the ref index (as ``put_nodes(index=False)``), each only
+        where no node of its id is stored: one a concurrent writer stored (and may have made
+        live, with its own text and code) stays as it is. What a reconcile made for a write that
+        did not happen is kept so (services.summarizing.store_unwritten)."""
+        ...
     def check_fits(self, doc: Document | None = None, nodes: Sequence[Node] = ()) -> None:
         """Raise ItemTooLargeError (naming the item) when ``doc`` or one of ``nodes`` would not
         fit one stored item; put_document and put_nodes check the same before writing."""

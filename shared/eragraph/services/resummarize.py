@@ -15,7 +15,8 @@ makes it part of the layer (services.summarizing), so a redelivered message -- a
 conflict, an error or a handler that stopped before its deadline (DeadlineReached) -- finds it
 by its content-derived id and never pays for it again; only a process killed between a model
 call and the write that was to carry its summary (an insert's region: at most
-FOLDED_SUMMARIES of them) pays those few calls again. Idempotent: a region with nothing
+FOLDED_SUMMARIES of them), or a reconcile of the same region at the same time, pays those few
+calls again. Idempotent: a region with nothing
 changed writes nothing. A message without codes (a reindex requeue) reconciles the whole layer
 and also repairs missing and orphan summaries. A layer with an ``applying:`` mark holds part of a region apply that stopped
 between its writes (adapters.aws.nodes_dynamodb: a region larger than one transaction): any

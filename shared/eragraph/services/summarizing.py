@@ -6,11 +6,14 @@ A summary is stored outside the layer above's index (``put_nodes(index=False)``)
 the write that makes it part of that layer, so a redelivered message finds it by its
 content-derived id and never pays for it again: a region making many (a bulk build's) stores
 each as it is made; one making at most FOLDED_SUMMARIES (an insert's: one a layer) leaves them
-to its apply (``RegionChange.nodes``), and they are stored on their own if this stops early or
-that write is refused or fails."""
+to its apply (``RegionChange.nodes``), and they are kept on their own if this stops early or
+that write is refused or fails. Those few are paid for again only by a process killed between
+the model call and the write, or by a reconcile of the same region running at the same time
+(it cannot find a summary the other has not written yet)."""
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +28,7 @@ from .engine import Engine
 from .reports import ChangeReport
 from .revisions import Read, _nodes, member_source, plan_revisions
 
+LOG = logging.getLogger("eragraph.summarizing")
 DEADLINE_MARGIN = 20.0  # seconds kept in hand: a summarize call is not started with less left
 FOLDED_SUMMARIES = 4  # a region making at most this many summaries writes them with its apply
 
@@ -58,10 +62,18 @@ def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeRe
 
 
 def store_unwritten(engine: Engine, nodes: list[Node]) -> None:
-    """Store summaries made and not yet written (outside the layer's index), when the write
-    that was to carry them did not happen: a later attempt finds them by their ids."""
-    if nodes:
-        engine.graph.put_nodes(nodes, index=False)
+    """Keep summaries made for a write that did not happen (GraphStore.keep_nodes: outside the
+    layer's index, and only where no node of that id is stored, so a concurrent reconcile's
+    summary of the same segment, perhaps live already, stays as it is): a later attempt finds
+    them by their ids. Called while an error is on its way: a failure here is logged, not
+    raised over it (those summaries are then paid for again)."""
+    if not nodes:
+        return
+    try:
+        engine.graph.keep_nodes(nodes)
+    except Exception:  # noqa: BLE001 -- the caller's error is the one to raise
+        LOG.warning("could not keep %d summaries made for a write that did not happen", len(nodes),
+                    exc_info=True)
 
 
 def _summarize(engine: Engine, segments: list[Segment], report: ChangeReport, removed: tuple[Segment, ...],

@@ -55,7 +55,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from pynamodb.exceptions import DeleteError, TransactWriteError, UpdateError
+from pynamodb.exceptions import DeleteError, PutError, TransactWriteError, UpdateError
 
 from ...domain.model import ConflictError, Document, ItemTooLargeError, Node, NodeRef, RefState, Segment
 from ...domain.access import index_of, max_code
@@ -248,6 +248,17 @@ class DynamoNodeStore(RegionWrites, RefLayouts, RefCounts, DynamoTable):
             except ConflictError:
                 continue  # another writer changed one of these refs, or the layout: read them again
         raise ConflictError(f"put_nodes: {REF_WRITE_ATTEMPTS} conditional ref writes lost in a row")
+
+    def keep_nodes(self, nodes: Sequence[Node]) -> None:
+        """One conditional PutItem a node (absent only): few, on a write that did not happen."""
+        unique = {n.node_id: n for n in nodes}
+        self.check_fits(nodes=list(unique.values()))
+        for n in unique.values():
+            try:
+                self.Item(**self._node_attrs(n)).save(condition=self.Item.PK.does_not_exist())
+            except PutError as exc:
+                if not _is_condition_failure(exc):
+                    raise  # a node stored meanwhile stays: its writer's
 
     def get_nodes(self, node_ids: Iterable[str]) -> dict[str, Node]:
         ids = list(dict.fromkeys(node_ids))

@@ -11,7 +11,8 @@ transaction on the items that decide it:
 * ``apply_region`` carries a ConditionCheck that the node item of each summary it makes live
   exists (in the transaction of that summary's ref): a node deleted meanwhile is a
   ConflictError and the reconcile plans again (and makes the summary again); a summary whose
-  node the change carries (``RegionChange.nodes``) has its node written there instead;
+  node the change carries (``RegionChange.nodes``) has its node written there instead, unless
+  the change takes several transactions (then the nodes are written first, as made);
 * ``delete_dead_nodes`` deletes each node item that is not live together with a condition on
   its ref as read (absent, or not live) and on the node's code: a ref made live meanwhile, or a
   node written again under another code, is a lost race, read again.
@@ -35,6 +36,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterable
+from dataclasses import replace
 
 from pynamodb.exceptions import TransactWriteError
 
@@ -116,6 +118,14 @@ class RegionWrites:
                                layouts)
         ops, deleted, tombstoned = self._region_ops(change, layouts, above)
         chunks = _transactions(ops, reserved=self._reserved(change))
+        if len(chunks) > 1 and change.nodes:
+            # written in several transactions: the summaries' nodes go first, as made, and each
+            # transaction checks its own, so a process that dies between two leaves no segment
+            # naming a node not written
+            self.put_nodes(list(change.nodes), index=False)
+            change = replace(change, nodes=())
+            ops, deleted, tombstoned = self._region_ops(change, layouts, above)
+            chunks = _transactions(ops, reserved=self._reserved(change))
         try:
             self._commit(change, chunks, layouts)
         except ConflictError:

@@ -39,6 +39,12 @@ class SqliteNodeStore(SqliteDb):
                 for n in nodes:
                     _make_live(conn, int(n.layer), n.node_id, int(n.code))
 
+    def keep_nodes(self, nodes: Sequence[Node]) -> None:
+        if not nodes:
+            return
+        with self._write() as conn:
+            _store_nodes(conn, nodes, replace=False)
+
     def check_fits(self, doc: Document | None = None, nodes: Sequence[Node] = ()) -> None:
         """No item limit here (only DynamoDB has one)."""
 
@@ -210,8 +216,13 @@ class SqliteNodeStore(SqliteDb):
         return RegionApplied(deleted, kept)
 
 
-def _store_nodes(conn: sqlite3.Connection, nodes: Sequence[Node]) -> None:
-    """The node rows (and a leaf's text for the lexical index), outside the ref index."""
+def _store_nodes(conn: sqlite3.Connection, nodes: Sequence[Node], replace: bool = True) -> None:
+    """The node rows (and a leaf's text for the lexical index), outside the ref index;
+    ``replace`` False: only those of ids not stored."""
+    if not replace:
+        stored = {n.node_id for n in nodes
+                  if conn.execute("SELECT 1 FROM nodes WHERE node_id = ?", (n.node_id,)).fetchone() is not None}
+        nodes = [n for n in nodes if n.node_id not in stored]
     rows = [(n.node_id, int(n.layer), n.text, int(n.tokens), int(n.code), n.doc_id, n.source,
              _dumps(list(n.children)), ",".join(str(int(v)) for v in n.place)) for n in nodes]
     if not rows:

@@ -30,8 +30,9 @@ CREATE TABLE IF NOT EXISTS prefix_counts (
     live  INTEGER NOT NULL,
     PRIMARY KEY (layer, grp)
 ) WITHOUT ROWID"""
-MARK = "prefix_counts_bits"  # store_info key: the code width the triggers were made with
+MARK = "prefix_counts_bits"  # store_info key: "<code width>/<TRIGGERS_VERSION>" the triggers were made with
 TRIGGERS = ("refs_prefix_insert", "refs_prefix_delete", "refs_prefix_update")
+TRIGGERS_VERSION = 1  # a change of the triggers' text makes every store opened remake them
 
 
 def _add(row: str, sign: str, n_bits: int) -> str:
@@ -47,17 +48,22 @@ def install(conn: sqlite3.Connection, n_bits: int) -> None:
     """Make the triggers for codes of ``n_bits`` and take the counts from the refs, unless they
     are made already (inside the caller's write transaction)."""
     row = conn.execute("SELECT value FROM store_info WHERE key = ?", (MARK,)).fetchone()
-    if row is not None and int(row[0]) == n_bits:
+    made = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    if row is not None and row[0] == f"{n_bits}/{TRIGGERS_VERSION}" and made >= set(TRIGGERS):
         return
     conn.execute(SCHEMA)
     for name in TRIGGERS:
         conn.execute(f"DROP TRIGGER IF EXISTS {name}")
     conn.execute(f"CREATE TRIGGER refs_prefix_insert AFTER INSERT ON refs BEGIN {_add('NEW', '+', n_bits)} END")
     conn.execute(f"CREATE TRIGGER refs_prefix_delete AFTER DELETE ON refs BEGIN {_add('OLD', '-', n_bits)} END")
-    conn.execute(f"CREATE TRIGGER refs_prefix_update AFTER UPDATE OF layer, code, seg, live ON refs BEGIN "
+    # an update that changes none of what is counted (a segment set to the one it has) moves nothing
+    conn.execute(f"CREATE TRIGGER refs_prefix_update AFTER UPDATE OF layer, code, seg, live ON refs "
+                 f"WHEN OLD.layer IS NOT NEW.layer OR OLD.code IS NOT NEW.code "
+                 f"OR (OLD.seg IS NULL) IS NOT (NEW.seg IS NULL) OR OLD.live IS NOT NEW.live BEGIN "
                  f"{_add('OLD', '-', n_bits)} {_add('NEW', '+', n_bits)} END")
     recount(conn, n_bits)
-    conn.execute("INSERT OR REPLACE INTO store_info (key, value) VALUES (?, ?)", (MARK, str(n_bits)))
+    conn.execute("INSERT OR REPLACE INTO store_info (key, value) VALUES (?, ?)",
+                 (MARK, f"{n_bits}/{TRIGGERS_VERSION}"))
 
 
 def recount(conn: sqlite3.Connection, n_bits: int) -> None:
@@ -69,8 +75,9 @@ def recount(conn: sqlite3.Connection, n_bits: int) -> None:
 
 
 def installed_bits(conn: sqlite3.Connection) -> int | None:
+    """The code width the counts are kept for, or None: not kept (no hyperplanes yet)."""
     row = conn.execute("SELECT value FROM store_info WHERE key = ?", (MARK,)).fetchone()
-    return None if row is None else int(row[0])
+    return None if row is None else int(str(row[0]).split("/")[0])
 
 
 class SqlitePrefixCounts:

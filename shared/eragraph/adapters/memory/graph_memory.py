@@ -197,6 +197,10 @@ class MemoryGraphStore(SizesAndMetasByParts):
             for node in nodes:
                 self._make_live(node.layer, NodeRef(node.node_id, node.code))
 
+    def keep_nodes(self, nodes: Sequence[Node]) -> None:
+        with self._region_lock:
+            self._store_nodes([n for n in nodes if n.node_id not in self._nodes])
+
     def _store_nodes(self, nodes: Sequence[Node]) -> None:
         for node in nodes:
             self._nodes[node.node_id] = node
