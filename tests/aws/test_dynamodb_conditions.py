@@ -18,7 +18,7 @@ from botocore.stub import Stubber
 
 from contract.aws_factories import REGION, create_graph_table, fake_credentials
 from eragraph.adapters.aws.ref_layout import Layout
-from eragraph.domain.model import ConflictError, Document, Node, NodeRef, RefState, RegionChange, Segment
+from eragraph.domain.model import ConflictError, Document, MetaWrite, Node, NodeRef, RefState, RegionChange, Segment
 
 TABLE = "graph-conditions"
 
@@ -575,3 +575,55 @@ def test_a_region_whose_summaries_fill_its_first_transaction_stays_within_the_li
     assert [len(r["TransactItems"]) for r in requests] == [100, 98, 12]
     assert [counter_updates(r) for r in requests] == [{"LAYER#1": 46}, {"LAYER#1": 48}, {"LAYER#1": 4}]
     assert store.layer_sizes() == {0: 2, 1: 98} and store.meta_keys("applying") == []
+
+
+# --- a reconcile's end carried by a region's write (RegionChange.finish) ----------------------
+
+def _carrying_change(store, finish: MetaWrite) -> RegionChange:
+    store.put_nodes([node("a", code=1), node("b", code=2)])
+    expected = tuple(store.prefix_refs(0, 0, 255))
+    return RegionChange(layer=0, expected=expected, assign=(("a", "sg"), ("b", "sg")),
+                        add=(Segment("sg", 0, ("a", "b"), "s1"),), above_add=(NodeRef("s1", 7),),
+                        nodes=(node("s1", layer=1, code=7),), finish=finish)
+
+
+def _finish() -> MetaWrite:
+    return MetaWrite(puts=(("change:1", {"kind": "resummarize"}),), deletes=("outbox:0:3:x",),
+                     clear=(("dirty:0:3", 10.0),), present=("p",))
+
+
+def test_a_carried_end_goes_in_the_regions_one_transaction(store):
+    store.write_meta([("outbox:0:3:x", {"made": []}), ("dirty:0:3", 10.0)], [])
+    store.put_nodes([node("p", layer=1, code=4)], index=False)
+    change = _carrying_change(store, _finish())
+    requests = sent(store, "TransactWriteItems")
+    applied = store.apply_region(change)
+    [request] = requests  # the region and the end: one request
+    keys = {(kind, item["Key"]["PK"]["S"] if "Key" in item else item["Item"]["PK"]["S"],
+             item["Key"]["SK"]["S"] if "Key" in item else item["Item"]["SK"]["S"])
+            for entry in request["TransactItems"] for kind, item in entry.items()}
+    assert ("Put", "META", "KEY#change:1") in {(k, "META" if p.startswith("META") else p, s) for k, p, s in keys}
+    assert ("ConditionCheck", "NODE#p", "NODE") in keys
+    assert any(k == "Delete" and s == "KEY#dirty:0:3" for k, _, s in keys)
+    assert any(k == "Delete" and s == "KEY#outbox:0:3:x" for k, _, s in keys)
+    assert applied.gone == ()
+    assert store.get_meta("change:1") == {"kind": "resummarize"} and store.get_meta("dirty:0:3") is None
+    assert store.get_segments(0) == [Segment("sg", 0, ("a", "b"), "s1")]
+
+
+def test_a_carried_clear_that_fails_refuses_only_itself(store):
+    # the marker was set again after the reconcile began: the region's transaction is refused by
+    # the carried delete alone (its cancellation reason is on that item), so the region is sent
+    # again without the end, and the end goes as write_meta sends it (the marker stays)
+    store.write_meta([("outbox:0:3:x", {"made": []}), ("dirty:0:3", 20.0)], [])
+    store.put_nodes([node("p", layer=1, code=4)], index=False)
+    change = _carrying_change(store, _finish())
+    requests = sent(store, "TransactWriteItems")
+    applied = store.apply_region(change)
+    # region + end (refused), the region alone, the end's own (refused again), then its parts:
+    # the marker's conditional delete (with its copy) as one transaction
+    assert [len(r["TransactItems"]) for r in requests] == [14, 8, 6, 2]
+    assert applied.gone == ()
+    assert store.get_meta("dirty:0:3") == 20.0 and store.get_meta("outbox:0:3:x") is None
+    assert store.get_meta("change:1") == {"kind": "resummarize"}
+    assert store.get_segments(0) == [Segment("sg", 0, ("a", "b"), "s1")] and store.layer_sizes() == {0: 2, 1: 1}

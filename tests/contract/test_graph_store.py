@@ -8,7 +8,8 @@ import pytest
 
 from eragraph.domain.doc_status import FAILED, INDEXED, RECEIVED, DocStatus
 from eragraph.domain.lsh import draw_hyperplanes
-from eragraph.domain.model import DELETED, ConflictError, Document, Node, NodeRef, RefState, RegionChange, Segment
+from eragraph.domain.model import (DELETED, ConflictError, Document, MetaWrite, Node, NodeRef, RefState,
+                                   RegionChange, Segment)
 
 NESTED = {"s_min": 3, "ratio": 0.25, "flags": [True, False, None], "name": "café ✓",
           "deep": {"a": [1, {"b": [2.5, "x"]}], "empty": {}, "none": None}, "big": 2 ** 53}
@@ -768,6 +769,58 @@ def test_a_refused_region_writes_none_of_the_summary_nodes_it_carries(graph_stor
         graph_store.apply_region(change)
     assert graph_store.get_nodes(["s1"]) == {} and refs(graph_store, 1) == []
     assert graph_store.get_segments(0) == [] and graph_store.layer_sizes() == {0: 1}
+
+
+def _carrying(graph_store, finish):
+    graph_store.put_nodes([node("a", code=1), node("b", code=2)])
+    change = RegionChange(layer=0, expected=tuple(refs(graph_store)), assign=(("a", "sg"), ("b", "sg")),
+                          add=(Segment("sg", 0, ("a", "b"), "s1"),), above_add=(NodeRef("s1", 7),),
+                          nodes=(node("s1", layer=1, code=7, children=("a", "b")),), finish=finish)
+    return graph_store.apply_region(change)
+
+
+def test_a_region_writes_the_meta_write_it_carries(graph_store):
+    # a reconcile's end carried from the layer below (services.resummarize): its record is
+    # stored, its finished entries deleted, its shard's marker cleared, its nodes looked for
+    graph_store.write_meta([("outbox:0:3:x", {"made": []}), ("dirty:0:3", 10.0)], [])
+    graph_store.put_nodes([node("p", layer=1, code=4)], index=False)
+    applied = _carrying(graph_store, MetaWrite(puts=(("change:1", {"kind": "resummarize"}),),
+                                               deletes=("outbox:0:3:x",), clear=(("dirty:0:3", 10.0),),
+                                               present=("p",)))
+    assert applied.gone == ()
+    assert graph_store.get_meta("change:1") == {"kind": "resummarize"}
+    assert graph_store.get_meta("outbox:0:3:x") is None and graph_store.get_meta("dirty:0:3") is None
+    assert graph_store.get_segments(0) == [Segment("sg", 0, ("a", "b"), "s1")]
+    assert refs(graph_store, 1) == [RefState("s1", 7, None, True)]
+
+
+def test_a_carried_write_whose_conditions_fail_never_refuses_the_region(graph_store):
+    # a marker set again since the reconcile began stays, a node gone since comes back as gone:
+    # the region and the rest of the carried write land all the same
+    graph_store.write_meta([("outbox:0:3:x", {"made": []}), ("dirty:0:3", 20.0)], [])
+    applied = _carrying(graph_store, MetaWrite(puts=(("change:1", {"kind": "resummarize"}),),
+                                               deletes=("outbox:0:3:x",), clear=(("dirty:0:3", 10.0),),
+                                               present=("gone-summary",)))
+    assert applied.gone == ("gone-summary",)
+    assert graph_store.get_meta("dirty:0:3") == 20.0
+    assert graph_store.get_meta("change:1") == {"kind": "resummarize"}
+    assert graph_store.get_meta("outbox:0:3:x") is None
+    assert graph_store.get_segments(0) == [Segment("sg", 0, ("a", "b"), "s1")]
+    assert graph_store.layer_sizes() == {0: 2, 1: 1}
+
+
+def test_a_refused_region_writes_none_of_the_meta_write_it_carries(graph_store):
+    graph_store.put_nodes([node("a", code=1), node("b", code=2)])
+    graph_store.write_meta([("dirty:0:3", 10.0)], [])
+    read = tuple(refs(graph_store))
+    graph_store.delete_nodes(["b"])  # another writer, after the read
+    change = RegionChange(layer=0, expected=read, assign=(("a", "sg"), ("b", "sg")),
+                          add=(Segment("sg", 0, ("a", "b"), "s1"),), above_add=(NodeRef("s1", 7),),
+                          nodes=(node("s1", layer=1, code=7, children=("a", "b")),),
+                          finish=MetaWrite(puts=(("change:1", {"kind": "resummarize"}),), clear=(("dirty:0:3", 10.0),)))
+    with pytest.raises(ConflictError):
+        graph_store.apply_region(change)
+    assert graph_store.get_meta("change:1") is None and graph_store.get_meta("dirty:0:3") == 10.0
 
 
 def test_delete_dead_nodes_deletes_only_the_nodes_not_live(graph_store):

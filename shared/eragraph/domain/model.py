@@ -142,6 +142,59 @@ class Segment:
 
 
 @dataclass(frozen=True)
+class MetaWrite:
+    """A meta write one step leaves for a later write to carry: MetaStore.write_meta's
+    arguments (``puts`` (key, value), ``deletes``, ``clear`` (key, at most), ``present`` node
+    ids). A reconcile's end (its change record, its finished outbox entries, its shard's
+    marker) rides with its announce to the layer above, whose first region write carries it
+    (RegionChange.finish): one write fewer a layer (services.resummarize)."""
+
+    puts: tuple[tuple[str, Any], ...] = ()
+    deletes: tuple[str, ...] = ()
+    clear: tuple[tuple[str, float], ...] = ()
+    present: tuple[str, ...] = ()
+
+    @property
+    def empty(self) -> bool:
+        return not (self.puts or self.deletes or self.clear or self.present)
+
+    @property
+    def items(self) -> int:
+        return len(self.puts) + len(self.deletes) + len(self.clear) + len(self.present)
+
+    def merged(self, other: MetaWrite | None) -> MetaWrite:
+        if other is None or other.empty:
+            return self
+        return MetaWrite(self.puts + other.puts, tuple(dict.fromkeys(self.deletes + other.deletes)),
+                         self.clear + other.clear, tuple(dict.fromkeys(self.present + other.present)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"puts": [[k, v] for k, v in self.puts], "deletes": list(self.deletes),
+                "clear": [[k, at] for k, at in self.clear], "present": list(self.present)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> MetaWrite:
+        """Checked as a message's part is (ValueError), in time linear in its size."""
+        if not isinstance(data, dict):
+            raise ValueError("bad carried write in message")
+        puts, deletes = data.get("puts", []), data.get("deletes", [])
+        clear, present = data.get("clear", []), data.get("present", [])
+        if not all(isinstance(x, list) for x in (puts, deletes, clear, present)) or \
+                len(puts) + len(deletes) + len(clear) + len(present) > MAX_CARRIED:
+            raise ValueError("bad carried write in message")
+        if any(not (isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)) for p in puts) or \
+                any(not isinstance(k, str) for k in deletes) or any(not isinstance(i, str) for i in present) or \
+                any(not (isinstance(c, list) and len(c) == 2 and isinstance(c[0], str)
+                         and isinstance(c[1], int | float) and not isinstance(c[1], bool)) for c in clear):
+            raise ValueError("bad carried write in message")
+        return cls(tuple((k, v) for k, v in puts), tuple(deletes), tuple((k, float(at)) for k, at in clear),
+                   tuple(present))
+
+
+MAX_CARRIED = 100  # items a message may carry (a reconcile carries at most services.resummarize.CARRY_ITEMS)
+
+
+@dataclass(frozen=True)
 class RegionChange:
     """One region's re-cut, applied atomically by GraphStore.apply_region.
 
@@ -176,6 +229,10 @@ class RegionChange:
     # (services.summarizing.FOLDED_SUMMARIES); apply_region refuses any other of ``above_add``
     # whose node is missing
     nodes: tuple[Node, ...] = ()
+    # a meta write carried by this one (a reconcile's end below: MetaWrite), in the same write
+    # where the store can; its conditions never refuse the region (a clear that does not hold
+    # leaves its key; a ``present`` node not stored comes back in RegionApplied.gone)
+    finish: MetaWrite | None = None
 
     @property
     def empty(self) -> bool:
@@ -191,6 +248,7 @@ class RegionApplied:
 
     deleted: tuple[str, ...] = ()
     tombstoned: tuple[str, ...] = ()
+    gone: tuple[str, ...] = ()  # nodes of ``finish.present`` not stored when it was written
 
 
 # Meta key prefix of a region apply that takes several writes (DynamoDB: a region larger than
@@ -245,6 +303,9 @@ class SegmentsAffected:
     # when it was sent (epoch seconds; 0: not said, a message of an older version): a
     # whole-layer pass that started later saw its change (services.resummarize.covered)
     at: float = 0.0
+    # what the reconcile that sent it left to write (its change record, finished outbox entries
+    # and marker): written by this message's reconcile with its first region write or its own end
+    after: MetaWrite | None = None
 
     @property
     def scoped(self) -> bool:
@@ -268,6 +329,7 @@ class SegmentsAffected:
             group=self.group if self.group == other.group else None,
             op=self.op,
             at=max(self.at, other.at) if self.at and other.at else 0.0,
+            after=other.after if self.after is None else self.after.merged(other.after),
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -286,6 +348,8 @@ class SegmentsAffected:
             out["op"] = self.op
         if self.at:
             out["at"] = self.at
+        if self.after is not None and not self.after.empty:
+            out["after"] = self.after.to_dict()
         return out
 
     @classmethod
@@ -314,4 +378,5 @@ class SegmentsAffected:
             group=group,
             op=str(data.get("op", "")),
             at=float(at),
+            after=MetaWrite.from_dict(data["after"]) if "after" in data else None,
         )

@@ -161,7 +161,11 @@ class NodeStore(Protocol):
         several writes (DynamoDB) writes a ``domain.model.applying_key`` meta key with the
         first and deletes it with the last, so that a partial apply is seen (and repaired by
         a whole-layer reconcile); a replaced summary's node deletion (``delete_removed``) and
-        its kept text go in the write of its ref above. Returns what it did above the region."""
+        its kept text go in the write of its ref above. ``change.finish`` (a meta write carried
+        from an earlier step) is written with the region, as ``write_meta`` writes it, in the
+        same atomic write where the store can (DynamoDB: the region's one transaction, when it
+        fits); a condition of it that does not hold never refuses the region. Returns what it
+        did above the region, and the nodes of ``finish.present`` not stored (``gone``)."""
         ...
 
 

@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from ..domain.model import SegmentsAffected
+from ..domain.model import MetaWrite, SegmentsAffected
 from .engine import Engine
 
 GROUP_BITS = 4  # 16 shards per layer
@@ -72,13 +72,15 @@ def messages_for(layer: int, n_bits: int, added: Sequence[tuple[str, int]] = (),
 
 def announce(engine: Engine, layer: int, added: Sequence[tuple[str, int]] = (),
              removed: Sequence[tuple[str, int]] = (), reason: str = "", now: float | None = None,
-             marked: bool = False) -> None:
+             marked: bool = False, after: MetaWrite | None = None) -> None:
     """Mark the touched shards dirty and send their messages (no changes: the whole layer),
     each stamped with the time it is sent (``SegmentsAffected.at``). ``marked``: the markers
     were stored already, with the change itself (a region's apply: RegionChange.marks), so
-    only the messages are sent."""
+    only the messages are sent. ``after``: the sender's end, carried by the first message
+    (services.resummarize.reconcile)."""
     stamp = time.time() if now is None else now
-    messages = [replace(m, at=stamp) for m in messages_for(layer, engine.settings.n_planes, added, removed, reason)]
+    messages = [replace(m, at=stamp, after=after if n == 0 else None)
+                for n, m in enumerate(messages_for(layer, engine.settings.n_planes, added, removed, reason))]
     if not marked:
         for message in messages:
             engine.graph.put_meta(dirty_key(layer, message.group), stamp)

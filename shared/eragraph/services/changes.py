@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..domain.access import Caller, partition_of
+from ..domain.model import MetaWrite
 from . import cost
 from .engine import Engine
 from .reports import LISTED, ChangeReport
@@ -70,20 +71,22 @@ def _cost(report: ChangeReport, seconds: float) -> dict[str, Any]:
 _WRITES = itertools.count()  # this process's record writes: it trims on the first and every SLACK-th
 
 
-def _put(engine: Engine, record: dict[str, Any], now: float, done: Sequence[str] = (),
-         clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = (),
-         gone: list[str] | None = None) -> dict[str, Any]:
-    """Store the record; the keys ``done`` (finished work records) are deleted in the same
-    write, and the markers ``clear`` (key, at most) as MetaStore.write_meta clears them; the
-    nodes of ``present`` are looked for with it, and those not stored go into ``gone``."""
+def _put(engine: Engine, record: dict[str, Any], now: float, done: Sequence[str] = ()) -> dict[str, Any]:
+    """Store the record; the keys ``done`` (finished work records) are deleted in the same write."""
+    key, record = _record(now, record)
+    engine.graph.write_meta([(key, record)], list(done))
+    _trim_in_turn(engine)
+    return record
+
+
+def _record(now: float, record: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     key = _key(now)
-    record = {"id": key[len(PREFIX):], "time": round(now, 3), **record}
-    missing = engine.graph.write_meta([(key, record)], list(done), clear=list(clear), present=list(present))
-    if gone is not None:
-        gone += missing
+    return key, {"id": key[len(PREFIX):], "time": round(now, 3), **record}
+
+
+def _trim_in_turn(engine: Engine) -> None:
     if next(_WRITES) % SLACK == 0:
         trim(engine)
-    return record
 
 
 def trim(engine: Engine, keep: int = KEEP, slack: int = SLACK) -> int:
@@ -111,25 +114,33 @@ def record_documents(engine: Engine, kind: str, report: ChangeReport, seconds: f
                          **_cost(report, seconds)}, time.time() if now is None else now, done)
 
 
-def _finish(engine: Engine, done: Sequence[str], clear: Sequence[tuple[str, float]] = (),
-            present: Sequence[str] = ()) -> list[str]:
-    if done or clear or present:
-        return engine.graph.write_meta([], list(done), clear=list(clear), present=list(present))
-    return []
+def _finish(engine: Engine, done: Sequence[str]) -> None:
+    if done:
+        engine.graph.write_meta([], list(done))
 
 
 def record_resummarize(engine: Engine, report: ChangeReport, seconds: float,
                        now: float | None = None, done: Sequence[str] = (),
                        clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = ()) -> list[str]:
-    """One record per layer whose summaries a reconcile wrote, revised or removed; ``done``
-    (its finished outbox entries) deleted with the first, and its shard's marker cleared with
-    it (``clear``: MetaStore.write_meta), and the summary nodes ``present`` looked for in that
-    write. Returns those of ``present`` not stored (removed by a concurrent reconcile)."""
+    """``resummarize_write``'s write, made now. Returns those of ``present`` not stored
+    (removed by a concurrent reconcile)."""
+    write = resummarize_write(engine, report, seconds, now, done, clear, present)
+    if write.empty:
+        return []
+    return engine.graph.write_meta(write.puts, write.deletes, clear=write.clear, present=write.present)
+
+
+def resummarize_write(engine: Engine, report: ChangeReport, seconds: float,
+                      now: float | None = None, done: Sequence[str] = (),
+                      clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = ()) -> MetaWrite:
+    """One record per layer whose summaries a reconcile wrote, revised or removed, with its
+    finished work records ``done`` to delete, its shard's marker to clear (``clear``: as
+    MetaStore.write_meta clears them) and the summary nodes ``present`` to look for: the write
+    that ends a reconcile, made by it or carried by the layer above's first region write
+    (services.resummarize). Trims the records when this process's turn comes."""
     layers = sorted(set(report.summary_ids) | set(report.removed_summary_ids))
-    if not layers:
-        return _finish(engine, done, clear, present)
-    gone: list[str] = []
     stamp = time.time() if now is None else now
+    puts: list[tuple[str, Any]] = []
     for n, layer in enumerate(layers):
         written = report.summary_ids.get(layer, [])[:MAX_LISTED]
         written_total = report.summaries_total.get(layer, 0)
@@ -137,15 +148,15 @@ def record_resummarize(engine: Engine, report: ChangeReport, seconds: float,
         removed_total = report.removed_total.get(layer, 0)
         spent = _cost(report, seconds) if n == 0 else {"calls": 0, "tokens_in": 0, "tokens_out": 0,
                                                         "seconds": 0.0}  # the cost counted once
-        _put(engine, {"kind": "resummarize", "layer": layer,
-                      "segments": report.segments_resummarized.get(layer, 0),
-                      "summaries": written, "summaries_total": written_total,
-                      "removed": removed, "removed_total": removed_total,
-                      "summary_partitions": [report.summary_partitions.get(i) for i in written],
-                      "removed_partitions": [report.summary_partitions.get(i) for i in removed],
-                      **spent}, stamp, done if n == 0 else (), clear if n == 0 else (),
-             present if n == 0 else (), gone)
-    return gone
+        puts.append(_record(stamp, {"kind": "resummarize", "layer": layer,
+                                    "segments": report.segments_resummarized.get(layer, 0),
+                                    "summaries": written, "summaries_total": written_total,
+                                    "removed": removed, "removed_total": removed_total,
+                                    "summary_partitions": [report.summary_partitions.get(i) for i in written],
+                                    "removed_partitions": [report.summary_partitions.get(i) for i in removed],
+                                    **spent}))
+        _trim_in_turn(engine)
+    return MetaWrite(tuple(puts), tuple(dict.fromkeys(done)), tuple(clear), tuple(dict.fromkeys(present)))
 
 
 def recent(engine: Engine, limit: int = 20) -> list[dict[str, Any]]:

@@ -36,16 +36,17 @@ left.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..domain.access import READERS, code_range, index_of, readers_of
 from ..domain.diff import segments_for
 from ..domain.ids import summary_id
-from ..domain.model import (APPLYING, ConflictError, Node, NodeRef, RegionChange, Segment,
+from ..domain.model import (APPLYING, ConflictError, MetaWrite, Node, NodeRef, RegionChange, Segment,
                             SegmentsAffected, is_streaming, streaming_key)
 from ..domain.partition import partition, should_summarize
 from ..domain.scoped import (Region, count_cap, counting_by_reading, cut_region, plan_regions,
@@ -67,6 +68,8 @@ WHOLE_LAYER_MIN, WHOLE_LAYER_SHARE = 256, 8  # codes beyond max(256, layer size 
 OUTBOX = "outbox:"  # meta key prefix: what follows a region's write (see finish_outbox)
 STREAM_REGION_REFS = 2048  # a streamed whole-layer pass re-cuts groups of about this many refs
 CHECKS_WITH_RECORD = 64  # new summaries looked for with the change record (in its transaction); past it, per region
+CARRY_ITEMS = 24  # a reconcile's end of at most this many items rides with its announce (reconcile)
+CARRY_BYTES = 16_384  # and of at most this many bytes as JSON (an SQS message holds 256 KiB)
 
 def target_segments(engine: Engine, layer: int) -> list[Segment]:
     """The segments layer ``layer`` should have now, from all its nodes (audits only)."""
@@ -177,35 +180,72 @@ def covered(engine: Engine, layer: int, group: int, at: float = 0.0, held: dict 
     return True
 
 
+@dataclass
+class _Ending:
+    """What a reconcile's regions leave for its end (``reconcile``)."""
+
+    carried: MetaWrite | None = None  # the message's: written by the first region write, else at the end
+    finished: list[str] = field(default_factory=list)  # outbox entries whose work is done
+    clears: list[tuple[str, float]] = field(default_factory=list)  # the shard's marker, if not set again
+    checks: list[str] = field(default_factory=list)  # summaries whose vectors were written: looked for
+    announces: list[tuple[int, list, list, str]] = field(default_factory=list)  # held, to send
+    written: int = 0  # regions written
+
+
 def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None) -> ChangeReport:
-    """``_reconcile``, then its change record per layer it re-summarized (services.changes)."""
+    """``_reconcile``, then its end: the change record per layer it re-summarized
+    (services.changes), the deletion of its finished outbox entries and its shard's marker,
+    and the look for the summaries whose vectors it wrote. When its regions announced the
+    layer above, that end rides with the announce (``SegmentsAffected.after``, when at most
+    CARRY_ITEMS items) and the layer above's first region write carries it (RegionChange.
+    finish): one write fewer a layer. Else it is written here, with what the message carried
+    from below if no region write took it. Until the end is written the outbox entries stay:
+    a reconcile of the shard meanwhile finishes them again (finish_outbox: an extra announce
+    and vector check, never a wrong state)."""
     started = time.perf_counter()
-    finished: list[str] = []  # outbox entries whose work is done: deleted with the change record
-    clears: list[tuple[str, float]] = []  # the shard's marker: cleared with it, if not set again
-    checks: list[str] = []  # summaries whose vectors were written: looked for with the change record
+    message = target if isinstance(target, SegmentsAffected) else SegmentsAffected(layer=int(target))
+    end = _Ending(carried=message.after)
     try:
-        report = _reconcile(engine, target, deadline, finished, clears, checks)
+        report = _reconcile(engine, message, deadline, end)
     except BaseException:
-        for key in finished:
+        _send(engine, end.announces)  # the regions written: their work done before their entries go
+        for key in end.finished:
             engine.graph.delete_meta(key)
-        _unless_removed_meanwhile(engine, checks)
+        _unless_removed_meanwhile(engine, end.checks)
         raise
-    gone = changes.record_resummarize(engine, report, time.perf_counter() - started, done=finished, clear=clears,
-                                      present=checks)
+    write = changes.resummarize_write(engine, report, time.perf_counter() - started, done=end.finished,
+                                      clear=end.clears, present=end.checks).merged(end.carried)
+    if end.announces and not write.empty and _carriable(write):
+        _send(engine, end.announces, after=write)
+        return report
+    _send(engine, end.announces)
+    if write.empty:
+        return report
+    gone = engine.graph.write_meta(write.puts, write.deletes, clear=write.clear, present=write.present)
     if gone:  # removed by a concurrent reconcile: their vectors go (_unless_removed_meanwhile)
         engine.vectors.delete(gone)
         engine.vectors.flush()
     return report
 
 
-def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline | None = None,
-               finished: list[str] | None = None, clears: list[tuple[str, float]] | None = None,
-               checks: list[str] | None = None) -> ChangeReport:
+def _carriable(write: MetaWrite) -> bool:
+    return write.items <= CARRY_ITEMS and len(json.dumps(write.to_dict(), default=str)) <= CARRY_BYTES
+
+
+def _send(engine: Engine, announces: list[tuple[int, list, list, str]], after: MetaWrite | None = None) -> None:
+    """The announces held by a reconcile's regions (their markers went with their writes),
+    the first message carrying ``after``; each is sent once."""
+    while announces:
+        layer, added, removed, reason = announces.pop(0)
+        announce(engine, layer, added=added, removed=removed, reason=reason, marked=True, after=after)
+        after = None
+
+
+def _reconcile(engine: Engine, message: SegmentsAffected, deadline: Deadline | None, end: _Ending) -> ChangeReport:
     """Bring the part of a layer that ``target`` names (a message; a bare layer number or a
     message without codes: the whole layer) and the summaries above it up to date. Raises
     DeadlineReached, having done nothing, when ``deadline`` leaves less than the margin to
     begin: a batch's later records must not start reading and planning with no time left."""
-    message = target if isinstance(target, SegmentsAffected) else SegmentsAffected(layer=int(target))
     layer = message.layer
     if deadline is not None and deadline() < DEADLINE_MARGIN:
         raise DeadlineReached(f"layer {layer}: not begun, {deadline():.1f} s left")
@@ -260,12 +300,12 @@ def _reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadlin
                     raise DeadlineReached(f"layer {layer}: a streamed pass stopped after {number} "
                                           f"regions (the next reconcile of the layer goes on)")
                 _apply(engine, layer, region, report, deadline, repair=whole and not stream,
-                       group=message.group, index=index, alone=alone, finished=finished, checks=checks)
+                       group=message.group, index=index, alone=alone, end=end)
         except ConflictError:
             marks = None
             continue  # another writer changed a region: plan again from the stored state
-        if clears is not None and message.group is not None:  # with the change record (reconcile)
-            clears.append((dirty_key(layer, message.group), started))
+        if message.group is not None:  # with the change record (reconcile)
+            end.clears.append((dirty_key(layer, message.group), started))
         else:
             clear_dirty(engine, layer, message.group, started)
         if whole:
@@ -316,33 +356,37 @@ def _clear_marks(engine: Engine, keys: list[str], started: float) -> None:
 
 
 def _apply(engine: Engine, layer: int, region: Region, report: ChangeReport,
-           deadline: Deadline | None, repair: bool, group: int | None = None, index: int = 0,
-           alone: bool = True, finished: list[str] | None = None, checks: list[str] | None = None) -> None:
-    """Re-cut one region. ``finished``: where its outbox entry's key goes once its work is done
-    (the caller deletes it with its change record); None: deleted here. ``checks``: where the
-    ids of the summaries whose vectors it wrote go, for the caller to look for their nodes with
-    its change record (``_unless_removed_meanwhile``, in that write); None: looked for here. The summarize calls'
-    ledger entries, and the metered embeddings' of its summaries, go with the region's write
-    (cost.deferred, RegionChange.ledger); when no write takes them (nothing to write, a
-    conflict, a deadline, an error) they are added on their own."""
+           deadline: Deadline | None, repair: bool, group: int | None, index: int,
+           alone: bool, end: _Ending) -> None:
+    """Re-cut one region. Its outbox entry's key goes to ``end.finished`` once its work is done
+    (the caller deletes it with its change record); the first region's announce to
+    ``end.announces`` (sent by the caller); the ids of the summaries whose vectors it wrote to ``end.checks``, for the
+    caller to look for their nodes with its change record (``_unless_removed_meanwhile``, in
+    that write; past CHECKS_WITH_RECORD, here). The first region written carries what the
+    message carried (``end.carried``). The summarize calls' ledger entries, and the metered
+    embeddings' of its summaries, go with the region's write (cost.deferred,
+    RegionChange.ledger); when no write takes them (nothing to write, a conflict, a deadline,
+    an error) they are added on their own."""
     with cost.deferred(engine.graph) as pending:
-        _apply_region(engine, layer, region, report, deadline, repair, group, index, alone, finished, pending,
-                      checks)
+        _apply_region(engine, layer, region, report, deadline, repair, group, index, alone, end, pending)
 
 
 def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeReport, deadline: Deadline | None,
-                  repair: bool, group: int | None, index: int, alone: bool, finished: list[str] | None,
-                  pending: list, checks: list[str] | None = None) -> None:
+                  repair: bool, group: int | None, index: int, alone: bool, end: _Ending, pending: list) -> None:
     change, made, vectors, old_summaries = _region_change(engine, layer, region, report, deadline, repair,
                                                           index, alone)
     if change.empty:
         return
     try:
         change, key = _with_bookkeeping(engine, layer, group, change, old_summaries, pending)
-        applied = engine.graph.apply_region(change)
+        applied = engine.graph.apply_region(replace(change, finish=end.carried))
     except BaseException:
         store_unwritten(engine, list(change.nodes))  # refused or failed: the summaries made are kept
         raise
+    end.carried = None  # written
+    end.written += 1
+    if applied.gone:  # carried from below: summaries a concurrent reconcile removed since their vectors
+        engine.vectors.delete(list(applied.gone))
     changed_above = list(change.above_add) + list(change.above_remove)
     pending.clear()  # added by the write
     if made:
@@ -350,17 +394,15 @@ def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeRepo
         attrs = {READERS: readers_of(access_of(engine, index))}
         engine.vectors.upsert([n.node_id for n in made], vectors,
                               [{"layer": layer + 1, "doc_id": "", "attrs": attrs} for _ in made])
-        if checks is None or len(checks) + len(made) > CHECKS_WITH_RECORD:
+        if len(end.checks) + len(made) > CHECKS_WITH_RECORD:
             _unless_removed_meanwhile(engine, [n.node_id for n in made])
         else:  # after this region's vectors are flushed (below): with the caller's change record
-            checks += [n.node_id for n in made]
+            end.checks += [n.node_id for n in made]
     gone = [r.node_id for r in change.above_remove]
     if applied.deleted:  # their nodes went with the write: their vectors follow
         engine.vectors.delete(list(applied.deleted))
-    if finished is None:
-        _forget_retired(engine, layer, change.drop)
-    elif can_revise(engine):  # deleted with the change record, with the outbox entry
-        finished += [retired_key(layer, node_id) for node_id in change.drop]
+    if can_revise(engine):  # deleted with the change record, with the outbox entry
+        end.finished += [retired_key(layer, node_id) for node_id in change.drop]
     if made:
         report.segments_resummarized[layer + 1] = report.segments_resummarized.get(layer + 1, 0) + len(made)
         report.add_summaries(layer + 1, [n.node_id for n in made], index)
@@ -368,15 +410,15 @@ def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeRepo
         report.summaries_removed[layer + 1] = report.summaries_removed.get(layer + 1, 0) + len(gone)
         report.add_summaries(layer + 1, gone, index, removed=True)
     if changed_above:
-        # the markers went with the apply (change.marks): only the messages are sent
-        announce(engine, layer + 1, added=[(n.node_id, n.code) for n in made],
-                 removed=[(r.node_id, r.code) for r in change.above_remove], reason=f"reconcile:{layer}",
-                 marked=True)
+        # the markers went with the apply (change.marks): only the messages are sent. The first
+        # region's is held for the caller, who may send its end with it; a reconcile of several
+        # regions (a whole-layer pass) announces each as it is written, the first with the second
+        end.announces.append((layer + 1, [(n.node_id, n.code) for n in made],
+                              [(r.node_id, r.code) for r in change.above_remove], f"reconcile:{layer}"))
+        if end.written > 1:
+            _send(engine, end.announces)
     engine.vectors.flush()  # the summaries' vectors are durable before the entry that redoes them goes
-    if finished is None:
-        engine.graph.delete_meta(key)
-    else:
-        finished.append(key)
+    end.finished.append(key)
 
 
 def _with_bookkeeping(engine: Engine, layer: int, group: int | None, change: RegionChange,

@@ -327,8 +327,8 @@ class DynamoMetaStore(DynamoTable):
             from .dynamodb_table import TRANSACT_LIMIT
 
             deletes = list(dict.fromkeys(deletes))
-            size = sum(1 + shadowed(k) for k, _ in puts) + sum(1 + shadowed(k) for k in deletes) + 2 * len(clear)
-            if size + len(present) <= TRANSACT_LIMIT and not {k for k, _ in clear} & ({k for k, _ in puts} | set(deletes)):
+            size = self.meta_write_width(puts, deletes, clear, present)
+            if size <= TRANSACT_LIMIT and not {k for k, _ in clear} & ({k for k, _ in puts} | set(deletes)):
                 try:
                     self._write_and_clear(puts, deletes, clear, present)
                     return []
@@ -356,24 +356,34 @@ class DynamoMetaStore(DynamoTable):
     def _write_and_clear(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
                          clear: Sequence[tuple[str, float]], present: Sequence[str] = ()) -> None:
         """write_meta's one transaction (a TransactionConflict: sent again)."""
-        def build(tx) -> None:
-            for key, value in puts:
-                tx.save(self.meta_item(key, value))
-                if shadowed(key):
-                    tx.save(self.shadow_item(key, value))
-            for key in deletes:
-                tx.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"))
-                if shadowed(key):
-                    tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
-            for key, at_most in clear:
-                tx.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"),
-                          condition=self.Item.PK.does_not_exist() | (self.Item.stamp <= float(at_most)))
-                if shadowed(key):
-                    tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
-            for node_id in present:  # read by the caller's checks after its vector writes
-                tx.condition_check(self.Item, f"NODE#{node_id}", "NODE", condition=self.Item.PK.exists())
+        self._transact_retrying(lambda tx: self.meta_write_parts(tx, puts, deletes, clear, present))
 
-        self._transact_retrying(build)
+    @staticmethod
+    def meta_write_width(puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
+                         clear: Sequence[tuple[str, float]], present: Sequence[str]) -> int:
+        """The items ``meta_write_parts`` adds to a transaction."""
+        return (sum(1 + shadowed(k) for k, _ in puts) + sum(1 + shadowed(k) for k in deletes)
+                + sum(1 + shadowed(k) for k, _ in clear) + len(present))
+
+    def meta_write_parts(self, tx: Any, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
+                         clear: Sequence[tuple[str, float]], present: Sequence[str]) -> None:
+        """write_meta's items in the transaction ``tx`` (its own, or a region's apply carrying
+        a reconcile's end: RegionChange.finish)."""
+        for key, value in puts:
+            tx.save(self.meta_item(key, value))
+            if shadowed(key):
+                tx.save(self.shadow_item(key, value))
+        for key in deletes:
+            tx.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"))
+            if shadowed(key):
+                tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
+        for key, at_most in clear:
+            tx.delete(self.Item(PK=meta_partition(key), SK=f"KEY#{key}"),
+                      condition=self.Item.PK.does_not_exist() | (self.Item.stamp <= float(at_most)))
+            if shadowed(key):
+                tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
+        for node_id in present:  # read by the caller's checks after its vector writes
+            tx.condition_check(self.Item, f"NODE#{node_id}", "NODE", condition=self.Item.PK.exists())
 
     def meta_keys(self, prefix: str) -> list[str]:
         def keys_in(pk: str) -> list[str]:

@@ -37,10 +37,11 @@ import time
 import uuid
 from collections.abc import Iterable
 from dataclasses import replace
+from typing import Any
 
 from pynamodb.exceptions import TransactWriteError
 
-from ...domain.model import ConflictError, RefState, RegionApplied, RegionChange, applying_key
+from ...domain.model import ConflictError, MetaWrite, RefState, RegionApplied, RegionChange, applying_key
 from .dynamodb_table import TRANSACT_LIMIT, _is_lost_race
 from .meta_dynamodb import SHADOW, meta_partition, shadowed
 
@@ -92,6 +93,34 @@ class RegionWrites:
         raise ConflictError(f"delete_dead_nodes: {DEAD_NODE_ATTEMPTS} conditional deletes lost in a row")
 
     def apply_region(self, change: RegionChange) -> RegionApplied:
+        """``_apply_region``, carrying ``change.finish`` in the region's transaction when it
+        goes in one with it and shares no item with it; else, or when a condition of the
+        finish is what refused the transaction (a marker set again since, a node gone), the
+        region is written without it and the finish after it, as write_meta writes it."""
+        finish = change.finish
+        if finish is not None and finish.empty:
+            change, finish = replace(change, finish=None), None
+        if finish is None:
+            return self._apply_region(change)
+        if not self._overlaps(change, finish):
+            try:
+                return self._apply_region(change)
+            except _FinishRefused:
+                pass
+        applied = self._apply_region(replace(change, finish=None))
+        gone = self.write_meta(finish.puts, finish.deletes, finish.clear, finish.present)
+        return replace(applied, gone=tuple(gone))
+
+    @staticmethod
+    def _overlaps(change: RegionChange, finish: MetaWrite) -> bool:
+        """Whether the finish names an item the region's write names too (a transaction may
+        name an item once)."""
+        keys = {k for k, _ in finish.puts} | set(finish.deletes) | {k for k, _ in finish.clear}
+        held = {k for k, _ in change.marks} | {k for _, k, _ in change.keep_texts}
+        nodes = {r.node_id for r in change.above_add + change.above_remove} | {n.node_id for n in change.nodes}
+        return bool(keys & held) or bool(set(finish.present) & nodes)
+
+    def _apply_region(self, change: RegionChange) -> RegionApplied:
         """See nodes_dynamodb (the split into transactions) and this module (the summaries' nodes).
 
         The summaries' refs one layer up decide their conditions and the counter's change. A
@@ -118,6 +147,10 @@ class RegionWrites:
                                layouts)
         ops, deleted, tombstoned = self._region_ops(change, layouts, above)
         chunks = _transactions(ops, reserved=self._reserved(change))
+        late = None
+        if len(chunks) > 1 and change.finish is not None:  # carried only by a region of one transaction
+            late, change = change.finish, replace(change, finish=None)
+            chunks = _transactions(ops, reserved=self._reserved(change))
         if len(chunks) > 1 and change.nodes:
             # written in several transactions: the summaries' nodes go first, as made, and each
             # transaction checks its own, so a process that dies between two leaves no segment
@@ -131,7 +164,10 @@ class RegionWrites:
         except ConflictError:
             self.forget_layouts()
             raise
-        return self._applied(change, ops, deleted, tombstoned)
+        applied = self._applied(change, ops, deleted, tombstoned)
+        if late is None:
+            return applied
+        return replace(applied, gone=tuple(self.write_meta(late.puts, late.deletes, late.clear, late.present)))
 
     def _likely_above(self, change: RegionChange) -> dict | None:
         """The refs above as they most likely are (see apply_region), or None: no guess (the
@@ -142,9 +178,11 @@ class RegionWrites:
         seg = "?" if counts.get(change.layer + 2, 0) > 0 else None  # the layer above is summarized
         return {r.node_id: (change.layer + 1, RefState(r.node_id, r.code, seg, True)) for r in change.above_remove}
 
-    @staticmethod
-    def _reserved(change: RegionChange) -> int:
-        return len(change.marks) + sum(shadowed(key) for key, _ in change.marks) + 2 * len(change.ledger)
+    def _reserved(self, change: RegionChange) -> int:
+        finish = change.finish
+        carried = 0 if finish is None else self.meta_write_width(finish.puts, finish.deletes, finish.clear,
+                                                                 finish.present)
+        return len(change.marks) + sum(shadowed(key) for key, _ in change.marks) + 2 * len(change.ledger) + carried
 
     def _region_ops(self, change: RegionChange, layouts: dict, above: dict,
                     strict: bool = False) -> tuple[list, list[str], list[str]]:
@@ -258,9 +296,12 @@ class RegionWrites:
         mark = applying_key(layer, uuid.uuid4().hex)
         marker = self.Item(PK=meta_partition(mark), SK=f"KEY#{mark}") if len(chunks) > 1 else None
         connection = self._connection()
+        finish = change.finish if len(chunks) == 1 else None  # apply_region: one transaction or none
         for number, chunk in enumerate(chunks):
+            tx = _Positions()
             try:
-                with TransactWrite(connection=connection) as tx:
+                with TransactWrite(connection=connection) as written:
+                    tx.into = written
                     sizes: dict[int, int] = {}
                     counted: tuple[dict, dict] = ({}, {})  # this layer's prefix counts, the one above's
                     for op in chunk:
@@ -289,7 +330,12 @@ class RegionWrites:
                     if number == len(chunks) - 1:
                         for row in change.ledger:
                             self.ledger_updates(tx, *row)
+                    if finish is not None:
+                        tx.carried = True
+                        self.meta_write_parts(tx, finish.puts, finish.deletes, finish.clear, finish.present)
             except TransactWriteError as exc:
+                if finish is not None and tx.refused_carried_only(exc):
+                    raise _FinishRefused() from None
                 if _is_lost_race(exc):
                     raise ConflictError(f"layer {layer}: the region changed concurrently") from None
                 raise
@@ -314,6 +360,48 @@ class RegionWrites:
             tx.delete(part[1], condition=part[2])
         else:
             tx.save(part[1], condition=part[2])
+
+
+class _FinishRefused(Exception):
+    """A region's transaction was refused by the finish it carried alone (apply_region)."""
+
+
+class _Positions:
+    """A TransactWrite's item calls as made, each marked carried (RegionChange.finish) or not,
+    so that a cancellation's reasons (one per item, in the request's order: condition checks,
+    deletes, puts, updates, each kind in call order) can be laid on them."""
+
+    ORDER = ("check", "delete", "put", "update")
+
+    def __init__(self) -> None:
+        self.into: Any = None
+        self.carried = False
+        self.calls: list[tuple[str, bool]] = []
+
+    def condition_check(self, *args: Any, **kwargs: Any) -> None:
+        self.calls.append(("check", self.carried))
+        self.into.condition_check(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> None:
+        self.calls.append(("delete", self.carried))
+        self.into.delete(*args, **kwargs)
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.calls.append(("put", self.carried))
+        self.into.save(*args, **kwargs)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self.calls.append(("update", self.carried))
+        self.into.update(*args, **kwargs)
+
+    def refused_carried_only(self, exc: Exception) -> bool:
+        """True when every item the cancellation names as failed is a carried one."""
+        reasons = list(getattr(exc, "cancellation_reasons", None) or [])
+        order = sorted(self.calls, key=lambda call: self.ORDER.index(call[0]))  # stable: call order kept
+        if len(reasons) != len(order):
+            return False
+        failed = [carried for (_, carried), reason in zip(order, reasons) if reason is not None]
+        return bool(failed) and all(failed)
 
 
 def _at(offset: int, changes: dict) -> dict | None:

@@ -76,18 +76,7 @@ class SqliteMetaStore(SqliteDb):
     def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
                    clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = ()) -> list[str]:
         with self._write() as conn:
-            for key, value in puts:
-                write_meta(conn, key, value)
-            for key in deletes:
-                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
-                if life_of(key) is not None:
-                    conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
-        for key, at_most in clear:
-            self.delete_meta_if_older(key, at_most)
-        if not present:
-            return []
-        stored = self.get_nodes(present)  # read once: a whole-layer pass looks for thousands
-        return [i for i in dict.fromkeys(present) if i not in stored]
+            return write_metas(conn, puts, deletes, clear, present)
 
     def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
         out = {}
@@ -99,11 +88,7 @@ class SqliteMetaStore(SqliteDb):
 
     def delete_meta_if_older(self, key: str, at_most: float) -> None:
         with self._write() as conn:  # the read and the delete under the write lock
-            row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-            if row is not None and float(json.loads(row[0])) <= at_most:
-                conn.execute("DELETE FROM meta WHERE key = ?", (key,))
-                if life_of(key) is not None:
-                    conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
+            write_metas(conn, (), (), [(key, at_most)])
 
     def meta_keys(self, prefix: str) -> list[str]:
         if not may_lapse(prefix):
@@ -161,6 +146,31 @@ def add_ledger_row(conn: Any, kind: str, calls: int, tokens_in: int, tokens_out:
     conn.execute(
         "INSERT INTO ledger_hours (kind, hour, calls, tokens_in, tokens_out, seconds) "
         f"VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (hour, kind) DO UPDATE SET {_ADD}", (kind, hour, *values))
+
+
+def write_metas(conn: Any, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
+                clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = ()) -> list[str]:
+    """MetaStore.write_meta inside the caller's transaction (``conn``: its write; a region's
+    apply carries a reconcile's end so, RegionChange.finish)."""
+    for key, value in puts:
+        write_meta(conn, key, value)
+    for key in deletes:
+        conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+        if life_of(key) is not None:
+            conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
+    for key, at_most in clear:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        if row is not None and float(json.loads(row[0])) <= at_most:
+            conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+            if life_of(key) is not None:
+                conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
+    wanted = list(dict.fromkeys(present))
+    stored: set[str] = set()
+    for start in range(0, len(wanted), 500):  # a whole-layer pass looks for thousands
+        chunk = wanted[start:start + 500]
+        stored.update(r[0] for r in conn.execute(
+            f"SELECT node_id FROM nodes WHERE node_id IN ({','.join('?' * len(chunk))})", chunk))
+    return [i for i in wanted if i not in stored]
 
 
 def write_meta(conn: Any, key: str, value: Any) -> None:

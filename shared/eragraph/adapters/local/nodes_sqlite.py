@@ -15,7 +15,7 @@ from ...domain.segment_stats import SegmentStats
 from ...domain.scoped import RefCount
 from . import prefix_counts_sqlite as prefix_counts
 from .lexical_fts5 import _insert_leaves, _leaf_rowid
-from .meta_sqlite import add_ledger_row, write_meta
+from .meta_sqlite import add_ledger_row, write_meta, write_metas
 from .sqlite_db import SqliteDb, _chunks, _dumps
 
 
@@ -213,7 +213,10 @@ class SqliteNodeStore(SqliteDb):
                 conn.executemany("DELETE FROM leaf_text WHERE rowid = ?", [(_leaf_rowid(i),) for i in deleted])
             for row in change.ledger:
                 add_ledger_row(conn, *row)
-        return RegionApplied(deleted, kept)
+            finish = change.finish
+            gone = () if finish is None else tuple(
+                write_metas(conn, finish.puts, finish.deletes, finish.clear, finish.present))
+        return RegionApplied(deleted, kept, gone)
 
 
 def _store_nodes(conn: sqlite3.Connection, nodes: Sequence[Node], replace: bool = True) -> None:

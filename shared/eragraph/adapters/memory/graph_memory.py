@@ -314,7 +314,9 @@ class MemoryGraphStore(SizesAndMetasByParts):
                     self._leaf_text.delete(i)
             for row in change.ledger:
                 self.add_ledger(*row)
-            return RegionApplied(deleted, kept)
+            gone = () if change.finish is None else tuple(self.write_meta(
+                change.finish.puts, change.finish.deletes, change.finish.clear, change.finish.present))
+            return RegionApplied(deleted, kept, gone)
 
     def _apply_region(self, change: RegionChange) -> None:
         written = {n.node_id for n in change.nodes}  # stored by this write

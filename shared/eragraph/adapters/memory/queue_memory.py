@@ -67,7 +67,7 @@ class MemoryQueue:
     ids_max = 4096
 
     def __init__(self) -> None:
-        self._pending: OrderedDict[str, list] = OrderedDict()  # key -> [first message, codes, added, removed, reasons, scoped, sent at]
+        self._pending: OrderedDict[str, list] = OrderedDict()  # key -> [first message, codes, added, removed, reasons, scoped, sent at, carried]
         self._inflight: dict[str, SegmentsAffected] = {}
         self._receipts = itertools.count(1)
         self.sent = 0
@@ -79,7 +79,8 @@ class MemoryQueue:
             entry = self._pending.get(key)
             if entry is None:
                 self._pending[key] = [msg, PendingCodes(msg.codes), dict.fromkeys(msg.added[:self.ids_max]),
-                                      dict.fromkeys(msg.removed[:self.ids_max]), [msg.reason], msg.scoped, msg.at]
+                                      dict.fromkeys(msg.removed[:self.ids_max]), [msg.reason], msg.scoped, msg.at,
+                                      msg.after]
                 continue
             entry[1].update(msg.codes)
             for ids, more in ((entry[2], msg.added), (entry[3], msg.removed)):
@@ -89,14 +90,17 @@ class MemoryQueue:
                 entry[4].append(msg.reason)
             entry[5] = entry[5] and msg.scoped  # a whole-layer message absorbs scoped ones
             entry[6] = max(entry[6], msg.at) if entry[6] and msg.at else 0.0  # the latest, or unknown
+            if msg.after is not None:  # every sender's end is written by the one reconcile (no id cap:
+                # a sender carries at most resummarize.CARRY_ITEMS, one per message delivered before)
+                entry[7] = msg.after if entry[7] is None else entry[7].merged(msg.after)
 
     def receive(self, max_messages: int = 10) -> list[tuple[str, SegmentsAffected]]:
         out = []
         while self._pending and len(out) < max_messages:
-            _, (first, codes, added, removed, reasons, scoped, at) = self._pending.popitem(last=False)
+            _, (first, codes, added, removed, reasons, scoped, at, after) = self._pending.popitem(last=False)
             msg = SegmentsAffected(layer=first.layer, added=tuple(added), removed=tuple(removed),
                                    reason="+".join(reasons), codes=codes.sorted() if scoped else (),
-                                   group=first.group, op=first.op, at=at)
+                                   group=first.group, op=first.op, at=at, after=after)
             receipt = f"r{next(self._receipts)}"
             self._inflight[receipt] = msg
             out.append((receipt, msg))
