@@ -34,7 +34,7 @@ def record_handler(record, lambda_context=None) -> None:
     except resummarize.DeadlineReached as stop:
         engine.vectors.flush()
         logger.info("stopped before the deadline; the rest is re-queued", extra={"reason": str(stop)})
-        engine.queue.send([resummarize.continuation(message)])
+        engine.queue.send([resummarize.continuation(message, stop)])
         metrics.add_metric("ReconcilesContinued", MetricUnit.Count, 1)
         return
     engine.vectors.flush()

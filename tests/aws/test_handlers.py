@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -96,6 +97,44 @@ def test_summarize_reports_poison_records_as_partial_failures(aws_engine, lambda
     failed = sorted(f["itemIdentifier"] for f in out["batchItemFailures"])
     ids = [r["messageId"] for r in event("sqs_summarize_batch.json")["Records"]]
     assert failed == sorted([ids[1], ids[3]])  # the unparsable body and the wrong message type
+
+
+def test_a_summarize_run_out_of_time_sends_a_continuation_carrying_the_end_it_was_given(aws_engine, lambda_context):
+    # a reconcile's end rides with its announce (services.resummarize.reconcile); a run that
+    # stops before any write takes it sends it on with the rest of its work, and the
+    # continuation's run writes it
+    import boto3
+
+    from eragraph.adapters.aws.queue_sqs import message_entry
+    from eragraph.domain.model import MetaWrite, SegmentsAffected
+
+    engine, _, _ = aws_engine
+    ingest, summarize = load_handler("ingest"), load_handler("summarize")
+    put_doc(engine)
+    ingest.handler(event("s3_put.json"), lambda_context)
+    drain(engine, summarize, lambda_context)
+    end = MetaWrite(puts=(("change:00000000000000000003:cc", {"kind": "resummarize", "layer": 1}),),
+                    clear=(("dirty:0:2", 1.0),))
+    engine.graph.put_meta("dirty:0:2", 1.0)
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    entry = message_entry(0, SegmentsAffected(layer=0, codes=(5,), group=0, op="late", after=end), True, engine.queue.tenant)
+    sqs.send_message(QueueUrl=engine.queue.url, MessageBody=entry["MessageBody"],
+                     MessageGroupId=entry["MessageGroupId"], MessageDeduplicationId=entry["MessageDeduplicationId"])
+    got = sqs.receive_message(QueueUrl=engine.queue.url, MaxNumberOfMessages=10, AttributeNames=["All"])["Messages"]
+    records = [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                "attributes": m["Attributes"], "messageAttributes": {}, "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs", "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:q.fifo",
+                "awsRegion": "us-east-1"} for m in got]
+    late = replace(lambda_context, remaining_ms=1_000)  # less than the margin: it stops before it begins
+    assert summarize.handler({"Records": records}, late)["batchItemFailures"] == []
+    engine.queue.ack([m["ReceiptHandle"] for m in got])
+    assert engine.graph.get_meta("change:00000000000000000003:cc") is None
+    [body] = [json.loads(m["Body"]) for m in sqs.receive_message(
+        QueueUrl=engine.queue.url, MaxNumberOfMessages=10, VisibilityTimeout=0)["Messages"]]
+    assert body["reason"].endswith("+continue") and SegmentsAffected.from_dict(body).after == end
+    drain(engine, summarize, lambda_context)
+    assert engine.graph.get_meta("change:00000000000000000003:cc") == {"kind": "resummarize", "layer": 1}
+    assert engine.graph.get_meta("dirty:0:2") is None
 
 
 def _api(query, name, ctx):

@@ -809,6 +809,18 @@ def test_a_carried_write_whose_conditions_fail_never_refuses_the_region(graph_st
     assert graph_store.layer_sizes() == {0: 2, 1: 1}
 
 
+def test_ends_coalesced_with_one_marker_are_written_once_whatever_the_store(graph_store):
+    # two reconciles' ends merged by a queue name the same marker: one clear, in the region's write
+    graph_store.write_meta([("dirty:0:3", 6.0), ("outbox:0:3:a", {}), ("outbox:0:3:b", {})], [])
+    first = MetaWrite(deletes=("outbox:0:3:a",), clear=(("dirty:0:3", 5.0),))
+    second = MetaWrite(deletes=("outbox:0:3:b",), clear=(("dirty:0:3", 7.0),))
+    _carrying(graph_store, first.merged(second))
+    assert graph_store.meta_keys("outbox:") == [] and graph_store.get_meta("dirty:0:3") is None
+    graph_store.write_meta([("dirty:0:4", 6.0)], [])
+    graph_store.write_meta([], [], clear=[("dirty:0:4", 5.0), ("dirty:0:4", 7.0)])  # and on its own
+    assert graph_store.get_meta("dirty:0:4") is None
+
+
 def test_a_refused_region_writes_none_of_the_meta_write_it_carries(graph_store):
     graph_store.put_nodes([node("a", code=1), node("b", code=2)])
     graph_store.write_meta([("dirty:0:3", 10.0)], [])

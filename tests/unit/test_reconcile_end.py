@@ -77,15 +77,21 @@ def test_the_carried_end_is_written_by_the_first_region_write_above():
     resummarize.reconcile(engine, message)
     [up] = [m for m in engine.queue.messages if m.layer == 1]
     engine.queue.messages.clear()  # it stays queued: delivered by hand first
-    counted = Counted(engine.graph)
+    graph, applied = engine.graph, []
+
+    class Tracks(Counted):
+        def apply_region(self, change):
+            applied.append(change)
+            return graph.apply_region(change)
+
+    counted = Tracks(graph)
     resummarize.reconcile(replace(engine, graph=counted), up)
-    if counted.calls.get("apply_region"):
-        # it wrote a region: the end below went with it; its own end goes up or is written once
-        assert all(engine.graph.get_meta(k) is None for k in up.after.deletes)
-        assert engine.graph.get_meta(up.after.puts[0][0]) == up.after.puts[0][1]
-        assert counted.calls.get("write_meta", 0) <= 1
-    else:
-        pytest.fail("the insert's layer-1 reconcile wrote no region")
+    assert applied, "the insert's layer-1 reconcile wrote no region"
+    assert applied[0].finish == up.after and all(c.finish is None for c in applied[1:])
+    assert all(engine.graph.get_meta(k) is None for k in up.after.deletes)
+    assert engine.graph.get_meta(up.after.puts[0][0]) == up.after.puts[0][1]
+    # its own end went up with its announce, or (nothing above to announce) in one write
+    assert counted.calls.get("write_meta", 0) == (0 if any(m.after for m in engine.queue.messages) else 1)
 
 
 def test_a_reconcile_with_nothing_to_write_writes_the_end_it_was_given():
@@ -161,3 +167,123 @@ def test_a_carried_end_survives_the_message_format_and_a_bad_one_is_refused():
                 {"present": ["s"] * 200}, {"puts": [["k"]]}, []):
         with pytest.raises(ValueError):
             SegmentsAffected.from_dict({**message.to_dict(), "after": bad})
+
+
+def test_two_ends_clearing_one_marker_merge_into_one_clear_and_every_store_takes_them():
+    first = MetaWrite(deletes=("outbox:0:1:a",), clear=(("dirty:0:1", 5.0),))
+    second = MetaWrite(deletes=("outbox:0:1:b",), clear=(("dirty:0:1", 7.0),))
+    merged = first.merged(second)
+    assert merged.clear == (("dirty:0:1", 7.0),)  # what either alone would delete, once
+    assert second.merged(first).clear == (("dirty:0:1", 7.0),)
+
+
+def test_an_announce_that_fails_to_send_is_sent_before_its_regions_entry_goes():
+    engine, docs = _built(60)
+    ingest(engine, [replace(d, text=d.text + " Another closing sentence about rivers.") for d in docs[:30]])
+    received = engine.queue.receive(100)
+    message = max((m for _, m in received if m.layer == 0), key=lambda m: len(m.codes))
+    queue = engine.queue
+    refused, sent = [], []
+
+    class RefusesOnce:
+        def __getattr__(self, name):
+            return getattr(queue, name)
+
+        def send(self, messages):
+            if not refused:
+                refused.append(list(messages))
+                raise RuntimeError("the queue refused")
+            sent.extend(messages)
+            queue.send(messages)
+
+    with pytest.raises(RuntimeError):
+        resummarize.reconcile(replace(engine, queue=RefusesOnce()), message)
+    # the first region's announce, refused when the second region was written, is sent by the
+    # failed reconcile's end before it deletes that region's entry
+    assert refused and all(any(m.codes == r.codes and m.layer == r.layer for m in sent) for r in refused[0])
+    for _, each in received:  # redelivered, with the rest of the batch
+        resummarize.reconcile(engine, each)
+    resummarize.drain(engine)
+    assert engine.graph.meta_keys(resummarize.OUTBOX) == [] and engine.graph.meta_keys("dirty:") == []
+    invariants.check(engine)
+
+
+def test_a_second_insert_in_the_shard_leaves_the_first_ones_entry_to_its_end_on_the_way_up():
+    engine, docs = _built()
+    message = _one_insert(engine, docs)
+    resummarize.reconcile(engine, message)
+    [entry] = [k for k in engine.graph.meta_keys(f"outbox:0:{message.group}:")]
+    # another message of the same shard, before layer 1 has run: the entry is left (no redo)
+    again = replace(message, op="another", after=None)
+    engine.queue.messages.clear()
+    resummarize.reconcile(engine, again)
+    assert engine.graph.get_meta(entry) is not None
+    assert not any(m.reason.startswith("outbox:") for m in engine.queue.messages)
+    resummarize.drain(engine)
+    assert engine.graph.meta_keys(resummarize.OUTBOX) == [] and engine.graph.meta_keys("dirty:") == []
+    invariants.check(engine)
+
+
+def test_an_entry_of_another_message_is_finished_once_the_grace_is_over_and_its_own_message_at_once():
+    engine, docs = _built()
+    message = _one_insert(engine, docs)
+    resummarize.reconcile(engine, message)
+    [entry] = [k for k in engine.graph.meta_keys(f"outbox:0:{message.group}:")]
+    stored = engine.graph.get_meta(entry)
+    assert stored["op"] == message.op
+    finished = resummarize.finish_outbox
+    held = {entry: stored}
+    assert finished(engine, 0, message.group, entries=held, spare=("another", resummarize.OUTBOX_GRACE)) == 0
+    assert finished(engine, 0, message.group, entries=held, spare=(message.op, resummarize.OUTBOX_GRACE)) == 1
+    engine.graph.put_meta(entry, {**stored, "at": stored["at"] - resummarize.OUTBOX_GRACE - 1})
+    held = {entry: engine.graph.get_meta(entry)}
+    assert finished(engine, 0, message.group, entries=held, spare=("another", resummarize.OUTBOX_GRACE)) == 1
+
+
+def test_a_continuation_carries_only_what_no_write_of_the_stopped_reconcile_took():
+    from eragraph.services.summarizing import DeadlineReached
+
+    engine, docs = _built(60)
+    ingest(engine, [replace(d, text=d.text + " Another closing sentence about rivers.") for d in docs[:30]])
+    received = engine.queue.receive(100)
+    message = max((m for _, m in received if m.layer == 0), key=lambda m: len(m.codes))
+    end = MetaWrite(puts=(("change:00000000000000000002:bb", {"kind": "resummarize"}),))
+    message = replace(message, after=end)
+    graph, summarizer = engine.graph, engine.summarizer
+    applied = []
+
+    class Tracks:
+        def __getattr__(self, name):
+            return getattr(graph, name)
+
+        def apply_region(self, change):
+            applied.append(change)
+            return graph.apply_region(change)
+
+    class Stops:
+        def __getattr__(self, name):
+            return getattr(summarizer, name)
+
+        def summarize(self, *args, **kwargs):
+            if applied:  # a region is written: the next summary stops the reconcile
+                raise DeadlineReached("out of time")
+            return summarizer.summarize(*args, **kwargs)
+
+    with pytest.raises(DeadlineReached) as stopped:
+        resummarize.reconcile(replace(engine, graph=Tracks(), summarizer=Stops()), message)
+    assert applied[0].finish == end and graph.get_meta(end.puts[0][0]) == {"kind": "resummarize"}
+    assert resummarize.continuation(message, stopped.value).after is None  # written: not again
+    assert resummarize.continuation(message).after == end
+    # stopped before any write: the continuation carries it on
+    with pytest.raises(DeadlineReached) as early:
+        resummarize.reconcile(engine, message, deadline=lambda: 0.0)
+    assert resummarize.continuation(message, early.value).after == end
+
+
+def test_a_message_may_carry_only_what_a_reconcile_end_writes():
+    base = SegmentsAffected(layer=1, codes=(3,), group=0, op="o").to_dict()
+    for bad in ({"puts": [["tenant:x", {}]]}, {"deletes": ["lsh"]}, {"clear": [["swept:0", 1.0]]}):
+        with pytest.raises(ValueError):
+            SegmentsAffected.from_dict({**base, "after": bad})
+    ok = {"puts": [["change:1", {}]], "deletes": ["outbox:0:1:x", "retired:0:n"], "clear": [["dirty:0:1", 1.0]]}
+    assert SegmentsAffected.from_dict({**base, "after": ok}).after.items == 4

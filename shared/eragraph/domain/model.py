@@ -165,8 +165,13 @@ class MetaWrite:
     def merged(self, other: MetaWrite | None) -> MetaWrite:
         if other is None or other.empty:
             return self
-        return MetaWrite(self.puts + other.puts, tuple(dict.fromkeys(self.deletes + other.deletes)),
-                         self.clear + other.clear, tuple(dict.fromkeys(self.present + other.present)))
+        clear: dict[str, float] = {}
+        for key, at_most in self.clear + other.clear:  # one clear a key (a write names an item once):
+            clear[key] = max(at_most, clear.get(key, at_most))  # either end alone would delete up to its own
+        puts = dict(self.puts)
+        puts.update(other.puts)
+        return MetaWrite(tuple(puts.items()), tuple(dict.fromkeys(self.deletes + other.deletes)),
+                         tuple(clear.items()), tuple(dict.fromkeys(self.present + other.present)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"puts": [[k, v] for k, v in self.puts], "deletes": list(self.deletes),
@@ -182,9 +187,13 @@ class MetaWrite:
         if not all(isinstance(x, list) for x in (puts, deletes, clear, present)) or \
                 len(puts) + len(deletes) + len(clear) + len(present) > MAX_CARRIED:
             raise ValueError("bad carried write in message")
-        if any(not (isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)) for p in puts) or \
-                any(not isinstance(k, str) for k in deletes) or any(not isinstance(i, str) for i in present) or \
-                any(not (isinstance(c, list) and len(c) == 2 and isinstance(c[0], str)
+        # only what a reconcile's end writes: its change records, its finished outbox entries and
+        # retired texts, its shard's marker (a message names no other key)
+        if any(not (isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+                    and p[0].startswith(CARRIED_PUTS)) for p in puts) or \
+                any(not (isinstance(k, str) and k.startswith(CARRIED_DELETES)) for k in deletes) or \
+                any(not isinstance(i, str) for i in present) or \
+                any(not (isinstance(c, list) and len(c) == 2 and isinstance(c[0], str) and c[0].startswith(CARRIED_CLEARS)
                          and isinstance(c[1], int | float) and not isinstance(c[1], bool)) for c in clear):
             raise ValueError("bad carried write in message")
         return cls(tuple((k, v) for k, v in puts), tuple(deletes), tuple((k, float(at)) for k, at in clear),
@@ -192,6 +201,7 @@ class MetaWrite:
 
 
 MAX_CARRIED = 100  # items a message may carry (a reconcile carries at most services.resummarize.CARRY_ITEMS)
+CARRIED_PUTS, CARRIED_DELETES, CARRIED_CLEARS = ("change:",), ("outbox:", "retired:"), ("dirty:",)
 
 
 @dataclass(frozen=True)

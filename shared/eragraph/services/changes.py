@@ -119,17 +119,6 @@ def _finish(engine: Engine, done: Sequence[str]) -> None:
         engine.graph.write_meta([], list(done))
 
 
-def record_resummarize(engine: Engine, report: ChangeReport, seconds: float,
-                       now: float | None = None, done: Sequence[str] = (),
-                       clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = ()) -> list[str]:
-    """``resummarize_write``'s write, made now. Returns those of ``present`` not stored
-    (removed by a concurrent reconcile)."""
-    write = resummarize_write(engine, report, seconds, now, done, clear, present)
-    if write.empty:
-        return []
-    return engine.graph.write_meta(write.puts, write.deletes, clear=write.clear, present=write.present)
-
-
 def resummarize_write(engine: Engine, report: ChangeReport, seconds: float,
                       now: float | None = None, done: Sequence[str] = (),
                       clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = ()) -> MetaWrite:

@@ -8,7 +8,9 @@ segment whose members are unchanged keeps its id and summary byte for byte; new 
 summarized into layer l+1 (revised from their predecessor's summary when that reads fewer
 tokens, ``delta_summaries``); the region's new segments, its refs' memberships and the
 summaries' refs one layer up are written in one conditional write (GraphStore.apply_region),
-and layer l+1 is announced with the codes of the summaries that came and went.
+and layer l+1 is announced with the codes of the summaries that came and went. The
+reconcile's end (change record, finished outbox entries, its shard's marker) rides with that
+announce to the layer above's first region write when it wrote one region (``reconcile``).
 
 Progress survives: a summary is stored outside layer l+1's index before or with the write that
 makes it part of the layer (services.summarizing), so a redelivered message -- after a
@@ -66,6 +68,7 @@ from .summarizing import (DEADLINE_MARGIN, FOLDED_SUMMARIES, Deadline, DeadlineR
 MAX_CONFLICT_RETRIES = 5
 WHOLE_LAYER_MIN, WHOLE_LAYER_SHARE = 256, 8  # codes beyond max(256, layer size / 8): whole layer
 OUTBOX = "outbox:"  # meta key prefix: what follows a region's write (see finish_outbox)
+OUTBOX_GRACE = 900.0  # seconds a scoped pass leaves another message's outbox entry to its own end
 STREAM_REGION_REFS = 2048  # a streamed whole-layer pass re-cuts groups of about this many refs
 CHECKS_WITH_RECORD = 64  # new summaries looked for with the change record (in its transaction); past it, per region
 CARRY_ITEMS = 24  # a reconcile's end of at most this many items rides with its announce (reconcile)
@@ -185,6 +188,7 @@ class _Ending:
     """What a reconcile's regions leave for its end (``reconcile``)."""
 
     carried: MetaWrite | None = None  # the message's: written by the first region write, else at the end
+    op: str = ""  # the message's op: its outbox entries name it (finish_outbox's ``spare``)
     finished: list[str] = field(default_factory=list)  # outbox entries whose work is done
     clears: list[tuple[str, float]] = field(default_factory=list)  # the shard's marker, if not set again
     checks: list[str] = field(default_factory=list)  # summaries whose vectors were written: looked for
@@ -204,10 +208,12 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
     and vector check, never a wrong state)."""
     started = time.perf_counter()
     message = target if isinstance(target, SegmentsAffected) else SegmentsAffected(layer=int(target))
-    end = _Ending(carried=message.after)
+    end = _Ending(carried=message.after, op=message.op)
     try:
         report = _reconcile(engine, message, deadline, end)
-    except BaseException:
+    except BaseException as exc:
+        if isinstance(exc, DeadlineReached):  # its continuation carries what no write took
+            exc.unwritten = end.carried
         _send(engine, end.announces)  # the regions written: their work done before their entries go
         for key in end.finished:
             engine.graph.delete_meta(key)
@@ -236,8 +242,9 @@ def _send(engine: Engine, announces: list[tuple[int, list, list, str]], after: M
     """The announces held by a reconcile's regions (their markers went with their writes),
     the first message carrying ``after``; each is sent once."""
     while announces:
-        layer, added, removed, reason = announces.pop(0)
+        layer, added, removed, reason = announces[0]
         announce(engine, layer, added=added, removed=removed, reason=reason, marked=True, after=after)
+        announces.pop(0)  # sent: one that failed stays, and so does its entry (reconcile's except)
         after = None
 
 
@@ -258,7 +265,11 @@ def _reconcile(engine: Engine, message: SegmentsAffected, deadline: Deadline | N
     keys = [swept_key(layer)] + ([dirty_key(layer, message.group)] if message.group is not None else [])
     entries = f"{OUTBOX}{layer}:" if shard is None else outbox_key(layer, shard)  # finish_outbox's: a whole-layer pass finishes every shard's
     sizes, held = engine.graph.sizes_and_metas(keys, [entries, f"{APPLYING}{layer}:"])
-    finish_outbox(engine, layer, shard, entries={k: v for k, v in held.items() if k.startswith(OUTBOX)})
+    # a scoped pass leaves a young entry of another message alone: its reconcile's end is on its
+    # way up (it rides with the announce); a redelivery of that message, a whole pass, or any
+    # pass once OUTBOX_GRACE has gone by finishes one whose reconcile died
+    finish_outbox(engine, layer, shard, entries={k: v for k, v in held.items() if k.startswith(OUTBOX)},
+                  spare=(message.op, OUTBOX_GRACE) if shard is not None else None)
     if message.group is not None and covered(engine, layer, message.group, message.at, held):
         return report
     n_bits = s.n_planes
@@ -378,7 +389,7 @@ def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeRepo
     if change.empty:
         return
     try:
-        change, key = _with_bookkeeping(engine, layer, group, change, old_summaries, pending)
+        change, key = _with_bookkeeping(engine, layer, group, change, old_summaries, pending, end.op)
         applied = engine.graph.apply_region(replace(change, finish=end.carried))
     except BaseException:
         store_unwritten(engine, list(change.nodes))  # refused or failed: the summaries made are kept
@@ -422,7 +433,7 @@ def _apply_region(engine: Engine, layer: int, region: Region, report: ChangeRepo
 
 
 def _with_bookkeeping(engine: Engine, layer: int, group: int | None, change: RegionChange,
-                      old_summaries: list[Node], pending: list) -> tuple[RegionChange, str]:
+                      old_summaries: list[Node], pending: list, op: str = "") -> tuple[RegionChange, str]:
     """``change`` with what its write carries besides the region, and its outbox entry's key.
     The outbox entry: what must follow the write, redone by the next reconcile of this part of
     the layer if this one dies after the write and before its end; it and the dirty markers of
@@ -434,7 +445,7 @@ def _with_bookkeeping(engine: Engine, layer: int, group: int | None, change: Reg
     key = outbox_key(layer, group, uuid.uuid4().hex)
     entry = {"made": [[r.node_id, r.code] for r in change.above_add],
              "gone": [[r.node_id, r.code] for r in change.above_remove],
-             "drop": list(change.drop), "at": round(time.time(), 3)}
+             "drop": list(change.drop), "at": round(time.time(), 3), "op": op}
     above = dirty_marks(engine, layer + 1, [r.code for r in list(change.above_add) + list(change.above_remove)])
     keep = tuple((n.node_id, retired_key(layer + 1, n.node_id), n.text) for n in old_summaries) \
         if can_revise(engine) else ()
@@ -467,21 +478,26 @@ def outbox_key(layer: int, group: int | None, token: str = "") -> str:
 
 
 def finish_outbox(engine: Engine, layer: int, group: int | None, older_than: float = 0.0,
-                  entries: dict[str, Any] | None = None) -> int:
+                  entries: dict[str, Any] | None = None, spare: tuple[str, float] | None = None) -> int:
     """Complete what a reconcile that died after its write left undone (outbox entries of
     this shard; of the whole layer when ``group`` is None), whether or not its write landed:
     each step is decided from the ref index of layer l+1. A summary live there gets its
     vector; one not live there loses its node and vector; layer l+1 is announced (an extra
     announce costs a reconcile that finds nothing to do). With ``older_than`` (reindex) only
     entries written at least that many seconds ago. ``entries``: the shard's entries (key ->
-    entry) as read already, else listed and read here. Returns the entries finished."""
+    entry) as read already, else listed and read here. ``spare`` (op, seconds): an entry
+    written by a message of another op less than that long ago is left (its reconcile's end is
+    on its way, reconcile). Returns the entries finished."""
     prefix = f"{OUTBOX}{layer}:" if group is None else outbox_key(layer, group)
     finished = 0
     now = time.time()
     listed = (((key, engine.graph.get_meta(key)) for key in engine.graph.meta_keys(prefix)) if entries is None
               else sorted(entries.items()))
     for key, entry in listed:
-        if entry is None or (older_than > 0 and now - float(entry.get("at", 0.0)) < older_than):
+        age = now - float(entry.get("at", 0.0)) if entry is not None else 0.0
+        if entry is None or (older_than > 0 and age < older_than):
+            continue
+        if spare is not None and entry.get("op") not in (None, spare[0]) and age < spare[1]:
             continue
         finished += 1
         made = [(str(i), int(c)) for i, c in entry.get("made", [])]
@@ -511,11 +527,14 @@ def finish_outbox(engine: Engine, layer: int, group: int | None, older_than: flo
     return finished
 
 
-def continuation(message: SegmentsAffected) -> SegmentsAffected:
+def continuation(message: SegmentsAffected, stop: DeadlineReached | None = None) -> SegmentsAffected:
     """The same work as a new message (a new operation id, so FIFO deduplication keeps it):
-    the summaries already made are found by their ids, so it pays only for the rest."""
-    return replace(message, op=uuid.uuid4().hex, reason=message.reason if message.reason.endswith("+continue")
-                   else f"{message.reason}+continue")
+    the summaries already made are found by their ids, so it pays only for the rest. It
+    carries what the message carried and no write of the stopped reconcile took (``stop``,
+    as reconcile raised it; without it, all the message carried)."""
+    after = getattr(stop, "unwritten", message.after) if stop is not None else message.after
+    return replace(message, op=uuid.uuid4().hex, after=after,
+                   reason=message.reason if message.reason.endswith("+continue") else f"{message.reason}+continue")
 
 
 def drain(engine: Engine, max_messages: int | None = None,

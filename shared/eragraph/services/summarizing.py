@@ -36,7 +36,9 @@ Deadline = Callable[[], float]  # seconds left
 
 
 class DeadlineReached(EragraphError):
-    """A reconcile stopped before its deadline; what it made is stored, redeliver the message."""
+    """A reconcile stopped before its deadline; what it made is stored, redeliver the message.
+    As reconcile raises it, ``unwritten`` is what the message carried that no write of it took
+    (services.resummarize.continuation)."""
 
 
 def summarize_segments(engine: Engine, segments: list[Segment], report: ChangeReport,

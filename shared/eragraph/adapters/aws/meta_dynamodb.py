@@ -323,6 +323,10 @@ class DynamoMetaStore(DynamoTable):
         if set(deletes) & {key for key, _ in puts}:
             raise ValueError("write_meta: a key both stored and deleted")
         present = list(dict.fromkeys(present))
+        held: dict[str, float] = {}
+        for key, at_most in clear:  # one clear a key (a transaction names an item once)
+            held[key] = max(at_most, held.get(key, at_most))
+        clear = list(held.items())
         if clear or present:
             from .dynamodb_table import TRANSACT_LIMIT
 
