@@ -49,6 +49,15 @@ def _one_insert(engine, docs):
     return message
 
 
+def _changed_all_over():
+    """A store, half its documents changed: the layer-0 messages received, and the one of the
+    most codes (a reconcile of several regions)."""
+    engine, docs = _built(60)
+    ingest(engine, [replace(d, text=d.text + " Another closing sentence about rivers.") for d in docs[:30]])
+    received = engine.queue.receive(100)
+    return engine, received, max((m for _, m in received if m.layer == 0), key=lambda m: len(m.codes))
+
+
 def test_a_single_region_reconcile_sends_its_end_with_its_announce_and_the_layer_above_writes_it():
     engine, docs = _built()
     message = _one_insert(engine, docs)
@@ -132,11 +141,8 @@ def test_a_reconcile_that_fails_leaves_the_end_it_was_given_for_the_redelivery()
 
 
 def test_a_reconcile_of_several_regions_announces_as_it_writes_and_writes_its_own_end():
-    engine, docs = _built(60)
-    ingest(engine, [replace(d, text=d.text + " Another closing sentence about rivers.") for d in docs[:30]])
+    engine, received, message = _changed_all_over()
     engine.queue.messages.clear()
-    received = engine.queue.receive(100)
-    message = max((m for _, m in received if m.layer == 0), key=lambda m: len(m.codes))
     counted = Counted(engine.graph)
     resummarize.reconcile(replace(engine, graph=counted), message)  # changes all over the layer
     assert counted.calls["apply_region"] > 1
@@ -178,10 +184,7 @@ def test_two_ends_clearing_one_marker_merge_into_one_clear_and_every_store_takes
 
 
 def test_an_announce_that_fails_to_send_is_sent_before_its_regions_entry_goes():
-    engine, docs = _built(60)
-    ingest(engine, [replace(d, text=d.text + " Another closing sentence about rivers.") for d in docs[:30]])
-    received = engine.queue.receive(100)
-    message = max((m for _, m in received if m.layer == 0), key=lambda m: len(m.codes))
+    engine, received, message = _changed_all_over()
     queue = engine.queue
     refused, sent = [], []
 
@@ -243,10 +246,7 @@ def test_an_entry_of_another_message_is_finished_once_the_grace_is_over_and_its_
 def test_a_continuation_carries_only_what_no_write_of_the_stopped_reconcile_took():
     from eragraph.services.summarizing import DeadlineReached
 
-    engine, docs = _built(60)
-    ingest(engine, [replace(d, text=d.text + " Another closing sentence about rivers.") for d in docs[:30]])
-    received = engine.queue.receive(100)
-    message = max((m for _, m in received if m.layer == 0), key=lambda m: len(m.codes))
+    engine, received, message = _changed_all_over()
     end = MetaWrite(puts=(("change:00000000000000000002:bb", {"kind": "resummarize"}),))
     message = replace(message, after=end)
     graph, summarizer = engine.graph, engine.summarizer
