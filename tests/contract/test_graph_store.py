@@ -783,7 +783,7 @@ def test_a_region_writes_the_meta_write_it_carries(graph_store):
     # a reconcile's end carried from the layer below (services.resummarize): its record is
     # stored, its finished entries deleted, its shard's marker cleared, its nodes looked for
     graph_store.write_meta([("outbox:0:3:x", {"made": []}), ("dirty:0:3", 10.0)], [])
-    graph_store.put_nodes([node("p", layer=1, code=4)], index=False)
+    graph_store.put_nodes([node("p", layer=1, code=4)])  # live in layer 1
     applied = _carrying(graph_store, MetaWrite(puts=(("change:1", {"kind": "resummarize"}),),
                                                deletes=("outbox:0:3:x",), clear=(("dirty:0:3", 10.0),),
                                                present=("p",)))
@@ -791,7 +791,7 @@ def test_a_region_writes_the_meta_write_it_carries(graph_store):
     assert graph_store.get_meta("change:1") == {"kind": "resummarize"}
     assert graph_store.get_meta("outbox:0:3:x") is None and graph_store.get_meta("dirty:0:3") is None
     assert graph_store.get_segments(0) == [Segment("sg", 0, ("a", "b"), "s1")]
-    assert refs(graph_store, 1) == [RefState("s1", 7, None, True)]
+    assert refs(graph_store, 1) == [RefState("p", 4, None, True), RefState("s1", 7, None, True)]
 
 
 def test_a_carried_write_whose_conditions_fail_never_refuses_the_region(graph_store):
@@ -819,6 +819,24 @@ def test_ends_coalesced_with_one_marker_are_written_once_whatever_the_store(grap
     graph_store.write_meta([("dirty:0:4", 6.0)], [])
     graph_store.write_meta([], [], clear=[("dirty:0:4", 5.0), ("dirty:0:4", 7.0)])  # and on its own
     assert graph_store.get_meta("dirty:0:4") is None
+
+
+def test_a_node_kept_outside_the_index_is_not_present_until_an_apply_makes_it_live(graph_store):
+    # present asks whether a summary whose vector was written is live: one removed since and
+    # kept again by a refused write (keep_nodes) is not, so its vector goes
+    graph_store.put_nodes([node("live", layer=1, code=4)])
+    graph_store.keep_nodes([node("s1", layer=1, code=7, children=("a", "b"))])
+    assert graph_store.write_meta([], [], present=["live", "s1", "absent"]) == ["s1", "absent"]
+    graph_store.put_nodes([node("a", code=1), node("b", code=2)])
+    graph_store.apply_region(RegionChange(layer=0, expected=tuple(refs(graph_store)),
+                                          assign=(("a", "sg"), ("b", "sg")), add=(Segment("sg", 0, ("a", "b"), "s1"),),
+                                          above_add=(NodeRef("s1", 7),)))  # the kept node made live
+    assert graph_store.write_meta([], [], present=["live", "s1"]) == []
+    applied = graph_store.apply_region(RegionChange(
+        layer=0, expected=tuple(refs(graph_store)), assign=(("a", None), ("b", None)), remove=("sg",),
+        removed=(Segment("sg", 0, ("a", "b"), "s1"),), above_remove=(NodeRef("s1", 7),), delete_removed=True,
+        finish=MetaWrite(present=("s1", "live"))))
+    assert applied.gone == ("s1",)
 
 
 def test_a_refused_region_writes_none_of_the_meta_write_it_carries(graph_store):

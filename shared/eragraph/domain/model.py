@@ -258,7 +258,7 @@ class RegionApplied:
 
     deleted: tuple[str, ...] = ()
     tombstoned: tuple[str, ...] = ()
-    gone: tuple[str, ...] = ()  # nodes of ``finish.present`` not stored when it was written
+    gone: tuple[str, ...] = ()  # nodes of ``finish.present`` not live when it was written
 
 
 # Meta key prefix of a region apply that takes several writes (DynamoDB: a region larger than

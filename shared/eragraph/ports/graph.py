@@ -46,8 +46,9 @@ class MetaStore(Protocol):
         TransactWriteItems for a write that fits one and whose clears all hold; else the batch,
         then each conditional delete). ``present``: node ids looked for once the write has
         landed (DynamoDB: a ConditionCheck each in that transaction; when one fails, the write
-        goes as without them and the nodes are read); returns those not stored. The writes land
-        either way."""
+        goes as without them and the nodes are read); returns those not live: absent, or kept
+        outside the index after a write that did not happen (``keep_nodes``), whose vectors
+        must go. The writes land either way."""
         ...
     def meta_keys(self, prefix: str) -> list[str]: ...
     def add_within(self, key: str, period: str, amount: int, limit: int, mark: str | None = None) -> int | None:
@@ -165,7 +166,7 @@ class NodeStore(Protocol):
         from an earlier step) is written with the region, as ``write_meta`` writes it, in the
         same atomic write where the store can (DynamoDB: the region's one transaction, when it
         fits); a condition of it that does not hold never refuses the region. Returns what it
-        did above the region, and the nodes of ``finish.present`` not stored (``gone``)."""
+        did above the region, and the nodes of ``finish.present`` not live (``gone``)."""
         ...
 
 

@@ -344,8 +344,9 @@ class DynamoMetaStore(DynamoTable):
                 self.delete_meta_if_older(key, at_most)
             if not present:
                 return []
-            stored = self.get_nodes(present)
-            return [i for i in present if i not in stored]
+            live = {item.PK[len("NODE#"):] for item in self._batch_get([(f"NODE#{i}", "NODE") for i in present])
+                    if item.live is None}  # a kept node (keep_nodes: live 0) is not live
+            return [i for i in present if i not in live]
         with self.Item.batch_write() as batch:
             for key, value in puts:
                 batch.save(self.meta_item(key, value))
@@ -386,8 +387,9 @@ class DynamoMetaStore(DynamoTable):
                       condition=self.Item.PK.does_not_exist() | (self.Item.stamp <= float(at_most)))
             if shadowed(key):
                 tx.delete(self.Item(PK="COUNT", SK=f"{SHADOW}{key}"))
-        for node_id in present:  # read by the caller's checks after its vector writes
-            tx.condition_check(self.Item, f"NODE#{node_id}", "NODE", condition=self.Item.PK.exists())
+        for node_id in present:  # read by the caller's checks after its vector writes: stored, not kept
+            tx.condition_check(self.Item, f"NODE#{node_id}", "NODE",
+                               condition=self.Item.PK.exists() & self.Item.live.does_not_exist())
 
     def meta_keys(self, prefix: str) -> list[str]:
         def keys_in(pk: str) -> list[str]:

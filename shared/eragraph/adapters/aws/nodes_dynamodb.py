@@ -250,12 +250,14 @@ class DynamoNodeStore(RegionWrites, RefLayouts, RefCounts, DynamoTable):
         raise ConflictError(f"put_nodes: {REF_WRITE_ATTEMPTS} conditional ref writes lost in a row")
 
     def keep_nodes(self, nodes: Sequence[Node]) -> None:
-        """One conditional PutItem a node (absent only): few, on a write that did not happen."""
+        """One conditional PutItem a node (absent only): few, on a write that did not happen.
+        Each is marked kept (``live`` 0 on the node item) until an apply makes it live (which
+        removes the mark): write_meta's ``present`` takes a kept node for one not live."""
         unique = {n.node_id: n for n in nodes}
         self.check_fits(nodes=list(unique.values()))
         for n in unique.values():
             try:
-                self.Item(**self._node_attrs(n)).save(condition=self.Item.PK.does_not_exist())
+                self.Item(**self._node_attrs(n), live=0).save(condition=self.Item.PK.does_not_exist())
             except PutError as exc:
                 if not _is_condition_failure(exc):
                     raise  # a node stored meanwhile stays: its writer's

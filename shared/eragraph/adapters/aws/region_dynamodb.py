@@ -228,8 +228,10 @@ class RegionWrites:
                 ops.append(("save", self.Item(**self._node_attrs(folded[ref.node_id])), None, None, 0, None))
             else:
                 # its node is there (stored before the apply, or read as stored): a summary deleted
-                # since (delete_dead_nodes, finishing a stale outbox entry) makes this a conflict
-                ops.append(("check", f"NODE#{ref.node_id}", "NODE", self.Item.PK.exists(), None, 0, None))
+                # since (delete_dead_nodes, finishing a stale outbox entry) makes this a conflict;
+                # a kept one (keep_nodes) loses its mark, being live from this write on
+                ops.append(("update", self.Item(PK=f"NODE#{ref.node_id}", SK="NODE"), [self.Item.live.remove()],
+                            self.Item.PK.exists(), None, 0, None))
             pk, sk = self._ref_key(layer + 1, ref.code, ref.node_id, layouts[layer + 1])
             old = above.get(ref.node_id)
             cond = self.Item.PK.does_not_exist() if old is None else self.Item.live == (1 if old[1].live else 0)
@@ -419,7 +421,7 @@ def _names_node(op: tuple) -> bool:
     """A summary's node check or write (apply_region puts its ref's op right after it)."""
     if op[0] == "check":
         return isinstance(op[1], str) and op[1].startswith("NODE#")
-    return op[0] == "save" and getattr(op[1], "SK", None) == "NODE"
+    return op[0] in ("save", "update") and getattr(op[1], "SK", None) == "NODE"
 
 
 def _transactions(ops: list, reserved: int = 0) -> list[list]:

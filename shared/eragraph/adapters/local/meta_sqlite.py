@@ -168,8 +168,8 @@ def write_metas(conn: Any, puts: Sequence[tuple[str, Any]], deletes: Sequence[st
     stored: set[str] = set()
     for start in range(0, len(wanted), 500):  # a whole-layer pass looks for thousands
         chunk = wanted[start:start + 500]
-        stored.update(r[0] for r in conn.execute(
-            f"SELECT node_id FROM nodes WHERE node_id IN ({','.join('?' * len(chunk))})", chunk))
+        stored.update(r[0] for r in conn.execute(  # live in its layer's ref index
+            f"SELECT node_id FROM refs WHERE live = 1 AND node_id IN ({','.join('?' * len(chunk))})", chunk))
     return [i for i in wanted if i not in stored]
 
 

@@ -73,7 +73,7 @@ class MemoryGraphStore(SizesAndMetasByParts):
             self.delete_meta(key)
         for key, at_most in clear:
             self.delete_meta_if_older(key, at_most)
-        return [i for i in dict.fromkeys(present) if i not in self._nodes]
+        return [i for i in dict.fromkeys(present) if not (i in self._refs and self._refs[i][1].live)]
 
     def get_metas(self, keys: Sequence[str]) -> dict[str, Any]:
         return {k: copy.deepcopy(self._meta[k]) for k in keys if k in self._meta}
