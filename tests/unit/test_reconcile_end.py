@@ -287,3 +287,26 @@ def test_a_message_may_carry_only_what_a_reconcile_end_writes():
             SegmentsAffected.from_dict({**base, "after": bad})
     ok = {"puts": [["change:1", {}]], "deletes": ["outbox:0:1:x", "retired:0:n"], "clear": [["dirty:0:1", 1.0]]}
     assert SegmentsAffected.from_dict({**base, "after": ok}).after.items == 4
+
+
+def test_a_carried_look_takes_back_the_vector_of_a_summary_not_live_any_more():
+    # a summary made below had its vector written; removed since by another reconcile and kept
+    # again by a refused write (a node, not live): the end carried up deletes that vector
+    import numpy as np
+
+    from eragraph.domain.model import Node
+
+    engine, docs = _built()
+    message = _one_insert(engine, docs)
+    resummarize.reconcile(engine, message)
+    [up] = [m for m in engine.queue.messages if m.layer == 1]
+    kept = Node(node_id="sum-kept", layer=1, text="a summary removed since", tokens=4, code=up.codes[0])
+    engine.graph.keep_nodes([kept])
+    engine.vectors.upsert([kept.node_id], np.ones((1, engine.embedder.dim), dtype=np.float32),
+                          [{"layer": 1, "doc_id": ""}])
+    engine.vectors.flush()
+    look = replace(up, after=up.after.merged(MetaWrite(present=(kept.node_id,))))
+    resummarize.reconcile(engine, look)
+    assert kept.node_id not in engine.vectors.get_vectors([kept.node_id])
+    live = [i for i in up.after.present]
+    assert set(engine.vectors.get_vectors(live)) == set(live)  # the live ones keep theirs
