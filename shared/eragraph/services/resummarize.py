@@ -203,9 +203,10 @@ def reconcile(engine: Engine, target: int | SegmentsAffected, deadline: Deadline
     layer above, that end rides with the announce (``SegmentsAffected.after``, when at most
     CARRY_ITEMS items) and the layer above's first region write carries it (RegionChange.
     finish): one write fewer a layer. Else it is written here, with what the message carried
-    from below if no region write took it. Until the end is written the outbox entries stay:
-    a reconcile of the shard meanwhile finishes them again (finish_outbox: an extra announce
-    and vector check, never a wrong state)."""
+    from below if no region write took it. Until the end is written the outbox entries stay: a
+    scoped reconcile of another message of the shard leaves them while younger than
+    OUTBOX_GRACE; a redelivery of this message, a whole-layer pass, or any pass after the grace
+    finishes them (finish_outbox: an extra announce and vector check, never a wrong state)."""
     started = time.perf_counter()
     message = target if isinstance(target, SegmentsAffected) else SegmentsAffected(layer=int(target))
     end = _Ending(carried=message.after, op=message.op)
