@@ -69,9 +69,7 @@ class SqliteMetaStore(SqliteDb):
 
     def delete_meta(self, key: str) -> None:
         with self._write() as conn:
-            conn.execute("DELETE FROM meta WHERE key = ?", (key,))
-            if life_of(key) is not None:
-                conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
+            _delete_key(conn, key)
 
     def write_meta(self, puts: Sequence[tuple[str, Any]], deletes: Sequence[str],
                    clear: Sequence[tuple[str, float]] = (), present: Sequence[str] = ()) -> list[str]:
@@ -155,15 +153,11 @@ def write_metas(conn: Any, puts: Sequence[tuple[str, Any]], deletes: Sequence[st
     for key, value in puts:
         write_meta(conn, key, value)
     for key in deletes:
-        conn.execute("DELETE FROM meta WHERE key = ?", (key,))
-        if life_of(key) is not None:
-            conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
+        _delete_key(conn, key)
     for key, at_most in clear:
         row = conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
         if row is not None and float(json.loads(row[0])) <= at_most:
-            conn.execute("DELETE FROM meta WHERE key = ?", (key,))
-            if life_of(key) is not None:
-                conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
+            _delete_key(conn, key)
     wanted = list(dict.fromkeys(present))
     stored: set[str] = set()
     for start in range(0, len(wanted), 500):  # a whole-layer pass looks for thousands
@@ -171,6 +165,12 @@ def write_metas(conn: Any, puts: Sequence[tuple[str, Any]], deletes: Sequence[st
         stored.update(r[0] for r in conn.execute(  # live in its layer's ref index
             f"SELECT node_id FROM refs WHERE live = 1 AND node_id IN ({','.join('?' * len(chunk))})", chunk))
     return [i for i in wanted if i not in stored]
+
+
+def _delete_key(conn: Any, key: str) -> None:
+    conn.execute("DELETE FROM meta WHERE key = ?", (key,))
+    if life_of(key) is not None:
+        conn.execute("DELETE FROM meta_expiry WHERE key = ?", (key,))
 
 
 def write_meta(conn: Any, key: str, value: Any) -> None:
