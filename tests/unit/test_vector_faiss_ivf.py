@@ -319,3 +319,69 @@ def test_adds_to_an_ivf_index_hand_the_lists_outgrown_buffers_back():
                                       capture_output=True, text=True).stdout) for mode in ("never", "default")}
     assert holes["never"] >= 6 * 1024, holes  # KiB: the control shows what the hand-back removes
     assert holes["default"] < 3 * 1024, holes  # about a tenth of RELEASE_BYTES at most
+
+
+def test_an_ivf_snapshot_is_written_without_its_direct_map_and_opens_with_one(tmp_path):
+    import faiss
+
+    vecs = clustered(4000, 11)
+    writer = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=3000)
+    fill(writer, vecs)
+    writer.flush()  # the first flush compacts: an IVF snapshot
+    with open(tmp_path / "v" / "vectors.faiss", "rb") as fh:
+        on_disk = faiss.read_index(faiss.PyCallbackIOReader(fh.read, 1 << 20))
+    assert isinstance(on_disk, faiss.IndexIVFFlat) and on_disk.ntotal == 4000
+    assert on_disk.direct_map.type == faiss.DirectMap.NoMap  # no copy of the map was written
+    # the writer's own map is as it was, and a reader builds one from the lists
+    np.testing.assert_array_equal(writer.get_vectors(["n17"])["n17"], vecs[17])
+    reader = FaissVectorIndex(tmp_path / "v", DIM, ivf_min=3000)
+    np.testing.assert_array_equal(reader.get_vectors(["n3999"])["n3999"], vecs[3999])
+    reader.delete(["n5"])  # a removal finds its vector through the map
+    assert reader.count() == 3999 and "n5" not in reader.ids()
+
+
+_DIRECT_MAP_PROBE = r"""
+import ctypes, hashlib, sys
+import faiss, numpy as np
+from eragraph.adapters.local import vector_faiss_snapshot as snap
+ctypes.CDLL("libc.so.6").mallopt(-3, 128 * 1024)  # a freed copy is handed back whole
+n, dim = 400_000, 16
+rng = np.random.default_rng(0)
+index = faiss.IndexIVFFlat(faiss.IndexFlatIP(dim), dim, 256, faiss.METRIC_INNER_PRODUCT)
+index.train(rng.standard_normal((256 * 39, dim)).astype(np.float32))
+index.set_direct_map_type(faiss.DirectMap.Hashtable)
+index.add_with_ids(rng.standard_normal((n, dim)).astype(np.float32), np.arange(n))
+def kib(field):
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith(field))
+ctypes.CDLL("libc.so.6").malloc_trim(0)
+open("/proc/self/clear_refs", "w").write("5")
+before = kib("VmRSS:")
+class Discard:  # the file: what is written is dropped, so only the writer's own memory shows
+    def write(self, data):
+        return len(data)
+if sys.argv[1] == "plain":  # the control: faiss's own write, its map copied first
+    faiss.write_index(index, faiss.PyCallbackIOWriter(Discard().write, 1 << 16))
+else:
+    snap._index_writer(index, hashlib.sha256())(Discard())
+print(kib("VmHWM:") - before, int(index.direct_map.type == faiss.DirectMap.Hashtable))
+"""
+
+
+def test_writing_an_ivf_snapshot_makes_no_copy_of_its_direct_map():
+    """faiss writes a hashtable direct map by copying it into a vector first: 16 bytes a
+    vector at once (18 MB at a 1M build's 1.1M vectors, the largest transient of its last
+    compaction). The snapshot's writer leaves the map out: the control's peak shows the copy."""
+    import subprocess
+    import sys
+
+    if not vector_faiss_ivf.fixed_mmap_threshold():
+        pytest.skip("not glibc")
+    out = {}
+    for mode in ("plain", "snapshot"):
+        extra, has_map = subprocess.run([sys.executable, "-c", _DIRECT_MAP_PROBE, mode], check=True,
+                                        capture_output=True, text=True).stdout.split()
+        out[mode] = int(extra)
+        assert has_map == "1"  # the map is there again after the write
+    assert out["plain"] >= 5 * 1024, out  # KiB: 400k x 16 bytes = 6.1 MiB copied by faiss
+    assert out["snapshot"] < 2 * 1024, out

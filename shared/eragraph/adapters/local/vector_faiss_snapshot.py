@@ -1,5 +1,6 @@
-"""The FAISS index's snapshot: ``vectors.faiss`` (the index, as ``faiss.write_index`` writes it)
-and ``vectors.json`` (its id map), read on open and written by a compaction.
+"""The FAISS index's snapshot: ``vectors.faiss`` (the index, as ``faiss.write_index`` writes it;
+an IVF one without its direct map, built again on open) and ``vectors.json`` (its id map), read
+on open and written by a compaction.
 
 The id map holds ``format``, ``dim``, the snapshot's ``generation`` (the name its change log's
 header carries: ``vector_log``), ``next_id``, the SHA-256 of the index file it belongs to (so
@@ -24,6 +25,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -81,14 +83,36 @@ def _matching(idmap: dict, index_path: Path, next_path: Path) -> tuple[Any, int]
 
 
 def _index_writer(index: Any, digest: Any):
-    """A writer for ``atomic_write`` that streams ``index`` into the file and ``digest``."""
+    """A writer for ``atomic_write`` that streams ``index`` into the file and ``digest``.
+
+    An IVF index is written without its direct map (``without_direct_map``): faiss writes a
+    hashtable direct map by first copying it whole into a vector (16 bytes a vector, 18 MB at
+    1.1M), the largest transient of a large build's compaction; ``_read`` builds the map again
+    from the lists, as it does for any file written without one."""
     def write(fh) -> None:
         def piece(data: bytes) -> int:
             digest.update(data)
             fh.write(data)
             return len(data)
-        faiss.write_index(index, faiss.PyCallbackIOWriter(piece, _IO_CHUNK))
+        with without_direct_map(index):
+            faiss.write_index(index, faiss.PyCallbackIOWriter(piece, _IO_CHUNK))
     return write
+
+
+@contextmanager
+def without_direct_map(index: Any) -> Iterator[None]:
+    """``index`` seen as having no direct map while inside (an IVF index: its ``type`` field
+    alone is set to NoMap and set back after, the map itself untouched; the caller holds the
+    handle's lock, so no lookup of this process sees it in between)."""
+    direct = getattr(index, "direct_map", None)
+    kept = None if direct is None else direct.type
+    if kept is not None and kept != faiss.DirectMap.NoMap:
+        direct.type = faiss.DirectMap.NoMap
+    try:
+        yield
+    finally:
+        if kept is not None:
+            direct.type = kept
 
 
 def _idmap_writer(header: dict, ids: IdMap, layer_of: np.ndarray):
