@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -307,7 +308,9 @@ class SegmentsAffected:
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     reason: str = ""
-    codes: tuple[int, ...] = ()  # LSH codes of the changed nodes: where to look (empty: everywhere)
+    # LSH codes of the changed nodes: where to look (empty: everywhere); a tuple, or
+    # the in-process queue's code_list.CodeList (8 bytes a code)
+    codes: Sequence[int] = ()
     group: int | None = None  # the code-prefix shard these codes fall in (FIFO message group)
     op: str = ""  # the operation that sent it: names the message for deduplication
     # when it was sent (epoch seconds; 0: not said, a message of an older version): a

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from ...domain.code_list import CodeList
 from ...domain.model import SegmentsAffected
 
 
@@ -38,20 +39,31 @@ class PendingCodes:
         if self._set is not None or not self._new:
             return
         try:
-            new = np.asarray(self._new, dtype=np.int64)
+            new = np.unique(np.asarray(self._new, dtype=np.int64))
         except OverflowError:
             self._set = set(self._array.tolist()) | set(self._new)
             self._array, self._new = None, []
             return
-        self._array, self._new = np.union1d(self._array, new), []
+        self._new = []
+        if not len(self._array):
+            self._array = new
+            return
+        # merged into the sorted array: its one new copy at once (np.union1d would sort a
+        # concatenation: about three copies of the whole at its peak)
+        at = np.searchsorted(self._array, new)
+        inside = at < len(self._array)
+        inside[inside] = self._array[at[inside]] == new[inside]
+        self._array = np.insert(self._array, at[~inside], new[~inside])
 
     def __len__(self) -> int:
         self._merge()
         return len(self._set) if self._set is not None else len(self._array)
 
-    def sorted(self) -> tuple[int, ...]:
+    def sorted(self) -> Sequence[int]:
+        """The codes in order: a ``CodeList`` over the array (8 bytes a code, not a Python int
+        each), or a tuple when they outgrew int64."""
         self._merge()
-        return tuple(sorted(self._set)) if self._set is not None else tuple(self._array.tolist())
+        return tuple(sorted(self._set)) if self._set is not None else CodeList(self._array)
 
 
 class MemoryQueue:
