@@ -21,6 +21,7 @@ def test_a_code_list_reads_and_compares_as_the_tuple_of_its_ints():
     assert listed[1:3] == (5, 2**40 + 1) and isinstance(listed[1:3], CodeList)
     assert listed == tuple(codes) and tuple(codes) == listed and listed == CodeList(np.array(codes))
     assert listed != tuple(codes[:-1]) and listed != (3, 5, 2**40 + 1, 2**62, 8) and listed != "abc"
+    assert listed != codes and CodeList(np.arange(3)) != range(3)  # as a tuple: not a list or a range
     assert hash(listed) == hash(tuple(codes)) and bool(listed) and not CodeList(np.empty(0, dtype=np.int64))
     with pytest.raises(ValueError):
         listed._codes[0] = 1  # read-only: a message is a value

@@ -20,9 +20,9 @@ _SLICE = 4096  # codes turned into Python ints at a time by iteration
 
 
 class CodeList(Sequence[int]):
-    """Read-only ``Sequence[int]`` over an int64 array (its own copy, or a view it is given
-    alone). Equal to any sequence of the same ints in the same order (a tuple of them: so a
-    message holding it equals one holding the tuple), and hashed as that tuple."""
+    """Read-only ``Sequence[int]`` over an int64 array (the one it is given, made read-only,
+    not copied: the caller hands it over). Equal to the tuple of the same ints in the same order (so a message holding it
+    equals one holding the tuple), and hashed as that tuple."""
 
     __slots__ = ("_codes",)
 
@@ -54,7 +54,7 @@ class CodeList(Sequence[int]):
     def __eq__(self, other: object) -> bool:
         if isinstance(other, CodeList):
             return bool(np.array_equal(self._codes, other._codes))
-        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+        if isinstance(other, tuple):  # as a tuple compares: not equal to a list or a range
             return len(other) == len(self) and all(a == b for a, b in zip(self, other))
         return NotImplemented
 
