@@ -21,8 +21,8 @@ _SLICE = 4096  # codes turned into Python ints at a time by iteration
 
 class CodeList(Sequence[int]):
     """Read-only ``Sequence[int]`` over an int64 array (the one it is given, made read-only,
-    not copied: the caller hands it over). Equal to the tuple of the same ints in the same order (so a message holding it
-    equals one holding the tuple), and hashed as that tuple."""
+    not copied: the caller hands it over). Equal to the tuple of the same ints in the same
+    order (so a message holding it equals one holding the tuple), and hashed as that tuple."""
 
     __slots__ = ("_codes",)
 

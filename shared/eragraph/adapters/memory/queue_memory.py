@@ -69,10 +69,11 @@ class PendingCodes:
 class MemoryQueue:
     """FIFO queue; a message whose dedup key (layer and shard) is already pending is coalesced
     into it, as a burst into one part of a layer needs one reconcile. Coalescing keeps the
-    union of codes (``PendingCodes``) and of ids, so a bulk ingest announcing batch after batch costs each
-    message its own size, not the size of everything pending before it. The codes (at most
-    2^n_planes a layer; 8 bytes each, ``PendingCodes``) are what a reconcile reads; the ids only record what changed, and a
-    coalesced message keeps the first ``ids_max`` of each kind, so what is pending stays
+    union of codes and of ids, so a bulk ingest announcing batch after batch costs each message
+    its own size, not the size of everything pending before it. The codes (at most 2^n_planes a
+    layer; 8 bytes each, ``PendingCodes``, handed over as a ``CodeList``) are what a reconcile
+    reads; the ids only record what changed, and a coalesced message keeps the first
+    ``ids_max`` of each kind, so what is pending stays
     bounded however many documents one drain follows (a million-document ingest would
     otherwise hold every chunk id until its drain)."""
 
