@@ -48,9 +48,9 @@ decision flips at a large group, which needs a half of at most K nodes next to a
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .model import NodeRef, RefState
+from .model import ConflictError, NodeRef, RefState, Segment
 from .partition import decide, largest_unpartitionable, partition
 
 # read(prefix, depth, limit): the refs (tombstones included) whose code starts with the
@@ -81,12 +81,36 @@ class Region:
     depth: int
     refs: tuple[RefState, ...]
     root: bool = False  # the whole layer: it may turn out not to be summarized at all
+    # planned (plan_regions): every old segment its refs name lies inside it, as long as the
+    # counts it was planned from still hold; a segment that reaches beyond it shows they do not
+    # (another writer changed the layer between the counts and the read of the region)
+    planned: bool = False
 
     def old_segments(self) -> set[str]:
         return {r.seg for r in self.refs if r.seg is not None}
 
     def new_members(self) -> list[NodeRef]:
         return [NodeRef(r.node_id, r.code) for r in self.refs if r.live]
+
+
+class OutsideRegion(ConflictError):
+    """A planned region's old segment reaches beyond it (``check_inside``)."""
+
+
+def check_inside(layer: int, region: Region, removed: Iterable[Segment]) -> None:
+    """Raise OutsideRegion when one of ``removed`` (the stored records of the old segments a
+    planned region's refs name) has a member outside the region. plan_regions' regions hold
+    their old segments whole while the counts they were planned from hold; a segment reaching
+    beyond shows another writer changed them before the region was read (a node added or
+    removed meanwhile turned a decision above it), and re-cutting the region would leave that
+    segment's other members in no segment. A segment's id is its members', so its record does
+    not change; the region's refs are its write's condition: what is checked here holds at
+    the write."""
+    inside = {r.node_id for r in region.refs}
+    for seg in removed:
+        if not inside.issuperset(seg.members):
+            raise OutsideRegion(f"layer {layer}: segment {seg.segment_id} reaches beyond its region "
+                                f"(the layer changed since the region was planned)")
 
 
 def count_cap(s_min: int, s_max: int) -> int | None:
@@ -168,7 +192,7 @@ def plan_regions(dirty: Iterable[int], read: Reader, n_bits: int, s_min: int, s_
     if not summarized or root.old <= s_max or root.new <= s_max:
         # the layer is (or was) too small to summarize, or never is: it is one region
         refs = root.refs if root.refs is not None else read(0, 0, None)
-        return [Region(0, tuple(refs), root=True)]
+        return [Region(0, tuple(refs), root=True, planned=True)]
     regions: list[Region] = []
     # (depth, prefix, carried refs of merged small halves, dirty codes of the group)
     stack: list[tuple[int, int, tuple[RefState, ...], list[int]]] = [(0, 0, (), codes)]
@@ -207,7 +231,7 @@ def plan_regions(dirty: Iterable[int], read: Reader, n_bits: int, s_min: int, s_
         own = tuple(read(prefix * 2 + s, depth + 1, None))
         more_codes = [e.code for e in own if e.changed]
         stack.append((depth + 1, prefix * 2 + (1 - s), extra + own, group_codes + more_codes))
-    return regions
+    return [replace(r, planned=True) for r in regions]
 
 
 class _PathCounts:

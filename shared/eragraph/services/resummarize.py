@@ -34,6 +34,17 @@ started (``swept:<layer>``); a shard message whose dirty marker is older than th
 not sixteen. The text of deleted summaries is kept under ``retired:`` meta keys until the
 layer above has taken them out of its segments, because there they are the children that
 left.
+
+A plan rests on counts read before its regions are: a writer that lands in between (an ingest,
+a removal, another reconcile) can turn a decision above a region. The region's write is
+conditional on its own refs only, so a planned region whose old segment reaches beyond it is
+refused before anything is summarized (domain.scoped.OutsideRegion: re-cutting it would leave that
+segment's other members in no segment) and the layer is planned again; refused again from
+fresh counts, the stored partition is one the rule does not give (a stale plan written before)
+and the reconcile re-cuts the layer whole instead. A stale plan whose region holds every
+segment it names is still written as planned (for example a segment kept in a layer that
+shrank to S_max meanwhile): a later reconcile whose region meets it repairs it this way, and a
+reindex (a whole-layer pass) does in any case.
 """
 
 from __future__ import annotations
@@ -51,8 +62,8 @@ from ..domain.ids import summary_id
 from ..domain.model import (APPLYING, ConflictError, MetaWrite, Node, NodeRef, RegionChange, Segment,
                             SegmentsAffected, is_streaming, streaming_key)
 from ..domain.partition import partition, should_summarize
-from ..domain.scoped import (Region, count_cap, counting_by_reading, cut_region, plan_regions,
-                             stream_regions, whole_layer)
+from ..domain.scoped import (OutsideRegion, Region, check_inside, count_cap, counting_by_reading, cut_region,
+                             plan_regions, stream_regions, whole_layer)
 from . import changes, cost
 from .announce import announce, clear_dirty, dirty_key, dirty_marks
 from .engine import Engine
@@ -134,6 +145,8 @@ def _region_change(engine: Engine, layer: int, region: Region, report: ChangeRep
     wanted = {seg.summary_id for seg in to_make} | {m for seg in to_make for m in seg.members} | guessed
     texts = [retired_key(layer, r.node_id) for r in region.refs if not r.live] if can_revise(engine) else []
     removed, nodes, metas = engine.graph.read_region(layer, removed_ids, wanted, texts)
+    if region.planned:  # planned from counts another writer may have changed since (module doc)
+        check_inside(layer, region, removed.values())
     more = ({seg.summary_id for seg in removed.values()} | {m for seg in removed.values() for m in seg.members}) - wanted
     if more:
         nodes.update(engine.graph.get_nodes(more))
@@ -313,6 +326,12 @@ def _reconcile(engine: Engine, message: SegmentsAffected, deadline: Deadline | N
                                           f"regions (the next reconcile of the layer goes on)")
                 _apply(engine, layer, region, report, deadline, repair=whole and not stream,
                        group=message.group, index=index, alone=alone, end=end)
+        except OutsideRegion:
+            marks = None
+            # planned again from fresh counts and still reaching beyond: a stored partition the
+            # rule does not give (a stale plan written before); a whole pass re-cuts it all
+            scoped = scoped and _attempt == 0
+            continue
         except ConflictError:
             marks = None
             continue  # another writer changed a region: plan again from the stored state
