@@ -33,7 +33,10 @@ class MemoryGraphStore(SizesAndMetasByParts):
         self._lsh: LshConfig | None = None
         self._meta: dict[str, Any] = {}
         self._meta_lock = threading.Lock()  # add_within's read and write as one step
-        self._region_lock = threading.Lock()  # apply_region and delete_dead_nodes, each one step
+        # apply_region, delete_dead_nodes and the ref changes of put_nodes and delete_nodes, each
+        # one step (a ref made live or gone between a region's check and its write would be
+        # undone by it, its layer's counter not); reentrant: delete_dead_nodes deletes inside it
+        self._region_lock = threading.RLock()
         self._ledger: dict[str, dict[str, float]] = {}
         self._ledger_hours: dict[tuple[str, int], dict[str, float]] = {}
         self._docs: dict[str, Document] = {}
@@ -192,10 +195,11 @@ class MemoryGraphStore(SizesAndMetasByParts):
         return matches(where, chunk_attrs(doc.metadata, doc.source, doc.doc_id, doc.title, self.tenant))
 
     def put_nodes(self, nodes: Sequence[Node], index: bool = True) -> None:
-        self._store_nodes(nodes)
-        if index:
-            for node in nodes:
-                self._make_live(node.layer, NodeRef(node.node_id, node.code))
+        with self._region_lock:
+            self._store_nodes(nodes)
+            if index:
+                for node in nodes:
+                    self._make_live(node.layer, NodeRef(node.node_id, node.code))
 
     def keep_nodes(self, nodes: Sequence[Node]) -> None:
         with self._region_lock:
@@ -237,48 +241,57 @@ class MemoryGraphStore(SizesAndMetasByParts):
         return {i: self._nodes[i] for i in node_ids if i in self._nodes}
 
     def delete_nodes(self, node_ids: Iterable[str]) -> None:
-        for i in node_ids:
-            self._nodes.pop(i, None)
-            self._make_gone(i)
-            self._leaf_text.delete(i)
+        with self._region_lock:
+            for i in node_ids:
+                self._nodes.pop(i, None)
+                self._make_gone(i)
+                self._leaf_text.delete(i)
+
+    def _held_refs(self) -> list[tuple[int, RefState]]:
+        """The ref index as it stands, read in one step (a writer changes it under the lock)."""
+        with self._region_lock:
+            return list(self._refs.values())
 
     def prefix_refs(self, layer: int, lo: int, hi: int, limit: int | None = None) -> list[RefState]:
-        rows = sorted((r for lay, r in self._refs.values() if lay == layer and lo <= r.code <= hi),
+        rows = sorted((r for lay, r in self._held_refs() if lay == layer and lo <= r.code <= hi),
                       key=lambda r: (r.code, r.node_id))
         return rows if limit is None else rows[:limit]
 
     def count_refs(self, layer: int, lo: int, hi: int, cap: int | None = None) -> RefCount:
-        refs = [r for lay, r in self._refs.values() if lay == layer and lo <= r.code <= hi]
+        refs = [r for lay, r in self._held_refs() if lay == layer and lo <= r.code <= hi]
         return ref_count(refs, cap, False)
 
     def refs_page(self, layer: int, after: tuple[int, str] | None, limit: int) -> list[RefState]:
-        rows = sorted((r for lay, r in self._refs.values()
+        rows = sorted((r for lay, r in self._held_refs()
                        if lay == layer and r.live and (after is None or (r.code, r.node_id) > tuple(after))),
                       key=lambda r: (r.code, r.node_id))
         return rows[:max(int(limit), 0)]
 
     def layer_refs(self, layer: int) -> list[NodeRef]:
-        return sorted((NodeRef(r.node_id, r.code) for lay, r in self._refs.values() if lay == layer and r.live),
+        return sorted((NodeRef(r.node_id, r.code) for lay, r in self._held_refs() if lay == layer and r.live),
                       key=lambda r: r.node_id)
 
     def layer_sizes(self) -> dict[int, int]:
-        return {layer: n for layer, n in sorted(self._sizes.items()) if n}
+        with self._region_lock:
+            sizes = list(self._sizes.items())
+        return {layer: n for layer, n in sorted(sizes) if n}
 
     def repair_layer_counts(self) -> dict[int, int]:
-        live: dict[int, int] = {}
-        for layer, ref in self._refs.values():
-            if ref.live:
-                live[layer] = live.get(layer, 0) + 1
-        fixed = {}
-        for layer in sorted(set(live) | set(self._sizes)):
-            want, have = live.get(layer, 0), self._sizes.get(layer, 0)
-            if want != have:
-                fixed[layer] = want - have
-            if want:
-                self._sizes[layer] = want
-            else:
-                self._sizes.pop(layer, None)
-        return fixed
+        with self._region_lock:
+            live: dict[int, int] = {}
+            for layer, ref in self._refs.values():
+                if ref.live:
+                    live[layer] = live.get(layer, 0) + 1
+            fixed = {}
+            for layer in sorted(set(live) | set(self._sizes)):
+                want, have = live.get(layer, 0), self._sizes.get(layer, 0)
+                if want != have:
+                    fixed[layer] = want - have
+                if want:
+                    self._sizes[layer] = want
+                else:
+                    self._sizes.pop(layer, None)
+            return fixed
 
     def get_segments(self, layer: int) -> list[Segment]:
         return sorted(self._segments.get(layer, {}).values(), key=lambda s: s.segment_id)
