@@ -606,3 +606,20 @@ def test_access_embed_cache_file_makes_a_rerun_embed_nothing(tmp_path):
     again = access.build(Settings(embedder="hash", s_min=2, s_max=3), docs, cache_file=cache)
     assert again.embedder.embedded == 0 and again.embedder.hits > 0
     assert access.summaries(again) == access.summaries(first) > 0
+
+
+def test_reconcile_race_fuzz_smoke():
+    """scripts/reconcile_race_fuzz.py on a few seeds of each store: the consumer threads drain
+    the bus and the invariants are read (its rates are in docs/reliability.md; breakage is rare
+    and timing-dependent, so none is asserted here)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    for store in ("memory", "sqlite"):
+        done = subprocess.run([sys.executable, str(root / "scripts" / "reconcile_race_fuzz.py"), "--seeds", "0", "3",
+                               "--store", store], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        summary = json.loads(done.stdout.strip().splitlines()[-1])
+        assert summary["store"] == store and summary["check"] and summary["runs"] == 6
+        assert 0 <= summary["broken"] <= summary["runs"]

@@ -1,12 +1,14 @@
 """A scoped reconcile planned from counts that an ingest changes before the region is read.
 
-The plan decides, from capped counts, which groups of the layer to re-cut (domain.scoped). An
-ingest that lands between those counts and the region's read can turn a decision above the
-region: a small half that was carried into its neighbour's segment is no longer small, and the
-region read is that half alone. The stored segment the region's refs name then reaches beyond
-the region; re-cutting it removed that segment and left its other members in no segment (the
-race the concurrent-consumers fault test met about once in fifty runs). The reconcile now
-refuses such a region (domain.scoped.OutsideRegion) and plans again from the stored state.
+The plan decides, from capped counts, which groups of the layer to re-cut (domain.scoped), then
+reads each region and writes it on the condition that its refs are unchanged. An ingest that
+lands between the counts and the read changes no old count, so the region passes, and its cut
+is written from the stale counts: a partition the rule does not give, with a segment reaching
+across a group the rule keeps apart. The next reconcile whose region meets that segment
+re-cut the region and removed it, leaving the segment's other members in no segment (the race
+the concurrent-consumers fault test met about once in fifty runs). Such a region is now
+refused (domain.scoped.OutsideRegion); refused again from fresh counts, the reconcile re-cuts
+the layer whole.
 
 Each case runs the reconcile of one ingest's change with a second ingest landing just before
 its k-th graph-store call, for every k; the second ingest's own messages are delivered after.
@@ -92,8 +94,25 @@ def _violations(kind: str, path) -> list[str]:
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
-def test_an_ingest_between_the_plan_and_the_region_leaves_no_node_in_no_segment(kind, tmp_path):
+def test_an_ingest_between_the_plan_and_the_region_leaves_no_node_in_no_segment(kind, tmp_path, monkeypatch):
+    refused, streamed = [], []
+    check, stream = resummarize.check_inside, resummarize.stream_regions
+
+    def counted_check(layer, region, removed):
+        try:
+            check(layer, region, removed)
+        except OutsideRegion:
+            refused.append(layer)
+            raise
+
+    def counted_stream(*args, **kwargs):
+        streamed.append(1)
+        return stream(*args, **kwargs)
+
+    monkeypatch.setattr(resummarize, "check_inside", counted_check)
+    monkeypatch.setattr(resummarize, "stream_regions", counted_stream)
     assert _violations(kind, tmp_path) == []
+    assert refused and streamed  # the race was met, and healed by a whole pass
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
@@ -125,6 +144,7 @@ def test_a_plan_refused_again_from_fresh_counts_falls_back_to_a_whole_pass(monke
     report = resummarize.reconcile(engine, message)
     assert refused == [0, 0]  # planned twice, then not planned
     assert report.segments_resummarized
+    assert not engine.graph.meta_keys("applying:0:")  # the whole pass's streaming mark is cleared
     monkeypatch.undo()
     _deliver(engine)
     resummarize.drain(engine)

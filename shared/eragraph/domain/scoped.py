@@ -100,12 +100,12 @@ class OutsideRegion(ConflictError):
 def check_inside(layer: int, region: Region, removed: Iterable[Segment]) -> None:
     """Raise OutsideRegion when one of ``removed`` (the stored records of the old segments a
     planned region's refs name) has a member outside the region. plan_regions' regions hold
-    their old segments whole while the counts they were planned from hold; a segment reaching
-    beyond shows another writer changed them before the region was read (a node added or
-    removed meanwhile turned a decision above it), and re-cutting the region would leave that
-    segment's other members in no segment. A segment's id is its members', so its record does
-    not change; the region's refs are its write's condition: what is checked here holds at
-    the write."""
+    their old segments whole when the stored partition is the rule's and the counts they were
+    planned from still hold; a segment reaching beyond shows another reconcile re-cut the
+    layer after those counts, or a partition the rule does not give (a plan written from counts
+    an ingest had changed). Re-cutting the region would leave that segment's other members in
+    no segment. A segment's id is its members', so its record does not change; the region's
+    refs are its write's condition: what is checked here holds at the write."""
     inside = {r.node_id for r in region.refs}
     for seg in removed:
         if not inside.issuperset(seg.members):

@@ -35,16 +35,17 @@ not sixteen. The text of deleted summaries is kept under ``retired:`` meta keys 
 layer above has taken them out of its segments, because there they are the children that
 left.
 
-A plan rests on counts read before its regions are: a writer that lands in between (an ingest,
-a removal, another reconcile) can turn a decision above a region. The region's write is
-conditional on its own refs only, so a planned region whose old segment reaches beyond it is
-refused before anything is summarized (domain.scoped.OutsideRegion: re-cutting it would leave that
-segment's other members in no segment) and the layer is planned again; refused again from
-fresh counts, the stored partition is one the rule does not give (a stale plan written before)
-and the reconcile re-cuts the layer whole instead. A stale plan whose region holds every
-segment it names is still written as planned (for example a segment kept in a layer that
-shrank to S_max meanwhile): a later reconcile whose region meets it repairs it this way, and a
-reindex (a whole-layer pass) does in any case.
+A plan rests on counts read before its regions are, and a region's write is conditional on its
+own refs only. A planned region whose old segment reaches beyond it is refused before anything
+is summarized (domain.scoped.OutsideRegion): re-cutting it would leave that segment's other
+members in no segment. Two writers make one: another reconcile that re-cut the layer between
+this plan's counts and its read (planning again from fresh counts then succeeds), or a stale
+plan written before, whose counts an ingest or a removal had changed (those change no old
+count, so that plan's own regions passed the check and were written as planned). A region
+refused twice therefore meets a stored partition the rule does not give, and the reconcile
+re-cuts the layer whole instead (every access partition of it). A stale plan that no later
+region meets stays until a reindex (a whole-layer pass) re-cuts it: for example a segment kept
+in a layer that shrank to S_max meanwhile.
 """
 
 from __future__ import annotations
@@ -294,6 +295,7 @@ def _reconcile(engine: Engine, message: SegmentsAffected, deadline: Deadline | N
     scoped = message.scoped and not fresh and len(message.codes) < max(
         WHOLE_LAYER_MIN, sizes.get(layer, 0) // WHOLE_LAYER_SHARE)
     marks: list[str] | None = sorted(k for k in held if k.startswith(APPLYING))
+    refusals = 0  # planned regions refused (OutsideRegion)
     for _attempt in range(MAX_CONFLICT_RETRIES):
         started = time.time()
         if marks is None:  # planned again after a conflict: read again
@@ -328,9 +330,10 @@ def _reconcile(engine: Engine, message: SegmentsAffected, deadline: Deadline | N
                        group=message.group, index=index, alone=alone, end=end)
         except OutsideRegion:
             marks = None
-            # planned again from fresh counts and still reaching beyond: a stored partition the
-            # rule does not give (a stale plan written before); a whole pass re-cuts it all
-            scoped = scoped and _attempt == 0
+            refusals += 1
+            # refused again, planned from fresh counts: a stored partition the rule does not
+            # give (a stale plan written before); a whole pass re-cuts it wherever it reaches
+            scoped = scoped and refusals < 2
             continue
         except ConflictError:
             marks = None
