@@ -81,9 +81,8 @@ class Region:
     depth: int
     refs: tuple[RefState, ...]
     root: bool = False  # the whole layer: it may turn out not to be summarized at all
-    # planned (plan_regions): every old segment its refs name lies inside it, as long as the
-    # counts it was planned from still hold; a segment that reaches beyond it shows they do not
-    # (another writer changed the layer between the counts and the read of the region)
+    # planned (plan_regions): every old segment its refs name lies inside it while the stored
+    # partition is the rule's and the counts it was planned from hold (check_inside)
     planned: bool = False
 
     def old_segments(self) -> set[str]:
