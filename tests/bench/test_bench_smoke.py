@@ -622,4 +622,3 @@ def test_reconcile_race_fuzz_smoke():
         assert done.returncode == 0, done.stderr[-3000:]
         summary = json.loads(done.stdout.strip().splitlines()[-1])
         assert summary["store"] == store and summary["check"] and summary["runs"] == 6
-        assert 0 <= summary["broken"] <= summary["runs"]

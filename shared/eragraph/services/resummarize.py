@@ -328,16 +328,14 @@ def _reconcile(engine: Engine, message: SegmentsAffected, deadline: Deadline | N
                                           f"regions (the next reconcile of the layer goes on)")
                 _apply(engine, layer, region, report, deadline, repair=whole and not stream,
                        group=message.group, index=index, alone=alone, end=end)
-        except OutsideRegion:
+        except ConflictError as exc:  # another writer changed a region: plan again from the stored state
             marks = None
-            refusals += 1
-            # refused again, planned from fresh counts: a stored partition the rule does not
-            # give (a stale plan written before); a whole pass re-cuts it wherever it reaches
-            scoped = scoped and refusals < 2
+            if isinstance(exc, OutsideRegion):
+                refusals += 1
+                # refused again, planned from fresh counts: a stored partition the rule does not
+                # give (a stale plan written before); a whole pass re-cuts it wherever it reaches
+                scoped = scoped and refusals < 2
             continue
-        except ConflictError:
-            marks = None
-            continue  # another writer changed a region: plan again from the stored state
         if message.group is not None:  # with the change record (reconcile)
             end.clears.append((dirty_key(layer, message.group), started))
         else:
