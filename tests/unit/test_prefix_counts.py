@@ -9,7 +9,7 @@ import pytest
 
 from eragraph.domain.access import placed
 from eragraph.domain.model import RefState
-from eragraph.domain.prefix_counts import PREFIX_BITS, PrefixCounts, bucket_of, merge, tally
+from eragraph.domain.prefix_counts import DEEP_BITS, PREFIX_BITS, PrefixCounts, bucket_of, merge, tally
 from eragraph.domain.scoped import code_prefix, ref_count
 
 
@@ -37,6 +37,48 @@ def test_each_group_above_the_depth_counts_as_its_refs_do(n_bits):
             assert counts.most_refs(prefix, depth) >= sum(1 for r in inside if r.old or r.live)
     with pytest.raises(ValueError):
         counts.count(0, counts.depth + 1, None)
+
+
+def deep_rows(refs: list[RefState], n_bits: int) -> list[tuple[int, int, int]]:
+    """(deep group, old, live) of ``refs``, as the SQLite store holds them."""
+    shift = n_bits - min(DEEP_BITS, n_bits)
+    rows: dict[int, list[int]] = {}
+    for r in refs:
+        row = rows.setdefault(r.code >> shift, [0, 0])
+        row[0] += r.old
+        row[1] += r.live
+    return [(g, o, n) for g, (o, n) in rows.items()]
+
+
+@pytest.mark.parametrize("n_bits", [8, 12, 16, 20])
+def test_the_deep_counts_of_held_groups_count_as_their_refs_do(n_bits):
+    """Below the top depth, a group inside a top group whose deep counts are held counts as its
+    refs do, down to the deep depth; another is not answered (the walk counts it in the index)."""
+    rng = random.Random(n_bits + 1)
+    top = min(PREFIX_BITS, n_bits)
+    empty = (1 << top) - 1  # a top group left without refs
+    refs = [r for r in random_refs(rng, 1500, n_bits) if code_prefix(r.code, top, n_bits) != empty]
+    tops = sorted({code_prefix(r.code, top, n_bits) for r in rng.sample(refs, 3)})
+    counts = PrefixCounts.of_refs(refs, n_bits).with_deep(n_bits, tops, deep_rows(refs, n_bits))
+    assert counts.deep_depth == min(DEEP_BITS, n_bits)
+    for code in [r.code for r in refs if code_prefix(r.code, top, n_bits) in tops][:40]:
+        for depth in range(counts.depth + 1, counts.deep_depth + 1):
+            prefix = code_prefix(code, depth, n_bits) ^ rng.randrange(2)  # on the path, or its sibling
+            assert counts.answers(prefix, depth)
+            inside = [r for r in refs if code_prefix(r.code, depth, n_bits) == prefix]
+            for cap in (None, 0, 3):
+                assert counts.count(prefix, depth, cap) == ref_count(inside, cap, False)
+        if counts.deep_depth < n_bits:
+            assert not counts.answers(code_prefix(code, counts.deep_depth + 1, n_bits), counts.deep_depth + 1)
+    other = next(p for p in range(1 << top) if p not in tops and p != empty)
+    if counts.deep_depth > top:
+        assert not counts.answers(other << 1, top + 1)
+        with pytest.raises(ValueError):
+            counts.count(other << 1, top + 1, None)
+    # a held top group without a row of its own (no refs) counts none below
+    bare = PrefixCounts.of_refs(refs, n_bits).with_deep(n_bits, [empty], deep_rows(refs, n_bits))
+    if bare.deep_depth > top:
+        assert bare.count(empty << 1, top + 1, None) == ref_count([], None, False)
 
 
 def test_writes_tallied_one_by_one_end_in_the_counts_of_what_they_leave():

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from eragraph.adapters.local.graph_sqlite import SqliteGraphStore
 from eragraph.domain.access import max_code
-from eragraph.domain.prefix_counts import PREFIX_BITS
+from eragraph.domain.prefix_counts import DEEP_BITS, PREFIX_BITS
 from eragraph.services import invariants
 from eragraph.services.ingest import ingest
 from eragraph.services.remove import remove
@@ -18,8 +18,8 @@ from eragraph.services.resummarize import drain
 from support import make_engine, synthetic_docs
 
 
-def local_engine(path):
-    engine = make_engine()
+def local_engine(path, **settings):
+    engine = make_engine(**settings)
     return replace(engine, graph=SqliteGraphStore(path))
 
 
@@ -58,6 +58,7 @@ def test_a_store_written_before_the_counts_gets_them_when_opened(tmp_path):
     for name in ("refs_prefix_insert", "refs_prefix_delete", "refs_prefix_update"):
         conn.execute(f"DROP TRIGGER {name}")
     conn.execute("DROP TABLE prefix_counts")
+    conn.execute("DROP TABLE prefix_counts_deep")
     conn.execute("DELETE FROM store_info WHERE key = 'prefix_counts_bits'")
     conn.commit()
     conn.close()
@@ -77,6 +78,11 @@ def test_the_repair_takes_the_counts_again(tmp_path):
     assert drift(engine.graph)
     engine.graph.repair_layer_counts()
     assert drift(engine.graph) == []
+    with engine.graph._write() as conn:  # the deep level alone
+        conn.execute("UPDATE prefix_counts_deep SET old = old + 1 WHERE layer = 0")
+    assert drift(engine.graph) and all(d.startswith("layer 0: deep group") for d in drift(engine.graph))
+    engine.graph.repair_layer_counts()
+    assert drift(engine.graph) == []
 
 
 class CountSpy:
@@ -91,9 +97,9 @@ class CountSpy:
     def __getattr__(self, name):
         return getattr(self._inner, name)
 
-    def _held(self, layer):
+    def _held(self, layer, codes=()):
         self.held += 1
-        return self._inner.held_prefix_counts(layer)
+        return self._inner.held_prefix_counts(layer, codes)
 
     def count_refs(self, layer, lo, hi, cap=None):
         self.depths.append(self._bits - int(math.log2(hi - lo + 1)))
@@ -116,6 +122,31 @@ def test_the_walk_takes_the_top_of_a_layer_from_the_counts(tmp_path):
     assert plans["sqlite"][1] > 0  # the counts were read ...
     assert [d for d in sqlite_depths if d <= PREFIX_BITS] == []  # ... and answered the top
     assert plans["memory"][2] == plans["sqlite"][2]  # the same plan either way
+
+
+def test_the_walk_takes_its_path_below_the_top_from_the_deep_counts(tmp_path):
+    """A layer whose 8-bit groups hold more than S_max refs: the walk goes on below them. The
+    SQLite store answers every count of the changed code's path down to DEEP_BITS from the deep
+    counts read with the layer's (16 of the code's 20 bits), and the plan is the one the
+    memory store's counts give."""
+    settings = {"n_planes": 20, "s_min": 2, "s_max": 3}
+    docs, one = synthetic_docs(1500), synthetic_docs(2, seed=9, prefix="one")
+    plans = {}
+    for name, engine in (("memory", make_engine(**settings)),
+                         ("sqlite", local_engine(tmp_path / "graph.db", **settings))):
+        ingest(engine, docs)
+        drain(engine)
+        spy = CountSpy(engine.graph, engine.settings.n_planes)
+        engine = replace(engine, graph=spy)
+        for doc in one:
+            ingest(engine, [doc])
+            drain(engine)
+        plans[name] = (spy.depths, {layer: engine.graph.get_segments(layer) for layer in range(5)})
+        assert invariants.check(engine).ok
+    memory_depths, sqlite_depths = plans["memory"][0], plans["sqlite"][0]
+    assert [d for d in memory_depths if d > PREFIX_BITS]  # the walk goes below the top ...
+    assert [d for d in sqlite_depths if d <= DEEP_BITS] == []  # ... and SQLite reads it from its counts
+    assert plans["memory"][1] == plans["sqlite"][1]
 
 
 def test_the_counts_follow_random_ref_writes_in_every_partition_and_layer(tmp_path):

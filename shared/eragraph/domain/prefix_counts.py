@@ -12,23 +12,42 @@ depth-bit group, which a small layer holds few enough refs in to be read whole.
 
 Only the open access partition (index 0, documents without an access list) is kept: its
 counts are at most 2 * 2^PREFIX_BITS numbers on one item whatever the store holds; a
-partition with an access list counts as before. Pure functions, no I/O.
+partition with an access list counts as before.
+
+A store whose reads are cheap range reads of its own table (SQLite) keeps a second level too,
+the counts of every DEEP_BITS-bit group, and returns with a layer's top counts those of the
+deep groups inside the top groups of the codes a reconcile walks (``deep``: 2^(DEEP_BITS -
+PREFIX_BITS) numbers of each kind a top group). A walk's path is then counted from held counts
+down to DEEP_BITS bits, about 16 bits of the 20-bit code: at 1M chunks a layer-0 group of
+DEEP_BITS bits holds about 15 refs, so little of the path is left to count in the ref index.
+On DynamoDB the counts' item is written by every ref write's transaction and read whole with
+the layer sizes, so it keeps the top level alone. Pure functions, no I/O.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 from .access import index_of, lsh_part
 from .model import RefState
 from .scoped import RefCount
 
 PREFIX_BITS = 8  # the depth kept: 256 groups, two counts each
+DEEP_BITS = 16  # the second level a store with cheap range reads keeps (SQLite): 256 groups a top group
 
 
 def prefix_depth(n_bits: int) -> int:
     return min(PREFIX_BITS, n_bits)
+
+
+def deep_depth(n_bits: int) -> int:
+    return min(DEEP_BITS, n_bits)
+
+
+def open_prefix(code: int, n_bits: int, depth: int) -> int:
+    """The ``depth``-bit group of a code's low ``n_bits`` (its place in the open partition)."""
+    return (code & ((1 << n_bits) - 1)) >> (n_bits - depth)
 
 
 def bucket_of(code: int, n_bits: int) -> int | None:
@@ -64,6 +83,10 @@ class PrefixCounts:
     depth: int
     old: tuple[int, ...]
     new: tuple[int, ...]
+    # the second level's counts of some top groups: top group -> (old, live) counts of each of
+    # its 2^(deep_depth - depth) deep groups (a store that keeps them: SQLite)
+    deep_depth: int = 0
+    deep: Mapping[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, n_bits: int, counts: dict[tuple[str, int], int]) -> PrefixCounts:
@@ -83,6 +106,26 @@ class PrefixCounts:
             merge(counts, tally(ref.code, n_bits, (False, False), (ref.old, ref.live)))
         return cls.of(n_bits, counts)
 
+    def with_deep(self, n_bits: int, tops: Iterable[int], rows: Iterable[tuple[int, int, int]]) -> PrefixCounts:
+        """These counts with the second level of each top group in ``tops``: ``rows`` are the
+        held (deep group, old, live) counts inside them (an absent deep group holds none)."""
+        depth = deep_depth(n_bits)
+        width = 1 << (depth - self.depth)
+        deep = {top: ([0] * width, [0] * width) for top in tops}
+        for group, old, live in rows:
+            top = group >> (depth - self.depth)
+            if top in deep:
+                deep[top][0][group - (top << (depth - self.depth))] = int(old)
+                deep[top][1][group - (top << (depth - self.depth))] = int(live)
+        return PrefixCounts(self.depth, self.old, self.new, depth,
+                            {top: (tuple(o), tuple(n)) for top, (o, n) in deep.items()})
+
+    def answers(self, prefix: int, depth: int) -> bool:
+        """Whether ``count`` answers the ``depth``-bit group ``prefix`` from held counts."""
+        if depth <= self.depth:
+            return True
+        return depth <= self.deep_depth and (prefix >> (depth - self.depth)) in self.deep
+
     def _span(self, prefix: int, depth: int) -> slice:
         if not 0 <= depth <= self.depth:
             raise ValueError(f"depth {depth} is below the {self.depth} bits held")
@@ -90,9 +133,19 @@ class PrefixCounts:
         return slice(prefix << shift, (prefix + 1) << shift)
 
     def count(self, prefix: int, depth: int, cap: int | None) -> RefCount:
-        """GraphStore.count_refs of the ``depth``-bit group ``prefix`` (depth <= self.depth)."""
-        span = self._span(prefix, depth)
-        old, new = sum(self.old[span]), sum(self.new[span])
+        """GraphStore.count_refs of the ``depth``-bit group ``prefix`` (``answers`` it)."""
+        if depth <= self.depth:
+            span = self._span(prefix, depth)
+            old, new = sum(self.old[span]), sum(self.new[span])
+        else:
+            if not self.answers(prefix, depth):
+                raise ValueError(f"the {depth}-bit group {prefix:x} is not held")
+            top = prefix >> (depth - self.depth)
+            olds, news = self.deep[top]
+            shift = self.deep_depth - depth
+            local = prefix - (top << (depth - self.depth))
+            span = slice(local << shift, (local + 1) << shift)
+            old, new = sum(olds[span]), sum(news[span])
         if cap is not None:
             old, new = min(old, cap + 1), min(new, cap + 1)
         return RefCount(old, new)

@@ -65,19 +65,20 @@ def counter(engine: Engine, layer: int, index: int = 0):
     return count
 
 
-def held_counts(engine: Engine, layer: int, index: int) -> PrefixCounts | None:
+def held_counts(engine: Engine, layer: int, index: int, codes: Sequence[int] = ()) -> PrefixCounts | None:
     """The prefix counts of ``layer`` (GraphStore ``held_prefix_counts``: DynamoDB, as read with
     the layer sizes of this reconcile, in a store created with them; SQLite, as they stand,
-    kept by triggers; only the open partition's are kept), or None."""
+    kept by triggers, with the deeper counts of the groups the changed ``codes`` lie in; only
+    the open partition's are kept), or None."""
     held = getattr(engine.graph, "held_prefix_counts", None)
-    return held(layer) if held is not None and index == 0 else None
+    return held(layer, codes) if held is not None and index == 0 else None
 
 
 def answered_from(held: PrefixCounts, below: Counter) -> Counter:
-    """A Counter taking a group at most ``held.depth`` bits deep from ``held``, a deeper one
-    from ``below``."""
+    """A Counter taking a group ``held`` answers (at most ``held.depth`` bits deep, or inside
+    a group it holds the deeper counts of) from ``held``, another from ``below``."""
     def count(prefix: int, depth: int, cap: int | None) -> RefCount:
-        return held.count(prefix, depth, cap) if depth <= held.depth else below(prefix, depth, cap)
+        return held.count(prefix, depth, cap) if held.answers(prefix, depth) else below(prefix, depth, cap)
 
     return count
 
@@ -108,7 +109,7 @@ def counted_ahead(engine: Engine, layer: int, index: int, codes: Sequence[int], 
         whole = sorted({(code_prefix(c, top, n_bits), top) for c in codes
                         if held.most_refs(code_prefix(c, top, n_bits), top) <= WHOLE_GROUP_REFS})
         inside = {p for p, _ in whole}
-        groups = [(p, d) for p, d in groups if d > top and (p >> (d - top)) not in inside]
+        groups = [(p, d) for p, d in groups if not held.answers(p, d) and (p >> (d - top)) not in inside]
     if not groups and not whole:
         return count, []
     base = index << n_bits

@@ -363,7 +363,7 @@ def _plan(engine: Engine, layer: int, index: int, codes: list[int], sizes: dict[
     made again after a conflict, which read no sizes again)."""
     s = engine.settings
     read = reader(engine, layer, index)
-    held = held_counts(engine, layer, index) if counted else None
+    held = held_counts(engine, layer, index, codes) if counted else None
     # a layer the held counts answer the top of is walked from them and one read of its
     # changed codes' groups; else a small layer on a store that answers it in one read is
     # read whole (a store whose reads are local calls reads no layer whole)

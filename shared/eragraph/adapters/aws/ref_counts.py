@@ -22,6 +22,7 @@ them, conditioned on ``hw`` as read.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute
@@ -104,9 +105,10 @@ class RefCounts:
         if raws and self.prefix_counted():
             held.update({layer: counts_of_raw(raw, self.code_bits) for layer, raw in raws.items()})
 
-    def held_prefix_counts(self, layer: int) -> PrefixCounts | None:
+    def held_prefix_counts(self, layer: int, codes: Iterable[int] = ()) -> PrefixCounts | None:
         """The counts of ``layer`` as this thread's last ``sizes_and_metas`` read them (None: not
-        kept, or the layer had no counter then: an empty layer counts nothing worth keeping)."""
+        kept, or the layer had no counter then: an empty layer counts nothing worth keeping).
+        The top level alone: ``codes`` (whose deeper counts SQLite adds) asks nothing here."""
         return self._held().get(layer)
 
     def raw_counter(self, layer: int) -> dict[str, Any] | None:

@@ -1,5 +1,6 @@
 """The ref index's prefix counts in the SQLite file (domain.prefix_counts): the old and live refs
-of each 8-bit code prefix of a layer's open access partition, kept by triggers on ``refs``.
+of each 8-bit code prefix of a layer's open access partition, and of each 16-bit one, kept by
+triggers on ``refs``.
 
 The scoped reconcile's walk asks a capped count per bit of each changed code's path
 (GraphStore.count_refs). On a large layer the top of that path is the costliest part: each count
@@ -7,8 +8,11 @@ walks an index B-tree that no longer fits the page cache. The counts of the top 
 where a ref is written, so the file keeps them in ``prefix_counts`` (layer, group) -> (old,
 live), moved by triggers in the same transaction as every write of a ref, whatever code writes
 it (an older eragraph too: the triggers live in the file). A reconcile reads a layer's at most
-256 rows once (``held_prefix_counts``) and the walk takes every group at most 8 bits deep from
-them (services.layer_reads.answered_from), counting deeper ones in the index as before.
+256 rows once (``held_prefix_counts``), with the at most 256 rows of ``prefix_counts_deep`` (16
+bits) under each 8-bit group its changed codes lie in (up to DEEP_GROUPS such groups: a larger
+message walks many paths, and counts them in the index as before), and the walk takes every
+group on those paths at most 16 bits deep from them (services.layer_reads.answered_from),
+counting deeper ones in the index. A ref write moves one row of each table.
 
 The triggers need the code width, known once the store holds its hyperplanes: they are made
 with it then (``put_lsh``), or when a store written before them is opened, with the counts
@@ -19,11 +23,14 @@ from __future__ import annotations
 
 import sqlite3
 
-from ...domain.model import RefState
-from ...domain.prefix_counts import PrefixCounts, prefix_depth
+from collections.abc import Iterable
 
+from ...domain.model import RefState
+from ...domain.prefix_counts import PrefixCounts, deep_depth, open_prefix, prefix_depth
+
+TABLES = ("prefix_counts", "prefix_counts_deep")  # the 8-bit groups' counts, the 16-bit groups'
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS prefix_counts (
+CREATE TABLE IF NOT EXISTS {table} (
     layer INTEGER NOT NULL,
     grp   INTEGER NOT NULL,
     old   INTEGER NOT NULL,
@@ -32,16 +39,23 @@ CREATE TABLE IF NOT EXISTS prefix_counts (
 ) WITHOUT ROWID"""
 MARK = "prefix_counts_bits"  # store_info key: "<code width>/<TRIGGERS_VERSION>" the triggers were made with
 TRIGGERS = ("refs_prefix_insert", "refs_prefix_delete", "refs_prefix_update")
-TRIGGERS_VERSION = 1  # a change of the triggers' text makes every store opened remake them
+TRIGGERS_VERSION = 2  # a change of the triggers' text makes every store opened remake them (2: the deep table)
+DEEP_GROUPS = 16  # at most this many 8-bit groups' deep counts read with a layer's (4,096 rows)
+
+
+def _depths(n_bits: int) -> tuple[tuple[str, int], ...]:
+    """(table, depth) of each level kept for codes of ``n_bits``."""
+    return (TABLES[0], prefix_depth(n_bits)), (TABLES[1], deep_depth(n_bits))
 
 
 def _add(row: str, sign: str, n_bits: int) -> str:
-    """The statement adding (``sign`` "+") or taking away ("-") ref ``row`` (NEW or OLD) from
-    its group's counts when it lies in the open partition."""
-    shift = n_bits - prefix_depth(n_bits)
-    return (f"INSERT INTO prefix_counts (layer, grp, old, live) SELECT {row}.layer, {row}.code >> {shift}, "
-            f"{sign}({row}.seg IS NOT NULL), {sign}{row}.live WHERE ({row}.code >> {n_bits}) = 0 "
-            f"ON CONFLICT (layer, grp) DO UPDATE SET old = old + excluded.old, live = live + excluded.live;")
+    """The statements adding (``sign`` "+") or taking away ("-") ref ``row`` (NEW or OLD) from
+    its groups' counts, one row of each level, when it lies in the open partition."""
+    return " ".join(
+        f"INSERT INTO {table} (layer, grp, old, live) SELECT {row}.layer, {row}.code >> {n_bits - depth}, "
+        f"{sign}({row}.seg IS NOT NULL), {sign}{row}.live WHERE ({row}.code >> {n_bits}) = 0 "
+        f"ON CONFLICT (layer, grp) DO UPDATE SET old = old + excluded.old, live = live + excluded.live;"
+        for table, depth in _depths(n_bits))
 
 
 def install(conn: sqlite3.Connection, n_bits: int) -> None:
@@ -51,7 +65,8 @@ def install(conn: sqlite3.Connection, n_bits: int) -> None:
     made = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
     if row is not None and row[0] == f"{n_bits}/{TRIGGERS_VERSION}" and made >= set(TRIGGERS):
         return
-    conn.execute(SCHEMA)
+    for table in TABLES:
+        conn.execute(SCHEMA.format(table=table))
     for name in TRIGGERS:
         conn.execute(f"DROP TRIGGER IF EXISTS {name}")
     conn.execute(f"CREATE TRIGGER refs_prefix_insert AFTER INSERT ON refs BEGIN {_add('NEW', '+', n_bits)} END")
@@ -67,11 +82,11 @@ def install(conn: sqlite3.Connection, n_bits: int) -> None:
 
 
 def recount(conn: sqlite3.Connection, n_bits: int) -> None:
-    """The counts taken again from the refs (one pass over the ref index)."""
-    shift = n_bits - prefix_depth(n_bits)
-    conn.execute("DELETE FROM prefix_counts")
-    conn.execute(f"INSERT INTO prefix_counts (layer, grp, old, live) SELECT layer, code >> {shift}, "
-                 f"SUM(seg IS NOT NULL), SUM(live) FROM refs WHERE (code >> {n_bits}) = 0 GROUP BY 1, 2")
+    """The counts taken again from the refs (one pass over the ref index a level)."""
+    for table, depth in _depths(n_bits):
+        conn.execute(f"DELETE FROM {table}")
+        conn.execute(f"INSERT INTO {table} (layer, grp, old, live) SELECT layer, code >> {n_bits - depth}, "
+                     f"SUM(seg IS NOT NULL), SUM(live) FROM refs WHERE (code >> {n_bits}) = 0 GROUP BY 1, 2")
 
 
 def installed_bits(conn: sqlite3.Connection) -> int | None:
@@ -90,24 +105,49 @@ class SqlitePrefixCounts:
                 bits = self._prefix_bits = installed_bits(self._conn)  # type: ignore[attr-defined]
         return bits
 
-    def held_prefix_counts(self, layer: int) -> PrefixCounts | None:
-        """The counts of ``layer`` as they stand (one read of at most 256 rows), or None before
-        the store holds its hyperplanes."""
+    def held_prefix_counts(self, layer: int, codes: Iterable[int] = ()) -> PrefixCounts | None:
+        """The counts of ``layer`` as they stand (one read of at most 256 rows), with the deep
+        counts of the 8-bit groups ``codes`` (open-partition codes) lie in when they are at most
+        DEEP_GROUPS groups (a range read of at most 256 rows each), or None before the store
+        holds its hyperplanes."""
         bits = self._counted_bits()
         if bits is None:
             return None
-        rows = self._query("SELECT grp, old, live FROM prefix_counts WHERE layer = ?",  # type: ignore[attr-defined]
-                           (int(layer),))
+        top, deep = prefix_depth(bits), deep_depth(bits)
+        tops = sorted({open_prefix(int(c), bits, top) for c in codes}) if deep > top else []
+        if len(tops) > DEEP_GROUPS:
+            tops = []
+        with self._lock:  # type: ignore[attr-defined]
+            rows = self._query("SELECT grp, old, live FROM prefix_counts WHERE layer = ?",  # type: ignore[attr-defined]
+                               (int(layer),))
+            deep_rows = [row for t in tops for row in self._query(  # type: ignore[attr-defined]
+                "SELECT grp, old, live FROM prefix_counts_deep WHERE layer = ? AND grp BETWEEN ? AND ?",
+                (int(layer), t << (deep - top), ((t + 1) << (deep - top)) - 1))]
         counts = {}
         for group, old, live in rows:
             counts[("old", int(group))] = int(old)
             counts[("new", int(group))] = int(live)
-        return PrefixCounts.of(bits, counts)
+        held = PrefixCounts.of(bits, counts)
+        return held.with_deep(bits, tops, deep_rows) if tops else held
 
     def prefix_counts_drift(self, layer: int, refs: list[RefState]) -> list[str]:
-        """How the kept counts of ``layer`` differ from those of ``refs`` (its every ref,
-        tombstones included): nothing while the triggers keep them right."""
+        """How the kept counts of ``layer`` (both levels) differ from those of ``refs`` (its
+        every ref, tombstones included): nothing while the triggers keep them right."""
         held = self.held_prefix_counts(layer)
-        if held is None:
+        bits = self._counted_bits()
+        if held is None or bits is None:
             return []
-        return held.differences(PrefixCounts.of_refs(refs, self._counted_bits() or 0))
+        out = held.differences(PrefixCounts.of_refs(refs, bits))
+        shift = bits - deep_depth(bits)
+        want: dict[int, list[int]] = {}
+        for ref in refs:
+            if ref.code >> bits == 0 and (ref.old or ref.live):
+                row = want.setdefault(ref.code >> shift, [0, 0])
+                row[0] += ref.old
+                row[1] += ref.live
+        rows = self._query("SELECT grp, old, live FROM prefix_counts_deep WHERE layer = ?",  # type: ignore[attr-defined]
+                           (int(layer),))
+        have = {int(g): [int(o), int(n)] for g, o, n in rows if o or n}
+        out += [f"deep group {g:x}: {have.get(g, [0, 0])} held, {want.get(g, [0, 0])} counted"
+                for g in sorted(set(want) | set(have)) if have.get(g, [0, 0]) != want.get(g, [0, 0])]
+        return out[:5]
