@@ -40,7 +40,8 @@ Cost: one changed node makes about one capped count per bit of its path (about l
 bits, at most n_bits: a half the walk goes on into is counted through its own halves, which the
 next step counts anyway, ``_PathCounts``) and reads one region, usually one segment's worth. A store that counts in place (GraphStore.count_refs: SQLite's covering
 ref index) returns two numbers per count, each scanning at most ~2K index entries, so the refs
-read do not grow with the layer; the counts grow with the path. A store that counts by reading returns each count's refs (at most ~2K) and a group inside
+read do not grow with the layer; the counts grow with the path, except the part of it a store's
+held prefix counts answer (domain.prefix_counts). A store that counts by reading returns each count's refs (at most ~2K) and a group inside
 one read whole already is not read again (``remembering``). A region is large only where a
 decision flips at a large group, which needs a half of at most K nodes next to a large one.
 """

@@ -86,9 +86,9 @@ def answered_from(held: PrefixCounts, below: Counter) -> Counter:
 def counted_ahead(engine: Engine, layer: int, index: int, codes: Sequence[int], layer_size: int,
                   cap: int | None, held: PrefixCounts | None = None
                   ) -> tuple[Counter, list[tuple[int, int, Sequence[RefState]]]]:
-    """``counter`` of ``layer`` in access partition ``index``, answering a group at most
-    ``held.depth`` bits deep from ``held`` (the store's prefix counts as this reconcile read
-    them, domain.prefix_counts), with the groups (prefix, depth) the walk for ``codes`` will
+    """``counter`` of ``layer`` in access partition ``index``, answering a group ``held``
+    answers from it (the store's prefix counts as this reconcile read them,
+    domain.prefix_counts), with the groups (prefix, depth) the walk for ``codes`` will
     count with ``cap`` below that (domain.scoped.path_groups, for a message of at most
     AHEAD_CODES codes on a layer of about ``layer_size`` refs) made at once, side by side, by a
     store whose requests each wait a round trip (GraphStore ``count_refs_many``: DynamoDB), so
