@@ -82,7 +82,7 @@ def test_a_large_layers_walk_has_its_counts_made_side_by_side(aws_engine, monkey
 
     engine, _, _ = aws_engine
     monkeypatch.setattr(DynamoNodeStore, "refs_per_read", 0)
-    monkeypatch.setattr(engine.graph, "held_prefix_counts", lambda layer: None)
+    monkeypatch.setattr(engine.graph, "held_prefix_counts", lambda layer, codes=(): None)
     ingest(engine, synthetic_docs(160, seed=4, prefix="big-"))
     drain(engine)
     counter = DynamoCounter()

@@ -11,6 +11,7 @@ from dataclasses import replace
 from eragraph.adapters.local.graph_sqlite import SqliteGraphStore
 from eragraph.domain.access import max_code
 from eragraph.domain.prefix_counts import DEEP_BITS, PREFIX_BITS
+from eragraph.domain.scoped import ref_count
 from eragraph.services import invariants
 from eragraph.services.ingest import ingest
 from eragraph.services.remove import remove
@@ -141,12 +142,38 @@ def test_the_walk_takes_its_path_below_the_top_from_the_deep_counts(tmp_path):
         for doc in one:
             ingest(engine, [doc])
             drain(engine)
-        plans[name] = (spy.depths, {layer: engine.graph.get_segments(layer) for layer in range(5)})
+        plans[name] = (spy.depths, {layer: engine.graph.get_segments(layer) for layer in range(5)}, spy.held)
         assert invariants.check(engine).ok
     memory_depths, sqlite_depths = plans["memory"][0], plans["sqlite"][0]
     assert [d for d in memory_depths if d > PREFIX_BITS]  # the walk goes below the top ...
-    assert [d for d in sqlite_depths if d <= DEEP_BITS] == []  # ... and SQLite reads it from its counts
+    assert plans["sqlite"][2] > 0 and [d for d in sqlite_depths if d <= DEEP_BITS] == []  # ... SQLite's counts answer it
     assert plans["memory"][1] == plans["sqlite"][1]
+    # the deep counts read are the refs' own
+    graph, n_bits = engine.graph, engine.settings.n_planes
+    refs = graph.prefix_refs(0, 0, max_code())
+    codes = [refs[0].code, refs[len(refs) // 2].code]
+    held = graph.held_prefix_counts(0, codes)
+    assert held.deep_depth == DEEP_BITS and len(held.deep) == len({c >> (n_bits - PREFIX_BITS) for c in codes})
+    for code in codes:
+        for depth in range(PREFIX_BITS + 1, DEEP_BITS + 1):
+            prefix = code >> (n_bits - depth)
+            inside = [r for r in refs if r.code >> (n_bits - depth) == prefix]
+            assert held.count(prefix, depth, None) == ref_count(inside, None, False)
+
+
+def test_deep_counts_are_not_taken_from_a_store_whose_triggers_do_not_keep_them(tmp_path):
+    """An older eragraph that opens the file makes its own triggers, which keep only the top
+    level: the deep rows are stale from then on, and a reader that has the store open takes
+    the top level alone."""
+    engine = local_engine(tmp_path / "graph.db", n_planes=20)
+    ingest(engine, synthetic_docs(60))
+    drain(engine)
+    code = engine.graph.prefix_refs(0, 0, max_code())[0].code
+    assert engine.graph.held_prefix_counts(0, [code]).deep
+    with engine.graph._write() as conn:  # the mark an older eragraph's triggers leave
+        conn.execute("UPDATE store_info SET value = '20/1' WHERE key = 'prefix_counts_bits'")
+    held = engine.graph.held_prefix_counts(0, [code])
+    assert not held.deep and sum(held.new) == 60
 
 
 def test_the_counts_follow_random_ref_writes_in_every_partition_and_layer(tmp_path):

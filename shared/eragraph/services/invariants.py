@@ -57,7 +57,7 @@ def check(engine: Engine, check_vectors: bool = True) -> InvariantReport:
             chunks = ids
         if sizes.get(layer, 0) != len(ids):
             v.append(f"layer {layer}: its counter says {sizes.get(layer, 0)} nodes, the ref index holds {len(ids)}")
-        drift = getattr(engine.graph, "prefix_counts_drift", None)  # a store's prefix counts (DynamoDB)
+        drift = getattr(engine.graph, "prefix_counts_drift", None)  # a store's prefix counts (DynamoDB, SQLite)
         if drift is not None:
             v += [f"layer {layer}: {words}" for words in drift(layer, engine.graph.prefix_refs(layer, 0, max_code()))]
         report.checked_nodes += len(ids)

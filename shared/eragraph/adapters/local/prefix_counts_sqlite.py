@@ -106,10 +106,12 @@ class SqlitePrefixCounts:
         return bits
 
     def held_prefix_counts(self, layer: int, codes: Iterable[int] = ()) -> PrefixCounts | None:
-        """The counts of ``layer`` as they stand (one read of at most 256 rows), with the deep
-        counts of the 8-bit groups ``codes`` (open-partition codes) lie in when they are at most
-        DEEP_GROUPS groups (a range read of at most 256 rows each), or None before the store
-        holds its hyperplanes."""
+        """The counts of ``layer`` as they stand (at most 256 rows), with the deep counts of the
+        8-bit groups ``codes`` (open-partition codes) lie in when they are at most DEEP_GROUPS
+        groups (at most 256 rows each), in one statement (one snapshot), or None before the
+        store holds its hyperplanes. The deep rows are taken only while the store's triggers
+        are this version's, which keep them (an older eragraph that opened the file since made
+        its own, which do not)."""
         bits = self._counted_bits()
         if bits is None:
             return None
@@ -117,18 +119,25 @@ class SqlitePrefixCounts:
         tops = sorted({open_prefix(int(c), bits, top) for c in codes}) if deep > top else []
         if len(tops) > DEEP_GROUPS:
             tops = []
-        with self._lock:  # type: ignore[attr-defined]
-            rows = self._query("SELECT grp, old, live FROM prefix_counts WHERE layer = ?",  # type: ignore[attr-defined]
-                               (int(layer),))
-            deep_rows = [row for t in tops for row in self._query(  # type: ignore[attr-defined]
-                "SELECT grp, old, live FROM prefix_counts_deep WHERE layer = ? AND grp BETWEEN ? AND ?",
-                (int(layer), t << (deep - top), ((t + 1) << (deep - top)) - 1))]
+        sql = "SELECT 0, grp, old, live FROM prefix_counts WHERE layer = ?"
+        params: list[int | str] = [int(layer)]
+        if tops:  # level 1: one key range a group (an OR of ranges may scan the layer); 2: the
+            # mark of triggers that keep the deep rows
+            for t in tops:
+                sql += " UNION ALL SELECT 1, grp, old, live FROM prefix_counts_deep WHERE layer = ? AND grp BETWEEN ? AND ?"
+                params += [int(layer), t << (deep - top), ((t + 1) << (deep - top)) - 1]
+            sql += " UNION ALL SELECT 2, 0, 0, 0 FROM store_info WHERE key = ? AND value = ?"
+            params += [MARK, f"{bits}/{TRIGGERS_VERSION}"]
+        rows = self._query(sql, params)  # type: ignore[attr-defined]
         counts = {}
-        for group, old, live in rows:
-            counts[("old", int(group))] = int(old)
-            counts[("new", int(group))] = int(live)
+        for level, group, old, live in rows:
+            if level == 0:
+                counts[("old", int(group))] = int(old)
+                counts[("new", int(group))] = int(live)
         held = PrefixCounts.of(bits, counts)
-        return held.with_deep(bits, tops, deep_rows) if tops else held
+        if not any(level == 2 for level, *_ in rows):
+            return held  # no deep rows asked, or the triggers do not keep them
+        return held.with_deep(bits, tops, [(int(g), int(o), int(n)) for level, g, o, n in rows if level == 1])
 
     def prefix_counts_drift(self, layer: int, refs: list[RefState]) -> list[str]:
         """How the kept counts of ``layer`` (both levels) differ from those of ``refs`` (its
