@@ -110,13 +110,14 @@ class PrefixCounts:
         """These counts with the second level of each top group in ``tops``: ``rows`` are the
         held (deep group, old, live) counts inside them (an absent deep group holds none)."""
         depth = deep_depth(n_bits)
-        width = 1 << (depth - self.depth)
+        shift = depth - self.depth
+        width = 1 << shift
         deep = {top: ([0] * width, [0] * width) for top in tops}
         for group, old, live in rows:
-            top = group >> (depth - self.depth)
-            if top in deep:
-                deep[top][0][group - (top << (depth - self.depth))] = int(old)
-                deep[top][1][group - (top << (depth - self.depth))] = int(live)
+            kept = deep.get(group >> shift)
+            if kept is not None:
+                kept[0][group & (width - 1)] = int(old)
+                kept[1][group & (width - 1)] = int(live)
         return PrefixCounts(self.depth, self.old, self.new, depth,
                             {top: (tuple(o), tuple(n)) for top, (o, n) in deep.items()})
 

@@ -128,16 +128,19 @@ class SqlitePrefixCounts:
                 params += [int(layer), t << (deep - top), ((t + 1) << (deep - top)) - 1]
             sql += " UNION ALL SELECT 2, 0, 0, 0 FROM store_info WHERE key = ? AND value = ?"
             params += [MARK, f"{bits}/{TRIGGERS_VERSION}"]
-        rows = self._query(sql, params)  # type: ignore[attr-defined]
-        counts = {}
-        for level, group, old, live in rows:
+        size = 1 << top
+        olds, lives, deep_rows, kept = [0] * size, [0] * size, [], False
+        for level, group, old, live in self._query(sql, params):  # type: ignore[attr-defined]
             if level == 0:
-                counts[("old", int(group))] = int(old)
-                counts[("new", int(group))] = int(live)
-        held = PrefixCounts.of(bits, counts)
-        if not any(level == 2 for level, *_ in rows):
-            return held  # no deep rows asked, or the triggers do not keep them
-        return held.with_deep(bits, tops, [(int(g), int(o), int(n)) for level, g, o, n in rows if level == 1])
+                if 0 <= group < size:
+                    olds[group], lives[group] = old, live
+            elif level == 1:
+                deep_rows.append((group, old, live))
+            else:
+                kept = True
+        held = PrefixCounts(top, tuple(olds), tuple(lives))
+        # no deep rows asked, or the triggers do not keep them: the top level alone
+        return held.with_deep(bits, tops, deep_rows) if kept else held
 
     def prefix_counts_drift(self, layer: int, refs: list[RefState]) -> list[str]:
         """How the kept counts of ``layer`` (both levels) differ from those of ``refs`` (its
