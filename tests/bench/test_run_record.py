@@ -30,3 +30,17 @@ def test_commit_is_marked_dirty_when_shared_changed(tmp_path):
     assert git_commit(package) == clean
     (package / "code.py").write_text("x = 2\n")
     assert git_commit(package) == clean + "+dirty"
+
+
+def test_a_run_records_the_commit_it_began_on(monkeypatch):
+    """A long run imports its code when it begins; HEAD may move on before it ends. The
+    commit it records is the one read at its start (mark_start), not at its end."""
+    from eragraph.bench import common
+
+    monkeypatch.setattr(common, "_STARTED", {})
+    heads = iter(["a" * 40, "b" * 40])
+    monkeypatch.setattr(common, "git_commit", lambda where=None: next(heads))
+    common.mark_start()
+    common.mark_start()  # a second call keeps the first reading
+    assert common.run_record()["commit"] == "a" * 40
+    assert common.run_record()["commit"] == "a" * 40

@@ -334,11 +334,22 @@ def git_commit(where: str | Path | None = None) -> str:
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+_STARTED: dict[str, str] = {}  # the commit read when the run began (mark_start)
+
+
+def mark_start() -> None:
+    """Read the commit of the code as the run begins (`eragraph bench` calls it first): an
+    hour-long run has imported its code by the time it ends, when HEAD may have moved on."""
+    _STARTED.setdefault("commit", git_commit())
+
+
 def run_record(where: str | Path | None = None) -> dict:
     """What every results file records about its run, under one key ``run``: the date (UTC),
-    the git commit of the code that ran, and the machine (CPU model, cores, Python)."""
+    the git commit of the code that ran (read at ``mark_start`` when it was called), and the
+    machine (CPU model, cores, Python)."""
+    commit = _STARTED["commit"] if where is None and "commit" in _STARTED else git_commit(where)
     return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            "commit": git_commit(where), "machine": machine()}
+            "commit": commit, "machine": machine()}
 
 
 def finish(result: dict, args: Any, name: str) -> dict:

@@ -57,6 +57,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    from ..bench.common import mark_start
+
+    mark_start()  # the commit of the code that runs, before a long run lets HEAD move on
     module = importlib.import_module(f"eragraph.bench.{args.bench_command}")
     out = module.run(args)
     if getattr(args, "out", None):
