@@ -41,7 +41,7 @@ from ..domain.access import caller
 from ..services.ingest import ingest
 from ..services.query import query
 from ..services.resummarize import drain
-from .common import load_corpus, load_questions, run_record
+from .common import load_corpus, load_questions, mark_start, run_record
 
 
 def group_of(doc_id: str, groups: int, shared: float) -> list[str]:
@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     started = time.perf_counter()
-    commit = run_record()["commit"]  # the code that runs: read before, not after, a long run
+    mark_start()  # the commit of the code that runs: read before, not after, a long run
     settings = Settings(embedder=args.embedder)
     data = Path(args.data)
     corpus = load_corpus(data / "corpus.jsonl", args.docs)
@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
         out["insert_summarize_calls_flat"] = insert_calls(flat, held)
         out["held_out_access"] = lists[held.doc_id]
     out["machine"] = f"{platform.machine()}, {platform.python_version()}"
-    out["run"] = {**run_record(), "commit": commit}
+    out["run"] = run_record()
     out["seconds"] = round(time.perf_counter() - started, 1)
     out["command"] = "python -m eragraph.bench.access " + " ".join(sys.argv[1:] if argv is None else argv)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")

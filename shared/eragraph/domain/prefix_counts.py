@@ -45,11 +45,6 @@ def deep_depth(n_bits: int) -> int:
     return min(DEEP_BITS, n_bits)
 
 
-def open_prefix(code: int, n_bits: int, depth: int) -> int:
-    """The ``depth``-bit group of a code's low ``n_bits`` (its place in the open partition)."""
-    return (code & ((1 << n_bits) - 1)) >> (n_bits - depth)
-
-
 def bucket_of(code: int, n_bits: int) -> int | None:
     """The depth-bit group of a stored code (None: not in the open partition, not kept)."""
     if index_of(code, n_bits) != 0:

@@ -26,7 +26,8 @@ import sqlite3
 from collections.abc import Iterable
 
 from ...domain.model import RefState
-from ...domain.prefix_counts import PrefixCounts, deep_depth, open_prefix, prefix_depth
+from ...domain.prefix_counts import PrefixCounts, deep_depth, prefix_depth
+from ...domain.scoped import code_prefix
 
 TABLES = ("prefix_counts", "prefix_counts_deep")  # the 8-bit groups' counts, the 16-bit groups'
 SCHEMA = """
@@ -116,7 +117,7 @@ class SqlitePrefixCounts:
         if bits is None:
             return None
         top, deep = prefix_depth(bits), deep_depth(bits)
-        tops = sorted({open_prefix(int(c), bits, top) for c in codes}) if deep > top else []
+        tops = sorted({code_prefix(int(c), top, bits) for c in codes}) if deep > top else []
         if len(tops) > DEEP_GROUPS:
             tops = []
         sql = "SELECT 0, grp, old, live FROM prefix_counts WHERE layer = ?"
