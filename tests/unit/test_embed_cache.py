@@ -134,6 +134,40 @@ def test_sqlite_large_batch_over_query_chunk(tmp_path):
     cache.close()
 
 
+def test_sqlite_holds_model_sized_vectors_inline(tmp_path):
+    """384-d vectors (MiniLM's) take less than twice their size on disk; a row in the key's B-tree
+    (WITHOUT ROWID) spills past ~1 KB to an overflow page of 4 KiB each: 4.7 KB a vector, 3x."""
+    path = tmp_path / "wide.sqlite"
+    cache = SqliteEmbeddingCache(path)
+    rng = np.random.default_rng(0)
+    n = 2000
+    cache.put_many("minilm", {text_key(f"t{i}"): rng.standard_normal(384).astype(np.float32) for i in range(n)})
+    got = cache.get_many("minilm", [text_key("t7"), text_key("t1999"), text_key("absent")])
+    assert sorted(got) == sorted([text_key("t7"), text_key("t1999")]) and got[text_key("t7")].shape == (384,)
+    pages, size = (cache._conn.execute(f"PRAGMA {p}").fetchone()[0] for p in ("page_count", "page_size"))
+    cache.close()
+    per_vector = pages * size / n
+    assert per_vector < 2.0 * 384 * 4, per_vector  # 1,536 bytes of vector: about 2,140 stored
+
+
+def test_sqlite_opens_a_cache_made_without_rowid(tmp_path):
+    """A store made before keeps its table (made only when missing) and is read and written."""
+    path = tmp_path / "old.sqlite"
+    con = sqlite3.connect(str(path))
+    con.execute("CREATE TABLE embeddings (identity TEXT NOT NULL, key TEXT NOT NULL, dim INTEGER NOT NULL,"
+                " vec BLOB NOT NULL, PRIMARY KEY (identity, key)) WITHOUT ROWID")
+    con.execute("INSERT INTO embeddings VALUES (?, ?, ?, ?)",
+                ("e", text_key("old"), 4, np.arange(4, dtype="<f4").tobytes()))
+    con.commit()
+    con.close()
+    cache = SqliteEmbeddingCache(path)
+    cache.put_many("e", {text_key("new"): np.ones(4, dtype=np.float32)})
+    got = cache.get_many("e", [text_key("old"), text_key("new")])
+    assert got[text_key("old")].tolist() == [0, 1, 2, 3] and got[text_key("new")].tolist() == [1, 1, 1, 1]
+    assert cache.count("e") == 2
+    cache.close()
+
+
 def test_sqlite_cache_shared_between_threads(tmp_path):
     cache = SqliteEmbeddingCache(tmp_path / "t.sqlite")
     emb = CachedEmbedder(CountingEmbedder(), cache)
