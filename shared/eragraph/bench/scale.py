@@ -166,7 +166,8 @@ def run(args: Any) -> dict:
                      "answered: the vector index read from its snapshot); the peak beyond the vector "
                      "index (peak_rss_beyond_index_mb: the build's peak less the index's resident memory); the vector index's resident memory at the end of the build (the "
                      "process's resident memory before and after the index is closed and malloc_trim hands "
-                     "the freed pages back: buckets with their spare capacity, the id map's table)",
+                     "the freed pages back: buckets with their spare capacity, the id map's table); the store's size "
+                     "on disk by top-level entry (store_mb)",
             "insert": "ingest(one document) + drain through the services on the warm store; delete: remove + "
                       "drain; median of the repeats; items read = items returned by the ports' read methods, "
                       "items written = items given to their write methods",

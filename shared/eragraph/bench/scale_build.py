@@ -163,7 +163,19 @@ def build_store(store: Path, corpus: Path, batch_docs: int, settings: Settings) 
             "peak_rss_beyond_index_mb": (None if child.get("vector_index_resident_kb") is None else
                                          round((child["rss_peak_kb"] - child["vector_index_resident_kb"]) / 1024, 1)),
             "documents_added": cli_out["documents_added"], "chunks_added": cli_out["chunks_added"],
-            "summarize_calls": cli_out["summarize_calls"]}
+            "summarize_calls": cli_out["summarize_calls"], "store_mb": store_mb(store)}
+
+
+def store_mb(store: Path) -> dict[str, float]:
+    """The built store's size on disk, MB, by its top-level entry: the blocks its files take (a
+    directory: its files' sum, so a file of a few bytes counts its block; SQLite's write-ahead
+    logs counted with their database)."""
+    sizes: dict[str, float] = {}
+    for entry in sorted(store.iterdir()):
+        files = [entry] if entry.is_file() else [f for f in entry.rglob("*") if f.is_file()]
+        name = entry.name.removesuffix("-wal").removesuffix("-shm")
+        sizes[name] = sizes.get(name, 0.0) + sum(f.stat().st_blocks * 512 for f in files) / 2**20
+    return {name: round(mb, 1) for name, mb in sizes.items()}
 
 
 def build_and_open(store: Path, corpus: Path, args: Any, settings: Settings) -> tuple[Any, dict]:
