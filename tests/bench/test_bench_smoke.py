@@ -358,6 +358,7 @@ def test_scale_smoke(tmp_path):
     assert text.startswith("# Scale: cost against store size") and "eragraph bench scale --smoke" in text
     assert "![scale-smoke-scale.png](plots/scale-smoke-scale.png)" in text
     assert (site / "plots" / "scale-smoke-scale.png").stat().st_size > 0
+    assert "The built store on disk" in text and f"{build['store_mb']['embeddings.sqlite']}" in text
     # two sizes spanning 10k -> 1M get verdicts; the ratios come from the two rows
     import copy
 

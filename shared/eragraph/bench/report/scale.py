@@ -159,6 +159,12 @@ def scale_section(name: str, d: dict, images: list[str]) -> list[str]:
                              fmt(None if r["build"].get("peak_rss_beyond_index_mb") is None else
                                  round(1000 * r["build"]["peak_rss_beyond_index_mb"] / r["chunks"], 2))]
                             for r in phased])]
+        on_disk = [r for r in local if r["build"].get("store_mb")]
+        if on_disk:
+            entries = sorted({name for r in on_disk for name in r["build"]["store_mb"]})
+            out += ["", "The built store on disk (MB, the blocks its files take, by top-level entry):", "",
+                    *table(["chunks", *entries], [[r["chunks"], *[mb_cell(r["build"]["store_mb"].get(name))
+                                                                  for name in entries]] for r in on_disk])]
         modes = list(local[0]["query"])
         out += ["", "Warm query latency (ms, question embedding excluded):", "",
                 *table(["chunks", *[f"{m} p50 / p95" for m in modes]],
@@ -196,6 +202,10 @@ def scale_section(name: str, d: dict, images: list[str]) -> list[str]:
     for img in images:
         out += ["", f"![{img}](plots/{img})"]
     return out + [""]
+
+
+def mb_cell(mb: float | None) -> str:
+    return "–" if mb is None else f"{mb:,.1f}"
 
 
 def scale_target_rows(name: str, d: dict) -> list[list[str]]:
