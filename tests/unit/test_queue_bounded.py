@@ -1,6 +1,6 @@
 """The in-process queues stay bounded while a bulk ingest announces batch after batch before
 one drain: codes (what a reconcile reads) are all kept, the ids that record the change are
-capped per pending message."""
+capped per layer across its pending messages."""
 
 from __future__ import annotations
 
@@ -34,6 +34,31 @@ def test_one_oversized_message_is_capped_too(make):
     queue.send([SegmentsAffected(layer=2, added=ids, codes=(5,), group=0)])
     [(_, msg)] = queue.receive(1)
     assert msg.added == ids[:queue.ids_max] and msg.codes == (5,)
+
+
+@pytest.mark.parametrize("make", [MemoryQueue, LocalQueue])
+def test_the_ids_cap_is_the_layer_s_across_its_shards(make):
+    """A bulk ingest's layer-0 messages are pending in 16 shards; together they keep at most
+    ``ids_max`` ids of each kind (a cap per message held 16 times as many), every shard keeps
+    all its codes, and a received message hands its share of the cap back."""
+    queue = make()
+    cap = queue.ids_max
+    per = cap // 4  # four shards fill the cap; the other twelve come after
+    for group in range(16):
+        ids = tuple(f"chunk-{group}-{i}" for i in range(per))
+        queue.send([SegmentsAffected(layer=0, added=ids, removed=ids[:2], codes=(group << 8,), group=group)])
+    queue.send([SegmentsAffected(layer=1, added=("summary-a",), codes=(7,), group=3)])  # another layer's own cap
+    got = [msg for _, msg in queue.receive(20)]
+    layer0 = [msg for msg in got if msg.layer == 0]
+    assert sorted(msg.codes[0] >> 8 for msg in layer0) == list(range(16))  # every shard's change reaches a reconcile
+    assert sum(len(msg.added) for msg in layer0) == cap
+    assert [len(msg.added) for msg in layer0[:4]] == [per] * 4 and not any(msg.added for msg in layer0[4:])
+    assert sum(len(msg.removed) for msg in layer0) == 32  # under the cap: all kept
+    assert [msg.added for msg in got if msg.layer == 1] == [("summary-a",)]
+    # received: the layer's share is free again
+    queue.send([SegmentsAffected(layer=0, added=tuple(f"late-{i}" for i in range(cap + 5)), codes=(1,), group=0)])
+    [(_, late)] = queue.receive(1)
+    assert len(late.added) == cap
 
 
 def test_pending_codes_are_kept_distinct_and_sorted_in_an_array():

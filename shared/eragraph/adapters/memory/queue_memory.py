@@ -19,7 +19,7 @@ class PendingCodes:
     messages carry before one drain). Codes beyond int64 (a placed code of a late access
     partition at 62 planes) turn it into a set."""
 
-    merge_every = 8192
+    merge_every = 1024  # a layer's 16 shards hold at most 16 times this many codes as Python ints
 
     def __init__(self, codes: Iterable[int] = ()) -> None:
         self._array: np.ndarray | None = np.empty(0, dtype=np.int64)
@@ -72,10 +72,12 @@ class MemoryQueue:
     union of codes and of ids, so a bulk ingest announcing batch after batch costs each message
     its own size, not the size of everything pending before it. The codes (at most 2^n_planes a
     layer; 8 bytes each, ``PendingCodes``, handed over as a ``CodeList``) are what a reconcile
-    reads; the ids only record what changed, and a coalesced message keeps the first
-    ``ids_max`` of each kind, so what is pending stays
+    reads; the ids only record what changed (no reconcile reads them), and a layer's pending
+    messages together keep the first ``ids_max`` of each kind, so what is pending stays
     bounded however many documents one drain follows (a million-document ingest would
-    otherwise hold every chunk id until its drain)."""
+    otherwise hold every chunk id until its drain). The bound is the layer's, not each
+    message's: a layer's messages are coalesced by shard (16 of them), and a bound on each
+    held 16 times as many: 65,536 chunk ids, 7 MB of small strings, through a large ingest."""
 
     ids_max = 4096
 
@@ -83,7 +85,17 @@ class MemoryQueue:
         self._pending: OrderedDict[str, list] = OrderedDict()  # key -> [first message, codes, added, removed, reasons, scoped, sent at, carried]
         self._inflight: dict[str, SegmentsAffected] = {}
         self._receipts = itertools.count(1)
+        self._held: dict[tuple[int, int], int] = {}  # (layer, 0 added / 1 removed) -> ids pending
         self.sent = 0
+
+    def _keep(self, layer: int, kind: int, ids: dict, more: Sequence[str]) -> None:
+        """Add to a pending message's ``ids`` what is left of its layer's ``ids_max``."""
+        room = self.ids_max - self._held.get((layer, kind), 0)
+        if room <= 0 or not more:
+            return
+        before = len(ids)
+        ids.update(dict.fromkeys(more[:room]))
+        self._held[(layer, kind)] = self._held.get((layer, kind), 0) + len(ids) - before
 
     def send(self, messages: Sequence[SegmentsAffected]) -> None:
         for msg in messages:
@@ -91,14 +103,14 @@ class MemoryQueue:
             key = msg.dedup_key()
             entry = self._pending.get(key)
             if entry is None:
-                self._pending[key] = [msg, PendingCodes(msg.codes), dict.fromkeys(msg.added[:self.ids_max]),
-                                      dict.fromkeys(msg.removed[:self.ids_max]), [msg.reason], msg.scoped, msg.at,
-                                      msg.after]
+                entry = self._pending[key] = [msg, PendingCodes(msg.codes), {}, {}, [msg.reason], msg.scoped,
+                                              msg.at, msg.after]
+                self._keep(msg.layer, 0, entry[2], msg.added)
+                self._keep(msg.layer, 1, entry[3], msg.removed)
                 continue
             entry[1].update(msg.codes)
-            for ids, more in ((entry[2], msg.added), (entry[3], msg.removed)):
-                if len(ids) < self.ids_max:
-                    ids.update(dict.fromkeys(more[:self.ids_max - len(ids)]))
+            self._keep(msg.layer, 0, entry[2], msg.added)
+            self._keep(msg.layer, 1, entry[3], msg.removed)
             if msg.reason not in entry[4]:
                 entry[4].append(msg.reason)
             entry[5] = entry[5] and msg.scoped  # a whole-layer message absorbs scoped ones
@@ -111,6 +123,9 @@ class MemoryQueue:
         out = []
         while self._pending and len(out) < max_messages:
             _, (first, codes, added, removed, reasons, scoped, at, after) = self._pending.popitem(last=False)
+            for kind, ids in ((0, added), (1, removed)):
+                if ids:
+                    self._held[(first.layer, kind)] -= len(ids)
             msg = SegmentsAffected(layer=first.layer, added=tuple(added), removed=tuple(removed),
                                    reason="+".join(reasons), codes=codes.sorted() if scoped else (),
                                    group=first.group, op=first.op, at=at, after=after)
